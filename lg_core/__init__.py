@@ -1,0 +1,129 @@
+"""LittleGhost for Python: LLM agents whose runs are durable, resumable state machines.
+
+    from lg_core import Agent, Tool
+
+    class SupportAgent(Agent):
+        model = "scripted:support-demo"
+        tools = [HelpCenterLookupTool]
+
+    run = SupportAgent.ask("Can I get a refund?")
+
+The names below are the public API; a test pins them so it changes only on purpose.
+"""
+
+from __future__ import annotations
+
+from lg_core import callbacks
+from lg_core.agent import DEFAULT_LIMITS, Agent, AsyncRunStream
+from lg_core.callbacks import (
+    after_initialize,
+    after_invocation,
+    after_model,
+    after_model_error,
+    after_tool,
+    before_invocation,
+    before_model,
+    before_tool,
+    cancel,
+    replace,
+)
+from lg_core.cancellation import CancellationToken
+from lg_core.config import Configuration, configuration, configure, runtime, with_configuration
+from lg_core.content import Document, Image, Reasoning, Text, ToolResult, ToolUse
+from lg_core.datamap import DataMap
+from lg_core.errors import *  # noqa: F403 - the error hierarchy is public API
+from lg_core.errors import __all__ as _error_names
+from lg_core.events import EVENT_TYPES, StreamEvent
+from lg_core.invocation import Invocation
+from lg_core.messages import Message
+from lg_core.models import Model, ModelCapabilities, ModelRequest, ModelResolver, ModelResponse
+from lg_core.result_schema import ResultSchema, StructuredResult
+from lg_core.run import Run
+from lg_core.run_context import RunContext
+from lg_core.run_result import RunResult
+from lg_core.runtime import Hook, Runtime
+from lg_core.store import RunRecord
+from lg_core.tool import Artifact, Binding, Tool, ToolOutcome
+from lg_core.tool_registry import ToolRegistry
+from lg_core.usage import Usage
+
+__version__ = "0.1.0"
+
+
+def list_runs(status: str | None = None, limit: int = 100) -> list[RunRecord]:
+    """Stored runs, newest first; ``status`` filters (running, completed, failed, partial, cancelled)."""
+    return runtime().list_runs(status=status, limit=limit)
+
+
+def get_run(run_id: str) -> Run:
+    """The stored run ``run_id`` as a Run (finished or not)."""
+    return runtime().get_run(run_id)
+
+
+def resume(run_id: str, *, force: bool = False) -> Run:
+    """Continue run ``run_id`` after its process died; committed steps are not redone."""
+    return runtime().resume(run_id, force=force)
+
+
+def cancel_run(run_id: str) -> bool:
+    """Ask the process running ``run_id`` to stop it; True if the run was still running."""
+    return runtime().cancel(run_id)
+
+
+__all__ = [
+    "Agent",
+    "Artifact",
+    "AsyncRunStream",
+    "Binding",
+    "CancellationToken",
+    "Configuration",
+    "DEFAULT_LIMITS",
+    "DataMap",
+    "Document",
+    "EVENT_TYPES",
+    "Hook",
+    "Image",
+    "Invocation",
+    "Message",
+    "Model",
+    "ModelCapabilities",
+    "ModelRequest",
+    "ModelResolver",
+    "ModelResponse",
+    "Reasoning",
+    "ResultSchema",
+    "Run",
+    "RunContext",
+    "RunRecord",
+    "RunResult",
+    "Runtime",
+    "StreamEvent",
+    "StructuredResult",
+    "Text",
+    "Tool",
+    "ToolOutcome",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolUse",
+    "Usage",
+    "after_initialize",
+    "after_invocation",
+    "after_model",
+    "after_model_error",
+    "after_tool",
+    "before_invocation",
+    "before_model",
+    "before_tool",
+    "callbacks",
+    "cancel",
+    "cancel_run",
+    "configuration",
+    "configure",
+    "get_run",
+    "list_runs",
+    "replace",
+    "resume",
+    "runtime",
+    "with_configuration",
+    *_error_names,
+]

@@ -1,0 +1,234 @@
+"""Agent: one reusable model-driven behavior, declared as a Python class.
+
+    class CustomerSupportAgent(Agent):
+        model = "scripted:support-demo"            # or a role, or {"provider": ..., "model": ...}
+        system_prompt = "Check the help center before stating company guidance."
+        tools = [HelpCenterLookupTool]             # cumulative across inheritance
+        limits = {"max_turns": 10}                 # merged with the parents' limits
+        result_schema = {...}                      # optional: a strict schema or a Pydantic model
+
+    run = CustomerSupportAgent.ask("Can I get a refund?")
+
+Declarations are checked when the class is defined, so a bad schema, limit or
+tool declaration fails at import. Calls are class methods: ``ask`` (a finished
+Run), ``stream_ask`` (a Run you iterate for StreamEvents) and their async
+forms. Inside a run the engine builds a fresh, run-scoped instance for every
+step (callbacks run on it), so keep working state in ``context.state``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, ClassVar
+
+from lg_core.callbacks import CALLBACK_NAMES, collect
+from lg_core.errors import ConfigurationError
+from lg_core.invocation import Invocation
+from lg_core.result_schema import ResultSchema
+from lg_core.run import Run
+from lg_core.tool_registry import ToolRegistry, check_declaration
+
+DEFAULT_LIMITS: dict[str, int] = {"max_turns": 32, "max_tool_calls": 128, "max_tool_output_tokens": 16_000}
+_ID = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
+_RUN_OPTIONS = ("runtime", "on_event", "cancellation_token")
+
+
+class Agent:
+    """Base class for agents."""
+
+    model: ClassVar[Any] = None
+    description: ClassVar[str] = ""
+    agent_id: ClassVar[str] = "agent"
+    system_prompt: ClassVar[Any] = None
+    tools: ClassVar[tuple[Any, ...]] = ()
+    limits: ClassVar[Mapping[str, int]] = DEFAULT_LIMITS
+    result_schema: ClassVar[Any] = None
+    capture_diagnostics: ClassVar[bool] = True
+
+    _result_spec: ClassVar[ResultSchema | None] = None
+    _callback_chains: ClassVar[dict[str, tuple[str, ...]]] = {name: () for name in CALLBACK_NAMES}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        if "agent_id" not in own:
+            cls.agent_id = default_agent_id(cls.__name__)
+        elif not isinstance(cls.agent_id, str) or not _ID.match(cls.agent_id):
+            raise ConfigurationError(f"{cls.__qualname__}.agent_id must be 1-64 lowercase letters, digits, '_' or '-'")
+        cls._check_model(own.get("model", cls.model))
+        cls.tools = _merge_tools(cls)
+        cls.limits = _merge_limits(cls)
+        if "result_schema" in own:
+            cls._result_spec = None if own["result_schema"] is None else ResultSchema.build(own["result_schema"], cls.__qualname__)
+        if not isinstance(cls.description, str):
+            raise ConfigurationError(f"{cls.__qualname__}.description must be a string")
+        parent_chains = next((b._callback_chains for b in cls.__mro__[1:] if issubclass(b, Agent)), {})
+        cls._callback_chains = collect(cls, parent_chains)
+
+    @classmethod
+    def _check_model(cls, model: Any) -> None:
+        if model is None or callable(model):
+            return
+        if isinstance(model, str) and model.strip() and not model.startswith(":") and not model.endswith(":"):
+            return
+        if isinstance(model, Mapping) and model.get("provider") and model.get("model"):
+            return
+        raise ConfigurationError(
+            f"{cls.__qualname__}.model must be a role name, a 'connection:model-id' target or "
+            f"{{'provider': ..., 'model': ...}}, got {model!r}"
+        )
+
+    # -- class-level queries ------------------------------------------------------------
+
+    @classmethod
+    def select_model(cls, invocation: Invocation) -> Any:
+        """The model selection for ``invocation``; override to choose per request."""
+        return cls.model
+
+    @classmethod
+    def result_spec(cls) -> ResultSchema | None:
+        return cls._result_spec
+
+    @classmethod
+    def callback_chains(cls) -> dict[str, tuple[str, ...]]:
+        return cls._callback_chains
+
+    @classmethod
+    def logical_path(cls) -> str:
+        return cls.agent_id
+
+    # -- entrypoints ------------------------------------------------------------------------
+
+    @classmethod
+    def ask(cls, message: Any = None, /, **options: Any) -> Run:
+        """Run ``message`` to completion and return the finished Run."""
+        return cls.build_run(message, **options).call()
+
+    @classmethod
+    def stream_ask(cls, message: Any = None, /, **options: Any) -> Run:
+        """A dormant Run: iterate it for StreamEvents; it holds the outcome afterwards."""
+        return cls.build_run(message, **options)
+
+    @classmethod
+    async def ask_async(cls, message: Any = None, /, **options: Any) -> Run:
+        """``ask`` for async code: the run executes on a worker thread."""
+        run = cls.build_run(message, **options)
+        return await asyncio.to_thread(run.call)
+
+    @classmethod
+    def stream_ask_async(cls, message: Any = None, /, **options: Any) -> AsyncRunStream:
+        """``stream_ask`` for async code: ``async for event in stream``; ``stream.run`` afterwards."""
+        return AsyncRunStream(cls.build_run(message, **options))
+
+    @classmethod
+    def build_run(cls, message: Any = None, /, **options: Any) -> Run:
+        """Validate the request and build a dormant Run (raises before a Run exists)."""
+        from lg_core.config import runtime as current_runtime
+
+        run_options = {name: options.pop(name) for name in _RUN_OPTIONS if name in options}
+        runtime = run_options.get("runtime") or current_runtime()
+        invocation = Invocation.coerce(message, **options) if message is not None or "message" in options else Invocation(**options)
+        run = Run(cls, invocation, runtime, cancellation_token=run_options.get("cancellation_token"), on_event=run_options.get("on_event"))
+        run._model = runtime.resolver.resolve(cls.select_model(invocation))
+        for hook in runtime.hooks:
+            run = hook.prepare_run(run) or run
+        return run
+
+    # -- run-scoped instance ----------------------------------------------------------------
+
+    def __init__(self, run: Run | None = None, runtime: Any = None, model: Any = None, context: Any = None) -> None:
+        self.run = run
+        self.runtime = runtime
+        self.model = model
+        self.context = context
+
+    def tool_registry(self, binding: Any) -> ToolRegistry:
+        """The tools available for this step, bound to ``binding``."""
+        return ToolRegistry(type(self).tools, binding=binding)
+
+    def render_system_prompt(self) -> str | None:
+        prompt = type(self).system_prompt
+        if prompt is None or isinstance(prompt, str):
+            return prompt
+        if callable(prompt):
+            return str(prompt(self))
+        raise ConfigurationError(f"{type(self).__qualname__}.system_prompt must be a string or a method returning one")
+
+
+class AsyncRunStream:
+    """Async iteration over a Run's events; the Run executes on a worker thread."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[Any] = asyncio.Queue()
+        done = object()
+        iterator = iter(self.run)
+
+        def pump() -> None:
+            try:
+                for event in iterator:
+                    loop.call_soon_threadsafe(events.put_nowait, event)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+                loop.call_soon_threadsafe(events.put_nowait, exc)
+            finally:
+                loop.call_soon_threadsafe(events.put_nowait, done)
+
+        task = loop.run_in_executor(None, pump)
+        try:
+            while True:
+                item = await events.get()
+                if item is done:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            if not task.done():
+                self.run.cancel("the async stream consumer stopped reading")
+            await task
+
+
+def default_agent_id(class_name: str) -> str:
+    """``CustomerSupportAgent`` -> ``customer_support``."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", class_name).lower()
+    return snake[: -len("_agent")] if snake.endswith("_agent") and snake != "_agent" else snake
+
+
+def _merge_tools(cls: type[Agent]) -> tuple[Any, ...]:
+    merged: list[Any] = []
+    for base in reversed(cls.__mro__[1:]):
+        if issubclass(base, Agent) and "tools" in vars(base):
+            merged.extend(t for t in base.tools if t not in merged)
+    own = vars(cls).get("tools", ())
+    if isinstance(own, (str, bytes)) or not hasattr(own, "__iter__"):
+        own = (own,)
+    for declaration in own:
+        check_declaration(declaration, cls.__qualname__)
+        if declaration not in merged:
+            merged.append(declaration)
+    return tuple(merged)
+
+
+def _merge_limits(cls: type[Agent]) -> dict[str, int]:
+    merged = dict(DEFAULT_LIMITS)
+    for base in reversed(cls.__mro__[1:]):
+        if issubclass(base, Agent) and "limits" in vars(base):
+            merged.update(base.limits)
+    own = vars(cls).get("limits", {})
+    if not isinstance(own, Mapping):
+        raise ConfigurationError(f"{cls.__qualname__}.limits must be a dict like {{'max_turns': 10}}")
+    for name, value in own.items():
+        if name not in DEFAULT_LIMITS:
+            raise ConfigurationError(f"{cls.__qualname__}.limits has unknown limit {name!r}; known limits: {sorted(DEFAULT_LIMITS)}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"{cls.__qualname__}.limits[{name!r}] must be a positive integer, got {value!r}")
+        merged[name] = value
+    return merged
+
+
+__all__ = ["Agent", "AsyncRunStream", "DEFAULT_LIMITS", "default_agent_id"]

@@ -1,0 +1,171 @@
+"""Agent callbacks: decorated methods that observe, replace or cancel work.
+
+A callback returns :func:`replace` (its value becomes the payload for later
+callbacks), :func:`cancel` (stops the chain), or anything else (continue).
+Callbacks declared on a parent class run before the subclass's, unless a
+callback is declared with ``prepend=True``.
+
+    class SupportAgent(Agent):
+        @before_model
+        def add_hint(self, payload, context):
+            return replace({**payload, "request": payload["request"].with_settings(top_p=0.9)})
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lg_core.errors import ConfigurationError
+
+CALLBACK_NAMES = (
+    "after_initialize",
+    "before_invocation",
+    "after_invocation",
+    "before_model",
+    "after_model",
+    "after_model_error",
+    "before_tool",
+    "after_tool",
+)
+# The payload key a replacement must keep, per callback.
+REQUIRED_KEYS = {
+    "before_invocation": "messages",
+    "after_invocation": "result",
+    "before_model": "request",
+    "after_model": "response",
+    "after_model_error": "request",
+    "after_tool": "result",
+}
+_MARK = "_lg_callback"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a callback chain decided: continue, cancel (with reason) or replace (with value)."""
+
+    kind: str
+    value: Any = None
+    reason: str | None = None
+
+    @property
+    def continue_(self) -> bool:
+        return self.kind == "continue"
+
+    @property
+    def cancelled(self) -> bool:
+        return self.kind == "cancel"
+
+    @property
+    def replaced(self) -> bool:
+        return self.kind == "replace"
+
+
+CONTINUE = Decision("continue")
+
+
+def replace(value: Any) -> Decision:
+    """Give later callbacks (and the framework) ``value`` instead of the payload."""
+    return Decision("replace", value=value)
+
+
+def cancel(reason: str | None = None) -> Decision:
+    """Stop the chain; what cancellation means depends on the callback."""
+    return Decision("cancel", reason=reason)
+
+
+def _decorator(name: str) -> Callable[..., Any]:
+    def decorate(function: Callable[..., Any] | None = None, *, prepend: bool = False) -> Any:
+        def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+            if not callable(fn):
+                raise TypeError(f"@{name} decorates a method, got {fn!r}")
+            setattr(fn, _MARK, (name, prepend))
+            return fn
+
+        return mark(function) if function is not None else mark
+
+    decorate.__name__ = name
+    decorate.__doc__ = f"Declare an agent method as a ``{name}`` callback."
+    return decorate
+
+
+after_initialize = _decorator("after_initialize")
+before_invocation = _decorator("before_invocation")
+after_invocation = _decorator("after_invocation")
+before_model = _decorator("before_model")
+after_model = _decorator("after_model")
+after_model_error = _decorator("after_model_error")
+before_tool = _decorator("before_tool")
+after_tool = _decorator("after_tool")
+
+
+def collect(cls: type, inherited: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """Merge ``cls``'s decorated methods into the inherited chains (by method name)."""
+    chains = {name: list(inherited.get(name, ())) for name in CALLBACK_NAMES}
+    for attr, value in vars(cls).items():
+        mark = getattr(value, _MARK, None)
+        if mark is None:
+            continue
+        name, prepend = mark
+        chain = chains[name]
+        if attr in chain:
+            chain.remove(attr)
+        chain.insert(0, attr) if prepend else chain.append(attr)
+    return {name: tuple(chain) for name, chain in chains.items()}
+
+
+def _accepts_context(fn: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "context" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
+
+
+def run_chain(receiver: Any, name: str, payload: Any, *, context: Any = None) -> Decision:
+    """Run ``receiver``'s ``name`` chain; the result's value is the final payload."""
+    methods = type(receiver).callback_chains().get(name, ())
+    if not methods:
+        return Decision("continue", value=payload)
+    current, replaced = payload, False
+    for attr in methods:
+        fn = getattr(receiver, attr)
+        result = fn(current, context=context) if _accepts_context(fn) else fn(current)
+        if isinstance(result, Decision) and result.cancelled:
+            return result
+        if isinstance(result, Decision) and result.replaced:
+            _check_replacement(name, attr, result.value)
+            current, replaced = result.value, True
+    return Decision("replace" if replaced else "continue", value=current)
+
+
+def _check_replacement(name: str, attr: str, value: Any) -> None:
+    required = REQUIRED_KEYS.get(name)
+    if required is None:
+        return
+    if not isinstance(value, Mapping) or required not in value:
+        raise ConfigurationError(
+            f"{name} callback {attr!r} returned replace(...) without {required!r}; "
+            f"a {name} replacement must be a dict containing {required!r}"
+        )
+
+
+__all__ = [
+    "CALLBACK_NAMES",
+    "Decision",
+    "after_initialize",
+    "after_invocation",
+    "after_model",
+    "after_model_error",
+    "after_tool",
+    "before_invocation",
+    "before_model",
+    "before_tool",
+    "cancel",
+    "replace",
+    "run_chain",
+]

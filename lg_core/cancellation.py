@@ -1,0 +1,63 @@
+"""CancellationToken: cooperative stop signal for a run's tree of work.
+
+Cancellation is idempotent and flows only downward, from a token to the
+children created from it. Long-running code calls :meth:`raise_if_cancelled`
+at bounded intervals.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from lg_core.errors import CancelledError
+
+
+class CancellationToken:
+    """A thread-safe flag that cancels itself and every attached child."""
+
+    def __init__(self, parent: CancellationToken | None = None) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._children: weakref.WeakSet[CancellationToken] = weakref.WeakSet()
+        self.reason: str | None = None
+        if parent is not None:
+            parent._attach(self)
+
+    def _attach(self, child: CancellationToken) -> None:
+        with self._lock:
+            self._children.add(child)
+            cancelled = self._event.is_set()
+        if cancelled:
+            child.cancel(self.reason)
+
+    def cancel(self, reason: str | None = None) -> None:
+        """Cancel this token and all currently attached children."""
+        with self._lock:
+            if self._event.is_set():
+                return
+            self.reason = reason
+            self._event.set()
+            children = list(self._children)
+        for child in children:
+            child.cancel(reason)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def child(self) -> CancellationToken:
+        """A token cancelled automatically with this one."""
+        return CancellationToken(parent=self)
+
+    def raise_if_cancelled(self) -> None:
+        """Raise CancelledError when cancellation has been requested."""
+        if self._event.is_set():
+            raise CancelledError(self.reason or "The run was cancelled.")
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds for cancellation; True if cancelled."""
+        return self._event.wait(timeout)
+
+
+__all__ = ["CancellationToken"]

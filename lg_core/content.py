@@ -1,0 +1,184 @@
+"""Content blocks: the shared vocabulary of messages.
+
+Text, attachments, tool activity and reasoning move between agents, providers,
+tools and the run store without leaking a provider's wire format. Blocks are a
+discriminated union on ``kind`` and serialize through one adapter
+(:func:`serialize` / :func:`from_dict`); binary data becomes strict base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=False)
+
+
+def _as_bytes(value: Any, field: str) -> bytes:
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, bytes):
+        return value
+    raise TypeError(f"{field} must be bytes, got {type(value).__name__}")
+
+
+class Text(BaseModel):
+    """Model-visible text."""
+
+    model_config = _FROZEN
+    kind: Literal["text"] = "text"
+    text: str
+
+
+class Image(BaseModel):
+    """Binary image data with its MIME type and an optional display name."""
+
+    model_config = _FROZEN
+    kind: Literal["image"] = "image"
+    data: bytes
+    media_type: str
+    name: str | None = None
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _bytes(cls, value: Any) -> bytes:
+        return _as_bytes(value, "Image.data")
+
+    @field_validator("media_type")
+    @classmethod
+    def _image_type(cls, value: str) -> str:
+        if not value.startswith("image/"):
+            raise ValueError(f"Image.media_type must be an image/* type, got {value!r}")
+        return value
+
+
+class Document(BaseModel):
+    """Binary document data with its MIME type and a display name."""
+
+    model_config = _FROZEN
+    kind: Literal["document"] = "document"
+    data: bytes
+    media_type: str
+    name: str
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _bytes(cls, value: Any) -> bytes:
+        return _as_bytes(value, "Document.data")
+
+
+class ToolUse(BaseModel):
+    """One tool call requested by the model."""
+
+    model_config = _FROZEN
+    kind: Literal["tool_use"] = "tool_use"
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    input: dict[str, Any]
+
+
+class ToolResult(BaseModel):
+    """The model-facing result for one ToolUse."""
+
+    model_config = _FROZEN
+    kind: Literal["tool_result"] = "tool_result"
+    tool_use_id: str = Field(min_length=1)
+    content: tuple[Text | Image | Document, ...]
+    status: Literal["success", "error"]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _content(cls, values: Any) -> Any:
+        if isinstance(values, Mapping) and isinstance(values.get("content"), str):
+            values = {**values, "content": (Text(text=values["content"]),)}
+        return values
+
+    @property
+    def text(self) -> str:
+        return "".join(block.text for block in self.content if isinstance(block, Text))
+
+
+class Reasoning(BaseModel):
+    """Provider reasoning: visible text, a signature, or opaque redacted bytes."""
+
+    model_config = _FROZEN
+    kind: Literal["reasoning"] = "reasoning"
+    text: str = ""
+    signature: str | None = None
+    redacted_content: bytes | None = None
+    details: tuple[dict[str, Any], ...] | None = None
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> Reasoning:
+        if self.redacted_content is not None and (self.text or self.signature):
+            raise ValueError("Reasoning.redacted_content excludes text and signature")
+        return self
+
+
+Content = Annotated[
+    Union[Text, Image, Document, ToolUse, ToolResult, Reasoning], Field(discriminator="kind")
+]
+_ADAPTER: TypeAdapter[Any] = TypeAdapter(Content)
+_BINARY_FIELDS = {"image": ("data",), "document": ("data",), "reasoning": ("redacted_content",)}
+
+
+def serialize(block: Any) -> dict[str, Any]:
+    """The JSON-safe dict of ``block``; bytes become strict base64 text."""
+    data = block.model_dump(exclude_none=True)
+    for field in _BINARY_FIELDS.get(data["kind"], ()):
+        if data.get(field) is not None:
+            data[field] = base64.b64encode(data[field]).decode("ascii")
+    if data["kind"] == "tool_result":
+        data["content"] = [serialize(part) for part in block.content]
+    if data["kind"] == "reasoning" and data.get("details") is not None:
+        data["details"] = list(data["details"])
+    return data
+
+
+def from_dict(value: Mapping[str, Any]) -> Any:
+    """Rebuild a block from :func:`serialize` output."""
+    data = dict(value)
+    kind = data.get("kind")
+    for field in _BINARY_FIELDS.get(kind or "", ()):
+        if isinstance(data.get(field), str):
+            try:
+                data[field] = base64.b64decode(data[field], validate=True)
+            except binascii.Error as exc:
+                raise ValueError(f"{kind}.{field} is not valid base64") from exc
+    if kind == "tool_result" and isinstance(data.get("content"), list):
+        data["content"] = tuple(
+            from_dict(part) if isinstance(part, Mapping) else part for part in data["content"]
+        )
+    return _ADAPTER.validate_python(data)
+
+
+def normalize(value: Any) -> Any:
+    """Accept an existing block, a string (a Text block), or a serialized dict."""
+    if isinstance(value, (Text, Image, Document, ToolUse, ToolResult, Reasoning)):
+        return value
+    if isinstance(value, str):
+        return Text(text=value)
+    if isinstance(value, Mapping):
+        return from_dict(value)
+    raise TypeError(
+        f"content must be a string, a content block or a serialized block dict, "
+        f"got {type(value).__name__}"
+    )
+
+
+__all__ = [
+    "Content",
+    "Document",
+    "Image",
+    "Reasoning",
+    "Text",
+    "ToolResult",
+    "ToolUse",
+    "from_dict",
+    "normalize",
+    "serialize",
+]

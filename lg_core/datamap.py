@@ -1,0 +1,150 @@
+"""DataMap: JSON-compatible application data with indifferent key access.
+
+Ruby's DataMap lets String and Symbol keys address the same value. Python has
+no symbols, but applications still pass enum members, ``str`` subclasses and
+other key types; DataMap normalizes every key to a plain ``str`` so a value
+stored under ``Key.ACCOUNT`` is read back as ``"account"`` after a trip
+through the run store. Values must be JSON-compatible because the run store
+persists them; anything else is rejected when it is stored, not later when a
+checkpoint is written.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Mapping, MutableMapping
+from typing import Any
+
+_SCALARS = (str, int, float, bool, type(None))
+_MISSING = object()
+
+
+def normalize_key(key: Any) -> str:
+    """The canonical string form of a key."""
+    if isinstance(key, enum.Enum):
+        key = key.value
+    if isinstance(key, str):
+        return str(key)
+    if isinstance(key, (int, float, bool)):
+        return str(key)
+    raise TypeError(f"DataMap keys must be strings, got {type(key).__name__}: {key!r}")
+
+
+def to_json_value(value: Any, *, path: str = "value") -> Any:
+    """Copy ``value`` into plain JSON types, raising TypeError naming the bad path."""
+    if isinstance(value, DataMap):
+        return value.to_dict()
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if isinstance(value, _SCALARS):
+        if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+            raise TypeError(f"{path} is {value!r}, which JSON cannot represent")
+        return value
+    if isinstance(value, Mapping):
+        return {
+            normalize_key(k): to_json_value(v, path=f"{path}.{k}") for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [to_json_value(v, path=f"{path}[{i}]") for i, v in enumerate(value)]
+    raise TypeError(
+        f"{path} is a {type(value).__name__}; only JSON-compatible values "
+        "(str, int, float, bool, None, lists and mappings) can be stored"
+    )
+
+
+class DataMap(MutableMapping[str, Any]):
+    """A mutable mapping with string keys and JSON-compatible values.
+
+    Nested mappings become DataMaps too, so ``state["plan"]["status"]`` and
+    ``state.dig("plan", "status")`` agree.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[Any, Any] | None = None, /, **values: Any) -> None:
+        self._data: dict[str, Any] = {}
+        for source in (data or {}), values:
+            for key, value in source.items():
+                self[key] = value
+
+    @staticmethod
+    def _wrap(value: Any) -> Any:
+        if isinstance(value, DataMap):
+            return value
+        if isinstance(value, Mapping):
+            return DataMap(value)
+        if isinstance(value, list):
+            return [DataMap._wrap(v) for v in value]
+        return value
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._data[normalize_key(key)]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        name = normalize_key(key)
+        to_json_value(value, path=name)
+        self._data[name] = self._wrap(value)
+
+    def __delitem__(self, key: Any) -> None:
+        del self._data[normalize_key(key)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            return normalize_key(key) in self._data
+        except TypeError:
+            return False
+
+    def __repr__(self) -> str:
+        return f"DataMap({self.to_dict()!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DataMap):
+            return self.to_dict() == other.to_dict()
+        if isinstance(other, Mapping):
+            try:
+                return self.to_dict() == to_json_value(other)
+            except TypeError:
+                return False
+        return NotImplemented
+
+    def fetch(self, key: Any, default: Any = _MISSING) -> Any:
+        """Like ``self[key]``, but a missing key names the available keys."""
+        try:
+            return self[key]
+        except KeyError:
+            if default is not _MISSING:
+                return default
+            raise KeyError(f"key not found: {key!r}; available keys: {sorted(self._data)}") from None
+
+    def dig(self, key: Any, *names: Any) -> Any:
+        """Walk nested maps and lists; returns None when any step is missing."""
+        current: Any = self.get(key)
+        for name in names:
+            if isinstance(current, DataMap):
+                current = current.get(name)
+            elif isinstance(current, list) and isinstance(name, int):
+                current = current[name] if -len(current) <= name < len(current) else None
+            else:
+                return None
+        return current
+
+    def to_dict(self) -> dict[str, Any]:
+        """A deep copy in plain JSON types."""
+        return {k: _plain(v) for k, v in self._data.items()}
+
+    def copy(self) -> DataMap:
+        return DataMap(self.to_dict())
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, DataMap):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

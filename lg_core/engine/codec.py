@@ -1,0 +1,135 @@
+"""JSON forms of what the engine persists: errors, event data, run results.
+
+Live in-process events carry rich objects (a ModelResponse, a Usage, the
+exception); the durable event log and other processes see these JSON forms,
+and :func:`decode_event_data` turns the well-known keys back into objects.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from lg_core import errors as errors_mod
+from lg_core.datamap import to_json_value
+from lg_core.messages import Message
+from lg_core.models.request import ModelResponse
+from lg_core.result_schema import StructuredResult
+from lg_core.usage import Usage
+
+
+def error_to_dict(error: BaseException, *, include_message: bool = True) -> dict[str, Any]:
+    """The stored form of an exception: its class path, message and safe attributes."""
+    cls = type(error)
+    data: dict[str, Any] = {"class": f"{cls.__module__}:{cls.__qualname__}", "name": cls.__name__}
+    data["message"] = str(error) if include_message else ""
+    attributes = getattr(error, "_attributes", None)
+    if attributes:
+        try:
+            data["attributes"] = to_json_value(attributes)
+        except TypeError:
+            pass
+    return data
+
+
+def error_from_dict(data: Mapping[str, Any] | None) -> BaseException | None:
+    """Rebuild an exception from :func:`error_to_dict`; unknown classes become ``Error``."""
+    if not data:
+        return None
+    message = data.get("message", "")
+    module_name, _, qualname = str(data.get("class", "")).partition(":")
+    cls: Any = None
+    try:
+        cls = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            cls = getattr(cls, part)
+    except (ImportError, AttributeError, ValueError):
+        cls = None
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        try:
+            if issubclass(cls, errors_mod.Error):
+                attributes = dict(data.get("attributes") or {})
+                if "validation_errors" in attributes:
+                    attributes["validation_errors"] = tuple(attributes["validation_errors"])
+                return cls(message, **attributes)
+            return cls(message)
+        except Exception:  # noqa: BLE001 - a class with an unusual constructor
+            pass
+    return errors_mod.Error(f"{data.get('name', 'Error')}: {message}")
+
+
+def usage_from(value: Any) -> Usage:
+    return value if isinstance(value, Usage) else Usage.from_dict(value)
+
+
+def response_to_dict(response: ModelResponse) -> dict[str, Any]:
+    return {
+        "message": response.message.to_dict(),
+        "stop_reason": response.stop_reason,
+        "usage": response.usage.to_dict(),
+        "metadata": to_json_value(dict(response.metadata)),
+    }
+
+
+def response_from_dict(data: Mapping[str, Any]) -> ModelResponse:
+    return ModelResponse(
+        message=Message.from_dict(data["message"]),
+        stop_reason=data.get("stop_reason", "end_turn"),
+        usage=Usage.from_dict(data.get("usage")),
+        metadata=data.get("metadata") or {},
+    )
+
+
+def encode_value(value: Any) -> Any:
+    """JSON form of one event data value."""
+    if isinstance(value, Usage):
+        return value.to_dict()
+    if isinstance(value, ModelResponse):
+        return response_to_dict(value)
+    if isinstance(value, Message):
+        return value.to_dict()
+    if isinstance(value, BaseException):
+        return error_to_dict(value)
+    if isinstance(value, StructuredResult):
+        return {"schema_name": value.schema_name, "value": value.value}
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, Mapping):
+        return {str(k): encode_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encode_value(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def encode_event_data(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(key): encode_value(value) for key, value in data.items()}
+
+
+def decode_event_data(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn well-known keys of a stored event back into objects."""
+    decoded = dict(data)
+    if isinstance(decoded.get("usage"), Mapping):
+        decoded["usage"] = Usage.from_dict(decoded["usage"])
+    if isinstance(decoded.get("response"), Mapping):
+        decoded["response"] = response_from_dict(decoded["response"])
+    if isinstance(decoded.get("error"), Mapping) and "class" in decoded["error"]:
+        decoded["error"] = error_from_dict(decoded["error"])
+    return decoded
+
+
+__all__ = [
+    "decode_event_data",
+    "encode_event_data",
+    "encode_value",
+    "error_from_dict",
+    "error_to_dict",
+    "response_from_dict",
+    "response_to_dict",
+    "usage_from",
+]

@@ -1,0 +1,35 @@
+"""The dispatcher protocol: how a committed step's successors get executed.
+
+A StepRef carries ids only (DESIGN 4.2): everything else is read from the run
+store by whoever executes it. The LocalDispatcher executes refs in this
+process; the Celery dispatcher (lg_workers) publishes them as tasks. The
+transitions are the same engine code either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class StepRef:
+    run_id: str
+    key: str
+    kind: str  # model | tool
+    frame_id: str
+
+    @property
+    def task_name(self) -> str:
+        return {"model": "lg.model_turn", "tool": "lg.tool_call"}.get(self.kind, "lg.advance")
+
+
+class Dispatcher(Protocol):
+    """Something that makes published step refs run, once each, eventually."""
+
+    claims_steps: bool
+
+    def publish(self, refs: list[StepRef]) -> None: ...
+
+
+__all__ = ["Dispatcher", "StepRef"]

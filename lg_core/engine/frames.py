@@ -1,0 +1,77 @@
+"""An in-process cache of frame state (checkpoint, version, conversation).
+
+Steps of one run usually execute in the same process one after another, so
+re-reading the whole conversation before every model turn would make a long
+run quadratic. The cache keeps each frame's messages and checkpoint after a
+commit; a stale entry is harmless because every commit checks the frame
+version and a conflict reloads (and only the missing tail of messages).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from lg_core.engine.checkpoint import AgentCheckpoint
+from lg_core.messages import Message
+from lg_core.store import RunStore
+
+
+@dataclass(slots=True)
+class FrameState:
+    id: str
+    run_id: str
+    path: str
+    entrypoint: str
+    version: int
+    checkpoint: AgentCheckpoint
+    messages: tuple[Message, ...]
+
+
+class FrameCache:
+    def __init__(self, store: RunStore, capacity: int = 512) -> None:
+        self._store = store
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._frames: OrderedDict[str, FrameState] = OrderedDict()
+
+    def get(self, frame_id: str) -> FrameState:
+        with self._lock:
+            cached = self._frames.get(frame_id)
+            if cached is not None:
+                self._frames.move_to_end(frame_id)
+                return cached
+        return self.reload(frame_id)
+
+    def reload(self, frame_id: str) -> FrameState:
+        record = self._store.load_frame(frame_id)
+        checkpoint = AgentCheckpoint.from_dict(record.checkpoint)
+        with self._lock:
+            cached = self._frames.get(frame_id)
+        known = cached.messages if cached is not None else ()
+        if len(known) > checkpoint.message_count:
+            known = known[: checkpoint.message_count]
+        tail = self._store.load_messages(frame_id, from_seq=len(known))
+        messages = known + tuple(Message.from_dict(data) for data in tail)
+        state = FrameState(record.id, record.run_id, record.path, record.entrypoint, record.version, checkpoint, messages)
+        self.put(state)
+        return state
+
+    def put(self, state: FrameState) -> None:
+        with self._lock:
+            current = self._frames.get(state.id)
+            if current is not None and current.version > state.version:
+                return
+            self._frames[state.id] = state
+            self._frames.move_to_end(state.id)
+            while len(self._frames) > self._capacity:
+                self._frames.popitem(last=False)
+
+    def forget_run(self, run_id: str) -> None:
+        with self._lock:
+            for frame_id in [k for k, v in self._frames.items() if v.run_id == run_id]:
+                del self._frames[frame_id]
+
+
+__all__ = ["FrameCache", "FrameState"]

@@ -1,0 +1,307 @@
+"""One model turn of the agent loop (step key ``<frame>/turn-N/model``).
+
+Execute: build the request, run ``before_model``, stream the provider (with
+the spec's recovery: ``after_model_error`` replacements and retryable provider
+errors, each announced by ``model_retry``), run ``after_model``. Then decide:
+schedule the turn's tool calls, repair or accept a structured result, or
+finish the run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from lg_core.callbacks import run_chain
+from lg_core.content import Text, ToolResult
+from lg_core.engine.checkpoint import AgentCheckpoint, PendingTool
+from lg_core.engine.frames import FrameState
+from lg_core.engine.steps import StepScope, Transition, message_rows
+from lg_core.errors import (
+    CancelledError,
+    ConfigurationError,
+    MalformedToolCallError,
+    OutputLimitError,
+    ProviderError,
+    StructuredResultError,
+)
+from lg_core.messages import Message
+from lg_core.models.request import ModelRequest, ModelResponse, ToolSpecification
+from lg_core.result_schema import ResultSchema, StructuredResult, parse_json_text
+from lg_core.run_result import RunResult
+from lg_core.store import NewStep
+from lg_core.usage import Usage
+
+RECOVERY_LIMIT = 2
+
+
+class ModelTurn:
+    def __init__(self, scope: StepScope) -> None:
+        self.scope = scope
+        self.partial_text = ""
+        self.calls_made = 0
+
+    # -- execute -------------------------------------------------------------------
+
+    def perform(self) -> Transition:
+        scope = self.scope
+        checkpoint = scope.frame.checkpoint
+        scope.build_context(checkpoint)
+        scope.check_interrupt()
+        agent_cls = scope.agent_class
+        max_turns = agent_cls.limits["max_turns"]
+        if checkpoint.turn >= max_turns:
+            raise OutputLimitError(
+                f"{agent_cls.__name__} used all {max_turns} model turns without finishing; "
+                f"raise limits = {{'max_turns': ...}} on the agent if the task needs more"
+            )
+        model = scope.engine.resolve_model(scope.run)
+        agent = scope.build_agent(model)
+        spec = agent_cls.result_spec()
+        strategy = self._strategy(spec, model)
+        registry = agent.tool_registry(scope.binding(agent, model))
+        try:
+            request = self._request(agent, model, registry.specifications(), spec, strategy, checkpoint)
+            exclusive = {tool.tool_name: bool(tool.exclusive) for tool in registry}
+        finally:
+            registry.close()
+        decision = run_chain(agent, "before_model", {"request": request, "turn": checkpoint.turn, "parent_operation_id": None}, context=scope.context)
+        if decision.cancelled:
+            raise CancelledError(decision.reason or "a before_model callback cancelled the invocation")
+        request = decision.value["request"]
+        if scope.attempt > 1:
+            scope.emit("model_retry", attempt=scope.attempt, partial_text=True, reason="step re-executed after a crash")
+        response = self._stream(agent, model, request, checkpoint)
+        decision = run_chain(agent, "after_model", {"request": request, "response": response, "turn": checkpoint.turn}, context=scope.context)
+        if decision.cancelled:
+            raise CancelledError(decision.reason or "an after_model callback cancelled the invocation")
+        response = decision.value["response"]
+        return self._decide(agent, response, spec, strategy, exclusive)
+
+    def _strategy(self, spec: ResultSchema | None, model: Any) -> str | None:
+        if spec is None:
+            return None
+        capabilities = model.capabilities
+        if spec.strategy == "provider" and not capabilities.native_structured_output:
+            raise ConfigurationError(f"model {model.target} has no provider-native structured output; use strategy 'tool' or 'auto'")
+        if spec.strategy == "tool" and not capabilities.tools:
+            raise ConfigurationError(f"model {model.target} does not accept tools; use strategy 'provider' or 'auto'")
+        if spec.strategy != "auto":
+            return spec.strategy
+        if capabilities.native_structured_output:
+            return "provider"
+        if capabilities.tools:
+            return "tool"
+        raise ConfigurationError(f"model {model.target} supports neither native structured output nor tools")
+
+    def _request(self, agent: Any, model: Any, tools: tuple[ToolSpecification, ...], spec: ResultSchema | None, strategy: str | None, checkpoint: AgentCheckpoint) -> ModelRequest:
+        scope = self.scope
+        invocation = scope.run.invocation
+        output_schema = None
+        if strategy == "provider":
+            output_schema = {"name": spec.name, "description": spec.description, "schema": spec.schema}
+        if strategy == "tool":
+            tools = tools + (ToolSpecification(spec.tool_name(), spec.description or f"Submit the final {spec.name} result.", spec.schema),)
+        return ModelRequest(
+            messages=scope.frame.messages,
+            system=agent.render_system_prompt(),
+            tools=tools,
+            settings=dict(invocation.settings),
+            output_schema=output_schema,
+            cancellation_token=scope.run.cancellation_token,
+            deadline=invocation.deadline_at,
+            metadata={"run_id": scope.run.id, "frame": scope.frame.path, "turn": checkpoint.turn, "sequence": checkpoint.model_calls},
+        )
+
+    def _stream(self, agent: Any, model: Any, request: ModelRequest, checkpoint: AgentCheckpoint) -> ModelResponse:
+        scope = self.scope
+        while True:
+            sequence = checkpoint.model_calls + self.calls_made
+            attempt = request.replace(metadata={**request.metadata, "sequence": sequence})
+            self.calls_made += 1
+            try:
+                return self._stream_once(model, attempt)
+            except ProviderError as error:
+                request = self._recover(agent, attempt, error, checkpoint)
+
+    def _recover(self, agent: Any, request: ModelRequest, error: ProviderError, checkpoint: AgentCheckpoint) -> ModelRequest:
+        scope = self.scope
+        payload = {"request": request, "error": error, "turn": checkpoint.turn, "parent_operation_id": None}
+        decision = run_chain(agent, "after_model_error", payload, context=scope.context)
+        if decision.cancelled:
+            raise CancelledError(decision.reason or "an after_model_error callback cancelled the invocation")
+        retries = self.calls_made
+        if decision.replaced and retries <= RECOVERY_LIMIT:
+            replacement = decision.value["request"]
+        elif getattr(error, "retryable", False) and retries <= RECOVERY_LIMIT:
+            replacement = request
+            self._backoff(retries)
+        else:
+            raise error
+        scope.emit("model_retry", attempt=retries + 1, partial_text=bool(self.partial_text), error_class=type(error).__name__, message=str(error))
+        self.partial_text = ""
+        return replacement
+
+    def _backoff(self, retries: int) -> None:
+        delay = min(0.25 * (2 ** (retries - 1)), 2.0)
+        remaining = self.scope.context.remaining_time(delay) if self.scope.context else delay
+        self.scope.run.cancellation_token.wait(remaining or 0)
+        self.scope.check_interrupt()
+
+    def _stream_once(self, model: Any, request: ModelRequest) -> ModelResponse:
+        scope = self.scope
+        response: ModelResponse | None = None
+        for event in model.stream(request):
+            scope.check_interrupt()
+            if event.type == "text_delta":
+                self.partial_text += event.data.get("text", "")
+            if event.type == "message_stop":
+                response = event.data.get("response")
+            scope.emit(event.type, **event.data)
+        if response is None:
+            raise MalformedToolCallError(f"the provider stream for {model.target} ended without message_stop")
+        return response
+
+    # -- decide --------------------------------------------------------------------
+
+    def _decide(self, agent: Any, response: ModelResponse, spec: ResultSchema | None, strategy: str | None, exclusive: dict[str, bool]) -> Transition:
+        tool_uses = response.message.tool_uses
+        if strategy == "tool" and spec is not None:
+            terminal = [use for use in tool_uses if use.name == spec.tool_name()]
+            if terminal:
+                return self._structured(agent, response, spec, terminal[0].input, terminal[0].id)
+        if tool_uses:
+            return self._schedule_tools(response, exclusive)
+        if strategy == "provider" and spec is not None:
+            value, problem = parse_json_text(response.message.text)
+            return self._structured(agent, response, spec, value, None, problem)
+        if strategy == "tool" and spec is not None:
+            return self._repair(response, spec, [f"respond by calling the tool {spec.tool_name()!r}"], None)
+        return self._finish(agent, response, None)
+
+    def _structured(self, agent: Any, response: ModelResponse, spec: ResultSchema, value: Any, tool_use_id: str | None, problem: str | None = None) -> Transition:
+        problems = [problem] if problem else spec.validate(value)
+        if problems:
+            return self._repair(response, spec, problems, tool_use_id)
+        structured = StructuredResult(schema_name=spec.name, value=value)
+        self.scope.context.submit_structured_result(structured)
+        return self._finish(agent, response, structured, spec.output(value))
+
+    def _repair(self, response: ModelResponse, spec: ResultSchema, problems: list[str], tool_use_id: str | None) -> Transition:
+        scope = self.scope
+        if scope.frame.checkpoint.repairs >= 1:
+            raise StructuredResultError(
+                f"the model's structured result for {spec.name!r} was invalid twice: {'; '.join(problems[:3])}",
+                schema_name=spec.name,
+                validation_errors=problems,
+            )
+        scope.emit("structured_result_repair", schema_name=spec.name, validation_errors=list(problems))
+        instruction = (
+            f"Your previous answer did not match the required result schema {spec.name!r}: "
+            + "; ".join(problems[:5])
+            + (". Call the tool again with corrected input." if tool_use_id else ". Answer again with only a corrected JSON object.")
+        )
+        followups: list[Message] = [response.message]
+        if tool_use_id is not None:
+            followups.append(Message(role="tool", content=[ToolResult(tool_use_id=tool_use_id, content=(Text(text=instruction),), status="error")]))
+            for use in response.message.tool_uses:
+                if use.id != tool_use_id:
+                    followups[-1] = Message(role="tool", content=list(followups[-1].content) + [ToolResult(tool_use_id=use.id, content=(Text(text="Not run: the result submission was invalid."),), status="error")])
+        else:
+            followups.append(Message(role="user", content=instruction))
+        calls = self.calls_made
+
+        def transition(state: FrameState) -> Any:
+            checkpoint = self._advanced(state, response, calls)
+            checkpoint.repairs += 1
+            checkpoint.turn += 1
+            checkpoint.message_count += len(followups)
+            return scope.commit_for(
+                state,
+                checkpoint,
+                step_result={"stop_reason": response.stop_reason, "repair": True},
+                messages=message_rows(state, followups),
+                new_steps=[scope.model_step(state, checkpoint.turn)],
+            )
+
+        return transition
+
+    def _schedule_tools(self, response: ModelResponse, exclusive: dict[str, bool]) -> Transition:
+        scope = self.scope
+        tool_uses = response.message.tool_uses
+        ids = [use.id for use in tool_uses]
+        if len(set(ids)) != len(ids):
+            raise MalformedToolCallError(f"the model used the same tool call id twice in one response: {ids}")
+        limit = scope.agent_class.limits["max_tool_calls"]
+        already = scope.frame.checkpoint.tool_calls_total
+        if already + len(tool_uses) > limit:
+            raise OutputLimitError(
+                f"{scope.agent_class.__name__} asked for tool call {already + len(tool_uses)} but max_tool_calls is {limit}; "
+                "raise limits = {'max_tool_calls': ...} if the task needs more"
+            )
+        calls = self.calls_made
+
+        def transition(state: FrameState) -> Any:
+            checkpoint = self._advanced(state, response, calls)
+            checkpoint.phase = "tools"
+            checkpoint.tool_calls_total += len(tool_uses)
+            checkpoint.message_count += 1
+            pending, new_steps, exclusive_seen = [], [], False
+            for use in tool_uses:
+                key = f"{state.path}/turn-{checkpoint.turn}/tool/{use.id}"
+                is_exclusive = exclusive.get(use.name, False)
+                call = {"id": use.id, "name": use.name, "input": dict(use.input)}
+                if is_exclusive and exclusive_seen:
+                    pending.append(PendingTool(use.id, use.name, key, True, "waiting", call))
+                    continue
+                exclusive_seen = exclusive_seen or is_exclusive
+                pending.append(PendingTool(use.id, use.name, key, is_exclusive, "scheduled"))
+                new_steps.append(NewStep(key=key, frame_id=state.id, kind="tool", input=call))
+            checkpoint.pending = pending
+            return scope.commit_for(
+                state,
+                checkpoint,
+                step_result={"stop_reason": response.stop_reason, "tool_calls": len(tool_uses)},
+                messages=message_rows(state, [response.message]),
+                new_steps=new_steps,
+            )
+
+        return transition
+
+    def _finish(self, agent: Any, response: ModelResponse, structured: StructuredResult | None, output: Any = None) -> Transition:
+        scope = self.scope
+        calls = self.calls_made
+
+        def transition(state: FrameState) -> Any:
+            checkpoint = self._advanced(state, response, calls)
+            checkpoint.phase = "done"
+            checkpoint.message_count += 1
+            result = RunResult(
+                message=response.message,
+                stop_reason=response.stop_reason,
+                usage=Usage.from_dict(checkpoint.usage),
+                messages=state.messages + (response.message,),
+                state=scope.context.state.to_dict(),
+                structured_result=structured,
+                output_value=output,
+            )
+            decision = run_chain(agent, "after_invocation", {"result": result}, context=scope.context)
+            if decision.cancelled:
+                return scope.ending("cancelled", CancelledError(decision.reason or "an after_invocation callback cancelled result delivery"))(state)
+            result = decision.value["result"]
+            return scope.completion(state, checkpoint, result, message_rows(state, [response.message]))
+
+        return transition
+
+    def _advanced(self, state: FrameState, response: ModelResponse, calls: int) -> AgentCheckpoint:
+        """The checkpoint after this turn's model calls, before the branch's own changes."""
+        checkpoint = state.checkpoint.copy()
+        checkpoint.model_calls += calls
+        checkpoint.usage = (Usage.from_dict(checkpoint.usage) + response.usage).to_dict()
+        checkpoint.last_text = response.message.text or checkpoint.last_text
+        if self.scope.context is not None:
+            checkpoint.state = self.scope.context.state.to_dict()
+        return checkpoint
+
+
+__all__ = ["ModelTurn"]

@@ -1,0 +1,186 @@
+"""Shared machinery of one step: scope, events, interrupts and endings.
+
+A step executes outside any transaction and produces a *transition*: a pure
+function from the frame's latest state to the StepCommit to write. If the
+commit loses an optimistic-version race (a parallel tool committed first),
+the engine reloads the frame and calls the transition again; the expensive
+work (model call, tool call) is never repeated for a conflict.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lg_core.callbacks import run_chain
+from lg_core.engine.checkpoint import AgentCheckpoint
+from lg_core.engine.codec import encode_event_data, error_to_dict
+from lg_core.engine.frames import FrameState
+from lg_core.errors import CancelledError, DeadlineExceededError, Error
+from lg_core.events import TERMINAL_EVENTS, StreamEvent
+from lg_core.run_context import RunContext
+from lg_core.run_result import RunResult
+from lg_core.store import NewStep, RunFinish, StepCommit
+from lg_core.tool import Binding
+from lg_core.usage import Usage
+
+if TYPE_CHECKING:
+    from lg_core.engine.engine import Engine
+    from lg_core.run import Run
+
+Transition = Callable[[FrameState], StepCommit]
+
+
+@dataclass
+class StepScope:
+    """What one step works with: the run, its frame, the step key and attempt."""
+
+    engine: Engine
+    run: Run
+    frame: FrameState
+    key: str
+    kind: str
+    attempt: int = 1
+    input: dict[str, Any] | None = None
+    holder: str | None = None
+    live_events: list[StreamEvent] = field(default_factory=list)
+    durable_events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    deferred_events: list[StreamEvent] = field(default_factory=list)
+    context: RunContext | None = None
+
+    # -- collaborators --------------------------------------------------------
+
+    @property
+    def agent_class(self) -> Any:
+        return self.run.entrypoint_class
+
+    def build_context(self, checkpoint: AgentCheckpoint) -> RunContext:
+        self.context = RunContext(
+            state=checkpoint.state,
+            cancellation_token=self.run.cancellation_token,
+            deadline=self.run.invocation.deadline_at,
+            metadata={"run_id": self.run.id, "frame": self.frame.path, "step": self.key},
+            agent_operation_id=self.frame.id,
+        )
+        return self.context
+
+    def build_agent(self, model: Any = None) -> Any:
+        agent = self.agent_class(run=self.run, runtime=self.engine.runtime, model=model, context=self.context)
+        run_chain(agent, "after_initialize", agent, context=self.context)
+        return agent
+
+    def binding(self, agent: Any, model: Any, idempotency_key: str | None = None) -> Binding:
+        return Binding(agent=agent, run=self.run, runtime=self.engine.runtime, model=model, idempotency_key=idempotency_key)
+
+    # -- events -------------------------------------------------------------------
+
+    def emit(self, type: str, /, **data: Any) -> None:
+        """Publish now; durable types are also written with this step's commit."""
+        event = StreamEvent.build(type, **data)
+        self.engine.publish(self.run.id, event)
+        if event.durable:
+            self.durable_events.append((type, encode_event_data(data)))
+
+    def emit_after_commit(
+        self, type: str, /, durable_overrides: dict[str, Any] | None = None, **data: Any
+    ) -> tuple[str, dict[str, Any]]:
+        """Record an event published only once the commit applied; returns its stored form."""
+        self.deferred_events.append(StreamEvent.build(type, **data))
+        return (type, encode_event_data({**data, **(durable_overrides or {})}))
+
+    # -- interrupts ---------------------------------------------------------------
+
+    def check_interrupt(self) -> None:
+        """Raise CancelledError or DeadlineExceededError when the run should stop."""
+        self.run.cancellation_token.raise_if_cancelled()
+        if self.engine.cancel_requested(self.run.id):
+            self.run.cancellation_token.cancel("cancellation was requested")
+            raise CancelledError()
+        deadline = self.run.invocation.deadline_at
+        if deadline is not None and time.time() >= deadline.timestamp():
+            raise DeadlineExceededError()
+
+    # -- commits ------------------------------------------------------------------
+
+    def commit_for(self, state: FrameState, checkpoint: AgentCheckpoint, **fields: Any) -> StepCommit:
+        events = list(self.durable_events) + list(fields.pop("extra_events", []))
+        return StepCommit(
+            run_id=self.run.id,
+            frame_id=state.id,
+            expected_version=state.version,
+            checkpoint=checkpoint.to_dict(),
+            step_key=self.key,
+            holder=self.holder,
+            events=events,
+            **fields,
+        )
+
+    def model_step(self, state: FrameState, turn: int) -> NewStep:
+        return NewStep(key=f"{state.path}/turn-{turn}/model", frame_id=state.id, kind="model")
+
+    def ending(self, outcome: str, error: BaseException | None, partial_text: str = "") -> Transition:
+        """The transition that ends the run with ``outcome`` (failed, partial or cancelled)."""
+        engine, run = self.engine, self.run
+
+        def transition(state: FrameState) -> StepCommit:
+            checkpoint = state.checkpoint.copy()
+            checkpoint.phase = "done"
+            if self.context is not None:
+                checkpoint.state = self.context.state.to_dict()
+            response = None
+            if outcome == "partial":
+                response = partial_text or checkpoint.last_text
+            usage = Usage.from_dict(checkpoint.usage)
+            include = run.entrypoint_class.capture_diagnostics is True
+            error_data = None if error is None else error_to_dict(error, include_message=include or isinstance(error, Error))
+            message = engine.safe_error_message(error, run) if error is not None else None
+            self.deferred_events.clear()
+            terminal = self.emit_after_commit(
+                TERMINAL_EVENTS[outcome],
+                {"error": error_data},
+                outcome=outcome,
+                response=response,
+                usage=usage,
+                message=message,
+                error_class=None if error is None else type(error).__name__,
+                error=error,
+            )
+            finish = RunFinish(outcome, response, error_data, usage.to_dict(), None)
+            return self.commit_for(
+                state,
+                checkpoint,
+                step_status="cancelled" if outcome == "cancelled" else "failed",
+                step_error=error_data,
+                finish=finish,
+                extra_events=[terminal],
+            )
+
+        return transition
+
+    def completion(self, state: FrameState, checkpoint: AgentCheckpoint, result: RunResult, messages: list[Any]) -> StepCommit:
+        """The commit that ends the run as completed with ``result``."""
+        self.deferred_events.clear()
+        stop = self.emit_after_commit("invocation_stop", result=result)
+        terminal = self.emit_after_commit(
+            "run_stop", outcome="completed", response=result.text, usage=result.usage, result=result
+        )
+        finish = RunFinish("completed", result.text, None, result.usage.to_dict(), result.to_dict())
+        return self.commit_for(
+            state,
+            checkpoint,
+            step_result={"stop_reason": result.stop_reason},
+            messages=messages,
+            finish=finish,
+            extra_events=[stop, terminal],
+        )
+
+
+def message_rows(state: FrameState, messages: list[Any]) -> list[tuple[int, str, dict[str, Any]]]:
+    """Rows for messages appended after the frame's current conversation."""
+    start = state.checkpoint.message_count
+    return [(start + i, m.role, m.to_dict()) for i, m in enumerate(messages)]
+
+
+__all__ = ["StepScope", "Transition", "message_rows"]

@@ -1,0 +1,173 @@
+"""One tool call of the agent loop (step key ``<frame>/turn-N/tool/<call id>``).
+
+Execute: find the tool (an unknown name is a model-visible error), validate
+the input, run ``before_tool``, call it, run ``after_tool``, bound the output.
+Commit: record the result; the call that completes the turn (fan-in, decided
+under the frame's optimistic version) appends one tool message with every
+result in call order and schedules the next model turn. Exclusive tools of a
+turn run one after another: each one's commit schedules the next.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from lg_core import content as content_mod
+from lg_core.callbacks import run_chain
+from lg_core.content import Text, ToolResult, ToolUse
+from lg_core.engine.codec import error_to_dict
+from lg_core.engine.frames import FrameState
+from lg_core.engine.steps import StepScope, Transition, message_rows
+from lg_core.errors import ToolError
+from lg_core.messages import Message
+from lg_core.store import NewStep
+from lg_core.tool import Tool, ToolOutcome
+from lg_core.truncation import truncate_middle
+
+OUTCOME_UNKNOWN = (
+    "The outcome of this tool call is unknown: the process running it stopped before it "
+    "reported back, and the tool is marked at_most_once, so it was not run again. "
+    "Check the result another way before retrying it."
+)
+
+
+class ToolCall:
+    def __init__(self, scope: StepScope) -> None:
+        self.scope = scope
+        self.call: dict[str, Any] = dict(scope.input or {})
+        self.tool_use = ToolUse(id=self.call["id"], name=self.call["name"], input=self.call.get("input") or {})
+
+    # -- execute -------------------------------------------------------------------
+
+    def perform(self) -> Transition:
+        scope = self.scope
+        scope.build_context(scope.frame.checkpoint)
+        scope.check_interrupt()
+        model = scope.engine.resolve_model(scope.run)
+        agent = scope.build_agent(model)
+        idempotency_key = f"{scope.run.id}/{scope.key}"
+        registry = agent.tool_registry(scope.binding(agent, model, idempotency_key))
+        try:
+            outcome = self._execute(agent, registry)
+        finally:
+            registry.close()
+        return self._record(outcome)
+
+    def _execute(self, agent: Any, registry: Any) -> ToolOutcome:
+        scope, use = self.scope, self.tool_use
+        try:
+            tool: Tool = registry.fetch(use.name)
+        except ToolError as exc:
+            return ToolOutcome.failure(str(exc), "unknown_tool", exc)
+        if tool.at_most_once and not scope.engine.claim_at_most_once(scope):
+            return ToolOutcome.failure(OUTCOME_UNKNOWN, "outcome_unknown")
+        scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
+        problems = tool.validate(use.input)
+        if problems:
+            return ToolOutcome.failure(f"Invalid input for tool {use.name!r}: " + "; ".join(problems[:5]), "validation")
+        payload = {"tool_use": use, "tool": tool, "operation_id": scope.key, "parent_operation_id": scope.frame.id}
+        decision = run_chain(agent, "before_tool", payload, context=scope.context)
+        if decision.cancelled:
+            return ToolOutcome.failure(decision.reason or f"The call to {use.name!r} was not allowed.", "cancelled_by_callback")
+        outcome = tool.execute_validated(use.input, scope.context)
+        decision = run_chain(agent, "after_tool", {**payload, "result": outcome}, context=scope.context)
+        if decision.replaced:
+            outcome = _as_outcome(decision.value["result"])
+        return outcome
+
+    # -- record --------------------------------------------------------------------
+
+    def _record(self, outcome: ToolOutcome) -> Transition:
+        scope, use = self.scope, self.tool_use
+        outcome = self._bounded(outcome)
+        block = ToolResult(tool_use_id=use.id, content=outcome.content, status=outcome.status)
+        if outcome.error_kind == "outcome_unknown":
+            scope.emit("tool_outcome_unknown", id=use.id, name=use.name, step=scope.key)
+        scope.emit(
+            "tool_execution_stop",
+            id=use.id,
+            name=use.name,
+            status=outcome.status,
+            output=outcome.text,
+            error_kind=outcome.error_kind,
+        )
+        diagnostics = self._diagnostics(outcome)
+        result = {"tool_result": content_mod.serialize(block), "error_kind": outcome.error_kind}
+
+        def transition(state: FrameState) -> Any:
+            checkpoint = state.checkpoint.copy()
+            checkpoint.state = scope.context.state.to_dict()
+            entry = next((p for p in checkpoint.pending if p.key == scope.key), None)
+            if entry is None or entry.status == "done":
+                raise _StaleStep()
+            entry.status = "done"
+            new_steps: list[NewStep] = []
+            if entry.exclusive:
+                waiting = next((p for p in checkpoint.pending if p.status == "waiting"), None)
+                if waiting is not None:
+                    waiting.status, call, waiting.input = "scheduled", waiting.input, None
+                    new_steps.append(NewStep(key=waiting.key, frame_id=state.id, kind="tool", input=call))
+            messages: list[Message] = []
+            if all(p.status == "done" for p in checkpoint.pending):
+                messages.append(self._turn_results(checkpoint.pending, block))
+                checkpoint.pending, checkpoint.phase = [], "model"
+                checkpoint.turn += 1
+                checkpoint.message_count += 1
+                new_steps.append(scope.model_step(state, checkpoint.turn))
+            return scope.commit_for(
+                state,
+                checkpoint,
+                step_status="unknown" if outcome.error_kind == "outcome_unknown" else "succeeded",
+                step_result=result,
+                step_error=diagnostics,
+                messages=message_rows(state, messages),
+                new_steps=new_steps,
+            )
+
+        return transition
+
+    def _turn_results(self, pending: list[Any], own: ToolResult) -> Message:
+        """One tool message with every result of the turn, in call order."""
+        blocks = {own.tool_use_id: own}
+        if len(pending) > 1:
+            prefix = self.scope.key.rsplit("/", 1)[0] + "/"
+            for step in self.scope.engine.store.load_steps(self.scope.run.id, prefix=prefix):
+                if step.result and step.key != self.scope.key:
+                    block = content_mod.from_dict(step.result["tool_result"])
+                    blocks[block.tool_use_id] = block
+        return Message(role="tool", content=[blocks[p.id] for p in pending])
+
+    def _bounded(self, outcome: ToolOutcome) -> ToolOutcome:
+        limit = self.scope.agent_class.limits["max_tool_output_tokens"]
+        content = tuple(
+            Text(text=truncate_middle(block.text, limit)) if isinstance(block, Text) else block for block in outcome.content
+        )
+        if content == outcome.content:
+            return outcome
+        return ToolOutcome(outcome.status, content, outcome.value, outcome.artifacts, outcome.error, outcome.error_kind)
+
+    def _diagnostics(self, outcome: ToolOutcome) -> dict[str, Any] | None:
+        if outcome.error is None or outcome.error_kind != "unexpected":
+            return None
+        capture = self.scope.agent_class.capture_diagnostics is True
+        data = error_to_dict(outcome.error, include_message=capture)
+        if capture:
+            data["traceback"] = "".join(traceback.format_exception(outcome.error))[-8000:]
+        self.scope.run.record_diagnostic({"kind": "tool_error", "step": self.scope.key, "tool": self.tool_use.name, **data}, outcome.error)
+        return data
+
+
+class _StaleStep(Exception):
+    """The frame says this call is already done; another execution committed it."""
+
+
+def _as_outcome(value: Any) -> ToolOutcome:
+    if isinstance(value, ToolOutcome):
+        return value
+    from lg_core.tool import success_outcome
+
+    return success_outcome(value)
+
+
+__all__ = ["OUTCOME_UNKNOWN", "ToolCall"]

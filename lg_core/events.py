@@ -1,0 +1,88 @@
+"""StreamEvent: the one language of live agent output.
+
+Event names are the spec's. Provider events describe one model response;
+agent events bracket an invocation and its tool executions; run events end a
+top-level run (exactly one terminal event per run).
+
+Durability: every event except token deltas is written to the run store's
+event log in the commit of the step that produced it (see DESIGN 4.6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, get_args
+
+EventType = Literal[
+    # provider events
+    "message_start",
+    "text_delta",
+    "reasoning_delta",
+    "tool_call_start",
+    "tool_call_delta",
+    "tool_call_stop",
+    "usage",
+    "model_retry",
+    "message_stop",
+    # agent events
+    "invocation_start",
+    "invocation_stop",
+    "tool_execution_start",
+    "tool_execution_stop",
+    "tool_outcome_unknown",
+    "structured_result_repair",
+    "interjection",
+    "agent_stream",
+    # replay bookkeeping
+    "run_resumed",
+    "run_retried",
+    "run_forked",
+    # terminal events
+    "run_stop",
+    "run_error",
+    "run_partial",
+    "run_cancel",
+]
+EVENT_TYPES: frozenset[str] = frozenset(get_args(EventType))
+TERMINAL_EVENTS: dict[str, str] = {
+    "completed": "run_stop",
+    "failed": "run_error",
+    "partial": "run_partial",
+    "cancelled": "run_cancel",
+}
+LIVE_ONLY_EVENTS: frozenset[str] = frozenset({"text_delta", "reasoning_delta", "tool_call_delta"})
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One immutable event: a ``type`` from :data:`EventType` and a read-only ``data``."""
+
+    type: str
+    data: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    seq: int | None = None
+
+    @classmethod
+    def build(cls, type: str, /, **data: Any) -> StreamEvent:
+        if type not in EVENT_TYPES:
+            raise ValueError(f"unknown stream event type {type!r}")
+        return cls(type, MappingProxyType(data))
+
+    @property
+    def terminal(self) -> bool:
+        return self.type in _TERMINAL_TYPES
+
+    @property
+    def durable(self) -> bool:
+        return self.type not in LIVE_ONLY_EVENTS
+
+    def with_seq(self, seq: int) -> StreamEvent:
+        return StreamEvent(self.type, self.data, seq)
+
+    def __repr__(self) -> str:
+        return f"StreamEvent({self.type!r}, {dict(self.data)!r})"
+
+
+_TERMINAL_TYPES = frozenset(TERMINAL_EVENTS.values())
+
+__all__ = ["EVENT_TYPES", "EventType", "StreamEvent", "TERMINAL_EVENTS"]

@@ -1,0 +1,322 @@
+"""Invocation: one application request in LittleGhost's standard shape.
+
+Known fields are normalized here, once, at the public entrypoint, so every bad
+input fails with an :class:`InvocationError` before a Run exists and nothing
+half-built reaches the run store. Unknown keyword fields stay available
+through ``invocation["name"]`` and ``invocation.name`` (the spec's
+"indifferent-key environment"), but must be JSON-compatible because the
+invocation is persisted with the run.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from pydantic import ValidationError
+
+from lg_core.datamap import DataMap, normalize_key, to_json_value
+from lg_core.errors import InvocationError, UnsupportedInputError
+from lg_core.messages import Message
+
+KNOWN_FIELDS = (
+    "message",
+    "history",
+    "context",
+    "actor_id",
+    "session_id",
+    "run_id",
+    "invocation_id",
+    "settings",
+    "deadline_at",
+    "metadata",
+)
+_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+_MISSING = object()
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Invocation:
+    """The normalized request carried by a Run."""
+
+    __slots__ = ("_env",)
+
+    def __init__(self, message: Any = _MISSING, /, **env: Any) -> None:
+        if message is not _MISSING:
+            if "message" in env:
+                raise InvocationError("pass the message either positionally or as message=, not both")
+            env["message"] = message
+        if "deadline" in env:
+            if "deadline_at" in env:
+                raise InvocationError("pass either deadline= or deadline_at=, not both")
+            env["deadline_at"] = _relative_deadline(env.pop("deadline"))
+        self._env: dict[str, Any] = {}
+        _normalize_into(self._env, env)
+
+    # -- construction helpers -------------------------------------------------
+
+    @classmethod
+    def coerce(cls, value: Any, **options: Any) -> Invocation:
+        """Build from a message plus options, a mapping, or an Invocation."""
+        if isinstance(value, Invocation):
+            if options:
+                data = value.to_dict()
+                data.update(options)
+                return cls.from_dict(data)
+            return value
+        return cls(value, **options)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Invocation:
+        data = dict(data)
+        if isinstance(data.get("message"), Mapping):
+            data["message"] = Message.from_dict(data["message"])
+        if isinstance(data.get("history"), list):
+            data["history"] = [
+                Message.from_dict(m) if isinstance(m, Mapping) and "v" in m else m
+                for m in data["history"]
+            ]
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe copy of the whole environment."""
+        data = dict(self._env)
+        data["message"] = self.message.to_dict()
+        data["history"] = [m.to_dict() for m in self.history]
+        data["context"] = self.context.to_dict()
+        if self.deadline_at is not None:
+            data["deadline_at"] = self.deadline_at.isoformat()
+        return data
+
+    # -- indifferent access ---------------------------------------------------
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._env[normalize_key(key)]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _normalize_into(self._env, {normalize_key(key): value}, partial=True)
+
+    def __contains__(self, key: Any) -> bool:
+        return normalize_key(key) in self._env
+
+    def __getattr__(self, name: str) -> Any:
+        env = object.__getattribute__(self, "_env")
+        if name in env:
+            return env[name]
+        raise AttributeError(f"Invocation has no field {name!r}")
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self._env.get(normalize_key(key), default)
+
+    def fetch(self, key: Any, default: Any = _MISSING) -> Any:
+        name = normalize_key(key)
+        if name in self._env:
+            return self._env[name]
+        if default is not _MISSING:
+            return default
+        raise KeyError(f"invocation has no field {name!r}")
+
+    def key(self, key: Any) -> bool:
+        return key in self
+
+    def dig(self, key: Any, *names: Any) -> Any:
+        value = self.get(key)
+        for name in names:
+            if isinstance(value, Mapping):
+                value = value.get(name)
+            else:
+                return None
+        return value
+
+    # -- typed fields -----------------------------------------------------------
+
+    @property
+    def message(self) -> Message:
+        return self._env["message"]
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        return self._env["history"]
+
+    @property
+    def context(self) -> DataMap:
+        return self._env["context"]
+
+    @property
+    def actor_id(self) -> str | None:
+        return self._env.get("actor_id")
+
+    @property
+    def session_id(self) -> str:
+        return self._env["session_id"]
+
+    @property
+    def run_id(self) -> str:
+        return self._env["run_id"]
+
+    @property
+    def invocation_id(self) -> str:
+        return self._env["invocation_id"]
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self._env["settings"]
+
+    @property
+    def deadline_at(self) -> datetime | None:
+        return self._env.get("deadline_at")
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self._env["metadata"]
+
+    def __repr__(self) -> str:
+        return f"Invocation(run_id={self.run_id!r}, message={self.message.text[:40]!r})"
+
+
+# -- normalization ------------------------------------------------------------
+
+
+def _normalize_into(env: dict[str, Any], values: Mapping[str, Any], partial: bool = False) -> None:
+    for key, value in values.items():
+        name = normalize_key(key)
+        normalizer = _NORMALIZERS.get(name, _extra_field)
+        env[name] = normalizer(value, name)
+    if partial:
+        return
+    if "message" not in env:
+        raise InvocationError("an invocation needs a message: ask('your question', ...)")
+    env.setdefault("history", ())
+    env.setdefault("context", DataMap())
+    env.setdefault("settings", {})
+    env.setdefault("metadata", {})
+    env.setdefault("run_id", new_id())
+    env.setdefault("invocation_id", env["run_id"])
+    env.setdefault("session_id", env["run_id"])
+
+
+def _message(value: Any, name: str) -> Message:
+    if value is None:
+        raise InvocationError("message must not be None; pass the user's text or a Message")
+    try:
+        message = Message.coerce(value)
+    except (ValidationError, TypeError, ValueError) as exc:
+        raise UnsupportedInputError(f"message could not be read as a Message: {_brief(exc)}") from None
+    if message.role != "user":
+        raise InvocationError(f"the invocation message must have role 'user', got {message.role!r}")
+    if not message.content or (
+        all(getattr(b, "kind", "") == "text" for b in message.content) and not message.text.strip()
+    ):
+        raise InvocationError("message must not be blank")
+    return message
+
+
+def _history(value: Any, name: str) -> tuple[Message, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+        raise InvocationError("history must be a list of messages")
+    messages = []
+    for index, item in enumerate(value):
+        try:
+            message = Message.coerce(item)
+        except (ValidationError, TypeError, ValueError) as exc:
+            raise InvocationError(f"history[{index}] is not a valid message: {_brief(exc)}") from None
+        if message.role == "system":
+            raise InvocationError(
+                f"history[{index}] is a system message; the agent's system_prompt supplies system text"
+            )
+        messages.append(message)
+    return tuple(messages)
+
+
+def _json_mapping(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvocationError(f"{name} must be a mapping, got {type(value).__name__}")
+    try:
+        return to_json_value(value, path=name)
+    except TypeError as exc:
+        raise InvocationError(str(exc)) from None
+
+
+def _context(value: Any, name: str) -> DataMap:
+    return DataMap(_json_mapping(value, name))
+
+
+def _identifier(value: Any, name: str) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not _ID_PATTERN.match(value):
+        raise InvocationError(
+            f"{name} must be 1-128 characters of letters, digits and . _ : @ -, got {value!r}"
+        )
+    return value
+
+
+def _actor(value: Any, name: str) -> str | None:
+    return None if value is None else _identifier(value, name)
+
+
+def _deadline(value: Any, name: str) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvocationError(f"deadline_at {value!r} is not ISO 8601 text") from None
+    if not isinstance(value, datetime):
+        raise InvocationError(
+            f"deadline_at must be a datetime or ISO 8601 text, got {type(value).__name__}"
+        )
+    if value.tzinfo is None:
+        value = value.astimezone()
+    return value.astimezone(timezone.utc)
+
+
+def _relative_deadline(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
+        return value
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds < 0:
+        raise InvocationError(f"deadline must not be negative, got {seconds} seconds")
+    return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+
+
+def _extra_field(value: Any, name: str) -> Any:
+    try:
+        return to_json_value(value, path=name)
+    except TypeError as exc:
+        raise InvocationError(str(exc)) from None
+
+
+def _brief(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
+    return str(exc)
+
+
+_NORMALIZERS = {
+    "message": _message,
+    "history": _history,
+    "context": _context,
+    "actor_id": _actor,
+    "session_id": _identifier,
+    "run_id": _identifier,
+    "invocation_id": _identifier,
+    "settings": _json_mapping,
+    "metadata": _json_mapping,
+    "deadline_at": _deadline,
+}
+
+__all__ = ["Invocation", "KNOWN_FIELDS", "new_id"]

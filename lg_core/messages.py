@@ -1,0 +1,108 @@
+"""Message: one participant's contribution to a conversation.
+
+Messages are frozen values. Stored records carry a format version
+(:data:`FORMAT_VERSION`) so the run store can migrate old rows deliberately.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from lg_core import content as content_mod
+from lg_core.content import Reasoning, Text, ToolResult, ToolUse
+from lg_core.datamap import to_json_value
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+FORMAT_VERSION = 1
+
+
+class Message(BaseModel):
+    """A frozen message with a role, normalized content blocks and metadata."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    role: Role
+    content: tuple[content_mod.Content, ...]
+    metadata: dict[str, Any] = {}
+
+    def __init__(self, role: str | None = None, content: Any = None, **data: Any) -> None:
+        if role is not None:
+            data["role"] = role
+        if content is not None:
+            data["content"] = content
+        super().__init__(**data)
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _normalize_content(cls, value: Any) -> tuple[Any, ...]:
+        if isinstance(value, (str, Mapping)) or hasattr(value, "kind"):
+            value = [value]
+        if not isinstance(value, Iterable):
+            raise TypeError("content must be a string, a block, or a list of blocks")
+        return tuple(content_mod.normalize(part) for part in value)
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _metadata(cls, value: Any) -> dict[str, Any]:
+        if value is None:
+            return {}
+        return to_json_value(value, path="metadata")
+
+    @property
+    def text(self) -> str:
+        """Visible text blocks joined, without reasoning or tool content."""
+        return "".join(block.text for block in self.content if isinstance(block, Text))
+
+    @property
+    def tool_uses(self) -> list[ToolUse]:
+        return [block for block in self.content if isinstance(block, ToolUse)]
+
+    @property
+    def tool_results(self) -> list[ToolResult]:
+        return [block for block in self.content if isinstance(block, ToolResult)]
+
+    def without_reasoning(self) -> Message:
+        """This message without Reasoning blocks (``self`` when there are none)."""
+        if not any(isinstance(block, Reasoning) for block in self.content):
+            return self
+        kept = tuple(block for block in self.content if not isinstance(block, Reasoning))
+        return Message(role=self.role, content=kept, metadata=self.metadata)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-safe representation, with its format version."""
+        data: dict[str, Any] = {
+            "v": FORMAT_VERSION,
+            "role": self.role,
+            "content": [content_mod.serialize(block) for block in self.content],
+        }
+        if self.metadata:
+            data["metadata"] = self.metadata
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        version = data.get("v", FORMAT_VERSION)
+        if version != FORMAT_VERSION:
+            raise ValueError(f"unsupported message format version {version}")
+        return cls(
+            role=data["role"],
+            content=[content_mod.from_dict(part) for part in data["content"]],
+            metadata=data.get("metadata") or {},
+        )
+
+    @classmethod
+    def coerce(cls, value: Any, *, role: str = "user") -> Message:
+        """Keep a Message; build one from a dict, a string or a list of blocks."""
+        if isinstance(value, Message):
+            return value
+        if isinstance(value, Mapping):
+            if "v" in value:
+                return cls.from_dict(value)
+            return cls(**{str(k): v for k, v in value.items()})
+        return cls(role=role, content=value)
+
+
+__all__ = ["FORMAT_VERSION", "Message", "ROLES", "Role"]

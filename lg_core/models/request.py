@@ -1,0 +1,105 @@
+"""ModelRequest, ModelResponse and ModelCapabilities: the provider contract.
+
+A provider receives one ModelRequest and yields StreamEvents ending with
+``message_stop`` whose ``data["response"]`` is the ModelResponse. Keeping the
+contract this small is what lets the scripted provider, the HTTP providers
+and a durable wrapper plug into the same agent loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from lg_core.cancellation import CancellationToken
+from lg_core.messages import Message
+from lg_core.usage import Usage
+
+STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filter", "error", "other")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ModelCapabilities:
+    """Optional features a model supports; ``supported_parameters=None`` means unrestricted."""
+
+    native_structured_output: bool = False
+    tools: bool = False
+    tool_choice: bool = False
+    supported_parameters: tuple[str, ...] | None = None
+    known: bool = True
+
+    @classmethod
+    def permissive(cls) -> ModelCapabilities:
+        return cls(native_structured_output=True, tools=True, tool_choice=True)
+
+    @classmethod
+    def unknown(cls) -> ModelCapabilities:
+        return cls(known=False)
+
+    def supports_parameter(self, *names: str) -> bool:
+        if self.supported_parameters is None:
+            return True
+        return all(name in self.supported_parameters for name in names)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolSpecification:
+    """What the model sees of one tool."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_schema": dict(self.input_schema)}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """Everything a provider needs for one model stream.
+
+    ``metadata`` carries engine facts a provider may use but must not send
+    (run id, frame, turn, and ``sequence``: how many model calls this
+    conversation made before this one, stable across crash and resume).
+    """
+
+    messages: tuple[Message, ...]
+    system: str | None = None
+    tools: tuple[ToolSpecification, ...] = ()
+    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    output_schema: Mapping[str, Any] | None = None
+    tool_choice: Any = None
+    required_capabilities: tuple[str, ...] = ()
+    cancellation_token: CancellationToken = dataclasses.field(default_factory=CancellationToken)
+    deadline: datetime | None = None
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> ModelRequest:
+        """A copy with ``changes`` applied (requests are immutable)."""
+        return dataclasses.replace(self, **changes)
+
+    def with_settings(self, **settings: Any) -> ModelRequest:
+        return self.replace(settings={**self.settings, **settings})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """The final result of one provider stream."""
+
+    message: Message
+    stop_reason: str = "end_turn"
+    usage: Usage = dataclasses.field(default_factory=Usage)
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return self.message.text
+
+    @property
+    def tool_uses(self) -> list[Any]:
+        return self.message.tool_uses
+
+
+__all__ = ["ModelCapabilities", "ModelRequest", "ModelResponse", "STOP_REASONS", "ToolSpecification"]

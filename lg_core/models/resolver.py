@@ -1,0 +1,150 @@
+"""Model resolution: roles, ``connection:model`` targets and inline mappings.
+
+A selection names *what* to call; the resolver owns *how*: it looks up the
+configured connection, builds (and caches) its provider, and merges profile
+settings. Role names cannot contain ``:`` because that marks a target.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from lg_core.errors import AdapterLoadError, ConfigurationError
+from lg_core.events import StreamEvent
+from lg_core.models.request import ModelCapabilities, ModelRequest
+from lg_core.providers import BUILTIN_ADAPTERS, Provider
+
+BUILTIN_CONNECTIONS: dict[str, dict[str, Any]] = {"scripted": {"adapter": "scripted"}}
+
+
+class Model:
+    """A resolved, executable model: provider + target + default settings."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        target: str,
+        settings: Mapping[str, Any] | None = None,
+        role: str | None = None,
+    ) -> None:
+        self.provider = provider
+        self.target = target
+        self.settings = dict(settings or {})
+        self.role = role
+
+    @property
+    def model_id(self) -> str:
+        return self.target.split(":", 1)[1]
+
+    @property
+    def capabilities(self) -> ModelCapabilities:
+        return self.provider.capabilities(self.model_id)
+
+    def stream(self, request: ModelRequest) -> Iterator[StreamEvent]:
+        """Stream ``request``; request settings override profile defaults."""
+        if self.settings:
+            request = request.replace(settings={**self.settings, **request.settings})
+        return self.provider.stream(request, self.model_id)
+
+    def __repr__(self) -> str:
+        return f"Model({self.target!r}, role={self.role!r})"
+
+
+class ModelResolver:
+    """Maps a role, target or inline mapping to an executable :class:`Model`."""
+
+    def __init__(
+        self,
+        providers: Mapping[str, Mapping[str, Any]] | None = None,
+        models: Mapping[str, Mapping[str, Any]] | None = None,
+        default_model: str | None = None,
+        adapters: Mapping[str, type[Provider]] | None = None,
+    ) -> None:
+        self.connections = {**BUILTIN_CONNECTIONS, **{str(k): dict(v) for k, v in (providers or {}).items()}}
+        self.profiles = {str(k): dict(v) for k, v in (models or {}).items()}
+        self.default_model = default_model
+        self.adapters = {**BUILTIN_ADAPTERS, **(adapters or {})}
+        self._providers: dict[str, Provider] = {}
+        self._lock = threading.Lock()
+        for role in self.profiles:
+            if ":" in role:
+                raise ConfigurationError(f"model role {role!r} contains ':'; that syntax is reserved for targets")
+
+    def resolve(self, selection: Any) -> Model:
+        """Resolve a role name, a ``connection:model`` target, or an inline mapping."""
+        if selection is None:
+            if self.default_model is None:
+                raise ConfigurationError(
+                    "no model selected: set `model = \"connection:model-id\"` on the agent "
+                    "or configure(default_model=...)"
+                )
+            selection = self.default_model
+        if isinstance(selection, Mapping):
+            return self._inline(selection)
+        if not isinstance(selection, str) or not selection.strip():
+            raise ConfigurationError(f"a model selection must be a role, a target or a mapping, got {selection!r}")
+        if ":" in selection:
+            return self._target(selection, {}, role=None)
+        return self._role(selection)
+
+    def _role(self, role: str) -> Model:
+        profile = self.profiles.get(role)
+        if profile is None:
+            known = ", ".join(sorted(self.profiles)) or "none"
+            raise ConfigurationError(
+                f"unknown model role {role!r} (configured roles: {known}); "
+                "use a 'connection:model-id' target or add the role to configure(models=...)"
+            )
+        target = profile.get("target")
+        if not isinstance(target, str) or ":" not in target:
+            raise ConfigurationError(f"model role {role!r} needs a 'target' of the form 'connection:model-id'")
+        return self._target(target, profile.get("settings") or {}, role=role)
+
+    def _inline(self, selection: Mapping[str, Any]) -> Model:
+        provider, model = selection.get("provider"), selection.get("model")
+        if not provider or not model:
+            raise ConfigurationError("an inline model mapping needs 'provider' and 'model'")
+        settings = {k: v for k, v in selection.items() if k not in ("provider", "model")}
+        return self._target(f"{provider}:{model}", settings, role=None)
+
+    def _target(self, target: str, settings: Mapping[str, Any], role: str | None) -> Model:
+        connection, _, model_id = target.partition(":")
+        if not connection or not model_id:
+            raise ConfigurationError(f"model target {target!r} must look like 'connection:model-id'")
+        return Model(self._provider(connection), target, settings, role)
+
+    def _provider(self, connection: str) -> Provider:
+        with self._lock:
+            provider = self._providers.get(connection)
+            if provider is None:
+                provider = self._build(connection)
+                self._providers[connection] = provider
+            return provider
+
+    def _build(self, connection: str) -> Provider:
+        options = self.connections.get(connection)
+        if options is None:
+            known = ", ".join(sorted(self.connections))
+            raise ConfigurationError(
+                f"no provider connection named {connection!r} (known: {known}); "
+                f"add it with configure(providers={{{connection!r}: {{'adapter': ...}}}})"
+            )
+        adapter = options.get("adapter", connection)
+        cls = self.adapters.get(str(adapter))
+        if cls is None:
+            raise AdapterLoadError(
+                f"connection {connection!r} uses unknown adapter {adapter!r}; "
+                f"available adapters: {', '.join(sorted(self.adapters))}"
+            )
+        return cls(connection, {k: v for k, v in options.items() if k != "adapter"})
+
+    def close(self) -> None:
+        with self._lock:
+            providers, self._providers = list(self._providers.values()), {}
+        for provider in providers:
+            provider.close()
+
+
+__all__ = ["Model", "ModelResolver"]

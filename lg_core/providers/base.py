@@ -1,0 +1,40 @@
+"""The provider interface: one connection, one wire API.
+
+A provider turns a ModelRequest into StreamEvents. The last event is
+``message_stop`` carrying the ModelResponse in ``data["response"]``. Errors are
+raised as ProviderError subclasses (mapped from the transport in one place per
+provider, see CONVENTIONS).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+from lg_core.events import StreamEvent
+from lg_core.models.request import ModelCapabilities, ModelRequest
+
+
+class Provider(abc.ABC):
+    """A configured connection to one model API."""
+
+    adapter: ClassVar[str]
+
+    def __init__(self, connection: str, options: Mapping[str, Any] | None = None) -> None:
+        self.connection = connection
+        self.options = dict(options or {})
+
+    @abc.abstractmethod
+    def capabilities(self, model_id: str) -> ModelCapabilities:
+        """What ``model_id`` supports, for strategy selection."""
+
+    @abc.abstractmethod
+    def stream(self, request: ModelRequest, model_id: str) -> Iterator[StreamEvent]:
+        """Stream one response for ``request``."""
+
+    def close(self) -> None:
+        """Release connections; the runtime calls it when it is discarded."""
+
+
+__all__ = ["Provider"]

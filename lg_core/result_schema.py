@@ -1,0 +1,166 @@
+"""Structured results: a strict JSON Schema subset, checked twice.
+
+The schema is checked when the Agent class is defined (so a bad schema fails
+at import, with a ConfigurationError naming the path), and every returned
+value is validated with ``jsonschema`` before it becomes a StructuredResult.
+
+Strict means: the top level is an object, and every object sets
+``additionalProperties: false`` and lists every property in ``required``. That
+is what providers' native structured-output modes accept, so one schema works
+for both strategies (provider-native and terminal tool).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from lg_core.errors import ConfigurationError
+
+Strategy = Literal["auto", "provider", "tool"]
+STRATEGIES: tuple[str, ...] = ("auto", "provider", "tool")
+ALLOWED_KEYWORDS = frozenset(
+    {
+        "type", "properties", "required", "additionalProperties", "items", "enum", "const",
+        "description", "title", "minLength", "maxLength", "pattern", "format", "minimum",
+        "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
+        "uniqueItems", "anyOf", "$ref", "$defs", "default", "examples",
+    }
+)
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class StructuredResult(BaseModel):
+    """A validated value together with the schema name that validated it."""
+
+    model_config = ConfigDict(frozen=True)
+    schema_name: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class ResultSchema:
+    """A checked result contract: schema, name, description and strategy."""
+
+    schema: dict[str, Any]
+    name: str = "result"
+    description: str | None = None
+    strategy: Strategy = "auto"
+    model: type[BaseModel] | None = None
+
+    @classmethod
+    def build(cls, declaration: Any, owner: str) -> ResultSchema:
+        """Accept a ResultSchema, a dict (optionally with name/description/strategy), or a Pydantic model."""
+        if isinstance(declaration, ResultSchema):
+            spec = declaration
+        elif isinstance(declaration, type) and issubclass(declaration, BaseModel):
+            spec = cls(
+                schema=declaration.model_json_schema(),
+                name=_snake(declaration.__name__),
+                description=(declaration.__doc__ or "").strip() or None,
+                model=declaration,
+            )
+        elif isinstance(declaration, Mapping):
+            data = json.loads(json.dumps(declaration))
+            spec = cls(
+                schema=data,
+                name=data.pop("name", "result"),
+                description=data.pop("description", None),
+                strategy=data.pop("strategy", "auto"),
+            )
+        else:
+            raise ConfigurationError(
+                f"{owner}.result_schema must be a dict, a ResultSchema or a Pydantic model, got {declaration!r}"
+            )
+        spec.check(owner)
+        return spec
+
+    def check(self, owner: str) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ConfigurationError(f"{owner}.result_schema strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ConfigurationError(f"{owner}.result_schema name must be 1-64 letters, digits, '_' or '-'")
+        if self.schema.get("type") != "object":
+            raise ConfigurationError(f"{owner}.result_schema: the top-level type must be 'object'")
+        try:
+            jsonschema.Draft202012Validator.check_schema(self.schema)
+        except jsonschema.SchemaError as exc:
+            raise ConfigurationError(f"{owner}.result_schema is not valid JSON Schema: {exc.message}") from None
+        problems = list(_strict_problems(self.schema, "$"))
+        if problems:
+            hint = ""
+            if self.model is not None:
+                hint = " (for a Pydantic model: set model_config = ConfigDict(extra='forbid') and give every field no default)"
+            raise ConfigurationError(f"{owner}.result_schema is not strict: {'; '.join(problems[:5])}{hint}")
+
+    def validate(self, value: Any) -> list[str]:
+        """Messages describing why ``value`` does not match (empty when it does)."""
+        validator = jsonschema.Draft202012Validator(self.schema)
+        return [
+            f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+            for e in sorted(validator.iter_errors(value), key=str)
+        ]
+
+    def output(self, value: Any) -> Any:
+        """The application-facing value: a Pydantic instance when the schema came from one."""
+        if self.model is None:
+            return value
+        try:
+            return self.model.model_validate(value)
+        except ValidationError:
+            return value
+
+    def tool_name(self) -> str:
+        return f"submit_{self.name}"[:64]
+
+
+def _strict_problems(node: Any, path: str) -> Any:
+    if not isinstance(node, Mapping):
+        return
+    unknown = set(node) - ALLOWED_KEYWORDS
+    if unknown:
+        yield f"{path} uses unsupported keywords {sorted(unknown)}"
+    types = node.get("type")
+    is_object = types == "object" or (isinstance(types, list) and "object" in types) or "properties" in node
+    if is_object:
+        properties = node.get("properties", {})
+        if node.get("additionalProperties") is not False:
+            yield f"{path} must set additionalProperties: false"
+        missing = sorted(set(properties) - set(node.get("required", [])))
+        if missing:
+            yield f"{path} must list every property in required (missing {missing})"
+        for name, child in properties.items():
+            yield from _strict_problems(child, f"{path}.{name}")
+    if "items" in node:
+        yield from _strict_problems(node["items"], f"{path}[]")
+    for index, option in enumerate(node.get("anyOf", [])):
+        yield from _strict_problems(option, f"{path}.anyOf[{index}]")
+    for name, definition in node.get("$defs", {}).items():
+        yield from _strict_problems(definition, f"$defs.{name}")
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def parse_json_text(text: str) -> tuple[Any, str | None]:
+    """Parse a model's JSON answer, tolerating a fenced code block around it."""
+    stripped = text.strip()
+    fenced = re.match(r"^```(?:json)?\s*(.*?)\s*```$", stripped, re.DOTALL)
+    if fenced:
+        stripped = fenced.group(1)
+    if not stripped:
+        return None, "the response was empty; it must be a JSON object"
+    try:
+        return json.loads(stripped), None
+    except json.JSONDecodeError as exc:
+        return None, f"the response is not valid JSON ({exc.msg} at position {exc.pos})"
+
+
+__all__ = ["ResultSchema", "STRATEGIES", "StructuredResult", "parse_json_text"]

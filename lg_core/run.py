@@ -1,0 +1,314 @@
+"""Run: one top-level execution, as the caller sees it.
+
+``Agent.ask`` returns a finished Run; ``Agent.stream_ask`` returns a dormant
+Run that executes while you iterate it and yields StreamEvents. A Run
+executes once. Whatever happens inside (model errors, limits, cancellation,
+a deadline) becomes its ``outcome``; only input and configuration errors (before
+a Run exists) and cleanup failures raise.
+
+The Run also owns resources registered with :meth:`register` and closes them
+in reverse order when execution ends.
+"""
+
+from __future__ import annotations
+
+import importlib
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from lg_core.cancellation import CancellationToken
+from lg_core.engine.codec import decode_event_data, error_from_dict
+from lg_core.errors import CleanupError, Error, RunStateError
+from lg_core.events import TERMINAL_EVENTS, StreamEvent
+from lg_core.invocation import Invocation
+from lg_core.messages import Message
+from lg_core.run_context import RunContext
+from lg_core.run_result import RunResult
+from lg_core.store import RunRecord
+from lg_core.usage import Usage
+
+if TYPE_CHECKING:
+    from lg_core.runtime import Runtime
+
+_OUTCOMES = tuple(TERMINAL_EVENTS)
+_TERMINAL_TYPES = {v: k for k, v in TERMINAL_EVENTS.items()}
+_DONE = object()
+
+
+class Run:
+    """The record of one trip through LittleGhost."""
+
+    def __init__(
+        self,
+        entrypoint_class: type,
+        invocation: Invocation,
+        runtime: Runtime,
+        *,
+        cancellation_token: CancellationToken | None = None,
+        on_event: Callable[[StreamEvent], None] | None = None,
+    ) -> None:
+        self.entrypoint_class = entrypoint_class
+        self.invocation = invocation
+        self.runtime = runtime
+        self.cancellation_token = cancellation_token or CancellationToken()
+        self.outcome: str | None = None
+        self.response: str | None = None
+        self.error: BaseException | None = None
+        self.usage = Usage()
+        self.result: RunResult | None = None
+        self.diagnostics: list[dict[str, Any]] = []
+        self.tool_errors: list[BaseException] = []
+        self._on_event = on_event
+        self._phase = "dormant"
+        self._lock = threading.Lock()
+        self._closers: list[Callable[[], Any]] = []
+        self._closed = False
+        self._once_lock = threading.Lock()
+        self._model: Any = None
+
+    # -- identity ------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self.invocation.run_id
+
+    operation_id = id
+
+    @property
+    def entrypoint_path(self) -> str:
+        cls = self.entrypoint_class
+        return f"{cls.__module__}:{cls.__qualname__}"
+
+    @property
+    def agent_class(self) -> type | None:
+        from lg_core.agent import Agent
+
+        return self.entrypoint_class if issubclass(self.entrypoint_class, Agent) else None
+
+    # -- outcome ---------------------------------------------------------------------------
+
+    @property
+    def completed(self) -> bool:
+        return self.outcome == "completed"
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "failed"
+
+    @property
+    def partial(self) -> bool:
+        return self.outcome == "partial"
+
+    @property
+    def cancelled(self) -> bool:
+        return self.outcome == "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome is not None
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} {self.entrypoint_class.__name__} outcome={self.outcome}>"
+
+    # -- execution ---------------------------------------------------------------------------
+
+    def call(self) -> Run:
+        """Execute to the end and return ``self`` (what ``ask`` does)."""
+        self._begin()
+        try:
+            self.runtime.execute(self)
+        finally:
+            self._phase = "finished"
+            self.close()
+        return self
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        """Execute while yielding every event; iterate once."""
+        self._begin()
+        return self._stream()
+
+    def _stream(self) -> Iterator[StreamEvent]:
+        events: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        forward = self._on_event
+        self._on_event = events.put
+        failure: list[BaseException] = []
+
+        def drive() -> None:
+            try:
+                self.runtime.execute(self)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+                failure.append(exc)
+            finally:
+                events.put(_DONE)
+
+        thread = threading.Thread(target=drive, name=f"lg-run-{self.id[:8]}", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = events.get()
+                if item is _DONE:
+                    break
+                if forward is not None:
+                    forward(item)
+                yield item
+        finally:
+            if thread.is_alive():
+                self.cancel("the stream consumer stopped reading")
+            thread.join()
+            self._phase = "finished"
+            self.close()
+        if failure:
+            raise failure[0]
+
+    def _begin(self) -> None:
+        with self._lock:
+            if self._phase != "dormant":
+                raise Error(f"run {self.id} has already executed; a Run executes only once, so call ask() again for a new run")
+            self._phase = "running"
+
+    def deliver(self, event: StreamEvent) -> None:
+        """Receive one event from the engine (called on the executing thread)."""
+        outcome = _TERMINAL_TYPES.get(event.type)
+        if outcome is not None:
+            self._finish_from(outcome, event.data)
+        if self._on_event is not None:
+            self._on_event(event)
+
+    def _finish_from(self, outcome: str, data: Any) -> None:
+        self.outcome = outcome
+        self.response = data.get("response")
+        usage = data.get("usage")
+        self.usage = usage if isinstance(usage, Usage) else Usage.from_dict(usage)
+        error = data.get("error")
+        self.error = error_from_dict(error) if isinstance(error, dict) else error
+        result = data.get("result")
+        if isinstance(result, RunResult):
+            self.result = result
+
+    def cancel(self, reason: str | None = None) -> Run:
+        """Request cooperative cancellation, here and for other processes via the store."""
+        self.cancellation_token.cancel(reason)
+        try:
+            self.runtime.store.request_cancel(self.id)
+        except Exception:  # noqa: BLE001 - the token already stops work in this process
+            pass
+        return self
+
+    # -- resources -----------------------------------------------------------------------------
+
+    def register(self, resource: Any = None, closer: Callable[[], Any] | None = None) -> Any:
+        """Add a resource (with ``close()``) or a closer to reverse-order cleanup."""
+        if closer is None:
+            if resource is None or not callable(getattr(resource, "close", None)):
+                raise TypeError("register() needs a resource with close() or a closer callable")
+            closer = resource.close
+        with self._lock:
+            if self._closed:
+                raise Error(f"run {self.id} has closed; it cannot register more resources")
+            self._closers.append(closer)
+        return resource
+
+    def close(self) -> None:
+        """Close registered resources in reverse order; idempotent; raises the first failure."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            closers, self._closers = list(reversed(self._closers)), []
+        failures: list[BaseException] = []
+        for closer in closers:
+            try:
+                closer()
+            except Exception as exc:  # noqa: BLE001 - every closer runs
+                failures.append(exc)
+        if failures:
+            first = next((f for f in failures if isinstance(f, CleanupError)), failures[0])
+            if isinstance(first, CleanupError):
+                raise first
+            raise CleanupError(f"a resource registered on run {self.id} failed to close: {first!r}") from first
+
+    def once(self, key: str, block: Callable[[], Any]) -> Any:
+        """Run ``block`` at most once successfully for ``key`` in this run (durably)."""
+        with self._once_lock:
+            store = self.runtime.store
+            step_key = f"once/{key}"
+            if store.load_step(self.id, step_key) is not None:
+                return None
+            value = block()
+            store.record_once(self.id, step_key)
+            return value
+
+    def context(self, state: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None) -> RunContext:
+        return RunContext(state=state, cancellation_token=self.cancellation_token, deadline=self.invocation.deadline_at, metadata=metadata)
+
+    def record_diagnostic(self, entry: dict[str, Any], error: BaseException | None = None) -> None:
+        with self._lock:
+            self.diagnostics.append(entry)
+            if error is not None:
+                self.tool_errors.append(error)
+
+    # -- stored runs --------------------------------------------------------------------------
+
+    def events(self, after: int = 0) -> list[StreamEvent]:
+        """The durable event log of this run (token deltas are not stored)."""
+        return [
+            StreamEvent(r.type, _frozen(decode_event_data(r.data)), r.seq) for r in self.runtime.store.load_events(self.id, after)
+        ]
+
+    @classmethod
+    def from_record(cls, record: RunRecord, runtime: Runtime) -> Run:
+        """A Run object for a stored run (finished or not)."""
+        entrypoint = import_entrypoint(record.entrypoint)
+        run = cls(entrypoint, Invocation.from_dict(record.invocation), runtime)
+        if record.finished:
+            run._phase = "finished"
+            run._closed = True
+            run._load_outcome(record)
+        return run
+
+    def _load_outcome(self, record: RunRecord) -> None:
+        self.outcome = record.status
+        self.response = record.response
+        self.usage = Usage.from_dict(record.usage)
+        self.error = error_from_dict(record.error)
+        if record.result is not None:
+            messages = tuple(Message.from_dict(m) for m in self.runtime.store.load_messages(f"{self.id}/root"))
+            spec = getattr(self.entrypoint_class, "result_spec", lambda: None)()
+            structured = record.result.get("structured_result")
+            output = spec.output(structured["value"]) if spec is not None and structured else None
+            self.result = RunResult.from_dict(record.result, messages, output)
+
+    def refresh(self) -> Run:
+        """Reload the outcome from the store (for runs executed elsewhere)."""
+        record = self.runtime.store.load_run(self.id)
+        if record.finished:
+            self._load_outcome(record)
+        return self
+
+
+def import_entrypoint(path: str) -> type:
+    """Import ``module:QualName``; the class must live in an importable module."""
+    module_name, _, qualname = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise RunStateError(
+            f"cannot import the run's entrypoint {path!r} ({exc}); agents whose runs are resumed "
+            "elsewhere must be defined at module level in an importable module (not __main__ or a function)"
+        ) from None
+    if not isinstance(target, type):
+        raise RunStateError(f"entrypoint {path!r} is not a class")
+    return target
+
+
+def _frozen(data: dict[str, Any]) -> Any:
+    from types import MappingProxyType
+
+    return MappingProxyType(data)
+
+
+__all__ = ["Run", "import_entrypoint"]

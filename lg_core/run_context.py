@@ -1,0 +1,75 @@
+"""RunContext: working state, cancellation and deadline for one step of work.
+
+Tools read it as ``self.context``. ``state`` is checkpointed with the step
+that changed it, so it survives a crash; like the spec says, parallel tools
+sharing it must synchronize or be ``exclusive``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime
+from typing import Any
+
+from lg_core.cancellation import CancellationToken
+from lg_core.datamap import DataMap
+from lg_core.errors import DeadlineExceededError
+from lg_core.usage import Usage
+
+
+class RunContext:
+    def __init__(
+        self,
+        state: DataMap | dict[str, Any] | None = None,
+        cancellation_token: CancellationToken | None = None,
+        deadline: datetime | None = None,
+        metadata: dict[str, Any] | None = None,
+        conversation_id: str | None = None,
+        agent_operation_id: str | None = None,
+    ) -> None:
+        self.state = state if isinstance(state, DataMap) else DataMap(state or {})
+        self.cancellation_token = cancellation_token or CancellationToken()
+        self.deadline = deadline
+        self.metadata = dict(metadata or {})
+        self.conversation_id = conversation_id
+        self.agent_operation_id = agent_operation_id
+        self._lock = threading.Lock()
+        self._usage = Usage()
+        self._structured: Any = None
+
+    def check(self) -> None:
+        """Raise CancelledError or DeadlineExceededError when work should stop."""
+        self.cancellation_token.raise_if_cancelled()
+        if self.deadline is not None and time.time() >= self.deadline.timestamp():
+            raise DeadlineExceededError()
+
+    check_ = check
+
+    def remaining_time(self, maximum: float | None = None) -> float | None:
+        """Seconds until the deadline, capped at ``maximum``; ``maximum`` when there is none."""
+        if self.deadline is None:
+            return maximum
+        remaining = max(0.0, self.deadline.timestamp() - time.time())
+        return remaining if maximum is None else min(remaining, maximum)
+
+    def record_usage(self, value: Usage) -> None:
+        with self._lock:
+            self._usage = self._usage + value
+
+    @property
+    def usage(self) -> Usage:
+        with self._lock:
+            return self._usage
+
+    def submit_structured_result(self, result: Any) -> Any:
+        with self._lock:
+            self._structured = result
+        return result
+
+    def structured_result(self) -> Any:
+        with self._lock:
+            return self._structured
+
+
+__all__ = ["RunContext"]

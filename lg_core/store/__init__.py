@@ -1,0 +1,16 @@
+"""The run store: SQLAlchemy tables, records and the repository."""
+
+from lg_core.store.records import CommitResult, EventRecord, FrameRecord, NewStep, RunFinish, RunRecord, StepCommit, StepRecord
+from lg_core.store.repository import RunStore
+
+__all__ = [
+    "CommitResult",
+    "EventRecord",
+    "FrameRecord",
+    "NewStep",
+    "RunFinish",
+    "RunRecord",
+    "RunStore",
+    "StepCommit",
+    "StepRecord",
+]

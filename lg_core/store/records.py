@@ -1,0 +1,156 @@
+"""Plain records read from and written to the run store."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+RUN_ACTIVE = "running"
+RUN_TERMINAL = ("completed", "failed", "partial", "cancelled")
+STEP_OPEN = ("scheduled", "running")
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One stored run, as ``lg runs list`` and ``lg_core.list_runs()`` show it."""
+
+    id: str
+    entrypoint: str
+    kind: str
+    status: str
+    invocation: dict[str, Any]
+    session_id: str
+    actor_id: str | None
+    holder: str | None
+    lease_until: float | None
+    deadline_at: float | None
+    cancel_requested: bool
+    event_seq: int
+    response: str | None
+    error: dict[str, Any] | None
+    usage: dict[str, Any] | None
+    result: dict[str, Any] | None
+    parent_run_id: str | None
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in RUN_TERMINAL
+
+    @property
+    def outcome(self) -> str | None:
+        return self.status if self.finished else None
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRecord:
+    id: str
+    run_id: str
+    path: str
+    kind: str
+    entrypoint: str
+    version: int
+    checkpoint: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    run_id: str
+    key: str
+    frame_id: str
+    kind: str
+    status: str
+    input: dict[str, Any] | None
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    attempts: int
+    holder: str | None
+    lease_until: float | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    run_id: str
+    seq: int
+    type: str
+    data: dict[str, Any]
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class NewStep:
+    """A step to schedule in a commit (its row is the outbox entry)."""
+
+    key: str
+    frame_id: str
+    kind: str
+    input: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinish:
+    """Terminal fields written by the commit that ends a run."""
+
+    status: str
+    response: str | None
+    error: dict[str, Any] | None
+    usage: dict[str, Any] | None
+    result: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class StepCommit:
+    """Everything one step writes, applied in a single transaction."""
+
+    run_id: str
+    frame_id: str
+    expected_version: int
+    checkpoint: dict[str, Any]
+    step_key: str | None = None
+    step_status: str = "succeeded"
+    step_result: dict[str, Any] | None = None
+    step_error: dict[str, Any] | None = None
+    holder: str | None = None
+    messages: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    new_steps: list[NewStep] = field(default_factory=list)
+    finish: RunFinish | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    applied: bool
+    reason: str | None = None
+    first_seq: int = 0
+    cancel_requested: bool = False
+
+
+__all__ = [
+    "CommitResult",
+    "EventRecord",
+    "FrameRecord",
+    "NewStep",
+    "RUN_ACTIVE",
+    "RUN_TERMINAL",
+    "RunFinish",
+    "RunRecord",
+    "STEP_OPEN",
+    "StepCommit",
+    "StepRecord",
+    "dumps",
+    "loads",
+]

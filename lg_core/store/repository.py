@@ -1,0 +1,333 @@
+"""RunStore: the durable source of truth for runs (DESIGN 4.1).
+
+Public methods each open one transaction; private ``_..._txn`` helpers compose
+inside it. The central write is :meth:`RunStore.commit`: a step's result, its
+frame checkpoint (optimistic version check), new messages, durable events and
+the next steps, all in one transaction, so a crash leaves either all of a step
+or none of it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from lg_core.errors import InvocationError, RunNotFoundError
+from lg_core.store.database import Database, Transaction, retry_transient
+from lg_core.store.records import (
+    CommitResult,
+    EventRecord,
+    FrameRecord,
+    NewStep,
+    RunRecord,
+    StepCommit,
+    StepRecord,
+    dumps,
+    loads,
+)
+from lg_core.store.statements import RUN_COLUMNS, STATEMENTS
+
+_JSON_RUN_FIELDS = ("invocation", "error", "usage", "result")
+
+
+class RunStore:
+    """SQLAlchemy-backed run store for SQLite (memory or file) and PostgreSQL."""
+
+    def __init__(self, url: str = "sqlite://", *, synchronous: str = "FULL", relay_grace: float = 30.0) -> None:
+        self.db = Database(url, synchronous=synchronous, statements=STATEMENTS)
+        self.url = url
+        self.relay_grace = relay_grace
+        self.db.create_schema()
+
+    @property
+    def in_memory(self) -> bool:
+        return self.db.in_memory
+
+    def close(self) -> None:
+        self.db.dispose()
+
+    # -- writes -------------------------------------------------------------------
+
+    @retry_transient
+    def create_run(
+        self,
+        run: dict[str, Any],
+        frame: dict[str, Any],
+        messages: Sequence[tuple[int, str, dict[str, Any]]],
+        events: Sequence[tuple[str, dict[str, Any]]],
+        new_steps: Sequence[NewStep],
+    ) -> None:
+        """Persist a new run with its root frame, input messages, first events and first steps."""
+        now = time.time()
+        row = {name: None for name in RUN_COLUMNS}
+        row.update(run, event_seq=len(events), cancel_requested=0, created_at=now, updated_at=now)
+        for name in _JSON_RUN_FIELDS:
+            if row[name] is not None:
+                row[name] = dumps(row[name])
+        with self.db.transaction() as tx:
+            if tx.fetchone("select_run_flags", {"run_id": row["id"]}) is not None:
+                raise InvocationError(
+                    f"a run with id {row['id']!r} already exists; pick a new run_id or resume it with "
+                    f"lg_core.resume({row['id']!r})"
+                )
+            tx.execute("insert_run", row)
+            tx.execute("insert_frame", {**frame, "checkpoint": dumps(frame["checkpoint"]), "updated_at": now})
+            self._insert_messages_txn(tx, row["id"], frame["id"], messages, now)
+            self._insert_events_txn(tx, row["id"], 1, events, now)
+            self._insert_steps_txn(tx, row["id"], new_steps, now)
+
+    def commit(self, commit: StepCommit) -> CommitResult:
+        """Apply one step's effects atomically; see :class:`StepCommit`.
+
+        A lost race (the run already ended, another writer moved the frame, or
+        the step was already completed) rolls back and is reported in the result.
+        """
+        try:
+            return self._commit_once(commit)
+        except _Abort as abort:
+            return CommitResult(False, abort.reason)
+
+    @retry_transient
+    def _commit_once(self, commit: StepCommit) -> CommitResult:
+        now = time.time()
+        with self.db.transaction() as tx:
+            header = self._bump_run_txn(tx, commit, now)
+            if header is None:
+                raise _Abort("run_not_running")
+            last_seq, cancel_requested = header
+            if not self._update_frame_txn(tx, commit, now):
+                raise _Abort("frame_version_conflict")
+            if commit.step_key is not None and not self._complete_step_txn(tx, commit, now):
+                raise _Abort("step_already_completed")
+            self._insert_messages_txn(tx, commit.run_id, commit.frame_id, commit.messages, now)
+            first_seq = last_seq - len(commit.events) + 1
+            self._insert_events_txn(tx, commit.run_id, first_seq, commit.events, now)
+            self._insert_steps_txn(tx, commit.run_id, commit.new_steps, now)
+        return CommitResult(True, None, first_seq, bool(cancel_requested))
+
+    def _bump_run_txn(self, tx: Transaction, commit: StepCommit, now: float) -> tuple[int, int] | None:
+        params: dict[str, Any] = {"run_id": commit.run_id, "n": len(commit.events), "now": now}
+        if commit.finish is None:
+            return tx.fetchone("bump_run", params)
+        finish = commit.finish
+        params.update(
+            status=finish.status,
+            response=finish.response,
+            error=None if finish.error is None else dumps(finish.error),
+            usage=None if finish.usage is None else dumps(finish.usage),
+            result=None if finish.result is None else dumps(finish.result),
+        )
+        return tx.fetchone("finish_run", params)
+
+    def _update_frame_txn(self, tx: Transaction, commit: StepCommit, now: float) -> bool:
+        cursor = tx.execute(
+            "update_frame",
+            {
+                "frame_id": commit.frame_id,
+                "expected": commit.expected_version,
+                "version": commit.expected_version + 1,
+                "checkpoint": dumps(commit.checkpoint),
+                "now": now,
+            },
+        )
+        return cursor.rowcount == 1
+
+    def _complete_step_txn(self, tx: Transaction, commit: StepCommit, now: float) -> bool:
+        params = {
+            "run_id": commit.run_id,
+            "key": commit.step_key,
+            "status": commit.step_status,
+            "result": None if commit.step_result is None else dumps(commit.step_result),
+            "error": None if commit.step_error is None else dumps(commit.step_error),
+            "now": now,
+        }
+        if commit.holder is not None:
+            params["holder"] = commit.holder
+            return tx.execute("complete_held_step", params).rowcount == 1
+        return tx.execute("complete_step", params).rowcount == 1
+
+    @staticmethod
+    def _insert_messages_txn(
+        tx: Transaction, run_id: str, frame_id: str, rows: Iterable[tuple[int, str, dict[str, Any]]], now: float
+    ) -> None:
+        tx.executemany(
+            "insert_messages",
+            [
+                {"frame_id": frame_id, "seq": seq, "run_id": run_id, "role": role, "data": dumps(data), "created_at": now}
+                for seq, role, data in rows
+            ],
+        )
+
+    @staticmethod
+    def _insert_events_txn(
+        tx: Transaction, run_id: str, first_seq: int, rows: Sequence[tuple[str, dict[str, Any]]], now: float
+    ) -> None:
+        tx.executemany(
+            "insert_events",
+            [
+                {"run_id": run_id, "seq": first_seq + i, "type": kind, "data": dumps(data), "created_at": now}
+                for i, (kind, data) in enumerate(rows)
+            ],
+        )
+
+    def _insert_steps_txn(self, tx: Transaction, run_id: str, rows: Sequence[NewStep], now: float) -> None:
+        tx.executemany(
+            "insert_steps",
+            [
+                {
+                    "run_id": run_id,
+                    "key": step.key,
+                    "frame_id": step.frame_id,
+                    "kind": step.kind,
+                    "status": "scheduled",
+                    "input": None if step.input is None else dumps(step.input),
+                    "attempts": 0,
+                    "dispatch_after": now + self.relay_grace,
+                    "created_at": now,
+                }
+                for step in rows
+            ],
+        )
+
+    @retry_transient
+    def claim_step(
+        self, run_id: str, key: str, holder: str, lease_seconds: float, stale_holder: str | None = None
+    ) -> int | None:
+        """Claim a step for ``holder`` (scheduled, lease expired, or held by the dead ``stale_holder``).
+
+        Returns the attempt number this claim starts, or None when the step is not claimable.
+        """
+        now = time.time()
+        with self.db.transaction() as tx:
+            cursor = tx.execute(
+                "claim_step",
+                {
+                    "run_id": run_id,
+                    "key": key,
+                    "holder": holder,
+                    "lease_until": now + lease_seconds,
+                    "now": now,
+                    "stale_holder": stale_holder or "",
+                },
+            )
+            row = cursor.fetchone()
+        return None if row is None else int(row[0])
+
+    @retry_transient
+    def record_once(self, run_id: str, key: str) -> None:
+        """Record that ``Run.once`` completed ``key`` (a succeeded step row)."""
+        now = time.time()
+        with self.db.transaction() as tx:
+            if tx.fetchone("select_step", {"run_id": run_id, "key": key}) is None:
+                tx.execute(
+                    "insert_done_step",
+                    {"run_id": run_id, "key": key, "frame_id": f"{run_id}/root", "kind": "once", "status": "succeeded", "attempts": 1, "created_at": now, "finished_at": now},
+                )
+
+    @retry_transient
+    def request_cancel(self, run_id: str) -> bool:
+        with self.db.transaction() as tx:
+            return tx.execute("request_cancel", {"run_id": run_id, "now": time.time()}).rowcount == 1
+
+    @retry_transient
+    def take_over_run(self, run_id: str, holder: str, previous: str | None) -> bool:
+        with self.db.transaction() as tx:
+            cursor = tx.execute(
+                "take_over_run", {"run_id": run_id, "holder": holder, "previous": previous or "", "now": time.time()}
+            )
+            return cursor.rowcount == 1
+
+    # -- reads --------------------------------------------------------------------
+
+    def load_run(self, run_id: str) -> RunRecord:
+        with self.db.reader() as tx:
+            row = tx.fetchone("select_run", {"run_id": run_id})
+        if row is None:
+            raise RunNotFoundError(f"no run with id {run_id!r} in the run store at {self._safe_url()}")
+        return _run_record(row)
+
+    def run_flags(self, run_id: str) -> tuple[str, bool, str | None]:
+        with self.db.reader() as tx:
+            row = tx.fetchone("select_run_flags", {"run_id": run_id})
+        if row is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return row[0], bool(row[1]), row[2]
+
+    def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunRecord]:
+        with self.db.reader() as tx:
+            if status is None:
+                rows = tx.fetchall("select_runs", {"limit": limit})
+            else:
+                rows = tx.fetchall("select_runs_by_status", {"status": status, "limit": limit})
+        return [_run_record(row) for row in rows]
+
+    def load_frame(self, frame_id: str) -> FrameRecord:
+        with self.db.reader() as tx:
+            row = tx.fetchone("select_frame", {"frame_id": frame_id})
+        if row is None:
+            raise RunNotFoundError(f"no frame {frame_id!r}")
+        return FrameRecord(*row[:6], loads(row[6]))
+
+    def load_frames(self, run_id: str) -> list[FrameRecord]:
+        with self.db.reader() as tx:
+            rows = tx.fetchall("select_frames_of_run", {"run_id": run_id})
+        return [FrameRecord(*row[:6], loads(row[6])) for row in rows]
+
+    def load_messages(self, frame_id: str, from_seq: int = 0) -> list[dict[str, Any]]:
+        with self.db.reader() as tx:
+            rows = tx.fetchall("select_messages", {"frame_id": frame_id, "from_seq": from_seq})
+        return [loads(data) for _seq, data in rows]
+
+    def load_step(self, run_id: str, key: str) -> StepRecord | None:
+        with self.db.reader() as tx:
+            row = tx.fetchone("select_step", {"run_id": run_id, "key": key})
+        return None if row is None else _step_record(row)
+
+    def load_steps(self, run_id: str, *, prefix: str | None = None, open_only: bool = False) -> list[StepRecord]:
+        with self.db.reader() as tx:
+            if open_only:
+                rows = tx.fetchall("select_open_steps", {"run_id": run_id})
+            elif prefix is not None:
+                pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+                rows = [r for r in tx.fetchall("select_steps_like", {"run_id": run_id, "pattern": pattern}) if r[1].startswith(prefix)]
+            else:
+                rows = tx.fetchall("select_steps_of_run", {"run_id": run_id})
+        return [_step_record(row) for row in rows]
+
+    def load_events(self, run_id: str, after: int = 0) -> list[EventRecord]:
+        with self.db.reader() as tx:
+            rows = tx.fetchall("select_events", {"run_id": run_id, "after": after})
+        return [EventRecord(run_id, seq, kind, loads(data), created) for seq, kind, data, created in rows]
+
+    def _safe_url(self) -> str:
+        from sqlalchemy.engine import make_url
+
+        return make_url(self.url).render_as_string(hide_password=True)
+
+
+class _Abort(Exception):
+    """Roll back a commit transaction that lost a race."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _run_record(row: Sequence[Any]) -> RunRecord:
+    data = dict(zip(RUN_COLUMNS, row, strict=True))
+    for name in _JSON_RUN_FIELDS:
+        data[name] = loads(data[name])
+    data["cancel_requested"] = bool(data["cancel_requested"])
+    return RunRecord(**data)
+
+
+def _step_record(row: Sequence[Any]) -> StepRecord:
+    (run_id, key, frame_id, kind, status, input_, result, error, attempts, holder, lease, created, started, finished) = row
+    return StepRecord(
+        run_id, key, frame_id, kind, status, loads(input_), loads(result), loads(error),
+        attempts, holder, lease, created, started, finished,
+    )
+
+
+__all__ = ["RunStore"]

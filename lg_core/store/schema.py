@@ -1,0 +1,114 @@
+"""Every table of the run store, in one place (SQLAlchemy Core).
+
+    runs      one row per top-level run: status, invocation, terminal result,
+              the per-run event sequence counter, cancel flag, lease holder.
+    frames    one row per active conversation (agent loop, later workflow,
+              graph, swarm, subagent): its checkpoint and optimistic version.
+    steps     one row per model turn / tool call, keyed by a deterministic
+              key. A row in status ``scheduled`` is also the transactional
+              outbox entry for "run this step": it is written in the same
+              transaction as the state change that decided it.
+    messages  append-only conversation rows per frame; a checkpoint write
+              appends O(new messages) and never rewrites history.
+    events    the durable event log per run, gapless ``seq`` from runs.event_seq.
+
+Stored JSON carries format versions (messages) and the schema has a version
+row in ``lg_meta`` so later migrations are deliberate.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text
+
+SCHEMA_VERSION = 1
+metadata = MetaData()
+
+lg_meta = Table(
+    "lg_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", String(200), nullable=False),
+)
+
+runs = Table(
+    "lg_runs",
+    metadata,
+    Column("id", String(128), primary_key=True),
+    Column("entrypoint", String(300), nullable=False),
+    Column("kind", String(20), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("invocation", Text, nullable=False),
+    Column("session_id", String(128), nullable=False),
+    Column("actor_id", String(128)),
+    Column("holder", String(200)),
+    Column("lease_until", Float),
+    Column("deadline_at", Float),
+    Column("cancel_requested", Integer, nullable=False, default=0),
+    Column("event_seq", Integer, nullable=False, default=0),
+    Column("response", Text),
+    Column("error", Text),
+    Column("usage", Text),
+    Column("result", Text),
+    Column("parent_run_id", String(128)),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("finished_at", Float),
+)
+Index("lg_runs_status", runs.c.status, runs.c.updated_at)
+
+frames = Table(
+    "lg_frames",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    Column("run_id", String(128), nullable=False, index=True),
+    Column("path", String(200), nullable=False),
+    Column("kind", String(20), nullable=False),
+    Column("entrypoint", String(300), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("checkpoint", Text, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
+
+steps = Table(
+    "lg_steps",
+    metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("key", String(300), primary_key=True),
+    Column("frame_id", String(200), nullable=False),
+    Column("kind", String(20), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("input", Text),
+    Column("result", Text),
+    Column("error", Text),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("holder", String(200)),
+    Column("lease_until", Float),
+    Column("dispatch_after", Float),
+    Column("created_at", Float, nullable=False),
+    Column("started_at", Float),
+    Column("finished_at", Float),
+)
+Index("lg_steps_status", steps.c.status, steps.c.dispatch_after)
+
+messages = Table(
+    "lg_messages",
+    metadata,
+    Column("frame_id", String(200), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("run_id", String(128), nullable=False),
+    Column("role", String(20), nullable=False),
+    Column("data", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+events = Table(
+    "lg_events",
+    metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("type", String(40), nullable=False),
+    Column("data", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+__all__ = ["SCHEMA_VERSION", "events", "frames", "lg_meta", "messages", "metadata", "runs", "steps"]

@@ -1,0 +1,346 @@
+"""Tool: a validated way for the model to call application code.
+
+    class HelpCenterLookupTool(Tool):
+        description = "Look up a help center entry by topic."
+        input_schema = {"type": "object", "properties": {"topic": {"type": "string"}},
+                        "required": ["topic"], "additionalProperties": False}
+
+        def call(self, input):
+            return ENTRIES.get(input["topic"], "No entry.")
+
+The class declares what the model sees (``tool_name``, ``description``,
+``input_schema`` or a Pydantic ``Input`` model); ``call`` does the work. Input
+is checked with ``jsonschema`` before ``call`` runs. A :class:`ToolError`
+message goes back to the model; any other exception is replaced by its class
+name for the model and kept for the application (callbacks, diagnostics).
+
+Retry policy (DESIGN 4.3): a tool is re-run if the process running it dies
+(``at_most_once = False``, the default). Declare ``at_most_once = True`` for a
+side effect that must never repeat; after a crash mid-call the model is told
+the outcome is unknown instead. Either way ``self.idempotency_key`` is stable
+for one tool call across retries, so a downstream API can deduplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import inspect
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import jsonschema
+from pydantic import BaseModel
+
+from lg_core.content import Document, Image, Text
+from lg_core.errors import CONTROL_FLOW_ERRORS, ConfigurationError, ToolError
+from lg_core.models.request import ToolSpecification
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Binding:
+    """Run-scoped collaborators given to a tool; never model arguments."""
+
+    agent: Any = None
+    run: Any = None
+    runtime: Any = None
+    model: Any = None
+    workspace: Any = None
+    sandbox: Any = None
+    idempotency_key: str | None = None
+
+    def with_(self, **changes: Any) -> Binding:
+        """A copy with only ``changes`` replaced."""
+        return dataclasses.replace(self, **changes)
+
+    def build(self, *tool_classes: type[Tool]) -> list[Tool]:
+        return [cls(binding=self) for cls in tool_classes]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Artifact:
+    """A file or media produced by a tool: inline bytes or a deferred reference."""
+
+    media_type: str
+    data: bytes | None = None
+    name: str | None = None
+    reference: str | None = None
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if (self.data is None) == (self.reference is None):
+            raise ValueError("an Artifact has either data (inline) or a reference (deferred), not both")
+
+    @classmethod
+    def deferred(cls, reference: str, media_type: str, name: str | None = None, **metadata: Any) -> Artifact:
+        return cls(media_type=media_type, reference=reference, name=name, metadata=metadata)
+
+    @property
+    def inline(self) -> bool:
+        return self.data is not None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolReturn:
+    """A tool's value together with the artifacts it produced (``Tool.Result``)."""
+
+    value: Any
+    artifacts: tuple[Artifact, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "artifacts", tuple(self.artifacts))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """The normalized result of one execution, for the model and the application."""
+
+    status: str  # "success" or "error"
+    content: tuple[Any, ...]
+    value: Any = None
+    artifacts: tuple[Artifact, ...] = ()
+    error: BaseException | None = None
+    error_kind: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success"
+
+    @property
+    def text(self) -> str:
+        return "".join(block.text for block in self.content if isinstance(block, Text))
+
+    @classmethod
+    def failure(cls, message: str, kind: str, error: BaseException | None = None) -> ToolOutcome:
+        return cls(status="error", content=(Text(text=message),), error=error, error_kind=kind)
+
+
+class Tool:
+    """Base class for application tools."""
+
+    tool_name: ClassVar[str]
+    description: ClassVar[str] = ""
+    input_schema: ClassVar[Any] = None
+    Input: ClassVar[type[BaseModel] | None] = None
+    exclusive: ClassVar[bool] = False
+    at_most_once: ClassVar[bool] = False
+    available_if: ClassVar[Callable[[Binding], bool] | None] = None
+    Result = ToolReturn
+
+    _schema: ClassVar[dict[str, Any]] = {"type": "object"}
+    _validator: ClassVar[Any] = None
+    _input_model: ClassVar[type[BaseModel] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "tool_name" not in vars(cls):
+            cls.tool_name = default_tool_name(cls.__name__)
+        if not NAME_PATTERN.match(str(cls.tool_name)):
+            raise ConfigurationError(
+                f"{cls.__qualname__}.tool_name {cls.tool_name!r} must be 1-64 letters, digits, '_' or '-'"
+            )
+        predicate = vars(cls).get("available_if")
+        if predicate is not None and not isinstance(predicate, staticmethod):
+            cls.available_if = staticmethod(predicate)  # type: ignore[assignment]
+        if "input_schema" in vars(cls) or "Input" in vars(cls):
+            cls._compile_schema()
+
+    @classmethod
+    def _compile_schema(cls) -> None:
+        schema: Any = cls.input_schema
+        model = cls.Input if "Input" in vars(cls) else None
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            model, schema = schema, None
+        if model is not None:
+            schema = model.model_json_schema()
+        if schema is None:
+            schema = {"type": "object"}
+        if not isinstance(schema, Mapping):
+            raise ConfigurationError(
+                f"{cls.__qualname__}.input_schema must be a dict or a Pydantic model, got {type(schema).__name__}"
+            )
+        schema = json.loads(json.dumps(schema))
+        if schema.get("type") != "object":
+            raise ConfigurationError(f"{cls.__qualname__}.input_schema must describe an object (type: object)")
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise ConfigurationError(f"{cls.__qualname__}.input_schema is not valid JSON Schema: {exc.message}") from None
+        cls._schema = schema
+        cls._validator = jsonschema.Draft202012Validator(schema)
+        cls._input_model = model
+
+    # -- class-level queries ----------------------------------------------------
+
+    @classmethod
+    def specification(cls) -> ToolSpecification:
+        return ToolSpecification(name=cls.tool_name, description=cls.description, input_schema=cls._schema)
+
+    @classmethod
+    def available(cls, binding: Binding) -> bool:
+        predicate = cls.available_if
+        return True if predicate is None else bool(predicate(binding))
+
+    @classmethod
+    def define(
+        cls,
+        name: str,
+        description: str,
+        input_schema: Mapping[str, Any] | None = None,
+        implementation: Callable[..., Any] | None = None,
+        **attributes: Any,
+    ) -> type[Tool]:
+        """An anonymous Tool class backed by ``implementation(input)`` (or ``(input, context=)``)."""
+        if implementation is None or not callable(implementation):
+            raise ConfigurationError("Tool.define needs an implementation callable")
+        wants_context = "context" in inspect.signature(implementation).parameters
+
+        def call(self: Tool, input: Any) -> Any:
+            return implementation(input, context=self.context) if wants_context else implementation(input)
+
+        namespace = {
+            "tool_name": name,
+            "description": description,
+            "input_schema": dict(input_schema or {"type": "object"}),
+            "call": call,
+            **attributes,
+        }
+        return type(f"{default_class_name(name)}Tool", (cls,), namespace)
+
+    # -- instance ---------------------------------------------------------------
+
+    def __init__(self, binding: Binding | None = None) -> None:
+        self.binding = binding or Binding()
+        self.context: Any = None
+
+    agent = property(lambda self: self.binding.agent)
+    run = property(lambda self: self.binding.run)
+    runtime = property(lambda self: self.binding.runtime)
+    model = property(lambda self: self.binding.model)
+    workspace = property(lambda self: self.binding.workspace)
+    sandbox = property(lambda self: self.binding.sandbox)
+    idempotency_key = property(lambda self: self.binding.idempotency_key)
+
+    def call(self, input: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__qualname__} must define call(self, input)")
+
+    def close(self) -> None:
+        """Release resources owned by this tool instance."""
+
+    def validate(self, input: Any) -> list[str]:
+        """Messages describing why ``input`` does not match the schema (empty when valid)."""
+        if not isinstance(input, Mapping):
+            return [f"input must be a JSON object, got {type(input).__name__}"]
+        validator = type(self)._validator
+        if validator is None:
+            return []
+        return [_describe(error) for error in sorted(validator.iter_errors(dict(input)), key=str)]
+
+    def execute(self, input: Any, context: Any = None) -> ToolOutcome:
+        """Validate ``input``, call the tool and normalize what happened.
+
+        Cancellation and deadlines propagate; everything else becomes an outcome.
+        """
+        problems = self.validate(input)
+        if problems:
+            message = f"Invalid input for tool {self.tool_name!r}: " + "; ".join(problems[:5])
+            return ToolOutcome.failure(message, "validation")
+        return self.execute_validated(input, context)
+
+    def execute_validated(self, input: Mapping[str, Any], context: Any = None) -> ToolOutcome:
+        """Call the tool with input that already passed :meth:`validate`."""
+        self.context = context
+        try:
+            value = self._invoke(self._prepare_input(input))
+        except CONTROL_FLOW_ERRORS:
+            raise
+        except ToolError as exc:
+            return ToolOutcome.failure(str(exc) or "The tool reported an error.", "tool_error", exc)
+        except Exception as exc:  # noqa: BLE001 - sanitized for the model, kept for the app
+            message = f"Tool {self.tool_name!r} failed with an internal error ({type(exc).__name__})."
+            return ToolOutcome.failure(message, "unexpected", exc)
+        finally:
+            self.context = None
+        return success_outcome(value)
+
+    def _prepare_input(self, input: Mapping[str, Any]) -> Any:
+        model = type(self)._input_model
+        if model is not None:
+            return model.model_validate(dict(input))
+        return copy.deepcopy(dict(input))
+
+    def _invoke(self, input: Any) -> Any:
+        if inspect.iscoroutinefunction(self.call):
+            return asyncio.run(self.call(input))
+        return self.call(input)
+
+
+def success_outcome(value: Any) -> ToolOutcome:
+    """Normalize a tool's return value into model-facing content."""
+    artifacts: tuple[Artifact, ...] = ()
+    if isinstance(value, ToolReturn):
+        value, artifacts = value.value, value.artifacts
+    blocks: list[Any] = [Text(text=render_value(value))]
+    blocks.extend(_artifact_block(artifact) for artifact in artifacts)
+    return ToolOutcome(status="success", content=tuple(blocks), value=value, artifacts=artifacts)
+
+
+def render_value(value: Any) -> str:
+    """The text the model sees for a tool value: strings as-is, everything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(value, ensure_ascii=False, default=_json_default)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    return str(value)
+
+
+def _artifact_block(artifact: Artifact) -> Any:
+    label = artifact.name or "artifact"
+    if not artifact.inline:
+        return Text(text=f"[artifact {label} ({artifact.media_type}) stored as {artifact.reference}]")
+    if artifact.media_type.startswith("image/"):
+        return Image(data=artifact.data, media_type=artifact.media_type, name=artifact.name)
+    return Document(data=artifact.data, media_type=artifact.media_type, name=label)
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    where = "/".join(str(part) for part in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
+
+
+def default_tool_name(class_name: str) -> str:
+    """``HelpCenterLookupTool`` -> ``help_center_lookup``."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", class_name).lower()
+    return snake[: -len("_tool")] if snake.endswith("_tool") and snake != "_tool" else snake
+
+
+def default_class_name(name: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[_\-]+", name) if part) or "Anonymous"
+
+
+__all__ = [
+    "Artifact",
+    "Binding",
+    "Tool",
+    "ToolOutcome",
+    "ToolReturn",
+    "default_tool_name",
+    "render_value",
+    "success_outcome",
+]

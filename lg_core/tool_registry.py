@@ -1,0 +1,118 @@
+"""ToolRegistry: the exact set of tools a model may call during one step.
+
+Declarations are Tool classes, Tool instances, nested lists, or provider
+classes with a ``tools(binding)`` class method returning any of those (or
+None). The registry flattens them, drops tools whose ``available_if`` says no,
+binds the rest, and checks that names are valid and unique. Tools it created
+are closed once, in reverse order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from lg_core.errors import CleanupError, ConfigurationError, ToolError
+from lg_core.models.request import ToolSpecification
+from lg_core.tool import NAME_PATTERN, Binding, Tool
+
+
+def is_tool_provider(value: Any) -> bool:
+    return isinstance(value, type) and not issubclass(value, Tool) and callable(getattr(value, "tools", None))
+
+
+def check_declaration(value: Any, owner: str) -> None:
+    """Fail at class definition for a declaration that can never work."""
+    if isinstance(value, type) and (issubclass(value, Tool) or is_tool_provider(value)):
+        return
+    raise ConfigurationError(
+        f"{owner}.tools entries must be Tool subclasses or provider classes with a "
+        f"tools(binding) class method, got {value!r}"
+    )
+
+
+class ToolRegistry:
+    """Bound tool instances for one binding, by model-visible name."""
+
+    def __init__(self, declarations: Iterable[Any] = (), binding: Binding | None = None) -> None:
+        self.binding = binding or Binding()
+        self._tools: dict[str, Tool] = {}
+        self._owned: list[Tool] = []
+        self._closed = False
+        for tool in self._flatten(declarations):
+            self._add(tool)
+
+    def _flatten(self, values: Iterable[Any]) -> Iterator[Tool]:
+        for value in values:
+            if value is None:
+                continue
+            if isinstance(value, (list, tuple)):
+                yield from self._flatten(value)
+            elif isinstance(value, Tool):
+                yield value
+            elif isinstance(value, type) and issubclass(value, Tool):
+                if value.available(self.binding):
+                    tool = value(binding=self.binding)
+                    self._owned.append(tool)
+                    yield tool
+            elif is_tool_provider(value):
+                yield from self._flatten([value.tools(self.binding)])
+            else:
+                raise ConfigurationError(
+                    f"a tool provider returned {value!r}; expected Tool classes, instances, lists or None"
+                )
+
+    def _add(self, tool: Tool) -> None:
+        name = tool.tool_name
+        if not NAME_PATTERN.match(name):
+            raise ConfigurationError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
+        if not tool.description:
+            raise ConfigurationError(f"tool {name!r} ({type(tool).__qualname__}) needs a description for the model")
+        existing = self._tools.get(name)
+        if existing is not None:
+            raise ConfigurationError(
+                f"two tools are named {name!r}: {type(existing).__qualname__} and {type(tool).__qualname__}; "
+                "set tool_name on one of them"
+            )
+        self._tools[name] = tool
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def fetch(self, name: str) -> Tool:
+        """The named tool, or a model-visible ToolError naming the available ones."""
+        try:
+            return self._tools[name]
+        except KeyError:
+            available = ", ".join(self._tools) or "none"
+            raise ToolError(f"Unknown tool {name!r}. Available tools: {available}.") from None
+
+    def specifications(self) -> tuple[ToolSpecification, ...]:
+        return tuple(tool.specification() for tool in self._tools.values())
+
+    def close(self) -> None:
+        """Close every tool this registry created, in reverse order; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        first: BaseException | None = None
+        for tool in reversed(self._owned):
+            try:
+                tool.close()
+            except Exception as exc:  # noqa: BLE001 - every closer runs, the first failure is raised
+                first = first or exc
+        if first is not None:
+            raise CleanupError(f"a tool failed to close: {first!r}") from first
+
+
+__all__ = ["ToolRegistry", "check_declaration", "is_tool_provider"]

@@ -1,0 +1,58 @@
+"""Usage: provider-independent token accounting.
+
+Input, output, cache and reasoning counts stay separate so applications can
+aggregate them without double-counting. Invalid or negative values become 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+
+
+class Usage(BaseModel):
+    """Normalized token counts for one or more model responses."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @field_validator(*FIELDS, mode="before")
+    @classmethod
+    def _non_negative(cls, value: Any) -> int:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            return 0
+        return max(number, 0)
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in FIELDS})
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(getattr(self, name) for name in FIELDS)
+
+    def to_dict(self) -> dict[str, int]:
+        """Every field plus ``total_tokens``."""
+        data = {name: getattr(self, name) for name in FIELDS}
+        data["total_tokens"] = self.total_tokens
+        return data
+
+    to_h = to_dict
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Usage:
+        return cls(**{k: v for k, v in (data or {}).items() if k in FIELDS})
+
+
+__all__ = ["Usage"]
