@@ -41,7 +41,7 @@ from lg_core.result_schema import ResultSchema, StructuredResult
 from lg_core.run import Run
 from lg_core.run_context import RunContext
 from lg_core.run_result import RunResult
-from lg_core.runtime import Hook, Runtime
+from lg_core.services import Hook, Runtime
 from lg_core.store import RunRecord
 from lg_core.tool import Artifact, Binding, Tool, ToolOutcome
 from lg_core.tool_registry import ToolRegistry

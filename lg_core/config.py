@@ -52,7 +52,7 @@ class Configuration(BaseSettings):
     @field_validator("hooks")
     @classmethod
     def _hook_classes(cls, value: list[Any]) -> list[Any]:
-        from lg_core.runtime import Hook
+        from lg_core.services import Hook
 
         for hook in value:
             if not (isinstance(hook, type) and issubclass(hook, Hook)):
@@ -72,7 +72,7 @@ class Configuration(BaseSettings):
         if self._runtime is None:
             with self._lock:
                 if self._runtime is None:
-                    from lg_core.runtime import Runtime
+                    from lg_core.services import Runtime
 
                     self._runtime = Runtime(self)
         return self._runtime

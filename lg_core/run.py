@@ -30,7 +30,7 @@ from lg_core.store import RunRecord
 from lg_core.usage import Usage
 
 if TYPE_CHECKING:
-    from lg_core.runtime import Runtime
+    from lg_core.services import Runtime
 
 _OUTCOMES = tuple(TERMINAL_EVENTS)
 _TERMINAL_TYPES = {v: k for k, v in TERMINAL_EVENTS.items()}
@@ -51,6 +51,8 @@ class Run:
     ) -> None:
         self.entrypoint_class = entrypoint_class
         self.invocation = invocation
+        self.id = invocation.run_id
+        self.operation_id = self.id
         self.runtime = runtime
         self.cancellation_token = cancellation_token or CancellationToken()
         self.outcome: str | None = None
@@ -69,12 +71,6 @@ class Run:
         self._model: Any = None
 
     # -- identity ------------------------------------------------------------------------
-
-    @property
-    def id(self) -> str:
-        return self.invocation.run_id
-
-    operation_id = id
 
     @property
     def entrypoint_path(self) -> str:

@@ -7,7 +7,7 @@ itself lives in the append-only ``messages`` table.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 FORMAT_VERSION = 1
@@ -39,18 +39,51 @@ class AgentCheckpoint:
     last_text: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["v"] = FORMAT_VERSION
-        return data
+        # Written by hand: dataclasses.asdict deep-copies recursively and was the
+        # largest single cost of a step in the engine benchmark.
+        return {
+            "v": FORMAT_VERSION,
+            "turn": self.turn,
+            "phase": self.phase,
+            "message_count": self.message_count,
+            "model_calls": self.model_calls,
+            "tool_calls_total": self.tool_calls_total,
+            "repairs": self.repairs,
+            "pending": [
+                {"id": p.id, "name": p.name, "key": p.key, "exclusive": p.exclusive, "status": p.status, "input": p.input}
+                for p in self.pending
+            ],
+            "usage": dict(self.usage),
+            "state": self.state,
+            "last_text": self.last_text,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AgentCheckpoint:
-        values = {k: v for k, v in data.items() if k != "v"}
-        values["pending"] = [PendingTool(**item) for item in values.get("pending", [])]
-        return cls(**values)
+        return cls(
+            turn=data["turn"],
+            phase=data["phase"],
+            message_count=data["message_count"],
+            model_calls=data["model_calls"],
+            tool_calls_total=data["tool_calls_total"],
+            repairs=data.get("repairs", 0),
+            pending=[PendingTool(**item) for item in data.get("pending", ())],
+            usage=dict(data.get("usage") or {}),
+            state=data.get("state") or {},
+            last_text=data.get("last_text", ""),
+        )
 
     def copy(self) -> AgentCheckpoint:
-        return AgentCheckpoint.from_dict(self.to_dict())
-
-
-__all__ = ["AgentCheckpoint", "PendingTool"]
+        """A copy safe to mutate; ``state`` is replaced wholesale, never mutated in place."""
+        return AgentCheckpoint(
+            turn=self.turn,
+            phase=self.phase,
+            message_count=self.message_count,
+            model_calls=self.model_calls,
+            tool_calls_total=self.tool_calls_total,
+            repairs=self.repairs,
+            pending=[PendingTool(p.id, p.name, p.key, p.exclusive, p.status, p.input) for p in self.pending],
+            usage=dict(self.usage),
+            state=self.state,
+            last_text=self.last_text,
+        )

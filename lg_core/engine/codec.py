@@ -81,30 +81,37 @@ def response_from_dict(data: Mapping[str, Any]) -> ModelResponse:
     )
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
 def encode_value(value: Any) -> Any:
     """JSON form of one event data value."""
-    if isinstance(value, Usage):
-        return value.to_dict()
-    if isinstance(value, ModelResponse):
-        return response_to_dict(value)
-    if isinstance(value, Message):
-        return value.to_dict()
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    encoder = _ENCODERS.get(kind)
+    if encoder is not None:
+        return encoder(value)
     if isinstance(value, BaseException):
         return error_to_dict(value)
-    if isinstance(value, StructuredResult):
-        return {"schema_name": value.schema_name, "value": value.value}
+    if isinstance(value, Mapping):
+        return {str(k): encode_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encode_value(v) for v in value]
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
         return to_dict()
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
-    if isinstance(value, Mapping):
-        return {str(k): encode_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [encode_value(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
     return str(value)
+
+
+_ENCODERS: dict[type, Any] = {
+    Usage: Usage.to_dict,
+    ModelResponse: response_to_dict,
+    Message: Message.to_dict,
+    StructuredResult: lambda v: {"schema_name": v.schema_name, "value": v.value},
+}
 
 
 def encode_event_data(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from lg_core.usage import Usage
 
 if TYPE_CHECKING:
     from lg_core.run import Run
-    from lg_core.runtime import Runtime
+    from lg_core.services import Runtime
 
 _MAX_COMMIT_ATTEMPTS = 50
 
@@ -133,7 +133,7 @@ class Engine:
             row.update(self._ending_fields(run, *ending, events=events, deferred=deferred))
             checkpoint.phase = "done"
         frame = {"id": frame_id, "run_id": run.id, "path": "root", "kind": "agent", "entrypoint": run.entrypoint_path, "version": 0, "checkpoint": checkpoint.to_dict()}
-        rows = [(i, m.role, m.to_dict()) for i, m in enumerate(messages)]
+        rows = list(enumerate(messages))
         self.store.create_run(row, frame, rows, events, [] if ending else [first])
         self.frames.put(FrameState(frame_id, run.id, "root", run.entrypoint_path, 0, checkpoint, tuple(messages)))
         for event in deferred:
@@ -223,7 +223,7 @@ class Engine:
         raise RunStateError(f"step {scope.key!r} could not commit after {_MAX_COMMIT_ATTEMPTS} version conflicts")
 
     def _applied(self, scope: StepScope, state: FrameState, commit: StepCommit, cancel_requested: bool) -> list[StepRef]:
-        appended = tuple(Message.from_dict(data) for _seq, _role, data in commit.messages)
+        appended = tuple(message for _seq, message in commit.messages)
         checkpoint = AgentCheckpoint.from_dict(commit.checkpoint)
         self.frames.put(FrameState(state.id, state.run_id, state.path, state.entrypoint, state.version + 1, checkpoint, state.messages + appended))
         if cancel_requested:
@@ -278,6 +278,9 @@ class Engine:
             self._step_inputs[(run.id, step.key)] = step.input
             self._resumed.add((run.id, step.key))
             refs.append(StepRef(run.id, step.key, step.kind, step.frame_id))
+        data = {"holder": current_holder(), "previous_holder": previous_holder, "open_steps": [s.key for s in steps]}
+        self.store.append_events(run.id, [("run_resumed", data)])
+        self.publish(run.id, StreamEvent.build("run_resumed", **data))
         return refs
 
 

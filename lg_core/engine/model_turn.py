@@ -157,7 +157,7 @@ class ModelTurn:
                 self.partial_text += event.data.get("text", "")
             if event.type == "message_stop":
                 response = event.data.get("response")
-            scope.emit(event.type, **event.data)
+            scope.emit_event(event)
         if response is None:
             raise MalformedToolCallError(f"the provider stream for {model.target} ended without message_stop")
         return response

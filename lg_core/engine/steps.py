@@ -78,10 +78,12 @@ class StepScope:
 
     def emit(self, type: str, /, **data: Any) -> None:
         """Publish now; durable types are also written with this step's commit."""
-        event = StreamEvent.build(type, **data)
+        self.emit_event(StreamEvent.build(type, **data))
+
+    def emit_event(self, event: StreamEvent) -> None:
         self.engine.publish(self.run.id, event)
         if event.durable:
-            self.durable_events.append((type, encode_event_data(data)))
+            self.durable_events.append((event.type, encode_event_data(event.data)))
 
     def emit_after_commit(
         self, type: str, /, durable_overrides: dict[str, Any] | None = None, **data: Any
@@ -177,10 +179,10 @@ class StepScope:
         )
 
 
-def message_rows(state: FrameState, messages: list[Any]) -> list[tuple[int, str, dict[str, Any]]]:
-    """Rows for messages appended after the frame's current conversation."""
+def message_rows(state: FrameState, messages: list[Any]) -> list[tuple[int, Any]]:
+    """(seq, Message) rows for messages appended after the frame's current conversation."""
     start = state.checkpoint.message_count
-    return [(start + i, m.role, m.to_dict()) for i, m in enumerate(messages)]
+    return [(start + i, m) for i, m in enumerate(messages)]
 
 
 __all__ = ["StepScope", "Transition", "message_rows"]

@@ -15,12 +15,12 @@ failures, deadlocks and dropped connections) are retried by one decorator,
 from __future__ import annotations
 
 import functools
+import operator
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import create_engine, event
@@ -69,20 +69,26 @@ def retry_transient(fn: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
-@dataclass(frozen=True, slots=True)
 class Prepared:
     """One statement's text for this dialect and how to order its parameters."""
 
-    sql: str
-    names: tuple[str, ...] | None  # parameter order for positional paramstyles
-    fixed: Mapping[str, Any]  # literal values SQLAlchemy turned into parameters
+    __slots__ = ("sql", "names", "fixed", "_getter")
+
+    def __init__(self, sql: str, names: tuple[str, ...] | None, fixed: Mapping[str, Any]) -> None:
+        self.sql = sql
+        self.names = names  # parameter order for positional paramstyles
+        self.fixed = dict(fixed)  # literal values SQLAlchemy turned into parameters
+        self._getter = None
+        if names:
+            getter = operator.itemgetter(*names)
+            self._getter = getter if len(names) > 1 else (lambda params: (getter(params),))
 
     def bind(self, params: Mapping[str, Any]) -> Any:
         if self.fixed:
             params = {**self.fixed, **params}
         if self.names is None:
             return params
-        return tuple(params[name] for name in self.names)
+        return self._getter(params) if self._getter is not None else ()
 
 
 class Transaction:
@@ -133,6 +139,8 @@ class Database:
         self._builders = dict(statements)
         self._prepared: dict[str, Prepared] = {}
         self._lock = threading.RLock() if self.in_memory else None
+        self._local = threading.local()
+        self._opened: list[Any] = []
 
     def _create_engine(self, url: str) -> Engine:
         if self.dialect_name == "sqlite":
@@ -183,19 +191,29 @@ class Database:
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
-        if self._lock is not None:
-            with self._lock:
-                raw = self.engine.raw_connection()
-                try:
-                    yield raw
-                finally:
-                    raw.close()
-        else:
+        if self.dialect_name != "sqlite":
             raw = self.engine.raw_connection()
             try:
                 yield raw
             finally:
                 raw.close()
+            return
+        # SQLite: keep one connection per thread (the pool checkout cost more than
+        # the statements of a step); an in-memory store has a single connection
+        # shared under a lock.
+        if self._lock is not None:
+            with self._lock:
+                yield self._sqlite_connection()
+        else:
+            yield self._sqlite_connection()
+
+    def _sqlite_connection(self) -> Any:
+        raw = getattr(self._local, "raw", None)
+        if raw is None:
+            raw = self.engine.raw_connection()
+            self._local.raw = raw
+            self._opened.append(raw)
+        return raw
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -230,6 +248,12 @@ class Database:
                     raw.rollback()
 
     def dispose(self) -> None:
+        for raw in self._opened:
+            try:
+                raw.close()
+            except Exception:  # noqa: BLE001 - closing other threads' connections is best effort
+                pass
+        self._opened.clear()
         self.engine.dispose()
 
 

@@ -54,7 +54,7 @@ class RunStore:
         self,
         run: dict[str, Any],
         frame: dict[str, Any],
-        messages: Sequence[tuple[int, str, dict[str, Any]]],
+        messages: Sequence[tuple[int, Any]],
         events: Sequence[tuple[str, dict[str, Any]]],
         new_steps: Sequence[NewStep],
     ) -> None:
@@ -148,14 +148,12 @@ class RunStore:
         return tx.execute("complete_step", params).rowcount == 1
 
     @staticmethod
-    def _insert_messages_txn(
-        tx: Transaction, run_id: str, frame_id: str, rows: Iterable[tuple[int, str, dict[str, Any]]], now: float
-    ) -> None:
+    def _insert_messages_txn(tx: Transaction, run_id: str, frame_id: str, rows: Iterable[tuple[int, Any]], now: float) -> None:
         tx.executemany(
             "insert_messages",
             [
-                {"frame_id": frame_id, "seq": seq, "run_id": run_id, "role": role, "data": dumps(data), "created_at": now}
-                for seq, role, data in rows
+                {"frame_id": frame_id, "seq": seq, "run_id": run_id, "role": m.role, "data": dumps(m.to_dict()), "created_at": now}
+                for seq, m in rows
             ],
         )
 
@@ -213,6 +211,18 @@ class RunStore:
             )
             row = cursor.fetchone()
         return None if row is None else int(row[0])
+
+    @retry_transient
+    def append_events(self, run_id: str, events: Sequence[tuple[str, dict[str, Any]]]) -> int:
+        """Append durable events outside a step commit (resume, retry, fork); returns the first seq."""
+        now = time.time()
+        with self.db.transaction() as tx:
+            row = tx.fetchone("bump_run_any", {"run_id": run_id, "n": len(events), "now": now})
+            if row is None:
+                raise RunNotFoundError(f"no run with id {run_id!r}")
+            first = int(row[0]) - len(events) + 1
+            self._insert_events_txn(tx, run_id, first, events, now)
+        return first
 
     @retry_transient
     def record_once(self, run_id: str, key: str) -> None:

@@ -113,6 +113,10 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         steps, ("run_id", "key", "frame_id", "kind", "status", "attempts", "created_at", "finished_at")
     ),
     "bump_run": _bump_run(finish=False),
+    "bump_run_any": lambda: update(runs)
+    .where(runs.c.id == bindparam("run_id"))
+    .values(event_seq=runs.c.event_seq + bindparam("n"), updated_at=bindparam("now"))
+    .returning(runs.c.event_seq),
     "finish_run": _bump_run(finish=True),
     "update_frame": lambda: update(frames)
     .where(and_(frames.c.id == bindparam("frame_id"), frames.c.version == bindparam("expected")))
