@@ -69,19 +69,21 @@ class Run:
         self._closed = False
         self._once_lock = threading.Lock()
         self._model: Any = None
+        self._stored_entrypoint: str | None = None
 
     # -- identity ------------------------------------------------------------------------
 
     @property
     def entrypoint_path(self) -> str:
         cls = self.entrypoint_class
-        return f"{cls.__module__}:{cls.__qualname__}"
+        return self._stored_entrypoint or f"{cls.__module__}:{cls.__qualname__}"
 
     @property
     def agent_class(self) -> type | None:
         from lg_core.agent import Agent
 
-        return self.entrypoint_class if issubclass(self.entrypoint_class, Agent) else None
+        cls = self.entrypoint_class
+        return cls if isinstance(cls, type) and issubclass(cls, Agent) else None
 
     # -- outcome ---------------------------------------------------------------------------
 
@@ -106,7 +108,7 @@ class Run:
         return self.outcome is not None
 
     def __repr__(self) -> str:
-        return f"<Run {self.id} {self.entrypoint_class.__name__} outcome={self.outcome}>"
+        return f"<Run {self.id} {self.entrypoint_path} outcome={self.outcome}>"
 
     # -- execution ---------------------------------------------------------------------------
 
@@ -255,9 +257,19 @@ class Run:
 
     @classmethod
     def from_record(cls, record: RunRecord, runtime: Runtime) -> Run:
-        """A Run object for a stored run (finished or not)."""
-        entrypoint = import_entrypoint(record.entrypoint)
+        """A Run object for a stored run (finished or not).
+
+        An unfinished run needs its entrypoint class to continue; a finished one
+        can be inspected even where the class cannot be imported.
+        """
+        try:
+            entrypoint: Any = import_entrypoint(record.entrypoint)
+        except RunStateError:
+            if not record.finished:
+                raise
+            entrypoint = None
         run = cls(entrypoint, Invocation.from_dict(record.invocation), runtime)
+        run._stored_entrypoint = record.entrypoint
         if record.finished:
             run._phase = "finished"
             run._closed = True
@@ -271,7 +283,7 @@ class Run:
         self.error = error_from_dict(record.error)
         if record.result is not None:
             messages = tuple(Message.from_dict(m) for m in self.runtime.store.load_messages(f"{self.id}/root"))
-            spec = getattr(self.entrypoint_class, "result_spec", lambda: None)()
+            spec = self.agent_class.result_spec() if self.agent_class is not None else None
             structured = record.result.get("structured_result")
             output = spec.output(structured["value"]) if spec is not None and structured else None
             self.result = RunResult.from_dict(record.result, messages, output)

@@ -142,7 +142,7 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         steps, STEP_COLUMNS, steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key")
     ),
     "select_steps_like": lambda: _select(
-        steps, STEP_COLUMNS, steps.c.run_id == bindparam("run_id"), steps.c.key.like(bindparam("pattern"))
+        steps, STEP_COLUMNS, steps.c.run_id == bindparam("run_id"), steps.c.key.like(bindparam("pattern"), escape="\\")
     ).order_by(steps.c.created_at, steps.c.key),
     "select_open_steps": lambda: _select(
         steps, STEP_COLUMNS, steps.c.run_id == bindparam("run_id"), _open_step()

@@ -1,0 +1,61 @@
+"""Shared fixtures: every test gets an isolated configuration and runtime."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from lg_core import Configuration, with_configuration
+from lg_core.providers import scripted
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One real PostgreSQL server for the whole session."""
+    from tests.support.servers import PostgresServer
+
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(postgres) -> str:
+    """A fresh, empty PostgreSQL database for one test."""
+    return postgres.create_database(f"lg_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def config() -> Iterator[Configuration]:
+    """A fresh in-memory configuration, current for the test, closed afterwards."""
+    configuration = Configuration()
+    with with_configuration(configuration):
+        yield configuration
+    configuration.close()
+
+
+@pytest.fixture
+def file_config(tmp_path) -> Iterator[Configuration]:
+    """A fresh configuration with a SQLite file store under the test's tmp dir."""
+    configuration = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}")
+    with with_configuration(configuration):
+        yield configuration
+    configuration.close()
+
+
+@pytest.fixture
+def script() -> Iterator:
+    """Register scripted models under unique names; returns ``register(turns, **kw) -> target``."""
+    names: list[str] = []
+
+    def register(turns, **options) -> str:
+        name = f"test-{uuid.uuid4().hex[:10]}"
+        scripted.register(name, turns, **options)
+        names.append(name)
+        return f"scripted:{name}"
+
+    yield register
+    for name in names:
+        scripted.unregister(name)

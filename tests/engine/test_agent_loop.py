@@ -1,0 +1,409 @@
+"""The agent loop end to end: model turns, tool calls, limits and provider errors.
+
+Every test drives a real run through the engine with the offline ``scripted``
+provider and asserts on what a caller sees: the Run's outcome, response and
+error, the conversation in ``run.result.messages``, and the durable event log.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import lg_core
+from lg_core import Agent, Tool, ToolError, Usage, after_model_error, replace
+from lg_core.errors import MalformedToolCallError, OutputLimitError, ProviderError
+
+LOOKUP_SCHEMA = {
+    "type": "object",
+    "properties": {"topic": {"type": "string"}},
+    "required": ["topic"],
+    "additionalProperties": False,
+}
+ANSWERS = {"refunds": "Refunds are available within 30 days."}
+
+
+class LookupTool(Tool):
+    description = "Look up a help center entry by topic."
+    input_schema = LOOKUP_SCHEMA
+
+    def call(self, input):
+        return ANSWERS[input["topic"]]
+
+
+def lookup_call(topic="refunds", **extra):
+    return {"name": "lookup", "arguments": {"topic": topic}, **extra}
+
+
+def agent_for(target, *tool_classes, **attributes):
+    """A fresh Agent subclass using ``target`` with ``tool_classes``."""
+    namespace = {"model": target, "tools": list(tool_classes), **attributes}
+    return type("SupportAgent", (Agent,), namespace)
+
+
+def tool_message(run, index=2):
+    message = run.result.messages[index]
+    assert message.role == "tool"
+    return message
+
+
+def event_types(run):
+    return [event.type for event in run.events()]
+
+
+# -- the issue's example ---------------------------------------------------------------
+
+
+def test_tool_call_then_text_completes_with_summed_usage_and_ordered_messages(config, script):
+    target = script(
+        [
+            {"tool_calls": [lookup_call()], "usage": {"input_tokens": 11, "output_tokens": 3}},
+            {"text": "Refunds are available within 30 days.", "usage": {"input_tokens": 25, "output_tokens": 9}},
+        ]
+    )
+    run = agent_for(target, LookupTool).ask("Can I get a refund?")
+
+    assert run.outcome == "completed"
+    assert run.completed and not run.failed and run.error is None
+    assert run.response == "Refunds are available within 30 days."
+    assert run.usage == Usage(input_tokens=36, output_tokens=12)
+    assert run.result.usage == run.usage
+    assert run.result.stop_reason == "end_turn"
+
+    roles = [message.role for message in run.result.messages]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    user, call, results, answer = run.result.messages
+    assert user.text == "Can I get a refund?"
+    [use] = call.tool_uses
+    assert (use.name, use.input) == ("lookup", {"topic": "refunds"})
+    [result] = results.tool_results
+    assert result.tool_use_id == use.id
+    assert result.status == "success"
+    assert result.text == ANSWERS["refunds"]
+    assert answer.text == run.response
+    assert run.result.message == answer
+
+
+def test_stream_ask_yields_provider_and_agent_events_then_one_terminal_run_stop(config, script):
+    target = script([{"tool_calls": [lookup_call()]}, {"text": "Refunds are available within 30 days."}])
+    run = agent_for(target, LookupTool).stream_ask("Can I get a refund?")
+    events = list(run)
+    types = [event.type for event in events]
+
+    assert run.outcome == "completed"
+    assert types[0] == "invocation_start"
+    assert types[-1] == "run_stop"
+    terminal = [event for event in events if event.terminal]
+    assert [event.type for event in terminal] == ["run_stop"]
+    assert types[-2] == "invocation_stop"
+
+    def index(name, start=0):
+        return types.index(name, start)
+
+    first_stop = index("message_stop")
+    assert index("message_start") < index("tool_call_start") < index("tool_call_delta") < index("tool_call_stop") < first_stop
+    assert first_stop < index("tool_execution_start") < index("tool_execution_stop")
+    second_start = index("message_start", first_stop)
+    assert index("tool_execution_stop") < second_start < index("text_delta") < index("message_stop", second_start)
+    assert types.count("message_start") == types.count("message_stop") == 2
+    assert types.count("text_delta") > 1, "text must stream in more than one delta"
+
+    text = "".join(event.data["text"] for event in events if event.type == "text_delta")
+    assert text == run.response == "Refunds are available within 30 days."
+    stop = events[-1]
+    assert stop.data["outcome"] == "completed"
+    assert stop.data["response"] == run.response
+    assert stop.data["result"].messages == run.result.messages
+
+
+def test_iterating_a_run_twice_raises(config, script):
+    target = script([{"text": "Hello."}])
+    run = agent_for(target).stream_ask("Hi")
+    assert [event.type for event in run][-1] == "run_stop"
+    with pytest.raises(lg_core.Error, match="only once"):
+        list(run)
+    assert run.outcome == "completed"
+
+
+def test_iterating_a_run_returned_by_ask_raises(config, script):
+    target = script([{"text": "Hello."}])
+    run = agent_for(target).ask("Hi")
+    with pytest.raises(lg_core.Error, match="already executed"):
+        iter(run)
+    with pytest.raises(lg_core.Error):
+        run.call()
+    assert run.response == "Hello."
+
+
+# -- tool failures the model can recover from --------------------------------------------
+
+
+def test_invalid_tool_input_returns_an_error_result_naming_the_field_and_the_run_recovers(config, script):
+    target = script(
+        [
+            {"tool_calls": [{"name": "lookup", "arguments": {"topik": "refunds"}}]},
+            {"tool_calls": [lookup_call()]},
+            {"text": "Fixed it."},
+        ]
+    )
+    calls = []
+
+    class CountingLookup(LookupTool):
+        tool_name = "lookup"
+
+        def call(self, input):
+            calls.append(input)
+            return super().call(input)
+
+    run = agent_for(target, CountingLookup).ask("Refunds?")
+
+    assert run.outcome == "completed"
+    assert run.response == "Fixed it."
+    [bad] = tool_message(run, 2).tool_results
+    assert bad.status == "error"
+    assert "Invalid input for tool 'lookup'" in bad.text
+    assert "topic" in bad.text and "topik" in bad.text
+    [good] = tool_message(run, 4).tool_results
+    assert good.status == "success"
+    assert calls == [{"topic": "refunds"}], "the tool must not run with invalid input"
+    stops = [e for e in run.events() if e.type == "tool_execution_stop"]
+    assert [(e.data["status"], e.data["error_kind"]) for e in stops] == [("error", "validation"), ("success", None)]
+
+
+def test_unknown_tool_returns_an_error_listing_available_tools_and_the_run_recovers(config, script):
+    target = script(
+        [
+            {"tool_calls": [{"name": "refund_everything", "arguments": {}}]},
+            {"text": "Sorry, I cannot do that."},
+        ]
+    )
+
+    class StatusTool(Tool):
+        description = "Order status."
+
+        def call(self, input):
+            return "shipped"
+
+    run = agent_for(target, LookupTool, StatusTool).ask("Refund me")
+
+    assert run.outcome == "completed"
+    [result] = tool_message(run).tool_results
+    assert result.status == "error"
+    assert "refund_everything" in result.text
+    assert "Available tools: lookup, status" in result.text
+
+
+def test_tool_error_message_is_visible_to_the_model(config, script):
+    target = script([{"tool_calls": [lookup_call("shipping")]}, {"text": "That topic is unknown."}])
+
+    class StrictLookup(Tool):
+        tool_name = "lookup"
+        description = "Look up."
+        input_schema = LOOKUP_SCHEMA
+
+        def call(self, input):
+            raise ToolError(f"No help center entry for {input['topic']!r}.")
+
+    run = agent_for(target, StrictLookup).ask("Shipping?")
+
+    assert run.outcome == "completed"
+    [result] = tool_message(run).tool_results
+    assert result.status == "error"
+    assert result.text == "No help center entry for 'shipping'."
+    assert run.tool_errors == [], "an expected ToolError is not an unexpected failure"
+
+
+class _LeakyError(RuntimeError):
+    pass
+
+
+def _leaky_tool():
+    class LeakyTool(Tool):
+        tool_name = "leaky"
+        description = "Fails unexpectedly."
+
+        def call(self, input):
+            raise _LeakyError("db password is hunter2")
+
+    return LeakyTool
+
+
+def test_unexpected_tool_exception_shows_only_its_class_name_to_the_model(config, script):
+    target = script([{"tool_calls": [{"name": "leaky", "arguments": {}}]}, {"text": "Something went wrong."}])
+    run = agent_for(target, _leaky_tool()).ask("Go")
+
+    assert run.outcome == "completed"
+    [result] = tool_message(run).tool_results
+    assert result.status == "error"
+    assert "_LeakyError" in result.text
+    assert "hunter2" not in result.text
+    assert all("hunter2" not in str(dict(e.data)) for e in run.events()), "the secret leaked into the event log"
+
+    [original] = run.tool_errors
+    assert isinstance(original, _LeakyError)
+    assert str(original) == "db password is hunter2"
+    [diagnostic] = run.diagnostics
+    assert diagnostic["kind"] == "tool_error"
+    assert diagnostic["tool"] == "leaky"
+    assert diagnostic["message"] == "db password is hunter2"
+    assert "_LeakyError" in diagnostic["traceback"]
+
+
+def test_without_capture_diagnostics_no_message_or_traceback_is_kept(config, script):
+    target = script([{"tool_calls": [{"name": "leaky", "arguments": {}}]}, {"text": "Something went wrong."}])
+    run = agent_for(target, _leaky_tool(), capture_diagnostics=False).ask("Go")
+
+    assert run.outcome == "completed"
+    [diagnostic] = run.diagnostics
+    assert diagnostic["name"] == "_LeakyError"
+    assert not diagnostic.get("message")
+    assert "traceback" not in diagnostic
+    assert "hunter2" not in repr(diagnostic)
+    step = config.runtime().store.load_step(run.id, "root/turn-0/tool/call_0_0")
+    assert step is not None and "hunter2" not in repr(step)
+
+
+# -- limits --------------------------------------------------------------------------------
+
+
+def test_exceeding_max_turns_fails_with_output_limit_error(config, script):
+    target = script(lambda request: {"tool_calls": [lookup_call()]})
+    run = agent_for(target, LookupTool, limits={"max_turns": 3}).ask("Loop forever")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, OutputLimitError)
+    assert "max_turns" in str(run.error) and "3" in str(run.error)
+    assert run.response is None
+    assert event_types(run).count("message_start") == 3
+    assert event_types(run)[-1] == "run_error"
+
+
+def test_exceeding_max_tool_calls_fails_with_output_limit_error(config, script):
+    target = script(
+        [
+            {"tool_calls": [lookup_call(), lookup_call(id="second")]},
+            {"tool_calls": [lookup_call(id="third")]},
+            {"text": "never reached"},
+        ]
+    )
+    run = agent_for(target, LookupTool, limits={"max_tool_calls": 2}).ask("Many lookups")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, OutputLimitError)
+    assert "max_tool_calls" in str(run.error)
+    assert event_types(run).count("tool_execution_stop") == 2, "the first two calls are within the limit"
+
+
+def test_tool_output_over_the_limit_is_truncated_in_the_middle(config, script):
+    target = script([{"tool_calls": [{"name": "dump", "arguments": {}}]}, {"text": "Done."}])
+
+    class DumpTool(Tool):
+        description = "Dump a large log."
+
+        def call(self, input):
+            return "HEAD-" + "x" * 5000 + "-TAIL"
+
+    run = agent_for(target, DumpTool, limits={"max_tool_output_tokens": 50}).ask("Dump")
+
+    assert run.outcome == "completed"
+    [result] = tool_message(run).tool_results
+    text = result.text
+    assert text.startswith("HEAD-")
+    assert text.endswith("-TAIL")
+    assert "truncated" in text
+    assert len(text.encode()) <= 50 * 4
+    assert result.status == "success"
+
+
+# -- provider errors ----------------------------------------------------------------------------
+
+
+def test_scripted_provider_error_fails_the_run_with_provider_error(config, script):
+    target = script([{"error": "upstream exploded"}])
+    run = agent_for(target).ask("Hi")
+
+    assert run.outcome == "failed"
+    assert type(run.error) is ProviderError
+    assert str(run.error) == "upstream exploded"
+    assert run.response is None
+    types = event_types(run)
+    assert "model_retry" not in types, "a non-retryable error is not retried"
+    assert types[-1] == "run_error"
+    terminal = run.events()[-1]
+    assert terminal.data["error_class"] == "ProviderError"
+
+
+def test_retryable_rate_limit_is_retried_with_model_retry_then_completes(config, script):
+    target = script([{"error": {"kind": "rate_limit", "message": "slow down"}}, {"text": "Recovered."}])
+    run = agent_for(target).stream_ask("Hi")
+    streamed = list(run)
+
+    assert run.outcome == "completed"
+    assert run.response == "Recovered."
+    [retry] = [e for e in run.events() if e.type == "model_retry"]
+    assert retry.data["error_class"] == "HTTPError"
+    assert retry.data["message"] == "slow down"
+    assert retry.data["attempt"] == 2
+    assert [e.type for e in streamed].count("model_retry") == 1
+
+
+def test_after_model_error_replacing_the_request_retries_with_the_replacement(config, script):
+    seen = []
+
+    def turns(request):
+        seen.append(dict(request.settings))
+        if request.settings.get("fallback"):
+            return {"text": "Answered by the fallback."}
+        return {"error": {"kind": "provider", "message": "primary is down"}}
+
+    target = script(turns)
+
+    class FallbackAgent(Agent):
+        model = target
+
+        @after_model_error
+        def use_fallback(self, payload):
+            return replace({**payload, "request": payload["request"].with_settings(fallback=True)})
+
+    run = FallbackAgent.ask("Hi")
+
+    assert run.outcome == "completed"
+    assert run.response == "Answered by the fallback."
+    assert seen == [{}, {"fallback": True}]
+    assert [e.type for e in run.events()].count("model_retry") == 1
+
+
+def test_after_model_error_replacement_is_bounded_by_the_recovery_limit(config, script):
+    attempts = []
+
+    def turns(request):
+        attempts.append(request)
+        return {"error": "still down"}
+
+    target = script(turns)
+
+    class StubbornAgent(Agent):
+        model = target
+
+        @after_model_error
+        def retry_forever(self, payload):
+            return replace(payload)
+
+    run = StubbornAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, ProviderError)
+    assert 1 < len(attempts) <= 4
+
+
+@pytest.mark.parametrize(
+    "arguments, fragment",
+    [([1, 2, 3], "list arguments"), ("{not json", "not JSON")],
+)
+def test_malformed_tool_call_fails_with_malformed_tool_call_error(config, script, arguments, fragment):
+    target = script([{"tool_calls": [{"name": "lookup", "arguments": arguments}]}, {"text": "unreachable"}])
+    run = agent_for(target, LookupTool).ask("Hi")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, MalformedToolCallError)
+    assert fragment in str(run.error)
+    assert "tool_execution_start" not in event_types(run)

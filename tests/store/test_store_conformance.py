@@ -1,0 +1,207 @@
+"""One conformance suite for every run-store backend: SQLite in memory,
+SQLite file, and a real PostgreSQL server (CONVENTIONS: one interface,
+several backends, one shared suite)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from lg_core import Agent, Configuration, InvocationError, Tool, with_configuration
+from lg_core.store import NewStep, RunFinish, RunStore, StepCommit
+from lg_core.messages import Message
+
+
+@pytest.fixture(params=["memory", "file", "postgres"])
+def store_url(request, tmp_path) -> str:
+    if request.param == "memory":
+        return "sqlite://"
+    if request.param == "file":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def store(store_url):
+    store = RunStore(store_url)
+    yield store
+    store.close()
+
+
+def _create(store: RunStore, run_id: str = "r1", steps=("root/turn-0/model",)) -> None:
+    store.create_run(
+        {"id": run_id, "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
+         "session_id": run_id, "actor_id": None, "holder": None, "deadline_at": None},
+        {"id": f"{run_id}/root", "run_id": run_id, "path": "root", "kind": "agent", "entrypoint": "app:Agent",
+         "version": 0, "checkpoint": {"turn": 0}},
+        [(0, Message(role="user", content="hi"))],
+        [("invocation_start", {"run_id": run_id})],
+        [NewStep(key=k, frame_id=f"{run_id}/root", kind="model") for k in steps],
+    )
+
+
+def _commit(run_id="r1", version=0, key="root/turn-0/model", events=2, finish=None, new=()) -> StepCommit:
+    return StepCommit(
+        run_id=run_id, frame_id=f"{run_id}/root", expected_version=version, checkpoint={"turn": version + 1},
+        step_key=key, step_result={"ok": True},
+        messages=[(1 + version, Message(role="assistant", content=f"turn {version}"))],
+        events=[("usage", {"n": i}) for i in range(events)],
+        new_steps=[NewStep(key=k, frame_id=f"{run_id}/root", kind="tool", input={"id": k}) for k in new],
+        finish=finish,
+    )
+
+
+def test_create_and_load_round_trip(store):
+    _create(store)
+    record = store.load_run("r1")
+    assert (record.status, record.invocation, record.event_seq, record.finished) == ("running", {"message": "hi"}, 1, False)
+    frame = store.load_frame("r1/root")
+    assert (frame.version, frame.checkpoint) == (0, {"turn": 0})
+    assert store.load_messages("r1/root")[0]["role"] == "user"
+    assert [s.status for s in store.load_steps("r1")] == ["scheduled"]
+    assert [e.type for e in store.load_events("r1")] == ["invocation_start"]
+
+
+def test_duplicate_run_id_is_an_invocation_error(store):
+    _create(store)
+    with pytest.raises(InvocationError, match="already exists"):
+        _create(store)
+
+
+def test_commit_applies_everything_at_once(store):
+    _create(store)
+    result = store.commit(_commit(new=["root/turn-0/tool/a", "root/turn-0/tool/b_c"]))
+    assert result.applied and result.first_seq == 2
+    assert store.load_frame("r1/root").version == 1
+    assert len(store.load_messages("r1/root")) == 2
+    assert [e.seq for e in store.load_events("r1")] == [1, 2, 3]
+    steps = {s.key: s for s in store.load_steps("r1")}
+    assert steps["root/turn-0/model"].status == "succeeded" and steps["root/turn-0/model"].result == {"ok": True}
+    assert steps["root/turn-0/tool/b_c"].input == {"id": "root/turn-0/tool/b_c"}
+    assert [s.key for s in store.load_steps("r1", prefix="root/turn-0/tool/")] == ["root/turn-0/tool/a", "root/turn-0/tool/b_c"]
+    assert store.load_steps("r1", prefix="root/turn-0/tool/b_") [0].key == "root/turn-0/tool/b_c"
+
+
+def test_a_lost_race_writes_nothing(store):
+    _create(store, steps=("root/turn-0/model", "root/x"))
+    assert store.commit(_commit()).applied
+    stale = store.commit(_commit(key="root/x", version=0))
+    assert (stale.applied, stale.reason) == (False, "frame_version_conflict")
+    again = store.commit(_commit(version=1))
+    assert (again.applied, again.reason) == (False, "step_already_completed")
+    assert len(store.load_events("r1")) == 3
+    assert len(store.load_messages("r1/root")) == 2
+    assert store.load_run("r1").event_seq == 3
+
+
+def test_a_finished_run_accepts_no_more_commits(store):
+    _create(store, steps=("root/turn-0/model", "root/x"))
+    finish = RunFinish("completed", "done", None, {"input_tokens": 1}, {"stop_reason": "end_turn"})
+    assert store.commit(_commit(finish=finish)).applied
+    record = store.load_run("r1")
+    assert (record.status, record.response, record.usage, record.finished_at is not None) == ("completed", "done", {"input_tokens": 1}, True)
+    late = store.commit(_commit(key="root/x", version=1))
+    assert (late.applied, late.reason) == (False, "run_not_running")
+    assert store.list_runs(status="completed")[0].id == "r1"
+    assert store.list_runs(status="running") == []
+
+
+def test_claims_leases_and_takeover(store):
+    _create(store)
+    key = "root/turn-0/model"
+    assert store.claim_step("r1", key, "host:1:1", lease_seconds=30) == 1
+    assert store.claim_step("r1", key, "host:2:1", lease_seconds=30) is None  # live lease
+    assert store.claim_step("r1", key, "host:2:1", 30, stale_holder="host:1:1") == 2  # dead holder
+    assert store.load_step("r1", key).holder == "host:2:1"
+    assert store.claim_step("r1", key, "host:2:1", 0.0, stale_holder="host:2:1") == 3  # lease ends now
+    time.sleep(0.02)
+    assert store.claim_step("r1", key, "host:4:1", lease_seconds=30) == 4  # expired lease
+    held = _commit()
+    held.holder = "host:2:1"
+    assert store.commit(held).reason == "step_already_completed"  # no longer the holder
+    held.holder = "host:4:1"
+    assert store.commit(held).applied
+
+
+def test_cancel_request_reaches_the_next_commit(store):
+    _create(store)
+    assert store.request_cancel("r1")
+    assert store.commit(_commit()).cancel_requested
+
+
+def test_concurrent_event_appends_stay_gapless(store):
+    _create(store)
+    errors: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            for _ in range(20):
+                store.append_events("r1", [("run_resumed", {}), ("run_resumed", {})])
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=append) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert [e.seq for e in store.load_events("r1")] == list(range(1, 1 + 1 + 4 * 20 * 2))
+
+
+def test_concurrent_commits_on_one_frame_allow_one_winner_per_version(store):
+    _create(store, steps=tuple(f"root/s{i}" for i in range(6)))
+    outcomes: list[str] = []
+    barrier = threading.Barrier(6)
+
+    def commit(i: int) -> None:
+        barrier.wait()
+        outcomes.append(store.commit(_commit(key=f"root/s{i}", version=0)).reason or "applied")
+
+    threads = [threading.Thread(target=commit, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["applied"] + ["frame_version_conflict"] * 5
+    assert store.load_frame("r1/root").version == 1
+
+
+def test_record_once_is_idempotent(store):
+    _create(store)
+    store.record_once("r1", "once/email")
+    store.record_once("r1", "once/email")
+    assert store.load_step("r1", "once/email").status == "succeeded"
+
+
+class _AddTool(Tool):
+    description = "Add two numbers."
+    input_schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                    "required": ["a", "b"], "additionalProperties": False}
+
+    def call(self, input):
+        return input["a"] + input["b"]
+
+
+def test_a_whole_agent_run_on_each_backend(store_url, script):
+    target = script([{"tool_calls": [{"name": "_add", "arguments": {"a": 2, "b": 3}},
+                                     {"name": "_add", "arguments": {"a": 1, "b": 1}}]},
+                     {"text": "5 and 2"}])
+
+    class AddAgent(Agent):
+        model = target
+        tools = [_AddTool]
+
+    config = Configuration(run_store=store_url)
+    with with_configuration(config):
+        run = AddAgent.ask("add")
+        assert run.completed, run.error
+        stored = config.runtime().get_run(run.id)
+        assert stored.outcome == "completed" and stored.response == "5 and 2"
+        assert [m.role for m in stored.result.messages] == ["user", "assistant", "tool", "assistant"]
+        assert [b.text for b in stored.result.messages[2].tool_results] == ["5", "2"]
+        events = stored.events()
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    config.close()
