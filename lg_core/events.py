@@ -4,8 +4,14 @@ Event names are the spec's. Provider events describe one model response;
 agent events bracket an invocation and its tool executions; run events end a
 top-level run (exactly one terminal event per run).
 
-Durability: every event except token deltas is written to the run store's
-event log in the commit of the step that produced it (see DESIGN 4.6).
+Durability (DESIGN 4.6): deltas and "start" markers are live-only; every other
+event is written to the run store's event log in the commit of the step that
+produced it and is published, with its sequence number, only after that
+commit. So a consumer never sees a durable event that a crash could take back,
+and live order stays natural: a step's live events (start, deltas) come first,
+its durable events (stop, usage, results) after. ``model_retry`` is published at
+once (consumers must drop superseded deltas before new ones arrive) and also
+stored.
 """
 
 from __future__ import annotations
@@ -51,7 +57,10 @@ TERMINAL_EVENTS: dict[str, str] = {
     "partial": "run_partial",
     "cancelled": "run_cancel",
 }
-LIVE_ONLY_EVENTS: frozenset[str] = frozenset({"text_delta", "reasoning_delta", "tool_call_delta"})
+LIVE_ONLY_EVENTS: frozenset[str] = frozenset(
+    {"message_start", "text_delta", "reasoning_delta", "tool_call_start", "tool_call_delta", "tool_execution_start"}
+)
+PUBLISHED_AT_ONCE: frozenset[str] = frozenset({"model_retry"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,7 @@ class Run:
         self._closers: list[Callable[[], Any]] = []
         self._closed = False
         self._once_lock = threading.Lock()
+        self._deliver_lock = threading.Lock()
         self._model: Any = None
         self._stored_entrypoint: str | None = None
 
@@ -167,12 +168,14 @@ class Run:
             self._phase = "running"
 
     def deliver(self, event: StreamEvent) -> None:
-        """Receive one event from the engine (called on the executing thread)."""
-        outcome = _TERMINAL_TYPES.get(event.type)
-        if outcome is not None:
-            self._finish_from(outcome, event.data)
-        if self._on_event is not None:
-            self._on_event(event)
+        """Receive one event from the engine; parallel steps deliver from several
+        threads, so the consumer is called serially under a lock (as the spec promises)."""
+        with self._deliver_lock:
+            outcome = _TERMINAL_TYPES.get(event.type)
+            if outcome is not None:
+                self._finish_from(outcome, event.data)
+            if self._on_event is not None:
+                self._on_event(event)
 
     def _finish_from(self, outcome: str, data: Any) -> None:
         self.outcome = outcome

@@ -26,7 +26,7 @@ from lg_core.events import TERMINAL_EVENTS, StreamEvent
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
-from lg_core.store import NewStep, RunStore, StepCommit
+from lg_core.store import CommitResult, NewStep, RunStore, StepCommit
 from lg_core.usage import Usage
 
 if TYPE_CHECKING:
@@ -105,8 +105,8 @@ class Engine:
         start_event = StreamEvent.build(
             "invocation_start", run_id=run.id, agent_id=agent_cls.agent_id, input=invocation.message
         )
-        self.publish(run.id, start_event)
         events: list[tuple[str, dict[str, Any]]] = [(start_event.type, encode_event_data(start_event.data))]
+        deferred: list[StreamEvent] = [start_event]
         messages: list[Message] = []
         ending: tuple[str, BaseException] | None = None
         try:
@@ -128,7 +128,6 @@ class Engine:
             "deadline_at": None if invocation.deadline_at is None else invocation.deadline_at.timestamp(),
         }
         first = NewStep(key="root/turn-0/model", frame_id=frame_id, kind="model")
-        deferred: list[StreamEvent] = []
         if ending is not None:
             row.update(self._ending_fields(run, *ending, events=events, deferred=deferred))
             checkpoint.phase = "done"
@@ -136,8 +135,8 @@ class Engine:
         rows = list(enumerate(messages))
         self.store.create_run(row, frame, rows, events, [] if ending else [first])
         self.frames.put(FrameState(frame_id, run.id, "root", run.entrypoint_path, 0, checkpoint, tuple(messages)))
-        for event in deferred:
-            self.publish(run.id, event)
+        for seq, event in enumerate(deferred, start=1):
+            self.publish(run.id, event.with_seq(seq))
         if ending is not None:
             return []
         return [StepRef(run.id, first.key, "model", frame_id)]
@@ -188,13 +187,16 @@ class Engine:
     def _perform(self, scope: StepScope, worker: ModelTurn | ToolCall) -> Transition:
         try:
             return worker.perform()
-        except CancelledError as exc:
+        except (CancelledError, DeadlineExceededError, Exception) as exc:  # noqa: BLE001 - becomes the outcome
+            return self._ending_for(scope, exc, getattr(worker, "partial_text", ""))
+
+    def _ending_for(self, scope: StepScope, exc: BaseException, partial_text: str = "") -> Transition:
+        if isinstance(exc, CancelledError):
             return scope.ending("cancelled", exc)
-        except DeadlineExceededError as exc:
-            return scope.ending("partial", exc, getattr(worker, "partial_text", ""))
-        except Exception as exc:  # noqa: BLE001 - recorded as the run's failure
-            scope.run.record_diagnostic({"kind": "run_error", "step": scope.key, **error_to_dict(exc)}, exc)
-            return scope.ending("failed", exc)
+        if isinstance(exc, DeadlineExceededError):
+            return scope.ending("partial", exc, partial_text)
+        scope.run.record_diagnostic({"kind": "run_error", "step": scope.key, **error_to_dict(exc)}, exc)
+        return scope.ending("failed", exc)
 
     def _input_for(self, ref: StepRef) -> dict[str, Any] | None:
         if ref.kind != "tool":
@@ -214,22 +216,27 @@ class Engine:
                 commit = transition(state)
             except _StaleStep:
                 return []
+            except (CancelledError, DeadlineExceededError, Exception) as exc:  # noqa: BLE001 - e.g. an after_invocation callback
+                transition = self._ending_for(scope, exc)
+                commit = transition(state)
             result = self.store.commit(commit)
             if result.applied:
-                return self._applied(scope, state, commit, result.cancel_requested)
+                return self._applied(scope, state, commit, result)
             if result.reason != "frame_version_conflict":
                 return []
             state = self.frames.reload(state.id)
         raise RunStateError(f"step {scope.key!r} could not commit after {_MAX_COMMIT_ATTEMPTS} version conflicts")
 
-    def _applied(self, scope: StepScope, state: FrameState, commit: StepCommit, cancel_requested: bool) -> list[StepRef]:
+    def _applied(self, scope: StepScope, state: FrameState, commit: StepCommit, result: CommitResult) -> list[StepRef]:
+        first_seq, cancel_requested = result.first_seq, result.cancel_requested
         appended = tuple(message for _seq, message in commit.messages)
         checkpoint = AgentCheckpoint.from_dict(commit.checkpoint)
         self.frames.put(FrameState(state.id, state.run_id, state.path, state.entrypoint, state.version + 1, checkpoint, state.messages + appended))
         if cancel_requested:
             self.note_cancel_requested(scope.run.id)
-        for event in scope.deferred_events:
-            self.publish(scope.run.id, event)
+        for offset, event in enumerate(scope.outgoing):
+            if event is not None:
+                self.publish(scope.run.id, event.with_seq(first_seq + offset))
         if commit.finish is not None:
             self._forget(scope.run.id)
             return []
@@ -279,8 +286,8 @@ class Engine:
             self._resumed.add((run.id, step.key))
             refs.append(StepRef(run.id, step.key, step.kind, step.frame_id))
         data = {"holder": current_holder(), "previous_holder": previous_holder, "open_steps": [s.key for s in steps]}
-        self.store.append_events(run.id, [("run_resumed", data)])
-        self.publish(run.id, StreamEvent.build("run_resumed", **data))
+        seq = self.store.append_events(run.id, [("run_resumed", data)])
+        self.publish(run.id, StreamEvent.build("run_resumed", **data).with_seq(seq))
         return refs
 
 

@@ -10,7 +10,7 @@ work (model call, tool call) is never repeated for a conflict.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,7 @@ from lg_core.engine.checkpoint import AgentCheckpoint
 from lg_core.engine.codec import encode_event_data, error_to_dict
 from lg_core.engine.frames import FrameState
 from lg_core.errors import CancelledError, DeadlineExceededError, Error
-from lg_core.events import TERMINAL_EVENTS, StreamEvent
+from lg_core.events import LIVE_ONLY_EVENTS, PUBLISHED_AT_ONCE, TERMINAL_EVENTS, StreamEvent
 from lg_core.run_context import RunContext
 from lg_core.run_result import RunResult
 from lg_core.store import NewStep, RunFinish, StepCommit
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from lg_core.run import Run
 
 Transition = Callable[[FrameState], StepCommit]
+EventPair = tuple["StreamEvent | None", tuple[str, dict[str, Any]]]
 
 
 @dataclass
@@ -45,9 +46,8 @@ class StepScope:
     attempt: int = 1
     input: dict[str, Any] | None = None
     holder: str | None = None
-    live_events: list[StreamEvent] = field(default_factory=list)
-    durable_events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    deferred_events: list[StreamEvent] = field(default_factory=list)
+    durable: list[EventPair] = field(default_factory=list)
+    outgoing: list[StreamEvent | None] = field(default_factory=list)
     context: RunContext | None = None
 
     # -- collaborators --------------------------------------------------------
@@ -77,20 +77,27 @@ class StepScope:
     # -- events -------------------------------------------------------------------
 
     def emit(self, type: str, /, **data: Any) -> None:
-        """Publish now; durable types are also written with this step's commit."""
         self.emit_event(StreamEvent.build(type, **data))
 
     def emit_event(self, event: StreamEvent) -> None:
-        self.engine.publish(self.run.id, event)
-        if event.durable:
-            self.durable_events.append((event.type, encode_event_data(event.data)))
+        """Live-only events go out now; durable ones go out, numbered, after the commit.
 
-    def emit_after_commit(
-        self, type: str, /, durable_overrides: dict[str, Any] | None = None, **data: Any
-    ) -> tuple[str, dict[str, Any]]:
-        """Record an event published only once the commit applied; returns its stored form."""
-        self.deferred_events.append(StreamEvent.build(type, **data))
-        return (type, encode_event_data({**data, **(durable_overrides or {})}))
+        ``model_retry`` is both: consumers must see it before the re-streamed
+        deltas, and the log must record it.
+        """
+        if event.type in LIVE_ONLY_EVENTS:
+            self.engine.publish(self.run.id, event)
+        elif event.type in PUBLISHED_AT_ONCE:
+            self.engine.publish(self.run.id, event)
+            self.durable.append((None, (event.type, encode_event_data(event.data))))
+        else:
+            self.durable.append((event, (event.type, encode_event_data(event.data))))
+
+    @staticmethod
+    def pair(type: str, /, stored_overrides: dict[str, Any] | None = None, **data: Any) -> EventPair:
+        """A durable event made by a transition: (live form, stored form)."""
+        event = StreamEvent.build(type, **data)
+        return event, (type, encode_event_data({**data, **(stored_overrides or {})}))
 
     # -- interrupts ---------------------------------------------------------------
 
@@ -106,8 +113,13 @@ class StepScope:
 
     # -- commits ------------------------------------------------------------------
 
-    def commit_for(self, state: FrameState, checkpoint: AgentCheckpoint, **fields: Any) -> StepCommit:
-        events = list(self.durable_events) + list(fields.pop("extra_events", []))
+    def commit_for(
+        self, state: FrameState, checkpoint: AgentCheckpoint, extra: Sequence[EventPair] = (), **fields: Any
+    ) -> StepCommit:
+        """The commit of this step; its events are the step's durable ones plus ``extra``."""
+        pairs = [*self.durable, *extra]
+        self.outgoing = [live for live, _stored in pairs]
+        events = [stored for _live, stored in pairs]
         return StepCommit(
             run_id=self.run.id,
             frame_id=state.id,
@@ -138,8 +150,7 @@ class StepScope:
             include = run.entrypoint_class.capture_diagnostics is True
             error_data = None if error is None else error_to_dict(error, include_message=include or isinstance(error, Error))
             message = engine.safe_error_message(error, run) if error is not None else None
-            self.deferred_events.clear()
-            terminal = self.emit_after_commit(
+            terminal = self.pair(
                 TERMINAL_EVENTS[outcome],
                 {"error": error_data},
                 outcome=outcome,
@@ -156,18 +167,15 @@ class StepScope:
                 step_status="cancelled" if outcome == "cancelled" else "failed",
                 step_error=error_data,
                 finish=finish,
-                extra_events=[terminal],
+                extra=[terminal],
             )
 
         return transition
 
     def completion(self, state: FrameState, checkpoint: AgentCheckpoint, result: RunResult, messages: list[Any]) -> StepCommit:
         """The commit that ends the run as completed with ``result``."""
-        self.deferred_events.clear()
-        stop = self.emit_after_commit("invocation_stop", result=result)
-        terminal = self.emit_after_commit(
-            "run_stop", outcome="completed", response=result.text, usage=result.usage, result=result
-        )
+        stop = self.pair("invocation_stop", result=result)
+        terminal = self.pair("run_stop", outcome="completed", response=result.text, usage=result.usage, result=result)
         finish = RunFinish("completed", result.text, None, result.usage.to_dict(), result.to_dict())
         return self.commit_for(
             state,
@@ -175,7 +183,7 @@ class StepScope:
             step_result={"stop_reason": result.stop_reason},
             messages=messages,
             finish=finish,
-            extra_events=[stop, terminal],
+            extra=[stop, terminal],
         )
 
 
