@@ -34,6 +34,7 @@ from lg_core.datamap import DataMap
 from lg_core.errors import *  # noqa: F403 - the error hierarchy is public API
 from lg_core.errors import __all__ as _error_names
 from lg_core.events import EVENT_TYPES, StreamEvent
+from lg_core.execution import Execution
 from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.models import Model, ModelCapabilities, ModelRequest, ModelResolver, ModelResponse
@@ -65,6 +66,11 @@ def resume(run_id: str, *, force: bool = False) -> Run:
     return runtime().resume(run_id, force=force)
 
 
+def get_execution(run_id: str) -> Execution:
+    """Re-attach to a background run from any process or request."""
+    return runtime().get_execution(run_id)
+
+
 def cancel_run(run_id: str) -> bool:
     """Ask the process running ``run_id`` to stop it; True if the run was still running."""
     return runtime().cancel(run_id)
@@ -81,6 +87,7 @@ __all__ = [
     "DataMap",
     "Document",
     "EVENT_TYPES",
+    "Execution",
     "Hook",
     "Image",
     "Invocation",
@@ -119,6 +126,7 @@ __all__ = [
     "cancel_run",
     "configuration",
     "configure",
+    "get_execution",
     "get_run",
     "list_runs",
     "replace",

@@ -123,6 +123,20 @@ class Agent:
         return AsyncRunStream(cls.build_run(message, **options))
 
     @classmethod
+    def start_execution(cls, message: Any = None, /, **options: Any) -> Any:
+        """Persist the run and start it in the background; returns an Execution at once.
+
+        With ``broker_url`` configured the run executes on Celery workers, else on a
+        thread of this process. ``on_event`` (optional) receives every event.
+        """
+        run = cls.build_run(message, **options)
+        return run.runtime.start_execution(run)
+
+    @classmethod
+    async def start_execution_async(cls, message: Any = None, /, **options: Any) -> Any:
+        return await asyncio.to_thread(cls.start_execution, message, **options)
+
+    @classmethod
     def build_run(cls, message: Any = None, /, **options: Any) -> Run:
         """Validate the request and build a dormant Run (raises before a Run exists)."""
         from lg_core.config import runtime as current_runtime

@@ -69,7 +69,8 @@ class StreamEvent:
 
     type: str
     data: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    seq: int | None = None
+    seq: int | None = None  # position in the durable log, once committed
+    id: str | None = None  # resumable id given by Execution.events()
 
     @classmethod
     def build(cls, type: str, /, **data: Any) -> StreamEvent:

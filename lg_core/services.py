@@ -7,12 +7,17 @@ and the hooks. Build one explicitly only for an isolated setup; normally
 
 from __future__ import annotations
 
+import threading
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
+from lg_core.engine.background import ThreadBackend
 from lg_core.engine.engine import Engine
 from lg_core.engine.local import LocalDispatcher
-from lg_core.errors import RunNotFoundError, RunStateError
+from lg_core.errors import ConfigurationError, InvocationError, RunNotFoundError, RunStateError
+from lg_core.execution import Execution
 from lg_core.identity import current_holder, holder_is_dead
+from lg_core.messages import Message
 from lg_core.models.resolver import ModelResolver
 from lg_core.run import Run
 from lg_core.store import RunRecord, RunStore
@@ -55,16 +60,68 @@ class Runtime:
         self.hooks: list[Hook] = [hook() for hook in configuration.hooks]
         self.engine = Engine(self, self.store, lease_seconds=configuration.lease_seconds)
         self.dispatcher = LocalDispatcher(self.engine, max_workers=configuration.max_parallel_tools)
+        self._backend: Any = None
+        self._backend_lock = threading.Lock()
 
     def execute(self, run: Run) -> None:
         """Start ``run`` and drive it to its end in this process."""
         unsubscribe = self.engine.bus.subscribe(run.id, run.deliver)
         try:
-            for hook in self.hooks:
-                hook.prepare_execution(run)
-            self.dispatcher.drive(self.engine.start(run))
+            self.dispatcher.drive(self.begin(run))
         finally:
             unsubscribe()
+
+    def begin(self, run: Run, *, distributed: bool = False) -> list[Any]:
+        """Run the execution hooks and persist ``run``; returns its first steps."""
+        for hook in self.hooks:
+            hook.prepare_execution(run)
+        return self.engine.start(run, distributed=distributed)
+
+    # -- background executions ------------------------------------------------------
+
+    @property
+    def backend(self) -> Any:
+        """How ``start_execution`` runs work: Celery workers when a broker is configured, else threads."""
+        if self._backend is None:
+            with self._backend_lock:
+                if self._backend is None:
+                    self._backend = self._build_backend()
+        return self._backend
+
+    def _build_backend(self) -> Any:
+        if not self.configuration.broker_url:
+            return ThreadBackend(self)
+        entry = next((e for e in entry_points(group="littleghost.backends") if e.name == "celery"), None)
+        if entry is None:
+            raise ConfigurationError(
+                "broker_url is set but no distributed backend is installed; install littleghost with its "
+                "workers (lg_workers) or unset broker_url to run executions on threads"
+            )
+        return entry.load()(self)
+
+    def start_execution(self, run: Run) -> Execution:
+        run._begin()
+        self.backend.start(run)
+        return Execution(run.id, self, self.backend)
+
+    def get_execution(self, run_id: str) -> Execution:
+        self.store.load_run(run_id)  # RunNotFoundError for an unknown id
+        return Execution(run_id, self, self.backend)
+
+    def interject(self, run_id: str, message: Any, *, metadata: dict[str, Any] | None = None) -> int:
+        """Queue ``message`` for the run's next model turn (any process, any backend)."""
+        try:
+            normalized = Message.coerce(message)
+        except (ValueError, TypeError) as exc:
+            raise InvocationError(f"the interjection is not a valid message: {exc}") from None
+        if normalized.role != "user" or not normalized.content:
+            raise InvocationError("an interjection must be a non-empty user message")
+        payload = {"message": normalized, "metadata": dict(metadata or {})}
+        if self.hooks:
+            run = self.get_run(run_id)
+            for hook in self.hooks:
+                payload = hook.prepare_interjection(run, payload) or payload
+        return self.store.add_interjection(run_id, Message.coerce(payload["message"]).to_dict(), payload.get("metadata"))
 
     def resume(self, run_id: str, *, force: bool = False) -> Run:
         """Continue a run whose process died, without redoing committed steps."""
@@ -108,6 +165,8 @@ class Runtime:
         return True
 
     def close(self) -> None:
+        if self._backend is not None and hasattr(self._backend, "shutdown"):
+            self._backend.shutdown()
         self.dispatcher.shutdown()
         self.resolver.close()
         self.store.close()

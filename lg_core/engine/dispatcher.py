@@ -27,8 +27,6 @@ class StepRef:
 class Dispatcher(Protocol):
     """Something that makes published step refs run, once each, eventually."""
 
-    claims_steps: bool
-
     def publish(self, refs: list[StepRef]) -> None: ...
 
 

@@ -9,7 +9,9 @@ the successors for the dispatcher to publish.
 from __future__ import annotations
 
 import threading
+import time
 import weakref
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from lg_core.callbacks import run_chain
@@ -18,10 +20,11 @@ from lg_core.engine.checkpoint import AgentCheckpoint
 from lg_core.engine.codec import encode_event_data, error_to_dict
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.frames import FrameCache, FrameState
+from lg_core.engine.leases import Heartbeat
 from lg_core.engine.model_turn import ModelTurn
 from lg_core.engine.steps import StepScope, Transition
 from lg_core.engine.tool_call import ToolCall, _StaleStep
-from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededError, Error, RunStateError
+from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededError, Error, RunNotFoundError, RunStateError
 from lg_core.events import TERMINAL_EVENTS, StreamEvent
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.messages import Message
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from lg_core.services import Runtime
 
 _MAX_COMMIT_ATTEMPTS = 50
+CANCEL_POLL_SECONDS = 1.0
 
 
 class Engine:
@@ -43,12 +47,15 @@ class Engine:
         self.lease_seconds = lease_seconds
         self.bus = EventBus()
         self.frames = FrameCache(store)
-        self.claims_steps = False
         self._lock = threading.Lock()
         self._live: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
         self._cancel_flags: set[str] = set()
         self._step_inputs: dict[tuple[str, str], dict[str, Any] | None] = {}
         self._resumed: set[tuple[str, str]] = set()
+        self._flag_polls: dict[str, float] = {}
+        self._recent: OrderedDict[str, Run] = OrderedDict()
+        self.sinks: list[Any] = []
+        self.heartbeat = Heartbeat(store, lease_seconds)
 
     # -- run handles -----------------------------------------------------------------
 
@@ -59,20 +66,47 @@ class Engine:
         run = self._live.get(run_id)
         if run is not None:
             return run
+        with self._lock:
+            cached = self._recent.get(run_id)
+            if cached is not None:
+                self._recent.move_to_end(run_id)
+                return cached
         from lg_core.run import Run
 
         record = self.store.load_run(run_id)
         if record.finished:
             return None
         run = Run.from_record(record, self.runtime)
-        self.attach(run)
+        with self._lock:
+            self._recent[run_id] = run
+            while len(self._recent) > 256:
+                self._recent.popitem(last=False)
         return run
+
+    def add_sink(self, sink: Any) -> None:
+        """Also publish every event to ``sink`` (e.g. a Redis Stream for other processes)."""
+        self.sinks.append(sink)
 
     def publish(self, run_id: str, event: StreamEvent) -> None:
         self.bus.publish(run_id, event)
+        for sink in self.sinks:
+            sink.publish(run_id, event)
 
     def cancel_requested(self, run_id: str) -> bool:
-        return run_id in self._cancel_flags
+        """Has anyone (any process) asked to cancel? Polls the store at most once a second."""
+        if run_id in self._cancel_flags:
+            return True
+        now = time.monotonic()
+        if now - self._flag_polls.get(run_id, 0.0) < CANCEL_POLL_SECONDS:
+            return False
+        self._flag_polls[run_id] = now
+        try:
+            _status, cancel, _holder = self.store.run_flags(run_id)
+        except RunNotFoundError:
+            return False
+        if cancel:
+            self.note_cancel_requested(run_id)
+        return cancel
 
     def note_cancel_requested(self, run_id: str) -> None:
         with self._lock:
@@ -95,8 +129,12 @@ class Engine:
 
     # -- start -------------------------------------------------------------------------
 
-    def start(self, run: Run) -> list[StepRef]:
-        """Persist a new run and return its first step (none if it ended at once)."""
+    def start(self, run: Run, *, distributed: bool = False) -> list[StepRef]:
+        """Persist a new run and return its first step (none if it ended at once).
+
+        A local run is held by this process (``lg runs resume`` takes it over when
+        the process dies); a distributed run is held step by step by workers.
+        """
         self.attach(run)
         invocation = run.invocation
         agent_cls = run.entrypoint_class
@@ -124,7 +162,7 @@ class Engine:
             "invocation": invocation.to_dict(),
             "session_id": invocation.session_id,
             "actor_id": invocation.actor_id,
-            "holder": None if self.claims_steps else current_holder(),
+            "holder": None if distributed else current_holder(),
             "deadline_at": None if invocation.deadline_at is None else invocation.deadline_at.timestamp(),
         }
         first = NewStep(key="root/turn-0/model", frame_id=frame_id, kind="model")
@@ -162,8 +200,12 @@ class Engine:
 
     # -- execute -----------------------------------------------------------------------
 
-    def execute(self, ref: StepRef, attempt: int = 1) -> list[StepRef]:
-        """Run one step to its commit; returns the successors to publish."""
+    def execute(self, ref: StepRef, attempt: int = 1, claimed_by: str | None = None) -> list[StepRef]:
+        """Run one step to its commit; returns the successors to publish.
+
+        ``claimed_by`` is the holder that claimed the step (distributed mode): the
+        commit then only applies while that holder still holds it.
+        """
         run = self.run_handle(ref.run_id)
         if run is None:
             return []
@@ -178,7 +220,7 @@ class Engine:
             kind=ref.kind,
             attempt=attempt,
             input=self._input_for(ref),
-            holder=current_holder() if self.claims_steps else None,
+            holder=claimed_by,
         )
         worker = ModelTurn(scope) if ref.kind == "model" else ToolCall(scope)
         transition = self._perform(scope, worker)
@@ -222,7 +264,7 @@ class Engine:
             result = self.store.commit(commit)
             if result.applied:
                 return self._applied(scope, state, commit, result)
-            if result.reason != "frame_version_conflict":
+            if result.reason not in ("frame_version_conflict", "interjection_pending"):
                 return []
             state = self.frames.reload(state.id)
         raise RunStateError(f"step {scope.key!r} could not commit after {_MAX_COMMIT_ATTEMPTS} version conflicts")
@@ -249,15 +291,51 @@ class Engine:
     def _forget(self, run_id: str) -> None:
         with self._lock:
             self._cancel_flags.discard(run_id)
+            self._flag_polls.pop(run_id, None)
+            self._recent.pop(run_id, None)
             for key in [k for k in self._step_inputs if k[0] == run_id]:
                 del self._step_inputs[key]
         self.frames.forget_run(run_id)
+
+    # -- distributed execution ------------------------------------------------------------
+
+    def execute_claimed(self, run_id: str, key: str) -> tuple[str, list[StepRef]]:
+        """The task protocol (DESIGN 4.2): look up, claim, execute, commit.
+
+        Returns what happened (``executed``, ``done``, ``held``, ``missing``) and the
+        steps to publish. A step already finished re-announces the run's open
+        steps, so a redelivered message never strands its continuation.
+        """
+        step, run_status, cancel = self.store.load_step_and_run(run_id, key)
+        if step is None:
+            return "missing", []
+        if run_status != "running":
+            return "done", []
+        if cancel:
+            self.note_cancel_requested(run_id)
+        if step.status not in ("scheduled", "running"):
+            return "done", self.open_steps(run_id, scheduled_only=True)
+        attempts = self.claim(run_id, key)
+        if attempts is None:
+            return "held", []
+        self._step_inputs[(run_id, key)] = step.input
+        with self.heartbeat.holding():
+            refs = self.execute(StepRef(run_id, key, step.kind, step.frame_id), attempt=attempts, claimed_by=current_holder())
+        return "executed", refs
+
+    def open_steps(self, run_id: str, *, scheduled_only: bool = False) -> list[StepRef]:
+        steps = self.store.load_steps(run_id, open_only=True)
+        return [
+            StepRef(run_id, s.key, s.kind, s.frame_id)
+            for s in steps
+            if s.kind in ("model", "tool") and (s.status == "scheduled" or not scheduled_only)
+        ]
 
     # -- claims and resume --------------------------------------------------------------
 
     def claim_at_most_once(self, scope: StepScope) -> bool:
         """Mark an at_most_once call started before running it; False if it started before."""
-        if self.claims_steps:
+        if scope.holder is not None:  # claimed before execution, by the task that runs it
             return scope.attempt == 1
         attempts = self.claim(scope.run.id, scope.key)
         return attempts == 1

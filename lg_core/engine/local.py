@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 
 class LocalDispatcher:
-    claims_steps = False
-
     def __init__(self, engine: Engine, max_workers: int = 8) -> None:
         self.engine = engine
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lg-step")

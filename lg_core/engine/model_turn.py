@@ -40,6 +40,8 @@ class ModelTurn:
         self.scope = scope
         self.partial_text = ""
         self.calls_made = 0
+        self.interjected: list[Message] = []
+        self.interjection_seqs: list[int] = []
 
     # -- execute -------------------------------------------------------------------
 
@@ -57,6 +59,7 @@ class ModelTurn:
             )
         model = scope.engine.resolve_model(scope.run)
         agent = scope.build_agent(model)
+        self._take_interjections()
         spec = agent_cls.result_spec()
         strategy = self._strategy(spec, model)
         registry = agent.tool_registry(scope.binding(agent, model))
@@ -77,6 +80,20 @@ class ModelTurn:
             raise CancelledError(decision.reason or "an after_model callback cancelled the invocation")
         response = decision.value["response"]
         return self._decide(agent, response, spec, strategy, exclusive)
+
+    def _take_interjections(self) -> None:
+        """User messages interjected since the last turn join the conversation here."""
+        for seq, data, metadata in self.scope.engine.store.pending_interjections(self.scope.run.id):
+            message = Message.from_dict(data)
+            self.interjected.append(message)
+            self.interjection_seqs.append(seq)
+            self.scope.emit("interjection", seq=seq, message=message, metadata=metadata)
+
+    def _rows(self, state: FrameState, checkpoint: AgentCheckpoint, messages: list[Message]) -> list[Any]:
+        """Rows for this turn's interjections and ``messages``; advances the message count."""
+        rows = message_rows(state, [*self.interjected, *messages])
+        checkpoint.message_count += len(rows)
+        return rows
 
     def _strategy(self, spec: ResultSchema | None, model: Any) -> str | None:
         if spec is None:
@@ -103,7 +120,7 @@ class ModelTurn:
         if strategy == "tool":
             tools = tools + (ToolSpecification(spec.tool_name(), spec.description or f"Submit the final {spec.name} result.", spec.schema),)
         return ModelRequest(
-            messages=scope.frame.messages,
+            messages=scope.frame.messages + tuple(self.interjected),
             system=agent.render_system_prompt(),
             tools=tools,
             settings=dict(invocation.settings),
@@ -215,12 +232,13 @@ class ModelTurn:
             checkpoint = self._advanced(state, response, calls)
             checkpoint.repairs += 1
             checkpoint.turn += 1
-            checkpoint.message_count += len(followups)
+            rows = self._rows(state, checkpoint, followups)
             return scope.commit_for(
                 state,
                 checkpoint,
                 step_result={"stop_reason": response.stop_reason, "repair": True},
-                messages=message_rows(state, followups),
+                messages=rows,
+                consumed_interjections=self.interjection_seqs,
                 new_steps=[scope.model_step(state, checkpoint.turn)],
             )
 
@@ -245,7 +263,7 @@ class ModelTurn:
             checkpoint = self._advanced(state, response, calls)
             checkpoint.phase = "tools"
             checkpoint.tool_calls_total += len(tool_uses)
-            checkpoint.message_count += 1
+            rows = self._rows(state, checkpoint, [response.message])
             pending, new_steps, exclusive_seen = [], [], False
             for use in tool_uses:
                 key = f"{state.path}/turn-{checkpoint.turn}/tool/{use.id}"
@@ -262,7 +280,8 @@ class ModelTurn:
                 state,
                 checkpoint,
                 step_result={"stop_reason": response.stop_reason, "tool_calls": len(tool_uses)},
-                messages=message_rows(state, [response.message]),
+                messages=rows,
+                consumed_interjections=self.interjection_seqs,
                 new_steps=new_steps,
             )
 
@@ -274,13 +293,15 @@ class ModelTurn:
 
         def transition(state: FrameState) -> Any:
             checkpoint = self._advanced(state, response, calls)
+            if self._late_interjections():
+                return self._continue_for_interjection(state, checkpoint, response)
             checkpoint.phase = "done"
-            checkpoint.message_count += 1
+            rows = self._rows(state, checkpoint, [response.message])
             result = RunResult(
                 message=response.message,
                 stop_reason=response.stop_reason,
                 usage=Usage.from_dict(checkpoint.usage),
-                messages=state.messages + (response.message,),
+                messages=state.messages + tuple(message for _seq, message in rows),
                 state=scope.context.state.to_dict(),
                 structured_result=structured,
                 output_value=output,
@@ -289,9 +310,26 @@ class ModelTurn:
             if decision.cancelled:
                 return scope.ending("cancelled", CancelledError(decision.reason or "an after_invocation callback cancelled result delivery"))(state)
             result = decision.value["result"]
-            return scope.completion(state, checkpoint, result, message_rows(state, [response.message]))
+            return scope.completion(state, checkpoint, result, rows, self.interjection_seqs)
 
         return transition
+
+    def _late_interjections(self) -> bool:
+        """Did a user message arrive while this turn ran? Then the run is not done yet."""
+        taken = set(self.interjection_seqs)
+        return any(seq not in taken for seq, _m, _meta in self.scope.engine.store.pending_interjections(self.scope.run.id))
+
+    def _continue_for_interjection(self, state: FrameState, checkpoint: AgentCheckpoint, response: ModelResponse) -> Any:
+        checkpoint.turn += 1
+        rows = self._rows(state, checkpoint, [response.message])
+        return self.scope.commit_for(
+            state,
+            checkpoint,
+            step_result={"stop_reason": response.stop_reason, "continued_for_interjection": True},
+            messages=rows,
+            consumed_interjections=self.interjection_seqs,
+            new_steps=[self.scope.model_step(state, checkpoint.turn)],
+        )
 
     def _advanced(self, state: FrameState, response: ModelResponse, calls: int) -> AgentCheckpoint:
         """The checkpoint after this turn's model calls, before the branch's own changes."""

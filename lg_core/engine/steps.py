@@ -172,7 +172,9 @@ class StepScope:
 
         return transition
 
-    def completion(self, state: FrameState, checkpoint: AgentCheckpoint, result: RunResult, messages: list[Any]) -> StepCommit:
+    def completion(
+        self, state: FrameState, checkpoint: AgentCheckpoint, result: RunResult, messages: list[Any], consumed: list[int]
+    ) -> StepCommit:
         """The commit that ends the run as completed with ``result``."""
         stop = self.pair("invocation_stop", result=result)
         terminal = self.pair("run_stop", outcome="completed", response=result.text, usage=result.usage, result=result)
@@ -184,6 +186,7 @@ class StepScope:
             messages=messages,
             finish=finish,
             extra=[stop, terminal],
+            consumed_interjections=consumed,
         )
 
 

@@ -42,6 +42,9 @@ _TRANSIENT_MARKERS = (
     "connection already closed",
     "terminating connection",
     "connection refused",
+    # a lost race on a computed key (e.g. the next interjection number): retrying re-reads it
+    "unique constraint failed",
+    "duplicate key value",
 )
 
 

@@ -131,6 +131,7 @@ class StepCommit:
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     new_steps: list[NewStep] = field(default_factory=list)
     finish: RunFinish | None = None
+    consumed_interjections: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

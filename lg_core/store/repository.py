@@ -104,6 +104,13 @@ class RunStore:
             first_seq = last_seq - len(commit.events) + 1
             self._insert_events_txn(tx, commit.run_id, first_seq, commit.events, now)
             self._insert_steps_txn(tx, commit.run_id, commit.new_steps, now)
+            for seq in commit.consumed_interjections:
+                cursor = tx.execute("consume_interjection", {"run_id": commit.run_id, "seq": seq, "now": now, "step": commit.step_key})
+                if cursor.rowcount != 1:
+                    raise _Abort("interjection_already_consumed")
+            if commit.finish is not None and tx.fetchone("select_pending_interjections", {"run_id": commit.run_id}):
+                # A user message arrived after the step looked: finishing now would drop it.
+                raise _Abort("interjection_pending")
         return CommitResult(True, None, first_seq, bool(cancel_requested))
 
     def _bump_run_txn(self, tx: Transaction, commit: StepCommit, now: float) -> tuple[int, int] | None:
@@ -236,6 +243,35 @@ class RunStore:
                 )
 
     @retry_transient
+    def add_interjection(self, run_id: str, message: dict[str, Any], metadata: dict[str, Any] | None = None) -> int:
+        """Queue a user message for the run's next model turn; returns its sequence number."""
+        with self.db.transaction() as tx:
+            flags = tx.fetchone("select_run_flags", {"run_id": run_id})
+            if flags is None:
+                raise RunNotFoundError(f"no run with id {run_id!r}")
+            if flags[0] not in ("running", "pending"):
+                from lg_core.errors import AgentInterjectionError
+
+                raise AgentInterjectionError(f"run {run_id} has finished ({flags[0]}); it cannot accept an interjection")
+            seq = int(tx.fetchone("next_interjection_seq", {"run_id": run_id})[0])
+            tx.execute(
+                "insert_interjection",
+                {"run_id": run_id, "seq": seq, "message": dumps(message), "metadata": dumps(metadata or {}), "created_at": time.time()},
+            )
+        return seq
+
+    def pending_interjections(self, run_id: str) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
+        with self.db.reader() as tx:
+            rows = tx.fetchall("select_pending_interjections", {"run_id": run_id})
+        return [(seq, loads(message), loads(metadata) or {}) for seq, message, metadata in rows]
+
+    @retry_transient
+    def renew_leases(self, holder: str, lease_seconds: float) -> int:
+        """Extend every lease ``holder`` has on running steps; returns how many."""
+        with self.db.transaction() as tx:
+            return tx.execute("renew_leases", {"holder": holder, "lease_until": time.time() + lease_seconds}).rowcount
+
+    @retry_transient
     def request_cancel(self, run_id: str) -> bool:
         with self.db.transaction() as tx:
             return tx.execute("request_cancel", {"run_id": run_id, "now": time.time()}).rowcount == 1
@@ -293,6 +329,14 @@ class RunStore:
         with self.db.reader() as tx:
             row = tx.fetchone("select_step", {"run_id": run_id, "key": key})
         return None if row is None else _step_record(row)
+
+    def load_step_and_run(self, run_id: str, key: str) -> tuple[StepRecord | None, str | None, bool]:
+        """A step with its run's status and cancel flag, in one read (the task protocol's look-up)."""
+        with self.db.reader() as tx:
+            row = tx.fetchone("select_step_and_run", {"run_id": run_id, "key": key})
+        if row is None:
+            return None, None, False
+        return _step_record(row[:14]), row[14], bool(row[15])
 
     def load_steps(self, run_id: str, *, prefix: str | None = None, open_only: bool = False) -> list[StepRecord]:
         with self.db.reader() as tx:

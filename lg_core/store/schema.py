@@ -11,6 +11,8 @@
     messages  append-only conversation rows per frame; a checkpoint write
               appends O(new messages) and never rewrites history.
     events    the durable event log per run, gapless ``seq`` from runs.event_seq.
+    interjections  user messages added to a running run; the next model turn
+              consumes them in its commit.
 
 Composite-key tables are WITHOUT ROWID on SQLite (one b-tree per insert
 instead of two), and indexes avoid columns that every step commit changes, so
@@ -119,4 +121,17 @@ events = Table(
     sqlite_with_rowid=False,
 )
 
-__all__ = ["SCHEMA_VERSION", "events", "frames", "lg_meta", "messages", "metadata", "runs", "steps"]
+interjections = Table(
+    "lg_interjections",
+    metadata,
+    Column("run_id", String(128), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("message", Text, nullable=False),
+    Column("metadata", Text),
+    Column("created_at", Float, nullable=False),
+    Column("consumed_at", Float),
+    Column("consumed_by", String(300)),
+    sqlite_with_rowid=False,
+)
+
+__all__ = ["SCHEMA_VERSION", "events", "frames", "interjections", "lg_meta", "messages", "metadata", "runs", "steps"]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import and_, bindparam, insert, null, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, null, or_, select, update
 from sqlalchemy.sql import ClauseElement
 
-from lg_core.store.schema import events, frames, lg_meta, messages, runs, steps
+from lg_core.store.schema import events, frames, interjections, lg_meta, messages, runs, steps
 
 RUN_COLUMNS = tuple(c.name for c in runs.columns)
 FRAME_COLUMNS = ("id", "run_id", "path", "kind", "entrypoint", "version", "checkpoint")
@@ -141,6 +141,9 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "select_step": lambda: _select(
         steps, STEP_COLUMNS, steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key")
     ),
+    "select_step_and_run": lambda: select(*[steps.c[name] for name in STEP_COLUMNS], runs.c.status, runs.c.cancel_requested)
+    .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
+    .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key"))),
     "select_steps_like": lambda: _select(
         steps, STEP_COLUMNS, steps.c.run_id == bindparam("run_id"), steps.c.key.like(bindparam("pattern"), escape="\\")
     ).order_by(steps.c.created_at, steps.c.key),
@@ -153,6 +156,25 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "select_events": lambda: select(events.c.seq, events.c.type, events.c.data, events.c.created_at)
     .where(and_(events.c.run_id == bindparam("run_id"), events.c.seq > bindparam("after")))
     .order_by(events.c.seq),
+    "next_interjection_seq": lambda: select(func.coalesce(func.max(interjections.c.seq), 0) + 1).where(
+        interjections.c.run_id == bindparam("run_id")
+    ),
+    "insert_interjection": _insert(interjections, ("run_id", "seq", "message", "metadata", "created_at")),
+    "select_pending_interjections": lambda: select(interjections.c.seq, interjections.c.message, interjections.c.metadata)
+    .where(and_(interjections.c.run_id == bindparam("run_id"), interjections.c.consumed_at.is_(None)))
+    .order_by(interjections.c.seq),
+    "consume_interjection": lambda: update(interjections)
+    .where(
+        and_(
+            interjections.c.run_id == bindparam("run_id"),
+            interjections.c.seq == bindparam("seq"),
+            interjections.c.consumed_at.is_(None),
+        )
+    )
+    .values(consumed_at=bindparam("now"), consumed_by=bindparam("step")),
+    "renew_leases": lambda: update(steps)
+    .where(and_(steps.c.holder == bindparam("holder"), steps.c.status == "running"))
+    .values(lease_until=bindparam("lease_until")),
     "request_cancel": lambda: update(runs)
     .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "running"))
     .values(cancel_requested=1, updated_at=bindparam("now")),

@@ -1,0 +1,132 @@
+"""Embedded background execution: ``start_execution`` without a broker.
+
+The run is persisted synchronously (so its id is valid the moment
+``start_execution`` returns), then a thread of this process drives it. Its
+events are kept in an in-process log so any number of readers can follow
+them, resume from an id, or arrive late.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from lg_core.events import StreamEvent
+
+if TYPE_CHECKING:
+    from lg_core.run import Run
+    from lg_core.services import Runtime
+
+
+class _RunLog:
+    """Events of one run in order; position = index + 1."""
+
+    def __init__(self) -> None:
+        self.events: list[StreamEvent] = []
+        self.done = False
+        self.condition = threading.Condition()
+
+    def append(self, event: StreamEvent) -> None:
+        with self.condition:
+            self.events.append(event)
+            self.done = self.done or event.terminal
+            self.condition.notify_all()
+
+    def covers(self, position: str) -> bool:
+        return position.isdigit() and int(position) <= len(self.events)
+
+    def read(self, position: str, block: float) -> list[tuple[str, StreamEvent]]:
+        start = int(position) if position.isdigit() else 0
+        with self.condition:
+            if start >= len(self.events) and not self.done:
+                self.condition.wait(block)
+            return [(str(i + 1), event) for i, event in enumerate(self.events[start:], start=start)]
+
+
+class LocalLiveLog:
+    """Recent runs' event logs, bounded by count (oldest finished runs go first)."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self._logs: OrderedDict[str, _RunLog] = OrderedDict()
+
+    def open(self, run_id: str) -> _RunLog:
+        with self._lock:
+            log = self._logs.setdefault(run_id, _RunLog())
+            while len(self._logs) > self._capacity:
+                oldest = next((k for k, v in self._logs.items() if v.done), None)
+                if oldest is None:
+                    break
+                del self._logs[oldest]
+            return log
+
+    def get(self, run_id: str) -> _RunLog | None:
+        with self._lock:
+            return self._logs.get(run_id)
+
+
+class ThreadBackend:
+    """Runs executions on threads of this process."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.log = LocalLiveLog()
+        self._threads: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+
+    def start(self, run: Run) -> None:
+        engine = self.runtime.engine
+        log = self.log.open(run.id)
+        unsubscribe_log = engine.bus.subscribe(run.id, log.append)
+        unsubscribe_run = engine.bus.subscribe(run.id, run.deliver)
+        try:
+            refs = self.runtime.begin(run)
+        except BaseException:
+            unsubscribe_log()
+            unsubscribe_run()
+            raise
+
+        def drive() -> None:
+            try:
+                self.runtime.dispatcher.drive(refs)
+            finally:
+                unsubscribe_run()
+                unsubscribe_log()
+                run._phase = "finished"
+                run.close()
+
+        thread = threading.Thread(target=drive, name=f"lg-exec-{run.id[:8]}", daemon=True)
+        with self._lock:
+            self._threads[run.id] = thread
+        thread.start()
+
+    def live_source(self, run_id: str) -> _RunLog | None:
+        return self.log.get(run_id)
+
+    def wait_local(self, run_id: str, timeout: float | None) -> bool:
+        """Join the run's thread if it runs here; False when it does not."""
+        with self._lock:
+            thread = self._threads.get(run_id)
+        if thread is None:
+            return False
+        started = time.monotonic()
+        thread.join(timeout)
+        if thread.is_alive():
+            from lg_core.errors import DeadlineExceededError
+
+            raise DeadlineExceededError(f"run {run_id} is still running after {time.monotonic() - started:.1f} s")
+        with self._lock:
+            self._threads.pop(run_id, None)
+        return True
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            threads = list(self._threads.values())
+        for thread in threads:
+            thread.join(timeout)
+
+
+__all__ = ["LocalLiveLog", "ThreadBackend"]

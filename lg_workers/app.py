@@ -1,0 +1,18 @@
+"""The Celery app for the ``celery`` command line and for workers.
+
+    celery -A lg_workers.app flower
+    celery -A lg_workers.app worker -Q lg.model --pool threads   (``lg worker`` does this for you)
+
+It reads the same settings as every other process: ``LG_BROKER_URL``,
+``LG_RUN_STORE``, ``LG_IMPORTS`` or the YAML config file. Creating it connects
+to nothing; Celery connects when a worker starts or a task is sent.
+"""
+
+from __future__ import annotations
+
+from lg_core.config import configuration
+from lg_workers.celery_app import create_app
+
+app = create_app(configuration())
+
+__all__ = ["app"]

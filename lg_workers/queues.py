@@ -1,0 +1,41 @@
+"""Queues, task names and routing (DESIGN 4.4).
+
+| queue            | tasks                        | pool                         |
+|------------------|------------------------------|------------------------------|
+| lg.orchestrate   | lg.advance                   | prefork, small               |
+| lg.model         | lg.model_turn                | threads, high concurrency    |
+| lg.tools         | lg.tool_call                 | prefork (threads with --pool)|
+| lg.sandbox       | lg.code_exec, sandboxed tools| prefork on Bubblewrap hosts  |
+"""
+
+from __future__ import annotations
+
+ORCHESTRATE = "lg.orchestrate"
+MODEL = "lg.model"
+TOOLS = "lg.tools"
+SANDBOX = "lg.sandbox"
+QUEUES = (ORCHESTRATE, MODEL, TOOLS, SANDBOX)
+
+TASK_QUEUES = {
+    "lg.advance": ORCHESTRATE,
+    "lg.model_turn": MODEL,
+    "lg.tool_call": TOOLS,
+    "lg.graph_node": ORCHESTRATE,
+    "lg.subagent_turn": MODEL,
+    "lg.code_exec": SANDBOX,
+}
+
+# The pool each queue wants, and its default concurrency per worker process.
+POOLS = {
+    ORCHESTRATE: ("prefork", 2),
+    MODEL: ("threads", 64),
+    TOOLS: ("prefork", 4),
+    SANDBOX: ("prefork", 2),
+}
+
+
+def queue_for(task_name: str) -> str:
+    return TASK_QUEUES.get(task_name, ORCHESTRATE)
+
+
+__all__ = ["ORCHESTRATE", "MODEL", "POOLS", "QUEUES", "SANDBOX", "TASK_QUEUES", "TOOLS", "queue_for"]
