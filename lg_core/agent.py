@@ -69,7 +69,12 @@ class Agent:
 
     @classmethod
     def _check_model(cls, model: Any) -> None:
-        if model is None or callable(model):
+        if callable(model):
+            raise ConfigurationError(
+                f"{cls.__qualname__}.model is callable; to choose a model per request define "
+                "`@classmethod def select_model(cls, invocation)` returning a role, target or mapping"
+            )
+        if model is None:
             return
         if isinstance(model, str) and model.strip() and not model.startswith(":") and not model.endswith(":"):
             return

@@ -71,9 +71,11 @@ class DataMap(MutableMapping[str, Any]):
     def _wrap(value: Any) -> Any:
         if isinstance(value, DataMap):
             return value
+        if isinstance(value, enum.Enum):
+            return DataMap._wrap(value.value)
         if isinstance(value, Mapping):
             return DataMap(value)
-        if isinstance(value, list):
+        if isinstance(value, (list, tuple)):
             return [DataMap._wrap(v) for v in value]
         return value
 

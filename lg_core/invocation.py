@@ -10,6 +10,8 @@ invocation is persisted with the run.
 
 from __future__ import annotations
 
+import copy
+import math
 import re
 import uuid
 from collections.abc import Mapping
@@ -74,15 +76,9 @@ class Invocation:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Invocation:
-        data = dict(data)
-        if isinstance(data.get("message"), Mapping):
-            data["message"] = Message.from_dict(data["message"])
-        if isinstance(data.get("history"), list):
-            data["history"] = [
-                Message.from_dict(m) if isinstance(m, Mapping) and "v" in m else m
-                for m in data["history"]
-            ]
-        return cls(**data)
+        # message/history dicts (with or without "v") are read by the field
+        # normalizers, which turn bad records into InvocationError.
+        return cls(**dict(data))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe copy of the whole environment."""
@@ -92,7 +88,7 @@ class Invocation:
         data["context"] = self.context.to_dict()
         if self.deadline_at is not None:
             data["deadline_at"] = self.deadline_at.isoformat()
-        return data
+        return copy.deepcopy(data)
 
     # -- indifferent access ---------------------------------------------------
 
@@ -183,9 +179,14 @@ class Invocation:
 # -- normalization ------------------------------------------------------------
 
 
+_GENERATED = ("run_id", "session_id", "invocation_id")
+
+
 def _normalize_into(env: dict[str, Any], values: Mapping[str, Any], partial: bool = False) -> None:
     for key, value in values.items():
         name = normalize_key(key)
+        if value is None and name in _GENERATED and not partial:
+            continue  # None means "generate it", as when the id is missing
         normalizer = _NORMALIZERS.get(name, _extra_field)
         env[name] = normalizer(value, name)
     if partial:
@@ -286,9 +287,12 @@ def _relative_deadline(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
         return value
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds < 0:
-        raise InvocationError(f"deadline must not be negative, got {seconds} seconds")
-    return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvocationError(f"deadline must be a non-negative number of seconds, got {value!r}")
+    try:
+        return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+    except OverflowError:
+        raise InvocationError(f"deadline {value!r} seconds is too far in the future") from None
 
 
 def _extra_field(value: Any, name: str) -> Any:

@@ -40,8 +40,10 @@ class Message(BaseModel):
     def _normalize_content(cls, value: Any) -> tuple[Any, ...]:
         if isinstance(value, (str, Mapping)) or hasattr(value, "kind"):
             value = [value]
-        if not isinstance(value, Iterable):
-            raise TypeError("content must be a string, a block, or a list of blocks")
+        binary = isinstance(value, (bytes, bytearray, memoryview))
+        if binary or not isinstance(value, Iterable):
+            hint = " (wrap binary data in Image(...) or Document(...))" if binary else ""
+            raise TypeError(f"content must be a string, a block, or a list of blocks, got {type(value).__name__}{hint}")
         return tuple(content_mod.normalize(part) for part in value)
 
     @field_validator("metadata", mode="before")
@@ -87,6 +89,9 @@ class Message(BaseModel):
         version = data.get("v", FORMAT_VERSION)
         if version != FORMAT_VERSION:
             raise ValueError(f"unsupported message format version {version}")
+        missing = [key for key in ("role", "content") if key not in data]
+        if missing:
+            raise ValueError(f"a serialized message needs {missing}; got keys {sorted(data)}")
         return cls(
             role=data["role"],
             content=[content_mod.from_dict(part) for part in data["content"]],

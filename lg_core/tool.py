@@ -33,10 +33,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import jsonschema
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from lg_core.content import Document, Image, Text
-from lg_core.errors import CONTROL_FLOW_ERRORS, ConfigurationError, ToolError
+from lg_core.errors import (
+    CONTROL_FLOW_ERRORS,
+    AbstractMethodError,
+    CleanupError,
+    ConfigurationError,
+    ToolError,
+)
 from lg_core.models.request import ToolSpecification
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -140,12 +146,18 @@ class Tool:
         super().__init_subclass__(**kwargs)
         if "tool_name" not in vars(cls):
             cls.tool_name = default_tool_name(cls.__name__)
-        if not NAME_PATTERN.match(str(cls.tool_name)):
+        if not isinstance(cls.tool_name, str) or not NAME_PATTERN.match(cls.tool_name):
             raise ConfigurationError(
                 f"{cls.__qualname__}.tool_name {cls.tool_name!r} must be 1-64 letters, digits, '_' or '-'"
             )
+        if not isinstance(cls.description, str):
+            raise ConfigurationError(f"{cls.__qualname__}.description must be a string")
         predicate = vars(cls).get("available_if")
         if predicate is not None and not isinstance(predicate, staticmethod):
+            if not callable(predicate):
+                raise ConfigurationError(
+                    f"{cls.__qualname__}.available_if must be a function of the binding, got {predicate!r}"
+                )
             cls.available_if = staticmethod(predicate)  # type: ignore[assignment]
         if "input_schema" in vars(cls) or "Input" in vars(cls):
             cls._compile_schema()
@@ -158,7 +170,7 @@ class Tool:
             model, schema = schema, None
         if model is not None:
             schema = model.model_json_schema()
-        if schema is None:
+        if schema is None or (isinstance(schema, Mapping) and not schema):
             schema = {"type": "object"}
         if not isinstance(schema, Mapping):
             raise ConfigurationError(
@@ -227,7 +239,7 @@ class Tool:
     idempotency_key = property(lambda self: self.binding.idempotency_key)
 
     def call(self, input: Any) -> Any:
-        raise NotImplementedError(f"{type(self).__qualname__} must define call(self, input)")
+        raise AbstractMethodError(f"{type(self).__qualname__} must define call(self, input)")
 
     def close(self) -> None:
         """Release resources owned by this tool instance."""
@@ -244,7 +256,7 @@ class Tool:
     def execute(self, input: Any, context: Any = None) -> ToolOutcome:
         """Validate ``input``, call the tool and normalize what happened.
 
-        Cancellation and deadlines propagate; everything else becomes an outcome.
+        Cancellation, deadlines and cleanup errors propagate; everything else becomes an outcome.
         """
         problems = self.validate(input)
         if problems:
@@ -256,8 +268,15 @@ class Tool:
         """Call the tool with input that already passed :meth:`validate`."""
         self.context = context
         try:
-            value = self._invoke(self._prepare_input(input))
-        except CONTROL_FLOW_ERRORS:
+            prepared = self._prepare_input(input)
+        except ValidationError as exc:
+            self.context = None
+            problems = [_describe_pydantic(error) for error in exc.errors()]
+            message = f"Invalid input for tool {self.tool_name!r}: " + "; ".join(problems[:5])
+            return ToolOutcome.failure(message, "validation", exc)
+        try:
+            value = self._invoke(prepared)
+        except (*CONTROL_FLOW_ERRORS, CleanupError):
             raise
         except ToolError as exc:
             return ToolOutcome.failure(str(exc) or "The tool reported an error.", "tool_error", exc)
@@ -277,7 +296,10 @@ class Tool:
     def _invoke(self, input: Any) -> Any:
         if inspect.iscoroutinefunction(self.call):
             return asyncio.run(self.call(input))
-        return self.call(input)
+        result = self.call(input)
+        if inspect.iscoroutine(result):  # e.g. Tool.define with an async implementation
+            return asyncio.run(result)
+        return result
 
 
 def success_outcome(value: Any) -> ToolOutcome:
@@ -317,6 +339,11 @@ def _artifact_block(artifact: Artifact) -> Any:
     if artifact.media_type.startswith("image/"):
         return Image(data=artifact.data, media_type=artifact.media_type, name=artifact.name)
     return Document(data=artifact.data, media_type=artifact.media_type, name=label)
+
+
+def _describe_pydantic(error: Mapping[str, Any]) -> str:
+    where = "/".join(str(part) for part in error.get("loc", ()))
+    return f"{where}: {error.get('msg')}" if where else str(error.get("msg"))
 
 
 def _describe(error: jsonschema.ValidationError) -> str:

@@ -29,7 +29,7 @@ class Usage(BaseModel):
     def _non_negative(cls, value: Any) -> int:
         try:
             number = int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return 0
         return max(number, 0)
 

@@ -68,9 +68,12 @@ class ModelResolver:
         self.adapters = {**BUILTIN_ADAPTERS, **(adapters or {})}
         self._providers: dict[str, Provider] = {}
         self._lock = threading.Lock()
-        for role in self.profiles:
+        for role, profile in self.profiles.items():
             if ":" in role:
                 raise ConfigurationError(f"model role {role!r} contains ':'; that syntax is reserved for targets")
+            target = profile.get("target")
+            if not isinstance(target, str) or ":" not in target.strip(":"):
+                raise ConfigurationError(f"model role {role!r} needs a 'target' of the form 'connection:model-id', got {target!r}")
 
     def resolve(self, selection: Any) -> Model:
         """Resolve a role name, a ``connection:model`` target, or an inline mapping."""

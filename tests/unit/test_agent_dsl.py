@@ -1,0 +1,699 @@
+"""The Agent class DSL: declarations are checked when the class is defined."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+import lg_core
+from lg_core import (
+    DEFAULT_LIMITS,
+    AdapterLoadError,
+    Agent,
+    ConfigurationError,
+    ResultSchema,
+    Tool,
+    configure,
+)
+from lg_core.agent import default_agent_id
+
+
+class LookupTool(Tool):
+    description = "Look up."
+
+    def call(self, input):
+        return "found"
+
+
+class RefundTool(Tool):
+    description = "Refund."
+
+    def call(self, input):
+        return "refunded"
+
+
+class EscalateTool(Tool):
+    description = "Escalate."
+
+    def call(self, input):
+        return "escalated"
+
+
+class BillingTools:
+    @classmethod
+    def tools(cls, binding):
+        return [RefundTool]
+
+
+STRICT = {
+    "type": "object",
+    "properties": {
+        "category": {"type": "string", "enum": ["billing", "delivery", "other"]},
+        "urgent": {"type": "boolean"},
+        "summary": {"type": "string", "maxLength": 500},
+    },
+    "required": ["category", "urgent", "summary"],
+    "additionalProperties": False,
+}
+
+
+# -- agent_id ----------------------------------------------------------------------------
+
+
+def test_default_agent_id_from_class_name():
+    class CustomerSupportAgent(Agent):
+        pass
+
+    assert CustomerSupportAgent.agent_id == "customer_support"
+    assert CustomerSupportAgent.logical_path() == "customer_support"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("CustomerSupportAgent", "customer_support"),
+        ("Triage", "triage"),
+        ("HTTPProbeAgent", "http_probe"),
+        ("Agent", "agent"),
+    ],
+)
+def test_default_agent_id_rules(name, expected):
+    assert default_agent_id(name) == expected
+
+
+def test_agent_id_override_is_kept_and_subclasses_derive_their_own():
+    class SupportAgent(Agent):
+        agent_id = "support-v2"
+
+    class BillingSupportAgent(SupportAgent):
+        pass
+
+    assert SupportAgent.agent_id == "support-v2"
+    assert BillingSupportAgent.agent_id == "billing_support"
+
+
+@pytest.mark.parametrize("bad", ["Support", "has space", "", "-leading", "x" * 65, 5, None])
+def test_invalid_agent_id_is_rejected(bad):
+    with pytest.raises(
+        ConfigurationError, match=r"agent_id must be 1-64 lowercase letters, digits, '_' or '-'"
+    ):
+
+        class BadIdAgent(Agent):
+            agent_id = bad
+
+
+def test_description_must_be_a_string():
+    with pytest.raises(ConfigurationError, match="description must be a string"):
+
+        class DescribedAgent(Agent):
+            description = ["not", "text"]
+
+
+# -- tools ----------------------------------------------------------------------------
+
+
+def test_tools_are_cumulative_across_inheritance_without_duplicates():
+    class BaseSupportAgent(Agent):
+        tools = [LookupTool]
+
+    class BillingAgent(BaseSupportAgent):
+        tools = [BillingTools, LookupTool]
+
+    class SeniorBillingAgent(BillingAgent):
+        tools = [EscalateTool, BillingTools]
+
+    class PlainBillingAgent(BillingAgent):
+        pass
+
+    assert BaseSupportAgent.tools == (LookupTool,)
+    assert BillingAgent.tools == (LookupTool, BillingTools)
+    assert SeniorBillingAgent.tools == (LookupTool, BillingTools, EscalateTool)
+    assert PlainBillingAgent.tools == (LookupTool, BillingTools)
+    assert Agent.tools == ()
+
+
+def test_tools_from_two_parents_are_merged():
+    class LookupAgent(Agent):
+        tools = [LookupTool]
+
+    class RefundAgent(Agent):
+        tools = [RefundTool]
+
+    class BothAgent(LookupAgent, RefundAgent):
+        tools = [EscalateTool]
+
+    assert set(BothAgent.tools) == {LookupTool, RefundTool, EscalateTool}
+    assert len(BothAgent.tools) == 3
+
+
+def test_a_single_tool_class_is_accepted():
+    class SingleAgent(Agent):
+        tools = LookupTool
+
+    assert SingleAgent.tools == (LookupTool,)
+
+
+def test_tool_registry_binds_the_declared_tools():
+    class RegistryAgent(Agent):
+        tools = [LookupTool, BillingTools]
+
+    registry = RegistryAgent().tool_registry(lg_core.Binding(agent="x"))
+    assert registry.names == ["lookup", "refund"]
+
+
+@pytest.mark.parametrize("entry", [LookupTool(), "lookup", 5, None, dict, object()])
+def test_non_class_tools_entries_are_rejected(entry):
+    with pytest.raises(
+        ConfigurationError, match=r"tools entries must be Tool subclasses or provider classes"
+    ):
+
+        class BadToolsAgent(Agent):
+            tools = [LookupTool, entry]
+
+
+def test_a_string_tools_declaration_is_rejected():
+    with pytest.raises(ConfigurationError, match="tools entries must be Tool subclasses"):
+
+        class StringToolsAgent(Agent):
+            tools = "lookup"
+
+
+# -- limits ---------------------------------------------------------------------------
+
+
+def test_default_limits():
+    class DefaultAgent(Agent):
+        pass
+
+    assert (
+        DefaultAgent.limits
+        == DEFAULT_LIMITS
+        == {"max_turns": 32, "max_tool_calls": 128, "max_tool_output_tokens": 16_000}
+    )
+
+
+def test_limits_merge_with_parents_and_defaults():
+    class ParentAgent(Agent):
+        limits = {"max_turns": 5}
+
+    class ChildAgent(ParentAgent):
+        limits = {"max_tool_calls": 3}
+
+    class GrandchildAgent(ChildAgent):
+        limits = {"max_turns": 7}
+
+    assert ParentAgent.limits == {
+        "max_turns": 5,
+        "max_tool_calls": 128,
+        "max_tool_output_tokens": 16_000,
+    }
+    assert ChildAgent.limits == {
+        "max_turns": 5,
+        "max_tool_calls": 3,
+        "max_tool_output_tokens": 16_000,
+    }
+    assert GrandchildAgent.limits == {
+        "max_turns": 7,
+        "max_tool_calls": 3,
+        "max_tool_output_tokens": 16_000,
+    }
+    assert DEFAULT_LIMITS["max_turns"] == 32  # the defaults are not mutated
+
+
+def test_unknown_limit_is_rejected_listing_known_ones():
+    with pytest.raises(
+        ConfigurationError,
+        match=r"unknown limit 'max_turn'; known limits: \['max_tool_calls', 'max_tool_output_tokens', 'max_turns'\]",
+    ):
+
+        class TypoAgent(Agent):
+            limits = {"max_turn": 3}
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "10", True, None])
+def test_non_positive_or_non_integer_limit_is_rejected(bad):
+    with pytest.raises(
+        ConfigurationError, match=r"limits\['max_turns'\] must be a positive integer"
+    ):
+
+        class BadLimitAgent(Agent):
+            limits = {"max_turns": bad}
+
+
+def test_limits_must_be_a_dict():
+    with pytest.raises(ConfigurationError, match="limits must be a dict"):
+
+        class ListLimitsAgent(Agent):
+            limits = [("max_turns", 3)]
+
+
+# -- result_schema ------------------------------------------------------------------------
+
+
+def test_strict_dict_schema_is_accepted():
+    class TriageAgent(Agent):
+        result_schema = STRICT
+
+    spec = TriageAgent.result_spec()
+    assert isinstance(spec, ResultSchema)
+    assert spec.schema == STRICT
+    assert (spec.name, spec.description, spec.strategy, spec.model) == (
+        "result",
+        None,
+        "auto",
+        None,
+    )
+    assert spec.tool_name() == "submit_result"
+
+
+def test_dict_form_with_name_description_and_strategy():
+    class TriageAgent(Agent):
+        result_schema = {
+            "name": "support_triage",
+            "description": "Routing decision for one support request",
+            "strategy": "tool",
+            **STRICT,
+        }
+
+    spec = TriageAgent.result_spec()
+    assert spec.name == "support_triage"
+    assert spec.description == "Routing decision for one support request"
+    assert spec.strategy == "tool"
+    assert spec.schema == STRICT  # the option keys are not part of the schema
+
+
+def test_result_schema_instance_is_accepted():
+    declared = ResultSchema(schema=STRICT, name="answer", strategy="provider")
+
+    class AnswerAgent(Agent):
+        result_schema = declared
+
+    assert AnswerAgent.result_spec() is declared
+
+
+def test_result_schema_is_inherited_and_can_be_cleared():
+    class TriageAgent(Agent):
+        result_schema = STRICT
+
+    class SpecialTriageAgent(TriageAgent):
+        pass
+
+    class ProseAgent(TriageAgent):
+        result_schema = None
+
+    assert SpecialTriageAgent.result_spec() is TriageAgent.result_spec()
+    assert ProseAgent.result_spec() is None
+    assert Agent.result_spec() is None
+
+
+def _nested(inner):
+    return {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": inner}},
+        "required": ["items"],
+        "additionalProperties": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("schema", "match"),
+    [
+        (
+            {**STRICT, "additionalProperties": True},
+            r"not strict: \$ must set additionalProperties: false",
+        ),
+        (
+            {k: v for k, v in STRICT.items() if k != "additionalProperties"},
+            r"\$ must set additionalProperties: false",
+        ),
+        (
+            {**STRICT, "required": ["category", "urgent"]},
+            r"\$ must list every property in required \(missing \['summary'\]\)",
+        ),
+        ({"type": "array", "items": {"type": "string"}}, "the top-level type must be 'object'"),
+        (
+            {"properties": {}, "required": [], "additionalProperties": False},
+            "the top-level type must be 'object'",
+        ),
+        (
+            {
+                **STRICT,
+                "properties": {
+                    **STRICT["properties"],
+                    "summary": {"type": "string", "oneOf": [{"minLength": 1}]},
+                },
+            },
+            r"\$\.summary uses unsupported keywords \['oneOf'\]",
+        ),
+        (
+            {**STRICT, "patternProperties": {"x": {}}},
+            r"\$ uses unsupported keywords \['patternProperties'\]",
+        ),
+        (
+            _nested({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}),
+            r"\$\.items\[\] must set additionalProperties",
+        ),
+        (
+            _nested(
+                {
+                    "type": "object",
+                    "properties": {"a": {"type": "string"}},
+                    "additionalProperties": False,
+                }
+            ),
+            r"\$\.items\[\] must list every property",
+        ),
+        (
+            {**STRICT, "strategy": "magic"},
+            r"strategy must be one of \('auto', 'provider', 'tool'\), got 'magic'",
+        ),
+        ({**STRICT, "name": "has space"}, "name must be 1-64 letters"),
+        (
+            {**STRICT, "properties": {**STRICT["properties"], "urgent": {"type": "bool"}}},
+            "is not valid JSON Schema",
+        ),
+    ],
+)
+def test_non_strict_or_invalid_result_schemas_fail_at_class_definition(schema, match):
+    with pytest.raises(ConfigurationError, match=match) as info:
+
+        class BadResultAgent(Agent):
+            result_schema = schema
+
+    assert "BadResultAgent.result_schema" in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [5, "schema", [STRICT], BaseModel.__init__])
+def test_result_schema_of_the_wrong_type_is_rejected(bad):
+    with pytest.raises(
+        ConfigurationError, match="result_schema must be a dict, a ResultSchema or a Pydantic model"
+    ):
+
+        class WrongTypeAgent(Agent):
+            result_schema = bad
+
+
+class SupportTriage(BaseModel):
+    """Routing decision for one support request."""
+
+    model_config = ConfigDict(extra="forbid")
+    category: str
+    urgent: bool
+    tags: list[str]
+
+
+def test_strict_pydantic_model_is_accepted():
+    class TriageAgent(Agent):
+        result_schema = SupportTriage
+
+    spec = TriageAgent.result_spec()
+    assert spec.model is SupportTriage
+    assert spec.name == "support_triage"
+    assert spec.description == "Routing decision for one support request."
+    assert spec.schema["additionalProperties"] is False
+    assert sorted(spec.schema["required"]) == ["category", "tags", "urgent"]
+    assert isinstance(
+        spec.output({"category": "billing", "urgent": True, "tags": []}), SupportTriage
+    )
+    assert spec.validate({"category": "billing", "urgent": "yes", "tags": []}) == [
+        "urgent: 'yes' is not of type 'boolean'"
+    ]
+
+
+def test_nested_strict_pydantic_models_are_accepted():
+    class Step(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        name: str
+
+    class Plan(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        steps: list[Step]
+
+    class PlanAgent(Agent):
+        result_schema = Plan
+
+    assert "$defs" in PlanAgent.result_spec().schema
+
+
+class LooseTriage(BaseModel):
+    category: str
+    urgent: bool = False
+
+
+class NestedLoose(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    inner: LooseTriage
+
+
+@pytest.mark.parametrize(
+    ("model", "problem"),
+    [
+        (LooseTriage, r"\$ must set additionalProperties: false"),
+        (NestedLoose, r"\$defs\.LooseTriage must set additionalProperties: false"),
+    ],
+)
+def test_non_strict_pydantic_model_is_rejected_with_the_hint(model, problem):
+    with pytest.raises(ConfigurationError, match=problem) as info:
+
+        class LooseAgent(Agent):
+            result_schema = model
+
+    assert "set model_config = ConfigDict(extra='forbid') and give every field no default" in str(
+        info.value
+    )
+
+
+def test_pydantic_model_with_a_default_is_rejected():
+    class Defaulted(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        category: str
+        urgent: bool = False
+
+    with pytest.raises(
+        ConfigurationError, match=r"missing \['urgent'\].*give every field no default"
+    ):
+
+        class DefaultedAgent(Agent):
+            result_schema = Defaulted
+
+
+def test_dict_schema_rejection_has_no_pydantic_hint():
+    with pytest.raises(ConfigurationError) as info:
+
+        class LooseDictAgent(Agent):
+            result_schema = {**STRICT, "additionalProperties": True}
+
+    assert "Pydantic" not in str(info.value)
+
+
+# -- model declarations ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "good",
+    [
+        "fast",
+        "scripted:demo",
+        "openrouter:openai/gpt-5.6-luna",
+        {"provider": "scripted", "model": "x", "temperature": 0},
+    ],
+)
+def test_valid_model_declarations(good):
+    class ModelAgent(Agent):
+        model = good
+
+    assert ModelAgent.model == good
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "   ",
+        ":model",
+        "connection:",
+        5,
+        ["scripted:x"],
+        {"provider": "scripted"},
+        {"model": "x"},
+    ],
+)
+def test_invalid_model_declarations_fail_at_class_definition(bad):
+    with pytest.raises(
+        ConfigurationError, match=r"model must be a role name, a 'connection:model-id' target or"
+    ):
+
+        class BadModelAgent(Agent):
+            model = bad
+
+
+def test_model_is_inherited():
+    class ParentAgent(Agent):
+        model = "scripted:parent"
+
+    class ChildAgent(ParentAgent):
+        pass
+
+    assert ChildAgent.model == "scripted:parent"
+
+
+# -- model selection at ask() ------------------------------------------------------------------
+
+
+def test_direct_target(config, script):
+    target = script([{"text": "direct"}])
+
+    class DirectAgent(Agent):
+        model = target
+
+    assert DirectAgent.ask("hi").response == "direct"
+
+
+def test_select_model_chooses_per_invocation(config, script):
+    fast = script([{"text": "fast model"}])
+    careful = script([{"text": "careful model"}])
+    seen = []
+
+    class RoutingAgent(Agent):
+        model = fast
+
+        @classmethod
+        def select_model(cls, invocation):
+            seen.append(invocation.context.get("tier"))
+            return careful if invocation.context.get("tier") == "premium" else cls.model
+
+    assert RoutingAgent.ask("hi", context={"tier": "premium"}).response == "careful model"
+    assert RoutingAgent.ask("hi", context={"tier": "free"}).response == "fast model"
+    assert seen == ["premium", "free"]
+
+
+def test_role_selection_through_configure(config, script):
+    target = script(
+        lambda request: {"text": json.dumps({"temperature": request.settings.get("temperature")})}
+    )
+    configure(models={"triage": {"target": target, "settings": {"temperature": 0.25}}})
+
+    class RoleAgent(Agent):
+        model = "triage"
+
+    assert json.loads(RoleAgent.ask("hi").response) == {"temperature": 0.25}
+
+
+def test_inline_mapping_selection_carries_settings(config, script):
+    target = script(lambda request: {"text": json.dumps({"top_p": request.settings.get("top_p")})})
+    name = target.split(":", 1)[1]
+
+    class InlineAgent(Agent):
+        model = {"provider": "scripted", "model": name, "top_p": 0.5}
+
+    assert json.loads(InlineAgent.ask("hi").response) == {"top_p": 0.5}
+
+
+def test_default_model_is_used_when_the_agent_declares_none(config, script):
+    target = script([{"text": "default"}])
+    configure(default_model=target)
+
+    class UnmodeledAgent(Agent):
+        pass
+
+    assert UnmodeledAgent.ask("hi").response == "default"
+
+
+@pytest.mark.parametrize(
+    ("selection", "error", "match"),
+    [
+        (
+            "nonexistent_role",
+            ConfigurationError,
+            r"unknown model role 'nonexistent_role' \(configured roles: known\); use a 'connection:model-id'",
+        ),
+        (
+            "nowhere:model-x",
+            ConfigurationError,
+            r"no provider connection named 'nowhere' \(known: .*scripted.*\); add it with configure",
+        ),
+        ("broken:model-x", AdapterLoadError, "uses unknown adapter 'does-not-exist'"),
+    ],
+)
+def test_unresolvable_models_raise_from_ask_before_a_run_exists(
+    config, script, selection, error, match
+):
+    target = script([{"text": "unused"}])
+    configure(
+        models={"known": {"target": target}},
+        providers={"broken": {"adapter": "does-not-exist"}},
+    )
+
+    class UnresolvableAgent(Agent):
+        model = selection
+
+    with pytest.raises(error, match=match):
+        UnresolvableAgent.ask("hi")
+    with pytest.raises(error, match=match):
+        UnresolvableAgent.stream_ask("hi")
+    assert lg_core.list_runs() == []
+
+
+def test_a_role_without_target_fails_when_the_runtime_is_built(config, script):
+    configure(models={"no_target": {"settings": {}}})
+
+    class RoleAgent(Agent):
+        model = "no_target"
+
+    with pytest.raises(ConfigurationError, match="model role 'no_target' needs a 'target'"):
+        RoleAgent.ask("hi")
+    config.close()
+    configure(models={})
+    assert lg_core.list_runs() == []
+
+
+def test_no_model_anywhere_raises_before_a_run_exists(config):
+    class UnmodeledAgent(Agent):
+        pass
+
+    with pytest.raises(
+        ConfigurationError, match=r"no model selected: set `model = \"connection:model-id\"`"
+    ):
+        UnmodeledAgent.ask("hi")
+    assert lg_core.list_runs() == []
+
+
+def test_select_model_returning_garbage_raises_before_a_run_exists(config):
+    class GarbageSelectionAgent(Agent):
+        @classmethod
+        def select_model(cls, invocation):
+            return 42
+
+    with pytest.raises(
+        ConfigurationError, match="a model selection must be a role, a target or a mapping, got 42"
+    ):
+        GarbageSelectionAgent.ask("hi")
+    assert lg_core.list_runs() == []
+
+
+# -- system prompt ------------------------------------------------------------------------------
+
+
+def test_system_prompt_string_or_method():
+    class StaticAgent(Agent):
+        system_prompt = "Be brief."
+
+    class DynamicAgent(Agent):
+        def system_prompt(self):
+            return f"You are {type(self).agent_id}."
+
+    assert StaticAgent().render_system_prompt() == "Be brief."
+    assert DynamicAgent().render_system_prompt() == "You are dynamic."
+    assert Agent().render_system_prompt() is None
+
+
+def test_system_prompt_of_the_wrong_type_is_rejected():
+    class NumberPromptAgent(Agent):
+        system_prompt = 42
+
+    with pytest.raises(
+        ConfigurationError, match="system_prompt must be a string or a method returning one"
+    ):
+        NumberPromptAgent().render_system_prompt()

@@ -1,0 +1,331 @@
+"""DataMap, Usage and StreamEvent: small values every run carries."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+
+import pytest
+
+from lg_core import EVENT_TYPES, DataMap, StreamEvent, Usage
+from lg_core.events import LIVE_ONLY_EVENTS, TERMINAL_EVENTS
+
+
+class Key(enum.Enum):
+    ACCOUNT = "account"
+    PLAN = "plan"
+
+
+class Status(enum.Enum):
+    OPEN = "open"
+
+
+class IntKey(enum.IntEnum):
+    ONE = 1
+
+
+# -- DataMap -----------------------------------------------------------------------------
+
+
+def test_keys_are_indifferent_strings():
+    data = DataMap({Key.ACCOUNT: "a-1", 3: "three"}, plain="p")
+    assert list(data) == ["account", "3", "plain"]
+    assert data["account"] == data[Key.ACCOUNT] == "a-1"
+    assert data[3] == data["3"] == "three"
+    assert Key.ACCOUNT in data and "account" in data and 3 in data
+    assert data.get(Key.PLAN) is None
+
+
+def test_int_enum_keys_use_their_value():
+    data = DataMap({IntKey.ONE: "x"})
+    assert list(data) == ["1"]
+
+
+def test_setting_and_deleting_with_enum_keys():
+    data = DataMap()
+    data[Key.PLAN] = {"status": "draft"}
+    assert data["plan"]["status"] == "draft"
+    del data[Key.PLAN]
+    assert "plan" not in data
+    assert len(data) == 0
+
+
+def test_unhashable_or_odd_keys_are_not_contained_and_cannot_be_set():
+    data = DataMap(a=1)
+    assert (1, 2) not in data
+    assert None not in data
+    with pytest.raises(TypeError, match="DataMap keys must be strings, got tuple"):
+        data[(1, 2)] = 1
+    with pytest.raises(TypeError, match="got NoneType"):
+        DataMap({None: 1})
+
+
+def test_nested_mappings_become_datamaps():
+    data = DataMap({"plan": {"steps": [{"name": "look"}, 2], "meta": {"k": Key.ACCOUNT}}})
+    assert isinstance(data["plan"], DataMap)
+    assert isinstance(data["plan"]["steps"][0], DataMap)
+    assert data["plan"]["steps"][0]["name"] == "look"
+    assert data["plan"]["meta"]["k"] == "account"
+
+
+def test_enum_values_are_stored_as_their_json_value():
+    data = DataMap(status=Status.OPEN, many=[Status.OPEN])
+    assert data["status"] == "open"
+    assert data.to_dict() == {"status": "open", "many": ["open"]}
+    json.dumps(data.to_dict())
+
+
+def test_tuples_are_stored_as_lists_of_wrapped_values():
+    data = DataMap(items=({"x": 1}, 2))
+    assert isinstance(data["items"], list)
+    assert isinstance(data["items"][0], DataMap)
+    assert data.to_dict() == {"items": [{"x": 1}, 2]}
+
+
+def test_dig_walks_maps_and_lists():
+    data = DataMap({"plan": {"steps": [{"name": "first"}, {"name": "second"}]}})
+    assert data.dig("plan", "steps", 1, "name") == "second"
+    assert data.dig("plan", "steps", -1, "name") == "second"
+    assert data.dig("plan", "steps", 5, "name") is None
+    assert data.dig("plan", "missing", "x") is None
+    assert data.dig("missing") is None
+    assert data.dig("plan", "steps", "name") is None  # a string index into a list
+    assert data.dig(Key.PLAN, "steps", 0, "name") == "first"
+
+
+def test_fetch_returns_default_or_names_available_keys():
+    data = DataMap(b=1, a=2)
+    assert data.fetch("a") == 2
+    assert data.fetch("zzz", None) is None
+    assert data.fetch("zzz", 0) == 0
+    with pytest.raises(KeyError, match=r"key not found: 'zzz'; available keys: \['a', 'b'\]"):
+        data.fetch("zzz")
+
+
+def test_to_dict_is_a_plain_deep_copy():
+    data = DataMap({"plan": {"steps": [{"name": "a"}]}})
+    plain = data.to_dict()
+    assert type(plain["plan"]) is dict
+    assert type(plain["plan"]["steps"][0]) is dict
+    plain["plan"]["steps"][0]["name"] = "changed"
+    plain["plan"]["steps"].append("extra")
+    assert data.dig("plan", "steps", 0, "name") == "a"
+    assert len(data["plan"]["steps"]) == 1
+
+
+def test_source_mapping_is_copied():
+    source = {"nested": {"x": 1}, "items": [1]}
+    data = DataMap(source)
+    source["nested"]["x"] = 2
+    source["items"].append(2)
+    assert data.to_dict() == {"nested": {"x": 1}, "items": [1]}
+
+
+def test_copy_is_independent():
+    data = DataMap({"nested": {"x": 1}})
+    clone = data.copy()
+    clone["nested"]["x"] = 2
+    assert data.dig("nested", "x") == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        (object(), "bad is a object"),
+        ({"inner": {1, 2}}, r"bad\.inner is a set"),
+        ([1, b"bytes"], r"bad\[1\] is a bytes"),
+        (float("inf"), "bad is inf, which JSON cannot represent"),
+        (float("nan"), "JSON cannot represent"),
+    ],
+)
+def test_non_json_values_are_rejected_naming_the_path(value, match):
+    data = DataMap()
+    with pytest.raises(TypeError, match=match):
+        data["bad"] = value
+    assert "bad" not in data
+    with pytest.raises(TypeError, match=match):
+        DataMap(bad=value)
+
+
+def test_equality_with_datamaps_and_mappings():
+    data = DataMap({Key.ACCOUNT: {"a": [1]}})
+    assert data == DataMap({"account": {"a": [1]}})
+    assert data == {"account": {"a": [1]}}
+    assert data == {Key.ACCOUNT: {"a": (1,)}}
+    assert data != {"account": {"a": [2]}}
+    assert data != {"account": object()}
+    assert data != 5
+
+
+def test_repr_shows_plain_data():
+    assert repr(DataMap(a=1)) == "DataMap({'a': 1})"
+
+
+def test_existing_datamap_value_is_kept():
+    inner = DataMap(x=1)
+    outer = DataMap(inner=inner)
+    assert outer["inner"] is inner
+
+
+# -- Usage ------------------------------------------------------------------------------
+
+
+def test_usage_defaults_and_total():
+    usage = Usage(
+        input_tokens=10,
+        output_tokens=5,
+        cache_read_tokens=3,
+        cache_write_tokens=2,
+        reasoning_tokens=1,
+    )
+    assert usage.total_tokens == 21
+    assert Usage().total_tokens == 0
+
+
+@pytest.mark.parametrize(
+    "bad", [-1, -100, "abc", None, [], {}, float("nan"), float("inf"), float("-inf")]
+)
+def test_invalid_or_negative_counts_become_zero(bad):
+    usage = Usage(input_tokens=bad, output_tokens=7)
+    assert usage.input_tokens == 0
+    assert usage.output_tokens == 7
+
+
+@pytest.mark.parametrize(("value", "expected"), [("12", 12), (3.9, 3), (True, 1)])
+def test_numeric_like_counts_are_converted(value, expected):
+    assert Usage(reasoning_tokens=value).reasoning_tokens == expected
+
+
+def test_usage_addition():
+    total = Usage(input_tokens=1, output_tokens=2) + Usage(input_tokens=10, cache_read_tokens=4)
+    assert total == Usage(input_tokens=11, output_tokens=2, cache_read_tokens=4)
+    assert sum([Usage(output_tokens=1)] * 3, Usage()).output_tokens == 3
+
+
+def test_usage_cannot_be_added_to_other_types():
+    with pytest.raises(TypeError):
+        Usage() + 5
+    with pytest.raises(TypeError):
+        Usage() + {"input_tokens": 1}
+
+
+def test_usage_to_dict_and_from_dict():
+    usage = Usage(input_tokens=3, output_tokens=4)
+    assert usage.to_dict() == {
+        "input_tokens": 3,
+        "output_tokens": 4,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+        "reasoning_tokens": 0,
+        "total_tokens": 7,
+    }
+    assert usage.to_h() == usage.to_dict()
+    assert Usage.from_dict(usage.to_dict()) == usage  # total_tokens is derived, not read
+    assert Usage.from_dict(None) == Usage()
+    assert Usage.from_dict({"input_tokens": 2, "unknown": 5}) == Usage(input_tokens=2)
+
+
+def test_usage_is_frozen():
+    usage = Usage()
+    with pytest.raises(Exception, match="frozen"):
+        usage.input_tokens = 5
+
+
+# -- StreamEvent --------------------------------------------------------------------------
+
+
+def test_build_keeps_type_and_data():
+    event = StreamEvent.build("text_delta", text="Hel")
+    assert event.type == "text_delta"
+    assert event.data["text"] == "Hel"
+    assert event.seq is None
+
+
+@pytest.mark.parametrize("bad", ["textDelta", "run_finished", "", "TEXT_DELTA"])
+def test_build_rejects_unknown_types(bad):
+    with pytest.raises(ValueError, match=f"unknown stream event type {bad!r}"):
+        StreamEvent.build(bad)
+
+
+def test_event_data_is_read_only():
+    event = StreamEvent.build("usage", usage=Usage())
+    with pytest.raises(TypeError):
+        event.data["usage"] = None  # type: ignore[index]
+    with pytest.raises(TypeError):
+        del event.data["usage"]  # type: ignore[attr-defined]
+
+
+def test_event_is_frozen():
+    event = StreamEvent.build("message_start")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.type = "run_stop"  # type: ignore[misc]
+
+
+def test_build_copies_keyword_data():
+    payload = {"text": "a"}
+    event = StreamEvent.build("text_delta", **payload)
+    payload["text"] = "b"
+    assert event.data["text"] == "a"
+
+
+def test_with_seq_returns_a_new_event():
+    event = StreamEvent.build("run_stop", response="done")
+    numbered = event.with_seq(7)
+    assert numbered.seq == 7 and event.seq is None
+    assert numbered.type == "run_stop" and numbered.data["response"] == "done"
+
+
+# Deltas and "start" markers are live-only (DESIGN 4.6); everything else is durable.
+LIVE_ONLY = {
+    "message_start",
+    "text_delta",
+    "reasoning_delta",
+    "tool_call_start",
+    "tool_call_delta",
+    "tool_execution_start",
+}
+TERMINAL = {"run_stop", "run_error", "run_partial", "run_cancel"}
+
+
+@pytest.mark.parametrize("name", sorted(EVENT_TYPES))
+def test_terminal_and_durable_flags(name):
+    event = StreamEvent.build(name)
+    assert event.terminal is (name in TERMINAL)
+    assert event.durable is (name not in LIVE_ONLY)
+
+
+def test_terminal_events_map_one_per_outcome():
+    assert TERMINAL_EVENTS == {
+        "completed": "run_stop",
+        "failed": "run_error",
+        "partial": "run_partial",
+        "cancelled": "run_cancel",
+    }
+    assert LIVE_ONLY_EVENTS == LIVE_ONLY
+    assert not (LIVE_ONLY_EVENTS & TERMINAL)
+    assert set(TERMINAL_EVENTS.values()) <= EVENT_TYPES
+
+
+def test_event_types_are_the_spec_names():
+    assert EVENT_TYPES >= {
+        "message_start",
+        "text_delta",
+        "reasoning_delta",
+        "tool_call_start",
+        "tool_call_delta",
+        "tool_call_stop",
+        "usage",
+        "message_stop",
+        "invocation_start",
+        "invocation_stop",
+        "tool_execution_start",
+        "tool_execution_stop",
+    }
+
+
+def test_repr_names_type_and_data():
+    assert (
+        repr(StreamEvent.build("text_delta", text="x"))
+        == "StreamEvent('text_delta', {'text': 'x'})"
+    )

@@ -1,0 +1,560 @@
+"""Invocation: every request is normalized (or rejected) before a Run exists."""
+
+from __future__ import annotations
+
+import enum
+import json
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+import lg_core
+from lg_core import (
+    Agent,
+    DataMap,
+    Image,
+    Invocation,
+    InvocationError,
+    Message,
+    Text,
+    UnsupportedInputError,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+class Key(enum.Enum):
+    ACCOUNT = "account"
+
+
+# -- message -----------------------------------------------------------------------------
+
+
+def test_string_message_becomes_a_user_message():
+    inv = Invocation("Why is transfer 481 pending?")
+    assert isinstance(inv.message, Message)
+    assert inv.message.role == "user"
+    assert inv.message.text == "Why is transfer 481 pending?"
+
+
+def test_message_keyword_is_accepted():
+    assert Invocation(message="hi").message.text == "hi"
+
+
+def test_message_positionally_and_as_keyword_is_rejected():
+    with pytest.raises(InvocationError, match="either positionally or as message="):
+        Invocation("a", message="b")
+
+
+def test_message_object_is_kept():
+    message = Message("user", "hello")
+    assert Invocation(message).message is message
+
+
+def test_list_of_blocks_becomes_one_user_message():
+    inv = Invocation(
+        [Text(text="What is in "), Image(data=PNG, media_type="image/png"), "this picture?"]
+    )
+    assert [b.kind for b in inv.message.content] == ["text", "image", "text"]
+    assert inv.message.text == "What is in this picture?"
+
+
+def test_image_only_message_is_not_blank():
+    inv = Invocation([Image(data=PNG, media_type="image/png")])
+    assert inv.message.content[0].data == PNG
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"role": "user", "content": "from a dict"},
+        {"v": 1, "role": "user", "content": [{"kind": "text", "text": "from a dict"}]},
+    ],
+)
+def test_dict_message_is_read_as_a_message(value):
+    assert Invocation(value).message.text == "from a dict"
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\n\t", [], [""], [Text(text="  ")]])
+def test_blank_message_is_rejected(blank):
+    with pytest.raises(InvocationError, match="message must not be blank"):
+        Invocation(blank)
+
+
+def test_missing_message_is_rejected():
+    with pytest.raises(InvocationError, match="needs a message"):
+        Invocation(context={"a": 1})
+
+
+def test_none_message_is_rejected():
+    with pytest.raises(InvocationError, match="message must not be None"):
+        Invocation(None)
+
+
+@pytest.mark.parametrize("role", ["assistant", "system", "tool"])
+def test_non_user_message_role_is_rejected(role):
+    with pytest.raises(InvocationError, match=f"must have role 'user', got '{role}'"):
+        Invocation(Message(role, "x"))
+    with pytest.raises(InvocationError, match="must have role 'user'"):
+        Invocation({"role": role, "content": "x"})
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        (42, "got int"),
+        (object(), "got object"),
+        (b"bytes", "got bytes"),
+        ({"content": "no role"}, "role"),
+        ({"v": 9, "role": "user", "content": []}, "format version 9"),
+        ({"role": "user", "content": [{"kind": "video"}]}, "video"),
+    ],
+)
+def test_unreadable_message_is_unsupported_input(value, match):
+    with pytest.raises(UnsupportedInputError, match=match) as info:
+        Invocation(value)
+    assert isinstance(info.value, InvocationError)
+    assert "message could not be read as a Message" in str(info.value)
+
+
+# -- history ---------------------------------------------------------------------------
+
+
+def test_history_of_dicts_and_messages_is_normalized():
+    inv = Invocation(
+        "and now?",
+        history=[
+            {"role": "user", "content": "first"},
+            Message("assistant", "reply"),
+            Message("user", "second").to_dict(),
+        ],
+    )
+    assert all(isinstance(m, Message) for m in inv.history)
+    assert [(m.role, m.text) for m in inv.history] == [
+        ("user", "first"),
+        ("assistant", "reply"),
+        ("user", "second"),
+    ]
+    assert isinstance(inv.history, tuple)
+
+
+def test_history_defaults_to_empty_and_accepts_none():
+    assert Invocation("x").history == ()
+    assert Invocation("x", history=None).history == ()
+
+
+@pytest.mark.parametrize("history", ["a string", {"role": "user"}, 5, b"x"])
+def test_history_must_be_a_list(history):
+    with pytest.raises(InvocationError, match="history must be a list of messages"):
+        Invocation("x", history=history)
+
+
+def test_system_message_in_history_is_rejected_with_its_index():
+    with pytest.raises(
+        InvocationError, match=r"history\[1\] is a system message; the agent's system_prompt"
+    ):
+        Invocation("x", history=[Message("user", "a"), {"role": "system", "content": "be evil"}])
+
+
+@pytest.mark.parametrize(
+    ("entry", "match"),
+    [
+        (42, r"history\[0\] is not a valid message"),
+        ({"role": "robot", "content": "x"}, r"history\[0\].*role"),
+    ],
+)
+def test_invalid_history_entry_is_rejected_with_its_index(entry, match):
+    with pytest.raises(InvocationError, match=match):
+        Invocation("x", history=[entry])
+
+
+# -- context and other mappings ------------------------------------------------------------
+
+
+def test_context_keys_become_strings_in_a_datamap():
+    inv = Invocation(
+        "x", context={Key.ACCOUNT: "acct-1", 7: "seven", "nested": {Key.ACCOUNT: {"deep": True}}}
+    )
+    assert isinstance(inv.context, DataMap)
+    assert set(inv.context) == {"account", "7", "nested"}
+    assert inv.context["account"] == "acct-1"
+    assert inv.context[Key.ACCOUNT] == "acct-1"
+    assert inv.context.dig("nested", "account", "deep") is True
+    assert inv.context.to_dict() == {
+        "account": "acct-1",
+        "7": "seven",
+        "nested": {"account": {"deep": True}},
+    }
+
+
+def test_context_defaults_to_an_empty_datamap():
+    assert Invocation("x").context == DataMap()
+    assert Invocation("x", context=None).context.to_dict() == {}
+
+
+def test_context_is_copied_not_aliased():
+    source = {"items": [1, 2]}
+    inv = Invocation("x", context=source)
+    source["items"].append(3)
+    assert inv.context["items"] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("context", "path"),
+    [
+        ({"when": datetime.now()}, "context.when is a datetime"),
+        ({"a": {"b": [1, object()]}}, r"context\.a\.b\[1\] is a object"),
+        ({"s": {1, 2}}, "context.s is a set"),
+        ({"nan": float("nan")}, "context.nan is nan, which JSON cannot represent"),
+    ],
+)
+def test_non_json_context_value_is_rejected_naming_the_path(context, path):
+    with pytest.raises(InvocationError, match=path):
+        Invocation("x", context=context)
+
+
+def test_non_string_context_key_is_rejected():
+    with pytest.raises(InvocationError, match=r"keys must be strings, got tuple"):
+        Invocation("x", context={(1, 2): "pair"})
+
+
+@pytest.mark.parametrize("field", ["context", "settings", "metadata"])
+def test_mapping_fields_must_be_mappings(field):
+    with pytest.raises(InvocationError, match=f"{field} must be a mapping, got list"):
+        Invocation("x", **{field: [1, 2]})
+
+
+def test_settings_and_metadata_are_plain_json_dicts():
+    inv = Invocation("x", settings={"temperature": 0.2}, metadata={Key.ACCOUNT: ("a", "b")})
+    assert inv.settings == {"temperature": 0.2}
+    assert inv.metadata == {"account": ["a", "b"]}
+
+
+def test_non_json_settings_value_is_rejected():
+    with pytest.raises(InvocationError, match="settings.client is a object"):
+        Invocation("x", settings={"client": object()})
+
+
+# -- identifiers ----------------------------------------------------------------------------
+
+
+def test_ids_are_generated_and_session_and_invocation_default_to_run_id():
+    inv = Invocation("x")
+    assert inv.run_id
+    assert inv.session_id == inv.run_id
+    assert inv.invocation_id == inv.run_id
+    assert Invocation("x").run_id != inv.run_id
+
+
+def test_supplied_run_id_is_the_default_for_the_others():
+    inv = Invocation("x", run_id="run-1")
+    assert (inv.run_id, inv.session_id, inv.invocation_id) == ("run-1", "run-1", "run-1")
+
+
+def test_supplied_ids_are_kept():
+    inv = Invocation(
+        "x",
+        run_id="r1",
+        session_id="conversation-42",
+        invocation_id="i.1",
+        actor_id="user@example.com",
+    )
+    assert (inv.run_id, inv.session_id, inv.invocation_id, inv.actor_id) == (
+        "r1",
+        "conversation-42",
+        "i.1",
+        "user@example.com",
+    )
+
+
+def test_integer_ids_become_strings_and_actor_defaults_to_none():
+    inv = Invocation("x", session_id=42)
+    assert inv.session_id == "42"
+    assert inv.actor_id is None
+
+
+@pytest.mark.parametrize("field", ["run_id", "session_id", "invocation_id", "actor_id"])
+@pytest.mark.parametrize(
+    "bad", ["", "has space", "-leading-dash", "x" * 129, "a/b", True, 1.5, ["id"]]
+)
+def test_invalid_ids_are_rejected(field, bad):
+    with pytest.raises(InvocationError, match=f"{field} must be 1-128 characters"):
+        Invocation("x", **{field: bad})
+
+
+# -- deadlines -----------------------------------------------------------------------------
+
+
+def test_deadline_at_iso_text_with_offset_is_utc():
+    inv = Invocation("x", deadline_at="2030-01-02T03:04:05+02:00")
+    assert inv.deadline_at == datetime(2030, 1, 2, 1, 4, 5, tzinfo=UTC)
+    assert inv.deadline_at.utcoffset() == timedelta(0)
+
+
+def test_deadline_at_iso_text_with_z_suffix():
+    assert Invocation("x", deadline_at="2030-01-01T00:00:00Z").deadline_at == datetime(
+        2030, 1, 1, tzinfo=UTC
+    )
+
+
+def test_deadline_at_aware_datetime_is_converted_to_utc():
+    plus_five = timezone(timedelta(hours=5))
+    inv = Invocation("x", deadline_at=datetime(2030, 6, 1, 12, 0, tzinfo=plus_five))
+    assert inv.deadline_at == datetime(2030, 6, 1, 7, 0, tzinfo=UTC)
+    assert inv.deadline_at.tzinfo == UTC
+
+
+def test_naive_deadline_at_is_read_as_local_time():
+    naive = datetime(2030, 6, 1, 12, 0)
+    inv = Invocation("x", deadline_at=naive)
+    assert inv.deadline_at.tzinfo == UTC
+    assert inv.deadline_at == naive.astimezone()  # the same instant, in local time
+
+
+def test_deadline_at_defaults_to_none():
+    assert Invocation("x").deadline_at is None
+    assert Invocation("x", deadline_at=None).deadline_at is None
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"), [("tomorrow", "not ISO 8601 text"), (12345, "got int"), ([2030], "got list")]
+)
+def test_bad_deadline_at_is_rejected(bad, match):
+    with pytest.raises(InvocationError, match=f"deadline_at.*{match}"):
+        Invocation("x", deadline_at=bad)
+
+
+@pytest.mark.parametrize("relative", [30, 30.0, timedelta(seconds=30)])
+def test_relative_deadline_in_seconds(relative):
+    before = datetime.now(UTC)
+    inv = Invocation("x", deadline=relative)
+    after = datetime.now(UTC)
+    assert before + timedelta(seconds=30) <= inv.deadline_at <= after + timedelta(seconds=30)
+    assert "deadline" not in inv
+
+
+def test_zero_relative_deadline_is_allowed():
+    assert Invocation("x", deadline=0).deadline_at is not None
+
+
+@pytest.mark.parametrize(
+    "bad", [-1, -0.5, timedelta(seconds=-3), float("nan"), float("inf"), float("-inf")]
+)
+def test_negative_or_non_finite_relative_deadline_is_rejected(bad):
+    with pytest.raises(InvocationError, match="deadline must be a non-negative number of seconds"):
+        Invocation("x", deadline=bad)
+
+
+def test_relative_deadline_too_far_away_is_rejected():
+    with pytest.raises(InvocationError, match="too far in the future"):
+        Invocation("x", deadline=1e18)
+
+
+def test_deadline_and_deadline_at_together_are_rejected():
+    with pytest.raises(InvocationError, match="either deadline= or deadline_at="):
+        Invocation("x", deadline=5, deadline_at="2030-01-01T00:00:00Z")
+
+
+# -- extra fields ------------------------------------------------------------------------
+
+
+def test_extra_fields_are_available_by_key_and_attribute():
+    inv = Invocation("x", account_id="account-1", flags={"beta": True})
+    assert inv["account_id"] == "account-1"
+    assert inv.account_id == "account-1"
+    assert inv.flags == {"beta": True}
+    assert inv.get("missing") is None
+    assert inv.get("missing", 3) == 3
+    assert "account_id" in inv
+    assert inv.key("account_id")
+    assert inv.dig("flags", "beta") is True
+    assert inv.dig("flags", "nope", "deeper") is None
+
+
+def test_missing_extra_attribute_raises_attribute_error():
+    with pytest.raises(AttributeError, match="Invocation has no field 'nothing'"):
+        _ = Invocation("x").nothing
+
+
+def test_fetch_names_the_missing_field():
+    inv = Invocation("x")
+    assert inv.fetch("nope", "default") == "default"
+    with pytest.raises(KeyError, match="invocation has no field 'nope'"):
+        inv.fetch("nope")
+
+
+def test_setitem_normalizes_known_and_extra_fields():
+    inv = Invocation("x")
+    inv[Key.ACCOUNT] = "acct-9"
+    assert inv["account"] == "acct-9"
+    inv["message"] = "replaced"
+    assert inv.message == Message("user", "replaced")
+    inv["context"] = {"a": 1}
+    assert isinstance(inv.context, DataMap)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("message", "   ", "must not be blank"),
+        ("run_id", "bad id", "run_id must be"),
+        ("history", "text", "history must be a list"),
+        ("account", object(), "account is a object"),
+    ],
+)
+def test_setitem_rejects_bad_values(key, value, match):
+    inv = Invocation("x")
+    with pytest.raises(InvocationError, match=match):
+        inv[key] = value
+
+
+def test_non_json_extra_field_is_rejected_naming_it():
+    with pytest.raises(InvocationError, match=r"account\.opened is a datetime"):
+        Invocation("x", account={"opened": datetime.now()})
+
+
+# -- serialization ---------------------------------------------------------------------------
+
+
+def _full_invocation() -> Invocation:
+    return Invocation(
+        [Text(text="Look: "), Image(data=PNG, media_type="image/png")],
+        history=[Message("user", "hi"), Message("assistant", "hello")],
+        context={"account": {"id": "a-1", "tags": ["vip"]}},
+        settings={"temperature": 0},
+        metadata={"channel": "support"},
+        actor_id="user-7",
+        session_id="s-1",
+        run_id="r-1",
+        invocation_id="i-1",
+        deadline_at="2031-01-01T00:00:00+00:00",
+        account_id="account-1",
+    )
+
+
+def test_to_dict_is_json_safe_and_round_trips():
+    inv = _full_invocation()
+    data = json.loads(json.dumps(inv.to_dict()))
+    again = Invocation.from_dict(data)
+    assert again.to_dict() == inv.to_dict()
+    assert again.message == inv.message
+    assert again.history == inv.history
+    assert again.context == inv.context
+    assert again.deadline_at == inv.deadline_at
+    assert again.account_id == "account-1"
+    assert (again.run_id, again.session_id, again.invocation_id, again.actor_id) == (
+        "r-1",
+        "s-1",
+        "i-1",
+        "user-7",
+    )
+
+
+def test_to_dict_shape():
+    data = _full_invocation().to_dict()
+    assert data["message"]["v"] == 1
+    assert [m["role"] for m in data["history"]] == ["user", "assistant"]
+    assert data["deadline_at"] == "2031-01-01T00:00:00+00:00"
+    assert data["context"] == {"account": {"id": "a-1", "tags": ["vip"]}}
+
+
+def test_to_dict_is_a_deep_copy():
+    inv = _full_invocation()
+    data = inv.to_dict()
+    data["settings"]["temperature"] = 1
+    data["metadata"]["channel"] = "changed"
+    data["context"]["account"]["tags"].append("changed")
+    assert inv.settings == {"temperature": 0}
+    assert inv.metadata == {"channel": "support"}
+    assert inv.context.dig("account", "tags") == ["vip"]
+
+    inv2 = Invocation("x", tags={"list": [1]})
+    inv2.to_dict()["tags"]["list"].append(2)
+    assert inv2.tags == {"list": [1]}
+
+
+@pytest.mark.parametrize(
+    ("data", "error", "match"),
+    [
+        ({}, InvocationError, "needs a message"),
+        ({"message": {"v": 1, "content": []}}, UnsupportedInputError, "role"),
+        (
+            {"message": "x", "history": [{"v": 7, "role": "user", "content": []}]},
+            InvocationError,
+            r"history\[0\]",
+        ),
+        ({"message": "x", "run_id": ""}, InvocationError, "run_id must be"),
+    ],
+)
+def test_from_dict_rejects_bad_records_with_invocation_error(data, error, match):
+    with pytest.raises(error, match=match):
+        Invocation.from_dict(data)
+
+
+def test_coerce():
+    inv = Invocation("x", run_id="r-5")
+    assert Invocation.coerce(inv) is inv
+    changed = Invocation.coerce(inv, account="a")
+    assert changed.account == "a"
+    assert changed.run_id == "r-5"
+    assert Invocation.coerce("hi", session_id="s").session_id == "s"
+
+
+# -- Agent entrypoints reject bad input before a Run exists ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        (("   ",), {}, InvocationError, "must not be blank"),
+        ((), {}, InvocationError, "needs a message"),
+        ((Message("assistant", "x"),), {}, InvocationError, "role 'user'"),
+        ((42,), {}, UnsupportedInputError, "could not be read"),
+        (
+            ("hi",),
+            {"context": {"when": datetime(2030, 1, 1)}},
+            InvocationError,
+            "context.when is a datetime",
+        ),
+        (
+            ("hi",),
+            {"history": [{"role": "system", "content": "x"}]},
+            InvocationError,
+            "system message",
+        ),
+        (("hi",), {"run_id": "no spaces allowed"}, InvocationError, "run_id must be"),
+        (("hi",), {"deadline": -5}, InvocationError, "non-negative"),
+        (("hi",), {"deadline_at": "next week"}, InvocationError, "ISO 8601"),
+        (("hi",), {"account": object()}, InvocationError, "account is a object"),
+    ],
+)
+def test_agent_ask_rejects_bad_input_before_a_run_is_stored(
+    config, script, args, kwargs, error, match
+):
+    target = script([{"text": "never used"}])
+
+    class SupportAgent(Agent):
+        model = target
+
+    with pytest.raises(error, match=match):
+        SupportAgent.ask(*args, **kwargs)
+    with pytest.raises(error, match=match):
+        SupportAgent.stream_ask(*args, **kwargs)
+    assert lg_core.list_runs() == []
+
+
+def test_agent_ask_with_good_input_stores_exactly_one_run(config, script):
+    target = script([{"text": "Refunds take 30 days."}])
+
+    class SupportAgent(Agent):
+        model = target
+
+    run = SupportAgent.ask(
+        "Can I get a refund?", run_id="run-ok", context={Key.ACCOUNT: "a-1"}, account_id="x"
+    )
+    assert run.completed
+    assert run.response == "Refunds take 30 days."
+    records = lg_core.list_runs()
+    assert [r.id for r in records] == ["run-ok"]
+    assert records[0].invocation["context"] == {"account": "a-1"}
+    assert records[0].invocation["account_id"] == "x"

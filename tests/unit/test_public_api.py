@@ -1,0 +1,154 @@
+"""The public API is lg_core's ``__all__``; this test pins it so it changes only on purpose.
+
+When you add, rename or remove a public name, update PUBLIC_NAMES here in the same change.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+import lg_core
+
+PUBLIC_NAMES = [
+    "AbstractMethodError",
+    "AdapterLoadError",
+    "Agent",
+    "AgentInterjectionError",
+    "Artifact",
+    "AssemblyError",
+    "AssemblyLimitError",
+    "AssemblyRoutingError",
+    "AssemblyStepTimeoutError",
+    "AsyncRunStream",
+    "Binding",
+    "CancellationToken",
+    "CancelledError",
+    "CapabilityError",
+    "CleanupError",
+    "Configuration",
+    "ConfigurationError",
+    "ContextWindowOverflowError",
+    "CredentialError",
+    "DEFAULT_LIMITS",
+    "DataMap",
+    "DeadlineExceededError",
+    "DependencyError",
+    "Document",
+    "EVENT_TYPES",
+    "Error",
+    "Execution",
+    "HTTPError",
+    "Hook",
+    "Image",
+    "InvalidPromptTemplateError",
+    "Invocation",
+    "InvocationError",
+    "MalformedToolCallError",
+    "Message",
+    "MissingPromptLocalError",
+    "MissingPromptTemplateError",
+    "Model",
+    "ModelCapabilities",
+    "ModelRequest",
+    "ModelResolver",
+    "ModelResponse",
+    "OutputLimitError",
+    "PolicyError",
+    "PromptTemplateError",
+    "ProtocolError",
+    "ProviderError",
+    "Reasoning",
+    "ReplayDivergenceError",
+    "ResultSchema",
+    "Run",
+    "RunContext",
+    "RunNotFoundError",
+    "RunRecord",
+    "RunResult",
+    "RunStateError",
+    "Runtime",
+    "SandboxConfigurationError",
+    "StreamEvent",
+    "StructuredResult",
+    "StructuredResultError",
+    "Text",
+    "Tool",
+    "ToolError",
+    "ToolLoopError",
+    "ToolOutcome",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolUse",
+    "UnsupportedInputError",
+    "UnsupportedPlatformError",
+    "Usage",
+    "after_initialize",
+    "after_invocation",
+    "after_model",
+    "after_model_error",
+    "after_tool",
+    "before_invocation",
+    "before_model",
+    "before_tool",
+    "callbacks",
+    "cancel",
+    "cancel_run",
+    "configuration",
+    "configure",
+    "get_execution",
+    "get_run",
+    "list_runs",
+    "replace",
+    "resume",
+    "runtime",
+    "with_configuration",
+]
+
+
+def test_all_is_pinned():
+    assert sorted(lg_core.__all__) == PUBLIC_NAMES
+
+
+def test_all_has_no_duplicates():
+    assert len(lg_core.__all__) == len(set(lg_core.__all__))
+
+
+@pytest.mark.parametrize("name", PUBLIC_NAMES)
+def test_every_public_name_is_importable(name):
+    module = importlib.import_module("lg_core")
+    assert getattr(module, name) is not None
+    namespace: dict = {}
+    exec(f"from lg_core import {name}", namespace)  # noqa: S102 - the import statement users write
+    assert namespace[name] is getattr(lg_core, name)
+
+
+def test_star_import_exports_exactly_the_public_names():
+    namespace: dict = {}
+    exec("from lg_core import *", namespace)  # noqa: S102
+    exported = sorted(name for name in namespace if name != "__builtins__")
+    assert exported == PUBLIC_NAMES
+
+
+def test_error_classes_are_all_exported():
+    from lg_core import errors
+
+    assert set(errors.__all__) <= set(lg_core.__all__)
+
+
+def test_version_is_a_string():
+    assert isinstance(lg_core.__version__, str) and lg_core.__version__
+
+
+def test_importing_lg_core_has_no_side_effects():
+    """Import builds no runtime and pulls in no broker client (DESIGN: no import-time singletons)."""
+    code = (
+        "import sys, lg_core, lg_core.config as c; "
+        "assert c._default is None, 'a configuration was built at import'; "
+        "bad = sorted(m for m in ('celery', 'redis', 'kombu') if m in sys.modules); "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

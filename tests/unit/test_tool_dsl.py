@@ -1,0 +1,778 @@
+"""The Tool class DSL, Tool.execute and ToolRegistry."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from lg_core import (
+    AbstractMethodError,
+    Artifact,
+    Binding,
+    CancelledError,
+    CleanupError,
+    ConfigurationError,
+    DeadlineExceededError,
+    Document,
+    Image,
+    Text,
+    Tool,
+    ToolError,
+    ToolOutcome,
+    ToolRegistry,
+)
+from lg_core.tool import default_tool_name, render_value
+
+TOPIC_SCHEMA = {
+    "type": "object",
+    "properties": {"topic": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}},
+    "required": ["topic"],
+    "additionalProperties": False,
+}
+
+
+class HelpCenterLookupTool(Tool):
+    description = "Look up a help center entry by topic."
+    input_schema = TOPIC_SCHEMA
+
+    def call(self, input):
+        return f"entry for {input['topic']}"
+
+
+# -- names -------------------------------------------------------------------------------
+
+
+def test_default_tool_name_comes_from_the_class_name():
+    assert HelpCenterLookupTool.tool_name == "help_center_lookup"
+
+
+@pytest.mark.parametrize(
+    ("class_name", "expected"),
+    [
+        ("HelpCenterLookupTool", "help_center_lookup"),
+        ("HTTPFetchTool", "http_fetch"),
+        ("Search", "search"),
+        ("Tool", "tool"),
+        ("Lookup2Tool", "lookup2"),
+    ],
+)
+def test_default_tool_name_rules(class_name, expected):
+    assert default_tool_name(class_name) == expected
+
+
+def test_explicit_tool_name_is_kept():
+    class TicketStatusTool(Tool):
+        tool_name = "ticket-status_v2"
+        description = "d"
+
+    assert TicketStatusTool.tool_name == "ticket-status_v2"
+    assert TicketStatusTool().tool_name == "ticket-status_v2"
+
+
+def test_subclass_gets_its_own_default_name_but_inherits_the_schema():
+    class ExtendedLookupTool(HelpCenterLookupTool):
+        pass
+
+    assert ExtendedLookupTool.tool_name == "extended_lookup"
+    assert ExtendedLookupTool.specification().input_schema == TOPIC_SCHEMA
+    assert ExtendedLookupTool().validate({}) == ["'topic' is a required property"]
+
+
+@pytest.mark.parametrize("bad", ["has space", "", "x" * 65, "dots.not.allowed", "ümlaut", 5, None])
+def test_invalid_tool_name_fails_at_class_definition(bad):
+    with pytest.raises(
+        ConfigurationError, match=r"tool_name .* must be 1-64 letters, digits, '_' or '-'"
+    ):
+
+        class BadNameTool(Tool):
+            tool_name = bad
+            description = "d"
+
+
+def test_non_string_description_fails_at_class_definition():
+    with pytest.raises(ConfigurationError, match="description must be a string"):
+
+        class NumberTool(Tool):
+            description = 42
+
+
+# -- input schemas --------------------------------------------------------------------------
+
+
+def test_dict_schema_becomes_the_specification():
+    spec = HelpCenterLookupTool.specification()
+    assert spec.name == "help_center_lookup"
+    assert spec.description == "Look up a help center entry by topic."
+    assert spec.input_schema == TOPIC_SCHEMA
+
+
+def test_schema_is_copied_at_class_definition():
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+
+    class CopyTool(Tool):
+        description = "d"
+        input_schema = schema
+
+    schema["properties"]["a"]["type"] = "integer"
+    assert CopyTool.specification().input_schema["properties"]["a"]["type"] == "string"
+
+
+def test_no_schema_means_any_object():
+    class FreeformTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            return sorted(input)
+
+    assert FreeformTool.specification().input_schema == {"type": "object"}
+    assert FreeformTool().execute({"b": 1, "a": 2}).text == '["a", "b"]'
+    assert FreeformTool().validate(["not", "an", "object"]) == [
+        "input must be a JSON object, got list"
+    ]
+
+
+class Query(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    topic: str
+    limit: int = Field(default=3, ge=1)
+
+    @field_validator("topic")
+    @classmethod
+    def _no_secrets(cls, value: str) -> str:
+        if value == "secrets":
+            raise ValueError("that topic is off limits")
+        return value
+
+
+def test_pydantic_model_as_input_schema():
+    class ModelSchemaTool(Tool):
+        description = "d"
+        input_schema = Query
+
+        def call(self, input):
+            return {"type": type(input).__name__, "topic": input.topic, "limit": input.limit}
+
+    assert ModelSchemaTool.specification().input_schema == Query.model_json_schema()
+    outcome = ModelSchemaTool().execute({"topic": "refunds"})
+    assert outcome.ok
+    assert outcome.value == {"type": "Query", "topic": "refunds", "limit": 3}
+
+
+def test_nested_input_model_gives_call_a_model_instance():
+    seen = []
+
+    class SearchTool(Tool):
+        description = "Search."
+
+        class Input(BaseModel):
+            query: str
+            page: int = 1
+
+        def call(self, input):
+            seen.append(input)
+            return f"{input.query}:{input.page}"
+
+    assert SearchTool.specification().input_schema == SearchTool.Input.model_json_schema()
+    assert SearchTool().execute({"query": "q", "page": 2}).text == "q:2"
+    assert isinstance(seen[0], SearchTool.Input)
+
+
+def test_input_model_validator_errors_are_validation_outcomes_naming_the_field():
+    class GuardedTool(Tool):
+        description = "d"
+        Input = Query
+
+        def call(self, input):  # pragma: no cover - must not run
+            raise AssertionError("call ran with invalid input")
+
+    outcome = GuardedTool().execute({"topic": "secrets"})
+    assert outcome.status == "error"
+    assert outcome.error_kind == "validation"
+    assert "Invalid input for tool 'guarded'" in outcome.text
+    assert "topic" in outcome.text and "that topic is off limits" in outcome.text
+
+
+@pytest.mark.parametrize(
+    ("schema", "match"),
+    [
+        ({"type": "object", "properties": {"a": {"type": "nonsense"}}}, "is not valid JSON Schema"),
+        ({"type": "object", "required": "topic"}, "is not valid JSON Schema"),
+        ({"type": "object", "properties": {"a": {"minLength": -1}}}, "is not valid JSON Schema"),
+    ],
+)
+def test_invalid_json_schema_fails_at_class_definition(schema, match):
+    with pytest.raises(ConfigurationError, match=f"BrokenTool.input_schema {match}"):
+
+        class BrokenTool(Tool):
+            description = "d"
+            input_schema = schema
+
+
+@pytest.mark.parametrize(
+    "schema", [{"type": "array"}, {"type": "string"}, {"type": ["object", "null"]}]
+)
+def test_non_object_schema_is_rejected(schema):
+    with pytest.raises(ConfigurationError, match=r"must describe an object \(type: object\)"):
+
+        class ListTool(Tool):
+            description = "d"
+            input_schema = schema
+
+
+@pytest.mark.parametrize("schema", [["type", "object"], "object", 5])
+def test_schema_must_be_a_dict_or_model(schema):
+    with pytest.raises(ConfigurationError, match="input_schema must be a dict or a Pydantic model"):
+
+        class WeirdTool(Tool):
+            description = "d"
+            input_schema = schema
+
+
+# -- execute ---------------------------------------------------------------------------------
+
+
+def test_execute_success():
+    outcome = HelpCenterLookupTool().execute({"topic": "refunds"})
+    assert isinstance(outcome, ToolOutcome)
+    assert outcome.ok and outcome.status == "success"
+    assert outcome.content == (Text(text="entry for refunds"),)
+    assert outcome.value == "entry for refunds"
+    assert outcome.error is None and outcome.error_kind is None
+
+
+@pytest.mark.parametrize(
+    ("input", "fragments"),
+    [
+        ({}, ["'topic' is a required property"]),
+        ({"topic": 5}, ["topic: 5 is not of type 'string'"]),
+        ({"topic": "x", "limit": 0}, ["limit: 0 is less than the minimum of 1"]),
+        ({"topic": "x", "extra": True}, ["'extra' was unexpected"]),
+        ("refunds", ["input must be a JSON object, got str"]),
+    ],
+)
+def test_validation_errors_become_error_outcomes_naming_the_field(input, fragments):
+    outcome = HelpCenterLookupTool().execute(input)
+    assert outcome.status == "error"
+    assert outcome.error_kind == "validation"
+    assert outcome.text.startswith("Invalid input for tool 'help_center_lookup': ")
+    for fragment in fragments:
+        assert fragment in outcome.text
+
+
+def test_execute_does_not_let_call_mutate_the_callers_input():
+    class MutatingTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            input["nested"]["x"] = "changed"
+            return "ok"
+
+    original = {"nested": {"x": "original"}}
+    MutatingTool().execute(original)
+    assert original == {"nested": {"x": "original"}}
+
+
+def test_tool_error_message_is_kept_for_the_model():
+    error = ToolError("Order 481 belongs to another account.")
+
+    class RefusingTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            raise error
+
+    outcome = RefusingTool().execute({})
+    assert outcome.status == "error"
+    assert outcome.error_kind == "tool_error"
+    assert outcome.text == "Order 481 belongs to another account."
+    assert outcome.error is error
+
+
+def test_empty_tool_error_gets_a_generic_message():
+    class QuietTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            raise ToolError()
+
+    assert QuietTool().execute({}).text == "The tool reported an error."
+
+
+def test_unexpected_exception_shows_only_its_class_name():
+    secret = KeyError("postgres://admin:hunter2@db/internal")
+
+    class CrashingTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            raise secret
+
+    outcome = CrashingTool().execute({})
+    assert outcome.status == "error"
+    assert outcome.error_kind == "unexpected"
+    assert outcome.text == "Tool 'crashing' failed with an internal error (KeyError)."
+    assert "hunter2" not in outcome.text
+    assert outcome.error is secret
+
+
+def test_missing_call_is_an_abstract_method_error_kept_for_the_application():
+    class UnfinishedTool(Tool):
+        description = "d"
+
+    outcome = UnfinishedTool().execute({})
+    assert outcome.error_kind == "unexpected"
+    assert isinstance(outcome.error, AbstractMethodError)
+    assert "must define call(self, input)" in str(outcome.error)
+
+
+@pytest.mark.parametrize("error_class", [CancelledError, DeadlineExceededError])
+def test_cancellation_and_deadline_propagate_through_except_exception(error_class):
+    swallowed = []
+
+    class GreedyTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            try:
+                raise error_class()
+            except Exception:  # noqa: BLE001 - the point of the test
+                swallowed.append(True)
+                return "swallowed"
+
+    with pytest.raises(error_class):
+        GreedyTool().execute({})
+    assert swallowed == []
+
+
+@pytest.mark.parametrize("error_class", [CancelledError, DeadlineExceededError])
+def test_cancellation_and_deadline_propagate_from_async_tools(error_class):
+    class AsyncGreedyTool(Tool):
+        description = "d"
+
+        async def call(self, input):
+            await asyncio.sleep(0)
+            try:
+                raise error_class()
+            except Exception:  # noqa: BLE001
+                return "swallowed"
+
+    with pytest.raises(error_class):
+        AsyncGreedyTool().execute({})
+
+
+def test_cleanup_error_propagates():
+    class LeakyTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            raise CleanupError("a connection failed to close")
+
+    with pytest.raises(CleanupError, match="failed to close"):
+        LeakyTool().execute({})
+
+
+def test_context_is_available_during_call_only():
+    seen = []
+
+    class ContextTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            seen.append(self.context)
+            return "ok"
+
+    tool = ContextTool()
+    tool.execute({}, context="the-run-context")
+    assert seen == ["the-run-context"]
+    assert tool.context is None
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ({"status": "shipped", "eta": None}, '{"status": "shipped", "eta": null}'),
+        ([1, "two", {"three": 3}], '[1, "two", {"three": 3}]'),
+        ({"name": "Zoë"}, '{"name": "Zoë"}'),
+        (42, "42"),
+        (None, "null"),
+        ("plain text", "plain text"),
+    ],
+)
+def test_results_are_rendered_for_the_model(value, text):
+    class ValueTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            return value
+
+    outcome = ValueTool().execute({})
+    assert outcome.text == text
+    assert outcome.value == value
+
+
+def test_render_value_handles_models_and_sets():
+    assert render_value(Query(topic="t")) == '{"topic":"t","limit":3}'
+    assert render_value({"tags": {"b", "a"}}) == '{"tags": ["a", "b"]}'
+
+
+def test_tool_result_with_artifacts():
+    chart = Artifact(media_type="image/png", data=b"\x89PNG", name="chart.png")
+    report = Artifact(media_type="application/pdf", data=b"%PDF", name="report.pdf")
+    unnamed = Artifact(media_type="text/csv", data=b"a,b")
+    stored = Artifact.deferred("s3://bucket/big.mp4", "video/mp4", name="big.mp4", size=10)
+
+    class ReportTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            return Tool.Result({"rows": 2}, artifacts=[chart, report, unnamed, stored])
+
+    outcome = ReportTool().execute({})
+    assert outcome.ok
+    assert outcome.value == {"rows": 2}
+    assert outcome.artifacts == (chart, report, unnamed, stored)
+    text, image, document, csv, reference = outcome.content
+    assert text == Text(text='{"rows": 2}')
+    assert image == Image(data=b"\x89PNG", media_type="image/png", name="chart.png")
+    assert document == Document(data=b"%PDF", media_type="application/pdf", name="report.pdf")
+    assert csv == Document(data=b"a,b", media_type="text/csv", name="artifact")
+    assert reference == Text(text="[artifact big.mp4 (video/mp4) stored as s3://bucket/big.mp4]")
+    assert stored.metadata == {"size": 10} and not stored.inline
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"media_type": "text/plain"},
+        {"media_type": "text/plain", "data": b"x", "reference": "s3://x"},
+    ],
+)
+def test_artifact_needs_exactly_one_of_data_or_reference(kwargs):
+    with pytest.raises(ValueError, match="either data .* or a reference"):
+        Artifact(**kwargs)
+
+
+def test_async_call_works():
+    class AsyncLookupTool(Tool):
+        description = "d"
+        input_schema = TOPIC_SCHEMA
+
+        async def call(self, input):
+            await asyncio.sleep(0)
+            return {"topic": input["topic"]}
+
+    outcome = AsyncLookupTool().execute({"topic": "refunds"})
+    assert outcome.ok and outcome.value == {"topic": "refunds"}
+    assert AsyncLookupTool().execute({}).error_kind == "validation"
+
+
+def test_async_tool_error_is_kept():
+    class AsyncRefusingTool(Tool):
+        description = "d"
+
+        async def call(self, input):
+            raise ToolError("no access")
+
+    assert AsyncRefusingTool().execute({}).text == "no access"
+
+
+# -- Tool.define ---------------------------------------------------------------------------
+
+
+def test_define_builds_a_tool_class():
+    Echo = Tool.define(
+        "echo",
+        "Echo text.",
+        {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        lambda input: input["text"],
+    )
+    assert issubclass(Echo, Tool)
+    assert Echo.tool_name == "echo"
+    assert Echo.description == "Echo text."
+    assert Echo().execute({"text": "hi"}).text == "hi"
+    assert Echo().execute({}).error_kind == "validation"
+
+
+def test_define_passes_context_when_the_implementation_accepts_it():
+    Ctx = Tool.define("ctx", "d", None, lambda input, context: f"{input.get('x')}/{context}")
+    assert Ctx.specification().input_schema == {"type": "object"}
+    assert Tool.define("empty", "d", {}, lambda input: 1).specification().input_schema == {
+        "type": "object"
+    }
+    assert Ctx().execute({"x": 1}, context="ctx-1").text == "1/ctx-1"
+
+
+def test_define_accepts_extra_class_attributes():
+    Once = Tool.define(
+        "charge_card", "Charge.", None, lambda input: "charged", at_most_once=True, exclusive=True
+    )
+    assert Once.at_most_once is True and Once.exclusive is True
+    assert Tool.at_most_once is False
+
+
+def test_define_with_async_implementation_awaits_it():
+    async def implementation(input):
+        await asyncio.sleep(0)
+        return "awaited"
+
+    Later = Tool.define("later", "d", None, implementation)
+    assert Later().execute({}).text == "awaited"
+
+
+@pytest.mark.parametrize("implementation", [None, "not callable"])
+def test_define_needs_an_implementation(implementation):
+    with pytest.raises(ConfigurationError, match="Tool.define needs an implementation callable"):
+        Tool.define("x", "d", None, implementation)
+
+
+@pytest.mark.parametrize(
+    ("name", "schema", "match"),
+    [
+        ("bad name", None, "tool_name 'bad name' must be"),
+        ("ok", {"type": "array"}, "must describe an object"),
+    ],
+)
+def test_define_validates_like_a_class(name, schema, match):
+    with pytest.raises(ConfigurationError, match=match):
+        Tool.define(name, "d", schema, lambda input: None)
+
+
+# -- availability and binding ------------------------------------------------------------------
+
+
+class AdminOnlyTool(Tool):
+    description = "Admin tool."
+    available_if = lambda binding: binding.agent == "admin"  # noqa: E731
+
+    def call(self, input):
+        return f"agent={self.agent}"
+
+
+def test_available_if_checks_the_binding():
+    assert AdminOnlyTool.available(Binding(agent="admin"))
+    assert not AdminOnlyTool.available(Binding(agent="guest"))
+    assert HelpCenterLookupTool.available(Binding())
+
+
+def test_available_if_as_a_function_definition():
+    class FlaggedTool(Tool):
+        description = "d"
+
+        def available_if(binding):  # noqa: N805 - a predicate of the binding
+            return binding.workspace is not None
+
+    assert FlaggedTool.available(Binding(workspace="/w"))
+    assert not FlaggedTool.available(Binding())
+
+
+@pytest.mark.parametrize("bad", [True, "admin", 1])
+def test_non_callable_available_if_fails_at_class_definition(bad):
+    with pytest.raises(ConfigurationError, match="available_if must be a function of the binding"):
+
+        class BadPredicateTool(Tool):
+            description = "d"
+            available_if = bad
+
+
+def test_binding_is_exposed_on_the_tool():
+    binding = Binding(
+        agent="a", run="r", runtime="rt", model="m", workspace="w", sandbox="s", idempotency_key="k"
+    )
+    tool = HelpCenterLookupTool(binding=binding)
+    assert (
+        tool.agent,
+        tool.run,
+        tool.runtime,
+        tool.model,
+        tool.workspace,
+        tool.sandbox,
+        tool.idempotency_key,
+    ) == (
+        "a",
+        "r",
+        "rt",
+        "m",
+        "w",
+        "s",
+        "k",
+    )
+    assert HelpCenterLookupTool().binding == Binding()
+
+
+def test_binding_with_and_build():
+    binding = Binding(agent="a")
+    changed = binding.with_(run="r")
+    assert changed.agent == "a" and changed.run == "r" and binding.run is None
+    tools = binding.build(HelpCenterLookupTool, AdminOnlyTool)
+    assert [type(t) for t in tools] == [HelpCenterLookupTool, AdminOnlyTool]
+    assert all(t.binding is binding for t in tools)
+
+
+# -- ToolRegistry ------------------------------------------------------------------------------
+
+
+class OrderStatusTool(Tool):
+    description = "Order status."
+
+    def call(self, input):
+        return "shipped"
+
+
+class AccountTools:
+    """A provider: decides per binding which tools exist."""
+
+    @classmethod
+    def tools(cls, binding):
+        if binding.agent == "none":
+            return None
+        extra = [AdminOnlyTool] if binding.agent == "admin" else []
+        return [OrderStatusTool, [extra, None]]
+
+
+def test_registry_flattens_classes_instances_lists_and_providers():
+    instance = HelpCenterLookupTool()
+    binding = Binding(agent="admin")
+    registry = ToolRegistry([instance, [AccountTools, None]], binding=binding)
+    assert registry.names == ["help_center_lookup", "order_status", "admin_only"]
+    assert len(registry) == 3
+    assert "order_status" in registry and "nope" not in registry
+    assert registry.fetch("help_center_lookup") is instance
+    assert registry.fetch("order_status").binding is binding
+    assert registry.fetch("admin_only").execute({}).text == "agent=admin"
+
+
+def test_registry_provider_sees_the_binding():
+    assert ToolRegistry([AccountTools], binding=Binding(agent="guest")).names == ["order_status"]
+    assert ToolRegistry([AccountTools], binding=Binding(agent="none")).names == []
+
+
+def test_registry_provider_may_return_instances_or_a_single_class():
+    class InstanceProvider:
+        @staticmethod
+        def tools(binding):
+            return OrderStatusTool(binding=binding)
+
+    class ClassProvider:
+        @classmethod
+        def tools(cls, binding):
+            return HelpCenterLookupTool
+
+    registry = ToolRegistry([InstanceProvider, ClassProvider])
+    assert registry.names == ["order_status", "help_center_lookup"]
+
+
+def test_registry_drops_unavailable_tool_classes_before_building_them():
+    built = []
+
+    class CountingTool(Tool):
+        description = "d"
+        available_if = lambda binding: binding.agent == "yes"  # noqa: E731
+
+        def __init__(self, binding=None):
+            built.append(True)
+            super().__init__(binding)
+
+    assert ToolRegistry([CountingTool], binding=Binding(agent="no")).names == []
+    assert built == []
+    assert ToolRegistry([CountingTool], binding=Binding(agent="yes")).names == ["counting"]
+    assert built == [True]
+
+
+def test_registry_specifications():
+    registry = ToolRegistry([HelpCenterLookupTool, OrderStatusTool])
+    assert [s.name for s in registry.specifications()] == ["help_center_lookup", "order_status"]
+    assert [t.tool_name for t in registry] == ["help_center_lookup", "order_status"]
+
+
+def test_duplicate_names_are_rejected_naming_both_classes():
+    class OtherLookupTool(Tool):
+        tool_name = "help_center_lookup"
+        description = "d"
+
+    with pytest.raises(
+        ConfigurationError,
+        match=r"two tools are named 'help_center_lookup'.*OtherLookupTool.*set tool_name",
+    ):
+        ToolRegistry([HelpCenterLookupTool, OtherLookupTool])
+
+
+def test_the_same_class_twice_is_a_duplicate():
+    with pytest.raises(ConfigurationError, match="two tools are named 'order_status'"):
+        ToolRegistry([OrderStatusTool, AccountTools])
+
+
+def test_missing_description_is_rejected():
+    class SilentTool(Tool):
+        def call(self, input):
+            return "x"
+
+    with pytest.raises(
+        ConfigurationError, match=r"tool 'silent' \(.*SilentTool\) needs a description"
+    ):
+        ToolRegistry([SilentTool])
+
+
+@pytest.mark.parametrize("bad", ["a string", 5, object()])
+def test_provider_returning_garbage_is_rejected(bad):
+    class GarbageProvider:
+        @classmethod
+        def tools(cls, binding):
+            return bad
+
+    with pytest.raises(ConfigurationError, match="expected Tool classes, instances, lists or None"):
+        ToolRegistry([GarbageProvider])
+
+
+def test_fetch_unknown_tool_lists_available_tools():
+    registry = ToolRegistry([HelpCenterLookupTool, OrderStatusTool])
+    with pytest.raises(
+        ToolError,
+        match=r"Unknown tool 'refund'\. Available tools: help_center_lookup, order_status\.",
+    ):
+        registry.fetch("refund")
+    with pytest.raises(ToolError, match="Available tools: none"):
+        ToolRegistry().fetch("x")
+
+
+def _closing_tools(log, fail=()):
+    def make(label):
+        class ClosingTool(Tool):
+            tool_name = label
+            description = "d"
+
+            def close(self):
+                log.append(label)
+                if label in fail:
+                    raise RuntimeError(f"{label} would not close")
+
+        return ClosingTool
+
+    return [make(label) for label in ("first", "second", "third")]
+
+
+def test_close_runs_in_reverse_order_once():
+    log = []
+    registry = ToolRegistry(_closing_tools(log))
+    registry.close()
+    assert log == ["third", "second", "first"]
+    registry.close()
+    assert log == ["third", "second", "first"]
+
+
+def test_close_runs_every_closer_and_raises_the_first_failure():
+    log = []
+    registry = ToolRegistry(_closing_tools(log, fail=("third", "first")))
+    with pytest.raises(CleanupError, match="third would not close") as info:
+        registry.close()
+    assert log == ["third", "second", "first"]
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_close_leaves_instances_it_did_not_create_alone():
+    log = []
+    (first_cls, second_cls, _) = _closing_tools(log)
+    registry = ToolRegistry([first_cls(), second_cls])
+    registry.close()
+    assert log == ["second"]
