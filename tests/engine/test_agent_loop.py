@@ -57,7 +57,10 @@ def test_tool_call_then_text_completes_with_summed_usage_and_ordered_messages(co
     target = script(
         [
             {"tool_calls": [lookup_call()], "usage": {"input_tokens": 11, "output_tokens": 3}},
-            {"text": "Refunds are available within 30 days.", "usage": {"input_tokens": 25, "output_tokens": 9}},
+            {
+                "text": "Refunds are available within 30 days.",
+                "usage": {"input_tokens": 25, "output_tokens": 9},
+            },
         ]
     )
     run = agent_for(target, LookupTool).ask("Can I get a refund?")
@@ -84,7 +87,9 @@ def test_tool_call_then_text_completes_with_summed_usage_and_ordered_messages(co
 
 
 def test_stream_ask_yields_provider_and_agent_events_then_one_terminal_run_stop(config, script):
-    target = script([{"tool_calls": [lookup_call()]}, {"text": "Refunds are available within 30 days."}])
+    target = script(
+        [{"tool_calls": [lookup_call()]}, {"text": "Refunds are available within 30 days."}]
+    )
     run = agent_for(target, LookupTool).stream_ask("Can I get a refund?")
     events = list(run)
     types = [event.type for event in events]
@@ -100,10 +105,21 @@ def test_stream_ask_yields_provider_and_agent_events_then_one_terminal_run_stop(
         return types.index(name, start)
 
     first_stop = index("message_stop")
-    assert index("message_start") < index("tool_call_start") < index("tool_call_delta") < index("tool_call_stop") < first_stop
+    assert (
+        index("message_start")
+        < index("tool_call_start")
+        < index("tool_call_delta")
+        < index("tool_call_stop")
+        < first_stop
+    )
     assert first_stop < index("tool_execution_start") < index("tool_execution_stop")
     second_start = index("message_start", first_stop)
-    assert index("tool_execution_stop") < second_start < index("text_delta") < index("message_stop", second_start)
+    assert (
+        index("tool_execution_stop")
+        < second_start
+        < index("text_delta")
+        < index("message_stop", second_start)
+    )
     assert types.count("message_start") == types.count("message_stop") == 2
     assert types.count("text_delta") > 1, "text must stream in more than one delta"
 
@@ -137,7 +153,9 @@ def test_iterating_a_run_returned_by_ask_raises(config, script):
 # -- tool failures the model can recover from --------------------------------------------
 
 
-def test_invalid_tool_input_returns_an_error_result_naming_the_field_and_the_run_recovers(config, script):
+def test_invalid_tool_input_returns_an_error_result_naming_the_field_and_the_run_recovers(
+    config, script
+):
     target = script(
         [
             {"tool_calls": [{"name": "lookup", "arguments": {"topik": "refunds"}}]},
@@ -166,7 +184,10 @@ def test_invalid_tool_input_returns_an_error_result_naming_the_field_and_the_run
     assert good.status == "success"
     assert calls == [{"topic": "refunds"}], "the tool must not run with invalid input"
     stops = [e for e in run.events() if e.type == "tool_execution_stop"]
-    assert [(e.data["status"], e.data["error_kind"]) for e in stops] == [("error", "validation"), ("success", None)]
+    assert [(e.data["status"], e.data["error_kind"]) for e in stops] == [
+        ("error", "validation"),
+        ("success", None),
+    ]
 
 
 def test_unknown_tool_returns_an_error_listing_available_tools_and_the_run_recovers(config, script):
@@ -228,7 +249,9 @@ def _leaky_tool():
 
 
 def test_unexpected_tool_exception_shows_only_its_class_name_to_the_model(config, script):
-    target = script([{"tool_calls": [{"name": "leaky", "arguments": {}}]}, {"text": "Something went wrong."}])
+    target = script(
+        [{"tool_calls": [{"name": "leaky", "arguments": {}}]}, {"text": "Something went wrong."}]
+    )
     run = agent_for(target, _leaky_tool()).ask("Go")
 
     assert run.outcome == "completed"
@@ -236,7 +259,9 @@ def test_unexpected_tool_exception_shows_only_its_class_name_to_the_model(config
     assert result.status == "error"
     assert "_LeakyError" in result.text
     assert "hunter2" not in result.text
-    assert all("hunter2" not in str(dict(e.data)) for e in run.events()), "the secret leaked into the event log"
+    assert all("hunter2" not in str(dict(e.data)) for e in run.events()), (
+        "the secret leaked into the event log"
+    )
 
     [original] = run.tool_errors
     assert isinstance(original, _LeakyError)
@@ -249,7 +274,9 @@ def test_unexpected_tool_exception_shows_only_its_class_name_to_the_model(config
 
 
 def test_without_capture_diagnostics_no_message_or_traceback_is_kept(config, script):
-    target = script([{"tool_calls": [{"name": "leaky", "arguments": {}}]}, {"text": "Something went wrong."}])
+    target = script(
+        [{"tool_calls": [{"name": "leaky", "arguments": {}}]}, {"text": "Something went wrong."}]
+    )
     run = agent_for(target, _leaky_tool(), capture_diagnostics=False).ask("Go")
 
     assert run.outcome == "completed"
@@ -273,7 +300,7 @@ def test_exceeding_max_turns_fails_with_output_limit_error(config, script):
     assert isinstance(run.error, OutputLimitError)
     assert "max_turns" in str(run.error) and "3" in str(run.error)
     assert run.response is None
-    assert event_types(run).count("message_start") == 3
+    assert event_types(run).count("message_stop") == 3
     assert event_types(run)[-1] == "run_error"
 
 
@@ -290,7 +317,9 @@ def test_exceeding_max_tool_calls_fails_with_output_limit_error(config, script):
     assert run.outcome == "failed"
     assert isinstance(run.error, OutputLimitError)
     assert "max_tool_calls" in str(run.error)
-    assert event_types(run).count("tool_execution_stop") == 2, "the first two calls are within the limit"
+    assert event_types(run).count("tool_execution_stop") == 2, (
+        "the first two calls are within the limit"
+    )
 
 
 def test_tool_output_over_the_limit_is_truncated_in_the_middle(config, script):
@@ -333,7 +362,9 @@ def test_scripted_provider_error_fails_the_run_with_provider_error(config, scrip
 
 
 def test_retryable_rate_limit_is_retried_with_model_retry_then_completes(config, script):
-    target = script([{"error": {"kind": "rate_limit", "message": "slow down"}}, {"text": "Recovered."}])
+    target = script(
+        [{"error": {"kind": "rate_limit", "message": "slow down"}}, {"text": "Recovered."}]
+    )
     run = agent_for(target).stream_ask("Hi")
     streamed = list(run)
 
@@ -396,14 +427,143 @@ def test_after_model_error_replacement_is_bounded_by_the_recovery_limit(config, 
 
 
 @pytest.mark.parametrize(
-    "arguments, fragment",
-    [([1, 2, 3], "list arguments"), ("{not json", "not JSON")],
+    "calls, fragment",
+    [
+        ([{"name": "lookup", "arguments": [1, 2, 3]}], "list arguments"),
+        ([{"name": "lookup", "arguments": "{not json"}], "not JSON"),
+        ([lookup_call(id="dup"), lookup_call(id="dup")], "same tool call id"),
+    ],
+    ids=["non-object", "not-json", "duplicate-id"],
 )
-def test_malformed_tool_call_fails_with_malformed_tool_call_error(config, script, arguments, fragment):
-    target = script([{"tool_calls": [{"name": "lookup", "arguments": arguments}]}, {"text": "unreachable"}])
+def test_malformed_tool_call_fails_with_malformed_tool_call_error(config, script, calls, fragment):
+    target = script([{"tool_calls": calls}, {"text": "unreachable"}])
     run = agent_for(target, LookupTool).ask("Hi")
 
     assert run.outcome == "failed"
     assert isinstance(run.error, MalformedToolCallError)
     assert fragment in str(run.error)
-    assert "tool_execution_start" not in event_types(run)
+    assert "tool_execution_stop" not in event_types(run)
+
+
+# -- conversation input and tool forms ----------------------------------------------------------
+
+
+def test_history_comes_before_the_message_in_the_request_and_the_result(config, script):
+    requests = []
+
+    def serve(request):
+        requests.append(request)
+        return {"text": "Yes, still within 30 days."}
+
+    history = [
+        lg_core.Message(role="user", content="I bought shoes last week."),
+        lg_core.Message(role="assistant", content="Thanks, noted."),
+    ]
+    run = agent_for(script(serve)).ask("Can I return them?", history=history)
+
+    assert run.outcome == "completed"
+    texts = [m.text for m in requests[0].messages]
+    assert texts == ["I bought shoes last week.", "Thanks, noted.", "Can I return them?"]
+    assert [m.text for m in run.result.messages] == [*texts, "Yes, still within 30 days."]
+
+
+def test_an_async_tool_runs_inside_the_loop(config, script):
+    import asyncio
+
+    class AsyncLookup(Tool):
+        tool_name = "lookup"
+        description = "Async lookup."
+        input_schema = LOOKUP_SCHEMA
+
+        async def call(self, input):
+            await asyncio.sleep(0)
+            return {"topic": input["topic"], "answer": ANSWERS[input["topic"]]}
+
+    run = agent_for(script([{"tool_calls": [lookup_call()]}, {"text": "ok"}]), AsyncLookup).ask(
+        "Refunds?"
+    )
+
+    assert run.outcome == "completed"
+    [result] = tool_message(run).tool_results
+    assert result.status == "success"
+    assert result.text == '{"topic": "refunds", "answer": "Refunds are available within 30 days."}'
+
+
+def test_a_failure_before_the_first_turn_still_ends_the_stream_with_run_error(config, script):
+    calls = []
+
+    def serve(request):
+        calls.append(request)
+        return {"text": "never"}
+
+    class BrokenStart(Agent):
+        model = script(serve)
+
+        @lg_core.before_invocation
+        def explode(self, payload):
+            raise RuntimeError("cannot load the customer profile")
+
+    run = BrokenStart.stream_ask("Hi")
+    types = [event.type for event in run]
+
+    assert types == ["invocation_start", "run_error"]
+    assert run.outcome == "failed"
+    assert isinstance(run.error, RuntimeError)
+    assert calls == []
+    assert [e.type for e in run.events()] == types
+
+
+def test_a_failed_run_keeps_the_usage_of_the_turns_it_completed(config, script):
+    target = script(
+        [
+            {"tool_calls": [lookup_call()], "usage": {"input_tokens": 40, "output_tokens": 4}},
+            {"error": "upstream exploded"},
+        ]
+    )
+    run = agent_for(target, LookupTool).ask("Refunds?")
+
+    assert run.outcome == "failed"
+    assert run.usage == Usage(input_tokens=40, output_tokens=4)
+    assert run.result is None
+    assert run.events()[-1].data["usage"] == run.usage
+
+
+def test_concurrent_asks_of_one_agent_class_are_independent_runs(config, script):
+    import contextvars
+    import threading
+
+    barrier = threading.Barrier(4, timeout=5)
+
+    class EchoTool(Tool):
+        tool_name = "echo"
+        description = "Echo the caller."
+
+        def call(self, input):
+            barrier.wait()
+            return self.run.invocation.actor_id
+
+    def turns(request):
+        if request.metadata["sequence"] == 0:
+            return {"tool_calls": [{"name": "echo", "arguments": {}}]}
+        return {"text": "caller " + request.messages[-1].tool_results[0].text}
+
+    Shared = agent_for(script(turns), EchoTool)
+    runs = {}
+
+    def ask(actor):
+        runs[actor] = Shared.ask("Who am I?", actor_id=actor)
+
+    threads = [
+        threading.Thread(target=contextvars.copy_context().run, args=(ask, f"user-{n}"))
+        for n in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+    assert sorted(runs) == [f"user-{n}" for n in range(4)]
+    for actor, run in runs.items():
+        assert run.outcome == "completed"
+        assert run.response == f"caller {actor}"
+    assert len({run.id for run in runs.values()}) == 4

@@ -1,0 +1,1 @@
+"""Behaviour tests of the agent loop, driven through real runs with the scripted provider."""

@@ -1,0 +1,246 @@
+"""Streaming a run: event order, early exit, serial delivery and the async forms."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from lg_core import Agent, Tool
+from lg_core.events import LIVE_ONLY_EVENTS
+
+
+def agent_for(target, *tool_classes, **attributes):
+    namespace = {"model": target, "tools": list(tool_classes), **attributes}
+    return type("StreamAgent", (Agent,), namespace)
+
+
+class LookupTool(Tool):
+    description = "Look up a topic."
+
+    def call(self, input):
+        return f"entry for {input.get('topic')}"
+
+
+def lookup(topic, call_id):
+    return {"name": "lookup", "id": call_id, "arguments": {"topic": topic}}
+
+
+TURNS = [
+    {"text": "Let me look.", "tool_calls": [lookup("refunds", "a"), lookup("shipping", "b")]},
+    {"text": "Refunds take 30 days and shipping takes three days."},
+]
+
+
+def _waiting_tool(started):
+    class WaitTool(Tool):
+        tool_name = "wait"
+        description = "Blocks until the run is cancelled."
+
+        def call(self, input):
+            started.set()
+            self.context.cancellation_token.wait(10)
+            self.context.check()
+            return "not cancelled"
+
+    return WaitTool
+
+
+# -- order -------------------------------------------------------------------------------------------
+
+
+def test_streamed_events_come_in_a_consistent_order(config, script):
+    run = agent_for(script(TURNS), LookupTool).stream_ask("Refunds and shipping?")
+    events = list(run)
+    types = [e.type for e in events]
+
+    assert run.outcome == "completed"
+    assert types[0] == "invocation_start"
+    assert types[-2:] == ["invocation_stop", "run_stop"]
+    assert sum(e.terminal for e in events) == 1
+
+    first_stop = types.index("message_stop")
+    turn_one = types[: first_stop + 1]
+    assert (
+        turn_one.index("message_start")
+        < turn_one.index("text_delta")
+        < turn_one.index("tool_call_start")
+    )
+    for call_id in ("a", "b"):
+        call_events = [e.type for e in events if e.data.get("id") == call_id]
+        assert call_events == [
+            "tool_call_start",
+            "tool_call_delta",
+            "tool_call_stop",
+            "tool_execution_start",
+            "tool_execution_stop",
+        ], call_id
+    assert max(i for i, t in enumerate(types) if t == "tool_execution_stop") < types.index(
+        "message_start", first_stop
+    )
+    text = "".join(e.data["text"] for e in events[first_stop:] if e.type == "text_delta")
+    assert text == run.response
+
+
+def test_durable_events_are_streamed_with_their_log_sequence_numbers(config, script):
+    run = agent_for(script(TURNS), LookupTool).stream_ask("Refunds and shipping?")
+    events = list(run)
+
+    numbered = [e for e in events if e.seq is not None]
+    assert all(e.type in LIVE_ONLY_EVENTS for e in events if e.seq is None)
+    assert [e.seq for e in numbered] == list(range(1, len(numbered) + 1))
+    assert [(e.seq, e.type) for e in numbered] == [(e.seq, e.type) for e in run.events()]
+
+
+def test_on_event_receives_the_same_events_as_iteration(config, script):
+    received = []
+    run = agent_for(script(TURNS), LookupTool).stream_ask(
+        "Refunds and shipping?", on_event=received.append
+    )
+    streamed = list(run)
+
+    assert run.outcome == "completed"
+    assert received == streamed
+
+
+def test_ask_on_event_sees_every_durable_event_in_log_order(config, script):
+    received = []
+    run = agent_for(script(TURNS), LookupTool).ask(
+        "Refunds and shipping?", on_event=received.append
+    )
+
+    assert run.outcome == "completed"
+    assert "text_delta" in [e.type for e in received]
+    durable = [(e.seq, e.type) for e in received if e.type not in LIVE_ONLY_EVENTS]
+    assert durable == [(e.seq, e.type) for e in run.events()]
+
+
+def test_model_retry_is_streamed_before_the_retried_text(config, script):
+    target = script([{"error": {"kind": "rate_limit", "message": "busy"}}, {"text": "Back again."}])
+    events = list(agent_for(target).stream_ask("Hi"))
+    types = [e.type for e in events]
+
+    assert types.count("model_retry") == 1
+    assert types.index("model_retry") < types.index("text_delta")
+    assert types[-1] == "run_stop"
+
+
+def test_the_stream_consumer_is_called_serially_during_parallel_tools(config, script):
+    tools_barrier = threading.Barrier(2, timeout=5)
+    consumer_barrier = threading.Barrier(2, timeout=0.5)
+    overlapped = []
+
+    class MeetTool(Tool):
+        tool_name = "lookup"
+        description = "Meets its sibling."
+
+        def call(self, input):
+            tools_barrier.wait()
+            return "met"
+
+    def consume(event):
+        if event.type == "tool_execution_start":
+            try:
+                consumer_barrier.wait()
+                overlapped.append(event.data["id"])
+            except threading.BrokenBarrierError:
+                pass
+
+    run = agent_for(script(TURNS), MeetTool).ask("Go", on_event=consume)
+
+    assert run.outcome == "completed"
+    assert [r.text for r in run.result.messages[2].tool_results] == ["met", "met"], (
+        "the tools ran in parallel"
+    )
+    assert overlapped == [], "two consumer calls were inside the consumer at once"
+
+
+# -- early exit --------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_breaking_out_of_a_stream_cancels_the_run_and_returns(config, script):
+    started = threading.Event()
+    closed = []
+    target = script([{"tool_calls": [{"name": "wait", "arguments": {}}]}, {"text": "never"}])
+    run = agent_for(target, _waiting_tool(started)).stream_ask("Go")
+    run.register(closer=lambda: closed.append(True))
+
+    seen = []
+    for event in run:
+        seen.append(event.type)
+        if event.type == "tool_execution_start":
+            break
+
+    assert started.is_set()
+    assert run.outcome == "cancelled"
+    assert run.response is None
+    assert closed == [True]
+    assert [e.type for e in run.events()][-1] == "run_cancel"
+    assert "run_cancel" not in seen
+
+
+# -- async forms -------------------------------------------------------------------------------------
+
+
+def test_ask_async_runs_inside_asyncio(config, script):
+    target = script(TURNS)
+    Agent_ = agent_for(target, LookupTool)
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        run = await Agent_.ask_async("Refunds and shipping?")
+        task.cancel()
+        return run, ticks
+
+    run, ticks = asyncio.run(main())
+
+    assert run.outcome == "completed"
+    assert run.response == TURNS[1]["text"]
+    assert ticks > 0, "the event loop kept running while the run executed"
+
+
+def test_stream_ask_async_yields_events_inside_asyncio(config, script):
+    target = script(TURNS)
+
+    async def main():
+        stream = agent_for(target, LookupTool).stream_ask_async("Refunds and shipping?")
+        types = [event.type async for event in stream]
+        return stream.run, types
+
+    run, types = asyncio.run(main())
+
+    assert run.outcome == "completed"
+    assert types[0] == "invocation_start"
+    assert types[-1] == "run_stop"
+    assert "text_delta" in types and "tool_execution_stop" in types
+
+
+@pytest.mark.timeout(30)
+def test_leaving_an_async_stream_early_cancels_the_run(config, script):
+    started = threading.Event()
+    target = script([{"tool_calls": [{"name": "wait", "arguments": {}}]}, {"text": "never"}])
+    Waiting = agent_for(target, _waiting_tool(started))
+
+    async def main():
+        stream = Waiting.stream_ask_async("Go")
+        iterator = stream.__aiter__()
+        async for event in iterator:
+            if event.type == "tool_execution_start":
+                break
+        await iterator.aclose()
+        return stream.run
+
+    run = asyncio.run(main())
+
+    assert run.outcome == "cancelled"
+    assert [e.type for e in run.events()][-1] == "run_cancel"

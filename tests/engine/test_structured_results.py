@@ -1,0 +1,241 @@
+"""Structured results through a run: provider and tool strategies, repair, failures."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel, ConfigDict
+
+from lg_core import Agent, StructuredResult
+from lg_core.errors import ConfigurationError, StructuredResultError
+
+TRIAGE = {
+    "name": "support_triage",
+    "description": "Routing decision for one support request",
+    "type": "object",
+    "properties": {
+        "category": {"type": "string", "enum": ["billing", "delivery", "returns", "other"]},
+        "urgent": {"type": "boolean"},
+    },
+    "required": ["category", "urgent"],
+    "additionalProperties": False,
+}
+VALID = {"category": "delivery", "urgent": True}
+NO_NATIVE = {"native_structured_output": False}
+
+
+def triage_agent(target, schema=None):
+    return type("TriageAgent", (Agent,), {"model": target, "result_schema": schema or TRIAGE})
+
+
+def recording(script, turns, **options):
+    requests = []
+
+    def serve(request):
+        requests.append(request)
+        return turns[request.metadata["sequence"]]
+
+    return script(serve, **options), requests
+
+
+def event_types(run):
+    return [event.type for event in run.events()]
+
+
+# -- provider strategy ----------------------------------------------------------------------
+
+
+def test_provider_strategy_valid_json_becomes_the_output(config, script):
+    target, requests = recording(script, [{"structured": VALID}])
+    run = triage_agent(target).ask("My package is missing.")
+
+    assert run.outcome == "completed"
+    assert run.result.output == VALID
+    assert run.result.structured
+    assert run.result.structured_result == StructuredResult(
+        schema_name="support_triage", value=VALID
+    )
+    assert json.loads(run.response) == VALID
+    [request] = requests
+    assert request.output_schema["name"] == "support_triage"
+    assert request.output_schema["schema"]["required"] == ["category", "urgent"]
+    assert "structured_result_repair" not in event_types(run)
+
+
+def test_plain_agent_output_is_the_text(config, script):
+    target = script([{"text": "Just text."}])
+    run = type("PlainAgent", (Agent,), {"model": target}).ask("Hi")
+
+    assert run.result.output == "Just text."
+    assert run.result.structured_result is None
+
+
+def test_invalid_then_valid_result_is_repaired_once(config, script):
+    target, requests = recording(
+        script, [{"structured": {"category": "teleport", "urgent": "yes"}}, {"structured": VALID}]
+    )
+    run = triage_agent(target).ask("Where is my parcel?")
+
+    assert run.outcome == "completed"
+    assert run.result.output == VALID
+    assert len(requests) == 2
+    [repair] = [e for e in run.events() if e.type == "structured_result_repair"]
+    assert repair.data["schema_name"] == "support_triage"
+    assert any("category" in problem for problem in repair.data["validation_errors"])
+    repair_prompt = requests[1].messages[-1]
+    assert repair_prompt.role == "user"
+    assert "support_triage" in repair_prompt.text
+    assert [m.role for m in run.result.messages] == ["user", "assistant", "user", "assistant"]
+
+
+def test_non_json_answer_is_repaired(config, script):
+    target = script(
+        [
+            {"text": "It is a delivery problem, quite urgent."},
+            {"text": "```json\n" + json.dumps(VALID) + "\n```"},
+        ]
+    )
+    run = triage_agent(target).ask("Where is my parcel?")
+
+    assert run.outcome == "completed"
+    assert run.result.output == VALID
+    [repair] = [e for e in run.events() if e.type == "structured_result_repair"]
+    assert "not valid JSON" in repair.data["validation_errors"][0]
+
+
+def test_invalid_twice_fails_with_structured_result_error(config, script):
+    target = script(
+        [
+            {"structured": {"category": "teleport", "urgent": True}},
+            {"structured": {"category": "delivery"}},
+        ]
+    )
+    run = triage_agent(target).ask("Where is my parcel?")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, StructuredResultError)
+    assert run.error.schema_name == "support_triage"
+    assert run.error.validation_errors
+    assert any("urgent" in problem for problem in run.error.validation_errors)
+    assert run.response is None
+    assert event_types(run).count("structured_result_repair") == 1
+    assert event_types(run)[-1] == "run_error"
+
+
+# -- tool strategy -------------------------------------------------------------------------------
+
+
+def test_auto_strategy_uses_a_terminal_submit_tool_without_native_support(config, script):
+    turns = [{"tool_calls": [{"name": "submit_support_triage", "arguments": VALID}]}]
+    target, requests = recording(script, turns, capabilities=NO_NATIVE)
+    run = triage_agent(target).ask("Missing package")
+
+    assert run.outcome == "completed"
+    assert run.result.output == VALID
+    assert run.result.structured_result.schema_name == "support_triage"
+    [request] = requests
+    assert request.output_schema is None
+    assert [spec.name for spec in request.tools] == ["submit_support_triage"]
+    assert "tool_execution_stop" not in event_types(run), (
+        "the terminal tool is not executed as an application tool"
+    )
+
+
+def test_tool_strategy_repairs_an_invalid_submission(config, script):
+    turns = [
+        {"tool_calls": [{"name": "submit_support_triage", "arguments": {"category": "delivery"}}]},
+        {"tool_calls": [{"name": "submit_support_triage", "arguments": VALID}]},
+    ]
+    target, requests = recording(script, turns, capabilities=NO_NATIVE)
+    run = triage_agent(target, {**TRIAGE, "strategy": "tool"}).ask("Missing package")
+
+    assert run.outcome == "completed"
+    assert run.result.output == VALID
+    assert len(requests) == 2
+    [result] = requests[1].messages[-1].tool_results
+    assert result.status == "error"
+    assert "urgent" in result.text
+
+
+def test_tool_strategy_text_answer_is_repaired_then_fails_when_still_missing(config, script):
+    target = script(
+        [{"text": "delivery, urgent"}, {"text": "still just text"}], capabilities=NO_NATIVE
+    )
+    run = triage_agent(target).ask("Missing package")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, StructuredResultError)
+    assert "submit_support_triage" in str(run.error)
+
+
+def test_provider_strategy_on_a_model_without_native_support_fails_with_configuration_error(
+    config, script
+):
+    calls = []
+
+    def serve(request):
+        calls.append(request)
+        return {"structured": VALID}
+
+    target = script(serve, capabilities=NO_NATIVE)
+    run = triage_agent(target, {**TRIAGE, "strategy": "provider"}).ask("Missing package")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, ConfigurationError)
+    assert "native structured output" in str(run.error)
+    assert calls == [], "no model call is made with an unsupported strategy"
+    assert event_types(run)[-1] == "run_error"
+
+
+# -- Pydantic result models -------------------------------------------------------------------------
+
+
+class Triage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    category: str
+    urgent: bool
+
+
+def test_pydantic_result_model_output_is_a_model_instance(config, script):
+    target = script([{"structured": VALID}])
+    run = triage_agent(target, Triage).ask("Missing package")
+
+    assert run.outcome == "completed"
+    output = run.result.output
+    assert isinstance(output, Triage)
+    assert output == Triage(category="delivery", urgent=True)
+    assert run.result.structured_result.value == VALID
+
+
+def test_pydantic_result_model_validation_errors_are_repaired(config, script):
+    target = script([{"structured": {"category": "delivery"}}, {"structured": VALID}])
+    run = triage_agent(target, Triage).ask("Missing package")
+
+    assert run.outcome == "completed"
+    assert isinstance(run.result.output, Triage)
+    assert event_types(run).count("structured_result_repair") == 1
+
+
+def test_a_structured_agent_may_call_tools_before_answering(config, script):
+    from lg_core import Tool
+
+    class OrderTool(Tool):
+        tool_name = "order_status"
+        description = "Order status."
+
+        def call(self, input):
+            return "lost in transit"
+
+    turns = [{"tool_calls": [{"name": "order_status", "arguments": {}}]}, {"structured": VALID}]
+    target, requests = recording(script, turns)
+    Agent_ = type(
+        "ToolTriage", (Agent,), {"model": target, "result_schema": TRIAGE, "tools": [OrderTool]}
+    )
+    run = Agent_.ask("Where is my parcel?")
+
+    assert run.outcome == "completed"
+    assert run.result.output == VALID
+    assert "structured_result_repair" not in event_types(run), (
+        "a tool turn is not an invalid result"
+    )
+    assert [m.role for m in run.result.messages] == ["user", "assistant", "tool", "assistant"]

@@ -1,0 +1,354 @@
+"""Tools inside real runs: parallelism, exclusivity, the run-scoped binding and state.
+
+Concurrency is proven with barriers and events, never with timings: a
+``threading.Barrier(2)`` only opens when two tool calls are inside it at the
+same moment, so sequential execution breaks it and the test fails.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from lg_core import Agent, Run, RunContext, Tool
+
+
+def agent_for(target, *tool_classes, **attributes):
+    namespace = {"model": target, "tools": list(tool_classes), **attributes}
+    return type("ToolAgent", (Agent,), namespace)
+
+
+def call(name, call_id=None, **arguments):
+    data = {"name": name, "arguments": arguments}
+    if call_id is not None:
+        data["id"] = call_id
+    return data
+
+
+def results_of(run, index=2):
+    message = run.result.messages[index]
+    assert message.role == "tool"
+    return message.tool_results
+
+
+def offered_tools(requests, index=0):
+    return sorted(spec.name for spec in requests[index].tools)
+
+
+def recording_script(script, turns):
+    """A scripted target that also records every ModelRequest it serves."""
+    requests = []
+
+    def serve(request):
+        requests.append(request)
+        return turns[request.metadata["sequence"]]
+
+    return script(serve), requests
+
+
+# -- parallel and exclusive ---------------------------------------------------------------
+
+
+def test_two_tool_calls_of_one_turn_run_in_parallel_and_results_keep_call_order(config, script):
+    barrier = threading.Barrier(2, timeout=5)
+    second_finished = threading.Event()
+    finish_order = []
+
+    class SlowTool(Tool):
+        tool_name = "slow"
+        description = "Finishes after the fast one."
+
+        def call(self, input):
+            barrier.wait()
+            assert second_finished.wait(5)
+            finish_order.append("slow")
+            return "slow result"
+
+    class FastTool(Tool):
+        tool_name = "fast"
+        description = "Finishes first."
+
+        def call(self, input):
+            barrier.wait()
+            finish_order.append("fast")
+            second_finished.set()
+            return "fast result"
+
+    target = script([{"tool_calls": [call("slow"), call("fast")]}, {"text": "Both done."}])
+    run = agent_for(target, SlowTool, FastTool).ask("Do both")
+
+    assert run.outcome == "completed"
+    assert finish_order == ["fast", "slow"]
+    results = results_of(run)
+    assert [r.text for r in results] == ["slow result", "fast result"], (
+        "results follow call order, not finish order"
+    )
+    assert [r.status for r in results] == ["success", "success"]
+    assert [r.tool_use_id for r in results] == [u.id for u in run.result.messages[1].tool_uses]
+    assert run.tool_errors == []
+
+
+def _exclusive_tracker():
+    lock = threading.Lock()
+    state = {"active": 0, "max": 0, "entries": []}
+
+    class ExclusiveTool(Tool):
+        tool_name = "update_draft"
+        description = "Update the shared draft."
+        exclusive = True
+        input_schema = {
+            "type": "object",
+            "properties": {"section": {"type": "string"}},
+            "required": ["section"],
+            "additionalProperties": False,
+        }
+
+        def call(self, input):
+            with lock:
+                state["active"] += 1
+                state["max"] = max(state["max"], state["active"])
+                state["entries"].append(input["section"])
+            time.sleep(0.05)  # widen the window an overlap would need; nothing asserts on time
+            with lock:
+                state["active"] -= 1
+            return f"updated {input['section']}"
+
+    return ExclusiveTool, state
+
+
+def test_exclusive_tools_never_overlap_yet_all_run(config, script):
+    ExclusiveTool, state = _exclusive_tracker()
+    sections = ["intro", "body", "summary", "appendix"]
+    target = script(
+        [
+            {
+                "tool_calls": [
+                    call("update_draft", f"c{i}", section=s) for i, s in enumerate(sections)
+                ]
+            },
+            {"text": "Draft updated."},
+        ]
+    )
+    run = agent_for(target, ExclusiveTool).ask("Update every section")
+
+    assert run.outcome == "completed"
+    assert state["max"] == 1
+    assert sorted(state["entries"]) == sorted(sections)
+    assert [r.text for r in results_of(run)] == [f"updated {s}" for s in sections]
+
+
+def test_an_exclusive_tool_may_overlap_a_non_exclusive_one(config, script):
+    barrier = threading.Barrier(2, timeout=5)
+
+    class LockedTool(Tool):
+        tool_name = "locked"
+        description = "Exclusive."
+        exclusive = True
+
+        def call(self, input):
+            barrier.wait()
+            return "locked ok"
+
+    class FreeTool(Tool):
+        tool_name = "free"
+        description = "Not exclusive."
+
+        def call(self, input):
+            barrier.wait()
+            return "free ok"
+
+    target = script([{"tool_calls": [call("locked"), call("free")]}, {"text": "ok"}])
+    run = agent_for(target, LockedTool, FreeTool).ask("Go")
+
+    assert run.outcome == "completed"
+    assert [r.text for r in results_of(run)] == ["locked ok", "free ok"]
+
+
+# -- the binding ---------------------------------------------------------------------------------
+
+
+def test_tool_binding_exposes_run_agent_context_and_a_stable_unique_idempotency_key(config, script):
+    seen = []
+
+    class InspectTool(Tool):
+        tool_name = "inspect"
+        description = "Record what the binding holds."
+
+        def call(self, input):
+            seen.append(
+                {
+                    "run": self.run,
+                    "agent": self.agent,
+                    "actor_id": self.run.invocation.actor_id,
+                    "account_id": self.run.invocation.context["account_id"],
+                    "context": self.context,
+                    "key": self.idempotency_key,
+                    "tag": input["tag"],
+                }
+            )
+            return "ok"
+
+    target = script(
+        [
+            {"tool_calls": [call("inspect", "a", tag="first"), call("inspect", "b", tag="second")]},
+            {"tool_calls": [call("inspect", "c", tag="third")]},
+            {"text": "Inspected."},
+        ]
+    )
+    InspectAgent = agent_for(target, InspectTool)
+    run = InspectAgent.ask("Inspect", actor_id="user-7", context={"account_id": "acct-1"})
+
+    assert run.outcome == "completed"
+    assert len(seen) == 3
+    by_tag = {entry["tag"]: entry for entry in seen}
+    for entry in seen:
+        assert entry["run"] is run
+        assert isinstance(entry["agent"], InspectAgent)
+        assert entry["agent"].run is run
+        assert entry["actor_id"] == "user-7"
+        assert entry["account_id"] == "acct-1"
+        assert isinstance(entry["context"], RunContext)
+    assert by_tag["first"]["key"] == f"{run.id}/root/turn-0/tool/a"
+    assert by_tag["second"]["key"] == f"{run.id}/root/turn-0/tool/b"
+    assert by_tag["third"]["key"] == f"{run.id}/root/turn-1/tool/c"
+    assert len({entry["key"] for entry in seen}) == 3
+
+
+def test_tool_context_is_only_set_during_the_call(config, script):
+    instances = []
+
+    class KeepTool(Tool):
+        tool_name = "keep"
+        description = "Keeps itself."
+
+        def call(self, input):
+            instances.append(self)
+            assert self.context is not None
+            return "kept"
+
+    target = script([{"tool_calls": [call("keep")]}, {"text": "ok"}])
+    run = agent_for(target, KeepTool).ask("Go")
+
+    assert run.outcome == "completed"
+    [tool] = instances
+    assert tool.context is None
+    assert isinstance(tool.run, Run)
+
+
+def test_context_state_changes_are_visible_to_later_tools_and_in_the_result(config, script):
+    reads = []
+
+    class RememberTool(Tool):
+        tool_name = "remember"
+        description = "Remember a fact."
+
+        def call(self, input):
+            self.context.state["fact"] = input["fact"]
+            self.context.state["count"] = self.context.state.get("count", 0) + 1
+            return "remembered"
+
+    class RecallTool(Tool):
+        tool_name = "recall"
+        description = "Recall the fact."
+
+        def call(self, input):
+            reads.append(
+                (
+                    self.context.state.get("fact"),
+                    self.context.state.get("count"),
+                    self.context.state.get("plan"),
+                )
+            )
+            return str(self.context.state.get("fact"))
+
+    target = script(
+        [
+            {"tool_calls": [call("remember", fact="sky is blue")]},
+            {"tool_calls": [call("recall")]},
+            {"text": "Recalled."},
+        ]
+    )
+    run = agent_for(target, RememberTool, RecallTool).ask("Go", context={"plan": "gold"})
+
+    assert run.outcome == "completed"
+    assert reads == [("sky is blue", 1, "gold")]
+    assert results_of(run, 4)[0].text == "sky is blue"
+    assert dict(run.result.state) == {"plan": "gold", "fact": "sky is blue", "count": 1}
+
+
+# -- providers and available_if -------------------------------------------------------------------
+
+
+class AccountStatusTool(Tool):
+    description = "Account status."
+
+    def call(self, input):
+        return "active"
+
+
+class CloseAccountTool(Tool):
+    description = "Close the account."
+
+    def call(self, input):
+        return "closed"
+
+
+class AccountTools:
+    @classmethod
+    def tools(cls, binding):
+        may_close = binding.run.invocation.context.get("may_close_account")
+        return [AccountStatusTool, [CloseAccountTool if may_close else None]]
+
+
+class SlackOnlyTool(Tool):
+    description = "Update a Slack message."
+    available_if = staticmethod(lambda binding: binding.run.invocation.get("interface") == "slack")
+
+    def call(self, input):
+        return "updated"
+
+
+def test_tool_provider_and_available_if_decide_the_tools_per_run(config, script):
+    turns = [{"tool_calls": [call("close_account")]}, {"text": "Done."}]
+    target, requests = recording_script(script, turns)
+    GatedAgent = agent_for(target, AccountTools, SlackOnlyTool)
+
+    allowed = GatedAgent.ask("Close it", context={"may_close_account": True}, interface="slack")
+    assert allowed.outcome == "completed"
+    assert offered_tools(requests) == ["account_status", "close_account", "slack_only"]
+    assert results_of(allowed)[0].text == "closed"
+
+    requests.clear()
+    denied = GatedAgent.ask("Close it", context={"may_close_account": False}, interface="web")
+    assert denied.outcome == "completed"
+    assert offered_tools(requests) == ["account_status"]
+    [result] = results_of(denied)
+    assert result.status == "error"
+    assert "Unknown tool 'close_account'" in result.text
+    assert "Available tools: account_status." in result.text
+
+
+def test_tools_are_built_fresh_for_each_step_and_closed(config, script):
+    closed = []
+    built = []
+
+    class ClosingTool(Tool):
+        tool_name = "closing"
+        description = "Has a close()."
+
+        def __init__(self, binding=None):
+            super().__init__(binding)
+            built.append(self)
+
+        def call(self, input):
+            return "ok"
+
+        def close(self):
+            closed.append(self)
+
+    target = script([{"tool_calls": [call("closing")]}, {"text": "ok"}])
+    run = agent_for(target, ClosingTool).ask("Go")
+
+    assert run.outcome == "completed"
+    assert built, "the tool was never built"
+    assert sorted(map(id, closed)) == sorted(map(id, built)), "every built tool instance is closed"
