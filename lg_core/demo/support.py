@@ -30,8 +30,13 @@ QUICK_MODEL = "support-demo"
 DURABLE_MODEL = "support-durable-demo"
 
 _QUICK_TURNS: list[dict[str, Any]] = [
-    {"text": "Let me check the help center. ", "tool_calls": [{"name": "help_center_lookup", "arguments": {"topic": "refunds"}}]},
-    {"text": "You can get a full refund within 30 days of delivery. After 30 days we can offer store credit instead."},
+    {
+        "text": "Let me check the help center. ",
+        "tool_calls": [{"name": "help_center_lookup", "arguments": {"topic": "refunds"}}],
+    },
+    {
+        "text": "You can get a full refund within 30 days of delivery. After 30 days we can offer store credit instead."
+    },
 ]
 
 DURABLE_TOPICS = ("refunds", "warranty", "repairs")

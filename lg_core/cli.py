@@ -1,0 +1,520 @@
+"""``lg``: ask agents, inspect, resume and cancel stored runs, and run the offline demo.
+
+    lg demo
+    lg ask myapp.agents:SupportAgent "Can I get a refund?" --store sqlite:///runs.db
+    lg runs list --store sqlite:///runs.db
+    lg runs show RUN_ID        lg runs events RUN_ID
+    lg runs resume RUN_ID      lg runs cancel RUN_ID
+
+The run store is ``--store`` on the command, else ``lg --store URL ...``, else
+``LG_RUN_STORE``, else in-memory (which ``lg runs`` refuses: nothing in it
+outlives the process). Application modules named by ``--import`` (repeatable,
+global or per command) and ``LG_IMPORTS`` are imported before an agent runs or
+a run resumes, so their scripted models and agent classes are registered.
+
+Rendering lives in :mod:`lg_core.cli_output`. Output: a run's answer goes to stdout; tool calls, notes and the final status
+line go to stderr, so ``lg ask ... > answer.txt`` keeps only the answer.
+Exit codes: 0 success, 1 a run ended without completing, 2 a usage error
+(unknown run, bad store URL, import failure, bad input), printed as one red
+line without a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from typer.core import TyperGroup
+
+from lg_core.agent import Agent
+from lg_core.cli_output import (
+    EventPrinter,
+    describe_run,
+    error_console,
+    events_table,
+    iso,
+    output_console,
+    preview,
+    record_json,
+    report_outcome,
+    resume_streaming,
+    runs_table,
+    status_text,
+    step_json,
+    steps_table,
+    stream_run,
+)
+from lg_core.config import build_configuration, with_configuration
+from lg_core.errors import ConfigurationError, InvocationError, RunNotFoundError, RunStateError
+from lg_core.store.records import RUN_ACTIVE, RUN_TERMINAL
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for: one red line on stderr, exit code 2."""
+
+
+_USAGE_ERRORS = (UsageError, ConfigurationError, InvocationError, RunNotFoundError, RunStateError)
+
+
+class _Group(TyperGroup):
+    """The root command group: maps usage errors to one line and exit code 2."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _USAGE_ERRORS as exc:
+            fail(str(exc) or type(exc).__name__)
+        except KeyboardInterrupt:
+            error_console().print("[yellow]interrupted[/]")
+            raise typer.Exit(130) from None
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print ``message`` as one red line on stderr and exit with ``code``."""
+    error_console().print(
+        f"[bold red]error:[/] [red]{escape(message)}[/]", soft_wrap=True, highlight=False
+    )
+    raise typer.Exit(code)
+
+
+# -- global options, configuration and imports --------------------------------------------
+
+
+@dataclass
+class _Options:
+    store: str | None = None
+    imports: list[str] = field(default_factory=list)
+
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        metavar="URL",
+        help="Run store URL, e.g. sqlite:///runs.db (default: LG_RUN_STORE).",
+    ),
+]
+ImportOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--import", metavar="MODULE", help="Import MODULE first (repeatable); LG_IMPORTS adds more."
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@contextmanager
+def session(
+    ctx: typer.Context,
+    store: str | None,
+    imports: list[str] | None = None,
+    *,
+    durable: bool,
+    load_imports: bool,
+) -> Iterator[Any]:
+    """A Configuration (and its Runtime) for one command, current for the block and closed after it."""
+    options = ctx.find_object(_Options) or _Options()
+    url = store or options.store
+    config = build_configuration(**({"run_store": url} if url else {}))
+    if durable:
+        require_durable_store(config.run_store)
+    if load_imports:
+        project_on_path()
+        for module in [*config.imports, *options.imports, *(imports or [])]:
+            import_module(module)
+    try:
+        runtime = open_runtime(config)
+        with with_configuration(config):
+            yield runtime
+    finally:
+        config.close()
+
+
+def open_runtime(config: Any) -> Any:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        return config.runtime()
+    except SQLAlchemyError as exc:
+        config.close()
+        reason = getattr(exc, "orig", None) or exc
+        raise UsageError(
+            f"cannot open the run store {safe_url(config.run_store)}: {reason}"
+        ) from None
+
+
+def require_durable_store(url: str) -> None:
+    """``lg runs`` reads a store another process wrote: refuse in-memory and missing SQLite files."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise UsageError(
+            f"--store {url!r} is not a database URL; use sqlite:///path/to/runs.db"
+        ) from None
+    if parsed.get_backend_name() != "sqlite":
+        return
+    if parsed.database in (None, "", ":memory:"):
+        raise UsageError(
+            "no run store configured: runs live in a durable store; pass --store sqlite:///path/to/runs.db "
+            "(or set LG_RUN_STORE) naming the store your runs were written to"
+        )
+    if not Path(parsed.database).exists():
+        raise UsageError(
+            f"no run store at {parsed.database}: the file does not exist (check --store / LG_RUN_STORE)"
+        )
+
+
+def safe_url(url: str) -> str:
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - only for messages
+        return url
+
+
+def project_on_path() -> None:
+    """Make the working directory importable, as ``python -m`` does (a console script does not)."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
+def import_module(name: str) -> Any:
+    """Import an application module; failures become one-line UsageErrors."""
+    project_on_path()
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+            raise UsageError(
+                f"cannot import module {name!r}: no module named {exc.name!r} (check the name and PYTHONPATH)"
+            ) from None
+        raise UsageError(f"importing {name!r} failed: {exc}{_where(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - any failure inside the module is a usage error here
+        raise UsageError(
+            f"importing {name!r} failed: {type(exc).__name__}: {exc}{_where(exc)}"
+        ) from None
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
+def load_agent(target: str) -> type[Agent]:
+    """The Agent subclass named ``module:QualName``."""
+
+    module_name, sep, qualname = target.partition(":")
+    if not sep or not module_name or not qualname:
+        raise UsageError(
+            f"expected MODULE:CLASS (for example myapp.agents:SupportAgent), got {target!r}"
+        )
+    module = import_module(module_name)
+    value: Any = module
+    for part in qualname.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            agents = sorted(
+                n
+                for n, v in vars(module).items()
+                if isinstance(v, type) and issubclass(v, Agent) and v is not Agent
+            )
+            hint = f"; agents there: {', '.join(agents)}" if agents else ""
+            raise UsageError(f"module {module_name!r} has no attribute {qualname!r}{hint}")
+    if not (isinstance(value, type) and issubclass(value, Agent)) or value is Agent:
+        raise UsageError(
+            f"{target} is not an Agent subclass (it is {type(value).__name__} {preview(repr(value), 60)})"
+        )
+    return value
+
+
+def parse_context(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"--context is not valid JSON ({exc.msg} at position {exc.pos}): {text[:60]!r}"
+        ) from None
+    if not isinstance(value, dict):
+        raise UsageError(
+            f'--context must be a JSON object like \'{{"tier": "gold"}}\', got {type(value).__name__}'
+        )
+    return value
+
+
+# -- the app -------------------------------------------------------------------------------
+
+app = typer.Typer(
+    cls=_Group,
+    name="lg",
+    help="LittleGhost: LLM agents whose runs survive crashes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+runs_app = typer.Typer(
+    no_args_is_help=True, help="Inspect, resume and cancel stored runs.", rich_markup_mode=None
+)
+app.add_typer(runs_app, name="runs")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from lg_core import __version__
+
+        typer.echo(f"lg (littleghost) {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    store: StoreOption = None,
+    imports: ImportOption = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """LittleGhost: LLM agents whose runs survive crashes."""
+    ctx.obj = _Options(store=store, imports=list(imports or []))
+
+
+@app.command()
+def demo(
+    directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir",
+            help="Keep the demo's run store and tool journal in DIR (default: a temporary directory).",
+        ),
+    ] = None,
+) -> None:
+    """Offline demo: stream an answer, then kill a run with SIGKILL and resume it."""
+    from lg_core.demo.walkthrough import run_demo
+
+    raise typer.Exit(run_demo(output_console(piped_width=100), directory=directory))
+
+
+@app.command()
+def ask(
+    ctx: typer.Context,
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="MODULE:CLASS", help="The agent class, e.g. myapp.agents:SupportAgent."
+        ),
+    ],
+    message: Annotated[str, typer.Argument(metavar="MESSAGE", help="The user's message.")],
+    store: StoreOption = None,
+    stream: Annotated[
+        bool, typer.Option("--stream/--no-stream", help="Print text as it arrives.")
+    ] = True,
+    context: Annotated[
+        str | None, typer.Option("--context", metavar="JSON", help="Run context as a JSON object.")
+    ] = None,
+    actor_id: Annotated[str | None, typer.Option("--actor-id", metavar="ID")] = None,
+    session_id: Annotated[str | None, typer.Option("--session-id", metavar="ID")] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option("--run-id", metavar="ID", help="Id for the new run (default: random)."),
+    ] = None,
+    imports: ImportOption = None,
+) -> None:
+    """Run an agent on MESSAGE and print its answer (exit 1 unless the run completed)."""
+    options = {
+        "context": parse_context(context),
+        "actor_id": actor_id,
+        "session_id": session_id,
+        "run_id": run_id,
+    }
+    options = {name: value for name, value in options.items() if value is not None}
+    out, info = output_console(), error_console()
+    with session(ctx, store, imports, durable=False, load_imports=True):
+        agent_class = load_agent(target)
+        if stream:
+            run = stream_run(agent_class.stream_ask(message, **options), out, info)
+        else:
+            run = agent_class.ask(message, **options)
+            if run.response:
+                out.print(run.response, markup=False, soft_wrap=True)
+        code = report_outcome(run, info)
+    raise typer.Exit(code)
+
+
+@runs_app.command("list")
+def runs_list(
+    ctx: typer.Context,
+    status: Annotated[
+        str | None,
+        typer.Option("--status", help="running, completed, failed, partial or cancelled."),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, help="At most N runs, newest first.")
+    ] = 20,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Stored runs, newest first."""
+    statuses = (RUN_ACTIVE, *RUN_TERMINAL)
+    if status is not None and status not in statuses:
+        raise UsageError(f"--status must be one of {', '.join(statuses)}; got {status!r}")
+    with session(ctx, store, durable=True, load_imports=False) as runtime:
+        records = runtime.list_runs(status=status, limit=limit)
+        where = safe_url(runtime.configuration.run_store)
+    if as_json:
+        typer.echo(json.dumps([record_json(r) for r in records], indent=2))
+        return
+    if not records:
+        error_console().print(
+            f"no {status + ' ' if status else ''}runs in {escape(where)}", soft_wrap=True
+        )
+        return
+    output_console().print(runs_table(records))
+
+
+@runs_app.command("show")
+def runs_show(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID")],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A run's status, outcome, input, steps and message count."""
+    with session(ctx, store, durable=True, load_imports=False) as runtime:
+        record = runtime.store.load_run(run_id)
+        steps = runtime.store.load_steps(run_id)
+        message_count = sum(
+            len(runtime.store.load_messages(frame.id))
+            for frame in runtime.store.load_frames(run_id)
+        )
+    if as_json:
+        data = {
+            **record_json(record),
+            "invocation": record.invocation,
+            "message_count": message_count,
+            "steps": [step_json(s) for s in steps],
+        }
+        typer.echo(json.dumps(data, indent=2, default=str))
+        return
+    out = output_console()
+    for line in describe_run(record, message_count):
+        out.print(line, soft_wrap=True)
+    out.print()
+    out.print(steps_table(steps) if steps else "no steps")
+
+
+@runs_app.command("events")
+def runs_events(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID")],
+    after: Annotated[
+        int,
+        typer.Option(
+            "--after", metavar="SEQ", min=0, help="Only events after sequence number SEQ."
+        ),
+    ] = 0,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A run's durable event log (token deltas are not stored)."""
+    with session(ctx, store, durable=True, load_imports=False) as runtime:
+        runtime.store.load_run(run_id)
+        events = runtime.store.load_events(run_id, after)
+    if as_json:
+        rows = [
+            {"seq": e.seq, "type": e.type, "created_at": iso(e.created_at), "data": e.data}
+            for e in events
+        ]
+        typer.echo(json.dumps(rows, indent=2, default=str))
+        return
+    if not events:
+        error_console().print(f"no events after {after}")
+        return
+    output_console().print(events_table(events))
+
+
+@runs_app.command("resume")
+def runs_resume(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID")],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Resume even if the holder looks alive (e.g. it ran on another host)."
+        ),
+    ] = False,
+    store: StoreOption = None,
+    imports: ImportOption = None,
+) -> None:
+    """Continue a run whose process died, without redoing committed steps (exit 1 unless it completes)."""
+    out, info = output_console(), error_console()
+    with session(ctx, store, imports, durable=True, load_imports=True) as runtime:
+        record = runtime.store.load_run(run_id)
+        if record.finished:
+            info.print(
+                f"run {run_id} already finished: {status_text(record.status)}; nothing to resume",
+                soft_wrap=True,
+            )
+            raise typer.Exit(0 if record.status == "completed" else 1)
+        run = resume_streaming(runtime, run_id, EventPrinter(out, info), force=force)
+        code = report_outcome(run, info)
+    raise typer.Exit(code)
+
+
+@runs_app.command("cancel")
+def runs_cancel(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID")],
+    store: StoreOption = None,
+) -> None:
+    """Ask the process running RUN_ID to stop it at its next step boundary."""
+    from lg_core.identity import holder_is_dead
+
+    info = error_console()
+    with session(ctx, store, durable=True, load_imports=False) as runtime:
+        requested = runtime.cancel(run_id)
+        record = runtime.store.load_run(run_id)
+    if not requested:
+        info.print(
+            f"run {run_id} already finished: {status_text(record.status)}; nothing to cancel",
+            soft_wrap=True,
+        )
+        return
+    if record.finished:
+        info.print(f"run {run_id} {status_text(record.status)}", soft_wrap=True)
+    elif record.holder and holder_is_dead(record.holder):
+        info.print(
+            f"cancellation recorded for run {run_id}; its process ({escape(record.holder)}) is gone, so "
+            f"`lg runs resume {run_id}` will end it as cancelled",
+            soft_wrap=True,
+        )
+    else:
+        info.print(
+            f"cancellation requested for run {run_id}; it stops at its next step boundary",
+            soft_wrap=True,
+        )
+
+
+def main() -> None:
+    """Console-script entry point (``lg``)."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,514 @@
+"""The ``lg`` command line, driven in-process with Typer's CliRunner against SQLite file stores.
+
+Runs are created by ``lg ask`` with the agents in ``cli_app`` (this folder);
+a crashed run comes from a real child process that SIGKILLs itself
+(``python -m lg_core.demo.crash``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lg_core.cli import app
+from lg_core.cli_output import ago
+from lg_core.demo import support
+from lg_core.providers import scripted
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No store or imports from the developer's environment; ``cli_app`` importable."""
+    for name in ("LG_RUN_STORE", "LG_IMPORTS", "COLUMNS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.syspath_prepend(str(HERE))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+@pytest.fixture
+def without_cli_models():
+    """``cli_models`` not imported (its model unregistered) before and after the test."""
+    sys.modules.pop("cli_models", None)
+    scripted.unregister("cli-elsewhere")
+    yield
+    sys.modules.pop("cli_models", None)
+    scripted.unregister("cli-elsewhere")
+
+
+def lg(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+def assert_usage_error(result, *fragments: str) -> None:
+    """Exit code 2, one red line on stderr, no traceback."""
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert "Traceback" not in result.output
+
+
+def ask(store: str, target: str = "cli_app:EchoAgent", message: str = "hi", *extra: str):
+    return lg("ask", target, message, "--store", store, *extra)
+
+
+def crashed_run(store: str, tmp_path: Path, run_id: str = "crashed-1") -> Path:
+    """A run left ``running`` by a child process killed with SIGKILL in its third tool call."""
+    journal = tmp_path / "journal.log"
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lg_core.demo.crash",
+            "--store",
+            store,
+            "--journal",
+            str(journal),
+            "--run-id",
+            run_id,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert child.returncode == -9, child.stderr
+    return journal
+
+
+# -- ask ---------------------------------------------------------------------------------
+
+
+def test_ask_streams_the_answer_to_stdout_and_tool_calls_to_stderr(store: str) -> None:
+    result = ask(store, "cli_app:LookupAgent", "When are you open?")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Checking. \nWe are open 9 to 5.\n"
+    assert '-> faq_lookup(topic="hours")' in result.stderr
+    assert "ok Open 9:00-17:00" in result.stderr
+    assert "completed run " in result.stderr
+
+
+def test_ask_no_stream_prints_the_response(store: str) -> None:
+    result = ask(store, "cli_app:LookupAgent", "When are you open?", "--no-stream")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "We are open 9 to 5.\n"
+    assert "faq_lookup" not in result.stderr
+
+
+def test_ask_records_context_actor_session_and_run_id(store: str) -> None:
+    result = ask(
+        store,
+        "cli_app:EchoAgent",
+        "hi",
+        "--context",
+        '{"tier": "gold"}',
+        "--actor-id",
+        "user-7",
+        "--session-id",
+        "sess-1",
+        "--run-id",
+        "run-abc",
+    )
+    assert result.exit_code == 0, result.output
+    assert "completed run run-abc" in result.stderr
+    shown = json.loads(lg("runs", "show", "run-abc", "--store", store, "--json").stdout)
+    assert (shown["actor_id"], shown["session_id"], shown["status"]) == (
+        "user-7",
+        "sess-1",
+        "completed",
+    )
+    assert shown["invocation"]["context"] == {"tier": "gold"}
+    assert shown["response"] == "Hello from the echo agent."
+
+
+def test_ask_without_a_store_runs_in_memory() -> None:
+    result = lg("ask", "cli_app:EchoAgent", "hi")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "Hello from the echo agent.\n"
+
+
+def test_ask_exits_1_with_outcome_and_error_when_the_run_fails(store: str) -> None:
+    result = ask(store, "cli_app:BrokenAgent")
+    assert result.exit_code == 1
+    assert "failed run " in result.stderr
+    assert "ProviderError: the scripted provider is down" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("target", "fragments"),
+    [
+        ("no_such_module:Agent", ("cannot import module 'no_such_module'",)),
+        ("cli_app:Missing", ("has no attribute 'Missing'", "agents there: BrokenAgent, EchoAgent")),
+        ("cli_app:NOT_AN_AGENT", ("is not an Agent subclass",)),
+        ("cli_app:FaqLookupTool", ("is not an Agent subclass",)),
+        ("cli_app", ("expected MODULE:CLASS",)),
+    ],
+)
+def test_ask_rejects_bad_targets(store: str, target: str, fragments: tuple[str, ...]) -> None:
+    assert_usage_error(ask(store, target), *fragments)
+
+
+def test_ask_reports_a_module_that_fails_to_import(
+    store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cli_broken_module.py").write_text("raise RuntimeError('boom at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert_usage_error(
+        ask(store, "cli_broken_module:Agent"),
+        "RuntimeError: boom at import",
+        "cli_broken_module.py:1",
+    )
+
+
+@pytest.mark.parametrize(
+    ("context", "fragment"),
+    [("{not json", "--context is not valid JSON"), ("[1, 2]", "--context must be a JSON object")],
+)
+def test_ask_rejects_bad_context(store: str, context: str, fragment: str) -> None:
+    assert_usage_error(ask(store, "cli_app:EchoAgent", "hi", "--context", context), fragment)
+
+
+def test_ask_rejects_bad_input_before_a_run_exists(store: str) -> None:
+    assert_usage_error(ask(store, "cli_app:EchoAgent", "   "), "message must not be blank")
+    assert_usage_error(
+        ask(store, "cli_app:EchoAgent", "hi", "--run-id", "bad id!"), "run_id must be"
+    )
+    assert ask(store, "cli_app:EchoAgent", "hi", "--run-id", "once").exit_code == 0
+    assert_usage_error(ask(store, "cli_app:EchoAgent", "hi", "--run-id", "once"), "already exists")
+
+
+def test_import_option_and_lg_imports_register_models_first(store: str, without_cli_models) -> None:
+    missing = ask(store, "cli_app:ElsewhereAgent")
+    assert missing.exit_code == 1
+    assert "no scripted model named 'cli-elsewhere'" in missing.stderr
+
+    assert (
+        ask(store, "cli_app:ElsewhereAgent", "hi", "--import", "cli_models").stdout
+        == "Registered by cli_models.\n"
+    )
+    sys.modules.pop("cli_models")
+    scripted.unregister("cli-elsewhere")
+    result = lg("--import", "cli_models", "ask", "cli_app:ElsewhereAgent", "hi", "--store", store)
+    assert result.exit_code == 0, result.output
+    sys.modules.pop("cli_models")
+    scripted.unregister("cli-elsewhere")
+    assert (
+        lg("ask", "cli_app:ElsewhereAgent", "hi", env={"LG_IMPORTS": "cli_models"}).exit_code == 0
+    )
+
+
+def test_unknown_import_module_is_a_usage_error(store: str) -> None:
+    assert_usage_error(
+        ask(store, "cli_app:EchoAgent", "hi", "--import", "no_such_app"),
+        "no module named 'no_such_app'",
+    )
+    assert_usage_error(
+        lg("ask", "cli_app:EchoAgent", "hi", env={"LG_IMPORTS": "no_such_app"}), "no_such_app"
+    )
+
+
+# -- store selection -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command", [["list"], ["show", "x"], ["events", "x"], ["resume", "x"], ["cancel", "x"]]
+)
+def test_runs_commands_need_a_durable_store(command: list[str]) -> None:
+    assert_usage_error(lg("runs", *command), "no run store configured", "--store sqlite:///")
+
+
+def test_store_comes_from_the_option_the_global_option_or_lg_run_store(store: str) -> None:
+    assert ask(store, "cli_app:EchoAgent", "hi", "--run-id", "r1").exit_code == 0
+    for result in (
+        lg("runs", "list", "--store", store, "--json"),
+        lg("--store", store, "runs", "list", "--json"),
+        lg("runs", "list", "--json", env={"LG_RUN_STORE": store}),
+    ):
+        assert result.exit_code == 0, result.output
+        assert [r["id"] for r in json.loads(result.stdout)] == ["r1"]
+
+
+def test_bad_store_urls_are_usage_errors(tmp_path: Path) -> None:
+    assert_usage_error(lg("runs", "list", "--store", "not a url"), "is not a database URL")
+    assert_usage_error(lg("runs", "list", "--store", "mysql://db/runs"), "SQLite and PostgreSQL")
+    assert_usage_error(
+        lg("runs", "list", "--store", f"sqlite:///{tmp_path / 'missing.db'}"), "does not exist"
+    )
+    assert not (tmp_path / "missing.db").exists()
+    bad_dir = f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}"
+    assert_usage_error(
+        lg("ask", "cli_app:EchoAgent", "hi", "--store", bad_dir), "cannot open the run store"
+    )
+
+
+# -- runs list / show / events ---------------------------------------------------------------
+
+
+def test_runs_list_table_json_status_and_limit(store: str) -> None:
+    assert ask(store, "cli_app:EchoAgent", "hi", "--run-id", "ok-1").exit_code == 0
+    assert ask(store, "cli_app:BrokenAgent", "hi", "--run-id", "bad-1").exit_code == 1
+    assert ask(store, "cli_app:LookupAgent", "hours?", "--run-id", "ok-2").exit_code == 0
+
+    table = lg("runs", "list", "--store", store)
+    assert table.exit_code == 0, table.output
+    header, *rows = table.stdout.strip().splitlines()
+    assert header.split() == ["ID", "ENTRYPOINT", "STATUS", "CREATED", "UPDATED", "RESPONSE"]
+    assert [row.split()[0] for row in rows] == ["ok-2", "bad-1", "ok-1"]
+    assert "cli_app:LookupAgent  completed" in rows[0] and "We are open 9 to 5." in rows[0]
+    assert "failed" in rows[1] and "the scripted provider is down" in rows[1]
+    assert "s ago" in rows[2]
+
+    failed = json.loads(lg("runs", "list", "--store", store, "--status", "failed", "--json").stdout)
+    assert [(r["id"], r["status"], r["error"]["name"]) for r in failed] == [
+        ("bad-1", "failed", "ProviderError")
+    ]
+    limited = json.loads(lg("runs", "list", "--store", store, "--limit", "2", "--json").stdout)
+    assert [r["id"] for r in limited] == ["ok-2", "bad-1"]
+    assert_usage_error(
+        lg("runs", "list", "--store", store, "--status", "done"), "--status must be one of"
+    )
+
+
+def test_runs_list_says_when_the_store_is_empty(store: str) -> None:
+    assert ask(store, "cli_app:EchoAgent").exit_code == 0
+    result = lg("runs", "list", "--store", store, "--status", "running")
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert "no running runs in sqlite:///" in result.stderr
+
+
+def test_runs_show_lists_outcome_steps_and_messages(store: str) -> None:
+    assert (
+        ask(store, "cli_app:LookupAgent", "When are you open?", "--run-id", "shown").exit_code == 0
+    )
+    result = lg("runs", "show", "shown", "--store", store)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for fragment in (
+        "run        shown",
+        "entrypoint  cli_app:LookupAgent",
+        "status      completed",
+        "outcome     completed",
+        "message     When are you open?",
+        "messages    4",
+        "response    We are open 9 to 5.",
+        "usage       ",
+    ):
+        assert fragment in out, fragment
+    steps = [line.split()[:3] for line in out.splitlines() if line.startswith("root/")]
+    assert steps == [
+        ["root/turn-0/model", "model", "succeeded"],
+        ["root/turn-0/tool/call_0_0", "tool", "succeeded"],
+        ["root/turn-1/model", "model", "succeeded"],
+    ]
+    assert 'faq_lookup(topic="hours")' in out
+
+
+def test_runs_show_reports_the_error_of_a_failed_run(store: str) -> None:
+    ask(store, "cli_app:BrokenAgent", "hi", "--run-id", "broken")
+    result = lg("runs", "show", "broken", "--store", store)
+    assert result.exit_code == 0
+    assert "status      failed" in result.stdout
+    assert "error       ProviderError: the scripted provider is down" in result.stdout
+
+
+def test_runs_events_table_json_and_after(store: str) -> None:
+    assert ask(store, "cli_app:LookupAgent", "When are you open?", "--run-id", "ev").exit_code == 0
+    events = json.loads(lg("runs", "events", "ev", "--store", store, "--json").stdout)
+    types = [e["type"] for e in events]
+    assert types[0] == "invocation_start" and types[-1] == "run_stop"
+    assert "tool_execution_stop" in types and "text_delta" not in types
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+
+    later = json.loads(
+        lg("runs", "events", "ev", "--store", store, "--json", "--after", "2").stdout
+    )
+    assert [e["seq"] for e in later] == [e["seq"] for e in events[2:]]
+
+    table = lg("runs", "events", "ev", "--store", store)
+    assert table.exit_code == 0
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["SEQ", "TIME", "TYPE", "DETAIL"]
+    assert any("run_stop" in line and "We are open 9 to 5." in line for line in lines)
+    assert any("tool_execution_stop" in line and "faq_lookup success" in line for line in lines)
+
+
+@pytest.mark.parametrize("command", ["show", "events", "resume", "cancel"])
+def test_unknown_run_ids_are_usage_errors(store: str, command: str) -> None:
+    assert ask(store).exit_code == 0
+    assert_usage_error(
+        lg("runs", command, "no-such-run", "--store", store), "no run with id 'no-such-run'"
+    )
+
+
+# -- resume and cancel -----------------------------------------------------------------------
+
+
+def test_runs_resume_finishes_a_run_whose_process_was_killed(store: str, tmp_path: Path) -> None:
+    journal = crashed_run(store, tmp_path)
+    before = lg("runs", "show", "crashed-1", "--store", store)
+    assert "status      running" in before.stdout
+    assert "process gone" in before.stdout
+    assert "root/turn-2/tool/call_2_0  tool   scheduled" in before.stdout
+    assert [
+        r["id"]
+        for r in json.loads(
+            lg("runs", "list", "--status", "running", "--store", store, "--json").stdout
+        )
+    ] == ["crashed-1"]
+
+    result = lg("runs", "resume", "crashed-1", "--store", store)
+    assert result.exit_code == 0, result.output
+    assert (
+        "resumed by " in result.stderr and "open steps: root/turn-2/tool/call_2_0" in result.stderr
+    )
+    assert '-> help_center_lookup(topic="repairs")' in result.stderr
+    assert "completed run crashed-1" in result.stderr
+    assert result.stdout.startswith("Your blender is past the 30-day refund window")
+
+    topics = [topic for topic, _pid in support.read_journal(str(journal))]
+    assert topics == ["refunds", "warranty", "repairs", "repairs"]
+    assert "status      completed" in lg("runs", "show", "crashed-1", "--store", store).stdout
+    types = [
+        e["type"]
+        for e in json.loads(lg("runs", "events", "crashed-1", "--store", store, "--json").stdout)
+    ]
+    assert "run_resumed" in types and types[-1] == "run_stop"
+
+    again = lg("runs", "resume", "crashed-1", "--store", store)
+    assert again.exit_code == 0
+    assert "already finished: completed; nothing to resume" in again.stderr
+
+
+def test_runs_resume_refuses_a_live_holder_and_takes_over_once_it_is_killed(store: str) -> None:
+    env = {**os.environ, "CLI_SLOW_DELAY": "120", "PYTHONPATH": str(HERE)}
+    command = [
+        sys.executable,
+        "-m",
+        "lg_core.cli",
+        "ask",
+        "cli_app:SlowAgent",
+        "hi",
+        "--store",
+        store,
+        "--run-id",
+        "held",
+    ]
+    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_run(store, "held")
+        refused = lg("runs", "resume", "held", "--store", store)
+        assert_usage_error(refused, "still held by process", "--force")
+        assert "alive or on another host" in lg("runs", "show", "held", "--store", store).stdout
+    finally:
+        child.kill()
+        child.wait()
+    assert "process gone" in lg("runs", "show", "held", "--store", store).stdout
+    resumed = lg("runs", "resume", "held", "--store", store)
+    assert resumed.exit_code == 0, resumed.output
+    assert resumed.stdout == "Done at last.\n"
+
+
+def wait_for_run(store: str, run_id: str) -> None:
+    """Poll until another process has created ``run_id`` in ``store`` (no timing assertion)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        listed = lg("runs", "list", "--store", store, "--json")
+        if listed.exit_code == 0 and run_id in [r["id"] for r in json.loads(listed.stdout)]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"run {run_id} never appeared in {store}")
+
+
+def test_runs_resume_of_a_finished_failed_run_exits_1(store: str) -> None:
+    ask(store, "cli_app:BrokenAgent", "hi", "--run-id", "broken")
+    result = lg("runs", "resume", "broken", "--store", store)
+    assert result.exit_code == 1
+    assert "already finished: failed" in result.stderr
+
+
+def test_runs_cancel_then_resume_ends_the_run_cancelled(store: str, tmp_path: Path) -> None:
+    crashed_run(store, tmp_path)
+    cancelled = lg("runs", "cancel", "crashed-1", "--store", store)
+    assert cancelled.exit_code == 0, cancelled.output
+    assert "cancellation recorded for run crashed-1" in cancelled.stderr
+    assert "is gone" in cancelled.stderr
+    assert "(cancel requested)" in lg("runs", "show", "crashed-1", "--store", store).stdout
+
+    resumed = lg("runs", "resume", "crashed-1", "--store", store)
+    assert resumed.exit_code == 1
+    assert "cancelled run crashed-1" in resumed.stderr
+    assert (
+        json.loads(lg("runs", "show", "crashed-1", "--store", store, "--json").stdout)["status"]
+        == "cancelled"
+    )
+
+
+def test_runs_cancel_of_a_finished_run_changes_nothing(store: str) -> None:
+    ask(store, "cli_app:EchoAgent", "hi", "--run-id", "done")
+    result = lg("runs", "cancel", "done", "--store", store)
+    assert result.exit_code == 0
+    assert "already finished: completed; nothing to cancel" in result.stderr
+    assert (
+        json.loads(lg("runs", "show", "done", "--store", store, "--json").stdout)[
+            "cancel_requested"
+        ]
+        is False
+    )
+
+
+# -- the program itself ----------------------------------------------------------------------
+
+
+def test_version_and_help() -> None:
+    assert lg("--version").stdout.startswith("lg (littleghost) ")
+    help_text = lg("--help").stdout
+    for command in ("demo", "ask", "runs"):
+        assert command in help_text
+    runs_help = lg("runs", "--help").stdout
+    for command in ("list", "show", "events", "resume", "cancel"):
+        assert command in runs_help
+
+
+def test_python_dash_m_lg_core_cli_works(store: str) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lg_core.cli",
+            "runs",
+            "show",
+            "nope",
+            "--store",
+            store.replace("runs.db", "none.db"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: no run store at ")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(5, "5s ago"), (125, "2m ago"), (3 * 3600 + 5, "3h ago"), (2 * 86400, "2d ago")],
+)
+def test_ago_is_human(seconds: int, text: str) -> None:
+    assert ago(1_000_000.0, now=1_000_000.0 + seconds) == text
