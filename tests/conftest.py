@@ -14,7 +14,7 @@ from lg_core.providers import scripted
 @pytest.fixture(scope="session")
 def postgres():
     """One real PostgreSQL server for the whole session."""
-    from tests.support.servers import PostgresServer
+    from lg_scheduler.stack.servers import PostgresServer
 
     server = PostgresServer().start()
     yield server

@@ -215,7 +215,10 @@ class Engine:
         scope = StepScope(
             engine=self,
             run=run,
-            frame=self.frames.get(ref.frame_id),
+            # A claimed step runs on whichever worker took it: other processes may have
+            # moved the frame since this process cached it, so read it fresh (the
+            # message tail only). A local run's steps all run here, so the cache is exact.
+            frame=self.frames.reload(ref.frame_id) if claimed_by else self.frames.get(ref.frame_id),
             key=ref.key,
             kind=ref.kind,
             attempt=attempt,

@@ -1,9 +1,9 @@
-"""Real servers for tests: PostgreSQL and Redis started from their binaries.
+"""PostgreSQL and Redis servers started from their binaries, as local processes.
 
-Nothing is mocked: each server runs as a child process on a free local port
-with its data in a temporary directory, and is stopped at the end of the
-session. When the binaries are missing the fixtures fail (not skip), because
-CI must not silently drop the tests that need them (see ops/system-deps.sh).
+Used by ``lg stack up`` for development and by the test suite (which never
+mocks them): each server runs on a local port with its data in a directory of
+its own. Missing binaries raise with the command that installs them
+(``ops/system-deps.sh``).
 """
 
 from __future__ import annotations
@@ -33,12 +33,14 @@ def _pg_bin(name: str) -> str:
 
 
 class PostgresServer:
-    """A throwaway PostgreSQL cluster (run as the 'postgres' user when we are root)."""
+    """A PostgreSQL cluster in ``root`` (run as the 'postgres' user when we are root)."""
 
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.root = Path(tempfile.mkdtemp(prefix="lg-pg-"))
+    def __init__(self, root: Path | None = None, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="lg-pg-"))
+        self.root.mkdir(parents=True, exist_ok=True)
         self.data = self.root / "data"
+        self._owns_root = root is None
         self.process: subprocess.Popen | None = None
         self._user = "postgres" if os.geteuid() == 0 else None
 
@@ -51,7 +53,8 @@ class PostgresServer:
         if self._user:
             entry = pwd.getpwnam(self._user)
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
-        self._run_as([_pg_bin("initdb"), "-D", str(self.data), "-U", "lg", "--auth=trust", "-E", "UTF8", "--no-sync"])
+        if not (self.data / "PG_VERSION").exists():
+            self._run_as([_pg_bin("initdb"), "-D", str(self.data), "-U", "lg", "--auth=trust", "-E", "UTF8", "--no-sync"])
         argv = [_pg_bin("postgres"), "-D", str(self.data), "-p", str(self.port), "-k", str(self.root),
                 "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"]
         if self._user:
@@ -73,12 +76,14 @@ class PostgresServer:
             time.sleep(0.1)
         raise RuntimeError("postgres did not become ready in 30 s")
 
-    def create_database(self, name: str) -> str:
+    def create_database(self, name: str, *, exist_ok: bool = False) -> str:
         """Create database ``name`` and return its SQLAlchemy URL."""
-        subprocess.run(
+        done = subprocess.run(
             [_pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "lg", name],
-            check=True, capture_output=True,
+            capture_output=True, text=True,
         )
+        if done.returncode != 0 and not (exist_ok and "already exists" in done.stderr):
+            raise RuntimeError(f"createdb {name} failed: {done.stderr.strip()}")
         return self.url(name)
 
     def url(self, database: str = "postgres") -> str:
@@ -92,4 +97,57 @@ class PostgresServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        shutil.rmtree(self.root, ignore_errors=True)
+        if self._owns_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+class RedisServer:
+    """A redis-server on a local port; ``restart(wipe=True)`` loses every key (chaos tests)."""
+
+    def __init__(self, root: Path | None = None, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="lg-redis-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._owns_root = root is None
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed; run ops/system-deps.sh")
+        argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(self.root), "--protected-mode", "no"]
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.process.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(16).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not answer PING in 20 s")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if self._owns_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def restart(self, *, wipe: bool = True) -> None:
+        """Kill and start again on the same port; with ``wipe`` nothing survives (no persistence)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if wipe:
+            for dump in self.root.glob("*.rdb"):
+                dump.unlink()
+        self.start()
