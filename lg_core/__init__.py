@@ -13,6 +13,8 @@ The names below are the public API; a test pins them so it changes only on purpo
 
 from __future__ import annotations
 
+from typing import Any
+
 from lg_core import callbacks
 from lg_core.agent import DEFAULT_LIMITS, Agent, AsyncRunStream
 from lg_core.callbacks import (
@@ -61,9 +63,12 @@ def get_run(run_id: str) -> Run:
     return runtime().get_run(run_id)
 
 
-def resume(run_id: str, *, force: bool = False) -> Run:
-    """Continue run ``run_id`` after its process died; committed steps are not redone."""
-    return runtime().resume(run_id, force=force)
+def resume(run_id: str, *, force: bool = False, on_event: Any = None) -> Run:
+    """Continue run ``run_id`` after its process died; committed steps are not redone.
+
+    ``on_event`` receives each event of the resumed part as it happens.
+    """
+    return runtime().resume(run_id, force=force, on_event=on_event)
 
 
 def get_execution(run_id: str) -> Execution:

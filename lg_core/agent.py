@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from lg_core.callbacks import CALLBACK_NAMES, collect
@@ -42,7 +42,7 @@ class Agent:
     description: ClassVar[str] = ""
     agent_id: ClassVar[str] = "agent"
     system_prompt: ClassVar[Any] = None
-    tools: ClassVar[tuple[Any, ...]] = ()
+    tools: ClassVar[Sequence[Any]] = ()
     limits: ClassVar[Mapping[str, int]] = DEFAULT_LIMITS
     result_schema: ClassVar[Any] = None
     capture_diagnostics: ClassVar[bool] = True

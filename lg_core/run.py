@@ -69,6 +69,7 @@ class Run:
         self._closed = False
         self._once_lock = threading.Lock()
         self._deliver_lock = threading.Lock()
+        self._delivery_error: BaseException | None = None
         self._model: Any = None
         self._stored_entrypoint: str | None = None
 
@@ -121,6 +122,10 @@ class Run:
         finally:
             self._phase = "finished"
             self.close()
+        if self._delivery_error is not None:
+            # The spec: a failure delivering events raises, because the caller did not
+            # see a clean ending. The run itself ended (cancelled) and is recorded.
+            raise self._delivery_error
         return self
 
     def __iter__(self) -> Iterator[StreamEvent]:
@@ -174,8 +179,12 @@ class Run:
             outcome = _TERMINAL_TYPES.get(event.type)
             if outcome is not None:
                 self._finish_from(outcome, event.data)
-            if self._on_event is not None:
-                self._on_event(event)
+            if self._on_event is not None and self._delivery_error is None:
+                try:
+                    self._on_event(event)
+                except Exception as exc:  # noqa: BLE001 - the run stops cleanly, then ask() raises it
+                    self._delivery_error = exc
+                    self.cancellation_token.cancel("the event consumer failed")
 
     def _finish_from(self, outcome: str, data: Any) -> None:
         self.outcome = outcome

@@ -123,13 +123,18 @@ class Runtime:
                 payload = hook.prepare_interjection(run, payload) or payload
         return self.store.add_interjection(run_id, Message.coerce(payload["message"]).to_dict(), payload.get("metadata"))
 
-    def resume(self, run_id: str, *, force: bool = False) -> Run:
-        """Continue a run whose process died, without redoing committed steps."""
+    def resume(self, run_id: str, *, force: bool = False, on_event: Any = None) -> Run:
+        """Continue a run whose process died, without redoing committed steps.
+
+        ``on_event`` receives the resumed run's events as they happen.
+        """
         record = self.store.load_run(run_id)
+        if not record.finished:
+            self._check_holder(record, force)
         run = Run.from_record(record, self)
         if record.finished:
             return run
-        self._check_holder(record, force)
+        run._on_event = on_event
         run._begin()
         unsubscribe = self.engine.bus.subscribe(run.id, run.deliver)
         try:
@@ -159,6 +164,10 @@ class Runtime:
         return self.store.list_runs(status=status, limit=limit)
 
     def cancel(self, run_id: str) -> bool:
+        """Request cancellation: at once for a run executing in this process, else at its next check."""
+        live = self.engine.live_run(run_id)
+        if live is not None:
+            live.cancellation_token.cancel("cancellation was requested")
         if not self.store.request_cancel(run_id):
             self.store.load_run(run_id)  # raises RunNotFoundError for an unknown id
             return False

@@ -62,6 +62,10 @@ class Engine:
     def attach(self, run: Run) -> None:
         self._live[run.id] = run
 
+    def live_run(self, run_id: str) -> Run | None:
+        """The Run object executing ``run_id`` in this process, if any."""
+        return self._live.get(run_id)
+
     def run_handle(self, run_id: str) -> Run | None:
         run = self._live.get(run_id)
         if run is not None:

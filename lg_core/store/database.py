@@ -170,7 +170,17 @@ class Database:
         cursor.close()
 
     def create_schema(self) -> None:
-        schema.metadata.create_all(self.engine)
+        # Two processes opening a new store at once can race on CREATE TABLE; the
+        # loser retries and then finds the tables.
+        for attempt in range(5):
+            try:
+                schema.metadata.create_all(self.engine)
+                break
+            except Exception as exc:
+                text = str(exc).lower()
+                if attempt == 4 or not ("already exists" in text or "duplicate key" in text or is_transient(exc)):
+                    raise
+                time.sleep(0.05 * (attempt + 1))
         with self.transaction() as tx:
             row = tx.fetchone("select_meta", {"key": "schema_version"})
             if row is None:
