@@ -398,7 +398,7 @@ def runs_show(
     """A run's status, outcome, input, steps and message count."""
     with session(ctx, store, durable=True, load_imports=False) as runtime:
         record = runtime.store.load_run(run_id)
-        steps = runtime.store.load_steps(run_id)
+        steps = [s for s in runtime.store.load_steps(run_id) if s.kind != "start"]
         message_count = sum(
             len(runtime.store.load_messages(frame.id))
             for frame in runtime.store.load_frames(run_id)

@@ -170,7 +170,7 @@ def inspect_store(console: Console, crash: Crash) -> bool:
     try:
         store = config.runtime().store
         record = store.load_run(crash.run_id)
-        steps = store.load_steps(crash.run_id)
+        steps = [s for s in store.load_steps(crash.run_id) if s.kind != "start"]
     finally:
         config.close()
     gone = " (that process is gone)" if holder_is_dead(record.holder) else ""

@@ -82,6 +82,9 @@ class StepRecord:
     created_at: float
     started_at: float | None
     finished_at: float | None
+    scheduled_by: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    event_seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

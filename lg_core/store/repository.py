@@ -29,6 +29,7 @@ from lg_core.store.records import (
 from lg_core.store.statements import RUN_COLUMNS, STATEMENTS
 
 _JSON_RUN_FIELDS = ("invocation", "error", "usage", "result")
+START_STEP = "root/start"
 
 
 class RunStore:
@@ -71,11 +72,17 @@ class RunStore:
                     f"a run with id {row['id']!r} already exists; pick a new run_id or resume it with "
                     f"lg_core.resume({row['id']!r})"
                 )
+            checkpoint = dumps(frame["checkpoint"])
             tx.execute("insert_run", row)
-            tx.execute("insert_frame", {**frame, "checkpoint": dumps(frame["checkpoint"]), "updated_at": now})
+            tx.execute("insert_frame", {**frame, "checkpoint": checkpoint, "updated_at": now})
+            tx.execute(
+                "insert_done_step",
+                {"run_id": row["id"], "key": START_STEP, "frame_id": frame["id"], "kind": "start", "status": "succeeded",
+                 "attempts": 1, "created_at": now, "finished_at": now, "checkpoint": checkpoint, "event_seq": len(events)},
+            )
             self._insert_messages_txn(tx, row["id"], frame["id"], messages, now)
             self._insert_events_txn(tx, row["id"], 1, events, now)
-            self._insert_steps_txn(tx, row["id"], new_steps, now)
+            self._insert_steps_txn(tx, row["id"], new_steps, now, scheduled_by=START_STEP)
 
     def commit(self, commit: StepCommit) -> CommitResult:
         """Apply one step's effects atomically; see :class:`StepCommit`.
@@ -91,19 +98,20 @@ class RunStore:
     @retry_transient
     def _commit_once(self, commit: StepCommit) -> CommitResult:
         now = time.time()
+        checkpoint = dumps(commit.checkpoint)
         with self.db.transaction() as tx:
             header = self._bump_run_txn(tx, commit, now)
             if header is None:
                 raise _Abort("run_not_running")
             last_seq, cancel_requested = header
-            if not self._update_frame_txn(tx, commit, now):
+            if not self._update_frame_txn(tx, commit, checkpoint, now):
                 raise _Abort("frame_version_conflict")
-            if commit.step_key is not None and not self._complete_step_txn(tx, commit, now):
+            if commit.step_key is not None and not self._complete_step_txn(tx, commit, checkpoint, last_seq, now):
                 raise _Abort("step_already_completed")
             self._insert_messages_txn(tx, commit.run_id, commit.frame_id, commit.messages, now)
             first_seq = last_seq - len(commit.events) + 1
             self._insert_events_txn(tx, commit.run_id, first_seq, commit.events, now)
-            self._insert_steps_txn(tx, commit.run_id, commit.new_steps, now)
+            self._insert_steps_txn(tx, commit.run_id, commit.new_steps, now, scheduled_by=commit.step_key)
             for seq in commit.consumed_interjections:
                 cursor = tx.execute("consume_interjection", {"run_id": commit.run_id, "seq": seq, "now": now, "step": commit.step_key})
                 if cursor.rowcount != 1:
@@ -127,26 +135,28 @@ class RunStore:
         )
         return tx.fetchone("finish_run", params)
 
-    def _update_frame_txn(self, tx: Transaction, commit: StepCommit, now: float) -> bool:
+    def _update_frame_txn(self, tx: Transaction, commit: StepCommit, checkpoint: str, now: float) -> bool:
         cursor = tx.execute(
             "update_frame",
             {
                 "frame_id": commit.frame_id,
                 "expected": commit.expected_version,
                 "version": commit.expected_version + 1,
-                "checkpoint": dumps(commit.checkpoint),
+                "checkpoint": checkpoint,
                 "now": now,
             },
         )
         return cursor.rowcount == 1
 
-    def _complete_step_txn(self, tx: Transaction, commit: StepCommit, now: float) -> bool:
+    def _complete_step_txn(self, tx: Transaction, commit: StepCommit, checkpoint: str, event_seq: int, now: float) -> bool:
         params = {
             "run_id": commit.run_id,
             "key": commit.step_key,
             "status": commit.step_status,
             "result": None if commit.step_result is None else dumps(commit.step_result),
             "error": None if commit.step_error is None else dumps(commit.step_error),
+            "checkpoint": checkpoint,
+            "event_seq": event_seq,
             "now": now,
         }
         if commit.holder is not None:
@@ -176,7 +186,9 @@ class RunStore:
             ],
         )
 
-    def _insert_steps_txn(self, tx: Transaction, run_id: str, rows: Sequence[NewStep], now: float) -> None:
+    def _insert_steps_txn(
+        self, tx: Transaction, run_id: str, rows: Sequence[NewStep], now: float, scheduled_by: str | None = None
+    ) -> None:
         tx.executemany(
             "insert_steps",
             [
@@ -190,6 +202,7 @@ class RunStore:
                     "attempts": 0,
                     "dispatch_after": now + self.relay_grace,
                     "created_at": now,
+                    "scheduled_by": scheduled_by,
                 }
                 for step in rows
             ],
@@ -239,7 +252,8 @@ class RunStore:
             if tx.fetchone("select_step", {"run_id": run_id, "key": key}) is None:
                 tx.execute(
                     "insert_done_step",
-                    {"run_id": run_id, "key": key, "frame_id": f"{run_id}/root", "kind": "once", "status": "succeeded", "attempts": 1, "created_at": now, "finished_at": now},
+                    {"run_id": run_id, "key": key, "frame_id": f"{run_id}/root", "kind": "once", "status": "succeeded",
+                     "attempts": 1, "created_at": now, "finished_at": now, "checkpoint": None, "event_seq": None},
                 )
 
     @retry_transient
@@ -336,7 +350,7 @@ class RunStore:
             row = tx.fetchone("select_step_and_run", {"run_id": run_id, "key": key})
         if row is None:
             return None, None, False
-        return _step_record(row[:14]), row[14], bool(row[15])
+        return _step_record(row[:17]), row[17], bool(row[18])
 
     def load_steps(self, run_id: str, *, prefix: str | None = None, open_only: bool = False) -> list[StepRecord]:
         with self.db.reader() as tx:
@@ -377,10 +391,11 @@ def _run_record(row: Sequence[Any]) -> RunRecord:
 
 
 def _step_record(row: Sequence[Any]) -> StepRecord:
-    (run_id, key, frame_id, kind, status, input_, result, error, attempts, holder, lease, created, started, finished) = row
+    (run_id, key, frame_id, kind, status, input_, result, error, attempts, holder, lease, created, started, finished,
+     scheduled_by, checkpoint, event_seq) = row
     return StepRecord(
         run_id, key, frame_id, kind, status, loads(input_), loads(result), loads(error),
-        attempts, holder, lease, created, started, finished,
+        attempts, holder, lease, created, started, finished, scheduled_by, loads(checkpoint), event_seq,
     )
 
 

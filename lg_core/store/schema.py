@@ -7,7 +7,10 @@
     steps     one row per model turn / tool call, keyed by a deterministic
               key. A row in status ``scheduled`` is also the transactional
               outbox entry for "run this step": it is written in the same
-              transaction as the state change that decided it.
+              transaction as the state change that decided it. A finished row
+              keeps the frame checkpoint and event count its commit produced
+              and the key of the step that scheduled it, which is what retry
+              and fork replay from (a run's first row is ``root/start``).
     messages  append-only conversation rows per frame; a checkpoint write
               appends O(new messages) and never rewrites history.
     events    the durable event log per run, gapless ``seq`` from runs.event_seq.
@@ -94,6 +97,9 @@ steps = Table(
     Column("created_at", Float, nullable=False),
     Column("started_at", Float),
     Column("finished_at", Float),
+    Column("scheduled_by", String(300)),
+    Column("checkpoint", Text),
+    Column("event_seq", Integer),
     sqlite_with_rowid=False,
 )
 Index("lg_steps_status", steps.c.status, steps.c.dispatch_after)

@@ -18,6 +18,7 @@ FRAME_COLUMNS = ("id", "run_id", "path", "kind", "entrypoint", "version", "check
 STEP_COLUMNS = (
     "run_id", "key", "frame_id", "kind", "status", "input", "result", "error",
     "attempts", "holder", "lease_until", "created_at", "started_at", "finished_at",
+    "scheduled_by", "checkpoint", "event_seq",
 )
 
 
@@ -66,6 +67,8 @@ def _complete_step(held: bool) -> Callable[[], ClauseElement]:
             status=bindparam("status"),
             result=bindparam("result"),
             error=bindparam("error"),
+            checkpoint=bindparam("checkpoint"),
+            event_seq=bindparam("event_seq"),
             finished_at=bindparam("now"),
             holder=null(),
             lease_until=null(),
@@ -107,10 +110,12 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "insert_messages": _insert(messages, ("frame_id", "seq", "run_id", "role", "data", "created_at")),
     "insert_events": _insert(events, ("run_id", "seq", "type", "data", "created_at")),
     "insert_steps": _insert(
-        steps, ("run_id", "key", "frame_id", "kind", "status", "input", "attempts", "dispatch_after", "created_at")
+        steps,
+        ("run_id", "key", "frame_id", "kind", "status", "input", "attempts", "dispatch_after", "created_at", "scheduled_by"),
     ),
     "insert_done_step": _insert(
-        steps, ("run_id", "key", "frame_id", "kind", "status", "attempts", "created_at", "finished_at")
+        steps,
+        ("run_id", "key", "frame_id", "kind", "status", "attempts", "created_at", "finished_at", "checkpoint", "event_seq"),
     ),
     "bump_run": _bump_run(finish=False),
     "bump_run_any": lambda: update(runs)

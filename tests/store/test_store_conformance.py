@@ -60,7 +60,10 @@ def test_create_and_load_round_trip(store):
     frame = store.load_frame("r1/root")
     assert (frame.version, frame.checkpoint) == (0, {"turn": 0})
     assert store.load_messages("r1/root")[0]["role"] == "user"
-    assert [s.status for s in store.load_steps("r1")] == ["scheduled"]
+    steps = store.load_steps("r1")
+    assert [(s.key, s.status) for s in steps] == [("root/start", "succeeded"), ("root/turn-0/model", "scheduled")]
+    assert steps[0].checkpoint == {"turn": 0} and steps[0].event_seq == 1
+    assert steps[1].scheduled_by == "root/start"
     assert [e.type for e in store.load_events("r1")] == ["invocation_start"]
 
 
@@ -79,6 +82,8 @@ def test_commit_applies_everything_at_once(store):
     assert [e.seq for e in store.load_events("r1")] == [1, 2, 3]
     steps = {s.key: s for s in store.load_steps("r1")}
     assert steps["root/turn-0/model"].status == "succeeded" and steps["root/turn-0/model"].result == {"ok": True}
+    assert steps["root/turn-0/model"].checkpoint == {"turn": 1} and steps["root/turn-0/model"].event_seq == 3
+    assert steps["root/turn-0/tool/a"].scheduled_by == "root/turn-0/model"
     assert steps["root/turn-0/tool/b_c"].input == {"id": "root/turn-0/tool/b_c"}
     assert [s.key for s in store.load_steps("r1", prefix="root/turn-0/tool/")] == ["root/turn-0/tool/a", "root/turn-0/tool/b_c"]
     assert store.load_steps("r1", prefix="root/turn-0/tool/b_") [0].key == "root/turn-0/tool/b_c"
