@@ -511,8 +511,22 @@ def runs_cancel(
         )
 
 
+def load_plugins(target: typer.Typer = app) -> None:
+    """Add the commands of installed packages (``littleghost.cli`` entry points).
+
+    Each entry point is a function ``register(app, runs_app)``. This is how
+    ``lg worker``, ``lg scheduler``, ``lg batch`` and ``lg stack`` join the CLI
+    while lg_core never imports lg_workers or lg_scheduler.
+    """
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group="littleghost.cli"), key=lambda e: e.name):
+        entry.load()(target, runs_app)
+
+
 def main() -> None:
     """Console-script entry point (``lg``)."""
+    load_plugins()
     app()
 
 
