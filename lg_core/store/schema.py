@@ -102,7 +102,14 @@ steps = Table(
     Column("event_seq", Integer),
     sqlite_with_rowid=False,
 )
-Index("lg_steps_status", steps.c.status, steps.c.dispatch_after)
+# Only open steps have dispatch_after (a finished step clears it), so this
+# partial index holds just the outbox: small, and untouched by most history.
+Index(
+    "lg_steps_open",
+    steps.c.dispatch_after,
+    sqlite_where=steps.c.dispatch_after.isnot(None),
+    postgresql_where=steps.c.dispatch_after.isnot(None),
+)
 
 messages = Table(
     "lg_messages",

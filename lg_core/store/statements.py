@@ -72,6 +72,7 @@ def _complete_step(held: bool) -> Callable[[], ClauseElement]:
             finished_at=bindparam("now"),
             holder=null(),
             lease_until=null(),
+            dispatch_after=null(),
         )
 
     return build
