@@ -214,7 +214,7 @@ def check_steps(configuration: Configuration) -> int:
     """Run the conversation once and count its committed steps from the store."""
     with with_configuration(configuration):
         run = ShortRunAgent.ask("go")
-        steps = configuration.runtime().store.load_steps(run.id)
+        steps = [s for s in configuration.runtime().store.load_steps(run.id) if s.kind in ("model", "tool")]
     done = [step for step in steps if step.status == "succeeded"]
     if not run.completed or len(done) != len(steps) or len(steps) != STEPS_PER_RUN:
         raise RuntimeError(f"expected {STEPS_PER_RUN} succeeded steps per run, found {len(done)} of {len(steps)}")
