@@ -40,11 +40,20 @@ from lg_core.execution import Execution
 from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.models import Model, ModelCapabilities, ModelRequest, ModelResolver, ModelResponse
+from lg_core.replay import fork, retry
 from lg_core.result_schema import ResultSchema, StructuredResult
 from lg_core.run import Run
 from lg_core.run_context import RunContext
 from lg_core.run_result import RunResult
 from lg_core.services import Hook, Runtime
+from lg_core.sessions import (
+    FilesystemSessionStore,
+    MemorySessionStore,
+    Session,
+    SessionSnapshot,
+    SessionStore,
+    SqlSessionStore,
+)
 from lg_core.store import RunRecord
 from lg_core.tool import Artifact, Binding, Tool, ToolOutcome
 from lg_core.tool_registry import ToolRegistry
@@ -93,9 +102,11 @@ __all__ = [
     "Document",
     "EVENT_TYPES",
     "Execution",
+    "FilesystemSessionStore",
     "Hook",
     "Image",
     "Invocation",
+    "MemorySessionStore",
     "Message",
     "Model",
     "ModelCapabilities",
@@ -109,6 +120,10 @@ __all__ = [
     "RunRecord",
     "RunResult",
     "Runtime",
+    "Session",
+    "SessionSnapshot",
+    "SessionStore",
+    "SqlSessionStore",
     "StreamEvent",
     "StructuredResult",
     "Text",
@@ -131,11 +146,13 @@ __all__ = [
     "cancel_run",
     "configuration",
     "configure",
+    "fork",
     "get_execution",
     "get_run",
     "list_runs",
     "replace",
     "resume",
+    "retry",
     "runtime",
     "with_configuration",
     *_error_names,

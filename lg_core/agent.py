@@ -93,6 +93,12 @@ class Agent:
         return cls.model
 
     @classmethod
+    def model_selection(cls, invocation: Invocation) -> Any:
+        """What a run resolves: the invocation's ``model_override`` (a fork's new model) if set, else :meth:`select_model`."""
+        override = invocation.model_override
+        return cls.select_model(invocation) if override is None else override
+
+    @classmethod
     def result_spec(cls) -> ResultSchema | None:
         return cls._result_spec
 
@@ -139,6 +145,8 @@ class Agent:
 
     @classmethod
     async def start_execution_async(cls, message: Any = None, /, **options: Any) -> Any:
+        """``start_execution`` for async code: the store insert and the broker publish run on a
+        worker thread, so the event loop never waits on them; returns the Execution."""
         return await asyncio.to_thread(cls.start_execution, message, **options)
 
     @classmethod
@@ -150,7 +158,7 @@ class Agent:
         runtime = run_options.get("runtime") or current_runtime()
         invocation = Invocation.coerce(message, **options) if message is not None or "message" in options else Invocation(**options)
         run = Run(cls, invocation, runtime, cancellation_token=run_options.get("cancellation_token"), on_event=run_options.get("on_event"))
-        run._model = runtime.resolver.resolve(cls.select_model(invocation))
+        run._model = runtime.resolver.resolve(cls.model_selection(invocation))
         for hook in runtime.hooks:
             run = hook.prepare_run(run) or run
         return run

@@ -1,7 +1,11 @@
 """Configuration: one settings object read by every process.
 
 Values come from ``configure(...)`` (highest), then environment variables
-(``LG_RUN_STORE``, ``LG_BROKER_URL``, ``LG_IMPORTS`` ...), then defaults. The
+(``LG_RUN_STORE``, ``LG_BROKER_URL``, ``LG_IMPORTS`` ...), then the YAML config
+file (``lg.yaml`` in the working directory, or the file named by ``LG_CONFIG``;
+same keys as :class:`Configuration`), then defaults. One file read the same way
+by the web app, workers, the scheduler and the CLI is how a fleet agrees on its
+settings without repeating them in every process's environment. The
 shared Runtime is built from the configuration on first use and the
 configuration is locked from then on, so every request sees one stable setup;
 ``with_configuration`` selects an independent configuration (and Runtime) for
@@ -11,13 +15,21 @@ one block, which is also how tests isolate themselves.
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
 
 from lg_core.errors import ConfigurationError
 
@@ -35,12 +47,34 @@ class Configuration(BaseSettings):
     default_model: str | None = None
     hooks: list[Any] = Field(default_factory=list, description="Runtime Hook classes")
     lease_seconds: float = Field(15.0, gt=0, le=3600)
+    relay_grace: float = Field(
+        30.0, gt=0, le=3600, description="seconds a scheduled step may wait for its message before the outbox relay re-sends it"
+    )
     sqlite_synchronous: str = Field("FULL", description="SQLite synchronous pragma for file stores")
     max_parallel_tools: int = Field(8, ge=1, le=256)
+    session_store: Any = Field(
+        "sql",
+        description=(
+            "where sessions live: 'sql' (the run store's database), 'memory', 'none', "
+            "{'provider': 'filesystem', 'root': DIR}, {'provider': 'sql', 'url': URL}, or a SessionStore"
+        ),
+    )
     service_name: str = "littleghost"
 
     _runtime: Any = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Precedence: configure()/keyword values > environment > YAML config file > defaults."""
+        return (init_settings, env_settings, YamlFileSource(settings_cls))
 
     @field_validator("imports", mode="before")
     @classmethod
@@ -48,6 +82,13 @@ class Configuration(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("session_store", mode="before")
+    @classmethod
+    def _session_store(cls, value: Any) -> Any:
+        from lg_core.sessions import check_declaration
+
+        return check_declaration(value)
 
     @field_validator("hooks")
     @classmethod
@@ -85,12 +126,63 @@ class Configuration(BaseSettings):
             runtime.close()
 
 
+CONFIG_FILE_NAME = "lg.yaml"
+CONFIG_FILE_ENV = "LG_CONFIG"
+
+
+def config_file_path() -> Path | None:
+    """The YAML config file in force: ``$LG_CONFIG`` (which must exist), else ./lg.yaml if present."""
+    named = os.environ.get(CONFIG_FILE_ENV)
+    if named:
+        path = Path(named).expanduser()
+        if not path.is_file():
+            raise ConfigurationError(
+                f"{CONFIG_FILE_ENV}={named} names no readable file; point it at your lg.yaml or unset it"
+            )
+        return path
+    path = Path.cwd() / CONFIG_FILE_NAME
+    return path if path.is_file() else None
+
+
+class YamlFileSource(YamlConfigSettingsSource):
+    """The YAML config file as a settings source; a broken file is a ConfigurationError naming the key."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        self.path = config_file_path()
+        super().__init__(settings_cls, yaml_file=self.path)
+
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
+        import yaml
+
+        try:
+            data = super()._read_file(file_path)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or exc
+            raise ConfigurationError(f"config file {file_path} is not valid YAML{where}: {problem}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(f"cannot read config file {file_path}: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigurationError(
+                f"config file {file_path} must be a mapping of settings (run_store: ..., broker_url: ...), "
+                f"got {type(data).__name__}"
+            )
+        unknown = sorted(str(key) for key in data if key not in Configuration.model_fields)
+        if unknown:
+            raise ConfigurationError(
+                f"unknown setting {unknown[0]!r} in config file {file_path}; known settings: "
+                f"{', '.join(sorted(Configuration.model_fields))}"
+            )
+        return data
+
+
 def build_configuration(**values: Any) -> Configuration:
     """A Configuration from keyword values, with ConfigurationError for bad ones."""
     try:
         return Configuration(**values)
     except ValidationError as exc:
-        raise ConfigurationError(_describe(exc)) from None
+        raise ConfigurationError(_describe(exc, values)) from None
 
 
 _default: Configuration | None = None
@@ -138,12 +230,28 @@ def runtime() -> Any:
     return configuration().runtime()
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: ValidationError, values: dict[str, Any] | None = None) -> str:
     parts = []
     for error in exc.errors():
-        where = ".".join(str(p) for p in error.get("loc", ()))
-        parts.append(f"{where}: {error.get('msg')}")
+        loc = error.get("loc", ())
+        where = ".".join(str(p) for p in loc)
+        origin = _origin(str(loc[0]), values or {}) if loc else ""
+        parts.append(f"{where}{origin}: {error.get('msg')}")
     return "invalid configuration: " + "; ".join(parts)
 
 
-__all__ = ["Configuration", "build_configuration", "configuration", "configure", "runtime", "with_configuration"]
+def _origin(key: str, values: dict[str, Any]) -> str:
+    """Where a bad value came from, so the message says which file or variable to fix."""
+    if key in values:
+        return ""
+    env = f"LG_{key.upper()}"
+    if env in os.environ:
+        return f" (from ${env})"
+    try:
+        path = config_file_path()
+    except ConfigurationError:
+        return ""
+    return f" (in config file {path})" if path is not None else ""
+
+
+__all__ = ["CONFIG_FILE_ENV", "CONFIG_FILE_NAME", "Configuration", "build_configuration", "config_file_path", "configuration", "configure", "runtime", "with_configuration"]

@@ -35,6 +35,7 @@ KNOWN_FIELDS = (
     "settings",
     "deadline_at",
     "metadata",
+    "model_override",
 )
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 _MISSING = object()
@@ -172,6 +173,11 @@ class Invocation:
     def metadata(self) -> dict[str, Any]:
         return self._env["metadata"]
 
+    @property
+    def model_override(self) -> str | dict[str, Any] | None:
+        """A model role, target or mapping used instead of the agent's own (``lg_core.fork(..., model=)``)."""
+        return self._env.get("model_override")
+
     def __repr__(self) -> str:
         return f"Invocation(run_id={self.run_id!r}, message={self.message.text[:40]!r})"
 
@@ -295,6 +301,18 @@ def _relative_deadline(value: Any) -> Any:
         raise InvocationError(f"deadline {value!r} seconds is too far in the future") from None
 
 
+def _model_override(value: Any, name: str) -> str | dict[str, Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip() and not value.startswith(":") and not value.endswith(":"):
+        return value
+    if isinstance(value, Mapping) and value.get("provider") and value.get("model"):
+        return _json_mapping(value, name)
+    raise InvocationError(
+        f"{name} must be a model role, a 'connection:model-id' target or {{'provider': ..., 'model': ...}}, got {value!r}"
+    )
+
+
 def _extra_field(value: Any, name: str) -> Any:
     try:
         return to_json_value(value, path=name)
@@ -321,6 +339,7 @@ _NORMALIZERS = {
     "settings": _json_mapping,
     "metadata": _json_mapping,
     "deadline_at": _deadline,
+    "model_override": _model_override,
 }
 
 __all__ = ["Invocation", "KNOWN_FIELDS", "new_id"]

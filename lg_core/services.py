@@ -11,6 +11,7 @@ import threading
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
+from lg_core.content import Text
 from lg_core.engine.background import ThreadBackend
 from lg_core.engine.engine import Engine
 from lg_core.engine.local import LocalDispatcher
@@ -20,6 +21,7 @@ from lg_core.identity import current_holder, holder_is_dead
 from lg_core.messages import Message
 from lg_core.models.resolver import ModelResolver
 from lg_core.run import Run
+from lg_core.sessions import RunSessions, build_session_store
 from lg_core.store import RunRecord, RunStore
 
 if TYPE_CHECKING:
@@ -51,13 +53,18 @@ class Hook:
 class Runtime:
     def __init__(self, configuration: Configuration) -> None:
         self.configuration = configuration
-        self.store = RunStore(configuration.run_store, synchronous=configuration.sqlite_synchronous)
+        self.store = RunStore(
+            configuration.run_store, synchronous=configuration.sqlite_synchronous, relay_grace=configuration.relay_grace
+        )
         self.resolver = ModelResolver(
             providers=configuration.providers,
             models=configuration.models,
             default_model=configuration.default_model,
         )
         self.hooks: list[Hook] = [hook() for hook in configuration.hooks]
+        # Sessions live in the run store's database unless configured otherwise (lg_core.sessions).
+        self.session_store, self._owns_session_store = build_session_store(configuration.session_store, self.store)
+        self.sessions = RunSessions(self.session_store, self.store)
         self.engine = Engine(self, self.store, lease_seconds=configuration.lease_seconds)
         self.dispatcher = LocalDispatcher(self.engine, max_workers=configuration.max_parallel_tools)
         self._backend: Any = None
@@ -67,7 +74,8 @@ class Runtime:
         """Start ``run`` and drive it to its end in this process."""
         unsubscribe = self.engine.bus.subscribe(run.id, run.deliver)
         try:
-            self.dispatcher.drive(self.begin(run))
+            # A run stored pending behind another run of its session waits here for its turn.
+            self.dispatcher.drive(self.engine.when_active(run, self.begin(run)))
         finally:
             unsubscribe()
 
@@ -102,9 +110,11 @@ class Runtime:
     def start_execution(self, run: Run) -> Execution:
         run._begin()
         self.backend.start(run)
-        return Execution(run.id, self, self.backend)
+        return Execution(run.id, self, self.backend, run=run)
 
     def get_execution(self, run_id: str) -> Execution:
+        if not isinstance(run_id, str) or not run_id:
+            raise InvocationError(f"a run id is a non-empty string (as Execution.run_id gives it), got {run_id!r}")
         self.store.load_run(run_id)  # RunNotFoundError for an unknown id
         return Execution(run_id, self, self.backend)
 
@@ -114,7 +124,8 @@ class Runtime:
             normalized = Message.coerce(message)
         except (ValueError, TypeError) as exc:
             raise InvocationError(f"the interjection is not a valid message: {exc}") from None
-        if normalized.role != "user" or not normalized.content:
+        blank = all(isinstance(block, Text) and not block.text.strip() for block in normalized.content)
+        if normalized.role != "user" or blank:
             raise InvocationError("an interjection must be a non-empty user message")
         payload = {"message": normalized, "metadata": dict(metadata or {})}
         if self.hooks:
@@ -129,6 +140,11 @@ class Runtime:
         ``on_event`` receives the resumed run's events as they happen.
         """
         record = self.store.load_run(run_id)
+        if record.status == "pending":
+            raise RunStateError(
+                f"run {run_id} has not started: it waits for the earlier runs of session {record.session_id!r} "
+                "to finish and is activated by the database when they do; resume it after that if its process is gone"
+            )
         if not record.finished:
             self._check_holder(record, force)
         run = Run.from_record(record, self)
@@ -169,7 +185,9 @@ class Runtime:
         if live is not None:
             live.cancellation_token.cancel("cancellation was requested")
         if not self.store.request_cancel(run_id):
-            self.store.load_run(run_id)  # raises RunNotFoundError for an unknown id
+            record = self.store.load_run(run_id)  # raises RunNotFoundError for an unknown id
+            if record.status == "pending":  # still waiting for its session: it ends now
+                return self.engine.cancel_pending(run_id, "cancellation was requested")
             return False
         return True
 
@@ -178,6 +196,9 @@ class Runtime:
             self._backend.shutdown()
         self.dispatcher.shutdown()
         self.resolver.close()
+        close_sessions = getattr(self.session_store, "close", None)
+        if self._owns_session_store and close_sessions is not None:
+            close_sessions()
         self.store.close()
 
 

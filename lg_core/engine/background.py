@@ -91,7 +91,8 @@ class ThreadBackend:
 
         def drive() -> None:
             try:
-                self.runtime.dispatcher.drive(refs)
+                # A run stored pending behind another run of its session waits here for its turn.
+                self.runtime.dispatcher.drive(engine.when_active(run, refs))
             finally:
                 unsubscribe_run()
                 unsubscribe_log()

@@ -28,7 +28,7 @@ class PendingTool:
 @dataclass(slots=True)
 class AgentCheckpoint:
     turn: int = 0
-    phase: str = "model"  # model | tools | done
+    phase: str = "model"  # opening (history not loaded yet, see engine/opening.py) | model | tools | done
     message_count: int = 0
     model_calls: int = 0
     tool_calls_total: int = 0
@@ -37,6 +37,7 @@ class AgentCheckpoint:
     usage: dict[str, int] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
     last_text: str = ""
+    session: dict[str, int] | None = None  # {"count", "skip"}: the session's size at opening, where the run's turn starts
 
     def to_dict(self) -> dict[str, Any]:
         # Written by hand: dataclasses.asdict deep-copies recursively and was the
@@ -56,6 +57,7 @@ class AgentCheckpoint:
             "usage": dict(self.usage),
             "state": self.state,
             "last_text": self.last_text,
+            "session": self.session,
         }
 
     @classmethod
@@ -71,6 +73,7 @@ class AgentCheckpoint:
             usage=dict(data.get("usage") or {}),
             state=data.get("state") or {},
             last_text=data.get("last_text", ""),
+            session=data.get("session"),
         )
 
     def copy(self) -> AgentCheckpoint:
@@ -86,4 +89,5 @@ class AgentCheckpoint:
             usage=dict(self.usage),
             state=self.state,
             last_text=self.last_text,
+            session=self.session,
         )

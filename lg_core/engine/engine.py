@@ -12,23 +12,35 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lg_core.callbacks import run_chain
 from lg_core.engine.bus import EventBus
+from lg_core.engine.cancel_watch import CancelWatch
 from lg_core.engine.checkpoint import AgentCheckpoint
 from lg_core.engine.codec import encode_event_data, error_to_dict
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.frames import FrameCache, FrameState
 from lg_core.engine.leases import Heartbeat
 from lg_core.engine.model_turn import ModelTurn
+from lg_core.engine.opening import OPENING, Opener
 from lg_core.engine.steps import StepScope, Transition
 from lg_core.engine.tool_call import ToolCall, _StaleStep
-from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededError, Error, RunNotFoundError, RunStateError
+from lg_core.errors import (
+    CancelledError,
+    ConfigurationError,
+    DeadlineExceededError,
+    Error,
+    InvocationError,
+    RunNotFoundError,
+    RunStateError,
+)
 from lg_core.events import TERMINAL_EVENTS, StreamEvent
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
+from lg_core.sessions.runs import RunSessions
 from lg_core.store import CommitResult, NewStep, RunStore, StepCommit
 from lg_core.usage import Usage
 
@@ -56,6 +68,10 @@ class Engine:
         self._recent: OrderedDict[str, Run] = OrderedDict()
         self.sinks: list[Any] = []
         self.heartbeat = Heartbeat(store, lease_seconds)
+        self.opening = Opener(self)
+        # How runs load and save their sessions; the Runtime builds it from the configuration.
+        self.sessions: RunSessions = getattr(runtime, "sessions", None) or RunSessions(None, store)
+        self.cancel_watch = CancelWatch(store, CANCEL_POLL_SECONDS, on_cancel=self.note_cancel_requested)
 
     # -- run handles -----------------------------------------------------------------
 
@@ -118,7 +134,7 @@ class Engine:
 
     def resolve_model(self, run: Run) -> Any:
         if run._model is None:
-            selection = run.entrypoint_class.select_model(run.invocation)
+            selection = run.entrypoint_class.model_selection(run.invocation)
             run._model = self.runtime.resolver.resolve(selection)
         return run._model
 
@@ -142,22 +158,14 @@ class Engine:
         self.attach(run)
         invocation = run.invocation
         agent_cls = run.entrypoint_class
-        context = RunContext(state=invocation.context.copy(), cancellation_token=run.cancellation_token, deadline=invocation.deadline_at)
         frame_id = f"{run.id}/root"
         start_event = StreamEvent.build(
             "invocation_start", run_id=run.id, agent_id=agent_cls.agent_id, input=invocation.message
         )
         events: list[tuple[str, dict[str, Any]]] = [(start_event.type, encode_event_data(start_event.data))]
-        deferred: list[StreamEvent] = [start_event]
-        messages: list[Message] = []
-        ending: tuple[str, BaseException] | None = None
-        try:
-            messages = self._initial_messages(run, context)
-        except CancelledError as exc:
-            ending = ("cancelled", exc)
-        except Exception as exc:  # noqa: BLE001 - recorded as the run's failure
-            ending = ("failed", exc)
-        checkpoint = AgentCheckpoint(message_count=len(messages), state=context.state.to_dict())
+        # Stored unopened: the history is loaded when the run's turn on its session
+        # comes, which is now unless another run of the session is active (opening.py).
+        checkpoint = AgentCheckpoint(phase=OPENING)
         row = {
             "id": run.id,
             "entrypoint": run.entrypoint_path,
@@ -170,23 +178,38 @@ class Engine:
             "deadline_at": None if invocation.deadline_at is None else invocation.deadline_at.timestamp(),
         }
         first = NewStep(key="root/turn-0/model", frame_id=frame_id, kind="model")
-        if ending is not None:
-            row.update(self._ending_fields(run, *ending, events=events, deferred=deferred))
-            checkpoint.phase = "done"
         frame = {"id": frame_id, "run_id": run.id, "path": "root", "kind": "agent", "entrypoint": run.entrypoint_path, "version": 0, "checkpoint": checkpoint.to_dict()}
-        rows = list(enumerate(messages))
-        self.store.create_run(row, frame, rows, events, [] if ending else [first])
-        self.frames.put(FrameState(frame_id, run.id, "root", run.entrypoint_path, 0, checkpoint, tuple(messages)))
-        for seq, event in enumerate(deferred, start=1):
-            self.publish(run.id, event.with_seq(seq))
-        if ending is not None:
-            return []
-        return [StepRef(run.id, first.key, "model", frame_id)]
+        status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled)
+        state = FrameState(frame_id, run.id, "root", run.entrypoint_path, 0, checkpoint, ())
+        self.frames.put(state)
+        self.publish(run.id, start_event.with_seq(1))
+        if status == "pending":
+            return self.opening.hold(run, distributed=distributed)
+        scope = StepScope(engine=self, run=run, frame=state, key=first.key, kind="model")
+        ended = self.opening.open(scope)
+        return [StepRef(run.id, first.key, "model", frame_id)] if ended is None else ended
 
-    def _initial_messages(self, run: Run, context: RunContext) -> list[Message]:
+    def when_active(self, run: Run, refs: list[StepRef]) -> list[StepRef]:
+        """The steps to drive for a local run just started: ``refs``, or, for a run
+        stored pending behind another run of its session, its steps once its turn comes."""
+        return self.opening.when_active(run, refs)
+
+    def cancel_pending(self, run_id: str, reason: str | None = None) -> bool:
+        """End a run that still waits for its session as cancelled; False if it is not pending."""
+        return self.opening.cancel_pending(run_id, reason)
+
+    def activate_next_pending(self, session_id: str, actor_id: str | None) -> list[StepRef]:
+        """Recovery: start the next pending run of a session none of whose runs is running.
+
+        For sessions listed by ``store.stalled_sessions()`` (their last run ended
+        without a commit that activates the next one). Publish the returned steps.
+        """
+        return self.opening.activate_next_pending(session_id, actor_id)
+
+    def _initial_messages(self, run: Run, context: RunContext, history: Any = None) -> list[Message]:
         agent = run.entrypoint_class(run=run, runtime=self.runtime, context=context)
         run_chain(agent, "after_initialize", agent, context=context)
-        messages = [*run.invocation.history, run.invocation.message]
+        messages = [*(run.invocation.history if history is None else history), run.invocation.message]
         decision = run_chain(agent, "before_invocation", {"messages": messages}, context=context)
         if decision.cancelled:
             raise CancelledError(decision.reason or "a before_invocation callback cancelled the invocation")
@@ -229,6 +252,10 @@ class Engine:
             input=self._input_for(ref),
             holder=claimed_by,
         )
+        if scope.frame.checkpoint.phase == OPENING:  # the run's first step after its turn came
+            ended = self.opening.open(scope)
+            if ended is not None:
+                return ended
         worker = ModelTurn(scope) if ref.kind == "model" else ToolCall(scope)
         transition = self._perform(scope, worker)
         return self._commit(scope, transition)
@@ -268,9 +295,17 @@ class Engine:
             except (CancelledError, DeadlineExceededError, Exception) as exc:  # noqa: BLE001 - e.g. an after_invocation callback
                 transition = self._ending_for(scope, exc)
                 commit = transition(state)
+            if commit.session is not None and not self.sessions.in_store:
+                failure = self._write_session_elsewhere(commit)
+                if failure is not None:
+                    transition = self._ending_for(scope, failure)
+                    continue
             result = self.store.commit(commit)
             if result.applied:
                 return self._applied(scope, state, commit, result)
+            if result.reason == "session_conflict":  # another writer changed the session: fail loudly
+                transition = self._ending_for(scope, self._session_conflict(commit))
+                continue
             if result.reason not in ("frame_version_conflict", "interjection_pending"):
                 return []
             state = self.frames.reload(state.id)
@@ -288,12 +323,33 @@ class Engine:
                 self.publish(scope.run.id, event.with_seq(first_seq + offset))
         if commit.finish is not None:
             self._forget(scope.run.id)
-            return []
+            # The run's end may let the next run of its session start (decided in the commit).
+            return self.opening.activated(result.activated, here=scope.holder is not None)
         refs = []
         for step in commit.new_steps:
             self._step_inputs[(scope.run.id, step.key)] = step.input
             refs.append(StepRef(scope.run.id, step.key, step.kind, step.frame_id))
         return refs
+
+    def _write_session_elsewhere(self, commit: StepCommit) -> BaseException | None:
+        """Append a completed run's turn to a session store outside the run store, before the commit."""
+        if commit.session is None:
+            return None
+        try:
+            self.sessions.write_external(commit.session)
+        except Exception as exc:  # noqa: BLE001 - store failures reach the caller as the run's failure
+            return exc
+        commit.session = None
+        return None
+
+    def _session_conflict(self, commit: StepCommit) -> BaseException:
+        """The ProtocolError of a commit whose session append found another writer's messages."""
+        from lg_core.sessions.base import count_conflict
+
+        write = commit.session
+        assert write is not None and self.sessions.store is not None
+        stored = self.sessions.store.load(write.session_id, actor_id=write.actor_id)
+        return count_conflict((write.session_id, write.actor_id), 0 if stored is None else stored.count, write.expected_count)
 
     def _forget(self, run_id: str) -> None:
         with self._lock:
@@ -303,6 +359,25 @@ class Engine:
             for key in [k for k in self._step_inputs if k[0] == run_id]:
                 del self._step_inputs[key]
         self.frames.forget_run(run_id)
+
+    def forget_run(self, run_id: str) -> None:
+        """Drop what this process remembers about ``run_id`` (retry and fork reopen runs)."""
+        self._forget(run_id)
+
+    def _clear_stale_cancel(self, run_id: str) -> None:
+        """The store says nobody asked to cancel: forget a cancel this process saw earlier.
+
+        A cancelled run can be retried (lg_core.replay); a worker that noticed the
+        old cancel must not stop the retried run because of it.
+        """
+        with self._lock:
+            if run_id not in self._cancel_flags:
+                return
+            self._cancel_flags.discard(run_id)
+            self._flag_polls.pop(run_id, None)
+            cached = self._recent.get(run_id)
+            if cached is not None and cached.cancellation_token.cancelled:
+                del self._recent[run_id]
 
     # -- distributed execution ------------------------------------------------------------
 
@@ -320,15 +395,49 @@ class Engine:
             return "done", []
         if cancel:
             self.note_cancel_requested(run_id)
+        else:
+            self._clear_stale_cancel(run_id)
         if step.status not in ("scheduled", "running"):
             return "done", self.open_steps(run_id, scheduled_only=True)
         attempts = self.claim(run_id, key)
         if attempts is None:
             return "held", []
         self._step_inputs[(run_id, key)] = step.input
-        with self.heartbeat.holding():
+        run = self.run_handle(run_id)  # a cancel from another process reaches its tools' context.check()
+        with self.heartbeat.holding(), self.cancel_watch.watching(run_id, run.cancellation_token if run else None):
             refs = self.execute(StepRef(run_id, key, step.kind, step.frame_id), attempt=attempts, claimed_by=current_holder())
         return "executed", refs
+
+    def end_run(self, run_id: str, outcome: str, error: BaseException | None) -> bool:
+        """End a running run outside any step (recovery: a passed deadline, a cancel nobody acts on).
+
+        The commit is a step ending without a step (``step_key=None``): terminal
+        fields, checkpoint and the terminal event are written exactly as a
+        step's ending writes them, and only while the run is still running, so
+        a racing step or another scheduler ending it first makes this a no-op.
+        Interjections still pending are marked consumed: the run is over and
+        will never read them. Returns True when this call ended the run.
+        """
+        if outcome not in ("failed", "partial", "cancelled"):
+            raise InvocationError(f"end_run ends a run as failed, partial or cancelled, not {outcome!r}")
+        run = self.run_handle(run_id)
+        if run is None:
+            return False
+        frame_id = f"{run_id}/root"
+        scope = StepScope(engine=self, run=run, frame=self.frames.reload(frame_id), key=f"{frame_id}/end", kind="end")
+        ending = scope.ending(outcome, error)
+        state = scope.frame
+        for _ in range(_MAX_COMMIT_ATTEMPTS):
+            pending = [seq for seq, _message, _meta in self.store.pending_interjections(run_id)]
+            commit = replace(ending(state), step_key=None, consumed_interjections=pending)
+            result = self.store.commit(commit)
+            if result.applied:
+                self._applied(scope, state, commit, result)
+                return True
+            if result.reason not in ("frame_version_conflict", "interjection_pending", "interjection_already_consumed"):
+                return False
+            state = self.frames.reload(frame_id)
+        raise RunStateError(f"run {run_id!r} could not be ended after {_MAX_COMMIT_ATTEMPTS} conflicting commits")
 
     def open_steps(self, run_id: str, *, scheduled_only: bool = False) -> list[StepRef]:
         steps = self.store.load_steps(run_id, open_only=True)

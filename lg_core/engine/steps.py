@@ -179,6 +179,8 @@ class StepScope:
         stop = self.pair("invocation_stop", result=result)
         terminal = self.pair("run_stop", outcome="completed", response=result.text, usage=result.usage, result=result)
         finish = RunFinish("completed", result.text, None, result.usage.to_dict(), result.to_dict())
+        conversation = state.messages + tuple(message for _seq, message in messages)
+        session = self.engine.sessions.completion_write(self.run, checkpoint.session, conversation, checkpoint.state)
         return self.commit_for(
             state,
             checkpoint,
@@ -187,6 +189,7 @@ class StepScope:
             finish=finish,
             extra=[stop, terminal],
             consumed_interjections=consumed,
+            session=session,  # the run's turn joins its session in this commit (engine/opening.py)
         )
 
 

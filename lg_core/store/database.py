@@ -101,6 +101,11 @@ class Transaction:
         self._db = database
         self.cursor = cursor
 
+    @property
+    def dialect_name(self) -> str:
+        """``sqlite`` or ``postgresql``, for the few statements only one dialect has."""
+        return self._db.dialect_name
+
     def execute(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
         prepared = self._db.prepared(name)
         self.cursor.execute(prepared.sql, prepared.bind(params or {}))
@@ -143,13 +148,17 @@ class Database:
         self._prepared: dict[str, Prepared] = {}
         self._lock = threading.RLock() if self.in_memory else None
         self._local = threading.local()
-        self._opened: list[Any] = []
+        self._opened: dict[int, Any] = {}  # id -> raw connection held by a live thread
 
     def _create_engine(self, url: str) -> Engine:
         if self.dialect_name == "sqlite":
             options: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
             if self.in_memory:
                 options["poolclass"] = StaticPool
+            else:
+                # One connection per live thread (see _sqlite_connection): no cap, or
+                # the 16th concurrent thread (e.g. runs started on threads) would wait forever.
+                options["max_overflow"] = -1
             engine = create_engine(url, **options)
             event.listen(engine, "connect", self._configure_sqlite)
             return engine
@@ -221,12 +230,11 @@ class Database:
             yield self._sqlite_connection()
 
     def _sqlite_connection(self) -> Any:
-        raw = getattr(self._local, "raw", None)
-        if raw is None:
-            raw = self.engine.raw_connection()
-            self._local.raw = raw
-            self._opened.append(raw)
-        return raw
+        held = getattr(self._local, "held", None)
+        if held is None:
+            held = _ThreadConnection(self.engine.raw_connection(), self._opened)
+            self._local.held = held
+        return held.raw
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -261,13 +269,35 @@ class Database:
                     raw.rollback()
 
     def dispose(self) -> None:
-        for raw in self._opened:
+        for raw in list(self._opened.values()):
             try:
                 raw.close()
             except Exception:  # noqa: BLE001 - closing other threads' connections is best effort
                 pass
         self._opened.clear()
         self.engine.dispose()
+
+
+class _ThreadConnection:
+    """One thread's SQLite connection, given back to the pool when the thread ends.
+
+    It lives in a ``threading.local``, which drops it when its thread exits, so
+    short-lived threads (a run started on a thread) do not leak connections.
+    """
+
+    __slots__ = ("raw", "_opened")
+
+    def __init__(self, raw: Any, opened: dict[int, Any]) -> None:
+        self.raw = raw
+        self._opened = opened
+        opened[id(raw)] = raw
+
+    def __del__(self) -> None:
+        if self._opened.pop(id(self.raw), None) is not None:
+            try:
+                self.raw.close()
+            except Exception:  # noqa: BLE001 - best effort at thread exit
+                pass
 
 
 __all__ = ["Database", "Prepared", "Transaction", "is_transient", "retry_transient"]

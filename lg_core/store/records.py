@@ -117,6 +117,37 @@ class RunFinish:
     result: dict[str, Any] | None
 
 
+@dataclass(frozen=True, slots=True)
+class SessionWrite:
+    """A completed run's turn for its session, appended in the run's finishing commit.
+
+    ``messages`` are the sanitized Message objects to add; ``expected_count`` is
+    the session's message count when the run loaded its history, so a writer
+    that changed the session meanwhile makes the commit fail instead of
+    silently losing a turn. ``metadata`` None keeps the stored metadata.
+    """
+
+    session_id: str
+    actor_id: str | None
+    messages: tuple[Any, ...]
+    state: dict[str, Any]
+    expected_count: int
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActivatedRun:
+    """A pending run that became running because the run before it on its session ended.
+
+    ``steps`` are its released first steps as (key, kind, frame_id); ``holder``
+    is set for a local run (its own process drives it), None for a distributed one.
+    """
+
+    run_id: str
+    holder: str | None
+    steps: tuple[tuple[str, str, str], ...]
+
+
 @dataclass(slots=True)
 class StepCommit:
     """Everything one step writes, applied in a single transaction."""
@@ -135,6 +166,32 @@ class StepCommit:
     new_steps: list[NewStep] = field(default_factory=list)
     finish: RunFinish | None = None
     consumed_interjections: list[int] = field(default_factory=list)
+    session: SessionWrite | None = None  # a completed run's turn, when its session lives in this database
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRecord:
+    """One submitted batch (lg_scheduler.batch): its inputs, counts and submitting process."""
+
+    id: str
+    agent: str
+    input_hash: str
+    input_path: str | None
+    status: str  # running | finished
+    total: int
+    completed: int
+    failed: int
+    invalid: int
+    running: int
+    holder: str | None
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+
+    @property
+    def done(self) -> int:
+        """Items with a final result (completed, failed or invalid)."""
+        return self.completed + self.failed + self.invalid
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +200,12 @@ class CommitResult:
     reason: str | None = None
     first_seq: int = 0
     cancel_requested: bool = False
+    activated: tuple[ActivatedRun, ...] = ()  # runs a finishing commit let start on its session
 
 
 __all__ = [
+    "ActivatedRun",
+    "BatchRecord",
     "CommitResult",
     "EventRecord",
     "FrameRecord",
@@ -155,6 +215,7 @@ __all__ = [
     "RunFinish",
     "RunRecord",
     "STEP_OPEN",
+    "SessionWrite",
     "StepCommit",
     "StepRecord",
     "dumps",

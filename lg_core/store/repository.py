@@ -13,20 +13,37 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from lg_core.errors import InvocationError, RunNotFoundError
+from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
 from lg_core.store.database import Database, Transaction, retry_transient
 from lg_core.store.records import (
+    ActivatedRun,
+    BatchRecord,
     CommitResult,
     EventRecord,
     FrameRecord,
     NewStep,
     RunRecord,
+    SessionWrite,
     StepCommit,
     StepRecord,
     dumps,
     loads,
 )
-from lg_core.store.statements import RUN_COLUMNS, STATEMENTS
+from lg_core.store.sessions import (
+    activate_after_txn,
+    activate_next_txn,
+    append_session_txn,
+    lock_session_txn,
+    session_busy_txn,
+    stalled_sessions_txn,
+)
+from lg_core.store.statements import (
+    BATCH_COLUMNS,
+    RUN_COLUMNS,
+    STATEMENTS,
+    STATUS_CHUNK,
+    STEP_COLUMNS,
+)
 
 _JSON_RUN_FIELDS = ("invocation", "error", "usage", "result")
 START_STEP = "root/start"
@@ -58,8 +75,16 @@ class RunStore:
         messages: Sequence[tuple[int, Any]],
         events: Sequence[tuple[str, dict[str, Any]]],
         new_steps: Sequence[NewStep],
-    ) -> None:
-        """Persist a new run with its root frame, input messages, first events and first steps."""
+        *,
+        serialize: bool = False,
+    ) -> str:
+        """Persist a new run with its root frame, input messages, first events and first steps.
+
+        With ``serialize``, a run whose session (session id and actor) already has
+        a running or pending run is stored ``pending`` and its first steps wait
+        outside the outbox until the runs before it end (lg_core.store.sessions).
+        Returns the status stored: ``running`` or ``pending``.
+        """
         now = time.time()
         row = {name: None for name in RUN_COLUMNS}
         row.update(run, event_seq=len(events), cancel_requested=0, created_at=now, updated_at=now)
@@ -73,6 +98,10 @@ class RunStore:
                     f"lg_core.resume({row['id']!r})"
                 )
             checkpoint = dumps(frame["checkpoint"])
+            if serialize and row["status"] == "running":
+                lock_session_txn(tx, row["session_id"], row["actor_id"])
+                if session_busy_txn(tx, row["session_id"], row["actor_id"]):
+                    row["status"] = "pending"
             tx.execute("insert_run", row)
             tx.execute("insert_frame", {**frame, "checkpoint": checkpoint, "updated_at": now})
             tx.execute(
@@ -82,7 +111,9 @@ class RunStore:
             )
             self._insert_messages_txn(tx, row["id"], frame["id"], messages, now)
             self._insert_events_txn(tx, row["id"], 1, events, now)
-            self._insert_steps_txn(tx, row["id"], new_steps, now, scheduled_by=START_STEP)
+            step_status = "pending" if row["status"] == "pending" else "scheduled"
+            self._insert_steps_txn(tx, row["id"], new_steps, now, scheduled_by=START_STEP, status=step_status)
+        return str(row["status"])
 
     def commit(self, commit: StepCommit) -> CommitResult:
         """Apply one step's effects atomically; see :class:`StepCommit`.
@@ -119,7 +150,20 @@ class RunStore:
             if commit.finish is not None and tx.fetchone("select_pending_interjections", {"run_id": commit.run_id}):
                 # A user message arrived after the step looked: finishing now would drop it.
                 raise _Abort("interjection_pending")
-        return CommitResult(True, None, first_seq, bool(cancel_requested))
+            if commit.session is not None:
+                self._append_session_txn(tx, commit.session, now)
+            activated = () if commit.finish is None else tuple(activate_after_txn(tx, commit.run_id, now, self.relay_grace))
+        return CommitResult(True, None, first_seq, bool(cancel_requested), activated)
+
+    @staticmethod
+    def _append_session_txn(tx: Transaction, write: SessionWrite, now: float) -> None:
+        """A completed run's turn joins its session in the run's own commit (all or nothing)."""
+        messages = [m.to_dict() for m in write.messages]
+        stored = append_session_txn(
+            tx, write.session_id, write.actor_id, messages, write.state, write.metadata, write.expected_count, now
+        )
+        if stored is not None:
+            raise _Abort("session_conflict")
 
     def _bump_run_txn(self, tx: Transaction, commit: StepCommit, now: float) -> tuple[int, int] | None:
         params: dict[str, Any] = {"run_id": commit.run_id, "n": len(commit.events), "now": now}
@@ -187,7 +231,13 @@ class RunStore:
         )
 
     def _insert_steps_txn(
-        self, tx: Transaction, run_id: str, rows: Sequence[NewStep], now: float, scheduled_by: str | None = None
+        self,
+        tx: Transaction,
+        run_id: str,
+        rows: Sequence[NewStep],
+        now: float,
+        scheduled_by: str | None = None,
+        status: str = "scheduled",
     ) -> None:
         tx.executemany(
             "insert_steps",
@@ -197,10 +247,11 @@ class RunStore:
                     "key": step.key,
                     "frame_id": step.frame_id,
                     "kind": step.kind,
-                    "status": "scheduled",
+                    "status": status,
                     "input": None if step.input is None else dumps(step.input),
                     "attempts": 0,
-                    "dispatch_after": now + self.relay_grace,
+                    # A pending step is not in the outbox yet: activation sets its dispatch_after.
+                    "dispatch_after": now + self.relay_grace if status == "scheduled" else None,
                     "created_at": now,
                     "scheduled_by": scheduled_by,
                 }
@@ -260,7 +311,7 @@ class RunStore:
     def add_interjection(self, run_id: str, message: dict[str, Any], metadata: dict[str, Any] | None = None) -> int:
         """Queue a user message for the run's next model turn; returns its sequence number."""
         with self.db.transaction() as tx:
-            flags = tx.fetchone("select_run_flags", {"run_id": run_id})
+            flags = tx.fetchone("lock_run_flags", {"run_id": run_id})
             if flags is None:
                 raise RunNotFoundError(f"no run with id {run_id!r}")
             if flags[0] not in ("running", "pending"):
@@ -368,6 +419,253 @@ class RunStore:
             rows = tx.fetchall("select_events", {"run_id": run_id, "after": after})
         return [EventRecord(run_id, seq, kind, loads(data), created) for seq, kind, data, created in rows]
 
+    def run_statuses(self, run_ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+        """``{run_id: (status, holder)}`` for the ids that exist (a batch polls its runs with this)."""
+        found: dict[str, tuple[str, str | None]] = {}
+        ids = list(dict.fromkeys(run_ids))
+        with self.db.reader() as tx:
+            for start in range(0, len(ids), STATUS_CHUNK):
+                chunk = ids[start : start + STATUS_CHUNK]
+                chunk += [chunk[0]] * (STATUS_CHUNK - len(chunk))
+                for run_id, status, holder in tx.fetchall("select_run_statuses", {f"id{i}": v for i, v in enumerate(chunk)}):
+                    found[run_id] = (status, holder)
+        return found
+
+    # -- runs sharing a session (lg_core.store.sessions) --------------------------------
+
+    @retry_transient
+    def activate_next_pending(self, session_id: str, actor_id: str | None) -> list[ActivatedRun]:
+        """Start the session's oldest pending run if none of its runs is running.
+
+        A run's finishing commit does this itself; call it for sessions whose
+        last run ended some other way (see :meth:`stalled_sessions`). Safe to
+        call at any time and from several processes: it activates nothing while
+        a run of the session is running. Use ``Engine.activate_next_pending`` to
+        also hand the activated steps to their executors.
+        """
+        with self.db.transaction() as tx:
+            return activate_next_txn(tx, session_id, actor_id, time.time(), self.relay_grace)
+
+    def stalled_sessions(self, limit: int = 100) -> list[tuple[str, str | None]]:
+        """``(session_id, actor_id)`` of sessions with a pending run but no running one."""
+        with self.db.reader() as tx:
+            return stalled_sessions_txn(tx, limit)
+
+    @retry_transient
+    def end_pending_run(
+        self, run_id: str, status: str, error: dict[str, Any] | None, usage: dict[str, Any], events: Sequence[tuple[str, dict[str, Any]]]
+    ) -> int | None:
+        """End a run that never started (e.g. cancelled while waiting for its session).
+
+        Returns the first seq of ``events``, or None when the run is no longer pending.
+        """
+        now = time.time()
+        with self.db.transaction() as tx:
+            params = {"run_id": run_id, "status": status, "error": None if error is None else dumps(error),
+                      "usage": dumps(usage), "n": len(events), "now": now}
+            row = tx.fetchone("end_pending_run", params)
+            if row is None:
+                return None
+            first = int(row[0]) - len(events) + 1
+            self._insert_events_txn(tx, run_id, first, events, now)
+            tx.execute("end_pending_steps", {"run_id": run_id, "status": status, "now": now})
+        return first
+
+    # -- batches (lg_scheduler.batch) ----------------------------------------------
+
+    @retry_transient
+    def open_batch(self, batch: dict[str, Any]) -> tuple[BatchRecord, bool]:
+        """Insert a batch row (id, agent, input_hash, input_path, total, holder) unless it exists.
+
+        Returns the stored row and whether this call created it.
+        """
+        now = time.time()
+        with self.db.transaction() as tx:
+            row = tx.fetchone("select_batch", {"batch_id": batch["id"]})
+            if row is not None:
+                return BatchRecord(*row), False
+            values: dict[str, Any] = {name: None for name in BATCH_COLUMNS}
+            values.update(batch, status="running", completed=0, failed=0, invalid=0, running=0, created_at=now, updated_at=now)
+            tx.execute("insert_batch", values)
+        return BatchRecord(**values), True
+
+    @retry_transient
+    def claim_batch(self, batch_id: str, holder: str, previous: str | None, total: int) -> bool:
+        """Make ``holder`` the batch's submitter if it has none or ``previous`` had it."""
+        with self.db.transaction() as tx:
+            params = {"batch_id": batch_id, "holder": holder, "previous": previous or "", "total": total, "now": time.time()}
+            return tx.execute("claim_batch", params).rowcount == 1
+
+    @retry_transient
+    def update_batch(
+        self, batch_id: str, holder: str, counts: dict[str, int], *, finished: bool = False, release: bool = False
+    ) -> bool:
+        """Record the submitter's counts (completed, failed, invalid, running); only while it holds the batch."""
+        now = time.time()
+        params = {
+            "batch_id": batch_id,
+            "holder": holder,
+            **{name: int(counts.get(name, 0)) for name in ("completed", "failed", "invalid", "running")},
+            "status": "finished" if finished else "running",
+            "next_holder": None if finished or release else holder,
+            "now": now,
+            "finished_at": now if finished else None,
+        }
+        with self.db.transaction() as tx:
+            return tx.execute("update_batch", params).rowcount == 1
+
+    def load_batch(self, batch_id: str) -> BatchRecord | None:
+        with self.db.reader() as tx:
+            row = tx.fetchone("select_batch", {"batch_id": batch_id})
+        return None if row is None else BatchRecord(*row)
+
+    def list_batches(self, limit: int = 20) -> list[BatchRecord]:
+        with self.db.reader() as tx:
+            rows = tx.fetchall("select_batches", {"limit": limit})
+        return [BatchRecord(*row) for row in rows]
+
+    # -- recovery (lg_scheduler.recovery) ------------------------------------------------
+    # Each write is conditional, so several schedulers may run these at once: the
+    # loser of a race simply gets nothing back.
+
+    @retry_transient
+    def relay_due_steps(self, limit: int = 500) -> list[StepRecord]:
+        """Scheduled steps of running distributed runs whose ``dispatch_after`` passed.
+
+        Their ``dispatch_after`` moves ``relay_grace`` ahead in the same statement,
+        so the caller owns re-sending them until then.
+        """
+        now = time.time()
+        with self.db.transaction() as tx:
+            rows = tx.fetchall("relay_due_steps", {"now": now, "next": now + self.relay_grace, "limit": limit})
+        return [_step_record(row) for row in rows]
+
+    def running_steps(self, limit: int = 1000) -> list[StepRecord]:
+        """Running steps of running distributed runs, except those re-dispatched within their hold-off."""
+        with self.db.reader() as tx:
+            rows = tx.fetchall("select_running_steps", {"now": time.time(), "limit": limit})
+        return [_step_record(row) for row in rows]
+
+    @retry_transient
+    def mark_redispatched(self, run_id: str, key: str, holder: str | None, hold_off: float) -> bool:
+        """Record that a dead claim was re-dispatched; False if it changed or another scheduler did it."""
+        now = time.time()
+        with self.db.transaction() as tx:
+            cursor = tx.execute(
+                "resweep_step", {"run_id": run_id, "key": key, "holder": holder or "", "now": now, "next": now + hold_off}
+            )
+            return cursor.rowcount == 1
+
+    @retry_transient
+    def touch_stalled_runs(self, stall_seconds: float) -> list[str]:
+        """Ids of running distributed runs with no commit for ``stall_seconds``; each is touched so it waits again."""
+        now = time.time()
+        with self.db.transaction() as tx:
+            rows = tx.fetchall("touch_stalled_runs", {"now": now, "cutoff": now - stall_seconds})
+        return [row[0] for row in rows]
+
+    def runs_to_end(self, limit: int = 500) -> list[RunRecord]:
+        """Running distributed runs with a cancel request or a passed deadline."""
+        with self.db.reader() as tx:
+            rows = tx.fetchall("select_runs_to_end", {"now": time.time(), "limit": limit})
+        return [_run_record(row) for row in rows]
+
+    # -- replay (lg_core.replay) ----------------------------------------------------
+
+    @retry_transient
+    def reopen_run(
+        self,
+        run_id: str,
+        *,
+        expected_status: str,
+        invocation: dict[str, Any],
+        deadline_at: float | None,
+        holder: str | None,
+        frame_id: str,
+        frame_version: int,
+        checkpoint: dict[str, Any],
+        message_count: int,
+        reschedule: Sequence[str],
+        event: tuple[str, dict[str, Any]],
+        serialize: bool = False,
+        session: tuple[str, str | None] = ("", None),
+    ) -> int:
+        """Retry: a finished run runs again from ``checkpoint``, all in one transaction.
+
+        The run goes back to ``running`` (terminal fields and cancel flag cleared),
+        its frame to ``checkpoint`` (messages past ``message_count`` dropped), the
+        ``reschedule`` steps back to the outbox with their attempts kept, and
+        ``event`` joins the log. Returns the event's sequence number; RunStateError
+        when another process changed the run after the caller read it, or (with
+        ``serialize``) while another run of its ``session`` (id, actor) is running
+        or waiting, since runs of one session never interleave.
+        """
+        now = time.time()
+        with self.db.transaction() as tx:
+            if serialize:
+                lock_session_txn(tx, *session)
+                if session_busy_txn(tx, *session):
+                    raise RunStateError(
+                        f"another run of session {session[0]!r} is running or waiting, and runs of one session never "
+                        f"interleave; retry run {run_id} after it ends"
+                    )
+            row = tx.fetchone(
+                "reopen_run",
+                {"run_id": run_id, "expected": expected_status, "invocation": dumps(invocation),
+                 "deadline_at": deadline_at, "holder": holder, "now": now},
+            )
+            if row is None:
+                raise RunStateError(
+                    f"run {run_id!r} is no longer {expected_status}: another process retried or changed it "
+                    f"meanwhile; look at it again with `lg runs show {run_id}`"
+                )
+            frame = {"frame_id": frame_id, "expected": frame_version, "version": frame_version + 1,
+                     "checkpoint": dumps(checkpoint), "now": now}
+            if tx.execute("update_frame", frame).rowcount != 1:
+                raise RunStateError(f"frame {frame_id!r} changed while run {run_id!r} was being retried; try again")
+            tx.execute("delete_messages_from", {"frame_id": frame_id, "from_seq": message_count})
+            tx.executemany(
+                "reschedule_step",
+                [{"run_id": run_id, "key": key, "dispatch_after": now + self.relay_grace} for key in reschedule],
+            )
+            seq = int(row[0])
+            self._insert_events_txn(tx, run_id, seq, [event], now)
+        return seq
+
+    @retry_transient
+    def copy_run(
+        self,
+        run: dict[str, Any],
+        frame: dict[str, Any],
+        messages: Sequence[tuple[int, Any]],
+        events: Sequence[tuple[str, dict[str, Any]]],
+        history: Sequence[StepRecord],
+        new_steps: Sequence[NewStep],
+        scheduled_by: str,
+    ) -> None:
+        """Fork: persist a new run built from another run's rows, all in one transaction.
+
+        Every row is already re-keyed to the new run. ``history`` are finished
+        steps, kept with their checkpoints so the fork can itself be retried or
+        forked; ``new_steps`` are its open steps, as ``scheduled_by``'s commit
+        scheduled them.
+        """
+        now = time.time()
+        row = {name: None for name in RUN_COLUMNS}
+        row.update(run, event_seq=len(events), cancel_requested=0, created_at=now, updated_at=now)
+        for name in _JSON_RUN_FIELDS:
+            if row[name] is not None:
+                row[name] = dumps(row[name])
+        with self.db.transaction() as tx:
+            if tx.fetchone("select_run_flags", {"run_id": row["id"]}) is not None:
+                raise InvocationError(f"a run with id {row['id']!r} already exists; pick another run_id for the fork")
+            tx.execute("insert_run", row)
+            tx.execute("insert_frame", {**frame, "checkpoint": dumps(frame["checkpoint"]), "updated_at": now})
+            self._insert_messages_txn(tx, row["id"], frame["id"], messages, now)
+            self._insert_events_txn(tx, row["id"], 1, events, now)
+            tx.executemany("insert_step_copy", [_step_copy_row(step) for step in history])
+            self._insert_steps_txn(tx, row["id"], new_steps, now, scheduled_by=scheduled_by)
+
     def _safe_url(self) -> str:
         from sqlalchemy.engine import make_url
 
@@ -388,6 +686,14 @@ def _run_record(row: Sequence[Any]) -> RunRecord:
         data[name] = loads(data[name])
     data["cancel_requested"] = bool(data["cancel_requested"])
     return RunRecord(**data)
+
+
+def _step_copy_row(step: StepRecord) -> dict[str, Any]:
+    row = {name: getattr(step, name) for name in STEP_COLUMNS}
+    for name in ("input", "result", "error", "checkpoint"):
+        row[name] = None if row[name] is None else dumps(row[name])
+    row["dispatch_after"] = None
+    return row
 
 
 def _step_record(row: Sequence[Any]) -> StepRecord:

@@ -16,6 +16,11 @@
     events    the durable event log per run, gapless ``seq`` from runs.event_seq.
     interjections  user messages added to a running run; the next model turn
               consumes them in its commit.
+    batches   one row per ``lg batch submit`` batch: its agent, input hash,
+              item counts and the submitting process, so ``lg batch status``
+              shows progress from any process (lg_scheduler.batch).
+    sessions, session_messages  conversations shared by runs with one
+              session id and actor (lg_core.sessions.SqlSessionStore).
 
 Composite-key tables are WITHOUT ROWID on SQLite (one b-tree per insert
 instead of two), and indexes avoid columns that every step commit changes, so
@@ -147,4 +152,57 @@ interjections = Table(
     sqlite_with_rowid=False,
 )
 
-__all__ = ["SCHEMA_VERSION", "events", "frames", "interjections", "lg_meta", "messages", "metadata", "runs", "steps"]
+batches = Table(
+    "lg_batches",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("agent", String(300), nullable=False),
+    Column("input_hash", String(64), nullable=False),
+    Column("input_path", Text),
+    Column("status", String(20), nullable=False),
+    Column("total", Integer, nullable=False),
+    Column("completed", Integer, nullable=False, default=0),
+    Column("failed", Integer, nullable=False, default=0),
+    Column("invalid", Integer, nullable=False, default=0),
+    Column("running", Integer, nullable=False, default=0),
+    Column("holder", String(200)),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("finished_at", Float),
+)
+
+# -- sessions (lg_core.sessions) ---------------------------------------------------------------
+#   sessions          one row per (session id, actor): message count, state, metadata. The
+#                     count is what an append's expected_count is checked against, in the
+#                     same UPDATE that moves it (SqlSessionStore).
+#   session_messages  the session's conversation, append-only except for a replace.
+# ``actor_key`` is the actor id, or "" for none, so the key is never NULL.
+# lg_runs_session finds a session's running and pending runs: runs sharing a
+# session are serialized (a run started while another is active waits as
+# ``pending``; the finishing run's commit activates the next one).
+Index("lg_runs_session", runs.c.session_id, runs.c.status)
+
+sessions = Table(
+    "lg_sessions",
+    metadata,
+    Column("session_id", String(128), primary_key=True),
+    Column("actor_key", String(128), primary_key=True),
+    Column("message_count", Integer, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("metadata", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+session_messages = Table(
+    "lg_session_messages",
+    metadata,
+    Column("session_id", String(128), primary_key=True),
+    Column("actor_key", String(128), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("data", Text, nullable=False),
+    sqlite_with_rowid=False,
+)
+
+__all__ = ["SCHEMA_VERSION", "batches", "events", "frames", "interjections", "lg_meta", "messages", "metadata", "runs", "session_messages", "sessions", "steps"]

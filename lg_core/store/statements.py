@@ -7,11 +7,25 @@ and parameters are bound by name, so SQLite and PostgreSQL share this file.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from sqlalchemy import and_, bindparam, func, insert, null, or_, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, literal, null, or_, select, tuple_, union_all, update
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.schema import Column
 
-from lg_core.store.schema import events, frames, interjections, lg_meta, messages, runs, steps
+from lg_core.store.schema import (
+    batches,
+    events,
+    frames,
+    interjections,
+    lg_meta,
+    messages,
+    runs,
+    session_messages,
+    sessions,
+    steps,
+)
 
 RUN_COLUMNS = tuple(c.name for c in runs.columns)
 FRAME_COLUMNS = ("id", "run_id", "path", "kind", "entrypoint", "version", "checkpoint")
@@ -20,6 +34,12 @@ STEP_COLUMNS = (
     "attempts", "holder", "lease_until", "created_at", "started_at", "finished_at",
     "scheduled_by", "checkpoint", "event_seq",
 )
+
+
+BATCH_COLUMNS = tuple(c.name for c in batches.columns)
+# Run statuses are polled this many ids per statement: a fixed shape compiles once
+# (callers pad a short chunk by repeating an id).
+STATUS_CHUNK = 16
 
 
 def _open_step() -> ClauseElement:
@@ -93,6 +113,8 @@ def _claim_step() -> ClauseElement:
             lease_until=bindparam("lease_until"),
             attempts=steps.c.attempts + 1,
             started_at=bindparam("now"),
+            # A fresh claim may be swept as soon as it looks dead (see resweep_step).
+            dispatch_after=null(),
         )
         .returning(steps.c.attempts)
     )
@@ -139,6 +161,11 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "select_run_flags": lambda: select(runs.c.status, runs.c.cancel_requested, runs.c.holder).where(
         runs.c.id == bindparam("run_id")
     ),
+    # An interjection locks the run row, so it cannot slip in while the run's final commit
+    # (which updates that row) is deciding that no interjection is pending.
+    "lock_run_flags": lambda: select(runs.c.status, runs.c.cancel_requested, runs.c.holder)
+    .where(runs.c.id == bindparam("run_id"))
+    .with_for_update(),
     "select_frame": lambda: _select(frames, FRAME_COLUMNS, frames.c.id == bindparam("frame_id")),
     "select_frames_of_run": lambda: _select(frames, FRAME_COLUMNS, frames.c.run_id == bindparam("run_id")),
     "select_messages": lambda: select(messages.c.seq, messages.c.data)
@@ -193,6 +220,286 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         )
     )
     .values(holder=bindparam("holder"), updated_at=bindparam("now")),
+    # -- batches (lg_scheduler.batch) --
+    "select_run_statuses": lambda: select(runs.c.id, runs.c.status, runs.c.holder).where(
+        or_(*[runs.c.id == bindparam(f"id{i}") for i in range(STATUS_CHUNK)])
+    ),
+    "insert_batch": _insert(batches, BATCH_COLUMNS),
+    "select_batch": lambda: _select(batches, BATCH_COLUMNS, batches.c.id == bindparam("batch_id")),
+    "select_batches": lambda: select(*batches.c).order_by(batches.c.created_at.desc()).limit(bindparam("limit")),
+    "claim_batch": lambda: update(batches)
+    .where(
+        and_(
+            batches.c.id == bindparam("batch_id"),
+            or_(batches.c.holder.is_(None), batches.c.holder == bindparam("previous")),
+        )
+    )
+    .values(holder=bindparam("holder"), status="running", total=bindparam("total"), updated_at=bindparam("now")),
+    "update_batch": lambda: update(batches)
+    .where(and_(batches.c.id == bindparam("batch_id"), batches.c.holder == bindparam("holder")))
+    .values(
+        completed=bindparam("completed"),
+        failed=bindparam("failed"),
+        invalid=bindparam("invalid"),
+        running=bindparam("running"),
+        status=bindparam("status"),
+        holder=bindparam("next_holder"),
+        updated_at=bindparam("now"),
+        finished_at=bindparam("finished_at"),
+    ),
 }
 
-__all__ = ["FRAME_COLUMNS", "RUN_COLUMNS", "STATEMENTS", "STEP_COLUMNS"]
+
+# -- recovery (lg_scheduler.recovery) ------------------------------------------------
+# Only distributed runs (no run holder) are recovered: a local run belongs to the
+# process holding it, and `lg runs resume` takes it over when that process dies.
+
+
+def _distributed_running() -> ColumnElement[bool]:
+    return and_(runs.c.status == "running", runs.c.holder.is_(None))
+
+
+def _step_columns() -> list[Column[Any]]:
+    return [steps.c[name] for name in STEP_COLUMNS]
+
+
+def _relay_due_steps() -> ClauseElement:
+    """Scheduled steps whose message is overdue: push them forward and return them, in one UPDATE.
+
+    The UPDATE is the relay's claim: a second scheduler running it at once re-checks
+    ``dispatch_after`` on the locked rows and skips what the first one took.
+    """
+    due = steps.alias("due")
+    picked = (
+        select(due.c.run_id, due.c.key)
+        .select_from(due.join(runs, runs.c.id == due.c.run_id))
+        .where(and_(due.c.status == "scheduled", due.c.dispatch_after < bindparam("now"), _distributed_running()))
+        .order_by(due.c.dispatch_after)
+        .limit(bindparam("limit"))
+    )
+    return (
+        update(steps)
+        .where(
+            and_(
+                steps.c.status == "scheduled",
+                steps.c.dispatch_after < bindparam("now"),
+                tuple_(steps.c.run_id, steps.c.key).in_(picked),
+            )
+        )
+        .values(dispatch_after=bindparam("next"))
+        .returning(*_step_columns())
+    )
+
+
+def _not_swept_recently() -> ColumnElement[bool]:
+    return or_(steps.c.dispatch_after.is_(None), steps.c.dispatch_after < bindparam("now"))
+
+
+RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
+    "relay_due_steps": _relay_due_steps,
+    # Running steps not re-dispatched in the last hold-off; the caller judges their leases.
+    "select_running_steps": lambda: select(*_step_columns())
+    .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
+    .where(and_(steps.c.status == "running", _not_swept_recently(), _distributed_running()))
+    .limit(bindparam("limit")),
+    # Mark a dead claim as re-dispatched (one scheduler wins); the next claim clears it.
+    "resweep_step": lambda: update(steps)
+    .where(
+        and_(
+            steps.c.run_id == bindparam("run_id"),
+            steps.c.key == bindparam("key"),
+            steps.c.status == "running",
+            steps.c.holder == bindparam("holder"),
+            _not_swept_recently(),
+        )
+    )
+    .values(dispatch_after=bindparam("next")),
+    # Runs with no commit for a long time; touching updated_at is the detector's claim.
+    "touch_stalled_runs": lambda: update(runs)
+    .where(and_(_distributed_running(), runs.c.updated_at < bindparam("cutoff")))
+    .values(updated_at=bindparam("now"))
+    .returning(runs.c.id),
+    "select_runs_to_end": lambda: select(*runs.c)
+    .where(and_(_distributed_running(), or_(runs.c.cancel_requested == 1, runs.c.deadline_at < bindparam("now"))))
+    .order_by(runs.c.created_at)
+    .limit(bindparam("limit")),
+}
+STATEMENTS.update(RECOVERY_STATEMENTS)
+
+
+# -- replay (lg_core.replay) ---------------------------------------------------------
+# Retry reopens a finished run from a committed checkpoint; fork copies a run's
+# history into a new run. Both write everything in one transaction.
+
+REPLAY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
+    # Only while the run still has the status the caller saw: two retries cannot both win.
+    "reopen_run": lambda: update(runs)
+    .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == bindparam("expected")))
+    .values(
+        status="running",
+        response=null(),
+        error=null(),
+        usage=null(),
+        result=null(),
+        finished_at=null(),
+        lease_until=null(),
+        cancel_requested=0,
+        holder=bindparam("holder"),
+        invocation=bindparam("invocation"),
+        deadline_at=bindparam("deadline_at"),
+        event_seq=runs.c.event_seq + 1,
+        updated_at=bindparam("now"),
+    )
+    .returning(runs.c.event_seq),
+    "delete_messages_from": lambda: delete(messages).where(
+        and_(messages.c.frame_id == bindparam("frame_id"), messages.c.seq >= bindparam("from_seq"))
+    ),
+    # Back to the outbox, keeping ``attempts`` (an at_most_once call that started stays "started").
+    "reschedule_step": lambda: update(steps)
+    .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key")))
+    .values(
+        status="scheduled",
+        holder=null(),
+        lease_until=null(),
+        result=null(),
+        error=null(),
+        checkpoint=null(),
+        event_seq=null(),
+        started_at=null(),
+        finished_at=null(),
+        dispatch_after=bindparam("dispatch_after"),
+    ),
+    "insert_step_copy": _insert(steps, STEP_COLUMNS + ("dispatch_after",)),
+}
+STATEMENTS.update(REPLAY_STATEMENTS)
+
+
+# -- sessions (lg_core.sessions, lg_core.store.sessions) ------------------------------------
+# A session row is keyed by (session_id, actor_key); a run matches it through
+# coalesce(actor_id, '') so a run without an actor meets the session's "" key.
+
+SESSION_COLUMNS = tuple(c.name for c in sessions.columns)
+
+
+def _session_row(table: object) -> ClauseElement:
+    return and_(table.c.session_id == bindparam("session_id"), table.c.actor_key == bindparam("actor_key"))  # type: ignore[attr-defined]
+
+
+def _session_runs(table: object = runs) -> ClauseElement:
+    return and_(
+        table.c.session_id == bindparam("session_id"),  # type: ignore[attr-defined]
+        func.coalesce(table.c.actor_id, "") == bindparam("actor_key"),  # type: ignore[attr-defined]
+    )
+
+
+def _append_session(keep_metadata: bool) -> Callable[[], ClauseElement]:
+    def build() -> ClauseElement:
+        values = {"message_count": bindparam("count"), "state": bindparam("state"), "updated_at": bindparam("now")}
+        if not keep_metadata:
+            values["metadata"] = bindparam("metadata")
+        # The expected_count check and the move happen in one UPDATE: a concurrent
+        # writer either sees the old count (and waits on the row) or the new one.
+        return update(sessions).where(and_(_session_row(sessions), sessions.c.message_count == bindparam("expected"))).values(values)
+
+    return build
+
+
+def _load_session() -> ClauseElement:
+    """A session's row and its messages in one statement, so one snapshot (a read needs no lock).
+
+    The row comes first with seq -1 (state in ``data``, metadata and count after it),
+    then the messages below the row's count, in order.
+    """
+    row = select(
+        literal(-1).label("seq"), sessions.c.state.label("data"), sessions.c.metadata, sessions.c.message_count
+    ).where(_session_row(sessions))
+    listed = (
+        select(session_messages.c.seq, session_messages.c.data, null(), null())
+        .select_from(
+            session_messages.join(
+                sessions,
+                and_(
+                    sessions.c.session_id == session_messages.c.session_id,
+                    sessions.c.actor_key == session_messages.c.actor_key,
+                    session_messages.c.seq < sessions.c.message_count,
+                ),
+            )
+        )
+        .where(_session_row(session_messages))
+    )
+    return union_all(row, listed).order_by("seq")
+
+
+def _stalled_sessions() -> ClauseElement:
+    waiting, active = runs.alias("waiting"), runs.alias("active")
+    running = (
+        select(active.c.id)
+        .where(
+            and_(
+                active.c.session_id == waiting.c.session_id,
+                func.coalesce(active.c.actor_id, "") == func.coalesce(waiting.c.actor_id, ""),
+                active.c.status == "running",
+            )
+        )
+        .exists()
+    )
+    return (
+        select(waiting.c.session_id, waiting.c.actor_id)
+        .where(and_(waiting.c.status == "pending", ~running))
+        .group_by(waiting.c.session_id, waiting.c.actor_id)
+        .limit(bindparam("limit"))
+    )
+
+
+SESSION_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
+    "select_session": lambda: select(sessions.c.message_count, sessions.c.state, sessions.c.metadata).where(
+        _session_row(sessions)
+    ),
+    "load_session": _load_session,
+    "insert_session": _insert(sessions, SESSION_COLUMNS),
+    "append_session": _append_session(keep_metadata=False),
+    "append_session_keep_metadata": _append_session(keep_metadata=True),
+    "replace_session": lambda: update(sessions)
+    .where(_session_row(sessions))
+    .values(
+        message_count=bindparam("count"),
+        state=bindparam("state"),
+        metadata=bindparam("metadata"),
+        updated_at=bindparam("now"),
+    ),
+    "delete_session_messages": lambda: delete(session_messages).where(_session_row(session_messages)),
+    "insert_session_messages": _insert(session_messages, ("session_id", "actor_key", "seq", "data")),
+    # -- runs sharing a session: serialization ---------------------------------------
+    # PostgreSQL only: one transaction at a time decides who runs next on a session.
+    "lock_session": lambda: select(func.pg_advisory_xact_lock(func.hashtextextended(bindparam("lock_key"), 0))),
+    "select_session_open_runs": lambda: select(runs.c.id, runs.c.status, runs.c.holder)
+    .where(and_(_session_runs(), or_(runs.c.status == "running", runs.c.status == "pending")))
+    .order_by(runs.c.created_at, runs.c.id),
+    "select_run_session": lambda: select(runs.c.session_id, runs.c.actor_id).where(runs.c.id == bindparam("run_id")),
+    "activate_run": lambda: update(runs)
+    .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "pending"))
+    .values(status="running", updated_at=bindparam("now")),
+    "release_pending_steps": lambda: update(steps)
+    .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.status == "pending"))
+    .values(status="scheduled", dispatch_after=bindparam("dispatch_after"))
+    .returning(steps.c.key, steps.c.kind, steps.c.frame_id),
+    "end_pending_run": lambda: update(runs)
+    .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "pending"))
+    .values(
+        status=bindparam("status"),
+        error=bindparam("error"),
+        usage=bindparam("usage"),
+        event_seq=runs.c.event_seq + bindparam("n"),
+        holder=null(),
+        updated_at=bindparam("now"),
+        finished_at=bindparam("now"),
+    )
+    .returning(runs.c.event_seq),
+    "end_pending_steps": lambda: update(steps)
+    .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.status == "pending"))
+    .values(status=bindparam("status"), finished_at=bindparam("now"), dispatch_after=null()),
+    "select_stalled_sessions": _stalled_sessions,
+}
+STATEMENTS.update(SESSION_STATEMENTS)
+
+__all__ = ["BATCH_COLUMNS", "FRAME_COLUMNS", "RECOVERY_STATEMENTS", "RUN_COLUMNS", "SESSION_COLUMNS", "SESSION_STATEMENTS", "STATEMENTS", "STATUS_CHUNK", "STEP_COLUMNS"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from lg_core import Agent, Tool
@@ -29,11 +30,25 @@ def _log(tool: str, n: int, key: str) -> None:
         os.fsync(handle.fileno())
 
 
-def _maybe_hang(tool: str, n: int) -> None:
-    if os.environ.get("DIST_APP_HANG") == f"{tool}:{n}":
-        ready = Path(os.environ["DIST_APP_READY_DIR"]) / f"{tool}-{n}-{os.getpid()}"
-        ready.write_text(str(os.getpid()))
-        threading.Event().wait(300)
+def _maybe_hang(tool: str, n: int, key: str = "") -> None:
+    """Block if $DIST_APP_HANG (comma-separated "<tool>:<n>") names this call.
+
+    With $DIST_APP_HANG_ONCE=1 each call (by ``key``) hangs only the first time,
+    so the execution that takes it over after a kill runs through.
+    """
+    if f"{tool}:{n}" not in os.environ.get("DIST_APP_HANG", "").split(","):
+        return
+    ready_dir = Path(os.environ["DIST_APP_READY_DIR"])
+    if os.environ.get("DIST_APP_HANG_ONCE") == "1":
+        marker = ready_dir / ("once-" + key.replace("/", "_"))
+        try:
+            marker.touch(exist_ok=False)
+        except FileExistsError:
+            return
+    suffix = "" if tool != "model" else f"-{threading.get_ident()}"
+    ready = ready_dir / f"{tool}-{n}-{os.getpid()}{suffix}"
+    ready.write_text(str(os.getpid()))
+    threading.Event().wait(300)
 
 
 class StepTool(Tool):
@@ -42,7 +57,9 @@ class StepTool(Tool):
 
     def call(self, input):
         _log(self.tool_name, input["n"], self.idempotency_key)
-        _maybe_hang(self.tool_name, input["n"])
+        _maybe_hang(self.tool_name, input["n"], self.idempotency_key)
+        if os.environ.get("DIST_APP_TOOL_DELAY"):
+            time.sleep(float(os.environ["DIST_APP_TOOL_DELAY"]))
         return f"step {input['n']} done"
 
 
@@ -52,6 +69,40 @@ class ChargeTool(StepTool):
     at_most_once = True
 
 
+class GateTool(StepTool):
+    """Passes gate n at once, unless the test holds it (a file "hold-<n>" in $DIST_APP_READY_DIR).
+
+    A held gate announces itself ("gate-<n>-<pid>") and waits, checking its
+    context, so a cancel from any process stops it; removing the file releases it.
+    """
+
+    tool_name = "gate"
+    description = "Pass numbered gate n."
+
+    def call(self, input):
+        n = input["n"]
+        _log(self.tool_name, n, self.idempotency_key)
+        folder = os.environ.get("DIST_APP_READY_DIR")
+        hold = Path(folder) / f"hold-{n}" if folder else None
+        if hold is not None and hold.exists():
+            (Path(folder) / f"gate-{n}-{os.getpid()}").write_text(str(os.getpid()))
+            while hold.exists():
+                self.context.check()
+                time.sleep(0.05)
+        return f"gate {n} passed"
+
+
+GATES = 3
+
+
+def _gates(request) -> dict:
+    """Gates 0..GATES-1, one per turn, then echo the last message (an interjection, if one came)."""
+    sequence = int(request.metadata.get("sequence", 0))
+    if sequence < GATES:
+        return {"tool_calls": [{"name": "gate", "arguments": {"n": sequence}}]}
+    return {"text": "You said: " + request.messages[-1].text}
+
+
 def _steps(tool: str, turns: int = TURNS) -> list[dict]:
     return [{"tool_calls": [{"name": tool, "arguments": {"n": n}}]} for n in range(turns)] + [{"text": "All steps recorded."}]
 
@@ -59,6 +110,7 @@ def _steps(tool: str, turns: int = TURNS) -> list[dict]:
 scripted.register("dist-steps", _steps("step"))
 scripted.register("dist-charge", _steps("charge"))
 scripted.register("dist-slow", [{"text": "A slow and thoughtful answer, streamed word by word.", "delay": 1.0}])
+scripted.register("dist-gates", _gates)
 scripted.register("dist-echo", lambda request: {"text": "You said: " + request.messages[-1].text})
 
 
@@ -78,3 +130,76 @@ class SlowAgent(Agent):
 
 class EchoAgent(Agent):
     model = "scripted:dist-echo"
+
+
+# -- chaos tests (tests/chaos) ----------------------------------------------------------
+# Models that log each call to $DIST_APP_LOG.models ("model <sequence> <run id>"), can
+# hang mid-turn ($DIST_APP_HANG="model:<sequence>") and take $DIST_APP_MODEL_DELAY
+# seconds per turn; short scripts for the soak. $DIST_APP_TOOL_DELAY slows every tool.
+
+
+def _logged_script(tool: str, turns: int, delay: float = 0.0):
+    script = _steps(tool, turns)
+
+    def turn(request):
+        sequence = int(request.metadata.get("sequence", 0))
+        run_id = str(request.metadata.get("run_id", ""))
+        path = os.environ.get("DIST_APP_LOG")
+        if path:
+            with open(path + ".models", "a") as handle:
+                handle.write(f"model {sequence} {run_id}\n")
+        _maybe_hang("model", sequence, f"{run_id}/model-{sequence}")
+        pause = float(os.environ.get("DIST_APP_MODEL_DELAY", delay))
+        return {**script[sequence], **({"delay": pause} if pause else {})}
+
+    return turn
+
+
+scripted.register("dist-steps-hang", _logged_script("step", TURNS))
+scripted.register("dist-charge-hang", _logged_script("charge", TURNS))
+SHORT_TURNS = 2
+scripted.register("dist-steps-short", _logged_script("step", SHORT_TURNS, delay=0.02))
+scripted.register("dist-charge-short", _logged_script("charge", SHORT_TURNS, delay=0.02))
+
+
+class HangStepAgent(Agent):
+    model = "scripted:dist-steps-hang"
+    tools = [StepTool]
+
+
+class HangChargeAgent(Agent):
+    model = "scripted:dist-charge-hang"
+    tools = [ChargeTool]
+
+
+class ShortStepAgent(Agent):
+    model = "scripted:dist-steps-short"
+    tools = [StepTool]
+
+
+class ShortChargeAgent(Agent):
+    model = "scripted:dist-charge-short"
+    tools = [ChargeTool]
+
+
+class GateAgent(Agent):
+    model = "scripted:dist-gates"
+    tools = [GateTool]
+
+
+def _session_turn(request) -> dict:
+    """Sessions: pass one gate per run, numbered by the user messages the run was shown, then say what it saw."""
+    users = [m.text for m in request.messages if m.role == "user"]
+    if request.messages[-1].role == "user":
+        return {"tool_calls": [{"name": "gate", "arguments": {"n": len(users)}}]}
+    return {"text": "seen: " + " | ".join(users)}
+
+
+scripted.register("dist-session", _session_turn)
+
+
+class SessionAgent(Agent):
+    """Its answer lists every user message of the session it received (tests/distributed/test_sessions_distributed.py)."""
+
+    model = "scripted:dist-session"
+    tools = [GateTool]

@@ -1,0 +1,223 @@
+"""Opening a run's conversation: at once, or when its turn on the session comes.
+
+A run is stored with its root frame *unopened* (checkpoint phase
+``opening``, no messages) and its first model step. Opening the frame loads
+the session (history and state, ``lg_core.sessions.runs``), runs the agent's
+``after_initialize`` and ``before_invocation`` callbacks, and commits the
+initial messages as the frame's next version. That happens
+
+* at once in ``Engine.start``, when no other run of the session is active;
+* otherwise when the run's turn comes. Runs sharing a session (session id and
+  actor) never interleave: a run started while another one is running or
+  waiting is stored ``pending`` with its first step held back, and the commit
+  that ends the run before it makes it ``running`` and releases that step
+  (decided in the database, ``lg_core.store.sessions``). Whoever executes the
+  step (a worker, or the process waiting in ``ask()``) opens the frame first,
+  so the history includes every turn before it.
+
+Opening is idempotent: its commit expects the unopened frame's version, so
+of two openers (a crash and a redelivery) one wins and the other goes on with
+the opened frame. A run whose opening fails or is cancelled by a callback
+ends right there, exactly as it would have at start.
+
+Recovery: a pending run waits for a commit of the run before it. If that run
+ended some other way (a scheduler ended it, an old process ended it without
+this code), ``RunStore.stalled_sessions()`` lists the session and
+``Engine.activate_next_pending(session_id, actor_id)`` starts the next run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from lg_core.engine.checkpoint import AgentCheckpoint
+from lg_core.engine.dispatcher import StepRef
+from lg_core.engine.frames import FrameState
+from lg_core.errors import CancelledError
+from lg_core.run_context import RunContext
+from lg_core.store import RunFinish, StepCommit
+from lg_core.store.records import ActivatedRun
+
+if TYPE_CHECKING:
+    from lg_core.engine.engine import Engine
+    from lg_core.engine.steps import StepScope, Transition
+    from lg_core.messages import Message
+    from lg_core.run import Run
+
+OPENING = "opening"
+WAIT_POLL_SECONDS = 0.5  # how often a waiting local run checks the store (activation here wakes it at once)
+
+
+class Opener:
+    """Opens frames and hands activated runs to whoever drives them."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._lock = threading.Lock()
+        self._pending: set[str] = set()  # local runs this process stored pending and will drive
+        self._wakeups: dict[str, threading.Event] = {}
+
+    # -- opening ------------------------------------------------------------------------------
+
+    def open(self, scope: StepScope) -> list[StepRef] | None:
+        """Open ``scope.frame``: None when the step can go on, else what the run's ending returned."""
+        engine, run, frame = self.engine, scope.run, scope.frame
+        try:
+            messages, state, session = self._prepare(run)
+        except CancelledError as exc:
+            return engine._commit(scope, self._ending(scope, "cancelled", exc))
+        except Exception as exc:  # noqa: BLE001 - recorded as the run's failure, as at start
+            return engine._commit(scope, self._ending(scope, "failed", exc))
+        checkpoint = AgentCheckpoint(message_count=len(messages), state=state, session=session)
+        commit = StepCommit(run.id, frame.id, frame.version, checkpoint.to_dict(), messages=list(enumerate(messages)))
+        result = engine.store.commit(commit)
+        if result.applied:
+            scope.frame = FrameState(frame.id, frame.run_id, frame.path, frame.entrypoint, frame.version + 1, checkpoint, tuple(messages))
+            engine.frames.put(scope.frame)
+            return None
+        if result.reason == "frame_version_conflict":  # opened (or ended) by another process first
+            scope.frame = engine.frames.reload(frame.id)
+            return None if scope.frame.checkpoint.phase not in (OPENING, "done") else []
+        return []
+
+    def _prepare(self, run: Run) -> tuple[list[Message], dict[str, Any], dict[str, int] | None]:
+        engine = self.engine
+        opening = engine.sessions.open(run, engine.runtime.hooks)
+        context = RunContext(state=opening.state, cancellation_token=run.cancellation_token, deadline=run.invocation.deadline_at)
+        messages = engine._initial_messages(run, context, opening.history)
+        session = engine.sessions.checkpoint_info(opening, messages, run.invocation.message)
+        return messages, context.state.to_dict(), session
+
+    def _ending(self, scope: StepScope, outcome: str, error: BaseException) -> Transition:
+        """End the run at its opening, with the same terminal fields a start-time failure had."""
+        engine, run = self.engine, scope.run
+
+        def transition(state: FrameState) -> StepCommit:
+            events: list[Any] = []
+            deferred: list[Any] = []
+            fields = engine._ending_fields(run, outcome, error, events=events, deferred=deferred)
+            scope.outgoing = deferred
+            checkpoint = state.checkpoint.copy()
+            checkpoint.phase = "done"
+            return StepCommit(
+                run_id=run.id,
+                frame_id=state.id,
+                expected_version=state.version,
+                checkpoint=checkpoint.to_dict(),
+                step_key=scope.key,
+                step_status="cancelled" if outcome == "cancelled" else "failed",
+                step_error=fields["error"],
+                holder=scope.holder,
+                events=events,
+                finish=RunFinish(outcome, None, fields["error"], fields["usage"], None),
+            )
+
+        return transition
+
+    # -- waiting for the session's turn -------------------------------------------------------------
+
+    def hold(self, run: Run, *, distributed: bool) -> list[StepRef]:
+        """``run`` was stored pending. A local run is driven by this process once its turn comes."""
+        if not distributed:
+            with self._lock:
+                self._pending.add(run.id)
+        return []
+
+    def when_active(self, run: Run, refs: list[StepRef]) -> list[StepRef]:
+        """``refs`` for a run that started at once; for a pending local run, block until its turn.
+
+        Returns the run's open steps once it runs, or nothing if it ended while
+        waiting (cancelled). Cancelling the run's token while it waits ends it.
+        """
+        with self._lock:
+            if run.id not in self._pending:
+                return refs
+            wakeup = self._wakeups.setdefault(run.id, threading.Event())
+        try:
+            return self._await_turn(run, wakeup)
+        finally:
+            with self._lock:
+                self._pending.discard(run.id)
+                self._wakeups.pop(run.id, None)
+
+    def _await_turn(self, run: Run, wakeup: threading.Event) -> list[StepRef]:
+        while True:
+            status = self.engine.store.run_flags(run.id)[0]
+            if status == "running":
+                return self.engine.open_steps(run.id)
+            if status != "pending":
+                run.refresh()
+                return []
+            if run.cancellation_token.cancelled:
+                self.cancel_pending(run.id, run.cancellation_token.reason)
+                continue
+            wakeup.wait(WAIT_POLL_SECONDS)
+            wakeup.clear()
+
+    def _wake(self, run_id: str) -> None:
+        with self._lock:
+            wakeup = self._wakeups.get(run_id)
+        if wakeup is not None:
+            wakeup.set()
+
+    def cancel_pending(self, run_id: str, reason: str | None = None) -> bool:
+        """End a run still waiting for its session as cancelled; False if it is not pending."""
+        engine = self.engine
+        error = CancelledError(reason or "The run was cancelled while it waited for its session.")
+        try:
+            run = engine.run_handle(run_id)
+        except Exception:  # noqa: BLE001 - its class may not import here; hooks then see no run
+            run = None
+        events: list[Any] = []
+        deferred: list[Any] = []
+        fields = engine._ending_fields(run, "cancelled", error, events=events, deferred=deferred)  # type: ignore[arg-type]
+        first = engine.store.end_pending_run(run_id, "cancelled", fields["error"], fields["usage"], events)
+        if first is None:
+            return False
+        for offset, event in enumerate(deferred):
+            engine.publish(run_id, event.with_seq(first + offset))
+        self._wake(run_id)
+        return True
+
+    # -- activation ------------------------------------------------------------------------------
+
+    def activated(self, activated: Sequence[ActivatedRun], *, here: bool) -> list[StepRef]:
+        """Hand runs a commit activated to their drivers; returns the steps to publish from here.
+
+        A local run (it has a holder) is driven by its own process: wake it if it
+        waits in this one (another process notices by polling). A distributed
+        run's first steps are returned when the caller publishes successors (a
+        worker), and otherwise sent through this runtime's backend; without one
+        the outbox relay sends them after ``relay_grace``.
+        """
+        refs: list[StepRef] = []
+        for item in activated:
+            if item.holder is not None:
+                self._wake(item.run_id)
+                continue
+            refs.extend(StepRef(item.run_id, key, kind, frame_id) for key, kind, frame_id in item.steps)
+        if refs and not here:
+            self._publish_elsewhere(refs)
+            return []
+        return refs
+
+    def _publish_elsewhere(self, refs: list[StepRef]) -> None:
+        try:
+            publish = getattr(self.engine.runtime.backend, "publish", None)
+            if publish is not None:
+                publish(refs)
+        except Exception:  # noqa: BLE001 - the steps are in the outbox; the relay sends them
+            pass
+
+    def activate_next_pending(self, session_id: str, actor_id: str | None) -> list[StepRef]:
+        """Recovery: start the session's next pending run if none of its runs is running.
+
+        Returns the distributed steps to publish (the caller publishes them, like
+        a task publishes successors); a local run is woken or found by polling.
+        """
+        return self.activated(self.engine.store.activate_next_pending(session_id, actor_id), here=True)
+
+
+__all__ = ["OPENING", "Opener", "WAIT_POLL_SECONDS"]

@@ -1,0 +1,171 @@
+"""Session rows and session serialization, as transaction helpers.
+
+Two things live here because they must happen inside other transactions:
+
+* **Session rows** (``lg_sessions`` / ``lg_session_messages``): the
+  SqlSessionStore's reads and writes, which the RunStore also runs inside a
+  completing run's commit when the session store shares its database. The
+  ``expected_count`` check is the append's own conditional UPDATE.
+* **Serialization of runs sharing a session** (``lg_runs`` by session id and
+  actor): a run created while another run of its session is running or
+  pending is stored ``pending`` with its first steps ``pending`` too (not in
+  the outbox); when a run of the session ends, the same transaction makes the
+  oldest pending run ``running`` and moves its steps to ``scheduled``. On
+  PostgreSQL both decisions take a transaction-scoped advisory lock on the
+  session key, so a starting run and a finishing run cannot each miss the
+  other (SQLite's BEGIN IMMEDIATE already serializes every writer).
+
+Helpers take an open :class:`~lg_core.store.database.Transaction` and never
+commit; the public methods that call them (RunStore, SqlSessionStore) do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lg_core.store.database import Transaction
+from lg_core.store.records import ActivatedRun, dumps, loads
+
+RUNNING, PENDING = "running", "pending"
+
+
+def actor_key(actor_id: str | None) -> str:
+    """The key column value for an actor: its id, or "" for none (ids are never empty)."""
+    return actor_id or ""
+
+
+def _key(session_id: str, actor_id: str | None) -> dict[str, str]:
+    return {"session_id": session_id, "actor_key": actor_key(actor_id)}
+
+
+# -- serialization of runs -------------------------------------------------------------------
+
+
+def lock_session_txn(tx: Transaction, session_id: str, actor_id: str | None) -> None:
+    """Serialize decisions about this session's runs until the transaction ends (PostgreSQL)."""
+    if tx.dialect_name == "postgresql":
+        tx.execute("lock_session", {"lock_key": f"{session_id}\x1f{actor_key(actor_id)}"})
+
+
+def session_busy_txn(tx: Transaction, session_id: str, actor_id: str | None) -> bool:
+    """Is a run of this session running or waiting? (Call after :func:`lock_session_txn`.)"""
+    return tx.fetchone("select_session_open_runs", _key(session_id, actor_id)) is not None
+
+
+def activate_next_txn(tx: Transaction, session_id: str, actor_id: str | None, now: float, grace: float) -> list[ActivatedRun]:
+    """Start the oldest pending run of the session when none is running; the activated runs."""
+    lock_session_txn(tx, session_id, actor_id)
+    open_runs = tx.fetchall("select_session_open_runs", _key(session_id, actor_id))
+    if not open_runs or any(status == RUNNING for _id, status, _holder in open_runs):
+        return []
+    run_id, _status, holder = open_runs[0]
+    if tx.execute("activate_run", {"run_id": run_id, "now": now}).rowcount != 1:
+        return []
+    released = tx.fetchall("release_pending_steps", {"run_id": run_id, "dispatch_after": now + grace})
+    return [ActivatedRun(run_id, holder, tuple((key, kind, frame_id) for key, kind, frame_id in released))]
+
+
+def activate_after_txn(tx: Transaction, run_id: str, now: float, grace: float) -> list[ActivatedRun]:
+    """A run just ended in this transaction: let the next run of its session start."""
+    row = tx.fetchone("select_run_session", {"run_id": run_id})
+    if row is None:
+        return []
+    return activate_next_txn(tx, row[0], row[1], now, grace)
+
+
+def stalled_sessions_txn(tx: Transaction, limit: int) -> list[tuple[str, str | None]]:
+    """Sessions with a pending run and no running one (their last run ended without activating)."""
+    return [(session_id, actor_id) for session_id, actor_id in tx.fetchall("select_stalled_sessions", {"limit": limit})]
+
+
+# -- session rows ----------------------------------------------------------------------------
+
+
+def load_session_txn(tx: Transaction, session_id: str, actor_id: str | None) -> tuple[list[Any], Any, Any] | None:
+    """``(message dicts, state, metadata)`` of a session, or None when it has never been written.
+
+    One statement reads the row and its messages, so a reader needs no
+    transaction of its own and never sees half of a concurrent replace.
+    """
+    rows = tx.fetchall("load_session", _key(session_id, actor_id))
+    if not rows:
+        return None
+    _seq, state, metadata, _count = rows[0]
+    return [loads(data) for _seq, data, _m, _c in rows[1:]], loads(state), loads(metadata)
+
+
+def append_session_txn(
+    tx: Transaction,
+    session_id: str,
+    actor_id: str | None,
+    messages: Sequence[dict[str, Any]],
+    state: dict[str, Any],
+    metadata: dict[str, Any] | None,
+    expected: int,
+    now: float,
+) -> int | None:
+    """Append while the session holds ``expected`` messages; None on success, else the stored count.
+
+    ``metadata`` None keeps the stored metadata (``{}`` for a new session). A
+    new session racing another creator loses on the primary key and is retried
+    by the caller's transaction retry, which then sees the winner's count.
+    """
+    key = _key(session_id, actor_id)
+    params = {**key, "expected": expected, "count": expected + len(messages), "state": dumps(state), "now": now}
+    if metadata is None:
+        moved = tx.execute("append_session_keep_metadata", params).rowcount
+    else:
+        moved = tx.execute("append_session", {**params, "metadata": dumps(metadata)}).rowcount
+    if moved != 1:
+        row = tx.fetchone("select_session", key)
+        if row is not None:
+            return int(row[0])
+        if expected != 0:
+            return 0
+        tx.execute(
+            "insert_session",
+            {**key, "message_count": len(messages), "state": params["state"], "metadata": dumps(metadata or {}),
+             "created_at": now, "updated_at": now},
+        )
+    _insert_messages_txn(tx, key, expected, messages)
+    return None
+
+
+def replace_session_txn(
+    tx: Transaction,
+    session_id: str,
+    actor_id: str | None,
+    messages: Sequence[dict[str, Any]],
+    state: dict[str, Any],
+    metadata: dict[str, Any],
+    now: float,
+) -> None:
+    """Swap the whole snapshot: the row first (it is what concurrent loads lock), then the messages."""
+    key = _key(session_id, actor_id)
+    params = {**key, "count": len(messages), "state": dumps(state), "metadata": dumps(metadata), "now": now}
+    if tx.execute("replace_session", params).rowcount != 1:
+        tx.execute(
+            "insert_session",
+            {**key, "message_count": len(messages), "state": params["state"], "metadata": params["metadata"],
+             "created_at": now, "updated_at": now},
+        )
+    tx.execute("delete_session_messages", key)
+    _insert_messages_txn(tx, key, 0, messages)
+
+
+def _insert_messages_txn(tx: Transaction, key: dict[str, str], first: int, messages: Sequence[dict[str, Any]]) -> None:
+    tx.executemany("insert_session_messages", [{**key, "seq": first + i, "data": dumps(m)} for i, m in enumerate(messages)])
+
+
+__all__ = [
+    "actor_key",
+    "activate_after_txn",
+    "activate_next_txn",
+    "append_session_txn",
+    "load_session_txn",
+    "lock_session_txn",
+    "replace_session_txn",
+    "session_busy_txn",
+    "stalled_sessions_txn",
+]
