@@ -1,0 +1,176 @@
+"""Session: one conversation, continued across runs and processes (spec: LittleGhost::Session).
+
+    session = Session("conversation-42", actor_id="user-7", store=MemorySessionStore())
+    session.append([Message(role="user", content="Hello")], state={"language": "en"})
+
+    reopened = Session("conversation-42", actor_id="user-7", store=session.store)
+    reopened.history()[-1].text      # "Hello"
+    reopened.state["language"]       # "en"
+
+A Session reads its store once (lazily, on first use) and remembers the
+snapshot it saw; ``append`` then expects the store to still hold that many
+messages, so a write based on a stale view fails with ProtocolError instead
+of silently dropping someone else's turn. ``actor_id`` must come from
+authenticated application state: the same id under another actor is another
+session, and no actor means no tenant isolation.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from types import MappingProxyType
+from typing import Any
+
+from lg_core.datamap import DataMap
+from lg_core.errors import InvocationError
+from lg_core.messages import Message
+from lg_core.sessions.base import (
+    SessionSnapshot,
+    SessionStore,
+    canonical_mapping,
+    persistable,
+    session_key,
+)
+
+_UNLOADED = object()
+
+
+class Session:
+    """A conversation's messages, application state and metadata behind a SessionStore."""
+
+    def __init__(
+        self,
+        id: str,
+        *,
+        store: SessionStore | None = None,
+        actor_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        operation_id: str | None = None,
+    ) -> None:
+        self.id, self.actor_id = session_key(id, actor_id)
+        if store is not None and not isinstance(store, SessionStore):
+            raise InvocationError(f"store must be a SessionStore, got {type(store).__name__}")
+        self._store = store
+        self.operation_id = operation_id
+        self._initial_metadata = canonical_mapping(metadata, "metadata")
+        self._snapshot: Any = _UNLOADED
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        actor = f" actor={self.actor_id!r}" if self.actor_id is not None else ""
+        return f"<Session {self.id!r}{actor}>"
+
+    @property
+    def store(self) -> SessionStore:
+        """The store; without one given, the current runtime's (resolved on first use)."""
+        if self._store is None:
+            from lg_core.config import runtime
+
+            self._store = runtime().session_store
+            if self._store is None:
+                raise InvocationError("sessions are disabled in this configuration (session_store='none'); pass store=")
+        return self._store
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def load(self) -> SessionSnapshot | None:
+        """The stored snapshot, read once; None for a new session."""
+        with self._lock:
+            if self._snapshot is _UNLOADED:
+                self._snapshot = self.store.load(self.id, actor_id=self.actor_id)
+            return self._snapshot
+
+    def history(self, fallback: Iterable[Any] = ()) -> tuple[Message, ...]:
+        """The stored messages when there are any, else ``fallback`` (for a new session)."""
+        snapshot = self.load()
+        if snapshot is not None and snapshot.messages:
+            return snapshot.messages
+        return tuple(Message.coerce(m) for m in fallback)
+
+    @property
+    def state(self) -> DataMap:
+        """A mutable copy of the stored state: change it and pass it to ``append(state=...)``."""
+        snapshot = self.load()
+        return DataMap(snapshot.state if snapshot is not None else {})
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        """The stored metadata, else the metadata given at construction (read-only)."""
+        snapshot = self.load()
+        return MappingProxyType(dict(snapshot.metadata if snapshot is not None else self._initial_metadata))
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append(self, messages: Iterable[Any], *, state: Any = None, metadata: Any = None) -> SessionSnapshot:
+        """Add ``messages`` while the store still holds the history this Session loaded.
+
+        ``state`` and ``metadata`` default to the current ones. Raises
+        ProtocolError when another writer changed the session first.
+        """
+        with self._lock:
+            current = self.load()
+            expected = 0 if current is None else current.count
+            snapshot = self.store.append(
+                self.id,
+                messages=messages,
+                state=self._state_for(state),
+                metadata=self._metadata_for(metadata),
+                expected_count=expected,
+                actor_id=self.actor_id,
+            )
+            self._snapshot = snapshot
+            return snapshot
+
+    def replace(self, messages: Iterable[Any], *, state: Any = None, metadata: Any = None) -> SessionSnapshot:
+        """Replace the whole stored snapshot."""
+        with self._lock:
+            snapshot = self.store.replace(
+                self.id,
+                messages=messages,
+                state=self._state_for(state),
+                metadata=self._metadata_for(metadata),
+                actor_id=self.actor_id,
+            )
+            self._snapshot = snapshot
+            return snapshot
+
+    def checkpoint(self, messages: Iterable[Any], *, state: Any = None, metadata: Any = None) -> SessionSnapshot:
+        """Persist a whole conversation: append its new tail when the stored history is
+        an unchanged prefix of it, replace the snapshot otherwise."""
+        conversation = persistable(messages)
+        with self._lock:
+            stored = self.history()
+            if conversation[: len(stored)] == stored:
+                return self.append(conversation[len(stored) :], state=state, metadata=metadata)
+            return self.replace(conversation, state=state, metadata=metadata)
+
+    def checkpoint_result(self, result: Any) -> SessionSnapshot:
+        """Checkpoint the conversation and state of a finished Run or RunResult."""
+        value = getattr(result, "result", result)
+        messages = getattr(value, "messages", None)
+        if messages is None:
+            raise InvocationError("checkpoint_result needs a completed Run or its RunResult (it has no messages)")
+        return self.checkpoint(messages, state=getattr(value, "state", None))
+
+    def project_conversation(self, messages: Iterable[Any], *, metadata: Any = None) -> Any:
+        """Hand a conversational view to stores that publish one; the transcript is unchanged."""
+        return self.store.project_conversation(
+            self.id, messages=messages, metadata=self._metadata_for(metadata), actor_id=self.actor_id
+        )
+
+    @contextmanager
+    def synchronize(self) -> Iterator[None]:
+        """Serialize work on this session within its store instance."""
+        with self.store.synchronize(self.id, actor_id=self.actor_id):
+            yield
+
+    def _state_for(self, state: Any) -> Any:
+        return self.state if state is None else state
+
+    def _metadata_for(self, metadata: Any) -> Any:
+        return dict(self.metadata) if metadata is None else metadata
+
+
+__all__ = ["Session"]

@@ -1,0 +1,306 @@
+"""Session (the application's handle on one conversation), store construction from
+configuration, and the filesystem store's own rules."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+import lg_core
+from lg_core import (
+    AbstractMethodError,
+    Configuration,
+    ConfigurationError,
+    InvocationError,
+    Message,
+    ProtocolError,
+    Reasoning,
+    Text,
+    configure,
+)
+from lg_core.sessions import (
+    FilesystemSessionStore,
+    MemorySessionStore,
+    Session,
+    SessionSnapshot,
+    SessionStore,
+    SqlSessionStore,
+    build_session_store,
+    persistable,
+)
+from lg_core.store import RunStore
+
+
+def user(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def assistant(text: str) -> Message:
+    return Message(role="assistant", content=text)
+
+
+class CountingStore(MemorySessionStore):
+    """A real memory store that counts how often it is read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads = 0
+
+    def load(self, id, actor_id=None):
+        self.loads += 1
+        return super().load(id, actor_id=actor_id)
+
+
+# -- Session -------------------------------------------------------------------------------------
+
+
+def test_the_spec_example_append_then_reopen():
+    session = Session("conversation-42", actor_id="user-7", store=MemorySessionStore())
+    session.append([Message(role="user", content="Hello")], state={"language": "en"})
+
+    reopened = Session("conversation-42", actor_id="user-7", store=session.store)
+    assert reopened.history()[-1].text == "Hello"
+    assert reopened.state["language"] == "en"
+
+
+def test_no_store_access_until_the_session_is_read_and_then_only_once():
+    store = CountingStore()
+    session = Session("c", store=store)
+    assert store.loads == 0
+    session.history()
+    _ = session.state, session.metadata
+    session.load()
+    assert store.loads == 1
+
+
+def test_history_uses_the_stored_messages_or_the_fallback_for_a_new_session():
+    store = MemorySessionStore()
+    fallback = [user("earlier, elsewhere")]
+    assert [m.text for m in Session("c", store=store).history(fallback)] == ["earlier, elsewhere"]
+
+    Session("c", store=store).append([user("stored")])
+    assert [m.text for m in Session("c", store=store).history(fallback)] == ["stored"]
+
+
+def test_state_is_a_mutable_copy_that_append_persists():
+    store = MemorySessionStore()
+    Session("c", store=store).append([user("hi")], state={"plan": {"status": "trial"}})
+    session = Session("c", store=store)
+
+    state = session.state
+    state["plan"]["status"] = "active"
+    assert session.state.dig("plan", "status") == "trial"  # a copy
+    session.append([assistant("upgraded")], state=state)
+    assert Session("c", store=store).state.dig("plan", "status") == "active"
+
+
+def test_metadata_is_read_only_and_defaults_to_the_construction_metadata():
+    store = MemorySessionStore()
+    session = Session("c", store=store, metadata={"channel": "web"})
+    assert dict(session.metadata) == {"channel": "web"}
+    with pytest.raises(TypeError):
+        session.metadata["channel"] = "app"  # type: ignore[index]
+    session.append([user("hi")])
+    assert store.load("c").metadata == {"channel": "web"}
+    assert dict(Session("c", store=store, metadata={"ignored": True}).metadata) == {"channel": "web"}
+
+
+def test_append_expects_the_history_this_session_loaded():
+    store = MemorySessionStore()
+    mine, theirs = Session("c", store=store), Session("c", store=store)
+    mine.history()
+    theirs.append([user("theirs first")])
+
+    with pytest.raises(ProtocolError, match="another writer changed it first"):
+        mine.append([user("mine, from a stale view")])
+    assert [m.text for m in store.load("c").messages] == ["theirs first"]
+
+
+def test_checkpoint_appends_an_extended_conversation_and_replaces_a_rewritten_one():
+    store = MemorySessionStore()
+    session = Session("c", store=store)
+    session.checkpoint([user("one"), assistant("two")])
+    session.checkpoint([user("one"), assistant("two"), user("three")], state={"n": 3})
+    assert [m.text for m in store.load("c").messages] == ["one", "two", "three"]
+
+    Session("c", store=store).checkpoint([user("a summary of it all")])
+    assert [m.text for m in store.load("c").messages] == ["a summary of it all"]
+
+
+def test_checkpoint_result_saves_a_finished_runs_conversation_and_state(config, script):
+    class Greeter(lg_core.Agent):
+        model = script([{"text": "Hello there."}])
+
+    run = Greeter.ask("Hi", context={"tier": "gold"})
+    session = Session("saved-by-hand", store=MemorySessionStore())
+    session.checkpoint_result(run)
+    assert [m.text for m in session.history()] == ["Hi", "Hello there."]
+    assert session.state["tier"] == "gold"
+    with pytest.raises(InvocationError, match="completed Run"):
+        session.checkpoint_result(object())
+
+
+def test_a_session_without_a_store_uses_the_current_runtimes(config):
+    Session("ambient", actor_id="user-1").append([user("kept in the run store's database")])
+    assert isinstance(config.runtime().session_store, SqlSessionStore)
+    assert config.runtime().session_store.load("ambient", actor_id="user-1").count == 1
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"id": "bad id"}, "session id"),
+        ({"id": "ok", "actor_id": ""}, "actor_id"),
+        ({"id": "ok", "store": {"not": "a store"}}, "store must be a SessionStore"),
+        ({"id": "ok", "metadata": "text"}, "metadata must be a mapping"),
+    ],
+)
+def test_bad_session_arguments_raise_invocation_error(options, match):
+    with pytest.raises(InvocationError, match=match):
+        Session(**options)
+
+
+def test_persistable_is_the_one_sanitizing_rule():
+    kept = persistable(
+        [
+            Message(role="system", content="system"),
+            Message(role="user", content="transient", metadata={"transient": True}),
+            Message(role="assistant", content=[Reasoning(text="thinking"), Text(text="answer")]),
+            {"role": "user", "content": "a mapping is read as a message"},
+        ]
+    )
+    assert [(m.role, m.text) for m in kept] == [("assistant", "answer"), ("user", "a mapping is read as a message")]
+
+
+def test_a_subclass_that_implements_nothing_raises_abstract_method_error():
+    class Unfinished(SessionStore):
+        pass
+
+    store = Unfinished()
+    with pytest.raises(AbstractMethodError, match="must implement load"):
+        store.load("c")
+    with pytest.raises(AbstractMethodError, match="append"):
+        store.append("c", messages=[], state={}, metadata={}, expected_count=0)
+    with pytest.raises(AbstractMethodError, match="replace"):
+        store.replace("c", messages=[], state={}, metadata={})
+    assert store.project_conversation("c", messages=[], metadata={}) is None
+    with store.synchronize("c"):
+        pass
+
+
+def test_snapshot_count_is_its_message_count():
+    assert SessionSnapshot((user("a"), user("b"))).count == 2
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run_store():
+    store = RunStore("sqlite://")
+    yield store
+    store.close()
+
+
+def test_the_default_store_shares_the_run_stores_database(run_store):
+    store, owned = build_session_store("sql", run_store)
+    assert isinstance(store, SqlSessionStore) and store.database is run_store.db and owned
+
+
+def test_a_sql_declaration_with_the_run_store_url_shares_its_database(run_store):
+    store, _owned = build_session_store({"provider": "sql", "url": run_store.url}, run_store)
+    assert store.database is run_store.db
+
+
+@pytest.mark.parametrize(
+    "declaration, kind",
+    [
+        ("memory", MemorySessionStore),
+        ("none", type(None)),
+        (None, type(None)),
+        (MemorySessionStore, MemorySessionStore),
+        ({"provider": MemorySessionStore}, MemorySessionStore),
+        ('{"provider": "memory"}', MemorySessionStore),
+    ],
+)
+def test_declarations_build_their_store(run_store, declaration, kind):
+    assert isinstance(build_session_store(declaration, run_store)[0], kind)
+
+
+def test_a_filesystem_declaration_builds_a_store_at_its_root(run_store, tmp_path):
+    store, owned = build_session_store({"provider": "filesystem", "root": str(tmp_path / "s")}, run_store)
+    assert isinstance(store, FilesystemSessionStore) and owned
+
+
+def test_an_instance_is_used_as_is_and_stays_the_applications(run_store):
+    mine = MemorySessionStore()
+    assert build_session_store(mine, run_store) == (mine, False)
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        (42, "got int"),
+        ("redis", "must be one of"),
+        ({"root": "/tmp"}, "provider"),
+        ({"provider": dict}, "provider"),
+        ("{not json", "not valid JSON"),
+    ],
+)
+def test_bad_declarations_are_configuration_errors(value, match):
+    with pytest.raises(ConfigurationError, match=match):
+        lg_core.config.build_configuration(session_store=value)
+    with lg_core.with_configuration(Configuration()):
+        with pytest.raises(ConfigurationError, match=match):
+            configure(session_store=value)
+
+
+def test_provider_options_that_do_not_fit_are_configuration_errors(run_store):
+    with pytest.raises(ConfigurationError, match="do not fit MemorySessionStore"):
+        build_session_store({"provider": "memory", "root": "/tmp"}, run_store)
+
+
+def test_the_environment_can_declare_the_store(monkeypatch, tmp_path):
+    monkeypatch.setenv("LG_SESSION_STORE", f'{{"provider": "filesystem", "root": "{tmp_path / "env"}"}}')
+    configuration = Configuration()
+    try:
+        assert isinstance(configuration.runtime().session_store, FilesystemSessionStore)
+    finally:
+        configuration.close()
+
+
+# -- the filesystem store's own rules ------------------------------------------------------------
+
+
+def test_the_filesystem_root_is_created_private(tmp_path):
+    FilesystemSessionStore(tmp_path / "new" / "root")
+    assert stat.S_IMODE(os.stat(tmp_path / "new" / "root").st_mode) == 0o700
+
+
+def test_a_shared_or_symlinked_root_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    os.chmod(shared, 0o755)
+    with pytest.raises(ConfigurationError, match="chmod 700"):
+        FilesystemSessionStore(shared)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(private)
+    with pytest.raises(ConfigurationError, match="symbolic link"):
+        FilesystemSessionStore(tmp_path / "link")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigurationError):
+        FilesystemSessionStore(tmp_path / "file")
+
+
+def test_filesystem_file_names_do_not_contain_ids_and_a_corrupt_file_is_a_protocol_error(tmp_path):
+    store = FilesystemSessionStore(tmp_path / "s")
+    store.append("conv..secret", messages=[user("hi")], state={}, metadata={}, expected_count=0, actor_id="user-7")
+    [snapshot_file] = [p for p in (tmp_path / "s").iterdir() if p.suffix == ".json"]
+    assert "conv" not in snapshot_file.name and "user-7" not in snapshot_file.name
+
+    snapshot_file.write_text("{not json")
+    with pytest.raises(ProtocolError, match="not a valid snapshot"):
+        store.load("conv..secret", actor_id="user-7")
