@@ -1,0 +1,510 @@
+"""Replay (DESIGN 4.9): retry a finished run from its last committed checkpoint,
+or fork a new run from a chosen step.
+
+    lg_core.retry(run_id)                                   # lg runs retry RUN_ID
+    lg_core.fork(run_id, "root/turn-2/model", model="x")    # lg runs fork RUN_ID --from-step KEY
+
+**retry** reopens the run itself. The step whose commit ended it goes back to
+the outbox (``scheduled``, its ``attempts`` kept, so an ``at_most_once`` tool
+that had started reports "outcome unknown" instead of running twice), together
+with any step the ending left open (a parallel tool call whose commit was
+refused) or closed before it ran. The frame returns to the last checkpoint committed before the ending
+(normally the checkpoint of the step that scheduled the failed one; when a
+sibling tool call committed after that, the sibling's, so its result is kept).
+Steps committed before the failure are never redone. Which runs can be retried:
+
+* ``failed``: yes, the usual case (a provider outage, a bug fixed since).
+* ``cancelled``: yes; the cancel flag is cleared and the run goes on where it
+  stopped (one cancelled while it waited for its session takes its turn now).
+* ``partial``: no. Its deadline passed, and a retry keeps the run's invocation
+  (workers may hold it in memory), so it would stop again at once. Fork it from
+  the step that was cut off with a new ``deadline``; the error says which step.
+  The same holds for a failed or cancelled run whose deadline has passed since.
+* ``completed``, ``running`` or ``pending``: no (RunStateError naming what to do instead).
+
+A run that failed while opening its conversation (a ``before_invocation``
+callback) is retried from the start: the frame goes back to unopened and the
+first step opens it again. A retry refuses while another run of the same
+session is running or waiting (runs of one session never interleave), and a
+retried run whose session moved on meanwhile fails at completion with the
+session's ProtocolError rather than overwrite it.
+
+**fork** makes a new run (``parent_run_id`` = the original) whose history is the
+original's up to, not including, step ``from_step``: the checkpoint that step's
+scheduler committed, the messages and durable events up to that commit (events
+keep their numbers 1..N, the new run's own log continues from there), the
+finished steps before it (with their checkpoints, so the fork can be retried or
+forked in turn); then ``from_step`` and its siblings (the other steps the same
+commit scheduled, e.g. the other tool calls of that turn) are the new run's
+open steps. ``model`` overrides the agent's model for the new run (recorded as
+the invocation's ``model_override``), ``settings`` are merged into the
+original's (a None value removes one). Tool calls from ``from_step`` on run
+again in the fork, under the fork's own idempotency keys. A fork has its own
+session (its run id), which receives the fork's whole conversation when it
+completes; the original's session is never changed by a fork. Forking from the
+first model step re-opens the conversation in that new session, so history the
+original loaded from its session is not carried over (the opening's checkpoint
+is not kept on a step row).
+
+Each is recorded in the log of the run it acts on: ``run_retried`` (which step,
+the restored checkpoint, the previous outcome and error) and ``run_forked``
+(the parent run, the step, the model and settings changes). The original of a
+fork is not written to. Neither is in the original spec: they are this port's.
+
+Where the run executes: with ``broker_url`` configured its steps are published
+to the workers and a :class:`ReplayExecution` is returned at once; otherwise
+it executes here on the LocalDispatcher (held by this process, so
+``lg runs resume`` can take it over if this process dies) and the finished
+Run is returned, as :func:`lg_core.resume` does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from lg_core.engine.codec import encode_event_data
+from lg_core.engine.dispatcher import StepRef
+from lg_core.errors import InvocationError, RunStateError
+from lg_core.events import StreamEvent
+from lg_core.execution import Execution
+from lg_core.identity import current_holder
+from lg_core.invocation import Invocation
+from lg_core.messages import Message
+from lg_core.run import Run, import_entrypoint
+from lg_core.store import NewStep, RunRecord, StepRecord
+
+if TYPE_CHECKING:
+    from lg_core.services import Runtime
+
+EventCallback = Callable[[StreamEvent], None]
+RETRYABLE = ("failed", "cancelled")
+_EXECUTABLE = ("model", "tool")
+_FINISHED = ("succeeded", "unknown")
+_KEEP: Any = object()
+_LISTED_KEYS = 20
+
+
+class ReplayExecution(Execution):
+    """The Execution of a retried or forked run on workers.
+
+    ``events()`` without ``after`` starts at the ``run_retried`` / ``run_forked``
+    event (``since_seq``), so a caller follows this replay, not the history
+    before it (which, for a retry, ends in the earlier terminal event);
+    ``lg_core.get_execution(run_id)`` reads the whole log.
+    """
+
+    def __init__(self, run_id: str, runtime: Runtime, backend: Any, since_seq: int) -> None:
+        super().__init__(run_id, runtime, backend)
+        self.since_seq = since_seq
+
+    def events(self, after: str | None = None, **options: Any) -> Any:
+        # A bare sequence number: "after durable event N, live position unknown".
+        return super().events(str(self.since_seq - 1) if after is None else after, **options)
+
+
+# -- retry ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPlan:
+    """What a retry changes: the ending step, the commit to go back to, the steps to run again."""
+
+    ending: StepRecord | None
+    restore: StepRecord
+    reschedule: tuple[StepRecord, ...]
+
+
+def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtime | None = None) -> Run | Execution:
+    """Run a failed or cancelled run again from its last committed checkpoint.
+
+    Returns the finished Run (executed here), or a ReplayExecution when a broker
+    is configured. Raises RunNotFoundError for an unknown id and RunStateError
+    (saying what to do instead) for a run that cannot be retried.
+    """
+    rt = _runtime(runtime)
+    record = rt.store.load_run(_run_id(run_id))
+    _check_retryable(record)
+    plan = plan_retry(record, rt.store.load_steps(record.id))
+    if record.status == "partial" or (record.deadline_at is not None and record.deadline_at <= time.time()):
+        raise RunStateError(_deadline_message(record, plan.reschedule[0].key))
+    import_entrypoint(record.entrypoint)  # fail before changing anything if it cannot run here
+    distributed = _distributed(rt)  # (and the backend is built) before anything changes
+    marker = reopen(rt, record, plan, holder=None if distributed else current_holder())
+    return _continue(rt, record.id, _refs(record.id, plan.reschedule), marker, on_event, distributed)
+
+
+def reopen(rt: Runtime, record: RunRecord, plan: RetryPlan, *, holder: str | None) -> StreamEvent:
+    """The retry's one transaction (see :meth:`RunStore.reopen_run`); returns its run_retried event.
+
+    ``holder`` is this process for a run it executes itself, None for the workers.
+    """
+    data = {
+        "step": plan.ending.key if plan.ending else None,
+        "restored_from": plan.restore.key,
+        "rescheduled": [s.key for s in plan.reschedule],
+        "previous_outcome": record.status,
+        "previous_error": record.error,
+        "holder": holder,
+    }
+    frame = rt.store.load_frame(plan.restore.frame_id)
+    checkpoint = plan.restore.checkpoint or {}
+    seq = rt.store.reopen_run(
+        record.id,
+        expected_status=record.status,
+        invocation=record.invocation,
+        deadline_at=record.deadline_at,
+        holder=holder,
+        frame_id=frame.id,
+        frame_version=frame.version,
+        checkpoint=checkpoint,
+        message_count=int(checkpoint.get("message_count", 0)),
+        reschedule=data["rescheduled"],
+        event=("run_retried", encode_event_data(data)),
+        serialize=rt.engine.sessions.enabled,
+        session=(record.session_id, record.actor_id),
+    )
+    rt.engine.forget_run(record.id)
+    return StreamEvent.build("run_retried", **data).with_seq(seq)
+
+
+def _check_retryable(record: RunRecord) -> None:
+    run_id = record.id
+    if record.status == "running":
+        raise RunStateError(
+            f"run {run_id} is still running, so there is nothing to retry; if its process died continue it with "
+            f"`lg runs resume {run_id}`, or stop it with `lg runs cancel {run_id}`"
+        )
+    if record.status == "completed":
+        raise RunStateError(
+            f"run {run_id} completed, so there is nothing to retry; to run part of it again fork it from a step: "
+            f"`lg runs fork {run_id} --from-step STEP` (`lg runs show {run_id}` lists the steps)"
+        )
+    if record.status not in RETRYABLE and record.status != "partial":
+        raise RunStateError(f"run {run_id} is {record.status}; only failed or cancelled runs can be retried")
+
+
+def _deadline_message(record: RunRecord, step: str) -> str:
+    passed = datetime.fromtimestamp(record.deadline_at or 0, UTC).isoformat(timespec="seconds")
+    return (
+        f"run {record.id} is {record.status} and its deadline passed ({passed}), so a retry would stop at once; "
+        f"fork it from the step that was cut off with a new deadline instead: "
+        f"`lg runs fork {record.id} --from-step {step} --deadline SECONDS` "
+        f"(lg_core.fork({record.id!r}, {step!r}, deadline=SECONDS))"
+    )
+
+
+def plan_retry(record: RunRecord, steps: Sequence[StepRecord]) -> RetryPlan:
+    """The ending step, the last commit before it on its frame, and what must run again."""
+    closed = [s for s in steps if s.status in ("failed", "cancelled") and s.kind in _EXECUTABLE]
+    endings = [s for s in closed if s.event_seq is not None]
+    ending = max(endings, key=lambda s: s.event_seq or 0) if endings else None
+    # Steps closed with their run before they ran (a run cancelled while it waited for its session).
+    never_ran = [s for s in closed if s.event_seq is None]
+    frame_id = ending.frame_id if ending else f"{record.id}/root"
+    committed = [
+        s for s in steps
+        if s.frame_id == frame_id and s.status in _FINISHED and s.checkpoint is not None and s.event_seq is not None
+    ]
+    if not committed:
+        raise RunStateError(
+            f"run {record.id} has no committed checkpoint to retry from (it was stored by an older version); "
+            "start it again instead"
+        )
+    restore = max(committed, key=lambda s: s.event_seq or 0)
+    open_steps = [s for s in steps if s.status in ("scheduled", "running") and s.kind in _EXECUTABLE]
+    reschedule = tuple(([ending] if ending else []) + never_ran + open_steps)
+    if not reschedule:
+        raise RunStateError(
+            f"run {record.id} ended ({_error_text(record)}) without a step to run again; nothing was committed "
+            "to continue from, so start it again instead"
+        )
+    return RetryPlan(ending, restore, reschedule)
+
+
+def _error_text(record: RunRecord) -> str:
+    error = record.error or {}
+    return f"{error.get('name', 'error')}: {error.get('message', '')}" if error else record.status
+
+
+# -- fork ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ForkPlan:
+    """The step forked from, the commit that scheduled it, and the rows the new run starts with."""
+
+    step: StepRecord
+    scheduler: StepRecord
+    open_steps: tuple[StepRecord, ...]
+    history: tuple[StepRecord, ...]
+
+
+def fork(
+    source_run_id: str,
+    /,
+    from_step: str,
+    *,
+    run_id: str | None = None,
+    model: Any = None,
+    settings: Mapping[str, Any] | None = None,
+    deadline: Any = _KEEP,
+    on_event: EventCallback | None = None,
+    runtime: Runtime | None = None,
+) -> Run | Execution:
+    """A new run with ``source_run_id``'s history before step ``from_step``, continued live from there.
+
+    ``run_id`` names the new run (default: random); ``model`` (a role, target or
+    mapping) replaces the agent's model; ``settings`` are merged into the
+    original's; ``deadline`` (seconds from now, a datetime, or None for none)
+    replaces the original's. Returns the finished Run, or a ReplayExecution when
+    a broker is configured. Raises RunNotFoundError for an unknown run,
+    InvocationError (listing the valid keys) for a step that cannot be forked
+    from, ConfigurationError for an unknown model.
+    """
+    rt = _runtime(runtime)
+    record = rt.store.load_run(_run_id(source_run_id))
+    if not isinstance(from_step, str) or not from_step:
+        raise InvocationError(f"from_step must be a step key like 'root/turn-2/model', got {from_step!r}")
+    steps = rt.store.load_steps(record.id)
+    plan = plan_fork(record, steps, from_step)
+    invocation = _fork_invocation(record, run_id, model, settings, deadline)
+    if model is not None:
+        rt.resolver.resolve(model)  # ConfigurationError now, not in the new run's first model turn
+    import_entrypoint(record.entrypoint)
+    distributed = _distributed(rt)  # (and the backend is built) before anything is written
+    marker = _write_fork(rt, record, plan, invocation, holder=None if distributed else current_holder(),
+                         changes={"model": model, "settings": dict(settings) if settings is not None else None})
+    new_id = invocation.run_id
+    refs = [StepRef(new_id, s.key, s.kind, _rekey(s.frame_id, record.id, new_id)) for s in plan.open_steps]
+    return _continue(rt, new_id, refs, marker, on_event, distributed)
+
+
+def _write_fork(
+    rt: Runtime, record: RunRecord, plan: ForkPlan, invocation: Invocation, *, holder: str | None, changes: dict[str, Any]
+) -> StreamEvent:
+    """The fork's one transaction (see :meth:`RunStore.copy_run`); returns its run_forked event."""
+    new_id = invocation.run_id
+    data = {
+        "run_id": new_id,
+        "parent_run_id": record.id,
+        "from_step": plan.step.key,
+        "restored_from": plan.scheduler.key,
+        "scheduled": [s.key for s in plan.open_steps],
+        **changes,
+    }
+    events = _copied_events(rt, record, new_id, plan.scheduler.event_seq or 0)
+    events.append(("run_forked", encode_event_data(data)))
+    history = [
+        replace(s, run_id=new_id, frame_id=_rekey(s.frame_id, record.id, new_id), checkpoint=_fork_checkpoint(s.checkpoint))
+        for s in plan.history
+    ]
+    rt.store.copy_run(
+        _fork_row(record, invocation, holder),
+        _fork_frame(rt, record, new_id, plan.scheduler),
+        _copied_messages(rt, record, plan.scheduler),
+        events,
+        history,
+        [NewStep(s.key, _rekey(s.frame_id, record.id, new_id), s.kind, s.input) for s in plan.open_steps],
+        plan.scheduler.key,
+    )
+    return StreamEvent.build("run_forked", **data).with_seq(len(events))
+
+
+def forkable_steps(record: RunRecord, steps: Sequence[StepRecord]) -> list[StepRecord]:
+    """Steps a fork can start from: model or tool steps of the root frame whose scheduler committed."""
+    by_key = {s.key: s for s in steps}
+    root = f"{record.id}/root"
+    result = []
+    for step in steps:
+        scheduler = by_key.get(step.scheduled_by or "")
+        if step.kind in _EXECUTABLE and step.frame_id == root and scheduler is not None and _committed(scheduler):
+            result.append(step)
+    return result
+
+
+def _committed(step: StepRecord) -> bool:
+    return step.status in _FINISHED and step.checkpoint is not None and step.event_seq is not None
+
+
+def plan_fork(record: RunRecord, steps: Sequence[StepRecord], from_step: str) -> ForkPlan:
+    valid = forkable_steps(record, steps)
+    step = next((s for s in valid if s.key == from_step), None)
+    if step is None:
+        raise InvocationError(_unknown_step_message(record, from_step, valid, any(s.key == from_step for s in steps)))
+    scheduler = next(s for s in steps if s.key == step.scheduled_by)
+    upto = scheduler.event_seq or 0
+    siblings = tuple(s for s in steps if s.scheduled_by == scheduler.key and s.kind in _EXECUTABLE)
+    history = tuple(
+        s for s in steps
+        if (_committed(s) and (s.event_seq or 0) <= upto)
+        or (s.kind == "once" and s.status in _FINISHED and s.created_at <= (scheduler.finished_at or 0))
+    )
+    return ForkPlan(step, scheduler, siblings, history)
+
+
+def _unknown_step_message(record: RunRecord, key: str, valid: Sequence[StepRecord], exists: bool) -> str:
+    keys = [s.key for s in valid]
+    listed = ", ".join(keys[:_LISTED_KEYS]) + (f" (and {len(keys) - _LISTED_KEYS} more)" if len(keys) > _LISTED_KEYS else "")
+    reason = "cannot be forked from (only model and tool steps whose scheduling committed)" if exists else "does not exist"
+    return f"step {key!r} of run {record.id} {reason}; steps to fork from: {listed or 'none'}"
+
+
+def _fork_invocation(record: RunRecord, run_id: str | None, model: Any, settings: Any, deadline: Any) -> Invocation:
+    data = dict(record.invocation)
+    if settings is not None and not isinstance(settings, Mapping):
+        raise InvocationError(f"settings must be a mapping like {{'temperature': 0.2}}, got {type(settings).__name__}")
+    merged = {**(data.get("settings") or {}), **dict(settings or {})}
+    data["settings"] = {k: v for k, v in merged.items() if v is not None}
+    data["run_id"] = run_id
+    data.pop("invocation_id", None)
+    data.pop("session_id", None)  # a new session (the fork's id): the original's is never changed by a fork
+    if model is not None:
+        data["model_override"] = model
+    if deadline is not _KEEP:
+        data.pop("deadline_at", None)
+        data["deadline"] = deadline
+    invocation = Invocation.from_dict(data)
+    passed = invocation.deadline_at
+    if passed is not None and passed.timestamp() <= time.time():
+        raise InvocationError(
+            f"the fork's deadline ({passed.isoformat(timespec='seconds')}, kept from run {record.id}) has passed; "
+            "pass deadline=SECONDS (CLI: --deadline SECONDS), or deadline=None to run without one"
+        )
+    return invocation
+
+
+def _fork_row(record: RunRecord, invocation: Invocation, holder: str | None) -> dict[str, Any]:
+    deadline = invocation.deadline_at
+    return {
+        "id": invocation.run_id,
+        "entrypoint": record.entrypoint,
+        "kind": record.kind,
+        "status": "running",
+        "invocation": invocation.to_dict(),
+        "session_id": invocation.session_id,
+        "actor_id": invocation.actor_id,
+        "holder": holder,
+        "deadline_at": None if deadline is None else deadline.timestamp(),
+        "parent_run_id": record.id,
+    }
+
+
+def _fork_frame(rt: Runtime, record: RunRecord, new_id: str, scheduler: StepRecord) -> dict[str, Any]:
+    frame = rt.store.load_frame(scheduler.frame_id)
+    return {
+        "id": _rekey(frame.id, record.id, new_id),
+        "run_id": new_id,
+        "path": frame.path,
+        "kind": frame.kind,
+        "entrypoint": frame.entrypoint,
+        "version": 0,
+        "checkpoint": _fork_checkpoint(scheduler.checkpoint),
+    }
+
+
+def _fork_checkpoint(checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A copied checkpoint for the fork's new session, whose first write holds the whole conversation."""
+    if not checkpoint or not checkpoint.get("session"):
+        return checkpoint
+    return {**checkpoint, "session": {"count": 0, "skip": 0}}
+
+
+def _copied_messages(rt: Runtime, record: RunRecord, scheduler: StepRecord) -> list[tuple[int, Message]]:
+    count = int((scheduler.checkpoint or {}).get("message_count", 0))
+    stored = rt.store.load_messages(scheduler.frame_id)[:count]
+    return [(seq, Message.from_dict(data)) for seq, data in enumerate(stored)]
+
+
+def _copied_events(rt: Runtime, record: RunRecord, new_id: str, upto: int) -> list[tuple[str, dict[str, Any]]]:
+    """Durable events 1..upto, numbered 1..N again, naming the new run where they named the original."""
+    copied = []
+    for event in rt.store.load_events(record.id):
+        if event.seq > upto:
+            break
+        data = dict(event.data)
+        if data.get("run_id") == record.id:
+            data["run_id"] = new_id
+        copied.append((event.type, data))
+    return copied
+
+
+def _rekey(frame_id: str, old: str, new: str) -> str:
+    return new + frame_id[len(old):] if frame_id.startswith(old + "/") else frame_id
+
+
+# -- shared --------------------------------------------------------------------------------------
+
+
+def _runtime(runtime: Runtime | None) -> Runtime:
+    if runtime is not None:
+        return runtime
+    from lg_core.config import runtime as current_runtime
+
+    return current_runtime()
+
+
+def _run_id(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvocationError(f"a run id must be a non-empty string, got {value!r}")
+    return value
+
+
+def _distributed(rt: Runtime) -> bool:
+    """Replayed runs go to the workers when a broker is configured, as start_execution does.
+
+    The backend is built here, before the caller writes anything, so a missing
+    lg_workers fails without leaving a reopened run that nobody executes.
+    """
+    if not rt.configuration.broker_url:
+        return False
+    rt.backend  # noqa: B018 - builds it (ConfigurationError) and attaches the Redis event sink
+    return True
+
+
+def _refs(run_id: str, steps: Sequence[StepRecord]) -> list[StepRef]:
+    return [StepRef(run_id, s.key, s.kind, s.frame_id) for s in steps]
+
+
+def _continue(
+    rt: Runtime, run_id: str, refs: list[StepRef], marker: StreamEvent, on_event: EventCallback | None, distributed: bool
+) -> Run | Execution:
+    """Execute a reopened or new run's open steps: on the workers, or here until it ends."""
+    if distributed:
+        backend = rt.backend
+        rt.engine.publish(run_id, marker)
+        backend.publish(refs)
+        execution = ReplayExecution(run_id, rt, backend, marker.seq or 0)
+        if on_event is not None:
+            _follow(execution, on_event)
+        return execution
+    run = Run.from_record(rt.store.load_run(run_id), rt)
+    run._on_event = on_event
+    run._begin()
+    rt.engine.attach(run)
+    unsubscribe = rt.engine.bus.subscribe(run.id, run.deliver)
+    try:
+        rt.engine.publish(run_id, marker)
+        rt.dispatcher.drive(refs)
+    finally:
+        unsubscribe()
+        run._phase = "finished"
+        run.close()
+    if run.outcome is None:
+        run.refresh()
+    return run
+
+
+def _follow(execution: Execution, callback: EventCallback) -> None:
+    def follow() -> None:
+        for event in execution.events():
+            callback(event)
+
+    threading.Thread(target=follow, name=f"lg-follow-{execution.run_id[:8]}", daemon=True).start()
+
+
+__all__ = ["ForkPlan", "ReplayExecution", "RetryPlan", "fork", "forkable_steps", "plan_fork", "plan_retry", "reopen", "retry"]

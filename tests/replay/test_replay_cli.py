@@ -1,0 +1,161 @@
+"""``lg runs retry`` and ``lg runs fork``, driven in-process with Typer's CliRunner on a SQLite file store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+import lg_core
+from lg_core import Configuration, with_configuration
+from lg_core.cli import app, runs_app
+from lg_core.replay_cli import parse_settings, register
+from tests.replay.replay_app import ReplayAgent, step_calls
+
+
+@pytest.fixture(autouse=True)
+def commands(monkeypatch):
+    """The replay commands on the ``lg`` app (``main()`` adds them from the entry point)."""
+    for name in ("LG_RUN_STORE", "LG_IMPORTS", "LG_BROKER_URL", "COLUMNS"):
+        monkeypatch.delenv(name, raising=False)
+    if not any(command.name == "retry" for command in runs_app.registered_commands):
+        register(app, runs_app)
+
+
+@pytest.fixture
+def store(tmp_path):
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+@pytest.fixture
+def failed(store, outage):
+    """``(model, run_id)``: a run in ``store`` that failed at turn 3 while its provider was down."""
+    model, target = outage
+    configuration = Configuration(run_store=store)
+    with with_configuration(configuration):
+        run = ReplayAgent.ask("Record every step.", target=target, run_id="cli-run")
+    configuration.close()
+    assert run.outcome == "failed"
+    return model, run.id
+
+
+def lg(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def assert_usage_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def stored(store: str, run_id: str):
+    configuration = Configuration(run_store=store)
+    try:
+        with with_configuration(configuration):
+            record = lg_core.runtime().store.load_run(run_id)
+            return record, [(e.seq, e.type) for e in lg_core.runtime().store.load_events(run_id)]
+    finally:
+        configuration.close()
+
+
+def test_show_lists_the_step_keys_to_fork_from(store, failed):
+    result = lg("runs", "show", "cli-run", "--store", store)
+    assert result.exit_code == 0, result.output
+    for key in ("root/turn-0/model", "root/turn-2/tool/call_2_0", "root/turn-3/model"):
+        assert key in result.stdout
+
+
+def test_retry_streams_the_rest_of_the_run_and_exits_0(store, failed):
+    model, run_id = failed
+    model.down = False
+
+    result = lg("runs", "retry", run_id, "--store", store)
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "All steps recorded.\n"
+    assert "retrying step root/turn-3/model from the checkpoint of root/turn-2/tool/call_2_0" in result.stderr
+    assert "it ended failed: HTTPError: the provider is down" in result.stderr
+    assert f"completed run {run_id}" in result.stderr
+    assert step_calls() == [0, 1, 2]
+    record, events = stored(store, run_id)
+    assert record.status == "completed"
+    assert [seq for seq, _type in events] == list(range(1, len(events) + 1))
+    assert ("run_retried" in {kind for _seq, kind in events})
+
+
+def test_retry_that_fails_again_exits_1(store, failed):
+    result = lg("runs", "retry", failed[1], "--store", store)
+    assert result.exit_code == 1, result.output
+    assert "failed run cli-run: HTTPError: the provider is down" in result.stderr
+
+
+def test_fork_with_a_model_settings_and_run_id(store, failed, script):
+    echo = script(lambda request: {"text": json.dumps(request.settings, sort_keys=True)})
+
+    result = lg(
+        "runs", "fork", failed[1], "--from-step", "root/turn-1/model", "--model", echo,
+        "--setting", "temperature=0.2", "--setting", "tone=dry", "--run-id", "cli-fork", "--store", store,
+    )
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == '{"temperature": 0.2, "tone": "dry"}\n'
+    assert "forked run cli-fork from cli-run at step root/turn-1/model" in result.stderr
+    assert f"model {echo}" in result.stderr
+    record, events = stored(store, "cli-fork")
+    assert record.parent_run_id == "cli-run" and record.status == "completed"
+    assert [seq for seq, _type in events] == list(range(1, len(events) + 1))
+
+
+def test_fork_with_a_new_deadline(store, failed, script):
+    result = lg(
+        "runs", "fork", failed[1], "--from-step", "root/turn-3/model", "--model", script([{"text": "ok"}] * 4),
+        "--deadline", "60", "--store", store,
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "ok\n"
+
+
+def test_retry_and_fork_usage_errors(store, failed):
+    assert_usage_error(lg("runs", "retry", "nope", "--store", store), "no run with id 'nope'")
+    assert_usage_error(
+        lg("runs", "fork", "cli-run", "--from-step", "root/turn-9/model", "--store", store),
+        "does not exist", "root/turn-3/model",
+    )
+    assert_usage_error(
+        lg("runs", "fork", "cli-run", "--from-step", "root/turn-1/model", "--setting", "temperature", "--store", store),
+        "--setting expects KEY=VALUE",
+    )
+    assert_usage_error(
+        lg("runs", "fork", "cli-run", "--from-step", "root/turn-1/model", "--model", "no-such-role", "--store", store),
+        "no-such-role",
+    )
+    assert_usage_error(lg("runs", "retry", "cli-run"), "no run store configured")
+    missing = lg("runs", "fork", "cli-run", "--store", store)
+    assert missing.exit_code == 2 and "--from-step" in missing.output
+
+
+def test_retrying_a_completed_run_is_a_usage_error(store, failed):
+    model, run_id = failed
+    model.down = False
+    assert lg("runs", "retry", run_id, "--store", store).exit_code == 0
+    assert_usage_error(lg("runs", "retry", run_id, "--store", store), "completed", "lg runs fork")
+
+
+def test_parse_settings_reads_json_values_and_keeps_text():
+    assert parse_settings(["temperature=0.2", "max_tokens=100", "tone=dry", "stop=[\"x\"]", "empty="]) == {
+        "temperature": 0.2, "max_tokens": 100, "tone": "dry", "stop": ["x"], "empty": "",
+    }
+
+
+def test_the_lg_command_has_the_replay_commands():
+    """The entry point in pyproject.toml adds them to the installed ``lg``."""
+    result = subprocess.run([sys.executable, "-c", "from lg_core.cli import main; main()", "runs", "--help"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "retry" in result.stdout and "fork" in result.stdout
