@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from lg_workers import faults
 from lg_workers.runtime import worker_runtime
 
 
 def run_step(run_id: str, step_key: str) -> str:
     runtime = worker_runtime()
     outcome, successors = runtime.engine.execute_claimed(run_id, step_key)
+    if outcome == "executed":
+        faults.point("after_commit")  # test-only crash window (LG_FAULT); inert otherwise
     runtime.backend.publish(successors)
     return outcome
 

@@ -1,0 +1,195 @@
+"""Recovery sweeps: what brings a distributed run back when a process or Redis lets it down.
+
+The run store is the source of truth and the broker only transport (DESIGN
+4.1), so every sweep reads the store, decides from it alone, and then either
+re-enqueues work or ends a run. None of them executes a step: a re-enqueued
+step goes through the task protocol (look up, claim, execute, commit) like
+any other, which is what makes a duplicate message harmless.
+
+    relay_outbox       a scheduled step whose message never arrived (the process
+                       died between commit and publish, or Redis lost it)
+    sweep_leases       a running step whose holder died (same host: at once;
+                       elsewhere: when its lease expires)
+    detect_stalled     a run with no commit for a long time (a backstop; a run
+                       with no open step at all is logged as an inconsistency)
+    end_runs           a cancel request or a passed deadline that no live step
+                       will act on: the run ends ``cancelled`` or ``partial``
+    activate_sessions  a session whose runs are all pending (the run before them
+                       ended without the commit that starts the next one)
+
+Every write is a conditional statement, so several schedulers (or several
+``lg.recover`` tasks) may sweep at once: the loser of a race does nothing.
+Only distributed runs are swept; a local run belongs to the process holding it
+(``lg runs resume`` takes it over when that process dies).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from lg_core.engine.dispatcher import StepRef
+from lg_core.errors import CancelledError, DeadlineExceededError
+from lg_core.identity import holder_is_dead
+from lg_core.store import RunStore, StepRecord
+
+if TYPE_CHECKING:
+    from lg_core.engine.engine import Engine
+
+log = logging.getLogger("lg_scheduler.recovery")
+_STEP_TASK_KINDS = ("model", "tool")
+
+
+class Publisher(Protocol):
+    """Where recovery re-enqueues work: the CeleryBackend (``publish`` / ``advance``)."""
+
+    def publish(self, refs: list[StepRef]) -> None: ...
+
+    def advance(self, run_id: str) -> None: ...
+
+
+def relay_outbox(store: RunStore, publisher: Publisher, *, limit: int = 500) -> int:
+    """Re-send scheduled steps whose message is overdue; returns how many.
+
+    The store pushes each one's ``dispatch_after`` forward by the relay grace
+    in the statement that selects it, so it is re-sent at most once per grace.
+    """
+    steps = store.relay_due_steps(limit)
+    _send(publisher, steps)
+    for step in steps:
+        log.info("relayed %s of run %s (its message was not delivered)", step.key, step.run_id)
+    return len(steps)
+
+
+def sweep_leases(
+    store: RunStore,
+    publisher: Publisher,
+    *,
+    hold_off: float,
+    local_liveness: bool = True,
+    limit: int = 1000,
+) -> int:
+    """Re-send running steps whose holder is gone; returns how many.
+
+    A holder is gone when its lease expired or, with ``local_liveness``, when it
+    is a process on this host that no longer exists. The re-sent task's claim
+    takes the step over; an ``at_most_once`` tool then reports "outcome unknown"
+    instead of running again. ``hold_off`` spaces out re-sends of one dead claim
+    while no worker has taken it yet.
+    """
+    now = time.time()
+    dead = [
+        step
+        for step in store.running_steps(limit)
+        if _claim_is_dead(step, now, local_liveness)
+        and store.mark_redispatched(step.run_id, step.key, step.holder, hold_off)
+    ]
+    _send(publisher, dead)
+    for step in dead:
+        log.info(
+            "re-dispatched %s of run %s (holder %s is gone)", step.key, step.run_id, step.holder
+        )
+    return len(dead)
+
+
+def detect_stalled(
+    store: RunStore, publisher: Publisher, *, stall_seconds: float
+) -> tuple[int, int]:
+    """Advance runs with no commit for ``stall_seconds``; returns (advanced, orphaned).
+
+    An orphaned run is running with no open step at all, which the commit
+    protocol should make impossible; it is logged (once per stall period) for
+    an operator, since nothing can be re-enqueued for it.
+    """
+    advanced = orphaned = 0
+    for run_id in store.touch_stalled_runs(stall_seconds):
+        if store.load_steps(run_id, open_only=True):
+            publisher.advance(run_id)
+            advanced += 1
+            log.info("advanced run %s (no commit for %.0f s)", run_id, stall_seconds)
+        else:
+            orphaned += 1
+            log.error(
+                "run %s is running but has no open step; inspect it with `lg runs show %s`",
+                run_id,
+                run_id,
+            )
+    return advanced, orphaned
+
+
+def end_runs(
+    engine: Engine, store: RunStore, *, local_liveness: bool = True, limit: int = 500
+) -> tuple[int, int]:
+    """End runs whose cancel request or deadline no live step will act on; returns (cancelled, partial).
+
+    A step running on a live holder checks cancellation and the deadline itself
+    and ends the run with what it has; otherwise nothing would, so the run ends
+    here (a cancel request wins over a passed deadline).
+    """
+    cancelled = partial = 0
+    now = time.time()
+    for record in store.runs_to_end(limit):
+        if _has_live_step(store.load_steps(record.id, open_only=True), now, local_liveness):
+            continue
+        outcome = "cancelled" if record.cancel_requested else "partial"
+        error = CancelledError() if record.cancel_requested else DeadlineExceededError()
+        try:
+            ended = engine.end_run(record.id, outcome, error)
+        except Exception:  # noqa: BLE001 - e.g. the app's module is not importable here; the others still end
+            log.exception("could not end run %s as %s", record.id, outcome)
+            continue
+        if ended:
+            log.info("ended run %s as %s", record.id, outcome)
+            cancelled += outcome == "cancelled"
+            partial += outcome == "partial"
+    return cancelled, partial
+
+
+def activate_sessions(engine: Engine, publisher: Publisher, *, limit: int = 100) -> int:
+    """Start the next pending run of sessions none of whose runs is running; returns how many.
+
+    A run's ending commit normally does this itself; a run ended some other way
+    (by ``end_runs``, or by a process without this code) leaves its session's
+    next run pending, and this picks it up.
+    """
+    started = 0
+    for session_id, actor_id in engine.store.stalled_sessions(limit):
+        refs = engine.activate_next_pending(session_id, actor_id)
+        if refs:
+            publisher.publish(refs)
+        started += 1
+        log.info("started the next pending run of session %s", session_id)
+    return started
+
+
+def _claim_is_dead(step: StepRecord, now: float, local_liveness: bool) -> bool:
+    expired = step.lease_until is None or step.lease_until < now
+    return expired or (local_liveness and holder_is_dead(step.holder))
+
+
+def _has_live_step(steps: Iterable[StepRecord], now: float, local_liveness: bool) -> bool:
+    return any(
+        step.status == "running" and not _claim_is_dead(step, now, local_liveness) for step in steps
+    )
+
+
+def _send(publisher: Publisher, steps: list[StepRecord]) -> None:
+    refs = [
+        StepRef(s.run_id, s.key, s.kind, s.frame_id) for s in steps if s.kind in _STEP_TASK_KINDS
+    ]
+    if refs:
+        publisher.publish(refs)
+    for run_id in sorted({s.run_id for s in steps if s.kind not in _STEP_TASK_KINDS}):
+        publisher.advance(run_id)
+
+
+__all__ = [
+    "Publisher",
+    "activate_sessions",
+    "detect_stalled",
+    "end_runs",
+    "relay_outbox",
+    "sweep_leases",
+]

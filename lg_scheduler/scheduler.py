@@ -1,0 +1,162 @@
+"""Scheduler: runs the recovery sweeps over one runtime, once or in a loop.
+
+    scheduler = Scheduler(lg_core.runtime())
+    scheduler.run_once()              # {"cancelled": 0, "partial": 0, "relayed": 2, ...}
+    scheduler.run_forever(interval=1.0, stop=event)
+
+``lg scheduler`` runs ``run_forever``; Celery beat can drive ``run_once``
+instead through the ``lg.recover`` task (lg_scheduler.tasks). Running several
+schedulers is safe: every sweep's writes are conditional (see recovery).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from lg_core.errors import ConfigurationError
+from lg_scheduler import recovery
+
+if TYPE_CHECKING:
+    from lg_core.services import Runtime
+
+log = logging.getLogger("lg_scheduler.scheduler")
+
+DEFAULT_STALL_SECONDS = 600.0
+COUNT_NAMES = (
+    "cancelled",
+    "partial",
+    "relayed",
+    "redispatched",
+    "advanced",
+    "orphaned",
+    "sessions",
+    "errors",
+)
+
+
+class Scheduler:
+    """The recovery loop of one process.
+
+    ``stall_seconds``: a run with no commit for this long is advanced (a backstop
+    behind the relay and the lease sweeper). ``hold_off``: how long a dead claim
+    that was re-dispatched waits before it is re-dispatched again (default: the
+    lease). ``local_liveness``: treat a vanished holder process on this host as
+    dead at once instead of waiting for its lease (turn off only to exercise the
+    cross-host path). ``batch``: rows per sweep, so one pass stays short.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        publisher: recovery.Publisher | None = None,
+        *,
+        stall_seconds: float = DEFAULT_STALL_SECONDS,
+        hold_off: float | None = None,
+        local_liveness: bool = True,
+        batch: int = 500,
+    ) -> None:
+        _positive("stall_seconds", stall_seconds)
+        hold_off = runtime.configuration.lease_seconds if hold_off is None else hold_off
+        _positive("hold_off", hold_off)
+        if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+            raise ConfigurationError(f"batch must be a positive integer, got {batch!r}")
+        self.runtime = runtime
+        self.publisher = publisher if publisher is not None else _backend_publisher(runtime)
+        self.stall_seconds = float(stall_seconds)
+        self.hold_off = float(hold_off)
+        self.local_liveness = bool(local_liveness)
+        self.batch = batch
+
+    def run_once(self) -> dict[str, int]:
+        """One pass of every sweep; returns what each did (``errors``: sweeps that raised).
+
+        A sweep that fails (database or broker briefly unreachable) is logged and
+        the others still run; nothing it skipped is lost, the next pass retries it.
+        """
+        counts = dict.fromkeys(COUNT_NAMES, 0)
+        sweeps: list[tuple[tuple[str, ...], Callable[[], int | tuple[int, ...]]]] = [
+            (("cancelled", "partial"), self._end_runs),
+            (("relayed",), self._relay),
+            (("redispatched",), self._sweep_leases),
+            (("advanced", "orphaned"), self._detect_stalled),
+            (("sessions",), self._activate_sessions),
+        ]
+        for names, sweep in sweeps:
+            try:
+                result = sweep()
+            except Exception:  # noqa: BLE001 - one failing sweep must not stop the others
+                log.exception(
+                    "recovery sweep %s failed; retrying on the next pass", "/".join(names)
+                )
+                counts["errors"] += 1
+                continue
+            values = result if isinstance(result, tuple) else (result,)
+            counts.update(zip(names, values, strict=True))
+        return counts
+
+    # Ending runs comes first, so a pass does not re-send steps of runs it is about to end.
+    def _end_runs(self) -> tuple[int, int]:
+        return recovery.end_runs(
+            self.runtime.engine,
+            self.runtime.store,
+            local_liveness=self.local_liveness,
+            limit=self.batch,
+        )
+
+    def _relay(self) -> int:
+        return recovery.relay_outbox(self.runtime.store, self.publisher, limit=self.batch)
+
+    def _sweep_leases(self) -> int:
+        return recovery.sweep_leases(
+            self.runtime.store,
+            self.publisher,
+            hold_off=self.hold_off,
+            local_liveness=self.local_liveness,
+            limit=self.batch,
+        )
+
+    def _detect_stalled(self) -> tuple[int, int]:
+        return recovery.detect_stalled(
+            self.runtime.store, self.publisher, stall_seconds=self.stall_seconds
+        )
+
+    def _activate_sessions(self) -> int:
+        return recovery.activate_sessions(self.runtime.engine, self.publisher, limit=self.batch)
+
+    def run_forever(self, interval: float = 1.0, stop: threading.Event | None = None) -> None:
+        """Sweep every ``interval`` seconds until ``stop`` is set (forever without one)."""
+        _positive("interval", interval)
+        stop = stop if stop is not None else threading.Event()
+        log.info("scheduler sweeping every %.2f s", interval)
+        while not stop.is_set():
+            counts = self.run_once()
+            if any(counts.values()):
+                log.info("recovery: %s", ", ".join(f"{k}={v}" for k, v in counts.items() if v))
+            stop.wait(interval)
+
+
+def _backend_publisher(runtime: Runtime) -> recovery.Publisher:
+    backend = runtime.backend
+    if not (hasattr(backend, "publish") and hasattr(backend, "advance")):
+        raise ConfigurationError(
+            "the scheduler re-enqueues steps on Celery workers and needs broker_url (or LG_BROKER_URL), "
+            "e.g. redis://127.0.0.1:6379/0; runs executed in-process are resumed with `lg runs resume`"
+        )
+    return backend  # type: ignore[no-any-return]
+
+
+def _positive(name: str, value: Any) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
+
+
+__all__ = ["COUNT_NAMES", "DEFAULT_STALL_SECONDS", "Scheduler"]

@@ -1,0 +1,93 @@
+"""Fixtures for the chaos tests: the distributed stack of tests/distributed plus a scheduler.
+
+    @pytest.mark.chaos
+    def test_something(dist, scheduler):      # workers are started by the test; the scheduler runs
+        ...                                   # Scheduler.run_forever every 0.2 s in its own process
+
+The relay grace is lowered (``relay_grace`` fixture, 2 s; a test may override it
+by parametrizing ``relay_grace``) in this process and in every child process,
+so recovery happens within seconds. Parametrize ``scheduler`` indirectly with
+extra command-line arguments (e.g. ``["--no-local-liveness"]``) to change it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.distributed.conftest import HERE as DISTRIBUTED
+from tests.distributed.conftest import dist, redis_server  # noqa: F401 - the same fixtures, re-exported
+
+HERE = Path(__file__).parent
+# The chaos tests use the distributed tests' application module (every worker imports it).
+if str(DISTRIBUTED) not in sys.path:
+    sys.path.insert(0, str(DISTRIBUTED))
+SCHEDULER_INTERVAL = 0.2
+
+
+@pytest.fixture
+def relay_grace() -> float:
+    return 2.0
+
+
+@pytest.fixture
+def chaos_env(dist, relay_grace, monkeypatch):  # noqa: F811 - dist is the imported fixture
+    """The dist stack with the lowered relay grace, here and in every process started later."""
+    monkeypatch.setenv("LG_RELAY_GRACE", str(relay_grace))
+    dist.config.relay_grace = relay_grace
+    return dist
+
+
+class SchedulerProcess:
+    """``tests/chaos/run_scheduler.py`` as a child process, with its log."""
+
+    def __init__(self, env: dict[str, str], log: Path, args: list[str]) -> None:
+        self.log = log
+        self._handle = log.open("w")
+        argv = [
+            sys.executable,
+            str(HERE / "run_scheduler.py"),
+            "--interval",
+            str(SCHEDULER_INTERVAL),
+            *args,
+        ]
+        self.process = subprocess.Popen(
+            argv, env=env, stdout=self._handle, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 30
+        while "scheduler ready" not in log.read_text():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the scheduler did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.05)
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._handle.close()
+
+
+@pytest.fixture
+def scheduler(chaos_env, request):
+    process = SchedulerProcess(
+        chaos_env.env(), chaos_env.tmp_path / "scheduler.log", list(getattr(request, "param", []))
+    )
+    yield process
+    process.stop()
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/chaos" in str(item.fspath):
+            item.add_marker(pytest.mark.distributed)

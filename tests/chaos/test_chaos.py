@@ -1,0 +1,189 @@
+"""Chaos: SIGKILL workers mid-step, wipe Redis, die between commit and publish; every run completes.
+
+Each scenario runs a StepAgent (idempotent tool) and a ChargeAgent (at_most_once
+tool) side by side, breaks something while they are in flight, and checks the
+invariants of chaos_checks. The time from the fault to each run's next
+committed step is printed (run with -s to see it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import dist_app
+import pytest
+from chaos_checks import (
+    check_runs,
+    describe,
+    kill_whole,
+    recovery_times,
+    store_of,
+    wait_all,
+    wait_ready,
+)
+
+pytestmark = pytest.mark.chaos
+
+HANG_TOOLS = {"DIST_APP_HANG": "step:2,charge:2", "DIST_APP_HANG_ONCE": "1"}
+
+
+def _start(*agents: type) -> tuple[list, dict[str, int]]:
+    executions = [agent.start_execution(f"Run {agent.__name__} to the end.") for agent in agents]
+    return executions, {e.run_id: dist_app.TURNS for e in executions}
+
+
+def _report(name: str, dist, run_ids: list[str], moment: float) -> None:
+    print(
+        f"\n[chaos] {name}: fault -> next committed step: {describe(recovery_times(store_of(dist), run_ids, moment))}"
+    )
+
+
+def _assert_sound(verdict) -> None:
+    assert verdict.unfinished == [] and verdict.problems == [], "\n".join(
+        verdict.unfinished + verdict.problems
+    )
+
+
+def test_a_killed_pool_child_mid_tool_call_is_taken_over(dist, scheduler):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
+    dist.start_workers(queues=("lg.tools",), concurrency=2, **HANG_TOOLS)
+    executions, turns = _start(dist_app.StepAgent, dist_app.ChargeAgent)
+    children = wait_ready(dist, "step-2", 1) + wait_ready(dist, "charge-2", 1)
+
+    killed_at = time.time()
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+    wait_all(executions, timeout=90)
+
+    verdict = check_runs(dist, turns)
+    _assert_sound(verdict)
+    [step_run, charge_run] = [e.run_id for e in executions]
+    assert verdict.repeated_calls == [
+        next(k for _t, n, k in dist.calls() if k.startswith(step_run) and n == 2)
+    ]
+    assert [k.split("/", 1)[0] for k in verdict.unknown_outcomes] == [charge_run]
+    _report("pool child killed mid tool call", dist, list(turns), killed_at)
+
+
+def test_a_whole_worker_killed_mid_model_turn_is_redispatched(dist, scheduler):
+    dist.start_workers(queues=("lg.orchestrate", "lg.tools"), pool="threads", concurrency=4)
+    [hanging] = dist.start_workers(
+        queues=("lg.model",), concurrency=8, DIST_APP_HANG="model:2", DIST_APP_HANG_ONCE="1"
+    )
+    executions = [
+        agent.start_execution("Go.") for agent in (dist_app.HangStepAgent, dist_app.HangChargeAgent)
+    ]
+    turns = {e.run_id: dist_app.TURNS for e in executions}
+    wait_ready(dist, "model-2", 2)
+    dist.start_workers(queues=("lg.model",), concurrency=8)
+
+    killed_at = time.time()
+    kill_whole(hanging)
+    wait_all(executions, timeout=90)
+
+    verdict = check_runs(dist, turns)
+    _assert_sound(verdict)
+    assert verdict.repeated_calls == [] and verdict.unknown_outcomes == []
+    assert verdict.model_retries == 2  # each interrupted turn announced its re-execution
+    for run_id in turns:
+        assert store_of(dist).load_step(run_id, "root/turn-2/model").attempts == 2
+    # A killed thread-pool worker's messages stay unacked in Redis: only the sweeper helps.
+    assert "re-dispatched" in scheduler.text()
+    _report("whole model worker killed mid model turn", dist, list(turns), killed_at)
+
+
+@pytest.mark.parametrize(
+    "scheduler",
+    [[], ["--no-local-liveness"]],
+    ids=["dead-holder-on-this-host", "lease-expiry"],
+    indirect=True,
+)
+def test_a_whole_worker_killed_mid_tool_call_is_redispatched(dist, scheduler):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
+    [hanging] = dist.start_workers(queues=("lg.tools",), concurrency=2, **HANG_TOOLS)
+    executions, turns = _start(dist_app.StepAgent, dist_app.ChargeAgent)
+    wait_ready(dist, "step-2", 1)
+    wait_ready(dist, "charge-2", 1)
+    dist.start_workers(queues=("lg.tools",), concurrency=2)
+
+    killed_at = time.time()
+    kill_whole(hanging)
+    wait_all(executions, timeout=90)
+
+    verdict = check_runs(dist, turns)
+    _assert_sound(verdict)
+    [step_run, charge_run] = [e.run_id for e in executions]
+    assert [k.split("/", 1)[0] for k in verdict.repeated_calls] == [step_run]
+    assert [k.split("/", 1)[0] for k in verdict.unknown_outcomes] == [charge_run]
+    # Nothing else brings a dead worker's step back.
+    assert "re-dispatched" in scheduler.text()
+    _report(
+        "whole tools worker killed mid tool call "
+        + (
+            "(lease expiry)"
+            if "--no-local-liveness" in scheduler.process.args
+            else "(dead holder on this host)"
+        ),
+        dist,
+        list(turns),
+        killed_at,
+    )
+
+
+def test_b_redis_wiped_while_runs_are_in_flight(dist, scheduler):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
+    dist.start_workers(queues=("lg.tools",), concurrency=2, DIST_APP_TOOL_DELAY="0.3")
+    executions, turns = _start(*[dist_app.StepAgent, dist_app.ChargeAgent] * 3)
+    deadline = time.monotonic() + 60
+    while len(dist.calls()) < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    queued = _queued_messages(dist)
+    wiped_at = time.time()
+    dist.redis.restart(wipe=True)
+    wait_all(executions, timeout=120)
+
+    verdict = check_runs(dist, turns)
+    _assert_sound(verdict)
+    assert queued > 0, "nothing was queued when Redis was wiped; the scenario lost no message"
+    assert "relayed" in scheduler.text()  # the lost messages came back from the outbox
+    assert all(store_of(dist).load_run(run_id).finished_at > wiped_at for run_id in turns)
+    _report("redis-server restarted with its data wiped", dist, list(turns), wiped_at)
+
+
+def test_c_a_crash_between_commit_and_publish_is_relayed(dist, scheduler):
+    marker = dist.tmp_path / "fault-fired"
+    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
+    dist.start_workers(
+        queues=("lg.tools",),
+        pool="threads",
+        concurrency=4,
+        LG_FAULT="after_commit",
+        LG_FAULT_ONCE=str(marker),
+    )
+    executions, turns = _start(dist_app.StepAgent, dist_app.ChargeAgent)
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.exists(), "the tools worker never reached the fault point"
+    killed_at = marker.stat().st_mtime
+    dist.start_workers(queues=("lg.tools",), concurrency=2)
+    wait_all(executions, timeout=90)
+
+    verdict = check_runs(dist, turns)
+    _assert_sound(verdict)
+    # The successor's message was never sent: only the relay sends it.
+    assert "relayed" in scheduler.text()
+    _report("worker killed between commit and publish", dist, list(turns), killed_at)
+
+
+def _queued_messages(dist) -> int:
+    import redis
+
+    client = redis.Redis.from_url(dist.redis.url)
+    try:
+        return sum(client.llen(queue) for queue in ("lg.orchestrate", "lg.model", "lg.tools"))
+    finally:
+        client.close()
