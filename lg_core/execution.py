@@ -7,24 +7,37 @@ the handle works from any process: ``lg_core.get_execution(run_id)``.
 
 Event ids (for Server-Sent Events' ``Last-Event-ID``) are ``"<seq>-<position>"``:
 ``seq`` is the highest durable event sequence number the reader has yielded,
-``position`` its place in the live stream. Resuming from an id replays, from
+``position`` its place in the live stream (a bare ``"<seq>"`` means "after
+durable event ``seq``", position unknown). Resuming from an id replays, from
 the run store, any durable event the live stream no longer has (trimmed, or
 lost with Redis), and skips any the client already saw; so a reconnecting
 client misses no durable event and sees none twice. Token deltas live only in
 the live stream.
+
+The resume algorithm is written once, as a generator that *asks* for I/O
+(:class:`_Follow`: read the live stream, load stored events, pause...) and
+never performs it. ``for event in execution.events()`` drives it with blocking
+calls; ``async for event in execution.events()`` drives it with awaitables
+(``redis.asyncio`` for the live stream, the short store queries on worker
+threads), so the sync and async forms cannot drift apart (CONVENTIONS: no two
+hand-maintained pipelines). ``wait`` is a plan of the same kind. Every other
+blocking method has an ``_async`` twin for web apps (``examples/web_app.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lg_core.engine.codec import decode_event_data
-from lg_core.errors import DeadlineExceededError, InvocationError
-from lg_core.events import StreamEvent
+from lg_core.engine.codec import decode_event_data, encode_event_data
+from lg_core.errors import AgentInterjectionError, DeadlineExceededError, InvocationError
+from lg_core.events import PUBLISHED_AT_ONCE, StreamEvent
 from lg_core.store import RunRecord
 
 if TYPE_CHECKING:
@@ -32,16 +45,24 @@ if TYPE_CHECKING:
     from lg_core.services import Runtime
 
 STATES = ("pending", "running", "finished")
+POLL_SECONDS = 0.5  # how long a quiet reader waits before it checks the store ...
+MAX_QUIET_SECONDS = 5.0  # ... doubling while it stays quiet, up to this (live events still arrive at once)
+_EVENT_ID = re.compile(r"^(\d+)(?:-(\d+(?:-\d+)?))?$")
+_INTERJECT_OPTIONS = frozenset({"metadata"})
 
 
 class LiveSource(Protocol):
-    """Where live events of one run can be read in order (a Redis Stream, an in-process log)."""
+    """Where live events of one run can be read in order (a Redis Stream, an in-process log).
+
+    A source may also offer ``async def acovers(position)`` and ``async def
+    aread(position, block)``; async readers use them instead of a worker thread.
+    """
 
     def covers(self, position: str) -> bool:
         """True if every entry after ``position`` is still available."""
 
-    def read(self, position: str, block: float) -> list[tuple[str, StreamEvent]]:
-        """Entries after ``position`` (waiting up to ``block`` seconds for one)."""
+    def read(self, position: str, block: float) -> list[tuple[str, StreamEvent]] | None:
+        """Entries after ``position`` (waiting up to ``block`` seconds for one); None if unreachable."""
 
 
 class ExecutionBackend(Protocol):
@@ -54,153 +75,496 @@ class ExecutionBackend(Protocol):
     def wait_local(self, run_id: str, timeout: float | None) -> bool: ...
 
 
-def parse_event_id(value: str | None) -> tuple[int, str]:
-    if not value:
+def parse_event_id(value: str | None) -> tuple[int, str | None]:
+    """``(seq, position)`` of an event id; position None when the id names only a seq."""
+    if value is None or value == "":
         return 0, "0"
-    seq, _, position = str(value).partition("-")
-    if not seq.isdigit():
-        raise InvocationError(f"event id {value!r} is not one this run produced (expected '<seq>-<position>')")
-    return int(seq), position or "0"
+    match = _EVENT_ID.match(str(value).strip())
+    if match is None:
+        raise InvocationError(
+            f"event id {value!r} is not one this run produced: expected '<seq>-<position>' as given in "
+            "event.id (or a bare durable sequence number)"
+        )
+    return int(match.group(1)), match.group(2)
+
+
+def check_event_id(value: str | None, record: RunRecord) -> tuple[int, str | None]:
+    """:func:`parse_event_id`, also refusing an id ahead of the run's durable log."""
+    seq, position = parse_event_id(value)
+    if seq > record.event_seq:
+        raise InvocationError(
+            f"event id {value!r} is ahead of run {record.id}, which has {record.event_seq} durable events; "
+            "pass an id this run's events carried"
+        )
+    return seq, position
+
+
+def event_json(event: StreamEvent) -> dict[str, Any]:
+    """The event's data as JSON-safe values, e.g. for an SSE ``data:`` line.
+
+    Events can carry inputs, tool arguments and results, and error details:
+    check that the destination may see the whole run (the spec's safety note).
+    """
+    return encode_event_data(event.data)
+
+
+def state_of(record: RunRecord) -> str:
+    """``pending`` (waiting for its session), ``running`` or ``finished``."""
+    if record.finished:
+        return "finished"
+    return "pending" if record.status == "pending" else "running"
+
+
+# -- the follow algorithm, as requests to a driver ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Covers:
+    position: str  # -> bool
+
+
+@dataclass(frozen=True, slots=True)
+class _ReadLive:
+    position: str
+    block: float  # -> list[(position, event)] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    after: int
+    until: int | None = None  # -> list[StreamEvent]
+
+
+@dataclass(frozen=True, slots=True)
+class _Status:
+    pass  # -> RunRecord
+
+
+@dataclass(frozen=True, slots=True)
+class _Pause:
+    seconds: float  # -> None
+
+
+@dataclass(frozen=True, slots=True)
+class _Emit:
+    event: StreamEvent  # -> None
+
+
+Request = _Covers | _ReadLive | _Stored | _Status | _Pause | _Emit
+Plan = Generator[Request, Any, Any]
+
+
+@dataclass
+class _Follow:
+    """One reader's place in a run's events, and the algorithm that advances it.
+
+    ``seen`` is the highest durable seq yielded, ``position`` the live-stream
+    position. While the stream stays quiet the reader checks the store after
+    ``poll`` seconds, then after twice as long, and so on up to
+    MAX_QUIET_SECONDS: a lost publish is found within seconds, and an idle
+    reader costs one store query every few seconds, not several a second. ``behind`` is set after a backfill from the store: the live tail
+    may then still hold live-only events older than what was yielded, so they
+    are held in ``held`` until the stream proves them current (a durable event
+    newer than ``seen`` follows them, or the stream goes quiet) or stale (a
+    durable event already yielded follows them). ``announced`` holds events
+    published at once without a seq (``model_retry``) so their stored copy is
+    not yielded a second time.
+    """
+
+    seen: int
+    position: str
+    has_live: bool
+    known_position: bool = True
+    poll: float = POLL_SECONDS
+    behind: bool = False
+    held: list[tuple[str, StreamEvent]] = field(default_factory=list)
+    announced: list[StreamEvent] = field(default_factory=list)
+
+    def run(self) -> Plan:
+        record = yield _Status()
+        check_event_id(str(self.seen), record)
+        if not (self.has_live and self.known_position and (yield _Covers(self.position))):
+            if (yield from self._backfill()) or record.finished:
+                return
+            self.behind = self.has_live
+        quiet = 0
+        while True:
+            # Without a live stream the store is the only source: poll it steadily.
+            wait = min(self.poll * 2**quiet, MAX_QUIET_SECONDS) if self.has_live else self.poll
+            entries = (yield _ReadLive(self.position, wait)) if self.has_live else None
+            if entries:
+                quiet = 0
+                if (yield from self._live(entries)):
+                    return
+                continue
+            if (yield from self._quiet()):
+                return
+            if entries is None:
+                yield _Pause(wait)
+            quiet = min(quiet + 1, 8)
+
+    def _live(self, entries: list[tuple[str, StreamEvent]]) -> Generator[Request, Any, bool]:
+        for position, event in entries:
+            before, self.position = self.position, position
+            if event.seq is None:
+                if self.behind:
+                    self.held.append((position, event))
+                    continue
+                if event.type in PUBLISHED_AT_ONCE:
+                    self.announced.append(event)
+                yield self._emit(event, position)
+                continue
+            if event.seq <= self.seen:
+                self.held.clear()  # live-only events published before one already yielded
+                continue
+            if event.seq > self.seen + 1:
+                missing = yield _Stored(self.seen, event.seq - 1)
+                for stored in missing:
+                    yield from self._durable(stored, before)
+            yield from self._release()
+            yield from self._durable(event, position)
+            if event.terminal:
+                return True
+        return False
+
+    def _quiet(self) -> Generator[Request, Any, bool]:
+        """The live stream has nothing new: catch up from the store; True when the run ended."""
+        record = yield _Status()
+        if record.event_seq > self.seen:
+            self.held.clear()  # the stream lost durable events; what it held is of unknown age
+            self.behind = False
+            if (yield from self._backfill()):
+                return True
+        else:
+            yield from self._release()
+        return record.finished
+
+    def _backfill(self) -> Generator[Request, Any, bool]:
+        for stored in (yield _Stored(self.seen)):
+            yield from self._durable(stored, self.position)
+            if stored.terminal:
+                return True
+        return False
+
+    def _release(self) -> Generator[Request, Any, None]:
+        held, self.held, self.behind = self.held, [], False
+        for position, event in held:
+            yield self._emit(event, position)
+
+    def _durable(self, event: StreamEvent, position: str) -> Generator[Request, Any, None]:
+        previous, self.seen = self.seen, max(self.seen, event.seq or 0)
+        head = self.announced[0] if self.announced else None
+        if head is not None and event.type == head.type and dict(event.data) == dict(head.data):
+            self.announced.pop(0)  # already yielded when it was published at once
+            return
+        if event.seq is not None and event.seq <= previous:
+            return
+        yield self._emit(event, position)
+
+    def _emit(self, event: StreamEvent, position: str) -> _Emit:
+        """The event with its resume id: the durable seq seen so far and the stream position it came from."""
+        return _Emit(replace(event, id=f"{self.seen}-{position}"))
+
+
+def _wait_plan(run_id: str, timeout: float | None) -> Plan:
+    """Poll the store until the run finishes, backing off to a quarter second."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        record = yield _Status()
+        if record.finished:
+            return record
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise DeadlineExceededError(f"run {run_id} is still {record.status} after {timeout} s; it keeps going")
+        yield _Pause(delay if remaining is None else min(delay, remaining))
+        delay = min(delay * 1.5, 0.25)
+
+
+# -- the handle ---------------------------------------------------------------------------------
 
 
 class Execution:
-    """A background run: stream its events, wait, cancel, interject, from any process."""
+    """A background run: stream its events, wait, cancel, interject, from any process.
 
-    def __init__(self, run_id: str, runtime: Runtime, backend: ExecutionBackend) -> None:
+    Each blocking method has an ``_async`` twin that never blocks the event loop;
+    ``execution.events()`` is both iterable and async-iterable.
+    """
+
+    def __init__(self, run_id: str, runtime: Runtime, backend: ExecutionBackend, run: Run | None = None) -> None:
         self.run_id = run_id
         self.runtime = runtime
         self.backend = backend
+        self._run = run  # the Run object, when this process started the execution
+        self._closed = False
 
     def __repr__(self) -> str:
-        return f"<Execution {self.run_id} {self.state}>"
+        return f"<Execution {self.run_id}>"
 
     # -- state -----------------------------------------------------------------------
 
-    def _record(self) -> RunRecord:
+    def record(self) -> RunRecord:
+        """The run as stored now (status, outcome, response, error, event count)."""
         return self.runtime.store.load_run(self.run_id)
+
+    async def record_async(self) -> RunRecord:
+        return await asyncio.to_thread(self.record)
 
     @property
     def state(self) -> str:
         """``pending`` (waiting for its session), ``running`` or ``finished``."""
-        status = self._record().status
-        if status == "pending":
-            return "pending"
-        return "running" if status == "running" else "finished"
+        return state_of(self.record())
+
+    @property
+    def finished(self) -> bool:
+        return self.record().finished
+
+    @property
+    def active(self) -> bool:
+        return not self.finished
 
     @property
     def run(self) -> Run | None:
         """The finished Run, or None while it executes."""
-        record = self._record()
-        return self.runtime.get_run(self.run_id) if record.finished else None
+        return self.runtime.get_run(self.run_id) if self.record().finished else None
 
-    def wait(self, timeout: float | None = None) -> Run:
+    @property
+    def error(self) -> BaseException | None:
+        """The exception an ``on_event`` consumer raised (the run was then cancelled), if any."""
+        return None if self._run is None else self._run._delivery_error
+
+    # -- waiting ---------------------------------------------------------------------
+
+    def wait(self, timeout: float | None = None, *, deadline: datetime | None = None) -> Run:
         """Block until the run finishes and return it (the same kind of Run ``ask`` returns).
 
-        Raises DeadlineExceededError when ``timeout`` passes first; the run keeps going.
+        ``deadline`` (an aware datetime) is the spec's absolute form of ``timeout``.
+        Raises DeadlineExceededError when the time passes first; the run keeps going.
+        An exception raised by the ``on_event`` consumer is re-raised here.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if self.backend.wait_local(self.run_id, timeout):
-            return self.runtime.get_run(self.run_id)
-        delay = 0.01
-        while True:
-            record = self._record()
-            if record.finished:
-                return self.runtime.get_run(self.run_id)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise DeadlineExceededError(f"run {self.run_id} is still {record.status} after {timeout} s")
-            remaining = None if deadline is None else deadline - time.monotonic()
-            time.sleep(delay if remaining is None else max(0.0, min(delay, remaining)))
-            delay = min(delay * 1.5, 0.25)
+        timeout = _timeout(timeout, deadline)
+        if not self.backend.wait_local(self.run_id, timeout):
+            for _event in self._drive(_wait_plan(self.run_id, timeout)):
+                pass
+        return self._finished_run()
+
+    async def wait_async(self, timeout: float | None = None, *, deadline: datetime | None = None) -> Run:
+        timeout = _timeout(timeout, deadline)
+        if not await asyncio.to_thread(self.backend.wait_local, self.run_id, timeout):
+            await self._adrive(_wait_plan(self.run_id, timeout))
+        return await asyncio.to_thread(self._finished_run)
+
+    def _finished_run(self) -> Run:
+        if self.error is not None:
+            raise self.error
+        return self.runtime.get_run(self.run_id)
+
+    # -- control ---------------------------------------------------------------------
 
     def cancel(self) -> Execution:
-        """Request cooperative cancellation (seen by whichever process runs the next step)."""
+        """Request cooperative cancellation (seen by whichever process runs the run's next check)."""
         self.runtime.cancel(self.run_id)
         return self
 
+    async def cancel_async(self) -> Execution:
+        await asyncio.to_thread(self.runtime.cancel, self.run_id)
+        return self
+
     def close(self, timeout: float | None = None) -> Run | None:
-        """Cancel and wait for the run to stop; idempotent."""
-        if self._record().finished:
+        """Refuse new interjections, cancel, and wait for the run to stop; idempotent."""
+        self._closed = True
+        if self.record().finished:
             return self.runtime.get_run(self.run_id)
         self.cancel()
         return self.wait(timeout)
 
+    async def close_async(self, timeout: float | None = None) -> Run | None:
+        self._closed = True
+        if (await self.record_async()).finished:
+            return await asyncio.to_thread(self.runtime.get_run, self.run_id)
+        await self.cancel_async()
+        return await self.wait_async(timeout)
+
     def interject(self, message: Any, **options: Any) -> int:
-        """Add a user message the run reads at its next model turn; returns its sequence number."""
+        """Add a user message the run reads at its next model turn; returns its sequence number.
+
+        ``message`` is a string, a Message or a dict, or the spec's
+        ``{"message": ..., "metadata": {...}}`` form. Raises AgentInterjectionError
+        once the run has finished (or this handle was closed).
+        """
+        message, options = _interjection(message, options)
+        if self._closed:
+            raise AgentInterjectionError(f"execution {self.run_id} was closed; it accepts no more interjections")
         return self.runtime.interject(self.run_id, message, **options)
+
+    async def interject_async(self, message: Any, **options: Any) -> int:
+        return await asyncio.to_thread(self.interject, message, **options)
 
     # -- events -------------------------------------------------------------------------
 
-    def events(self, after: str | None = None, *, poll_interval: float = 0.25) -> Iterator[StreamEvent]:
-        """Every event from ``after`` (an event id) to the terminal event; each has ``.id``."""
+    def events(self, after: str | None = None, *, poll_interval: float = POLL_SECONDS) -> EventStream:
+        """Every event after ``after`` (an event id) to the terminal event; each has ``.id``.
+
+        Iterate it (``for``) or async-iterate it (``async for``). A malformed id raises
+        InvocationError here; an id ahead of the run raises it on the first read.
+        """
         seen, position = parse_event_id(after)
-        live = self.backend.live_source(self.run_id)
-        if live is None or not live.covers(position):
-            for event in self._stored(seen):
-                seen = event.seq
-                yield replace(event, id=f"{seen}-{position}")
-                if event.terminal:
-                    return
-        while True:
-            entries = live.read(position, block=poll_interval) if live is not None else []
-            for entry_position, event in entries:
-                position = entry_position
-                if event.seq is not None:
-                    if event.seq <= seen:
-                        continue
-                    for missing in self._stored(seen, until=event.seq - 1):
-                        seen = missing.seq
-                        yield replace(missing, id=f"{seen}-{position}")
-                    seen = event.seq
-                yield replace(event, id=f"{seen}-{position}")
-                if event.terminal:
-                    return
-            if not entries:
-                finished, backlog = self._finished_backlog(seen)
-                for event in backlog:
-                    seen = event.seq
-                    yield replace(event, id=f"{seen}-{position}")
-                if finished:
-                    return
-                if live is None and not backlog:
-                    time.sleep(poll_interval)
+        if not isinstance(poll_interval, (int, float)) or isinstance(poll_interval, bool) or poll_interval <= 0:
+            raise InvocationError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
+        return EventStream(self, seen, position, float(poll_interval))
 
-    def _stored(self, after: int, until: int | None = None) -> list[StreamEvent]:
-        records = self.runtime.store.load_events(self.run_id, after)
-        return [
-            StreamEvent(r.type, _frozen(decode_event_data(r.data)), r.seq)
-            for r in records
-            if until is None or r.seq <= until
-        ]
-
-    def _finished_backlog(self, seen: int) -> tuple[bool, list[StreamEvent]]:
-        """When the live stream is quiet: durable events it is missing, and whether the run ended."""
-        record = self._record()
-        if record.event_seq <= seen:
-            return record.finished, []
-        backlog = self._stored(seen)
-        return record.finished or any(e.terminal for e in backlog), backlog
-
-    async def aevents(self, after: str | None = None) -> AsyncIterator[StreamEvent]:
-        """:meth:`events` for async code; blocking reads run on a worker thread."""
-        iterator = self.events(after)
-        done = object()
-        while True:
-            event = await asyncio.to_thread(next, iterator, done)
-            if event is done:
-                return
-            yield event
+    def aevents(self, after: str | None = None) -> AsyncIterator[StreamEvent]:
+        """:meth:`events` for ``async for``: reads Redis with redis.asyncio, never blocking the loop."""
+        return self.events(after).__aiter__()
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
         return self.aevents()
 
     def __iter__(self) -> Iterator[StreamEvent]:
-        return self.events()
+        return iter(self.events())
+
+    # -- drivers: perform what a plan asks, blocking or awaiting ---------------------------------
+
+    def _stored(self, after: int, until: int | None = None) -> list[StreamEvent]:
+        records = self.runtime.store.load_events(self.run_id, after)
+        return [
+            StreamEvent(r.type, MappingProxyType(decode_event_data(r.data)), r.seq)
+            for r in records
+            if until is None or r.seq <= until
+        ]
+
+    def _drive(self, plan: Plan, live: LiveSource | None = None) -> Iterator[StreamEvent]:
+        """Run ``plan`` with blocking I/O, yielding what it emits; returns the plan's value."""
+        reply: Any = None
+        while True:
+            try:
+                request = plan.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            reply = None
+            if isinstance(request, _Emit):
+                yield request.event
+            elif isinstance(request, _ReadLive):
+                reply = live.read(request.position, request.block) if live is not None else None
+            elif isinstance(request, _Covers):
+                reply = live is not None and live.covers(request.position)
+            elif isinstance(request, _Stored):
+                reply = self._stored(request.after, request.until)
+            elif isinstance(request, _Status):
+                reply = self.record()
+            else:
+                time.sleep(request.seconds)
+
+    async def _adrive_events(self, plan: Plan, live: Any = None) -> AsyncIterator[StreamEvent]:
+        """Run ``plan`` with awaitables: the live source's async reads, store queries on threads."""
+        reply: Any = None
+        while True:
+            try:
+                request = plan.send(reply)
+            except StopIteration:
+                return
+            reply = None
+            if isinstance(request, _Emit):
+                yield request.event
+            elif isinstance(request, _ReadLive):
+                reply = await _live_call(live, "read", request.position, request.block)
+            elif isinstance(request, _Covers):
+                reply = live is not None and await _live_call(live, "covers", request.position)
+            elif isinstance(request, _Stored):
+                reply = await asyncio.to_thread(self._stored, request.after, request.until)
+            elif isinstance(request, _Status):
+                reply = await asyncio.to_thread(self.record)
+            else:
+                await asyncio.sleep(request.seconds)
+
+    async def _adrive(self, plan: Plan) -> None:
+        async for _event in self._adrive_events(plan):
+            pass
 
 
-def _frozen(data: dict[str, Any]) -> Any:
-    from types import MappingProxyType
+class EventStream:
+    """The events of one run from a given id: ``for`` or ``async for`` over it, once per loop."""
 
-    return MappingProxyType(data)
+    def __init__(self, execution: Execution, seen: int, position: str | None, poll: float) -> None:
+        self.execution = execution
+        self._seen = seen
+        self._position = position
+        self._poll = poll
+
+    def _plan(self, live: LiveSource | None) -> Plan:
+        follow = _Follow(
+            seen=self._seen,
+            position=self._position or "0",
+            has_live=live is not None,
+            known_position=self._position is not None,
+            poll=self._poll,
+        )
+        return follow.run()
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        live = self.execution.backend.live_source(self.execution.run_id)
+        return self.execution._drive(self._plan(live), live)
+
+    def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        live = self.execution.backend.live_source(self.execution.run_id)
+        return self.execution._adrive_events(self._plan(live), live)
 
 
-__all__ = ["Execution", "ExecutionBackend", "LiveSource", "STATES", "parse_event_id"]
+async def _live_call(live: Any, name: str, *args: Any) -> Any:
+    """``live.a<name>(...)`` when the source has an async form, else ``<name>`` on a worker thread."""
+    if live is None:
+        return None
+    native = getattr(live, f"a{name}", None)
+    if native is not None:
+        return await native(*args)
+    return await asyncio.to_thread(getattr(live, name), *args)
+
+
+async def get_execution_async(run_id: str) -> Execution:
+    """``lg_core.get_execution`` for async code (the store lookup runs on a worker thread)."""
+    from lg_core.config import runtime
+
+    return await asyncio.to_thread(lambda: runtime().get_execution(run_id))
+
+
+def _timeout(timeout: float | None, deadline: datetime | None) -> float | None:
+    if deadline is not None:
+        if timeout is not None:
+            raise InvocationError("pass either timeout (seconds) or deadline (a datetime), not both")
+        if not isinstance(deadline, datetime) or deadline.tzinfo is None:
+            raise InvocationError(f"deadline must be a timezone-aware datetime, got {deadline!r}")
+        return max(0.0, deadline.timestamp() - time.time())
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+        raise InvocationError(f"timeout must be a non-negative number of seconds or None, got {timeout!r}")
+    return float(timeout)
+
+
+def _interjection(message: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Accept the spec's ``{"message": ..., **options}`` payload as well as a bare message."""
+    if isinstance(message, Mapping) and "message" in message and "role" not in message:
+        payload = dict(message)
+        message = payload.pop("message")
+        options = {**payload, **options}
+    unknown = set(options) - _INTERJECT_OPTIONS
+    if unknown:
+        raise InvocationError(f"unknown interjection options {sorted(unknown)}; accepted: {sorted(_INTERJECT_OPTIONS)}")
+    metadata = options.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InvocationError(f"interjection metadata must be a dict, got {type(metadata).__name__}")
+    return message, options
+
+
+__all__ = [
+    "EventStream",
+    "Execution",
+    "ExecutionBackend",
+    "LiveSource",
+    "STATES",
+    "check_event_id",
+    "event_json",
+    "get_execution_async",
+    "parse_event_id",
+    "state_of",
+]

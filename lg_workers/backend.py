@@ -8,14 +8,14 @@ imports Celery or Redis itself (CONVENTIONS: dependency direction).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import redis
 
 from lg_core.engine.dispatcher import StepRef
 from lg_workers.celery_app import create_app
 from lg_workers.queues import queue_for
-from lg_workers.streams import RedisEventSink, RedisLiveSource
+from lg_workers.streams import AsyncRedisClients, RedisEventSink, RedisLiveSource
 
 if TYPE_CHECKING:
     from lg_core.run import Run
@@ -26,8 +26,12 @@ class CeleryBackend:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.app = create_app(runtime.configuration)
-        self.redis = redis.Redis.from_url(runtime.configuration.broker_url, health_check_interval=30)
+        url = str(runtime.configuration.broker_url)  # create_app refused a missing one
+        self.redis = redis.Redis.from_url(url, health_check_interval=30)
+        self.async_redis = AsyncRedisClients(url)
         runtime.engine.add_sink(RedisEventSink(self.redis))
+        self._followers: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
 
     def start(self, run: Run) -> None:
         """Persist the run, then hand its first step to the workers."""
@@ -45,23 +49,57 @@ class CeleryBackend:
         self.app.send_task("lg.advance", args=[run_id], queue=queue_for("lg.advance"))
 
     def live_source(self, run_id: str) -> RedisLiveSource:
-        return RedisLiveSource(self.redis, run_id)
+        return RedisLiveSource(self.redis, run_id, self.async_redis)
 
     def wait_local(self, run_id: str, timeout: float | None) -> bool:
-        return False
+        """Join the thread delivering this run's events to ``on_event``; False when there is none."""
+        with self._lock:
+            follower = self._followers.get(run_id)
+        if follower is None:
+            return False
+        follower.join(timeout)
+        if follower.is_alive():
+            from lg_core.errors import DeadlineExceededError
+
+            raise DeadlineExceededError(f"run {run_id} is still running after {timeout} s; it keeps going")
+        return True
 
     def _follow(self, run: Run) -> None:
-        """Deliver the run's events to its ``on_event`` callback from a reader thread."""
+        """Deliver the run's events to its ``on_event`` callback from a reader thread.
+
+        ``run.deliver`` calls the consumer serially; if it raises, the run is
+        cancelled (in the store, for the workers), the thread follows it to its
+        end, and ``Execution.wait`` re-raises the error (the spec's event-delivery
+        failure). ``wait`` joins this thread, so the consumer has seen every event
+        when it returns.
+        """
         from lg_core.execution import Execution
 
         execution = Execution(run.id, self.runtime, self)
-        callback: Any = run._on_event
 
         def follow() -> None:
-            for event in execution.events():
-                callback(event)
+            cancelled = False
+            try:
+                for event in execution.events():
+                    run.deliver(event)  # after a consumer failure it only records the outcome
+                    if run._delivery_error is not None and not cancelled:
+                        self.runtime.cancel(run.id)
+                        cancelled = True
+            except Exception as exc:  # noqa: BLE001 - surfaced by wait(), like a consumer failure
+                run._delivery_error = run._delivery_error or exc
+            finally:
+                run._phase = "finished"
+                try:
+                    run.close()
+                except Exception as exc:  # noqa: BLE001 - a cleanup failure, surfaced by wait()
+                    run._delivery_error = run._delivery_error or exc
+                with self._lock:
+                    self._followers.pop(run.id, None)
 
-        threading.Thread(target=follow, name=f"lg-follow-{run.id[:8]}", daemon=True).start()
+        thread = threading.Thread(target=follow, name=f"lg-follow-{run.id[:8]}", daemon=True)
+        with self._lock:
+            self._followers[run.id] = thread
+        thread.start()
 
     def shutdown(self) -> None:
         self.redis.close()

@@ -8,6 +8,10 @@ Every Redis key this project uses, with its lifetime:
                          with their durable ``seq``. Trimmed to about
                          ``MAX_EVENTS`` entries; expires ``RETENTION_SECONDS``
                          after the run's terminal event.
+    lg:ratelimit:{connection}  String. The next time a batch may start a run on
+                         that provider connection (GCRA, lg_scheduler.rate_limit),
+                         shared by every batch submitter; expires a minute after
+                         the last start.
     (Celery's own keys)  the broker queues ``lg.orchestrate``, ``lg.model``,
                          ``lg.tools``, ``lg.sandbox`` and their unacked sets.
 
@@ -17,11 +21,15 @@ run store's durable event log (see lg_core.execution) and no run is lost.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import weakref
+from types import MappingProxyType
 from typing import Any
 
 import redis
+import redis.asyncio
 
 from lg_core.engine.codec import decode_event_data, encode_event_data
 from lg_core.events import StreamEvent
@@ -39,10 +47,9 @@ class RedisEventSink:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        self._local = threading.local()
 
     def publish(self, run_id: str, event: StreamEvent) -> None:
-        fields: dict[str, Any] = {"type": event.type, "data": json.dumps(encode_event_data(event.data))}
+        fields: dict[Any, Any] = {"type": event.type, "data": json.dumps(encode_event_data(event.data))}
         if event.seq is not None:
             fields["seq"] = event.seq
         key = stream_key(run_id)
@@ -56,35 +63,98 @@ class RedisEventSink:
             pass  # readers recover durable events from the store; deltas are lost with Redis
 
 
-class RedisLiveSource:
-    """Reads one run's stream for Execution.events()."""
+class AsyncRedisClients:
+    """One ``redis.asyncio`` client per event loop.
 
-    def __init__(self, client: redis.Redis, run_id: str) -> None:
+    An asyncio connection belongs to the loop that opened it, and a process may
+    run several loops (tests, ``asyncio.run`` per CLI call), so clients are kept
+    per loop and dropped with it.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, redis.asyncio.Redis] = weakref.WeakKeyDictionary()
+
+    def get(self) -> redis.asyncio.Redis:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is None:
+                client = redis.asyncio.Redis.from_url(self.url, health_check_interval=30)
+                self._clients[loop] = client
+            return client
+
+    async def aclose(self) -> None:
+        """Close this loop's client (e.g. from a web app's shutdown hook)."""
+        with self._lock:
+            client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+
+class RedisLiveSource:
+    """Reads one run's stream for Execution.events(), blocking (``read``) or async (``aread``).
+
+    Reads return None when Redis cannot be reached, so the reader falls back to
+    the run store instead of spinning.
+    """
+
+    def __init__(self, client: redis.Redis, run_id: str, async_clients: AsyncRedisClients | None = None) -> None:
         self.client = client
+        self.async_clients = async_clients
         self.key = stream_key(run_id)
 
     def covers(self, position: str) -> bool:
         try:
             info = self.client.xinfo_stream(self.key)
-        except redis.ResponseError:
-            return False  # no stream (never created, expired, or Redis was wiped)
+        except redis.RedisError:
+            return False  # no stream (never created, expired, or Redis was wiped), or no Redis
+        return _covers(info, position)
+
+    def read(self, position: str, block: float) -> list[tuple[str, StreamEvent]] | None:
+        try:
+            result = self.client.xread({self.key: position or "0"}, count=500, block=_block_ms(block))
+        except redis.RedisError:
+            return None
+        return _entries(result)
+
+    async def acovers(self, position: str) -> bool:
+        if self.async_clients is None:
+            return await asyncio.to_thread(self.covers, position)
+        try:
+            info = await self.async_clients.get().xinfo_stream(self.key)
         except redis.RedisError:
             return False
-        first = info.get("first-entry")
-        if position in ("", "0"):
-            return info.get("entries-added", 0) == info.get("length", 0)
-        return first is not None and _id_le(_decode(first[0]), position)
+        return _covers(info, position)
 
-    def read(self, position: str, block: float) -> list[tuple[str, StreamEvent]]:
+    async def aread(self, position: str, block: float) -> list[tuple[str, StreamEvent]] | None:
+        if self.async_clients is None:
+            return await asyncio.to_thread(self.read, position, block)
         try:
-            result = self.client.xread({self.key: position or "0"}, count=500, block=max(1, int(block * 1000)))
+            result = await self.async_clients.get().xread({self.key: position or "0"}, count=500, block=_block_ms(block))
         except redis.RedisError:
-            return []
-        entries: list[tuple[str, StreamEvent]] = []
-        for _key, items in result or []:
-            for entry_id, fields in items:
-                entries.append((_decode(entry_id), _event(fields)))
-        return entries
+            return None
+        return _entries(result)
+
+
+def _covers(info: dict[Any, Any], position: str) -> bool:
+    first = info.get("first-entry")
+    if position in ("", "0"):
+        return info.get("entries-added", -1) == info.get("length", 0)
+    return first is not None and _id_le(_decode(first[0]), position)
+
+
+def _block_ms(block: float) -> int:
+    return max(1, int(block * 1000))
+
+
+def _entries(result: Any) -> list[tuple[str, StreamEvent]]:
+    entries: list[tuple[str, StreamEvent]] = []
+    for _key, items in result or []:
+        for entry_id, fields in items:
+            entries.append((_decode(entry_id), _event(fields)))
+    return entries
 
 
 def _decode(value: Any) -> str:
@@ -95,8 +165,6 @@ def _event(fields: dict[Any, Any]) -> StreamEvent:
     data = {(_decode(k)): v for k, v in fields.items()}
     seq = data.get("seq")
     payload = decode_event_data(json.loads(_decode(data["data"])))
-    from types import MappingProxyType
-
     return StreamEvent(_decode(data["type"]), MappingProxyType(payload), int(_decode(seq)) if seq is not None else None)
 
 
@@ -110,4 +178,4 @@ def _id_le(first: str, position: str) -> bool:
     return a <= (b[0], b[1] + 1) if len(b) == 2 else a <= b
 
 
-__all__ = ["MAX_EVENTS", "RETENTION_SECONDS", "RedisEventSink", "RedisLiveSource", "stream_key"]
+__all__ = ["AsyncRedisClients", "MAX_EVENTS", "RETENTION_SECONDS", "RedisEventSink", "RedisLiveSource", "stream_key"]

@@ -1,0 +1,1 @@
+"""Runnable examples (see README.md here); a package so workers can import ``examples.<module>``."""

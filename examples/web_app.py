@@ -1,0 +1,217 @@
+"""A FastAPI app that enqueues agent runs on LittleGhost's workers and streams their events.
+
+    POST /runs                      {"agent": "support", "message": "..."} -> 202 {"run_id", "events_url", ...}
+    GET  /runs/{id}                 state, outcome, response
+    GET  /runs/{id}/events          Server-Sent Events (id: event id, event: type, data: JSON);
+                                    resumes from the Last-Event-ID header or ?after=; ends after
+                                    the run's terminal event
+    POST /runs/{id}/interject       {"message": "..."} -> 202 {"seq"}; 409 once the run finished
+    POST /runs/{id}/cancel          -> 202
+    GET  /healthz
+
+Errors: 404 unknown run, 409 interjection into a finished run, 422 bad body or
+event id. Every handler is ``async`` and uses LittleGhost's async forms
+(``start_execution_async``, ``async for ... in execution.events()``, which reads
+Redis with redis.asyncio), so a slow run never blocks the event loop; a request
+never waits for a run. Start it (see README.md here) with
+
+    LG_WEB_AGENTS="support=examples.web_agents:SupportAgent" \\
+        uvicorn --factory examples.web_app:create_app
+
+``LG_WEB_AGENTS`` lists the agents a client may start, as ``name=module:Class``
+(comma-separated): a request names one, never an import path. The run store
+and broker come from LittleGhost's usual settings (``LG_RUN_STORE``,
+``LG_BROKER_URL``; ``source .lg/stack/env`` after ``lg stack up``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Header, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+import lg_core
+from lg_core import Agent, StreamEvent
+from lg_core.errors import (
+    AgentInterjectionError,
+    ConfigurationError,
+    InvocationError,
+    RunNotFoundError,
+)
+from lg_core.execution import check_event_id, event_json, get_execution_async, state_of
+
+DEFAULT_AGENTS = "support=examples.web_agents:SupportAgent"
+RunId = Annotated[str, Path(min_length=1, max_length=200, description="The run id POST /runs returned.")]
+_RESUME = "Resume after this event id (the id of the last SSE event received)."
+AfterQuery = Annotated[str | None, Query(max_length=200, description=_RESUME)]
+LastEventIdHeader = Annotated[str | None, Header(max_length=200, description=_RESUME)]
+
+
+# -- request and response bodies --------------------------------------------------------------
+
+
+class StartRun(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str = Field(min_length=1, description="One of the agents this app serves (LG_WEB_AGENTS).")
+    message: str = Field(min_length=1, max_length=100_000)
+    actor_id: str | None = Field(default=None, min_length=1, max_length=200)
+    session_id: str | None = Field(default=None, min_length=1, max_length=200)
+    context: dict[str, Any] = Field(default_factory=dict)
+
+
+class Interjection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message: str = Field(min_length=1, max_length=100_000)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunAccepted(BaseModel):
+    run_id: str
+    state: str
+    url: str
+    events_url: str
+
+
+class RunView(BaseModel):
+    run_id: str
+    state: str
+    outcome: str | None
+    response: str | None
+    error: str | None  # the error's class name; details stay in the run store
+    events: int
+
+
+class InterjectionAccepted(BaseModel):
+    run_id: str
+    seq: int
+
+
+class CancelAccepted(BaseModel):
+    run_id: str
+    state: str
+
+
+# -- the app -------------------------------------------------------------------------------------
+
+
+def create_app(agents: Mapping[str, type[Agent]] | None = None) -> FastAPI:
+    """The app serving ``agents`` (name -> Agent class); default: those named by LG_WEB_AGENTS."""
+    registry = dict(agents) if agents is not None else load_agents(os.environ.get("LG_WEB_AGENTS", DEFAULT_AGENTS))
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Build the runtime (store, broker connection) now, so bad settings fail at startup.
+        await asyncio.to_thread(lambda: lg_core.runtime().backend)
+        yield
+
+    app = FastAPI(title="LittleGhost web app example", lifespan=lifespan)
+    _add_error_handlers(app)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/runs", status_code=202, response_model=RunAccepted)
+    async def start_run(body: StartRun, response: Response) -> RunAccepted:
+        agent = registry.get(body.agent)
+        if agent is None:
+            raise InvocationError(f"unknown agent {body.agent!r}; this app serves {sorted(registry)}")
+        options = {key: value for key in ("actor_id", "session_id") if (value := getattr(body, key)) is not None}
+        execution = await agent.start_execution_async(body.message, context=body.context, **options)
+        record = await execution.record_async()
+        url = f"/runs/{execution.run_id}"
+        response.headers["Location"] = url
+        return RunAccepted(run_id=execution.run_id, state=state_of(record), url=url, events_url=f"{url}/events")
+
+    @app.get("/runs/{run_id}", response_model=RunView)
+    async def show_run(run_id: RunId) -> RunView:
+        record = await (await get_execution_async(run_id)).record_async()
+        error = (record.error or {}).get("name")
+        return RunView(
+            run_id=run_id, state=state_of(record), outcome=record.outcome, response=record.response, error=error, events=record.event_seq
+        )
+
+    @app.get("/runs/{run_id}/events")
+    async def run_events(
+        run_id: RunId,
+        after: AfterQuery = None,
+        last_event_id: LastEventIdHeader = None,
+    ) -> EventSourceResponse:
+        execution = await get_execution_async(run_id)
+        resume_from = last_event_id or after  # a reconnecting browser sends Last-Event-ID
+        check_event_id(resume_from, await execution.record_async())  # 422 before the stream starts
+        events = execution.events(resume_from)
+
+        async def publish() -> AsyncIterator[ServerSentEvent]:
+            async for event in events:
+                yield _server_sent(event)
+
+        return EventSourceResponse(publish(), ping=15)
+
+    @app.post("/runs/{run_id}/interject", status_code=202, response_model=InterjectionAccepted)
+    async def interject(body: Interjection, run_id: RunId) -> InterjectionAccepted:
+        execution = await get_execution_async(run_id)
+        seq = await execution.interject_async(body.message, metadata=body.metadata)
+        return InterjectionAccepted(run_id=run_id, seq=seq)
+
+    @app.post("/runs/{run_id}/cancel", status_code=202, response_model=CancelAccepted)
+    async def cancel(run_id: RunId) -> CancelAccepted:
+        execution = await (await get_execution_async(run_id)).cancel_async()
+        return CancelAccepted(run_id=run_id, state=state_of(await execution.record_async()))
+
+    return app
+
+
+def _server_sent(event: StreamEvent) -> ServerSentEvent:
+    """One SSE message. The raw ``error`` is left out: ``message`` is the caller-safe text."""
+    data = event_json(event)
+    data.pop("error", None)
+    return ServerSentEvent(data=json.dumps({"seq": event.seq, "data": data}), event=event.type, id=event.id)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """LittleGhost's errors become HTTP statuses here, in one place."""
+
+    def status(code: int):
+        async def handler(_request: Request, exc: Exception) -> JSONResponse:
+            return JSONResponse({"detail": str(exc)}, status_code=code)
+
+        return handler
+
+    app.add_exception_handler(RunNotFoundError, status(404))
+    app.add_exception_handler(AgentInterjectionError, status(409))
+    app.add_exception_handler(InvocationError, status(422))
+
+
+def load_agents(spec: str) -> dict[str, type[Agent]]:
+    """``"name=module:Class,..."`` -> {name: class}; raises ConfigurationError naming the bad entry."""
+    agents: dict[str, type[Agent]] = {}
+    for entry in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, path = entry.partition("=")
+        module_name, _, class_name = path.partition(":")
+        if not (name and module_name and class_name):
+            raise ConfigurationError(f"LG_WEB_AGENTS entry {entry!r} must look like name=module:Class")
+        try:
+            agent = getattr(importlib.import_module(module_name), class_name)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigurationError(f"LG_WEB_AGENTS entry {entry!r} cannot be imported: {exc}") from None
+        if not (isinstance(agent, type) and issubclass(agent, Agent)):
+            raise ConfigurationError(f"LG_WEB_AGENTS entry {entry!r} is not an Agent class")
+        agents[name] = agent
+    if not agents:
+        raise ConfigurationError("LG_WEB_AGENTS names no agent; e.g. LG_WEB_AGENTS=support=examples.web_agents:SupportAgent")
+    return agents
+
+
+__all__ = ["create_app", "load_agents"]

@@ -1,0 +1,348 @@
+"""Execution handles across processes, with real workers, Redis and PostgreSQL.
+
+Runs are enqueued from this process and execute on real `celery worker`
+processes; another process (a plain Python subprocess using
+``lg_core.get_execution``) streams, cancels or interjects. GateAgent's tool
+waits at a gate the test holds (a file), so every "while the run is in the
+middle of a step" below is a fact, not a race.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+import dist_app
+import pytest
+
+from lg_core import get_execution
+from lg_core.errors import (
+    AgentInterjectionError,
+    DeadlineExceededError,
+    InvocationError,
+    RunNotFoundError,
+)
+
+READER = r"""
+import asyncio, json, sys
+import lg_core
+
+run_id, after, mode, stop_at = sys.argv[1], sys.argv[2] or None, sys.argv[3], sys.argv[4]
+stop_type, _, stop_count = stop_at.partition(":")
+seen = 0
+
+def out(event):
+    global seen
+    print(json.dumps({"type": event.type, "seq": event.seq, "id": event.id, "data": dict(event.data)}, default=str), flush=True)
+    seen += event.type == stop_type
+    return stop_type and seen >= int(stop_count or 1)
+
+def sync():
+    for event in lg_core.get_execution(run_id).events(after):
+        if out(event):
+            return
+
+async def main():
+    from lg_workers.streams import RedisLiveSource
+
+    def blocking(*args):
+        raise AssertionError("async iteration used a blocking Redis read")
+
+    RedisLiveSource.read = RedisLiveSource.covers = blocking  # the async form must use redis.asyncio
+    execution = await asyncio.to_thread(lg_core.get_execution, run_id)
+    async for event in execution.events(after):
+        if out(event):
+            return
+
+try:
+    asyncio.run(main()) if mode == "async" else sync()
+except Exception as exc:
+    print(json.dumps({"error": type(exc).__name__, "message": str(exc)}), flush=True)
+"""
+
+CONTROL = r"""
+import json, sys
+import lg_core
+
+run_id, action, *rest = sys.argv[1:]
+try:
+    execution = lg_core.get_execution(run_id)
+    if action == "cancel":
+        execution.cancel()
+        print(json.dumps({"ok": True}))
+    else:
+        print(json.dumps({"seq": execution.interject(rest[0])}))
+except Exception as exc:
+    print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+"""
+
+
+class Reader:
+    """Another process following a run's events; its lines arrive in ``self.lines`` as they are printed."""
+
+    def __init__(self, dist, run_id: str, *, after: str | None = None, mode: str = "sync", stop_at: str = "") -> None:
+        argv = [sys.executable, "-c", READER, run_id, after or "", mode, stop_at]
+        self.process = subprocess.Popen(argv, env=dist.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: list[dict] = []
+        self._arrived: queue.Queue = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for line in self.process.stdout:
+            item = json.loads(line)
+            self.lines.append(item)
+            self._arrived.put(item)
+        self._arrived.put(None)
+
+    def wait_for(self, event_type: str, timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                item = self._arrived.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if item is None:
+                raise AssertionError(f"the reader ended before {event_type}: {self.lines[-3:]} {self.process.stderr.read()}")
+            if item.get("type") == event_type:
+                return item
+        raise AssertionError(f"no {event_type} from the reader in {timeout} s: {self.lines[-3:]}")
+
+    def finish(self, timeout: float = 60) -> list[dict]:
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise AssertionError(f"the reader did not end: {self.lines[-3:]}") from None
+        assert self.process.returncode == 0, self.process.stderr.read()
+        assert not any("error" in line for line in self.lines), self.lines[-1]
+        return self.lines
+
+
+def control(dist, run_id: str, *args: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", CONTROL, run_id, *args], env=dist.env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def hold(dist, *gates: int) -> None:
+    for n in gates:
+        (dist.ready_dir / f"hold-{n}").touch()
+
+
+def release(dist, n: int) -> None:
+    (dist.ready_dir / f"hold-{n}").unlink()
+
+
+def durable_seqs(lines: list[dict]) -> list[int]:
+    return [line["seq"] for line in lines if line["seq"] is not None]
+
+
+def stored_count(execution) -> int:
+    return execution.record().event_seq
+
+
+@pytest.fixture
+def workers(dist):
+    """One worker process for every queue (a thread pool: light enough for these tests)."""
+    return dist.start_workers(pool="threads", concurrency=8)
+
+
+def test_events_of_a_run_on_workers_stream_to_other_processes(dist, workers):
+    execution = dist_app.StepAgent.start_execution("Record every step.")
+    readers = [Reader(dist, execution.run_id, mode=mode) for mode in ("sync", "async")]
+
+    outputs = [reader.finish() for reader in readers]
+    run = execution.wait(timeout=60)
+
+    assert run.completed and run.response == "All steps recorded."
+    for lines in outputs:
+        assert durable_seqs(lines) == list(range(1, stored_count(execution) + 1))
+        assert lines[-1]["type"] == "run_stop"
+        assert any(line["type"] == "tool_call_delta" for line in lines)  # live-only events come through Redis
+        assert len({line["id"] for line in lines}) == len(lines)
+
+
+def test_a_reader_resuming_from_the_last_event_id_misses_nothing_and_repeats_nothing(dist, workers):
+    hold(dist, 1)
+    execution = dist_app.GateAgent.start_execution("Pass the gates.")
+    first = Reader(dist, execution.run_id, stop_at="tool_execution_start:2")  # stops at the held gate 1
+    first_lines = first.finish()
+    release(dist, 1)
+    second = Reader(dist, execution.run_id, after=first_lines[-1]["id"], mode="async")
+    second_lines = second.finish()
+
+    assert execution.wait(timeout=60).completed
+    assert first_lines[-1]["type"] == "tool_execution_start" and first_lines[-1]["data"]["input"] == {"n": 1}
+    assert durable_seqs(first_lines + second_lines) == list(range(1, stored_count(execution) + 1))
+    assert second_lines[0]["type"] != "tool_execution_start"  # the first reader's last event is not repeated
+    assert second_lines[-1]["type"] == "run_stop"
+
+
+def test_cancel_from_another_process_stops_a_tool_in_the_middle_of_its_call(dist, workers):
+    hold(dist, 1)
+    execution = dist_app.GateAgent.start_execution("Pass the gates.")
+    dist.wait_for_hang("gate-1")
+
+    assert control(dist, execution.run_id, "cancel") == {"ok": True}
+    run = execution.wait(timeout=60)
+
+    assert run.cancelled
+    events = list(execution.events())
+    assert events[-1].type == "run_cancel"
+    assert [n for tool, n, _key in dist.calls() if tool == "gate"] == [0, 1]  # gate 2 never ran
+
+
+def test_an_interjection_from_another_process_reaches_the_next_model_turn(dist, workers):
+    hold(dist, dist_app.GATES - 1)
+    execution = dist_app.GateAgent.start_execution("Pass the gates.")
+    dist.wait_for_hang(f"gate-{dist_app.GATES - 1}")
+
+    answer = control(dist, execution.run_id, "interject", "Include the latest ledger entry")
+    release(dist, dist_app.GATES - 1)
+    run = execution.wait(timeout=60)
+
+    assert answer == {"seq": 1}
+    assert run.completed and run.response == "You said: Include the latest ledger entry"
+    types = [e.type for e in execution.events()]
+    last_gate = len(types) - 1 - types[::-1].index("tool_execution_stop")
+    assert types.index("interjection") > last_gate
+    late = control(dist, execution.run_id, "interject", "Too late")
+    assert late["error"] == "AgentInterjectionError"
+
+
+def test_an_accepted_interjection_is_never_dropped_by_a_run_finishing_at_that_moment(dist, workers):
+    """Interject while the final answer streams: refused (finished) or read by a next turn, never lost."""
+    outcomes = []
+    for _ in range(10):
+        execution = dist_app.EchoAgent.start_execution("Hello")
+        accepted = None
+        for event in execution.events():
+            if event.type == "text_delta" and accepted is None:
+                try:
+                    accepted = execution.interject("Late news")
+                except AgentInterjectionError:
+                    accepted = False
+        run = execution.wait(timeout=60)
+        if accepted:
+            assert run.response == "You said: Late news", run.response
+            assert "interjection" in [e.type for e in execution.events()]
+        outcomes.append(bool(accepted))
+    assert True in outcomes  # the interesting case happened at least once
+
+
+@pytest.mark.chaos
+def test_events_survive_a_redis_wipe_in_the_middle_of_a_run(dist, workers):
+    hold(dist, 1, 2)
+    execution = dist_app.GateAgent.start_execution("Pass the gates.")
+    reader = Reader(dist, execution.run_id)
+    before = reader.wait_for("tool_execution_start")  # gate 0, read from the stream before the wipe
+    dist.wait_for_hang("gate-1")
+    reader.process.send_signal(signal.SIGSTOP)  # the reader falls behind ...
+    release(dist, 1)
+    dist.wait_for_hang("gate-2")  # ... while gate 1's and turn 2's events go to the stream
+
+    dist.redis.restart(wipe=True)  # and are lost with it: the reader must find them in the store
+    reader.process.send_signal(signal.SIGCONT)
+    # Celery's consumer gives up when its broker vanishes; a supervisor starts a worker again
+    dist.start_workers(pool="threads", concurrency=8)
+    release(dist, 2)
+    lines = reader.finish(timeout=120)
+    run = execution.wait(timeout=60)
+
+    assert run.completed, run.error
+    total = stored_count(execution)
+    assert durable_seqs(lines) == list(range(1, total + 1))
+    assert lines[-1]["type"] == "run_stop"
+    # an id from before the wipe still works, though the stream no longer has its position
+    resumed = [e.seq for e in execution.events(after=before["id"]) if e.seq is not None]
+    assert resumed == list(range(int(before["id"].split("-")[0]) + 1, total + 1))
+    assert [e.seq for e in execution.events() if e.seq is not None] == list(range(1, total + 1))
+
+
+def test_on_event_and_async_iteration_in_the_starting_process(dist, workers):
+    received = []
+    execution = dist_app.StepAgent.start_execution("Record every step.", on_event=received.append)
+
+    async def follow() -> list:
+        return [event async for event in execution.events()]
+
+    events = asyncio.run(follow())
+    run = asyncio.run(execution.wait_async(timeout=60))
+
+    durable = list(range(1, stored_count(execution) + 1))
+    assert run.completed
+    assert [e.seq for e in events if e.seq is not None] == durable and events[-1].type == "run_stop"
+    assert [e.seq for e in received if e.seq is not None] == durable and received[-1].type == "run_stop"
+
+
+def test_a_failing_on_event_consumer_cancels_the_run_and_wait_raises_its_error(dist, workers):
+    hold(dist, 0)
+
+    def consumer(event):
+        if event.type == "tool_execution_start":
+            raise RuntimeError("the consumer broke")
+
+    execution = dist_app.GateAgent.start_execution("Pass the gates.", on_event=consumer)
+
+    with pytest.raises(RuntimeError, match="the consumer broke"):
+        execution.wait(timeout=60)
+    assert execution.record().status == "cancelled"
+    assert isinstance(execution.error, RuntimeError)
+
+
+def test_bad_inputs_raise_the_spec_errors(dist, workers):
+    with pytest.raises(RunNotFoundError):
+        get_execution("no-such-run")
+    with pytest.raises(InvocationError, match="run id"):
+        get_execution(None)
+    hold(dist, 0)
+    execution = dist_app.GateAgent.start_execution("Pass the gates.")
+    dist.wait_for_hang("gate-0")
+
+    for bad in ("garbage", "1-x", "-3", "1-2-3-4"):
+        with pytest.raises(InvocationError, match="event id"):
+            execution.events(after=bad)
+    with pytest.raises(InvocationError, match="ahead of run"):
+        next(iter(execution.events(after="999-0")))
+    with pytest.raises(InvocationError, match="non-empty user message"):
+        execution.interject({"role": "assistant", "content": "I decide"})
+    with pytest.raises(InvocationError, match="non-empty user message"):
+        execution.interject("")
+    with pytest.raises(InvocationError, match="unknown interjection options"):
+        execution.interject("hello", priority="high")
+    for timeout in (-1, "soon", True):
+        with pytest.raises(InvocationError, match="timeout"):
+            execution.wait(timeout=timeout)
+    with pytest.raises(InvocationError, match="deadline"):
+        execution.wait(deadline=datetime.now())  # naive: ambiguous
+    with pytest.raises(DeadlineExceededError):
+        execution.wait(timeout=0.2)
+    with pytest.raises(DeadlineExceededError):
+        execution.wait(deadline=datetime.now(UTC) + timedelta(seconds=0.2))
+    assert execution.state == "running"  # a wait timeout does not cancel the run
+
+    assert execution.interject({"message": "Also check the ledger", "metadata": {"source": "test"}}) == 1
+    release(dist, 0)
+    assert execution.wait(timeout=60).completed
+    with pytest.raises(AgentInterjectionError):
+        execution.interject("Too late")
+    assert execution.close() is not None  # idempotent on a finished run
+
+
+def test_close_cancels_and_refuses_interjections(dist, workers):
+    hold(dist, 0)
+    execution = dist_app.GateAgent.start_execution("Pass the gates.")
+    dist.wait_for_hang("gate-0")
+
+    run = execution.close(timeout=60)
+
+    assert run.cancelled
+    with pytest.raises(AgentInterjectionError):
+        execution.interject("after close")

@@ -1,0 +1,207 @@
+"""examples/web_app.py over real HTTP: uvicorn in a subprocess, runs on real workers.
+
+Server-Sent Events are consumed with httpx-sse, the way a browser's
+EventSource would: reconnecting sends the last event id in ``Last-Event-ID``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import dist_app
+import httpx
+import pytest
+from httpx_sse import connect_sse
+
+from lg_scheduler.stack.servers import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENTS = "steps=dist_app:StepAgent,gates=dist_app:GateAgent"
+
+
+class WebApp:
+    """``uvicorn --factory examples.web_app:create_app`` on a local port."""
+
+    def __init__(self, dist) -> None:
+        self.port = free_port()
+        self.log = dist.tmp_path / "web.log"
+        argv = [sys.executable, "-m", "uvicorn", "--factory", "examples.web_app:create_app",
+                "--host", "127.0.0.1", "--port", str(self.port)]
+        with self.log.open("w") as log:
+            self.process = subprocess.Popen(argv, cwd=ROOT, env=dist.env(LG_WEB_AGENTS=AGENTS), stdout=log, stderr=subprocess.STDOUT)
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=30)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the web app exited:\n{self.log.read_text()[-3000:]}")
+            try:
+                if self.client.get("/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise RuntimeError(f"the web app did not answer in {timeout} s:\n{self.log.read_text()[-3000:]}")
+
+    def start(self, agent: str, message: str = "Go.") -> str:
+        response = self.client.post("/runs", json={"agent": agent, "message": message})
+        assert response.status_code == 202, response.text
+        return response.json()["run_id"]
+
+    def events(self, run_id: str, *, last_event_id: str | None = None, after: str | None = None, until: str | None = None) -> list:
+        """SSE events of a run until the stream ends (or, with ``until``, the first event of that type)."""
+        headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+        params = {"after": after} if after else {}
+        received = []
+        with connect_sse(self.client, "GET", f"/runs/{run_id}/events", headers=headers, params=params, timeout=120) as source:
+            assert source.response.status_code == 200, source.response.read()
+            for sse in source.iter_sse():
+                received.append(sse)
+                if sse.event == until:
+                    break
+        return received
+
+    def stop(self) -> None:
+        self.client.close()
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def web(dist):
+    dist.start_workers(pool="threads", concurrency=8)
+    app = WebApp(dist)
+    yield app
+    app.stop()
+
+
+def seqs(events) -> list[int]:
+    return [sse.json()["seq"] for sse in events if sse.json()["seq"] is not None]
+
+
+def hold(dist, n: int) -> None:
+    (dist.ready_dir / f"hold-{n}").touch()
+
+
+def release(dist, n: int) -> None:
+    (dist.ready_dir / f"hold-{n}").unlink()
+
+
+def test_a_run_posted_over_http_streams_its_events_and_shows_its_outcome(web):
+    response = web.client.post("/runs", json={"agent": "steps", "message": "Record every step."})
+    assert response.status_code == 202
+    body = response.json()
+    assert response.headers["location"] == body["url"] == f"/runs/{body['run_id']}"
+    assert body["events_url"] == f"/runs/{body['run_id']}/events" and body["state"] == "running"
+
+    events = web.events(body["run_id"])
+    shown = web.client.get(body["url"]).json()
+
+    assert events[-1].event == "run_stop"
+    assert seqs(events) == list(range(1, shown["events"] + 1))
+    assert all(sse.id for sse in events) and len({sse.id for sse in events}) == len(events)
+    assert {"text_delta", "tool_call_delta"} & {sse.event for sse in events}
+    assert shown == {"run_id": body["run_id"], "state": "finished", "outcome": "completed",
+                     "response": "All steps recorded.", "error": None, "events": shown["events"]}
+
+
+def test_a_client_reconnecting_with_last_event_id_misses_nothing_and_repeats_nothing(web, dist):
+    hold(dist, 1)
+    run_id = web.start("gates")
+    first = web.events(run_id, until="tool_execution_start")  # gate 0
+    first += web.events(run_id, last_event_id=first[-1].id, until="tool_execution_start")  # gate 1, held
+    assert first[-1].json()["data"]["input"] == {"n": 1}
+    release(dist, 1)
+
+    rest = web.events(run_id, last_event_id=first[-1].id)
+    total = web.client.get(f"/runs/{run_id}").json()["events"]
+
+    assert rest[-1].event == "run_stop"
+    assert seqs(first + rest) == list(range(1, total + 1))
+    assert len({sse.id for sse in first + rest}) == len(first + rest)
+    middle = next(sse for sse in first if sse.json()["seq"] == 3)
+    assert seqs(web.events(run_id, after=middle.id)) == list(range(4, total + 1))  # ?after= works too
+
+
+def test_interject_and_cancel_over_http(web, dist):
+    last_gate = dist_app.GATES - 1
+    hold(dist, last_gate)
+    run_id = web.start("gates")
+    dist.wait_for_hang(f"gate-{last_gate}")
+
+    accepted = web.client.post(f"/runs/{run_id}/interject", json={"message": "Include the latest ledger entry"})
+    release(dist, last_gate)
+    events = web.events(run_id)
+
+    assert accepted.status_code == 202 and accepted.json() == {"run_id": run_id, "seq": 1}
+    assert "interjection" in [sse.event for sse in events]
+    assert web.client.get(f"/runs/{run_id}").json()["response"] == "You said: Include the latest ledger entry"
+    late = web.client.post(f"/runs/{run_id}/interject", json={"message": "Too late"})
+    assert late.status_code == 409 and "finished" in late.json()["detail"]
+
+    hold(dist, 0)
+    doomed = web.start("gates")
+    dist.wait_for_hang("gate-0")
+    cancelled = web.client.post(f"/runs/{doomed}/cancel")
+    events = web.events(doomed)
+
+    assert cancelled.status_code == 202
+    assert events[-1].event == "run_cancel"
+    assert web.client.get(f"/runs/{doomed}").json()["outcome"] == "cancelled"
+
+
+def test_many_open_streams_do_not_stall_the_app(web, dist):
+    hold(dist, 0)
+    run_id = web.start("gates")
+    dist.wait_for_hang("gate-0")
+    streams: list[list] = []
+
+    def follow() -> None:
+        streams.append(web.events(run_id))
+
+    readers = [threading.Thread(target=follow) for _ in range(12)]
+    for reader in readers:
+        reader.start()
+    # while a dozen idle streams wait on the held run, the app still answers at once
+    with httpx.Client(base_url=str(web.client.base_url), timeout=10) as other:
+        assert other.get(f"/runs/{run_id}").json()["state"] == "running"
+        assert other.post(f"/runs/{run_id}/interject", json={"message": "still there?"}).status_code == 202
+    release(dist, 0)
+    for reader in readers:
+        reader.join(120)
+
+    total = web.client.get(f"/runs/{run_id}").json()["events"]
+    assert len(streams) == 12
+    assert all(seqs(events) == list(range(1, total + 1)) for events in streams)
+
+
+def test_error_statuses(web):
+    for method, path in (("GET", "/runs/nope"), ("GET", "/runs/nope/events"), ("POST", "/runs/nope/cancel")):
+        response = web.client.request(method, path)
+        assert response.status_code == 404, (path, response.text)
+        assert "nope" in response.json()["detail"]
+    assert web.client.post("/runs/nope/interject", json={"message": "hi"}).status_code == 404
+
+    for body in ({}, {"agent": "steps"}, {"agent": "steps", "message": ""}, {"agent": "steps", "message": "x", "extra": 1},
+                 {"agent": "steps", "message": "x", "context": "not an object"}, {"agent": "other", "message": "x"}):
+        response = web.client.post("/runs", json=body)
+        assert response.status_code == 422, (body, response.text)
+    assert "this app serves ['gates', 'steps']" in web.client.post("/runs", json={"agent": "other", "message": "x"}).text
+    assert web.client.post("/runs", content=b"not json", headers={"content-type": "application/json"}).status_code == 422
+
+    run_id = web.start("steps")
+    for body in ({"message": ""}, {"message": "x", "role": "assistant"}, {}):
+        assert web.client.post(f"/runs/{run_id}/interject", json=body).status_code == 422, body
+    bad_header = web.client.get(f"/runs/{run_id}/events", headers={"Last-Event-ID": "garbage"})
+    assert bad_header.status_code == 422 and "event id" in bad_header.json()["detail"]
+    ahead = web.client.get(f"/runs/{run_id}/events", params={"after": "999999-0"})
+    assert ahead.status_code == 422 and "ahead" in ahead.json()["detail"]

@@ -1,0 +1,210 @@
+"""The resume algorithm behind Execution.events(), driven by hand.
+
+The algorithm only asks for I/O (read the live stream, load stored events,
+load the run's status, pause), so these tests answer its requests from lists:
+every interleaving of a live stream and the durable log that matters (gaps,
+trims, a wiped stream, a publish lost after its commit) is spelled out here,
+without servers. tests/distributed/test_executions.py covers the same paths
+with real Redis, PostgreSQL and workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from lg_core.errors import InvocationError
+from lg_core.events import StreamEvent
+from lg_core.execution import (
+    _Covers,
+    _Emit,
+    _Follow,
+    _Pause,
+    _ReadLive,
+    _Status,
+    _Stored,
+    parse_event_id,
+)
+
+
+def durable(seq: int, type: str = "usage", **data) -> StreamEvent:
+    return StreamEvent.build(type, **data).with_seq(seq)
+
+
+def live(type: str = "text_delta", **data) -> StreamEvent:
+    return StreamEvent.build(type, **data)
+
+
+STOP = "run_stop"
+
+
+@dataclass
+class Record:
+    event_seq: int
+    status: str = "running"
+    id: str = "run-1"
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "running"
+
+
+@dataclass
+class World:
+    """A run's durable log and the batches its live stream returns, in order."""
+
+    stored: list[StreamEvent]
+    batches: list[list[tuple[str, StreamEvent]] | None] = field(default_factory=list)
+    covers: bool = True
+    later: list[StreamEvent] = field(default_factory=list)  # committed (ending the run) once the stream runs dry
+    requests: list[str] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return not self.later
+
+    def follow(self, after: str | None = None, has_live: bool = True) -> list[StreamEvent]:
+        seen, position = parse_event_id(after)
+        plan = _Follow(seen, position or "0", has_live, known_position=position is not None).run()
+        out: list[StreamEvent] = []
+        reply = None
+        for _ in range(1000):
+            try:
+                request = plan.send(reply)
+            except StopIteration:
+                return out
+            reply = self.answer(request, out)
+        raise AssertionError(f"the reader never ended: {self.requests[-5:]}")
+
+    def answer(self, request, out: list[StreamEvent]):
+        self.requests.append(type(request).__name__)
+        if isinstance(request, _Emit):
+            out.append(request.event)
+        elif isinstance(request, _ReadLive):
+            if self.batches:
+                return self.batches.pop(0)
+            self._commit_later()
+            return []
+        elif isinstance(request, _Covers):
+            return self.covers
+        elif isinstance(request, _Stored):
+            return [e for e in self.stored if e.seq > request.after and (request.until is None or e.seq <= request.until)]
+        elif isinstance(request, _Status):
+            last = max((e.seq for e in self.stored), default=0)
+            return Record(last, "completed" if self.finished else "running")
+        elif isinstance(request, _Pause):
+            self._commit_later()
+        return None
+
+    def _commit_later(self) -> None:
+        self.stored, self.later = self.stored + self.later, []
+
+
+def kinds(events: list[StreamEvent]) -> list[tuple[str, int | None]]:
+    return [(e.type, e.seq) for e in events]
+
+
+LOG = [durable(1, "invocation_start"), durable(2), durable(3, "message_stop"), durable(4, STOP)]
+
+
+def test_an_intact_stream_is_read_in_order_with_resumable_ids():
+    world = World(LOG, [[("1-0", LOG[0]), ("1-1", live()), ("1-2", LOG[1]), ("1-3", LOG[2]), ("1-4", LOG[3])]])
+
+    events = world.follow()
+
+    assert kinds(events) == [("invocation_start", 1), ("text_delta", None), ("usage", 2), ("message_stop", 3), (STOP, 4)]
+    assert [e.id for e in events] == ["1-1-0", "1-1-1", "2-1-2", "3-1-3", "4-1-4"]
+    assert "_Stored" not in world.requests  # nothing was missing: the store was not read
+
+
+def test_durable_events_missing_from_the_stream_are_filled_in_from_the_store():
+    world = World(LOG, [[("1-0", LOG[0]), ("1-3", LOG[3])]])  # 2 and 3 were trimmed or lost
+
+    events = world.follow()
+
+    assert kinds(events) == [("invocation_start", 1), ("usage", 2), ("message_stop", 3), (STOP, 4)]
+    # a client resuming from a filled-in event reads the stream from before the entry that revealed the gap
+    assert [e.id for e in events] == ["1-1-0", "2-1-0", "3-1-0", "4-1-3"]
+
+
+def test_a_commit_whose_publish_was_lost_is_found_when_the_stream_goes_quiet():
+    world = World(LOG, [[("1-0", LOG[0])], [], None])  # then silence, then Redis unreachable
+
+    events = world.follow()
+
+    assert kinds(events) == [("invocation_start", 1), ("usage", 2), ("message_stop", 3), (STOP, 4)]
+
+
+def test_resuming_skips_what_the_client_saw_and_repeats_nothing():
+    world = World(LOG, [[("1-2", LOG[1]), ("1-3", LOG[2]), ("1-4", live()), ("1-5", LOG[3])]])
+
+    events = world.follow(after="2-1-2")
+
+    assert kinds(events) == [("message_stop", 3), ("text_delta", None), (STOP, 4)]
+
+
+def test_after_a_backfill_stale_deltas_in_the_stream_are_dropped_and_current_ones_kept():
+    stale, current = live(text="old"), live(text="new")
+    # The stream lost the client's position: the reader backfills 2..3 from the store, then
+    # reads a tail holding a delta published before seq 3 (stale) and one after it (current).
+    world = World(LOG[:3], [[("9-0", stale), ("9-1", LOG[2]), ("9-2", current)], []], covers=False,
+                  later=[durable(4, "usage"), durable(5, STOP)])
+
+    events = world.follow(after="1-5-0")
+
+    assert kinds(events) == [("usage", 2), ("message_stop", 3), ("text_delta", None), ("usage", 4), (STOP, 5)]
+    assert events[2].data["text"] == "new"
+
+
+def test_a_model_retry_seen_live_is_not_yielded_again_from_the_store():
+    retry = StreamEvent.build("model_retry", attempt=2, partial_text=True)
+    log = [LOG[0], retry.with_seq(2), durable(3, "message_stop"), durable(4, STOP)]
+    world = World(log, [[("1-0", log[0]), ("1-1", retry), ("1-2", log[2]), ("1-3", log[3])]])
+
+    assert kinds(world.follow()) == [("invocation_start", 1), ("model_retry", None), ("message_stop", 3), (STOP, 4)]
+
+
+def test_without_a_live_stream_the_store_is_polled_until_the_run_ends():
+    world = World(LOG[:2], later=LOG[2:])
+
+    assert kinds(world.follow(has_live=False)) == [("invocation_start", 1), ("usage", 2), ("message_stop", 3), (STOP, 4)]
+    assert "_Pause" in world.requests
+
+
+def test_a_finished_run_read_from_its_end_yields_nothing():
+    assert World(LOG, covers=False).follow(after="4-0") == []
+
+
+@pytest.mark.parametrize("bad", ["x", "1-", "-1", "1-2-3-4", "1.5", "1-a"])
+def test_malformed_event_ids_are_refused(bad):
+    with pytest.raises(InvocationError, match="event id"):
+        parse_event_id(bad)
+
+
+def test_an_id_ahead_of_the_run_is_refused():
+    with pytest.raises(InvocationError, match="ahead of run run-1"):
+        World(LOG).follow(after="9-0")
+
+
+def test_event_id_forms():
+    assert parse_event_id(None) == (0, "0")
+    assert parse_event_id("") == (0, "0")
+    assert parse_event_id("7") == (7, None)  # a bare durable seq: the stream position is unknown
+    assert parse_event_id("7-12") == (7, "12")
+    assert parse_event_id("7-1712345678901-3") == (7, "1712345678901-3")
+
+
+def test_a_quiet_reader_checks_the_store_less_and_less_often_and_reads_live_events_at_once():
+    world = World(LOG[:1], [[], [], [], [], [], [], [("1-1", live())], []], later=LOG[1:])
+    blocks = []
+
+    def note(request, out, original=world.answer):
+        if isinstance(request, _ReadLive):
+            blocks.append(request.block)
+        return original(request, out)
+
+    world.answer = note
+    world.follow()
+
+    assert blocks[:8] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 0.5]  # a live event resets the wait
