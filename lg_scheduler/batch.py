@@ -1,0 +1,431 @@
+"""Batches: a JSONL file of inputs run as durable runs, throttled, tracked and resumable.
+
+    from lg_scheduler.batch import submit_batch
+    report = submit_batch(SupportAgent, "inputs.jsonl", concurrency=50, rate_limit="600/min",
+                          out="results.jsonl")
+
+or ``lg batch submit myapp.agents:SupportAgent inputs.jsonl --concurrency 50 --out results.jsonl``.
+
+How it works:
+
+* Every line is validated first (:mod:`lg_scheduler.batch_inputs`); a bad line
+  stops the batch before anything is submitted, unless ``skip_invalid``.
+* Each item becomes a run whose id is derived from the batch id and the item
+  id (:func:`run_id_for`); the batch id defaults to a hash of the agent path and
+  the input file's bytes. Runs start with ``start_execution``: on Celery workers
+  when a broker is configured, else on threads of this process.
+* At most ``concurrency`` runs are in flight; ``rate_limit`` spaces their starts
+  per provider connection (:mod:`lg_scheduler.rate_limit` says where it is
+  enforced and what it does not cover).
+* The run store is the source of truth: the submitter polls its in-flight runs'
+  statuses there (one statement per 16 runs; a terminal event in this process
+  wakes it early) and writes each result as the run finishes
+  (:mod:`lg_scheduler.batch_output`).
+* Submitting the same batch again resumes it: a run that finished is not run
+  again (its result is written from the store), a run still running is waited
+  for (or, if it ran on a thread of a submitter that died, resumed here from its
+  last committed step), and items without a run are started. On workers, a
+  submitter killed between writing a run and publishing its first step leaves
+  that step to the outbox relay of ``lg scheduler``, as for any distributed
+  run: run the scheduler wherever workers run.
+* The ``lg_batches`` row (id, agent, input hash, counts, submitting process,
+  created/updated) lets ``lg batch status`` show progress from any process. Two
+  live submitters of one batch are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lg_core.agent import Agent
+from lg_core.config import runtime as current_runtime
+from lg_core.errors import ConfigurationError, InvocationError, RunStateError
+from lg_core.identity import current_holder, holder_is_dead
+from lg_core.store.records import RUN_TERMINAL, BatchRecord
+from lg_scheduler.batch_inputs import BatchInputError, BatchInputs, BatchItem, read_inputs
+from lg_scheduler.batch_output import (
+    BatchProgress,
+    ResultWriter,
+    check_writable,
+    error_result,
+    invalid_result,
+    run_result,
+)
+from lg_scheduler.rate_limit import Limiter, LocalLimiter, RateLimit, RedisLimiter
+
+BATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_READABLE_ITEM_ID = re.compile(r"^[A-Za-z0-9._@-]{1,63}$")
+MAX_CONCURRENCY = 10_000
+POLL_SECONDS = 0.1
+SAVE_SECONDS = 0.5
+FAILED_OUTCOMES = ("failed", "partial", "cancelled", "not_started")
+
+
+@dataclass
+class BatchReport:
+    """What a submit did. ``results`` are the result lines, in the order items finished."""
+
+    batch_id: str
+    agent: str
+    total: int
+    completed: int = 0
+    failed: int = 0
+    invalid: int = 0
+    already_finished: int = 0  # items whose run had finished before this submit (results from the store)
+    waited: int = 0  # runs already in flight when this submit began (waited for or resumed)
+    resumed: int = 0  # of those, runs of a dead submitter resumed here
+    started: int = 0  # runs this submit started
+    outcomes: dict[str, int] = field(default_factory=dict)
+    out: Path | None = None
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Every item's run completed."""
+        return self.completed == self.total
+
+
+def default_batch_id(agent_cls: type, digest: str) -> str:
+    """``<agent_id>-<12 hex>``: a hash of the agent's import path and the input file's sha256."""
+    path = f"{agent_cls.__module__}:{agent_cls.__qualname__}"
+    hashed = hashlib.sha256(f"{path}\n{digest}".encode()).hexdigest()[:12]
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "-", getattr(agent_cls, "agent_id", "batch"))[:40].strip("-_") or "batch"
+    return f"{prefix}-{hashed}"
+
+
+def run_id_for(batch_id: str, item_id: str) -> str:
+    """The run id of an item: ``<batch>.<item>``, or ``<batch>:<hash>`` for ids that are not plain.
+
+    Batch ids contain neither ``.`` nor ``:``, so the two forms never collide with
+    each other or with another batch's run ids.
+    """
+    if _READABLE_ITEM_ID.match(item_id):
+        return f"{batch_id}.{item_id}"
+    return f"{batch_id}:{hashlib.sha256(item_id.encode()).hexdigest()[:32]}"
+
+
+def submit_batch(
+    agent_cls: type[Agent],
+    inputs_path: str | os.PathLike[str],
+    *,
+    concurrency: int,
+    rate_limit: str | RateLimit | None = None,
+    out: str | os.PathLike[str] | None = None,
+    batch_id: str | None = None,
+    progress: bool = True,
+    skip_invalid: bool = False,
+    force: bool = False,
+    on_start: Callable[[BatchReport], Any] | None = None,
+) -> BatchReport:
+    """Run every line of ``inputs_path`` as a run of ``agent_cls``; resumes if submitted before.
+
+    Uses the active configuration's runtime (run store, broker). Raises
+    InvocationError (BatchInputError for invalid lines) or ConfigurationError
+    before anything is submitted; RunStateError when a live process is already
+    submitting this batch (``force`` takes it over anyway, e.g. from a process on
+    another host that is known to be gone). ``on_start`` receives the report
+    once the batch's state is known (its id and what earlier submits did),
+    before the first new run starts.
+    """
+    if not (isinstance(agent_cls, type) and issubclass(agent_cls, Agent)) or agent_cls is Agent:
+        raise InvocationError(f"a batch runs an Agent subclass, got {agent_cls!r}")
+    concurrency = _check_concurrency(concurrency)
+    limit = None if rate_limit is None else RateLimit.parse(rate_limit)
+    if batch_id is not None and (not isinstance(batch_id, str) or not BATCH_ID.match(batch_id)):
+        raise InvocationError(f"batch id must be 1-64 letters, digits, '_' or '-' (starting with a letter or digit), got {batch_id!r}")
+    out_path = check_writable(out)
+    runtime = current_runtime()
+    inputs = read_inputs(inputs_path, agent_cls, runtime.resolver)
+    if inputs.invalid and not skip_invalid:
+        raise _input_error(inputs)
+    limiter = _limiter(runtime, limit)
+    batch_id = batch_id or default_batch_id(agent_cls, inputs.digest)
+    holder = current_holder()
+    _claim(runtime.store, batch_id, agent_cls, inputs, holder, force)
+    submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limiter)
+    return submission.run(ResultWriter(out_path), BatchProgress(progress, batch_id, inputs.total), on_start)
+
+
+def _check_concurrency(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
+        raise InvocationError(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, got {value!r}")
+    return value
+
+
+def _input_error(inputs: BatchInputs) -> BatchInputError:
+    shown = [f"  {problem}" for problem in inputs.invalid[:10]]
+    more = len(inputs.invalid) - len(shown)
+    if more:
+        shown.append(f"  ... and {more} more")
+    count = len(inputs.invalid)
+    message = (
+        f"{inputs.path} has {count} invalid line{'s' if count > 1 else ''}; nothing was submitted "
+        "(fix them, or pass --skip-invalid / skip_invalid=True to run the rest and report these as invalid):\n"
+        + "\n".join(shown)
+    )
+    return BatchInputError(message, problems=list(inputs.invalid))
+
+
+def _limiter(runtime: Any, limit: RateLimit | None) -> Limiter | None:
+    """The rate limiter (Redis-shared with a broker, else in memory); also checks the broker is reachable."""
+    url = runtime.configuration.broker_url
+    if not url:
+        return None if limit is None else LocalLimiter(limit)
+    import redis
+
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
+        client.ping()
+    except (redis.RedisError, ValueError) as exc:
+        raise ConfigurationError(f"cannot reach the broker at {_safe(url)}: {exc}; start it (lg stack up) or fix broker_url") from None
+    return None if limit is None else RedisLimiter(limit, client)
+
+
+def _safe(url: str) -> str:
+    return re.sub(r"//([^@/]*):[^@/]*@", r"//\1:***@", url)
+
+
+def _claim(store: Any, batch_id: str, agent_cls: type, inputs: BatchInputs, holder: str, force: bool) -> None:
+    """Create the batch row, or take it over from a submitter that is gone."""
+    agent = f"{agent_cls.__module__}:{agent_cls.__qualname__}"
+    row = {"id": batch_id, "agent": agent, "input_hash": inputs.digest, "input_path": str(inputs.path.resolve()),
+           "total": inputs.total, "holder": holder}
+    record, created = store.open_batch(row)
+    if created:
+        return
+    if record.agent != agent or record.input_hash != inputs.digest:
+        raise InvocationError(
+            f"batch {batch_id} was submitted with {'agent ' + record.agent if record.agent != agent else 'a different input file'} "
+            f"(input sha256 {record.input_hash[:12]}); re-submit that, or choose another batch id"
+        )
+    if record.holder not in (None, holder) and not holder_is_dead(record.holder) and not force:
+        raise RunStateError(
+            f"batch {batch_id} is being submitted by process {record.holder}, which looks alive; wait for it "
+            "(lg batch status), or stop it and submit again to resume (pass --force / force=True if that "
+            "process ran on another host and is gone)"
+        )
+    if not store.claim_batch(batch_id, holder, record.holder, inputs.total):
+        raise RunStateError(f"another process took over batch {batch_id} just now; see lg batch status {batch_id}")
+
+
+class _Submission:
+    """One submit of a batch: start items within the limits, collect results, keep the batch row current."""
+
+    def __init__(
+        self, runtime: Any, agent_cls: type[Agent], inputs: BatchInputs, batch_id: str, holder: str,
+        concurrency: int, limiter: Limiter | None,
+    ) -> None:
+        self.runtime = runtime
+        self.store = runtime.store
+        self.agent_cls = agent_cls
+        self.inputs = inputs
+        self.holder = holder
+        self.concurrency = concurrency
+        self.limiter = limiter
+        self.report = BatchReport(batch_id, f"{agent_cls.__module__}:{agent_cls.__qualname__}", inputs.total)
+        self.pending: dict[str, deque[BatchItem]] = {}  # items to start, by provider connection
+        self.orphans: deque[tuple[str, BatchItem]] = deque()  # runs of a dead submitter's threads
+        self.in_flight: dict[str, BatchItem] = {}
+        self.wake = threading.Event()
+        self.outcomes: Counter[str] = Counter()
+        self._resumed: set[str] = set()
+        self._resume_failures: list[tuple[str, BaseException]] = []  # appended by resume threads
+        self._saved_at = 0.0
+        # On threads a run's terminal event wakes the loop; on workers, on_event would
+        # start a reader thread per run, so the loop only polls the store.
+        self._start_options = {} if runtime.configuration.broker_url else {"on_event": self._on_event}
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def run(self, writer: ResultWriter, progress: BatchProgress, on_start: Callable[[BatchReport], Any] | None) -> BatchReport:
+        self.writer, self.progress = writer, progress
+        finished = False
+        try:
+            self._classify()
+            if on_start is not None:
+                on_start(self.report)
+            while self.pending or self.orphans or self.in_flight:
+                self.wake.clear()  # before looking, so a run ending from here on cuts the wait short
+                wait = self._fill()
+                changed = self._collect()
+                self._show()
+                if not changed:
+                    self.wake.wait(min(wait, POLL_SECONDS))
+            finished = True
+        finally:
+            self._save(final=True, finished=finished)
+            progress.close()
+            writer.close()
+        self.report.out, self.report.results = writer.path, writer.results
+        self.report.outcomes = dict(self.outcomes)
+        return self.report
+
+    def _classify(self) -> None:
+        """Sort items by what their run's state says: finished, in flight, orphaned, or not started."""
+        for invalid in self.inputs.invalid:
+            self._finish(invalid_result(invalid))
+        run_ids = {run_id_for(self.report.batch_id, item.id): item for item in self.inputs.items}
+        known = self.store.run_statuses(list(run_ids))
+        for run_id, item in run_ids.items():
+            status, holder = known.get(run_id, (None, None))
+            if status is None:
+                self.pending.setdefault(item.connection, deque()).append(item)
+            elif status in RUN_TERMINAL:
+                self.report.already_finished += 1
+                self._finish(run_result(item, self.store.load_run(run_id)))
+            elif holder and holder_is_dead(holder):
+                self.report.waited += 1
+                self.report.resumed += 1
+                self.orphans.append((run_id, item))
+            else:
+                self.report.waited += 1
+                self.in_flight[run_id] = item
+        self._show()
+
+    def _fill(self) -> float:
+        """Start what the concurrency and rate limits allow; returns how long until a start may be allowed."""
+        while self.orphans and len(self.in_flight) < self.concurrency:
+            self._resume_orphan(*self.orphans.popleft())
+        wait = POLL_SECONDS
+        for connection in list(self.pending):
+            queue = self.pending[connection]
+            while queue and len(self.in_flight) < self.concurrency:
+                delay = self.limiter.try_acquire(connection) if self.limiter else 0.0
+                if delay > 0:
+                    wait = min(wait, delay)
+                    break
+                self._start(queue.popleft())
+            if not queue:
+                del self.pending[connection]
+        return wait
+
+    def _start(self, item: BatchItem) -> None:
+        run_id = run_id_for(self.report.batch_id, item.id)
+        try:
+            self.agent_cls.start_execution(item.message, run_id=run_id, **item.options, **self._start_options)
+        except Exception as exc:  # noqa: BLE001 - one item's failure to start must not stop the batch
+            if run_id not in self.store.run_statuses([run_id]):
+                self._finish(error_result(item, run_id, exc))
+                return
+        self.report.started += 1
+        self.in_flight[run_id] = item
+
+    def _resume_orphan(self, run_id: str, item: BatchItem) -> None:
+        """Continue, on a thread here, a run whose process (a submitter's thread) died."""
+        self.in_flight[run_id] = item
+        self._resumed.add(run_id)
+
+        def resume() -> None:
+            try:
+                self.runtime.resume(run_id)
+            except RunStateError:
+                pass  # another process took it over; the loop waits for its end in the store
+            except Exception as exc:  # noqa: BLE001 - reported as the item's result; the next submit retries
+                self._resume_failures.append((run_id, exc))
+            finally:
+                self.wake.set()
+
+        threading.Thread(target=resume, name=f"lg-batch-resume-{run_id[-8:]}", daemon=True).start()
+
+    def _collect(self) -> bool:
+        """Write the results of in-flight runs that finished; True if any did.
+
+        A run whose process died while this submit waited for it (it ran on a
+        thread of another process) is resumed here.
+        """
+        if not self.in_flight:
+            return False
+        changed = self._collect_resume_failures()
+        statuses = self.store.run_statuses(list(self.in_flight))
+        for run_id, (status, holder) in statuses.items():
+            if status in RUN_TERMINAL:
+                item = self.in_flight.pop(run_id)
+                self._finish(run_result(item, self.store.load_run(run_id)))
+                changed = True
+            elif holder and run_id not in self._resumed and holder_is_dead(holder):
+                self.report.resumed += 1
+                self._resume_orphan(run_id, self.in_flight[run_id])
+        return changed
+
+    def _collect_resume_failures(self) -> bool:
+        failures, self._resume_failures = self._resume_failures, []
+        for run_id, error in failures:
+            item = self.in_flight.pop(run_id, None)
+            if item is not None:
+                self._finish(error_result(item, run_id, error, outcome="failed"))
+        return bool(failures)
+
+    def _on_event(self, event: Any) -> None:
+        if event.terminal:
+            self.wake.set()
+
+    # -- results and progress ---------------------------------------------------------------
+
+    def _finish(self, result: dict[str, Any]) -> None:
+        self.writer.write(result)
+        outcome = result["outcome"]
+        self.outcomes[outcome] += 1
+        if outcome == "completed":
+            self.report.completed += 1
+        elif outcome == "invalid":
+            self.report.invalid += 1
+        else:
+            self.report.failed += 1
+
+    def _counts(self) -> dict[str, int]:
+        report = self.report
+        return {"completed": report.completed, "failed": report.failed, "invalid": report.invalid, "running": len(self.in_flight)}
+
+    def _show(self) -> None:
+        counts = self._counts()
+        self.progress.update(counts)
+        if time.monotonic() - self._saved_at >= SAVE_SECONDS:
+            self._save()
+
+    def _save(self, final: bool = False, finished: bool = False) -> None:
+        """Keep the batch row current for ``lg batch status`` (at most every SAVE_SECONDS while running).
+
+        Stops this submit if another process took the batch over (``--force``).
+        """
+        self._saved_at = time.monotonic()
+        batch_id = self.report.batch_id
+        try:
+            kept = self.store.update_batch(batch_id, self.holder, self._counts(), finished=finished, release=final)
+        except Exception:  # noqa: BLE001 - a status row must not fail the batch; the next save retries
+            if finished:
+                raise
+            return
+        if not kept and not final:
+            raise RunStateError(
+                f"batch {batch_id} was taken over by another process (see lg batch status {batch_id}); "
+                "this submit stops here and that one carries on"
+            )
+
+
+def load_status(store: Any, batch_id: str) -> BatchRecord:
+    """The stored batch row, or InvocationError naming how to find batch ids."""
+    record = store.load_batch(batch_id)
+    if record is None:
+        raise InvocationError(f"no batch {batch_id!r} in this run store; `lg batch list` shows the batches it has")
+    return record
+
+
+__all__ = [
+    "BATCH_ID",
+    "BatchInputError",
+    "BatchReport",
+    "RateLimit",
+    "default_batch_id",
+    "load_status",
+    "run_id_for",
+    "submit_batch",
+]

@@ -1,0 +1,166 @@
+"""What a batch shows and writes: result lines (JSONL) and the progress bar.
+
+Result lines are written in the order items *finish*, not input order, and
+each is flushed as soon as it is known, so a crash loses none that were
+reported and a reader can follow the file while the batch runs. Every line
+carries the item's ``id`` and input ``line`` number; sort on ``line`` for
+input order. The file is rewritten from the start by every submit of the
+batch (results of items finished earlier are written from the run store), so
+after a resumed batch it holds each item exactly once.
+
+    {"id": "7", "line": 7, "run_id": "support-3f2a9c1d0e7b.7", "outcome": "completed",
+     "response": "...", "error": null, "usage": {...}, "structured_result": null}
+
+``structured_result`` is the validated result of an agent with a
+``result_schema``. ``outcome`` is the run's outcome (completed, failed, partial, cancelled),
+``invalid`` for a line skipped with ``--skip-invalid``, or ``not_started``
+when starting the run failed (it is retried by the next submit; so is a run
+whose resumption here failed, reported as ``failed``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from lg_core.errors import InvocationError
+from lg_core.store import RunRecord
+from lg_scheduler.batch_inputs import BatchItem, InvalidLine
+
+
+def run_result(item: BatchItem, record: RunRecord) -> dict[str, Any]:
+    """The result line of an item whose run finished."""
+    error = record.error
+    return {
+        "id": item.id,
+        "line": item.line,
+        "run_id": record.id,
+        "outcome": record.status,
+        "response": record.response,
+        "error": None if not error else {"class": error.get("name") or error.get("class"), "message": error.get("message")},
+        "usage": record.usage,
+        "structured_result": (record.result or {}).get("structured_result"),
+    }
+
+
+def invalid_result(invalid: InvalidLine) -> dict[str, Any]:
+    return {
+        "id": invalid.id if invalid.id is not None else str(invalid.line),
+        "line": invalid.line,
+        "run_id": None,
+        "outcome": "invalid",
+        "response": None,
+        "error": {"class": invalid.error_class, "message": invalid.message},
+        "usage": None,
+        "structured_result": None,
+    }
+
+
+def error_result(item: BatchItem, run_id: str, error: BaseException, outcome: str = "not_started") -> dict[str, Any]:
+    """An item the batch could not start (``not_started``) or not resume (``failed``); the next submit retries it."""
+    return {
+        "id": item.id,
+        "line": item.line,
+        "run_id": run_id,
+        "outcome": outcome,
+        "response": None,
+        "error": {"class": type(error).__name__, "message": str(error)},
+        "usage": None,
+        "structured_result": None,
+    }
+
+
+def check_writable(out: str | os.PathLike[str] | None) -> Path | None:
+    """Refuse an output path that cannot be written, before anything starts (nothing is created)."""
+    if out is None:
+        return None
+    path = Path(out)
+    if path.is_dir():
+        raise InvocationError(f"output path {path} is a directory; pass a file name such as {path / 'results.jsonl'}")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise InvocationError(f"output file {path} is not writable (permission denied)")
+        return path
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InvocationError(f"cannot write {path}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvocationError(f"cannot write {path}: the directory {parent} is not writable (permission denied)")
+    return path
+
+
+class ResultWriter:
+    """Result lines to a JSONL file (flushed per line) and kept for the BatchReport."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.results: list[dict[str, Any]] = []
+        self._handle: IO[str] | None = None
+        if path is not None:
+            try:
+                self._handle = path.open("w", encoding="utf-8")
+            except OSError as exc:
+                raise InvocationError(f"cannot write output file {path}: {exc.strerror or exc}") from None
+
+    def write(self, result: dict[str, Any]) -> None:
+        self.results.append(result)
+        if self._handle is not None:
+            self._handle.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
+            self._handle.flush()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+class BatchProgress:
+    """A rich progress bar on stderr: finished/total, then completed, failed, invalid and in-flight counts."""
+
+    def __init__(self, enabled: bool, batch_id: str, total: int, console: Console | None = None) -> None:
+        self._progress: Progress | None = None
+        console = console or Console(stderr=True)
+        if not (enabled and console.is_terminal):
+            return  # a bar needs a terminal; piped output gets the caller's summary instead
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(
+                "[green]{task.fields[ok]} completed[/] [red]{task.fields[failed]} failed[/] "
+                "[yellow]{task.fields[invalid]} invalid[/] [cyan]{task.fields[running]} in flight[/]"
+            ),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        self._task = self._progress.add_task(f"batch {batch_id}", total=total, ok=0, failed=0, invalid=0, running=0)
+        self._progress.start()
+
+    def update(self, counts: dict[str, int]) -> None:
+        if self._progress is None:
+            return
+        done = counts["completed"] + counts["failed"] + counts["invalid"]
+        # The bar's own ``completed`` is every finished item; ``ok`` counts completed runs.
+        fields: dict[str, Any] = {k: counts[k] for k in ("failed", "invalid", "running")}
+        self._progress.update(self._task, completed=done, ok=counts["completed"], **fields)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+__all__ = ["BatchProgress", "ResultWriter", "check_writable", "error_result", "invalid_result", "run_result"]

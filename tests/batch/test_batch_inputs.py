@@ -1,0 +1,202 @@
+"""Bad input files and bad arguments: clear errors, and nothing submitted."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lg_core import Agent, ConfigurationError, InvocationError, RunStateError, runtime
+from lg_core.identity import hostname
+from lg_core.store.records import RUN_TERMINAL
+from lg_scheduler.batch import submit_batch
+from lg_scheduler.batch_inputs import BatchInputError
+from tests.batch.batch_app import ItemAgent, PlainTool, logged_items
+from tests.batch.conftest import RawLine, read_results
+
+BAD_LINES = [
+    "a good line",                                         # 1
+    RawLine('{"message": "unterminated'),                  # 2 bad JSON
+    {"context": {"a": 1}},                                 # 3 no message
+    {"message": "x", "context": "not a mapping"},          # 4 bad field
+    {"message": "x", "mesage": "typo"},                    # 5 unknown field
+    [1, 2],                                                # 6 not a string or object
+    {"message": "   "},                                    # 7 blank message
+    RawLine(""),                                           # 8 blank line: skipped
+    {"message": "first", "id": "dup"},                     # 9
+    {"message": "second", "id": "dup"},                    # 10 duplicate id
+    {"message": "x", "run_id": "mine"},                    # 11 run ids are derived
+    {"message": "x", "deadline": -5},                      # 12 negative deadline
+    {"message": "x", "id": True},                          # 13 bad id
+    {"message": "x", "metadata": {"connection": "nowhere"}},  # 14 unknown provider connection
+    "another good line",                                   # 15
+]
+EXPECTED = {
+    2: "not valid JSON",
+    3: 'missing "message"',
+    4: "context must be a mapping",
+    5: "unknown field 'mesage'",
+    6: "got an array",
+    7: "message must not be blank",
+    10: "id 'dup' is already used by line 9",
+    11: '"run_id" is not allowed',
+    12: "deadline must be a non-negative number",
+    13: "id must be a non-empty string",
+    14: "cannot resolve the agent's model",
+}
+
+
+def assert_nothing_submitted(batch_env, out=None) -> None:
+    store = runtime().store
+    assert store.list_runs() == [] and store.list_batches() == []
+    assert logged_items(batch_env) == []
+    assert out is None or not out.exists()
+
+
+def test_invalid_lines_are_reported_with_line_numbers_and_nothing_starts(file_config, inputs, batch_env, tmp_path):
+    out = tmp_path / "results.jsonl"
+    with pytest.raises(BatchInputError) as caught:
+        submit_batch(ItemAgent, inputs(BAD_LINES), concurrency=4, out=out, progress=False)
+
+    problems = {p.line: p.message for p in caught.value.problems}
+    assert set(problems) == set(EXPECTED)
+    for line, fragment in EXPECTED.items():
+        assert fragment in problems[line], (line, problems[line])
+    assert "11 invalid lines; nothing was submitted" in str(caught.value)
+    assert "line 2: not valid JSON" in str(caught.value)
+    assert_nothing_submitted(batch_env, out)
+
+
+def test_skip_invalid_runs_the_rest_and_reports_invalid_lines_as_results(file_config, inputs, batch_env, tmp_path):
+    out = tmp_path / "results.jsonl"
+    report = submit_batch(ItemAgent, inputs(BAD_LINES), concurrency=4, out=out, progress=False, skip_invalid=True)
+
+    assert (report.total, report.completed, report.invalid, report.failed) == (14, 3, 11, 0)
+    assert not report.ok
+    results = {r["line"]: r for r in read_results(out)}
+    assert set(results) == set(range(1, 16)) - {8}
+    for line, fragment in EXPECTED.items():
+        assert results[line]["outcome"] == "invalid" and results[line]["run_id"] is None
+        assert fragment in results[line]["error"]["message"]
+    assert results[5]["error"]["class"] == "InvocationError"
+    assert results[9]["outcome"] == "completed" and results[10]["id"] == "dup"
+    assert sorted(logged_items(batch_env)) == ["a good line", "another good line", "first"]
+    assert runtime().store.load_batch(report.batch_id).invalid == 11
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [(None, "does not exist"), ("dir", "is a directory"), ("\n  \n\n", "has no inputs")],
+)
+def test_unusable_input_files(file_config, tmp_path, batch_env, content, fragment):
+    path = tmp_path / "inputs.jsonl"
+    if content == "dir":
+        path.mkdir()
+    elif content is not None:
+        path.write_text(content)
+    with pytest.raises(InvocationError, match=fragment):
+        submit_batch(ItemAgent, path, concurrency=2, progress=False)
+    assert_nothing_submitted(batch_env)
+
+
+@pytest.mark.parametrize("concurrency", [0, -3, True, "5", 2.5, 10_001])
+def test_concurrency_must_be_a_positive_integer(file_config, inputs, batch_env, concurrency):
+    with pytest.raises(InvocationError, match="concurrency must be an integer from 1"):
+        submit_batch(ItemAgent, inputs(["x"]), concurrency=concurrency, progress=False)
+    assert_nothing_submitted(batch_env)
+
+
+@pytest.mark.parametrize("limit", ["10", "ten/s", "10/ms", "10/day", "0/s", "-1/s", "10/m", "", 10])
+def test_rate_limit_syntax(file_config, inputs, batch_env, limit):
+    with pytest.raises(InvocationError, match="rate limit"):
+        submit_batch(ItemAgent, inputs(["x"]), concurrency=1, rate_limit=limit, progress=False)
+    assert_nothing_submitted(batch_env)
+
+
+@pytest.mark.parametrize("agent", [str, Agent, PlainTool, ItemAgent(), "tests.batch.batch_app:ItemAgent"])
+def test_the_agent_must_be_an_agent_subclass(file_config, inputs, batch_env, agent):
+    with pytest.raises(InvocationError, match="a batch runs an Agent subclass"):
+        submit_batch(agent, inputs(["x"]), concurrency=1, progress=False)
+    assert_nothing_submitted(batch_env)
+
+
+def test_output_paths_that_cannot_be_written(file_config, inputs, batch_env, tmp_path):
+    path = inputs(["x"])
+    with pytest.raises(InvocationError, match="the directory .* does not exist"):
+        submit_batch(ItemAgent, path, concurrency=1, out=tmp_path / "missing" / "results.jsonl", progress=False)
+    with pytest.raises(InvocationError, match="is a directory"):
+        submit_batch(ItemAgent, path, concurrency=1, out=tmp_path, progress=False)
+    assert_nothing_submitted(batch_env)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_an_output_directory_without_write_permission(file_config, inputs, batch_env, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    with pytest.raises(InvocationError, match="not writable"):
+        submit_batch(ItemAgent, inputs(["x"]), concurrency=1, out=locked / "results.jsonl", progress=False)
+    assert_nothing_submitted(batch_env)
+
+
+@pytest.mark.parametrize("batch_id", ["", "has space", "dots.not.allowed", "a:b", "-leading", "x" * 65])
+def test_batch_ids_are_checked(file_config, inputs, batch_env, batch_id):
+    with pytest.raises(InvocationError, match="batch id must be"):
+        submit_batch(ItemAgent, inputs(["x"]), concurrency=1, batch_id=batch_id, progress=False)
+    assert_nothing_submitted(batch_env)
+
+
+def test_a_batch_id_cannot_be_reused_for_other_inputs(file_config, inputs):
+    submit_batch(ItemAgent, inputs(["x"]), concurrency=1, batch_id="nightly", progress=False)
+    with pytest.raises(InvocationError, match="batch nightly was submitted with a different input file"):
+        submit_batch(ItemAgent, inputs(["y"], name="other.jsonl"), concurrency=1, batch_id="nightly", progress=False)
+    assert [r.status in RUN_TERMINAL for r in runtime().store.list_runs()] == [True]
+
+
+def holder_of(pid: int, start_time: str | None = None) -> str:
+    """The holder string (see lg_core.identity) of process ``pid`` on this host."""
+    if start_time is None:
+        start_time = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    return f"{hostname()}:{pid}:{start_time}"
+
+
+def open_batch_held_by(path: Path, batch_id: str, holder: str) -> None:
+    runtime().store.open_batch({"id": batch_id, "agent": "tests.batch.batch_app:ItemAgent", "input_path": str(path),
+                                "input_hash": hashlib.sha256(path.read_bytes()).hexdigest(), "total": 1, "holder": holder})
+
+
+def test_a_live_submitter_is_not_joined_by_a_second_one(file_config, inputs):
+    path = inputs(["x"])
+    other = subprocess.Popen(["sleep", "60"])  # another process, alive, holds the batch
+    try:
+        holder = holder_of(other.pid)
+        open_batch_held_by(path, "shared", holder)
+        with pytest.raises(RunStateError, match=f"is being submitted by process {holder}, which looks alive"):
+            submit_batch(ItemAgent, path, concurrency=1, batch_id="shared", progress=False)
+        assert runtime().store.list_runs() == []
+        assert submit_batch(ItemAgent, path, concurrency=1, batch_id="shared", progress=False, force=True).completed == 1
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_dead_submitter_is_taken_over(file_config, inputs):
+    path = inputs(["x"])
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    open_batch_held_by(path, "orphaned", holder_of(finished.pid, start_time="1"))
+    assert submit_batch(ItemAgent, path, concurrency=1, batch_id="orphaned", progress=False).completed == 1
+
+
+def test_an_unreachable_broker_is_reported_before_anything_starts(tmp_path, inputs, batch_env):
+    from lg_core import Configuration, with_configuration
+    from lg_scheduler.stack.servers import free_port
+
+    config = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}", broker_url=f"redis://127.0.0.1:{free_port()}/0")
+    with with_configuration(config):
+        with pytest.raises(ConfigurationError, match="cannot reach the broker"):
+            submit_batch(ItemAgent, inputs(["x"]), concurrency=1, progress=False)
+        assert_nothing_submitted(batch_env)
+    config.close()

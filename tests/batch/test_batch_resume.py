@@ -1,0 +1,119 @@
+"""A batch process SIGKILLed mid-way, then submitted again: finished items are not re-run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lg_core.store import RunStore
+from lg_core.store.records import RUN_TERMINAL
+from lg_scheduler.batch import submit_batch
+from tests.batch.batch_app import ItemAgent, logged_items
+from tests.batch.conftest import read_results
+
+ROOT = Path(__file__).resolve().parents[2]
+ITEMS = 30
+
+
+def start_batch(store_url: str, path: Path, out: Path, batch_env: Path) -> subprocess.Popen:
+    """``lg batch submit`` in a child process whose model turns take 0.2 s."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LG_")}
+    env.update(PYTHONPATH=str(ROOT), BATCH_APP_LOG=str(batch_env), BATCH_APP_DELAY="0.2")
+    argv = [sys.executable, "-m", "lg_core.cli", "batch", "submit", "tests.batch.batch_app:ItemAgent", str(path),
+            "--concurrency", "5", "--out", str(out), "--store", store_url, "--no-progress"]
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_for_results(out: Path, child: subprocess.Popen, count: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise AssertionError(f"the batch exited early:\n{child.stderr.read().decode()}")
+        if out.exists() and len(out.read_text().splitlines()) >= count:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"fewer than {count} results after {timeout} s")
+
+
+@pytest.mark.chaos
+def test_a_killed_batch_resumes_without_rerunning_finished_items(file_config, inputs, batch_env, tmp_path):
+    path = inputs([f"item {n}" for n in range(1, ITEMS + 1)])
+    out = tmp_path / "results.jsonl"
+    store_url = file_config.run_store
+
+    child = start_batch(store_url, path, out, batch_env)
+    wait_for_results(out, child, 8)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+
+    store = RunStore(store_url)
+    runs = {r.id: r for r in store.list_runs(limit=1000)}
+    store.close()
+    finished = {r.invocation["message"]["content"][0]["text"] for r in runs.values() if r.status in RUN_TERMINAL}
+    interrupted = {r.id for r in runs.values() if r.status not in RUN_TERMINAL}
+    assert 8 <= len(finished) < ITEMS and len(runs) < ITEMS  # really mid-way
+    calls_before = Counter(logged_items(batch_env))
+
+    report = submit_batch(ItemAgent, path, concurrency=5, out=out, progress=False)
+
+    assert report.ok and report.completed == ITEMS
+    assert report.already_finished == len(finished)
+    assert report.resumed == len(interrupted)  # their submitter died with its threads: continued here
+    assert report.started == ITEMS - len(runs)
+    results = read_results(out)
+    assert sorted(r["line"] for r in results) == list(range(1, ITEMS + 1))
+    assert {r["outcome"] for r in results} == {"completed"}
+    calls = Counter(logged_items(batch_env))
+    assert set(calls) == {f"item {n}" for n in range(1, ITEMS + 1)}
+    for item in finished:
+        assert calls[item] == calls_before[item] == 1, item  # finished before the kill: never run again
+    # An item interrupted inside its tool call may repeat that (idempotent) call once; no other item repeats.
+    assert sum(calls.values()) <= ITEMS + len(interrupted)
+    record = RunStore(store_url).load_batch(report.batch_id)
+    assert (record.status, record.completed, record.holder) == ("finished", ITEMS, None)
+
+
+@pytest.mark.chaos
+def test_forcing_a_takeover_stops_the_old_submitter(file_config, inputs, batch_env, tmp_path):
+    path = inputs([f"item {n}" for n in range(1, ITEMS + 1)])
+    out = tmp_path / "results.jsonl"
+    child = start_batch(file_config.run_store, path, out, batch_env)
+    wait_for_results(out, child, 3)
+
+    report = submit_batch(ItemAgent, path, concurrency=5, out=tmp_path / "taken-over.jsonl", progress=False, force=True)
+
+    _stdout, stderr = child.communicate(timeout=60)
+    assert child.returncode == 2 and "was taken over by another process" in stderr.decode()
+    assert report.ok and report.completed == ITEMS
+    assert sorted(r["line"] for r in read_results(tmp_path / "taken-over.jsonl")) == list(range(1, ITEMS + 1))
+    assert set(logged_items(batch_env)) == {f"item {n}" for n in range(1, ITEMS + 1)}
+
+
+@pytest.mark.chaos
+def test_runs_whose_process_dies_while_the_batch_waits_for_them_are_resumed(file_config, inputs, batch_env, tmp_path):
+    path = inputs([f"item {n}" for n in range(1, ITEMS + 1)])
+    out = tmp_path / "results.jsonl"
+    child = start_batch(file_config.run_store, path, out, batch_env)
+    wait_for_results(out, child, 3)
+
+    def kill_the_old_submitter(report) -> None:
+        """Its runs were in flight on its threads when this submit looked; now their process is gone."""
+        assert report.waited >= 1
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+
+    report = submit_batch(ItemAgent, path, concurrency=5, out=out, progress=False, force=True, on_start=kill_the_old_submitter)
+
+    assert report.ok and report.completed == ITEMS
+    # The old submitter may start a few more runs between this submit's first look and the kill,
+    # so resumed can exceed waited; what matters is that dead runs were resumed and all finished once.
+    assert report.resumed >= 1
+    assert sorted(r["line"] for r in read_results(out)) == list(range(1, ITEMS + 1))
+    assert set(logged_items(batch_env)) == {f"item {n}" for n in range(1, ITEMS + 1)}

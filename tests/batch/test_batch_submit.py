@@ -1,0 +1,163 @@
+"""Batches on threads of this process (no broker) against a SQLite file store."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+
+from rich.console import Console
+
+from lg_core import Configuration, Hook, runtime, with_configuration
+from lg_scheduler.batch import default_batch_id, run_id_for, submit_batch
+from lg_scheduler.batch_output import BatchProgress
+from tests.batch.batch_app import ItemAgent, logged_items
+from tests.batch.conftest import read_results
+
+
+def max_overlap(records) -> int:
+    """The most runs alive at one instant, from the store's created/finished timestamps."""
+    edges = sorted([(r.created_at, 1) for r in records] + [(r.finished_at, -1) for r in records], key=lambda e: (e[0], e[1]))
+    alive = peak = 0
+    for _at, step in edges:
+        alive += step
+        peak = max(peak, alive)
+    return peak
+
+
+def test_thirty_items_with_concurrency_five_each_complete_once(file_config, inputs, batch_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("BATCH_APP_DELAY", "0.05")
+    path = inputs([f"item {n}" for n in range(1, 31)])
+    out = tmp_path / "results.jsonl"
+
+    report = submit_batch(ItemAgent, path, concurrency=5, out=out, progress=False)
+
+    assert report.ok and (report.total, report.completed, report.started) == (30, 30, 30)
+    assert report.outcomes == {"completed": 30}
+    results = read_results(out)
+    assert sorted(r["line"] for r in results) == list(range(1, 31))
+    assert {r["outcome"] for r in results} == {"completed"}
+    assert all(r["response"] == f"done: item {r['line']}" and r["usage"]["total_tokens"] > 0 for r in results)
+    assert Counter(logged_items(batch_env)) == Counter(f"item {n}" for n in range(1, 31))
+
+    records = [runtime().store.load_run(run_id_for(report.batch_id, str(n))) for n in range(1, 31)]
+    assert all(r.status == "completed" for r in records)
+    assert 1 < max_overlap(records) <= 5
+
+
+def test_the_batch_id_and_run_ids_are_deterministic(file_config, inputs, tmp_path):
+    path = inputs(["one", {"message": "two", "id": "order 481/b"}])
+
+    report = submit_batch(ItemAgent, path, concurrency=2, progress=False)
+
+    digest = __import__("hashlib").sha256(path.read_bytes()).hexdigest()
+    assert report.batch_id == default_batch_id(ItemAgent, digest)
+    assert report.batch_id.startswith("item-")
+    ids = {r["id"]: r["run_id"] for r in report.results}
+    assert ids["1"] == f"{report.batch_id}.1"
+    assert ids["order 481/b"].startswith(f"{report.batch_id}:") and ids["order 481/b"] == run_id_for(report.batch_id, "order 481/b")
+    other = inputs(["one", "three"], name="other.jsonl")
+    assert submit_batch(ItemAgent, other, concurrency=1, progress=False).batch_id != report.batch_id
+
+
+def test_invocation_fields_reach_the_run(file_config, inputs):
+    line = {
+        "message": "with fields",
+        "id": "fielded",
+        "context": {"account_id": "a-2"},
+        "actor_id": "user-7",
+        "session_id": "conversation-42",
+        "metadata": {"source": "batch"},
+        "settings": {"temperature": 0},
+        "deadline": 3600,
+    }
+    report = submit_batch(ItemAgent, inputs([line]), concurrency=1, progress=False)
+
+    record = runtime().store.load_run(report.results[0]["run_id"])
+    invocation = record.invocation
+    assert record.status == "completed"
+    assert invocation["context"] == {"account_id": "a-2"}
+    assert (record.actor_id, record.session_id) == ("user-7", "conversation-42")
+    assert invocation["metadata"] == {"source": "batch"} and invocation["settings"] == {"temperature": 0}
+    assert record.deadline_at is not None and record.deadline_at > record.created_at + 3500
+
+
+def test_failed_runs_are_reported_with_their_error(file_config, inputs, tmp_path):
+    out = tmp_path / "results.jsonl"
+    report = submit_batch(ItemAgent, inputs(["fine", "please explode", "also fine"]), concurrency=3, out=out, progress=False)
+
+    assert not report.ok
+    assert (report.completed, report.failed) == (2, 1)
+    failed = next(r for r in read_results(out) if r["outcome"] != "completed")
+    assert failed["line"] == 2 and failed["outcome"] == "failed"
+    assert failed["error"]["class"] == "ProviderError" and "exploded" in failed["error"]["message"]
+
+
+def test_submitting_a_finished_batch_again_runs_nothing(file_config, inputs, batch_env, tmp_path):
+    path = inputs([f"item {n}" for n in range(1, 9)])
+    out = tmp_path / "results.jsonl"
+    first = submit_batch(ItemAgent, path, concurrency=4, out=out, progress=False)
+    calls = logged_items(batch_env)
+
+    again = submit_batch(ItemAgent, path, concurrency=4, out=out, progress=False)
+
+    assert again.batch_id == first.batch_id
+    assert (again.already_finished, again.started, again.completed) == (8, 0, 8)
+    assert logged_items(batch_env) == calls
+    assert sorted(r["line"] for r in read_results(out)) == list(range(1, 9))
+
+
+def test_the_batch_record_tracks_counts(file_config, inputs):
+    report = submit_batch(ItemAgent, inputs(["a", "b", "explode"]), concurrency=2, progress=False)
+
+    record = runtime().store.load_batch(report.batch_id)
+    assert (record.status, record.total, record.completed, record.failed, record.invalid, record.running) == (
+        "finished", 3, 2, 1, 0, 0)
+    assert record.agent == "tests.batch.batch_app:ItemAgent"
+    assert record.holder is None and record.finished_at is not None
+    assert runtime().store.list_batches()[0].id == report.batch_id
+
+
+def test_the_progress_bar_shows_counts_on_a_terminal():
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=160)
+    progress = BatchProgress(True, "b-1", 10, console=console)
+    progress.update({"completed": 6, "failed": 1, "invalid": 2, "running": 1})
+    progress.close()
+    text = buffer.getvalue()
+    assert "batch b-1" in text and "9/10" in text
+    assert "6 completed" in text and "1 failed" in text and "2 invalid" in text and "1 in flight" in text
+
+
+def test_no_progress_bar_without_a_terminal():
+    buffer = io.StringIO()
+    progress = BatchProgress(True, "b-1", 10, console=Console(file=buffer, force_terminal=False))
+    progress.update({"completed": 6, "failed": 1, "invalid": 2, "running": 1})
+    progress.close()
+    assert buffer.getvalue() == ""
+
+
+class RefuseSome(Hook):
+    """Starting a run fails for messages that say so (as a broken hook or store would)."""
+
+    def prepare_execution(self, run):
+        if "refuse" in run.invocation.message.text:
+            raise RuntimeError("cannot start this one")
+        return run
+
+
+def test_an_item_that_cannot_start_is_reported_and_retried_by_the_next_submit(tmp_path, inputs):
+    path = inputs(["fine", "refuse me"])
+    out = tmp_path / "results.jsonl"
+    refusing = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}", hooks=[RefuseSome])
+    with with_configuration(refusing):
+        first = submit_batch(ItemAgent, path, concurrency=2, out=out, progress=False)
+    refusing.close()
+    assert (first.completed, first.failed, first.outcomes) == (1, 1, {"completed": 1, "not_started": 1})
+    refused = next(r for r in read_results(out) if r["line"] == 2)
+    assert refused["outcome"] == "not_started" and refused["error"] == {"class": "RuntimeError", "message": "cannot start this one"}
+
+    plain = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}")
+    with with_configuration(plain):
+        second = submit_batch(ItemAgent, path, concurrency=2, out=out, progress=False)
+    plain.close()
+    assert second.ok and (second.already_finished, second.started) == (1, 1)

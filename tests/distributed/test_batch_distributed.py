@@ -1,0 +1,120 @@
+"""Batches on real Celery workers, PostgreSQL and Redis: concurrency, a shared rate limit, and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lg_scheduler.batch import run_id_for, submit_batch
+from tests.batch.batch_app import ItemAgent, logged_items
+from tests.batch.test_batch_rate_limit import count_in_window
+from tests.batch.test_batch_submit import max_overlap
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+AGENT = "tests.batch.batch_app:ItemAgent"
+
+
+def app_env(dist, **extra: str) -> dict[str, str]:
+    """Env for workers and child submitters: the batch test app importable and logging its tool calls."""
+    return {
+        "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)]),
+        "LG_IMPORTS": f"dist_app,{AGENT.split(':')[0]}",
+        "BATCH_APP_LOG": str(dist.tmp_path / "batch-calls.log"),
+        "BATCH_APP_DELAY": "0",
+        **extra,
+    }
+
+
+def write_inputs(path: Path, count: int, prefix: str = "item") -> Path:
+    path.write_text("".join(f'"{prefix} {n}"\n' for n in range(1, count + 1)))
+    return path
+
+
+def child_submit(dist, path: Path, *args: str) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "lg_core.cli", "batch", "submit", AGENT, str(path), "--no-progress", *args]
+    return subprocess.Popen(argv, env=dist.env(**app_env(dist)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_fifty_items_on_workers_with_concurrency_ten(dist):
+    dist.start_workers(**app_env(dist))
+    path = write_inputs(dist.tmp_path / "inputs.jsonl", 50)
+    out = dist.tmp_path / "results.jsonl"
+
+    report = submit_batch(ItemAgent, path, concurrency=10, out=out, progress=False)
+
+    assert report.ok, report.outcomes
+    assert (report.total, report.completed, report.started) == (50, 50, 50)
+    assert sorted(json.loads(line)["line"] for line in out.read_text().splitlines()) == list(range(1, 51))
+    assert Counter(logged_items(dist.tmp_path / "batch-calls.log")) == Counter(f"item {n}" for n in range(1, 51))
+    store = dist.config.runtime().store
+    records = [store.load_run(run_id_for(report.batch_id, str(n))) for n in range(1, 51)]
+    assert all(r.status == "completed" and r.holder is None for r in records)  # held by workers step by step
+    assert 1 < max_overlap(records) <= 10
+    assert store.load_batch(report.batch_id).status == "finished"
+
+
+def test_two_submitters_share_one_rate_limit_through_redis(dist):
+    """Two batch processes on one provider connection together start at most 10 runs a second.
+
+    Each process alone would start its 20 runs at 10/s; if they did not share
+    the limit, a one-second window would hold about 20 starts.
+    """
+    dist.start_workers(**app_env(dist))
+    children = [
+        child_submit(dist, write_inputs(dist.tmp_path / f"inputs-{name}.jsonl", 20, prefix=name), "--concurrency", "20", "--rate-limit", "10/s")
+        for name in ("left", "right")
+    ]
+    for child in children:
+        _stdout, stderr = child.communicate(timeout=180)
+        assert child.returncode == 0, stderr
+
+    runs = dist.config.runtime().store.list_runs(limit=100)
+    assert len(runs) == 40 and {r.status for r in runs} == {"completed"}
+    assert max(count_in_window([r.created_at for r in runs], 1.0)) <= 10 + 1 + 2
+
+
+def start_scheduler(dist) -> subprocess.Popen:
+    """``lg scheduler``: a submitter killed between writing a run and publishing its first
+    step leaves that step to the outbox relay, as for any distributed run."""
+    argv = [sys.executable, "-m", "lg_core.cli", "scheduler", "--interval", "0.2"]
+    log = (dist.tmp_path / "scheduler.log").open("w")
+    return subprocess.Popen(argv, env=dist.env(**app_env(dist)), stdout=log, stderr=subprocess.STDOUT)
+
+
+@pytest.mark.chaos
+def test_a_killed_submitter_leaves_runs_on_workers_and_a_resubmit_waits_for_them(dist, monkeypatch):
+    monkeypatch.setenv("LG_RELAY_GRACE", "2")  # every process here and below: relay lost messages after 2 s
+    dist.config.relay_grace = 2
+    dist.start_workers(**app_env(dist, BATCH_APP_DELAY="0.3"))
+    scheduler = start_scheduler(dist)
+    path = write_inputs(dist.tmp_path / "inputs.jsonl", 30)
+    out = dist.tmp_path / "results.jsonl"
+    child = child_submit(dist, path, "--concurrency", "10", "--out", str(out))
+    deadline = time.monotonic() + 120
+    while not (out.exists() and len(out.read_text().splitlines()) >= 5):
+        assert child.poll() is None and time.monotonic() < deadline, child.stderr.read() if child.stderr else ""
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    started = len(dist.config.runtime().store.list_runs(limit=100))
+
+    try:
+        report = submit_batch(ItemAgent, path, concurrency=10, out=out, progress=False)
+    finally:
+        scheduler.terminate()
+        scheduler.wait(timeout=30)
+
+    assert report.ok and report.completed == 30
+    assert report.resumed == 0  # runs on workers are not the submitter's: they just keep going
+    assert report.already_finished + report.waited == started and report.started == 30 - started
+    assert report.waited > 0
+    assert Counter(logged_items(dist.tmp_path / "batch-calls.log")) == Counter(f"item {n}" for n in range(1, 31))
