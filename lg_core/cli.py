@@ -121,11 +121,17 @@ def session(
     *,
     durable: bool,
     load_imports: bool,
+    **settings: Any,
 ) -> Iterator[Any]:
-    """A Configuration (and its Runtime) for one command, current for the block and closed after it."""
+    """A Configuration (and its Runtime) for one command, current for the block and closed after it.
+
+    ``settings`` are further Configuration values from the command's options
+    (e.g. ``broker_url`` for ``lg worker --broker``); None means "not given".
+    """
     options = ctx.find_object(_Options) or _Options()
     url = store or options.store
-    config = build_configuration(**({"run_store": url} if url else {}))
+    given = {key: value for key, value in settings.items() if value is not None}
+    config = build_configuration(**({"run_store": url} if url else {}), **given)
     if durable:
         require_durable_store(config.run_store)
     if load_imports:
@@ -521,7 +527,10 @@ def load_plugins(target: typer.Typer = app) -> None:
     from importlib.metadata import entry_points
 
     for entry in sorted(entry_points(group="littleghost.cli"), key=lambda e: e.name):
-        entry.load()(target, runs_app)
+        try:
+            entry.load()(target, runs_app)
+        except Exception as exc:  # noqa: BLE001 - one broken plugin must not take down every command
+            error_console().print(f"[yellow]warning:[/] the {entry.name!r} commands are unavailable: {exc!r}")
 
 
 def main() -> None:

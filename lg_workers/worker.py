@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,22 +50,45 @@ def plan(queues: Sequence[str], pool: str | None = None, concurrency: int | None
     ]
 
 
-def run_workers(groups: Sequence[WorkerGroup], env: dict[str, str] | None = None, loglevel: str = "INFO") -> int:
-    """Start every group and wait; returns the first non-zero exit code (0 if all clean)."""
-    children = [
-        subprocess.Popen(group.argv(f"lg-{group.pool}-{os.getpid()}", loglevel), env=env or os.environ.copy())
-        for group in groups
-    ]
+def run_workers(
+    groups: Sequence[WorkerGroup], env: dict[str, str] | None = None, loglevel: str = "INFO", restart: bool = True
+) -> int:
+    """Start every group and supervise them until a signal asks them to stop.
+
+    A Celery worker that dies on its own (a crash, or Celery giving up after the
+    broker restarted) is started again after a short pause when ``restart`` is
+    true, so a Redis restart delays runs instead of stopping the fleet. Returns
+    0 after a clean shutdown, else the first non-zero exit code.
+    """
+    environment = env or os.environ.copy()
+    names = [f"lg-{group.pool}-{os.getpid()}" for group in groups]
+    children = [subprocess.Popen(group.argv(name, loglevel), env=environment) for group, name in zip(groups, names)]
+    stopping = False
 
     def forward(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
         for child in children:
             if child.poll() is None:
                 child.send_signal(signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
         signal.signal(signum, forward)
+    first_failure = 0
+    while any(child.poll() is None for child in children) or (restart and not stopping):
+        for index, child in enumerate(children):
+            code = child.poll()
+            if code is None or stopping or not restart:
+                continue
+            first_failure = first_failure or code
+            print(f"lg worker: {names[index]} exited with {code}; starting it again", file=sys.stderr, flush=True)
+            time.sleep(1.0)
+            children[index] = subprocess.Popen(groups[index].argv(names[index], loglevel), env=environment)
+        time.sleep(0.2)
     codes = [child.wait() for child in children]
-    return next((code for code in codes if code), 0)
+    return 0 if stopping and all(code in (0, -signal.SIGTERM, -signal.SIGINT) for code in codes) else (
+        first_failure or next((code for code in codes if code), 0)
+    )
 
 
 __all__ = ["WorkerGroup", "plan", "run_workers"]

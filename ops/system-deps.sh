@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the system programs the test suite starts by itself: redis-server,
-# PostgreSQL and Bubblewrap (Debian/Ubuntu). Safe to re-run; does nothing when
-# they are already present.
+# PostgreSQL, Bubblewrap and Chromium (headless, for the Flower screenshot test,
+# driven by the Python playwright package: never `playwright install`)
+# (Debian/Ubuntu). Safe to re-run; does nothing when they are already present.
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
   need+=(postgresql)
 fi

@@ -50,28 +50,40 @@ class PostgresServer:
         return subprocess.run(argv, check=True, capture_output=True, text=True, **kwargs)
 
     def start(self) -> PostgresServer:
+        self.prepare()
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._wait_ready()
+        return self
+
+    def prepare(self) -> None:
+        """Create the cluster in ``root/data`` unless it exists (so a restart keeps every database)."""
         if self._user:
             entry = pwd.getpwnam(self._user)
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
         if not (self.data / "PG_VERSION").exists():
             self._run_as([_pg_bin("initdb"), "-D", str(self.data), "-U", "lg", "--auth=trust", "-E", "UTF8", "--no-sync"])
+
+    def command(self, *, durable: bool = False) -> list[str]:
+        """The server's argv; ``durable`` keeps fsync on (the local stack), tests turn it off for speed."""
         argv = [_pg_bin("postgres"), "-D", str(self.data), "-p", str(self.port), "-k", str(self.root),
-                "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"]
+                "-c", "listen_addresses=127.0.0.1", "-c", f"fsync={'on' if durable else 'off'}",
+                "-c", "max_connections=200"]
         if self._user:
             argv = ["runuser", "-u", self._user, "--", *argv]
-        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self._wait_ready()
-        return self
+        return argv
+
+    def is_ready(self) -> bool:
+        """Does the server accept connections now?"""
+        probe = subprocess.run([_pg_bin("pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True)
+        return probe.returncode == 0
 
     def _wait_ready(self) -> None:
+        assert self.process is not None and self.process.stderr is not None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"postgres exited: {self.process.stderr.read().decode()[-2000:]}")
-            probe = subprocess.run(
-                [_pg_bin("pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True
-            )
-            if probe.returncode == 0:
+            if self.is_ready():
                 return
             time.sleep(0.1)
         raise RuntimeError("postgres did not become ready in 30 s")
@@ -116,24 +128,32 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server is not installed; run ops/system-deps.sh")
-        argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", str(self.root), "--protected-mode", "no"]
-        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"redis-server exited with {self.process.returncode}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        return self
-            except OSError:
-                time.sleep(0.05)
+            if self.is_ready():
+                return self
+            time.sleep(0.05)
         raise RuntimeError("redis-server did not answer PING in 20 s")
+
+    def command(self, *, persist: bool = False) -> list[str]:
+        """The server's argv; ``persist`` keeps an append-only file in ``root`` (the local stack)."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed; run ops/system-deps.sh")
+        return [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "yes" if persist else "no", "--dir", str(self.root), "--protected-mode", "no"]
+
+    def is_ready(self) -> bool:
+        """Does the server answer PING now?"""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -1,0 +1,169 @@
+"""``lg scheduler`` and ``lg stack``: recovery loop and the local development stack.
+
+    lg scheduler --interval 1                    outbox relay, lease sweeper, deadlines (one per fleet is enough)
+    lg stack up --import myapp.agents            Redis, PostgreSQL, workers, scheduler, Flower as local processes
+    lg stack status | lg stack logs worker-model | lg stack down
+
+Registered through the ``littleghost.cli`` entry point (lg_core never imports
+lg_scheduler). ``lg stack`` needs no settings: it creates the store and broker
+and writes them to ``.lg/stack/env`` for other shells to ``source``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from lg_core.cli import (
+    ImportOption,
+    StoreOption,
+    UsageError,
+    error_console,
+    fail,
+    output_console,
+    session,
+)
+from lg_scheduler.stack.stack import DEFAULT_DIR, SERVICES, LocalStack, StackError
+from lg_workers.cli import BrokerOption, LogLevel
+
+DirOption = Annotated[
+    Path, typer.Option("--dir", metavar="DIR", file_okay=False, help="Where the stack keeps data, pid files and logs.")
+]
+
+
+def _port(name: str) -> Any:
+    return typer.Option(f"--{name}-port", min=1, max=65535, metavar="PORT", help=f"{name} port (default: kept from the last up).")
+
+
+def scheduler(
+    ctx: typer.Context,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", min=0.05, max=3600.0, metavar="SECONDS", help="Seconds between recovery passes."),
+    ] = 1.0,
+    imports: ImportOption = None,
+    loglevel: Annotated[LogLevel, typer.Option("--loglevel", "-l", case_sensitive=False)] = LogLevel.INFO,
+    store: StoreOption = None,
+    broker: BrokerOption = None,
+) -> None:
+    """Recover runs: republish unpublished steps, re-dispatch expired leases, end overdue runs (until stopped)."""
+    from lg_scheduler.scheduler import Scheduler
+
+    logging.basicConfig(level=loglevel.value, format="[%(asctime)s: %(levelname)s/%(name)s] %(message)s")
+    with session(ctx, store, imports, durable=True, load_imports=True, broker_url=broker) as runtime:
+        if not runtime.configuration.broker_url:
+            raise UsageError(
+                "lg scheduler needs the workers' broker: pass --broker redis://HOST:6379/0, or set "
+                "LG_BROKER_URL (or broker_url in lg.yaml)"
+            )
+        loop = Scheduler(runtime)
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda _signum, _frame: stop.set())
+        error_console().print(f"scheduler: a recovery pass every {interval:g} s", highlight=False)
+        loop.run_forever(interval, stop=stop)  # a pass in progress finishes before it returns
+    error_console().print("scheduler: stopped")
+
+
+# -- lg stack -------------------------------------------------------------------------------
+
+stack_app = typer.Typer(
+    name="stack", help="The local stack: Redis, PostgreSQL, workers, scheduler and Flower, without Docker.",
+    no_args_is_help=True,
+)
+
+
+@stack_app.command("up")
+def stack_up(
+    directory: DirOption = DEFAULT_DIR,
+    imports: Annotated[
+        list[str] | None,
+        typer.Option("--import", metavar="MODULE", help="Application module the workers import (repeatable; kept)."),
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", "-c", min=1, max=1000, help="Processes or threads per worker.")
+    ] = None,
+    redis_port: Annotated[int | None, _port("redis")] = None,
+    postgres_port: Annotated[int | None, _port("postgres")] = None,
+    flower_port: Annotated[int | None, _port("flower")] = None,
+) -> None:
+    """Start whatever is not running yet and print the URLs (running again starts no duplicates)."""
+    info = error_console()
+    stack = LocalStack(directory)
+    ports = {"redis": redis_port, "postgres": postgres_port, "flower": flower_port}
+    try:
+        report = stack.up(imports=imports, concurrency=concurrency, ports=ports, progress=info.print)
+    except StackError as exc:
+        info.print(f"[bold red]error:[/] [red]{escape(str(exc))}[/]", soft_wrap=True, highlight=False)
+        info.print(f"the processes that did start are still running; `lg stack down --dir {directory}` stops them")
+        raise typer.Exit(1) from None
+    if report.already_running:
+        info.print(f"already running: {', '.join(report.already_running)}", highlight=False)
+    settings = report.settings
+    out = output_console()
+    out.print(f"run store  {settings.store_url}", highlight=False)
+    out.print(f"broker     {settings.redis_url}", highlight=False)
+    out.print(f"flower     {settings.flower_url}", highlight=False)
+    out.print(f"env file   {report.env_file}  (source it: . {report.env_file})", highlight=False)
+
+
+@stack_app.command("down")
+def stack_down(directory: DirOption = DEFAULT_DIR) -> None:
+    """Stop every stack process (SIGTERM, then SIGKILL after 20 s); data is kept for the next up."""
+    info = error_console()
+    stopped = LocalStack(directory).down(progress=info.print)
+    info.print("stack stopped" if stopped else f"nothing was running in {directory}", highlight=False)
+
+
+@stack_app.command("status")
+def stack_status(directory: DirOption = DEFAULT_DIR) -> None:
+    """Each stack process: alive or dead, its pid and how many processes its group has (exit 1 if any is down)."""
+    stack = LocalStack(directory)
+    states = stack.status()
+    table = Table("process", "status", "pid", "processes", box=None, pad_edge=False)
+    for state in states:
+        colour = "green" if state.alive else "red"
+        table.add_row(state.name, f"[{colour}]{state.label}[/]", str(state.pid or "-"), str(len(state.members)))
+    output_console().print(table)
+    settings = stack.load_settings()
+    if settings is not None:
+        output_console().print(f"flower {settings.flower_url}   env file {stack.env_file}", highlight=False)
+    raise typer.Exit(0 if all(state.alive for state in states) else 1)
+
+
+@stack_app.command("logs")
+def stack_logs(
+    name: Annotated[str | None, typer.Argument(metavar="[NAME]", help=f"One of: {', '.join(SERVICES)}.")] = None,
+    directory: DirOption = DEFAULT_DIR,
+    lines: Annotated[int, typer.Option("--lines", "-n", min=1, max=100_000, help="Lines per log.")] = 40,
+) -> None:
+    """The last lines of one process's log, or of every log."""
+    stack = LocalStack(directory)
+    names = [name] if name else list(SERVICES)
+    found = [each for each in names if stack.log_file(each).exists()]
+    if not found:
+        fail(f"no log for {name or 'any process'} in {stack.root / 'logs'}: the stack was never started there "
+             "(`lg stack up`)")
+    out = output_console()
+    for each in found:
+        path = stack.log_file(each)
+        if not name:
+            out.print(f"[bold]== {each}[/] ({path})", highlight=False)
+        for line in path.read_text(errors="replace").splitlines()[-lines:]:
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer, runs_app: typer.Typer) -> None:
+    """The ``littleghost.cli`` entry point: adds ``lg scheduler`` and ``lg stack``."""
+    app.command("scheduler")(scheduler)
+    app.add_typer(stack_app)
+
+
+__all__ = ["register", "scheduler", "stack_app"]

@@ -1,0 +1,366 @@
+"""The local stack: every LittleGhost service as local processes, without Docker.
+
+``lg stack up`` starts, in ``.lg/stack`` (or ``--dir``):
+
+    redis              redis-server (append-only file in redis/)
+    postgres           PostgreSQL, database ``lg`` (cluster in postgres/, kept across down/up)
+    worker-orchestrate lg worker --queues lg.orchestrate
+    worker-model       lg worker --queues lg.model
+    worker-tools       lg worker --queues lg.tools
+    worker-sandbox     lg worker --queues lg.sandbox
+    scheduler          lg scheduler
+    flower             celery -A lg_workers.app flower
+
+and writes ``env`` (``source`` it to point any shell, web app or test at the
+stack), ``stack.json`` (ports and imports, reused by the next ``up``), pid
+files and logs. The application services and their commands are the ones of
+``docker/compose.yaml`` (:func:`service_commands`; a test keeps the two in
+step), so what runs in development is what runs in containers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from lg_core.errors import ConfigurationError
+from lg_scheduler.stack.processes import ProcessSpec, ProcessState, ProcessTable
+from lg_scheduler.stack.servers import PostgresServer, RedisServer, free_port
+
+DEFAULT_DIR = Path(".lg/stack")
+DATABASE = "lg"
+READY_TIMEOUT = 90.0
+WORKER_SERVICES = {
+    "worker-orchestrate": "lg.orchestrate",
+    "worker-model": "lg.model",
+    "worker-tools": "lg.tools",
+    "worker-sandbox": "lg.sandbox",
+}
+# Flower's task list shows args (run id and step key) and results (short outcomes): see DESIGN 4.2.
+FLOWER_COLUMNS = "name,state,args,result,received,runtime,worker"
+PREFERRED_PORTS = {"redis": 6379, "postgres": 5432, "flower": 5555}
+SERVICES = ("redis", "postgres", *WORKER_SERVICES, "scheduler", "flower")
+
+
+class StackError(Exception):
+    """A stack process could not be started or did not become ready; the message says where to look."""
+
+
+def service_commands(concurrency: int | None = None) -> dict[str, list[str]]:
+    """The application services and their commands (``lg``/``celery`` as argv[0]), shared with compose."""
+    extra = ["--concurrency", str(concurrency)] if concurrency else []
+    commands = {name: ["lg", "worker", "--queues", queue, *extra] for name, queue in WORKER_SERVICES.items()}
+    commands["scheduler"] = ["lg", "scheduler"]
+    commands["flower"] = ["celery", "-A", "lg_workers.app", "flower", f"--tasks_columns={FLOWER_COLUMNS}"]
+    return commands
+
+
+@dataclass
+class StackSettings:
+    """What ``up`` chose, saved in stack.json so the next ``up`` (after ``down``) reuses it."""
+
+    ports: dict[str, int] = field(default_factory=dict)
+    imports: list[str] = field(default_factory=list)
+    concurrency: int | None = None
+    postgres_root: str | None = None
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.ports['redis']}/0"
+
+    @property
+    def store_url(self) -> str:
+        return f"postgresql+psycopg://lg@127.0.0.1:{self.ports['postgres']}/{DATABASE}"
+
+    @property
+    def flower_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['flower']}"
+
+
+@dataclass
+class UpReport:
+    started: list[str]
+    already_running: list[str]
+    settings: StackSettings
+    env_file: Path
+
+
+class LocalStack:
+    """The stack rooted at ``root``: ``up``, ``down``, ``status`` and log files."""
+
+    def __init__(self, root: Path = DEFAULT_DIR) -> None:
+        self.root = Path(root).absolute()
+        self.table = ProcessTable(self.root)
+        self.state_file = self.root / "stack.json"
+        self.env_file = self.root / "env"
+
+    # -- settings ---------------------------------------------------------------------------
+
+    def load_settings(self) -> StackSettings | None:
+        try:
+            return StackSettings(**json.loads(self.state_file.read_text()))
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError) as exc:
+            raise ConfigurationError(f"{self.state_file} is damaged ({exc}); delete it to choose ports afresh") from None
+
+    def resolve_settings(
+        self, *, imports: list[str] | None, concurrency: int | None, ports: dict[str, int | None]
+    ) -> StackSettings:
+        """Saved settings, overridden by what this ``up`` asked for; new ports only for a stopped stack."""
+        saved = self.load_settings() or StackSettings()
+        running = [s.name for s in self.status() if s.alive]
+        chosen: dict[str, int] = {}
+        for name, preferred in PREFERRED_PORTS.items():
+            asked, previous = ports.get(name), saved.ports.get(name)
+            if asked and previous and asked != previous and running:
+                raise ConfigurationError(
+                    f"the stack in {self.root} is running with {name} on port {previous}; "
+                    f"run `lg stack down --dir {self.root}` before changing --{name}-port"
+                )
+            chosen[name] = asked or previous or (preferred if _port_free(preferred) else listening_port())
+        return StackSettings(
+            ports=chosen,
+            imports=list(imports) if imports else saved.imports,
+            concurrency=concurrency or saved.concurrency,
+            postgres_root=saved.postgres_root or str(self._postgres_root()),
+        )
+
+    # -- processes --------------------------------------------------------------------------
+
+    def specs(self, settings: StackSettings) -> dict[str, ProcessSpec]:
+        redis = self._redis(settings)
+        postgres = self._postgres(settings)
+        specs = {
+            "redis": ProcessSpec("redis", redis.command(persist=True)),
+            "postgres": ProcessSpec(
+                "postgres", postgres.command(durable=True), stop_signal=signal.SIGINT,
+                signal_pid=lambda: _postmaster_pid(postgres.data),
+            ),
+        }
+        env = self.app_env(settings)
+        for name, argv in service_commands(settings.concurrency).items():
+            argv = _local_argv(argv)
+            if name == "flower":
+                argv += [f"--port={settings.ports['flower']}", "--address=127.0.0.1"]
+                specs[name] = ProcessSpec(name, argv, {**env, "FLOWER_UNAUTHENTICATED_API": "true"}, Path.cwd())
+            else:
+                specs[name] = ProcessSpec(name, argv, env, Path.cwd())
+        return specs
+
+    def app_env(self, settings: StackSettings) -> dict[str, str]:
+        """The environment of workers, scheduler and Flower: this shell's, pointed at the stack."""
+        env = dict(os.environ)
+        env.update(stack_variables(settings))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
+        return env
+
+    def up(
+        self,
+        *,
+        imports: list[str] | None = None,
+        concurrency: int | None = None,
+        ports: dict[str, int | None] | None = None,
+        progress: Callable[[str], None] = lambda _line: None,
+    ) -> UpReport:
+        """Start whatever is not running, wait until it is ready, write the env file."""
+        settings = self.resolve_settings(imports=imports, concurrency=concurrency, ports=ports or {})
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.state_file.write_text(json.dumps(asdict(settings), indent=2) + "\n")
+        specs = self.specs(settings)
+        started: list[str] = []
+        already: list[str] = []
+
+        def launch(names: list[str]) -> dict[str, int]:
+            offsets = {}
+            for name in names:
+                state = self.table.state(name)
+                if state.alive:
+                    already.append(name)
+                    continue
+                if state.members:  # leader died, children live on: clear them out first
+                    self.table.stop(specs[name])
+                self._check_port(name, settings)
+                progress(f"starting {name}")
+                offsets[name] = self.table.start(specs[name])[1]
+                started.append(name)
+            return offsets
+
+        if not self.table.state("postgres").alive:
+            self._postgres(settings).prepare()  # initdb on the first up only
+        self._wait(launch(["redis", "postgres"]), settings)
+        self._postgres(settings).create_database(DATABASE, exist_ok=True)
+        self._wait(launch([n for n in SERVICES if n not in ("redis", "postgres")]), settings)
+        self.env_file.write_text(env_file_text(settings, self.root))
+        return UpReport(started, already, settings, self.env_file)
+
+    def down(self, progress: Callable[[str], None] = lambda _line: None) -> list[str]:
+        """Stop every process (services first, then PostgreSQL, then Redis); returns what was running."""
+        settings = self.load_settings()
+        if settings is None:
+            return []
+        specs = self.specs(settings)
+        stopped: list[str] = []
+        tiers = [["flower", "scheduler", *WORKER_SERVICES], ["postgres"], ["redis"]]
+        for tier in tiers:
+            with ThreadPoolExecutor(len(tier)) as pool:
+                for name, was_running in zip(tier, pool.map(lambda n: self.table.stop(specs[n]), tier), strict=True):
+                    if was_running:
+                        progress(f"stopped {name}")
+                        stopped.append(name)
+        return stopped
+
+    def status(self) -> list[ProcessState]:
+        return [self.table.state(name) for name in SERVICES]
+
+    def log_file(self, name: str) -> Path:
+        if name not in SERVICES:
+            raise ConfigurationError(f"no stack process named {name!r}; the processes are {', '.join(SERVICES)}")
+        return self.table.log_file(name)
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _redis(self, settings: StackSettings) -> RedisServer:
+        return RedisServer(root=self.root / "redis", port=settings.ports["redis"])
+
+    def _postgres(self, settings: StackSettings) -> PostgresServer:
+        return PostgresServer(root=Path(settings.postgres_root or self.root / "postgres"), port=settings.ports["postgres"])
+
+    def _postgres_root(self) -> Path:
+        """Where the cluster lives: in the stack dir, unless we are root and the 'postgres' user cannot reach it."""
+        local = self.root / "postgres"
+        self.root.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() != 0 or local.exists() or _reachable_by_postgres(self.root):
+            return local
+        digest = hashlib.sha1(str(self.root).encode()).hexdigest()[:12]
+        return Path("/var/lib/littleghost") / f"stack-{digest}" / "postgres"
+
+    def _check_port(self, name: str, settings: StackSettings) -> None:
+        port = settings.ports.get(name)
+        if port and not _port_free(port):
+            raise StackError(
+                f"port {port} for {name} is in use by another program; stop it, or pass --{name}-port "
+                f"(after `lg stack down --dir {self.root}`)"
+            )
+
+    def _wait(self, offsets: dict[str, int], settings: StackSettings) -> None:
+        """Wait until every process just started is ready; a process that exits is a StackError."""
+        checks = {name: self._readiness(name, offset, settings) for name, offset in offsets.items()}
+        deadline = time.monotonic() + READY_TIMEOUT
+        while checks:
+            for name in list(checks):
+                if not self.table.state(name).alive:
+                    raise StackError(f"{name} exited while starting:\n{self._tail(name, offsets[name])}")
+                if checks[name]():
+                    del checks[name]
+            if checks and time.monotonic() > deadline:
+                name = sorted(checks)[0]
+                raise StackError(f"{name} not ready after {READY_TIMEOUT:.0f} s:\n{self._tail(name, offsets[name])}")
+            time.sleep(0.1)
+
+    def _readiness(self, name: str, offset: int, settings: StackSettings) -> Callable[[], bool]:
+        if name == "redis":
+            return self._redis(settings).is_ready
+        if name == "postgres":
+            return self._postgres(settings).is_ready
+        if name == "flower":
+            return lambda: _http_ok(f"{settings.flower_url}/healthcheck")
+        if name in WORKER_SERVICES:
+            return lambda: "ready." in _read_from(self.table.log_file(name), offset)
+        return lambda: True  # the scheduler: alive is all we can see
+
+    def _tail(self, name: str, offset: int, lines: int = 25) -> str:
+        text = _read_from(self.table.log_file(name), offset).splitlines()[-lines:]
+        return "\n".join(text) + f"\n(full log: {self.table.log_file(name)})"
+
+
+def stack_variables(settings: StackSettings) -> dict[str, str]:
+    """The LG_* variables that point a process at the stack (the env file holds the same)."""
+    variables = {"LG_RUN_STORE": settings.store_url, "LG_BROKER_URL": settings.redis_url}
+    if settings.imports:
+        variables["LG_IMPORTS"] = ",".join(settings.imports)
+    return variables
+
+
+def env_file_text(settings: StackSettings, root: Path) -> str:
+    lines = [f"# LittleGhost local stack in {root}: `source {root / 'env'}`", f"# Flower: {settings.flower_url}"]
+    lines += [f"export {key}={value}" for key, value in stack_variables(settings).items()]
+    return "\n".join(lines) + "\n"
+
+
+def _local_argv(argv: list[str]) -> list[str]:
+    """``lg``/``celery`` from this Python environment, whatever PATH says."""
+    if argv[0] == "celery":
+        return [sys.executable, "-m", "celery", *argv[1:]]
+    script = Path(sys.executable).with_name("lg")
+    if script.exists():
+        return [str(script), *argv[1:]]
+    found = shutil.which("lg")
+    return [found, *argv[1:]] if found else [sys.executable, "-c", "from lg_core.cli import main; main()", *argv[1:]]
+
+
+def _postmaster_pid(data: Path) -> int | None:
+    try:
+        return int((data / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _reachable_by_postgres(path: Path) -> bool:
+    probe = subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x", str(path)], capture_output=True)
+    return probe.returncode == 0
+
+
+def listening_port() -> int:
+    """A free port below Linux's ephemeral range, so no outgoing connection takes it before a server binds it."""
+    for _ in range(100):
+        port = random.randint(20000, 32000)
+        if _port_free(port):
+            return port
+    return free_port()
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+__all__ = [
+    "DEFAULT_DIR", "FLOWER_COLUMNS", "SERVICES", "WORKER_SERVICES", "LocalStack", "StackError", "StackSettings",
+    "UpReport", "env_file_text", "listening_port", "service_commands", "stack_variables",
+]

@@ -1,0 +1,84 @@
+"""The YAML config file: lg.yaml or $LG_CONFIG; configure() > environment > YAML > defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+from lg_core import Configuration
+from lg_core.config import build_configuration, configure, with_configuration
+from lg_core.errors import ConfigurationError
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    for name in ("LG_RUN_STORE", "LG_BROKER_URL", "LG_IMPORTS", "LG_LEASE_SECONDS", "LG_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_lg_yaml_in_the_working_directory_is_read(tmp_path):
+    (tmp_path / "lg.yaml").write_text(
+        "run_store: sqlite:///from-yaml.db\nbroker_url: redis://yaml:6379/0\nimports: [app.agents, app.tools]\n"
+        "lease_seconds: 7\nproviders:\n  openai: {api_key_env: OPENAI_API_KEY}\n"
+    )
+    config = build_configuration()
+    assert config.run_store == "sqlite:///from-yaml.db"
+    assert config.broker_url == "redis://yaml:6379/0"
+    assert config.imports == ["app.agents", "app.tools"]
+    assert config.lease_seconds == 7
+    assert config.providers == {"openai": {"api_key_env": "OPENAI_API_KEY"}}
+
+
+def test_precedence_configure_then_environment_then_yaml_then_defaults(tmp_path, monkeypatch):
+    (tmp_path / "lg.yaml").write_text("run_store: sqlite:///yaml.db\nbroker_url: redis://yaml/0\nlease_seconds: 7\n")
+    monkeypatch.setenv("LG_BROKER_URL", "redis://env/0")
+    monkeypatch.setenv("LG_LEASE_SECONDS", "9")
+    config = build_configuration(lease_seconds=11)
+    assert config.run_store == "sqlite:///yaml.db"   # YAML over the default
+    assert config.broker_url == "redis://env/0"      # environment over YAML
+    assert config.lease_seconds == 11                # keyword values over the environment
+    assert config.max_parallel_tools == 8            # default
+    with with_configuration(build_configuration()):
+        assert configure(lease_seconds=12).lease_seconds == 12  # configure() over everything
+
+
+def test_lg_config_names_the_file(tmp_path, monkeypatch):
+    (tmp_path / "lg.yaml").write_text("service_name: ignored\n")
+    named = tmp_path / "elsewhere.yaml"
+    named.write_text("service_name: from-lg-config\n")
+    monkeypatch.setenv("LG_CONFIG", str(named))
+    assert Configuration().service_name == "from-lg-config"
+
+
+def test_no_file_means_defaults():
+    assert build_configuration().run_store == "sqlite://"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("lease_seconds: -1\n", "lease_seconds (in config file"),
+        ("max_parallel_tools: many\n", "max_parallel_tools (in config file"),
+        ("lease_secs: 3\n", "unknown setting 'lease_secs' in config file"),
+        ("run_store: [unclosed\n", "is not valid YAML at line"),
+        ("- run_store\n", "must be a mapping of settings"),
+    ],
+)
+def test_a_bad_file_is_a_configuration_error_naming_the_key(tmp_path, text, message):
+    (tmp_path / "lg.yaml").write_text(text)
+    with pytest.raises(ConfigurationError) as caught:
+        build_configuration()
+    assert message in str(caught.value)
+    assert str(tmp_path / "lg.yaml") in str(caught.value)
+
+
+def test_a_bad_environment_value_names_the_variable(monkeypatch):
+    monkeypatch.setenv("LG_LEASE_SECONDS", "0")
+    with pytest.raises(ConfigurationError, match=r"lease_seconds \(from \$LG_LEASE_SECONDS\)"):
+        build_configuration()
+
+
+def test_lg_config_naming_a_missing_file_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("LG_CONFIG", str(tmp_path / "missing.yaml"))
+    with pytest.raises(ConfigurationError, match="LG_CONFIG=.*missing.yaml names no readable file"):
+        build_configuration()

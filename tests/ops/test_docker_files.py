@@ -1,0 +1,63 @@
+"""docker/: the compose file runs the same services, commands and settings as `lg stack` (Docker is not run here)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from lg_scheduler.stack.stack import (
+    SERVICES,
+    WORKER_SERVICES,
+    StackSettings,
+    service_commands,
+    stack_variables,
+)
+
+DOCKER = Path(__file__).resolve().parents[2] / "docker"
+APP_SERVICES = [name for name in SERVICES if name not in ("redis", "postgres")]
+
+
+def compose() -> dict:
+    return yaml.safe_load((DOCKER / "compose.yaml").read_text())
+
+
+def test_compose_has_every_stack_service():
+    assert list(compose()["services"]) == list(SERVICES)
+
+
+def test_application_services_run_the_stack_commands_with_the_same_variables():
+    services = compose()["services"]
+    variables = set(stack_variables(StackSettings(ports={"redis": 1, "postgres": 2, "flower": 3}, imports=["app"])))
+    for name, command in service_commands().items():
+        service = services[name]
+        assert service["command"][: len(command)] == command, name
+        assert variables <= set(service["environment"]), name
+        assert service["environment"]["LG_RUN_STORE"].startswith("postgresql+psycopg://"), name
+        assert service["environment"]["LG_BROKER_URL"] == "redis://redis:6379/0", name
+        assert service["build"]["dockerfile"] == "docker/Dockerfile", name
+        for dependency in ("redis", "postgres"):
+            assert service["depends_on"][dependency]["condition"] == "service_healthy", name
+
+
+def test_healthchecks_and_sandbox_settings():
+    services = compose()["services"]
+    for name in ("redis", "postgres", *WORKER_SERVICES, "flower"):
+        assert services[name]["healthcheck"]["test"], name
+    for name in WORKER_SERVICES:
+        assert "inspect ping" in " ".join(services[name]["healthcheck"]["test"]), name
+    assert "/healthcheck" in " ".join(services["flower"]["healthcheck"]["test"])
+    assert "seccomp=unconfined" in services["worker-sandbox"]["security_opt"]
+    assert "FLOWER_BASIC_AUTH" in services["flower"]["environment"]  # Flower can shut workers down: never open
+    assert services["flower"]["ports"] == ["127.0.0.1:5555:5555"]
+
+
+def test_dockerfile_builds_one_image_for_every_role():
+    text = (DOCKER / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11-slim$", text, re.M)
+    assert "bubblewrap" in text
+    assert re.search(r'pip install "\.\[\$\{EXTRAS\}\]"', text)
+    assert re.search(r"^USER lg$", text, re.M)
+    for package in ("lg_core", "lg_workers", "lg_scheduler"):
+        assert f"COPY {package} {package}" in text

@@ -1,0 +1,114 @@
+"""`lg stack`: one command brings up Redis, PostgreSQL, workers, scheduler and Flower; runs complete on it."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from lg_core import Configuration, with_configuration
+from lg_scheduler.stack.stack import SERVICES
+from tests.ops.support import DIST_APP_DIR, descendants, lg, live_pids
+
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+
+
+def run_step_agent(env: dict[str, str], prompt: str):
+    sys.path.insert(0, str(DIST_APP_DIR))
+    import dist_app
+
+    config = Configuration(run_store=env["LG_RUN_STORE"], broker_url=env["LG_BROKER_URL"])
+    with with_configuration(config):
+        try:
+            return dist_app.StepAgent.start_execution(prompt).wait(timeout=120)
+        finally:
+            config.close()
+
+
+def test_stack_up_runs_an_agent_then_down_stops_every_process(stack):
+    up = stack.up("--import", "dist_app")
+    assert up.returncode == 0, up.stderr
+    env = stack.env()
+    assert env["LG_IMPORTS"] == "dist_app"
+    assert f"127.0.0.1:{stack.ports['postgres']}" in env["LG_RUN_STORE"]
+    assert f"http://127.0.0.1:{stack.ports['flower']}" in up.stdout
+
+    status = stack.run("status")
+    assert status.returncode == 0, status.stdout
+    assert all(f"{name}" in status.stdout for name in SERVICES)
+    assert "dead" not in status.stdout
+
+    logs = stack.run("logs", "worker-model")
+    assert logs.returncode == 0 and " ready." in logs.stdout
+
+    run = run_step_agent(env, "Record every step.")
+    assert run.completed, run.error
+    assert run.response == "All steps recorded."
+
+    pids = stack.pids()
+    assert set(pids) == set(SERVICES)
+    again = stack.up()
+    assert again.returncode == 0, again.stderr
+    assert "already running: " + ", ".join(SERVICES) in again.stderr
+    assert stack.pids() == pids  # nothing started twice
+
+    processes = set().union(*(descendants(pid) for pid in pids.values()))
+    assert len(processes) > len(SERVICES)  # pool children, celery workers under `lg worker`, postgres backends
+    down = stack.run("down")
+    assert down.returncode == 0, down.stderr
+    assert processes & live_pids() == set()
+    stopped = stack.run("status")
+    assert stopped.returncode == 1
+    assert "alive" not in stopped.stdout
+
+    # up after down keeps the data: the finished run is still in the store
+    assert stack.up().returncode == 0
+    listed = lg("runs", "list", "--store", env["LG_RUN_STORE"])
+    assert run.id in listed.stdout, listed.stderr
+
+
+def test_down_also_stops_the_orphans_of_a_killed_worker(stack):
+    import os
+    import signal
+
+    up = stack.up("--import", "dist_app")
+    assert up.returncode == 0, up.stderr
+    leader = stack.pids()["worker-tools"]
+    orphans = descendants(leader) - {leader}
+    assert orphans  # the celery worker and its pool child
+    os.kill(leader, signal.SIGKILL)
+    status = stack.run("status")
+    assert status.returncode == 1
+    assert "orphaned" in status.stdout
+    assert stack.run("down").returncode == 0
+    assert orphans & live_pids() == set()
+
+
+def test_stack_cli_rejects_bad_input(tmp_path):
+    empty = str(tmp_path / "never-started")
+    unknown = lg("stack", "logs", "nope", "--dir", empty)
+    assert unknown.returncode == 2
+    assert "no stack process named 'nope'" in unknown.stderr and "worker-model" in unknown.stderr
+
+    missing = lg("stack", "logs", "worker-model", "--dir", empty)
+    assert missing.returncode == 2
+    assert "never started" in missing.stderr
+
+    status = lg("stack", "status", "--dir", empty)
+    assert status.returncode == 1
+    assert "stopped" in status.stdout
+
+    down = lg("stack", "down", "--dir", empty)
+    assert down.returncode == 0
+    assert "nothing was running" in down.stderr
+
+    for bad in (["--redis-port", "0"], ["--concurrency", "0"], ["--flower-port", "70000"]):
+        result = lg("stack", "up", "--dir", empty, *bad)
+        assert result.returncode == 2, bad
+        assert "Invalid value" in result.stderr
+
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "stack.json").write_text("{not json")
+    damaged = lg("stack", "up", "--dir", str(tmp_path / "damaged"))
+    assert damaged.returncode == 2
+    assert "stack.json is damaged" in damaged.stderr

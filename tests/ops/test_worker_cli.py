@@ -1,0 +1,142 @@
+"""`lg worker` and `lg scheduler` as an operator runs them: settings from flags, lg.yaml or the environment."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lg_core import Configuration, with_configuration
+from lg_scheduler.stack.servers import RedisServer
+from tests.ops.support import DIST_APP_DIR, LG, descendants, lg, lg_env, live_pids
+
+
+@pytest.fixture
+def redis_url():
+    server = RedisServer().start()
+    yield server.url
+    server.stop()
+
+
+def wait_for(path, text: str, process: subprocess.Popen, timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        content = path.read_text() if path.exists() else ""
+        if content.count(text) and process.poll() is None:
+            return content
+        if process.poll() is not None:
+            raise AssertionError(f"exited with {process.returncode}:\n{content[-3000:]}")
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} not in the log after {timeout} s:\n{path.read_text()[-3000:]}")
+
+
+def wait_ready(log, count: int, process: subprocess.Popen, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while log.read_text().count(" ready.") < count:
+        assert process.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_lg_worker_reads_lg_yaml_runs_an_agent_and_stops_on_sigterm(tmp_path, pg_url, redis_url):
+    (tmp_path / "lg.yaml").write_text(f"run_store: {pg_url}\nbroker_url: {redis_url}\nimports: [dist_app]\n")
+    log = tmp_path / "worker.log"
+    with log.open("w") as handle:
+        worker = subprocess.Popen(
+            [*LG, "worker", "--queues", "lg.orchestrate,lg.model,lg.tools", "--concurrency", "2"],
+            cwd=tmp_path, env=lg_env(), stdout=handle, stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_ready(log, 2, worker)  # one prefork worker (orchestrate + tools), one thread-pool worker (model)
+        text = log.read_text()
+        assert "worker: lg.orchestrate, lg.tools on a prefork pool of 2" in text
+        assert "worker: lg.model on a threads pool of 2" in text
+
+        sys.path.insert(0, str(DIST_APP_DIR))
+        import dist_app
+
+        config = Configuration(run_store=pg_url, broker_url=redis_url)
+        with with_configuration(config):
+            run = dist_app.StepAgent.start_execution("Record every step.").wait(timeout=120)
+        config.close()
+        assert run.completed, run.error
+
+        processes = descendants(worker.pid)
+        assert len(processes) >= 1 + 2 + 2  # lg worker, two celery workers, two prefork children
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
+        assert processes & live_pids() == set()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_lg_scheduler_runs_until_sigterm(tmp_path, pg_url, redis_url):
+    log = tmp_path / "scheduler.log"
+    with log.open("w") as handle:
+        scheduler = subprocess.Popen(
+            [*LG, "scheduler", "--interval", "0.2", "--store", pg_url, "--broker", redis_url],
+            env=lg_env(), stdout=handle, stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(log, "a recovery pass every 0.2 s", scheduler)
+        scheduler.send_signal(signal.SIGTERM)
+        assert scheduler.wait(timeout=30) == 0
+        assert "scheduler: stopped" in log.read_text()
+    finally:
+        if scheduler.poll() is None:
+            scheduler.kill()
+
+
+def test_lg_worker_rejects_bad_settings(tmp_path):
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    cases = [
+        (["--queues", "lg.orchestrate,lg.nope"], "unknown queue(s) ['lg.nope']"),
+        (["--queues", " , "], "--queues is empty"),
+        (["--store", store], "lg worker needs a broker"),
+        (["--broker", "redis://127.0.0.1:1/0"], "needs a run store shared"),
+        (["--store", "not a url", "--broker", "redis://127.0.0.1:1/0"], "is not a database URL"),
+        (["--store", store, "--broker", "redis://127.0.0.1:1/0", "--import", "no_such_module"],
+         "cannot import module 'no_such_module'"),
+    ]
+    for args, message in cases:
+        result = lg("worker", *args, cwd=tmp_path)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in " ".join(result.stderr.split()), (args, result.stderr)
+        assert "Traceback" not in result.stderr
+    for args in (["--pool", "gevent"], ["--concurrency", "0"], ["--loglevel", "LOUD"]):
+        result = lg("worker", *args, cwd=tmp_path)
+        assert result.returncode == 2, args
+        assert "Invalid value" in result.stderr
+
+
+def test_lg_scheduler_rejects_bad_settings(tmp_path):
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    (tmp_path / "runs.db").touch()
+    no_broker = lg("scheduler", "--store", store, cwd=tmp_path)
+    assert no_broker.returncode == 2
+    assert "lg scheduler needs the workers' broker" in no_broker.stderr
+    in_memory = lg("scheduler", "--broker", "redis://127.0.0.1:1/0", cwd=tmp_path)
+    assert in_memory.returncode == 2
+    assert "no run store configured" in in_memory.stderr
+    interval = lg("scheduler", "--interval", "0", cwd=tmp_path)
+    assert interval.returncode == 2
+    assert "Invalid value" in interval.stderr
+
+
+def test_a_bad_lg_yaml_is_one_line_naming_the_key(tmp_path):
+    (tmp_path / "lg.yaml").write_text("broker_url: redis://127.0.0.1:1/0\nlease_seconds: -3\n")
+    result = lg("worker", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "lease_seconds (in config file" in result.stderr and "greater than 0" in result.stderr
+    (tmp_path / "lg.yaml").write_text("brokr_url: redis://127.0.0.1:1/0\n")
+    result = lg("scheduler", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "unknown setting 'brokr_url'" in result.stderr
