@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
 from lg_core import content as content_mod
 from lg_core.content import Reasoning, Text, ToolResult, ToolUse
@@ -27,6 +27,7 @@ class Message(BaseModel):
     role: Role
     content: tuple[content_mod.Content, ...]
     metadata: dict[str, Any] = {}
+    _stored: dict[str, Any] | None = PrivateAttr(default=None)
 
     def __init__(self, role: str | None = None, content: Any = None, **data: Any) -> None:
         if role is not None:
@@ -53,6 +54,14 @@ class Message(BaseModel):
             return {}
         return to_json_value(value, path="metadata")
 
+    def __eq__(self, other: object) -> bool:
+        # Field equality only: the serialization cache (a private attribute) must not count.
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (self.role, self.content, self.metadata) == (other.role, other.content, other.metadata)
+
+    __hash__ = None  # type: ignore[assignment]  # metadata is a dict: messages are not hashable
+
     @property
     def text(self) -> str:
         """Visible text blocks joined, without reasoning or tool content."""
@@ -74,15 +83,27 @@ class Message(BaseModel):
         return Message(role=self.role, content=kept, metadata=self.metadata)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-safe representation, with its format version."""
+        """The JSON-safe representation, with its format version (a fresh dict you may change)."""
         data: dict[str, Any] = {
             "v": FORMAT_VERSION,
             "role": self.role,
             "content": [content_mod.serialize(block) for block in self.content],
         }
         if self.metadata:
-            data["metadata"] = self.metadata
+            data["metadata"] = dict(self.metadata)
         return data
+
+    def stored_form(self) -> dict[str, Any]:
+        """:meth:`to_dict`, computed once per message: for the store and event log, read-only.
+
+        A message is usually serialized twice per step (its row and the event that
+        carries it); messages are frozen, so the first result can serve both.
+        """
+        cached = self.__pydantic_private__.get("_stored") if self.__pydantic_private__ else None
+        if cached is None:
+            cached = self.to_dict()
+            self.__pydantic_private__["_stored"] = cached
+        return cached
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Message:

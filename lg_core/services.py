@@ -132,7 +132,9 @@ class Runtime:
             run = self.get_run(run_id)
             for hook in self.hooks:
                 payload = hook.prepare_interjection(run, payload) or payload
-        return self.store.add_interjection(run_id, Message.coerce(payload["message"]).to_dict(), payload.get("metadata"))
+        seq = self.store.add_interjection(run_id, Message.coerce(payload["message"]).to_dict(), payload.get("metadata"))
+        self.engine.note_interjections(run_id, 1)  # a run executing here reads it at its next model turn
+        return seq
 
     def resume(self, run_id: str, *, force: bool = False, on_event: Any = None) -> Run:
         """Continue a run whose process died, without redoing committed steps.

@@ -36,7 +36,8 @@ class Usage(BaseModel):
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in FIELDS})
+        # Both sides are already normalized; skip validation on this hot path.
+        return Usage.model_construct(**{name: getattr(self, name) + getattr(other, name) for name in FIELDS})
 
     @property
     def total_tokens(self) -> int:
@@ -52,7 +53,10 @@ class Usage(BaseModel):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> Usage:
-        return cls(**{k: v for k, v in (data or {}).items() if k in FIELDS})
+        values = {k: v for k, v in (data or {}).items() if k in FIELDS}
+        if all(type(v) is int and v >= 0 for v in values.values()):
+            return cls.model_construct(**{name: values.get(name, 0) for name in FIELDS})
+        return cls(**values)
 
 
 __all__ = ["Usage"]

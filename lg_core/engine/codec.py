@@ -65,7 +65,7 @@ def usage_from(value: Any) -> Usage:
 
 def response_to_dict(response: ModelResponse) -> dict[str, Any]:
     return {
-        "message": response.message.to_dict(),
+        "message": response.message.stored_form(),
         "stop_reason": response.stop_reason,
         "usage": response.usage.to_dict(),
         "metadata": to_json_value(dict(response.metadata)),
@@ -109,7 +109,7 @@ def encode_value(value: Any) -> Any:
 _ENCODERS: dict[type, Any] = {
     Usage: Usage.to_dict,
     ModelResponse: response_to_dict,
-    Message: Message.to_dict,
+    Message: Message.stored_form,
     StructuredResult: lambda v: {"schema_name": v.schema_name, "value": v.value},
 }
 

@@ -65,6 +65,7 @@ class Engine:
         self._step_inputs: dict[tuple[str, str], dict[str, Any] | None] = {}
         self._resumed: set[tuple[str, str]] = set()
         self._flag_polls: dict[str, float] = {}
+        self._interjections: dict[str, int] = {}  # run -> interjections pending, as of its last commit here
         self._recent: OrderedDict[str, Run] = OrderedDict()
         self.sinks: list[Any] = []
         self.heartbeat = Heartbeat(store, lease_seconds)
@@ -128,6 +129,13 @@ class Engine:
             self.note_cancel_requested(run_id)
         return cancel
 
+    def interjections_may_be_pending(self, run_id: str) -> bool:
+        """False only when this process knows the run has none (so a model turn skips the read)."""
+        return self._interjections.get(run_id, 1) > 0
+
+    def note_interjections(self, run_id: str, pending: int) -> None:
+        self._interjections[run_id] = pending
+
     def note_cancel_requested(self, run_id: str) -> None:
         with self._lock:
             self._cancel_flags.add(run_id)
@@ -182,6 +190,7 @@ class Engine:
         status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled)
         state = FrameState(frame_id, run.id, "root", run.entrypoint_path, 0, checkpoint, ())
         self.frames.put(state)
+        self.note_interjections(run.id, 0)
         self.publish(run.id, start_event.with_seq(1))
         if status == "pending":
             return self.opening.hold(run, distributed=distributed)
@@ -308,6 +317,8 @@ class Engine:
                 continue
             if result.reason not in ("frame_version_conflict", "interjection_pending"):
                 return []
+            if result.reason == "interjection_pending":
+                self._interjections.pop(scope.run.id, None)
             state = self.frames.reload(state.id)
         raise RunStateError(f"step {scope.key!r} could not commit after {_MAX_COMMIT_ATTEMPTS} version conflicts")
 
@@ -318,6 +329,7 @@ class Engine:
         self.frames.put(FrameState(state.id, state.run_id, state.path, state.entrypoint, state.version + 1, checkpoint, state.messages + appended))
         if cancel_requested:
             self.note_cancel_requested(scope.run.id)
+        self.note_interjections(scope.run.id, result.interjections_pending)
         for offset, event in enumerate(scope.outgoing):
             if event is not None:
                 self.publish(scope.run.id, event.with_seq(first_seq + offset))
@@ -355,6 +367,7 @@ class Engine:
         with self._lock:
             self._cancel_flags.discard(run_id)
             self._flag_polls.pop(run_id, None)
+            self._interjections.pop(run_id, None)
             self._recent.pop(run_id, None)
             for key in [k for k in self._step_inputs if k[0] == run_id]:
                 del self._step_inputs[key]
@@ -388,9 +401,10 @@ class Engine:
         steps to publish. A step already finished re-announces the run's open
         steps, so a redelivered message never strands its continuation.
         """
-        step, run_status, cancel = self.store.load_step_and_run(run_id, key)
+        step, run_status, cancel, interjections = self.store.load_step_and_run(run_id, key)
         if step is None:
             return "missing", []
+        self.note_interjections(run_id, interjections)
         if run_status != "running":
             return "done", []
         if cancel:

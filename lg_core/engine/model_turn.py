@@ -83,6 +83,8 @@ class ModelTurn:
 
     def _take_interjections(self) -> None:
         """User messages interjected since the last turn join the conversation here."""
+        if not self.scope.engine.interjections_may_be_pending(self.scope.run.id):
+            return
         for seq, data, metadata in self.scope.engine.store.pending_interjections(self.scope.run.id):
             message = Message.from_dict(data)
             self.interjected.append(message)
@@ -316,6 +318,8 @@ class ModelTurn:
 
     def _late_interjections(self) -> bool:
         """Did a user message arrive while this turn ran? Then the run is not done yet."""
+        if not self.scope.engine.interjections_may_be_pending(self.scope.run.id):
+            return False
         taken = set(self.interjection_seqs)
         return any(seq not in taken for seq, _m, _meta in self.scope.engine.store.pending_interjections(self.scope.run.id))
 

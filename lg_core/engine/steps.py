@@ -49,6 +49,7 @@ class StepScope:
     durable: list[EventPair] = field(default_factory=list)
     outgoing: list[StreamEvent | None] = field(default_factory=list)
     context: RunContext | None = None
+    _deadline: float | None = None
 
     # -- collaborators --------------------------------------------------------
 
@@ -102,13 +103,20 @@ class StepScope:
     # -- interrupts ---------------------------------------------------------------
 
     def check_interrupt(self) -> None:
-        """Raise CancelledError or DeadlineExceededError when the run should stop."""
-        self.run.cancellation_token.raise_if_cancelled()
+        """Raise CancelledError or DeadlineExceededError when the run should stop.
+
+        Called for every streamed event, so the common case is three cheap tests.
+        """
+        token = self.run.cancellation_token
+        if token.cancelled:
+            token.raise_if_cancelled()
         if self.engine.cancel_requested(self.run.id):
-            self.run.cancellation_token.cancel("cancellation was requested")
+            token.cancel("cancellation was requested")
             raise CancelledError()
-        deadline = self.run.invocation.deadline_at
-        if deadline is not None and time.time() >= deadline.timestamp():
+        if self._deadline is None:
+            deadline = self.run.invocation.deadline_at
+            self._deadline = float("inf") if deadline is None else deadline.timestamp()
+        if self._deadline != float("inf") and time.time() >= self._deadline:
             raise DeadlineExceededError()
 
     # -- commits ------------------------------------------------------------------

@@ -179,26 +179,10 @@ class Database:
         cursor.close()
 
     def create_schema(self) -> None:
-        # Two processes opening a new store at once can race on CREATE TABLE; the
-        # loser retries and then finds the tables.
-        for attempt in range(5):
-            try:
-                schema.metadata.create_all(self.engine)
-                break
-            except Exception as exc:
-                text = str(exc).lower()
-                if attempt == 4 or not ("already exists" in text or "duplicate key" in text or is_transient(exc)):
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-        with self.transaction() as tx:
-            row = tx.fetchone("select_meta", {"key": "schema_version"})
-            if row is None:
-                tx.execute("insert_meta", {"key": "schema_version", "value": str(schema.SCHEMA_VERSION)})
-            elif int(row[0]) > schema.SCHEMA_VERSION:
-                raise ConfigurationError(
-                    f"the run store was written by a newer LittleGhost (schema {row[0]}, this is "
-                    f"{schema.SCHEMA_VERSION}); upgrade littleghost"
-                )
+        """Create or migrate the schema (an in-memory store is simply created)."""
+        from lg_core.store.migrate import migrate
+
+        migrate(self.engine, in_memory=self.in_memory)
 
     def prepared(self, name: str) -> Prepared:
         prepared = self._prepared.get(name)

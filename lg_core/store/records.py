@@ -45,6 +45,7 @@ class RunRecord:
     created_at: float
     updated_at: float
     finished_at: float | None
+    interjections_pending: int = 0
 
     @property
     def finished(self) -> bool:
@@ -201,6 +202,7 @@ class CommitResult:
     first_seq: int = 0
     cancel_requested: bool = False
     activated: tuple[ActivatedRun, ...] = ()  # runs a finishing commit let start on its session
+    interjections_pending: int = 0  # after this commit
 
 
 __all__ = [

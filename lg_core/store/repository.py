@@ -87,7 +87,7 @@ class RunStore:
         """
         now = time.time()
         row = {name: None for name in RUN_COLUMNS}
-        row.update(run, event_seq=len(events), cancel_requested=0, created_at=now, updated_at=now)
+        row.update(run, event_seq=len(events), cancel_requested=0, interjections_pending=0, created_at=now, updated_at=now)
         for name in _JSON_RUN_FIELDS:
             if row[name] is not None:
                 row[name] = dumps(row[name])
@@ -134,7 +134,7 @@ class RunStore:
             header = self._bump_run_txn(tx, commit, now)
             if header is None:
                 raise _Abort("run_not_running")
-            last_seq, cancel_requested = header
+            last_seq, cancel_requested, interjections_pending = header
             if not self._update_frame_txn(tx, commit, checkpoint, now):
                 raise _Abort("frame_version_conflict")
             if commit.step_key is not None and not self._complete_step_txn(tx, commit, checkpoint, last_seq, now):
@@ -147,13 +147,16 @@ class RunStore:
                 cursor = tx.execute("consume_interjection", {"run_id": commit.run_id, "seq": seq, "now": now, "step": commit.step_key})
                 if cursor.rowcount != 1:
                     raise _Abort("interjection_already_consumed")
-            if commit.finish is not None and tx.fetchone("select_pending_interjections", {"run_id": commit.run_id}):
+            if commit.consumed_interjections:
+                tx.execute("count_interjections", {"run_id": commit.run_id, "delta": -len(commit.consumed_interjections)})
+                interjections_pending -= len(commit.consumed_interjections)
+            if commit.finish is not None and interjections_pending > 0:
                 # A user message arrived after the step looked: finishing now would drop it.
                 raise _Abort("interjection_pending")
             if commit.session is not None:
                 self._append_session_txn(tx, commit.session, now)
             activated = () if commit.finish is None else tuple(activate_after_txn(tx, commit.run_id, now, self.relay_grace))
-        return CommitResult(True, None, first_seq, bool(cancel_requested), activated)
+        return CommitResult(True, None, first_seq, bool(cancel_requested), activated, interjections_pending)
 
     @staticmethod
     def _append_session_txn(tx: Transaction, write: SessionWrite, now: float) -> None:
@@ -213,7 +216,7 @@ class RunStore:
         tx.executemany(
             "insert_messages",
             [
-                {"frame_id": frame_id, "seq": seq, "run_id": run_id, "role": m.role, "data": dumps(m.to_dict()), "created_at": now}
+                {"frame_id": frame_id, "seq": seq, "run_id": run_id, "role": m.role, "data": dumps(m.stored_form()), "created_at": now}
                 for seq, m in rows
             ],
         )
@@ -319,6 +322,7 @@ class RunStore:
 
                 raise AgentInterjectionError(f"run {run_id} has finished ({flags[0]}); it cannot accept an interjection")
             seq = int(tx.fetchone("next_interjection_seq", {"run_id": run_id})[0])
+            tx.execute("count_interjections", {"run_id": run_id, "delta": 1})
             tx.execute(
                 "insert_interjection",
                 {"run_id": run_id, "seq": seq, "message": dumps(message), "metadata": dumps(metadata or {}), "created_at": time.time()},
@@ -395,13 +399,13 @@ class RunStore:
             row = tx.fetchone("select_step", {"run_id": run_id, "key": key})
         return None if row is None else _step_record(row)
 
-    def load_step_and_run(self, run_id: str, key: str) -> tuple[StepRecord | None, str | None, bool]:
-        """A step with its run's status and cancel flag, in one read (the task protocol's look-up)."""
+    def load_step_and_run(self, run_id: str, key: str) -> tuple[StepRecord | None, str | None, bool, int]:
+        """A step with its run's status, cancel flag and pending interjections, in one read."""
         with self.db.reader() as tx:
             row = tx.fetchone("select_step_and_run", {"run_id": run_id, "key": key})
         if row is None:
-            return None, None, False
-        return _step_record(row[:17]), row[17], bool(row[18])
+            return None, None, False, 0
+        return _step_record(row[:17]), row[17], bool(row[18]), int(row[19])
 
     def load_steps(self, run_id: str, *, prefix: str | None = None, open_only: bool = False) -> list[StepRecord]:
         with self.db.reader() as tx:
@@ -652,7 +656,7 @@ class RunStore:
         """
         now = time.time()
         row = {name: None for name in RUN_COLUMNS}
-        row.update(run, event_seq=len(events), cancel_requested=0, created_at=now, updated_at=now)
+        row.update(run, event_seq=len(events), cancel_requested=0, interjections_pending=0, created_at=now, updated_at=now)
         for name in _JSON_RUN_FIELDS:
             if row[name] is not None:
                 row[name] = dumps(row[name])

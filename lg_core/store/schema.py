@@ -26,23 +26,17 @@ Composite-key tables are WITHOUT ROWID on SQLite (one b-tree per insert
 instead of two), and indexes avoid columns that every step commit changes, so
 a commit touches as few pages as possible: one fsync writes them all.
 
-Stored JSON carries format versions (messages) and the schema has a version
-row in ``lg_meta`` so later migrations are deliberate.
+Stored JSON carries format versions (messages). Schema changes are Alembic
+migrations (``lg_core/store/migrations``, applied by ``lg_core.store.migrate``):
+change this module, then add a revision with ``python -m lg_core.store.migrate
+revision "what changed"``.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text
 
-SCHEMA_VERSION = 1
 metadata = MetaData()
-
-lg_meta = Table(
-    "lg_meta",
-    metadata,
-    Column("key", String(64), primary_key=True),
-    Column("value", String(200), nullable=False),
-)
 
 runs = Table(
     "lg_runs",
@@ -59,6 +53,10 @@ runs = Table(
     Column("deadline_at", Float),
     Column("cancel_requested", Integer, nullable=False, default=0),
     Column("event_seq", Integer, nullable=False, default=0),
+    # Interjections added and not yet consumed: lets a model turn skip reading
+    # lg_interjections when there are none (the common case) and lets the final
+    # commit refuse to finish over one that arrived late, without a query.
+    Column("interjections_pending", Integer, nullable=False, default=0),
     Column("response", Text),
     Column("error", Text),
     Column("usage", Text),
@@ -205,4 +203,4 @@ session_messages = Table(
     sqlite_with_rowid=False,
 )
 
-__all__ = ["SCHEMA_VERSION", "batches", "events", "frames", "interjections", "lg_meta", "messages", "metadata", "runs", "session_messages", "sessions", "steps"]
+__all__ = ["batches", "events", "frames", "interjections", "messages", "metadata", "runs", "session_messages", "sessions", "steps"]

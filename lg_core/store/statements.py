@@ -19,7 +19,6 @@ from lg_core.store.schema import (
     events,
     frames,
     interjections,
-    lg_meta,
     messages,
     runs,
     session_messages,
@@ -68,7 +67,7 @@ def _bump_run(finish: bool) -> Callable[[], ClauseElement]:
             update(runs)
             .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "running"))
             .values(values)
-            .returning(runs.c.event_seq, runs.c.cancel_requested)
+            .returning(runs.c.event_seq, runs.c.cancel_requested, runs.c.interjections_pending)
         )
 
     return build
@@ -126,8 +125,6 @@ def _select(table: object, columns: tuple[str, ...], *conditions: ClauseElement)
 
 
 STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
-    "select_meta": lambda: select(lg_meta.c.value).where(lg_meta.c.key == bindparam("key")),
-    "insert_meta": _insert(lg_meta, ("key", "value")),
     "insert_run": _insert(runs, RUN_COLUMNS),
     "insert_frame": _insert(frames, FRAME_COLUMNS + ("updated_at",)),
     "insert_messages": _insert(messages, ("frame_id", "seq", "run_id", "role", "data", "created_at")),
@@ -174,7 +171,9 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "select_step": lambda: _select(
         steps, STEP_COLUMNS, steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key")
     ),
-    "select_step_and_run": lambda: select(*[steps.c[name] for name in STEP_COLUMNS], runs.c.status, runs.c.cancel_requested)
+    "select_step_and_run": lambda: select(
+        *[steps.c[name] for name in STEP_COLUMNS], runs.c.status, runs.c.cancel_requested, runs.c.interjections_pending
+    )
     .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
     .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key"))),
     "select_steps_like": lambda: _select(
@@ -193,6 +192,9 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         interjections.c.run_id == bindparam("run_id")
     ),
     "insert_interjection": _insert(interjections, ("run_id", "seq", "message", "metadata", "created_at")),
+    "count_interjections": lambda: update(runs)
+    .where(runs.c.id == bindparam("run_id"))
+    .values(interjections_pending=runs.c.interjections_pending + bindparam("delta")),
     "select_pending_interjections": lambda: select(interjections.c.seq, interjections.c.message, interjections.c.metadata)
     .where(and_(interjections.c.run_id == bindparam("run_id"), interjections.c.consumed_at.is_(None)))
     .order_by(interjections.c.seq),

@@ -1,0 +1,78 @@
+"""The run store's schema is managed by Alembic migrations."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, text
+
+from lg_core import ConfigurationError
+from lg_core.store import RunStore
+from lg_core.store.migrate import VERSION_TABLE, head_revision
+from lg_core.store.schema import metadata
+
+
+@pytest.fixture(params=["file", "postgres"])
+def url(request, tmp_path) -> str:
+    if request.param == "file":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+def _revision(url: str) -> str:
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        value = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+    engine.dispose()
+    return value
+
+
+def test_a_new_store_is_created_at_the_latest_revision_and_reopens(url):
+    RunStore(url).close()
+    assert _revision(url) == head_revision()
+    RunStore(url).close()  # nothing to do the second time
+    assert _revision(url) == head_revision()
+
+
+def test_the_migrations_describe_exactly_schema_py(url):
+    """Changing schema.py without adding a revision fails here."""
+    RunStore(url).close()
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE, "compare_type": True})
+        differences = [d for d in compare_metadata(context, metadata) if "lg_alembic_version" not in str(d)]
+    engine.dispose()
+    assert differences == []
+
+
+def test_a_store_written_by_a_newer_version_is_refused(url):
+    RunStore(url).close()
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = 'from-the-future'"))
+    engine.dispose()
+    with pytest.raises(ConfigurationError, match="newer LittleGhost"):
+        RunStore(url)
+
+
+def test_concurrent_openers_of_a_new_store_all_succeed(url):
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def open_store() -> None:
+        barrier.wait()
+        try:
+            RunStore(url).close()
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert _revision(url) == head_revision()
