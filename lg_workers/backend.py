@@ -10,12 +10,10 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-import redis
-
 from lg_core.engine.dispatcher import StepRef
 from lg_workers.celery_app import create_app
 from lg_workers.queues import queue_for
-from lg_workers.streams import AsyncRedisClients, RedisEventSink, RedisLiveSource
+from lg_workers.streams import AsyncRedisClients, RedisEventSink, RedisLiveSource, connect
 
 if TYPE_CHECKING:
     from lg_core.run import Run
@@ -27,7 +25,7 @@ class CeleryBackend:
         self.runtime = runtime
         self.app = create_app(runtime.configuration)
         url = str(runtime.configuration.broker_url)  # create_app refused a missing one
-        self.redis = redis.Redis.from_url(url, health_check_interval=30)
+        self.redis = connect(url)
         self.async_redis = AsyncRedisClients(url)
         runtime.engine.add_sink(RedisEventSink(self.redis))
         self._followers: dict[str, threading.Thread] = {}

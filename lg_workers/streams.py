@@ -36,6 +36,17 @@ from lg_core.events import StreamEvent
 
 MAX_EVENTS = 20_000
 RETENTION_SECONDS = 24 * 3600
+# redis-py 8 gives every socket a 5 s timeout by default, and a quiet reader blocks
+# in XREAD for up to 5 s (lg_core.execution.MAX_QUIET_SECONDS): the socket gave up
+# first, the read raised, and the reader took Redis for unreachable and paused
+# without reading the stream. Our clients wait longer than any blocking read.
+SOCKET_TIMEOUT = 10.0
+MAX_BLOCK_SECONDS = SOCKET_TIMEOUT - 2.0
+
+
+def connect(url: str) -> redis.Redis:
+    """The synchronous client for event sinks and live readers (see SOCKET_TIMEOUT)."""
+    return redis.Redis.from_url(url, health_check_interval=30, socket_timeout=SOCKET_TIMEOUT)
 
 
 def stream_key(run_id: str) -> str:
@@ -81,7 +92,7 @@ class AsyncRedisClients:
         with self._lock:
             client = self._clients.get(loop)
             if client is None:
-                client = redis.asyncio.Redis.from_url(self.url, health_check_interval=30)
+                client = redis.asyncio.Redis.from_url(self.url, health_check_interval=30, socket_timeout=SOCKET_TIMEOUT)
                 self._clients[loop] = client
             return client
 
@@ -146,7 +157,8 @@ def _covers(info: dict[Any, Any], position: str) -> bool:
 
 
 def _block_ms(block: float) -> int:
-    return max(1, int(block * 1000))
+    """XREAD's block in ms, kept below the socket timeout so a quiet stream returns [] instead of raising."""
+    return max(1, int(min(block, MAX_BLOCK_SECONDS) * 1000))
 
 
 def _entries(result: Any) -> list[tuple[str, StreamEvent]]:
@@ -178,4 +190,14 @@ def _id_le(first: str, position: str) -> bool:
     return a <= (b[0], b[1] + 1) if len(b) == 2 else a <= b
 
 
-__all__ = ["AsyncRedisClients", "MAX_EVENTS", "RETENTION_SECONDS", "RedisEventSink", "RedisLiveSource", "stream_key"]
+__all__ = [
+    "AsyncRedisClients",
+    "MAX_BLOCK_SECONDS",
+    "MAX_EVENTS",
+    "RETENTION_SECONDS",
+    "SOCKET_TIMEOUT",
+    "RedisEventSink",
+    "RedisLiveSource",
+    "connect",
+    "stream_key",
+]

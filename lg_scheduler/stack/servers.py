@@ -33,10 +33,18 @@ def _pg_bin(name: str) -> str:
 
 
 class PostgresServer:
-    """A PostgreSQL cluster in ``root`` (run as the 'postgres' user when we are root)."""
+    """A PostgreSQL cluster in ``root`` (run as the 'postgres' user when we are root).
 
-    def __init__(self, root: Path | None = None, port: int | None = None) -> None:
+    ``fsync`` is off by default because the test suite needs speed, not crash
+    safety; a benchmark of the durable engine must turn it on (bench/distributed.py),
+    and ``lg stack`` always runs it durable (``command(durable=True)``).
+    """
+
+    def __init__(self, root: Path | None = None, port: int | None = None, *, fsync: bool = False) -> None:
+        if not isinstance(fsync, bool):
+            raise TypeError(f"fsync must be True or False, got {fsync!r}")
         self.port = port or free_port()
+        self.fsync = fsync
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="lg-pg-"))
         self.root.mkdir(parents=True, exist_ok=True)
         self.data = self.root / "data"
@@ -63,10 +71,14 @@ class PostgresServer:
         if not (self.data / "PG_VERSION").exists():
             self._run_as([_pg_bin("initdb"), "-D", str(self.data), "-U", "lg", "--auth=trust", "-E", "UTF8", "--no-sync"])
 
-    def command(self, *, durable: bool = False) -> list[str]:
-        """The server's argv; ``durable`` keeps fsync on (the local stack), tests turn it off for speed."""
+    def command(self, *, durable: bool | None = None) -> list[str]:
+        """The server's argv; ``durable`` keeps fsync on (the local stack), tests turn it off for speed.
+
+        ``durable=None`` follows the constructor's ``fsync``.
+        """
+        fsync = self.fsync if durable is None else durable
         argv = [_pg_bin("postgres"), "-D", str(self.data), "-p", str(self.port), "-k", str(self.root),
-                "-c", "listen_addresses=127.0.0.1", "-c", f"fsync={'on' if durable else 'off'}",
+                "-c", "listen_addresses=127.0.0.1", "-c", f"fsync={'on' if fsync else 'off'}",
                 "-c", "max_connections=200"]
         if self._user:
             argv = ["runuser", "-u", self._user, "--", *argv]

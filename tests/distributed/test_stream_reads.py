@@ -1,0 +1,39 @@
+"""A quiet live stream: a reader's longest blocking read must come back empty, not fail.
+
+Execution.events() blocks in XREAD for up to MAX_QUIET_SECONDS (5 s) while a run
+is quiet. redis-py 8 gives sockets a 5 s timeout by default, so that read used
+to raise, the reader took Redis for unreachable and then paused for 5 s without
+reading the stream: live events of a run that had been quiet arrived up to 5 s
+late. These reads run against the real redis-server with the clients
+CeleryBackend builds (lg_workers.streams.connect / AsyncRedisClients).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from lg_core.execution import MAX_QUIET_SECONDS
+from lg_workers.streams import AsyncRedisClients, RedisLiveSource, connect
+
+
+def test_the_longest_blocking_read_of_a_quiet_stream_returns_empty(redis_server):
+    client = connect(redis_server.url)
+    clients = AsyncRedisClients(redis_server.url)
+    source = RedisLiveSource(client, "a-quiet-run", clients)
+
+    async def both() -> tuple[object, object]:
+        try:
+            return await asyncio.gather(
+                asyncio.to_thread(source.read, "0", MAX_QUIET_SECONDS),
+                source.aread("0", MAX_QUIET_SECONDS),
+            )
+        finally:
+            await clients.aclose()
+
+    try:
+        blocking, awaited = asyncio.run(both())
+    finally:
+        client.close()
+
+    # None would mean "Redis unreachable" (the reader then stops reading the stream for a while).
+    assert blocking == [] and awaited == []
