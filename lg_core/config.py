@@ -31,6 +31,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
 
 
@@ -52,6 +53,14 @@ class Configuration(BaseSettings):
     )
     sqlite_synchronous: str = Field("FULL", description="SQLite synchronous pragma for file stores")
     max_parallel_tools: int = Field(8, ge=1, le=256)
+    run_cache_size: int = Field(
+        DEFAULT_RUN_CACHE_SIZE,
+        ge=1,
+        description=(
+            "runs a process keeps in memory between their steps (each a few KiB); "
+            "above a worker's runs in flight, a step does not reload its run"
+        ),
+    )
     session_store: Any = Field(
         "sql",
         description=(

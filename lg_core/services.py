@@ -65,7 +65,9 @@ class Runtime:
         # Sessions live in the run store's database unless configured otherwise (lg_core.sessions).
         self.session_store, self._owns_session_store = build_session_store(configuration.session_store, self.store)
         self.sessions = RunSessions(self.session_store, self.store)
-        self.engine = Engine(self, self.store, lease_seconds=configuration.lease_seconds)
+        self.engine = Engine(
+            self, self.store, lease_seconds=configuration.lease_seconds, run_cache_size=configuration.run_cache_size
+        )
         self.dispatcher = LocalDispatcher(self.engine, max_workers=configuration.max_parallel_tools)
         self._backend: Any = None
         self._backend_lock = threading.Lock()

@@ -25,6 +25,7 @@ from lg_core.engine.frames import FrameCache, FrameState
 from lg_core.engine.leases import Heartbeat
 from lg_core.engine.model_turn import ModelTurn
 from lg_core.engine.opening import OPENING, Opener
+from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE, RecentDict
 from lg_core.engine.steps import StepScope, Transition
 from lg_core.engine.tool_call import ToolCall, _StaleStep
 from lg_core.errors import (
@@ -49,11 +50,14 @@ if TYPE_CHECKING:
     from lg_core.services import Runtime
 
 _MAX_COMMIT_ATTEMPTS = 50
+_UNKNOWN: Any = object()  # no input remembered for a step (None is a valid input)
 CANCEL_POLL_SECONDS = 1.0
 
 
 class Engine:
-    def __init__(self, runtime: Runtime, store: RunStore, lease_seconds: float = 15.0) -> None:
+    def __init__(
+        self, runtime: Runtime, store: RunStore, lease_seconds: float = 15.0, run_cache_size: int = DEFAULT_RUN_CACHE_SIZE
+    ) -> None:
         self.runtime = runtime
         self.store = store
         self.lease_seconds = lease_seconds
@@ -61,12 +65,17 @@ class Engine:
         self.frames = FrameCache(store)
         self._lock = threading.Lock()
         self._live: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
-        self._cancel_flags: set[str] = set()
-        self._step_inputs: dict[tuple[str, str], dict[str, Any] | None] = {}
+        # What this process remembers about runs in flight. Only a run's final commit
+        # here clears it, and tools workers and clients never make one, so each is
+        # bounded; every entry is a hint whose absence means "ask the store".
+        self.run_cache_size = run_cache_size
+        self._cancel_flags: RecentDict[str, bool] = RecentDict(run_cache_size)  # missing: poll the flag
+        self._step_inputs: RecentDict[tuple[str, str], dict[str, Any] | None] = RecentDict(run_cache_size)  # missing: load the step
         self._resumed: set[tuple[str, str]] = set()
-        self._flag_polls: dict[str, float] = {}
-        self._interjections: dict[str, int] = {}  # run -> interjections pending, as of its last commit here
-        self._recent: OrderedDict[str, Run] = OrderedDict()
+        self._flag_polls: RecentDict[str, float] = RecentDict(run_cache_size)  # missing: poll now
+        # run -> interjections pending, as of its last commit here; missing: may be pending
+        self._interjections: RecentDict[str, int] = RecentDict(run_cache_size)
+        self._recent: OrderedDict[str, Run] = OrderedDict()  # the Run cache, up to run_cache_size
         self.sinks: list[Any] = []
         self.heartbeat = Heartbeat(store, lease_seconds)
         self.opening = Opener(self)
@@ -100,7 +109,7 @@ class Engine:
         run = Run.from_record(record, self.runtime)
         with self._lock:
             self._recent[run_id] = run
-            while len(self._recent) > 256:
+            while len(self._recent) > self.run_cache_size:
                 self._recent.popitem(last=False)
         return run
 
@@ -137,8 +146,7 @@ class Engine:
         self._interjections[run_id] = pending
 
     def note_cancel_requested(self, run_id: str) -> None:
-        with self._lock:
-            self._cancel_flags.add(run_id)
+        self._cancel_flags[run_id] = True
 
     def resolve_model(self, run: Run) -> Any:
         if run._model is None:
@@ -284,11 +292,12 @@ class Engine:
         return scope.ending("failed", exc)
 
     def _input_for(self, ref: StepRef) -> dict[str, Any] | None:
+        """A tool step's input: remembered if this process scheduled or looked up the step, else read."""
         if ref.kind != "tool":
             return None
-        key = (ref.run_id, ref.key)
-        if key in self._step_inputs:
-            return self._step_inputs.pop(key)
+        remembered = self._step_inputs.pop((ref.run_id, ref.key), _UNKNOWN)
+        if remembered is not _UNKNOWN:
+            return remembered
         step = self.store.load_step(ref.run_id, ref.key)
         if step is None:
             raise RunStateError(f"step {ref.key!r} of run {ref.run_id!r} does not exist")
@@ -339,7 +348,10 @@ class Engine:
             return self.opening.activated(result.activated, here=scope.holder is not None)
         refs = []
         for step in commit.new_steps:
-            self._step_inputs[(scope.run.id, step.key)] = step.input
+            if scope.holder is None:
+                # A local run's successors run here, next: spare them the step read. A claimed
+                # step's successors may run in any process, whose look-up reads the input anyway.
+                self._step_inputs[(scope.run.id, step.key)] = step.input
             refs.append(StepRef(scope.run.id, step.key, step.kind, step.frame_id))
         return refs
 
@@ -365,12 +377,11 @@ class Engine:
 
     def _forget(self, run_id: str) -> None:
         with self._lock:
-            self._cancel_flags.discard(run_id)
+            self._cancel_flags.pop(run_id, None)
             self._flag_polls.pop(run_id, None)
             self._interjections.pop(run_id, None)
             self._recent.pop(run_id, None)
-            for key in [k for k in self._step_inputs if k[0] == run_id]:
-                del self._step_inputs[key]
+            self._step_inputs.discard_where(lambda key: key[0] == run_id)
         self.frames.forget_run(run_id)
 
     def forget_run(self, run_id: str) -> None:
@@ -384,10 +395,9 @@ class Engine:
         old cancel must not stop the retried run because of it.
         """
         with self._lock:
-            if run_id not in self._cancel_flags:
-                return
-            self._cancel_flags.discard(run_id)
-            self._flag_polls.pop(run_id, None)
+            if self._cancel_flags.pop(run_id, None) is not None:
+                self._flag_polls.pop(run_id, None)
+            # Checked even without a flag: the flags are bounded, so it may have been forgotten.
             cached = self._recent.get(run_id)
             if cached is not None and cached.cancellation_token.cancelled:
                 del self._recent[run_id]
