@@ -60,18 +60,30 @@ class RedisEventSink:
         self.client = client
 
     def publish(self, run_id: str, event: StreamEvent) -> None:
-        fields: dict[Any, Any] = {"type": event.type, "data": json.dumps(encode_event_data(event.data))}
-        if event.seq is not None:
-            fields["seq"] = event.seq
+        self.publish_many(run_id, [event])
+
+    def publish_many(self, run_id: str, events: list[StreamEvent]) -> None:
+        """Append ``events`` to the run's stream in order, in one round trip (one commit's events)."""
+        if not events:
+            return
         key = stream_key(run_id)
         try:
             pipe = self.client.pipeline(transaction=False)
-            pipe.xadd(key, fields, maxlen=MAX_EVENTS, approximate=True)
-            if event.terminal:
+            for event in events:
+                pipe.xadd(key, _fields(event), maxlen=MAX_EVENTS, approximate=True)
+            if any(event.terminal for event in events):
                 pipe.expire(key, RETENTION_SECONDS)
             pipe.execute()
         except redis.RedisError:
             pass  # readers recover durable events from the store; deltas are lost with Redis
+
+
+def _fields(event: StreamEvent) -> dict[Any, Any]:
+    """One stream entry: the event's type, its encoded data and its durable seq (if any)."""
+    fields: dict[Any, Any] = {"type": event.type, "data": json.dumps(encode_event_data(event.data))}
+    if event.seq is not None:
+        fields["seq"] = event.seq
+    return fields
 
 
 class AsyncRedisClients:

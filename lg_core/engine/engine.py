@@ -122,6 +122,24 @@ class Engine:
         for sink in self.sinks:
             sink.publish(run_id, event)
 
+    def publish_many(self, run_id: str, events: list[StreamEvent]) -> None:
+        """Publish a commit's events in order, each sink taking them in one go.
+
+        A sink with ``publish_many`` (the Redis Stream) sends them in one round
+        trip instead of one per event; the in-process bus delivers them one by one.
+        """
+        if not events:
+            return
+        for event in events:
+            self.bus.publish(run_id, event)
+        for sink in self.sinks:
+            publish_many = getattr(sink, "publish_many", None)
+            if publish_many is not None:
+                publish_many(run_id, events)
+            else:
+                for event in events:
+                    sink.publish(run_id, event)
+
     def cancel_requested(self, run_id: str) -> bool:
         """Has anyone (any process) asked to cancel? Polls the store at most once a second."""
         if run_id in self._cancel_flags:
@@ -339,9 +357,8 @@ class Engine:
         if cancel_requested:
             self.note_cancel_requested(scope.run.id)
         self.note_interjections(scope.run.id, result.interjections_pending)
-        for offset, event in enumerate(scope.outgoing):
-            if event is not None:
-                self.publish(scope.run.id, event.with_seq(first_seq + offset))
+        outgoing = [event.with_seq(first_seq + offset) for offset, event in enumerate(scope.outgoing) if event is not None]
+        self.publish_many(scope.run.id, outgoing)
         if commit.finish is not None:
             self._forget(scope.run.id)
             # The run's end may let the next run of its session start (decided in the commit).
