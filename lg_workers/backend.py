@@ -8,12 +8,19 @@ imports Celery or Redis itself (CONVENTIONS: dependency direction).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import kombu.exceptions
+import redis
 
 from lg_core.engine.dispatcher import StepRef
 from lg_workers.celery_app import create_app
 from lg_workers.queues import queue_for
 from lg_workers.streams import AsyncRedisClients, RedisEventSink, RedisLiveSource, connect
+
+# What a failed pipeline raises: redis-py's own errors (the batch is flushed
+# outside Celery's error translation) or kombu's translation of them.
+PUBLISH_ERRORS = (redis.ConnectionError, redis.TimeoutError, kombu.exceptions.OperationalError)
 
 if TYPE_CHECKING:
     from lg_core.run import Run
@@ -39,9 +46,26 @@ class CeleryBackend:
             self._follow(run)
 
     def publish(self, refs: list[StepRef]) -> None:
-        """Send one task per step; the arguments are ids only (no prompt or user data)."""
-        for ref in refs:
-            self.app.send_task(ref.task_name, args=[ref.run_id, ref.key], queue=queue_for(ref.task_name))
+        """Send one task per step; the arguments are ids only (no prompt or user data).
+
+        The messages and their ``task-sent`` events go out in one Redis pipeline
+        (kombu's publish batch): unbatched, kombu builds a Redis client and makes a
+        round trip for each of them. If the pipeline fails, every task is sent
+        again the ordinary way, with Celery's publish retries; a duplicate task is
+        harmless (its claim finds the step taken or done).
+        """
+        if not refs:
+            return
+        try:
+            with self.app.producer_or_acquire() as producer, producer.batch():
+                for ref in refs:
+                    self._send(ref, producer)
+        except PUBLISH_ERRORS:
+            for ref in refs:
+                self._send(ref)
+
+    def _send(self, ref: StepRef, producer: Any = None) -> None:
+        self.app.send_task(ref.task_name, args=[ref.run_id, ref.key], queue=queue_for(ref.task_name), producer=producer)
 
     def advance(self, run_id: str) -> None:
         self.app.send_task("lg.advance", args=[run_id], queue=queue_for("lg.advance"))
