@@ -64,8 +64,7 @@ def migrate(engine: Engine, *, in_memory: bool = False) -> None:
 
 
 def _migrate(connection: Connection) -> None:
-    if connection.dialect.name == "postgresql":
-        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK})
+    _lock_schema(connection)
     current = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE}).get_current_revision()
     config = alembic_config(connection)
     script = ScriptDirectory.from_config(config)
@@ -84,6 +83,20 @@ def _migrate(connection: Connection) -> None:
         )
     if current != script.get_current_head():
         command.upgrade(config, "head")
+
+
+def _lock_schema(connection: Connection) -> None:
+    """Hold the store's schema lock until the migration commits.
+
+    PostgreSQL: an advisory lock. SQLite: the store's connections run in the
+    driver's autocommit mode (LittleGhost issues its own BEGIN), so without an
+    explicit ``BEGIN IMMEDIATE`` each ``CREATE TABLE`` would commit on its own
+    and a concurrent opener could see the tables before the version stamp.
+    """
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK})
+    elif not connection.connection.driver_connection.in_transaction:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _new_revision(message: str) -> None:
