@@ -42,6 +42,11 @@ _TRANSIENT_MARKERS = (
     "connection already closed",
     "terminating connection",
     "connection refused",
+    # psycopg 3 on a connection the server dropped (restart, pg_terminate_backend, idle timeout)
+    "the connection is closed",
+    "the connection is lost",
+    "connection reset by peer",
+    "could not receive data from server",
     # a lost race on a computed key (e.g. the next interjection number): retrying re-reads it
     "unique constraint failed",
     "duplicate key value",
@@ -163,7 +168,11 @@ class Database:
             event.listen(engine, "connect", self._configure_sqlite)
             return engine
         try:
-            return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+            # No pool_pre_ping: it costs a round trip per checkout (several per step). A
+            # connection the server dropped fails at its first statement, before any
+            # write, so retry_transient repeats the whole call on a fresh connection
+            # (and _connection() invalidates the pool's older connections with it).
+            return create_engine(url, pool_size=10, max_overflow=20)
         except ModuleNotFoundError as exc:
             raise ConfigurationError(
                 f"the PostgreSQL driver is not installed ({exc.name}); pip install 'littleghost[postgres]'"
@@ -201,6 +210,9 @@ class Database:
             raw = self.engine.raw_connection()
             try:
                 yield raw
+            except Exception as exc:
+                self._invalidate_if_disconnected(raw, exc)
+                raise
             finally:
                 raw.close()
             return
@@ -212,6 +224,16 @@ class Database:
                 yield self._sqlite_connection()
         else:
             yield self._sqlite_connection()
+
+    def _invalidate_if_disconnected(self, raw: Any, exc: Exception) -> None:
+        """After a dropped connection, recycle it and every pooled connection opened before it.
+
+        A server restart drops them all; without this each retry would draw
+        another dead connection from the pool (SQLAlchemy's own Connection does
+        the same on a disconnect, through the same pool call).
+        """
+        if self.engine.dialect.is_disconnect(exc, raw.driver_connection, None):
+            self.engine.pool._invalidate(raw, exc)
 
     def _sqlite_connection(self) -> Any:
         held = getattr(self._local, "held", None)

@@ -329,6 +329,7 @@ class RunStore:
             )
         return seq
 
+    @retry_transient
     def pending_interjections(self, run_id: str) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
         with self.db.reader() as tx:
             rows = tx.fetchall("select_pending_interjections", {"run_id": run_id})
@@ -355,6 +356,7 @@ class RunStore:
 
     # -- reads --------------------------------------------------------------------
 
+    @retry_transient
     def load_run(self, run_id: str) -> RunRecord:
         with self.db.reader() as tx:
             row = tx.fetchone("select_run", {"run_id": run_id})
@@ -362,6 +364,7 @@ class RunStore:
             raise RunNotFoundError(f"no run with id {run_id!r} in the run store at {self._safe_url()}")
         return _run_record(row)
 
+    @retry_transient
     def run_flags(self, run_id: str) -> tuple[str, bool, str | None]:
         with self.db.reader() as tx:
             row = tx.fetchone("select_run_flags", {"run_id": run_id})
@@ -369,6 +372,7 @@ class RunStore:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         return row[0], bool(row[1]), row[2]
 
+    @retry_transient
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunRecord]:
         with self.db.reader() as tx:
             if status is None:
@@ -377,6 +381,7 @@ class RunStore:
                 rows = tx.fetchall("select_runs_by_status", {"status": status, "limit": limit})
         return [_run_record(row) for row in rows]
 
+    @retry_transient
     def load_frame(self, frame_id: str) -> FrameRecord:
         with self.db.reader() as tx:
             row = tx.fetchone("select_frame", {"frame_id": frame_id})
@@ -384,21 +389,25 @@ class RunStore:
             raise RunNotFoundError(f"no frame {frame_id!r}")
         return FrameRecord(*row[:6], loads(row[6]))
 
+    @retry_transient
     def load_frames(self, run_id: str) -> list[FrameRecord]:
         with self.db.reader() as tx:
             rows = tx.fetchall("select_frames_of_run", {"run_id": run_id})
         return [FrameRecord(*row[:6], loads(row[6])) for row in rows]
 
+    @retry_transient
     def load_messages(self, frame_id: str, from_seq: int = 0) -> list[dict[str, Any]]:
         with self.db.reader() as tx:
             rows = tx.fetchall("select_messages", {"frame_id": frame_id, "from_seq": from_seq})
         return [loads(data) for _seq, data in rows]
 
+    @retry_transient
     def load_step(self, run_id: str, key: str) -> StepRecord | None:
         with self.db.reader() as tx:
             row = tx.fetchone("select_step", {"run_id": run_id, "key": key})
         return None if row is None else _step_record(row)
 
+    @retry_transient
     def load_step_and_run(self, run_id: str, key: str) -> tuple[StepRecord | None, str | None, bool, int]:
         """A step with its run's status, cancel flag and pending interjections, in one read."""
         with self.db.reader() as tx:
@@ -407,6 +416,7 @@ class RunStore:
             return None, None, False, 0
         return _step_record(row[:17]), row[17], bool(row[18]), int(row[19])
 
+    @retry_transient
     def load_steps(self, run_id: str, *, prefix: str | None = None, open_only: bool = False) -> list[StepRecord]:
         with self.db.reader() as tx:
             if open_only:
@@ -418,11 +428,13 @@ class RunStore:
                 rows = tx.fetchall("select_steps_of_run", {"run_id": run_id})
         return [_step_record(row) for row in rows]
 
+    @retry_transient
     def load_events(self, run_id: str, after: int = 0) -> list[EventRecord]:
         with self.db.reader() as tx:
             rows = tx.fetchall("select_events", {"run_id": run_id, "after": after})
         return [EventRecord(run_id, seq, kind, loads(data), created) for seq, kind, data, created in rows]
 
+    @retry_transient
     def run_statuses(self, run_ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
         """``{run_id: (status, holder)}`` for the ids that exist (a batch polls its runs with this)."""
         found: dict[str, tuple[str, str | None]] = {}
@@ -450,6 +462,7 @@ class RunStore:
         with self.db.transaction() as tx:
             return activate_next_txn(tx, session_id, actor_id, time.time(), self.relay_grace)
 
+    @retry_transient
     def stalled_sessions(self, limit: int = 100) -> list[tuple[str, str | None]]:
         """``(session_id, actor_id)`` of sessions with a pending run but no running one."""
         with self.db.reader() as tx:
@@ -518,11 +531,13 @@ class RunStore:
         with self.db.transaction() as tx:
             return tx.execute("update_batch", params).rowcount == 1
 
+    @retry_transient
     def load_batch(self, batch_id: str) -> BatchRecord | None:
         with self.db.reader() as tx:
             row = tx.fetchone("select_batch", {"batch_id": batch_id})
         return None if row is None else BatchRecord(*row)
 
+    @retry_transient
     def list_batches(self, limit: int = 20) -> list[BatchRecord]:
         with self.db.reader() as tx:
             rows = tx.fetchall("select_batches", {"limit": limit})
@@ -544,6 +559,7 @@ class RunStore:
             rows = tx.fetchall("relay_due_steps", {"now": now, "next": now + self.relay_grace, "limit": limit})
         return [_step_record(row) for row in rows]
 
+    @retry_transient
     def running_steps(self, limit: int = 1000) -> list[StepRecord]:
         """Running steps of running distributed runs, except those re-dispatched within their hold-off."""
         with self.db.reader() as tx:
@@ -568,6 +584,7 @@ class RunStore:
             rows = tx.fetchall("touch_stalled_runs", {"now": now, "cutoff": now - stall_seconds})
         return [row[0] for row in rows]
 
+    @retry_transient
     def runs_to_end(self, limit: int = 500) -> list[RunRecord]:
         """Running distributed runs with a cancel request or a passed deadline."""
         with self.db.reader() as tx:

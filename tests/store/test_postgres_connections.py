@@ -1,0 +1,69 @@
+"""How the run store uses PostgreSQL connections, on the real server the suite starts.
+
+The store checks out pooled connections without a liveness ping (a round trip
+per checkout), so a connection the server dropped while it sat in the pool
+must be replaced by the retry of the call that drew it.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from lg_core.store import RunStore
+
+from test_store_conformance import _commit, _create  # this folder is on sys.path (no __init__.py)
+
+
+@pytest.fixture
+def pg_store(pg_url):
+    store = RunStore(pg_url)
+    yield store
+    store.close()
+
+
+def _terminate_other_backends(pg_url: str) -> int:
+    """End every other session on the test's database, as a server restart or an admin would."""
+    with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return len(rows)
+
+
+def _fill_pool(store: RunStore, connections: int) -> None:
+    """Leave ``connections`` idle connections in the store's pool (checked out at once, then returned)."""
+    opened = [store.db.engine.raw_connection() for _ in range(connections)]
+    for raw in opened:
+        raw.cursor().execute("SELECT 1")
+        raw.rollback()
+    for raw in opened:
+        raw.close()
+
+
+def test_reads_and_writes_survive_connections_dropped_between_uses(pg_store, pg_url):
+    _create(pg_store)
+    _fill_pool(pg_store, 4)
+    assert _terminate_other_backends(pg_url) >= 4
+    assert pg_store.load_run("r1").status == "running"  # a read on a dead pooled connection
+    _fill_pool(pg_store, 4)
+    _terminate_other_backends(pg_url)
+    assert pg_store.commit(_commit()).applied  # a write transaction on a dead pooled connection
+    assert pg_store.load_frame("r1/root").version == 1
+
+
+def test_one_drop_recycles_the_pool_at_once(pg_store, pg_url, caplog):
+    """The first disconnect invalidates every older pooled connection: no retry draws another dead one.
+
+    A dead connection given back to the pool fails the pool's reset and is
+    logged; connections recycled by the invalidation are closed quietly.
+    """
+    _create(pg_store)
+    _fill_pool(pg_store, 5)
+    _terminate_other_backends(pg_url)
+    with caplog.at_level("ERROR", logger="sqlalchemy.pool"):
+        assert pg_store.load_run("r1").status == "running"
+        _fill_pool(pg_store, 5)  # five live connections: the dead ones were replaced, not drawn
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("sqlalchemy.pool")] == []
+
