@@ -7,9 +7,13 @@ costs ~40 us of Python per statement while the compiled text costs ~5 us, and
 a step runs about six statements. Dialect differences (SQLite's
 ``BEGIN IMMEDIATE``, PostgreSQL's row locks) are small overrides here.
 
+Connections run in autocommit on both dialects: a read sends only its
+statement, and a write transaction sends its own BEGIN and COMMIT. On
+PostgreSQL a pooled connection is not pinged at checkout (a round trip each).
+
 Transient errors (SQLite "database is locked", PostgreSQL serialization
 failures, deadlocks and dropped connections) are retried by one decorator,
-:func:`retry_transient`, around whole transactions.
+:func:`retry_transient`, around whole transactions and reads.
 """
 
 from __future__ import annotations
@@ -207,14 +211,8 @@ class Database:
     @contextmanager
     def _connection(self) -> Iterator[Any]:
         if self.dialect_name != "sqlite":
-            raw = self.engine.raw_connection()
-            try:
+            with self._postgres_connection() as raw:
                 yield raw
-            except Exception as exc:
-                self._invalidate_if_disconnected(raw, exc)
-                raise
-            finally:
-                raw.close()
             return
         # SQLite: keep one connection per thread (the pool checkout cost more than
         # the statements of a step); an in-memory store has a single connection
@@ -224,6 +222,34 @@ class Database:
                 yield self._sqlite_connection()
         else:
             yield self._sqlite_connection()
+
+    @contextmanager
+    def _postgres_connection(self) -> Iterator[Any]:
+        """A pooled connection in autocommit for as long as the store uses it.
+
+        In autocommit a read sends only its statement (no BEGIN ... ROLLBACK round
+        trips around it) and ``transaction()`` sends BEGIN and COMMIT itself, as
+        the SQLite path does. Switching the flag is client-side while the
+        connection is idle, and it is switched back before the connection returns
+        to the pool, so SQLAlchemy's own users of the engine (migrations) keep
+        their transactions. The pool's reset-on-return is psycopg's rollback(),
+        which sends nothing on an idle connection.
+        """
+        raw = self.engine.raw_connection()
+        driver = raw.driver_connection
+        try:
+            driver.autocommit = True
+            yield raw
+        except Exception as exc:
+            self._invalidate_if_disconnected(raw, exc)
+            raise
+        finally:
+            try:
+                if raw.is_valid:
+                    driver.autocommit = False
+            except Exception as exc:  # noqa: BLE001 - e.g. left inside a transaction: never reuse it
+                raw.invalidate(exc)
+            raw.close()
 
     def _invalidate_if_disconnected(self, raw: Any, exc: Exception) -> None:
         """After a dropped connection, recycle it and every pooled connection opened before it.
@@ -244,35 +270,38 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
-        """One write transaction; commits on success, rolls back on any error."""
+        """One write transaction; commits on success, rolls back on any error.
+
+        Both dialects run their connections in autocommit and send BEGIN and
+        COMMIT themselves (SQLite's BEGIN IMMEDIATE takes the write lock up front).
+        """
+        begin = "BEGIN IMMEDIATE" if self.dialect_name == "sqlite" else "BEGIN"
         with self._connection() as raw:
             cursor = raw.cursor()
-            if self.dialect_name == "sqlite":
-                cursor.execute("BEGIN IMMEDIATE")
             try:
-                yield Transaction(self, cursor)
-            except BaseException:
-                raw.rollback() if self.dialect_name != "sqlite" else cursor.execute("ROLLBACK")
-                raise
-            else:
-                if self.dialect_name == "sqlite":
-                    cursor.execute("COMMIT")
-                else:
-                    raw.commit()
+                cursor.execute(begin)
+                try:
+                    yield Transaction(self, cursor)
+                except BaseException:
+                    _rollback_quietly(cursor)
+                    raise
+                cursor.execute("COMMIT")
             finally:
                 cursor.close()
 
     @contextmanager
     def reader(self) -> Iterator[Transaction]:
-        """Reads outside a write transaction (a consistent snapshot per statement)."""
+        """Reads outside a write transaction, in autocommit: each statement has its own snapshot.
+
+        A read that needs several rows to agree must get them from one statement
+        (as ``load_session`` and ``claim_and_load`` do) or run in ``transaction()``.
+        """
         with self._connection() as raw:
             cursor = raw.cursor()
             try:
                 yield Transaction(self, cursor)
             finally:
                 cursor.close()
-                if self.dialect_name != "sqlite":
-                    raw.rollback()
 
     def dispose(self) -> None:
         for raw in list(self._opened.values()):
@@ -282,6 +311,18 @@ class Database:
                 pass
         self._opened.clear()
         self.engine.dispose()
+
+
+def _rollback_quietly(cursor: Any) -> None:
+    """Roll back after an error; a failing ROLLBACK (a dropped connection) must not hide that error.
+
+    A connection whose ROLLBACK failed is still inside its transaction, so
+    ``_postgres_connection`` cannot switch it out of autocommit and discards it.
+    """
+    try:
+        cursor.execute("ROLLBACK")
+    except Exception:  # noqa: BLE001 - the original error is the one worth raising
+        pass
 
 
 class _ThreadConnection:

@@ -67,3 +67,40 @@ def test_one_drop_recycles_the_pool_at_once(pg_store, pg_url, caplog):
         _fill_pool(pg_store, 5)  # five live connections: the dead ones were replaced, not drawn
     assert [r.getMessage() for r in caplog.records if r.name.startswith("sqlalchemy.pool")] == []
 
+
+def _in_transaction(tx) -> bool:
+    return tx.cursor.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+
+def test_reads_open_no_transaction_and_writes_do(pg_store):
+    """A read is its statement alone (no BEGIN ... ROLLBACK round trips); a write is one transaction."""
+    _create(pg_store)
+    with pg_store.db.reader() as tx:
+        assert tx.fetchone("select_run_flags", {"run_id": "r1"})[0] == "running"
+        assert not _in_transaction(tx)
+    with pg_store.db.transaction() as tx:
+        tx.fetchone("select_run_flags", {"run_id": "r1"})
+        assert _in_transaction(tx)
+
+
+def test_a_failed_write_transaction_leaves_nothing_and_the_connection_usable(pg_store):
+    _create(pg_store)
+    with pytest.raises(RuntimeError, match="boom"), pg_store.db.transaction() as tx:
+        tx.execute("request_cancel", {"run_id": "r1", "now": 1.0})
+        raise RuntimeError("boom")
+    assert pg_store.load_run("r1").cancel_requested is False
+    assert pg_store.request_cancel("r1") and pg_store.load_run("r1").cancel_requested is True
+
+
+def test_the_engine_keeps_transactions_for_sqlalchemy_users(pg_store):
+    """Connections go back to the pool out of autocommit: a Core transaction (migrations) still rolls back."""
+    from sqlalchemy import text
+
+    _create(pg_store)
+    pg_store.load_run("r1")
+    with pg_store.db.engine.connect() as connection:
+        assert connection.connection.driver_connection.autocommit is False
+        with connection.begin() as txn:
+            connection.execute(text("UPDATE lg_runs SET cancel_requested = 1 WHERE id = 'r1'"))
+            txn.rollback()
+    assert pg_store.load_run("r1").cancel_requested is False
