@@ -42,7 +42,7 @@ from lg_core.identity import current_holder, holder_is_dead
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
 from lg_core.sessions.runs import RunSessions
-from lg_core.store import CommitResult, NewStep, RunStore, StepCommit
+from lg_core.store import ClaimedStep, CommitResult, NewStep, RunStore, StepCommit
 from lg_core.usage import Usage
 
 if TYPE_CHECKING:
@@ -262,11 +262,14 @@ class Engine:
 
     # -- execute -----------------------------------------------------------------------
 
-    def execute(self, ref: StepRef, attempt: int = 1, claimed_by: str | None = None) -> list[StepRef]:
+    def execute(
+        self, ref: StepRef, attempt: int = 1, claimed_by: str | None = None, frame: FrameState | None = None
+    ) -> list[StepRef]:
         """Run one step to its commit; returns the successors to publish.
 
         ``claimed_by`` is the holder that claimed the step (distributed mode): the
-        commit then only applies while that holder still holds it.
+        commit then only applies while that holder still holds it. ``frame`` is
+        the frame as the claim read it (``execute_claimed``), else it is read here.
         """
         run = self.run_handle(ref.run_id)
         if run is None:
@@ -280,7 +283,7 @@ class Engine:
             # A claimed step runs on whichever worker took it: other processes may have
             # moved the frame since this process cached it, so read it fresh (the
             # message tail only). A local run's steps all run here, so the cache is exact.
-            frame=self.frames.reload(ref.frame_id) if claimed_by else self.frames.get(ref.frame_id),
+            frame=frame or (self.frames.reload(ref.frame_id) if claimed_by else self.frames.get(ref.frame_id)),
             key=ref.key,
             kind=ref.kind,
             attempt=attempt,
@@ -422,32 +425,47 @@ class Engine:
     # -- distributed execution ------------------------------------------------------------
 
     def execute_claimed(self, run_id: str, key: str) -> tuple[str, list[StepRef]]:
-        """The task protocol (DESIGN 4.2): look up, claim, execute, commit.
+        """The task protocol (DESIGN 4.2): look up and claim (one transaction), execute, commit.
 
         Returns what happened (``executed``, ``done``, ``held``, ``missing``) and the
         steps to publish. A step already finished re-announces the run's open
         steps, so a redelivered message never strands its continuation.
         """
-        step, run_status, cancel, interjections = self.store.load_step_and_run(run_id, key)
+        start = self._claim_and_load(run_id, key)
+        step = start.step
         if step is None:
             return "missing", []
-        self.note_interjections(run_id, interjections)
-        if run_status != "running":
+        self.note_interjections(run_id, start.interjections_pending)
+        if start.run_status != "running":
             return "done", []
-        if cancel:
+        if start.cancel_requested:
             self.note_cancel_requested(run_id)
         else:
             self._clear_stale_cancel(run_id)
-        if step.status not in ("scheduled", "running"):
-            return "done", self.open_steps(run_id, scheduled_only=True)
-        attempts = self.claim(run_id, key)
-        if attempts is None:
+        if start.attempts is None:
+            if step.status not in ("scheduled", "running"):
+                return "done", self.open_steps(run_id, scheduled_only=True)
             return "held", []
+        assert start.frame is not None
+        frame = self.frames.adopt(start.frame, start.messages, start.messages_from)
         self._step_inputs[(run_id, key)] = step.input
         run = self.run_handle(run_id)  # a cancel from another process reaches its tools' context.check()
         with self.heartbeat.holding(), self.cancel_watch.watching(run_id, run.cancellation_token if run else None):
-            refs = self.execute(StepRef(run_id, key, step.kind, step.frame_id), attempt=attempts, claimed_by=current_holder())
+            ref = StepRef(run_id, key, step.kind, step.frame_id)
+            refs = self.execute(ref, attempt=start.attempts, claimed_by=current_holder(), frame=frame)
         return "executed", refs
+
+    def _claim_and_load(self, run_id: str, key: str) -> ClaimedStep:
+        """Claim a step for this process with its frame (claim()'s rules, a dead holder's step included)."""
+        holder = current_holder()
+        known = self.frames.known_messages
+        start = self.store.claim_and_load(run_id, key, holder, self.lease_seconds, known_messages=known)
+        step = start.step
+        if start.attempts is None and step is not None and step.status == "running" and holder_is_dead(step.holder):
+            start = self.store.claim_and_load(
+                run_id, key, holder, self.lease_seconds, stale_holder=step.holder, known_messages=known
+            )
+        return start
 
     def end_run(self, run_id: str, outcome: str, error: BaseException | None) -> bool:
         """End a running run outside any step (recovery: a passed deadline, a cancel nobody acts on).

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from lg_core.engine.checkpoint import AgentCheckpoint
 from lg_core.messages import Message
-from lg_core.store import RunStore
+from lg_core.store import FrameRecord, RunStore
 
 
 @dataclass(slots=True)
@@ -45,14 +47,45 @@ class FrameCache:
         return self.reload(frame_id)
 
     def reload(self, frame_id: str) -> FrameState:
+        """Read the frame, and only the messages past those cached."""
         record = self._store.load_frame(frame_id)
         checkpoint = AgentCheckpoint.from_dict(record.checkpoint)
+        known = self._known_prefix(frame_id, checkpoint)
+        tail = self._store.load_messages(frame_id, from_seq=len(known))
+        return self._build(record, checkpoint, known, tail)
+
+    def known_messages(self, frame_id: str) -> int:
+        """How many of the frame's messages are cached: a claim reads the tail after them."""
+        with self._lock:
+            cached = self._frames.get(frame_id)
+        return 0 if cached is None else len(cached.messages)
+
+    def adopt(self, record: FrameRecord, tail: Sequence[dict[str, Any]], tail_from: int) -> FrameState:
+        """The frame's state from a record and the messages read with it from ``tail_from``.
+
+        The cache may have changed since ``tail_from`` was taken (a commit in
+        this process), or hold messages the store no longer has (a retry cut the
+        history back): the part of the tail already known is skipped, and a gap
+        is read.
+        """
+        checkpoint = AgentCheckpoint.from_dict(record.checkpoint)
+        known = self._known_prefix(record.id, checkpoint)
+        if len(known) < tail_from:
+            tail = self._store.load_messages(record.id, from_seq=len(known))
+        else:
+            tail = tail[len(known) - tail_from :]
+        return self._build(record, checkpoint, known, tail)
+
+    def _known_prefix(self, frame_id: str, checkpoint: AgentCheckpoint) -> tuple[Message, ...]:
+        """The cached messages the stored checkpoint still counts."""
         with self._lock:
             cached = self._frames.get(frame_id)
         known = cached.messages if cached is not None else ()
-        if len(known) > checkpoint.message_count:
-            known = known[: checkpoint.message_count]
-        tail = self._store.load_messages(frame_id, from_seq=len(known))
+        return known[: checkpoint.message_count] if len(known) > checkpoint.message_count else known
+
+    def _build(
+        self, record: FrameRecord, checkpoint: AgentCheckpoint, known: tuple[Message, ...], tail: Sequence[dict[str, Any]]
+    ) -> FrameState:
         messages = known + tuple(Message.from_dict(data) for data in tail)
         state = FrameState(record.id, record.run_id, record.path, record.entrypoint, record.version, checkpoint, messages)
         self.put(state)

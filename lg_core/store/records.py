@@ -89,6 +89,27 @@ class StepRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimedStep:
+    """A worker's claim of a step and what it needs to start it, from one transaction.
+
+    ``step`` is None when the step does not exist. ``attempts`` is the attempt
+    the claim started, or None when nothing was claimed (the run is not
+    running, the step is finished, or a live holder has it); ``step`` is then
+    the row as it stands, for the caller to tell those cases apart. A claimed
+    step comes with its frame and the frame's messages from ``messages_from``.
+    """
+
+    step: StepRecord | None
+    run_status: str | None = None
+    cancel_requested: bool = False
+    interjections_pending: int = 0
+    attempts: int | None = None
+    frame: FrameRecord | None = None
+    messages_from: int = 0
+    messages: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class EventRecord:
     run_id: str
     seq: int
@@ -208,6 +229,7 @@ class CommitResult:
 __all__ = [
     "ActivatedRun",
     "BatchRecord",
+    "ClaimedStep",
     "CommitResult",
     "EventRecord",
     "FrameRecord",

@@ -10,7 +10,7 @@ or none of it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
@@ -18,6 +18,7 @@ from lg_core.store.database import Database, Transaction, retry_transient
 from lg_core.store.records import (
     ActivatedRun,
     BatchRecord,
+    ClaimedStep,
     CommitResult,
     EventRecord,
     FrameRecord,
@@ -285,6 +286,58 @@ class RunStore:
             )
             row = cursor.fetchone()
         return None if row is None else int(row[0])
+
+    @retry_transient
+    def claim_and_load(
+        self,
+        run_id: str,
+        key: str,
+        holder: str,
+        lease_seconds: float,
+        *,
+        stale_holder: str | None = None,
+        known_messages: Callable[[str], int] = lambda _frame_id: 0,
+    ) -> ClaimedStep:
+        """A worker's start of a step in one transaction: claim it, then read its frame.
+
+        The claim follows :meth:`claim_step`'s rules and also needs the run to be
+        running. Claimed, the result carries the step as claimed, the run's cancel
+        flag and pending interjections, the frame row and its messages from
+        ``known_messages(frame_id)`` (what the caller has cached), read in one
+        statement. Not claimed, it carries the step and run as they stand, so the
+        caller can tell a missing, finished or live-held step from a dead holder's
+        (and claim again with ``stale_holder``). One transaction replaces a
+        look-up, a claim and two reads (PostgreSQL: 4 round trips instead of 6).
+        """
+        now = time.time()
+        params = {"run_id": run_id, "key": key, "holder": holder, "lease_until": now + lease_seconds, "now": now,
+                  "stale_holder": stale_holder or ""}
+        with self.db.transaction() as tx:
+            row = tx.fetchone("claim_step_of_running_run", params)
+            if row is None:
+                return self._unclaimed_txn(tx, run_id, key)
+            step = _step_record(row[:17])
+            from_seq = known_messages(step.frame_id)
+            frame, tail = self._frame_with_tail_txn(tx, run_id, step.frame_id, from_seq)
+        return ClaimedStep(step, row[17], bool(row[18]), int(row[19]), step.attempts, frame, from_seq, tail)
+
+    @staticmethod
+    def _unclaimed_txn(tx: Transaction, run_id: str, key: str) -> ClaimedStep:
+        row = tx.fetchone("select_step_and_run", {"run_id": run_id, "key": key})
+        if row is None:
+            return ClaimedStep(None)
+        return ClaimedStep(_step_record(row[:17]), row[17], bool(row[18]), int(row[19]))
+
+    @staticmethod
+    def _frame_with_tail_txn(
+        tx: Transaction, run_id: str, frame_id: str, from_seq: int
+    ) -> tuple[FrameRecord, tuple[dict[str, Any], ...]]:
+        rows = tx.fetchall("select_frame_with_tail", {"frame_id": frame_id, "from_seq": from_seq})
+        if not rows or rows[0][0] != -1:
+            raise RunNotFoundError(f"no frame {frame_id!r} for run {run_id!r}")
+        _seq, checkpoint, version, path, kind, entrypoint = rows[0]
+        frame = FrameRecord(frame_id, run_id, path, kind, entrypoint, int(version), loads(checkpoint))
+        return frame, tuple(loads(data) for _seq, data, *_nulls in rows[1:])
 
     @retry_transient
     def append_events(self, run_id: str, events: Sequence[tuple[str, dict[str, Any]]]) -> int:

@@ -97,26 +97,81 @@ def _complete_step(held: bool) -> Callable[[], ClauseElement]:
     return build
 
 
-def _claim_step() -> ClauseElement:
-    open_or_expired = or_(
+def _claimable() -> ColumnElement[bool]:
+    """Scheduled, or running with an expired lease, or held by ``stale_holder`` (a dead process)."""
+    return or_(
         steps.c.status == "scheduled",
         and_(steps.c.status == "running", steps.c.lease_until < bindparam("now")),
         and_(steps.c.status == "running", steps.c.holder == bindparam("stale_holder")),
     )
+
+
+def _claim_values() -> dict[str, Any]:
+    return {
+        "status": "running",
+        "holder": bindparam("holder"),
+        "lease_until": bindparam("lease_until"),
+        "attempts": steps.c.attempts + 1,
+        "started_at": bindparam("now"),
+        # A fresh claim may be swept as soon as it looks dead (see resweep_step).
+        "dispatch_after": null(),
+    }
+
+
+def _claim_step() -> ClauseElement:
     return (
         update(steps)
-        .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key"), open_or_expired))
-        .values(
-            status="running",
-            holder=bindparam("holder"),
-            lease_until=bindparam("lease_until"),
-            attempts=steps.c.attempts + 1,
-            started_at=bindparam("now"),
-            # A fresh claim may be swept as soon as it looks dead (see resweep_step).
-            dispatch_after=null(),
-        )
+        .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key"), _claimable()))
+        .values(_claim_values())
         .returning(steps.c.attempts)
     )
+
+
+def _of_the_run(column: Column[Any]) -> ColumnElement[Any]:
+    """A column of the claimed step's run, as a scalar subquery (SQLite's RETURNING cannot name a FROM table).
+
+    Keyed by the ``run_id`` parameter, not correlated: SQLite's RETURNING drops
+    table qualifiers, which would make a correlated ``lg_runs.id = lg_steps.run_id``
+    ambiguous.
+    """
+    return select(column).where(runs.c.id == bindparam("run_id")).scalar_subquery()
+
+
+def _claim_step_of_running_run() -> ClauseElement:
+    """A worker's claim: only while the run is running; returns the step as claimed and the run's flags."""
+    return (
+        update(steps)
+        .where(
+            and_(
+                steps.c.run_id == bindparam("run_id"),
+                steps.c.key == bindparam("key"),
+                _claimable(),
+                _of_the_run(runs.c.status) == "running",
+            )
+        )
+        .values(_claim_values())
+        .returning(
+            *[steps.c[name] for name in STEP_COLUMNS],
+            _of_the_run(runs.c.status),
+            _of_the_run(runs.c.cancel_requested),
+            _of_the_run(runs.c.interjections_pending),
+        )
+    )
+
+
+def _frame_with_tail() -> ClauseElement:
+    """A frame's row and its messages from ``from_seq`` in one statement, so one snapshot.
+
+    The frame comes first with seq -1 (checkpoint in ``data``, then version,
+    path, kind, entrypoint), then the messages in order.
+    """
+    row = select(
+        literal(-1).label("seq"), frames.c.checkpoint.label("data"), frames.c.version, frames.c.path, frames.c.kind, frames.c.entrypoint
+    ).where(frames.c.id == bindparam("frame_id"))
+    tail = select(messages.c.seq, messages.c.data, null(), null(), null(), null()).where(
+        and_(messages.c.frame_id == bindparam("frame_id"), messages.c.seq >= bindparam("from_seq"))
+    )
+    return union_all(row, tail).order_by("seq")
 
 
 def _select(table: object, columns: tuple[str, ...], *conditions: ClauseElement) -> ClauseElement:
@@ -149,6 +204,8 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "complete_step": _complete_step(held=False),
     "complete_held_step": _complete_step(held=True),
     "claim_step": _claim_step,
+    "claim_step_of_running_run": _claim_step_of_running_run,
+    "select_frame_with_tail": _frame_with_tail,
     "select_run": lambda: _select(runs, RUN_COLUMNS, runs.c.id == bindparam("run_id")),
     "select_runs": lambda: select(*runs.c).order_by(runs.c.created_at.desc()).limit(bindparam("limit")),
     "select_runs_by_status": lambda: select(*runs.c)

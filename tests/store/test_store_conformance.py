@@ -130,6 +130,52 @@ def test_claims_leases_and_takeover(store):
     assert store.commit(held).applied
 
 
+def test_claim_and_load_claims_and_reads_the_frame_in_one_call(store):
+    _create(store)
+    store.commit(_commit())  # messages 0 (input) and 1; frame version 1
+    store.commit(_commit(key=None, version=1))  # message 2; frame version 2
+    store.commit(_commit(key=None, version=2, new=["root/turn-1/tool/t"]))
+    store.request_cancel("r1")
+    store.add_interjection("r1", {"role": "user", "content": "also"})
+    seen: list[str] = []
+
+    def known(frame_id: str) -> int:
+        seen.append(frame_id)
+        return 2
+
+    start = store.claim_and_load("r1", "root/turn-1/tool/t", "host:1:1", 30, known_messages=known)
+    assert seen == ["r1/root"]
+    assert (start.attempts, start.step.status, start.step.holder, start.step.input) == (1, "running", "host:1:1", {"id": "root/turn-1/tool/t"})
+    assert (start.run_status, start.cancel_requested, start.interjections_pending) == ("running", True, 1)
+    assert (start.frame.id, start.frame.run_id, start.frame.version, start.frame.checkpoint) == ("r1/root", "r1", 3, {"turn": 3})
+    assert (start.frame.path, start.frame.kind, start.frame.entrypoint) == ("root", "agent", "app:Agent")
+    assert (start.messages_from, [Message.from_dict(m).text for m in start.messages]) == (2, ["turn 1", "turn 2"])
+    assert store.load_step("r1", "root/turn-1/tool/t").holder == "host:1:1"
+
+
+def test_claim_and_load_follows_the_claim_rules(store):
+    _create(store, steps=("root/a", "root/b"))
+    key = "root/a"
+    assert store.claim_and_load("r1", key, "host:1:1", 30).attempts == 1
+    held = store.claim_and_load("r1", key, "host:2:1", 30)  # a live lease: nothing claimed, nothing changed
+    assert (held.attempts, held.frame, held.step.status, held.step.holder, held.run_status) == (None, None, "running", "host:1:1", "running")
+    taken = store.claim_and_load("r1", key, "host:2:1", 30, stale_holder="host:1:1")  # its holder died
+    assert (taken.attempts, taken.step.holder, taken.frame.version) == (2, "host:2:1", 0)
+    assert [Message.from_dict(m).text for m in taken.messages] == ["hi"]  # nothing cached: the whole conversation
+    assert store.claim_and_load("r1", "root/nope", "host:2:1", 30).step is None
+    assert store.commit(_commit(key=key)).applied
+    done = store.claim_and_load("r1", key, "host:3:1", 30)
+    assert (done.attempts, done.step.status, done.run_status) == (None, "succeeded", "running")
+
+
+def test_claim_and_load_claims_nothing_of_a_finished_run(store):
+    _create(store, steps=("root/turn-0/model", "root/x"))
+    assert store.commit(_commit(finish=RunFinish("completed", "done", None, {}, None))).applied
+    late = store.claim_and_load("r1", "root/x", "host:1:1", 30)
+    assert (late.attempts, late.run_status, late.step.status) == (None, "completed", "scheduled")
+    assert store.load_step("r1", "root/x").attempts == 0
+
+
 def test_cancel_request_reaches_the_next_commit(store):
     _create(store)
     assert store.request_cancel("r1")

@@ -1,0 +1,116 @@
+"""Engine.execute_claimed, the Celery tasks' protocol, without Celery.
+
+A worker claims a step and reads its frame in one store call; these tests
+check every outcome of that start (executed, done, held, missing, a dead
+holder's step taken over) on a real SQLite file shared by two runtimes
+playing the client and a worker.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+
+from lg_core import Agent, Configuration, Tool, with_configuration
+from lg_core.identity import current_holder, hostname
+from lg_core.providers import scripted
+
+scripted.register(
+    "execute-claimed",
+    [{"tool_calls": [{"name": "echo", "arguments": {"n": 1}}]}, {"tool_calls": [{"name": "echo", "arguments": {"n": 2}}]},
+     {"text": "done"}],
+)
+
+
+class Echo(Tool):
+    tool_name = "echo"
+    description = "Echo a number."
+    input_schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
+
+    def call(self, input):
+        return f"number {input['n']}"
+
+
+class EchoAgent(Agent):
+    model = "scripted:execute-claimed"
+    tools = [Echo]
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    """A client and two workers (one runtime each) on one SQLite file."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    configs = [Configuration(run_store=url) for _ in range(3)]
+    yield [config.runtime() for config in configs]
+    for config in configs:
+        config.close()
+
+
+def _start(client):
+    with with_configuration(client.configuration):
+        (ref,) = client.begin(EchoAgent.build_run("go"), distributed=True)
+    return ref
+
+
+def _dead_holder() -> str:
+    """A holder on this host whose process has ended (a pid that no longer runs this process's start time)."""
+    return f"{hostname()}:{2**22 + 17}:1"
+
+
+def test_workers_alternating_on_one_run_see_every_message(fleet):
+    """Each claim reads only the tail its worker's cache lacks, and the run still sees the whole conversation."""
+    client, first, second = fleet
+    queue = deque([_start(client)])
+    turn = 0
+    while queue:
+        ref = queue.popleft()
+        worker = (first, second)[turn % 2]
+        turn += 1
+        outcome, successors = worker.engine.execute_claimed(ref.run_id, ref.key)
+        assert outcome == "executed", (ref, outcome)
+        queue.extend(successors)
+    record = client.store.load_run(ref.run_id)
+    assert (record.status, record.response) == ("completed", "done")
+    frame = client.store.load_frame(f"{ref.run_id}/root")
+    assert len(client.store.load_messages(frame.id)) == frame.checkpoint["message_count"] == 6
+    for engine in (first.engine, second.engine):  # no worker cached a conversation with a hole in it
+        cached = engine.frames.get(frame.id)
+        assert len(cached.messages) == cached.checkpoint.message_count
+
+
+def test_a_redelivered_finished_step_is_done_and_reannounces_open_steps(fleet):
+    client, worker, _ = fleet
+    ref = _start(client)
+    outcome, successors = worker.engine.execute_claimed(ref.run_id, ref.key)
+    assert outcome == "executed" and [s.kind for s in successors] == ["tool"]
+    again, announced = worker.engine.execute_claimed(ref.run_id, ref.key)
+    assert (again, announced) == ("done", successors)
+
+
+def test_a_step_held_by_a_live_process_is_left_alone(fleet):
+    client, worker, _ = fleet
+    ref = _start(client)
+    assert client.store.claim_step(ref.run_id, ref.key, current_holder(), 30) == 1  # this process, alive
+    assert worker.engine.execute_claimed(ref.run_id, ref.key) == ("held", [])
+    assert client.store.load_step(ref.run_id, ref.key).attempts == 1
+
+
+def test_a_dead_holders_step_is_taken_over_as_a_second_attempt(fleet):
+    client, worker, _ = fleet
+    ref = _start(client)
+    assert client.store.claim_step(ref.run_id, ref.key, _dead_holder(), 30) == 1
+    outcome, successors = worker.engine.execute_claimed(ref.run_id, ref.key)
+    assert outcome == "executed" and successors
+    step = client.store.load_step(ref.run_id, ref.key)
+    assert (step.status, step.attempts) == ("succeeded", 2)
+
+
+def test_missing_steps_and_finished_runs(fleet):
+    client, worker, _ = fleet
+    ref = _start(client)
+    assert worker.engine.execute_claimed(ref.run_id, "root/turn-9/model") == ("missing", [])
+    assert worker.engine.execute_claimed("no-such-run", ref.key) == ("missing", [])
+    assert worker.engine.end_run(ref.run_id, "cancelled", None)
+    assert worker.engine.execute_claimed(ref.run_id, ref.key) == ("done", [])
+    assert client.store.load_step(ref.run_id, ref.key).attempts == 0  # never claimed
