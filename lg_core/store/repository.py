@@ -461,15 +461,6 @@ class RunStore:
         return None if row is None else _step_record(row)
 
     @retry_transient
-    def load_step_and_run(self, run_id: str, key: str) -> tuple[StepRecord | None, str | None, bool, int]:
-        """A step with its run's status, cancel flag and pending interjections, in one read."""
-        with self.db.reader() as tx:
-            row = tx.fetchone("select_step_and_run", {"run_id": run_id, "key": key})
-        if row is None:
-            return None, None, False, 0
-        return _step_record(row[:17]), row[17], bool(row[18]), int(row[19])
-
-    @retry_transient
     def load_steps(self, run_id: str, *, prefix: str | None = None, open_only: bool = False) -> list[StepRecord]:
         with self.db.reader() as tx:
             if open_only:
