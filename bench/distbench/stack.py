@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from lg_core import Configuration
-from lg_scheduler.stack.servers import PostgresServer, RedisServer
+from lg_scheduler.stack.servers import PostgresServer, RedisServer, stop_gracefully
 from lg_workers.worker import WorkerGroup, plan
 
 BENCH_DIR = Path(__file__).resolve().parents[1]
@@ -114,13 +114,7 @@ class Scheduler:
         return self.log.read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_gracefully(self.process)
         self._handle.close()
 
 

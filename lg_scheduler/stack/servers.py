@@ -25,6 +25,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_gracefully(process: subprocess.Popen, timeout: float = 20.0) -> None:
+    """SIGTERM a child process and wait for it; SIGKILL it if it is still there after ``timeout``."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def _pg_bin(name: str) -> str:
     found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
     if found is None:
@@ -114,13 +126,8 @@ class PostgresServer:
         return f"postgresql+psycopg://lg@127.0.0.1:{self.port}/{database}"
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            stop_gracefully(self.process)
         if self._owns_root:
             shutil.rmtree(self.root, ignore_errors=True)
 

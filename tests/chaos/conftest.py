@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from lg_scheduler.stack.servers import stop_gracefully
 from tests.distributed.conftest import HERE as DISTRIBUTED
 from tests.distributed.conftest import dist, redis_server  # noqa: F401 - the same fixtures, re-exported
 
@@ -68,13 +69,7 @@ class SchedulerProcess:
         return self.log.read_text()
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_gracefully(self.process, timeout=15)
         self._handle.close()
 
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from httpx_sse import connect_sse
 
-from lg_scheduler.stack.servers import free_port
+from lg_scheduler.stack.servers import free_port, stop_gracefully
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = "steps=dist_app:StepAgent,gates=dist_app:GateAgent"
@@ -68,12 +68,7 @@ class WebApp:
 
     def stop(self) -> None:
         self.client.close()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_gracefully(self.process, timeout=15)
 
 
 @pytest.fixture
