@@ -152,7 +152,7 @@ def reopen(rt: Runtime, record: RunRecord, plan: RetryPlan, *, holder: str | Non
         "holder": holder,
     }
     frame = rt.store.load_frame(plan.restore.frame_id)
-    checkpoint = plan.restore.checkpoint or {}
+    checkpoint = _rewound(plan.restore.checkpoint or {}, frame.checkpoint)
     seq = rt.store.reopen_run(
         record.id,
         expected_status=record.status,
@@ -170,6 +170,12 @@ def reopen(rt: Runtime, record: RunRecord, plan: RetryPlan, *, holder: str | Non
     )
     rt.engine.forget_run(record.id)
     return StreamEvent.build("run_retried", **data).with_seq(seq)
+
+
+def _rewound(restored: dict[str, Any], current: dict[str, Any] | None) -> dict[str, Any]:
+    """The restored checkpoint in a new history epoch, so no process reuses messages cached before the retry."""
+    epoch = max(int(restored.get("history_epoch", 0)), int((current or {}).get("history_epoch", 0))) + 1
+    return {**restored, "history_epoch": epoch}
 
 
 def _check_retryable(record: RunRecord) -> None:

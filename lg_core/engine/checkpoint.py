@@ -38,6 +38,9 @@ class AgentCheckpoint:
     state: dict[str, Any] = field(default_factory=dict)
     last_text: str = ""
     session: dict[str, int] | None = None  # {"count", "skip"}: the session's size at opening, where the run's turn starts
+    # Bumped each time a retry cuts the frame's messages back: messages cached under
+    # an older epoch may have been replaced at the same positions (engine/frames.py).
+    history_epoch: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         # Written by hand: dataclasses.asdict deep-copies recursively and was the
@@ -58,6 +61,7 @@ class AgentCheckpoint:
             "state": self.state,
             "last_text": self.last_text,
             "session": self.session,
+            "history_epoch": self.history_epoch,
         }
 
     @classmethod
@@ -74,6 +78,7 @@ class AgentCheckpoint:
             state=data.get("state") or {},
             last_text=data.get("last_text", ""),
             session=data.get("session"),
+            history_epoch=data.get("history_epoch", 0),
         )
 
     def copy(self) -> AgentCheckpoint:
@@ -90,4 +95,5 @@ class AgentCheckpoint:
             state=self.state,
             last_text=self.last_text,
             session=self.session,
+            history_epoch=self.history_epoch,
         )

@@ -77,10 +77,16 @@ class FrameCache:
         return self._build(record, checkpoint, known, tail)
 
     def _known_prefix(self, frame_id: str, checkpoint: AgentCheckpoint) -> tuple[Message, ...]:
-        """The cached messages the stored checkpoint still counts."""
+        """The cached messages the stored checkpoint still counts.
+
+        None of them once a retry has rewound the history since they were cached
+        (another epoch): the positions may hold other messages now.
+        """
         with self._lock:
             cached = self._frames.get(frame_id)
-        known = cached.messages if cached is not None else ()
+        if cached is None or cached.checkpoint.history_epoch != checkpoint.history_epoch:
+            return ()
+        known = cached.messages
         return known[: checkpoint.message_count] if len(known) > checkpoint.message_count else known
 
     def _build(

@@ -93,3 +93,40 @@ def test_adopt_drops_cached_messages_a_retry_cut(store):
     assert (start.messages_from, start.messages) == (3, ())
     state = cache.adopt(start.frame, start.messages, start.messages_from)
     assert (state.version, _texts(state)) == (2, ["m0"])
+
+
+def _rewind_to(store: RunStore, message_count: int, epoch: int) -> None:
+    """A retry's rewrite of the frame: back to ``message_count`` messages, in a new history epoch."""
+    frame = store.load_frame(FRAME)
+    checkpoint = AgentCheckpoint(message_count=message_count, history_epoch=epoch).to_dict()
+    store.reopen_run("r1", expected_status="running", invocation={"message": "m0"}, deadline_at=None, holder=None,
+                     frame_id=FRAME, frame_version=frame.version, checkpoint=checkpoint, message_count=message_count,
+                     reschedule=[], event=("run_retried", {}))
+
+
+def _append_in_epoch(store: RunStore, texts: list[str], first_seq: int, epoch: int) -> None:
+    version = store.load_frame(FRAME).version
+    messages = [(first_seq + i, Message(role="assistant", content=text)) for i, text in enumerate(texts)]
+    checkpoint = AgentCheckpoint(message_count=first_seq + len(texts), history_epoch=epoch).to_dict()
+    commit = StepCommit(run_id="r1", frame_id=FRAME, expected_version=version, checkpoint=checkpoint, step_key=None,
+                        messages=messages, events=[])
+    assert store.commit(commit).applied
+
+
+@pytest.mark.parametrize("path", ["reload", "claim"])
+def test_messages_cached_before_a_retry_are_not_reused_after_it(store, path):
+    # A worker cached m0, m1, m2-old; a retry elsewhere cut the history back to
+    # m0, m1 and the retried run wrote m2-new at the same position. Counting
+    # messages alone cannot tell the two m2 apart; the history epoch can.
+    _append(store, 0, ["m1", "m2-old"], 1)
+    worker = FrameCache(store)
+    assert _texts(worker.reload(FRAME)) == ["m0", "m1", "m2-old"]
+    _rewind_to(store, 2, epoch=1)
+    _append_in_epoch(store, ["m2-new"], 2, epoch=1)
+    if path == "reload":
+        state = worker.reload(FRAME)
+    else:
+        start = _claim(store, worker)
+        state = worker.adopt(start.frame, start.messages, start.messages_from)
+    assert _texts(state) == ["m0", "m1", "m2-new"]
+    assert state.checkpoint.history_epoch == 1

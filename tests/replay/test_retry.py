@@ -9,6 +9,7 @@ import pytest
 
 import lg_core
 from lg_core import Agent, Configuration, before_invocation, replay
+from lg_core.config import runtime
 from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
 from lg_core.providers import scripted
 from tests.replay import replay_app
@@ -61,6 +62,9 @@ def test_a_run_that_fails_again_can_be_retried_again(file_config, outage):
     types = [e.type for e in run.events()]
     assert types.count("run_retried") == 2 and types.count("run_error") == 2
     assert gapless(run)
+    # Each retry starts a new history epoch, so no process reuses messages it cached before it.
+    frame = runtime().store.load_frame(f"{failed.id}/root")
+    assert frame.checkpoint["history_epoch"] == 2
 
 
 def test_retry_keeps_a_parallel_call_that_committed_after_the_turn(file_config, script):
