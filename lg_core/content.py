@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
@@ -120,7 +120,7 @@ class Reasoning(BaseModel):
 
 
 Content = Annotated[
-    Union[Text, Image, Document, ToolUse, ToolResult, Reasoning], Field(discriminator="kind")
+    Text | Image | Document | ToolUse | ToolResult | Reasoning, Field(discriminator="kind")
 ]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(Content)
 _BINARY_FIELDS = {"image": ("data",), "document": ("data",), "reasoning": ("redacted_content",)}

@@ -15,7 +15,7 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -286,7 +286,7 @@ def _deadline(value: Any, name: str) -> datetime | None:
         )
     if value.tzinfo is None:
         value = value.astimezone()
-    return value.astimezone(timezone.utc)
+    return value.astimezone(UTC)
 
 
 def _relative_deadline(value: Any) -> Any:
@@ -296,7 +296,7 @@ def _relative_deadline(value: Any) -> Any:
     if not math.isfinite(seconds) or seconds < 0:
         raise InvocationError(f"deadline must be a non-negative number of seconds, got {value!r}")
     try:
-        return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+        return datetime.now(UTC) + timedelta(seconds=seconds)
     except OverflowError:
         raise InvocationError(f"deadline {value!r} seconds is too far in the future") from None
 

@@ -62,7 +62,7 @@ def run_workers(
     """
     environment = env or os.environ.copy()
     names = [f"lg-{group.pool}-{os.getpid()}" for group in groups]
-    children = [subprocess.Popen(group.argv(name, loglevel), env=environment) for group, name in zip(groups, names)]
+    children = [subprocess.Popen(group.argv(name, loglevel), env=environment) for group, name in zip(groups, names, strict=True)]
     stopping = False
 
     def forward(signum: int, _frame: object) -> None:

@@ -9,7 +9,6 @@ finish the run.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from lg_core.callbacks import run_chain
@@ -133,7 +132,6 @@ class ModelTurn:
         )
 
     def _stream(self, agent: Any, model: Any, request: ModelRequest, checkpoint: AgentCheckpoint) -> ModelResponse:
-        scope = self.scope
         while True:
             sequence = checkpoint.model_calls + self.calls_made
             attempt = request.replace(metadata={**request.metadata, "sequence": sequence})

@@ -33,7 +33,7 @@ class Provider(abc.ABC):
     def stream(self, request: ModelRequest, model_id: str) -> Iterator[StreamEvent]:
         """Stream one response for ``request``."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: providers without connections keep this no-op
         """Release connections; the runtime calls it when it is discarded."""
 
 

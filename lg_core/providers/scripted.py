@@ -32,7 +32,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 from lg_core.content import Reasoning, Text, ToolUse
 from lg_core.errors import (
@@ -49,7 +49,7 @@ from lg_core.providers.base import Provider
 from lg_core.usage import Usage
 
 Turn = Mapping[str, Any]
-Script = Union[Sequence[Turn], Callable[[ModelRequest], Turn]]
+Script = Sequence[Turn] | Callable[[ModelRequest], Turn]
 
 _TURN_KEYS = {"text", "tool_calls", "reasoning", "structured", "usage", "stop_reason", "delay", "error"}
 _ERROR_KINDS = {

@@ -1,6 +1,16 @@
 """The run store: SQLAlchemy tables, records and the repository."""
 
-from lg_core.store.records import ClaimedStep, CommitResult, EventRecord, FrameRecord, NewStep, RunFinish, RunRecord, StepCommit, StepRecord
+from lg_core.store.records import (
+    ClaimedStep,
+    CommitResult,
+    EventRecord,
+    FrameRecord,
+    NewStep,
+    RunFinish,
+    RunRecord,
+    StepCommit,
+    StepRecord,
+)
 from lg_core.store.repository import RunStore
 
 __all__ = [

@@ -34,7 +34,6 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql import ClauseElement
 
 from lg_core.errors import ConfigurationError
-from lg_core.store import schema
 
 T = TypeVar("T")
 _TRANSIENT_MARKERS = (

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from test_store_conformance import _commit, _create  # this folder is on sys.path (no __init__.py)
 
 from lg_core.store import RunStore
-
-from test_store_conformance import _commit, _create  # this folder is on sys.path (no __init__.py)
 
 
 @pytest.fixture

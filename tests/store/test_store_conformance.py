@@ -10,8 +10,8 @@ import time
 import pytest
 
 from lg_core import Agent, Configuration, InvocationError, Tool, with_configuration
-from lg_core.store import NewStep, RunFinish, RunStore, StepCommit
 from lg_core.messages import Message
+from lg_core.store import NewStep, RunFinish, RunStore, StepCommit
 
 
 @pytest.fixture(params=["memory", "file", "postgres"])
