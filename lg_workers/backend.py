@@ -7,6 +7,7 @@ imports Celery or Redis itself (CONVENTIONS: dependency direction).
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +19,17 @@ from lg_workers.celery_app import create_app
 from lg_workers.queues import queue_for
 from lg_workers.streams import AsyncRedisClients, RedisEventSink, RedisLiveSource, connect
 
+log = logging.getLogger("lg_workers.backend")
+
 # What a failed pipeline raises: redis-py's own errors (the batch is flushed
-# outside Celery's error translation) or kombu's translation of them.
-PUBLISH_ERRORS = (redis.ConnectionError, redis.TimeoutError, kombu.exceptions.OperationalError)
+# outside Celery's error translation), kombu's translation of them, or kombu's
+# BatchPublishError when a pooled connection dies while the batch is flushed.
+PUBLISH_ERRORS = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    kombu.exceptions.OperationalError,
+    kombu.exceptions.BatchPublishError,
+)
 
 if TYPE_CHECKING:
     from lg_core.run import Run
@@ -39,9 +48,23 @@ class CeleryBackend:
         self._lock = threading.Lock()
 
     def start(self, run: Run) -> None:
-        """Persist the run, then hand its first step to the workers."""
+        """Persist the run, then hand its first step to the workers.
+
+        The first step is in the run store's outbox once ``begin`` returns, so a
+        broker that cannot be reached now does not fail the call: raising would
+        tell the caller the run did not start, and a retry would start a second
+        one. The scheduler's relay sends the step once the broker is back.
+        """
         refs = self.runtime.begin(run, distributed=True)
-        self.publish(refs)
+        try:
+            self.publish(refs)
+        except PUBLISH_ERRORS as exc:
+            log.warning(
+                "run %s is stored but the broker is unreachable (%s); `lg scheduler` sends its first step "
+                "once the broker is back",
+                run.id,
+                exc,
+            )
         if run._on_event is not None:
             self._follow(run)
 

@@ -42,11 +42,16 @@ RETENTION_SECONDS = 24 * 3600
 # without reading the stream. Our clients wait longer than any blocking read.
 SOCKET_TIMEOUT = 10.0
 MAX_BLOCK_SECONDS = SOCKET_TIMEOUT - 2.0
+# Without a connect timeout an unreachable host (packets dropped, not refused)
+# would hold a publishing worker or a web request for the OS's TCP timeout (minutes).
+CONNECT_TIMEOUT = 5.0
 
 
 def connect(url: str) -> redis.Redis:
     """The synchronous client for event sinks and live readers (see SOCKET_TIMEOUT)."""
-    return redis.Redis.from_url(url, health_check_interval=30, socket_timeout=SOCKET_TIMEOUT)
+    return redis.Redis.from_url(
+        url, health_check_interval=30, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT
+    )
 
 
 def stream_key(run_id: str) -> str:
@@ -104,7 +109,12 @@ class AsyncRedisClients:
         with self._lock:
             client = self._clients.get(loop)
             if client is None:
-                client = redis.asyncio.Redis.from_url(self.url, health_check_interval=30, socket_timeout=SOCKET_TIMEOUT)
+                client = redis.asyncio.Redis.from_url(
+                    self.url,
+                    health_check_interval=30,
+                    socket_timeout=SOCKET_TIMEOUT,
+                    socket_connect_timeout=CONNECT_TIMEOUT,
+                )
                 self._clients[loop] = client
             return client
 
