@@ -71,9 +71,27 @@ def kill_whole(worker: Any) -> None:
 
 
 def wait_all(executions: list[Any], timeout: float) -> None:
+    """Wait for every run; a run still going at the deadline fails with its stored state, to diagnose it."""
+    from lg_core.errors import DeadlineExceededError
+
     deadline = time.monotonic() + timeout
     for execution in executions:
-        execution.wait(timeout=max(1.0, deadline - time.monotonic()))
+        try:
+            execution.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except DeadlineExceededError:
+            raise AssertionError(_stuck_report(execution.run_id)) from None
+
+
+def _stuck_report(run_id: str) -> str:
+    from lg_core.config import runtime
+
+    store = runtime().store
+    record = store.load_run(run_id)
+    open_steps = [
+        (s.key, s.status, s.holder, s.attempts) for s in store.load_steps(run_id) if s.status not in ("succeeded",)
+    ]
+    events = [e.type for e in store.load_events(run_id)][-5:]
+    return f"run {run_id} did not finish: stored status {record.status}, steps not succeeded {open_steps}, last events {events}"
 
 
 def next_commit_after(store: Any, run_id: str, moment: float) -> float | None:
