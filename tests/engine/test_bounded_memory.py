@@ -16,32 +16,21 @@ from collections import deque
 
 import pytest
 
-from lg_core import Agent, Configuration, Tool, with_configuration
+from lg_core import Agent, Configuration, with_configuration
 from lg_core.engine.dispatcher import StepRef
 from lg_core.providers import scripted
+from tests.engine.numbered_tool import NumberedTool, numbered_calls
 
 BOUND = 8
 RUNS = 5 * BOUND
 TOOL_TURNS = 2
 
-scripted.register(
-    "bounded-memory",
-    [*({"tool_calls": [{"name": "numbered", "arguments": {"n": n}}]} for n in range(TOOL_TURNS)), {"text": "done"}],
-)
-
-
-class Numbered(Tool):
-    tool_name = "numbered"
-    description = "Echo a number."
-    input_schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
-
-    def call(self, input):
-        return f"number {input['n']}"
+scripted.register("bounded-memory", numbered_calls(*range(TOOL_TURNS)))
 
 
 class TwoToolAgent(Agent):
     model = "scripted:bounded-memory"
-    tools = [Numbered]
+    tools = [NumberedTool]
 
 
 ROLES = ("client", "model", "tools")
@@ -111,7 +100,7 @@ def test_a_forgotten_input_is_read_from_the_store(config, script):
     """A local run whose remembered inputs were evicted still gives each tool its own input."""
     calls = [{"name": "numbered", "arguments": {"n": n}} for n in (7, 9)]
     target = script([{"tool_calls": calls}, {"text": "ok"}])
-    agent = type("LocalAgent", (Agent,), {"model": target, "tools": [Numbered]})
+    agent = type("LocalAgent", (Agent,), {"model": target, "tools": [NumberedTool]})
     engine = config.runtime().engine
     engine._step_inputs = type(engine._step_inputs)(1)  # room for one of the two calls' inputs
 

@@ -12,29 +12,17 @@ from collections import deque
 
 import pytest
 
-from lg_core import Agent, Configuration, Tool, with_configuration
+from lg_core import Agent, Configuration, with_configuration
 from lg_core.identity import current_holder, hostname
 from lg_core.providers import scripted
+from tests.engine.numbered_tool import NumberedTool, numbered_calls
 
-scripted.register(
-    "execute-claimed",
-    [{"tool_calls": [{"name": "echo", "arguments": {"n": 1}}]}, {"tool_calls": [{"name": "echo", "arguments": {"n": 2}}]},
-     {"text": "done"}],
-)
-
-
-class Echo(Tool):
-    tool_name = "echo"
-    description = "Echo a number."
-    input_schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
-
-    def call(self, input):
-        return f"number {input['n']}"
+scripted.register("execute-claimed", numbered_calls(1, 2))
 
 
 class EchoAgent(Agent):
     model = "scripted:execute-claimed"
-    tools = [Echo]
+    tools = [NumberedTool]
 
 
 @pytest.fixture

@@ -1,0 +1,19 @@
+"""A tool that echoes a number: the engine tests that only need some tool call to run and commit."""
+
+from __future__ import annotations
+
+from lg_core import Tool
+
+
+class NumberedTool(Tool):
+    tool_name = "numbered"
+    description = "Echo a number."
+    input_schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
+
+    def call(self, input):
+        return f"number {input['n']}"
+
+
+def numbered_calls(*numbers: int) -> list[dict]:
+    """A scripted model's turns: one numbered call per turn, then a final text."""
+    return [*({"tool_calls": [{"name": "numbered", "arguments": {"n": n}}]} for n in numbers), {"text": "done"}]
