@@ -86,3 +86,16 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/chaos" in str(item.fspath):
             item.add_marker(pytest.mark.distributed)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed chaos test carries the tails of its workers' and scheduler's logs, for CI."""
+    outcome = yield
+    report = outcome.get_result()
+    stack = item.funcargs.get("dist") if hasattr(item, "funcargs") else None
+    if report.when != "call" or not report.failed or stack is None:
+        return
+    for log in sorted(stack.tmp_path.glob("*.log")):
+        lines = log.read_text(errors="replace").splitlines()[-60:]
+        report.sections.append((f"log tail: {log.name}", "\n".join(lines)))
