@@ -133,8 +133,11 @@ def test_a_whole_worker_killed_mid_tool_call_is_redispatched(dist, scheduler):
 
 
 def test_b_redis_wiped_while_runs_are_in_flight(dist, scheduler):
-    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
-    dist.start_workers(queues=("lg.tools",), concurrency=2, DIST_APP_TOOL_DELAY="0.3")
+    # Deployed as `lg worker`: Celery sometimes gives up when the broker restarts under
+    # it (kombu fails to restore its unacked messages: "Unrecoverable error"), and
+    # the supervisor starts it again; bare Celery workers would stay down.
+    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8, supervised=True)
+    dist.start_workers(queues=("lg.tools",), concurrency=2, supervised=True, DIST_APP_TOOL_DELAY="0.3")
     executions, turns = _start(*[dist_app.StepAgent, dist_app.ChargeAgent] * 3)
     deadline = time.monotonic() + 60
     while len(dist.calls()) < 6 and time.monotonic() < deadline:

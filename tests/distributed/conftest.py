@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -109,11 +110,22 @@ class DistributedStack:
         env.update(extra)
         return env
 
-    def start_workers(self, queues=ALL_QUEUES, pool: str | None = None, concurrency: int | None = None, **env: str) -> list[WorkerProcess]:
+    def start_workers(
+        self,
+        queues=ALL_QUEUES,
+        pool: str | None = None,
+        concurrency: int | None = None,
+        *,
+        supervised: bool = False,
+        **env: str,
+    ) -> list[WorkerProcess]:
+        """Celery workers for ``queues``: bare `celery worker` processes (their pids are what a
+        test kills), or with ``supervised`` one `lg worker` per group, as deployed: it starts the
+        Celery worker again when that exits on its own (e.g. Celery giving up after a broker restart)."""
         started = []
         for group in plan(queues, pool=pool, concurrency=concurrency):
             name = f"w{len(self.workers)}"
-            argv = group.argv(name, loglevel="INFO")
+            argv = _supervised_argv(group) if supervised else group.argv(name, loglevel="INFO")
             worker = WorkerProcess(argv, self.env(**env), self.tmp_path / f"{name}.log")
             self.workers.append(worker)
             started.append(worker)
@@ -144,6 +156,11 @@ class DistributedStack:
         for worker in self.workers:
             worker.stop()
         self.config.close()
+
+
+def _supervised_argv(group) -> list[str]:
+    argv = [sys.executable, "-m", "lg_core.cli", "worker", "--queues", ",".join(group.queues), "--pool", group.pool]
+    return argv + ["--concurrency", str(group.concurrency)]
 
 
 @pytest.fixture
