@@ -263,13 +263,19 @@ class Engine:
     # -- execute -----------------------------------------------------------------------
 
     def execute(
-        self, ref: StepRef, attempt: int = 1, claimed_by: str | None = None, frame: FrameState | None = None
+        self,
+        ref: StepRef,
+        attempt: int = 1,
+        claimed_by: str | None = None,
+        frame: FrameState | None = None,
+        step_input: Any = _UNKNOWN,
     ) -> list[StepRef]:
         """Run one step to its commit; returns the successors to publish.
 
         ``claimed_by`` is the holder that claimed the step (distributed mode): the
         commit then only applies while that holder still holds it. ``frame`` is
-        the frame as the claim read it (``execute_claimed``), else it is read here.
+        the frame as the claim read it (``execute_claimed``), else it is read here;
+        ``step_input`` likewise the step's input, when the caller has it.
         """
         run = self.run_handle(ref.run_id)
         if run is None:
@@ -287,7 +293,7 @@ class Engine:
             key=ref.key,
             kind=ref.kind,
             attempt=attempt,
-            input=self._input_for(ref),
+            input=self._input_for(ref, step_input),
             holder=claimed_by,
         )
         if scope.frame.checkpoint.phase == OPENING:  # the run's first step after its turn came
@@ -312,10 +318,13 @@ class Engine:
         scope.run.record_diagnostic({"kind": "run_error", "step": scope.key, **error_to_dict(exc)}, exc)
         return scope.ending("failed", exc)
 
-    def _input_for(self, ref: StepRef) -> dict[str, Any] | None:
-        """A tool step's input: remembered if this process scheduled or looked up the step, else read."""
+    def _input_for(self, ref: StepRef, known: Any = _UNKNOWN) -> dict[str, Any] | None:
+        """A tool step's input: ``known`` (read with the claim), remembered if this process
+        scheduled the step, else read from the store."""
         if ref.kind != "tool":
             return None
+        if known is not _UNKNOWN:
+            return known
         remembered = self._step_inputs.pop((ref.run_id, ref.key), _UNKNOWN)
         if remembered is not _UNKNOWN:
             return remembered
@@ -448,11 +457,12 @@ class Engine:
             return "held", []
         assert start.frame is not None
         frame = self.frames.adopt(start.frame, start.messages, start.messages_from)
-        self._step_inputs[(run_id, key)] = step.input
         run = self.run_handle(run_id)  # a cancel from another process reaches its tools' context.check()
         with self.heartbeat.holding(), self.cancel_watch.watching(run_id, run.cancellation_token if run else None):
             ref = StepRef(run_id, key, step.kind, step.frame_id)
-            refs = self.execute(ref, attempt=start.attempts, claimed_by=current_holder(), frame=frame)
+            refs = self.execute(
+                ref, attempt=start.attempts, claimed_by=current_holder(), frame=frame, step_input=step.input
+            )
         return "executed", refs
 
     def _claim_and_load(self, run_id: str, key: str) -> ClaimedStep:
