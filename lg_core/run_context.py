@@ -17,6 +17,11 @@ from lg_core.datamap import DataMap
 from lg_core.errors import DeadlineExceededError
 from lg_core.usage import Usage
 
+# Usage is frozen, so every context can start from the same zero value (the
+# engine builds a context per step; validating a fresh Usage each time was a
+# measurable part of a step).
+_NO_USAGE = Usage()
+
 
 class RunContext:
     def __init__(
@@ -35,7 +40,7 @@ class RunContext:
         self.conversation_id = conversation_id
         self.agent_operation_id = agent_operation_id
         self._lock = threading.Lock()
-        self._usage = Usage()
+        self._usage = _NO_USAGE
         self._structured: Any = None
 
     def check(self) -> None:

@@ -364,7 +364,7 @@ class Engine:
     def _applied(self, scope: StepScope, state: FrameState, commit: StepCommit, result: CommitResult) -> list[StepRef]:
         first_seq, cancel_requested = result.first_seq, result.cancel_requested
         appended = tuple(message for _seq, message in commit.messages)
-        checkpoint = AgentCheckpoint.from_dict(commit.checkpoint)
+        checkpoint = scope.committed_checkpoint(commit.checkpoint)
         self.frames.put(FrameState(state.id, state.run_id, state.path, state.entrypoint, state.version + 1, checkpoint, state.messages + appended))
         if cancel_requested:
             self.note_cancel_requested(scope.run.id)

@@ -50,6 +50,9 @@ class StepScope:
     outgoing: list[StreamEvent | None] = field(default_factory=list)
     context: RunContext | None = None
     _deadline: float | None = None
+    # The checkpoint of this step's latest commit, with the dict written for it
+    # (commit_for): after the commit the frame cache takes the object as is.
+    _committed: tuple[dict[str, Any], AgentCheckpoint] | None = None
 
     # -- collaborators --------------------------------------------------------
 
@@ -128,16 +131,30 @@ class StepScope:
         pairs = [*self.durable, *extra]
         self.outgoing = [live for live, _stored in pairs]
         events = [stored for _live, stored in pairs]
+        stored = checkpoint.to_dict()
+        self._committed = (stored, checkpoint)
         return StepCommit(
             run_id=self.run.id,
             frame_id=state.id,
             expected_version=state.version,
-            checkpoint=checkpoint.to_dict(),
+            checkpoint=stored,
             step_key=self.key,
             holder=self.holder,
             events=events,
             **fields,
         )
+
+    def committed_checkpoint(self, stored: dict[str, Any]) -> AgentCheckpoint:
+        """The checkpoint a commit of this step wrote as ``stored``.
+
+        The object commit_for serialized when ``stored`` is its dict (no need to
+        parse back what was just written), else parsed from ``stored`` (a commit
+        built elsewhere, e.g. an ending at the run's opening).
+        """
+        committed = self._committed
+        if committed is not None and committed[0] is stored:
+            return committed[1]
+        return AgentCheckpoint.from_dict(stored)
 
     def model_step(self, state: FrameState, turn: int) -> NewStep:
         return NewStep(key=f"{state.path}/turn-{turn}/model", frame_id=state.id, kind="model")
