@@ -128,6 +128,19 @@ _BINARY_FIELDS = {"image": ("data",), "document": ("data",), "reasoning": ("reda
 
 def serialize(block: Any) -> dict[str, Any]:
     """The JSON-safe dict of ``block``; bytes become strict base64 text."""
+    kind = type(block)
+    # Text and ToolResult, the blocks of every tool step, are written out directly:
+    # the same dict model_dump(exclude_none=True) gives (no field can be None),
+    # without a pydantic serializer call (a tool step serializes several blocks).
+    if kind is Text:
+        return {"kind": "text", "text": block.text}
+    if kind is ToolResult:
+        return {
+            "kind": "tool_result",
+            "tool_use_id": block.tool_use_id,
+            "content": [serialize(part) for part in block.content],
+            "status": block.status,
+        }
     data = block.model_dump(exclude_none=True)
     for field in _BINARY_FIELDS.get(data["kind"], ()):
         if data.get(field) is not None:

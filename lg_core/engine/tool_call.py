@@ -139,11 +139,10 @@ class ToolCall:
         return Message(role="tool", content=[blocks[p.id] for p in pending])
 
     def _bounded(self, outcome: ToolOutcome) -> ToolOutcome:
+        """``outcome`` with over-long text blocks truncated (itself when none is)."""
         limit = self.scope.agent_class.limits["max_tool_output_tokens"]
-        content = tuple(
-            Text(text=truncate_middle(block.text, limit)) if isinstance(block, Text) else block for block in outcome.content
-        )
-        if content == outcome.content:
+        content = tuple(_bounded_block(block, limit) for block in outcome.content)
+        if all(new is old for new, old in zip(content, outcome.content, strict=True)):
             return outcome
         return ToolOutcome(outcome.status, content, outcome.value, outcome.artifacts, outcome.error, outcome.error_kind)
 
@@ -160,6 +159,14 @@ class ToolCall:
 
 class _StaleStep(Exception):
     """The frame says this call is already done; another execution committed it."""
+
+
+def _bounded_block(block: Any, limit: int) -> Any:
+    """A Text block cut to ``limit`` tokens; any other block, or a text within it, unchanged (the same object)."""
+    if not isinstance(block, Text):
+        return block
+    text = truncate_middle(block.text, limit)
+    return block if text == block.text else Text(text=text)
 
 
 def _as_outcome(value: Any) -> ToolOutcome:
