@@ -59,4 +59,24 @@ class Usage(BaseModel):
         return cls(**values)
 
 
-__all__ = ["Usage"]
+def accumulate(data: Mapping[str, Any] | None, usage: Usage) -> dict[str, int]:
+    """``(Usage.from_dict(data) + usage).to_dict()``: a stored usage dict plus ``usage``.
+
+    The engine adds every model call's usage to the checkpoint's running total;
+    adding the numbers directly skips building two intermediate Usage models.
+    Values that need normalizing (not a non-negative int) take the model path.
+    """
+    if not isinstance(usage, Usage):
+        return (Usage.from_dict(data) + usage).to_dict()  # raises TypeError, as adding would
+    values = data or {}
+    totals = {}
+    for name in FIELDS:
+        stored = values.get(name, 0)
+        if type(stored) is not int or stored < 0:
+            return (Usage.from_dict(data) + usage).to_dict()
+        totals[name] = stored + getattr(usage, name)
+    totals["total_tokens"] = sum(totals.values())
+    return totals
+
+
+__all__ = ["Usage", "accumulate"]

@@ -106,11 +106,24 @@ def encode_value(value: Any) -> Any:
     return str(value)
 
 
+def _encode_dict(value: dict[Any, Any]) -> dict[str, Any]:
+    return {str(k): encode_value(v) for k, v in value.items()}
+
+
+def _encode_sequence(value: list[Any] | tuple[Any, ...]) -> list[Any]:
+    return [encode_value(v) for v in value]
+
+
+# Exact types with a known encoding. Plain dicts, lists and tuples (a tool call's
+# input, in every model turn) are found here, before the slower isinstance checks.
 _ENCODERS: dict[type, Any] = {
     Usage: Usage.to_dict,
     ModelResponse: response_to_dict,
     Message: Message.stored_form,
     StructuredResult: lambda v: {"schema_name": v.schema_name, "value": v.value},
+    dict: _encode_dict,
+    list: _encode_sequence,
+    tuple: _encode_sequence,
 }
 
 

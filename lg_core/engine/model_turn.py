@@ -29,7 +29,7 @@ from lg_core.models.request import ModelRequest, ModelResponse, ToolSpecificatio
 from lg_core.result_schema import ResultSchema, StructuredResult, parse_json_text
 from lg_core.run_result import RunResult
 from lg_core.store import NewStep
-from lg_core.usage import Usage
+from lg_core.usage import Usage, accumulate
 
 RECOVERY_LIMIT = 2
 
@@ -134,7 +134,7 @@ class ModelTurn:
     def _stream(self, agent: Any, model: Any, request: ModelRequest, checkpoint: AgentCheckpoint) -> ModelResponse:
         while True:
             sequence = checkpoint.model_calls + self.calls_made
-            attempt = request.replace(metadata={**request.metadata, "sequence": sequence})
+            attempt = _with_sequence(request, sequence)
             self.calls_made += 1
             try:
                 return self._stream_once(model, attempt)
@@ -337,11 +337,20 @@ class ModelTurn:
         """The checkpoint after this turn's model calls, before the branch's own changes."""
         checkpoint = state.checkpoint.copy()
         checkpoint.model_calls += calls
-        checkpoint.usage = (Usage.from_dict(checkpoint.usage) + response.usage).to_dict()
+        checkpoint.usage = accumulate(checkpoint.usage, response.usage)
         checkpoint.last_text = response.message.text or checkpoint.last_text
         if self.scope.context is not None:
             checkpoint.state = self.scope.context.state.to_dict()
         return checkpoint
+
+
+def _with_sequence(request: ModelRequest, sequence: int) -> ModelRequest:
+    """``request`` with ``metadata["sequence"] = sequence``: itself when it already says so
+    (a first call, unless a callback changed it), so the common case copies nothing."""
+    current = request.metadata.get("sequence")
+    if type(current) is int and current == sequence:
+        return request
+    return request.replace(metadata={**request.metadata, "sequence": sequence})
 
 
 __all__ = ["ModelTurn"]
