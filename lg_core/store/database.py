@@ -11,6 +11,13 @@ Connections run in autocommit on both dialects: a read sends only its
 statement, and a write transaction sends its own BEGIN and COMMIT. On
 PostgreSQL a pooled connection is not pinged at checkout (a round trip each).
 
+A step's commit and a worker's claim use ``transaction(pipelined=True)``: on
+PostgreSQL the statements whose results are read later (``Transaction.submit``)
+and the inserts go out in psycopg's pipeline mode, so a commit of eight
+statements costs two round trips instead of eight (measured with fsync on: half
+the wall time of the commit, ~40 % less client and server CPU). SQLite runs in
+process and executes every statement at once either way.
+
 Transient errors (SQLite "database is locked", PostgreSQL serialization
 failures, deadlocks and dropped connections) are retried by one decorator,
 :func:`retry_transient`, around whole transactions and reads.
@@ -102,12 +109,62 @@ class Prepared:
         return self._getter(params) if self._getter is not None else ()
 
 
-class Transaction:
-    """A DBAPI cursor inside one transaction, running prepared statements."""
+class Submitted:
+    """A statement sent inside a transaction whose result is read later.
 
-    def __init__(self, database: Database, cursor: Any) -> None:
+    In a pipelined PostgreSQL transaction the statement is only queued: reading
+    its rows or row count first sends everything queued and waits for the
+    results (one round trip for all of them). Elsewhere the statement has run
+    already and its result is kept here.
+    """
+
+    __slots__ = ("_tx", "_cursor", "_rows", "_rowcount")
+
+    def __init__(self, tx: Transaction, cursor: Any, rows: list[Any] | None = None, rowcount: int = -1) -> None:
+        self._tx = tx
+        self._cursor = cursor  # None once the result is in _rows/_rowcount
+        self._rows = rows
+        self._rowcount = rowcount
+
+    def _result(self) -> None:
+        if self._cursor is None:
+            return
+        self._tx.sync()
+        cursor, self._cursor = self._cursor, None
+        self._rows = cursor.fetchall() if cursor.description is not None else []
+        self._rowcount = cursor.rowcount
+        cursor.close()
+
+    def one(self) -> Any:
+        """The first row returned, or None."""
+        self._result()
+        assert self._rows is not None
+        return self._rows[0] if self._rows else None
+
+    def all(self) -> list[Any]:
+        self._result()
+        assert self._rows is not None
+        return self._rows
+
+    @property
+    def rowcount(self) -> int:
+        self._result()
+        return self._rowcount
+
+
+class Transaction:
+    """A DBAPI cursor inside one transaction, running prepared statements.
+
+    ``execute`` and the fetch helpers return their result at once. ``submit``
+    and ``executemany`` may be deferred in a pipelined transaction (see
+    :class:`Submitted`); a deferred statement's error surfaces at the next
+    result read or at COMMIT, and rolls the transaction back either way.
+    """
+
+    def __init__(self, database: Database, cursor: Any, pipeline: Any = None) -> None:
         self._db = database
         self.cursor = cursor
+        self._pipeline = pipeline  # psycopg's Pipeline in a pipelined PostgreSQL transaction
 
     @property
     def dialect_name(self) -> str:
@@ -117,7 +174,21 @@ class Transaction:
     def execute(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
         prepared = self._db.prepared(name)
         self.cursor.execute(prepared.sql, prepared.bind(params or {}))
+        if self._pipeline is not None:
+            self._pipeline.sync()  # callers read rowcount or rows right away
         return self.cursor
+
+    def submit(self, name: str, params: Mapping[str, Any] | None = None) -> Submitted:
+        """Send a statement now and read its result later (queued when pipelined)."""
+        prepared = self._db.prepared(name)
+        if self._pipeline is not None:
+            cursor = self.cursor.connection.cursor()
+            cursor.execute(prepared.sql, prepared.bind(params or {}))
+            return Submitted(self, cursor)
+        cursor = self.cursor
+        cursor.execute(prepared.sql, prepared.bind(params or {}))
+        rows = cursor.fetchall() if cursor.description is not None else []
+        return Submitted(self, None, rows, cursor.rowcount)
 
     def executemany(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
@@ -130,6 +201,15 @@ class Transaction:
 
     def fetchall(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         return self.execute(name, params).fetchall()
+
+    def sync(self) -> None:
+        """Send what is queued and wait for its results (a no-op unless pipelined)."""
+        if self._pipeline is not None:
+            self._pipeline.sync()
+
+    def pipeline_closing(self) -> None:
+        """The pipeline ends now (its exit syncs everything queued): results are read as is."""
+        self._pipeline = None
 
 
 class Database:
@@ -268,12 +348,19 @@ class Database:
         return held.raw
 
     @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
+    def transaction(self, *, pipelined: bool = False) -> Iterator[Transaction]:
         """One write transaction; commits on success, rolls back on any error.
 
         Both dialects run their connections in autocommit and send BEGIN and
         COMMIT themselves (SQLite's BEGIN IMMEDIATE takes the write lock up front).
+        ``pipelined`` puts a PostgreSQL transaction in psycopg's pipeline mode:
+        BEGIN, submitted statements, inserts and COMMIT are sent together and
+        only a result read waits for the server (see :class:`Submitted`).
         """
+        if pipelined and self.dialect_name == "postgresql":
+            with self._pipelined_transaction() as tx:
+                yield tx
+            return
         begin = "BEGIN IMMEDIATE" if self.dialect_name == "sqlite" else "BEGIN"
         with self._connection() as raw:
             cursor = raw.cursor()
@@ -285,6 +372,32 @@ class Database:
                     _rollback_quietly(cursor)
                     raise
                 cursor.execute("COMMIT")
+            finally:
+                cursor.close()
+
+    @contextmanager
+    def _pipelined_transaction(self) -> Iterator[Transaction]:
+        """A PostgreSQL transaction in pipeline mode; COMMIT goes out with the last statements.
+
+        An error, raised by our code or by the server at a sync (the server then
+        skips the rest of the pipeline, COMMIT included), leaves the pipeline and
+        rolls back on the connection in normal mode.
+        """
+        with self._connection() as raw:
+            cursor = raw.cursor()
+            try:
+                try:
+                    with raw.driver_connection.pipeline() as pipeline:
+                        cursor.execute("BEGIN")
+                        tx = Transaction(self, cursor, pipeline)
+                        try:
+                            yield tx
+                            cursor.execute("COMMIT")
+                        finally:
+                            tx.pipeline_closing()
+                except BaseException:
+                    _rollback_quietly(cursor)
+                    raise
             finally:
                 cursor.close()
 
@@ -346,4 +459,4 @@ class _ThreadConnection:
                 pass
 
 
-__all__ = ["Database", "Prepared", "Transaction", "is_transient", "retry_transient"]
+__all__ = ["Database", "Prepared", "Submitted", "Transaction", "is_transient", "retry_transient"]

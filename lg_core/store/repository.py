@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
-from lg_core.store.database import Database, Transaction, retry_transient
+from lg_core.store.database import Database, Submitted, Transaction, retry_transient
 from lg_core.store.records import (
     ActivatedRun,
     BatchRecord,
@@ -131,14 +131,21 @@ class RunStore:
     def _commit_once(self, commit: StepCommit) -> CommitResult:
         now = time.time()
         checkpoint = dumps(commit.checkpoint)
-        with self.db.transaction() as tx:
-            header = self._bump_run_txn(tx, commit, now)
+        with self.db.transaction(pipelined=True) as tx:
+            # The three guarded updates go out together; their results are read in
+            # order once all three have run (a failed guard rolls everything back).
+            # The step row's event_seq is computed in SQL from the run row the bump
+            # just updated, since the new sequence number is not known yet here.
+            header_result = self._bump_run_txn(tx, commit, now)
+            frame_result = self._update_frame_txn(tx, commit, checkpoint, now)
+            step_result = None if commit.step_key is None else self._complete_step_txn(tx, commit, checkpoint, now)
+            header = header_result.one()
             if header is None:
                 raise _Abort("run_not_running")
             last_seq, cancel_requested, interjections_pending = header
-            if not self._update_frame_txn(tx, commit, checkpoint, now):
+            if frame_result.rowcount != 1:
                 raise _Abort("frame_version_conflict")
-            if commit.step_key is not None and not self._complete_step_txn(tx, commit, checkpoint, last_seq, now):
+            if step_result is not None and step_result.rowcount != 1:
                 raise _Abort("step_already_completed")
             self._insert_messages_txn(tx, commit.run_id, commit.frame_id, commit.messages, now)
             first_seq = last_seq - len(commit.events) + 1
@@ -169,10 +176,11 @@ class RunStore:
         if stored is not None:
             raise _Abort("session_conflict")
 
-    def _bump_run_txn(self, tx: Transaction, commit: StepCommit, now: float) -> tuple[int, int] | None:
+    def _bump_run_txn(self, tx: Transaction, commit: StepCommit, now: float) -> Submitted:
+        """Advance the run's event counter (and end it, for a finishing commit); one row or none."""
         params: dict[str, Any] = {"run_id": commit.run_id, "n": len(commit.events), "now": now}
         if commit.finish is None:
-            return tx.fetchone("bump_run", params)
+            return tx.submit("bump_run", params)
         finish = commit.finish
         params.update(
             status=finish.status,
@@ -181,10 +189,11 @@ class RunStore:
             usage=None if finish.usage is None else dumps(finish.usage),
             result=None if finish.result is None else dumps(finish.result),
         )
-        return tx.fetchone("finish_run", params)
+        return tx.submit("finish_run", params)
 
-    def _update_frame_txn(self, tx: Transaction, commit: StepCommit, checkpoint: str, now: float) -> bool:
-        cursor = tx.execute(
+    def _update_frame_txn(self, tx: Transaction, commit: StepCommit, checkpoint: str, now: float) -> Submitted:
+        """The frame's new checkpoint, only at the version the step started from (rowcount 1)."""
+        return tx.submit(
             "update_frame",
             {
                 "frame_id": commit.frame_id,
@@ -194,9 +203,9 @@ class RunStore:
                 "now": now,
             },
         )
-        return cursor.rowcount == 1
 
-    def _complete_step_txn(self, tx: Transaction, commit: StepCommit, checkpoint: str, event_seq: int, now: float) -> bool:
+    def _complete_step_txn(self, tx: Transaction, commit: StepCommit, checkpoint: str, now: float) -> Submitted:
+        """Finish the step (held by ``commit.holder`` when set); rowcount 1 when it applied."""
         params = {
             "run_id": commit.run_id,
             "key": commit.step_key,
@@ -204,13 +213,12 @@ class RunStore:
             "result": None if commit.step_result is None else dumps(commit.step_result),
             "error": None if commit.step_error is None else dumps(commit.step_error),
             "checkpoint": checkpoint,
-            "event_seq": event_seq,
             "now": now,
         }
         if commit.holder is not None:
             params["holder"] = commit.holder
-            return tx.execute("complete_held_step", params).rowcount == 1
-        return tx.execute("complete_step", params).rowcount == 1
+            return tx.submit("complete_held_step", params)
+        return tx.submit("complete_step", params)
 
     @staticmethod
     def _insert_messages_txn(tx: Transaction, run_id: str, frame_id: str, rows: Iterable[tuple[int, Any]], now: float) -> None:
@@ -307,7 +315,8 @@ class RunStore:
         statement. Not claimed, it carries the step and run as they stand, so the
         caller can tell a missing, finished or live-held step from a dead holder's
         (and claim again with ``stale_holder``). One transaction replaces a
-        look-up, a claim and two reads (PostgreSQL: 4 round trips instead of 6).
+        look-up, a claim and two reads; pipelined on PostgreSQL it costs 2 round
+        trips (BEGIN with the claim; the frame read with COMMIT) instead of 6.
 
         The claim keeps the server's ``synchronous_commit``. Off, a database crash
         could lose the claim of an idempotent step (which then only runs again),
@@ -318,13 +327,15 @@ class RunStore:
         now = time.time()
         params = {"run_id": run_id, "key": key, "holder": holder, "lease_until": now + lease_seconds, "now": now,
                   "stale_holder": stale_holder or ""}
-        with self.db.transaction() as tx:
-            row = tx.fetchone("claim_step_of_running_run", params)
+        with self.db.transaction(pipelined=True) as tx:
+            row = tx.submit("claim_step_of_running_run", params).one()  # goes out with BEGIN
             if row is None:
                 return self._unclaimed_txn(tx, run_id, key)
             step = _step_record(row[:17])
             from_seq = known_messages(step.frame_id)
-            frame, tail = self._frame_with_tail_txn(tx, run_id, step.frame_id, from_seq)
+            # Read once COMMIT is sent with it: the frame costs no round trip of its own.
+            frame_rows = tx.submit("select_frame_with_tail", {"frame_id": step.frame_id, "from_seq": from_seq})
+        frame, tail = self._frame_with_tail(run_id, step.frame_id, frame_rows.all())
         return ClaimedStep(step, row[17], bool(row[18]), int(row[19]), step.attempts, frame, from_seq, tail)
 
     @staticmethod
@@ -335,10 +346,8 @@ class RunStore:
         return ClaimedStep(_step_record(row[:17]), row[17], bool(row[18]), int(row[19]))
 
     @staticmethod
-    def _frame_with_tail_txn(
-        tx: Transaction, run_id: str, frame_id: str, from_seq: int
-    ) -> tuple[FrameRecord, tuple[dict[str, Any], ...]]:
-        rows = tx.fetchall("select_frame_with_tail", {"frame_id": frame_id, "from_seq": from_seq})
+    def _frame_with_tail(run_id: str, frame_id: str, rows: list[Any]) -> tuple[FrameRecord, tuple[dict[str, Any], ...]]:
+        """The frame row and the messages after the ones the caller has, from ``select_frame_with_tail``."""
         if not rows or rows[0][0] != -1:
             raise RunNotFoundError(f"no frame {frame_id!r} for run {run_id!r}")
         _seq, checkpoint, version, path, kind, entrypoint = rows[0]

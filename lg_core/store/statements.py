@@ -100,7 +100,8 @@ def _complete_step(held: bool) -> Callable[[], ClauseElement]:
             result=bindparam("result"),
             error=bindparam("error"),
             checkpoint=bindparam("checkpoint"),
-            event_seq=bindparam("event_seq"),
+            # The run's event count as this commit's bump_run (the statement before) left it.
+            event_seq=select(runs.c.event_seq).where(runs.c.id == bindparam("run_id")).scalar_subquery(),
             finished_at=bindparam("now"),
             holder=null(),
             lease_until=null(),
