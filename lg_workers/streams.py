@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import threading
+import time
 import weakref
 from types import MappingProxyType
 from typing import Any
@@ -33,6 +36,8 @@ import redis.asyncio
 
 from lg_core.engine.codec import decode_event_data, encode_event_data
 from lg_core.events import StreamEvent
+
+log = logging.getLogger(__name__)
 
 MAX_EVENTS = 20_000
 RETENTION_SECONDS = 24 * 3600
@@ -45,6 +50,9 @@ MAX_BLOCK_SECONDS = SOCKET_TIMEOUT - 2.0
 # Without a connect timeout an unreachable host (packets dropped, not refused)
 # would hold a publishing worker or a web request for the OS's TCP timeout (minutes).
 CONNECT_TIMEOUT = 5.0
+# How long a durable publish waits for the sender: past a connect and a socket
+# timeout, Redis is unreachable and the store's event log serves readers anyway.
+SEND_WAIT_SECONDS = CONNECT_TIMEOUT + 2 * SOCKET_TIMEOUT
 
 
 def connect(url: str) -> redis.Redis:
@@ -59,28 +67,123 @@ def stream_key(run_id: str) -> str:
 
 
 class RedisEventSink:
-    """Publishes a run's events to its Redis Stream (best effort: Redis is only transport)."""
+    """Publishes runs' events to their Redis Streams (best effort: Redis is only transport).
+
+    A live-only event (a text delta, a start marker: no durable ``seq``) is
+    queued and the caller goes on at once; one sender thread per process sends
+    whatever has queued up in one pipeline, so a model streaming fast costs one
+    round trip per burst instead of one per delta, and a slow one still sees each
+    delta leave as soon as it is emitted. A durable event, and a commit's events
+    (``publish_many``), wait until everything queued before them and they
+    themselves are in Redis: the step's successor is published only after that,
+    so the next step's events (from any process) always follow this step's.
+    """
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
+        self._start_over()
+        _SINKS.add(self)
+
+    def _start_over(self) -> None:
+        """Empty state, no sender yet; also what a forked child starts from (its parent's
+        sender thread did not survive the fork, and the lock may have been held by it)."""
+        self._lock = threading.Condition()
+        self._queue: list[tuple[str, StreamEvent]] = []
+        self._queued = 0  # tickets handed out: events ever queued in this process
+        self._sent = 0  # tickets whose events have been sent (or given up on)
+        self._sending = False  # a batch is on its way: the next one waits for it (order)
+        self._sender: threading.Thread | None = None
 
     def publish(self, run_id: str, event: StreamEvent) -> None:
-        self.publish_many(run_id, [event])
+        if event.seq is None:
+            self._enqueue(run_id, [event])
+        else:
+            self._flush(run_id, [event])
 
     def publish_many(self, run_id: str, events: list[StreamEvent]) -> None:
-        """Append ``events`` to the run's stream in order, in one round trip (one commit's events)."""
-        if not events:
-            return
-        key = stream_key(run_id)
+        """Append ``events`` to the run's stream in order; returns once they are in Redis."""
+        if events:
+            self._flush(run_id, events)
+
+    def _enqueue(self, run_id: str, events: list[StreamEvent]) -> None:
+        """Queue ``events`` for the sender thread."""
+        with self._lock:
+            self._queue_locked(run_id, events)
+            self._lock.notify_all()
+
+    def _queue_locked(self, run_id: str, events: list[StreamEvent]) -> int:
+        """Add ``events`` to the queue; returns the ticket of the last one."""
+        if self._sender is None:
+            self._sender = threading.Thread(target=self._send_forever, name="lg-event-sender", daemon=True)
+            self._sender.start()
+        self._queue.extend((run_id, event) for event in events)
+        self._queued += len(events)
+        return self._queued
+
+    def _flush(self, run_id: str, events: list[StreamEvent]) -> None:
+        """Queue ``events`` and return once they and everything before them are sent.
+
+        The caller sends the queue itself when no send is in progress, rather than
+        handing it to the sender thread and waiting to be woken: that would put two
+        thread switches on every step's path to publishing its successor.
+        """
+        deadline = time.monotonic() + SEND_WAIT_SECONDS
+        with self._lock:
+            ticket = self._queue_locked(run_id, events)
+            while self._sent < ticket:
+                if not self._sending and self._queue:
+                    self._send_queued_locked()
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("events still unsent to Redis after %.0f s; going on without them", SEND_WAIT_SECONDS)
+                    return
+                self._lock.wait(left)
+
+    def _send_forever(self) -> None:
+        with self._lock:
+            while True:
+                if self._queue and not self._sending:
+                    self._send_queued_locked()
+                else:
+                    self._lock.wait()
+
+    def _send_queued_locked(self) -> None:
+        """Send everything queued, in order, with the lock released during the round trip."""
+        batch, self._queue = self._queue, []
+        self._sending = True
+        self._lock.release()
+        try:
+            self._send(batch)
+        finally:
+            self._lock.acquire()
+            self._sending = False
+            self._sent += len(batch)
+            self._lock.notify_all()
+
+    def _send(self, batch: list[tuple[str, StreamEvent]]) -> None:
         try:
             pipe = self.client.pipeline(transaction=False)
-            for event in events:
-                pipe.xadd(key, _fields(event), maxlen=MAX_EVENTS, approximate=True)
-            if any(event.terminal for event in events):
-                pipe.expire(key, RETENTION_SECONDS)
+            for run_id, event in batch:
+                pipe.xadd(stream_key(run_id), _fields(event), maxlen=MAX_EVENTS, approximate=True)
+                if event.terminal:
+                    pipe.expire(stream_key(run_id), RETENTION_SECONDS)
             pipe.execute()
         except redis.RedisError:
             pass  # readers recover durable events from the store; deltas are lost with Redis
+        except Exception:  # noqa: BLE001 - e.g. an event that does not encode: never stop the sender
+            log.exception("could not send %d events to Redis", len(batch))
+
+
+_SINKS: weakref.WeakSet[RedisEventSink] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for sink in list(_SINKS):
+        sink._start_over()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _fields(event: StreamEvent) -> dict[Any, Any]:

@@ -14,7 +14,8 @@ the benchmarks. Register a script, then point an agent at it::
 
 A turn is a dict with any of ``text``, ``tool_calls``, ``reasoning``,
 ``structured`` (a value sent as JSON text), ``usage``, ``stop_reason``,
-``delay`` (seconds before the first token), or ``error`` (a message, or a dict
+``delay`` (seconds before the first token), ``delta_delay`` (seconds between
+text deltas, for a model that takes time to stream), or ``error`` (a message, or a dict
 with ``message``, ``kind`` in {"provider", "http", "rate_limit",
 "context_window", "protocol"}, ``status`` and ``retryable``). Instead of a
 list, ``turns`` may be a callable ``(request) -> dict``.
@@ -51,7 +52,7 @@ from lg_core.usage import Usage
 Turn = Mapping[str, Any]
 Script = Sequence[Turn] | Callable[[ModelRequest], Turn]
 
-_TURN_KEYS = {"text", "tool_calls", "reasoning", "structured", "usage", "stop_reason", "delay", "error"}
+_TURN_KEYS = {"text", "tool_calls", "reasoning", "structured", "usage", "stop_reason", "delay", "delta_delay", "error"}
 _ERROR_KINDS = {
     "provider": ProviderError,
     "http": HTTPError,
@@ -116,6 +117,10 @@ def _validate_turn(turn: Any, index: int) -> Turn:
     for call in turn.get("tool_calls", ()):
         if not isinstance(call, Mapping) or "name" not in call:
             raise ValueError(f"scripted turn {index}: every tool call needs a name")
+    for key in ("delay", "delta_delay"):
+        value = turn.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+            raise ValueError(f"scripted turn {index}: {key} must be a number of seconds >= 0, got {value!r}")
     return dict(turn)
 
 
@@ -172,7 +177,10 @@ def _stream_turn(turn: Turn, request: ModelRequest, model_id: str, sequence: int
     if "structured" in turn:
         text = json.dumps(turn["structured"])
     if text:
-        for piece in _WORD.findall(text):
+        pause = float(turn.get("delta_delay") or 0.0)
+        for index, piece in enumerate(_WORD.findall(text)):
+            if pause and index:
+                time.sleep(pause)
             yield StreamEvent.build("text_delta", text=piece)
         blocks.append(Text(text=text))
     for index, call in enumerate(turn.get("tool_calls", ())):

@@ -111,7 +111,8 @@ scripted.register("dist-steps", _steps("step"))
 scripted.register("dist-charge", _steps("charge"))
 scripted.register("dist-slow", [{"text": "A slow and thoughtful answer, streamed word by word.", "delay": 1.0}])
 scripted.register("dist-gates", _gates)
-scripted.register("dist-echo", lambda request: {"text": "You said: " + request.messages[-1].text})
+# Streamed word by word with a pause, as a real model streams: an interjection can land mid-answer.
+scripted.register("dist-echo", lambda request: {"text": "You said: " + request.messages[-1].text, "delta_delay": 0.01})
 
 
 class StepAgent(Agent):

@@ -244,3 +244,16 @@ def test_leaving_an_async_stream_early_cancels_the_run(config, script):
 
     assert run.outcome == "cancelled"
     assert [e.type for e in run.events()][-1] == "run_cancel"
+
+
+def test_a_scripted_turn_can_pace_its_deltas_like_a_streaming_model(config, script):
+    agent = agent_for(script([{"text": "one two three", "delta_delay": 0.001}]))
+    deltas = [event.data["text"] for event in agent.stream_ask("Go") if event.type == "text_delta"]
+    assert "".join(deltas) == "one two three" and len(deltas) == 3
+
+
+@pytest.mark.parametrize("bad", [-1, "fast", True])
+def test_a_scripted_turn_with_a_bad_delay_fails_the_run_with_a_clear_message(config, script, bad):
+    run = agent_for(script(lambda request: {"text": "hi", "delta_delay": bad})).ask("Go")
+    assert run.failed
+    assert "delta_delay must be a number of seconds >= 0" in str(run.error)
