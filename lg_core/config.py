@@ -15,6 +15,7 @@ one block, which is also how tests isolate themselves.
 from __future__ import annotations
 
 import contextvars
+import importlib
 import os
 import threading
 from collections.abc import Iterator
@@ -68,6 +69,13 @@ class Configuration(BaseSettings):
             "{'provider': 'filesystem', 'root': DIR}, {'provider': 'sql', 'url': URL}, or a SessionStore"
         ),
     )
+    session_actor: Any = Field(
+        None,
+        description=(
+            "derives the persistence actor of each invocation: a callable (invocation) -> actor id or None, "
+            "or its import path 'module:function'; unset, it is the invocation's actor_id"
+        ),
+    )
     service_name: str = "littleghost"
 
     _runtime: Any = PrivateAttr(default=None)
@@ -98,6 +106,15 @@ class Configuration(BaseSettings):
         from lg_core.sessions import check_declaration
 
         return check_declaration(value)
+
+    @field_validator("session_actor", mode="before")
+    @classmethod
+    def _session_actor(cls, value: Any) -> Any:
+        if value is None or callable(value):
+            return value
+        if isinstance(value, str):
+            return _import_callable(value, "session_actor")
+        raise ValueError(f"session_actor must be a callable (invocation) -> actor id, or 'module:function'; got {value!r}")
 
     @field_validator("hooks")
     @classmethod
@@ -133,6 +150,22 @@ class Configuration(BaseSettings):
             runtime, self._runtime = self._runtime, None
         if runtime is not None:
             runtime.close()
+
+
+def _import_callable(path: str, setting: str) -> Any:
+    """The callable named ``module:attribute`` (how YAML and environment settings name code)."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"{setting} {path!r} is not an import path; write it as 'module:function'")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"{setting} {path!r} cannot be imported: {exc}") from None
+    if not callable(target):
+        raise ValueError(f"{setting} {path!r} names {type(target).__name__}, not a callable")
+    return target
 
 
 CONFIG_FILE_NAME = "lg.yaml"

@@ -393,7 +393,7 @@ def _fork_row(record: RunRecord, invocation: Invocation, holder: str | None) -> 
         "status": "running",
         "invocation": invocation.to_dict(),
         "session_id": invocation.session_id,
-        "actor_id": invocation.actor_id,
+        "actor_id": record.actor_id,  # the source run's persistence actor (Configuration.session_actor)
         "holder": holder,
         "deadline_at": None if deadline is None else deadline.timestamp(),
         "parent_run_id": record.id,

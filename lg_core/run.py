@@ -53,6 +53,9 @@ class Run:
         self.invocation = invocation
         self.id = invocation.run_id
         self.operation_id = self.id
+        # Whose session this run reads and appends to (Configuration.session_actor),
+        # decided when the run starts and stored with it.
+        self.session_actor_id: str | None = invocation.actor_id
         self.runtime = runtime
         self.cancellation_token = cancellation_token or CancellationToken()
         self.outcome: str | None = None
@@ -282,6 +285,7 @@ class Run:
             entrypoint = None
         run = cls(entrypoint, Invocation.from_dict(record.invocation), runtime)
         run._stored_entrypoint = record.entrypoint
+        run.session_actor_id = record.actor_id
         if record.finished:
             run._phase = "finished"
             run._closed = True

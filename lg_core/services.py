@@ -64,7 +64,7 @@ class Runtime:
         self.hooks: list[Hook] = [hook() for hook in configuration.hooks]
         # Sessions live in the run store's database unless configured otherwise (lg_core.sessions).
         self.session_store, self._owns_session_store = build_session_store(configuration.session_store, self.store)
-        self.sessions = RunSessions(self.session_store, self.store)
+        self.sessions = RunSessions(self.session_store, self.store, configuration.session_actor)
         self.engine = Engine(
             self, self.store, lease_seconds=configuration.lease_seconds, run_cache_size=configuration.run_cache_size
         )

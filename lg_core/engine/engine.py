@@ -200,6 +200,7 @@ class Engine:
         # Stored unopened: the history is loaded when the run's turn on its session
         # comes, which is now unless another run of the session is active (opening.py).
         checkpoint = AgentCheckpoint(phase=OPENING)
+        run.session_actor_id = self.sessions.actor_for(invocation)
         row = {
             "id": run.id,
             "entrypoint": run.entrypoint_path,
@@ -207,7 +208,7 @@ class Engine:
             "status": "running",
             "invocation": invocation.to_dict(),
             "session_id": invocation.session_id,
-            "actor_id": invocation.actor_id,
+            "actor_id": run.session_actor_id,
             "holder": None if distributed else current_holder(),
             "deadline_at": None if invocation.deadline_at is None else invocation.deadline_at.timestamp(),
         }

@@ -20,7 +20,7 @@ Failed, partial and cancelled runs leave their session unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from lg_core.sessions.sql import SqlSessionStore
 from lg_core.store.records import SessionWrite
 
 if TYPE_CHECKING:
+    from lg_core.invocation import Invocation
     from lg_core.run import Run
     from lg_core.store import RunStore
 
@@ -48,8 +49,11 @@ class Opening:
 class RunSessions:
     """The bridge between runs and the configured SessionStore (None disables sessions)."""
 
-    def __init__(self, store: SessionStore | None, run_store: RunStore) -> None:
+    def __init__(
+        self, store: SessionStore | None, run_store: RunStore, actor: Callable[[Invocation], Any] | None = None
+    ) -> None:
         self.store = store
+        self._actor = actor  # Configuration.session_actor
         # The turn is appended inside the run's final commit when the session
         # tables live in the run store's own database.
         self.in_store = isinstance(store, SqlSessionStore) and store.database is run_store.db
@@ -58,13 +62,30 @@ class RunSessions:
     def enabled(self) -> bool:
         return self.store is not None
 
+    def actor_for(self, invocation: Invocation) -> str | None:
+        """The persistence actor of a new run: ``session_actor(invocation)``, else its actor_id.
+
+        Called once, where the run starts (the web app, with its authenticated
+        user at hand); the run row keeps the result, so workers and later
+        processes use the same actor without the callable.
+        """
+        if self._actor is None:
+            return invocation.actor_id
+        actor = self._actor(invocation)
+        if actor is not None and (not isinstance(actor, str) or not actor.strip()):
+            raise ConfigurationError(
+                f"session_actor must return a non-empty string actor id or None, got {actor!r} "
+                f"for run {invocation.run_id}"
+            )
+        return actor
+
     def open(self, run: Run, hooks: Sequence[Any] = ()) -> Opening:
         """History and initial state for ``run``, which starts executing now."""
         invocation = run.invocation
         fallback = tuple(invocation.history)
         if self.store is None:
             return Opening(fallback, invocation.context.copy(), None)
-        snapshot = self.store.load(invocation.session_id, actor_id=invocation.actor_id)
+        snapshot = self.store.load(invocation.session_id, actor_id=run.session_actor_id)
         stored = snapshot.messages if snapshot is not None else ()
         history = stored or fallback
         for hook in hooks:
@@ -94,7 +115,7 @@ class RunSessions:
             return None
         invocation = run.invocation
         turn = persistable(conversation[info["skip"] :])
-        return SessionWrite(invocation.session_id, invocation.actor_id, turn, dict(state), info["count"])
+        return SessionWrite(invocation.session_id, run.session_actor_id, turn, dict(state), info["count"])
 
     def write_external(self, write: SessionWrite) -> None:
         """Append ``write`` to a store outside the run store's database.

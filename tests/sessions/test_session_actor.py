@@ -1,0 +1,98 @@
+"""Configuration.session_actor: the persistence actor is derived once, where the run
+starts, and stored with the run, so every later process uses the same one."""
+
+from __future__ import annotations
+
+import pytest
+
+import lg_core
+from lg_core import Configuration, ConfigurationError, with_configuration
+from lg_core.config import build_configuration
+from tests.sessions.session_app import RecallAgent
+
+
+def tenant_of(invocation):
+    """A resolver as an application writes one: the actor from trusted context."""
+    return invocation.context.get("tenant")
+
+
+@pytest.fixture
+def tenant_config():
+    configuration = Configuration(session_actor=tenant_of)
+    with with_configuration(configuration):
+        yield configuration
+    configuration.close()
+
+
+def stored(config, actor_id, session_id="conv-1"):
+    snapshot = config.runtime().session_store.load(session_id, actor_id=actor_id)
+    return [] if snapshot is None else [m.text for m in snapshot.messages]
+
+
+def test_runs_whose_resolver_gives_one_actor_share_the_session_whatever_their_actor_id(tenant_config):
+    RecallAgent.ask("Hello from Ada.", session_id="conv-1", actor_id="user-1", context={"tenant": "acme"})
+    second = RecallAgent.ask("Who spoke?", session_id="conv-1", actor_id="user-2", context={"tenant": "acme"})
+
+    assert second.response == "seen: Hello from Ada. | Who spoke?"
+    assert stored(tenant_config, "acme") == ["Hello from Ada.", "seen: Hello from Ada.", "Who spoke?", second.response]
+    assert stored(tenant_config, "user-1") == [] and stored(tenant_config, "user-2") == []
+    # The tools still see the application's actor: only persistence uses the derived one.
+    assert second.invocation.actor_id == "user-2"
+
+
+def test_another_derived_actor_is_another_conversation(tenant_config):
+    RecallAgent.ask("Acme's secret.", session_id="conv-1", actor_id="user-1", context={"tenant": "acme"})
+    other = RecallAgent.ask("Anything stored?", session_id="conv-1", actor_id="user-1", context={"tenant": "globex"})
+
+    assert other.response == "seen: Anything stored?"
+
+
+def test_the_derived_actor_is_stored_with_the_run_and_used_after_a_new_runtime(tmp_path):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    first = Configuration(run_store=url, session_actor=tenant_of)
+    with with_configuration(first):
+        run = RecallAgent.ask("Remember me.", session_id="conv-1", actor_id="user-1", context={"tenant": "acme"})
+        assert first.runtime().store.load_run(run.id).actor_id == "acme"
+    first.close()
+    # A process without the resolver (a worker, a CLI) reads the actor from the run row.
+    later = Configuration(run_store=url)
+    with with_configuration(later):
+        assert lg_core.get_run(run.id).session_actor_id == "acme"
+        assert stored(later, "acme") == ["Remember me.", "seen: Remember me."]
+    later.close()
+
+
+def test_without_a_resolver_the_actor_is_the_invocations(config):
+    run = RecallAgent.ask("Plain.", session_id="conv-1", actor_id="user-7")
+    assert run.session_actor_id == "user-7"
+    assert stored(config, "user-7") == ["Plain.", "seen: Plain."]
+
+
+@pytest.mark.parametrize("bad", [42, "", "   "])
+def test_a_resolver_returning_no_actor_id_is_refused_before_anything_is_stored(bad):
+    configuration = Configuration(session_actor=lambda invocation: bad)
+    with with_configuration(configuration):
+        with pytest.raises(ConfigurationError, match="session_actor must return a non-empty string actor id or None"):
+            RecallAgent.ask("Lost?", session_id="conv-1", actor_id="user-1")
+        assert lg_core.list_runs() == []
+    configuration.close()
+
+
+def test_a_resolver_can_be_named_by_import_path_as_in_yaml_or_the_environment(monkeypatch):
+    monkeypatch.setenv("LG_SESSION_ACTOR", "tests.sessions.test_session_actor:tenant_of")
+    assert Configuration().session_actor is tenant_of
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("no_colon_here", "is not an import path; write it as 'module:function'"),
+        ("tests.sessions.nowhere:fn", "cannot be imported"),
+        ("tests.sessions.session_app:RecallAgent.model", "not a callable"),
+        (3, "session_actor must be a callable"),
+    ],
+)
+def test_a_bad_resolver_setting_is_a_configuration_error(value, message):
+    with pytest.raises(ConfigurationError, match=message):
+        build_configuration(session_actor=value)
+
