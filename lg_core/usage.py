@@ -46,7 +46,7 @@ class Usage(BaseModel):
     def to_dict(self) -> dict[str, int]:
         """Every field plus ``total_tokens``."""
         data = {name: getattr(self, name) for name in FIELDS}
-        data["total_tokens"] = self.total_tokens
+        data["total_tokens"] = sum(data.values())  # == self.total_tokens, without reading the fields again
         return data
 
     to_h = to_dict

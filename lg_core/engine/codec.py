@@ -68,8 +68,19 @@ def response_to_dict(response: ModelResponse) -> dict[str, Any]:
         "message": response.message.stored_form(),
         "stop_reason": response.stop_reason,
         "usage": response.usage.to_dict(),
-        "metadata": to_json_value(dict(response.metadata)),
+        "metadata": _json_metadata(response.metadata),
     }
+
+
+_FLAT_JSON = (str, int, bool, type(None))
+
+
+def _json_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``to_json_value(dict(metadata))``; a flat dict of str keys and plain values
+    (a provider's usual response metadata) is simply copied."""
+    if all(type(key) is str and type(value) in _FLAT_JSON for key, value in metadata.items()):
+        return dict(metadata)
+    return to_json_value(dict(metadata))
 
 
 def response_from_dict(data: Mapping[str, Any]) -> ModelResponse:

@@ -9,6 +9,7 @@ work (model call, tool call) is never repeated for a conflict.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from lg_core.run import Run
 
 Transition = Callable[[FrameState], StepCommit]
+_NO_DEADLINE = math.inf
 EventPair = tuple["StreamEvent | None", tuple[str, dict[str, Any]]]
 
 
@@ -110,16 +112,18 @@ class StepScope:
 
         Called for every streamed event, so the common case is three cheap tests.
         """
-        token = self.run.cancellation_token
+        run = self.run
+        token = run.cancellation_token
         if token.cancelled:
             token.raise_if_cancelled()
-        if self.engine.cancel_requested(self.run.id):
+        if self.engine.cancel_requested(run.id):
             token.cancel("cancellation was requested")
             raise CancelledError()
-        if self._deadline is None:
-            deadline = self.run.invocation.deadline_at
-            self._deadline = float("inf") if deadline is None else deadline.timestamp()
-        if self._deadline != float("inf") and time.time() >= self._deadline:
+        deadline = self._deadline
+        if deadline is None:
+            at = run.invocation.deadline_at
+            deadline = self._deadline = _NO_DEADLINE if at is None else at.timestamp()
+        if deadline != _NO_DEADLINE and time.time() >= deadline:
             raise DeadlineExceededError()
 
     # -- commits ------------------------------------------------------------------
