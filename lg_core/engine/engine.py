@@ -452,6 +452,8 @@ class Engine:
             self.note_cancel_requested(run_id)
         else:
             self._clear_stale_cancel(run_id)
+        # The claim read the cancel flag just now: the step's first check need not poll it again.
+        self._flag_polls[run_id] = time.monotonic()
         if start.attempts is None:
             if step.status not in ("scheduled", "running"):
                 return "done", self.open_steps(run_id, scheduled_only=True)

@@ -202,6 +202,16 @@ class Transaction:
     def fetchall(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         return self.execute(name, params).fetchall()
 
+    def relax_durability(self) -> None:
+        """Let this transaction's COMMIT return before its WAL is flushed (PostgreSQL only).
+
+        For writes whose loss in a database crash is harmless (e.g. the claim of an
+        idempotent step); SQLite cannot change this inside a transaction and keeps
+        its setting.
+        """
+        if self._db.dialect_name == "postgresql":
+            self.cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
     def sync(self) -> None:
         """Send what is queued and wait for its results (a no-op unless pipelined)."""
         if self._pipeline is not None:

@@ -318,11 +318,13 @@ class RunStore:
         look-up, a claim and two reads; pipelined on PostgreSQL it costs 2 round
         trips (BEGIN with the claim; the frame read with COMMIT) instead of 6.
 
-        The claim keeps the server's ``synchronous_commit``. Off, a database crash
-        could lose the claim of an idempotent step (which then only runs again),
-        but it saved ~0.25 ms of WAL flush per claim on the dev VM (fsync on), under
-        2 % of a step and below the benchmark's noise, and the step's kind (an
-        ``at_most_once`` tool needs a durable claim) is known only after the claim.
+        A model turn's claim commits without waiting for its WAL flush
+        (PostgreSQL ``synchronous_commit`` off for that transaction only): a
+        database crash could lose the claim, and the turn, which is idempotent,
+        would only run again; the turn's own commit flushes it anyway. A tool
+        call's claim stays durable, since an ``at_most_once`` tool must find it
+        after a crash. The kind is known from the claimed row, before COMMIT is
+        sent, so the choice costs no round trip.
         """
         now = time.time()
         params = {"run_id": run_id, "key": key, "holder": holder, "lease_until": now + lease_seconds, "now": now,
@@ -332,6 +334,8 @@ class RunStore:
             if row is None:
                 return self._unclaimed_txn(tx, run_id, key)
             step = _step_record(row[:17])
+            if step.kind == "model":
+                tx.relax_durability()
             from_seq = known_messages(step.frame_id)
             # Read once COMMIT is sent with it: the frame costs no round trip of its own.
             frame_rows = tx.submit("select_frame_with_tail", {"frame_id": step.frame_id, "from_seq": from_seq})
