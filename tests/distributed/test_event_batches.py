@@ -9,6 +9,8 @@ end-to-end order.
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import dist_app
 import redis
@@ -78,3 +80,61 @@ def test_a_runs_stream_holds_its_durable_events_in_commit_order(dist):
     # Every durable event, each commit's several events together, in the store's order.
     assert streamed == stored
     assert len(stored) > 2 * dist_app.TURNS
+
+
+def test_live_events_leave_without_waiting_and_keep_their_place_before_the_commits_events(redis_server):
+    client = connect(redis_server.url)
+    sink = RedisEventSink(client)
+    live = [StreamEvent.build("text_delta", text=word) for word in ("one ", "two ", "three")]
+    durable = [StreamEvent.build("message_stop", text="one two three").with_seq(2)]
+    try:
+        for event in live:
+            sink.publish("live-run", event)  # queued for the sender thread: returns at once
+        deadline = time.monotonic() + 10
+        while client.xlen(stream_key("live-run")) < len(live) and time.monotonic() < deadline:
+            time.sleep(0.01)  # the sender sends them with no flush behind them
+        sink.publish_many("live-run", durable)
+        entries = client.xrange(stream_key("live-run"))
+    finally:
+        client.close()
+
+    assert [f[b"type"] for _id, f in entries] == [b"text_delta"] * 3 + [b"message_stop"]
+    assert [json.loads(f[b"data"]).get("text") for _id, f in entries[:3]] == ["one ", "two ", "three"]
+
+
+def test_a_commits_flush_sends_the_live_events_queued_before_it_first(redis_server):
+    client = connect(redis_server.url)
+    sink = RedisEventSink(client)
+    try:
+        for index in range(200):  # a burst: most are still queued when the flush comes
+            sink.publish("burst-run", StreamEvent.build("text_delta", text=str(index)))
+        sink.publish_many("burst-run", [StreamEvent.build("run_stop", outcome="completed").with_seq(7)])
+        entries = client.xrange(stream_key("burst-run"))  # no wait: publish_many returned after the send
+    finally:
+        client.close()
+
+    texts = [json.loads(f[b"data"]).get("text") for _id, f in entries[:-1]]
+    assert texts == [str(index) for index in range(200)]
+    assert entries[-1][1][b"type"] == b"run_stop"
+
+
+def test_a_forked_child_publishes_with_its_own_sender(redis_server):
+    """Prefork pool children inherit the sink from their parent, but not its sender thread."""
+    client = connect(redis_server.url)
+    sink = RedisEventSink(client)
+    sink.publish_many("fork-run", [StreamEvent.build("invocation_start", input="hi").with_seq(1)])  # parent's sender
+    pid = os.fork()
+    if pid == 0:  # the child: publish and leave without running the parent's cleanup
+        try:
+            sink.publish("fork-run", StreamEvent.build("text_delta", text="from the child"))
+            sink.publish_many("fork-run", [StreamEvent.build("message_stop", text="from the child").with_seq(2)])
+        finally:
+            os._exit(0)
+    _pid, status = os.waitpid(pid, 0)
+    try:
+        entries = client.xrange(stream_key("fork-run"))
+    finally:
+        client.close()
+
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [f[b"type"] for _id, f in entries] == [b"invocation_start", b"text_delta", b"message_stop"]

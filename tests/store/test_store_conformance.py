@@ -101,6 +101,21 @@ def test_a_lost_race_writes_nothing(store):
     assert store.load_run("r1").event_seq == 3
 
 
+def test_a_statement_failing_late_in_a_commit_rolls_back_all_of_it(store):
+    """On PostgreSQL the inserts go out with COMMIT (pipelined): an error there must undo the whole step."""
+    _create(store)
+    broken = _commit(new=["root/turn-0/tool/a"])
+    broken.new_steps = [NewStep(key="root/turn-0/tool/a", frame_id=None, kind="tool")]  # NOT NULL violated
+    with pytest.raises(Exception, match="(?i)null"):
+        store.commit(broken)
+
+    assert store.load_frame("r1/root").version == 0
+    assert store.load_run("r1").event_seq == 1 and len(store.load_events("r1")) == 1
+    assert len(store.load_messages("r1/root")) == 1
+    assert [(s.key, s.status) for s in store.load_steps("r1", open_only=True)] == [("root/turn-0/model", "scheduled")]
+    assert store.commit(_commit(new=["root/turn-0/tool/a"])).applied  # the connection is usable again
+
+
 def test_a_finished_run_accepts_no_more_commits(store):
     _create(store, steps=("root/turn-0/model", "root/x"))
     finish = RunFinish("completed", "done", None, {"input_tokens": 1}, {"stop_reason": "end_turn"})
