@@ -120,6 +120,16 @@ class Message(BaseModel):
         )
 
     @classmethod
+    def of_blocks(cls, role: Role, blocks: Iterable[Any]) -> Message:
+        """A message of content blocks that are already validated block models.
+
+        For the engine, which assembles messages from blocks it built itself (a
+        turn's tool results): the same Message as ``Message(role=role,
+        content=blocks)``, without validating every block again.
+        """
+        return cls.model_construct(role=role, content=tuple(blocks))
+
+    @classmethod
     def coerce(cls, value: Any, *, role: str = "user") -> Message:
         """Keep a Message; build one from a dict, a string or a list of blocks."""
         if isinstance(value, Message):

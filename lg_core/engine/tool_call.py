@@ -136,7 +136,7 @@ class ToolCall:
                 if step.result and step.key != self.scope.key:
                     block = content_mod.from_dict(step.result["tool_result"])
                     blocks[block.tool_use_id] = block
-        return Message(role="tool", content=[blocks[p.id] for p in pending])
+        return Message.of_blocks("tool", [blocks[p.id] for p in pending])
 
     def _bounded(self, outcome: ToolOutcome) -> ToolOutcome:
         """``outcome`` with over-long text blocks truncated (itself when none is)."""
