@@ -14,6 +14,7 @@ callback is declared with ``prepend=True``.
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -116,7 +117,27 @@ def collect(cls: type, inherited: Mapping[str, tuple[str, ...]]) -> dict[str, tu
     return {name: tuple(chain) for name, chain in chains.items()}
 
 
+# Whether a callback function takes ``context``, by function: run_chain asks for
+# every callback call (several per step), and inspect.signature costs microseconds.
+_TAKES_CONTEXT: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
 def _accepts_context(fn: Callable[..., Any]) -> bool:
+    """Does ``fn`` take a ``context`` keyword? Cached per underlying function."""
+    key = getattr(fn, "__func__", fn)  # a bound method: its function, shared by every instance
+    try:
+        return _TAKES_CONTEXT[key]
+    except (KeyError, TypeError):  # not seen yet, or not weak-referenceable / hashable
+        pass
+    accepts = _signature_accepts_context(fn)
+    try:
+        _TAKES_CONTEXT[key] = accepts
+    except TypeError:
+        pass
+    return accepts
+
+
+def _signature_accepts_context(fn: Callable[..., Any]) -> bool:
     try:
         parameters = inspect.signature(fn).parameters
     except (TypeError, ValueError):
