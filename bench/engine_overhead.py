@@ -160,10 +160,19 @@ def floor_a_conversation(provider: ScriptedProvider) -> int:
     return steps
 
 
-class BareCommit:
-    """Floor B: one INSERT + COMMIT per call, with the file store's pragmas."""
+STORE_BTREES = 6  # what one step commit writes: lg_runs, lg_frames, lg_steps, lg_steps_open, lg_messages, lg_events
 
-    def __init__(self, path: Path, synchronous: str) -> None:
+
+class BareCommit:
+    """Floor B: one INSERT + COMMIT per call, with the file store's pragmas.
+
+    With ``tables`` > 1 the commit inserts one row into each of that many
+    tables: the reference "bare commit of the store's shape" (a reference,
+    not a floor any target uses), which shows what writing several B-trees
+    costs per fsync on this disk before any engine work.
+    """
+
+    def __init__(self, path: Path, synchronous: str, tables: int = 1) -> None:
         # The same connection settings as lg_core.store.database for a file store.
         self.connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
         mode = self.connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -171,7 +180,10 @@ class BareCommit:
             raise RuntimeError(f"{path} refused WAL mode (journal_mode={mode}); pick another --dir")
         self.connection.execute(f"PRAGMA synchronous={synchronous}")
         self.connection.execute("PRAGMA busy_timeout=30000")
-        self.connection.execute("CREATE TABLE IF NOT EXISTS bench_rows (id INTEGER PRIMARY KEY, data TEXT NOT NULL)")
+        self.tables = [f"bench_rows_{index}" if index else "bench_rows" for index in range(tables)]
+        for table in self.tables:
+            self.connection.execute(f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY, data TEXT NOT NULL)")
+        self.inserts = [f"INSERT INTO {table} (data) VALUES (?)" for table in self.tables]
         self.cursor = self.connection.cursor()
         self.payload = "x" * 200
         self.wal = Path(f"{path}-wal")
@@ -184,7 +196,8 @@ class BareCommit:
     def commit(self) -> None:
         cursor = self.cursor
         cursor.execute("BEGIN IMMEDIATE")
-        cursor.execute("INSERT INTO bench_rows (data) VALUES (?)", (self.payload,))
+        for insert in self.inserts:
+            cursor.execute(insert, (self.payload,))
         cursor.execute("COMMIT")
 
     def close(self) -> None:
@@ -258,7 +271,7 @@ class Series:
 
 
 def measure_latency(
-    plan: Plan, memory: Configuration, file: Configuration, file_wal: Path, bare: BareCommit
+    plan: Plan, memory: Configuration, file: Configuration, file_wal: Path, bare: BareCommit, shaped: BareCommit
 ) -> tuple[dict[str, Series], dict[str, Any]]:
     provider = ScriptedProvider("scripted")
     series = {
@@ -266,12 +279,14 @@ def measure_latency(
         "engine_memory": Series("Engine, in-memory store", "step", plan.memory_runs * STEPS_PER_RUN, []),
         "floor_b": Series("Floor B", "commit", plan.commits, []),
         "engine_file": Series("Engine, SQLite file store", "step", plan.file_runs * STEPS_PER_RUN, []),
+        "floor_b_shaped": Series(f"Bare commit, {STORE_BTREES} tables", "commit", plan.commits, []),
     }
     batches: dict[str, Callable[[], Any]] = {
         "floor_a": lambda: repeat(lambda: floor_a_conversation(provider), plan.floor_a_runs),
         "engine_memory": lambda: ask_runs(memory, plan.memory_runs),
         "floor_b": lambda: repeat(bare.commit, plan.commits),
         "engine_file": lambda: ask_runs(file, plan.file_runs),
+        "floor_b_shaped": lambda: repeat(shaped.commit, plan.commits),
     }
     # Warm up every path (imports, schema, statement caches), and run both file
     # databases until their WAL has reached its working size: from then on a
@@ -288,6 +303,7 @@ def measure_latency(
         "floor_b_fresh_wal_ms": fresh * 1e3,
         "floor_b": warm_until_wal_wraps(bare.commit, bare.wal, bare.wal_working_size, limit=20_000),
         "engine_file": warm_until_wal_wraps(lambda: ask_runs(file, 1), file_wal, bare.wal_working_size, limit=200),
+        "floor_b_shaped": warm_until_wal_wraps(shaped.commit, shaped.wal, shaped.wal_working_size, limit=20_000),
     }
     names = list(batches)
     for round_index in range(plan.rounds):
@@ -620,6 +636,12 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
         "as in any long-lived store. For reference, the first commits on a fresh, still-growing WAL took "
         f"{warmup['floor_b_fresh_wal_ms']:.4f} ms each (not used for the targets)."
     )
+    console.print(series_table("floor_b_shaped"))
+    console.print(
+        f"Reference only: the same bare commit inserting one row into each of {STORE_BTREES} tables, the number of "
+        "B-trees a step's commit writes (run, frame, step, open-steps index, messages, events): what a commit of the "
+        "store's shape costs on this disk before any engine work."
+    )
 
     console.rule("[bold]3. Engine per step: Agent.ask, same conversation")
     console.print(f"Committed steps per run, read back from the store: {report['steps_per_run']} (plus one create_run commit per run).")
@@ -718,13 +740,14 @@ def run_benchmark(plan: Plan, workdir: Path, with_profile: bool) -> dict[str, An
     memory = Configuration(run_store="sqlite://")
     file = Configuration(run_store=f"sqlite:///{workdir / 'runs.db'}", sqlite_synchronous=synchronous)
     bare = BareCommit(workdir / "bare-commit.db", synchronous)
+    shaped = BareCommit(workdir / "shaped-commit.db", synchronous, tables=STORE_BTREES)
     if os.stat(workdir / "bare-commit.db").st_dev != os.stat(workdir).st_dev:
         raise RuntimeError("floor B's database is not on the file store's filesystem")
     scripted.register(SHORT_MODEL, conversation(TURNS))
     try:
         steps_per_run = check_steps(memory)
         check_steps(file)
-        series, warmup = measure_latency(plan, memory, file, workdir / "runs.db-wal", bare)
+        series, warmup = measure_latency(plan, memory, file, workdir / "runs.db-wal", bare, shaped)
         profile = None
         if with_profile:
             profile = {
@@ -734,6 +757,7 @@ def run_benchmark(plan: Plan, workdir: Path, with_profile: bool) -> dict[str, An
     finally:
         scripted.unregister(SHORT_MODEL)
         bare.close()
+        shaped.close()
         memory.close()
         file.close()
     bytes_report = measure_bytes_per_turn(workdir, plan.long_turns, synchronous)
@@ -748,6 +772,8 @@ def run_benchmark(plan: Plan, workdir: Path, with_profile: bool) -> dict[str, An
         "file overhead / bare commit (floor B)": overhead["engine_file"] / series["floor_b"].median,
         "storage cost per step (engine file - engine in-memory), in bare commits": (overhead["engine_file"] - overhead["engine_memory"]) / series["floor_b"].median,
         "file overhead / bare commit on a fresh, growing WAL (reference only)": overhead["engine_file"] * 1e3 / warmup["floor_b_fresh_wal_ms"],
+        f"bare commit into {STORE_BTREES} tables / bare commit (reference only)": series["floor_b_shaped"].median / series["floor_b"].median,
+        f"storage cost per step, in bare commits into {STORE_BTREES} tables (reference only)": (overhead["engine_file"] - overhead["engine_memory"]) / series["floor_b_shaped"].median,
     }
     return {
         "environment": environment(workdir, synchronous, plan),

@@ -62,7 +62,7 @@ def test_quick_json_is_complete(tmp_path: Path) -> None:
 
     assert {"environment", "series", "overhead_ms", "ratios", "targets", "bytes_per_turn"} <= set(report)
     assert report["steps_per_run"] == 41
-    assert set(report["series"]) == {"floor_a", "floor_b", "engine_memory", "engine_file"}
+    assert set(report["series"]) == {"floor_a", "floor_b", "floor_b_shaped", "engine_memory", "engine_file"}
     for series in report["series"].values():
         assert series["median_ms"] > 0
     assert len(report["targets"]) == len(TARGETS)
