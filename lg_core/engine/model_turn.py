@@ -39,6 +39,7 @@ class ModelTurn:
         self.scope = scope
         self.partial_text = ""
         self.calls_made = 0
+        self.idempotent_tools: frozenset[str] = frozenset()  # tools not declared at_most_once
         self.interjected: list[Message] = []
         self.interjection_seqs: list[int] = []
 
@@ -65,6 +66,8 @@ class ModelTurn:
         try:
             request = self._request(agent, model, registry.specifications(), spec, strategy, checkpoint)
             exclusive = {tool.tool_name: bool(tool.exclusive) for tool in registry}
+            # Marked on their step rows, so a worker's claim of such a call need not be durable.
+            self.idempotent_tools = frozenset(tool.tool_name for tool in registry if not tool.at_most_once)
         finally:
             registry.close()
         decision = run_chain(agent, "before_model", {"request": request, "turn": checkpoint.turn, "parent_operation_id": None}, context=scope.context)
@@ -269,6 +272,8 @@ class ModelTurn:
                 key = f"{state.path}/turn-{checkpoint.turn}/tool/{use.id}"
                 is_exclusive = exclusive.get(use.name, False)
                 call = {"id": use.id, "name": use.name, "input": dict(use.input)}
+                if use.name in self.idempotent_tools:
+                    call["idempotent"] = True
                 if is_exclusive and exclusive_seen:
                     pending.append(PendingTool(use.id, use.name, key, True, "waiting", call))
                     continue

@@ -318,13 +318,14 @@ class RunStore:
         look-up, a claim and two reads; pipelined on PostgreSQL it costs 2 round
         trips (BEGIN with the claim; the frame read with COMMIT) instead of 6.
 
-        A model turn's claim commits without waiting for its WAL flush
-        (PostgreSQL ``synchronous_commit`` off for that transaction only): a
-        database crash could lose the claim, and the turn, which is idempotent,
-        would only run again; the turn's own commit flushes it anyway. A tool
-        call's claim stays durable, since an ``at_most_once`` tool must find it
-        after a crash. The kind is known from the claimed row, before COMMIT is
-        sent, so the choice costs no round trip.
+        The claim of an idempotent step (a model turn, or a tool call its model
+        turn marked ``idempotent``: its tool is not ``at_most_once``) commits
+        without waiting for its WAL flush (PostgreSQL ``synchronous_commit`` off
+        for that transaction only): a database crash could lose the claim, and
+        the step would only run again; the step's own commit flushes it anyway.
+        Any other claim stays durable, since an ``at_most_once`` tool must find
+        it after a crash. The claimed row tells which, before COMMIT is sent, so
+        the choice costs no round trip.
         """
         now = time.time()
         params = {"run_id": run_id, "key": key, "holder": holder, "lease_until": now + lease_seconds, "now": now,
@@ -334,7 +335,7 @@ class RunStore:
             if row is None:
                 return self._unclaimed_txn(tx, run_id, key)
             step = _step_record(row[:17])
-            if step.kind == "model":
+            if _idempotent(step):
                 tx.relax_durability()
             from_seq = known_messages(step.frame_id)
             # Read once COMMIT is sent with it: the frame costs no round trip of its own.
@@ -778,6 +779,13 @@ def _step_copy_row(step: StepRecord) -> dict[str, Any]:
         row[name] = None if row[name] is None else dumps(row[name])
     row["dispatch_after"] = None
     return row
+
+
+def _idempotent(step: StepRecord) -> bool:
+    """May this step run twice? Model turns always; tool calls only when marked so when scheduled."""
+    if step.kind == "model":
+        return True
+    return step.kind == "tool" and isinstance(step.input, dict) and step.input.get("idempotent") is True
 
 
 def _step_record(row: Sequence[Any]) -> StepRecord:

@@ -352,3 +352,28 @@ def test_tools_are_built_fresh_for_each_step_and_closed(config, script):
     assert run.outcome == "completed"
     assert built, "the tool was never built"
     assert sorted(map(id, closed)) == sorted(map(id, built)), "every built tool instance is closed"
+
+
+def test_a_tool_step_row_says_whether_its_call_may_run_twice(config, script):
+    """A worker's claim of an idempotent call need not be durable; an at_most_once call's must be."""
+
+    class ChargeTool(Tool):
+        description = "Charge a card."
+        at_most_once = True
+
+        def call(self, input):
+            return "charged"
+
+    class LookupTool(Tool):
+        description = "Look something up."
+
+        def call(self, input):
+            return "found"
+
+    agent = agent_for(script([{"tool_calls": [call("charge", "c"), call("lookup", "l")]}, {"text": "done"}]), ChargeTool, LookupTool)
+    run = agent.ask("Go")
+
+    steps = {s.input["name"]: s.input for s in config.runtime().store.load_steps(run.id) if s.kind == "tool"}
+    assert run.completed
+    assert steps["lookup"].get("idempotent") is True
+    assert "idempotent" not in steps["charge"]
