@@ -94,13 +94,17 @@ def start_scheduler(dist) -> subprocess.Popen:
 def test_a_killed_submitter_leaves_runs_on_workers_and_a_resubmit_waits_for_them(dist, monkeypatch):
     monkeypatch.setenv("LG_RELAY_GRACE", "2")  # every process here and below: relay lost messages after 2 s
     dist.config.relay_grace = 2
-    dist.start_workers(**app_env(dist, BATCH_APP_DELAY="0.3"))
+    dist.start_workers(**app_env(dist, BATCH_APP_DELAY="1.0"))
     scheduler = start_scheduler(dist)
     path = write_inputs(dist.tmp_path / "inputs.jsonl", 30)
     out = dist.tmp_path / "results.jsonl"
     child = child_submit(dist, path, "--concurrency", "10", "--out", str(out))
     deadline = time.monotonic() + 120
-    while not (out.exists() and len(out.read_text().splitlines()) >= 5):
+    store = dist.config.runtime().store
+    # Kill once results are being written and a second wave has started: the first ten
+    # runs start together and finish together, so only a run started later is sure to be
+    # still in flight (two 1 s model turns) when the resubmit looks.
+    while not (out.exists() and len(out.read_text().splitlines()) >= 5 and len(store.list_runs(limit=100)) > 10):
         assert child.poll() is None and time.monotonic() < deadline, child.stderr.read() if child.stderr else ""
         time.sleep(0.02)
     child.send_signal(signal.SIGKILL)
