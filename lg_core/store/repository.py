@@ -35,6 +35,7 @@ from lg_core.store.sessions import (
     activate_next_txn,
     append_session_txn,
     lock_session_txn,
+    session_busy_submit,
     session_busy_txn,
     stalled_sessions_txn,
 )
@@ -92,20 +93,24 @@ class RunStore:
         for name in _JSON_RUN_FIELDS:
             if row[name] is not None:
                 row[name] = dumps(row[name])
-        with self.db.transaction() as tx:
-            if tx.fetchone("select_run_flags", {"run_id": row["id"]}) is not None:
+        # Pipelined on PostgreSQL: the two checks go out with BEGIN and are read
+        # together, and the inserts go out with COMMIT (2 round trips in all).
+        with self.db.transaction(pipelined=True) as tx:
+            existing = tx.submit("select_run_flags", {"run_id": row["id"]})
+            busy = None
+            if serialize and row["status"] == "running":
+                busy = session_busy_submit(tx, row["session_id"], row["actor_id"])
+            if existing.one() is not None:
                 raise InvocationError(
                     f"a run with id {row['id']!r} already exists; pick a new run_id or resume it with "
                     f"lg_core.resume({row['id']!r})"
                 )
+            if busy is not None and busy.one() is not None:
+                row["status"] = "pending"
             checkpoint = dumps(frame["checkpoint"])
-            if serialize and row["status"] == "running":
-                lock_session_txn(tx, row["session_id"], row["actor_id"])
-                if session_busy_txn(tx, row["session_id"], row["actor_id"]):
-                    row["status"] = "pending"
-            tx.execute("insert_run", row)
-            tx.execute("insert_frame", {**frame, "checkpoint": checkpoint, "updated_at": now})
-            tx.execute(
+            tx.submit("insert_run", row)
+            tx.submit("insert_frame", {**frame, "checkpoint": checkpoint, "updated_at": now})
+            tx.submit(
                 "insert_done_step",
                 {"run_id": row["id"], "key": START_STEP, "frame_id": frame["id"], "kind": "start", "status": "succeeded",
                  "attempts": 1, "created_at": now, "finished_at": now, "checkpoint": checkpoint, "event_seq": len(events)},

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lg_core.store.database import Transaction
+from lg_core.store.database import Submitted, Transaction
 from lg_core.store.records import ActivatedRun, dumps, loads
 
 RUNNING, PENDING = "running", "pending"
@@ -51,6 +51,16 @@ def lock_session_txn(tx: Transaction, session_id: str, actor_id: str | None) -> 
 def session_busy_txn(tx: Transaction, session_id: str, actor_id: str | None) -> bool:
     """Is a run of this session running or waiting? (Call after :func:`lock_session_txn`.)"""
     return tx.fetchone("select_session_open_runs", _key(session_id, actor_id)) is not None
+
+
+def session_busy_submit(tx: Transaction, session_id: str, actor_id: str | None) -> Submitted:
+    """:func:`lock_session_txn` then :func:`session_busy_txn`, sent without waiting (one row: busy).
+
+    For a pipelined transaction that reads the answer together with other results.
+    """
+    if tx.dialect_name == "postgresql":
+        tx.submit("lock_session", {"lock_key": f"{session_id}\x1f{actor_key(actor_id)}"})
+    return tx.submit("select_session_open_runs", _key(session_id, actor_id))
 
 
 def activate_next_txn(tx: Transaction, session_id: str, actor_id: str | None, now: float, grace: float) -> list[ActivatedRun]:
