@@ -221,9 +221,14 @@ class Engine:
         self.publish(run.id, start_event.with_seq(1))
         if status == "pending":
             return self.opening.hold(run, distributed=distributed)
+        first_ref = StepRef(run.id, first.key, "model", frame_id)
+        if distributed:
+            # The worker that runs the first step opens the frame (as for a run that
+            # waited for its session): start_execution returns after one commit.
+            return [first_ref]
         scope = StepScope(engine=self, run=run, frame=state, key=first.key, kind="model")
         ended = self.opening.open(scope)
-        return [StepRef(run.id, first.key, "model", frame_id)] if ended is None else ended
+        return [first_ref] if ended is None else ended
 
     def when_active(self, run: Run, refs: list[StepRef]) -> list[StepRef]:
         """The steps to drive for a local run just started: ``refs``, or, for a run

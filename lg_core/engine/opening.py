@@ -6,7 +6,9 @@ the session (history and state, ``lg_core.sessions.runs``), runs the agent's
 ``after_initialize`` and ``before_invocation`` callbacks, and commits the
 initial messages as the frame's next version. That happens
 
-* at once in ``Engine.start``, when no other run of the session is active;
+* at once in ``Engine.start`` for a local run when no other run of the
+  session is active, and by the worker running the first step for a
+  distributed one (``start_execution`` then makes a single commit);
 * otherwise when the run's turn comes. Runs sharing a session (session id and
   actor) never interleave: a run started while another one is running or
   waiting is stored ``pending`` with its first step held back, and the commit
