@@ -15,7 +15,6 @@ one block, which is also how tests isolate themselves.
 from __future__ import annotations
 
 import contextvars
-import importlib
 import os
 import threading
 from collections.abc import Iterator
@@ -153,15 +152,14 @@ class Configuration(BaseSettings):
 
 
 def _import_callable(path: str, setting: str) -> Any:
-    """The callable named ``module:attribute`` (how YAML and environment settings name code)."""
-    module_name, _, attribute = path.partition(":")
-    if not module_name or not attribute:
+    """The callable named ``module:function`` (how YAML and environment settings name code)."""
+    from lg_core.import_path import import_attribute
+
+    if ":" not in path:
         raise ValueError(f"{setting} {path!r} is not an import path; write it as 'module:function'")
     try:
-        target: Any = importlib.import_module(module_name)
-        for part in attribute.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
+        target = import_attribute(path)
+    except (ValueError, ImportError, AttributeError) as exc:
         raise ValueError(f"{setting} {path!r} cannot be imported: {exc}") from None
     if not callable(target):
         raise ValueError(f"{setting} {path!r} names {type(target).__name__}, not a callable")

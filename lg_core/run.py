@@ -12,7 +12,6 @@ in reverse order when execution ends.
 
 from __future__ import annotations
 
-import importlib
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from lg_core.cancellation import CancellationToken
 from lg_core.engine.codec import decode_event_data, error_from_dict
 from lg_core.errors import CleanupError, Error, RunStateError
 from lg_core.events import TERMINAL_EVENTS, StreamEvent
+from lg_core.import_path import import_attribute
 from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
@@ -314,12 +314,9 @@ class Run:
 
 def import_entrypoint(path: str) -> type:
     """Import ``module:QualName``; the class must live in an importable module."""
-    module_name, _, qualname = path.partition(":")
     try:
-        target: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
+        target: Any = import_attribute(path)
+    except (ValueError, ImportError, AttributeError) as exc:
         raise RunStateError(
             f"cannot import the run's entrypoint {path!r} ({exc}); agents whose runs are resumed "
             "elsewhere must be defined at module level in an importable module (not __main__ or a function)"

@@ -155,8 +155,8 @@ class Submitted:
 class Transaction:
     """A DBAPI cursor inside one transaction, running prepared statements.
 
-    ``execute`` and the fetch helpers return their result at once. ``submit``
-    and ``executemany`` may be deferred in a pipelined transaction (see
+    ``execute`` and the fetch helpers return their result at once. ``submit``,
+    ``send`` and ``executemany`` may be deferred in a pipelined transaction (see
     :class:`Submitted`); a deferred statement's error surfaces at the next
     result read or at COMMIT, and rolls the transaction back either way.
     """
@@ -189,6 +189,11 @@ class Transaction:
         cursor.execute(prepared.sql, prepared.bind(params or {}))
         rows = cursor.fetchall() if cursor.description is not None else []
         return Submitted(self, None, rows, cursor.rowcount)
+
+    def send(self, name: str, params: Mapping[str, Any] | None = None) -> None:
+        """Run a statement whose result nobody reads (an insert): queued when pipelined."""
+        prepared = self._db.prepared(name)
+        self.cursor.execute(prepared.sql, prepared.bind(params or {}))
 
     def executemany(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:

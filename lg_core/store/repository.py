@@ -108,9 +108,9 @@ class RunStore:
             if busy is not None and busy.one() is not None:
                 row["status"] = "pending"
             checkpoint = dumps(frame["checkpoint"])
-            tx.submit("insert_run", row)
-            tx.submit("insert_frame", {**frame, "checkpoint": checkpoint, "updated_at": now})
-            tx.submit(
+            tx.send("insert_run", row)
+            tx.send("insert_frame", {**frame, "checkpoint": checkpoint, "updated_at": now})
+            tx.send(
                 "insert_done_step",
                 {"run_id": row["id"], "key": START_STEP, "frame_id": frame["id"], "kind": "start", "status": "succeeded",
                  "attempts": 1, "created_at": now, "finished_at": now, "checkpoint": checkpoint, "event_seq": len(events)},

@@ -59,7 +59,7 @@ def session_busy_submit(tx: Transaction, session_id: str, actor_id: str | None) 
     For a pipelined transaction that reads the answer together with other results.
     """
     if tx.dialect_name == "postgresql":
-        tx.submit("lock_session", {"lock_key": f"{session_id}\x1f{actor_key(actor_id)}"})
+        tx.send("lock_session", {"lock_key": f"{session_id}\x1f{actor_key(actor_id)}"})
     return tx.submit("select_session_open_runs", _key(session_id, actor_id))
 
 
