@@ -221,14 +221,8 @@ class Engine:
         self.publish(run.id, start_event.with_seq(1))
         if status == "pending":
             return self.opening.hold(run, distributed=distributed)
-        first_ref = StepRef(run.id, first.key, "model", frame_id)
-        if distributed:
-            # The worker that runs the first step opens the frame (as for a run that
-            # waited for its session): start_execution returns after one commit.
-            return [first_ref]
-        scope = StepScope(engine=self, run=run, frame=state, key=first.key, kind="model")
-        ended = self.opening.open(scope)
-        return [first_ref] if ended is None else ended
+        # Whoever executes the first step opens the frame, in that step's commit (opening.py).
+        return [StepRef(run.id, first.key, "model", frame_id)]
 
     def when_active(self, run: Run, refs: list[StepRef]) -> list[StepRef]:
         """The steps to drive for a local run just started: ``refs``, or, for a run
@@ -354,8 +348,9 @@ class Engine:
                 if failure is not None:
                     transition = self._ending_for(scope, failure)
                     continue
-            result = self.store.commit(commit)
+            result = self.store.commit(self.opening.with_opening(scope, commit))
             if result.applied:
+                scope.opening = None
                 return self._applied(scope, state, commit, result)
             if result.reason == "session_conflict":  # another writer changed the session: fail loudly
                 transition = self._ending_for(scope, self._session_conflict(commit))
@@ -364,12 +359,13 @@ class Engine:
                 return []
             if result.reason == "interjection_pending":
                 self._interjections.pop(scope.run.id, None)
-            state = self.frames.reload(state.id)
+            state = self.opening.still_ours(scope, self.frames.reload(state.id))
         raise RunStateError(f"step {scope.key!r} could not commit after {_MAX_COMMIT_ATTEMPTS} version conflicts")
 
     def _applied(self, scope: StepScope, state: FrameState, commit: StepCommit, result: CommitResult) -> list[StepRef]:
         first_seq, cancel_requested = result.first_seq, result.cancel_requested
-        appended = tuple(message for _seq, message in commit.messages)
+        known = len(state.messages)  # an opening's messages are in ``state`` already
+        appended = tuple(message for seq, message in commit.messages if seq >= known)
         checkpoint = scope.committed_checkpoint(commit.checkpoint)
         self.frames.put(FrameState(state.id, state.run_id, state.path, state.entrypoint, state.version + 1, checkpoint, state.messages + appended))
         if cancel_requested:

@@ -2,13 +2,15 @@
 
 A run is stored with its root frame *unopened* (checkpoint phase
 ``opening``, no messages) and its first model step. Opening the frame loads
-the session (history and state, ``lg_core.sessions.runs``), runs the agent's
-``after_initialize`` and ``before_invocation`` callbacks, and commits the
-initial messages as the frame's next version. That happens
+the session (history and state, ``lg_core.sessions.runs``) and runs the
+agent's ``after_initialize`` and ``before_invocation`` callbacks; the initial
+messages are written by the first step's own commit, together with what the
+step produced (``StepScope.opening``), so opening costs no commit of its own.
+It happens in whichever process executes the run's first step:
 
-* at once in ``Engine.start`` for a local run when no other run of the
-  session is active, and by the worker running the first step for a
-  distributed one (``start_execution`` then makes a single commit);
+* the process that started a local run, or the worker that claims a
+  distributed run's first step, when no other run of the session is active
+  (``start`` and ``start_execution`` make a single commit);
 * otherwise when the run's turn comes. Runs sharing a session (session id and
   actor) never interleave: a run started while another one is running or
   waiting is stored ``pending`` with its first step held back, and the commit
@@ -17,9 +19,9 @@ initial messages as the frame's next version. That happens
   step (a worker, or the process waiting in ``ask()``) opens the frame first,
   so the history includes every turn before it.
 
-Opening is idempotent: its commit expects the unopened frame's version, so
-of two openers (a crash and a redelivery) one wins and the other goes on with
-the opened frame. A run whose opening fails or is cancelled by a callback
+Opening is idempotent: the first step's commit expects the unopened frame's
+version, so of two openers (a crash and a redelivery) one wins; the other's
+commit is replayed on the frame the winner wrote, as for any version conflict. A run whose opening fails or is cancelled by a callback
 ends right there, exactly as it would have at start.
 
 Recovery: a pending run waits for a commit of the run before it. If that run
@@ -64,7 +66,11 @@ class Opener:
     # -- opening ------------------------------------------------------------------------------
 
     def open(self, scope: StepScope) -> list[StepRef] | None:
-        """Open ``scope.frame``: None when the step can go on, else what the run's ending returned."""
+        """Open ``scope.frame`` in memory: None when the step can go on, else what the run's ending returned.
+
+        The opened frame keeps the stored (unopened) version and becomes
+        ``scope.opening``: the step's commit writes its messages too.
+        """
         engine, run, frame = self.engine, scope.run, scope.frame
         try:
             messages, state, session = self._prepare(run)
@@ -73,16 +79,27 @@ class Opener:
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure, as at start
             return engine._commit(scope, self._ending(scope, "failed", exc))
         checkpoint = AgentCheckpoint(message_count=len(messages), state=state, session=session)
-        commit = StepCommit(run.id, frame.id, frame.version, checkpoint.to_dict(), messages=list(enumerate(messages)))
-        result = engine.store.commit(commit)
-        if result.applied:
-            scope.frame = FrameState(frame.id, frame.run_id, frame.path, frame.entrypoint, frame.version + 1, checkpoint, tuple(messages))
-            engine.frames.put(scope.frame)
-            return None
-        if result.reason == "frame_version_conflict":  # opened (or ended) by another process first
-            scope.frame = engine.frames.reload(frame.id)
-            return None if scope.frame.checkpoint.phase not in (OPENING, "done") else []
-        return []
+        scope.frame = FrameState(frame.id, frame.run_id, frame.path, frame.entrypoint, frame.version, checkpoint, tuple(messages))
+        scope.opening = scope.frame
+        return None
+
+    @staticmethod
+    def with_opening(scope: StepScope, commit: StepCommit) -> StepCommit:
+        """``commit`` with the messages of the frame opened by ``scope`` in front, if not written yet."""
+        if scope.opening is not None:
+            commit.messages = [*enumerate(scope.opening.messages), *commit.messages]
+        return commit
+
+    @staticmethod
+    def still_ours(scope: StepScope, fresh: FrameState) -> FrameState:
+        """After a conflict: the frame ``scope`` opened if nobody wrote the frame since, else ``fresh``."""
+        opened = scope.opening
+        if opened is None:
+            return fresh
+        if fresh.version == opened.version and fresh.checkpoint.phase == OPENING:
+            return opened
+        scope.opening = None  # another process opened it (or ended the run): its messages stand
+        return fresh
 
     def _prepare(self, run: Run) -> tuple[list[Message], dict[str, Any], dict[str, int] | None]:
         engine = self.engine

@@ -51,6 +51,9 @@ class StepScope:
     durable: list[EventPair] = field(default_factory=list)
     outgoing: list[StreamEvent | None] = field(default_factory=list)
     context: RunContext | None = None
+    # The frame this step opened (engine/opening.py) while its messages are not stored:
+    # the step's commit writes them ahead of its own.
+    opening: FrameState | None = None
     _deadline: float | None = None
     # The checkpoint of this step's latest commit, with the dict written for it
     # (commit_for): after the commit the frame cache takes the object as is.
