@@ -116,6 +116,50 @@ def test_a_statement_failing_late_in_a_commit_rolls_back_all_of_it(store):
     assert store.commit(_commit(new=["root/turn-0/tool/a"])).applied  # the connection is usable again
 
 
+def test_a_finishing_commit_waits_for_an_interjection_that_arrived_meanwhile(store):
+    """The check runs in the database (a guard on PostgreSQL): nothing of the step is written."""
+    _create(store)
+    store.add_interjection("r1", {"role": "user", "content": "one more thing"})
+    finish = RunFinish("completed", "done", None, None, None)
+
+    refused = store.commit(_commit(finish=finish))
+
+    assert (refused.applied, refused.reason) == (False, "interjection_pending")
+    assert store.load_run("r1").status == "running" and store.load_frame("r1/root").version == 0
+    consumed = _commit(finish=finish)
+    consumed.consumed_interjections = [1]
+    result = store.commit(consumed)
+    assert result.applied and result.interjections_pending == 0
+    assert store.load_run("r1").status == "completed" and store.pending_interjections("r1") == []
+
+
+def test_an_interjection_is_consumed_by_one_commit_only(store):
+    _create(store, steps=("root/turn-0/model", "root/x"))
+    store.add_interjection("r1", {"role": "user", "content": "hello"})
+    first = _commit()
+    first.consumed_interjections = [1]
+    assert store.commit(first).applied
+    second = _commit(key="root/x", version=1)
+    second.consumed_interjections = [1]
+
+    result = store.commit(second)
+
+    assert (result.applied, result.reason) == (False, "interjection_already_consumed")
+    assert store.load_frame("r1/root").version == 1 and store.load_run("r1").event_seq == 3
+
+
+def test_a_commits_events_are_numbered_after_every_earlier_one(store):
+    _create(store, steps=("root/turn-0/model", "root/x"))
+    assert store.commit(_commit(events=3)).first_seq == 2
+    result = store.commit(_commit(key="root/x", version=1, events=2))
+
+    assert result.first_seq == 5
+    assert [(e.seq, e.data) for e in store.load_events("r1")][1:] == [
+        (2, {"n": 0}), (3, {"n": 1}), (4, {"n": 2}), (5, {"n": 0}), (6, {"n": 1})
+    ]
+    assert {s.key: s.event_seq for s in store.load_steps("r1")}["root/x"] == 6
+
+
 def test_a_finished_run_accepts_no_more_commits(store):
     _create(store, steps=("root/turn-0/model", "root/x"))
     finish = RunFinish("completed", "done", None, {"input_tokens": 1}, {"stop_reason": "end_turn"})
