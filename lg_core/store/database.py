@@ -41,7 +41,6 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql import ClauseElement
 
 from lg_core.errors import ConfigurationError
-from lg_core.store.schema import GUARD_SQLSTATE
 
 T = TypeVar("T")
 _TRANSIENT_MARKERS = (
@@ -88,14 +87,6 @@ def retry_transient(fn: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
-class GuardFailed(Exception):
-    """A guarded statement did not touch exactly one row (:meth:`Transaction.require`); rolled back."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 class Prepared:
     """One statement's text for this dialect and how to order its parameters."""
 
@@ -127,24 +118,20 @@ class Submitted:
     already and its result is kept here.
     """
 
-    __slots__ = ("_tx", "_cursor", "_rows", "_rowcount", "_skip")
+    __slots__ = ("_tx", "_cursor", "_rows", "_rowcount")
 
-    def __init__(
-        self, tx: Transaction, cursor: Any, rows: list[Any] | None = None, rowcount: int = -1, *, skip: int = 0
-    ) -> None:
+    def __init__(self, tx: Transaction, cursor: Any, rows: list[Any] | None = None, rowcount: int = -1) -> None:
         self._tx = tx
         self._cursor = cursor  # None once the result is in _rows/_rowcount
         self._rows = rows
         self._rowcount = rowcount
-        self._skip = skip  # leading columns that are not the statement's own (a guard's)
 
     def _result(self) -> None:
         if self._cursor is None:
             return
         self._tx.sync()
         cursor, self._cursor = self._cursor, None
-        rows = cursor.fetchall() if cursor.description is not None else []
-        self._rows = [row[self._skip :] for row in rows] if self._skip else rows
+        self._rows = cursor.fetchall() if cursor.description is not None else []
         self._rowcount = cursor.rowcount
         cursor.close()
 
@@ -202,26 +189,6 @@ class Transaction:
         cursor.execute(prepared.sql, prepared.bind(params or {}))
         rows = cursor.fetchall() if cursor.description is not None else []
         return Submitted(self, None, rows, cursor.rowcount)
-
-    def require(self, name: str, params: Mapping[str, Any], reason: str) -> Submitted:
-        """Run a statement that must touch exactly one row, else the transaction aborts with
-        :class:`GuardFailed` (``reason``).
-
-        Updates count the rows they change, selects and RETURNING the rows they
-        return. Pipelined, the check runs in the server (``statements.guarded``)
-        and its failure surfaces at the next sync or at COMMIT, so nothing waits
-        for this result; elsewhere the statement has run and is checked at once.
-        """
-        if self._pipeline is not None:
-            cursor = self.cursor.connection.cursor()
-            prepared = self._db.prepared_guard(name, reason)
-            cursor.execute(prepared.sql, prepared.bind(params))
-            return Submitted(self, cursor, skip=1)
-        submitted = self.submit(name, params)
-        touched = len(submitted.all()) if self.cursor.description is not None else submitted.rowcount
-        if touched != 1:
-            raise GuardFailed(reason)
-        return submitted
 
     def send(self, name: str, params: Mapping[str, Any] | None = None) -> None:
         """Run a statement whose result nobody reads (an insert): queued when pipelined."""
@@ -327,24 +294,13 @@ class Database:
     def prepared(self, name: str) -> Prepared:
         prepared = self._prepared.get(name)
         if prepared is None:
-            prepared = self._prepared[name] = self._compile(self._builders[name]())
+            statement = self._builders[name]()
+            compiled = statement.compile(dialect=self.engine.dialect)
+            names = tuple(compiled.positiontup) if self.engine.dialect.positional else None
+            fixed = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
+            prepared = Prepared(str(compiled), names, fixed)
+            self._prepared[name] = prepared
         return prepared
-
-    def prepared_guard(self, name: str, reason: str) -> Prepared:
-        """Statement ``name`` as a guard that aborts its transaction with ``reason`` (PostgreSQL)."""
-        key = f"{name} unless {reason}"
-        prepared = self._prepared.get(key)
-        if prepared is None:
-            from lg_core.store.statements import guarded
-
-            prepared = self._prepared[key] = self._compile(guarded(self._builders[name](), reason))
-        return prepared
-
-    def _compile(self, statement: ClauseElement) -> Prepared:
-        compiled = statement.compile(dialect=self.engine.dialect)
-        names = tuple(compiled.positiontup) if self.engine.dialect.positional else None
-        fixed = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
-        return Prepared(str(compiled), names, fixed)
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -454,10 +410,8 @@ class Database:
                             cursor.execute("COMMIT")
                         finally:
                             tx.pipeline_closing()
-                except BaseException as exc:
+                except BaseException:
                     _rollback_quietly(cursor)
-                    if getattr(exc, "sqlstate", None) == GUARD_SQLSTATE:  # a guard's reason (Transaction.require)
-                        raise GuardFailed(exc.diag.message_primary or "guard failed") from None
                     raise
             finally:
                 cursor.close()

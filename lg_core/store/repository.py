@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
-from lg_core.store.database import Database, GuardFailed, Submitted, Transaction, retry_transient
+from lg_core.store.database import Database, Submitted, Transaction, retry_transient
 from lg_core.store.records import (
     ActivatedRun,
     BatchRecord,
@@ -129,7 +129,7 @@ class RunStore:
         """
         try:
             return self._commit_once(commit)
-        except GuardFailed as abort:
+        except _Abort as abort:
             return CommitResult(False, abort.reason)
 
     @retry_transient
@@ -137,32 +137,38 @@ class RunStore:
         now = time.time()
         checkpoint = dumps(commit.checkpoint)
         with self.db.transaction(pipelined=True) as tx:
-            # Every check is a guarded statement (Transaction.require): on PostgreSQL
-            # the server checks it and the whole transaction, COMMIT included, goes
-            # out in one round trip; a failed guard rolls everything back. Events are
-            # numbered in SQL from the counter the bump advances, and the step row's
-            # event_seq likewise, so nothing waits for the bump's result.
-            header = self._bump_run_txn(tx, commit, now)
-            tx.require("update_frame", self._frame_params(commit, checkpoint, now), "frame_version_conflict")
-            if commit.step_key is not None:
-                self._complete_step_txn(tx, commit, checkpoint, now)
+            # The three guarded updates go out together; their results are read in
+            # order once all three have run (a failed guard rolls everything back).
+            # The step row's event_seq is computed in SQL from the run row the bump
+            # just updated, since the new sequence number is not known yet here.
+            header_result = self._bump_run_txn(tx, commit, now)
+            frame_result = self._update_frame_txn(tx, commit, checkpoint, now)
+            step_result = None if commit.step_key is None else self._complete_step_txn(tx, commit, checkpoint, now)
+            header = header_result.one()
+            if header is None:
+                raise _Abort("run_not_running")
+            last_seq, cancel_requested, interjections_pending = header
+            if frame_result.rowcount != 1:
+                raise _Abort("frame_version_conflict")
+            if step_result is not None and step_result.rowcount != 1:
+                raise _Abort("step_already_completed")
             self._insert_messages_txn(tx, commit.run_id, commit.frame_id, commit.messages, now)
-            self._insert_commit_events_txn(tx, commit.run_id, commit.events, now)
+            first_seq = last_seq - len(commit.events) + 1
+            self._insert_events_txn(tx, commit.run_id, first_seq, commit.events, now)
             self._insert_steps_txn(tx, commit.run_id, commit.new_steps, now, scheduled_by=commit.step_key)
             for seq in commit.consumed_interjections:
-                params = {"run_id": commit.run_id, "seq": seq, "now": now, "step": commit.step_key}
-                tx.require("consume_interjection", params, "interjection_already_consumed")
+                cursor = tx.execute("consume_interjection", {"run_id": commit.run_id, "seq": seq, "now": now, "step": commit.step_key})
+                if cursor.rowcount != 1:
+                    raise _Abort("interjection_already_consumed")
             if commit.consumed_interjections:
-                tx.send("count_interjections", {"run_id": commit.run_id, "delta": -len(commit.consumed_interjections)})
-            if commit.finish is not None:
+                tx.execute("count_interjections", {"run_id": commit.run_id, "delta": -len(commit.consumed_interjections)})
+                interjections_pending -= len(commit.consumed_interjections)
+            if commit.finish is not None and interjections_pending > 0:
                 # A user message arrived after the step looked: finishing now would drop it.
-                tx.require("no_interjection_pending", {"run_id": commit.run_id}, "interjection_pending")
+                raise _Abort("interjection_pending")
             if commit.session is not None:
                 self._append_session_txn(tx, commit.session, now)
             activated = () if commit.finish is None else tuple(activate_after_txn(tx, commit.run_id, now, self.relay_grace))
-        last_seq, cancel_requested, interjections_pending = header.one()
-        first_seq = last_seq - len(commit.events) + 1
-        interjections_pending -= len(commit.consumed_interjections)
         return CommitResult(True, None, first_seq, bool(cancel_requested), activated, interjections_pending)
 
     @staticmethod
@@ -173,13 +179,13 @@ class RunStore:
             tx, write.session_id, write.actor_id, messages, write.state, write.metadata, write.expected_count, now
         )
         if stored is not None:
-            raise GuardFailed("session_conflict")
+            raise _Abort("session_conflict")
 
     def _bump_run_txn(self, tx: Transaction, commit: StepCommit, now: float) -> Submitted:
-        """Advance the run's event counter (and end it, for a finishing commit), while it is running."""
+        """Advance the run's event counter (and end it, for a finishing commit); one row or none."""
         params: dict[str, Any] = {"run_id": commit.run_id, "n": len(commit.events), "now": now}
         if commit.finish is None:
-            return tx.require("bump_run", params, "run_not_running")
+            return tx.submit("bump_run", params)
         finish = commit.finish
         params.update(
             status=finish.status,
@@ -188,22 +194,23 @@ class RunStore:
             usage=None if finish.usage is None else dumps(finish.usage),
             result=None if finish.result is None else dumps(finish.result),
         )
-        return tx.require("finish_run", params, "run_not_running")
+        return tx.submit("finish_run", params)
 
-    @staticmethod
-    def _frame_params(commit: StepCommit, checkpoint: str, now: float) -> dict[str, Any]:
-        """The frame's new checkpoint, applied only at the version the step started from."""
-        return {
-            "frame_id": commit.frame_id,
-            "expected": commit.expected_version,
-            "version": commit.expected_version + 1,
-            "checkpoint": checkpoint,
-            "now": now,
-        }
+    def _update_frame_txn(self, tx: Transaction, commit: StepCommit, checkpoint: str, now: float) -> Submitted:
+        """The frame's new checkpoint, only at the version the step started from (rowcount 1)."""
+        return tx.submit(
+            "update_frame",
+            {
+                "frame_id": commit.frame_id,
+                "expected": commit.expected_version,
+                "version": commit.expected_version + 1,
+                "checkpoint": checkpoint,
+                "now": now,
+            },
+        )
 
-    @staticmethod
-    def _complete_step_txn(tx: Transaction, commit: StepCommit, checkpoint: str, now: float) -> None:
-        """Finish the step (only while ``commit.holder`` holds it, when set)."""
+    def _complete_step_txn(self, tx: Transaction, commit: StepCommit, checkpoint: str, now: float) -> Submitted:
+        """Finish the step (held by ``commit.holder`` when set); rowcount 1 when it applied."""
         params = {
             "run_id": commit.run_id,
             "key": commit.step_key,
@@ -215,9 +222,8 @@ class RunStore:
         }
         if commit.holder is not None:
             params["holder"] = commit.holder
-            tx.require("complete_held_step", params, "step_already_completed")
-        else:
-            tx.require("complete_step", params, "step_already_completed")
+            return tx.submit("complete_held_step", params)
+        return tx.submit("complete_step", params)
 
     @staticmethod
     def _insert_messages_txn(tx: Transaction, run_id: str, frame_id: str, rows: Iterable[tuple[int, Any]], now: float) -> None:
@@ -226,18 +232,6 @@ class RunStore:
             [
                 {"frame_id": frame_id, "seq": seq, "run_id": run_id, "role": m.role, "data": dumps(m.stored_form()), "created_at": now}
                 for seq, m in rows
-            ],
-        )
-
-    @staticmethod
-    def _insert_commit_events_txn(tx: Transaction, run_id: str, rows: Sequence[tuple[str, dict[str, Any]]], now: float) -> None:
-        """A commit's events, numbered in SQL after the commit's bump (statements._commit_events)."""
-        last = len(rows) - 1
-        tx.executemany(
-            "insert_commit_events",
-            [
-                {"run_id": run_id, "back": last - i, "type": kind, "data": dumps(data), "created_at": now}
-                for i, (kind, data) in enumerate(rows)
             ],
         )
 
@@ -766,6 +760,14 @@ class RunStore:
         from sqlalchemy.engine import make_url
 
         return make_url(self.url).render_as_string(hide_password=True)
+
+
+class _Abort(Exception):
+    """Roll back a commit transaction that lost a race."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def _run_record(row: Sequence[Any]) -> RunRecord:

@@ -34,7 +34,7 @@ revision "what changed"``.
 
 from __future__ import annotations
 
-from sqlalchemy import DDL, Column, Float, Index, Integer, MetaData, String, Table, Text, event
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text
 
 metadata = MetaData()
 
@@ -203,23 +203,4 @@ session_messages = Table(
     sqlite_with_rowid=False,
 )
 
-# A guard for pipelined PostgreSQL transactions (lg_core.store.database): a statement
-# checks its own outcome with lg_require(ok, reason), which aborts the transaction
-# with SQLSTATE GUARD_SQLSTATE and the reason as its message. The client need not
-# wait for a statement's result before sending the rest of the transaction, so a
-# commit is a single round trip. SQLite runs statements at once and needs no guard.
-GUARD_SQLSTATE = "LGG01"
-GUARD_FUNCTION_SQL = f"""
-CREATE OR REPLACE FUNCTION lg_require(ok boolean, reason text) RETURNS boolean
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-    IF ok IS NOT TRUE THEN
-        RAISE EXCEPTION USING ERRCODE = '{GUARD_SQLSTATE}', MESSAGE = reason;
-    END IF;
-    RETURN true;
-END
-$$
-"""
-event.listen(metadata, "after_create", DDL(GUARD_FUNCTION_SQL).execute_if(dialect="postgresql"))
-
-__all__ = ["GUARD_FUNCTION_SQL", "GUARD_SQLSTATE", "batches", "events", "frames", "interjections", "messages", "metadata", "runs", "session_messages", "sessions", "steps"]
+__all__ = ["batches", "events", "frames", "interjections", "messages", "metadata", "runs", "session_messages", "sessions", "steps"]

@@ -16,7 +16,6 @@ from sqlalchemy import (
     func,
     insert,
     literal,
-    literal_column,
     null,
     or_,
     select,
@@ -189,35 +188,6 @@ def _frame_with_tail() -> ClauseElement:
     return union_all(row, tail).order_by("seq")
 
 
-def guarded(statement: Any, reason: str) -> ClauseElement:
-    """``statement`` made to abort its transaction unless it touches exactly one row (PostgreSQL).
-
-    The statement runs as a CTE; ``lg_require`` (schema.GUARD_FUNCTION_SQL) raises
-    with ``reason`` when the CTE has no row or more than one. The result row is the
-    guard's ``true`` followed by the statement's RETURNING columns, if any.
-    """
-    returned = list(statement.exported_columns)
-    if not returned:
-        statement = statement.returning(literal_column("1").label("one"))
-    changed = statement.cte("changed")
-    touched = select(func.count()).select_from(changed).scalar_subquery()
-    columns = [select(column).scalar_subquery() for column in changed.c] if returned else []
-    return select(func.lg_require(touched == literal_column("1"), literal(reason)), *columns)
-
-
-def _commit_events() -> ClauseElement:
-    """A commit's event, numbered in SQL from the run's counter that the commit's bump_run just advanced.
-
-    ``back`` is how many of the commit's events come after this one, so the
-    client needs no result from the bump before sending its events.
-    """
-    last = select(runs.c.event_seq).where(runs.c.id == bindparam("run_id")).scalar_subquery()
-    return insert(events).values(
-        run_id=bindparam("run_id"), seq=last - bindparam("back"), type=bindparam("type"), data=bindparam("data"),
-        created_at=bindparam("created_at"),
-    )
-
-
 def _select(table: object, columns: tuple[str, ...], *conditions: ClauseElement) -> ClauseElement:
     cols = [table.c[name] for name in columns]  # type: ignore[attr-defined]
     return select(*cols).where(and_(*conditions))
@@ -228,7 +198,6 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "insert_frame": _insert(frames, FRAME_COLUMNS + ("updated_at",)),
     "insert_messages": _insert(messages, ("frame_id", "seq", "run_id", "role", "data", "created_at")),
     "insert_events": _insert(events, ("run_id", "seq", "type", "data", "created_at")),
-    "insert_commit_events": _commit_events,
     "insert_steps": _insert(
         steps,
         ("run_id", "key", "frame_id", "kind", "status", "input", "attempts", "dispatch_after", "created_at", "scheduled_by"),
@@ -294,10 +263,6 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         interjections.c.run_id == bindparam("run_id")
     ),
     "insert_interjection": _insert(interjections, ("run_id", "seq", "message", "metadata", "created_at")),
-    # One row while the run has no interjection waiting (a finishing commit requires it).
-    "no_interjection_pending": lambda: select(literal_column("1").label("one")).where(
-        and_(runs.c.id == bindparam("run_id"), runs.c.interjections_pending == 0)
-    ),
     "count_interjections": lambda: update(runs)
     .where(runs.c.id == bindparam("run_id"))
     .values(interjections_pending=runs.c.interjections_pending + bindparam("delta")),
