@@ -160,6 +160,24 @@ def test_a_commits_events_are_numbered_after_every_earlier_one(store):
     assert {s.key: s.event_seq for s in store.load_steps("r1")}["root/x"] == 6
 
 
+def test_a_commit_with_many_rows_stores_each_of_them_once_in_order(store):
+    """Messages, events and scheduled steps of one commit, well past a handful of each."""
+    _create(store)
+    commit = _commit(events=0, new=[f"root/turn-0/tool/t{i:03}" for i in range(3)])
+    commit.events = [("usage", {"n": i}) for i in range(150)]
+    commit.messages = [(1 + i, Message(role="assistant", content=f"part {i}")) for i in range(101)]
+
+    assert store.commit(commit).applied
+
+    assert [e.data["n"] for e in store.load_events("r1")[1:]] == list(range(150))
+    assert [e.seq for e in store.load_events("r1")] == list(range(1, 152))
+    assert [m["content"][0]["text"] for m in store.load_messages("r1/root")[1:]] == [f"part {i}" for i in range(101)]
+    tools = store.load_steps("r1", prefix="root/turn-0/tool/")
+    assert [(s.key, s.status, s.input) for s in tools] == [
+        (f"root/turn-0/tool/t{i:03}", "scheduled", {"id": f"root/turn-0/tool/t{i:03}"}) for i in range(3)
+    ]
+
+
 def test_a_finished_run_accepts_no_more_commits(store):
     _create(store, steps=("root/turn-0/model", "root/x"))
     finish = RunFinish("completed", "done", None, {"input_tokens": 1}, {"stop_reason": "end_turn"})
