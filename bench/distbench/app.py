@@ -67,7 +67,9 @@ class HangStep(BenchStep):
                 (Path(folder) / f"once-{run_id}").touch(exist_ok=False)
             except FileExistsError:
                 return super().call(input)  # the re-execution after the kill
-            (Path(folder) / f"hang-{run_id}-{os.getpid()}").write_text(str(os.getpid()))
+            draft = Path(folder) / f".hang-{run_id}-{os.getpid()}"
+            draft.write_text(str(os.getpid()))
+            draft.rename(draft.with_name(draft.name[1:]))  # a reader never sees it empty
             threading.Event().wait(600)
         return super().call(input)
 

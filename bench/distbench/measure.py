@@ -373,10 +373,9 @@ def _kill_and_recover(stack: BenchStack, probe: StoreProbe, victim: str, runs: i
 def _wait_hanging(folder: Path, run_ids: list[str], timeout: float) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = {
-            path.name[len("hang-") :].rsplit("-", 1)[0]: int(path.read_text())
-            for path in folder.glob("hang-*")
-        }
+        # The name says it all (hang-{run_id}-{pid}): the file's content may not be written yet.
+        found = dict(path.name[len("hang-") :].rsplit("-", 1) for path in folder.glob("hang-*"))
+        found = {run_id: int(pid) for run_id, pid in found.items()}
         if all(run_id in found for run_id in run_ids):
             return [found[run_id] for run_id in run_ids]
         time.sleep(0.05)

@@ -46,8 +46,9 @@ def _maybe_hang(tool: str, n: int, key: str = "") -> None:
         except FileExistsError:
             return
     suffix = "" if tool != "model" else f"-{threading.get_ident()}"
-    ready = ready_dir / f"{tool}-{n}-{os.getpid()}{suffix}"
-    ready.write_text(str(os.getpid()))
+    draft = ready_dir / f".{tool}-{n}-{os.getpid()}{suffix}"
+    draft.write_text(str(os.getpid()))
+    draft.rename(ready_dir / draft.name[1:])  # renamed into place: a reader never sees it empty
     threading.Event().wait(300)
 
 
@@ -85,7 +86,9 @@ class GateTool(StepTool):
         folder = os.environ.get("DIST_APP_READY_DIR")
         hold = Path(folder) / f"hold-{n}" if folder else None
         if hold is not None and hold.exists():
-            (Path(folder) / f"gate-{n}-{os.getpid()}").write_text(str(os.getpid()))
+            draft = Path(folder) / f".gate-{n}-{os.getpid()}"
+            draft.write_text(str(os.getpid()))
+            draft.rename(draft.with_name(draft.name[1:]))  # a reader never sees it empty
             while hold.exists():
                 self.context.check()
                 time.sleep(0.05)

@@ -27,7 +27,10 @@ def _log_call(n: int, key: str) -> None:
 
 def _maybe_hang(n: int) -> None:
     if os.environ.get("HANG_AT") == str(n):
-        Path(os.environ["KILL_APP_READY"]).write_text(str(os.getpid()))
+        ready = Path(os.environ["KILL_APP_READY"])
+        draft = ready.with_name(f".{ready.name}")  # renamed into place: a reader never sees it empty
+        draft.write_text(str(os.getpid()))
+        draft.rename(ready)
         threading.Event().wait(120)
 
 
