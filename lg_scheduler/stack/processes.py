@@ -91,7 +91,10 @@ class ProcessTable:
                 stderr=subprocess.STDOUT, start_new_session=True,
             )
         start = _start_time(process.pid) or "0"
-        self.pid_file(spec.name).write_text(f"{process.pid} {start}\n")
+        pid_file = self.pid_file(spec.name)
+        draft = pid_file.with_name(f".{pid_file.name}")
+        draft.write_text(f"{process.pid} {start}\n")
+        draft.replace(pid_file)  # `lg stack status` in another process never reads it half written
         return process.pid, offset
 
     def stop(self, spec: ProcessSpec, timeout: float = STOP_TIMEOUT) -> bool:
