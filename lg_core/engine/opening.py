@@ -21,8 +21,9 @@ It happens in whichever process executes the run's first step:
 
 Opening is idempotent: the first step's commit expects the unopened frame's
 version, so of two openers (a crash and a redelivery) one wins; the other's
-commit is replayed on the frame the winner wrote, as for any version conflict. A run whose opening fails or is cancelled by a callback
-ends right there, exactly as it would have at start.
+commit is replayed on the frame the winner wrote, as for any version
+conflict. A run whose opening fails or is cancelled by a callback ends right
+there, exactly as it would have at start.
 
 Recovery: a pending run waits for a commit of the run before it. If that run
 ended some other way (a scheduler ended it, an old process ended it without

@@ -42,10 +42,14 @@ def _key(session_id: str, actor_id: str | None) -> dict[str, str]:
 # -- serialization of runs -------------------------------------------------------------------
 
 
+def _lock_params(session_id: str, actor_id: str | None) -> dict[str, str]:
+    return {"lock_key": f"{session_id}\x1f{actor_key(actor_id)}"}
+
+
 def lock_session_txn(tx: Transaction, session_id: str, actor_id: str | None) -> None:
     """Serialize decisions about this session's runs until the transaction ends (PostgreSQL)."""
     if tx.dialect_name == "postgresql":
-        tx.execute("lock_session", {"lock_key": f"{session_id}\x1f{actor_key(actor_id)}"})
+        tx.execute("lock_session", _lock_params(session_id, actor_id))
 
 
 def session_busy_txn(tx: Transaction, session_id: str, actor_id: str | None) -> bool:
@@ -59,7 +63,7 @@ def session_busy_submit(tx: Transaction, session_id: str, actor_id: str | None) 
     For a pipelined transaction that reads the answer together with other results.
     """
     if tx.dialect_name == "postgresql":
-        tx.send("lock_session", {"lock_key": f"{session_id}\x1f{actor_key(actor_id)}"})
+        tx.send("lock_session", _lock_params(session_id, actor_id))
     return tx.submit("select_session_open_runs", _key(session_id, actor_id))
 
 

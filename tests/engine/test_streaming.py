@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -247,9 +248,12 @@ def test_leaving_an_async_stream_early_cancels_the_run(config, script):
 
 
 def test_a_scripted_turn_can_pace_its_deltas_like_a_streaming_model(config, script):
-    agent = agent_for(script([{"text": "one two three", "delta_delay": 0.001}]))
+    agent = agent_for(script([{"text": "one two three", "delta_delay": 0.05}]))
+    started = time.monotonic()
     deltas = [event.data["text"] for event in agent.stream_ask("Go") if event.type == "text_delta"]
+    elapsed = time.monotonic() - started
     assert "".join(deltas) == "one two three" and len(deltas) == 3
+    assert elapsed >= 0.1  # a lower bound only: two pauses between three deltas, each sleeps at least 50 ms
 
 
 @pytest.mark.parametrize("bad", [-1, "fast", True])
