@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from lg_core.datamap import DataMap, normalize_key, to_json_value
 from lg_core.errors import InvocationError, UnsupportedInputError
 from lg_core.messages import Message
+from lg_core.rate_limit import RateLimit
 
 KNOWN_FIELDS = (
     "message",
@@ -36,6 +37,7 @@ KNOWN_FIELDS = (
     "deadline_at",
     "metadata",
     "model_override",
+    "rate_limit",
 )
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 _MISSING = object()
@@ -178,6 +180,12 @@ class Invocation:
         """A model role, target or mapping used instead of the agent's own (``lg_core.fork(..., model=)``)."""
         return self._env.get("model_override")
 
+    @property
+    def rate_limit(self) -> RateLimit | None:
+        """The pace of this run's model calls on its provider connection (see lg_core.rate_limit)."""
+        text = self._env.get("rate_limit")
+        return None if text is None else RateLimit.parse(text)
+
     def __repr__(self) -> str:
         return f"Invocation(run_id={self.run_id!r}, message={self.message.text[:40]!r})"
 
@@ -313,6 +321,11 @@ def _model_override(value: Any, name: str) -> str | dict[str, Any] | None:
     )
 
 
+def _rate_limit(value: Any, name: str) -> str | None:
+    """Stored as its canonical text, so the persisted invocation stays JSON."""
+    return None if value is None else str(RateLimit.parse(value))
+
+
 def _extra_field(value: Any, name: str) -> Any:
     try:
         return to_json_value(value, path=name)
@@ -340,6 +353,7 @@ _NORMALIZERS = {
     "metadata": _json_mapping,
     "deadline_at": _deadline,
     "model_override": _model_override,
+    "rate_limit": _rate_limit,
 }
 
 __all__ = ["Invocation", "KNOWN_FIELDS", "new_id"]

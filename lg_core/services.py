@@ -20,6 +20,7 @@ from lg_core.execution import Execution
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.messages import Message
 from lg_core.models.resolver import ModelResolver
+from lg_core.rate_limit import Limiter, LocalLimiter
 from lg_core.run import Run
 from lg_core.sessions import RunSessions, build_session_store
 from lg_core.store import RunRecord, RunStore
@@ -71,6 +72,7 @@ class Runtime:
         self.dispatcher = LocalDispatcher(self.engine, max_workers=configuration.max_parallel_tools)
         self._backend: Any = None
         self._backend_lock = threading.Lock()
+        self._local_limiter = LocalLimiter()
 
     def execute(self, run: Run) -> None:
         """Start ``run`` and drive it to its end in this process."""
@@ -108,6 +110,13 @@ class Runtime:
                 "workers (lg_workers) or unset broker_url to run executions on threads"
             )
         return entry.load()(self)
+
+    @property
+    def rate_limiter(self) -> Limiter:
+        """Paces rate-limited model calls: shared through Redis with a broker, else in this runtime."""
+        if not self.configuration.broker_url:
+            return self._local_limiter
+        return self.backend.rate_limiter
 
     def start_execution(self, run: Run) -> Execution:
         run._begin()

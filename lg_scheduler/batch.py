@@ -14,9 +14,11 @@ How it works:
   id (:func:`run_id_for`); the batch id defaults to a hash of the agent path and
   the input file's bytes. Runs start with ``start_execution``: on Celery workers
   when a broker is configured, else on threads of this process.
-* At most ``concurrency`` runs are in flight; ``rate_limit`` spaces their starts
-  per provider connection (:mod:`lg_scheduler.rate_limit` says where it is
-  enforced and what it does not cover).
+* At most ``concurrency`` runs are in flight. ``rate_limit`` becomes every
+  run's own ``rate_limit``: each model call of the batch's runs waits for its
+  slot on its provider connection, shared through Redis by every worker and
+  every batch on that connection (:mod:`lg_core.rate_limit`). An item's own
+  ``rate_limit`` field applies when the batch sets none.
 * The run store is the source of truth: the submitter polls its in-flight runs'
   statuses there (one statement per 16 runs; a terminal event in this process
   wakes it early) and writes each result as the run finishes
@@ -50,6 +52,7 @@ from lg_core.agent import Agent
 from lg_core.config import runtime as current_runtime
 from lg_core.errors import ConfigurationError, InvocationError, RunStateError
 from lg_core.identity import current_holder, holder_is_dead
+from lg_core.rate_limit import RateLimit
 from lg_core.store.records import RUN_TERMINAL, BatchRecord
 from lg_scheduler.batch_inputs import BatchInputError, BatchInputs, BatchItem, read_inputs
 from lg_scheduler.batch_output import (
@@ -60,7 +63,6 @@ from lg_scheduler.batch_output import (
     invalid_result,
     run_result,
 )
-from lg_scheduler.rate_limit import Limiter, LocalLimiter, RateLimit, RedisLimiter
 
 BATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _READABLE_ITEM_ID = re.compile(r"^[A-Za-z0-9._@-]{1,63}$")
@@ -147,11 +149,11 @@ def submit_batch(
     inputs = read_inputs(inputs_path, agent_cls, runtime.resolver)
     if inputs.invalid and not skip_invalid:
         raise _input_error(inputs)
-    limiter = _limiter(runtime, limit)
+    _check_broker(runtime)
     batch_id = batch_id or default_batch_id(agent_cls, inputs.digest)
     holder = current_holder()
     _claim(runtime.store, batch_id, agent_cls, inputs, holder, force)
-    submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limiter)
+    submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limit)
     return submission.run(ResultWriter(out_path), BatchProgress(progress, batch_id, inputs.total), on_start)
 
 
@@ -175,11 +177,11 @@ def _input_error(inputs: BatchInputs) -> BatchInputError:
     return BatchInputError(message, problems=list(inputs.invalid))
 
 
-def _limiter(runtime: Any, limit: RateLimit | None) -> Limiter | None:
-    """The rate limiter (Redis-shared with a broker, else in memory); also checks the broker is reachable."""
+def _check_broker(runtime: Any) -> None:
+    """Refuse to start a batch whose runs could not be sent to the workers."""
     url = runtime.configuration.broker_url
     if not url:
-        return None if limit is None else LocalLimiter(limit)
+        return
     import redis
 
     try:
@@ -187,7 +189,8 @@ def _limiter(runtime: Any, limit: RateLimit | None) -> Limiter | None:
         client.ping()
     except (redis.RedisError, ValueError) as exc:
         raise ConfigurationError(f"cannot reach the broker at {_safe(url)}: {exc}; start it (lg stack up) or fix broker_url") from None
-    return None if limit is None else RedisLimiter(limit, client)
+    finally:
+        client.close()
 
 
 def _safe(url: str) -> str:
@@ -222,7 +225,7 @@ class _Submission:
 
     def __init__(
         self, runtime: Any, agent_cls: type[Agent], inputs: BatchInputs, batch_id: str, holder: str,
-        concurrency: int, limiter: Limiter | None,
+        concurrency: int, limit: RateLimit | None,
     ) -> None:
         self.runtime = runtime
         self.store = runtime.store
@@ -230,9 +233,9 @@ class _Submission:
         self.inputs = inputs
         self.holder = holder
         self.concurrency = concurrency
-        self.limiter = limiter
+        self.limit_options = {} if limit is None else {"rate_limit": str(limit)}
         self.report = BatchReport(batch_id, f"{agent_cls.__module__}:{agent_cls.__qualname__}", inputs.total)
-        self.pending: dict[str, deque[BatchItem]] = {}  # items to start, by provider connection
+        self.pending: deque[BatchItem] = deque()  # items to start, in file order
         self.orphans: deque[tuple[str, BatchItem]] = deque()  # runs of a dead submitter's threads
         self.in_flight: dict[str, BatchItem] = {}
         self.wake = threading.Event()
@@ -255,11 +258,11 @@ class _Submission:
                 on_start(self.report)
             while self.pending or self.orphans or self.in_flight:
                 self.wake.clear()  # before looking, so a run ending from here on cuts the wait short
-                wait = self._fill()
+                self._fill()
                 changed = self._collect()
                 self._show()
                 if not changed:
-                    self.wake.wait(min(wait, POLL_SECONDS))
+                    self.wake.wait(POLL_SECONDS)
             finished = True
         finally:
             self._save(final=True, finished=finished)
@@ -278,7 +281,7 @@ class _Submission:
         for run_id, item in run_ids.items():
             status, holder = known.get(run_id, (None, None))
             if status is None:
-                self.pending.setdefault(item.connection, deque()).append(item)
+                self.pending.append(item)
             elif status in RUN_TERMINAL:
                 self.report.already_finished += 1
                 self._finish(run_result(item, self.store.load_run(run_id)))
@@ -291,27 +294,18 @@ class _Submission:
                 self.in_flight[run_id] = item
         self._show()
 
-    def _fill(self) -> float:
-        """Start what the concurrency and rate limits allow; returns how long until a start may be allowed."""
+    def _fill(self) -> None:
+        """Start what the concurrency limit allows (model calls are paced by the runs themselves)."""
         while self.orphans and len(self.in_flight) < self.concurrency:
             self._resume_orphan(*self.orphans.popleft())
-        wait = POLL_SECONDS
-        for connection in list(self.pending):
-            queue = self.pending[connection]
-            while queue and len(self.in_flight) < self.concurrency:
-                delay = self.limiter.try_acquire(connection) if self.limiter else 0.0
-                if delay > 0:
-                    wait = min(wait, delay)
-                    break
-                self._start(queue.popleft())
-            if not queue:
-                del self.pending[connection]
-        return wait
+        while self.pending and len(self.in_flight) < self.concurrency:
+            self._start(self.pending.popleft())
 
     def _start(self, item: BatchItem) -> None:
         run_id = run_id_for(self.report.batch_id, item.id)
         try:
-            self.agent_cls.start_execution(item.message, run_id=run_id, **item.options, **self._start_options)
+            options = {**item.options, **self.limit_options, **self._start_options}
+            self.agent_cls.start_execution(item.message, run_id=run_id, **options)
         except Exception as exc:  # noqa: BLE001 - one item's failure to start must not stop the batch
             if run_id not in self.store.run_statuses([run_id]):
                 self._finish(error_result(item, run_id, exc))

@@ -57,7 +57,7 @@ def submit(
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", metavar="N", help="At most N runs in flight.")] = 10,
     rate_limit: Annotated[
         str | None,
-        typer.Option("--rate-limit", metavar="N/s|N/min|N/h", help="At most N run starts per period, per provider connection."),
+        typer.Option("--rate-limit", metavar="N/s|N/min|N/h", help="At most N model calls per period on each provider connection, shared by every run limited on it."),
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", metavar="PATH", help="Write one result per line (JSONL) as items finish.")] = None,
     batch_id: Annotated[

@@ -32,20 +32,19 @@ from lg_core.errors import InvocationError
 from lg_core.invocation import Invocation
 
 ITEM_FIELDS = (
-    "message", "id", "context", "actor_id", "session_id", "settings", "metadata", "history", "deadline", "deadline_at",
+    "message", "id", "context", "actor_id", "session_id", "settings", "metadata", "history", "deadline", "deadline_at", "rate_limit",
 )
 MAX_ITEM_ID = 200
 
 
 @dataclass(frozen=True)
 class BatchItem:
-    """One valid input line: the message, the other invocation fields and its provider connection."""
+    """One valid input line: the message and the other invocation fields."""
 
     line: int
     id: str
     message: Any
     options: dict[str, Any]
-    connection: str
 
 
 @dataclass(frozen=True)
@@ -165,16 +164,16 @@ def _item(number: int, item_id: str, data: dict[str, Any], agent_cls: type, reso
         raise _Invalid(str(exc), type(exc).__name__) from None
     except (TypeError, ValueError) as exc:  # defensive: the normalizers raise InvocationError
         raise _Invalid(f"invalid invocation: {exc}") from None
-    return BatchItem(number, item_id, data["message"], options, _connection(agent_cls, invocation, resolver))
+    _check_model(agent_cls, invocation, resolver)
+    return BatchItem(number, item_id, data["message"], options)
 
 
-def _connection(agent_cls: Any, invocation: Invocation, resolver: Any) -> str:
-    """The provider connection this item's model uses (the rate limiter's key)."""
+def _check_model(agent_cls: Any, invocation: Invocation, resolver: Any) -> None:
+    """The item's model must resolve here, or its run would fail on a worker after the batch began."""
     try:
-        model = resolver.resolve(agent_cls.select_model(invocation))
+        resolver.resolve(agent_cls.select_model(invocation))
     except Exception as exc:  # noqa: BLE001 - select_model is application code; any failure makes the line invalid
         raise _Invalid(f"cannot resolve the agent's model: {exc}", type(exc).__name__) from None
-    return str(model.target).split(":", 1)[0]
 
 
 def _json_type(value: Any) -> str:

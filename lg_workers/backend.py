@@ -15,6 +15,7 @@ import kombu.exceptions
 import redis
 
 from lg_core.engine.dispatcher import StepRef
+from lg_core.rate_limit import RedisLimiter
 from lg_workers.celery_app import create_app
 from lg_workers.queues import queue_for
 from lg_workers.streams import AsyncRedisClients, RedisEventSink, RedisLiveSource, connect
@@ -44,6 +45,7 @@ class CeleryBackend:
         self.redis = connect(url)
         self.async_redis = AsyncRedisClients(url)
         runtime.engine.add_sink(RedisEventSink(self.redis))
+        self.rate_limiter = RedisLimiter(self.redis, errors=(redis.RedisError,))
         self._followers: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
 

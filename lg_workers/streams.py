@@ -8,10 +8,11 @@ Every Redis key this project uses, with its lifetime:
                          with their durable ``seq``. Trimmed to about
                          ``MAX_EVENTS`` entries; expires ``RETENTION_SECONDS``
                          after the run's terminal event.
-    lg:ratelimit:{connection}  String. The next time a batch may start a run on
-                         that provider connection (GCRA, lg_scheduler.rate_limit),
-                         shared by every batch submitter; expires a minute after
-                         the last start.
+    lg:ratelimit:{connection}  String. The next free slot for a rate-limited
+                         model call on that provider connection (GCRA by
+                         reservation, lg_core.rate_limit), shared by every
+                         process on this Redis; expires a minute after the
+                         last reserved slot.
     (Celery's own keys)  the broker queues ``lg.orchestrate``, ``lg.model``,
                          ``lg.tools``, ``lg.sandbox`` and their unacked sets.
 

@@ -9,6 +9,7 @@ finish the run.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from lg_core.callbacks import run_chain
@@ -32,6 +33,7 @@ from lg_core.store import NewStep
 from lg_core.usage import Usage, accumulate
 
 RECOVERY_LIMIT = 2
+PACE_CHECK_SECONDS = 0.5  # a rate-limited call waiting for its slot checks cancellation this often
 
 
 class ModelTurn:
@@ -139,6 +141,7 @@ class ModelTurn:
             sequence = checkpoint.model_calls + self.calls_made
             attempt = _with_sequence(request, sequence)
             self.calls_made += 1
+            self._pace(model)
             try:
                 return self._stream_once(model, attempt)
             except ProviderError as error:
@@ -167,6 +170,23 @@ class ModelTurn:
         remaining = self.scope.context.remaining_time(delay) if self.scope.context else delay
         self.scope.run.cancellation_token.wait(remaining or 0)
         self.scope.check_interrupt()
+
+    def _pace(self, model: Any) -> None:
+        """Wait for this call's slot when the run has a rate limit (lg_core.rate_limit).
+
+        The step holds its claim meanwhile (the heartbeat renews the lease, as for
+        a slow model), and the wait ends early on cancellation or the deadline.
+        """
+        limit = self.scope.run.invocation.rate_limit
+        if limit is None:
+            return
+        connection = str(model.target).split(":", 1)[0]
+        until = time.monotonic() + self.scope.engine.runtime.rate_limiter.reserve(connection, limit)
+        while (left := until - time.monotonic()) > 0:
+            context = self.scope.context
+            pause = context.remaining_time(min(left, PACE_CHECK_SECONDS)) if context else min(left, PACE_CHECK_SECONDS)
+            self.scope.run.cancellation_token.wait(pause or 0)
+            self.scope.check_interrupt()
 
     def _stream_once(self, model: Any, request: ModelRequest) -> ModelResponse:
         scope = self.scope

@@ -6,13 +6,15 @@ item's run executed its side effect. ``BATCH_APP_DELAY`` (seconds, read at
 call time) slows each model turn so a test can kill a batch mid-way. A
 message containing "explode" makes the model fail, for failed-outcome items.
 ``metadata.connection`` picks the provider connection (``scripted`` or a
-configured ``other``), for per-connection rate limits.
+configured ``other``). ``BATCH_APP_MODEL_LOG`` (a path) records the time of
+every model call, for rate limits.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 from lg_core import Agent, Tool
 from lg_core.providers import scripted
@@ -36,11 +38,26 @@ class LogItemTool(Tool):
 def _turn(request):
     text = next(m.text for m in request.messages if m.role == "user")
     delay = float(os.environ.get("BATCH_APP_DELAY", "0"))
+    _log_model_call(request)
     if "explode" in text:
         return {"error": {"message": "the provider exploded", "kind": "provider"}}
     if request.metadata["sequence"] == 0:
         return {"tool_calls": [{"name": "log_item", "arguments": {"item": text}}], "delay": delay}
     return {"text": f"done: {text}", "delay": delay}
+
+
+def _log_model_call(request):
+    """One JSON line per model call in $BATCH_APP_MODEL_LOG: when it reached the provider, in which process."""
+    path = os.environ.get("BATCH_APP_MODEL_LOG")
+    if path:
+        with open(path, "a") as handle:
+            handle.write(json.dumps({"at": time.time(), "pid": os.getpid(), "run_id": request.metadata["run_id"]}) + "\n")
+
+
+def logged_model_calls(path) -> list[dict]:
+    """The model calls in ``path`` (``at``, ``pid``, ``run_id``), in time order."""
+    with open(path) as handle:
+        return sorted((json.loads(line) for line in handle if line.strip()), key=lambda call: call["at"])
 
 
 scripted.register("batch-items", _turn)

@@ -1,93 +1,56 @@
-"""Rate limits: the syntax, the GCRA limiter on a controlled clock, and a batch's starts as the store recorded them."""
+"""A batch's rate limit paces the model calls of its runs (lg_core.rate_limit), not their starts."""
 
 from __future__ import annotations
 
 import pytest
 
-from lg_core import Configuration, InvocationError, with_configuration
 from lg_scheduler.batch import submit_batch
-from lg_scheduler.batch_inputs import read_inputs
-from lg_scheduler.rate_limit import LocalLimiter, RateLimit
-from tests.batch.batch_app import ItemAgent
+from tests.batch.batch_app import ItemAgent, logged_model_calls
+from tests.engine.test_rate_limit import count_in_window
 
 
-@pytest.mark.parametrize(
-    ("text", "count", "period"),
-    [("10/s", 10, 1), ("2.5/sec", 2.5, 1), ("600/min", 600, 60), ("5 / minute", 5, 60), ("1000/h", 1000, 3600),
-     ("3/seconds", 3, 1), ("7/HOUR", 7, 3600)],
-)
-def test_rate_limit_syntax(text, count, period):
-    limit = RateLimit.parse(text)
-    assert (limit.count, limit.period) == (count, period)
-    assert limit.interval == pytest.approx(period / count)
+@pytest.fixture
+def model_log(tmp_path, monkeypatch):
+    path = tmp_path / "model-calls.log"
+    monkeypatch.setenv("BATCH_APP_MODEL_LOG", str(path))
+    return path
 
 
-@pytest.mark.parametrize("text", ["10", "/s", "10/", "ten/s", "10/ms", "10/m", "10/day", "0/s", "-1/s", "1e3/s", None, 5])
-def test_bad_rate_limits_say_what_is_accepted(text):
-    with pytest.raises(InvocationError, match="N/s, N/min or N/h"):
-        RateLimit.parse(text)
+def test_a_batchs_model_calls_keep_to_its_rate_limit(file_config, inputs, model_log):
+    """10 runs of 2 model calls each, all in flight at once, at 20 calls a second.
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_starts_are_spaced_by_the_interval_per_connection():
-    clock = Clock()
-    limiter = LocalLimiter(RateLimit.parse("4/s"), clock=clock)
-
-    assert limiter.try_acquire("openai") == 0.0
-    assert limiter.try_acquire("openai") == pytest.approx(0.25)  # the next start is a quarter second away
-    assert limiter.try_acquire("anthropic") == 0.0  # other connections have their own budget
-    clock.now += 0.1
-    assert limiter.try_acquire("openai") == pytest.approx(0.15)
-    clock.now += 0.15
-    assert limiter.try_acquire("openai") == 0.0
-    clock.now += 10  # idle time does not build up a burst
-    assert limiter.try_acquire("openai") == 0.0
-    assert limiter.try_acquire("openai") == pytest.approx(0.25)
-
-
-def test_any_window_of_one_period_holds_at_most_n_starts():
-    clock = Clock()
-    limiter = LocalLimiter(RateLimit.parse("5/s"), clock=clock)
-    granted = []
-    for _ in range(2000):  # callers polling every 7 ms for 14 s
-        if limiter.try_acquire("c") == 0.0:
-            granted.append(clock.now)
-        clock.now += 0.007
-    assert max(count_in_window(granted, 1.0)) <= 5
-    assert len(granted) >= 60  # and the limit is used, not starved
-
-
-def count_in_window(times: list[float], width: float) -> list[int]:
-    """For each start, how many starts fall in the half-open window of ``width`` seconds it opens."""
-    times = sorted(times)
-    return [sum(1 for t in times[i:] if t < start + width) for i, start in enumerate(times)]
-
-
-def test_a_batch_starts_runs_no_faster_than_its_rate_limit(file_config, inputs):
-    """Starts counted from the store's run created_at timestamps, per one-second window.
-
-    The bound is 10 per second plus one for the window's edge plus 2 for the time
-    between granting a start and writing the run's row (0.2 s of slack); without
-    the limit all 20 runs start within a fraction of a second.
+    Unlimited, the 20 calls take a few milliseconds; limited, their slots are 50 ms
+    apart, so any one-second window holds at most 20 of them.
     """
-    report = submit_batch(ItemAgent, inputs([f"item {n}" for n in range(20)]), concurrency=20, rate_limit="10/s", progress=False)
+    report = submit_batch(ItemAgent, inputs([f"item {n}" for n in range(10)]), concurrency=10, rate_limit="20/s", progress=False)
 
-    assert report.completed == 20
-    starts = [file_config.runtime().store.load_run(r["run_id"]).created_at for r in report.results]
-    assert max(count_in_window(starts, 1.0)) <= 13
+    assert report.completed == 10
+    calls = [call["at"] for call in logged_model_calls(model_log)]
+    assert len(calls) == 20
+    assert max(count_in_window(calls, 1.0)) <= 20 + 1  # + 1: a thread may reach the model a little late
+    assert calls[-1] - calls[0] >= 19 * 0.05 - 0.02  # slots 50 ms apart, give or take one thread's wake-up
+    store = file_config.runtime().store
+    assert {store.load_run(r["run_id"]).invocation["rate_limit"] for r in report.results} == {"20/s"}
 
 
-def test_each_item_is_limited_under_the_connection_its_model_uses(tmp_path, inputs):
-    config = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}", providers={"other": {"adapter": "scripted"}})
-    lines = ["default", {"message": "elsewhere", "metadata": {"connection": "other"}}]
-    with with_configuration(config):
-        items = read_inputs(inputs(lines), ItemAgent, config.runtime().resolver).items
-    config.close()
-    assert [item.connection for item in items] == ["scripted", "other"]
+def test_the_batch_limit_replaces_an_items_own_and_an_item_may_bring_one(file_config, inputs, model_log):
+    def lines(prefix):
+        return [f"{prefix} plain", {"message": f"{prefix} own pace", "rate_limit": "50/s"}]
+
+    limited = submit_batch(ItemAgent, inputs(lines("a"), name="a.jsonl"), concurrency=2, rate_limit="40/s", progress=False)
+    unlimited = submit_batch(ItemAgent, inputs(lines("b"), name="b.jsonl"), concurrency=2, progress=False)
+
+    store = file_config.runtime().store
+    paces = [
+        {r["id"]: store.load_run(r["run_id"]).invocation.get("rate_limit") for r in report.results}
+        for report in (limited, unlimited)
+    ]
+    assert paces[0] == {"1": "40/s", "2": "40/s"}
+    assert paces[1] == {"1": None, "2": "50/s"}
+
+
+def test_a_bad_item_rate_limit_is_an_invalid_line(file_config, inputs):
+    report = submit_batch(ItemAgent, inputs(["fine", {"message": "bad", "rate_limit": "fast"}]), concurrency=2,
+                          progress=False, skip_invalid=True)
+    assert report.completed == 1 and report.invalid == 1
+    assert "rate limit 'fast' is not understood" in str(report.results)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from lg_scheduler.batch import run_id_for, submit_batch
-from tests.batch.batch_app import ItemAgent, logged_items
-from tests.batch.test_batch_rate_limit import count_in_window
+from tests.batch.batch_app import ItemAgent, logged_items, logged_model_calls
 from tests.batch.test_batch_submit import max_overlap
+from tests.engine.test_rate_limit import count_in_window
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -29,6 +29,7 @@ def app_env(dist, **extra: str) -> dict[str, str]:
         "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT)]),
         "LG_IMPORTS": f"dist_app,{AGENT.split(':')[0]}",
         "BATCH_APP_LOG": str(dist.tmp_path / "batch-calls.log"),
+        "BATCH_APP_MODEL_LOG": str(dist.tmp_path / "model-calls.log"),
         "BATCH_APP_DELAY": "0",
         **extra,
     }
@@ -62,13 +63,18 @@ def test_fifty_items_on_workers_with_concurrency_ten(dist):
     assert store.load_batch(report.batch_id).status == "finished"
 
 
-def test_two_submitters_share_one_rate_limit_through_redis(dist):
-    """Two batch processes on one provider connection together start at most 10 runs a second.
+def test_two_batches_share_one_model_call_rate_limit_through_redis(dist):
+    """The model calls of two batches' runs, made on worker threads, keep to 10 a second together.
 
-    Each process alone would start its 20 runs at 10/s; if they did not share
-    the limit, a one-second window would hold about 20 starts.
+    40 runs of 2 model calls each, all in flight at once: unlimited they take well
+    under a second. Each batch alone would keep to 10/s; if the workers did not
+    share one budget per connection, a one-second window would hold about 20.
+    The bound allows one call for the window's edge and one for the time between
+    a reserved slot and the call reaching the model. Two lg.model workers share
+    the calls, so one process's memory could not have kept the pace.
     """
     dist.start_workers(**app_env(dist))
+    dist.start_workers(queues=("lg.model",), **app_env(dist))
     children = [
         child_submit(dist, write_inputs(dist.tmp_path / f"inputs-{name}.jsonl", 20, prefix=name), "--concurrency", "20", "--rate-limit", "10/s")
         for name in ("left", "right")
@@ -79,7 +85,10 @@ def test_two_submitters_share_one_rate_limit_through_redis(dist):
 
     runs = dist.config.runtime().store.list_runs(limit=100)
     assert len(runs) == 40 and {r.status for r in runs} == {"completed"}
-    assert max(count_in_window([r.created_at for r in runs], 1.0)) <= 10 + 1 + 2
+    calls = logged_model_calls(dist.tmp_path / "model-calls.log")
+    assert len(calls) == 80
+    assert len({call["pid"] for call in calls}) == 2  # both model workers called: the budget crossed processes
+    assert max(count_in_window([call["at"] for call in calls], 1.0)) <= 10 + 1 + 1
 
 
 def start_scheduler(dist) -> subprocess.Popen:

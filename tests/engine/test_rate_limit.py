@@ -1,0 +1,185 @@
+"""Model-call rate limits: the syntax, GCRA by reservation, and runs whose model calls wait for their slot."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+from lg_core import Agent, Configuration, InvocationError, Tool, with_configuration
+from lg_core.rate_limit import LocalLimiter, RateLimit
+
+
+@pytest.mark.parametrize(
+    ("text", "count", "period"),
+    [("10/s", 10, 1), ("2.5/sec", 2.5, 1), ("600/min", 600, 60), ("5 / minute", 5, 60), ("1000/h", 1000, 3600),
+     ("3/seconds", 3, 1), ("7/HOUR", 7, 3600)],
+)
+def test_rate_limit_syntax(text, count, period):
+    limit = RateLimit.parse(text)
+    assert (limit.count, limit.period) == (count, period)
+    assert limit.interval == pytest.approx(period / count)
+
+
+@pytest.mark.parametrize("text", ["10", "/s", "10/", "ten/s", "10/ms", "10/m", "10/day", "0/s", "-1/s", "1e3/s", None, 5])
+def test_bad_rate_limits_say_what_is_accepted(text):
+    with pytest.raises(InvocationError, match="N/s, N/min or N/h"):
+        RateLimit.parse(text)
+
+
+@pytest.mark.parametrize("text", ["10/s", "2.5/s", "600/min", "1000000/h", "0.25/min"])
+def test_the_canonical_text_reads_back_to_the_same_limit(text):
+    limit = RateLimit.parse(text)
+    assert str(limit) == text
+    assert RateLimit.parse(str(limit)) == limit
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_calls_reserve_slots_spaced_by_the_interval_per_connection():
+    clock = Clock()
+    limiter = LocalLimiter(clock=clock)
+    limit = RateLimit.parse("4/s")
+
+    assert limiter.reserve("openai", limit) == 0.0
+    assert limiter.reserve("openai", limit) == pytest.approx(0.25)  # queued behind the first
+    assert limiter.reserve("openai", limit) == pytest.approx(0.5)
+    assert limiter.reserve("anthropic", limit) == 0.0  # another connection, another budget
+    clock.now += 0.6
+    assert limiter.reserve("openai", limit) == pytest.approx(0.15)
+    clock.now += 10  # idle time does not build up a burst
+    assert limiter.reserve("openai", limit) == 0.0
+    assert limiter.reserve("openai", limit) == pytest.approx(0.25)
+
+
+def test_any_window_of_one_period_holds_at_most_n_calls():
+    clock = Clock()
+    limiter = LocalLimiter(clock=clock)
+    limit = RateLimit.parse("5/s")
+    rng = random.Random(7)
+    calls = []
+    for _ in range(300):  # callers arriving at random, each waiting for its reserved slot
+        clock.now += rng.expovariate(8.0)
+        calls.append(clock.now + limiter.reserve("c", limit))
+    assert max(count_in_window(calls, 1.0)) <= 5
+    assert calls == sorted(calls)  # slots are served in the order they were reserved
+
+
+def count_in_window(times: list[float], width: float) -> list[int]:
+    """For each call, how many calls fall in the half-open window of ``width`` seconds it opens.
+
+    A call exactly one width later belongs to the next window; the 1e-9 keeps float
+    sums of intervals (0.2 + 0.2 + ...) from landing a hair inside.
+    """
+    times = sorted(times)
+    return [sum(1 for t in times[i:] if t < start + width - 1e-9) for i, start in enumerate(times)]
+
+
+# -- runs ------------------------------------------------------------------------------
+
+
+class NoteTool(Tool):
+    description = "Take a note."
+    input_schema = {"type": "object", "properties": {"note": {"type": "string"}}}
+
+    def call(self, input):
+        return "noted"
+
+
+def recording_model(script, calls: list[float], tool_turns: int) -> str:
+    """A scripted model that records when each call reaches it and makes ``tool_turns`` tool calls first."""
+
+    def turn(request):
+        calls.append(time.monotonic())
+        if request.metadata["sequence"] < tool_turns:
+            return {"tool_calls": [{"name": "note", "arguments": {"note": "n"}}]}
+        return {"text": "done"}
+
+    return script(turn)
+
+
+def agent_on(model: str) -> type[Agent]:
+    return type("PacedAgent", (Agent,), {"model": model, "tools": [NoteTool]})
+
+
+def test_a_runs_model_calls_wait_for_their_slots(config, script):
+    calls: list[float] = []
+    agent = agent_on(recording_model(script, calls, tool_turns=3))
+
+    run = agent.ask("go", rate_limit="20/s")
+
+    assert run.completed
+    assert len(calls) == 4
+    assert calls[-1] - calls[0] >= 3 * 0.05 - 0.01  # four slots 50 ms apart
+    stored = config.runtime().store.load_run(run.id)
+    assert stored.invocation["rate_limit"] == "20/s"  # persisted: a resumed run keeps its pace
+
+
+def test_runs_limited_on_one_connection_share_its_budget(config, script):
+    calls: list[float] = []
+    agent = agent_on(recording_model(script, calls, tool_turns=1))
+
+    executions = [agent.start_execution(f"run {n}", rate_limit="10/s") for n in range(3)]
+    runs = [execution.wait(timeout=60) for execution in executions]
+
+    assert all(run.completed for run in runs)
+    assert len(calls) == 6
+    calls.sort()
+    assert calls[-1] - calls[0] >= 5 * 0.1 - 0.02  # six slots 100 ms apart, give or take a thread's wake-up
+
+
+def test_connections_have_their_own_budgets(script):
+    """One call each on two connections limited to 1/min: neither waits for the other's slot."""
+    config = Configuration(providers={"other": {"adapter": "scripted"}})
+    calls: list[float] = []
+    target = recording_model(script, calls, tool_turns=0)
+    with with_configuration(config):
+        first = agent_on(target).ask("one", rate_limit="1/min")
+        second = agent_on(target.replace("scripted:", "other:", 1)).ask("two", rate_limit="1/min")
+    config.close()
+    assert first.completed and second.completed
+    assert calls[1] - calls[0] < 30  # a shared budget would hold the second call for a minute
+
+
+def test_a_run_waiting_for_its_slot_can_be_cancelled(config, script):
+    calls: list[float] = []
+    agent = agent_on(recording_model(script, calls, tool_turns=1))
+    tool_done = threading.Event()
+
+    def on_event(event):
+        if event.type == "tool_execution_stop":
+            tool_done.set()
+
+    execution = agent.start_execution("go", rate_limit="1/min", on_event=on_event)
+    assert tool_done.wait(30)
+    execution.cancel()
+    run = execution.wait(timeout=30)
+
+    assert run.cancelled
+    assert len(calls) == 1  # the second call never reached the provider
+
+
+def test_a_deadline_ends_the_wait_with_a_partial_run(config, script):
+    calls: list[float] = []
+    agent = agent_on(recording_model(script, calls, tool_turns=1))
+
+    run = agent.ask("go", rate_limit="1/min", deadline=1.0)
+
+    assert run.outcome == "partial"
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("value", ["fast", "0/s", 10, {"count": 1}])
+def test_a_bad_rate_limit_fails_before_a_run_exists(config, script, value):
+    agent = agent_on(recording_model(script, [], tool_turns=0))
+    with pytest.raises(InvocationError, match="rate limit"):
+        agent.ask("go", rate_limit=value)
+    assert config.runtime().list_runs() == []
