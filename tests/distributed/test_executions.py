@@ -199,6 +199,23 @@ def test_cancel_from_another_process_stops_a_tool_in_the_middle_of_its_call(dist
     assert [n for tool, n, _key in dist.calls() if tool == "gate"] == [0, 1]  # gate 2 never ran
 
 
+def test_cancel_from_another_process_ends_a_model_call_waiting_for_its_rate_limit_slot(dist, workers):
+    first = dist_app.EchoAgent.start_execution("first", rate_limit="1/min")
+    assert first.wait(timeout=60).completed  # it took the connection's slot: the next comes a minute later
+    second = dist_app.EchoAgent.start_execution("second", rate_limit="1/min")
+    store = dist.config.runtime().store
+    deadline = time.monotonic() + 30
+    while not any(s.kind == "model" and s.status == "running" for s in store.load_steps(second.run_id)):
+        assert time.monotonic() < deadline, "the model turn was never claimed"
+        time.sleep(0.05)
+
+    assert control(dist, second.run_id, "cancel") == {"ok": True}
+    run = second.wait(timeout=30)
+
+    assert run.cancelled
+    assert "message_stop" not in [e.type for e in second.events()]  # the call never reached the model
+
+
 def test_an_interjection_from_another_process_reaches_the_next_model_turn(dist, workers):
     hold(dist, dist_app.GATES - 1)
     execution = dist_app.GateAgent.start_execution("Pass the gates.")
