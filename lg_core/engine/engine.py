@@ -501,14 +501,14 @@ class Engine:
         ending = scope.ending(outcome, error)
         state = scope.frame
         for _ in range(_MAX_COMMIT_ATTEMPTS):
-            pending = [seq for seq, _message, _meta in self.store.pending_interjections(run_id)]
-            commit = replace(ending(state), step_key=None, consumed_interjections=pending)
+            commit = replace(ending(state), step_key=None)  # pending interjections are consumed by the ending
             result = self.store.commit(commit)
             if result.applied:
                 self._applied(scope, state, commit, result)
                 return True
             if result.reason not in ("frame_version_conflict", "interjection_pending", "interjection_already_consumed"):
                 return False
+            self._interjections.pop(run_id, None)
             state = self.frames.reload(frame_id)
         raise RunStateError(f"run {run_id!r} could not be ended after {_MAX_COMMIT_ATTEMPTS} conflicting commits")
 

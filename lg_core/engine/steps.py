@@ -200,9 +200,20 @@ class StepScope:
                 step_error=error_data,
                 finish=finish,
                 extra=[terminal],
+                consumed_interjections=self._unread_interjections(),
             )
 
         return transition
+
+    def _unread_interjections(self) -> list[int]:
+        """Interjections the ending run will never read: its commit marks them consumed.
+
+        The store refuses to finish a run while one is pending (a completion must
+        not drop a user's message), so an ending that left them would never commit.
+        """
+        if not self.engine.interjections_may_be_pending(self.run.id):
+            return []
+        return [seq for seq, _message, _metadata in self.engine.store.pending_interjections(self.run.id)]
 
     def completion(
         self, state: FrameState, checkpoint: AgentCheckpoint, result: RunResult, messages: list[Any], consumed: list[int]
