@@ -156,7 +156,8 @@ class Agent:
 
         run_options = {name: options.pop(name) for name in _RUN_OPTIONS if name in options}
         runtime = run_options.get("runtime") or current_runtime()
-        invocation = Invocation.coerce(message, **options) if message is not None or "message" in options else Invocation(**options)
+        # ask("text", ...) and ask(message="text", ...) (the spec's keyword form) are the same request.
+        invocation = Invocation(**options) if message is None else Invocation.coerce(message, **options)
         run = Run(cls, invocation, runtime, cancellation_token=run_options.get("cancellation_token"), on_event=run_options.get("on_event"))
         run._model = runtime.resolver.resolve(cls.model_selection(invocation))
         for hook in runtime.hooks:

@@ -558,3 +558,19 @@ def test_agent_ask_with_good_input_stores_exactly_one_run(config, script):
     assert [r.id for r in records] == ["run-ok"]
     assert records[0].invocation["context"] == {"account": "a-1"}
     assert records[0].invocation["account_id"] == "x"
+
+
+def test_the_message_may_be_passed_by_keyword_to_every_entrypoint(config, script):
+    """The spec's call shape is ``agent.start_execution(message: question)``."""
+    target = script(lambda request: {"text": "You said: " + request.messages[-1].text})
+
+    class EchoAgent(Agent):
+        model = target
+
+    assert EchoAgent.ask(message="by keyword").response == "You said: by keyword"
+    assert list(EchoAgent.stream_ask(message="streamed"))[-1].type == "run_stop"
+    assert EchoAgent.start_execution(message="in the background").wait(timeout=30).response == "You said: in the background"
+    with pytest.raises(InvocationError, match="either positionally or as message="):
+        EchoAgent.ask("one", message="two")
+    with pytest.raises(InvocationError, match="needs a message"):
+        EchoAgent.ask(context={"a": 1})
