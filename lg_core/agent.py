@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from lg_core.callbacks import CALLBACK_NAMES, collect
 from lg_core.errors import ConfigurationError
 from lg_core.invocation import Invocation
-from lg_core.result_schema import ResultSchema
+from lg_core.result_schema import ResultSchema, result_strategy
 from lg_core.run import Run
 from lg_core.tool_registry import ToolRegistry, check_declaration
 
@@ -160,6 +160,7 @@ class Agent:
         invocation = Invocation(**options) if message is None else Invocation.coerce(message, **options)
         run = Run(cls, invocation, runtime, cancellation_token=run_options.get("cancellation_token"), on_event=run_options.get("on_event"))
         run._model = runtime.resolver.resolve(cls.model_selection(invocation))
+        result_strategy(cls.result_spec(), run._model)  # an unsupported strategy fails here, not in a turn
         for hook in runtime.hooks:
             run = hook.prepare_run(run) or run
         return run

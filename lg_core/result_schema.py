@@ -163,4 +163,27 @@ def parse_json_text(text: str) -> tuple[Any, str | None]:
         return None, f"the response is not valid JSON ({exc.msg} at position {exc.pos})"
 
 
-__all__ = ["ResultSchema", "STRATEGIES", "StructuredResult", "parse_json_text"]
+def result_strategy(spec: ResultSchema | None, model: Any) -> str | None:
+    """How ``model`` returns ``spec``'s result: ``provider``, ``tool``, or None without a schema.
+
+    Checked before a run starts (``Agent.build_run``) and again at each model turn,
+    whose model may differ (a fork's model, a per-invocation selection): the spec
+    says an unsupported strategy is a ConfigurationError before execution.
+    """
+    if spec is None:
+        return None
+    capabilities = model.capabilities
+    if spec.strategy == "provider" and not capabilities.native_structured_output:
+        raise ConfigurationError(f"model {model.target} has no provider-native structured output; use strategy 'tool' or 'auto'")
+    if spec.strategy == "tool" and not capabilities.tools:
+        raise ConfigurationError(f"model {model.target} does not accept tools; use strategy 'provider' or 'auto'")
+    if spec.strategy != "auto":
+        return spec.strategy
+    if capabilities.native_structured_output:
+        return "provider"
+    if capabilities.tools:
+        return "tool"
+    raise ConfigurationError(f"model {model.target} supports neither native structured output nor tools")
+
+
+__all__ = ["ResultSchema", "STRATEGIES", "StructuredResult", "parse_json_text", "result_strategy"]

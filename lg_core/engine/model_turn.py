@@ -19,7 +19,6 @@ from lg_core.engine.frames import FrameState
 from lg_core.engine.steps import StepScope, Transition, message_rows
 from lg_core.errors import (
     CancelledError,
-    ConfigurationError,
     MalformedToolCallError,
     OutputLimitError,
     ProviderError,
@@ -27,7 +26,7 @@ from lg_core.errors import (
 )
 from lg_core.messages import Message
 from lg_core.models.request import ModelRequest, ModelResponse, ToolSpecification
-from lg_core.result_schema import ResultSchema, StructuredResult, parse_json_text
+from lg_core.result_schema import ResultSchema, StructuredResult, parse_json_text, result_strategy
 from lg_core.run_result import RunResult
 from lg_core.store import NewStep
 from lg_core.usage import Usage, accumulate
@@ -63,7 +62,7 @@ class ModelTurn:
         agent = scope.build_agent(model)
         self._take_interjections()
         spec = agent_cls.result_spec()
-        strategy = self._strategy(spec, model)
+        strategy = result_strategy(spec, model)
         registry = agent.tool_registry(scope.binding(agent, model))
         try:
             request = self._request(agent, model, registry.specifications(), spec, strategy, checkpoint)
@@ -100,22 +99,6 @@ class ModelTurn:
         rows = message_rows(state, [*self.interjected, *messages])
         checkpoint.message_count += len(rows)
         return rows
-
-    def _strategy(self, spec: ResultSchema | None, model: Any) -> str | None:
-        if spec is None:
-            return None
-        capabilities = model.capabilities
-        if spec.strategy == "provider" and not capabilities.native_structured_output:
-            raise ConfigurationError(f"model {model.target} has no provider-native structured output; use strategy 'tool' or 'auto'")
-        if spec.strategy == "tool" and not capabilities.tools:
-            raise ConfigurationError(f"model {model.target} does not accept tools; use strategy 'provider' or 'auto'")
-        if spec.strategy != "auto":
-            return spec.strategy
-        if capabilities.native_structured_output:
-            return "provider"
-        if capabilities.tools:
-            return "tool"
-        raise ConfigurationError(f"model {model.target} supports neither native structured output nor tools")
 
     def _request(self, agent: Any, model: Any, tools: tuple[ToolSpecification, ...], spec: ResultSchema | None, strategy: str | None, checkpoint: AgentCheckpoint) -> ModelRequest:
         scope = self.scope

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from pydantic import BaseModel, ConfigDict
 
+import lg_core
 from lg_core import Agent, StructuredResult
 from lg_core.errors import ConfigurationError, StructuredResultError
 
@@ -168,9 +170,8 @@ def test_tool_strategy_text_answer_is_repaired_then_fails_when_still_missing(con
     assert "submit_support_triage" in str(run.error)
 
 
-def test_provider_strategy_on_a_model_without_native_support_fails_with_configuration_error(
-    config, script
-):
+def test_provider_strategy_on_a_model_without_native_support_raises_before_a_run_starts(config, script):
+    """The spec: "LittleGhost raises ConfigurationError before execution if the selected model cannot provide it"."""
     calls = []
 
     def serve(request):
@@ -178,13 +179,13 @@ def test_provider_strategy_on_a_model_without_native_support_fails_with_configur
         return {"structured": VALID}
 
     target = script(serve, capabilities=NO_NATIVE)
-    run = triage_agent(target, {**TRIAGE, "strategy": "provider"}).ask("Missing package")
+    agent = triage_agent(target, {**TRIAGE, "strategy": "provider"})
 
-    assert run.outcome == "failed"
-    assert isinstance(run.error, ConfigurationError)
-    assert "native structured output" in str(run.error)
+    for start in (agent.ask, agent.stream_ask, agent.start_execution):
+        with pytest.raises(ConfigurationError, match="native structured output"):
+            start("Missing package")
     assert calls == [], "no model call is made with an unsupported strategy"
-    assert event_types(run)[-1] == "run_error"
+    assert lg_core.list_runs() == []
 
 
 # -- Pydantic result models -------------------------------------------------------------------------
