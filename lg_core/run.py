@@ -70,6 +70,7 @@ class Run:
         self._lock = threading.Lock()
         self._closers: list[Callable[[], Any]] = []
         self._closed = False
+        self.cleanup_error: BaseException | None = None  # the first failure of close(), raised by it
         self._once_lock = threading.Lock()
         self._deliver_lock = threading.Lock()
         self._delivery_error: BaseException | None = None
@@ -98,7 +99,8 @@ class Run:
 
     @property
     def failed(self) -> bool:
-        return self.outcome == "failed"
+        """True after execution or cleanup failed (the outcome itself is not rewritten by cleanup)."""
+        return self.outcome == "failed" or self.cleanup_error is not None
 
     @property
     def partial(self) -> bool:
@@ -237,10 +239,9 @@ class Run:
             except Exception as exc:  # noqa: BLE001 - every closer runs
                 failures.append(exc)
         if failures:
-            first = next((f for f in failures if isinstance(f, CleanupError)), failures[0])
-            if isinstance(first, CleanupError):
-                raise first
-            raise CleanupError(f"a resource registered on run {self.id} failed to close: {first!r}") from first
+            # The spec: "raises the first CleanupError, or otherwise the first cleanup exception".
+            self.cleanup_error = next((f for f in failures if isinstance(f, CleanupError)), failures[0])
+            raise self.cleanup_error
 
     def once(self, key: str, block: Callable[[], Any]) -> Any:
         """Run ``block`` at most once successfully for ``key`` in this run (durably)."""
