@@ -325,13 +325,26 @@ class Execution:
 
     @property
     def run(self) -> Run | None:
-        """The finished Run, or None while it executes."""
-        return self.runtime.get_run(self.run_id) if self.record().finished else None
+        """The supervised Run.
+
+        The Run object this process started (``start_execution``), live while it
+        executes and holding the outcome once it has finished; for a handle from
+        ``get_execution``, the stored run once it has finished, else None.
+        """
+        live = self._run
+        if live is not None and live.outcome is not None:
+            return live
+        if self.record().finished:
+            return self.runtime.get_run(self.run_id)
+        return live
 
     @property
     def error(self) -> BaseException | None:
-        """The exception an ``on_event`` consumer raised (the run was then cancelled), if any."""
-        return None if self._run is None else self._run._delivery_error
+        """An exception an ``on_event`` consumer raised (the run was then cancelled), or the
+        first failure closing the run's registered resources in this process; else None."""
+        if self._run is None:
+            return None
+        return self._run._delivery_error or self._run.cleanup_error
 
     # -- waiting ---------------------------------------------------------------------
 
@@ -357,6 +370,9 @@ class Execution:
     def _finished_run(self) -> Run:
         if self.error is not None:
             raise self.error
+        live = self._run
+        if live is not None and live.outcome is not None:
+            return live  # the supervised Run itself, as ask() would have returned it
         return self.runtime.get_run(self.run_id)
 
     # -- control ---------------------------------------------------------------------
@@ -370,20 +386,23 @@ class Execution:
         await asyncio.to_thread(self.runtime.cancel, self.run_id)
         return self
 
-    def close(self, timeout: float | None = None) -> Run | None:
-        """Refuse new interjections, cancel, and wait for the run to stop; idempotent."""
+    def close(self, timeout: float | None = None, *, deadline: datetime | None = None) -> Run | None:
+        """Refuse new interjections, cancel, and wait for the run to stop; idempotent.
+
+        ``timeout`` and ``deadline`` mean what they mean for :meth:`wait`.
+        """
         self._closed = True
         if self.record().finished:
             return self.runtime.get_run(self.run_id)
         self.cancel()
-        return self.wait(timeout)
+        return self.wait(timeout, deadline=deadline)
 
-    async def close_async(self, timeout: float | None = None) -> Run | None:
+    async def close_async(self, timeout: float | None = None, *, deadline: datetime | None = None) -> Run | None:
         self._closed = True
         if (await self.record_async()).finished:
             return await asyncio.to_thread(self.runtime.get_run, self.run_id)
         await self.cancel_async()
-        return await self.wait_async(timeout)
+        return await self.wait_async(timeout, deadline=deadline)
 
     def interject(self, message: Any, **options: Any) -> int:
         """Add a user message the run reads at its next model turn; returns its sequence number.

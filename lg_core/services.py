@@ -120,7 +120,15 @@ class Runtime:
 
     def start_execution(self, run: Run) -> Execution:
         run._begin()
-        self.backend.start(run)
+        try:
+            self.backend.start(run)
+        except BaseException:
+            # The spec: "If the work cannot start, this method closes run before raising."
+            try:
+                run.close()
+            except Exception:  # noqa: BLE001 - the start failure is the error worth raising
+                pass
+            raise
         return Execution(run.id, self, self.backend, run=run)
 
     def get_execution(self, run_id: str) -> Execution:

@@ -97,7 +97,10 @@ class ThreadBackend:
                 unsubscribe_run()
                 unsubscribe_log()
                 run._phase = "finished"
-                run.close()
+                try:
+                    run.close()
+                except Exception:  # noqa: BLE001 - kept as run.cleanup_error; Execution.wait raises it
+                    pass
 
         thread = threading.Thread(target=drive, name=f"lg-exec-{run.id[:8]}", daemon=True)
         with self._lock:

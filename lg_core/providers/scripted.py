@@ -137,10 +137,19 @@ class ScriptedProvider(Provider):
         sequence = int(request.metadata.get("sequence", 0))
         turn = _pick_turn(script, request, model_id, sequence)
         if turn.get("delay"):
-            time.sleep(float(turn["delay"]))
+            _pause(request, float(turn["delay"]))
         if "error" in turn:
             raise _error(turn["error"])
         yield from _stream_turn(turn, request, model_id, sequence)
+
+
+def _pause(request: ModelRequest, seconds: float) -> None:
+    """Take time like a model does, but stop at once when the run is cancelled (as a closed stream would)."""
+    token = request.cancellation_token
+    if token is None:
+        time.sleep(seconds)
+    else:
+        token.wait(seconds)
 
 
 def _pick_turn(script: Script, request: ModelRequest, model_id: str, sequence: int) -> Turn:
@@ -180,7 +189,7 @@ def _stream_turn(turn: Turn, request: ModelRequest, model_id: str, sequence: int
         pause = float(turn.get("delta_delay") or 0.0)
         for index, piece in enumerate(_WORD.findall(text)):
             if pause and index:
-                time.sleep(pause)
+                _pause(request, pause)
             yield StreamEvent.build("text_delta", text=piece)
         blocks.append(Text(text=text))
     for index, call in enumerate(turn.get("tool_calls", ())):

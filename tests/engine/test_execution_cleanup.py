@@ -1,0 +1,73 @@
+"""Executions on threads: a run whose work cannot start is closed, and a cleanup failure is not lost."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from lg_core import Agent, Configuration, with_configuration
+from lg_core.services import Hook
+
+
+class Broken(Exception):
+    pass
+
+
+def echo_agent(script) -> type[Agent]:
+    return type("EchoAgent", (Agent,), {"model": script(lambda request: {"text": "ok"})})
+
+
+def test_a_cleanup_failure_of_a_background_run_is_raised_by_wait(config, script):
+    agent = echo_agent(script)
+    run = agent.build_run("Hi")
+    run.register(closer=lambda: (_ for _ in ()).throw(OSError("socket already gone")))
+
+    execution = config.runtime().start_execution(run)
+
+    with pytest.raises(OSError, match="socket already gone"):
+        execution.wait(timeout=30)
+    assert isinstance(execution.error, OSError)
+    assert execution.record().status == "completed"  # the run itself completed; its cleanup did not
+
+
+class FailingStart(Hook):
+    closed: list[str] = []
+
+    def prepare_run(self, run):
+        run.register(closer=lambda: self.closed.append(run.id))
+        return run
+
+    def prepare_execution(self, run):
+        raise Broken("the queue is full")
+
+
+def test_a_run_whose_work_cannot_start_is_closed_before_the_error_is_raised(script):
+    FailingStart.closed = []
+    configuration = Configuration(hooks=[FailingStart])
+    with with_configuration(configuration), pytest.raises(Broken, match="the queue is full"):
+        echo_agent(script).start_execution("Hi")
+    configuration.close()
+    assert len(FailingStart.closed) == 1
+
+
+def test_close_takes_a_deadline_like_wait(config, script):
+    agent = type("SlowAgent", (Agent,), {"model": script([{"text": "slow answer", "delay": 5}])})
+    execution = agent.start_execution("Hi")
+
+    run = execution.close(deadline=datetime.now(UTC) + timedelta(seconds=30))
+
+    assert run.cancelled
+
+
+def test_the_execution_supervises_the_run_it_started(config, script):
+    agent = echo_agent(script)
+    run = agent.build_run("Hi")
+
+    execution = config.runtime().start_execution(run)
+
+    assert execution.run is run  # live while it executes
+    assert execution.wait(timeout=30) is run
+    assert execution.run is run and run.completed and run.response == "ok"
+    attached = config.runtime().get_execution(run.id)
+    assert attached.run.completed and attached.run.response == "ok"  # another handle reads the store
