@@ -44,6 +44,7 @@ from lg_core.errors import (
     ToolError,
 )
 from lg_core.models.request import ToolSpecification
+from lg_core.run_context import RunContext
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -265,8 +266,12 @@ class Tool:
         return self.execute_validated(input, context)
 
     def execute_validated(self, input: Mapping[str, Any], context: Any = None) -> ToolOutcome:
-        """Call the tool with input that already passed :meth:`validate`."""
-        self.context = context
+        """Call the tool with input that already passed :meth:`validate`.
+
+        Without a ``context`` (a test or an integration calling the tool directly) the
+        tool gets a fresh RunContext, as the spec's ``execute(input, context: RunContext.new)``.
+        """
+        self.context = context if context is not None else RunContext()
         try:
             prepared = self._prepare_input(input)
         except ValidationError as exc:
@@ -313,15 +318,27 @@ def success_outcome(value: Any) -> ToolOutcome:
 
 
 def render_value(value: Any) -> str:
-    """The text the model sees for a tool value: strings as-is, everything else as JSON."""
+    """The text the model sees for a tool value.
+
+    The spec: "Hashes and arrays returned by a tool are JSON-encoded; other values
+    become text." Strings stay as they are, mappings, sequences and Pydantic models
+    are JSON, None is empty and booleans are ``true``/``false`` (as JSON and the spec's
+    Ruby write them); anything else is ``str(value)`` (a date reads ``2024-01-02``).
+    """
     if isinstance(value, str):
         return value
     if isinstance(value, BaseModel):
         return value.model_dump_json()
-    try:
-        return json.dumps(value, ensure_ascii=False, default=_json_default)
-    except (TypeError, ValueError):
-        return str(value)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (Mapping, list, tuple, set, frozenset)):
+        try:
+            return json.dumps(value, ensure_ascii=False, default=_json_default)
+        except (TypeError, ValueError):
+            return str(value)
+    return str(value)
 
 
 def _json_default(value: Any) -> Any:

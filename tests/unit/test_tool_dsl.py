@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import date
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -23,6 +24,7 @@ from lg_core import (
     ToolOutcome,
     ToolRegistry,
 )
+from lg_core.run_context import RunContext
 from lg_core.tool import default_tool_name, render_value
 
 TOPIC_SCHEMA = {
@@ -388,6 +390,9 @@ def test_context_is_available_during_call_only():
     assert seen == ["the-run-context"]
     assert tool.context is None
 
+    tool.execute({})  # called directly, as a test would: a fresh RunContext, as the spec's default
+    assert isinstance(seen[-1], RunContext) and not seen[-1].cancellation_token.cancelled
+
 
 @pytest.mark.parametrize(
     ("value", "text"),
@@ -396,11 +401,16 @@ def test_context_is_available_during_call_only():
         ([1, "two", {"three": 3}], '[1, "two", {"three": 3}]'),
         ({"name": "Zoë"}, '{"name": "Zoë"}'),
         (42, "42"),
-        (None, "null"),
+        (2.5, "2.5"),
+        ((1, 2), "[1, 2]"),
+        (None, ""),
+        (True, "true"),
+        (date(2024, 1, 2), "2024-01-02"),
         ("plain text", "plain text"),
     ],
 )
 def test_results_are_rendered_for_the_model(value, text):
+    """The spec: "Hashes and arrays returned by a tool are JSON-encoded; other values become text"."""
     class ValueTool(Tool):
         description = "d"
 
