@@ -38,6 +38,7 @@ KNOWN_FIELDS = (
     "metadata",
     "model_override",
     "rate_limit",
+    "include_agent_events",
 )
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 _MISSING = object()
@@ -326,6 +327,20 @@ def _rate_limit(value: Any, name: str) -> str | None:
     return None if value is None else str(RateLimit.parse(value))
 
 
+def _include_agent_events(value: Any, name: str) -> bool:
+    """Only ``False`` (the standalone Agent's default) is accepted: the ``agent_stream``
+    wrappers the spec adds for ``True`` are not built yet, and silently ignoring the
+    request would hand the caller a stream without the events they asked for."""
+    if not isinstance(value, bool):
+        raise InvocationError(f"include_agent_events must be true or false, got {value!r}")
+    if value:
+        raise InvocationError(
+            "include_agent_events=True is not available yet: agent_stream wrappers are not built; "
+            "a standalone Agent's ordinary events already carry everything it did"
+        )
+    return value
+
+
 def _extra_field(value: Any, name: str) -> Any:
     try:
         return to_json_value(value, path=name)
@@ -354,6 +369,7 @@ _NORMALIZERS = {
     "deadline_at": _deadline,
     "model_override": _model_override,
     "rate_limit": _rate_limit,
+    "include_agent_events": _include_agent_events,
 }
 
 __all__ = ["Invocation", "KNOWN_FIELDS", "new_id"]
