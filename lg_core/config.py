@@ -46,6 +46,13 @@ class Configuration(BaseSettings):
     providers: dict[str, dict[str, Any]] = Field(default_factory=dict, description="provider connections by name")
     models: dict[str, dict[str, Any]] = Field(default_factory=dict, description="model roles: {role: {target, settings}}")
     default_model: str | None = None
+    rate_limits: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "model-call rate limits by provider connection, e.g. {'openai': '600/min'}: every run's model calls "
+            "on that connection are paced unless the run has its own rate_limit (lg_core.rate_limit)"
+        ),
+    )
     hooks: list[Any] = Field(default_factory=list, description="Runtime Hook classes")
     lease_seconds: float = Field(15.0, gt=0, le=3600)
     relay_grace: float = Field(
@@ -98,6 +105,22 @@ class Configuration(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _rate_limits(cls, value: dict[str, str]) -> dict[str, str]:
+        from lg_core.errors import InvocationError
+        from lg_core.rate_limit import RateLimit
+
+        checked = {}
+        for connection, limit in value.items():
+            if not connection or ":" in connection:
+                raise ValueError(f"rate_limits keys are provider connection names like 'openai', got {connection!r}")
+            try:
+                checked[connection] = str(RateLimit.parse(limit))
+            except InvocationError as exc:
+                raise ValueError(f"rate_limits[{connection!r}]: {exc}") from None
+        return checked
 
     @field_validator("session_store", mode="before")
     @classmethod

@@ -3,7 +3,10 @@
 A run started with ``rate_limit="600/min"`` (``ask``, ``start_execution``, or
 every run of ``lg batch submit --rate-limit``) spaces each of its model calls
 on the connection its model uses (the part before ``:`` in the model target,
-e.g. ``openai``). Every run limited on one connection shares one budget, which
+e.g. ``openai``). ``configure(rate_limits={"openai": "600/min"})`` (or
+``LG_RATE_LIMITS='{"openai": "600/min"}'``, or ``rate_limits:`` in ``lg.yaml``)
+paces every run's calls on that connection, unless the run has its own
+``rate_limit``. Every run limited on one connection shares one budget, which
 is what a provider enforces: one account, whatever runs and processes call it.
 
 The limiter is GCRA (the "generic cell rate algorithm": a token bucket that

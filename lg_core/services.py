@@ -20,7 +20,7 @@ from lg_core.execution import Execution
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.messages import Message
 from lg_core.models.resolver import ModelResolver
-from lg_core.rate_limit import Limiter, LocalLimiter
+from lg_core.rate_limit import Limiter, LocalLimiter, RateLimit
 from lg_core.run import Run
 from lg_core.sessions import RunSessions, build_session_store
 from lg_core.store import RunRecord, RunStore
@@ -73,6 +73,7 @@ class Runtime:
         self._backend: Any = None
         self._backend_lock = threading.Lock()
         self._local_limiter = LocalLimiter()
+        self.rate_limits = {name: RateLimit.parse(text) for name, text in configuration.rate_limits.items()}
 
     def execute(self, run: Run) -> None:
         """Start ``run`` and drive it to its end in this process."""

@@ -155,16 +155,18 @@ class ModelTurn:
         self.scope.check_interrupt()
 
     def _pace(self, model: Any) -> None:
-        """Wait for this call's slot when the run has a rate limit (lg_core.rate_limit).
+        """Wait for this call's slot when the run, or the configuration for its connection,
+        has a rate limit (lg_core.rate_limit).
 
         The step holds its claim meanwhile (the heartbeat renews the lease, as for
         a slow model), and the wait ends early on cancellation or the deadline.
         """
-        limit = self.scope.run.invocation.rate_limit
+        connection = str(model.target).split(":", 1)[0]
+        runtime = self.scope.engine.runtime
+        limit = self.scope.run.invocation.rate_limit or runtime.rate_limits.get(connection)
         if limit is None:
             return
-        connection = str(model.target).split(":", 1)[0]
-        until = time.monotonic() + self.scope.engine.runtime.rate_limiter.reserve(connection, limit)
+        until = time.monotonic() + runtime.rate_limiter.reserve(connection, limit)
         while (left := until - time.monotonic()) > 0:
             context = self.scope.context
             pause = context.remaining_time(min(left, PACE_CHECK_SECONDS)) if context else min(left, PACE_CHECK_SECONDS)

@@ -123,6 +123,22 @@ def test_a_runs_model_calls_wait_for_their_slots(config, script):
     assert stored.invocation["rate_limit"] == "20/s"  # persisted: a resumed run keeps its pace
 
 
+def test_a_configured_limit_paces_every_run_on_its_connection(script):
+    """configure(rate_limits=...) needs nothing from the caller; a run's own rate_limit takes precedence."""
+    config = Configuration(rate_limits={"scripted": "20/s"})
+    calls: list[float] = []
+    agent = agent_on(recording_model(script, calls, tool_turns=3))
+    with with_configuration(config):
+        assert agent.ask("go").completed
+        paced = calls[-1] - calls[0]
+        calls.clear()
+        assert agent.ask("go", rate_limit="1000/s").completed
+        own = calls[-1] - calls[0]
+    config.close()
+    assert paced >= 3 * 0.05 - 0.01  # four calls in slots 50 ms apart
+    assert own < paced  # the run's own, faster limit replaced the configured one
+
+
 def test_runs_limited_on_one_connection_share_its_budget(config, script):
     calls: list[float] = []
     agent = agent_on(recording_model(script, calls, tool_turns=1))

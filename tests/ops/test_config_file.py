@@ -11,7 +11,7 @@ from lg_core.errors import ConfigurationError
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    for name in ("LG_RUN_STORE", "LG_BROKER_URL", "LG_IMPORTS", "LG_LEASE_SECONDS", "LG_CONFIG"):
+    for name in ("LG_RUN_STORE", "LG_BROKER_URL", "LG_IMPORTS", "LG_LEASE_SECONDS", "LG_CONFIG", "LG_RATE_LIMITS"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
 
@@ -82,3 +82,19 @@ def test_lg_config_naming_a_missing_file_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setenv("LG_CONFIG", str(tmp_path / "missing.yaml"))
     with pytest.raises(ConfigurationError, match="LG_CONFIG=.*missing.yaml names no readable file"):
         build_configuration()
+
+
+def test_model_call_rate_limits_come_from_the_file_or_the_environment(tmp_path, monkeypatch):
+    (tmp_path / "lg.yaml").write_text("rate_limits:\n  openai: 600/min\n  anthropic: 50 / second\n")
+    assert build_configuration().rate_limits == {"openai": "600/min", "anthropic": "50/s"}
+    monkeypatch.setenv("LG_RATE_LIMITS", '{"openai": "10/s"}')
+    assert build_configuration().rate_limits == {"openai": "10/s", "anthropic": "50/s"}  # merged key by key
+
+
+@pytest.mark.parametrize(("text", "message"), [("rate_limits:\n  openai: fast\n", "rate limit 'fast' is not understood"),
+                                               ("rate_limits:\n  'openai:gpt-4o': 10/s\n", "provider connection names")])
+def test_a_bad_rate_limit_in_the_file_names_the_key(tmp_path, text, message):
+    (tmp_path / "lg.yaml").write_text(text)
+    with pytest.raises(ConfigurationError, match="rate_limits") as caught:
+        build_configuration()
+    assert message in str(caught.value)
