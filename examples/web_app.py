@@ -5,7 +5,9 @@
     GET  /runs/{id}/events          Server-Sent Events (id: event id, event: type, data: JSON);
                                     resumes from the Last-Event-ID header or ?after=; ends after
                                     the run's terminal event
-    POST /runs/{id}/interject       {"message": "..."} -> 202 {"seq"}; 409 once the run finished
+    POST /runs/{id}/interject       {"message": "..."} -> 202 {"seq"}; 409 once the run finished;
+                                    an Idempotency-Key header makes a retried POST return the
+                                    first one's seq instead of adding the message twice
     POST /runs/{id}/cancel          -> 202
     GET  /healthz
 
@@ -160,9 +162,11 @@ def create_app(agents: Mapping[str, type[Agent]] | None = None) -> FastAPI:
         return EventSourceResponse(publish(), ping=15)
 
     @app.post("/runs/{run_id}/interject", status_code=202, response_model=InterjectionAccepted)
-    async def interject(body: Interjection, run_id: RunId) -> InterjectionAccepted:
+    async def interject(
+        body: Interjection, run_id: RunId, idempotency_key: Annotated[str | None, Header()] = None
+    ) -> InterjectionAccepted:
         execution = await get_execution_async(run_id)
-        seq = await execution.interject_async(body.message, metadata=body.metadata)
+        seq = await execution.interject_async(body.message, metadata=body.metadata, interjection_id=idempotency_key)
         return InterjectionAccepted(run_id=run_id, seq=seq)
 
     @app.post("/runs/{run_id}/cancel", status_code=202, response_model=CancelAccepted)

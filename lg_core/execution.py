@@ -48,7 +48,7 @@ STATES = ("pending", "running", "finished")
 POLL_SECONDS = 0.5  # how long a quiet reader waits before it checks the store ...
 MAX_QUIET_SECONDS = 5.0  # ... doubling while it stays quiet, up to this (live events still arrive at once)
 _EVENT_ID = re.compile(r"^(\d+)(?:-(\d+(?:-\d+)?))?$")
-_INTERJECT_OPTIONS = frozenset({"metadata"})
+_INTERJECT_OPTIONS = frozenset({"metadata", "interjection_id"})
 
 
 class LiveSource(Protocol):
@@ -408,8 +408,10 @@ class Execution:
         """Add a user message the run reads at its next model turn; returns its sequence number.
 
         ``message`` is a string, a Message or a dict, or the spec's
-        ``{"message": ..., "metadata": {...}}`` form. Raises AgentInterjectionError
-        once the run has finished (or this handle was closed).
+        ``{"message": ..., "metadata": {...}}`` form. ``interjection_id`` (1-128 of
+        letters, digits and ``._:@-``) makes it idempotent: the same id again returns
+        the first call's number. Raises AgentInterjectionError once the run has
+        finished (or this handle was closed), unless the id was already accepted.
         """
         message, options = _interjection(message, options)
         if self._closed:

@@ -18,6 +18,7 @@ from lg_core.engine.local import LocalDispatcher
 from lg_core.errors import ConfigurationError, InvocationError, RunNotFoundError, RunStateError
 from lg_core.execution import Execution
 from lg_core.identity import current_holder, holder_is_dead
+from lg_core.invocation import _identifier  # the one id rule shared with invocations
 from lg_core.messages import Message
 from lg_core.models.resolver import ModelResolver
 from lg_core.rate_limit import Limiter, LocalLimiter, RateLimit
@@ -138,8 +139,16 @@ class Runtime:
         self.store.load_run(run_id)  # RunNotFoundError for an unknown id
         return Execution(run_id, self, self.backend)
 
-    def interject(self, run_id: str, message: Any, *, metadata: dict[str, Any] | None = None) -> int:
-        """Queue ``message`` for the run's next model turn (any process, any backend)."""
+    def interject(
+        self, run_id: str, message: Any, *, metadata: dict[str, Any] | None = None, interjection_id: str | None = None
+    ) -> int:
+        """Queue ``message`` for the run's next model turn (any process, any backend).
+
+        With ``interjection_id`` a repeated call (a retried request) returns the first
+        call's number instead of adding the message twice.
+        """
+        if interjection_id is not None:
+            interjection_id = _identifier(interjection_id, "interjection_id")
         try:
             normalized = Message.coerce(message)
         except (ValueError, TypeError) as exc:
@@ -152,7 +161,9 @@ class Runtime:
             run = self.get_run(run_id)
             for hook in self.hooks:
                 payload = hook.prepare_interjection(run, payload) or payload
-        seq = self.store.add_interjection(run_id, Message.coerce(payload["message"]).to_dict(), payload.get("metadata"))
+        seq = self.store.add_interjection(
+            run_id, Message.coerce(payload["message"]).to_dict(), payload.get("metadata"), interjection_id
+        )
         self.engine.note_interjections(run_id, 1)  # a run executing here reads it at its next model turn
         return seq
 

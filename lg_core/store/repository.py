@@ -389,12 +389,24 @@ class RunStore:
                 )
 
     @retry_transient
-    def add_interjection(self, run_id: str, message: dict[str, Any], metadata: dict[str, Any] | None = None) -> int:
-        """Queue a user message for the run's next model turn; returns its sequence number."""
+    def add_interjection(
+        self, run_id: str, message: dict[str, Any], metadata: dict[str, Any] | None = None, interjection_id: str | None = None
+    ) -> int:
+        """Queue a user message for the run's next model turn; returns its sequence number.
+
+        ``interjection_id`` makes the call idempotent: the same id again (a web
+        request retried after a lost response) returns the first call's number and
+        adds nothing, even once the run has finished; the same id with another
+        message raises InvocationError. The run row's lock serializes the check.
+        """
         with self.db.transaction() as tx:
             flags = tx.fetchone("lock_run_flags", {"run_id": run_id})
             if flags is None:
                 raise RunNotFoundError(f"no run with id {run_id!r}")
+            if interjection_id is not None:
+                earlier = tx.fetchone("find_interjection", {"run_id": run_id, "interjection_id": interjection_id})
+                if earlier is not None:
+                    return _same_interjection(run_id, interjection_id, earlier, message)
             if flags[0] not in ("running", "pending"):
                 from lg_core.errors import AgentInterjectionError
 
@@ -403,7 +415,8 @@ class RunStore:
             tx.execute("count_interjections", {"run_id": run_id, "delta": 1})
             tx.execute(
                 "insert_interjection",
-                {"run_id": run_id, "seq": seq, "message": dumps(message), "metadata": dumps(metadata or {}), "created_at": time.time()},
+                {"run_id": run_id, "seq": seq, "message": dumps(message), "metadata": dumps(metadata or {}),
+                 "created_at": time.time(), "interjection_id": interjection_id},
             )
         return seq
 
@@ -768,6 +781,17 @@ class _Abort(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def _same_interjection(run_id: str, interjection_id: str, earlier: Sequence[Any], message: dict[str, Any]) -> int:
+    """The earlier interjection's number, when it carried the same message."""
+    seq, stored = earlier
+    if loads(stored) != loads(dumps(message)):
+        raise InvocationError(
+            f"interjection id {interjection_id!r} of run {run_id} was used for another message; "
+            "an interjection id names one message (use a new id for a new message)"
+        )
+    return int(seq)
 
 
 def _run_record(row: Sequence[Any]) -> RunRecord:

@@ -147,6 +147,8 @@ interjections = Table(
     Column("created_at", Float, nullable=False),
     Column("consumed_at", Float),
     Column("consumed_by", String(300)),
+    # The caller's idempotency key: the same id again returns the first row's seq.
+    Column("interjection_id", String(128)),
     sqlite_with_rowid=False,
 )
 

@@ -262,7 +262,10 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "next_interjection_seq": lambda: select(func.coalesce(func.max(interjections.c.seq), 0) + 1).where(
         interjections.c.run_id == bindparam("run_id")
     ),
-    "insert_interjection": _insert(interjections, ("run_id", "seq", "message", "metadata", "created_at")),
+    "insert_interjection": _insert(interjections, ("run_id", "seq", "message", "metadata", "created_at", "interjection_id")),
+    "find_interjection": lambda: select(interjections.c.seq, interjections.c.message).where(
+        and_(interjections.c.run_id == bindparam("run_id"), interjections.c.interjection_id == bindparam("interjection_id"))
+    ),
     "count_interjections": lambda: update(runs)
     .where(runs.c.id == bindparam("run_id"))
     .values(interjections_pending=runs.c.interjections_pending + bindparam("delta")),

@@ -133,15 +133,22 @@ def test_interject_and_cancel_over_http(web, dist):
     run_id = web.start("gates")
     dist.wait_for_hang(f"gate-{last_gate}")
 
-    accepted = web.client.post(f"/runs/{run_id}/interject", json={"message": "Include the latest ledger entry"})
+    body, key = {"message": "Include the latest ledger entry"}, {"Idempotency-Key": "interject-481"}
+    accepted = web.client.post(f"/runs/{run_id}/interject", json=body, headers=key)
+    retried = web.client.post(f"/runs/{run_id}/interject", json=body, headers=key)  # the response was lost
     release(dist, last_gate)
     events = web.events(run_id)
 
     assert accepted.status_code == 202 and accepted.json() == {"run_id": run_id, "seq": 1}
+    assert retried.status_code == 202 and retried.json() == {"run_id": run_id, "seq": 1}
+    assert [sse.event for sse in events].count("interjection") == 1
     assert "interjection" in [sse.event for sse in events]
     assert web.client.get(f"/runs/{run_id}").json()["response"] == "You said: Include the latest ledger entry"
     late = web.client.post(f"/runs/{run_id}/interject", json={"message": "Too late"})
     assert late.status_code == 409 and "finished" in late.json()["detail"]
+    assert web.client.post(f"/runs/{run_id}/interject", json=body, headers=key).json()["seq"] == 1  # a late retry
+    reused = web.client.post(f"/runs/{run_id}/interject", json={"message": "Something else"}, headers=key)
+    assert reused.status_code == 422 and "another message" in reused.json()["detail"]
 
     hold(dist, 0)
     doomed = web.start("gates")

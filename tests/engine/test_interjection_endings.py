@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import threading
 
-from lg_core import Agent, Tool
+import pytest
+
+from lg_core import Agent, InvocationError, Tool
 
 
 class Gate:
@@ -109,3 +111,19 @@ def test_an_interjection_still_reaches_a_run_that_goes_on(config, script):
 
     assert run.completed
     assert seen[-1] == ["Start.", "One more thing."]
+
+
+def test_an_interjection_id_makes_a_retried_interjection_harmless(config, script):
+    agent, gate = gated_agent(script, {"text": "Done."})
+    execution = agent.start_execution("Start.")
+    assert gate.entered.wait(30)
+
+    first = execution.interject("One more thing.", interjection_id="req-7")
+    again = execution.interject({"message": "One more thing.", "interjection_id": "req-7"})
+    with pytest.raises(InvocationError, match="interjection_id must be"):
+        execution.interject("Bad id.", interjection_id="has spaces")
+    gate.release.set()
+    execution.wait(timeout=30)
+
+    assert first == again == 1
+    assert [e.type for e in execution.events()].count("interjection") == 1

@@ -76,3 +76,27 @@ def test_concurrent_openers_of_a_new_store_all_succeed(url):
         thread.join()
     assert errors == []
     assert _revision(url) == head_revision()
+
+
+def test_a_store_at_the_first_revision_is_upgraded_in_place(url):
+    """A database written before interjection ids (revision 0001) keeps its rows and gains the column."""
+    from alembic import command
+
+    from lg_core.store.migrate import alembic_config
+
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0001")
+        connection.execute(text(
+            "INSERT INTO lg_interjections (run_id, seq, message, metadata, created_at) VALUES ('r1', 1, '{}', '{}', 0)"
+        ))
+    engine.dispose()
+
+    RunStore(url).close()
+
+    assert _revision(url) == head_revision()
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT run_id, seq, interjection_id FROM lg_interjections")).all()
+    engine.dispose()
+    assert [tuple(row) for row in rows] == [("r1", 1, None)]

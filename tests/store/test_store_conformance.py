@@ -9,7 +9,14 @@ import time
 
 import pytest
 
-from lg_core import Agent, Configuration, InvocationError, Tool, with_configuration
+from lg_core import (
+    Agent,
+    AgentInterjectionError,
+    Configuration,
+    InvocationError,
+    Tool,
+    with_configuration,
+)
 from lg_core.messages import Message
 from lg_core.store import NewStep, RunFinish, RunStore, StepCommit
 
@@ -333,3 +340,26 @@ def test_a_whole_agent_run_on_each_backend(store_url, script):
         events = stored.events()
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
     config.close()
+
+
+def test_an_interjection_id_adds_its_message_once(store):
+    """A retried request with the same id gets the first number back, even after the run ended."""
+    _create(store)
+    message = {"role": "user", "content": "one more thing"}
+
+    first = store.add_interjection("r1", message, interjection_id="req-1")
+    again = store.add_interjection("r1", dict(message), interjection_id="req-1")
+    other = store.add_interjection("r1", message, interjection_id="req-2")
+    plain = store.add_interjection("r1", message)
+
+    assert (first, again, other, plain) == (1, 1, 2, 3)
+    assert [seq for seq, _m, _md in store.pending_interjections("r1")] == [1, 2, 3]
+    assert store.load_run("r1").interjections_pending == 3
+    with pytest.raises(InvocationError, match="used for another message"):
+        store.add_interjection("r1", {"role": "user", "content": "something else"}, interjection_id="req-1")
+    finish = _commit(finish=RunFinish("completed", "done", None, None, None))
+    finish.consumed_interjections = [1, 2, 3]
+    assert store.commit(finish).applied
+    assert store.add_interjection("r1", message, interjection_id="req-2") == 2  # a late retry, answered
+    with pytest.raises(AgentInterjectionError):
+        store.add_interjection("r1", message, interjection_id="req-3")
