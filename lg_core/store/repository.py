@@ -407,10 +407,11 @@ class RunStore:
                 earlier = tx.fetchone("find_interjection", {"run_id": run_id, "interjection_id": interjection_id})
                 if earlier is not None:
                     return _same_interjection(run_id, interjection_id, earlier, message)
-            if flags[0] not in ("running", "pending"):
+            if flags[0] not in ("running", "pending") or flags[1]:
                 from lg_core.errors import AgentInterjectionError
 
-                raise AgentInterjectionError(f"run {run_id} has finished ({flags[0]}); it cannot accept an interjection")
+                state = f"has finished ({flags[0]})" if flags[0] not in ("running", "pending") else "is being cancelled"
+                raise AgentInterjectionError(f"run {run_id} {state}; it cannot accept an interjection")
             seq = int(tx.fetchone("next_interjection_seq", {"run_id": run_id})[0])
             tx.execute("count_interjections", {"run_id": run_id, "delta": 1})
             tx.execute(

@@ -219,8 +219,8 @@ def test_claim_and_load_claims_and_reads_the_frame_in_one_call(store):
     store.commit(_commit())  # messages 0 (input) and 1; frame version 1
     store.commit(_commit(key=None, version=1))  # message 2; frame version 2
     store.commit(_commit(key=None, version=2, new=["root/turn-1/tool/t"]))
-    store.request_cancel("r1")
     store.add_interjection("r1", {"role": "user", "content": "also"})
+    store.request_cancel("r1")
     seen: list[str] = []
 
     def known(frame_id: str) -> int:
@@ -363,3 +363,12 @@ def test_an_interjection_id_adds_its_message_once(store):
     assert store.add_interjection("r1", message, interjection_id="req-2") == 2  # a late retry, answered
     with pytest.raises(AgentInterjectionError):
         store.add_interjection("r1", message, interjection_id="req-3")
+
+
+def test_a_run_being_cancelled_accepts_no_interjection(store):
+    """Execution.close() cancels: no handle in any process may interject after that."""
+    _create(store)
+    assert store.request_cancel("r1")
+    with pytest.raises(AgentInterjectionError, match="is being cancelled"):
+        store.add_interjection("r1", {"role": "user", "content": "too late"})
+    assert store.pending_interjections("r1") == []
