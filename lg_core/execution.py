@@ -223,7 +223,7 @@ class _Follow:
                     yield from self._durable(stored, before)
             yield from self._release()
             yield from self._durable(event, position)
-            if event.terminal:
+            if event.terminal and (yield from self._ends_with(event)):
                 return True
         return False
 
@@ -242,9 +242,16 @@ class _Follow:
     def _backfill(self) -> Generator[Request, Any, bool]:
         for stored in (yield _Stored(self.seen)):
             yield from self._durable(stored, self.position)
-            if stored.terminal:
+            if stored.terminal and (yield from self._ends_with(stored)):
                 return True
         return False
+
+    def _ends_with(self, terminal: StreamEvent) -> Generator[Request, Any, bool]:
+        """Whether ``terminal`` is the run's last event: not when a retry reopened the run
+        after it (``run_retried`` follows), as a retried run's log, or a fork's copy of
+        it, holds an earlier ending."""
+        record = yield _Status()
+        return record.event_seq <= (terminal.seq or 0)
 
     def _release(self) -> Generator[Request, Any, None]:
         held, self.held, self.behind = self.held, [], False

@@ -48,6 +48,20 @@ def test_retry_completes_a_failed_run_without_redoing_committed_steps(file_confi
     assert stored.outcome == "completed" and stored.error is None
 
 
+def test_a_reattached_execution_streams_a_retried_run_to_its_last_ending(file_config, outage):
+    """The log holds the old run_error; a reader (an SSE client) must not stop there."""
+    model, target = outage
+    failed = ReplayAgent.ask("Record every step.", target=target)
+    model.down = False
+    assert lg_core.retry(failed.id).completed
+
+    types = [event.type for event in lg_core.get_execution(failed.id).events()]
+
+    assert types.count("run_error") == 1 and types[-1] == "run_stop"
+    after_error = [e.type for e in lg_core.get_execution(failed.id).events(after=f"{types.index('run_error') + 1}-0")]
+    assert after_error[0] == "run_retried" and after_error[-1] == "run_stop"
+
+
 def test_a_run_that_fails_again_can_be_retried_again(file_config, outage):
     model, target = outage
     failed = ReplayAgent.ask("Record every step.", target=target)
