@@ -732,9 +732,21 @@ class RunStore:
                 "reschedule_step",
                 [{"run_id": run_id, "key": key, "dispatch_after": now + self.relay_grace} for key in reschedule],
             )
+            self._unconsume_interjections_txn(tx, run_id, reschedule)
             seq = int(row[0])
             self._insert_events_txn(tx, run_id, seq, [event], now)
         return seq
+
+    @staticmethod
+    def _unconsume_interjections_txn(tx: Transaction, run_id: str, reschedule: Sequence[str]) -> None:
+        """Interjections the failed run's ending marked consumed without reading them (the
+        rescheduled steps' endings, or a run-level ending) are pending again: the retried
+        turn reads them, as the run would have had it gone on."""
+        given_back = tx.execute("unconsume_interjections_of_run_ending", {"run_id": run_id}).rowcount
+        for key in reschedule:
+            given_back += tx.execute("unconsume_interjections_of_step", {"run_id": run_id, "step": key}).rowcount
+        if given_back:
+            tx.execute("count_interjections", {"run_id": run_id, "delta": given_back})
 
     @retry_transient
     def copy_run(

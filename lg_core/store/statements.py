@@ -281,6 +281,26 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         )
     )
     .values(consumed_at=bindparam("now"), consumed_by=bindparam("step")),
+    # A retry gives back interjections its failed ending consumed unread: the ones the
+    # ending commit of a rescheduled step took, or a run-level ending (no step) took.
+    "unconsume_interjections_of_step": lambda: update(interjections)
+    .where(
+        and_(
+            interjections.c.run_id == bindparam("run_id"),
+            interjections.c.consumed_at.is_not(None),
+            interjections.c.consumed_by == bindparam("step"),
+        )
+    )
+    .values(consumed_at=None, consumed_by=None),
+    "unconsume_interjections_of_run_ending": lambda: update(interjections)
+    .where(
+        and_(
+            interjections.c.run_id == bindparam("run_id"),
+            interjections.c.consumed_at.is_not(None),
+            interjections.c.consumed_by.is_(None),
+        )
+    )
+    .values(consumed_at=None),
     "renew_leases": lambda: update(steps)
     .where(and_(steps.c.holder == bindparam("holder"), steps.c.status == "running"))
     .values(lease_until=bindparam("lease_until")),

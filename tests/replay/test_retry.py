@@ -62,6 +62,33 @@ def test_a_reattached_execution_streams_a_retried_run_to_its_last_ending(file_co
     assert after_error[0] == "run_retried" and after_error[-1] == "run_stop"
 
 
+def test_an_interjection_the_failed_turn_took_reaches_the_retried_turn(file_config, script):
+    """The failed run's ending marked it consumed unread; the retry gives it back."""
+    entered, release, seen = threading.Event(), threading.Event(), []
+    state = {"down": True}
+
+    def model(request):
+        seen.append([m.text for m in request.messages if m.role == "user"])
+        if state["down"]:
+            entered.set()
+            assert release.wait(30)
+            return {"error": {"message": "provider down", "kind": "provider", "retryable": False}}
+        return {"text": "Done."}
+
+    execution = ReplayAgent.start_execution("Record every step.", target=script(model))
+    assert entered.wait(30)
+    execution.interject("Also include the ledger entry")
+    release.set()
+    assert execution.wait(timeout=30).failed
+
+    state["down"] = False
+    run = lg_core.retry(execution.run_id)
+
+    assert run.completed, run.error
+    assert seen[-1] == ["Record every step.", "Also include the ledger entry"]
+    assert runtime().store.pending_interjections(run.id) == []
+
+
 def test_a_run_that_fails_again_can_be_retried_again(file_config, outage):
     model, target = outage
     failed = ReplayAgent.ask("Record every step.", target=target)
