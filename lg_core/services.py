@@ -197,8 +197,19 @@ class Runtime:
         return run
 
     def _check_holder(self, record: RunRecord, force: bool) -> None:
+        """Resume takes over only a run nobody is executing: its steps would otherwise run twice."""
+        if force:
+            return
         holder = record.holder
-        if holder is None or holder == current_holder() or holder_is_dead(holder) or force:
+        if holder is None:
+            raise RunStateError(
+                f"run {record.id} executes on workers; if a worker died, `lg scheduler` sends its steps again "
+                "once their lease expires. Pass force=True / --force to run its open steps in this process "
+                "anyway (only when no worker will)"
+            )
+        if self.engine.live_run(record.id) is not None:
+            raise RunStateError(f"run {record.id} is executing in this process; wait for it or cancel it")
+        if holder == current_holder() or holder_is_dead(holder):
             return
         raise RunStateError(
             f"run {record.id} is still held by process {holder}, which looks alive; "
