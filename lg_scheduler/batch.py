@@ -152,8 +152,8 @@ def submit_batch(
     _check_broker(runtime)
     batch_id = batch_id or default_batch_id(agent_cls, inputs.digest)
     holder = current_holder()
-    _claim(runtime.store, batch_id, agent_cls, inputs, holder, force)
-    submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limit)
+    gone = _claim(runtime.store, batch_id, agent_cls, inputs, holder, force)
+    submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limit, gone)
     return submission.run(ResultWriter(out_path), BatchProgress(progress, batch_id, inputs.total), on_start)
 
 
@@ -197,14 +197,18 @@ def _safe(url: str) -> str:
     return re.sub(r"//([^@/]*):[^@/]*@", r"//\1:***@", url)
 
 
-def _claim(store: Any, batch_id: str, agent_cls: type, inputs: BatchInputs, holder: str, force: bool) -> None:
-    """Create the batch row, or take it over from a submitter that is gone."""
+def _claim(store: Any, batch_id: str, agent_cls: type, inputs: BatchInputs, holder: str, force: bool) -> str | None:
+    """Create the batch row, or take it over from a submitter that is gone.
+
+    Returns the submitter taken over when ``force`` overrode its liveness (a process
+    on another host that is gone): the runs it held on threads are resumed here.
+    """
     agent = f"{agent_cls.__module__}:{agent_cls.__qualname__}"
     row = {"id": batch_id, "agent": agent, "input_hash": inputs.digest, "input_path": str(inputs.path.resolve()),
            "total": inputs.total, "holder": holder}
     record, created = store.open_batch(row)
     if created:
-        return
+        return None
     if record.agent != agent or record.input_hash != inputs.digest:
         raise InvocationError(
             f"batch {batch_id} was submitted with {'agent ' + record.agent if record.agent != agent else 'a different input file'} "
@@ -218,6 +222,8 @@ def _claim(store: Any, batch_id: str, agent_cls: type, inputs: BatchInputs, hold
         )
     if not store.claim_batch(batch_id, holder, record.holder, inputs.total):
         raise RunStateError(f"another process took over batch {batch_id} just now; see lg batch status {batch_id}")
+    forced = force and record.holder not in (None, holder) and not holder_is_dead(record.holder)
+    return record.holder if forced else None
 
 
 class _Submission:
@@ -225,7 +231,7 @@ class _Submission:
 
     def __init__(
         self, runtime: Any, agent_cls: type[Agent], inputs: BatchInputs, batch_id: str, holder: str,
-        concurrency: int, limit: RateLimit | None,
+        concurrency: int, limit: RateLimit | None, gone: str | None = None,
     ) -> None:
         self.runtime = runtime
         self.store = runtime.store
@@ -234,6 +240,7 @@ class _Submission:
         self.holder = holder
         self.concurrency = concurrency
         self.limit_options = {} if limit is None else {"rate_limit": str(limit)}
+        self.gone = gone  # a submitter taken over with force: its runs count as orphaned
         self.report = BatchReport(batch_id, f"{agent_cls.__module__}:{agent_cls.__qualname__}", inputs.total)
         self.pending: deque[BatchItem] = deque()  # items to start, in file order
         self.orphans: deque[tuple[str, BatchItem]] = deque()  # runs of a dead submitter's threads
@@ -285,7 +292,7 @@ class _Submission:
             elif status in RUN_TERMINAL:
                 self.report.already_finished += 1
                 self._finish(run_result(item, self.store.load_run(run_id)))
-            elif holder and holder_is_dead(holder):
+            elif status != "pending" and self._orphaned(holder):
                 self.report.waited += 1
                 self.report.resumed += 1
                 self.orphans.append((run_id, item))
@@ -293,6 +300,10 @@ class _Submission:
                 self.report.waited += 1
                 self.in_flight[run_id] = item
         self._show()
+
+    def _orphaned(self, holder: str | None) -> bool:
+        """Held by a submitter's thread that will never finish it: a dead process, or the one taken over."""
+        return bool(holder) and (holder == self.gone or holder_is_dead(holder))
 
     def _fill(self) -> None:
         """Start what the concurrency limit allows (model calls are paced by the runs themselves)."""
@@ -320,9 +331,11 @@ class _Submission:
 
         def resume() -> None:
             try:
-                self.runtime.resume(run_id)
+                self.runtime.resume(run_id, force=self.gone is not None)
             except RunStateError:
-                pass  # another process took it over; the loop waits for its end in the store
+                # Another process took it over (the loop waits for its end in the store), or it
+                # cannot start yet: looked at again, and resumed if still orphaned, once it can.
+                self._resumed.discard(run_id)
             except Exception as exc:  # noqa: BLE001 - reported as the item's result; the next submit retries
                 self._resume_failures.append((run_id, exc))
             finally:
@@ -345,7 +358,8 @@ class _Submission:
                 item = self.in_flight.pop(run_id)
                 self._finish(run_result(item, self.store.load_run(run_id)))
                 changed = True
-            elif holder and run_id not in self._resumed and holder_is_dead(holder):
+            elif status != "pending" and run_id not in self._resumed and self._orphaned(holder):
+                # e.g. a run that waited for its session and was activated holding a dead submitter
                 self.report.resumed += 1
                 self._resume_orphan(run_id, self.in_flight[run_id])
         return changed

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lg_core.errors import RunStateError
 from lg_core.store import RunStore
 from lg_core.store.records import RUN_TERMINAL
 from lg_scheduler.batch import submit_batch
@@ -117,3 +118,53 @@ def test_runs_whose_process_dies_while_the_batch_waits_for_them_are_resumed(file
     assert report.resumed >= 1
     assert sorted(r["line"] for r in read_results(out)) == list(range(1, ITEMS + 1))
     assert set(logged_items(batch_env)) == {f"item {n}" for n in range(1, ITEMS + 1)}
+
+
+def kill_mid_way(store_url: str, path: Path, out: Path, batch_env: Path, results: int) -> None:
+    child = start_batch(store_url, path, out, batch_env)
+    wait_for_results(out, child, results)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+
+
+@pytest.mark.chaos
+def test_items_waiting_for_their_session_resume_once_their_turn_comes(file_config, inputs, batch_env, tmp_path):
+    """Killed while item 1 runs and item 2 waits for the same session: the next submit finishes both."""
+    path = inputs([{"message": "first", "session_id": "s1"}, {"message": "second", "session_id": "s1"}])
+    out = tmp_path / "results.jsonl"
+    child = start_batch(file_config.run_store, path, out, batch_env)
+    store = RunStore(file_config.run_store)
+    deadline = time.monotonic() + 30
+    while sorted(r.status for r in store.list_runs(limit=10)) != ["pending", "running"]:
+        assert time.monotonic() < deadline and child.poll() is None, "the second run never waited for the first"
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    store.close()
+
+    report = submit_batch(ItemAgent, path, concurrency=5, out=out, progress=False)
+
+    assert report.ok and report.completed == 2
+    assert sorted(r["line"] for r in read_results(out)) == [1, 2]
+
+
+@pytest.mark.chaos
+def test_force_takes_over_a_batch_and_its_runs_from_a_host_that_is_gone(file_config, inputs, batch_env, tmp_path):
+    path = inputs([f"item {n}" for n in range(1, 11)])
+    out = tmp_path / "results.jsonl"
+    kill_mid_way(file_config.run_store, path, out, batch_env, 2)
+    gone = "web-2:4242:1234"  # as a submitter on another host records itself; this host cannot see it die
+    store = RunStore(file_config.run_store)
+    with store.db.transaction() as tx:
+        tx.cursor.execute("UPDATE lg_batches SET holder = ?", (gone,))
+        tx.cursor.execute("UPDATE lg_runs SET holder = ? WHERE status = 'running'", (gone,))
+    interrupted = [r.id for r in store.list_runs(limit=100) if r.status == "running"]
+    store.close()
+    assert interrupted
+
+    with pytest.raises(RunStateError, match="--force"):
+        submit_batch(ItemAgent, path, concurrency=5, out=out, progress=False)
+    report = submit_batch(ItemAgent, path, concurrency=5, out=out, progress=False, force=True)
+
+    assert report.ok and report.completed == 10
+    assert report.resumed == len(interrupted)
