@@ -11,6 +11,7 @@ invocation is persisted with the run.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import re
 import uuid
@@ -186,6 +187,19 @@ class Invocation:
         """The pace of this run's model calls on its provider connection (see lg_core.rate_limit)."""
         text = self._env.get("rate_limit")
         return None if text is None else RateLimit.parse(text)
+
+    def check_storable(self) -> Invocation:
+        """InvocationError unless every text can be stored (UTF-8): a lone surrogate such as
+        ``"\\ud800"`` passes Python's str but no database, JSON writer or provider takes it."""
+        try:
+            json.dumps(self.to_dict(), ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start : exc.end].encode("unicode_escape").decode()
+            raise InvocationError(
+                f"the invocation holds text that is not valid Unicode ({bad!r}, a lone surrogate); "
+                "fix or drop that character before starting the run"
+            ) from None
+        return self
 
     def __repr__(self) -> str:
         return f"Invocation(run_id={self.run_id!r}, message={self.message.text[:40]!r})"

@@ -159,7 +159,7 @@ def _item(number: int, item_id: str, data: dict[str, Any], agent_cls: type, reso
         raise _Invalid('missing "message"')
     options = {name: value for name, value in data.items() if name not in ("message", "id")}
     try:
-        invocation = Invocation(data["message"], **options)
+        invocation = Invocation(data["message"], **options).check_storable()
     except InvocationError as exc:
         raise _Invalid(str(exc), type(exc).__name__) from None
     except (TypeError, ValueError) as exc:  # defensive: the normalizers raise InvocationError

@@ -200,3 +200,11 @@ def test_an_unreachable_broker_is_reported_before_anything_starts(tmp_path, inpu
             submit_batch(ItemAgent, inputs(["x"]), concurrency=1, progress=False)
         assert_nothing_submitted(batch_env)
     config.close()
+
+
+def test_a_line_with_a_lone_surrogate_is_invalid_before_anything_starts(file_config, inputs, batch_env):
+    """JSON's \\ud800 escape decodes to a str no store or provider takes: the line is refused up front."""
+    path = inputs([RawLine('"fine"'), RawLine('{"message": "bad \\ud800 text"}')])
+    with pytest.raises(InvocationError, match=r"line 2: .*lone surrogate"):
+        submit_batch(ItemAgent, path, concurrency=2, progress=False)
+    assert_nothing_submitted(batch_env)

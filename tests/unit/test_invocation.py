@@ -587,3 +587,15 @@ def test_include_agent_events_accepts_only_the_standalone_default(config, script
         PlainAgent.ask("hi", include_agent_events=value)
     assert PlainAgent.ask("hi", include_agent_events=False).completed
     assert lg_core.list_runs()[0].status == "completed"
+
+
+@pytest.mark.parametrize("options", [{"message": "bad \ud800 text"}, {"message": "ok", "context": {"note": "\udc80"}}])
+def test_text_that_is_not_valid_unicode_fails_before_a_run_exists(config, script, options):
+    target = script([{"text": "never used"}])
+
+    class PlainAgent(Agent):
+        model = target
+
+    with pytest.raises(InvocationError, match="lone surrogate"):
+        PlainAgent.ask(**options)
+    assert lg_core.list_runs() == []
