@@ -25,9 +25,9 @@ Steps committed before the failure are never redone. Which runs can be retried:
 A run that failed while opening its conversation (a ``before_invocation``
 callback) is retried from the start: the frame goes back to unopened and the
 first step opens it again. A retry refuses while another run of the same
-session is running or waiting (runs of one session never interleave), and a
-retried run whose session moved on meanwhile fails at completion with the
-session's ProtocolError rather than overwrite it.
+session is running or waiting (runs of one session never interleave), and
+while the session has moved on since the run read it (another run of it
+completed): that retry could only fail at completion, so fork instead.
 
 **fork** makes a new run (``parent_run_id`` = the original) whose history is the
 original's up to, not including, step ``from_step``: the checkpoint that step's
@@ -132,10 +132,31 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
     plan = plan_retry(record, rt.store.load_steps(record.id))
     if record.status == "partial" or (record.deadline_at is not None and record.deadline_at <= time.time()):
         raise RunStateError(_deadline_message(record, plan.reschedule[0].key))
+    _check_session_unchanged(rt, record, plan)
     import_entrypoint(record.entrypoint)  # fail before changing anything if it cannot run here
     distributed = _distributed(rt)  # (and the backend is built) before anything changes
     marker = reopen(rt, record, plan, holder=None if distributed else current_holder())
     return _continue(rt, record.id, _refs(record.id, plan.reschedule), marker, on_event, distributed)
+
+
+def _check_session_unchanged(rt: Runtime, record: RunRecord, plan: RetryPlan) -> None:
+    """Refuse a retry that could only fail: its session moved on since the run read it.
+
+    The run's completion appends its turn only to the history it started from, so
+    it would redo its remaining steps (side effects included) and then fail with
+    the session's ProtocolError. A fork continues from the same step as a new run.
+    """
+    info = (plan.restore.checkpoint or {}).get("session")
+    if not info or not rt.engine.sessions.enabled:
+        return
+    snapshot = rt.engine.sessions.store.load(record.session_id, actor_id=record.actor_id)
+    stored = 0 if snapshot is None else len(snapshot.messages)
+    if stored != info.get("count"):
+        raise RunStateError(
+            f"session {record.session_id!r} has {stored} messages now, {info.get('count')} when run {record.id} "
+            "began: another run of the session completed since, so this run could not add its turn. Fork it "
+            f"instead (lg runs fork {record.id} --from-step {plan.reschedule[0].key}) to continue as a new run"
+        )
 
 
 def reopen(rt: Runtime, record: RunRecord, plan: RetryPlan, *, holder: str | None) -> StreamEvent:

@@ -301,6 +301,21 @@ def test_a_retry_waits_for_no_other_run_of_its_session(file_config, script, outa
     assert lg_core.runtime().store.load_run(failed.id).status == "failed", "a refused retry changes nothing"
 
 
+def test_a_retry_after_its_session_moved_on_is_refused_before_anything_runs(file_config, script, outage):
+    """It could only redo its steps and then fail to add its turn: the error says to fork instead."""
+    model, target = outage
+    failed = ReplayAgent.ask("Record every step.", target=target, session_id="shared")
+    assert failed.outcome == "failed"
+    assert ReplayAgent.ask("Meanwhile.", target=script([{"text": "done"}]), session_id="shared").completed
+    calls_before = step_calls()
+    model.down = False
+
+    with pytest.raises(RunStateError, match=r"session 'shared' has 2 messages now, 0 when run .*lg runs fork"):
+        lg_core.retry(failed.id)
+    assert step_calls() == calls_before
+    assert lg_core.runtime().store.load_run(failed.id).status == "failed", "a refused retry changes nothing"
+
+
 def test_a_run_cancelled_while_it_waited_for_its_session_can_be_retried(file_config, script):
     release = threading.Event()
 
