@@ -132,7 +132,8 @@ class RedisLimiter:
     would lose more than a provider's 429, which is retried.
     """
 
-    def __init__(self, client: Any, errors: tuple[type[BaseException], ...] = (Exception,)) -> None:
+    def __init__(self, client: Any, *, errors: tuple[type[BaseException], ...]) -> None:
+        """``errors``: the client's connection errors (redis.RedisError); anything else is a bug and raises."""
         self._script = client.register_script(_RESERVE)
         self._errors = errors
 

@@ -161,7 +161,7 @@ class ModelTurn:
         The step holds its claim meanwhile (the heartbeat renews the lease, as for
         a slow model), and the wait ends early on cancellation or the deadline.
         """
-        connection = str(model.target).split(":", 1)[0]
+        connection = model.connection
         runtime = self.scope.engine.runtime
         limit = self.scope.run.invocation.rate_limit or runtime.rate_limits.get(connection)
         if limit is None:

@@ -39,6 +39,11 @@ class Model:
         return self.target.split(":", 1)[1]
 
     @property
+    def connection(self) -> str:
+        """The provider connection's name (``openai`` in ``openai:gpt-4o``): rate limits are kept per connection."""
+        return self.provider.connection
+
+    @property
     def capabilities(self) -> ModelCapabilities:
         return self.provider.capabilities(self.model_id)
 

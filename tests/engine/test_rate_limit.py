@@ -157,12 +157,16 @@ def test_connections_have_their_own_budgets(script):
     config = Configuration(providers={"other": {"adapter": "scripted"}})
     calls: list[float] = []
     target = recording_model(script, calls, tool_turns=0)
+    minute = RateLimit.parse("1/min")
     with with_configuration(config):
-        first = agent_on(target).ask("one", rate_limit="1/min")
-        second = agent_on(target.replace("scripted:", "other:", 1)).ask("two", rate_limit="1/min")
+        first = agent_on(target).ask("one", rate_limit=minute)
+        # Behind a shared budget this call would wait a minute: its deadline would end it partial.
+        second = agent_on(target.replace("scripted:", "other:", 1)).ask("two", rate_limit=minute, deadline=10)
+        limiter = config.runtime().rate_limiter
+        next_slots = [limiter.reserve(name, minute) for name in ("scripted", "other")]
     config.close()
     assert first.completed and second.completed
-    assert calls[1] - calls[0] < 30  # a shared budget would hold the second call for a minute
+    assert next_slots == [pytest.approx(60, abs=5)] * 2  # each connection spent exactly its own slot
 
 
 def test_a_run_waiting_for_its_slot_can_be_cancelled(config, script):
