@@ -8,6 +8,11 @@
     POST /runs/{id}/interject       {"message": "..."} -> 202 {"seq"}; 409 once the run finished;
                                     an Idempotency-Key header makes a retried POST return the
                                     first one's seq instead of adding the message twice
+    GET  /runs/{id}/interjections/{seq}/reply?wait=25
+                                    long poll: 200 {"text", "tool_calls", "seqs"} once the model
+                                    turn that read it has committed; 202 {"state": "waiting"}
+                                    when ``wait`` seconds (0-60) pass first; 409 when the run
+                                    ended without reading it
     POST /runs/{id}/cancel          -> 202
     GET  /healthz
 
@@ -15,7 +20,7 @@ Errors: 404 unknown run, 409 interjection into a finished run, 422 bad body or
 event id. Every handler is ``async`` and uses LittleGhost's async forms
 (``start_execution_async``, ``async for ... in execution.events()``, which reads
 Redis with redis.asyncio), so a slow run never blocks the event loop; a request
-never waits for a run. Start it (see README.md here) with
+never waits for a run (the reply long poll waits at most its ``wait``). Start it (see README.md here) with
 
     LG_WEB_AGENTS="support=examples.web_agents:SupportAgent" \\
         uvicorn --factory examples.web_app:create_app
@@ -46,6 +51,7 @@ from lg_core import Agent, StreamEvent
 from lg_core.errors import (
     AgentInterjectionError,
     ConfigurationError,
+    DeadlineExceededError,
     InvocationError,
     RunNotFoundError,
 )
@@ -97,6 +103,15 @@ class RunView(BaseModel):
 class InterjectionAccepted(BaseModel):
     run_id: str
     seq: int
+
+
+class InterjectionReply(BaseModel):
+    run_id: str
+    seq: int
+    state: str  # "answered", or "waiting" when the wait ended first
+    text: str | None = None
+    tool_calls: list[str] = Field(default_factory=list, description="Names of the tools the reply asked for.")
+    seqs: list[int] = Field(default_factory=list, description="Every interjection this reply answers.")
 
 
 class CancelAccepted(BaseModel):
@@ -168,6 +183,28 @@ def create_app(agents: Mapping[str, type[Agent]] | None = None) -> FastAPI:
         execution = await get_execution_async(run_id)
         seq = await execution.interject_async(body.message, metadata=body.metadata, interjection_id=idempotency_key)
         return InterjectionAccepted(run_id=run_id, seq=seq)
+
+    @app.get("/runs/{run_id}/interjections/{seq}/reply", response_model=InterjectionReply)
+    async def interjection_reply(
+        run_id: RunId,
+        seq: Annotated[int, Path(ge=1, description="The seq POST /runs/{id}/interject returned.")],
+        response: Response,
+        wait: Annotated[float, Query(ge=0, le=60, description="Seconds to wait for the reply.")] = 25,
+    ) -> InterjectionReply:
+        execution = await get_execution_async(run_id)
+        try:
+            reply = await execution.reply_async(seq, timeout=wait)
+        except DeadlineExceededError:
+            response.status_code = 202
+            return InterjectionReply(run_id=run_id, seq=seq, state="waiting")
+        return InterjectionReply(
+            run_id=run_id,
+            seq=seq,
+            state="answered",
+            text=reply.text,
+            tool_calls=[use.name for use in reply.tool_uses],
+            seqs=list(reply.numbers),
+        )
 
     @app.post("/runs/{run_id}/cancel", status_code=202, response_model=CancelAccepted)
     async def cancel(run_id: RunId) -> CancelAccepted:

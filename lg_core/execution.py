@@ -35,9 +35,11 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lg_core.cancellation import CancellationToken
 from lg_core.engine.codec import decode_event_data, encode_event_data
 from lg_core.errors import AgentInterjectionError, DeadlineExceededError, InvocationError
 from lg_core.events import PUBLISHED_AT_ONCE, StreamEvent
+from lg_core.interjections import InterjectionResult, wait_for_reply, wait_for_reply_async
 from lg_core.store import RunRecord
 
 if TYPE_CHECKING:
@@ -362,14 +364,14 @@ class Execution:
         Raises DeadlineExceededError when the time passes first; the run keeps going.
         An exception raised by the ``on_event`` consumer is re-raised here.
         """
-        timeout = _timeout(timeout, deadline)
+        timeout = wait_timeout(timeout, deadline)
         if not self.backend.wait_local(self.run_id, timeout):
             for _event in self._drive(_wait_plan(self.run_id, timeout)):
                 pass
         return self._finished_run()
 
     async def wait_async(self, timeout: float | None = None, *, deadline: datetime | None = None) -> Run:
-        timeout = _timeout(timeout, deadline)
+        timeout = wait_timeout(timeout, deadline)
         if not await asyncio.to_thread(self.backend.wait_local, self.run_id, timeout):
             await self._adrive(_wait_plan(self.run_id, timeout))
         return await asyncio.to_thread(self._finished_run)
@@ -419,6 +421,7 @@ class Execution:
         letters, digits and ``._:@-``) makes it idempotent: the same id again returns
         the first call's number. Raises AgentInterjectionError once the run has
         finished (or this handle was closed), unless the id was already accepted.
+        :meth:`reply` waits for the model's answer to it.
         """
         message, options = _interjection(message, options)
         if self._closed:
@@ -427,6 +430,36 @@ class Execution:
 
     async def interject_async(self, message: Any, **options: Any) -> int:
         return await asyncio.to_thread(self.interject, message, **options)
+
+    def reply(
+        self,
+        number: int,
+        timeout: float | None = None,
+        *,
+        deadline: datetime | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> InterjectionResult:
+        """Wait for the model's reply to interjection ``number`` (what :meth:`interject` returned).
+
+        Returns as soon as the model turn that read it has committed; tool calls
+        the reply asked for run after that. ``timeout`` / ``deadline`` /
+        ``cancellation_token`` end the wait (DeadlineExceededError /
+        CancelledError), never the run. Raises AgentInterjectionError when the run
+        ended without a turn reading it, RunNotFoundError for an unknown number.
+        """
+        seconds = _reply_arguments(number, timeout, deadline, cancellation_token)
+        return wait_for_reply(self.runtime.store, self.run_id, number, seconds, cancellation_token)
+
+    async def reply_async(
+        self,
+        number: int,
+        timeout: float | None = None,
+        *,
+        deadline: datetime | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> InterjectionResult:
+        seconds = _reply_arguments(number, timeout, deadline, cancellation_token)
+        return await wait_for_reply_async(self.runtime.store, self.run_id, number, seconds, cancellation_token)
 
     # -- events -------------------------------------------------------------------------
 
@@ -555,7 +588,8 @@ async def get_execution_async(run_id: str) -> Execution:
     return await asyncio.to_thread(lambda: runtime().get_execution(run_id))
 
 
-def _timeout(timeout: float | None, deadline: datetime | None) -> float | None:
+def wait_timeout(timeout: float | None, deadline: datetime | None) -> float | None:
+    """Seconds to wait from a relative ``timeout`` or an absolute ``deadline`` (one of them, or neither)."""
     if deadline is not None:
         if timeout is not None:
             raise InvocationError("pass either timeout (seconds) or deadline (a datetime), not both")
@@ -567,6 +601,17 @@ def _timeout(timeout: float | None, deadline: datetime | None) -> float | None:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
         raise InvocationError(f"timeout must be a non-negative number of seconds or None, got {timeout!r}")
     return float(timeout)
+
+
+def _reply_arguments(
+    number: Any, timeout: float | None, deadline: datetime | None, cancellation_token: Any
+) -> float | None:
+    """Check what a caller passed to wait for a reply; the seconds to wait."""
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise InvocationError(f"an interjection number is a positive int (what interject returned), got {number!r}")
+    if cancellation_token is not None and not isinstance(cancellation_token, CancellationToken):
+        raise InvocationError(f"cancellation_token must be a CancellationToken, got {type(cancellation_token).__name__}")
+    return wait_timeout(timeout, deadline)
 
 
 def _interjection(message: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -595,4 +640,5 @@ __all__ = [
     "get_execution_async",
     "parse_event_id",
     "state_of",
+    "wait_timeout",
 ]

@@ -15,13 +15,21 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lg_core.cancellation import CancellationToken
 from lg_core.engine.codec import decode_event_data, error_from_dict
-from lg_core.errors import CleanupError, Error, RunStateError
+from lg_core.errors import (
+    AgentInterjectionError,
+    CleanupError,
+    Error,
+    RunNotFoundError,
+    RunStateError,
+)
 from lg_core.events import TERMINAL_EVENTS, StreamEvent
 from lg_core.import_path import import_attribute
+from lg_core.interjections import InterjectionResult, wait_for_reply
 from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
@@ -210,6 +218,39 @@ class Run:
         except Exception:  # noqa: BLE001 - the token already stops work in this process
             pass
         return self
+
+    # -- interjections ---------------------------------------------------------------------------
+
+    def interject(
+        self,
+        message: Any,
+        *,
+        interjection_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        deadline: datetime | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> InterjectionResult:
+        """Add a user message to this active run and wait for the model's reply to it.
+
+        The run's next model turn reads the message; this returns once that turn
+        has committed, with its text and whether it asked for tools (which the run
+        executes afterwards). Works wherever the run executes, since both the
+        message and the reply go through the store. ``interjection_id`` makes a
+        retried call idempotent. ``timeout`` / ``deadline`` / ``cancellation_token``
+        end only the wait. Raises AgentInterjectionError before the run has started
+        and after it finished (or when it ends without reading the message).
+        """
+        from lg_core.execution import _reply_arguments  # execution imports this module
+
+        seconds = _reply_arguments(1, timeout, deadline, cancellation_token)
+        try:
+            number = self.runtime.interject(self.id, message, metadata=metadata, interjection_id=interjection_id)
+        except RunNotFoundError:
+            raise AgentInterjectionError(
+                f"run {self.id} has not started; interject once it runs (ask_async, stream_ask or start_execution)"
+            ) from None
+        return wait_for_reply(self.runtime.store, self.id, number, seconds, cancellation_token)
 
     # -- resources -----------------------------------------------------------------------------
 

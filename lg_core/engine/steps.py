@@ -135,6 +135,11 @@ class StepScope:
         self, state: FrameState, checkpoint: AgentCheckpoint, extra: Sequence[EventPair] = (), **fields: Any
     ) -> StepCommit:
         """The commit of this step; its events are the step's durable ones plus ``extra``."""
+        consumed, rows = fields.get("consumed_interjections"), fields.get("messages")
+        if consumed and rows:
+            reply = next((seq for seq, message in rows if message.role == "assistant"), None)
+            if reply is not None:  # the model's answer to them: what Run.interject waits for
+                fields["step_result"] = {**(fields.get("step_result") or {}), "reply_message": reply}
         pairs = [*self.durable, *extra]
         self.outgoing = [live for live, _stored in pairs]
         events = [stored for _live, stored in pairs]

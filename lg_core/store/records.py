@@ -57,6 +57,24 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class InterjectionAnswer:
+    """Where one interjection stands, for a caller waiting for the model's reply to it.
+
+    ``status`` is ``pending`` (no model turn has read it yet), ``answered`` (the
+    model turn ``step`` read it and committed ``message``, its reply) or
+    ``unanswered`` (the run ended without a turn reading it). ``numbers`` and
+    ``interjection_ids`` are every interjection that turn read (the ids only of
+    those given one).
+    """
+
+    status: str
+    step: str | None = None
+    message: dict[str, Any] | None = None
+    numbers: tuple[int, ...] = ()
+    interjection_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class FrameRecord:
     id: str
     run_id: str

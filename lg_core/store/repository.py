@@ -22,6 +22,7 @@ from lg_core.store.records import (
     CommitResult,
     EventRecord,
     FrameRecord,
+    InterjectionAnswer,
     NewStep,
     RunRecord,
     SessionWrite,
@@ -426,6 +427,36 @@ class RunStore:
         with self.db.reader() as tx:
             rows = tx.fetchall("select_pending_interjections", {"run_id": run_id})
         return [(seq, loads(message), loads(metadata) or {}) for seq, message, metadata in rows]
+
+    @retry_transient
+    def interjection_answer(self, run_id: str, seq: int) -> InterjectionAnswer:
+        """Has a model turn answered interjection ``seq``? Its reply, when one has.
+
+        A model turn consumes interjections in its commit, which records its reply
+        message's number in the step result (``reply_message``); an ending consumes
+        the ones it will never read and records none.
+        """
+        with self.db.reader() as tx:
+            row = tx.fetchone("select_interjection", {"run_id": run_id, "seq": seq})
+            if row is None:
+                raise RunNotFoundError(f"run {run_id!r} has no interjection number {seq}")
+            consumed_at, step_key = row
+            if consumed_at is None:
+                return InterjectionAnswer("pending")
+            step = None if step_key is None else tx.fetchone("select_step", {"run_id": run_id, "key": step_key})
+            result = None if step is None else _step_record(step).result
+            reply = None if not isinstance(result, dict) else result.get("reply_message")
+            if reply is None:
+                return InterjectionAnswer("unanswered", step=step_key)
+            message = tx.fetchone("select_message", {"frame_id": _step_record(step).frame_id, "seq": reply})
+            read = tx.fetchall("select_interjections_of_step", {"run_id": run_id, "step": step_key})
+        return InterjectionAnswer(
+            "answered",
+            step=step_key,
+            message=None if message is None else loads(message[0]),
+            numbers=tuple(int(number) for number, _id in read),
+            interjection_ids=tuple(given for _number, given in read if given is not None),
+        )
 
     @retry_transient
     def renew_leases(self, holder: str, lease_seconds: float) -> int:

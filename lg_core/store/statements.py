@@ -266,6 +266,15 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "find_interjection": lambda: select(interjections.c.seq, interjections.c.message).where(
         and_(interjections.c.run_id == bindparam("run_id"), interjections.c.interjection_id == bindparam("interjection_id"))
     ),
+    "select_interjection": lambda: select(interjections.c.consumed_at, interjections.c.consumed_by).where(
+        and_(interjections.c.run_id == bindparam("run_id"), interjections.c.seq == bindparam("seq"))
+    ),
+    "select_interjections_of_step": lambda: select(interjections.c.seq, interjections.c.interjection_id)
+    .where(and_(interjections.c.run_id == bindparam("run_id"), interjections.c.consumed_by == bindparam("step")))
+    .order_by(interjections.c.seq),
+    "select_message": lambda: select(messages.c.data).where(
+        and_(messages.c.frame_id == bindparam("frame_id"), messages.c.seq == bindparam("seq"))
+    ),
     "count_interjections": lambda: update(runs)
     .where(runs.c.id == bindparam("run_id"))
     .values(interjections_pending=runs.c.interjections_pending + bindparam("delta")),

@@ -222,10 +222,12 @@ def test_an_interjection_from_another_process_reaches_the_next_model_turn(dist, 
     dist.wait_for_hang(f"gate-{dist_app.GATES - 1}")
 
     answer = control(dist, execution.run_id, "interject", "Include the latest ledger entry")
-    release(dist, dist_app.GATES - 1)
+    threading.Timer(0.3, release, args=(dist, dist_app.GATES - 1)).start()
+    reply = execution.reply(1, timeout=60)  # waits on the store while the run goes on on workers
     run = execution.wait(timeout=60)
 
     assert answer == {"seq": 1}
+    assert reply.text == "You said: Include the latest ledger entry" and reply.numbers == (1,)
     assert run.completed and run.response == "You said: Include the latest ledger entry"
     types = [e.type for e in execution.events()]
     last_gate = len(types) - 1 - types[::-1].index("tool_execution_stop")

@@ -136,8 +136,19 @@ def test_interject_and_cancel_over_http(web, dist):
     body, key = {"message": "Include the latest ledger entry"}, {"Idempotency-Key": "interject-481"}
     accepted = web.client.post(f"/runs/{run_id}/interject", json=body, headers=key)
     retried = web.client.post(f"/runs/{run_id}/interject", json=body, headers=key)  # the response was lost
+    waiting = web.client.get(f"/runs/{run_id}/interjections/1/reply", params={"wait": 0.2})
     release(dist, last_gate)
+    reply = web.client.get(f"/runs/{run_id}/interjections/1/reply", params={"wait": 60})
     events = web.events(run_id)
+
+    assert waiting.status_code == 202 and waiting.json()["state"] == "waiting"
+    assert reply.status_code == 200
+    assert reply.json() == {
+        "run_id": run_id, "seq": 1, "state": "answered",
+        "text": "You said: Include the latest ledger entry", "tool_calls": [], "seqs": [1],
+    }
+    assert web.client.get(f"/runs/{run_id}/interjections/7/reply").status_code == 404
+    assert web.client.get(f"/runs/{run_id}/interjections/0/reply").status_code == 422
 
     assert accepted.status_code == 202 and accepted.json() == {"run_id": run_id, "seq": 1}
     assert retried.status_code == 202 and retried.json() == {"run_id": run_id, "seq": 1}

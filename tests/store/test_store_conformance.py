@@ -17,6 +17,7 @@ from lg_core import (
     Tool,
     with_configuration,
 )
+from lg_core.errors import RunNotFoundError
 from lg_core.messages import Message
 from lg_core.store import NewStep, RunFinish, RunStore, StepCommit
 
@@ -372,3 +373,31 @@ def test_a_run_being_cancelled_accepts_no_interjection(store):
     with pytest.raises(AgentInterjectionError, match="is being cancelled"):
         store.add_interjection("r1", {"role": "user", "content": "too late"})
     assert store.pending_interjections("r1") == []
+
+
+def test_an_interjection_answer_names_the_reply_of_the_turn_that_read_it(store):
+    _create(store, steps=("root/turn-0/model", "root/turn-1/model"))
+    first = store.add_interjection("r1", {"role": "user", "content": "one"}, interjection_id="req-1")
+    second = store.add_interjection("r1", {"role": "user", "content": "two"})
+    assert store.interjection_answer("r1", first).status == "pending"
+    commit = _commit()
+    commit.step_result = {"ok": True, "reply_message": 1}
+    commit.consumed_interjections = [first, second]
+    assert store.commit(commit).applied
+
+    answer = store.interjection_answer("r1", second)
+
+    assert (answer.status, answer.step) == ("answered", "root/turn-0/model")
+    assert answer.message["role"] == "assistant" and answer.numbers == (1, 2) and answer.interjection_ids == ("req-1",)
+    with pytest.raises(RunNotFoundError, match="no interjection number 3"):
+        store.interjection_answer("r1", 3)
+
+
+def test_an_interjection_an_ending_consumed_has_no_answer(store):
+    _create(store)
+    number = store.add_interjection("r1", {"role": "user", "content": "late"})
+    ending = _commit(finish=RunFinish("cancelled", None, None, {}, None))
+    ending.consumed_interjections = [number]
+    assert store.commit(ending).applied
+
+    assert store.interjection_answer("r1", number).status == "unanswered"

@@ -45,6 +45,7 @@ PUBLIC_NAMES = [
     "HTTPError",
     "Hook",
     "Image",
+    "InterjectionResult",
     "InvalidPromptTemplateError",
     "Invocation",
     "InvocationError",
