@@ -362,8 +362,13 @@ class Database:
             self._local.held = held
         return held.raw
 
+    @property
+    def defers_flush(self) -> bool:
+        """Can a transaction here commit without waiting for the disk? (A SQLite file store.)"""
+        return self.dialect_name == "sqlite" and not self.in_memory and self._synchronous != "OFF"
+
     @contextmanager
-    def transaction(self, *, pipelined: bool = False) -> Iterator[Transaction]:
+    def transaction(self, *, pipelined: bool = False, defer_flush: bool = False) -> Iterator[Transaction]:
         """One write transaction; commits on success, rolls back on any error.
 
         Both dialects run their connections in autocommit and send BEGIN and
@@ -371,15 +376,27 @@ class Database:
         ``pipelined`` puts a PostgreSQL transaction in psycopg's pipeline mode:
         BEGIN, submitted statements, inserts and COMMIT are sent together and
         only a result read waits for the server (see :class:`Submitted`).
+
+        ``defer_flush`` makes a SQLite file store commit without waiting for its
+        fsync (``synchronous=NORMAL`` for this transaction). The commit survives a
+        killed process at once, and a power loss once the next flushed commit
+        has synced the WAL, which holds every earlier commit in order. SQLite
+        fixes the level before BEGIN, so the choice cannot depend on what the
+        transaction reads: a caller that finds it needed the flush after all
+        follows with a flushed write (RunStore.claim_and_load). PostgreSQL
+        decides inside the transaction instead (:meth:`Transaction.relax_durability`).
         """
         if pipelined and self.dialect_name == "postgresql":
             with self._pipelined_transaction() as tx:
                 yield tx
             return
         begin = "BEGIN IMMEDIATE" if self.dialect_name == "sqlite" else "BEGIN"
+        deferred = defer_flush and self.defers_flush
         with self._connection() as raw:
             cursor = raw.cursor()
             try:
+                if deferred:
+                    cursor.execute("PRAGMA synchronous=NORMAL")
                 cursor.execute(begin)
                 try:
                     yield Transaction(self, cursor)
@@ -388,7 +405,13 @@ class Database:
                     raise
                 cursor.execute("COMMIT")
             finally:
-                cursor.close()
+                try:
+                    if deferred:
+                        if raw.driver_connection.in_transaction:  # COMMIT failed: the level cannot change mid-transaction
+                            _rollback_quietly(cursor)
+                        cursor.execute(f"PRAGMA synchronous={self._synchronous}")
+                finally:
+                    cursor.close()
 
     @contextmanager
     def _pipelined_transaction(self) -> Iterator[Transaction]:

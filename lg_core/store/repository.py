@@ -332,22 +332,39 @@ class RunStore:
         Any other claim stays durable, since an ``at_most_once`` tool must find
         it after a crash. The claimed row tells which, before COMMIT is sent, so
         the choice costs no round trip.
+
+        A SQLite file store must choose before BEGIN, so it commits every claim
+        without its fsync (``defer_flush``), which a step's own commit then
+        flushes; a claim that needed the flush is written again in a flushed
+        transaction before this returns, i.e. before its tool can start.
         """
         now = time.time()
         params = {"run_id": run_id, "key": key, "holder": holder, "lease_until": now + lease_seconds, "now": now,
                   "stale_holder": stale_holder or ""}
-        with self.db.transaction(pipelined=True) as tx:
+        with self.db.transaction(pipelined=True, defer_flush=True) as tx:
             row = tx.submit("claim_step_of_running_run", params).one()  # goes out with BEGIN
             if row is None:
                 return self._unclaimed_txn(tx, run_id, key)
             step = _step_record(row[:17])
-            if _idempotent(step):
+            idempotent = _idempotent(step)
+            if idempotent:
                 tx.relax_durability()
             from_seq = known_messages(step.frame_id)
             # Read once COMMIT is sent with it: the frame costs no round trip of its own.
             frame_rows = tx.submit("select_frame_with_tail", {"frame_id": step.frame_id, "from_seq": from_seq})
+        if not idempotent and self.db.defers_flush:
+            self._flush_claim(params)
         frame, tail = self._frame_with_tail(run_id, step.frame_id, frame_rows.all())
         return ClaimedStep(step, row[17], bool(row[18]), int(row[19]), step.attempts, frame, from_seq, tail)
+
+    def _flush_claim(self, params: dict[str, Any]) -> None:
+        """Make a claim committed with ``defer_flush`` durable before its step starts.
+
+        Rewriting the claim's lease (to the same value) in a flushed transaction
+        syncs the WAL, and with it the claim's own earlier commit.
+        """
+        with self.db.transaction() as tx:
+            tx.execute("rewrite_claim_lease", params)
 
     @staticmethod
     def _unclaimed_txn(tx: Transaction, run_id: str, key: str) -> ClaimedStep:

@@ -310,6 +310,15 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         )
     )
     .values(consumed_at=None),
+    "rewrite_claim_lease": lambda: update(steps)
+    .where(
+        and_(
+            steps.c.run_id == bindparam("run_id"),
+            steps.c.key == bindparam("key"),
+            steps.c.holder == bindparam("holder"),
+        )
+    )
+    .values(lease_until=bindparam("lease_until")),
     "renew_leases": lambda: update(steps)
     .where(and_(steps.c.holder == bindparam("holder"), steps.c.status == "running"))
     .values(lease_until=bindparam("lease_until")),

@@ -1,0 +1,112 @@
+"""A SQLite file store claims idempotent steps without an fsync, and others with one.
+
+A claim only says "this process is running the step". Losing it in a power
+cut makes an idempotent step (a model turn, a tool not marked at_most_once)
+run again, which is allowed; an at_most_once tool must find its claim after
+any crash, so that claim is flushed before the tool can start. SQLite fixes
+the sync level before BEGIN, so the claim commits at ``synchronous=NORMAL``
+and a claim that turns out to need the flush is written again at the
+configured level. The statements SQLite runs are read with its trace hook.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lg_core.messages import Message
+from lg_core.store import NewStep, RunStore
+
+MODEL, IDEMPOTENT_TOOL, AT_MOST_ONCE_TOOL = "root/turn-0/model", "root/turn-0/tool/a", "root/turn-0/tool/b"
+
+
+@pytest.fixture
+def file_store(tmp_path):
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    yield store
+    store.close()
+
+
+def create_run(store: RunStore) -> None:
+    store.create_run(
+        {"id": "r1", "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
+         "session_id": "r1", "actor_id": None, "holder": None, "deadline_at": None},
+        {"id": "r1/root", "run_id": "r1", "path": "root", "kind": "agent", "entrypoint": "app:Agent",
+         "version": 0, "checkpoint": {"turn": 0}},
+        [(0, Message(role="user", content="hi"))],
+        [("invocation_start", {"run_id": "r1"})],
+        [
+            NewStep(key=MODEL, frame_id="r1/root", kind="model"),
+            NewStep(key=IDEMPOTENT_TOOL, frame_id="r1/root", kind="tool", input={"id": "a", "idempotent": True}),
+            NewStep(key=AT_MOST_ONCE_TOOL, frame_id="r1/root", kind="tool", input={"id": "b"}),
+        ],
+    )
+
+
+def traced(store: RunStore) -> tuple[list[str], object]:
+    """The statements this thread's store connection runs from now on, and that connection."""
+    connection = store.db._sqlite_connection().driver_connection
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    return statements, connection
+
+
+def after_commit(statements: list[str]) -> list[str]:
+    return statements[statements.index("COMMIT") + 1 :]
+
+
+def synchronous(connection) -> int:
+    return connection.execute("PRAGMA synchronous").fetchone()[0]
+
+
+@pytest.mark.parametrize("key", [MODEL, IDEMPOTENT_TOOL])
+def test_an_idempotent_claim_commits_without_waiting_for_the_disk(file_store, key):
+    create_run(file_store)
+    statements, connection = traced(file_store)
+
+    claimed = file_store.claim_and_load("r1", key, "worker-1", 30)
+
+    assert claimed.attempts == 1
+    assert statements[0] == "PRAGMA synchronous=NORMAL" and statements[1] == "BEGIN IMMEDIATE"
+    assert after_commit(statements) == ["PRAGMA synchronous=FULL"]
+    assert synchronous(connection) == 2  # FULL again for every other transaction
+
+
+def test_an_at_most_once_claim_is_flushed_before_it_returns(file_store):
+    create_run(file_store)
+    statements, connection = traced(file_store)
+
+    claimed = file_store.claim_and_load("r1", AT_MOST_ONCE_TOOL, "worker-1", 30)
+
+    assert claimed.attempts == 1
+    rest = after_commit(statements)
+    assert rest[0] == "PRAGMA synchronous=FULL" and rest[1] == "BEGIN IMMEDIATE"
+    assert rest[2].startswith("UPDATE lg_steps SET lease_until") and rest[3] == "COMMIT"
+    step = file_store.load_step("r1", AT_MOST_ONCE_TOOL)
+    assert (step.status, step.holder, step.lease_until) == ("running", "worker-1", claimed.step.lease_until)
+    assert synchronous(connection) == 2
+
+
+def test_a_failed_claim_leaves_the_connection_at_its_level_and_usable(file_store):
+    create_run(file_store)
+    _statements, connection = traced(file_store)
+
+    def broken(_frame_id: str) -> int:
+        raise RuntimeError("cache lookup failed")
+
+    with pytest.raises(RuntimeError, match="cache lookup failed"):
+        file_store.claim_and_load("r1", MODEL, "worker-1", 30, known_messages=broken)
+
+    assert synchronous(connection) == 2 and not connection.in_transaction
+    assert file_store.load_step("r1", MODEL).status == "scheduled"  # rolled back
+    assert file_store.claim_and_load("r1", MODEL, "worker-1", 30).attempts == 1
+
+
+def test_stores_without_a_flush_to_defer_run_no_pragma(tmp_path):
+    for store in (RunStore("sqlite://"), RunStore(f"sqlite:///{tmp_path / 'off.db'}", synchronous="OFF")):
+        try:
+            create_run(store)
+            statements, _connection = traced(store)
+            assert store.claim_and_load("r1", MODEL, "worker-1", 30).attempts == 1
+            assert not any(s.startswith("PRAGMA") for s in statements)
+        finally:
+            store.close()
