@@ -39,7 +39,7 @@ from lg_core.cancellation import CancellationToken
 from lg_core.engine.codec import decode_event_data, encode_event_data
 from lg_core.errors import AgentInterjectionError, DeadlineExceededError, InvocationError
 from lg_core.events import PUBLISHED_AT_ONCE, StreamEvent
-from lg_core.interjections import InterjectionResult, wait_for_reply, wait_for_reply_async
+from lg_core.interjections import InterjectionResult, ReplyWait
 from lg_core.store import RunRecord
 
 if TYPE_CHECKING:
@@ -431,14 +431,7 @@ class Execution:
     async def interject_async(self, message: Any, **options: Any) -> int:
         return await asyncio.to_thread(self.interject, message, **options)
 
-    def reply(
-        self,
-        number: int,
-        timeout: float | None = None,
-        *,
-        deadline: datetime | None = None,
-        cancellation_token: CancellationToken | None = None,
-    ) -> InterjectionResult:
+    def reply(self, number: int, timeout: float | None = None, *, deadline: datetime | None = None, cancellation_token: CancellationToken | None = None) -> InterjectionResult:  # fmt: skip
         """Wait for the model's reply to interjection ``number`` (what :meth:`interject` returned).
 
         Returns as soon as the model turn that read it has committed; tool calls
@@ -447,19 +440,11 @@ class Execution:
         CancelledError), never the run. Raises AgentInterjectionError when the run
         ended without a turn reading it, RunNotFoundError for an unknown number.
         """
-        seconds = _reply_arguments(number, timeout, deadline, cancellation_token)
-        return wait_for_reply(self.runtime.store, self.run_id, number, seconds, cancellation_token)
+        return reply_wait(self.runtime.store, self.run_id, number, timeout, deadline, cancellation_token).block()
 
-    async def reply_async(
-        self,
-        number: int,
-        timeout: float | None = None,
-        *,
-        deadline: datetime | None = None,
-        cancellation_token: CancellationToken | None = None,
-    ) -> InterjectionResult:
-        seconds = _reply_arguments(number, timeout, deadline, cancellation_token)
-        return await wait_for_reply_async(self.runtime.store, self.run_id, number, seconds, cancellation_token)
+    async def reply_async(self, number: int, timeout: float | None = None, *, deadline: datetime | None = None, cancellation_token: CancellationToken | None = None) -> InterjectionResult:  # fmt: skip
+        wait = reply_wait(self.runtime.store, self.run_id, number, timeout, deadline, cancellation_token)
+        return await wait.until_answered()
 
     # -- events -------------------------------------------------------------------------
 
@@ -603,15 +588,15 @@ def wait_timeout(timeout: float | None, deadline: datetime | None) -> float | No
     return float(timeout)
 
 
-def _reply_arguments(
-    number: Any, timeout: float | None, deadline: datetime | None, cancellation_token: Any
-) -> float | None:
-    """Check what a caller passed to wait for a reply; the seconds to wait."""
+def reply_wait(
+    store: Any, run_id: str, number: Any, timeout: float | None, deadline: datetime | None, cancellation_token: Any
+) -> ReplyWait:
+    """A checked wait for the reply to interjection ``number``: InvocationError for bad arguments."""
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise InvocationError(f"an interjection number is a positive int (what interject returned), got {number!r}")
     if cancellation_token is not None and not isinstance(cancellation_token, CancellationToken):
         raise InvocationError(f"cancellation_token must be a CancellationToken, got {type(cancellation_token).__name__}")
-    return wait_timeout(timeout, deadline)
+    return ReplyWait(store, run_id, number, wait_timeout(timeout, deadline), cancellation_token)
 
 
 def _interjection(message: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -639,6 +624,7 @@ __all__ = [
     "event_json",
     "get_execution_async",
     "parse_event_id",
+    "reply_wait",
     "state_of",
     "wait_timeout",
 ]

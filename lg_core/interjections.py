@@ -72,70 +72,64 @@ def result_of(run_id: str, number: int, answer: InterjectionAnswer) -> Interject
     )
 
 
-def wait_for_reply(
-    store: RunStore,
-    run_id: str,
-    number: int,
-    timeout: float | None = None,
-    cancellation_token: CancellationToken | None = None,
-) -> InterjectionResult:
-    """Block until a model turn has answered interjection ``number`` of ``run_id``.
+class ReplyWait:
+    """One caller's wait for the reply to interjection ``number`` of ``run_id``.
 
-    Raises DeadlineExceededError after ``timeout`` seconds, CancelledError when
-    ``cancellation_token`` is cancelled (neither stops the run), and
-    AgentInterjectionError when the run ended without reading it.
+    :meth:`block` and :meth:`until_answered` (async) poll the store, from every
+    10 ms up to every 250 ms. ``timeout`` (seconds) raises
+    DeadlineExceededError and a cancelled ``cancellation_token`` raises
+    CancelledError; neither stops the run. A run that ended without reading the
+    interjection raises AgentInterjectionError.
     """
-    limit = None if timeout is None else time.monotonic() + timeout
-    delay = FIRST_POLL_SECONDS
-    while True:
-        result = result_of(run_id, number, store.interjection_answer(run_id, number))
-        if result is not None:
-            return result
-        pause = _next_pause(run_id, number, timeout, limit, delay)
-        if cancellation_token is not None:
-            if cancellation_token.wait(pause):
-                raise _stopped(run_id, number, cancellation_token)
-        else:
-            time.sleep(pause)
-        delay = min(delay * 1.5, LONGEST_POLL_SECONDS)
 
+    def __init__(
+        self, store: RunStore, run_id: str, number: int, timeout: float | None = None, cancellation_token: CancellationToken | None = None
+    ) -> None:
+        self.store, self.run_id, self.number = store, run_id, number
+        self.timeout, self.cancellation_token = timeout, cancellation_token
+        self._limit = None if timeout is None else time.monotonic() + timeout
+        self._delay = FIRST_POLL_SECONDS
 
-async def wait_for_reply_async(
-    store: RunStore,
-    run_id: str,
-    number: int,
-    timeout: float | None = None,
-    cancellation_token: CancellationToken | None = None,
-) -> InterjectionResult:
-    """:func:`wait_for_reply` for async code: store reads on a worker thread, never blocking the loop."""
-    limit = None if timeout is None else time.monotonic() + timeout
-    delay = FIRST_POLL_SECONDS
-    while True:
-        answer = await asyncio.to_thread(store.interjection_answer, run_id, number)
-        result = result_of(run_id, number, answer)
-        if result is not None:
-            return result
-        if cancellation_token is not None and cancellation_token.cancelled:
-            raise _stopped(run_id, number, cancellation_token)
-        await asyncio.sleep(_next_pause(run_id, number, timeout, limit, delay))
-        delay = min(delay * 1.5, LONGEST_POLL_SECONDS)
+    def block(self) -> InterjectionResult:
+        while True:
+            result = result_of(self.run_id, self.number, self.store.interjection_answer(self.run_id, self.number))
+            if result is not None:
+                return result
+            pause, token = self._next_pause(), self.cancellation_token
+            if token is None:
+                time.sleep(pause)
+            elif token.wait(pause):
+                raise self._stopped()
 
+    async def until_answered(self) -> InterjectionResult:
+        """:meth:`block` for async code: store reads on a worker thread, never blocking the loop."""
+        while True:
+            answer = await asyncio.to_thread(self.store.interjection_answer, self.run_id, self.number)
+            result = result_of(self.run_id, self.number, answer)
+            if result is not None:
+                return result
+            if self.cancellation_token is not None and self.cancellation_token.cancelled:
+                raise self._stopped()
+            await asyncio.sleep(self._next_pause())
 
-def _next_pause(run_id: str, number: int, timeout: float | None, limit: float | None, delay: float) -> float:
-    if limit is None:
-        return delay
-    remaining = limit - time.monotonic()
-    if remaining <= 0:
-        raise DeadlineExceededError(
-            f"no reply to interjection {number} of run {run_id} after {timeout} s; "
-            "the run keeps going (wait again with Execution.reply)"
+    def _next_pause(self) -> float:
+        pause, self._delay = self._delay, min(self._delay * 1.5, LONGEST_POLL_SECONDS)
+        if self._limit is None:
+            return pause
+        remaining = self._limit - time.monotonic()
+        if remaining <= 0:
+            raise DeadlineExceededError(
+                f"no reply to interjection {self.number} of run {self.run_id} after {self.timeout} s; "
+                "the run keeps going (wait again with Execution.reply)"
+            )
+        return min(pause, remaining)
+
+    def _stopped(self) -> CancelledError:
+        reason = self.cancellation_token.reason if self.cancellation_token is not None else None
+        return CancelledError(
+            f"stopped waiting for the reply to interjection {self.number} of run {self.run_id}: "
+            f"{reason or 'the cancellation token was cancelled'}; the run keeps going"
         )
-    return min(delay, remaining)
 
 
-def _stopped(run_id: str, number: int, token: CancellationToken) -> CancelledError:
-    reason = token.reason or "the caller's cancellation token was cancelled"
-    return CancelledError(f"stopped waiting for the reply to interjection {number} of run {run_id}: {reason}; the run keeps going")
-
-
-__all__ = ["InterjectionResult", "result_of", "wait_for_reply", "wait_for_reply_async"]
+__all__ = ["InterjectionResult", "ReplyWait", "result_of"]

@@ -19,19 +19,10 @@ from lg_core import (
     DeadlineExceededError,
     InvocationError,
     RunNotFoundError,
-    Tool,
     get_execution,
 )
 from lg_core.errors import CancelledError
-
-
-class NoopTool(Tool):
-    tool_name = "noop"
-    description = "Do nothing."
-    input_schema = {"type": "object"}
-
-    def call(self, input):
-        return "ok"
+from tests.engine.numbered_tool import NumberedTool
 
 
 class TwoTurns:
@@ -48,7 +39,7 @@ class TwoTurns:
         if self.turns == 1:
             self.entered.set()
             assert self.release.wait(30)
-            return {"tool_calls": [{"name": "noop", "arguments": {}}]}
+            return {"tool_calls": [{"name": "numbered", "arguments": {"n": 1}}]}
         if self.later:
             return self.later.pop(0)
         users = [m.text for m in request.messages if m.role == "user"]
@@ -62,7 +53,7 @@ def started(config, script):
 
     def start(later: list[dict] | None = None):
         model = TwoTurns(later)
-        agent = type("ReplyAgent", (Agent,), {"model": script(model), "tools": [NoopTool]})
+        agent = type("ReplyAgent", (Agent,), {"model": script(model), "tools": [NumberedTool]})
         execution = agent.start_execution("Start.")
         executions.append(execution)
         assert model.entered.wait(30)
@@ -87,13 +78,13 @@ def test_run_interject_returns_the_reply_of_the_turn_that_read_it(started):
 
 
 def test_a_reply_that_calls_tools_returns_before_the_tools_run(started):
-    execution, model = started(later=[{"tool_calls": [{"name": "noop", "arguments": {}}]}, {"text": "All done."}])
+    execution, model = started(later=[{"tool_calls": [{"name": "numbered", "arguments": {"n": 1}}]}, {"text": "All done."}])
     number = execution.interject("Run the tool once more.")
     model.release.set()
 
     result = execution.reply(number, timeout=30)
 
-    assert result.tool_calls and [use.name for use in result.tool_uses] == ["noop"]
+    assert result.tool_calls and [use.name for use in result.tool_uses] == ["numbered"]
     assert result.text == ""
     assert execution.wait(timeout=30).response == "All done."
 
