@@ -424,7 +424,9 @@ class Execution:
         :meth:`reply` waits for the model's answer to it.
         """
         message, options = _interjection(message, options)
-        if self._closed:
+        if self._closed and options.get("interjection_id") is None:
+            # With an id the store answers: the first call's number when the id was
+            # accepted, else the refusal (close() requested cancellation).
             raise AgentInterjectionError(f"execution {self.run_id} was closed; it accepts no more interjections")
         return self.runtime.interject(self.run_id, message, **options)
 
@@ -608,10 +610,7 @@ def _interjection(message: Any, options: dict[str, Any]) -> tuple[Any, dict[str,
     unknown = set(options) - _INTERJECT_OPTIONS
     if unknown:
         raise InvocationError(f"unknown interjection options {sorted(unknown)}; accepted: {sorted(_INTERJECT_OPTIONS)}")
-    metadata = options.get("metadata")
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise InvocationError(f"interjection metadata must be a dict, got {type(metadata).__name__}")
-    return message, options
+    return message, options  # the runtime checks the message and metadata
 
 
 __all__ = [

@@ -64,7 +64,8 @@ def result_of(run_id: str, number: int, answer: InterjectionAnswer) -> Interject
     message = Message.from_dict(answer.message)
     return InterjectionResult(
         text=message.text,
-        tool_uses=tuple(message.tool_uses),
+        # Only calls the run executes: a result submitted through the result tool is none.
+        tool_uses=tuple(message.tool_uses) if answer.tool_calls else (),
         numbers=answer.numbers,
         interjection_ids=answer.interjection_ids,
         step=answer.step,

@@ -8,10 +8,12 @@ and the hooks. Build one explicitly only for an isolated setup; normally
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from lg_core.content import Text
+from lg_core.datamap import to_json_value
 from lg_core.engine.background import ThreadBackend
 from lg_core.engine.engine import Engine
 from lg_core.engine.local import LocalDispatcher
@@ -156,9 +158,10 @@ class Runtime:
         blank = all(isinstance(block, Text) and not block.text.strip() for block in normalized.content)
         if normalized.role != "user" or blank:
             raise InvocationError("an interjection must be a non-empty user message")
-        payload = {"message": normalized, "metadata": dict(metadata or {})}
+        payload = {"message": normalized, "metadata": _interjection_metadata(metadata)}
         if self.hooks:
-            run = self.get_run(run_id)
+            # The Run executing here if there is one (hooks may register resources on it).
+            run = self.engine.live_run(run_id) or self.get_run(run_id)
             for hook in self.hooks:
                 payload = hook.prepare_interjection(run, payload) or payload
         seq = self.store.add_interjection(
@@ -244,6 +247,18 @@ class Runtime:
         if self._owns_session_store and close_sessions is not None:
             close_sessions()
         self.store.close()
+
+
+def _interjection_metadata(metadata: Any) -> dict[str, Any]:
+    """An interjection's metadata as plain JSON: InvocationError before anything is stored."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvocationError(f"interjection metadata must be a mapping, got {type(metadata).__name__}")
+    try:
+        return to_json_value(dict(metadata), path="metadata")
+    except (TypeError, ValueError) as exc:
+        raise InvocationError(f"interjection {exc}") from None
 
 
 __all__ = ["Hook", "RunNotFoundError", "Runtime"]

@@ -217,7 +217,8 @@ class Engine:
         status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled)
         state = FrameState(frame_id, run.id, "root", run.entrypoint_path, 0, checkpoint, ())
         self.frames.put(state)
-        self.note_interjections(run.id, 0)
+        if status != "pending":  # a pending run may wait long, and others may interject meanwhile
+            self.note_interjections(run.id, 0)
         self.publish(run.id, start_event.with_seq(1))
         if status == "pending":
             return self.opening.hold(run, distributed=distributed)

@@ -241,13 +241,17 @@ class ModelTurn:
             checkpoint.repairs += 1
             checkpoint.turn += 1
             rows = self._rows(state, checkpoint, followups)
+            repairing = scope.model_step(state, checkpoint.turn)
+            step_result = {"stop_reason": response.stop_reason, "repair": True}
+            if self.interjection_seqs:  # the rejected answer is no reply: the repairing turn's is
+                step_result["reply_in"] = repairing.key
             return scope.commit_for(
                 state,
                 checkpoint,
-                step_result={"stop_reason": response.stop_reason, "repair": True},
+                step_result=step_result,
                 messages=rows,
                 consumed_interjections=self.interjection_seqs,
-                new_steps=[scope.model_step(state, checkpoint.turn)],
+                new_steps=[repairing],
             )
 
         return transition
@@ -319,6 +323,8 @@ class ModelTurn:
             decision = run_chain(agent, "after_invocation", {"result": result}, context=scope.context)
             if decision.cancelled:
                 return scope.ending("cancelled", CancelledError(decision.reason or "an after_invocation callback cancelled result delivery"))(state)
+            if self._late_interjections():  # one arrived while the callbacks ran (a callback may add it)
+                return self._continue_for_interjection(state, self._advanced(state, response, calls), response)
             result = decision.value["result"]
             return scope.completion(state, checkpoint, result, rows, self.interjection_seqs)
 
@@ -332,8 +338,18 @@ class ModelTurn:
         return any(seq not in taken for seq, _m, _meta in self.scope.engine.store.pending_interjections(self.scope.run.id))
 
     def _continue_for_interjection(self, state: FrameState, checkpoint: AgentCheckpoint, response: ModelResponse) -> Any:
+        """Keep the run going for a user message that arrived while this turn ran.
+
+        The answer stays in the conversation; a result submitted through the
+        result tool gets its tool result, so the next request never holds a tool
+        call without one (providers reject that).
+        """
         checkpoint.turn += 1
-        rows = self._rows(state, checkpoint, [response.message])
+        followups = [response.message]
+        if response.message.tool_uses:
+            note = (Text(text="Received. A new user message arrived before the run finished; answer it."),)
+            followups.append(Message(role="tool", content=[ToolResult(tool_use_id=use.id, content=note, status="success") for use in response.message.tool_uses]))
+        rows = self._rows(state, checkpoint, followups)
         return self.scope.commit_for(
             state,
             checkpoint,

@@ -135,11 +135,9 @@ class StepScope:
         self, state: FrameState, checkpoint: AgentCheckpoint, extra: Sequence[EventPair] = (), **fields: Any
     ) -> StepCommit:
         """The commit of this step; its events are the step's durable ones plus ``extra``."""
-        consumed, rows = fields.get("consumed_interjections"), fields.get("messages")
-        if consumed and rows:
-            reply = next((seq for seq, message in rows if message.role == "assistant"), None)
-            if reply is not None:  # the model's answer to them: what Run.interject waits for
-                fields["step_result"] = {**(fields.get("step_result") or {}), "reply_message": reply}
+        rows = fields.get("messages")
+        if rows and (fields.get("consumed_interjections") or state.checkpoint.repairs):
+            self._record_reply(fields, rows)
         pairs = [*self.durable, *extra]
         self.outgoing = [live for live, _stored in pairs]
         events = [stored for _live, stored in pairs]
@@ -155,6 +153,21 @@ class StepScope:
             events=events,
             **fields,
         )
+
+    @staticmethod
+    def _record_reply(fields: dict[str, Any], rows: Sequence[tuple[int, Any]]) -> None:
+        """Name the model's reply in the step result: what Run.interject and Execution.reply wait for.
+
+        Recorded by a turn that read interjections, and by every turn after a
+        structured-result repair (the repair's commit points at the repairing
+        turn with ``reply_in``, since the answer it rejected is no reply).
+        """
+        step_result = fields.get("step_result") or {}
+        if "reply_in" in step_result:
+            return
+        reply = next((seq for seq, message in rows if message.role == "assistant"), None)
+        if reply is not None:
+            fields["step_result"] = {**step_result, "reply_message": reply}
 
     def committed_checkpoint(self, stored: dict[str, Any]) -> AgentCheckpoint:
         """The checkpoint a commit of this step wrote as ``stored``.

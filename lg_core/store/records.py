@@ -64,7 +64,7 @@ class InterjectionAnswer:
     model turn ``step`` read it and committed ``message``, its reply) or
     ``unanswered`` (the run ended without a turn reading it). ``numbers`` and
     ``interjection_ids`` are every interjection that turn read (the ids only of
-    those given one).
+    those given one); ``tool_calls`` says whether the reply scheduled tool calls.
     """
 
     status: str
@@ -72,6 +72,7 @@ class InterjectionAnswer:
     message: dict[str, Any] | None = None
     numbers: tuple[int, ...] = ()
     interjection_ids: tuple[str, ...] = ()
+    tool_calls: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,8 @@ from typing import Any
 from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
 from lg_core.store.database import Database, Submitted, Transaction, retry_transient
 from lg_core.store.records import (
+    RUN_TERMINAL,
+    STEP_OPEN,
     ActivatedRun,
     BatchRecord,
     ClaimedStep,
@@ -50,6 +52,9 @@ from lg_core.store.statements import (
 
 _JSON_RUN_FIELDS = ("invocation", "error", "usage", "result")
 START_STEP = "root/start"
+
+
+_MAX_REPLY_HOPS = 8  # reply_in links: one per repair, and a frame repairs once
 
 
 class RunStore:
@@ -450,29 +455,42 @@ class RunStore:
         """Has a model turn answered interjection ``seq``? Its reply, when one has.
 
         A model turn consumes interjections in its commit, which records its reply
-        message's number in the step result (``reply_message``); an ending consumes
-        the ones it will never read and records none.
+        message's number in the step result (``reply_message``). A turn whose
+        answer was rejected for repair (an invalid structured result) names the
+        turn that answers instead (``reply_in``), and this follows it. An ending
+        consumes the interjections it will never read and records neither.
         """
         with self.db.reader() as tx:
             row = tx.fetchone("select_interjection", {"run_id": run_id, "seq": seq})
             if row is None:
                 raise RunNotFoundError(f"run {run_id!r} has no interjection number {seq}")
-            consumed_at, step_key = row
+            consumed_at, reader_key, run_status = row
             if consumed_at is None:
-                return InterjectionAnswer("pending")
-            step = None if step_key is None else tx.fetchone("select_step", {"run_id": run_id, "key": step_key})
-            result = None if step is None else _step_record(step).result
-            reply = None if not isinstance(result, dict) else result.get("reply_message")
+                # A finished run never reads it (every ending marks its unread ones consumed,
+                # so this only guards rows an older version left behind).
+                return InterjectionAnswer("unanswered" if run_status in RUN_TERMINAL else "pending")
+            step, key = None, reader_key
+            for _hop in range(_MAX_REPLY_HOPS):
+                found = None if key is None else tx.fetchone("select_step", {"run_id": run_id, "key": key})
+                step = None if found is None else _step_record(found)
+                result = step.result if step is not None and isinstance(step.result, dict) else {}
+                if "reply_in" not in result or step.status != "succeeded":
+                    break
+                key = result["reply_in"]
+            if step is not None and step.status in STEP_OPEN:
+                return InterjectionAnswer("unanswered" if run_status in RUN_TERMINAL else "pending")
+            reply = result.get("reply_message") if step is not None and step.status == "succeeded" else None
             if reply is None:
-                return InterjectionAnswer("unanswered", step=step_key)
-            message = tx.fetchone("select_message", {"frame_id": _step_record(step).frame_id, "seq": reply})
-            read = tx.fetchall("select_interjections_of_step", {"run_id": run_id, "step": step_key})
+                return InterjectionAnswer("unanswered", step=key)
+            message = tx.fetchone("select_message", {"frame_id": step.frame_id, "seq": reply})
+            read = tx.fetchall("select_interjections_of_step", {"run_id": run_id, "step": reader_key})
         return InterjectionAnswer(
             "answered",
-            step=step_key,
+            step=key,
             message=None if message is None else loads(message[0]),
             numbers=tuple(int(number) for number, _id in read),
             interjection_ids=tuple(given for _number, given in read if given is not None),
+            tool_calls=bool(result.get("tool_calls")),
         )
 
     @retry_transient
@@ -617,6 +635,9 @@ class RunStore:
             first = int(row[0]) - len(events) + 1
             self._insert_events_txn(tx, run_id, first, events, now)
             tx.execute("end_pending_steps", {"run_id": run_id, "status": status, "now": now})
+            unread = tx.execute("consume_unread_interjections", {"run_id": run_id, "now": now}).rowcount
+            if unread:
+                tx.execute("count_interjections", {"run_id": run_id, "delta": -unread})
         return first
 
     # -- batches (lg_scheduler.batch) ----------------------------------------------

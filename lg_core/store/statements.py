@@ -266,9 +266,9 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "find_interjection": lambda: select(interjections.c.seq, interjections.c.message).where(
         and_(interjections.c.run_id == bindparam("run_id"), interjections.c.interjection_id == bindparam("interjection_id"))
     ),
-    "select_interjection": lambda: select(interjections.c.consumed_at, interjections.c.consumed_by).where(
-        and_(interjections.c.run_id == bindparam("run_id"), interjections.c.seq == bindparam("seq"))
-    ),
+    "select_interjection": lambda: select(interjections.c.consumed_at, interjections.c.consumed_by, runs.c.status)
+    .join(runs, runs.c.id == interjections.c.run_id)
+    .where(and_(interjections.c.run_id == bindparam("run_id"), interjections.c.seq == bindparam("seq"))),
     "select_interjections_of_step": lambda: select(interjections.c.seq, interjections.c.interjection_id)
     .where(and_(interjections.c.run_id == bindparam("run_id"), interjections.c.consumed_by == bindparam("step")))
     .order_by(interjections.c.seq),
@@ -609,6 +609,10 @@ SESSION_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         finished_at=bindparam("now"),
     )
     .returning(runs.c.event_seq),
+    # A run ended before it started never reads its interjections: consumed by no step.
+    "consume_unread_interjections": lambda: update(interjections)
+    .where(and_(interjections.c.run_id == bindparam("run_id"), interjections.c.consumed_at.is_(None)))
+    .values(consumed_at=bindparam("now"), consumed_by=null()),
     "end_pending_steps": lambda: update(steps)
     .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.status == "pending"))
     .values(status=bindparam("status"), finished_at=bindparam("now"), dispatch_after=null()),

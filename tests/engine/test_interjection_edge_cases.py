@@ -1,0 +1,339 @@
+"""Interjections at the edges: pending runs, hooks, structured results, closed handles.
+
+Each case was a bug: a wait for a reply that never ended, a message the first
+turn skipped, a hook given a detached Run, a request with a tool call but no
+tool result, a reply that was the answer the run rejected.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from lg_core import Agent, AgentInterjectionError, InvocationError, Tool
+from tests.sessions import session_app
+from tests.sessions.session_app import RecallAgent
+
+
+@pytest.fixture
+def gates():
+    session_app.reset()
+    yield
+    for gate in ("g1",):
+        session_app.release(gate)
+
+
+def test_reply_to_an_interjection_on_a_pending_run_that_is_cancelled_raises(config, gates):
+    first = RecallAgent.start_execution("gate:g1 first", session_id="conv-1", actor_id="user-7")
+    session_app.wait_until_entered("g1")
+    second = RecallAgent.start_execution("second", session_id="conv-1", actor_id="user-7")
+    assert second.state == "pending"
+
+    number = second.interject("while you wait")   # accepted: the run is pending
+    second.cancel()
+    assert second.wait(timeout=30).cancelled
+
+    # The ending marks it consumed unread, so the wait ends at once with the reason.
+    try:
+        with pytest.raises(AgentInterjectionError):
+            second.reply(number, timeout=3)
+    finally:
+        session_app.release("g1")
+        first.wait(timeout=30)
+
+
+class NoopTool(Tool):
+    tool_name = "noop"
+    description = "Do nothing."
+    input_schema = {"type": "object"}
+
+    def call(self, input):
+        return "ok"
+
+
+class Held:
+    """Turn 1 waits for the test; later turns answer from `later` or echo the last user message."""
+
+    def __init__(self, first=None, later=None):
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.turns = 0
+        self.first = first or {"tool_calls": [{"name": "noop", "arguments": {}}]}
+        self.later = list(later or [])
+
+    def __call__(self, request):
+        self.turns += 1
+        if self.turns == 1:
+            self.entered.set()
+            assert self.release.wait(30)
+            return self.first
+        if self.later:
+            return self.later.pop(0)
+        users = [m.text for m in request.messages if m.role == "user"]
+        return {"text": f"Noted: {users[-1]}"}
+
+
+def start(script, model, **attrs):
+    agent = type("HuntAgent", (Agent,), {"model": script(model), "tools": [NoopTool], **attrs})
+    execution = agent.start_execution("Start.")
+    assert model.entered.wait(30)
+    return execution
+
+
+def test_run_interject_with_bad_metadata_raises_invocation_error(config, script):
+    model = Held()
+    execution = start(script, model)
+    try:
+        with pytest.raises(InvocationError):
+            execution.interject("x", metadata="not a dict")
+        with pytest.raises(InvocationError, match="metadata must be a mapping"):
+            execution.run.interject("x", metadata="not a dict", timeout=1)
+    finally:
+        model.release.set()
+        execution.close(timeout=30)
+
+
+def test_interject_with_a_hook_on_an_agent_class_that_cannot_be_imported(config, script):
+    """The hook gets the Run executing here; no import of the (test-local) agent class."""
+    from lg_core import Hook
+
+    seen = []
+
+    class Tagging(Hook):
+        def prepare_interjection(self, run, payload):
+            seen.append(run)
+            return payload
+
+    config.hooks = [Tagging]
+    model = Held()
+    execution = start(script, model)
+    try:
+        number = execution.interject("hello")
+        model.release.set()
+        assert execution.reply(number, timeout=30).text == "Noted: hello"
+    finally:
+        model.release.set()
+        execution.close(timeout=30)
+
+
+TRIAGE = {
+    "name": "support_triage",
+    "type": "object",
+    "properties": {
+        "category": {"type": "string", "enum": ["billing", "delivery", "returns", "other"]},
+        "urgent": {"type": "boolean"},
+    },
+    "required": ["category", "urgent"],
+    "additionalProperties": False,
+}
+VALID = {"category": "delivery", "urgent": True}
+
+
+def test_tool_strategy_final_answer_is_not_reported_as_tool_calls(config, script):
+    """The reply is the run's final structured answer, submitted through the result tool:
+    no tool runs after it, so it has no tool calls."""
+    model = Held(later=[{"tool_calls": [{"name": "submit_support_triage", "arguments": VALID}]}])
+    agent = type("HuntAgent", (Agent,), {"model": script(model, capabilities={"native_structured_output": False}),
+                                         "tools": [NoopTool], "result_schema": {**TRIAGE, "strategy": "tool"}})
+    execution = agent.start_execution("Start.")
+    assert model.entered.wait(30)
+    number = execution.interject("Decide now.")
+    model.release.set()
+    result = execution.reply(number, timeout=30)
+    run = execution.wait(timeout=30)
+    assert run.completed and run.result.output == VALID
+    assert not result.tool_calls and result.tool_uses == ()
+
+
+def test_reply_after_a_structured_result_repair(config, script):
+    """Turn 2 reads the interjection but answers invalid JSON; turn 3's repaired answer is the reply."""
+    model = Held(later=[{"structured": {"category": "teleport", "urgent": "yes"}}, {"structured": VALID}])
+    agent = type("HuntAgent", (Agent,), {"model": script(model), "tools": [NoopTool], "result_schema": TRIAGE})
+    execution = agent.start_execution("Start.")
+    assert model.entered.wait(30)
+    number = execution.interject("Decide now.")
+    model.release.set()
+    result = execution.reply(number, timeout=30)
+    run = execution.wait(timeout=30)
+    assert run.completed and run.result.output == VALID
+    assert json.loads(result.text) == VALID
+    assert result.step.endswith("turn-2/model") and result.numbers == (number,)
+
+
+def test_retry_gives_back_an_interjection_the_failed_turn_read(config, script):
+    import lg_core
+
+    model = Held(later=[{"error": {"message": "provider down", "kind": "provider", "retryable": False}}])
+    agent_target = script(model)
+    HuntRetryAgent.model = agent_target
+    execution = HuntRetryAgent.start_execution("Start.")
+    assert model.entered.wait(30)
+    number = execution.interject("Please include X.")
+    model.release.set()
+    with pytest.raises(AgentInterjectionError):
+        execution.reply(number, timeout=30)
+    assert execution.wait(timeout=30).failed
+    retried = lg_core.retry(execution.run_id)
+    assert retried.completed, retried.error
+    assert execution.reply(number, timeout=5).text == "Noted: Please include X."
+
+
+class HuntRetryAgent(Agent):
+    tools = [NoopTool]
+
+
+def test_interjection_to_a_pending_run_is_answered_by_its_first_turn(config, gates):
+    first = RecallAgent.start_execution("gate:g1 first", session_id="conv-1", actor_id="user-7")
+    session_app.wait_until_entered("g1")
+    second = RecallAgent.start_execution("second", session_id="conv-1", actor_id="user-7")
+    assert second.state == "pending"
+    number = second.interject("also this")
+    session_app.release("g1")
+    result = second.reply(number, timeout=30)
+    run = second.wait(timeout=30)
+    assert run.completed
+    assert result.text == run.response
+    assert [m.text for m in run.result.messages if m.role == "user"][-2:] == ["second", "also this"]
+    first.wait(timeout=30)
+
+
+def test_interjection_from_another_process_to_a_pending_run_reaches_its_first_turn(file_config, gates):
+    from lg_core.services import Runtime
+
+    first = RecallAgent.start_execution("gate:g1 first", session_id="conv-1", actor_id="user-7")
+    session_app.wait_until_entered("g1")
+    second = RecallAgent.start_execution("second", session_id="conv-1", actor_id="user-7")
+    assert second.state == "pending"
+
+    elsewhere = Runtime(file_config)   # another process's runtime over the same store
+    try:
+        number = elsewhere.interject(second.run_id, "also this")
+        session_app.release("g1")
+        result = second.reply(number, timeout=30)
+        run = second.wait(timeout=30)
+    finally:
+        elsewhere.close()
+    assert result.text == run.response
+    first.wait(timeout=30)
+    users_and_replies = [(m.role, m.text) for m in run.result.messages][-4:]
+    # The run's first turn reads it (its engine had no stale "nothing pending" hint).
+    assert users_and_replies[-3:-1] == [("user", "second"), ("user", "also this")], users_and_replies
+
+
+def test_closed_handle_still_returns_an_accepted_interjection_id(config, script):
+    model = Held()
+    execution = start(script, model)
+    assert execution.interject("x", interjection_id="req-1") == 1
+    model.release.set()
+    execution.close(timeout=30)
+    assert get_execution_of(execution).interject("x", interjection_id="req-1") == 1
+    assert execution.interject("x", interjection_id="req-1") == 1  # the closed handle too: the id was accepted
+    with pytest.raises(AgentInterjectionError):
+        execution.interject("y", interjection_id="req-2")
+
+
+def get_execution_of(execution):
+    from lg_core import get_execution
+    return get_execution(execution.run_id)
+
+
+def test_interject_with_unserializable_metadata_raises_invocation_error(config, script):
+    model = Held()
+    execution = start(script, model)
+    try:
+        with pytest.raises(InvocationError, match="metadata.when is a object"):
+            execution.interject("x", metadata={"when": object()})
+    finally:
+        model.release.set()
+        execution.close(timeout=30)
+
+
+def test_a_refused_interjection_leaves_the_run_able_to_finish(config, script):
+    model = Held(first={"text": "Done."})
+    execution = start(script, model)
+    with pytest.raises(InvocationError):
+        execution.interject("x", metadata={"when": object()})
+    assert execution.record().interjections_pending == 0
+    model.release.set()
+    assert execution.wait(timeout=10).completed
+
+
+class Recording(Held):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.requests = []
+
+    def __call__(self, request):
+        self.requests.append(request)
+        return super().__call__(request)
+
+
+def test_a_late_interjection_after_a_result_tool_submission_gives_the_call_its_result(config, script):
+    """The run continues for the late message; the submission's tool call gets a tool result first."""
+    submit = {"tool_calls": [{"name": "submit_support_triage", "arguments": VALID}]}
+    model = Recording(first=submit, later=[submit])
+    agent = type("HuntAgent", (Agent,), {"model": script(model, capabilities={"native_structured_output": False}),
+                                         "result_schema": {**TRIAGE, "strategy": "tool"}})
+    execution = agent.start_execution("Start.")
+    assert model.entered.wait(30)
+    number = execution.interject("Actually, one more thing.")   # arrives while turn 1 runs: a late interjection
+    model.release.set()
+    execution.reply(number, timeout=30)
+    run = execution.wait(timeout=30)
+    assert run.completed
+    second = model.requests[1].messages
+    dangling = [
+        use.id for i, m in enumerate(second) for use in m.tool_uses
+        if not any(r.tool_use_id == use.id for later in second[i + 1:] for r in later.tool_results)
+    ]
+    # Providers (Anthropic, OpenAI) reject a request whose tool_use has no tool_result.
+    assert dangling == [], [(m.role, m.content) for m in second]
+
+
+def test_an_interjection_added_while_after_invocation_runs_is_answered(config, script):
+    """The turn checks again after its callbacks, so the run goes on to answer the message
+    (after_invocation then also sees the answer to it) instead of a refused completion."""
+    from lg_core import after_invocation
+
+    delivered = []
+    holder = {}
+    ready = threading.Event()
+
+    class Notify(Agent):
+        model = script([{"text": "First answer."}, {"text": "Second answer."}])
+
+        @after_invocation
+        def deliver(self, payload):
+            delivered.append(payload["result"].text)
+            if len(delivered) == 1:   # the user interjects while the result is being delivered
+                assert ready.wait(30)
+                holder["number"] = holder["execution"].interject("Wait, one more thing.")
+
+    execution = Notify.start_execution("Start.")
+    holder["execution"] = execution
+    ready.set()
+    run = execution.wait(timeout=30)
+    assert run.completed and run.response == "Second answer."
+    assert delivered == ["First answer.", "Second answer."]
+    assert execution.reply(holder["number"], timeout=30).text == "Second answer."
+
+
+def test_prepare_interjection_gets_the_live_run(config, gates):
+    from lg_core import Hook
+
+    seen = []
+
+    class Tagging(Hook):
+        def prepare_interjection(self, run, payload):
+            seen.append(run)
+            return payload
+
+    config.hooks = [Tagging]
+    execution = RecallAgent.start_execution("gate:g1 first", session_id="conv-9", actor_id="user-7")
+    session_app.wait_until_entered("g1")
+    execution.interject("hello")
+    session_app.release("g1")
+    execution.wait(timeout=30)
+    assert seen[0] is execution.run, (seen[0], execution.run)
