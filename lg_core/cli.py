@@ -63,6 +63,7 @@ class UsageError(Exception):
     """A problem with what the user asked for: one red line on stderr, exit code 2."""
 
 
+MAX_COUNT = 2**63 - 1  # the largest integer the stores take (--limit, --after)
 _USAGE_ERRORS = (UsageError, ConfigurationError, InvocationError, RunNotFoundError, RunStateError)
 
 
@@ -368,16 +369,16 @@ def runs_list(
     ctx: typer.Context,
     status: Annotated[
         str | None,
-        typer.Option("--status", help="running, completed, failed, partial or cancelled."),
+        typer.Option("--status", help="pending, running, completed, failed, partial or cancelled."),
     ] = None,
     limit: Annotated[
-        int, typer.Option("--limit", min=1, help="At most N runs, newest first.")
+        int, typer.Option("--limit", min=1, max=MAX_COUNT, help="At most N runs, newest first.")
     ] = 20,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Stored runs, newest first."""
-    statuses = (RUN_ACTIVE, *RUN_TERMINAL)
+    statuses = ("pending", RUN_ACTIVE, *RUN_TERMINAL)
     if status is not None and status not in statuses:
         raise UsageError(f"--status must be one of {', '.join(statuses)}; got {status!r}")
     with session(ctx, store, durable=True, load_imports=False) as runtime:
@@ -432,7 +433,7 @@ def runs_events(
     after: Annotated[
         int,
         typer.Option(
-            "--after", metavar="SEQ", min=0, help="Only events after sequence number SEQ."
+            "--after", metavar="SEQ", min=0, max=MAX_COUNT, help="Only events after sequence number SEQ."
         ),
     ] = 0,
     store: StoreOption = None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,17 +29,22 @@ from pydantic_settings import (
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     YamlConfigSettingsSource,
 )
 
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
 
+ENV_PREFIX = "LG_"
+# What a JSON-valued environment variable looks like, for the error message of a bad one.
+_JSON_EXAMPLES = {"rate_limits": '{"openai": "600/min"}'}
+
 
 class Configuration(BaseSettings):
     """Every LittleGhost setting, with its environment variable ``LG_<NAME>``."""
 
-    model_config = SettingsConfigDict(env_prefix="LG_", extra="forbid", validate_assignment=True)
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_assignment=True)
 
     run_store: str = Field("sqlite://", description="SQLAlchemy URL of the run store; in-memory SQLite by default")
     broker_url: str | None = Field(None, description="Celery broker URL (Redis) for distributed runs")
@@ -246,6 +252,19 @@ def build_configuration(**values: Any) -> Configuration:
         return Configuration(**values)
     except ValidationError as exc:
         raise ConfigurationError(_describe(exc, values)) from None
+    except SettingsError as exc:  # an environment variable that should hold JSON does not
+        raise ConfigurationError(_describe_settings_error(exc)) from None
+
+
+def _describe_settings_error(exc: SettingsError) -> str:
+    found = re.search(r'field "([a-z_]+)"', str(exc))
+    if found is None:
+        return f"invalid configuration: {exc}"
+    name = found.group(1)
+    return (
+        f"invalid configuration: {name} (from ${ENV_PREFIX}{name.upper()}): not valid JSON; "
+        + (f"e.g. {ENV_PREFIX}{name.upper()}='{_JSON_EXAMPLES[name]}'" if name in _JSON_EXAMPLES else "give it as JSON")
+    )
 
 
 _default: Configuration | None = None

@@ -39,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Protocol
 
 from lg_core.errors import InvocationError
@@ -85,7 +86,11 @@ class RateLimit:
 
     def __str__(self) -> str:
         """The canonical text, which ``parse`` reads back to an equal limit."""
-        count = f"{self.count:f}".rstrip("0").rstrip(".")
+        # The shortest text that reads back to the same float (repr), in plain notation:
+        # never rounded (a tiny rate must not print as 0), never 1e-07, which parse refuses.
+        count = f"{Decimal(repr(float(self.count))):f}"
+        if "." in count:
+            count = count.rstrip("0").rstrip(".")
         return f"{count}/{_UNITS[self.period]}"
 
 

@@ -67,6 +67,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from lg_core.broker import check_broker
 from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
 from lg_core.errors import InvocationError, RunStateError
@@ -484,11 +485,14 @@ def _run_id(value: Any) -> str:
 def _distributed(rt: Runtime) -> bool:
     """Replayed runs go to the workers when a broker is configured, as start_execution does.
 
-    The backend is built here, before the caller writes anything, so a missing
-    lg_workers fails without leaving a reopened run that nobody executes.
+    The backend is built and the broker pinged here, before the caller writes
+    anything, so a missing lg_workers or an unreachable broker fails without
+    leaving a reopened run that nobody executes.
     """
-    if not rt.configuration.broker_url:
+    url = rt.configuration.broker_url
+    if not url:
         return False
+    check_broker(url)
     rt.backend  # noqa: B018 - builds it (ConfigurationError) and attaches the Redis event sink
     return True
 

@@ -48,9 +48,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import make_url
+
 from lg_core.agent import Agent
+from lg_core.broker import check_broker
 from lg_core.config import runtime as current_runtime
-from lg_core.errors import ConfigurationError, InvocationError, RunStateError
+from lg_core.errors import InvocationError, RunStateError
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.rate_limit import RateLimit
 from lg_core.store.records import RUN_TERMINAL, BatchRecord
@@ -58,6 +61,7 @@ from lg_scheduler.batch_inputs import BatchInputError, BatchInputs, BatchItem, r
 from lg_scheduler.batch_output import (
     BatchProgress,
     ResultWriter,
+    check_not_overwriting,
     check_writable,
     error_result,
     invalid_result,
@@ -146,6 +150,9 @@ def submit_batch(
         raise InvocationError(f"batch id must be 1-64 letters, digits, '_' or '-' (starting with a letter or digit), got {batch_id!r}")
     out_path = check_writable(out)
     runtime = current_runtime()
+    if out_path is not None:
+        protected = [Path(inputs_path), *_store_files(runtime.configuration.run_store)]
+        check_not_overwriting(out_path, protected)
     inputs = read_inputs(inputs_path, agent_cls, runtime.resolver)
     if inputs.invalid and not skip_invalid:
         raise _input_error(inputs)
@@ -177,24 +184,19 @@ def _input_error(inputs: BatchInputs) -> BatchInputError:
     return BatchInputError(message, problems=list(inputs.invalid))
 
 
+def _store_files(run_store: str) -> list[Path]:
+    """The files of a SQLite file store (what ``--out`` must never truncate)."""
+    url = make_url(run_store)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return []
+    return [Path(url.database + suffix) for suffix in ("", "-wal", "-shm", "-journal")]
+
+
 def _check_broker(runtime: Any) -> None:
     """Refuse to start a batch whose runs could not be sent to the workers."""
     url = runtime.configuration.broker_url
-    if not url:
-        return
-    import redis
-
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
-        client.ping()
-    except (redis.RedisError, ValueError) as exc:
-        raise ConfigurationError(f"cannot reach the broker at {_safe(url)}: {exc}; start it (lg stack up) or fix broker_url") from None
-    finally:
-        client.close()
-
-
-def _safe(url: str) -> str:
-    return re.sub(r"//([^@/]*):[^@/]*@", r"//\1:***@", url)
+    if url:
+        check_broker(url)
 
 
 def _claim(store: Any, batch_id: str, agent_cls: type, inputs: BatchInputs, holder: str, force: bool) -> str | None:

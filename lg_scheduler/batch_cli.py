@@ -24,7 +24,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from lg_core.cli import ImportOption, JsonOption, StoreOption, fail, load_agent, session
+from lg_core.cli import MAX_COUNT, ImportOption, JsonOption, StoreOption, fail, load_agent, session
 from lg_core.cli_output import ago, error_console, iso, local_time, output_console
 from lg_core.identity import holder_is_dead
 from lg_core.store.records import BatchRecord
@@ -147,7 +147,7 @@ def status(
 
 def list_batches(
     ctx: typer.Context,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="At most N batches, newest first.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=MAX_COUNT, help="At most N batches, newest first.")] = 20,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:

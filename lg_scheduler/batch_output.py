@@ -101,6 +101,25 @@ def check_writable(out: str | os.PathLike[str] | None) -> Path | None:
     return path
 
 
+def check_not_overwriting(out: Path, protected: list[Path]) -> None:
+    """Refuse an output path that is one of ``protected`` (the input file, the run store's files).
+
+    The writer truncates its file, so ``--out inputs.jsonl`` would destroy the
+    batch's input and ``--out runs.db`` its store.
+    """
+    for path in protected:
+        if _same_file(out, path):
+            raise InvocationError(
+                f"output path {out} is {path}, which the batch reads; write the results to another file"
+            )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return a.resolve() == b.resolve()
+
+
 class ResultWriter:
     """Result lines to a JSONL file (flushed per line) and kept for the BatchReport."""
 

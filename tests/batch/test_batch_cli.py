@@ -126,3 +126,29 @@ def test_the_lg_script_has_the_batch_commands():
     result = subprocess.run([sys.executable, "-m", "lg_core.cli", "batch", "--help"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert all(command in result.stdout for command in ("submit", "status", "list"))
+
+
+def test_out_may_not_be_the_input_file_or_the_store(store, inputs, tmp_path):
+    """The writer truncates its file: the input and the run store are refused before anything opens."""
+    path = inputs(["a", "b"])
+    before = path.read_bytes()
+    assert_usage_error(lg("batch", "submit", AGENT, str(path), "--store", store, "--out", str(path)), "which the batch reads")
+    assert path.read_bytes() == before
+
+    lg("batch", "submit", AGENT, str(path), "--store", store)  # the store exists now, with runs
+    database = tmp_path / "runs.db"
+    size = database.stat().st_size
+    for target in (database, tmp_path / "runs.db-wal"):
+        assert_usage_error(lg("batch", "submit", AGENT, str(path), "--store", store, "--out", str(target)), "which the batch reads")
+    assert database.stat().st_size == size
+    assert "finished  2/2" in lg("batch", "list", "--store", store).stdout
+
+
+def test_a_malformed_broker_url_is_a_usage_error(store, inputs):
+    result = lg("batch", "submit", AGENT, str(inputs(["x"])), "--store", store, "--broker", "notaurl")
+    assert_usage_error(result, "broker_url 'notaurl' is not a Redis URL")
+
+
+def test_limits_beyond_the_stores_integers_are_usage_errors(store):
+    result = lg("batch", "list", "--store", store, "--limit", str(2**63))
+    assert result.exit_code == 2 and "Traceback" not in result.output

@@ -282,6 +282,11 @@ def test_runs_list_table_json_status_and_limit(store: str) -> None:
     assert_usage_error(
         lg("runs", "list", "--store", store, "--status", "done"), "--status must be one of"
     )
+    pending = lg("runs", "list", "--store", store, "--status", "pending")  # a status runs really have
+    assert pending.exit_code == 0 and "no pending runs" in pending.stderr
+    for args in (("runs", "list", "--limit", str(2**63)), ("runs", "events", "ok-1", "--after", str(2**63))):
+        beyond = lg(*args, "--store", store)  # beyond the stores' integers: refused, no traceback
+        assert beyond.exit_code == 2 and "Traceback" not in beyond.output
 
 
 def test_runs_list_says_when_the_store_is_empty(store: str) -> None:

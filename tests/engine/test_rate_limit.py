@@ -29,7 +29,8 @@ def test_bad_rate_limits_say_what_is_accepted(text):
         RateLimit.parse(text)
 
 
-@pytest.mark.parametrize("text", ["10/s", "2.5/s", "600/min", "1000000/h", "0.25/min"])
+# Tiny and long rates too: the text goes on to every run of a batch, which parses it again.
+@pytest.mark.parametrize("text", ["10/s", "2.5/s", "600/min", "1000000/h", "0.25/min", "0.0000001/s", "0.0000005/s", "1.23456789/s"])
 def test_the_canonical_text_reads_back_to_the_same_limit(text):
     limit = RateLimit.parse(text)
     assert str(limit) == text

@@ -98,3 +98,10 @@ def test_a_bad_rate_limit_in_the_file_names_the_key(tmp_path, text, message):
     with pytest.raises(ConfigurationError, match="rate_limits") as caught:
         build_configuration()
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["LG_RATE_LIMITS", "LG_PROVIDERS", "LG_MODELS", "LG_HOOKS"])
+def test_a_json_setting_that_is_not_json_names_the_variable(monkeypatch, name):
+    monkeypatch.setenv(name, "openai=600/min")
+    with pytest.raises(ConfigurationError, match=f"from \\${name}\\): not valid JSON"):
+        build_configuration()

@@ -140,6 +140,18 @@ def test_retry_and_fork_usage_errors(store, failed):
     assert missing.exit_code == 2 and "--from-step" in missing.output
 
 
+def test_an_unreachable_broker_refuses_a_retry_before_reopening_the_run(store, failed, monkeypatch):
+    monkeypatch.setenv("LG_BROKER_URL", "redis://127.0.0.1:1/0")  # nothing listens on port 1
+    assert_usage_error(lg("runs", "retry", "cli-run", "--store", store), "cannot reach the broker at redis://127.0.0.1:1/0")
+    assert_usage_error(
+        lg("runs", "fork", "cli-run", "--from-step", "root/turn-1/model", "--store", store), "cannot reach the broker"
+    )
+    monkeypatch.setenv("LG_BROKER_URL", "notaurl")
+    assert_usage_error(lg("runs", "retry", "cli-run", "--store", store), "is not a Redis URL")
+    record, _events = stored(store, "cli-run")
+    assert record.status == "failed"  # not reopened: a later retry still works
+
+
 def test_retrying_a_completed_run_is_a_usage_error(store, failed):
     model, run_id = failed
     model.down = False
