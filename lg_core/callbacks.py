@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lg_core.errors import ConfigurationError
+from lg_core.models.request import ModelRequest, ModelResponse
+from lg_core.run_result import RunResult
 
 CALLBACK_NAMES = (
     "after_initialize",
@@ -39,6 +41,15 @@ REQUIRED_KEYS = {
     "after_model": "response",
     "after_model_error": "request",
     "after_tool": "result",
+}
+# The type the engine reads from that key, per callback. A replacement holding
+# anything else would only fail later, deep in the engine, with an AttributeError
+# that names neither the callback nor what it should have returned.
+REQUIRED_TYPES: dict[str, type] = {
+    "after_invocation": RunResult,
+    "before_model": ModelRequest,
+    "after_model": ModelResponse,
+    "after_model_error": ModelRequest,
 }
 _MARK = "_lg_callback"
 
@@ -165,6 +176,12 @@ def run_chain(receiver: Any, name: str, payload: Any, *, context: Any = None) ->
 
 
 def _check_replacement(name: str, attr: str, value: Any) -> None:
+    """Fail at the callback that returned a bad replacement, naming it and what was expected.
+
+    The key must be present and, where the engine reads a typed value from it
+    (``REQUIRED_TYPES``), hold that type; otherwise the mistake would surface later
+    as an unrelated error far from the callback that made it.
+    """
     required = REQUIRED_KEYS.get(name)
     if required is None:
         return
@@ -172,6 +189,13 @@ def _check_replacement(name: str, attr: str, value: Any) -> None:
         raise ConfigurationError(
             f"{name} callback {attr!r} returned replace(...) without {required!r}; "
             f"a {name} replacement must be a dict containing {required!r}"
+        )
+    expected = REQUIRED_TYPES.get(name)
+    given = value[required]
+    if expected is not None and not isinstance(given, expected):
+        raise ConfigurationError(
+            f"{name} callback {attr!r} returned replace(...) with {required!r} of type "
+            f"{type(given).__name__}; a {name} replacement's {required!r} must be a {expected.__name__}"
         )
 
 

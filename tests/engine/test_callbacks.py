@@ -362,6 +362,54 @@ def test_a_replacement_missing_its_required_key_fails_the_run_with_configuration
     assert [e.type for e in run.events()][-1] == "run_error"
 
 
+@pytest.mark.parametrize(
+    "callback, turns, replacement, expected",
+    [
+        (before_model, [{"text": "ok"}], lambda p: {**p, "request": {"messages": []}}, "ModelRequest"),
+        (after_model, [{"text": "raw"}], lambda p: {**p, "response": "polished"}, "ModelResponse"),
+        (
+            after_model_error,
+            [{"error": "boom"}, {"text": "ok"}],
+            lambda p: {**p, "request": {"messages": []}},
+            "ModelRequest",
+        ),
+        (after_invocation, [{"text": "ok"}], lambda p: {"result": "just text"}, "RunResult"),
+        (after_invocation, [{"text": "ok"}], lambda p: {"result": None}, "RunResult"),
+    ],
+    ids=["before_model", "after_model", "after_model_error", "after_invocation", "after_invocation_none"],
+)
+def test_a_replacement_of_the_wrong_type_fails_the_run_with_configuration_error(
+    config, script, callback, turns, replacement, expected
+):
+    class BadAgent(Agent):
+        model = script(turns)
+
+        @callback
+        def broken(self, payload):
+            return replace(replacement(payload))
+
+    run = BadAgent.ask("Hello")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, ConfigurationError), repr(run.error)
+    assert "broken" in str(run.error)
+    assert expected in str(run.error)
+
+
+def test_after_model_error_replacing_the_request_with_a_model_request_retries(config, script):
+    class RecoveringAgent(Agent):
+        model = script([{"error": "boom"}, {"text": "recovered"}])
+
+        @after_model_error
+        def retry(self, payload):
+            return replace({**payload, "request": payload["request"].with_settings(top_p=0.5)})
+
+    run = RecoveringAgent.ask("Hello")
+
+    assert run.outcome == "completed", repr(run.error)
+    assert run.result.message.text == "recovered"
+
+
 def test_an_after_invocation_callback_raising_fails_the_run_instead_of_escaping(config, script):
     class CrashingAgent(Agent):
         model = script([{"text": "ok"}])
