@@ -30,6 +30,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import jsonschema
@@ -69,27 +70,96 @@ class Binding:
         return [cls(binding=self) for cls in tool_classes]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, repr=False)
 class Artifact:
-    """A file or media produced by a tool: inline bytes or a deferred reference."""
+    """A file or media produced by a tool: inline bytes or a deferred reference.
+
+    Immutable and hashable like the spec's Artifact: ``metadata`` (and a mapping
+    ``reference``) are deeply frozen when the artifact is built, equality and the
+    hash cover every field, and ``repr`` shows only the kind, media type and size,
+    because names, metadata and references may identify people or private storage
+    and reprs end up in logs and diagnostics.
+    """
 
     media_type: str
     data: bytes | None = None
     name: str | None = None
-    reference: str | None = None
+    reference: Any = None
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if (self.data is None) == (self.reference is None):
             raise ValueError("an Artifact has either data (inline) or a reference (deferred), not both")
+        if not isinstance(self.media_type, str) or not self.media_type:
+            raise TypeError(f"Artifact.media_type must be a non-empty MIME type string, got {type(self.media_type).__name__}")
+        if self.name is not None and not isinstance(self.name, str):
+            raise TypeError(f"Artifact.name must be a string or None, got {type(self.name).__name__}")
+        if self.data is not None:
+            object.__setattr__(self, "data", _artifact_bytes(self.data))
+        if not isinstance(self.metadata, Mapping):
+            raise TypeError(f"Artifact.metadata must be a mapping, got {type(self.metadata).__name__}")
+        object.__setattr__(self, "metadata", _deep_freeze(self.metadata))
+        object.__setattr__(self, "reference", _deep_freeze(self.reference))
 
     @classmethod
-    def deferred(cls, reference: str, media_type: str, name: str | None = None, **metadata: Any) -> Artifact:
-        return cls(media_type=media_type, reference=reference, name=name, metadata=metadata)
+    def deferred(
+        cls, reference: Any, media_type: str, name: str | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> Artifact:
+        """An artifact whose bytes the application loads later from ``reference``."""
+        return cls(media_type=media_type, reference=reference, name=name, metadata=metadata or {})
 
     @property
     def inline(self) -> bool:
         return self.data is not None
+
+    def __hash__(self) -> int:
+        return hash(_canonical((self.media_type, self.data, self.name, self.reference, self.metadata)))
+
+    def __repr__(self) -> str:
+        if self.data is not None:
+            return f"<Artifact inline {self.media_type} {len(self.data)} bytes>"
+        return f"<Artifact deferred {self.media_type}>"
+
+
+def _artifact_bytes(data: Any) -> bytes:
+    """Inline data as ``bytes``: a str here is a mistake (which encoding?), caught when built."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(
+        f"Artifact.data must be bytes, bytearray or memoryview, got {type(data).__name__}"
+        + ("; encode text first, e.g. text.encode()" if isinstance(data, str) else "")
+    )
+
+
+def _deep_freeze(value: Any) -> Any:
+    """A read-only copy: mappings become mapping proxies, lists tuples, sets frozensets."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({key: _deep_freeze(item) for key, item in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_deep_freeze(item) for item in value)
+    if isinstance(value, (set, frozenset)):
+        return frozenset(_deep_freeze(item) for item in value)
+    return value
+
+
+def _canonical(value: Any) -> Any:
+    """A hashable form that is equal whenever the values are equal (mapping order ignored).
+
+    A leaf that cannot be hashed contributes only its type, which keeps equal
+    artifacts hashing equally at the cost of a collision.
+    """
+    if isinstance(value, Mapping):
+        items = sorted(value.items(), key=lambda item: repr(item[0]))
+        return ("map", tuple((key, _canonical(item)) for key, item in items))
+    if isinstance(value, tuple):
+        return ("seq", tuple(_canonical(item) for item in value))
+    try:
+        hash(value)
+    except TypeError:
+        return ("unhashable", type(value).__qualname__)
+    return value
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -100,7 +170,11 @@ class ToolReturn:
     artifacts: tuple[Artifact, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "artifacts", tuple(self.artifacts))
+        artifacts = tuple(self.artifacts)
+        for artifact in artifacts:
+            if not isinstance(artifact, Artifact):
+                raise TypeError(f"Tool.Result artifacts must be Artifact objects, got {type(artifact).__name__}")
+        object.__setattr__(self, "artifacts", artifacts)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -280,7 +354,10 @@ class Tool:
             message = f"Invalid input for tool {self.tool_name!r}: " + "; ".join(problems[:5])
             return ToolOutcome.failure(message, "validation", exc)
         try:
-            value = self._invoke(prepared)
+            # Converting the value is part of the tool's call: a value that cannot become
+            # content (a bad Tool.Result, an unrenderable object) is the tool's failure,
+            # reported to the model like any unexpected exception, not the run's.
+            return success_outcome(self._invoke(prepared))
         except (*CONTROL_FLOW_ERRORS, CleanupError):
             raise
         except ToolError as exc:
@@ -290,7 +367,6 @@ class Tool:
             return ToolOutcome.failure(message, "unexpected", exc)
         finally:
             self.context = None
-        return success_outcome(value)
 
     def _prepare_input(self, input: Mapping[str, Any]) -> Any:
         model = type(self)._input_model
@@ -346,13 +422,15 @@ def _json_default(value: Any) -> Any:
         return value.model_dump(mode="json")
     if isinstance(value, (set, frozenset)):
         return sorted(value, key=str)
+    if isinstance(value, MappingProxyType):  # a frozen Artifact reference or metadata
+        return dict(value)
     return str(value)
 
 
 def _artifact_block(artifact: Artifact) -> Any:
     label = artifact.name or "artifact"
     if not artifact.inline:
-        return Text(text=f"[artifact {label} ({artifact.media_type}) stored as {artifact.reference}]")
+        return Text(text=f"[artifact {label} ({artifact.media_type}) stored as {render_value(artifact.reference)}]")
     if artifact.media_type.startswith("image/"):
         return Image(data=artifact.data, media_type=artifact.media_type, name=artifact.name)
     return Document(data=artifact.data, media_type=artifact.media_type, name=label)

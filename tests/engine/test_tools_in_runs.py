@@ -377,3 +377,36 @@ def test_a_tool_step_row_says_whether_its_call_may_run_twice(config, script):
     assert run.completed
     assert steps["lookup"].get("idempotent") is True
     assert "idempotent" not in steps["charge"]
+
+
+# -- a return value that cannot become content --------------------------------------------
+
+
+def test_a_tool_returning_a_bad_artifact_gets_an_unexpected_tool_error_not_a_failed_run(config, script):
+    from lg_core import Artifact
+
+    class ReportTool(Tool):
+        description = "Report."
+
+        def call(self, input):
+            return Tool.Result(value={"rows": 1}, artifacts=[Artifact(data="a,b\n1,2", media_type="text/csv")])
+
+    class UnprintableTool(Tool):
+        description = "Returns something with no text form."
+
+        def call(self, input):
+            class Unprintable:
+                def __str__(self):
+                    raise RuntimeError("private detail")
+
+            return Unprintable()
+
+    target = script([{"tool_calls": [call("report", "r"), call("unprintable", "u")]}, {"text": "done"}])
+    run = agent_for(target, ReportTool, UnprintableTool).ask("Go")
+
+    assert run.outcome == "completed", repr(run.error)
+    report, unprintable = results_of(run)
+    assert report.status == "error"
+    assert report.text == "Tool 'report' failed with an internal error (TypeError)."
+    assert unprintable.status == "error"
+    assert unprintable.text == "Tool 'unprintable' failed with an internal error (RuntimeError)."

@@ -431,7 +431,7 @@ def test_tool_result_with_artifacts():
     chart = Artifact(media_type="image/png", data=b"\x89PNG", name="chart.png")
     report = Artifact(media_type="application/pdf", data=b"%PDF", name="report.pdf")
     unnamed = Artifact(media_type="text/csv", data=b"a,b")
-    stored = Artifact.deferred("s3://bucket/big.mp4", "video/mp4", name="big.mp4", size=10)
+    stored = Artifact.deferred("s3://bucket/big.mp4", "video/mp4", name="big.mp4", metadata={"size": 10})
 
     class ReportTool(Tool):
         description = "d"
@@ -462,6 +462,123 @@ def test_tool_result_with_artifacts():
 def test_artifact_needs_exactly_one_of_data_or_reference(kwargs):
     with pytest.raises(ValueError, match="either data .* or a reference"):
         Artifact(**kwargs)
+
+
+def test_deferred_artifact_keeps_metadata_as_given():
+    artifact = Artifact.deferred(
+        reference={"file_id": "file-481"}, media_type="application/pdf", name="report.pdf",
+        metadata={"owner": "acct-1", "tags": ["a", {"b": 1}]},
+    )
+    assert artifact.metadata == {"owner": "acct-1", "tags": ("a", {"b": 1})}
+    assert artifact.reference == {"file_id": "file-481"}
+    assert not artifact.inline
+    assert Artifact.deferred("r", "text/plain").metadata == {}
+
+    class ExportTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            return Tool.Result(value="ok", artifacts=[artifact])
+
+    assert ExportTool().execute({}).content[1] == Text(
+        text='[artifact report.pdf (application/pdf) stored as {"file_id": "file-481"}]'
+    )
+
+
+def test_artifact_metadata_and_reference_are_deeply_frozen():
+    metadata = {"owner": "acct-1", "nested": {"k": [1, 2]}}
+    artifact = Artifact(data=b"x", media_type="text/plain", metadata=metadata)
+    metadata["owner"] = "changed"
+    metadata["nested"]["k"].append(3)
+    assert artifact.metadata == {"owner": "acct-1", "nested": {"k": (1, 2)}}
+    with pytest.raises(TypeError):
+        artifact.metadata["owner"] = "x"
+    with pytest.raises(TypeError):
+        artifact.metadata["nested"]["k"] = ()
+    deferred = Artifact.deferred(reference={"id": 1}, media_type="text/plain")
+    with pytest.raises(TypeError):
+        deferred.reference["id"] = 2
+
+
+def test_artifact_repr_hides_bytes_names_metadata_and_references():
+    inline = Artifact(data=b"SECRETBYTES", media_type="image/png", name="alice-passport.png",
+                      metadata={"owner": "alice"})
+    deferred = Artifact.deferred(reference="s3://private/alice", media_type="application/pdf",
+                                 name="alice.pdf", metadata={"owner": "alice"})
+    assert repr(inline) == "<Artifact inline image/png 11 bytes>"
+    assert repr(deferred) == "<Artifact deferred application/pdf>"
+    for text in (repr(inline), repr(deferred), str(inline), repr([deferred])):
+        assert "SECRET" not in text and "alice" not in text
+
+
+def test_artifacts_are_hashable_and_compare_all_fields():
+    one = Artifact(data=b"x", media_type="image/png", name="a.png", metadata={"a": 1, "b": [1]})
+    same = Artifact(data=bytearray(b"x"), media_type="image/png", name="a.png", metadata={"b": [1], "a": 1})
+    assert one == same and hash(one) == hash(same)
+    assert {one: 1}[same] == 1
+    assert one != Artifact(data=b"x", media_type="image/png", name="a.png", metadata={"a": 2, "b": [1]})
+    assert one != Artifact(data=b"y", media_type="image/png", name="a.png", metadata={"a": 1, "b": [1]})
+    deferred = Artifact.deferred(reference={"file_id": "f"}, media_type="application/pdf")
+    assert {deferred, Artifact.deferred(reference={"file_id": "f"}, media_type="application/pdf")} == {deferred}
+    unhashable_leaf = Artifact(data=b"x", media_type="text/plain", metadata={"s": {1, 2}})
+    assert hash(unhashable_leaf) == hash(Artifact(data=b"x", media_type="text/plain", metadata={"s": {2, 1}}))
+
+
+@pytest.mark.parametrize("data", [bytearray(b"abc"), memoryview(b"abc"), b"abc"])
+def test_artifact_data_accepts_bytes_like_values_as_bytes(data):
+    artifact = Artifact(data=data, media_type="text/csv")
+    assert artifact.data == b"abc" and type(artifact.data) is bytes
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"data": "a,b\n1,2", "media_type": "text/csv"}, "Artifact.data must be bytes.*encode"),
+        ({"data": [1, 2], "media_type": "text/csv"}, "Artifact.data must be bytes"),
+        ({"data": b"x", "media_type": None}, "media_type"),
+        ({"data": b"x", "media_type": ""}, "media_type"),
+        ({"data": b"x", "media_type": "text/csv", "name": 3}, "Artifact.name"),
+        ({"data": b"x", "media_type": "text/csv", "metadata": [("a", 1)]}, "Artifact.metadata"),
+    ],
+)
+def test_artifact_rejects_bad_fields_when_built(kwargs, message):
+    with pytest.raises(TypeError, match=message):
+        Artifact(**kwargs)
+
+
+def test_tool_result_rejects_non_artifacts():
+    with pytest.raises(TypeError, match="must be Artifact objects"):
+        Tool.Result(value=1, artifacts=[{"data": b"x"}])
+
+
+def test_a_return_value_that_cannot_become_content_is_an_unexpected_tool_error():
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("secret detail")
+
+    class OddTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            return Unprintable()
+
+    outcome = OddTool().execute({})
+    assert not outcome.ok
+    assert outcome.error_kind == "unexpected"
+    assert outcome.text == "Tool 'odd' failed with an internal error (RuntimeError)."
+    assert isinstance(outcome.error, RuntimeError)
+
+
+def test_building_a_bad_artifact_inside_call_is_an_unexpected_tool_error():
+    class CsvTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            return Tool.Result(value=1, artifacts=[Artifact(data="a,b", media_type="text/csv")])
+
+    outcome = CsvTool().execute({})
+    assert outcome.error_kind == "unexpected"
+    assert "a,b" not in outcome.text
 
 
 def test_async_call_works():
