@@ -3,8 +3,10 @@
 Declarations are Tool classes, Tool instances, nested lists, or provider
 classes with a ``tools(binding)`` class method returning any of those (or
 None). The registry flattens them, drops tools whose ``available_if`` says no,
-binds the rest, and checks that names are valid and unique. Tools it created
-are closed once, in reverse order.
+binds the rest, and checks that names are valid and unique. Tools it created,
+and instances a provider returned (bound to this registry's binding if the
+provider left them unbound), are closed once, in reverse order. Instances
+passed to the registry directly remain the caller's.
 """
 
 from __future__ import annotations
@@ -39,28 +41,51 @@ class ToolRegistry:
         self._tools: dict[str, Tool] = {}
         self._owned: list[Tool] = []
         self._closed = False
-        for tool in self._flatten(declarations):
-            self._add(tool)
+        try:
+            for tool in self._flatten(declarations):
+                self._add(tool)
+        except BaseException:
+            # Nobody else holds the tools built so far (a duplicate name, a failing provider).
+            self._close_quietly()
+            raise
 
-    def _flatten(self, values: Iterable[Any]) -> Iterator[Tool]:
+    def _flatten(self, values: Iterable[Any], *, provided: bool = False) -> Iterator[Tool]:
+        """Tool instances for ``values``; ``provided`` marks what a provider's ``tools(binding)`` returned."""
         for value in values:
             if value is None:
                 continue
             if isinstance(value, (list, tuple)):
-                yield from self._flatten(value)
+                yield from self._flatten(value, provided=provided)
             elif isinstance(value, Tool):
-                yield value
+                yield self._adopt(value) if provided else value
             elif isinstance(value, type) and issubclass(value, Tool):
                 if value.available(self.binding):
-                    tool = value(binding=self.binding)
-                    self._owned.append(tool)
-                    yield tool
+                    yield self._own(value(binding=self.binding))
             elif is_tool_provider(value):
-                yield from self._flatten([value.tools(self.binding)])
+                yield from self._flatten([value.tools(self.binding)], provided=True)
             else:
                 raise ConfigurationError(
                     f"a tool provider returned {value!r}; expected Tool classes, instances, lists or None"
                 )
+
+    def _adopt(self, tool: Tool) -> Tool:
+        """Bind and own an instance a provider built for this registry.
+
+        The spec's providers "may return Tool classes, Tool instances ...; LittleGhost
+        binds every Tool to the current run", and registries close the tools they
+        hold for the run. An instance the provider left unbound gets this registry's
+        binding; one it bound itself (to the binding it was given, or a copy made
+        with ``binding.with_(...)``) keeps it. Instances handed to the registry
+        directly, not through a provider, stay the caller's: neither rebound nor closed.
+        """
+        if tool.binding == Binding():
+            tool.binding = self.binding
+        return self._own(tool)
+
+    def _own(self, tool: Tool) -> Tool:
+        if not any(owned is tool for owned in self._owned):  # closed once, even if returned twice
+            self._owned.append(tool)
+        return tool
 
     def _add(self, tool: Tool) -> None:
         name = tool.tool_name
@@ -101,9 +126,15 @@ class ToolRegistry:
         return tuple(tool.specification() for tool in self._tools.values())
 
     def close(self) -> None:
-        """Close every tool this registry created, in reverse order; idempotent."""
+        """Close every tool this registry created or adopted from a provider, in reverse order; idempotent."""
+        first = self._close_quietly()
+        if first is not None:
+            raise CleanupError(f"a tool failed to close: {first!r}") from first
+
+    def _close_quietly(self) -> BaseException | None:
+        """Close the owned tools once; every closer runs and the first failure is returned."""
         if self._closed:
-            return
+            return None
         self._closed = True
         first: BaseException | None = None
         for tool in reversed(self._owned):
@@ -111,8 +142,7 @@ class ToolRegistry:
                 tool.close()
             except Exception as exc:  # noqa: BLE001 - every closer runs, the first failure is raised
                 first = first or exc
-        if first is not None:
-            raise CleanupError(f"a tool failed to close: {first!r}") from first
+        return first
 
 
 __all__ = ["ToolRegistry", "check_declaration", "is_tool_provider"]

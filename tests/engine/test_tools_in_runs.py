@@ -410,3 +410,34 @@ def test_a_tool_returning_a_bad_artifact_gets_an_unexpected_tool_error_not_a_fai
     assert report.text == "Tool 'report' failed with an internal error (TypeError)."
     assert unprintable.status == "error"
     assert unprintable.text == "Tool 'unprintable' failed with an internal error (RuntimeError)."
+
+
+# -- tool instances from a provider ---------------------------------------------------------
+
+
+def test_tool_instances_from_a_provider_are_bound_to_the_run_and_closed(config, script):
+    closed = []
+
+    class WhoTool(Tool):
+        description = "Who runs me?"
+
+        def call(self, input):
+            return self.run.id if self.run is not None else "unbound"
+
+        def close(self):
+            closed.append(self)
+
+    built = []
+
+    class WhoProvider:
+        @classmethod
+        def tools(cls, binding):
+            built.append(WhoTool())
+            return [built[-1]]
+
+    target = script([{"tool_calls": [call("who")]}, {"text": "done"}])
+    run = agent_for(target, WhoProvider).ask("Go")
+
+    assert run.outcome == "completed", repr(run.error)
+    assert results_of(run)[0].text == run.id
+    assert built and sorted(map(id, closed)) == sorted(map(id, built)), "each provided instance closed once"

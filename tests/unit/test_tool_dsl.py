@@ -900,6 +900,44 @@ def test_close_runs_every_closer_and_raises_the_first_failure():
 def test_close_leaves_instances_it_did_not_create_alone():
     log = []
     (first_cls, second_cls, _) = _closing_tools(log)
-    registry = ToolRegistry([first_cls(), second_cls])
+    direct = first_cls()
+    registry = ToolRegistry([direct, second_cls], binding=Binding(agent="a"))
     registry.close()
     assert log == ["second"]
+    assert direct.binding == Binding(), "an instance passed directly stays the caller's, unbound"
+
+
+def test_provider_instances_are_bound_to_the_registry_and_closed_once():
+    log = []
+    first_cls, second_cls, third_cls = _closing_tools(log)
+    own_binding = Binding(agent="provider's own")
+    unbound, prebound, derived = first_cls(), second_cls(), third_cls(binding=own_binding)
+
+    class InstanceProvider:
+        @classmethod
+        def tools(cls, binding):
+            prebound.binding = binding
+            return [unbound, [prebound, None], derived]
+
+    binding = Binding(agent="admin")
+    registry = ToolRegistry([InstanceProvider], binding=binding)
+    assert unbound.binding is binding
+    assert prebound.binding is binding
+    assert derived.binding is own_binding, "a binding the provider chose is kept"
+    registry.close()
+    registry.close()
+    assert log == ["third", "second", "first"]
+
+
+def test_a_failing_registry_closes_the_tools_it_already_built_or_adopted():
+    log = []
+    first_cls, second_cls, _ = _closing_tools(log)
+
+    class DuplicateProvider:
+        @classmethod
+        def tools(cls, binding):
+            return [second_cls(), first_cls()]
+
+    with pytest.raises(ConfigurationError, match="two tools are named 'first'"):
+        ToolRegistry([first_cls, DuplicateProvider])
+    assert log == ["first", "second", "first"], "the rejected duplicate too, each once, in reverse"
