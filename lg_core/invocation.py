@@ -5,7 +5,9 @@ input fails with an :class:`InvocationError` before a Run exists and nothing
 half-built reaches the run store. Unknown keyword fields stay available
 through ``invocation["name"]`` and ``invocation.name`` (the spec's
 "indifferent-key environment"), but must be JSON-compatible because the
-invocation is persisted with the run.
+invocation is persisted with the run. Every field, known or not, is written
+with ``invocation["name"] = value`` or ``invocation.name = value``; both
+normalize and validate the value the way the constructor does.
 """
 
 from __future__ import annotations
@@ -63,8 +65,9 @@ class Invocation:
             if "deadline_at" in env:
                 raise InvocationError("pass either deadline= or deadline_at=, not both")
             env["deadline_at"] = _relative_deadline(env.pop("deadline"))
-        self._env: dict[str, Any] = {}
-        _normalize_into(self._env, env)
+        normalized: dict[str, Any] = {}
+        _normalize_into(normalized, env)
+        object.__setattr__(self, "_env", normalized)
 
     # -- construction helpers -------------------------------------------------
 
@@ -101,7 +104,35 @@ class Invocation:
         return self._env[normalize_key(key)]
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        _normalize_into(self._env, {normalize_key(key): value}, partial=True)
+        name = normalize_key(key)
+        if name == "deadline":  # the constructor's relative form, so it is not stored as an unknown field
+            name, value = "deadline_at", _relative_deadline(value)
+        _normalize_into(self._env, {name: value}, partial=True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """``invocation.actor_id = ...`` (and ``invocation.account_id = ...`` for an application
+        field) is ``invocation["actor_id"] = ...``: the spec's writers and "dynamic ... writers"
+        normalize and validate like item assignment, raising InvocationError for a bad value.
+
+        Names beginning with ``_`` and method names are refused: the first would reach
+        the internals, and a field named like a method (``get``) could be written
+        but never read back as an attribute; use ``invocation["get"]`` for those.
+        """
+        if name.startswith("_") or (hasattr(type(self), name) and name not in _WRITABLE_ATTRIBUTES):
+            raise AttributeError(
+                f"Invocation attribute {name!r} cannot be assigned; use invocation[{name!r}] = ... for a field of that name"
+            )
+        self[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Invocation fields cannot be deleted ({name!r}); assign a new value instead")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self._env)  # a copy's writers must not change the original's fields
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Copy and pickle restore the already-normalized environment (``__setattr__`` refuses ``_env``)."""
+        object.__setattr__(self, "_env", state)
 
     def __contains__(self, key: Any) -> bool:
         return normalize_key(key) in self._env
@@ -209,6 +240,8 @@ class Invocation:
 
 
 _GENERATED = ("run_id", "session_id", "invocation_id")
+# Fields with a named reader on Invocation that may also be assigned as attributes.
+_WRITABLE_ATTRIBUTES = frozenset(KNOWN_FIELDS)
 
 
 def _normalize_into(env: dict[str, Any], values: Mapping[str, Any], partial: bool = False) -> None:

@@ -408,6 +408,98 @@ def test_setitem_rejects_bad_values(key, value, match):
         inv[key] = value
 
 
+def test_attribute_writers_normalize_known_fields():
+    inv = Invocation("x")
+    inv.actor_id = 7
+    inv.context = {Key.ACCOUNT: "a1"}
+    inv.message = "replaced"
+    inv.history = [{"role": "user", "content": "earlier"}]
+    inv.settings = {"temperature": 0}
+    inv.metadata = {"channel": "support"}
+    inv.run_id = "r-2"
+    inv.session_id = "s-2"
+    inv.invocation_id = "i-2"
+    inv.deadline_at = "2031-01-01T00:00:00Z"
+    assert inv.actor_id == "7"
+    assert isinstance(inv.context, DataMap) and inv.context["account"] == "a1"
+    assert inv.message == Message("user", "replaced")
+    assert inv.history == (Message("user", "earlier"),)
+    assert inv.settings == {"temperature": 0} and inv.metadata == {"channel": "support"}
+    assert (inv.run_id, inv.session_id, inv.invocation_id) == ("r-2", "s-2", "i-2")
+    assert inv.deadline_at == datetime(2031, 1, 1, tzinfo=UTC)
+    inv.actor_id = None
+    assert inv.actor_id is None
+
+
+def test_attribute_writers_for_unknown_fields_are_dynamic():
+    inv = Invocation("x")
+    inv.account_id = "a1"
+    assert inv.account_id == "a1" and inv["account_id"] == "a1"
+    inv.flags = {"beta": True}
+    assert inv.to_dict()["flags"] == {"beta": True}
+
+
+def test_relative_deadline_may_be_assigned_too():
+    inv = Invocation("x")
+    before = datetime.now(UTC)
+    inv.deadline = 30
+    assert before + timedelta(seconds=29) < inv.deadline_at < datetime.now(UTC) + timedelta(seconds=31)
+    assert "deadline" not in inv
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("actor_id", "bad id", "actor_id must be"),
+        ("run_id", None, "run_id must be"),
+        ("context", ["not", "a", "mapping"], "context must be a mapping"),
+        ("message", "   ", "must not be blank"),
+        ("history", "text", "history must be a list"),
+        ("settings", {"when": datetime.now()}, r"settings\.when is a datetime"),
+        ("deadline_at", "next tuesday", "not ISO 8601"),
+        ("account", object(), "account is a object"),
+    ],
+)
+def test_attribute_writers_reject_bad_values_and_keep_the_old_one(field, value, match):
+    inv = Invocation("x", actor_id="u1", run_id="r-1", account="a")
+    before = inv.to_dict()
+    with pytest.raises(InvocationError, match=match):
+        setattr(inv, field, value)
+    assert inv.to_dict() == before
+
+
+@pytest.mark.parametrize("name", ["_env", "_secret", "get", "to_dict", "fetch"])
+def test_internal_and_method_names_cannot_be_assigned_as_attributes(name):
+    inv = Invocation("x")
+    with pytest.raises(AttributeError, match="cannot be assigned"):
+        setattr(inv, name, {})
+    assert inv.message.text == "x"
+
+
+def test_fields_named_like_methods_are_still_reachable_by_key():
+    inv = Invocation("x")
+    inv["get"] = 1
+    assert inv["get"] == 1 and callable(inv.get)
+
+
+def test_invocation_fields_cannot_be_deleted():
+    inv = Invocation("x", account="a")
+    with pytest.raises(AttributeError, match="cannot be deleted"):
+        del inv.account
+
+
+def test_copies_and_pickles_keep_their_fields_and_write_independently():
+    import copy
+    import pickle
+
+    inv = Invocation("x", actor_id="u1", account="a", context={"k": 1})
+    for clone in (copy.copy(inv), copy.deepcopy(inv), pickle.loads(pickle.dumps(inv))):
+        assert clone.to_dict() == inv.to_dict()
+        clone.actor_id = "someone-else"
+        clone.account = "b"
+        assert inv.actor_id == "u1" and inv.account == "a"
+
+
 def test_non_json_extra_field_is_rejected_naming_it():
     with pytest.raises(InvocationError, match=r"account\.opened is a datetime"):
         Invocation("x", account={"opened": datetime.now()})
