@@ -97,3 +97,31 @@ class AgentCheckpoint:
             session=self.session,
             history_epoch=self.history_epoch,
         )
+
+
+def apply_state_changes(current: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """``current`` with one step's changes to the working state applied.
+
+    A step's changes are what its context's state (``after``) differs from the
+    state it started from (``before``): keys it set or changed, keys it deleted.
+    ``current`` is the frame's state at commit time; parallel tool calls of one
+    turn each start from the same ``before``, so writing ``after`` wholesale
+    would drop whatever a sibling committed first (and a commit re-run after a
+    version conflict sees that sibling's state here).
+
+    Changes are found and applied per top-level key, comparing values by
+    equality: the working state is JSON, and a nested map has no per-entry
+    history to merge by, so two parallel tools changing the same top-level key
+    (even different entries below it) still leave the later commit's value.
+    Returns ``current`` itself when the step changed nothing, and a new dict
+    otherwise; none of the arguments is mutated.
+    """
+    if current is before:  # nobody else committed since the step began
+        return after
+    changed = {key: value for key, value in after.items() if key not in before or before[key] != value}
+    deleted = [key for key in before if key not in after]
+    if not changed and not deleted:
+        return current
+    merged = {key: value for key, value in current.items() if key not in deleted}
+    merged.update(changed)
+    return merged

@@ -366,7 +366,7 @@ class ModelTurn:
         checkpoint.usage = accumulate(checkpoint.usage, response.usage)
         checkpoint.last_text = response.message.text or checkpoint.last_text
         if self.scope.context is not None:
-            checkpoint.state = self.scope.context.state.to_dict()
+            checkpoint.state = self.scope.state_for(state)
         return checkpoint
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lg_core.callbacks import run_chain
-from lg_core.engine.checkpoint import AgentCheckpoint
+from lg_core.engine.checkpoint import AgentCheckpoint, apply_state_changes
 from lg_core.engine.codec import encode_event_data, error_to_dict
 from lg_core.engine.frames import FrameState
 from lg_core.errors import CancelledError, DeadlineExceededError, Error
@@ -58,6 +58,8 @@ class StepScope:
     # The checkpoint of this step's latest commit, with the dict written for it
     # (commit_for): after the commit the frame cache takes the object as is.
     _committed: tuple[dict[str, Any], AgentCheckpoint] | None = None
+    # The working state the context was built from: the step commits only its changes to it.
+    _state_before: dict[str, Any] = field(default_factory=dict)
 
     # -- collaborators --------------------------------------------------------
 
@@ -66,6 +68,7 @@ class StepScope:
         return self.run.entrypoint_class
 
     def build_context(self, checkpoint: AgentCheckpoint) -> RunContext:
+        self._state_before = checkpoint.state  # never mutated in place (AgentCheckpoint.copy)
         self.context = RunContext(
             state=checkpoint.state,
             cancellation_token=self.run.cancellation_token,
@@ -74,6 +77,14 @@ class StepScope:
             agent_operation_id=self.frame.id,
         )
         return self.context
+
+    def state_for(self, state: FrameState) -> dict[str, Any]:
+        """The working state to commit on ``state``: its own with this step's changes applied.
+
+        Parallel tool calls commit one after another on the same frame, so each
+        writes only what it changed (``apply_state_changes``), not its whole copy.
+        """
+        return apply_state_changes(state.checkpoint.state, self._state_before, self.context.state.to_dict())
 
     def build_agent(self, model: Any = None) -> Any:
         agent = self.agent_class(run=self.run, runtime=self.engine.runtime, model=model, context=self.context)
@@ -192,7 +203,7 @@ class StepScope:
             checkpoint = state.checkpoint.copy()
             checkpoint.phase = "done"
             if self.context is not None:
-                checkpoint.state = self.context.state.to_dict()
+                checkpoint.state = self.state_for(state)
             response = None
             if outcome == "partial":
                 response = partial_text or checkpoint.last_text

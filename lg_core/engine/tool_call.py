@@ -97,7 +97,7 @@ class ToolCall:
 
         def transition(state: FrameState) -> Any:
             checkpoint = state.checkpoint.copy()
-            checkpoint.state = scope.context.state.to_dict()
+            checkpoint.state = scope.state_for(state)
             entry = next((p for p in checkpoint.pending if p.key == scope.key), None)
             if entry is None or entry.status == "done":
                 raise _StaleStep()

@@ -57,6 +57,31 @@ class ChargeTool(StepTool):
     at_most_once = True
 
 
+class NoteTool(Tool):
+    """Write ``key`` into the working state; calls 0 and 1 run in parallel and both
+    have written their copy before either returns (so before either commits)."""
+
+    tool_name = "note"
+    description = "Note a key in the working state."
+    input_schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "key": {"type": "string"}, "delete": {"type": "string"}},
+        "required": ["n", "key"],
+        "additionalProperties": False,
+    }
+    pair = threading.Barrier(2, timeout=60)
+
+    def call(self, input):
+        _log_call(input["n"], self.idempotency_key)
+        self.context.state[input["key"]] = input["n"]
+        if "delete" in input:
+            del self.context.state[input["delete"]]
+        if input["n"] < 2:
+            self.pair.wait()
+        _maybe_hang(input["n"])
+        return f"noted {input['key']}"
+
+
 def _script(tool: str) -> list[dict]:
     turns = [{"tool_calls": [{"name": tool, "arguments": {"n": n}}]} for n in range(TURNS)]
     return turns + [{"text": "All steps recorded."}]
@@ -64,6 +89,12 @@ def _script(tool: str) -> list[dict]:
 
 scripted.register("kill-steps", _script("step"))
 scripted.register("kill-charge", _script("charge"))
+scripted.register("kill-notes", [
+    {"tool_calls": [{"name": "note", "arguments": {"n": 0, "key": "a"}},
+                    {"name": "note", "arguments": {"n": 1, "key": "b"}}]},
+    {"tool_calls": [{"name": "note", "arguments": {"n": 2, "key": "c", "delete": "a"}}]},
+    {"text": "All noted."},
+])
 
 
 class StepAgent(Agent):
@@ -74,3 +105,8 @@ class StepAgent(Agent):
 class ChargeAgent(Agent):
     model = "scripted:kill-charge"
     tools = [ChargeTool]
+
+
+class NoteAgent(Agent):
+    model = "scripted:kill-notes"
+    tools = [NoteTool]

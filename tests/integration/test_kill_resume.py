@@ -116,6 +116,22 @@ def test_at_most_once_tool_is_never_run_twice(tmp_path):
     config.close()
 
 
+def test_state_of_parallel_tool_calls_survives_a_kill_and_resume(tmp_path):
+    """Both parallel calls of turn 0 keep their keys; the resumed turn's call adds one and deletes one."""
+    store, log = _start_and_kill(tmp_path, "NoteAgent", "crash-notes", hang_at=2)
+    config = Configuration(run_store=store)
+    with with_configuration(config):
+        frame = config.runtime().store.load_frame("crash-notes/root")
+        assert frame.checkpoint["state"] == {"a": 0, "b": 1}
+
+        run = lg_core.resume("crash-notes")
+
+        assert run.completed, run.error
+        assert _calls(log) == Counter({0: 1, 1: 1, 2: 2})
+        assert dict(run.result.state) == {"b": 1, "c": 2}
+    config.close()
+
+
 def test_resume_refuses_a_run_whose_process_is_alive(tmp_path):
     child, store, _log = _start_hanging(tmp_path, "StepAgent", "alive-run", hang_at=1)
     try:
