@@ -29,7 +29,7 @@ from lg_core.models.request import ModelRequest, ModelResponse, ToolSpecificatio
 from lg_core.result_schema import ResultSchema, StructuredResult, parse_json_text, result_strategy
 from lg_core.run_result import RunResult
 from lg_core.store import NewStep
-from lg_core.usage import Usage, accumulate
+from lg_core.usage import Usage
 
 RECOVERY_LIMIT = 2
 PACE_CHECK_SECONDS = 0.5  # a rate-limited call waiting for its slot checks cancellation this often
@@ -182,6 +182,8 @@ class ModelTurn:
                 self.partial_text += event.data.get("text", "")
             if event.type == "message_stop":
                 response = event.data.get("response")
+                if response is not None:  # counted even if the turn then fails the run
+                    scope.context.record_usage(response.usage)
             scope.emit_event(event)
         if response is None:
             raise MalformedToolCallError(f"the provider stream for {model.target} ended without message_stop")
@@ -363,7 +365,7 @@ class ModelTurn:
         """The checkpoint after this turn's model calls, before the branch's own changes."""
         checkpoint = state.checkpoint.copy()
         checkpoint.model_calls += calls
-        checkpoint.usage = accumulate(checkpoint.usage, response.usage)
+        self.scope.add_step_usage(checkpoint)  # the response's usage, recorded as it arrived
         checkpoint.last_text = response.message.text or checkpoint.last_text
         if self.scope.context is not None:
             checkpoint.state = self.scope.state_for(state)

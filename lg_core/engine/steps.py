@@ -25,13 +25,14 @@ from lg_core.run_context import RunContext
 from lg_core.run_result import RunResult
 from lg_core.store import NewStep, RunFinish, StepCommit
 from lg_core.tool import Binding
-from lg_core.usage import Usage
+from lg_core.usage import Usage, accumulate
 
 if TYPE_CHECKING:
     from lg_core.engine.engine import Engine
     from lg_core.run import Run
 
 Transition = Callable[[FrameState], StepCommit]
+_NO_USAGE = Usage()
 _NO_DEADLINE = math.inf
 EventPair = tuple["StreamEvent | None", tuple[str, dict[str, Any]]]
 
@@ -69,7 +70,8 @@ class StepScope:
 
     def build_context(self, checkpoint: AgentCheckpoint) -> RunContext:
         self._state_before = checkpoint.state  # never mutated in place (AgentCheckpoint.copy)
-        self.context = RunContext(
+        self.context = _StepContext(
+            checkpoint.usage,
             state=checkpoint.state,
             cancellation_token=self.run.cancellation_token,
             deadline=self.run.invocation.deadline_at,
@@ -85,6 +87,20 @@ class StepScope:
         writes only what it changed (``apply_state_changes``), not its whole copy.
         """
         return apply_state_changes(state.checkpoint.state, self._state_before, self.context.state.to_dict())
+
+    def add_step_usage(self, checkpoint: AgentCheckpoint) -> None:
+        """Add this step's own usage to ``checkpoint.usage``.
+
+        That is what its context accumulated since build_context: its model
+        response's usage and what tools and callbacks recorded. A transition
+        applies it to the frame's latest checkpoint, so a transition re-run after
+        a version conflict (a parallel tool committed first) counts it once.
+        """
+        context = self.context
+        if isinstance(context, _StepContext):
+            added = context.added_usage
+            if added is not _NO_USAGE:  # else nothing was recorded: most tool calls
+                checkpoint.usage = accumulate(checkpoint.usage, added)
 
     def build_agent(self, model: Any = None) -> Any:
         agent = self.agent_class(run=self.run, runtime=self.engine.runtime, model=model, context=self.context)
@@ -202,6 +218,7 @@ class StepScope:
         def transition(state: FrameState) -> StepCommit:
             checkpoint = state.checkpoint.copy()
             checkpoint.phase = "done"
+            self.add_step_usage(checkpoint)  # the failing step's model call counts too
             if self.context is not None:
                 checkpoint.state = self.state_for(state)
             response = None
@@ -263,6 +280,39 @@ class StepScope:
             consumed_interjections=consumed,
             session=session,  # the run's turn joins its session in this commit (engine/opening.py)
         )
+
+
+class _StepContext(RunContext):
+    """The RunContext of one step.
+
+    Its usage is the checkpoint's (the run's usage so far, read only when
+    asked for) plus what the step recorded: its model response and what tools
+    and callbacks passed to record_usage. The step's commits add the latter,
+    ``added_usage``, to the checkpoint they write (StepScope.add_step_usage).
+    """
+
+    def __init__(self, usage_data: dict[str, Any], **options: Any) -> None:
+        super().__init__(**options)
+        self._usage_data = usage_data
+        self._added = _NO_USAGE
+
+    def record_usage(self, value: Usage) -> None:
+        with self._lock:
+            # Usage is frozen: the first value is kept as is (no new object).
+            first = self._added is _NO_USAGE and isinstance(value, Usage)
+            self._added = value if first else self._added + value
+
+    @property
+    def usage(self) -> Usage:
+        with self._lock:
+            added = self._added
+        return Usage.from_dict(self._usage_data) + added
+
+    @property
+    def added_usage(self) -> Usage:
+        """What this step recorded; the shared zero value when it recorded nothing."""
+        with self._lock:
+            return self._added
 
 
 def message_rows(state: FrameState, messages: list[Any]) -> list[tuple[int, Any]]:

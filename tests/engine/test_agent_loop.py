@@ -322,6 +322,18 @@ def test_exceeding_max_tool_calls_fails_with_output_limit_error(config, script):
     )
 
 
+def test_the_response_exceeding_max_tool_calls_counts_in_the_run_usage(config, script):
+    target = script(
+        [{"tool_calls": [lookup_call(), lookup_call(id="second")], "usage": {"input_tokens": 10, "output_tokens": 2}}]
+    )
+    run = agent_for(target, LookupTool, limits={"max_tool_calls": 1}).ask("Many lookups")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, OutputLimitError)
+    assert run.usage == Usage(input_tokens=10, output_tokens=2)
+    assert run.events()[-1].data["usage"] == run.usage
+
+
 def test_tool_output_over_the_limit_is_truncated_in_the_middle(config, script):
     target = script([{"tool_calls": [{"name": "dump", "arguments": {}}]}, {"text": "Done."}])
 

@@ -14,6 +14,7 @@ from lg_core import (
     Tool,
     ToolOutcome,
     ToolUse,
+    Usage,
     after_initialize,
     after_invocation,
     after_model,
@@ -427,6 +428,38 @@ def test_an_after_invocation_callback_raising_fails_the_run_instead_of_escaping(
         "the stored run must not stay running"
     )
     assert [e.type for e in run.events()][-1] == "run_error"
+
+
+@pytest.mark.parametrize("outcome", ["failed", "cancelled"])
+def test_the_model_call_before_a_failing_callback_counts_in_the_run_usage(config, script, outcome):
+    class StrictAgent(Agent):
+        model = script([{"text": "ok", "usage": {"input_tokens": 9, "output_tokens": 4}}])
+
+        @after_model
+        def reject(self, payload):
+            if outcome == "cancelled":
+                return cancel("not today")
+            raise RuntimeError("audit log unavailable")
+
+    run = StrictAgent.ask("Hello")
+
+    assert run.outcome == outcome
+    assert run.usage == Usage(input_tokens=9, output_tokens=4)
+    assert Usage.from_dict(config.runtime().store.load_run(run.id).usage) == run.usage
+
+
+def test_a_raising_after_invocation_counts_the_final_turn_once(config, script):
+    class CrashingAgent(Agent):
+        model = script([{"text": "ok", "usage": {"input_tokens": 9, "output_tokens": 4}}])
+
+        @after_invocation
+        def crash(self, payload):
+            raise RuntimeError("audit log unavailable")
+
+    run = CrashingAgent.ask("Hello")
+
+    assert run.outcome == "failed"
+    assert run.usage == Usage(input_tokens=9, output_tokens=4)
 
 
 # -- cancel --------------------------------------------------------------------------------------

@@ -124,6 +124,24 @@ def test_invalid_twice_fails_with_structured_result_error(config, script):
     assert event_types(run)[-1] == "run_error"
 
 
+def test_a_failed_run_counts_the_usage_of_its_second_invalid_result(config, script):
+    target = script(
+        [
+            {"structured": {"category": "teleport"}, "usage": {"input_tokens": 10, "output_tokens": 1}},
+            {"structured": {"category": "nowhere"}, "usage": {"input_tokens": 20, "output_tokens": 2}},
+        ]
+    )
+    run = triage_agent(target).ask("Where is my parcel?")
+
+    assert run.outcome == "failed"
+    both = lg_core.Usage(input_tokens=30, output_tokens=3)
+    logged = sum((e.data["usage"] for e in run.events() if e.type == "usage"), lg_core.Usage())
+    assert logged == both
+    assert run.usage == both
+    assert run.events()[-1].data["usage"] == both
+    assert lg_core.Usage.from_dict(run.runtime.store.load_run(run.id).usage) == both
+
+
 # -- tool strategy -------------------------------------------------------------------------------
 
 
