@@ -74,12 +74,14 @@ class Opener:
         """
         engine, run, frame = self.engine, scope.run, scope.frame
         try:
-            messages, state, session = self._prepare(run)
+            messages, context, session = self._prepare(run)
         except CancelledError as exc:
             return engine._commit(scope, self._ending(scope, "cancelled", exc))
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure, as at start
             return engine._commit(scope, self._ending(scope, "failed", exc))
-        checkpoint = AgentCheckpoint(message_count=len(messages), state=state, session=session)
+        checkpoint = AgentCheckpoint(message_count=len(messages), state=context.state.to_dict(), session=session)
+        if context.usage.total_tokens:  # recorded by an opening callback
+            checkpoint.usage = context.usage.to_dict()
         scope.frame = FrameState(frame.id, frame.run_id, frame.path, frame.entrypoint, frame.version, checkpoint, tuple(messages))
         scope.opening = scope.frame
         return None
@@ -102,13 +104,13 @@ class Opener:
         scope.opening = None  # another process opened it (or ended the run): its messages stand
         return fresh
 
-    def _prepare(self, run: Run) -> tuple[list[Message], dict[str, Any], dict[str, int] | None]:
+    def _prepare(self, run: Run) -> tuple[list[Message], RunContext, dict[str, int] | None]:
         engine = self.engine
         opening = engine.sessions.open(run, engine.runtime.hooks)
         context = RunContext(state=opening.state, cancellation_token=run.cancellation_token, deadline=run.invocation.deadline_at)
         messages = engine._initial_messages(run, context, opening.history)
         session = engine.sessions.checkpoint_info(opening, messages, run.invocation.message)
-        return messages, context.state.to_dict(), session
+        return messages, context, session
 
     def _ending(self, scope: StepScope, outcome: str, error: BaseException) -> Transition:
         """End the run at its opening, with the same terminal fields a start-time failure had."""

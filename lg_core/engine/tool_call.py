@@ -98,6 +98,7 @@ class ToolCall:
         def transition(state: FrameState) -> Any:
             checkpoint = state.checkpoint.copy()
             checkpoint.state = scope.state_for(state)
+            scope.add_step_usage(checkpoint)  # what the tool and its callbacks recorded
             entry = next((p for p in checkpoint.pending if p.key == scope.key), None)
             if entry is None or entry.status == "done":
                 raise _StaleStep()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from lg_core import Agent, Run, RunContext, Tool
+from lg_core import Agent, Run, RunContext, Tool, Usage, after_invocation, before_invocation
 
 
 def agent_for(target, *tool_classes, **attributes):
@@ -274,6 +274,107 @@ def test_context_state_changes_are_visible_to_later_tools_and_in_the_result(conf
     assert reads == [("sky is blue", 1, "gold")]
     assert results_of(run, 4)[0].text == "sky is blue"
     assert dict(run.result.state) == {"plan": "gold", "fact": "sky is blue", "count": 1}
+
+
+# -- usage ------------------------------------------------------------------------------------------
+
+
+def test_run_context_usage_accumulates_model_and_recorded_usage(config, script):
+    seen = []
+
+    class MeterTool(Tool):
+        tool_name = "meter"
+        description = "Meter an external model call."
+
+        def call(self, input):
+            seen.append(self.context.usage)
+            self.context.record_usage(Usage(input_tokens=100, output_tokens=1))
+            return "metered"
+
+    class MeteredAgent(Agent):
+        model = script(
+            [
+                {"tool_calls": [call("meter")], "usage": {"input_tokens": 7, "output_tokens": 3}},
+                {"text": "Done.", "usage": {"input_tokens": 5, "output_tokens": 2}},
+            ]
+        )
+        tools = [MeterTool]
+
+        @after_invocation
+        def at_end(self, payload, context):
+            seen.append(context.usage)
+
+    run = MeteredAgent.ask("Go")
+
+    total = Usage(input_tokens=112, output_tokens=6)
+    assert run.outcome == "completed"
+    assert seen == [Usage(input_tokens=7, output_tokens=3), total]
+    assert run.usage == total
+    assert run.result.usage == total
+    assert Usage.from_dict(run.runtime.store.load_run(run.id).usage) == total
+
+
+def test_usage_recorded_by_parallel_tools_counts_once_each_after_a_version_conflict(config, script):
+    store = config.runtime().store
+    conflicts = []
+    commit = store.commit
+
+    def counting_commit(step_commit):
+        result = commit(step_commit)
+        if result.reason == "frame_version_conflict":
+            conflicts.append(step_commit.step_key)
+        return result
+
+    store.commit = counting_commit
+    barrier = threading.Barrier(2, timeout=5)
+
+    class FirstTool(Tool):
+        tool_name = "first"
+        description = "Commits first."
+
+        def call(self, input):
+            barrier.wait()
+            self.context.record_usage(Usage(input_tokens=100))
+            return "first"
+
+    class SecondTool(Tool):
+        tool_name = "second"
+        description = "Commits after the first one did."
+
+        def call(self, input):
+            barrier.wait()
+            deadline = time.monotonic() + 5
+            while store.load_step(self.run.id, "root/turn-0/tool/c1").status != "succeeded":
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            self.context.record_usage(Usage(input_tokens=20))
+            return "second"
+
+    target = script(
+        [
+            {"tool_calls": [call("first", "c1"), call("second", "c2")], "usage": {"input_tokens": 3}},
+            {"text": "Done.", "usage": {"input_tokens": 4}},
+        ]
+    )
+    run = agent_for(target, FirstTool, SecondTool).ask("Both")
+
+    assert run.outcome == "completed"
+    assert conflicts == ["root/turn-0/tool/c2"], "the second call's commit was re-run on the newer frame"
+    assert run.usage == Usage(input_tokens=127)
+
+
+def test_usage_recorded_by_an_opening_callback_counts(config, script):
+    class PreparedAgent(Agent):
+        model = script([{"text": "Done.", "usage": {"input_tokens": 5}}])
+
+        @before_invocation
+        def summarize_history(self, payload, context):
+            context.record_usage(Usage(input_tokens=50))  # e.g. a summary made by another model
+
+    run = PreparedAgent.ask("Go")
+
+    assert run.outcome == "completed"
+    assert run.usage == Usage(input_tokens=55)
 
 
 # -- providers and available_if -------------------------------------------------------------------
