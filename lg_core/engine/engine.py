@@ -19,14 +19,14 @@ from lg_core.callbacks import run_chain
 from lg_core.engine.bus import EventBus
 from lg_core.engine.cancel_watch import CancelWatch
 from lg_core.engine.checkpoint import AgentCheckpoint
-from lg_core.engine.codec import encode_event_data, error_to_dict
+from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.frames import FrameCache, FrameState
 from lg_core.engine.leases import Heartbeat
 from lg_core.engine.model_turn import ModelTurn
 from lg_core.engine.opening import OPENING, Opener
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE, RecentDict
-from lg_core.engine.steps import StepScope, Transition
+from lg_core.engine.steps import StepScope, Transition, run_error_to_dict
 from lg_core.engine.tool_call import ToolCall, _StaleStep
 from lg_core.errors import (
     CancelledError,
@@ -255,7 +255,7 @@ class Engine:
         return list(replaced)
 
     def _ending_fields(self, run: Run, outcome: str, error: BaseException, *, events: list[Any], deferred: list[StreamEvent]) -> dict[str, Any]:
-        error_data = error_to_dict(error)
+        error_data = run_error_to_dict(error, None if run is None else run.entrypoint_class)
         data = {"outcome": outcome, "response": None, "usage": Usage(), "message": self.safe_error_message(error, run), "error_class": type(error).__name__}
         events.append((TERMINAL_EVENTS[outcome], encode_event_data({**data, "error": error_data})))
         deferred.append(StreamEvent.build(TERMINAL_EVENTS[outcome], **data, error=error))
@@ -316,7 +316,8 @@ class Engine:
             return scope.ending("cancelled", exc)
         if isinstance(exc, DeadlineExceededError):
             return scope.ending("partial", exc, partial_text)
-        scope.run.record_diagnostic({"kind": "run_error", "step": scope.key, **error_to_dict(exc)}, exc)
+        error_data = run_error_to_dict(exc, scope.agent_class)
+        scope.run.record_diagnostic({"kind": "run_error", "step": scope.key, **error_data}, exc)
         return scope.ending("failed", exc)
 
     def _input_for(self, ref: StepRef, known: Any = _UNKNOWN) -> dict[str, Any] | None:

@@ -225,8 +225,7 @@ class StepScope:
             if outcome == "partial":
                 response = partial_text or checkpoint.last_text
             usage = Usage.from_dict(checkpoint.usage)
-            include = run.entrypoint_class.capture_diagnostics is True
-            error_data = None if error is None else error_to_dict(error, include_message=include or isinstance(error, Error))
+            error_data = None if error is None else run_error_to_dict(error, run.entrypoint_class)
             message = engine.safe_error_message(error, run) if error is not None else None
             terminal = self.pair(
                 TERMINAL_EVENTS[outcome],
@@ -315,10 +314,22 @@ class _StepContext(RunContext):
             return self._added
 
 
+def run_error_to_dict(error: BaseException, agent_class: Any) -> dict[str, Any]:
+    """The stored and diagnostic form of the error that ended a run.
+
+    Its message may quote model or tool content, so it is kept only when the
+    agent's ``capture_diagnostics`` is literally True (the default), or when
+    it is a LittleGhost Error, whose messages the framework writes. A run
+    whose class is unknown here (None) keeps the default.
+    """
+    capture = agent_class is None or getattr(agent_class, "capture_diagnostics", True) is True
+    return error_to_dict(error, include_message=capture or isinstance(error, Error))
+
+
 def message_rows(state: FrameState, messages: list[Any]) -> list[tuple[int, Any]]:
     """(seq, Message) rows for messages appended after the frame's current conversation."""
     start = state.checkpoint.message_count
     return [(start + i, m) for i, m in enumerate(messages)]
 
 
-__all__ = ["StepScope", "Transition", "message_rows"]
+__all__ = ["StepScope", "Transition", "message_rows", "run_error_to_dict"]

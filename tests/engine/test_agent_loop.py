@@ -289,6 +289,50 @@ def test_without_capture_diagnostics_no_message_or_traceback_is_kept(config, scr
     assert step is not None and "hunter2" not in repr(step)
 
 
+def _audited_agent(target, capture, *, at_opening=False):
+    def audit(self, payload):
+        if at_opening:
+            raise _LeakyError("could not audit: " + payload["messages"][-1].text)
+        raise _LeakyError("could not audit: " + payload["response"].message.text)
+
+    kind = lg_core.before_invocation if at_opening else lg_core.after_model
+    return agent_for(target, capture_diagnostics=capture, audit=kind(audit))
+
+
+@pytest.mark.parametrize("at_opening", [False, True], ids=["after_model", "before_invocation"])
+def test_without_capture_diagnostics_a_run_error_keeps_no_content(config, script, at_opening):
+    target = script([{"text": "Customer SSN is 123-45-6789"}])
+    run = _audited_agent(target, False, at_opening=at_opening).ask("My SSN is 123-45-6789")
+
+    assert run.outcome == "failed"
+    assert "123-45-6789" not in repr(run.diagnostics)
+    assert all(d["message"] == "" for d in run.diagnostics)
+    assert config.runtime().store.load_run(run.id).error == {
+        "class": f"{_LeakyError.__module__}:{_LeakyError.__qualname__}", "name": "_LeakyError", "message": ""
+    }
+    assert "123-45-6789" not in repr([dict(e.data) for e in run.events() if e.type == "run_error"])
+
+
+def test_with_capture_diagnostics_a_run_error_keeps_its_message(config, script):
+    target = script([{"text": "Customer note"}])
+    run = _audited_agent(target, True).ask("Go")
+
+    assert run.outcome == "failed"
+    [diagnostic] = run.diagnostics
+    assert diagnostic["kind"] == "run_error"
+    assert diagnostic["message"] == "could not audit: Customer note"
+    assert config.runtime().store.load_run(run.id).error["message"] == "could not audit: Customer note"
+
+
+def test_without_capture_diagnostics_a_framework_error_keeps_its_message(config, script):
+    target = script([{"tool_calls": [lookup_call(), lookup_call(id="second")]}])
+    run = agent_for(target, LookupTool, limits={"max_tool_calls": 1}, capture_diagnostics=False).ask("Go")
+
+    assert isinstance(run.error, OutputLimitError)
+    [diagnostic] = run.diagnostics
+    assert "max_tool_calls" in diagnostic["message"]
+
+
 # -- limits --------------------------------------------------------------------------------
 
 
