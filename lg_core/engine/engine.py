@@ -243,7 +243,8 @@ class Engine:
         return self.opening.activate_next_pending(session_id, actor_id)
 
     def _initial_messages(self, run: Run, context: RunContext, history: Any = None) -> list[Message]:
-        agent = run.entrypoint_class(run=run, runtime=self.runtime, context=context)
+        # The run-scoped Agent's model is the resolved one in every callback (spec Agent#model).
+        agent = run.entrypoint_class(run=run, runtime=self.runtime, model=self.resolve_model(run), context=context)
         run_chain(agent, "after_initialize", agent, context=context)
         messages = [*(run.invocation.history if history is None else history), run.invocation.message]
         decision = run_chain(agent, "before_invocation", {"messages": messages}, context=context)

@@ -220,6 +220,37 @@ def test_callbacks_accepting_context_receive_the_run_context(config, script):
     assert run.result.state["seen_by_callback"] is True
 
 
+def test_the_agent_has_its_resolved_model_in_every_callback(config, script):
+    seen = []
+
+    class ModelAgent(Agent):
+        model = script(ECHO_TURNS)
+        tools = [EchoTool]
+
+        @after_initialize
+        def on_initialize(self, agent):
+            seen.append(("after_initialize", agent.model))
+
+        @before_invocation
+        def on_before_invocation(self, payload):
+            seen.append(("before_invocation", self.model))
+
+        @before_model
+        def on_before_model(self, payload):
+            seen.append(("before_model", self.model))
+
+        @after_invocation
+        def on_after_invocation(self, payload):
+            seen.append(("after_invocation", self.model))
+
+    run = ModelAgent.ask("Go")
+
+    assert run.outcome == "completed"
+    assert [name for name, _ in seen][:3] == ["after_initialize", "before_invocation", "after_initialize"]
+    targets = {getattr(model, "target", None) for _name, model in seen}
+    assert targets == {ModelAgent.model}, seen
+
+
 # -- replace -------------------------------------------------------------------------------------
 
 
