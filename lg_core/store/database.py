@@ -258,6 +258,10 @@ class Database:
             options: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
             if self.in_memory:
                 options["poolclass"] = StaticPool
+                # One connection shared by every thread (under self._lock): a thread that
+                # ends gives its handle back, and a reset-on-return ROLLBACK then would end
+                # another thread's open transaction. Transactions here end themselves.
+                options["pool_reset_on_return"] = None
             else:
                 # One connection per live thread (see _sqlite_connection): no cap, or
                 # the 16th concurrent thread (e.g. runs started on threads) would wait forever.

@@ -4,6 +4,7 @@ several backends, one shared suite)."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
@@ -401,3 +402,30 @@ def test_an_interjection_an_ending_consumed_has_no_answer(store):
     assert store.commit(ending).applied
 
     assert store.interjection_answer("r1", number).status == "unanswered"
+
+
+def test_a_thread_ending_never_rolls_back_another_threads_transaction():
+    """The in-memory store's one connection is shared: a thread that used it and then
+    ended must not end (roll back) the transaction another thread has open on it."""
+    store = RunStore("sqlite://")
+    db = store.db
+    used, go = threading.Event(), threading.Event()
+
+    def other():
+        with db.reader() as tx:
+            tx.cursor.execute("SELECT 1").fetchall()
+        used.set()
+        go.wait(10)  # ends (dropping its connection) while the main thread is inside a transaction
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    assert used.wait(10)
+    with db.transaction() as tx:
+        tx.cursor.execute("CREATE TABLE t (x INTEGER)")
+        tx.cursor.execute("INSERT INTO t VALUES (1)")
+        go.set()
+        thread.join(10)
+        gc.collect()
+    with db.reader() as tx:
+        assert tx.cursor.execute("SELECT x FROM t").fetchall() == [(1,)]
+    store.close()
