@@ -55,7 +55,7 @@ class Agent:
         own = vars(cls)
         if "agent_id" not in own:
             cls.agent_id = default_agent_id(cls.__name__)
-        elif not isinstance(cls.agent_id, str) or not _ID.match(cls.agent_id):
+        elif not isinstance(cls.agent_id, str) or not _ID.fullmatch(cls.agent_id):
             raise ConfigurationError(f"{cls.__qualname__}.agent_id must be 1-64 lowercase letters, digits, '_' or '-'")
         cls._check_model(own.get("model", cls.model))
         cls.tools = _merge_tools(cls)

@@ -81,7 +81,7 @@ def parse_event_id(value: str | None) -> tuple[int, str | None]:
     """``(seq, position)`` of an event id; position None when the id names only a seq."""
     if value is None or value == "":
         return 0, "0"
-    match = _EVENT_ID.match(str(value).strip())
+    match = _EVENT_ID.fullmatch(str(value).strip())
     if match is None:
         raise InvocationError(
             f"event id {value!r} is not one this run produced: expected '<seq>-<position>' as given in "

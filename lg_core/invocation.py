@@ -317,7 +317,7 @@ def _context(value: Any, name: str) -> DataMap:
 def _identifier(value: Any, name: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
-    if not isinstance(value, str) or not _ID_PATTERN.match(value):
+    if not isinstance(value, str) or not _ID_PATTERN.fullmatch(value):
         raise InvocationError(
             f"{name} must be 1-128 characters of letters, digits and . _ : @ -, got {value!r}"
         )

@@ -71,7 +71,7 @@ class RateLimit:
             return text
         if not isinstance(text, str):
             raise InvocationError(f"rate limit must be text like '10/s', got {type(text).__name__}; {_HINT}")
-        match = _SYNTAX.match(text.lower())
+        match = _SYNTAX.fullmatch(text.lower())
         if match is None or match.group(2) not in _PERIODS:
             raise InvocationError(f"rate limit {text!r} is not understood; {_HINT}")
         count = float(match.group(1))

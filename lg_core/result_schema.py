@@ -84,7 +84,7 @@ class ResultSchema:
     def check(self, owner: str) -> None:
         if self.strategy not in STRATEGIES:
             raise ConfigurationError(f"{owner}.result_schema strategy must be one of {STRATEGIES}, got {self.strategy!r}")
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise ConfigurationError(f"{owner}.result_schema name must be 1-64 letters, digits, '_' or '-'")
         if self.schema.get("type") != "object":
             raise ConfigurationError(f"{owner}.result_schema: the top-level type must be 'object'")

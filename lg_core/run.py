@@ -214,7 +214,7 @@ class Run:
         """Request cooperative cancellation, here and for other processes via the store."""
         self.cancellation_token.cancel(reason)
         try:
-            self.runtime.store.request_cancel(self.id)
+            self.runtime.cancel(self.id, reason)  # the store's flag, or the end of a pending run
         except Exception:  # noqa: BLE001 - the token already stops work in this process
             pass
         return self

@@ -226,17 +226,26 @@ class Runtime:
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunRecord]:
         return self.store.list_runs(status=status, limit=limit)
 
-    def cancel(self, run_id: str) -> bool:
-        """Request cancellation: at once for a run executing in this process, else at its next check."""
+    def cancel(self, run_id: str, reason: str | None = None) -> bool:
+        """Request cancellation: at once for a run executing in this process, else at its next check.
+
+        A run still waiting for its session ends at once. Returns False when the
+        run had already finished. A pending run activated between the two checks
+        (its session's earlier run just ended) is asked again, so no cancel is lost.
+        """
+        reason = reason or "cancellation was requested"
         live = self.engine.live_run(run_id)
         if live is not None:
-            live.cancellation_token.cancel("cancellation was requested")
-        if not self.store.request_cancel(run_id):
-            record = self.store.load_run(run_id)  # raises RunNotFoundError for an unknown id
-            if record.status == "pending":  # still waiting for its session: it ends now
-                return self.engine.cancel_pending(run_id, "cancellation was requested")
-            return False
-        return True
+            live.cancellation_token.cancel(reason)
+        for _attempt in range(_CANCEL_ATTEMPTS):
+            if self.store.request_cancel(run_id):
+                return True
+            status = self.store.load_run(run_id).status  # raises RunNotFoundError for an unknown id
+            if status == "pending" and self.engine.cancel_pending(run_id, reason):
+                return True
+            if status not in ("pending", "running"):
+                return False
+        return False
 
     def close(self) -> None:
         if self._backend is not None and hasattr(self._backend, "shutdown"):
@@ -247,6 +256,9 @@ class Runtime:
         if self._owns_session_store and close_sessions is not None:
             close_sessions()
         self.store.close()
+
+
+_CANCEL_ATTEMPTS = 5  # each retry follows a pending run's activation, which happens once
 
 
 def _interjection_metadata(metadata: Any) -> dict[str, Any]:

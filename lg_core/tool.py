@@ -221,7 +221,7 @@ class Tool:
         super().__init_subclass__(**kwargs)
         if "tool_name" not in vars(cls):
             cls.tool_name = default_tool_name(cls.__name__)
-        if not isinstance(cls.tool_name, str) or not NAME_PATTERN.match(cls.tool_name):
+        if not isinstance(cls.tool_name, str) or not NAME_PATTERN.fullmatch(cls.tool_name):
             raise ConfigurationError(
                 f"{cls.__qualname__}.tool_name {cls.tool_name!r} must be 1-64 letters, digits, '_' or '-'"
             )

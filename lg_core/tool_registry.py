@@ -89,7 +89,7 @@ class ToolRegistry:
 
     def _add(self, tool: Tool) -> None:
         name = tool.tool_name
-        if not NAME_PATTERN.match(name):
+        if not NAME_PATTERN.fullmatch(name):
             raise ConfigurationError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
         if not tool.description:
             raise ConfigurationError(f"tool {name!r} ({type(tool).__qualname__}) needs a description for the model")

@@ -114,7 +114,7 @@ def run_id_for(batch_id: str, item_id: str) -> str:
     Batch ids contain neither ``.`` nor ``:``, so the two forms never collide with
     each other or with another batch's run ids.
     """
-    if _READABLE_ITEM_ID.match(item_id):
+    if _READABLE_ITEM_ID.fullmatch(item_id):
         return f"{batch_id}.{item_id}"
     return f"{batch_id}:{hashlib.sha256(item_id.encode()).hexdigest()[:32]}"
 
@@ -146,7 +146,7 @@ def submit_batch(
         raise InvocationError(f"a batch runs an Agent subclass, got {agent_cls!r}")
     concurrency = _check_concurrency(concurrency)
     limit = None if rate_limit is None else RateLimit.parse(rate_limit)
-    if batch_id is not None and (not isinstance(batch_id, str) or not BATCH_ID.match(batch_id)):
+    if batch_id is not None and (not isinstance(batch_id, str) or not BATCH_ID.fullmatch(batch_id)):
         raise InvocationError(f"batch id must be 1-64 letters, digits, '_' or '-' (starting with a letter or digit), got {batch_id!r}")
     out_path = check_writable(out)
     runtime = current_runtime()
@@ -274,9 +274,11 @@ class _Submission:
                     self.wake.wait(POLL_SECONDS)
             finished = True
         finally:
-            self._save(final=True, finished=finished)
+            kept = self._save(final=True, finished=finished)
             progress.close()
             writer.close()
+        if not kept:  # taken over after its last periodic save: the batch is the other submit's now
+            raise self._taken_over()
         self.report.out, self.report.results = writer.path, writer.results
         self.report.outcomes = dict(self.outcomes)
         return self.report
@@ -401,24 +403,29 @@ class _Submission:
         if time.monotonic() - self._saved_at >= SAVE_SECONDS:
             self._save()
 
-    def _save(self, final: bool = False, finished: bool = False) -> None:
+    def _save(self, final: bool = False, finished: bool = False) -> bool:
         """Keep the batch row current for ``lg batch status`` (at most every SAVE_SECONDS while running).
 
-        Stops this submit if another process took the batch over (``--force``).
+        Stops this submit if another process took the batch over (``--force``);
+        the final save only says whether this submit still held it.
         """
         self._saved_at = time.monotonic()
-        batch_id = self.report.batch_id
         try:
-            kept = self.store.update_batch(batch_id, self.holder, self._counts(), finished=finished, release=final)
+            kept = self.store.update_batch(self.report.batch_id, self.holder, self._counts(), finished=finished, release=final)
         except Exception:  # noqa: BLE001 - a status row must not fail the batch; the next save retries
             if finished:
                 raise
-            return
+            return True
         if not kept and not final:
-            raise RunStateError(
-                f"batch {batch_id} was taken over by another process (see lg batch status {batch_id}); "
-                "this submit stops here and that one carries on"
-            )
+            raise self._taken_over()
+        return kept
+
+    def _taken_over(self) -> RunStateError:
+        batch_id = self.report.batch_id
+        return RunStateError(
+            f"batch {batch_id} was taken over by another process (see lg batch status {batch_id}); "
+            "this submit stops here and that one carries on"
+        )
 
 
 def load_status(store: Any, batch_id: str) -> BatchRecord:

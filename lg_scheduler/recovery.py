@@ -131,6 +131,12 @@ def end_runs(
     cancelled = partial = 0
     now = time.time()
     for record in store.runs_to_end(limit):
+        if record.status == "pending":  # its deadline passed while it waited for its session
+            error = DeadlineExceededError("the deadline passed while the run waited for its session")
+            if engine.opening.end_pending(record.id, "partial", error):
+                log.info("ended run %s as partial (it never started)", record.id)
+                partial += 1
+            continue
         if _has_live_step(store.load_steps(record.id, open_only=True), now, local_liveness):
             continue
         outcome = "cancelled" if record.cancel_requested else "partial"

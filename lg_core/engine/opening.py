@@ -33,14 +33,17 @@ this code), ``RunStore.stalled_sessions()`` lists the session and
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lg_core.engine.checkpoint import AgentCheckpoint
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.frames import FrameState
-from lg_core.errors import CancelledError
+from lg_core.errors import CancelledError, DeadlineExceededError
+from lg_core.identity import holder_is_dead
 from lg_core.run_context import RunContext
 from lg_core.store import RunFinish, StepCommit
 from lg_core.store.records import ActivatedRun
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
     from lg_core.run import Run
 
 OPENING = "opening"
+log = logging.getLogger("lg_core.opening")
 WAIT_POLL_SECONDS = 0.5  # how often a waiting local run checks the store (activation here wakes it at once)
 
 
@@ -165,6 +169,7 @@ class Opener:
                 self._wakeups.pop(run.id, None)
 
     def _await_turn(self, run: Run, wakeup: threading.Event) -> list[StepRef]:
+        warned: set[str] = set()
         while True:
             status = self.engine.store.run_flags(run.id)[0]
             if status == "running":
@@ -175,8 +180,30 @@ class Opener:
             if run.cancellation_token.cancelled:
                 self.cancel_pending(run.id, run.cancellation_token.reason)
                 continue
-            wakeup.wait(WAIT_POLL_SECONDS)
+            deadline = run.invocation.deadline_at
+            remaining = None if deadline is None else deadline.timestamp() - time.time()
+            if remaining is not None and remaining <= 0:
+                self.end_pending(run.id, "partial", DeadlineExceededError("the deadline passed while the run waited for its session"))
+                continue
+            self._warn_if_stuck(run, warned)
+            wakeup.wait(WAIT_POLL_SECONDS if remaining is None else min(WAIT_POLL_SECONDS, remaining))
             wakeup.clear()
+
+    def _warn_if_stuck(self, run: Run, warned: set[str]) -> None:
+        """Say so when the run this one waits for was left running by a process that is gone.
+
+        Nothing executes such a local run until someone resumes it, so the wait
+        would otherwise be silent and endless (a deadline still ends it).
+        """
+        runner = self.engine.store.session_runner(run.invocation.session_id, run.session_actor_id)
+        if runner is None or runner[1] is None or runner[0] in warned or not holder_is_dead(runner[1]):
+            return
+        warned.add(runner[0])
+        log.warning(
+            "run %s waits for session %r, whose running run %s was left by a process that is gone; "
+            "resume that run (lg runs resume %s) or cancel it, and this one starts",
+            run.id, run.invocation.session_id, runner[0], runner[0],
+        )
 
     def _wake(self, run_id: str) -> None:
         with self._lock:
@@ -186,16 +213,21 @@ class Opener:
 
     def cancel_pending(self, run_id: str, reason: str | None = None) -> bool:
         """End a run still waiting for its session as cancelled; False if it is not pending."""
-        engine = self.engine
         error = CancelledError(reason or "The run was cancelled while it waited for its session.")
+        return self.end_pending(run_id, "cancelled", error)
+
+    def end_pending(self, run_id: str, outcome: str, error: BaseException) -> bool:
+        """End a run still waiting for its session (cancelled, or partial when its deadline
+        passed); False if it is not pending any more."""
+        engine = self.engine
         try:
             run = engine.run_handle(run_id)
         except Exception:  # noqa: BLE001 - its class may not import here; hooks then see no run
             run = None
         events: list[Any] = []
         deferred: list[Any] = []
-        fields = engine._ending_fields(run, "cancelled", error, events=events, deferred=deferred)  # type: ignore[arg-type]
-        first = engine.store.end_pending_run(run_id, "cancelled", fields["error"], fields["usage"], events)
+        fields = engine._ending_fields(run, outcome, error, events=events, deferred=deferred)  # type: ignore[arg-type]
+        first = engine.store.end_pending_run(run_id, outcome, fields["error"], fields["usage"], events)
         if first is None:
             return False
         for offset, event in enumerate(deferred):

@@ -106,13 +106,13 @@ class FilesystemSessionStore(SessionStore):
     def _read(self, key: SessionKey) -> SessionSnapshot | None:
         path = self._path(key)
         try:
-            text = path.read_text(encoding="utf-8")
+            raw = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise ProtocolError(f"cannot read session file {path}: {exc}") from None
         try:
-            data = json.loads(text)
+            data = json.loads(raw.decode("utf-8"))  # UnicodeDecodeError is a ValueError
             if data.get("v") != FORMAT_VERSION or [data["id"], data["actor_id"]] != list(key):
                 raise ValueError("the file belongs to another session or format version")
             messages = tuple(Message.from_dict(m) for m in data["messages"])

@@ -36,6 +36,7 @@ from lg_core.store.records import (
 from lg_core.store.sessions import (
     activate_after_txn,
     activate_next_txn,
+    actor_key,
     append_session_txn,
     lock_session_txn,
     session_busy_submit,
@@ -618,6 +619,13 @@ class RunStore:
             return stalled_sessions_txn(tx, limit)
 
     @retry_transient
+    def session_runner(self, session_id: str, actor_id: str | None) -> tuple[str, str | None] | None:
+        """``(run_id, holder)`` of the session's running run, if one runs (holder None: on workers)."""
+        with self.db.reader() as tx:
+            row = tx.fetchone("select_session_runner", {"session_id": session_id, "actor_key": actor_key(actor_id)})
+        return None if row is None else (row[0], row[1])
+
+    @retry_transient
     def end_pending_run(
         self, run_id: str, status: str, error: dict[str, Any] | None, usage: dict[str, Any], events: Sequence[tuple[str, dict[str, Any]]]
     ) -> int | None:
@@ -738,7 +746,7 @@ class RunStore:
 
     @retry_transient
     def runs_to_end(self, limit: int = 500) -> list[RunRecord]:
-        """Running distributed runs with a cancel request or a passed deadline."""
+        """Distributed runs to end: running with a cancel request or a passed deadline, or pending past it."""
         with self.db.reader() as tx:
             rows = tx.fetchall("select_runs_to_end", {"now": time.time(), "limit": limit})
         return [_run_record(row) for row in rows]

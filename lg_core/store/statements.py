@@ -433,8 +433,15 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     .where(and_(_distributed_running(), runs.c.updated_at < bindparam("cutoff")))
     .values(updated_at=bindparam("now"))
     .returning(runs.c.id),
+    # Distributed runs a cancel request or a passed deadline should end; pending ones too
+    # once their deadline passed while they waited for their session.
     "select_runs_to_end": lambda: select(*runs.c)
-    .where(and_(_distributed_running(), or_(runs.c.cancel_requested == 1, runs.c.deadline_at < bindparam("now"))))
+    .where(
+        or_(
+            and_(_distributed_running(), or_(runs.c.cancel_requested == 1, runs.c.deadline_at < bindparam("now"))),
+            and_(runs.c.status == "pending", runs.c.holder.is_(None), runs.c.deadline_at < bindparam("now")),
+        )
+    )
     .order_by(runs.c.created_at)
     .limit(bindparam("limit")),
 }
@@ -506,6 +513,11 @@ def _session_runs(table: object = runs) -> ClauseElement:
     )
 
 
+def _session_runner() -> ClauseElement:
+    """The running run of a session (id and holder): what its pending runs wait for."""
+    return select(runs.c.id, runs.c.holder).where(and_(_session_runs(), runs.c.status == "running")).limit(1)
+
+
 def _append_session(keep_metadata: bool) -> Callable[[], ClauseElement]:
     def build() -> ClauseElement:
         values = {"message_count": bindparam("count"), "state": bindparam("state"), "updated_at": bindparam("now")}
@@ -570,6 +582,7 @@ SESSION_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         _session_row(sessions)
     ),
     "load_session": _load_session,
+    "select_session_runner": _session_runner,
     "insert_session": _insert(sessions, SESSION_COLUMNS),
     "append_session": _append_session(keep_metadata=False),
     "append_session_keep_metadata": _append_session(keep_metadata=True),
