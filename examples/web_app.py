@@ -55,7 +55,13 @@ from lg_core.errors import (
     InvocationError,
     RunNotFoundError,
 )
-from lg_core.execution import check_event_id, event_json, get_execution_async, state_of
+from lg_core.execution import (
+    MAX_INTERJECTION_NUMBER,
+    check_event_id,
+    event_json,
+    get_execution_async,
+    state_of,
+)
 
 DEFAULT_AGENTS = "support=examples.web_agents:SupportAgent"
 RunId = Annotated[str, Path(min_length=1, max_length=200, description="The run id POST /runs returned.")]
@@ -187,7 +193,7 @@ def create_app(agents: Mapping[str, type[Agent]] | None = None) -> FastAPI:
     @app.get("/runs/{run_id}/interjections/{seq}/reply", response_model=InterjectionReply)
     async def interjection_reply(
         run_id: RunId,
-        seq: Annotated[int, Path(ge=1, description="The seq POST /runs/{id}/interject returned.")],
+        seq: Annotated[int, Path(ge=1, le=MAX_INTERJECTION_NUMBER, description="The seq POST /runs/{id}/interject returned.")],
         response: Response,
         wait: Annotated[float, Query(ge=0, le=60, description="Seconds to wait for the reply.")] = 25,
     ) -> InterjectionReply:

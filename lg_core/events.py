@@ -16,6 +16,7 @@ stored.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, get_args
@@ -71,12 +72,19 @@ class StreamEvent:
     data: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     seq: int | None = None  # position in the durable log, once committed
     id: str | None = None  # resumable id given by Execution.events()
+    # A durable event's data as stored (encoded, with what must not leave the process,
+    # e.g. an error's message under capture_diagnostics = False, already left out):
+    # what sinks publish to other processes, so they see what the store holds.
+    stored: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def build(cls, type: str, /, **data: Any) -> StreamEvent:
         if type not in EVENT_TYPES:
             raise ValueError(f"unknown stream event type {type!r}")
         return cls(type, MappingProxyType(data))
+
+    def with_stored(self, stored: Mapping[str, Any]) -> StreamEvent:
+        return StreamEvent(self.type, self.data, self.seq, self.id, stored)
 
     @property
     def terminal(self) -> bool:
@@ -87,7 +95,7 @@ class StreamEvent:
         return self.type not in LIVE_ONLY_EVENTS
 
     def with_seq(self, seq: int) -> StreamEvent:
-        return StreamEvent(self.type, self.data, seq)
+        return StreamEvent(self.type, self.data, seq, None, self.stored)
 
     def __repr__(self) -> str:
         return f"StreamEvent({self.type!r}, {dict(self.data)!r})"

@@ -37,7 +37,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from lg_core.cancellation import CancellationToken
 from lg_core.engine.codec import decode_event_data, encode_event_data
-from lg_core.errors import AgentInterjectionError, DeadlineExceededError, InvocationError
+from lg_core.errors import (
+    AgentInterjectionError,
+    DeadlineExceededError,
+    InvocationError,
+    RunNotFoundError,
+)
 from lg_core.events import PUBLISHED_AT_ONCE, StreamEvent
 from lg_core.interjections import InterjectionResult, ReplyWait
 from lg_core.store import RunRecord
@@ -49,7 +54,7 @@ if TYPE_CHECKING:
 STATES = ("pending", "running", "finished")
 POLL_SECONDS = 0.5  # how long a quiet reader waits before it checks the store ...
 MAX_QUIET_SECONDS = 5.0  # ... doubling while it stays quiet, up to this (live events still arrive at once)
-_EVENT_ID = re.compile(r"^(\d+)(?:-(\d+(?:-\d+)?))?$")
+_EVENT_ID = re.compile(r"^(\d{1,18})(?:-(\d{1,20}(?:-\d{1,20})?))?$")  # bounded: int() of 5,000 digits raises
 _INTERJECT_OPTIONS = frozenset({"metadata", "interjection_id"})
 
 
@@ -87,7 +92,12 @@ def parse_event_id(value: str | None) -> tuple[int, str | None]:
             f"event id {value!r} is not one this run produced: expected '<seq>-<position>' as given in "
             "event.id (or a bare durable sequence number)"
         )
-    return int(match.group(1)), match.group(2)
+    seq, position = int(match.group(1)), match.group(2)
+    if seq > 0 and position == "0":
+        # An id given while the reader had no stream position (it read the store): no
+        # real position is "0", so this id says where to resume in the log only.
+        position = None
+    return seq, position
 
 
 def check_event_id(value: str | None, record: RunRecord) -> tuple[int, str | None]:
@@ -234,9 +244,10 @@ class _Follow:
         record = yield _Status()
         if record.event_seq > self.seen:
             self.held.clear()  # the stream lost durable events; what it held is of unknown age
-            self.behind = False
             if (yield from self._backfill()):
                 return True
+            # As after any backfill: live-only events still on their way may be older.
+            self.behind = self.has_live
         else:
             yield from self._release()
         return record.finished
@@ -590,12 +601,17 @@ def wait_timeout(timeout: float | None, deadline: datetime | None) -> float | No
     return float(timeout)
 
 
+MAX_INTERJECTION_NUMBER = 2**31 - 1  # lg_interjections.seq is a 32-bit integer
+
+
 def reply_wait(
     store: Any, run_id: str, number: Any, timeout: float | None, deadline: datetime | None, cancellation_token: Any
 ) -> ReplyWait:
     """A checked wait for the reply to interjection ``number``: InvocationError for bad arguments."""
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise InvocationError(f"an interjection number is a positive int (what interject returned), got {number!r}")
+    if number > MAX_INTERJECTION_NUMBER:  # beyond the store's column: no run has it
+        raise RunNotFoundError(f"run {run_id!r} has no interjection number {number}")
     if cancellation_token is not None and not isinstance(cancellation_token, CancellationToken):
         raise InvocationError(f"cancellation_token must be a CancellationToken, got {type(cancellation_token).__name__}")
     return ReplyWait(store, run_id, number, wait_timeout(timeout, deadline), cancellation_token)
@@ -618,6 +634,7 @@ __all__ = [
     "Execution",
     "ExecutionBackend",
     "LiveSource",
+    "MAX_INTERJECTION_NUMBER",
     "STATES",
     "check_event_id",
     "event_json",

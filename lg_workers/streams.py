@@ -189,7 +189,9 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 def _fields(event: StreamEvent) -> dict[Any, Any]:
     """One stream entry: the event's type, its encoded data and its durable seq (if any)."""
-    fields: dict[Any, Any] = {"type": event.type, "data": json.dumps(encode_event_data(event.data))}
+    # A durable event leaves as stored (never more than the store holds), else encoded now.
+    data = event.stored if event.stored is not None else encode_event_data(event.data)
+    fields: dict[Any, Any] = {"type": event.type, "data": json.dumps(data)}
     if event.seq is not None:
         fields["seq"] = event.seq
     return fields

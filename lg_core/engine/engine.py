@@ -258,8 +258,9 @@ class Engine:
     def _ending_fields(self, run: Run, outcome: str, error: BaseException, *, events: list[Any], deferred: list[StreamEvent]) -> dict[str, Any]:
         error_data = run_error_to_dict(error, None if run is None else run.entrypoint_class)
         data = {"outcome": outcome, "response": None, "usage": Usage(), "message": self.safe_error_message(error, run), "error_class": type(error).__name__}
-        events.append((TERMINAL_EVENTS[outcome], encode_event_data({**data, "error": error_data})))
-        deferred.append(StreamEvent.build(TERMINAL_EVENTS[outcome], **data, error=error))
+        stored = encode_event_data({**data, "error": error_data})
+        events.append((TERMINAL_EVENTS[outcome], stored))
+        deferred.append(StreamEvent.build(TERMINAL_EVENTS[outcome], **data, error=error).with_stored(stored))
         return {"status": outcome, "error": error_data, "usage": Usage().to_dict()}
 
     # -- execute -----------------------------------------------------------------------

@@ -127,13 +127,14 @@ class StepScope:
             self.engine.publish(self.run.id, event)
             self.durable.append((None, (event.type, encode_event_data(event.data))))
         else:
-            self.durable.append((event, (event.type, encode_event_data(event.data))))
+            stored = encode_event_data(event.data)  # encoded once: stored, and what sinks publish
+            self.durable.append((event.with_stored(stored), (event.type, stored)))
 
     @staticmethod
     def pair(type: str, /, stored_overrides: dict[str, Any] | None = None, **data: Any) -> EventPair:
         """A durable event made by a transition: (live form, stored form)."""
-        event = StreamEvent.build(type, **data)
-        return event, (type, encode_event_data({**data, **(stored_overrides or {})}))
+        stored = encode_event_data({**data, **(stored_overrides or {})})
+        return StreamEvent.build(type, **data).with_stored(stored), (type, stored)
 
     # -- interrupts ---------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from lg_core import Agent, Tool
+from lg_core import Agent, Tool, after_model
 from lg_core.providers import scripted
 
 TURNS = 6
@@ -207,3 +207,21 @@ class SessionAgent(Agent):
 
     model = "scripted:dist-session"
     tools = [GateTool]
+
+
+class AuditFailed(RuntimeError):
+    """Raised with model content in its message (test_executions: it must not leave the worker)."""
+
+
+scripted.register("dist-secret", [{"text": "Customer SSN is 123-45-6789"}])
+
+
+class SecretAgent(Agent):
+    """Fails in after_model with the model's text in the error, under capture_diagnostics = False."""
+
+    model = "scripted:dist-secret"
+    capture_diagnostics = False
+
+    @after_model
+    def audit(self, payload):
+        raise AuditFailed("could not audit: " + payload["response"].message.text)

@@ -285,6 +285,24 @@ def test_events_survive_a_redis_wipe_in_the_middle_of_a_run(dist, workers):
     assert [e.seq for e in execution.events() if e.seq is not None] == list(range(1, total + 1))
 
 
+def test_capture_diagnostics_false_keeps_an_errors_message_out_of_the_stream(dist, workers):
+    """The live terminal event leaves the worker as stored: without the message (model content)."""
+    import redis
+
+    from lg_workers.streams import stream_key
+
+    execution = dist_app.SecretAgent.start_execution("Go")
+    run = execution.wait(timeout=60)
+
+    assert run.failed
+    raw = redis.Redis.from_url(dist.redis.url).xrange(stream_key(execution.run_id))
+    in_redis = [fields for _id, fields in raw if fields[b"type"] == b"run_error"]
+    read = [dict(e.data) for e in get_execution(execution.run_id).events() if e.type == "run_error"]
+    assert in_redis and read
+    assert "123-45-6789" not in repr(in_redis) and "123-45-6789" not in repr(read)
+    assert "AuditFailed" in repr(in_redis)  # the error's class still says what failed
+
+
 def test_on_event_and_async_iteration_in_the_starting_process(dist, workers):
     received = []
     execution = dist_app.StepAgent.start_execution("Record every step.", on_event=received.append)

@@ -149,6 +149,7 @@ def test_interject_and_cancel_over_http(web, dist):
     }
     assert web.client.get(f"/runs/{run_id}/interjections/7/reply").status_code == 404
     assert web.client.get(f"/runs/{run_id}/interjections/0/reply").status_code == 422
+    assert web.client.get(f"/runs/{run_id}/interjections/{2**31}/reply").status_code == 422
 
     assert accepted.status_code == 202 and accepted.json() == {"run_id": run_id, "seq": 1}
     assert retried.status_code == 202 and retried.json() == {"run_id": run_id, "seq": 1}

@@ -161,6 +161,9 @@ def test_bad_arguments_raise_clear_errors(started):
         execution.run.interject("x", timeout=-1)
     with pytest.raises(RunNotFoundError, match="no interjection number 7"):
         execution.reply(7, timeout=1)
+    for beyond in (2**31, 2**63, 10**20):  # past the store's integers: unknown, not a driver error
+        with pytest.raises(RunNotFoundError, match=f"no interjection number {beyond}"):
+            execution.reply(beyond, timeout=0)
     with pytest.raises(InvocationError, match="non-empty user message"):
         execution.run.interject("   ")
     model.release.set()

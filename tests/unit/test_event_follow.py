@@ -208,3 +208,30 @@ def test_a_quiet_reader_checks_the_store_less_and_less_often_and_reads_live_even
     world.follow()
 
     assert blocks[:8] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 0.5]  # a live event resets the wait
+
+
+def test_an_id_given_without_a_stream_position_resumes_from_the_log_not_the_stream_start():
+    """A reader that backfilled from the store hands out "<seq>-0": resuming from it must not
+    replay the stream from its start (deltas older than what the client has)."""
+    assert parse_event_id("2-0") == (2, None) and parse_event_id("0-0") == (0, "0")
+    old = live(text="old")
+    world = World(LOG, [[("1-0", LOG[0]), ("1-1", old), ("1-2", LOG[1]), ("1-3", LOG[2]), ("1-4", LOG[3])]])
+
+    events = world.follow(after="2-0")
+
+    assert kinds(events) == [("message_stop", 3), (STOP, 4)]
+
+
+def test_a_publish_still_in_flight_when_the_stream_goes_quiet_does_not_reorder_its_deltas():
+    delta = live(text="old")
+    world = World(LOG[:3], [[("1-0", LOG[0])], [], [("1-1", delta), ("1-2", LOG[1]), ("1-3", LOG[2]), ("1-4", LOG[3])]],
+                  later=[LOG[3]])
+
+    events = world.follow()
+
+    assert kinds(events) == [("invocation_start", 1), ("usage", 2), ("message_stop", 3), (STOP, 4)]
+
+
+def test_event_ids_with_absurdly_many_digits_are_refused():
+    with pytest.raises(InvocationError):
+        parse_event_id("9" * 5000)
