@@ -1,4 +1,4 @@
-"""A tool that echoes a number: the engine tests that only need some tool call to run and commit."""
+"""Tools for engine tests that only need some tool call to run and commit: one echoes a number, one does nothing."""
 
 from __future__ import annotations
 
@@ -12,6 +12,15 @@ class NumberedTool(Tool):
 
     def call(self, input):
         return f"number {input['n']}"
+
+
+class NoopTool(Tool):
+    tool_name = "noop"
+    description = "Do nothing."
+    input_schema = {"type": "object"}
+
+    def call(self, input):
+        return "ok"
 
 
 def numbered_calls(*numbers: int) -> list[dict]:

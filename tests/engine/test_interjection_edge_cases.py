@@ -12,7 +12,9 @@ import threading
 
 import pytest
 
-from lg_core import Agent, AgentInterjectionError, InvocationError, Tool
+from lg_core import Agent, AgentInterjectionError, Hook, InvocationError
+from tests.engine.numbered_tool import NoopTool
+from tests.engine.test_structured_results import TRIAGE, VALID
 from tests.sessions import session_app
 from tests.sessions.session_app import RecallAgent
 
@@ -42,15 +44,6 @@ def test_reply_to_an_interjection_on_a_pending_run_that_is_cancelled_raises(conf
     finally:
         session_app.release("g1")
         first.wait(timeout=30)
-
-
-class NoopTool(Tool):
-    tool_name = "noop"
-    description = "Do nothing."
-    input_schema = {"type": "object"}
-
-    def call(self, input):
-        return "ok"
 
 
 class Held:
@@ -95,18 +88,22 @@ def test_run_interject_with_bad_metadata_raises_invocation_error(config, script)
         execution.close(timeout=30)
 
 
-def test_interject_with_a_hook_on_an_agent_class_that_cannot_be_imported(config, script):
-    """The hook gets the Run executing here; no import of the (test-local) agent class."""
-    from lg_core import Hook
+def recording_hook(config) -> list:
+    """Configure a Hook whose prepare_interjection records the Run it is given."""
+    seen: list = []
 
-    seen = []
-
-    class Tagging(Hook):
+    class Recording(Hook):
         def prepare_interjection(self, run, payload):
             seen.append(run)
             return payload
 
-    config.hooks = [Tagging]
+    config.hooks = [Recording]
+    return seen
+
+
+def test_interject_with_a_hook_on_an_agent_class_that_cannot_be_imported(config, script):
+    """The hook gets the Run executing here; no import of the (test-local) agent class."""
+    recording_hook(config)
     model = Held()
     execution = start(script, model)
     try:
@@ -118,46 +115,34 @@ def test_interject_with_a_hook_on_an_agent_class_that_cannot_be_imported(config,
         execution.close(timeout=30)
 
 
-TRIAGE = {
-    "name": "support_triage",
-    "type": "object",
-    "properties": {
-        "category": {"type": "string", "enum": ["billing", "delivery", "returns", "other"]},
-        "urgent": {"type": "boolean"},
-    },
-    "required": ["category", "urgent"],
-    "additionalProperties": False,
-}
-VALID = {"category": "delivery", "urgent": True}
+
+
+def structured_reply(target: str, model: Held, schema: dict):
+    """Interject while turn 1 runs; (the reply, its number) once the run completed with VALID."""
+    agent = type("HuntAgent", (Agent,), {"model": target, "tools": [NoopTool], "result_schema": schema})
+    execution = agent.start_execution("Start.")
+    assert model.entered.wait(30)
+    number = execution.interject("Decide now.")
+    model.release.set()
+    result = execution.reply(number, timeout=30)
+    run = execution.wait(timeout=30)
+    assert run.completed and run.result.output == VALID
+    return result, number
 
 
 def test_tool_strategy_final_answer_is_not_reported_as_tool_calls(config, script):
     """The reply is the run's final structured answer, submitted through the result tool:
     no tool runs after it, so it has no tool calls."""
     model = Held(later=[{"tool_calls": [{"name": "submit_support_triage", "arguments": VALID}]}])
-    agent = type("HuntAgent", (Agent,), {"model": script(model, capabilities={"native_structured_output": False}),
-                                         "tools": [NoopTool], "result_schema": {**TRIAGE, "strategy": "tool"}})
-    execution = agent.start_execution("Start.")
-    assert model.entered.wait(30)
-    number = execution.interject("Decide now.")
-    model.release.set()
-    result = execution.reply(number, timeout=30)
-    run = execution.wait(timeout=30)
-    assert run.completed and run.result.output == VALID
+    target = script(model, capabilities={"native_structured_output": False})
+    result, _number = structured_reply(target, model, {**TRIAGE, "strategy": "tool"})
     assert not result.tool_calls and result.tool_uses == ()
 
 
 def test_reply_after_a_structured_result_repair(config, script):
     """Turn 2 reads the interjection but answers invalid JSON; turn 3's repaired answer is the reply."""
     model = Held(later=[{"structured": {"category": "teleport", "urgent": "yes"}}, {"structured": VALID}])
-    agent = type("HuntAgent", (Agent,), {"model": script(model), "tools": [NoopTool], "result_schema": TRIAGE})
-    execution = agent.start_execution("Start.")
-    assert model.entered.wait(30)
-    number = execution.interject("Decide now.")
-    model.release.set()
-    result = execution.reply(number, timeout=30)
-    run = execution.wait(timeout=30)
-    assert run.completed and run.result.output == VALID
+    result, number = structured_reply(script(model), model, TRIAGE)
     assert json.loads(result.text) == VALID
     assert result.step.endswith("turn-2/model") and result.numbers == (number,)
 
@@ -321,16 +306,7 @@ def test_an_interjection_added_while_after_invocation_runs_is_answered(config, s
 
 
 def test_prepare_interjection_gets_the_live_run(config, gates):
-    from lg_core import Hook
-
-    seen = []
-
-    class Tagging(Hook):
-        def prepare_interjection(self, run, payload):
-            seen.append(run)
-            return payload
-
-    config.hooks = [Tagging]
+    seen = recording_hook(config)
     execution = RecallAgent.start_execution("gate:g1 first", session_id="conv-9", actor_id="user-7")
     session_app.wait_until_entered("g1")
     execution.interject("hello")

@@ -12,7 +12,8 @@ import threading
 
 import pytest
 
-from lg_core import Agent, InvocationError, Tool
+from lg_core import Agent, InvocationError
+from tests.engine.numbered_tool import NoopTool
 
 
 class Gate:
@@ -94,14 +95,6 @@ def test_an_interjection_still_reaches_a_run_that_goes_on(config, script):
             assert gate.release.wait(30)
             return {"tool_calls": [{"name": "noop", "arguments": {}}]}
         return {"text": "Done."}
-
-    class NoopTool(Tool):
-        tool_name = "noop"
-        description = "Do nothing."
-        input_schema = {"type": "object"}
-
-        def call(self, input):
-            return "ok"
 
     gate = Gate({})
     agent = type("GoesOnAgent", (Agent,), {"model": script(model), "tools": [NoopTool]})
