@@ -8,6 +8,7 @@ the successors for the dispatcher to publish.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from lg_core.services import Runtime
 
 _MAX_COMMIT_ATTEMPTS = 50
+log = logging.getLogger("lg_core.engine")
 _UNKNOWN: Any = object()  # no input remembered for a step (None is a valid input)
 CANCEL_POLL_SECONDS = 1.0
 
@@ -347,8 +349,9 @@ class Engine:
             except (CancelledError, DeadlineExceededError, Exception) as exc:  # noqa: BLE001 - e.g. an after_invocation callback
                 transition = self._ending_for(scope, exc)
                 commit = transition(state)
-            if commit.session is not None and not self.sessions.in_store:
-                failure = self._write_session_elsewhere(commit)
+            written = commit.session is not None and not self.sessions.in_store
+            if written:
+                failure = self._write_session_elsewhere(scope.run.id, commit)
                 if failure is not None:
                     transition = self._ending_for(scope, failure)
                     continue
@@ -356,6 +359,8 @@ class Engine:
             if result.applied:
                 scope.opening = None
                 return self._applied(scope, state, commit, result)
+            if written and result.reason == "interjection_pending":  # the run goes on: the turn is not done
+                self._withdraw_session(scope.run)
             if result.reason == "session_conflict":  # another writer changed the session: fail loudly
                 transition = self._ending_for(scope, self._session_conflict(commit))
                 continue
@@ -378,6 +383,8 @@ class Engine:
         outgoing = [event.with_seq(first_seq + offset) for offset, event in enumerate(scope.outgoing) if event is not None]
         self.publish_many(scope.run.id, outgoing)
         if commit.finish is not None:
+            if commit.finish.status != "completed":
+                self._withdraw_session(scope.run)  # once the run has surely ended: a completed turn stays
             self._forget(scope.run.id)
             # The run's end may let the next run of its session start (decided in the commit).
             return self.opening.activated(result.activated, here=scope.holder is not None)
@@ -390,16 +397,31 @@ class Engine:
             refs.append(StepRef(scope.run.id, step.key, step.kind, step.frame_id))
         return refs
 
-    def _write_session_elsewhere(self, commit: StepCommit) -> BaseException | None:
+    def _write_session_elsewhere(self, run_id: str, commit: StepCommit) -> BaseException | None:
         """Append a completed run's turn to a session store outside the run store, before the commit."""
         if commit.session is None:
             return None
         try:
-            self.sessions.write_external(commit.session)
+            self.sessions.write_external(run_id, commit.session)
         except Exception as exc:  # noqa: BLE001 - store failures reach the caller as the run's failure
             return exc
         commit.session = None
         return None
+
+    def _withdraw_session(self, run: Run) -> None:
+        """Take back a turn ``run`` wrote to an external session store and will not keep.
+
+        Called when a late interjection refused the commit the turn was written for
+        (the run goes on), and after a commit that ends the run without completing
+        (a turn written before a commit lost in a crash). Never for other refusals:
+        another process may have completed the run with that turn. A failure is
+        logged, not raised: the turn keeps its ``lg_turn`` record, so a later write
+        or withdrawal by the run still finds it.
+        """
+        try:
+            self.sessions.withdraw(run)
+        except Exception:  # noqa: BLE001 - see above
+            log.warning("could not restore session %r after run %s", run.invocation.session_id, run.id, exc_info=True)
 
     def _session_conflict(self, commit: StepCommit) -> BaseException:
         """The ProtocolError of a commit whose session append found another writer's messages."""

@@ -13,9 +13,19 @@
   final state, expecting the count the run started from. With the default SQL
   store in the run store's database the RunStore appends it inside the run's
   final commit; any other store is written just before that commit
-  (:meth:`RunSessions.write_external`, idempotent if the commit is retried).
+  (:meth:`RunSessions.write_external`).
 
 Failed, partial and cancelled runs leave their session unchanged.
+
+An external write can outlive the commit it was made for: the process may die
+before the commit (the run is then resumed and executes its last step again),
+or the commit may be refused (a late interjection: the run goes on, and may
+fail). So the write records itself in the snapshot's metadata (``lg_turn``:
+the run, the counts before and after its turn, the state before it), and while
+it is the session's latest write the run treats it as not yet done: its
+opening loads the session without it, a new write of its turn replaces it, and
+:meth:`RunSessions.withdraw` restores the session as it was before it when the
+run will not complete with it.
 """
 
 from __future__ import annotations
@@ -27,9 +37,11 @@ from typing import TYPE_CHECKING, Any
 from lg_core.datamap import DataMap
 from lg_core.errors import ConfigurationError
 from lg_core.messages import Message
-from lg_core.sessions.base import SessionStore, count_conflict, persistable
+from lg_core.sessions.base import SessionSnapshot, SessionStore, persistable
 from lg_core.sessions.sql import SqlSessionStore
 from lg_core.store.records import SessionWrite
+
+TURN = "lg_turn"  # snapshot metadata: the run whose turn an external write added (module docstring)
 
 if TYPE_CHECKING:
     from lg_core.invocation import Invocation
@@ -86,14 +98,14 @@ class RunSessions:
         if self.store is None:
             return Opening(fallback, invocation.context.copy(), None)
         snapshot = self.store.load(invocation.session_id, actor_id=run.session_actor_id)
-        stored = snapshot.messages if snapshot is not None else ()
+        stored, stored_state = _before_turn_of(run.id, snapshot)
         history = stored or fallback
         for hook in hooks:
             chosen = hook.session_history(run, stored=stored, fallback=fallback)
             if chosen is not None:
                 history = _hook_history(hook, chosen)
                 break
-        state = DataMap(snapshot.state if snapshot is not None else {})
+        state = DataMap(stored_state)
         for key, value in invocation.context.items():
             state[key] = value
         return Opening(history, state, len(stored))
@@ -117,32 +129,79 @@ class RunSessions:
         turn = persistable(conversation[info["skip"] :])
         return SessionWrite(invocation.session_id, run.session_actor_id, turn, dict(state), info["count"])
 
-    def write_external(self, write: SessionWrite) -> None:
-        """Append ``write`` to a store outside the run store's database.
+    def write_external(self, run_id: str, write: SessionWrite) -> None:
+        """Add run ``run_id``'s turn to a store outside the run store's database.
 
-        Runs before the run's final commit, which may be retried (a version
-        conflict, a late interjection): messages this run already appended are
-        recognized and not appended twice. Anything else changed since the run
-        loaded the session raises ProtocolError.
+        Runs before the run's final commit. When this run's earlier write is
+        still the session's latest (a commit retried after a conflict, or lost
+        in a crash and executed again with other words), that turn is replaced;
+        otherwise the turn is appended expecting the count the run started
+        from, so a change by another writer raises ProtocolError.
         """
         store = self.store
         assert store is not None
-        key = (write.session_id, write.actor_id)
-        with store.synchronize(*key):
-            snapshot = store.load(write.session_id, actor_id=write.actor_id)
-            stored = snapshot.messages if snapshot is not None else ()
-            done = stored[write.expected_count :]
-            ours = write.messages
-            if len(stored) < write.expected_count or _dicts(done) != _dicts(ours[: len(done)]):
-                raise count_conflict(key, len(stored), write.expected_count)
-            store.append(
-                write.session_id,
-                messages=ours[len(done) :],
-                state=write.state,
-                metadata=snapshot.metadata if snapshot is not None else {},
-                expected_count=len(stored),
-                actor_id=write.actor_id,
-            )
+        session_id, actor_id = write.session_id, write.actor_id
+        with store.synchronize(session_id, actor_id):
+            snapshot = store.load(session_id, actor_id=actor_id)
+            stored, before = _before_turn_of(run_id, snapshot)
+            count = write.expected_count
+            turn = {"run_id": run_id, "from": count, "to": count + len(write.messages), "state": before}
+            metadata = {**_unmarked(snapshot), TURN: turn}
+            if snapshot is not None and len(stored) == count < snapshot.count:  # this run's earlier turn
+                store.replace(session_id, messages=stored + tuple(write.messages), state=write.state,
+                              metadata=metadata, actor_id=actor_id)
+            else:
+                store.append(session_id, messages=write.messages, state=write.state, metadata=metadata,
+                             expected_count=count, actor_id=actor_id)
+
+    def withdraw(self, run: Run) -> None:
+        """Restore ``run``'s session as it was before the run's turn, if that turn is its latest write.
+
+        Called when the commit the turn was written for is refused (the run goes
+        on) and when the run ends without completing. A no-op for the SQL store
+        in the run store's database: there the turn is written by the commit.
+        """
+        store = self.store
+        if store is None or self.in_store:
+            return
+        session_id, actor_id = run.invocation.session_id, run.session_actor_id
+        with store.synchronize(session_id, actor_id):
+            snapshot = store.load(session_id, actor_id=actor_id)
+            turn = _turn_of(run.id, snapshot)
+            if turn is None:
+                return
+            assert snapshot is not None
+            store.replace(session_id, messages=snapshot.messages[: turn["from"]], state=turn["state"],
+                          metadata=_unmarked(snapshot), actor_id=actor_id)
+
+
+def _turn_of(run_id: str, snapshot: SessionSnapshot | None) -> dict[str, Any] | None:
+    """The ``lg_turn`` record of ``run_id``'s write when that write is the session's latest.
+
+    A later writer that kept the metadata (``Session.append`` does) added messages,
+    so the counts no longer match and the turn is theirs to keep.
+    """
+    if snapshot is None:
+        return None
+    turn = snapshot.metadata.get(TURN)
+    if isinstance(turn, dict) and turn.get("run_id") == run_id and turn.get("to") == snapshot.count:
+        return turn
+    return None
+
+
+def _before_turn_of(run_id: str, snapshot: SessionSnapshot | None) -> tuple[tuple[Message, ...], dict[str, Any]]:
+    """The session's messages and state without ``run_id``'s own turn (written before a lost commit)."""
+    if snapshot is None:
+        return (), {}
+    turn = _turn_of(run_id, snapshot)
+    if turn is None:
+        return snapshot.messages, snapshot.state
+    return snapshot.messages[: turn["from"]], turn["state"]
+
+
+def _unmarked(snapshot: SessionSnapshot | None) -> dict[str, Any]:
+    """The snapshot's metadata without any run's ``lg_turn`` record."""
+    return {} if snapshot is None else {k: v for k, v in snapshot.metadata.items() if k != TURN}
 
 
 def _hook_history(hook: Any, chosen: Any) -> tuple[Message, ...]:
@@ -152,10 +211,6 @@ def _hook_history(hook: Any, chosen: Any) -> tuple[Message, ...]:
         raise ConfigurationError(
             f"{type(hook).__name__}.session_history must return a list of Message or None: {exc}"
         ) from None
-
-
-def _dicts(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    return [m.to_dict() for m in messages]
 
 
 __all__ = ["Opening", "RunSessions"]
