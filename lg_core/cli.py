@@ -315,6 +315,11 @@ def demo(
     """Offline demo: stream an answer, then kill a run with SIGKILL and resume it."""
     from lg_core.demo.walkthrough import run_demo
 
+    if directory is not None:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file of that name, no permission, a missing parent on a read-only disk
+            fail(f"cannot use --dir {directory}: {exc.strerror or exc}")
     raise typer.Exit(run_demo(output_console(piped_width=100), directory=directory))
 
 

@@ -346,6 +346,11 @@ def _deadline(value: Any, name: str) -> datetime | None:
 
 
 def _relative_deadline(value: Any) -> Any:
+    if isinstance(value, str):  # else it would fail later as a bad deadline_at, naming the wrong field
+        raise InvocationError(
+            f"deadline is a number of seconds from now (or a datetime), got the text {value!r}; "
+            "give ISO 8601 text as deadline_at"
+        )
     if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
         return value
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)

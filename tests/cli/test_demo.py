@@ -75,3 +75,11 @@ def test_lg_console_script_keeps_the_demo_store_for_lg_runs(tmp_path: Path) -> N
     assert "root/turn-3/model" in shown.stdout
     events = run([str(LG), "runs", "events", record["id"], "--store", store, "--json"])
     assert "run_resumed" in [e["type"] for e in json.loads(events.stdout)]
+
+
+def test_a_demo_dir_that_cannot_be_a_directory_is_a_usage_error(tmp_path: Path) -> None:
+    taken = tmp_path / "a-file"
+    taken.write_text("not a directory")
+    result = run([str(LG), "demo", "--dir", str(taken)])
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"cannot use --dir {taken}" in result.stderr

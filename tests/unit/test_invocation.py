@@ -691,3 +691,8 @@ def test_text_that_is_not_valid_unicode_fails_before_a_run_exists(config, script
     with pytest.raises(InvocationError, match="lone surrogate"):
         PlainAgent.ask(**options)
     assert lg_core.list_runs() == []
+
+
+def test_a_deadline_given_as_text_names_deadline_and_points_to_deadline_at():
+    with pytest.raises(InvocationError, match="deadline is a number of seconds from now .* deadline_at"):
+        Invocation("x", deadline="60")
