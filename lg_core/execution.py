@@ -612,9 +612,14 @@ def reply_wait(
         raise InvocationError(f"an interjection number is a positive int (what interject returned), got {number!r}")
     if number > MAX_INTERJECTION_NUMBER:  # beyond the store's column: no run has it
         raise RunNotFoundError(f"run {run_id!r} has no interjection number {number}")
+    return ReplyWait(store, run_id, number, reply_seconds(timeout, deadline, cancellation_token), cancellation_token)
+
+
+def reply_seconds(timeout: float | None, deadline: datetime | None, cancellation_token: Any) -> float | None:
+    """Check how a reply wait may end (InvocationError for bad values); the seconds it may take."""
     if cancellation_token is not None and not isinstance(cancellation_token, CancellationToken):
         raise InvocationError(f"cancellation_token must be a CancellationToken, got {type(cancellation_token).__name__}")
-    return ReplyWait(store, run_id, number, wait_timeout(timeout, deadline), cancellation_token)
+    return wait_timeout(timeout, deadline)
 
 
 def _interjection(message: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -640,6 +645,7 @@ __all__ = [
     "event_json",
     "get_execution_async",
     "parse_event_id",
+    "reply_seconds",
     "reply_wait",
     "state_of",
     "wait_timeout",

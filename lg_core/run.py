@@ -29,7 +29,7 @@ from lg_core.errors import (
 )
 from lg_core.events import TERMINAL_EVENTS, StreamEvent
 from lg_core.import_path import import_attribute
-from lg_core.interjections import InterjectionResult
+from lg_core.interjections import InterjectionResult, ReplyWait
 from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
@@ -241,16 +241,16 @@ class Run:
         end only the wait. Raises AgentInterjectionError before the run has started
         and after it finished (or when it ends without reading the message).
         """
-        from lg_core.execution import reply_wait  # execution imports this module
+        from lg_core.execution import reply_seconds  # execution imports this module
 
-        wait = reply_wait(self.runtime.store, self.id, 1, timeout, deadline, cancellation_token)  # checked first
+        seconds = reply_seconds(timeout, deadline, cancellation_token)  # checked before anything is added
         try:
-            wait.number = self.runtime.interject(self.id, message, metadata=metadata, interjection_id=interjection_id)
+            number = self.runtime.interject(self.id, message, metadata=metadata, interjection_id=interjection_id)
         except RunNotFoundError:
             raise AgentInterjectionError(
                 f"run {self.id} has not started; interject once it runs (ask_async, stream_ask or start_execution)"
             ) from None
-        return wait.block()
+        return ReplyWait(self.runtime.store, self.id, number, seconds, cancellation_token).block()
 
     # -- resources -----------------------------------------------------------------------------
 
