@@ -81,6 +81,9 @@ class ExecutionBackend(Protocol):
 
     def wait_local(self, run_id: str, timeout: float | None) -> bool: ...
 
+    def executes_here(self, run_id: str) -> bool:
+        """True while this process executes the run (so its live Run object is the truth)."""
+
 
 def parse_event_id(value: str | None) -> tuple[int, str | None]:
     """``(seq, position)`` of an event id; position None when the id names only a seq."""
@@ -352,8 +355,8 @@ class Execution:
         ``get_execution``, the stored run once it has finished, else None.
         """
         live = self._run
-        if live is not None and live.outcome is not None:
-            return live
+        if live is not None and (live.outcome is not None or self.backend.executes_here(self.run_id)):
+            return live  # the store may say finished a moment before the live Run holds its outcome
         if self.record().finished:
             return self.runtime.get_run(self.run_id)
         return live

@@ -95,6 +95,9 @@ class CeleryBackend:
     def advance(self, run_id: str) -> None:
         self.app.send_task("lg.advance", args=[run_id], queue=queue_for("lg.advance"))
 
+    def executes_here(self, run_id: str) -> bool:
+        return False  # workers execute it; the live Run object here never gets the outcome
+
     def live_source(self, run_id: str) -> RedisLiveSource:
         return RedisLiveSource(self.redis, run_id, self.async_redis)
 

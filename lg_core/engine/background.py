@@ -107,6 +107,11 @@ class ThreadBackend:
             self._threads[run.id] = thread
         thread.start()
 
+    def executes_here(self, run_id: str) -> bool:
+        with self._lock:
+            thread = self._threads.get(run_id)
+        return thread is not None and thread.is_alive()
+
     def live_source(self, run_id: str) -> _RunLog | None:
         return self.log.get(run_id)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from lg_core import Agent, Configuration, with_configuration
+from lg_core.events import TERMINAL_EVENTS
 from lg_core.services import Hook
 
 
@@ -71,3 +73,26 @@ def test_the_execution_supervises_the_run_it_started(config, script):
     assert execution.run is run and run.completed and run.response == "ok"
     attached = config.runtime().get_execution(run.id)
     assert attached.run.completed and attached.run.response == "ok"  # another handle reads the store
+
+
+def test_the_live_run_is_kept_while_the_store_already_says_finished(config, script):
+    # The final commit lands before the terminal event gives the live Run its outcome;
+    # in that window the handle must still hand out the Run it supervises.
+    agent = echo_agent(script)
+    run = agent.build_run("Hi")
+    committed, release = threading.Event(), threading.Event()
+
+    def hold_terminal_event(event):
+        if event.type in TERMINAL_EVENTS.values():
+            committed.set()
+            release.wait(30)
+
+    config.runtime().engine.bus.subscribe(run.id, hold_terminal_event)
+    execution = config.runtime().start_execution(run)
+    try:
+        assert committed.wait(30)
+        assert execution.record().finished and run.outcome is None
+        assert execution.run is run
+    finally:
+        release.set()
+    assert execution.wait(timeout=30) is run and run.completed
