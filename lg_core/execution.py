@@ -415,16 +415,15 @@ class Execution:
         ``timeout`` and ``deadline`` mean what they mean for :meth:`wait`.
         """
         self._closed = True
-        if self.record().finished:
-            return self.runtime.get_run(self.run_id)
-        self.cancel()
+        if not self.record().finished:
+            self.cancel()
+        # Even a finished run may still be closing its resources in this process: wait for that too.
         return self.wait(timeout, deadline=deadline)
 
     async def close_async(self, timeout: float | None = None, *, deadline: datetime | None = None) -> Run | None:
         self._closed = True
-        if (await self.record_async()).finished:
-            return await asyncio.to_thread(self.runtime.get_run, self.run_id)
-        await self.cancel_async()
+        if not (await self.record_async()).finished:
+            await self.cancel_async()
         return await self.wait_async(timeout, deadline=deadline)
 
     def interject(self, message: Any, **options: Any) -> int:

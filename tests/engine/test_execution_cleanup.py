@@ -96,3 +96,22 @@ def test_the_live_run_is_kept_while_the_store_already_says_finished(config, scri
     finally:
         release.set()
     assert execution.wait(timeout=30) is run and run.completed
+
+
+def test_close_after_the_run_finished_waits_for_its_cleanup_and_returns_the_live_run(config, script):
+    agent = echo_agent(script)
+    run = agent.build_run("Hi")
+    closing, release, closed = threading.Event(), threading.Event(), []
+
+    def slow_closer():
+        closing.set()
+        release.wait(30)
+        closed.append(run.id)
+
+    run.register(closer=slow_closer)
+    execution = config.runtime().start_execution(run)
+    assert closing.wait(30) and execution.record().finished
+    threading.Timer(0.2, release.set).start()
+
+    assert execution.close(timeout=30) is run
+    assert closed == [run.id]  # close waited for the shutdown, as the spec says
