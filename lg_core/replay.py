@@ -77,6 +77,7 @@ from lg_core.identity import current_holder
 from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.run import Run, import_entrypoint
+from lg_core.sessions.base import load_snapshot
 from lg_core.store import NewStep, RunRecord, StepRecord
 
 if TYPE_CHECKING:
@@ -150,7 +151,7 @@ def _check_session_unchanged(rt: Runtime, record: RunRecord, plan: RetryPlan) ->
     info = (plan.restore.checkpoint or {}).get("session")
     if not info or not rt.engine.sessions.enabled:
         return
-    snapshot = rt.engine.sessions.store.load(record.session_id, actor_id=record.actor_id)
+    snapshot = load_snapshot(rt.engine.sessions.store, record.session_id, record.actor_id)
     stored = 0 if snapshot is None else len(snapshot.messages)
     if stored != info.get("count"):
         raise RunStateError(

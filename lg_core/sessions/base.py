@@ -113,6 +113,39 @@ def canonical_mapping(value: Any, name: str) -> dict[str, Any]:
         raise ProtocolError(f"session {name} cannot be stored as JSON: {exc}") from None
 
 
+def as_snapshot(value: Any, store: Any = None) -> SessionSnapshot | None:
+    """What a store's ``load`` (or write) returned, as a SessionSnapshot.
+
+    The spec's snapshot is a mapping of ``messages``, ``state`` and ``metadata``,
+    and its example store returns its database row's mapping as is, so an
+    application's store may return that instead of a SessionSnapshot. Anything
+    else is a broken store: ProtocolError, naming it.
+    """
+    if value is None or isinstance(value, SessionSnapshot):
+        return value
+    source = type(store).__name__ if store is not None else "the session store"
+    if not isinstance(value, Mapping) or "messages" not in value:
+        raise ProtocolError(
+            f"{source} returned {type(value).__name__} for a session snapshot; a store returns a SessionSnapshot, "
+            "a mapping with 'messages', 'state' and 'metadata', or None for a session not written yet"
+        )
+    try:
+        items = value["messages"]
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+            raise InvocationError("messages must be a list of messages")
+        messages = tuple(_message(item, index) for index, item in enumerate(items))
+        state = canonical_mapping(value.get("state"), "state")
+        metadata = canonical_mapping(value.get("metadata"), "metadata")
+    except (InvocationError, ProtocolError) as exc:
+        raise ProtocolError(f"{source} returned an invalid session snapshot: {exc}") from None
+    return SessionSnapshot(messages, state, metadata)
+
+
+def load_snapshot(store: SessionStore, id: str, actor_id: str | None) -> SessionSnapshot | None:
+    """``store.load(id, actor_id=...)`` as a SessionSnapshot (see :func:`as_snapshot`)."""
+    return as_snapshot(store.load(id, actor_id=actor_id), store)
+
+
 def check_expected_count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvocationError(f"expected_count must be a non-negative integer, got {value!r}")
@@ -223,10 +256,12 @@ __all__ = [
     "SessionKey",
     "SessionSnapshot",
     "SessionStore",
+    "as_snapshot",
     "canonical_mapping",
     "check_expected_count",
     "count_conflict",
     "is_transient",
+    "load_snapshot",
     "persistable",
     "session_key",
 ]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from lg_core.datamap import DataMap
 from lg_core.errors import ConfigurationError
 from lg_core.messages import Message
-from lg_core.sessions.base import SessionSnapshot, SessionStore, persistable
+from lg_core.sessions.base import SessionSnapshot, SessionStore, load_snapshot, persistable
 from lg_core.sessions.sql import SqlSessionStore
 from lg_core.store.records import SessionWrite
 
@@ -97,7 +97,7 @@ class RunSessions:
         fallback = tuple(invocation.history)
         if self.store is None:
             return Opening(fallback, invocation.context.copy(), None)
-        snapshot = self.store.load(invocation.session_id, actor_id=run.session_actor_id)
+        snapshot = load_snapshot(self.store, invocation.session_id, run.session_actor_id)
         stored, stored_state = _before_turn_of(run.id, snapshot)
         history = stored or fallback
         for hook in hooks:
@@ -142,7 +142,7 @@ class RunSessions:
         assert store is not None
         session_id, actor_id = write.session_id, write.actor_id
         with store.synchronize(session_id, actor_id):
-            snapshot = store.load(session_id, actor_id=actor_id)
+            snapshot = load_snapshot(store, session_id, actor_id)
             stored, before = _before_turn_of(run_id, snapshot)
             count = write.expected_count
             turn = {"run_id": run_id, "from": count, "to": count + len(write.messages), "state": before}
@@ -166,7 +166,7 @@ class RunSessions:
             return
         session_id, actor_id = run.invocation.session_id, run.session_actor_id
         with store.synchronize(session_id, actor_id):
-            snapshot = store.load(session_id, actor_id=actor_id)
+            snapshot = load_snapshot(store, session_id, actor_id)
             turn = _turn_of(run.id, snapshot)
             if turn is None:
                 return

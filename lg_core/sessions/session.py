@@ -18,7 +18,7 @@ session, and no actor means no tenant isolation.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
@@ -29,7 +29,9 @@ from lg_core.messages import Message
 from lg_core.sessions.base import (
     SessionSnapshot,
     SessionStore,
+    as_snapshot,
     canonical_mapping,
+    load_snapshot,
     persistable,
     session_key,
 )
@@ -79,7 +81,7 @@ class Session:
         """The stored snapshot, read once; None for a new session."""
         with self._lock:
             if self._snapshot is _UNLOADED:
-                self._snapshot = self.store.load(self.id, actor_id=self.actor_id)
+                self._snapshot = load_snapshot(self.store, self.id, self.actor_id)
             return self._snapshot
 
     def history(self, fallback: Iterable[Any] = ()) -> tuple[Message, ...]:
@@ -112,29 +114,26 @@ class Session:
         with self._lock:
             current = self.load()
             expected = 0 if current is None else current.count
-            snapshot = self.store.append(
+            state, metadata = self._state_for(state), self._metadata_for(metadata)
+            written = self.store.append(
                 self.id,
                 messages=messages,
-                state=self._state_for(state),
-                metadata=self._metadata_for(metadata),
+                state=state,
+                metadata=metadata,
                 expected_count=expected,
                 actor_id=self.actor_id,
             )
-            self._snapshot = snapshot
-            return snapshot
+            before = () if current is None else current.messages
+            return self._remember(written, lambda: before + persistable(messages), state, metadata)
 
     def replace(self, messages: Iterable[Any], *, state: Any = None, metadata: Any = None) -> SessionSnapshot:
         """Replace the whole stored snapshot."""
         with self._lock:
-            snapshot = self.store.replace(
-                self.id,
-                messages=messages,
-                state=self._state_for(state),
-                metadata=self._metadata_for(metadata),
-                actor_id=self.actor_id,
+            state, metadata = self._state_for(state), self._metadata_for(metadata)
+            written = self.store.replace(
+                self.id, messages=messages, state=state, metadata=metadata, actor_id=self.actor_id
             )
-            self._snapshot = snapshot
-            return snapshot
+            return self._remember(written, lambda: persistable(messages), state, metadata)
 
     def checkpoint(self, messages: Iterable[Any], *, state: Any = None, metadata: Any = None) -> SessionSnapshot:
         """Persist a whole conversation: append its new tail when the stored history is
@@ -165,6 +164,21 @@ class Session:
         """Serialize work on this session within its store instance."""
         with self.store.synchronize(self.id, actor_id=self.actor_id):
             yield
+
+    def _remember(
+        self, written: Any, messages: Callable[[], tuple[Message, ...]], state: Any, metadata: Any
+    ) -> SessionSnapshot:
+        """Keep the snapshot a successful write left as the base of later updates.
+
+        A store may return it, or (like the spec's example store) nothing: the
+        snapshot is then what was written, sanitized as every store must.
+        """
+        if written is None:
+            snapshot = SessionSnapshot(messages(), canonical_mapping(state, "state"), canonical_mapping(metadata, "metadata"))
+        else:
+            snapshot = as_snapshot(written, self.store)
+        self._snapshot = snapshot
+        return snapshot
 
     def _state_for(self, state: Any) -> Any:
         return self.state if state is None else state

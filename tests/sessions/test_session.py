@@ -304,3 +304,52 @@ def test_filesystem_file_names_do_not_contain_ids_and_a_corrupt_file_is_a_protoc
     snapshot_file.write_text("{not json")
     with pytest.raises(ProtocolError, match="not a valid snapshot"):
         store.load("conv..secret", actor_id="user-7")
+
+
+# -- a custom store written as the spec's example is ----------------------------------------------
+
+
+class MappingStore(SessionStore):
+    """A store shaped like the spec's DatabaseSessionStore example: ``load`` returns the
+    row's snapshot as a plain mapping, and ``append``/``replace`` return nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict = {}
+
+    def load(self, id, actor_id=None):
+        return self.rows.get((id, actor_id))
+
+    def append(self, id, *, messages, state, metadata, expected_count, actor_id=None):
+        row = self.rows.get((id, actor_id)) or {"messages": [], "state": {}, "metadata": {}}
+        if len(row["messages"]) != expected_count:
+            raise ProtocolError(f"expected {expected_count} messages, found {len(row['messages'])}")
+        kept = [m.to_dict() for m in persistable(messages)]
+        self.rows[(id, actor_id)] = {"messages": row["messages"] + kept, "state": dict(state), "metadata": dict(metadata)}
+
+    def replace(self, id, *, messages, state, metadata, actor_id=None):
+        kept = [m.to_dict() for m in persistable(messages)]
+        self.rows[(id, actor_id)] = {"messages": kept, "state": dict(state), "metadata": dict(metadata)}
+
+
+def test_a_store_returning_mapping_snapshots_and_no_write_result_works_with_session():
+    store = MappingStore()
+    session = Session("c", actor_id="user-7", store=store)
+    session.append([user("one")], state={"n": 1}, metadata={"channel": "web"})
+    session.append([assistant("two")])  # expects the count its own last write left
+    session.checkpoint([user("one"), assistant("two"), user("three")])
+
+    reopened = Session("c", actor_id="user-7", store=store)
+    assert [m.text for m in reopened.history()] == ["one", "two", "three"]
+    assert reopened.state["n"] == 1
+    assert dict(reopened.metadata) == {"channel": "web"}
+    assert isinstance(reopened.load(), SessionSnapshot)
+
+
+def test_a_store_returning_something_that_is_no_snapshot_is_a_protocol_error():
+    class Odd(MappingStore):
+        def load(self, id, actor_id=None):
+            return ["not", "a", "snapshot"]
+
+    with pytest.raises(ProtocolError, match="Odd returned list"):
+        Session("c", store=Odd()).history()

@@ -381,3 +381,18 @@ def test_an_interjection_sent_while_a_run_waits_is_read_by_its_first_turn(config
     session_app.release("g1")
     assert second.wait(timeout=30).response == "seen: gate:g1 first | second | and one more thing"
     assert first.wait(timeout=30).completed
+
+
+def test_runs_continue_a_conversation_in_a_store_written_like_the_spec_example():
+    from tests.sessions.test_session import MappingStore
+
+    store = MappingStore()
+    configuration = Configuration(session_store=store)
+    with with_configuration(configuration):
+        ask("one")
+        run = ask("two")
+    configuration.close()
+    assert run.response == "seen: one | two"
+    assert [m["content"][0]["text"] for m in store.rows[("conv-1", "user-7")]["messages"]] == [
+        "one", "seen: one", "two", "seen: one | two"
+    ]
