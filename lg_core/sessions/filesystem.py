@@ -96,9 +96,13 @@ class FilesystemSessionStore(SessionStore):
     def _locked(self, key: SessionKey, mode: int) -> Iterator[None]:
         """This instance's per-session lock, then the cross-process file lock."""
         with self.synchronize(*key):
-            fd = os.open(self._path(key).with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            lock_path = self._path(key).with_suffix(".lock")
             try:
-                fcntl.flock(fd, mode)
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                raise ProtocolError(f"cannot lock session file {lock_path}: {exc}") from None
+            try:
+                _flock(fd, mode, lock_path)
                 yield
             finally:
                 os.close(fd)  # closing the descriptor releases the flock
@@ -130,18 +134,35 @@ class FilesystemSessionStore(SessionStore):
             "metadata": snapshot.metadata,
         }
         path = self._path(key)
-        fd, temporary = tempfile.mkstemp(dir=self.root, prefix=".tmp-", suffix=".json")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle, separators=(",", ":"))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            with _quietly():
-                os.unlink(temporary)
-            raise
-        _fsync_directory(self.root)
+            _write_atomically(self.root, path, data)
+        except OSError as exc:
+            # The spec: ProtocolError when the snapshot cannot be written; the old one stays.
+            raise ProtocolError(f"cannot write session file {path}: {exc}") from None
+
+
+def _write_atomically(root: Path, path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to a temporary file, fsync it and rename it over ``path``."""
+    fd, temporary = tempfile.mkstemp(dir=root, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, separators=(",", ":"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with _quietly():
+            os.unlink(temporary)
+        raise
+    _fsync_directory(root)
+
+
+def _flock(fd: int, mode: int, path: Path) -> None:
+    """Take the cross-process lock; a filesystem without locking is a ProtocolError."""
+    try:
+        fcntl.flock(fd, mode)
+    except OSError as exc:
+        raise ProtocolError(f"cannot lock session file {path} (shared roots need file locking): {exc}") from None
 
 
 def _private_root(root: Path) -> Path:

@@ -353,3 +353,20 @@ def test_a_store_returning_something_that_is_no_snapshot_is_a_protocol_error():
 
     with pytest.raises(ProtocolError, match="Odd returned list"):
         Session("c", store=Odd()).history()
+
+
+def test_a_filesystem_snapshot_that_cannot_be_written_is_a_protocol_error(tmp_path):
+    # The spec: "Raises ProtocolError when ... the snapshot cannot be read or written."
+    store = FilesystemSessionStore(tmp_path / "s")
+    store.replace("c", messages=[user("kept")], state={}, metadata={}, actor_id="user-7")
+    path = store._path(("c", "user-7"))
+    blocked = store._path(("blocked", "user-7"))
+    blocked.mkdir()  # the snapshot's file name is taken by a directory: the rename fails
+    with pytest.raises(ProtocolError, match="cannot write session file"):
+        store.replace("blocked", messages=[user("hi")], state={}, metadata={}, actor_id="user-7")
+    assert [p.name for p in (tmp_path / "s").iterdir() if p.name.startswith(".tmp-")] == []
+
+    path.with_suffix(".lock").unlink()
+    path.with_suffix(".lock").mkdir()  # its lock file cannot be opened
+    with pytest.raises(ProtocolError, match="cannot lock session file"):
+        store.append("c", messages=[user("more")], state={}, metadata={}, expected_count=1, actor_id="user-7")
