@@ -34,6 +34,7 @@ from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
 from lg_core.run_result import RunResult
+from lg_core.sessions.session import Session
 from lg_core.store import RunRecord
 from lg_core.usage import Usage
 
@@ -84,6 +85,7 @@ class Run:
         self._delivery_error: BaseException | None = None
         self._model: Any = None
         self._stored_entrypoint: str | None = None
+        self._session: Session | None = None
 
     # -- identity ------------------------------------------------------------------------
 
@@ -98,6 +100,24 @@ class Run:
 
         cls = self.entrypoint_class
         return cls if isinstance(cls, type) and issubclass(cls, Agent) else None
+
+    @property
+    def session(self) -> Session | None:
+        """The Session this run reads and appends to; None when sessions are disabled.
+
+        The same conversation the run continues (its invocation's ``session_id``
+        and the run's persistence actor, in the runtime's store), so an
+        application can read or checkpoint it without rebuilding the key.
+        """
+        store = self.runtime.session_store
+        if store is None:
+            return None
+        if self._session is None or self._session.actor_id != self.session_actor_id:
+            # (Re)built once the run's start has decided its actor (Configuration.session_actor).
+            self._session = Session(
+                self.invocation.session_id, store=store, actor_id=self.session_actor_id, operation_id=self.operation_id
+            )
+        return self._session
 
     # -- outcome ---------------------------------------------------------------------------
 

@@ -396,3 +396,36 @@ def test_runs_continue_a_conversation_in_a_store_written_like_the_spec_example()
     assert [m["content"][0]["text"] for m in store.rows[("conv-1", "user-7")]["messages"]] == [
         "one", "seen: one", "two", "seen: one | two"
     ]
+
+
+def test_a_run_exposes_the_session_it_was_opened_with(config):
+    # The spec's Run#session: "Session opened for this invocation, when persistence is configured."
+    run = ask("hello")
+    session = run.session
+    assert isinstance(session, Session)
+    assert (session.id, session.actor_id) == ("conv-1", "user-7")
+    assert session.store is config.runtime().session_store
+    assert [m.text for m in session.history()] == ["hello", "seen: hello"]
+    assert run.session is session
+    assert lg_core.get_run(run.id).session.id == "conv-1"
+
+    unnamed = RecallAgent.ask("no session id given")
+    assert unnamed.session.id == unnamed.invocation.session_id == unnamed.id
+
+
+def test_a_run_has_no_session_when_sessions_are_disabled():
+    configuration = Configuration(session_store="none")
+    with with_configuration(configuration):
+        assert ask("one").session is None
+    configuration.close()
+
+
+def test_a_dormant_runs_session_follows_the_actor_its_start_decides():
+    configuration = Configuration(session_actor=lambda invocation: f"tenant-{invocation.context['tenant']}")
+    with with_configuration(configuration):
+        run = RecallAgent.stream_ask("hi", session_id="conv-1", context={"tenant": "9"})
+        assert run.session.actor_id is None  # not decided before the run starts
+        list(run)
+        assert run.session.actor_id == "tenant-9"
+        assert [m.text for m in run.session.history()] == ["hi", "seen: hi"]
+    configuration.close()
