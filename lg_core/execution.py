@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
@@ -323,6 +323,21 @@ class Execution:
 
     def __repr__(self) -> str:
         return f"<Execution {self.run_id}>"
+
+    @classmethod
+    def start(cls, run: Run, on_event: Callable[[StreamEvent], None] | None = None) -> Execution:
+        """Start the dormant ``run`` at once and return its supervising Execution.
+
+        ``on_event`` (the spec's event-consumer block) receives each event on the
+        thread executing the run, so keep it quick. If the work cannot start, the
+        run is closed before the error is raised. A run that already executed
+        raises Error.
+        """
+        if on_event is not None and run._phase == "dormant":  # never redirect a running run's events
+            if not callable(on_event):
+                raise InvocationError(f"on_event must be a callable taking a StreamEvent, got {type(on_event).__name__}")
+            run._on_event = on_event
+        return run.runtime.start_execution(run)
 
     # -- state -----------------------------------------------------------------------
 

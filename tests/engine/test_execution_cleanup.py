@@ -115,3 +115,21 @@ def test_close_after_the_run_finished_waits_for_its_cleanup_and_returns_the_live
 
     assert execution.close(timeout=30) is run
     assert closed == [run.id]  # close waited for the shutdown, as the spec says
+
+
+def test_execution_start_supervises_a_dormant_run_with_an_event_consumer(config, script):
+    # The spec's Execution.start(run, &event_consumer).
+    from lg_core import Error, Execution, InvocationError
+
+    run = echo_agent(script).build_run("Hi")
+    seen: list[str] = []
+
+    execution = Execution.start(run, on_event=lambda event: seen.append(event.type))
+
+    assert execution.wait(timeout=30) is run and run.completed
+    assert seen[0] == "invocation_start" and seen[-1] in TERMINAL_EVENTS.values()
+    with pytest.raises(Error, match="executes only once"):
+        Execution.start(run, on_event=lambda event: seen.append("redirected"))
+    assert "redirected" not in seen
+    with pytest.raises(InvocationError, match="on_event"):
+        Execution.start(echo_agent(script).build_run("Hi"), on_event="not callable")
