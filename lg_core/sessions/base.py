@@ -214,6 +214,16 @@ class SessionStore:
         return None
 
     @contextmanager
+    def with_operation_context(self, operation_id: str | None) -> Iterator[None]:
+        """Run one store operation under the telemetry operation ``operation_id`` (or None).
+
+        Sessions wrap each of their store calls in it, with their
+        ``operation_id``. The default does nothing; a store that reports to a
+        tracing system overrides it to parent its own spans there.
+        """
+        yield
+
+    @contextmanager
     def synchronize(self, id: str, actor_id: str | None = None) -> Iterator[None]:
         """Hold this instance's lock for one session while the block runs."""
         key = session_key(id, actor_id)

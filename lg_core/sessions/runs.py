@@ -97,7 +97,8 @@ class RunSessions:
         fallback = tuple(invocation.history)
         if self.store is None:
             return Opening(fallback, invocation.context.copy(), None)
-        snapshot = load_snapshot(self.store, invocation.session_id, run.session_actor_id)
+        with self.store.with_operation_context(run.operation_id):
+            snapshot = load_snapshot(self.store, invocation.session_id, run.session_actor_id)
         stored, stored_state = _before_turn_of(run.id, snapshot)
         history = stored or fallback
         for hook in hooks:
@@ -141,7 +142,7 @@ class RunSessions:
         store = self.store
         assert store is not None
         session_id, actor_id = write.session_id, write.actor_id
-        with store.synchronize(session_id, actor_id):
+        with store.synchronize(session_id, actor_id), store.with_operation_context(run_id):
             snapshot = load_snapshot(store, session_id, actor_id)
             stored, before = _before_turn_of(run_id, snapshot)
             count = write.expected_count
@@ -165,7 +166,7 @@ class RunSessions:
         if store is None or self.in_store:
             return
         session_id, actor_id = run.invocation.session_id, run.session_actor_id
-        with store.synchronize(session_id, actor_id):
+        with store.synchronize(session_id, actor_id), store.with_operation_context(run.operation_id):
             snapshot = load_snapshot(store, session_id, actor_id)
             turn = _turn_of(run.id, snapshot)
             if turn is None:

@@ -79,9 +79,13 @@ class Session:
 
     def load(self) -> SessionSnapshot | None:
         """The stored snapshot, read once; None for a new session."""
+        return self._load(self.operation_id)
+
+    def _load(self, operation_id: str | None) -> SessionSnapshot | None:
         with self._lock:
             if self._snapshot is _UNLOADED:
-                self._snapshot = load_snapshot(self.store, self.id, self.actor_id)
+                with self.store.with_operation_context(operation_id):
+                    self._snapshot = load_snapshot(self.store, self.id, self.actor_id)
             return self._snapshot
 
     def history(self, fallback: Iterable[Any] = ()) -> tuple[Message, ...]:
@@ -111,39 +115,56 @@ class Session:
         ``state`` and ``metadata`` default to the current ones. Raises
         ProtocolError when another writer changed the session first.
         """
+        return self._append(messages, state, metadata, self.operation_id)
+
+    def _append(self, messages: Iterable[Any], state: Any, metadata: Any, operation_id: str | None) -> SessionSnapshot:
         with self._lock:
-            current = self.load()
+            current = self._load(operation_id)
             expected = 0 if current is None else current.count
             state, metadata = self._state_for(state), self._metadata_for(metadata)
-            written = self.store.append(
-                self.id,
-                messages=messages,
-                state=state,
-                metadata=metadata,
-                expected_count=expected,
-                actor_id=self.actor_id,
-            )
+            with self.store.with_operation_context(operation_id):
+                written = self.store.append(
+                    self.id,
+                    messages=messages,
+                    state=state,
+                    metadata=metadata,
+                    expected_count=expected,
+                    actor_id=self.actor_id,
+                )
             before = () if current is None else current.messages
             return self._remember(written, lambda: before + persistable(messages), state, metadata)
 
     def replace(self, messages: Iterable[Any], *, state: Any = None, metadata: Any = None) -> SessionSnapshot:
         """Replace the whole stored snapshot."""
+        return self._replace(messages, state, metadata, self.operation_id)
+
+    def _replace(self, messages: Iterable[Any], state: Any, metadata: Any, operation_id: str | None) -> SessionSnapshot:
         with self._lock:
             state, metadata = self._state_for(state), self._metadata_for(metadata)
-            written = self.store.replace(
-                self.id, messages=messages, state=state, metadata=metadata, actor_id=self.actor_id
-            )
+            with self.store.with_operation_context(operation_id):
+                written = self.store.replace(
+                    self.id, messages=messages, state=state, metadata=metadata, actor_id=self.actor_id
+                )
             return self._remember(written, lambda: persistable(messages), state, metadata)
 
-    def checkpoint(self, messages: Iterable[Any], *, state: Any = None, metadata: Any = None) -> SessionSnapshot:
+    def checkpoint(
+        self, messages: Iterable[Any], *, state: Any = None, metadata: Any = None, parent_operation_id: str | None = None
+    ) -> SessionSnapshot:
         """Persist a whole conversation: append its new tail when the stored history is
-        an unchanged prefix of it, replace the snapshot otherwise."""
+        an unchanged prefix of it, replace the snapshot otherwise.
+
+        The store calls run in ``store.with_operation_context(parent_operation_id)``
+        (default: this Session's ``operation_id``), so a store's telemetry can
+        parent them to the caller's operation.
+        """
+        operation_id = self.operation_id if parent_operation_id is None else parent_operation_id
         conversation = persistable(messages)
         with self._lock:
-            stored = self.history()
+            snapshot = self._load(operation_id)
+            stored = () if snapshot is None else snapshot.messages
             if conversation[: len(stored)] == stored:
-                return self.append(conversation[len(stored) :], state=state, metadata=metadata)
-            return self.replace(conversation, state=state, metadata=metadata)
+                return self._append(conversation[len(stored) :], state, metadata, operation_id)
+            return self._replace(conversation, state, metadata, operation_id)
 
     def checkpoint_result(self, result: Any) -> SessionSnapshot:
         """Checkpoint the conversation and state of a finished Run or RunResult."""
@@ -155,9 +176,9 @@ class Session:
 
     def project_conversation(self, messages: Iterable[Any], *, metadata: Any = None) -> Any:
         """Hand a conversational view to stores that publish one; the transcript is unchanged."""
-        return self.store.project_conversation(
-            self.id, messages=messages, metadata=self._metadata_for(metadata), actor_id=self.actor_id
-        )
+        metadata = self._metadata_for(metadata)
+        with self.store.with_operation_context(self.operation_id):
+            return self.store.project_conversation(self.id, messages=messages, metadata=metadata, actor_id=self.actor_id)
 
     @contextmanager
     def synchronize(self) -> Iterator[None]:

@@ -3,6 +3,7 @@ configuration, and the filesystem store's own rules."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 
@@ -370,3 +371,50 @@ def test_a_filesystem_snapshot_that_cannot_be_written_is_a_protocol_error(tmp_pa
     path.with_suffix(".lock").mkdir()  # its lock file cannot be opened
     with pytest.raises(ProtocolError, match="cannot lock session file"):
         store.append("c", messages=[user("more")], state={}, metadata={}, expected_count=1, actor_id="user-7")
+
+
+class TracingStore(MemorySessionStore):
+    """Records the telemetry operation each store call ran under (SessionStore#with_operation_context)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.current: list = []
+        self.calls: list = []
+
+    @contextlib.contextmanager
+    def with_operation_context(self, operation_id):
+        self.current.append(operation_id)
+        try:
+            yield
+        finally:
+            self.current.pop()
+
+    def load(self, id, actor_id=None):
+        self.calls.append(("load", self.current[-1] if self.current else "none"))
+        return super().load(id, actor_id=actor_id)
+
+    def append(self, id, **options):
+        self.calls.append(("append", self.current[-1] if self.current else "none"))
+        return super().append(id, **options)
+
+    def replace(self, id, **options):
+        self.calls.append(("replace", self.current[-1] if self.current else "none"))
+        return super().replace(id, **options)
+
+
+def test_session_store_calls_run_in_the_sessions_operation_context():
+    store = TracingStore()
+    session = Session("c", store=store, operation_id="op-1")
+    session.append([user("one")])
+    session.checkpoint([user("one"), assistant("two")], parent_operation_id="op-2")
+    session.checkpoint([user("rewritten")])
+    assert store.calls == [("load", "op-1"), ("append", "op-1"), ("append", "op-2"), ("replace", "op-1")]
+
+
+def test_the_default_operation_context_keeps_the_blocks_value():
+    store = MemorySessionStore()
+    with store.with_operation_context("op-1"):
+        value = "kept"
+    with store.with_operation_context(None):
+        pass
+    assert value == "kept"

@@ -429,3 +429,15 @@ def test_a_dormant_runs_session_follows_the_actor_its_start_decides():
         assert run.session.actor_id == "tenant-9"
         assert [m.text for m in run.session.history()] == ["hi", "seen: hi"]
     configuration.close()
+
+
+def test_a_runs_session_store_calls_run_in_the_runs_operation_context():
+    from tests.sessions.test_session import TracingStore
+
+    store = TracingStore()
+    configuration = Configuration(session_store=store)
+    with with_configuration(configuration):
+        run = ask("one")
+    configuration.close()
+    assert run.completed
+    assert store.calls and {operation for _call, operation in store.calls} == {run.operation_id}
