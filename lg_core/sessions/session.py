@@ -105,7 +105,7 @@ class Session:
     def metadata(self) -> Mapping[str, Any]:
         """The stored metadata, else the metadata given at construction (read-only)."""
         snapshot = self.load()
-        return MappingProxyType(dict(snapshot.metadata if snapshot is not None else self._initial_metadata))
+        return _frozen(snapshot.metadata if snapshot is not None else self._initial_metadata)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -206,6 +206,16 @@ class Session:
 
     def _metadata_for(self, metadata: Any) -> Any:
         return dict(self.metadata) if metadata is None else metadata
+
+
+def _frozen(value: Any) -> Any:
+    """A read-only view of JSON data all the way down (mappings and lists alike), so a
+    nested value cannot be changed through it and leak into the session's next write."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({key: _frozen(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return tuple(_frozen(item) for item in value)
+    return value
 
 
 __all__ = ["Session"]

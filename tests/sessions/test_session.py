@@ -418,3 +418,18 @@ def test_the_default_operation_context_keeps_the_blocks_value():
     with store.with_operation_context(None):
         pass
     assert value == "kept"
+
+
+def test_metadata_is_frozen_all_the_way_down():
+    # The spec: "The returned DataMap is frozen." A nested value changed through it
+    # must not leak into the session (and from there into its next write).
+    store = MemorySessionStore()
+    session = Session("c", store=store, metadata={"tags": {"tier": "gold"}, "labels": ["a"]})
+    metadata = session.metadata
+    with pytest.raises(TypeError):
+        metadata["tags"]["tier"] = "free"
+    with pytest.raises((TypeError, AttributeError)):
+        metadata["labels"].append("b")
+    session.append([user("hi")])
+    assert store.load("c").metadata == {"tags": {"tier": "gold"}, "labels": ["a"]}
+    assert session.metadata["tags"]["tier"] == "gold" and list(session.metadata["labels"]) == ["a"]
