@@ -14,6 +14,7 @@ store creates it that way when it is missing.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -110,7 +111,7 @@ class FilesystemSessionStore(SessionStore):
     def _read(self, key: SessionKey) -> SessionSnapshot | None:
         path = self._path(key)
         try:
-            raw = path.read_bytes()
+            raw = _read_regular_file(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -139,6 +140,25 @@ class FilesystemSessionStore(SessionStore):
         except OSError as exc:
             # The spec: ProtocolError when the snapshot cannot be written; the old one stays.
             raise ProtocolError(f"cannot write session file {path}: {exc}") from None
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of ``path``, refusing a symbolic link or anything but a regular file.
+
+    The store only ever renames regular files into place, so anything else was
+    planted (a link to data outside the private root, a FIFO that would block
+    every reader): an unsafe snapshot, which the spec makes a ProtocolError.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ProtocolError(f"session file {path} is not a regular file (a symbolic link); remove it") from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ProtocolError(f"session file {path} is not a regular file; remove it")
+        return handle.read()
 
 
 def _write_atomically(root: Path, path: Path, data: dict[str, Any]) -> None:

@@ -433,3 +433,21 @@ def test_metadata_is_frozen_all_the_way_down():
     session.append([user("hi")])
     assert store.load("c").metadata == {"tags": {"tier": "gold"}, "labels": ["a"]}
     assert session.metadata["tags"]["tier"] == "gold" and list(session.metadata["labels"]) == ["a"]
+
+
+def test_a_filesystem_snapshot_that_is_a_link_or_no_regular_file_is_unsafe(tmp_path):
+    # The spec: load raises "ProtocolError for an invalid or unsafe persisted snapshot".
+    store = FilesystemSessionStore(tmp_path / "s")
+    store.replace("c", messages=[user("mine")], state={}, metadata={}, actor_id="user-7")
+    path = store._path(("c", "user-7"))
+    planted = tmp_path / "planted.json"
+    planted.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(planted)  # a valid-looking snapshot from outside the private root
+    with pytest.raises(ProtocolError, match="not a regular file"):
+        store.load("c", actor_id="user-7")
+
+    path.unlink()
+    os.mkfifo(path)  # reading it would block forever
+    with pytest.raises(ProtocolError, match="not a regular file"):
+        store.load("c", actor_id="user-7")
