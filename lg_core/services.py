@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from lg_core.content import Text
+from lg_core.content import Document, Image, Text
 from lg_core.datamap import to_json_value
 from lg_core.engine.background import ThreadBackend
 from lg_core.engine.engine import Engine
@@ -151,22 +151,13 @@ class Runtime:
         """
         if interjection_id is not None:
             interjection_id = _identifier(interjection_id, "interjection_id")
-        try:
-            normalized = Message.coerce(message)
-        except (ValueError, TypeError) as exc:
-            raise InvocationError(f"the interjection is not a valid message: {exc}") from None
-        blank = all(isinstance(block, Text) and not block.text.strip() for block in normalized.content)
-        if normalized.role != "user" or blank:
-            raise InvocationError("an interjection must be a non-empty user message")
-        payload = {"message": normalized, "metadata": _interjection_metadata(metadata)}
+        payload = {"message": _interjection_message(message), "metadata": _interjection_metadata(metadata)}
         if self.hooks:
             # The Run executing here if there is one (hooks may register resources on it).
             run = self.engine.live_run(run_id) or self.get_run(run_id)
             for hook in self.hooks:
-                payload = hook.prepare_interjection(run, payload) or payload
-        seq = self.store.add_interjection(
-            run_id, Message.coerce(payload["message"]).to_dict(), payload.get("metadata"), interjection_id
-        )
+                payload = _prepared_interjection(hook, run, payload)
+        seq = self.store.add_interjection(run_id, payload["message"].to_dict(), payload["metadata"], interjection_id)
         self.engine.note_interjections(run_id, 1)  # a run executing here reads it at its next model turn
         return seq
 
@@ -259,6 +250,48 @@ class Runtime:
 
 
 _CANCEL_ATTEMPTS = 5  # each retry follows a pending run's activation, which happens once
+
+
+_INTERJECTION_CONTENT = (Text, Image, Document)
+
+
+def _interjection_message(message: Any) -> Message:
+    """The interjection as a user Message of text, image or document content (InvocationError otherwise).
+
+    The spec: "Messages may contain only text, image, or document content." Tool
+    calls, tool results and reasoning belong to the model's turns; a caller that
+    could send them could forge a tool's result.
+    """
+    try:
+        normalized = Message.coerce(message)
+    except (ValueError, TypeError) as exc:
+        raise InvocationError(f"the interjection is not a valid message: {exc}") from None
+    if normalized.role != "user":
+        raise InvocationError(f"an interjection must be a non-empty user message, got a {normalized.role} message")
+    other = sorted({type(block).__name__ for block in normalized.content if not isinstance(block, _INTERJECTION_CONTENT)})
+    if other:
+        raise InvocationError(f"an interjection may carry only text, image or document content, got {', '.join(other)}")
+    if all(isinstance(block, Text) and not block.text.strip() for block in normalized.content):
+        raise InvocationError("an interjection must be a non-empty user message")
+    return normalized
+
+
+def _prepared_interjection(hook: Hook, run: Run, payload: dict[str, Any]) -> dict[str, Any]:
+    """What ``hook.prepare_interjection`` made of ``payload``, held to the caller's rules.
+
+    A hook may replace the message (to materialize trusted attachments) or the
+    metadata, but what it returns is checked like the caller's input, so a hook
+    cannot slip in an assistant message or data the store cannot keep. A broken
+    hook is the application's setup: ConfigurationError, naming it.
+    """
+    prepared = hook.prepare_interjection(run, dict(payload)) or payload
+    where = f"{type(hook).__name__}.prepare_interjection"
+    if not isinstance(prepared, Mapping) or "message" not in prepared:
+        raise ConfigurationError(f"{where} must return a mapping with 'message' (or None), got {type(prepared).__name__}")
+    try:
+        return {"message": _interjection_message(prepared["message"]), "metadata": _interjection_metadata(prepared.get("metadata"))}
+    except InvocationError as exc:
+        raise ConfigurationError(f"{where} returned an invalid interjection: {exc}") from None
 
 
 def _interjection_metadata(metadata: Any) -> dict[str, Any]:
