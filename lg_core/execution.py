@@ -350,16 +350,26 @@ class Execution:
 
     @property
     def state(self) -> str:
-        """``pending`` (waiting for its session), ``running`` or ``finished``."""
-        return state_of(self.record())
+        """``pending`` (waiting for its session), ``running`` or ``finished``.
+
+        A run whose outcome is stored but which this process is still closing
+        (its registered resources) is still ``running``: the Execution is not done.
+        """
+        state = state_of(self.record())
+        return "running" if state == "finished" and self._closing_here() else state
 
     @property
     def finished(self) -> bool:
-        return self.record().finished
+        """True once the run has finished and this process has closed its resources."""
+        return self.state == "finished"
 
     @property
     def active(self) -> bool:
+        """True while the run executes or this process still closes it."""
         return not self.finished
+
+    def _closing_here(self) -> bool:
+        return self.backend.executes_here(self.run_id)
 
     @property
     def run(self) -> Run | None:

@@ -133,3 +133,19 @@ def test_execution_start_supervises_a_dormant_run_with_an_event_consumer(config,
     assert "redirected" not in seen
     with pytest.raises(InvocationError, match="on_event"):
         Execution.start(echo_agent(script).build_run("Hi"), on_event="not callable")
+
+
+def test_an_execution_still_closing_its_run_here_is_active_not_finished(config, script):
+    # The spec: finished? "Indicates that the Execution and all interjection calls have
+    # finished"; active? that it "is still active". Closing the run's resources is part of it.
+    run = echo_agent(script).build_run("Hi")
+    closing, release = threading.Event(), threading.Event()
+    run.register(closer=lambda: (closing.set(), release.wait(30)))
+    execution = config.runtime().start_execution(run)
+    try:
+        assert closing.wait(30) and execution.record().finished
+        assert (execution.finished, execution.active, execution.state) == (False, True, "running")
+    finally:
+        release.set()
+    execution.wait(timeout=30)
+    assert (execution.finished, execution.active, execution.state) == (True, False, "finished")
