@@ -154,13 +154,25 @@ class Configuration(BaseSettings):
                 raise ValueError(f"hooks must be Hook subclasses, got {hook!r}")
         return value
 
+    def __init__(self, **values: Any) -> None:
+        """Build from keyword values, ``lg.yaml`` and ``LG_*``; a bad value is a ConfigurationError naming it."""
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigurationError(_describe(exc, values)) from None
+        except SettingsError as exc:  # an environment variable that should hold JSON does not
+            raise ConfigurationError(_describe_settings_error(exc)) from None
+
     def __setattr__(self, name: str, value: Any) -> None:
         if not name.startswith("_") and getattr(self, "_runtime", None) is not None:
             raise ConfigurationError(
                 f"the configuration is locked because its runtime is running; set {name} before the first "
                 "agent call, or use with_configuration(Configuration(...)) for an independent setup"
             )
-        super().__setattr__(name, value)
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as exc:
+            raise ConfigurationError(_describe(exc)) from None
 
     def runtime(self) -> Any:
         """The shared Runtime for this configuration, built (and the configuration locked) on first use."""
@@ -248,12 +260,7 @@ class YamlFileSource(YamlConfigSettingsSource):
 
 def build_configuration(**values: Any) -> Configuration:
     """A Configuration from keyword values, with ConfigurationError for bad ones."""
-    try:
-        return Configuration(**values)
-    except ValidationError as exc:
-        raise ConfigurationError(_describe(exc, values)) from None
-    except SettingsError as exc:  # an environment variable that should hold JSON does not
-        raise ConfigurationError(_describe_settings_error(exc)) from None
+    return Configuration(**values)
 
 
 def _describe_settings_error(exc: SettingsError) -> str:
@@ -291,10 +298,7 @@ def configure(**values: Any) -> Configuration:
     for name, value in values.items():
         if name not in Configuration.model_fields:
             raise ConfigurationError(f"unknown setting {name!r}; known settings: {sorted(Configuration.model_fields)}")
-        try:
-            setattr(config, name, value)
-        except ValidationError as exc:
-            raise ConfigurationError(_describe(exc)) from None
+        setattr(config, name, value)  # ConfigurationError for a bad value
     return config
 
 

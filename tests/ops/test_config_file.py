@@ -105,3 +105,25 @@ def test_a_json_setting_that_is_not_json_names_the_variable(monkeypatch, name):
     monkeypatch.setenv(name, "openai=600/min")
     with pytest.raises(ConfigurationError, match=f"from \\${name}\\): not valid JSON"):
         build_configuration()
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Configuration(run_store=5), "run_store: Input should be a valid string"),
+        (lambda: Configuration(lease_seconds="soon"), "lease_seconds"),
+        (lambda: setattr(Configuration(), "session_store", 42), "session_store must be a provider name"),
+        (lambda: setattr(Configuration(), "max_parallel_tools", "many"), "max_parallel_tools"),
+    ],
+)
+def test_a_bad_value_given_to_configuration_directly_is_a_configuration_error(make, message):
+    # Configuration(...) and attribute assignment are public too, not only configure().
+    with pytest.raises(ConfigurationError, match=message):
+        make()
+
+
+def test_a_rejected_assignment_keeps_the_previous_value():
+    config = Configuration(lease_seconds=9)
+    with pytest.raises(ConfigurationError):
+        config.lease_seconds = "soon"
+    assert config.lease_seconds == 9
