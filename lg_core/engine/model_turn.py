@@ -21,6 +21,7 @@ from lg_core.errors import (
     CancelledError,
     MalformedToolCallError,
     OutputLimitError,
+    ProtocolError,
     ProviderError,
     StructuredResultError,
 )
@@ -186,7 +187,11 @@ class ModelTurn:
                     scope.context.record_usage(response.usage)
             scope.emit_event(event)
         if response is None:
-            raise MalformedToolCallError(f"the provider stream for {model.target} ended without message_stop")
+            # A protocol violation, not a malformed tool call: the stream may hold no tool call at all.
+            raise ProtocolError(
+                f"the provider stream for {model.target} ended without a message_stop event carrying its "
+                "ModelResponse; a provider must finish every stream with one"
+            )
         return response
 
     # -- decide --------------------------------------------------------------------
