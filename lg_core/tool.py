@@ -44,7 +44,7 @@ from lg_core.errors import (
     ConfigurationError,
     ToolError,
 )
-from lg_core.models.request import ToolSpecification
+from lg_core.models.request import ToolSpecification, thaw
 from lg_core.run_context import RunContext
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -119,6 +119,14 @@ class Artifact:
         if self.data is not None:
             return f"<Artifact inline {self.media_type} {len(self.data)} bytes>"
         return f"<Artifact deferred {self.media_type}>"
+
+
+def _normalized_schema(schema: Mapping[str, Any], owner: str) -> dict[str, Any]:
+    """A plain JSON copy of ``schema`` with string keys (it may be another tool's frozen schema)."""
+    try:
+        return json.loads(json.dumps(thaw(schema)))
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{owner}.input_schema must hold only JSON values: {exc}") from None
 
 
 def _artifact_bytes(data: Any) -> bytes:
@@ -206,14 +214,14 @@ class Tool:
 
     tool_name: ClassVar[str]
     description: ClassVar[str] = ""
-    input_schema: ClassVar[Any] = None
+    input_schema: ClassVar[Any] = MappingProxyType({"type": "object"})
     Input: ClassVar[type[BaseModel] | None] = None
     exclusive: ClassVar[bool] = False
     at_most_once: ClassVar[bool] = False
     available_if: ClassVar[Callable[[Binding], bool] | None] = None
     Result = ToolReturn
 
-    _schema: ClassVar[dict[str, Any]] = {"type": "object"}
+    _schema: ClassVar[Mapping[str, Any]] = MappingProxyType({"type": "object"})
     _validator: ClassVar[Any] = None
     _input_model: ClassVar[type[BaseModel] | None] = None
 
@@ -251,15 +259,18 @@ class Tool:
             raise ConfigurationError(
                 f"{cls.__qualname__}.input_schema must be a dict or a Pydantic model, got {type(schema).__name__}"
             )
-        schema = json.loads(json.dumps(schema))
+        schema = _normalized_schema(schema, cls.__qualname__)
         if schema.get("type") != "object":
             raise ConfigurationError(f"{cls.__qualname__}.input_schema must describe an object (type: object)")
         try:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise ConfigurationError(f"{cls.__qualname__}.input_schema is not valid JSON Schema: {exc.message}") from None
-        cls._schema = schema
+        # The validator keeps its own plain copy; what the class shows (input_schema,
+        # specification) is deeply frozen, as the spec's, so no caller (a before_model
+        # callback editing request.tools) can change what later calls accept.
         cls._validator = jsonschema.Draft202012Validator(schema)
+        cls._schema = cls.input_schema = _deep_freeze(json.loads(json.dumps(schema)))
         cls._input_model = model
 
     # -- class-level queries ----------------------------------------------------

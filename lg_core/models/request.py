@@ -44,6 +44,15 @@ class ModelCapabilities:
         return all(name in self.supported_parameters for name in names)
 
 
+def thaw(value: Any) -> Any:
+    """A plain, mutable JSON-shaped copy of a deeply frozen value (mapping proxies, tuples)."""
+    if isinstance(value, Mapping):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw(item) for item in value]
+    return value
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ToolSpecification:
     """What the model sees of one tool."""
@@ -53,7 +62,8 @@ class ToolSpecification:
     input_schema: Mapping[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "input_schema": dict(self.input_schema)}
+        # A tool's schema is deeply frozen (Tool.input_schema); the wire form is plain JSON.
+        return {"name": self.name, "description": self.description, "input_schema": thaw(self.input_schema)}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from lg_core import Agent, ModelCapabilities, StreamEvent
+import pytest
+
+from lg_core import Agent, ModelCapabilities, StreamEvent, Tool
 from lg_core.errors import MalformedToolCallError, ProtocolError
 from lg_core.models.request import ModelRequest
 from lg_core.providers import Provider
@@ -40,3 +42,54 @@ def test_a_stream_without_message_stop_fails_the_run_with_protocol_error_not_mal
     assert not isinstance(run.error, MalformedToolCallError)
     assert "message_stop" in str(run.error)
 
+
+# -- Tool.input_schema and Tool.specification are frozen -------------------------------------
+
+
+class TopicTool(Tool):
+    description = "Look up a topic."
+    input_schema = {
+        "type": "object",
+        "properties": {"topic": {"type": "string"}},
+        "required": ["topic"],
+        "additionalProperties": False,
+    }
+
+    def call(self, input):
+        return input["topic"]
+
+
+def test_the_specification_schema_cannot_be_changed_to_alter_validation():
+    # The spec: .specification is "the frozen model-facing name, description, and
+    # input schema"; a callback editing a request's tool schema must not change
+    # what every later call of the tool accepts.
+    schema = TopicTool.specification().input_schema
+    with pytest.raises(TypeError):
+        schema["properties"]["topic"]["type"] = "integer"  # type: ignore[index]
+    with pytest.raises((TypeError, AttributeError)):
+        schema["required"].append("other")  # type: ignore[union-attr]
+
+    assert TopicTool().validate({"topic": "refunds"}) == []
+
+
+def test_input_schema_is_the_normalized_deeply_frozen_schema():
+    # The spec: "Keys are normalized to strings and the entire value is deeply frozen."
+    class NumberedTool(Tool):
+        description = "d"
+        input_schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+        def call(self, input):
+            return input["n"]
+
+    with pytest.raises(TypeError):
+        NumberedTool.input_schema["properties"]["n"] = {}
+    assert NumberedTool().input_schema == {"type": "object", "properties": {"n": {"type": "integer"}}}
+    assert NumberedTool.specification().input_schema is NumberedTool.input_schema
+
+
+def test_a_frozen_specification_still_serializes_to_plain_json():
+    import json
+
+    spec = TopicTool.specification().to_dict()
+
+    assert json.loads(json.dumps(spec))["input_schema"]["required"] == ["topic"]

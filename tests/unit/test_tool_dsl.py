@@ -78,7 +78,7 @@ def test_subclass_gets_its_own_default_name_but_inherits_the_schema():
         pass
 
     assert ExtendedLookupTool.tool_name == "extended_lookup"
-    assert ExtendedLookupTool.specification().input_schema == TOPIC_SCHEMA
+    assert ExtendedLookupTool.specification().to_dict()["input_schema"] == TOPIC_SCHEMA
     assert ExtendedLookupTool().validate({}) == ["'topic' is a required property"]
 
 
@@ -107,7 +107,7 @@ def test_dict_schema_becomes_the_specification():
     spec = HelpCenterLookupTool.specification()
     assert spec.name == "help_center_lookup"
     assert spec.description == "Look up a help center entry by topic."
-    assert spec.input_schema == TOPIC_SCHEMA
+    assert spec.to_dict()["input_schema"] == TOPIC_SCHEMA
 
 
 def test_schema_is_copied_at_class_definition():
@@ -156,7 +156,7 @@ def test_pydantic_model_as_input_schema():
         def call(self, input):
             return {"type": type(input).__name__, "topic": input.topic, "limit": input.limit}
 
-    assert ModelSchemaTool.specification().input_schema == Query.model_json_schema()
+    assert ModelSchemaTool.specification().to_dict()["input_schema"] == Query.model_json_schema()
     outcome = ModelSchemaTool().execute({"topic": "refunds"})
     assert outcome.ok
     assert outcome.value == {"type": "Query", "topic": "refunds", "limit": 3}
@@ -176,7 +176,7 @@ def test_nested_input_model_gives_call_a_model_instance():
             seen.append(input)
             return f"{input.query}:{input.page}"
 
-    assert SearchTool.specification().input_schema == SearchTool.Input.model_json_schema()
+    assert SearchTool.specification().to_dict()["input_schema"] == SearchTool.Input.model_json_schema()
     assert SearchTool().execute({"query": "q", "page": 2}).text == "q:2"
     assert isinstance(seen[0], SearchTool.Input)
 
