@@ -6,7 +6,8 @@ None). The registry flattens them, drops tools whose ``available_if`` says no,
 binds the rest, and checks that names are valid and unique. Tools it created,
 and instances a provider returned (bound to this registry's binding if the
 provider left them unbound), are closed once, in reverse order. Instances
-passed to the registry directly remain the caller's.
+passed to the registry directly remain the caller's. ``register`` adds entries
+later, all or nothing, and with ``replace=True`` swaps out same-named tools.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from lg_core.errors import CleanupError, ConfigurationError, ToolError
+from lg_core.errors import CleanupError, ConfigurationError, Error, ToolError
 from lg_core.models.request import ToolSpecification
 from lg_core.tool import NAME_PATTERN, Binding, Tool
 
@@ -88,18 +89,51 @@ class ToolRegistry:
         return tool
 
     def _add(self, tool: Tool) -> None:
-        name = tool.tool_name
-        if not NAME_PATTERN.fullmatch(name):
-            raise ConfigurationError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
-        if not tool.description:
-            raise ConfigurationError(f"tool {name!r} ({type(tool).__qualname__}) needs a description for the model")
-        existing = self._tools.get(name)
-        if existing is not None:
-            raise ConfigurationError(
-                f"two tools are named {name!r}: {type(existing).__qualname__} and {type(tool).__qualname__}; "
-                "set tool_name on one of them"
-            )
-        self._tools[name] = tool
+        _admit(self._tools, tool)
+
+    def register(self, tool: Any, *, replace: bool = False) -> ToolRegistry:
+        """Add ``tool`` (any declaration form: a Tool class or instance, a list, a provider) and return self.
+
+        All or nothing: the new entries are validated first (names, and no clash with a
+        registered tool unless ``replace``), and a refused entry leaves the registry as it
+        was, closing what it built for them. With ``replace`` the same-named tools are
+        swapped out, and those this registry owned are closed after that validation, as
+        the spec's ToolRegistry#register does.
+        """
+        if self._closed:
+            raise Error("this ToolRegistry is closed; build a new one for another run")
+        owned_before = len(self._owned)
+        try:
+            added = self._validated(list(self._flatten([tool])), replace=replace)
+        except BaseException:
+            self._close_tools(self._owned[owned_before:])
+            del self._owned[owned_before:]
+            raise
+        replaced = [self._tools[t.tool_name] for t in added if t.tool_name in self._tools]
+        for new in added:
+            self._tools[new.tool_name] = new
+        self._release(replaced)
+        return self
+
+    def _validated(self, tools: list[Tool], *, replace: bool) -> list[Tool]:
+        """``tools`` once each is valid, unique among themselves and, unless ``replace``, new here."""
+        staged: dict[str, Tool] = {} if replace else dict(self._tools)
+        for tool in tools:
+            try:
+                _admit(staged, tool)
+            except ConfigurationError as exc:
+                if replace or tool.tool_name not in self._tools:
+                    raise
+                raise ConfigurationError(f"{exc}; or pass replace=True to swap out the registered one") from None
+        return tools
+
+    def _release(self, replaced: list[Tool]) -> None:
+        """Close the replaced tools this registry owned (others stay their owners'); raise the first failure."""
+        mine = [tool for tool in replaced if any(tool is owned for owned in self._owned)]
+        self._owned = [owned for owned in self._owned if not any(owned is tool for tool in mine)]
+        first = self._close_tools(mine)
+        if first is not None:
+            raise CleanupError(f"a replaced tool failed to close: {first!r}") from first
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(self._tools.values())
@@ -136,13 +170,34 @@ class ToolRegistry:
         if self._closed:
             return None
         self._closed = True
+        return self._close_tools(self._owned)
+
+    @staticmethod
+    def _close_tools(tools: list[Tool]) -> BaseException | None:
+        """Close ``tools`` in reverse order; every closer runs and the first failure is returned."""
         first: BaseException | None = None
-        for tool in reversed(self._owned):
+        for tool in reversed(tools):
             try:
                 tool.close()
             except Exception as exc:  # noqa: BLE001 - every closer runs, the first failure is raised
                 first = first or exc
         return first
+
+
+def _admit(tools: dict[str, Tool], tool: Tool) -> None:
+    """Add ``tool`` to ``tools`` by name once its name and description are valid and the name is free."""
+    name = tool.tool_name
+    if not NAME_PATTERN.fullmatch(name):
+        raise ConfigurationError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
+    if not tool.description:
+        raise ConfigurationError(f"tool {name!r} ({type(tool).__qualname__}) needs a description for the model")
+    existing = tools.get(name)
+    if existing is not None:
+        raise ConfigurationError(
+            f"two tools are named {name!r}: {type(existing).__qualname__} and {type(tool).__qualname__}; "
+            "set tool_name on one of them"
+        )
+    tools[name] = tool
 
 
 __all__ = ["ToolRegistry", "check_declaration", "is_tool_provider"]

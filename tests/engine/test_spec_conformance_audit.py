@@ -93,3 +93,68 @@ def test_a_frozen_specification_still_serializes_to_plain_json():
     spec = TopicTool.specification().to_dict()
 
     assert json.loads(json.dumps(spec))["input_schema"]["required"] == ["topic"]
+
+
+# -- ToolRegistry#register ----------------------------------------------------------------------
+
+
+def _closing_tool(name: str, closed: list[str]) -> type[Tool]:
+    def close(self) -> None:
+        closed.append(f"{name}#{id(self) % 1000}")
+
+    return Tool.define(name=name, description=f"The {name} tool.", implementation=lambda input: name, close=close)
+
+
+def test_register_adds_a_tool_and_returns_the_registry():
+    from lg_core import ToolRegistry
+
+    registry = ToolRegistry([TopicTool])
+
+    assert registry.register(_closing_tool("extra", [])) is registry
+    assert registry.names == ["topic", "extra"]
+    assert registry.fetch("extra").tool_name == "extra"
+
+
+def test_register_refuses_a_duplicate_name_without_replace_and_keeps_the_registry_unchanged():
+    from lg_core import ConfigurationError, ToolRegistry
+
+    closed: list[str] = []
+    registry = ToolRegistry([TopicTool])
+    first = registry.fetch("topic")
+
+    with pytest.raises(ConfigurationError, match="replace=True"):
+        registry.register([_closing_tool("new_one", closed), type("TopicTool", (TopicTool,), {})])
+
+    assert registry.names == ["topic"]
+    assert registry.fetch("topic") is first
+    assert len(closed) == 1  # the tool built for the refused entries is closed at once
+
+
+def test_register_with_replace_closes_the_replaced_owned_tool_after_validating_the_new_entries():
+    from lg_core import ConfigurationError, ToolRegistry
+
+    closed: list[str] = []
+    old = _closing_tool("lookup", closed)
+    registry = ToolRegistry([old])
+    replaced = registry.fetch("lookup")
+
+    with pytest.raises(ConfigurationError):  # an invalid entry: nothing is replaced or closed
+        registry.register([_closing_tool("lookup", []), object()], replace=True)
+    assert registry.fetch("lookup") is replaced and closed == []
+
+    registry.register(_closing_tool("lookup", []), replace=True)
+
+    assert registry.fetch("lookup") is not replaced
+    assert closed == [f"lookup#{id(replaced) % 1000}"]
+    registry.close()
+    assert len(closed) == 1  # the replaced tool is closed once, not again with the registry
+
+
+def test_register_after_close_raises():
+    from lg_core import Error, ToolRegistry
+
+    registry = ToolRegistry([TopicTool])
+    registry.close()
+
+    with pytest.raises(Error, match="closed"):
+        registry.register(_closing_tool("late", []))
