@@ -174,6 +174,11 @@ class Agent:
         self.model = model
         self.context = context
 
+    @property
+    def max_tool_calls(self) -> int:
+        """The most tool calls one invocation of this agent may make (``limits["max_tool_calls"]``)."""
+        return type(self).limits["max_tool_calls"]
+
     def tool_registry(self, binding: Any) -> ToolRegistry:
         """The tools available for this step, bound to ``binding``."""
         return ToolRegistry(type(self).tools, binding=binding)

@@ -158,3 +158,24 @@ def test_register_after_close_raises():
 
     with pytest.raises(Error, match="closed"):
         registry.register(_closing_tool("late", []))
+
+
+# -- Agent#max_tool_calls -----------------------------------------------------------------------
+
+
+def test_a_run_scoped_agent_exposes_its_max_tool_calls(config, script):
+    # The spec's Agent attribute max_tool_calls: "Maximum Tool calls allowed during one invocation."
+    from lg_core import before_model
+
+    seen: list[int] = []
+
+    class LimitedAgent(Agent):
+        model = script([{"text": "Hi."}])
+        limits = {"max_tool_calls": 7}
+
+        @before_model
+        def note(self, payload):
+            seen.append(self.max_tool_calls)
+
+    assert LimitedAgent.ask("Hello").outcome == "completed"
+    assert seen == [7]
