@@ -235,6 +235,9 @@ class Tool:
             )
         if not isinstance(cls.description, str):
             raise ConfigurationError(f"{cls.__qualname__}.description must be a string")
+        for flag in ("exclusive", "at_most_once"):  # a string "false" would silently mean True
+            if not isinstance(getattr(cls, flag), bool):
+                raise ConfigurationError(f"{cls.__qualname__}.{flag} must be True or False, got {getattr(cls, flag)!r}")
         predicate = vars(cls).get("available_if")
         if predicate is not None and not isinstance(predicate, staticmethod):
             if not callable(predicate):

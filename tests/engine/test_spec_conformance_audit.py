@@ -179,3 +179,29 @@ def test_a_run_scoped_agent_exposes_its_max_tool_calls(config, script):
 
     assert LimitedAgent.ask("Hello").outcome == "completed"
     assert seen == [7]
+
+
+# -- Tool.exclusive ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attribute", ["exclusive", "at_most_once"])
+@pytest.mark.parametrize("value", ["false", 1, None])
+def test_exclusive_and_at_most_once_must_be_booleans(attribute, value):
+    # The spec: exclusive() -> true or false, "whether calls acquire the run-wide
+    # exclusive tool lock"; a string "false" would silently mean True.
+    from lg_core import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=attribute):
+        type("FlagTool", (Tool,), {"description": "d", attribute: value, "call": lambda self, input: None})
+
+
+def test_exclusive_true_is_reported_by_the_instance():
+    class DraftTool(Tool):
+        description = "Replace a draft section."
+        exclusive = True
+
+        def call(self, input):
+            return "ok"
+
+    assert DraftTool().exclusive is True
+    assert TopicTool().exclusive is False
