@@ -131,11 +131,31 @@ class ContextWindowOverflowError(ProviderError):
     """The provider reports that the request exceeds its context window."""
 
 
-class HTTPError(ProviderError):
-    """A provider answered with an HTTP error status."""
+MAX_ERROR_BODY_CHARS = 4096
 
-    def __init__(self, message: str = "", *, status: int | None = None, **attributes: Any) -> None:
-        super().__init__(message, status=status, **attributes)
+
+class HTTPError(ProviderError):
+    """A bounded HTTP or network failure from a provider connection.
+
+    ``status`` is None when no response arrived; ``body`` keeps at most
+    MAX_ERROR_BODY_CHARS of a text or bytes response body, because errors are
+    stored with the run and logged, and a provider may answer with megabytes.
+    """
+
+    def __init__(self, message: str = "", *, status: int | None = None, body: Any = None, **attributes: Any) -> None:
+        super().__init__(message, status=status, body=_bounded_body(body), **attributes)
+
+
+def _bounded_body(body: Any) -> Any:
+    """``body`` cut to MAX_ERROR_BODY_CHARS (bytes are decoded first); other values as given."""
+    if isinstance(body, (bytes, bytearray)):
+        body = bytes(body[: MAX_ERROR_BODY_CHARS * 4]).decode("utf-8", errors="replace")
+    if isinstance(body, str) and len(body) > MAX_ERROR_BODY_CHARS:
+        # The result is exactly MAX_ERROR_BODY_CHARS long, so bounding it again (an
+        # unpickled copy is rebuilt through __init__) leaves it unchanged.
+        notice = f"... [cut from {len(body)} characters]"
+        return body[: MAX_ERROR_BODY_CHARS - len(notice)] + notice
+    return body
 
 
 class ProtocolError(ProviderError):

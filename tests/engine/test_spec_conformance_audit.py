@@ -205,3 +205,28 @@ def test_exclusive_true_is_reported_by_the_instance():
 
     assert DraftTool().exclusive is True
     assert TopicTool().exclusive is False
+
+
+# -- Providers::HTTPError -----------------------------------------------------------------------
+
+
+def test_http_error_has_a_bounded_body_and_lives_in_the_providers_namespace():
+    # The spec: LittleGhost::Providers::HTTPError.new(message, status: nil, body: nil)
+    # "captures a provider failure without retaining an unbounded response".
+    import pickle
+
+    from lg_core import HTTPError, ProviderError, providers
+
+    assert providers.HTTPError is HTTPError
+    assert issubclass(providers.HTTPError, ProviderError)
+    assert HTTPError("unreachable").body is None
+    assert HTTPError("unreachable").status is None
+
+    huge = HTTPError("bad gateway", status=502, body="x" * 1_000_000)
+    assert len(huge.body) == providers.MAX_ERROR_BODY_CHARS
+    assert huge.body.startswith("xxx")
+    assert len(HTTPError("b", body=b"y" * 1_000_000).body) == providers.MAX_ERROR_BODY_CHARS
+    assert HTTPError("short", body='{"error": "slow down"}').body == '{"error": "slow down"}'
+
+    copied = pickle.loads(pickle.dumps(huge))
+    assert (copied.status, copied.body) == (502, huge.body)
