@@ -282,7 +282,18 @@ class _Follow:
             return
         if event.seq is not None and event.seq <= previous:
             return
+        self._drop_held_copy(event)
         yield self._emit(event, position)
+
+    def _drop_held_copy(self, stored: StreamEvent) -> None:
+        """Forget the live copy of a published-at-once event (``model_retry``) held after a backfill
+        when its stored copy is yielded first (it filled a gap): released later, it would repeat."""
+        if stored.type not in PUBLISHED_AT_ONCE:
+            return
+        for index, (_position, held) in enumerate(self.held):
+            if held.type == stored.type and dict(held.data) == dict(stored.data):
+                del self.held[index]
+                return
 
     def _emit(self, event: StreamEvent, position: str) -> _Emit:
         """The event with its resume id: the durable seq seen so far and the stream position it came from."""

@@ -235,3 +235,29 @@ def test_a_publish_still_in_flight_when_the_stream_goes_quiet_does_not_reorder_i
 def test_event_ids_with_absurdly_many_digits_are_refused():
     with pytest.raises(InvocationError):
         parse_event_id("9" * 5000)
+
+
+
+@dataclass
+class CommitsAfterBackfill(World):
+    """A World whose ``later`` events commit right after the reader's first store read."""
+
+    def answer(self, request, out: list[StreamEvent]):
+        reply = super().answer(request, out)
+        if isinstance(request, _Stored):
+            self._commit_later()
+        return reply
+
+
+def test_a_model_retry_held_after_a_backfill_is_not_yielded_again_once_its_stored_copy_fills_a_gap():
+    """``lg runs retry`` on workers reads from the run_retried marker's seq (no stream position):
+    after that backfill the stream's live-only events are held, the live model_retry among them,
+    while its stored copy reaches the reader first, filling the gap before the next durable event."""
+    retry = StreamEvent.build("model_retry", attempt=2, partial_text=True)
+    log = [durable(1, "run_retried"), retry.with_seq(2), durable(3, "message_stop"), durable(4, STOP)]
+    world = CommitsAfterBackfill(log[:1], [[("1-0", retry), ("1-1", live()), ("1-2", log[2]), ("1-3", log[3])]],
+                                 covers=False, later=log[1:])
+
+    events = world.follow(after="0")
+
+    assert kinds(events) == [("run_retried", 1), ("model_retry", 2), ("text_delta", None), ("message_stop", 3), (STOP, 4)]
