@@ -39,6 +39,8 @@ from lg_core.errors import ConfigurationError
 ENV_PREFIX = "LG_"
 # What a JSON-valued environment variable looks like, for the error message of a bad one.
 _JSON_EXAMPLES = {"rate_limits": '{"openai": "600/min"}'}
+# The broker URL schemes that both Celery (kombu) and redis-py accept.
+REDIS_SCHEMES = ("redis", "rediss")
 
 
 class Configuration(BaseSettings):
@@ -110,6 +112,24 @@ class Configuration(BaseSettings):
     def _split_imports(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _redis_broker(cls, value: str | None) -> str | None:
+        """Refuse a broker that is not Redis now: Celery, the event streams and the shared rate
+        limits all connect to it with Redis clients, so any other URL failed only later, in a
+        traceback from start_execution or a Celery worker that `lg worker` restarted forever."""
+        if not value:  # None or an emptied LG_BROKER_URL: no broker, runs execute on threads
+            return value
+        scheme = value.partition("://")[0].lower() if "://" in value else ""
+        if scheme not in REDIS_SCHEMES:
+            from lg_core.broker import safe_url
+
+            raise ValueError(
+                f"{safe_url(value)!r} is not a Redis URL; LittleGhost's broker is Redis: "
+                "redis://HOST:6379/0 (or rediss:// for TLS)"
+            )
         return value
 
     @field_validator("rate_limits")

@@ -127,3 +127,25 @@ def test_a_rejected_assignment_keeps_the_previous_value():
     with pytest.raises(ConfigurationError):
         config.lease_seconds = "soon"
     assert config.lease_seconds == 9
+
+
+@pytest.mark.parametrize("url", ["amqp://guest@rabbit//", "http://127.0.0.1:6379", "localhost:6379", "sentinel://h:26379"])
+def test_a_broker_url_that_is_not_redis_is_refused_naming_its_source(monkeypatch, url):
+    """Workers, event streams and rate limits all speak Redis: any other URL failed later, in a
+    traceback from start_execution or a Celery worker that `lg worker` restarted forever."""
+    monkeypatch.setenv("LG_BROKER_URL", url)
+    with pytest.raises(ConfigurationError, match=r"broker_url \(from \$LG_BROKER_URL\).* is not a Redis URL"):
+        build_configuration()
+    monkeypatch.delenv("LG_BROKER_URL")
+    with with_configuration(build_configuration()), pytest.raises(ConfigurationError, match="is not a Redis URL"):
+        configure(broker_url=url)
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/0", "rediss://:secret@redis.internal:6380/1", "REDIS://h/0"])
+def test_redis_broker_urls_are_taken(url):
+    assert build_configuration(broker_url=url).broker_url == url
+
+
+def test_an_empty_broker_url_means_no_broker(monkeypatch):
+    monkeypatch.setenv("LG_BROKER_URL", "")
+    assert not build_configuration().broker_url

@@ -105,6 +105,8 @@ def test_lg_worker_rejects_bad_settings(tmp_path):
         (["--store", "not a url", "--broker", "redis://127.0.0.1:1/0"], "is not a database URL"),
         (["--store", store, "--broker", "redis://127.0.0.1:1/0", "--import", "no_such_module"],
          "cannot import module 'no_such_module'"),
+        # not Redis: Celery could not start, and `lg worker` restarted it with a traceback forever
+        (["--store", store, "--broker", "amqp://127.0.0.1:1//"], "broker_url: Value error, 'amqp://127.0.0.1:1//' is not a Redis URL"),
     ]
     for args, message in cases:
         result = lg("worker", *args, cwd=tmp_path)
@@ -126,6 +128,9 @@ def test_lg_scheduler_rejects_bad_settings(tmp_path):
     in_memory = lg("scheduler", "--broker", "redis://127.0.0.1:1/0", cwd=tmp_path)
     assert in_memory.returncode == 2
     assert "no run store configured" in in_memory.stderr
+    not_redis = lg("scheduler", "--store", store, "--broker", "http://127.0.0.1:1", cwd=tmp_path)
+    assert not_redis.returncode == 2
+    assert "is not a Redis URL" in not_redis.stderr and "Traceback" not in not_redis.stderr
     interval = lg("scheduler", "--interval", "0", cwd=tmp_path)
     assert interval.returncode == 2
     assert "Invalid value" in interval.stderr
