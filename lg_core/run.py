@@ -23,6 +23,7 @@ from lg_core.engine.codec import decode_event_data, error_from_dict
 from lg_core.errors import (
     AgentInterjectionError,
     CleanupError,
+    ConfigurationError,
     Error,
     RunNotFoundError,
     RunStateError,
@@ -388,10 +389,31 @@ def import_entrypoint(path: str) -> type:
     return target
 
 
+def check_importable_elsewhere(cls: type) -> None:
+    """Raise ConfigurationError when other processes cannot import ``cls`` by its path.
+
+    A run executed by workers is continued from its stored entrypoint path; a class
+    defined in a function or in the script run as ``__main__`` has a path that no
+    other process can import, so its run would stay 'running' forever, sent from
+    worker to worker. Refused before the run exists, with how to fix it.
+    """
+    if cls.__module__ == "__main__":
+        where = "in __main__ (the script being run)"
+    elif "<locals>" in cls.__qualname__:
+        where = "inside a function"
+    else:
+        return
+    raise ConfigurationError(
+        f"{cls.__qualname__} is defined {where}, so no worker can import it to run its steps; with a broker "
+        "configured, define it at module level in an importable module (e.g. myapp/agents.py) that workers "
+        "import (lg worker --import myapp.agents), or unset broker_url to run executions on threads here"
+    )
+
+
 def _frozen(data: dict[str, Any]) -> Any:
     from types import MappingProxyType
 
     return MappingProxyType(data)
 
 
-__all__ = ["Run", "import_entrypoint"]
+__all__ = ["Run", "check_importable_elsewhere", "import_entrypoint"]

@@ -24,7 +24,7 @@ from lg_core.invocation import _identifier  # the one id rule shared with invoca
 from lg_core.messages import Message
 from lg_core.models.resolver import ModelResolver
 from lg_core.rate_limit import Limiter, LocalLimiter, RateLimit
-from lg_core.run import Run
+from lg_core.run import Run, check_importable_elsewhere
 from lg_core.sessions import RunSessions, build_session_store
 from lg_core.store import RunRecord, RunStore
 
@@ -89,6 +89,8 @@ class Runtime:
 
     def begin(self, run: Run, *, distributed: bool = False) -> list[Any]:
         """Run the execution hooks and persist ``run``; returns its first steps."""
+        if distributed and run.entrypoint_class is not None:
+            check_importable_elsewhere(run.entrypoint_class)  # workers continue it from its import path
         for hook in self.hooks:
             hook.prepare_execution(run)
         return self.engine.start(run, distributed=distributed)

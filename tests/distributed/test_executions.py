@@ -25,6 +25,7 @@ import pytest
 from lg_core import get_execution
 from lg_core.errors import (
     AgentInterjectionError,
+    ConfigurationError,
     DeadlineExceededError,
     InvocationError,
     RunNotFoundError,
@@ -371,6 +372,23 @@ def test_bad_inputs_raise_the_spec_errors(dist, workers):
     with pytest.raises(AgentInterjectionError):
         execution.interject("Too late")
     assert execution.close() is not None  # idempotent on a finished run
+
+
+def test_an_agent_no_worker_can_import_is_refused_before_its_run_exists(dist):
+    """Workers load a run's agent by its import path: one defined in a function or in the script
+    run as __main__ used to be stored and enqueued, and then stay 'running' forever while every
+    worker failed to import it and the scheduler sent its step again each lease."""
+
+    class LocalAgent(dist_app.EchoAgent):
+        pass
+
+    ScriptAgent = type("ScriptAgent", (dist_app.EchoAgent,), {"__module__": "__main__"})  # noqa: N806 - as a script defines it
+    for agent, where in ((LocalAgent, "inside a function"), (ScriptAgent, "in __main__")):
+        with pytest.raises(ConfigurationError, match=f"is defined {where}.*importable module.*lg worker --import"):
+            agent.start_execution("Hello", run_id=f"never-{agent.__name__}")
+        with pytest.raises(RunNotFoundError):
+            get_execution(f"never-{agent.__name__}")
+    assert dist_app.EchoAgent.start_execution("Hello").run_id  # a module-level agent still starts
 
 
 def test_close_cancels_and_refuses_interjections(dist, workers):
