@@ -7,7 +7,8 @@ Every Redis key this project uses, with its lifetime:
                          they happen, durable events right after their commit,
                          with their durable ``seq``. Trimmed to about
                          ``MAX_EVENTS`` entries; expires ``RETENTION_SECONDS``
-                         after the run's terminal event.
+                         after the run's terminal event (a retry's
+                         ``run_retried`` lifts that until the next ending).
     lg:ratelimit:{connection}  String. The next free slot for a rate-limited
                          model call on that provider connection (GCRA by
                          reservation, lg_core.rate_limit), shared by every
@@ -54,6 +55,8 @@ CONNECT_TIMEOUT = 5.0
 # How long a durable publish waits for the sender: past a connect and a socket
 # timeout, Redis is unreachable and the store's event log serves readers anyway.
 SEND_WAIT_SECONDS = CONNECT_TIMEOUT + 2 * SOCKET_TIMEOUT
+# Events that continue a run after its terminal event (lg_core.replay.retry).
+REOPENING_EVENTS = frozenset({"run_retried"})
 
 
 def connect(url: str) -> redis.Redis:
@@ -169,6 +172,10 @@ class RedisEventSink:
                 pipe.xadd(stream_key(run_id), _fields(event), maxlen=MAX_EVENTS, approximate=True)
                 if event.terminal:
                     pipe.expire(stream_key(run_id), RETENTION_SECONDS)
+                elif event.type in REOPENING_EVENTS:
+                    # A retry reopens a finished run on its stream: the expiry its earlier
+                    # ending set would drop the stream (and every delta) mid-attempt.
+                    pipe.persist(stream_key(run_id))
             pipe.execute()
         except redis.RedisError:
             pass  # readers recover durable events from the store; deltas are lost with Redis
