@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -64,9 +65,24 @@ def started(config, script):
         execution.close(timeout=30)
 
 
-def test_run_interject_returns_the_reply_of_the_turn_that_read_it(started):
+def release_once_stored(config, execution, model) -> None:
+    """Let the held model turn answer once the interjection is in the store (from another thread:
+    Run.interject blocks until the reply). A fixed delay raced the caller: when the caller was
+    descheduled past it, the run finished first and refused the interjection."""
+    store = config.runtime().store
+
+    def watch() -> None:
+        deadline = time.monotonic() + 60
+        while not store.pending_interjections(execution.run_id) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        model.release.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def test_run_interject_returns_the_reply_of_the_turn_that_read_it(config, started):
     execution, model = started()
-    threading.Timer(0.2, model.release.set).start()
+    release_once_stored(config, execution, model)
 
     result = execution.run.interject("Include the latest ledger entry", interjection_id="req-1")
 
