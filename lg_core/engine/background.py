@@ -104,8 +104,11 @@ class ThreadBackend:
 
         thread = threading.Thread(target=drive, name=f"lg-exec-{run.id[:8]}", daemon=True)
         with self._lock:
+            # Registered and started under the lock: executes_here is true from the start
+            # (Execution.run keeps the live Run), and wait_local never finds a thread it
+            # cannot join yet (it raised RuntimeError for a wait from another thread).
             self._threads[run.id] = thread
-        thread.start()
+            thread.start()
 
     def executes_here(self, run_id: str) -> bool:
         with self._lock:

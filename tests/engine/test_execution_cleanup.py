@@ -149,3 +149,57 @@ def test_an_execution_still_closing_its_run_here_is_active_not_finished(config, 
         release.set()
     execution.wait(timeout=30)
     assert (execution.finished, execution.active, execution.state) == (True, False, "finished")
+
+
+def test_another_thread_can_wait_while_the_execution_thread_is_being_started(config, script, monkeypatch):
+    # The backend registered the run's thread before starting it: a wait from another thread
+    # in that window joined a thread not yet started (RuntimeError) instead of waiting.
+    from lg_core.engine import background
+
+    runtime = config.runtime()
+    backend = runtime.backend
+    starting, go, waiter_arrived = threading.Event(), threading.Event(), threading.Event()
+    outcome: dict = {}
+
+    class HeldStart(threading.Thread):
+        def start(self):
+            if self.name.startswith("lg-exec-"):  # the run's execution thread
+                starting.set()
+                assert go.wait(30)
+            super().start()
+
+    class NoticingLock:
+        def __init__(self, lock):
+            self.lock = lock
+
+        def __enter__(self):
+            if threading.current_thread().name == "waiter":
+                waiter_arrived.set()
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc):
+            return self.lock.__exit__(*exc)
+
+    monkeypatch.setattr(background.threading, "Thread", HeldStart)
+    monkeypatch.setattr(backend, "_lock", NoticingLock(backend._lock))
+    run = echo_agent(script).build_run("Hi")
+
+    def wait_from_elsewhere():
+        try:
+            outcome["run"] = runtime.get_execution(run.id).wait(timeout=30)
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            outcome["error"] = exc
+
+    starter = threading.Thread(target=lambda: outcome.setdefault("execution", runtime.start_execution(run)))
+    starter.start()
+    assert starting.wait(30)
+    waiter = threading.Thread(target=wait_from_elsewhere, name="waiter")
+    waiter.start()
+    assert waiter_arrived.wait(30)
+    go.set()
+    starter.join(30)
+    waiter.join(30)
+
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["run"].completed and outcome["run"].id == run.id  # another handle reads the store
+    assert outcome["execution"].wait(timeout=30) is run and run.completed
