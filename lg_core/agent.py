@@ -28,6 +28,7 @@ from lg_core.errors import ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, result_strategy
 from lg_core.run import Run
+from lg_core.tool_loops import ToolLoopPolicy, policy_from_declaration
 from lg_core.tool_registry import ToolRegistry, check_declaration
 
 DEFAULT_LIMITS: dict[str, int] = {"max_turns": 32, "max_tool_calls": 128, "max_tool_output_tokens": 16_000}
@@ -46,7 +47,9 @@ class Agent:
     limits: ClassVar[Mapping[str, int]] = DEFAULT_LIMITS
     result_schema: ClassVar[Any] = None
     capture_diagnostics: ClassVar[bool] = True
+    detect_tool_loops: ClassVar[Any] = None  # True, or {"warning_at", "terminate_at", "except"} (lg_core.tool_loops)
 
+    _tool_loop_policy: ClassVar[ToolLoopPolicy | None] = None
     _result_spec: ClassVar[ResultSchema | None] = None
     _callback_chains: ClassVar[dict[str, tuple[str, ...]]] = {name: () for name in CALLBACK_NAMES}
 
@@ -64,6 +67,7 @@ class Agent:
             cls._result_spec = None if own["result_schema"] is None else ResultSchema.build(own["result_schema"], cls.__qualname__)
         if not isinstance(cls.description, str):
             raise ConfigurationError(f"{cls.__qualname__}.description must be a string")
+        cls._tool_loop_policy = policy_from_declaration(cls.detect_tool_loops, cls.__qualname__)
         parent_chains = next((b._callback_chains for b in cls.__mro__[1:] if issubclass(b, Agent)), {})
         cls._callback_chains = collect(cls, parent_chains)
 

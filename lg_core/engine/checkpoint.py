@@ -41,11 +41,13 @@ class AgentCheckpoint:
     # Bumped each time a retry cuts the frame's messages back: messages cached under
     # an older epoch may have been replaced at the same positions (engine/frames.py).
     history_epoch: int = 0
+    # Tool-loop counts ({signature: [result digest, count]}, lg_core/tool_loops.py); replaced wholesale.
+    tool_loops: dict[str, list[Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         # Written by hand: dataclasses.asdict deep-copies recursively and was the
         # largest single cost of a step in the engine benchmark.
-        return {
+        data = {
             "v": FORMAT_VERSION,
             "turn": self.turn,
             "phase": self.phase,
@@ -63,6 +65,9 @@ class AgentCheckpoint:
             "session": self.session,
             "history_epoch": self.history_epoch,
         }
+        if self.tool_loops:  # only agents with detect_tool_loops write it
+            data["tool_loops"] = self.tool_loops
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AgentCheckpoint:
@@ -79,6 +84,7 @@ class AgentCheckpoint:
             last_text=data.get("last_text", ""),
             session=data.get("session"),
             history_epoch=data.get("history_epoch", 0),
+            tool_loops=data.get("tool_loops") or {},
         )
 
     def copy(self) -> AgentCheckpoint:
@@ -96,6 +102,7 @@ class AgentCheckpoint:
             last_text=self.last_text,
             session=self.session,
             history_epoch=self.history_epoch,
+            tool_loops=self.tool_loops,
         )
 
 

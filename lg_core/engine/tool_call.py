@@ -23,6 +23,7 @@ from lg_core.errors import ToolError
 from lg_core.messages import Message
 from lg_core.store import NewStep
 from lg_core.tool import Tool, ToolOutcome
+from lg_core.tool_loops import observe
 from lg_core.truncation import truncate_middle
 
 OUTCOME_UNKNOWN = (
@@ -56,6 +57,10 @@ class ToolCall:
 
     def _execute(self, agent: Any, registry: Any) -> ToolOutcome:
         scope, use = self.scope, self.tool_use
+        policy = scope.agent_class._tool_loop_policy
+        if policy is not None and policy.watches(use.name):
+            # The terminating repeat stops the run here, before the tool body runs again.
+            policy.check_may_run(scope.frame.checkpoint.tool_loops, use.name, use.input)
         try:
             tool: Tool = registry.fetch(use.name)
         except ToolError as exc:
@@ -93,11 +98,13 @@ class ToolCall:
             error_kind=outcome.error_kind,
         )
         diagnostics = self._diagnostics(outcome)
-        result = {"tool_result": content_mod.serialize(block), "error_kind": outcome.error_kind}
+        counted = outcome.error_kind != "outcome_unknown"  # nothing came back to compare
 
         def transition(state: FrameState) -> Any:
             checkpoint = state.checkpoint.copy()
             checkpoint.state = scope.state_for(state)
+            final = self._with_loop_warning(block, checkpoint) if counted else block
+            result = {"tool_result": content_mod.serialize(final), "error_kind": outcome.error_kind}
             scope.add_step_usage(checkpoint)  # what the tool and its callbacks recorded
             entry = next((p for p in checkpoint.pending if p.key == scope.key), None)
             if entry is None or entry.status == "done":
@@ -111,7 +118,7 @@ class ToolCall:
                     new_steps.append(NewStep(key=waiting.key, frame_id=state.id, kind="tool", input=call))
             messages: list[Message] = []
             if all(p.status == "done" for p in checkpoint.pending):
-                messages.append(self._turn_results(checkpoint.pending, block))
+                messages.append(self._turn_results(checkpoint.pending, final))
                 checkpoint.pending, checkpoint.phase = [], "model"
                 checkpoint.turn += 1
                 checkpoint.message_count += 1
@@ -127,6 +134,21 @@ class ToolCall:
             )
 
         return transition
+
+    def _with_loop_warning(self, block: ToolResult, checkpoint: Any) -> ToolResult:
+        """``block`` plus the warning its repeat count calls for; counts it in ``checkpoint``.
+
+        Runs inside the commit's transition, against the frame as it is at commit
+        time, so identical calls of one parallel batch each count.
+        """
+        policy, use = self.scope.agent_class._tool_loop_policy, self.tool_use
+        if policy is None or not policy.watches(use.name):
+            return block
+        checkpoint.tool_loops, count = observe(checkpoint.tool_loops, use.name, use.input, content_mod.serialize(block))
+        warning = policy.warning(count, use.name)
+        if warning is None:
+            return block
+        return ToolResult(tool_use_id=block.tool_use_id, content=(*block.content, Text(text=warning)), status=block.status)
 
     def _turn_results(self, pending: list[Any], own: ToolResult) -> Message:
         """One tool message with every result of the turn, in call order."""
