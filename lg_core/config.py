@@ -342,7 +342,8 @@ def _describe(exc: ValidationError, values: dict[str, Any] | None = None) -> str
         loc = error.get("loc", ())
         where = ".".join(str(p) for p in loc)
         origin = _origin(str(loc[0]), values or {}) if loc else ""
-        parts.append(f"{where}{origin}: {error.get('msg')}")
+        message = str(error.get("msg", "")).removeprefix("Value error, ")  # our validators' own words
+        parts.append(f"{where}{origin}: {message}")
     return "invalid configuration: " + "; ".join(parts)
 
 

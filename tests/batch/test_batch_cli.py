@@ -146,7 +146,7 @@ def test_out_may_not_be_the_input_file_or_the_store(store, inputs, tmp_path):
 
 def test_a_malformed_broker_url_is_a_usage_error(store, inputs):
     result = lg("batch", "submit", AGENT, str(inputs(["x"])), "--store", store, "--broker", "notaurl")
-    assert_usage_error(result, "broker_url 'notaurl' is not a Redis URL")
+    assert_usage_error(result, "broker_url: 'notaurl' is not a Redis URL")
 
 
 def test_limits_beyond_the_stores_integers_are_usage_errors(store):

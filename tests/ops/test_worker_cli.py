@@ -106,7 +106,7 @@ def test_lg_worker_rejects_bad_settings(tmp_path):
         (["--store", store, "--broker", "redis://127.0.0.1:1/0", "--import", "no_such_module"],
          "cannot import module 'no_such_module'"),
         # not Redis: Celery could not start, and `lg worker` restarted it with a traceback forever
-        (["--store", store, "--broker", "amqp://127.0.0.1:1//"], "broker_url: Value error, 'amqp://127.0.0.1:1//' is not a Redis URL"),
+        (["--store", store, "--broker", "amqp://127.0.0.1:1//"], "broker_url: 'amqp://127.0.0.1:1//' is not a Redis URL"),
     ]
     for args, message in cases:
         result = lg("worker", *args, cwd=tmp_path)
