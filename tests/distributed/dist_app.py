@@ -136,6 +136,27 @@ class EchoAgent(Agent):
     model = "scripted:dist-echo"
 
 
+class SameAnswerTool(Tool):
+    """Always the same answer: a model that keeps calling it is in a tool loop."""
+
+    tool_name = "same_answer"
+    description = "Look up an entry that never changes."
+
+    def call(self, input):
+        _log(self.tool_name, 0, self.idempotency_key)
+        return "No entry."
+
+
+# A model that never stops asking for the same lookup.
+scripted.register("dist-loop", lambda request: {"tool_calls": [{"name": "same_answer", "arguments": {"topic": "refunds"}}]})
+
+
+class LoopingAgent(Agent):
+    model = "scripted:dist-loop"
+    tools = [SameAnswerTool]
+    detect_tool_loops = True
+
+
 # -- chaos tests (tests/chaos) ----------------------------------------------------------
 # Models that log each call to $DIST_APP_LOG.models ("model <sequence> <run id>"), can
 # hang mid-turn ($DIST_APP_HANG="model:<sequence>") and take $DIST_APP_MODEL_DELAY
