@@ -380,9 +380,12 @@ def import_entrypoint(path: str) -> type:
     try:
         target: Any = import_attribute(path)
     except (ValueError, ImportError, AttributeError) as exc:
+        module = path.partition(":")[0]
         raise RunStateError(
             f"cannot import the run's entrypoint {path!r} ({exc}); agents whose runs are resumed "
-            "elsewhere must be defined at module level in an importable module (not __main__ or a function)"
+            "elsewhere must be defined at module level in an importable module (not __main__ or a function), "
+            f"and every process that continues the run must import it: `lg worker --import {module}` "
+            f"(or LG_IMPORTS={module}) for workers"
         ) from None
     if not isinstance(target, type):
         raise RunStateError(f"entrypoint {path!r} is not a class")

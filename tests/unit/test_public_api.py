@@ -161,3 +161,11 @@ def test_importing_lg_core_has_no_side_effects():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_an_entrypoint_that_cannot_be_imported_says_how_workers_get_it():
+    from lg_core.errors import RunStateError
+    from lg_core.run import import_entrypoint
+
+    with pytest.raises(RunStateError, match=r"lg worker --import myapp\.missing_agents` \(or LG_IMPORTS=myapp\.missing_agents\)"):
+        import_entrypoint("myapp.missing_agents:SupportAgent")
