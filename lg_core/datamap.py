@@ -13,10 +13,31 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Mapping, MutableMapping
+from types import MappingProxyType
 from typing import Any
 
 _SCALARS = (str, int, float, bool, type(None))
 _MISSING = object()
+
+
+def deep_freeze(value: Any) -> Any:
+    """A read-only copy: mappings become mapping proxies, lists tuples, sets frozensets."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({key: deep_freeze(item) for key, item in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(deep_freeze(item) for item in value)
+    if isinstance(value, (set, frozenset)):
+        return frozenset(deep_freeze(item) for item in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """A plain, mutable JSON-shaped copy of a deeply frozen value (mapping proxies, tuples)."""
+    if isinstance(value, Mapping):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw(item) for item in value]
+    return value
 
 
 def normalize_key(key: Any) -> str:

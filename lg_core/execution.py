@@ -367,7 +367,7 @@ class Execution:
         (its registered resources) is still ``running``: the Execution is not done.
         """
         state = state_of(self.record())
-        return "running" if state == "finished" and self._closing_here() else state
+        return "running" if state == "finished" and self.backend.executes_here(self.run_id) else state
 
     @property
     def finished(self) -> bool:
@@ -378,9 +378,6 @@ class Execution:
     def active(self) -> bool:
         """True while the run executes or this process still closes it."""
         return not self.finished
-
-    def _closing_here(self) -> bool:
-        return self.backend.executes_here(self.run_id)
 
     @property
     def run(self) -> Run | None:

@@ -37,6 +37,7 @@ import jsonschema
 from pydantic import BaseModel, ValidationError
 
 from lg_core.content import Document, Image, Text
+from lg_core.datamap import deep_freeze, thaw
 from lg_core.errors import (
     CONTROL_FLOW_ERRORS,
     AbstractMethodError,
@@ -44,7 +45,7 @@ from lg_core.errors import (
     ConfigurationError,
     ToolError,
 )
-from lg_core.models.request import ToolSpecification, thaw
+from lg_core.models.request import ToolSpecification
 from lg_core.run_context import RunContext
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -98,8 +99,8 @@ class Artifact:
             object.__setattr__(self, "data", _artifact_bytes(self.data))
         if not isinstance(self.metadata, Mapping):
             raise TypeError(f"Artifact.metadata must be a mapping, got {type(self.metadata).__name__}")
-        object.__setattr__(self, "metadata", _deep_freeze(self.metadata))
-        object.__setattr__(self, "reference", _deep_freeze(self.reference))
+        object.__setattr__(self, "metadata", deep_freeze(self.metadata))
+        object.__setattr__(self, "reference", deep_freeze(self.reference))
 
     @classmethod
     def deferred(
@@ -139,17 +140,6 @@ def _artifact_bytes(data: Any) -> bytes:
         f"Artifact.data must be bytes, bytearray or memoryview, got {type(data).__name__}"
         + ("; encode text first, e.g. text.encode()" if isinstance(data, str) else "")
     )
-
-
-def _deep_freeze(value: Any) -> Any:
-    """A read-only copy: mappings become mapping proxies, lists tuples, sets frozensets."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({key: _deep_freeze(item) for key, item in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(_deep_freeze(item) for item in value)
-    if isinstance(value, (set, frozenset)):
-        return frozenset(_deep_freeze(item) for item in value)
-    return value
 
 
 def _canonical(value: Any) -> Any:
@@ -273,7 +263,7 @@ class Tool:
         # specification) is deeply frozen, as the spec's, so no caller (a before_model
         # callback editing request.tools) can change what later calls accept.
         cls._validator = jsonschema.Draft202012Validator(schema)
-        cls._schema = cls.input_schema = _deep_freeze(json.loads(json.dumps(schema)))
+        cls._schema = cls.input_schema = deep_freeze(schema)  # a copy: the validator's stays plain
         cls._input_model = model
 
     # -- class-level queries ----------------------------------------------------

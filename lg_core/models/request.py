@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from lg_core.cancellation import CancellationToken
+from lg_core.datamap import thaw
 from lg_core.messages import Message
 from lg_core.usage import Usage
 
@@ -42,15 +43,6 @@ class ModelCapabilities:
         if self.supported_parameters is None:
             return True
         return all(name in self.supported_parameters for name in names)
-
-
-def thaw(value: Any) -> Any:
-    """A plain, mutable JSON-shaped copy of a deeply frozen value (mapping proxies, tuples)."""
-    if isinstance(value, Mapping):
-        return {key: thaw(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [thaw(item) for item in value]
-    return value
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

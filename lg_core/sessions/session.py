@@ -20,10 +20,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from types import MappingProxyType
 from typing import Any
 
-from lg_core.datamap import DataMap
+from lg_core.datamap import DataMap, deep_freeze
 from lg_core.errors import InvocationError
 from lg_core.messages import Message
 from lg_core.sessions.base import (
@@ -105,7 +104,7 @@ class Session:
     def metadata(self) -> Mapping[str, Any]:
         """The stored metadata, else the metadata given at construction (read-only)."""
         snapshot = self.load()
-        return _frozen(snapshot.metadata if snapshot is not None else self._initial_metadata)
+        return deep_freeze(snapshot.metadata if snapshot is not None else self._initial_metadata)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -206,16 +205,6 @@ class Session:
 
     def _metadata_for(self, metadata: Any) -> Any:
         return dict(self.metadata) if metadata is None else metadata
-
-
-def _frozen(value: Any) -> Any:
-    """A read-only view of JSON data all the way down (mappings and lists alike), so a
-    nested value cannot be changed through it and leak into the session's next write."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({key: _frozen(item) for key, item in value.items()})
-    if isinstance(value, list):
-        return tuple(_frozen(item) for item in value)
-    return value
 
 
 __all__ = ["Session"]
