@@ -368,8 +368,10 @@ class Database:
 
     @property
     def defers_flush(self) -> bool:
-        """Can a transaction here commit without waiting for the disk? (A SQLite file store.)"""
-        return self.dialect_name == "sqlite" and not self.in_memory and self._synchronous != "OFF"
+        """Does a transaction here wait for the disk, so deferring that is worth it? (A SQLite file
+        store syncing each commit: FULL or EXTRA. At NORMAL or OFF no commit waits, so there is
+        nothing to defer and no claim to flush afterwards.)"""
+        return self.dialect_name == "sqlite" and not self.in_memory and self._synchronous in ("FULL", "EXTRA")
 
     @contextmanager
     def transaction(self, *, pipelined: bool = False, defer_flush: bool = False) -> Iterator[Transaction]:

@@ -102,7 +102,9 @@ def test_a_failed_claim_leaves_the_connection_at_its_level_and_usable(file_store
 
 
 def test_stores_without_a_flush_to_defer_run_no_pragma(tmp_path):
-    for store in (RunStore("sqlite://"), RunStore(f"sqlite:///{tmp_path / 'off.db'}", synchronous="OFF")):
+    stores = [RunStore("sqlite://")]
+    stores += [RunStore(f"sqlite:///{tmp_path / f'{level}.db'}", synchronous=level) for level in ("OFF", "NORMAL")]
+    for store in stores:
         try:
             create_run(store)
             statements, _connection = traced(store)
