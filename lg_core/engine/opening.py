@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 OPENING = "opening"
 log = logging.getLogger("lg_core.opening")
 WAIT_POLL_SECONDS = 0.5  # how often a waiting local run checks the store (activation here wakes it at once)
+STUCK_CHECK_SECONDS = 10.0  # how often it checks whether the run it waits for was left by a dead process
 
 
 class Opener:
@@ -170,6 +171,7 @@ class Opener:
 
     def _await_turn(self, run: Run, wakeup: threading.Event) -> list[StepRef]:
         warned: set[str] = set()
+        next_stuck_check = time.monotonic()  # at once, then every STUCK_CHECK_SECONDS (a query and a /proc read)
         while True:
             status = self.engine.store.run_flags(run.id)[0]
             if status == "running":
@@ -185,7 +187,9 @@ class Opener:
             if remaining is not None and remaining <= 0:
                 self.end_pending(run.id, "partial", DeadlineExceededError("the deadline passed while the run waited for its session"))
                 continue
-            self._warn_if_stuck(run, warned)
+            if time.monotonic() >= next_stuck_check:
+                self._warn_if_stuck(run, warned)
+                next_stuck_check = time.monotonic() + STUCK_CHECK_SECONDS
             wakeup.wait(WAIT_POLL_SECONDS if remaining is None else min(WAIT_POLL_SECONDS, remaining))
             wakeup.clear()
 
