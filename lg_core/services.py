@@ -233,7 +233,7 @@ class Runtime:
         for _attempt in range(_CANCEL_ATTEMPTS):
             if self.store.request_cancel(run_id):
                 return True
-            status = self.store.load_run(run_id).status  # raises RunNotFoundError for an unknown id
+            status = self.store.run_flags(run_id)[0]  # raises RunNotFoundError for an unknown id
             if status == "pending" and self.engine.cancel_pending(run_id, reason):
                 return True
             if status not in ("pending", "running"):
