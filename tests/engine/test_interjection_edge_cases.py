@@ -111,18 +111,17 @@ def recording_hook(config) -> list:
 
 def test_interject_with_a_hook_on_an_agent_class_that_cannot_be_imported(config, script):
     """The hook gets the Run executing here; no import of the (test-local) agent class."""
-    recording_hook(config)
+    seen = recording_hook(config)
     model = Held()
     execution = start(script, model)
     try:
         number = execution.interject("hello")
         model.release.set()
         assert execution.reply(number, timeout=30).text == "Noted: hello"
+        assert seen == [execution.run]  # the live Run itself, not one rebuilt from its import path
     finally:
         model.release.set()
         execution.close(timeout=30)
-
-
 
 
 def structured_reply(target: str, model: Held, schema: dict):
