@@ -8,9 +8,8 @@ first and refuse with a message the user can act on.
 
 from __future__ import annotations
 
-import re
-
 from lg_core.errors import ConfigurationError
+from lg_core.urls import safe_url
 
 
 def check_broker(url: str) -> None:
@@ -31,9 +30,4 @@ def check_broker(url: str) -> None:
         client.close()
 
 
-def safe_url(url: str) -> str:
-    """``url`` without its password, for messages."""
-    return re.sub(r"//([^@/]*):[^@/]*@", r"//\1:***@", url)
-
-
-__all__ = ["check_broker", "safe_url"]
+__all__ = ["check_broker"]

@@ -57,6 +57,7 @@ from lg_core.cli_output import (
 from lg_core.config import build_configuration, with_configuration
 from lg_core.errors import ConfigurationError, InvocationError, RunNotFoundError, RunStateError
 from lg_core.store.records import RUN_ACTIVE, RUN_TERMINAL
+from lg_core.urls import safe_url
 
 
 class UsageError(Exception):
@@ -182,15 +183,6 @@ def require_durable_store(url: str) -> None:
         raise UsageError(
             f"no run store at {parsed.database}: the file does not exist (check --store / LG_RUN_STORE)"
         )
-
-
-def safe_url(url: str) -> str:
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - only for messages
-        return url
 
 
 def project_on_path() -> None:

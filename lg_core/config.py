@@ -124,7 +124,7 @@ class Configuration(BaseSettings):
             return value
         scheme = value.partition("://")[0].lower() if "://" in value else ""
         if scheme not in REDIS_SCHEMES:
-            from lg_core.broker import safe_url
+            from lg_core.urls import safe_url
 
             raise ValueError(
                 f"{safe_url(value)!r} is not a Redis URL; LittleGhost's broker is Redis: "

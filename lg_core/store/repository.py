@@ -50,6 +50,7 @@ from lg_core.store.statements import (
     STATUS_CHUNK,
     STEP_COLUMNS,
 )
+from lg_core.urls import safe_url
 
 _JSON_RUN_FIELDS = ("invocation", "error", "usage", "result")
 START_STEP = "root/start"
@@ -520,7 +521,7 @@ class RunStore:
         with self.db.reader() as tx:
             row = tx.fetchone("select_run", {"run_id": run_id})
         if row is None:
-            raise RunNotFoundError(f"no run with id {run_id!r} in the run store at {self._safe_url()}")
+            raise RunNotFoundError(f"no run with id {run_id!r} in the run store at {safe_url(self.url)}")
         return _run_record(row)
 
     @retry_transient
@@ -858,11 +859,6 @@ class RunStore:
             self._insert_events_txn(tx, row["id"], 1, events, now)
             tx.executemany("insert_step_copy", [_step_copy_row(step) for step in history])
             self._insert_steps_txn(tx, row["id"], new_steps, now, scheduled_by=scheduled_by)
-
-    def _safe_url(self) -> str:
-        from sqlalchemy.engine import make_url
-
-        return make_url(self.url).render_as_string(hide_password=True)
 
 
 class _Abort(Exception):

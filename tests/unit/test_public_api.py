@@ -169,3 +169,18 @@ def test_an_entrypoint_that_cannot_be_imported_says_how_workers_get_it():
 
     with pytest.raises(RunStateError, match=r"lg worker --import myapp\.missing_agents` \(or LG_IMPORTS=myapp\.missing_agents\)"):
         import_entrypoint("myapp.missing_agents:SupportAgent")
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql+psycopg://lg:pw@db/lg", "postgresql+psycopg://lg:***@db/lg"),
+        ("redis://:secret@h:6379/1", "redis://:***@h:6379/1"),
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("not a url://u:pw@h", "not a url://u:***@h"),  # SQLAlchemy cannot parse it: still masked
+    ],
+)
+def test_urls_in_messages_never_show_a_password(url, shown):
+    from lg_core.urls import safe_url
+
+    assert safe_url(url) == shown
