@@ -22,7 +22,7 @@ from lg_core.usage import Usage
 # Usage is frozen, so every context can start from the same zero value (the
 # engine builds a context per step; validating a fresh Usage each time was a
 # measurable part of a step).
-_NO_USAGE = Usage()
+NO_USAGE = Usage()  # the shared zero: a context that recorded nothing still holds it
 
 
 class RunContext:
@@ -42,7 +42,7 @@ class RunContext:
         self.conversation_id = conversation_id
         self.agent_operation_id = agent_operation_id
         self._lock = threading.Lock()
-        self._usage = _NO_USAGE
+        self._usage = NO_USAGE
         self._structured: Any = None
 
     def check(self) -> None:
@@ -62,7 +62,9 @@ class RunContext:
 
     def record_usage(self, value: Usage) -> None:
         with self._lock:
-            self._usage = self._usage + value
+            # Usage is frozen: the first value is kept as is (no new object; most steps record one).
+            first = self._usage is NO_USAGE and isinstance(value, Usage)
+            self._usage = value if first else self._usage + value
 
     @property
     def usage(self) -> Usage:

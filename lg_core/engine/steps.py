@@ -21,7 +21,7 @@ from lg_core.engine.codec import encode_event_data, error_to_dict
 from lg_core.engine.frames import FrameState
 from lg_core.errors import CancelledError, DeadlineExceededError, Error
 from lg_core.events import LIVE_ONLY_EVENTS, PUBLISHED_AT_ONCE, TERMINAL_EVENTS, StreamEvent
-from lg_core.run_context import RunContext
+from lg_core.run_context import NO_USAGE, RunContext
 from lg_core.run_result import RunResult
 from lg_core.store import NewStep, RunFinish, StepCommit
 from lg_core.tool import Binding
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from lg_core.run import Run
 
 Transition = Callable[[FrameState], StepCommit]
-_NO_USAGE = Usage()
 _NO_DEADLINE = math.inf
 EventPair = tuple["StreamEvent | None", tuple[str, dict[str, Any]]]
 
@@ -99,7 +98,7 @@ class StepScope:
         context = self.context
         if isinstance(context, _StepContext):
             added = context.added_usage
-            if added is not _NO_USAGE:  # else nothing was recorded: most tool calls
+            if added is not NO_USAGE:  # else nothing was recorded: most tool calls
                 checkpoint.usage = accumulate(checkpoint.usage, added)
 
     def build_agent(self, model: Any = None) -> Any:
@@ -294,25 +293,15 @@ class _StepContext(RunContext):
     def __init__(self, usage_data: dict[str, Any], **options: Any) -> None:
         super().__init__(**options)
         self._usage_data = usage_data
-        self._added = _NO_USAGE
-
-    def record_usage(self, value: Usage) -> None:
-        with self._lock:
-            # Usage is frozen: the first value is kept as is (no new object).
-            first = self._added is _NO_USAGE and isinstance(value, Usage)
-            self._added = value if first else self._added + value
 
     @property
     def usage(self) -> Usage:
-        with self._lock:
-            added = self._added
-        return Usage.from_dict(self._usage_data) + added
+        return Usage.from_dict(self._usage_data) + self.added_usage
 
     @property
     def added_usage(self) -> Usage:
-        """What this step recorded; the shared zero value when it recorded nothing."""
-        with self._lock:
-            return self._added
+        """What this step recorded; the shared zero value (NO_USAGE) when it recorded nothing."""
+        return super().usage
 
 
 def run_error_to_dict(error: BaseException, agent_class: Any) -> dict[str, Any]:
