@@ -132,8 +132,7 @@ def end_runs(
     now = time.time()
     for record in store.runs_to_end(limit):
         if record.status == "pending":  # its deadline passed while it waited for its session
-            error = DeadlineExceededError("the deadline passed while the run waited for its session")
-            if engine.opening.end_pending(record.id, "partial", error):
+            if engine.end_pending_past_deadline(record.id):
                 log.info("ended run %s as partial (it never started)", record.id)
                 partial += 1
             continue

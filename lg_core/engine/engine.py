@@ -236,6 +236,10 @@ class Engine:
         """End a run that still waits for its session as cancelled; False if it is not pending."""
         return self.opening.cancel_pending(run_id, reason)
 
+    def end_pending_past_deadline(self, run_id: str) -> bool:
+        """End a run whose deadline passed while it waited for its session; False if it is not pending."""
+        return self.opening.end_past_deadline(run_id)
+
     def activate_next_pending(self, session_id: str, actor_id: str | None) -> list[StepRef]:
         """Recovery: start the next pending run of a session none of whose runs is running.
 

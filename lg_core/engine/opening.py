@@ -185,7 +185,7 @@ class Opener:
             deadline = run.invocation.deadline_at
             remaining = None if deadline is None else deadline.timestamp() - time.time()
             if remaining is not None and remaining <= 0:
-                self.end_pending(run.id, "partial", DeadlineExceededError("the deadline passed while the run waited for its session"))
+                self.end_past_deadline(run.id)
                 continue
             if time.monotonic() >= next_stuck_check:
                 self._warn_if_stuck(run, warned)
@@ -219,6 +219,11 @@ class Opener:
         """End a run still waiting for its session as cancelled; False if it is not pending."""
         error = CancelledError(reason or "The run was cancelled while it waited for its session.")
         return self.end_pending(run_id, "cancelled", error)
+
+    def end_past_deadline(self, run_id: str) -> bool:
+        """End a run whose deadline passed while it waited for its session as partial; False if not pending."""
+        error = DeadlineExceededError("the deadline passed while the run waited for its session")
+        return self.end_pending(run_id, "partial", error)
 
     def end_pending(self, run_id: str, outcome: str, error: BaseException) -> bool:
         """End a run still waiting for its session (cancelled, or partial when its deadline
