@@ -66,6 +66,15 @@ class Configuration(BaseSettings):
     relay_grace: float = Field(
         30.0, gt=0, le=3600, description="seconds a scheduled step may wait for its message before the outbox relay re-sends it"
     )
+    max_step_attempts: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description=(
+            "attempts a distributed step gets (its worker died, or the attempt raised) before its run fails "
+            "instead of retrying forever; `lg runs retry` then gives it as many again"
+        ),
+    )
     sqlite_synchronous: str = Field("FULL", description="SQLite synchronous pragma for file stores")
     max_parallel_tools: int = Field(8, ge=1, le=256)
     run_cache_size: int = Field(

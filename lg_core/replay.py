@@ -5,8 +5,9 @@ or fork a new run from a chosen step.
     lg_core.fork(run_id, "root/turn-2/model", model="x")    # lg runs fork RUN_ID --from-step KEY
 
 **retry** reopens the run itself. The step whose commit ended it goes back to
-the outbox (``scheduled``, its ``attempts`` kept, so an ``at_most_once`` tool
-that had started reports "outcome unknown" instead of running twice), together
+the outbox (``scheduled``, its ``attempts`` cut to at most 1: an ``at_most_once``
+tool that had started still reports "outcome unknown" instead of running twice,
+and a step that ran out of ``max_step_attempts`` gets them again), together
 with any step the ending left open (a parallel tool call whose commit was
 refused) or closed before it ran. The frame returns to the last checkpoint committed before the ending
 (normally the checkpoint of the step that scheduled the failed one; when a

@@ -334,16 +334,17 @@ class Run:
         ]
 
     @classmethod
-    def from_record(cls, record: RunRecord, runtime: Runtime) -> Run:
+    def from_record(cls, record: RunRecord, runtime: Runtime, *, to_end: bool = False) -> Run:
         """A Run object for a stored run (finished or not).
 
         An unfinished run needs its entrypoint class to continue; a finished one
-        can be inspected even where the class cannot be imported.
+        can be inspected, and one being ended (``to_end``: recovery failing it)
+        can be ended, even where the class cannot be imported.
         """
         try:
             entrypoint: Any = import_entrypoint(record.entrypoint)
         except RunStateError:
-            if not record.finished:
+            if not (record.finished or to_end):
                 raise
             entrypoint = None
         run = cls(entrypoint, Invocation.from_dict(record.invocation), runtime)

@@ -70,7 +70,11 @@ class Runtime:
         self.session_store, self._owns_session_store = build_session_store(configuration.session_store, self.store)
         self.sessions = RunSessions(self.session_store, self.store, configuration.session_actor)
         self.engine = Engine(
-            self, self.store, lease_seconds=configuration.lease_seconds, run_cache_size=configuration.run_cache_size
+            self,
+            self.store,
+            lease_seconds=configuration.lease_seconds,
+            run_cache_size=configuration.run_cache_size,
+            max_step_attempts=configuration.max_step_attempts,
         )
         self.dispatcher = LocalDispatcher(self.engine, max_workers=configuration.max_parallel_tools)
         self._backend: Any = None

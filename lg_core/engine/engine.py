@@ -27,6 +27,7 @@ from lg_core.engine.leases import Heartbeat
 from lg_core.engine.model_turn import ModelTurn
 from lg_core.engine.opening import OPENING, Opener
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE, RecentDict
+from lg_core.engine.step_failures import attempts_exhausted, failure_record, retry_delay
 from lg_core.engine.steps import StepScope, Transition, run_error_to_dict
 from lg_core.engine.tool_call import ToolCall, _StaleStep
 from lg_core.errors import (
@@ -58,11 +59,17 @@ CANCEL_POLL_SECONDS = 1.0
 
 class Engine:
     def __init__(
-        self, runtime: Runtime, store: RunStore, lease_seconds: float = 15.0, run_cache_size: int = DEFAULT_RUN_CACHE_SIZE
+        self,
+        runtime: Runtime,
+        store: RunStore,
+        lease_seconds: float = 15.0,
+        run_cache_size: int = DEFAULT_RUN_CACHE_SIZE,
+        max_step_attempts: int = 10,
     ) -> None:
         self.runtime = runtime
         self.store = store
         self.lease_seconds = lease_seconds
+        self.max_step_attempts = max_step_attempts
         self.bus = EventBus()
         self.frames = FrameCache(store)
         self._lock = threading.Lock()
@@ -489,15 +496,47 @@ class Engine:
             if step.status not in ("scheduled", "running"):
                 return "done", self.open_steps(run_id, scheduled_only=True)
             return "held", []
+        if start.attempts > self.max_step_attempts:
+            self._give_up(run_id, key, start.attempts - 1, step.error)
+            return "abandoned", []
         assert start.frame is not None
         frame = self.frames.adopt(start.frame, start.messages, start.messages_from)
-        run = self.run_handle(run_id)  # a cancel from another process reaches its tools' context.check()
-        with self.heartbeat.holding(), self.cancel_watch.watching(run_id, run.cancellation_token if run else None):
-            ref = StepRef(run_id, key, step.kind, step.frame_id)
-            refs = self.execute(
-                ref, attempt=start.attempts, claimed_by=current_holder(), frame=frame, step_input=step.input
-            )
+        try:
+            run = self.run_handle(run_id)  # a cancel from another process reaches its tools' context.check()
+            with self.heartbeat.holding(), self.cancel_watch.watching(run_id, run.cancellation_token if run else None):
+                ref = StepRef(run_id, key, step.kind, step.frame_id)
+                refs = self.execute(
+                    ref, attempt=start.attempts, claimed_by=current_holder(), frame=frame, step_input=step.input
+                )
+        except Exception as exc:
+            self._release_failed(run_id, key, start.attempts, exc)
+            raise
         return "executed", refs
+
+    def _release_failed(self, run_id: str, key: str, attempt: int, error: Exception) -> None:
+        """An attempt raised (not a run outcome: those commit): give the step back for a later attempt."""
+        delay = retry_delay(attempt)
+        try:
+            released = self.store.release_failed_step(
+                run_id, key, current_holder(), failure_record(error, attempt), time.time() + delay
+            )
+        except Exception:  # noqa: BLE001 - e.g. the store is down too: the lease brings the step back
+            log.exception("could not give step %s of run %s back after its attempt failed", key, run_id)
+            return
+        if not released:
+            return
+        if attempt < self.max_step_attempts:
+            then = f"attempt {attempt + 1} of {self.max_step_attempts} in {delay:.0f} s"
+        else:
+            then = f"that was the last of max_step_attempts ({self.max_step_attempts}): the run fails in {delay:.0f} s"
+        log.warning("attempt %d of step %s of run %s raised %s: %s; %s", attempt, key, run_id,
+                    type(error).__name__, error, then)
+
+    def _give_up(self, run_id: str, key: str, attempts: int, last_error: dict[str, Any] | None) -> None:
+        """End the run of a step that ran out of attempts (the poison-step limit, step_failures)."""
+        error = attempts_exhausted(run_id, key, attempts, last_error)
+        log.error("%s", error)
+        self.end_run(run_id, "failed", error)
 
     def _claim_and_load(self, run_id: str, key: str) -> ClaimedStep:
         """Claim a step for this process with its frame (claim()'s rules, a dead holder's step included)."""
@@ -523,7 +562,7 @@ class Engine:
         """
         if outcome not in ("failed", "partial", "cancelled"):
             raise InvocationError(f"end_run ends a run as failed, partial or cancelled, not {outcome!r}")
-        run = self.run_handle(run_id)
+        run = self._run_to_end(run_id)
         if run is None:
             return False
         frame_id = f"{run_id}/root"
@@ -541,6 +580,17 @@ class Engine:
             self._interjections.pop(run_id, None)
             state = self.frames.reload(frame_id)
         raise RunStateError(f"run {run_id!r} could not be ended after {_MAX_COMMIT_ATTEMPTS} conflicting commits")
+
+    def _run_to_end(self, run_id: str) -> Run | None:
+        """The run's handle, or one without its class when the class does not import here: a
+        run whose workers cannot import its agent must still be ended (cancel, deadline, out of attempts)."""
+        try:
+            return self.run_handle(run_id)
+        except RunStateError:
+            from lg_core.run import Run
+
+            record = self.store.load_run(run_id)
+            return None if record.finished else Run.from_record(record, self.runtime, to_end=True)
 
     def open_steps(self, run_id: str, *, scheduled_only: bool = False) -> list[StepRef]:
         steps = self.store.load_steps(run_id, open_only=True)

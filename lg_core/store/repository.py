@@ -738,6 +738,17 @@ class RunStore:
             return cursor.rowcount == 1
 
     @retry_transient
+    def release_failed_step(
+        self, run_id: str, key: str, holder: str, error: dict[str, Any], dispatch_after: float
+    ) -> bool:
+        """Give back a step whose attempt by ``holder`` raised: scheduled again, due at
+        ``dispatch_after`` (the relay sends it then), with ``error`` kept on the row.
+        False when ``holder`` no longer holds it (its lease expired and another took it)."""
+        params = {"run_id": run_id, "key": key, "holder": holder, "error": dumps(error), "dispatch_after": dispatch_after}
+        with self.db.transaction() as tx:
+            return tx.execute("release_failed_step", params).rowcount == 1
+
+    @retry_transient
     def touch_stalled_runs(self, stall_seconds: float) -> list[str]:
         """Ids of running distributed runs with no commit for ``stall_seconds``; each is touched so it waits again."""
         now = time.time()
@@ -776,7 +787,7 @@ class RunStore:
 
         The run goes back to ``running`` (terminal fields and cancel flag cleared),
         its frame to ``checkpoint`` (messages past ``message_count`` dropped), the
-        ``reschedule`` steps back to the outbox with their attempts kept, and
+        ``reschedule`` steps back to the outbox with their attempts cut to at most 1, and
         ``event`` joins the log. Returns the event's sequence number; RunStateError
         when another process changed the run after the caller read it, or (with
         ``serialize``) while another run of its ``session`` (id, actor) is running

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     and_,
     bindparam,
+    case,
     delete,
     func,
     insert,
@@ -409,6 +410,16 @@ def _not_swept_recently() -> ColumnElement[bool]:
     return or_(steps.c.dispatch_after.is_(None), steps.c.dispatch_after < bindparam("now"))
 
 
+def _held_by_holder() -> ColumnElement[bool]:
+    """Step ``key`` of run ``run_id``, running and still held by ``holder``."""
+    return and_(
+        steps.c.run_id == bindparam("run_id"),
+        steps.c.key == bindparam("key"),
+        steps.c.status == "running",
+        steps.c.holder == bindparam("holder"),
+    )
+
+
 RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "relay_due_steps": _relay_due_steps,
     # Running steps not re-dispatched in the last hold-off; the caller judges their leases.
@@ -418,16 +429,19 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     .limit(bindparam("limit")),
     # Mark a dead claim as re-dispatched (one scheduler wins); the next claim clears it.
     "resweep_step": lambda: update(steps)
-    .where(
-        and_(
-            steps.c.run_id == bindparam("run_id"),
-            steps.c.key == bindparam("key"),
-            steps.c.status == "running",
-            steps.c.holder == bindparam("holder"),
-            _not_swept_recently(),
-        )
-    )
+    .where(and_(_held_by_holder(), _not_swept_recently()))
     .values(dispatch_after=bindparam("next")),
+    # A step whose attempt raised goes back to the outbox, due after its retry delay, with
+    # the error kept for `lg runs show` and for the run's error if the attempt limit ends it.
+    "release_failed_step": lambda: update(steps)
+    .where(_held_by_holder())
+    .values(
+        status="scheduled",
+        holder=null(),
+        lease_until=null(),
+        error=bindparam("error"),
+        dispatch_after=bindparam("dispatch_after"),
+    ),
     # Runs with no commit for a long time; touching updated_at is the detector's claim.
     "touch_stalled_runs": lambda: update(runs)
     .where(and_(_distributed_running(), runs.c.updated_at < bindparam("cutoff")))
@@ -475,11 +489,13 @@ REPLAY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "delete_messages_from": lambda: delete(messages).where(
         and_(messages.c.frame_id == bindparam("frame_id"), messages.c.seq >= bindparam("from_seq"))
     ),
-    # Back to the outbox, keeping ``attempts`` (an at_most_once call that started stays "started").
+    # Back to the outbox. ``attempts`` drops to at most 1: an at_most_once call that started
+    # stays "started" (its next claim is attempt 2), and the attempt limit counts afresh.
     "reschedule_step": lambda: update(steps)
     .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key")))
     .values(
         status="scheduled",
+        attempts=case((steps.c.attempts > 1, 1), else_=steps.c.attempts),
         holder=null(),
         lease_until=null(),
         result=null(),
