@@ -37,6 +37,7 @@ from lg_core.errors import *  # noqa: F403 - the error hierarchy is public API
 from lg_core.errors import __all__ as _error_names
 from lg_core.events import EVENT_TYPES, StreamEvent
 from lg_core.execution import Execution
+from lg_core.execution_state import ExecutionState
 from lg_core.interjections import InterjectionResult
 from lg_core.invocation import Invocation
 from lg_core.messages import Message
@@ -103,6 +104,7 @@ __all__ = [
     "Document",
     "EVENT_TYPES",
     "Execution",
+    "ExecutionState",
     "InterjectionResult",
     "FilesystemSessionStore",
     "Hook",

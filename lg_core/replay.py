@@ -421,6 +421,7 @@ def _fork_row(record: RunRecord, invocation: Invocation, holder: str | None) -> 
         "holder": holder,
         "deadline_at": None if deadline is None else deadline.timestamp(),
         "parent_run_id": record.id,
+        "execution_state": record.execution_state,  # the original request's, like its actor
     }
 
 

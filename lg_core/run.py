@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,8 @@ from lg_core.errors import (
     RunStateError,
 )
 from lg_core.events import TERMINAL_EVENTS, StreamEvent
+from lg_core.execution_state import ExecutionState
+from lg_core.execution_state import restored as restored_execution_state
 from lg_core.import_path import import_attribute
 from lg_core.interjections import InterjectionResult, ReplyWait
 from lg_core.invocation import Invocation
@@ -87,6 +89,8 @@ class Run:
         self._model: Any = None
         self._stored_entrypoint: str | None = None
         self._session: Session | None = None
+        # The ExecutionState of the code that built the run; current around each of its steps.
+        self.execution_state: Mapping[str, Any] = ExecutionState.capture()
 
     # -- identity ------------------------------------------------------------------------
 
@@ -350,6 +354,7 @@ class Run:
         run = cls(entrypoint, Invocation.from_dict(record.invocation), runtime)
         run._stored_entrypoint = record.entrypoint
         run.session_actor_id = record.actor_id
+        run.execution_state = restored_execution_state(record.execution_state)
         if record.finished:
             run._phase = "finished"
             run._closed = True

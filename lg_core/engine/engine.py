@@ -40,6 +40,7 @@ from lg_core.errors import (
     RunStateError,
 )
 from lg_core.events import TERMINAL_EVENTS, StreamEvent
+from lg_core.execution_state import applied, stored_form
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
@@ -220,6 +221,7 @@ class Engine:
             "actor_id": run.session_actor_id,
             "holder": None if distributed else current_holder(),
             "deadline_at": None if invocation.deadline_at is None else invocation.deadline_at.timestamp(),
+            "execution_state": stored_form(run.execution_state, distributed=distributed),
         }
         first = NewStep(key="root/turn-0/model", frame_id=frame_id, kind="model")
         frame = {"id": frame_id, "run_id": run.id, "path": "root", "kind": "agent", "entrypoint": run.entrypoint_path, "version": 0, "checkpoint": checkpoint.to_dict()}
@@ -296,6 +298,12 @@ class Engine:
         run = self.run_handle(ref.run_id)
         if run is None:
             return []
+        with applied(run.execution_state):  # tools, callbacks and hooks see the run's ExecutionState
+            return self._execute(run, ref, attempt, claimed_by, frame, step_input)
+
+    def _execute(
+        self, run: Run, ref: StepRef, attempt: int, claimed_by: str | None, frame: FrameState | None, step_input: Any
+    ) -> list[StepRef]:
         if (ref.run_id, ref.key) in self._resumed:
             self._resumed.discard((ref.run_id, ref.key))
             attempt = max(attempt, 2)

@@ -46,6 +46,7 @@ class RunRecord:
     updated_at: float
     finished_at: float | None
     interjections_pending: int = 0
+    execution_state: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:

@@ -52,7 +52,7 @@ from lg_core.store.statements import (
 )
 from lg_core.urls import safe_url
 
-_JSON_RUN_FIELDS = ("invocation", "error", "usage", "result")
+_JSON_RUN_FIELDS = ("invocation", "error", "usage", "result", "execution_state")
 START_STEP = "root/start"
 
 

@@ -65,6 +65,7 @@ runs = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("finished_at", Float),
+    Column("execution_state", Text),  # the ExecutionState its run captured (JSON), lg_core.execution_state
 )
 # created_at, not updated_at: the index must not change on every step commit.
 Index("lg_runs_status", runs.c.status, runs.c.created_at)

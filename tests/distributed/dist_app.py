@@ -246,3 +246,31 @@ class SecretAgent(Agent):
     @after_model
     def audit(self, payload):
         raise AuditFailed("could not audit: " + payload["response"].message.text)
+
+
+class RequestIdTool(Tool):
+    """Returns the ExecutionState's request id as the worker running it sees it."""
+
+    description = "Which request is this?"
+    input_schema = {"type": "object", "properties": {}, "additionalProperties": False}
+
+    def call(self, input):
+        from lg_core import ExecutionState
+
+        return f"request={ExecutionState['request_id']} pid={os.getpid()}"
+
+
+def _say_tool_result(request):
+    """Call request_id, then answer with what it returned."""
+    results = [b for m in request.messages for b in m.content if getattr(b, "kind", "") == "tool_result"]
+    if not results:
+        return {"tool_calls": [{"name": "request_id", "arguments": {}}]}
+    return {"text": results[-1].text}
+
+
+scripted.register("dist-request-id", _say_tool_result)
+
+
+class RequestIdAgent(Agent):
+    model = "scripted:dist-request-id"
+    tools = [RequestIdTool]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -22,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 import dist_app
 import pytest
 
-from lg_core import get_execution
+from lg_core import ExecutionState, get_execution
 from lg_core.errors import (
     AgentInterjectionError,
     ConfigurationError,
@@ -389,6 +390,20 @@ def test_an_agent_no_worker_can_import_is_refused_before_its_run_exists(dist):
         with pytest.raises(RunNotFoundError):
             get_execution(f"never-{agent.__name__}")
     assert dist_app.EchoAgent.start_execution("Hello").run_id  # a module-level agent still starts
+
+
+def test_the_execution_state_of_the_starting_request_reaches_the_workers(dist, workers):
+    """ExecutionState travels with the run (as JSON) to the worker processes that execute its steps."""
+    with ExecutionState.with_({"request_id": "req-481"}):
+        execution = dist_app.RequestIdAgent.start_execution("Which request is this?")
+    run = execution.wait(timeout=60)
+    assert run.completed and run.response.startswith("request=req-481 pid=")
+    assert int(run.response.split("pid=")[1]) != os.getpid()  # seen by the tool on a worker
+
+    with ExecutionState.with_({"span": object()}), pytest.raises(InvocationError, match="as JSON"):
+        dist_app.RequestIdAgent.start_execution("Which request is this?", run_id="never-state")
+    with pytest.raises(RunNotFoundError):
+        get_execution("never-state")
 
 
 def test_close_cancels_and_refuses_interjections(dist, workers):

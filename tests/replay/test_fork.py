@@ -171,3 +171,16 @@ def test_model_override_is_an_invocation_field_every_run_honours(file_config, sc
     assert lg_core.get_run(run.id).invocation.model_override == other
     with pytest.raises(InvocationError, match="model_override"):
         ReplayAgent.ask("Which model?", target=own, model_override=42)
+
+
+def test_a_fork_keeps_the_execution_state_of_the_original_request(file_config, outage, script):
+    """Like its actor, a fork keeps the ExecutionState its original run captured, not the forker's."""
+    model, target = outage
+    model.down = False
+    with lg_core.ExecutionState.with_({"request_id": "original-request"}):
+        original = ReplayAgent.ask("Record every step.", target=target)
+    with lg_core.ExecutionState.with_({"request_id": "forking-request"}):
+        fork = lg_core.fork(original.id, "root/turn-2/model", model=script(lambda request: {"text": "forked"}))
+    assert fork.completed
+    assert lg_core.runtime().store.load_run(fork.id).execution_state == {"request_id": "original-request"}
+    assert fork.execution_state["request_id"] == "original-request"

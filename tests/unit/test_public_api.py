@@ -41,6 +41,7 @@ PUBLIC_NAMES = [
     "EVENT_TYPES",
     "Error",
     "Execution",
+    "ExecutionState",
     "FilesystemSessionStore",
     "HTTPError",
     "Hook",
