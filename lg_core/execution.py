@@ -8,7 +8,9 @@ the handle works from any process: ``lg_core.get_execution(run_id)``.
 Event ids (for Server-Sent Events' ``Last-Event-ID``) are ``"<seq>-<position>"``:
 ``seq`` is the highest durable event sequence number the reader has yielded,
 ``position`` its place in the live stream (a bare ``"<seq>"`` means "after
-durable event ``seq``", position unknown). Resuming from an id replays, from
+durable event ``seq``", position unknown), with a ``".<n>"`` suffix while
+``n`` events published at once (``model_retry``) await their stored copy.
+Resuming from an id replays, from
 the run store, any durable event the live stream no longer has (trimmed, or
 lost with Redis), and skips any the client already saw; so a reconnecting
 client misses no durable event and sees none twice. Token deltas live only in
@@ -54,7 +56,8 @@ if TYPE_CHECKING:
 STATES = ("pending", "running", "finished")
 POLL_SECONDS = 0.5  # how long a quiet reader waits before it checks the store ...
 MAX_QUIET_SECONDS = 5.0  # ... doubling while it stays quiet, up to this (live events still arrive at once)
-_EVENT_ID = re.compile(r"^(\d{1,18})(?:-(\d{1,20}(?:-\d{1,20})?))?$")  # bounded: int() of 5,000 digits raises
+# "<seq>-<position>[.<announced>]"; bounded, since int() of 5,000 digits raises.
+_EVENT_ID = re.compile(r"^(\d{1,18})(?:-(\d{1,20}(?:-\d{1,20})?)(?:\.(\d{1,4}))?)?$")
 _INTERJECT_OPTIONS = frozenset({"metadata", "interjection_id"})
 
 
@@ -87,20 +90,33 @@ class ExecutionBackend(Protocol):
 
 def parse_event_id(value: str | None) -> tuple[int, str | None]:
     """``(seq, position)`` of an event id; position None when the id names only a seq."""
+    seq, position, _announced = parse_resume_point(value)
+    return seq, position
+
+
+def parse_resume_point(value: str | None) -> tuple[int, str | None, int]:
+    """``(seq, position, announced)`` of an event id.
+
+    ``announced`` counts the events published at once (``model_retry``) that the
+    reader had yielded from the live stream before their stored copy: a reader
+    resuming from the id skips that many stored copies instead of repeating them
+    (a client would take a repeated ``model_retry`` as a second retry and drop the
+    text streamed since the first).
+    """
     if value is None or value == "":
-        return 0, "0"
+        return 0, "0", 0
     match = _EVENT_ID.fullmatch(str(value).strip())
     if match is None:
         raise InvocationError(
             f"event id {value!r} is not one this run produced: expected '<seq>-<position>' as given in "
             "event.id (or a bare durable sequence number)"
         )
-    seq, position = int(match.group(1)), match.group(2)
+    seq, position, announced = int(match.group(1)), match.group(2), int(match.group(3) or 0)
     if seq > 0 and position == "0":
         # An id given while the reader had no stream position (it read the store): no
         # real position is "0", so this id says where to resume in the log only.
         position = None
-    return seq, position
+    return seq, position, announced
 
 
 def check_event_id(value: str | None, record: RunRecord) -> tuple[int, str | None]:
@@ -183,7 +199,9 @@ class _Follow:
     newer than ``seen`` follows them, or the stream goes quiet) or stale (a
     durable event already yielded follows them). ``announced`` holds events
     published at once without a seq (``model_retry``) so their stored copy is
-    not yielded a second time.
+    not yielded a second time; a reader resuming from an id starts with as many
+    placeholders (``ANNOUNCED_EARLIER``) as the id counts, since the events
+    themselves are not in it.
     """
 
     seen: int
@@ -193,7 +211,7 @@ class _Follow:
     poll: float = POLL_SECONDS
     behind: bool = False
     held: list[tuple[str, StreamEvent]] = field(default_factory=list)
-    announced: list[StreamEvent] = field(default_factory=list)
+    announced: list[StreamEvent | None] = field(default_factory=list)
 
     def run(self) -> Plan:
         record = yield _Status()
@@ -276,8 +294,7 @@ class _Follow:
 
     def _durable(self, event: StreamEvent, position: str) -> Generator[Request, Any, None]:
         previous, self.seen = self.seen, max(self.seen, event.seq or 0)
-        head = self.announced[0] if self.announced else None
-        if head is not None and event.type == head.type and dict(event.data) == dict(head.data):
+        if self.announced and _is_copy_of(event, self.announced[0]):
             self.announced.pop(0)  # already yielded when it was published at once
             return
         if event.seq is not None and event.seq <= previous:
@@ -296,8 +313,20 @@ class _Follow:
                 return
 
     def _emit(self, event: StreamEvent, position: str) -> _Emit:
-        """The event with its resume id: the durable seq seen so far and the stream position it came from."""
-        return _Emit(replace(event, id=f"{self.seen}-{position}"))
+        """The event with its resume id: the durable seq seen so far, the stream position it came
+        from, and how many events published at once still await their stored copy."""
+        pending = f".{len(self.announced)}" if self.announced else ""
+        return _Emit(replace(event, id=f"{self.seen}-{position}{pending}"))
+
+
+ANNOUNCED_EARLIER: Any = None  # an event published at once that an earlier reader yielded (resume ids)
+
+
+def _is_copy_of(stored: StreamEvent, announced: StreamEvent | None) -> bool:
+    """Is ``stored`` the stored copy of ``announced``, which was yielded when published at once?"""
+    if announced is ANNOUNCED_EARLIER:
+        return stored.type in PUBLISHED_AT_ONCE
+    return stored.type == announced.type and dict(stored.data) == dict(announced.data)
 
 
 def _wait_plan(run_id: str, timeout: float | None) -> Plan:
@@ -502,10 +531,10 @@ class Execution:
         Iterate it (``for``) or async-iterate it (``async for``). A malformed id raises
         InvocationError here; an id ahead of the run raises it on the first read.
         """
-        seen, position = parse_event_id(after)
+        seen, position, announced = parse_resume_point(after)
         if not isinstance(poll_interval, (int, float)) or isinstance(poll_interval, bool) or poll_interval <= 0:
             raise InvocationError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
-        return EventStream(self, seen, position, float(poll_interval))
+        return EventStream(self, seen, position, float(poll_interval), announced)
 
     def aevents(self, after: str | None = None) -> AsyncIterator[StreamEvent]:
         """:meth:`events` for ``async for``: reads Redis with redis.asyncio, never blocking the loop."""
@@ -579,11 +608,12 @@ class Execution:
 class EventStream:
     """The events of one run from a given id: ``for`` or ``async for`` over it, once per loop."""
 
-    def __init__(self, execution: Execution, seen: int, position: str | None, poll: float) -> None:
+    def __init__(self, execution: Execution, seen: int, position: str | None, poll: float, announced: int = 0) -> None:
         self.execution = execution
         self._seen = seen
         self._position = position
         self._poll = poll
+        self._announced = announced
 
     def _plan(self, live: LiveSource | None) -> Plan:
         follow = _Follow(
@@ -592,6 +622,7 @@ class EventStream:
             has_live=live is not None,
             known_position=self._position is not None,
             poll=self._poll,
+            announced=[ANNOUNCED_EARLIER] * self._announced,
         )
         return follow.run()
 
@@ -680,6 +711,7 @@ __all__ = [
     "event_json",
     "get_execution_async",
     "parse_event_id",
+    "parse_resume_point",
     "reply_seconds",
     "reply_wait",
     "state_of",

@@ -17,6 +17,7 @@ import pytest
 from lg_core.errors import InvocationError
 from lg_core.events import StreamEvent
 from lg_core.execution import (
+    ANNOUNCED_EARLIER,
     _Covers,
     _Emit,
     _Follow,
@@ -25,6 +26,7 @@ from lg_core.execution import (
     _Status,
     _Stored,
     parse_event_id,
+    parse_resume_point,
 )
 
 
@@ -65,8 +67,10 @@ class World:
         return not self.later
 
     def follow(self, after: str | None = None, has_live: bool = True) -> list[StreamEvent]:
-        seen, position = parse_event_id(after)
-        plan = _Follow(seen, position or "0", has_live, known_position=position is not None).run()
+        seen, position, announced = parse_resume_point(after)
+        plan = _Follow(
+            seen, position or "0", has_live, known_position=position is not None, announced=[ANNOUNCED_EARLIER] * announced
+        ).run()
         out: list[StreamEvent] = []
         reply = None
         for _ in range(1000):
@@ -165,6 +169,23 @@ def test_a_model_retry_seen_live_is_not_yielded_again_from_the_store():
     assert kinds(world.follow()) == [("invocation_start", 1), ("model_retry", None), ("message_stop", 3), (STOP, 4)]
 
 
+def test_a_reader_resuming_after_a_live_model_retry_does_not_yield_it_again():
+    """The id of an event read after a live model_retry counts it, so a client reconnecting
+    with that id (SSE Last-Event-ID) is not told of a second retry, which would make it drop
+    the text streamed since the first."""
+    retry = StreamEvent.build("model_retry", attempt=2, partial_text=True)
+    log = [LOG[0], retry.with_seq(2), durable(3, "message_stop"), durable(4, STOP)]
+    stream = [("1-0", log[0]), ("1-1", retry), ("1-2", live(text="again")), ("1-3", log[1]), ("1-4", log[2]), ("1-5", log[3])]
+    whole = World(log, [stream]).follow()
+    assert [e.id for e in whole] == ["1-1-0", "1-1-1.1", "1-1-2.1", "3-1-4", "4-1-5"]  # stored copy at 1-3 skipped
+
+    for cut in (1, 2):  # reconnecting after the model_retry, or after the delta that followed it
+        resumed = World(log, [stream[cut + 1 :]]).follow(after=whole[cut].id)
+        assert kinds(resumed) == kinds(whole[cut + 1 :])
+    from_store = World(log, covers=False).follow(after="1-0.1")  # position unknown: the log is read
+    assert kinds(from_store) == [("message_stop", 3), (STOP, 4)]
+
+
 def test_without_a_live_stream_the_store_is_polled_until_the_run_ends():
     world = World(LOG[:2], later=LOG[2:])
 
@@ -176,7 +197,7 @@ def test_a_finished_run_read_from_its_end_yields_nothing():
     assert World(LOG, covers=False).follow(after="4-0") == []
 
 
-@pytest.mark.parametrize("bad", ["x", "1-", "-1", "1-2-3-4", "1.5", "1-a"])
+@pytest.mark.parametrize("bad", ["x", "1-", "-1", "1-2-3-4", "1.5", "1-a", "1-2.", "1-2.x", "1-2.12345", "1-2.1.1"])
 def test_malformed_event_ids_are_refused(bad):
     with pytest.raises(InvocationError, match="event id"):
         parse_event_id(bad)
@@ -193,6 +214,8 @@ def test_event_id_forms():
     assert parse_event_id("7") == (7, None)  # a bare durable seq: the stream position is unknown
     assert parse_event_id("7-12") == (7, "12")
     assert parse_event_id("7-1712345678901-3") == (7, "1712345678901-3")
+    assert parse_resume_point("7-1712345678901-3.2") == (7, "1712345678901-3", 2)
+    assert parse_resume_point("7-12") == (7, "12", 0)
 
 
 def test_a_quiet_reader_checks_the_store_less_and_less_often_and_reads_live_events_at_once():
