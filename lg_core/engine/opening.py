@@ -82,6 +82,8 @@ class Opener:
             messages, context, session = self._prepare(run)
         except CancelledError as exc:
             return engine._commit(scope, self._ending(scope, "cancelled", exc))
+        except DeadlineExceededError as exc:  # a BaseException too: an opening callback's context.check()
+            return engine._commit(scope, self._ending(scope, "partial", exc))
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure, as at start
             return engine._commit(scope, self._ending(scope, "failed", exc))
         checkpoint = AgentCheckpoint(message_count=len(messages), state=context.state.to_dict(), session=session)
