@@ -511,7 +511,7 @@ class Engine:
         frame = self.frames.adopt(start.frame, start.messages, start.messages_from)
         try:
             run = self.run_handle(run_id)  # a cancel from another process reaches its tools' context.check()
-            with self.heartbeat.holding(), self.cancel_watch.watching(run_id, run.cancellation_token if run else None):
+            with self.heartbeat.holding(run_id, key), self.cancel_watch.watching(run_id, run.cancellation_token if run else None):
                 ref = StepRef(run_id, key, step.kind, step.frame_id)
                 refs = self.execute(
                     ref, attempt=start.attempts, claimed_by=current_holder(), frame=frame, step_input=step.input

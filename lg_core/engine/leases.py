@@ -2,14 +2,20 @@
 
 A claim gives the holder a lease of ``lease_seconds``. A step that runs longer
 (a long streamed answer, a slow tool) keeps its lease alive from this
-heartbeat, which renews every lease held by this process in one statement
-every third of a lease. If the process dies the heartbeat stops, the lease
-expires, and the sweeper re-dispatches the step.
+heartbeat, which renews the leases of the steps this process is executing, in
+one transaction every third of a lease. If the process dies the heartbeat
+stops, the lease expires, and the sweeper re-dispatches the step.
+
+Only the steps being executed: a step this process claimed but no longer
+executes (its attempt failed and could not be given back, a claim whose
+transaction was retried after it had committed) must see its lease expire
+even while the process executes other steps, or nothing would ever take it over.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,23 +27,26 @@ class Heartbeat:
     def __init__(self, store: RunStore, lease_seconds: float) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
-        self._held = 0
+        self._held: Counter[tuple[str, str]] = Counter()  # (run id, step key) executing here
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid_holder: str | None = None
 
     @contextmanager
-    def holding(self) -> Iterator[None]:
-        """Keep this process's leases alive while the block runs."""
+    def holding(self, run_id: str, key: str) -> Iterator[None]:
+        """Keep the lease of step ``key`` of ``run_id`` alive while the block runs."""
+        step = (run_id, key)
         with self._lock:
-            self._held += 1
+            self._held[step] += 1
             self._ensure_thread()
         try:
             yield
         finally:
             with self._lock:
-                self._held -= 1
+                self._held[step] -= 1
+                if self._held[step] <= 0:
+                    del self._held[step]
 
     def _ensure_thread(self) -> None:
         holder = current_holder()
@@ -51,10 +60,10 @@ class Heartbeat:
         interval = max(self.lease_seconds / 3, 0.05)
         while not self._wake.wait(interval):
             with self._lock:
-                busy = self._held > 0
-            if busy:
+                held = list(self._held)
+            if held:
                 try:
-                    self.store.renew_leases(current_holder(), self.lease_seconds)
+                    self.store.renew_leases(current_holder(), self.lease_seconds, held)
                 except Exception:  # noqa: BLE001 - a missed beat only shortens the lease
                     pass
 

@@ -496,10 +496,12 @@ class RunStore:
         )
 
     @retry_transient
-    def renew_leases(self, holder: str, lease_seconds: float) -> int:
-        """Extend every lease ``holder`` has on running steps; returns how many."""
+    def renew_leases(self, holder: str, lease_seconds: float, steps: Sequence[tuple[str, str]]) -> None:
+        """Extend ``holder``'s leases on ``steps`` ((run id, key) pairs), those it still holds running."""
+        lease_until = time.time() + lease_seconds
+        rows = [{"run_id": run_id, "key": key, "holder": holder, "lease_until": lease_until} for run_id, key in steps]
         with self.db.transaction() as tx:
-            return tx.execute("renew_leases", {"holder": holder, "lease_until": time.time() + lease_seconds}).rowcount
+            tx.executemany("renew_lease", rows)
 
     @retry_transient
     def request_cancel(self, run_id: str) -> bool:

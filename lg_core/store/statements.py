@@ -320,8 +320,16 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         )
     )
     .values(lease_until=bindparam("lease_until")),
-    "renew_leases": lambda: update(steps)
-    .where(and_(steps.c.holder == bindparam("holder"), steps.c.status == "running"))
+    # Only the steps the holder is executing (Heartbeat): a claim it left behind must expire.
+    "renew_lease": lambda: update(steps)
+    .where(
+        and_(
+            steps.c.run_id == bindparam("run_id"),
+            steps.c.key == bindparam("key"),
+            steps.c.holder == bindparam("holder"),
+            steps.c.status == "running",
+        )
+    )
     .values(lease_until=bindparam("lease_until")),
     "request_cancel": lambda: update(runs)
     .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "running"))

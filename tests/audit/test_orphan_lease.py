@@ -1,0 +1,94 @@
+"""Audit: a claimed step its process no longer executes keeps its lease while the process is busy.
+
+Heartbeat renews *every* running step held by this process (renew_leases by
+holder), not the steps it executes. A step left claimed but not executing
+(its attempt failed while the database was down, so _release_failed could not
+give it back, "the lease brings the step back") is renewed for as long as the
+worker executes anything else: the sweeper never sees its lease expire, the
+holder is alive, and the run stays running with nothing working on the step.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from lg_core import Agent, Configuration, with_configuration
+from lg_core.providers import scripted
+from lg_scheduler.recovery import sweep_leases
+from tests.engine.numbered_tool import NumberedTool, numbered_calls
+
+scripted.register("audit-orphan-lease", numbered_calls(1, 2))
+LEASE = 0.3
+
+
+class EchoAgent(Agent):
+    model = "scripted:audit-orphan-lease"
+    tools = [NumberedTool]
+
+
+class Publisher:
+    def __init__(self):
+        self.sent = []
+
+    def publish(self, refs):
+        self.sent.extend(refs)
+
+    def advance(self, run_id):
+        self.sent.append(run_id)
+
+
+def test_a_step_left_claimed_after_a_failed_release_is_swept_once_its_lease_expires(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    client_config = Configuration(run_store=url)
+    worker_config = Configuration(run_store=url, lease_seconds=LEASE)
+    client, worker = client_config.runtime(), worker_config.runtime()
+    try:
+        with with_configuration(client_config):
+            (ref,) = client.begin(EchoAgent.build_run("go"), distributed=True)
+
+        def database_down(*_a, **_k):
+            raise ConnectionError("the database is unreachable")
+
+        # The attempt's commit fails, and so does giving the step back (the database is down).
+        monkeypatch.setattr(worker.store, "commit", database_down)
+        monkeypatch.setattr(worker.store, "release_failed_step", database_down)
+        with with_configuration(worker_config), pytest.raises(ConnectionError):
+            worker.engine.execute_claimed(ref.run_id, ref.key)
+        monkeypatch.undo()  # the database is back
+
+        # The worker goes on executing other steps (here: one long one) for a few leases.
+        with worker.engine.heartbeat.holding("another-run", "root/turn-0/model"):
+            time.sleep(4 * LEASE)
+            publisher = Publisher()
+            swept = sweep_leases(client.store, publisher, hold_off=LEASE)
+            step = client.store.load_step(ref.run_id, ref.key)
+
+        assert step.status == "running"
+        assert swept == 1, (
+            f"the orphaned step was not re-dispatched: its lease runs {step.lease_until - time.time():+.2f} s "
+            f"from now although nothing executed it for {4 * LEASE:.1f} s"
+        )
+    finally:
+        client_config.close()
+        worker_config.close()
+
+
+def test_the_step_being_executed_keeps_its_lease(tmp_path):
+    from lg_core.identity import current_holder
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    config = Configuration(run_store=url, lease_seconds=LEASE)
+    runtime = config.runtime()
+    try:
+        with with_configuration(config):
+            (ref,) = runtime.begin(EchoAgent.build_run("go"), distributed=True)
+        assert runtime.store.claim_step(ref.run_id, ref.key, current_holder(), LEASE) == 1
+        with runtime.engine.heartbeat.holding(ref.run_id, ref.key):
+            time.sleep(4 * LEASE)
+            step = runtime.store.load_step(ref.run_id, ref.key)
+            assert step.lease_until > time.time()
+            assert sweep_leases(runtime.store, Publisher(), hold_off=LEASE) == 0
+    finally:
+        config.close()
