@@ -294,13 +294,29 @@ class _Follow:
 
     def _durable(self, event: StreamEvent, position: str) -> Generator[Request, Any, None]:
         previous, self.seen = self.seen, max(self.seen, event.seq or 0)
-        if self.announced and _is_copy_of(event, self.announced[0]):
-            self.announced.pop(0)  # already yielded when it was published at once
-            return
+        if self.announced and self._take_announced(event):
+            return  # already yielded when it was published at once
         if event.seq is not None and event.seq <= previous:
             return
         self._drop_held_copy(event)
         yield self._emit(event, position)
+
+    def _take_announced(self, stored: StreamEvent) -> bool:
+        """Is ``stored`` the copy of an event yielded when it was published at once? Forgets it.
+
+        Copies come in the order their events were announced, so the ones announced
+        before it never get one: their attempt never committed (its worker was killed,
+        or another took the step over), and a later attempt announced its own. They are
+        forgotten too, or each later copy would be compared with them and yielded again.
+        """
+        for index, announced in enumerate(self.announced):
+            if announced is not ANNOUNCED_EARLIER and _is_copy_of(stored, announced):
+                del self.announced[: index + 1]
+                return True
+        if self.announced[0] is ANNOUNCED_EARLIER and _is_copy_of(stored, ANNOUNCED_EARLIER):
+            self.announced.pop(0)
+            return True
+        return False
 
     def _drop_held_copy(self, stored: StreamEvent) -> None:
         """Forget the live copy of a published-at-once event (``model_retry``) held after a backfill
