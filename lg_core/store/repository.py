@@ -135,14 +135,39 @@ class RunStore:
         A lost race (the run already ended, another writer moved the frame, or
         the step was already completed) rolls back and is reported in the result.
         """
+        now = time.time()  # one value for every try: it marks the step row as this commit's
         try:
-            return self._commit_once(commit)
+            return self._commit_once(commit, now)
         except _Abort as abort:
-            return CommitResult(False, abort.reason)
+            earlier = self._applied_by_earlier_try(commit, now)
+            return CommitResult(False, abort.reason) if earlier is None else earlier
 
     @retry_transient
-    def _commit_once(self, commit: StepCommit) -> CommitResult:
-        now = time.time()
+    def _applied_by_earlier_try(self, commit: StepCommit, now: float) -> CommitResult | None:
+        """The result of ``commit`` if an earlier try of it was applied, else None.
+
+        retry_transient tries a commit again when its connection failed, and it
+        may fail after the database applied COMMIT (PostgreSQL restarting or
+        failing over). The next try then finds its own writes and aborts (the
+        frame moved, the step is finished): the step row finished at ``now``, the
+        time this commit writes, says the first try is what finished it. Runs its
+        commit activated are left to the outbox relay and their own polling.
+        """
+        if commit.step_key is None:
+            return None
+        with self.db.reader() as tx:
+            step = tx.fetchone("select_step", {"run_id": commit.run_id, "key": commit.step_key})
+            run = tx.fetchone("select_run", {"run_id": commit.run_id})
+        if step is None or run is None:
+            return None
+        record, flags = _step_record(step), dict(zip(RUN_COLUMNS, run, strict=True))
+        if record.finished_at != now or record.status != commit.step_status or record.event_seq is None:
+            return None
+        first_seq = record.event_seq - len(commit.events) + 1
+        return CommitResult(True, None, first_seq, bool(flags["cancel_requested"]), (), int(flags["interjections_pending"]))
+
+    @retry_transient
+    def _commit_once(self, commit: StepCommit, now: float) -> CommitResult:
         checkpoint = dumps(commit.checkpoint)
         with self.db.transaction(pipelined=True) as tx:
             # The three guarded updates go out together; their results are read in

@@ -1,0 +1,45 @@
+"""Audit: a step commit that succeeded but whose acknowledgement was lost.
+
+RunStore._commit_once is wrapped in retry_transient. When the database applies
+a COMMIT but the connection drops before the client reads the answer
+(PostgreSQL restart or failover: "server closed the connection"), the whole
+commit is tried again. The retry finds the frame moved (by itself), the engine
+replays the transition on the reloaded frame, and the store then reports
+``step_already_completed``: Engine._commit returns no successors. A local run
+(Agent.ask) has no relay to send them: its dispatcher stops, ask() returns a
+Run without an outcome, and the run stays ``running``, held by a live process.
+"""
+
+from __future__ import annotations
+
+from lg_core import Agent
+from lg_core.providers import scripted
+from lg_core.store import RunStore
+from lg_core.store.database import retry_transient
+from tests.engine.numbered_tool import NumberedTool, numbered_calls
+
+scripted.register("audit-ack-lost", numbered_calls(1, 2))
+
+
+class EchoAgent(Agent):
+    model = "scripted:audit-ack-lost"
+    tools = [NumberedTool]
+
+
+def test_a_local_run_whose_commit_acknowledgement_was_lost_still_completes(file_config, monkeypatch):
+    inner = RunStore._commit_once.__wrapped__
+    lost: list[str] = []
+
+    def ack_lost_once(self, commit, *now):
+        result = inner(self, commit, *now)
+        if commit.step_key == "root/turn-0/model" and not lost:
+            lost.append(commit.step_key)
+            raise OSError("server closed the connection unexpectedly")  # after the COMMIT was applied
+        return result
+
+    monkeypatch.setattr(RunStore, "_commit_once", retry_transient(ack_lost_once))
+
+    run = EchoAgent.ask("go")
+
+    record = file_config.runtime().store.load_run(run.id)
+    assert lost and (run.outcome, record.status) == ("completed", "completed"), (run.outcome, record.status)
