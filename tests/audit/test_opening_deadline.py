@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from lg_core import Agent, Configuration, before_invocation, with_configuration
-from lg_core.errors import DeadlineExceededError
 
 
 class CheckingAgent(Agent):
