@@ -284,3 +284,22 @@ def test_a_model_retry_held_after_a_backfill_is_not_yielded_again_once_its_store
     events = world.follow(after="0")
 
     assert kinds(events) == [("run_retried", 1), ("model_retry", 2), ("text_delta", None), ("message_stop", 3), (STOP, 4)]
+
+
+def test_a_model_retry_of_an_attempt_that_never_committed_does_not_make_the_next_one_repeat():
+    """An attempt killed after publishing its model_retry never stores it; the next attempt's
+    stored model_retry must still be recognized as the copy of what the reader yielded."""
+    orphan = StreamEvent.build("model_retry", attempt=2, partial_text=True, reason="step re-executed after a crash")
+    retry = StreamEvent.build("model_retry", attempt=3, partial_text=True, reason="step re-executed after a crash")
+    log = [LOG[0], retry.with_seq(2), durable(3, "message_stop"), durable(4, STOP)]
+    stream = [
+        ("1-0", log[0]),
+        ("1-1", orphan), ("1-2", live(text="lost")),  # attempt 2: killed before its commit
+        ("1-3", retry), ("1-4", live(text="kept")),  # attempt 3
+        ("1-5", log[1]), ("1-6", log[2]), ("1-7", log[3]),  # attempt 3's commit
+    ]
+
+    events = World(log, [stream]).follow()
+
+    retries = [e for e in events if e.type == "model_retry"]
+    assert len(retries) == 2, kinds(events)  # each attempt's retry once; the stored copy of attempt 3's is not repeated

@@ -1,4 +1,4 @@
-"""Audit: a claimed step its process no longer executes keeps its lease while the process is busy.
+"""A claimed step its process no longer executes keeps its lease while the process is busy.
 
 Heartbeat renews *every* running step held by this process (renew_leases by
 holder), not the steps it executes. A step left claimed but not executing

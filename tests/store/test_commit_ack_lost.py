@@ -1,4 +1,4 @@
-"""Audit: a step commit that succeeded but whose acknowledgement was lost.
+"""A step commit that succeeded but whose acknowledgement was lost.
 
 RunStore._commit_once is wrapped in retry_transient. When the database applies
 a COMMIT but the connection drops before the client reads the answer

@@ -1,4 +1,4 @@
-"""Audit: a deadline raised while a run opens (an opening callback's context.check()).
+"""A deadline raised while a run opens (an opening callback's context.check()).
 
 Opener.open catches CancelledError and Exception; DeadlineExceededError derives
 from BaseException and is neither, so it escapes the step: the run is not ended
