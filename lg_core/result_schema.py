@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, PydanticUserError, ValidationError
 
 from lg_core.errors import ConfigurationError
 
@@ -33,6 +33,7 @@ ALLOWED_KEYWORDS = frozenset(
         "uniqueItems", "anyOf", "$ref", "$defs", "default", "examples",
     }
 )
+_LITERAL_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -60,14 +61,21 @@ class ResultSchema:
         if isinstance(declaration, ResultSchema):
             spec = declaration
         elif isinstance(declaration, type) and issubclass(declaration, BaseModel):
+            try:
+                schema = declaration.model_json_schema()
+            except PydanticUserError as exc:
+                raise ConfigurationError(f"{owner}.result_schema has no JSON Schema: {exc}") from None
             spec = cls(
-                schema=declaration.model_json_schema(),
+                schema=schema,
                 name=_snake(declaration.__name__),
                 description=(declaration.__doc__ or "").strip() or None,
                 model=declaration,
             )
         elif isinstance(declaration, Mapping):
-            data = json.loads(json.dumps(declaration))
+            try:
+                data = json.loads(json.dumps(declaration))
+            except (TypeError, ValueError) as exc:
+                raise ConfigurationError(f"{owner}.result_schema must hold only JSON values: {exc}") from None
             spec = cls(
                 schema=data,
                 name=data.pop("name", "result"),
@@ -93,6 +101,7 @@ class ResultSchema:
         except jsonschema.SchemaError as exc:
             raise ConfigurationError(f"{owner}.result_schema is not valid JSON Schema: {exc.message}") from None
         problems = list(_strict_problems(self.schema, "$"))
+        problems += [f"{path} $ref {ref!r} does not resolve inside the schema" for path, ref in _unresolved_refs(self.schema)]
         if problems:
             hint = ""
             if self.model is not None:
@@ -143,6 +152,47 @@ def _strict_problems(node: Any, path: str) -> Any:
         yield from _strict_problems(option, f"{path}.anyOf[{index}]")
     for name, definition in node.get("$defs", {}).items():
         yield from _strict_problems(definition, f"$defs.{name}")
+
+
+def _unresolved_refs(root: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(path, ref) of every ``$ref`` that is not a JSON pointer into ``root`` itself.
+
+    A remote or dangling reference passes ``check_schema`` but makes every later
+    validation raise a referencing error, in the middle of a run.
+    """
+    found: list[tuple[str, str]] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, Mapping):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and not _resolves(root, ref):
+                found.append((path, ref))
+            for key, child in node.items():
+                if key not in _LITERAL_KEYWORDS:  # values, not schemas: a "$ref" there is data
+                    walk(child, f"{path}.{key}")
+        elif isinstance(node, list):
+            for index, child in enumerate(node):
+                walk(child, f"{path}[{index}]")
+
+    walk(root, "$")
+    return found
+
+
+def _resolves(root: Any, ref: str) -> bool:
+    if ref == "#":
+        return True
+    if not ref.startswith("#/"):
+        return False
+    node = root
+    for token in ref[2:].split("/"):
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return False
+    return True
 
 
 def _snake(name: str) -> str:

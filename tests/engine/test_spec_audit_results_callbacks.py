@@ -1,0 +1,104 @@
+"""Spec-conformance checks from the structured results, Agent callbacks, Hook and RunContext audit."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import lg_core
+from lg_core import (
+    Agent,
+    before_invocation,
+)
+from lg_core.errors import ConfigurationError, DeadlineExceededError
+
+ANSWER = {
+    "name": "answer",
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+
+# -- RunContext#check! raised by a callback while the run opens ------------------------------------
+
+
+def test_a_deadline_raised_by_a_before_invocation_callback_ends_the_run_partial(config, script):
+    # The spec (Core Concepts, "See how a call ended"): "The deadline stopped work |
+    # `partial` | `:run_partial` | Returns the Run with any response produced so far";
+    # RunContext#check! "Raises ... DeadlineExceededError when execution should stop",
+    # and a callback "may also accept `context:` to receive the current RunContext".
+    class PatientAgent(Agent):
+        model = script([{"text": "never sent"}])
+
+        @before_invocation
+        def slow_preparation(self, payload, context):
+            time.sleep(0.2)
+            context.check()
+
+    run = PatientAgent.ask("Hi", deadline=datetime.now(UTC) + timedelta(seconds=0.05))
+
+    assert run.outcome == "partial"
+    assert isinstance(run.error, DeadlineExceededError)
+    assert run.events()[-1].type == "run_partial"
+    assert [r.status for r in lg_core.list_runs()] == ["partial"], "the stored run is not left running"
+
+
+# -- result_schema: the supported subset is checked when the Agent is defined ------------------------
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["#/$defs/missing", "https://example.com/answer.json", "other.json#/$defs/text"],
+)
+def test_a_result_schema_ref_that_does_not_resolve_inside_the_schema_fails_at_class_definition(ref):
+    # The spec: "LittleGhost checks the supported JSON Schema subset when the Agent is
+    # defined"; "Invalid schemas and strategies raise LittleGhost::ConfigurationError
+    # before execution begins." Such a $ref was accepted, and every returned value then
+    # failed validation with a referencing error in the middle of the run.
+    schema = {**ANSWER, "properties": {"answer": {"$ref": ref}}}
+    with pytest.raises(ConfigurationError, match=r"\$ref"):
+
+        class RefAgent(Agent):
+            result_schema = schema
+
+
+def test_a_result_schema_ref_to_a_local_definition_is_accepted():
+    schema = {
+        **ANSWER,
+        "properties": {"answer": {"$ref": "#/$defs/text"}},
+        "$defs": {"text": {"type": "string"}},
+    }
+
+    class LocalRefAgent(Agent):
+        result_schema = schema
+
+    assert LocalRefAgent.result_spec().validate({"answer": "yes"}) == []
+    assert LocalRefAgent.result_spec().validate({"answer": 5})
+
+
+def test_a_result_schema_holding_non_json_values_fails_with_configuration_error():
+    # The spec: invalid schemas "raise LittleGhost::ConfigurationError before execution begins".
+    schema = {**ANSWER, "required": {"answer"}}  # a set: JSON cannot hold it
+    with pytest.raises(ConfigurationError, match="result_schema"):
+
+        class SetAgent(Agent):
+            result_schema = schema
+
+
+def test_a_pydantic_result_model_without_a_json_schema_fails_with_configuration_error():
+    from collections.abc import Callable
+
+    from pydantic import BaseModel, ConfigDict
+
+    class Uncheckable(BaseModel):
+        model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+        compute: Callable[[], int]
+
+    with pytest.raises(ConfigurationError, match="result_schema"):
+
+        class CallableAgent(Agent):
+            result_schema = Uncheckable
