@@ -9,6 +9,7 @@ finish the run.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -333,6 +334,8 @@ class ModelTurn:
             if self._late_interjections():  # one arrived while the callbacks ran (a callback may add it)
                 return self._continue_for_interjection(state, self._advanced(state, response, calls), response)
             result = decision.value["result"]
+            if decision.replaced:  # output follows the structured result delivered, as a stored run's does
+                result = _with_output(result, scope.agent_class.result_spec())
             return scope.completion(state, checkpoint, result, rows, self.interjection_seqs)
 
         return transition
@@ -375,6 +378,20 @@ class ModelTurn:
         if self.scope.context is not None:
             checkpoint.state = self.scope.state_for(state)
         return checkpoint
+
+
+def _with_output(result: RunResult, spec: ResultSchema | None) -> RunResult:
+    """``result`` whose ``output`` is that of its own structured result.
+
+    An after_invocation replacement built with ``dataclasses.replace`` keeps the
+    original's ``output_value``, so ``output`` would give the value the callback
+    replaced (RunResult#output: "Uses the structured value when present").
+    """
+    structured = result.structured_result
+    output = None if structured is None or spec is None else spec.output(structured.value)
+    if output is result.output_value:
+        return result
+    return dataclasses.replace(result, output_value=output)
 
 
 def _with_sequence(request: ModelRequest, sequence: int) -> ModelRequest:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -10,7 +11,10 @@ import pytest
 import lg_core
 from lg_core import (
     Agent,
+    StructuredResult,
+    after_invocation,
     before_invocation,
+    replace,
 )
 from lg_core.errors import ConfigurationError, DeadlineExceededError
 
@@ -102,3 +106,26 @@ def test_a_pydantic_result_model_without_a_json_schema_fails_with_configuration_
 
         class CallableAgent(Agent):
             result_schema = Uncheckable
+
+
+# -- RunResult#output follows the delivered structured result ----------------------------------------
+
+
+def test_output_is_the_structured_value_an_after_invocation_callback_delivered(config, script):
+    # The spec: after_invocation "Observes or transforms the terminal invocation payload";
+    # RunResult#output "Uses the structured value when present and otherwise #text."
+    corrected = StructuredResult(schema_name="answer", value={"answer": "43"})
+
+    class CorrectingAgent(Agent):
+        model = script([{"structured": {"answer": "42"}}])
+        result_schema = ANSWER
+
+        @after_invocation
+        def correct(self, payload):
+            return replace({"result": dataclasses.replace(payload["result"], structured_result=corrected)})
+
+    run = CorrectingAgent.ask("Question")
+
+    assert run.result.structured_result == corrected
+    assert run.result.output == {"answer": "43"}
+    assert run.refresh().result.output == {"answer": "43"}, "the same as the stored result gives"
