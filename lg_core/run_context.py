@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +35,9 @@ class RunContext:
         metadata: dict[str, Any] | None = None,
         conversation_id: str | None = None,
         agent_operation_id: str | None = None,
+        checkpoint: Callable[..., Any] | None = None,
+        interjection_metadata: Mapping[str, Any] | None = None,
+        interjection_ids: Sequence[str] = (),
     ) -> None:
         self.state = state if isinstance(state, DataMap) else DataMap(state or {})
         self.cancellation_token = cancellation_token or CancellationToken()
@@ -41,6 +45,9 @@ class RunContext:
         self.metadata = dict(metadata or {})
         self.conversation_id = conversation_id
         self.agent_operation_id = agent_operation_id
+        self.interjection_metadata = None if interjection_metadata is None else dict(interjection_metadata)
+        self.interjection_ids = tuple(interjection_ids)
+        self._checkpoint = checkpoint
         self._lock = threading.Lock()
         self._usage = NO_USAGE
         self._structured: Any = None
@@ -52,6 +59,16 @@ class RunContext:
             raise DeadlineExceededError()
 
     check_ = check
+
+    def checkpoint(self, messages: Sequence[Any]) -> None:
+        """Send ``messages`` and the current state to the checkpoint callback, if one was given.
+
+        Called as ``checkpoint(messages, state=...)`` (so ``Session.checkpoint`` fits);
+        without a callback this does nothing. The engine checkpoints a run's
+        conversation and state with every step itself, so its contexts have none.
+        """
+        if self._checkpoint is not None:
+            self._checkpoint(messages, state=self.state.to_dict())
 
     def remaining_time(self, maximum: float | None = None) -> float | None:
         """Seconds until the deadline, capped at ``maximum``; ``maximum`` when there is none."""

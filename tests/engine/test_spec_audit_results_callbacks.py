@@ -11,6 +11,7 @@ import pytest
 import lg_core
 from lg_core import (
     Agent,
+    RunContext,
     StructuredResult,
     after_invocation,
     before_invocation,
@@ -129,3 +130,24 @@ def test_output_is_the_structured_value_an_after_invocation_callback_delivered(c
     assert run.result.structured_result == corrected
     assert run.result.output == {"answer": "43"}
     assert run.refresh().result.output == {"answer": "43"}, "the same as the stored result gives"
+
+
+# -- RunContext#checkpoint ---------------------------------------------------------------------------
+
+
+def test_run_context_checkpoint_sends_messages_and_state_to_its_callback():
+    # The spec: RunContext.new(..., checkpoint: nil, ...); "#checkpoint(messages) Sends
+    # `messages` and current state to the configured checkpoint callback. With no
+    # checkpoint callback, this method does nothing and returns `nil`."
+    sent = []
+    context = RunContext(
+        state={"ticket": 7},
+        checkpoint=lambda messages, state: sent.append((messages, dict(state))),
+        interjection_metadata={"source": "web"},
+        interjection_ids=["i-1"],
+    )
+    messages = [lg_core.Message(role="user", content="Hi")]
+
+    assert context.checkpoint(messages) is None
+    assert sent == [(messages, {"ticket": 7})]
+    assert RunContext().checkpoint(messages) is None
