@@ -1,4 +1,4 @@
-"""Spec-conformance checks from the structured results, Agent callbacks, Hook and RunContext audit."""
+"""Spec conformance of structured results, Agent callbacks, the opening deadline and RunContext.checkpoint."""
 
 from __future__ import annotations
 
