@@ -321,16 +321,7 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     )
     .values(lease_until=bindparam("lease_until")),
     # Only the steps the holder is executing (Heartbeat): a claim it left behind must expire.
-    "renew_lease": lambda: update(steps)
-    .where(
-        and_(
-            steps.c.run_id == bindparam("run_id"),
-            steps.c.key == bindparam("key"),
-            steps.c.holder == bindparam("holder"),
-            steps.c.status == "running",
-        )
-    )
-    .values(lease_until=bindparam("lease_until")),
+    "renew_lease": lambda: update(steps).where(_held_by_holder()).values(lease_until=bindparam("lease_until")),
     "request_cancel": lambda: update(runs)
     .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "running"))
     .values(cancel_requested=1, updated_at=bindparam("now")),
