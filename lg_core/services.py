@@ -248,6 +248,7 @@ class Runtime:
         if self._backend is not None and hasattr(self._backend, "shutdown"):
             self._backend.shutdown()
         self.dispatcher.shutdown()
+        self.engine.close()
         self.resolver.close()
         close_sessions = getattr(self.session_store, "close", None)
         if self._owns_session_store and close_sessions is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -29,6 +28,7 @@ class CancelWatch:
         self._watched: dict[str, tuple[CancellationToken, int]] = {}
         self._thread: threading.Thread | None = None
         self._pid = 0
+        self._stopped = threading.Event()
 
     @contextmanager
     def watching(self, run_id: str, token: CancellationToken | None) -> Iterator[None]:
@@ -59,8 +59,7 @@ class CancelWatch:
         self._thread.start()
 
     def _poll(self) -> None:
-        while True:
-            time.sleep(self.interval)
+        while not self._stopped.wait(self.interval):
             with self._lock:
                 watched = [(run_id, token) for run_id, (token, _count) in self._watched.items() if not token.cancelled]
             for run_id, token in watched:
@@ -71,6 +70,13 @@ class CancelWatch:
                 if cancel:
                     self.on_cancel(run_id)
                     token.cancel("cancellation was requested")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop polling and wait for a poll in progress: the store may be closed next."""
+        self._stopped.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
 
 __all__ = ["CancelWatch"]

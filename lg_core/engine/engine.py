@@ -93,6 +93,15 @@ class Engine:
         self.sessions: RunSessions = getattr(runtime, "sessions", None) or RunSessions(None, store)
         self.cancel_watch = CancelWatch(store, CANCEL_POLL_SECONDS, on_cancel=self.note_cancel_requested)
 
+    def close(self) -> None:
+        """Stop the threads that use the store (heartbeat, cancel watch) before it closes.
+
+        A thread still running a statement on a SQLite connection that the store's
+        close disposes of can crash the process, not just fail the statement.
+        """
+        self.heartbeat.stop()
+        self.cancel_watch.stop()
+
     # -- run handles -----------------------------------------------------------------
 
     def attach(self, run: Run) -> None:

@@ -67,8 +67,12 @@ class Heartbeat:
                 except Exception:  # noqa: BLE001 - a missed beat only shortens the lease
                     pass
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop beating and wait for a beat in progress: the store may be closed next."""
         self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
 
 __all__ = ["Heartbeat"]

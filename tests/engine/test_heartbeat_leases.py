@@ -92,3 +92,20 @@ def test_the_step_being_executed_keeps_its_lease(tmp_path):
             assert sweep_leases(runtime.store, Publisher(), hold_off=LEASE) == 0
     finally:
         config.close()
+
+
+def test_closing_the_runtime_stops_the_threads_that_use_its_store(tmp_path):
+    """A heartbeat or cancel poll still running a statement when the store closes its SQLite
+    connections can crash the process (it did, now and then, at the end of the test above)."""
+    from lg_core.cancellation import CancellationToken
+
+    config = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}", lease_seconds=LEASE)
+    engine = config.runtime().engine
+    with engine.heartbeat.holding("run-1", "root/turn-0/model"), engine.cancel_watch.watching("run-1", CancellationToken()):
+        time.sleep(LEASE)  # both threads poll the store meanwhile
+    threads = [engine.heartbeat._thread, engine.cancel_watch._thread]
+    assert all(thread is not None and thread.is_alive() for thread in threads)
+
+    config.close()
+
+    assert not any(thread.is_alive() for thread in threads)
