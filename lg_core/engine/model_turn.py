@@ -218,7 +218,7 @@ class ModelTurn:
             return self._repair(response, spec, problems, tool_use_id)
         structured = StructuredResult(schema_name=spec.name, value=value)
         self.scope.context.submit_structured_result(structured)
-        return self._finish(agent, response, structured, spec.output(value))
+        return self._finish(agent, response, structured, spec.output(value), submitted_by=tool_use_id)
 
     def _repair(self, response: ModelResponse, spec: ResultSchema, problems: list[str], tool_use_id: str | None) -> Transition:
         scope = self.scope
@@ -309,7 +309,14 @@ class ModelTurn:
 
         return transition
 
-    def _finish(self, agent: Any, response: ModelResponse, structured: StructuredResult | None, output: Any = None) -> Transition:
+    def _finish(
+        self,
+        agent: Any,
+        response: ModelResponse,
+        structured: StructuredResult | None,
+        output: Any = None,
+        submitted_by: str | None = None,
+    ) -> Transition:
         scope = self.scope
         calls = self.calls_made
 
@@ -318,7 +325,7 @@ class ModelTurn:
             if self._late_interjections():
                 return self._continue_for_interjection(state, checkpoint, response)
             checkpoint.phase = "done"
-            rows = self._rows(state, checkpoint, [response.message])
+            rows = self._rows(state, checkpoint, [response.message, *_answers_to_final_calls(response.message, submitted_by)])
             result = RunResult(
                 message=response.message,
                 stop_reason=response.stop_reason,
@@ -378,6 +385,30 @@ class ModelTurn:
         if self.scope.context is not None:
             checkpoint.state = self.scope.state_for(state)
         return checkpoint
+
+
+RESULT_ACCEPTED = "Result accepted."
+NOT_RUN_AT_FINISH = "Not run: the run finished with the submitted result."
+
+
+def _answers_to_final_calls(message: Message, submitted_by: str | None) -> list[Message]:
+    """The tool message answering the tool calls of a run's final message, if it has any.
+
+    A result submitted through the result tool (the call ``submitted_by``) ends
+    the run on an assistant message that calls it, and maybe other tools, which
+    do not run. Left unanswered, those calls would be the last thing in the
+    conversation, and the next run of the same session would send them without
+    results, which providers reject. So each gets one, as every other call does.
+    """
+    if not message.tool_uses:
+        return []
+    results = [
+        ToolResult(tool_use_id=use.id, content=(Text(text=RESULT_ACCEPTED),), status="success")
+        if use.id == submitted_by
+        else ToolResult(tool_use_id=use.id, content=(Text(text=NOT_RUN_AT_FINISH),), status="error")
+        for use in message.tool_uses
+    ]
+    return [Message(role="tool", content=results)]
 
 
 def _with_output(result: RunResult, spec: ResultSchema | None) -> RunResult:

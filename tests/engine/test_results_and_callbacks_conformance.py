@@ -11,12 +11,14 @@ import pytest
 import lg_core
 from lg_core import (
     Agent,
+    ModelCapabilities,
     RunContext,
     StructuredResult,
     after_invocation,
     before_invocation,
     replace,
 )
+from lg_core.content import ToolResult, ToolUse
 from lg_core.errors import ConfigurationError, DeadlineExceededError
 
 ANSWER = {
@@ -151,3 +153,43 @@ def test_run_context_checkpoint_sends_messages_and_state_to_its_callback():
     assert context.checkpoint(messages) is None
     assert sent == [(messages, {"ticket": 7})]
     assert RunContext().checkpoint(messages) is None
+
+
+# -- terminal-tool results and the conversation a session keeps --------------------------------------
+
+
+def _unanswered(messages) -> set[str]:
+    called = {b.id for m in messages for b in m.content if isinstance(b, ToolUse)}
+    answered = {b.tool_use_id for m in messages for b in m.content if isinstance(b, ToolResult)}
+    return called - answered
+
+
+def test_a_result_submitted_through_the_result_tool_leaves_no_unanswered_call(config, script):
+    """The run ends on the message calling submit_answer; its call (and any other call in that
+    message, which does not run) gets a tool result, so the session's next run sends a
+    conversation providers accept (every tool call answered)."""
+    requests = []
+
+    def serve(request):
+        requests.append(request)
+        return {"tool_calls": [
+            {"name": "submit_answer", "arguments": {"answer": "42"}},
+            {"name": "never_defined_here", "arguments": {}},
+        ]}
+
+    class ToolAnswerAgent(Agent):
+        model = script(serve, capabilities=ModelCapabilities(tools=True))
+        result_schema = ANSWER
+
+    first = ToolAnswerAgent.ask("First", session_id="conv-1")
+    assert first.completed and first.result.output == {"answer": "42"}
+    assert first.result.message.tool_uses  # the result is still the submitting message
+    last = first.result.messages[-1]
+    assert last.role == "tool" and [(b.status, b.text) for b in last.content] == [
+        ("success", "Result accepted."),
+        ("error", "Not run: the run finished with the submitted result."),
+    ]
+    assert ToolAnswerAgent.ask("Second", session_id="conv-1").completed
+
+    assert _unanswered(requests[-1].messages) == set()
+    assert len(lg_core.runtime().session_store.load("conv-1").messages) == 6  # 2 x (user, assistant, tool)
