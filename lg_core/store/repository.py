@@ -77,7 +77,6 @@ class RunStore:
 
     # -- writes -------------------------------------------------------------------
 
-    @retry_transient
     def create_run(
         self,
         run: dict[str, Any],
@@ -94,8 +93,34 @@ class RunStore:
         a running or pending run is stored ``pending`` and its first steps wait
         outside the outbox until the runs before it end (lg_core.store.sessions).
         Returns the status stored: ``running`` or ``pending``.
+
+        A try whose answer was lost after its COMMIT applied (a dropped connection)
+        is tried again and finds the run: one created at exactly this call's time
+        is its own, so the call succeeds instead of reporting a run that exists.
         """
-        now = time.time()
+        now = time.time()  # one value for every try: it marks the run row as this call's
+        try:
+            return self._create_run_once(run, frame, messages, events, new_steps, serialize, now)
+        except _RunExists:
+            record = self.load_run(run["id"])
+            if record.created_at == now:
+                return record.status
+            raise InvocationError(
+                f"a run with id {run['id']!r} already exists; pick a new run_id or resume it with "
+                f"lg_core.resume({run['id']!r})"
+            ) from None
+
+    @retry_transient
+    def _create_run_once(
+        self,
+        run: dict[str, Any],
+        frame: dict[str, Any],
+        messages: Sequence[tuple[int, Any]],
+        events: Sequence[tuple[str, dict[str, Any]]],
+        new_steps: Sequence[NewStep],
+        serialize: bool,
+        now: float,
+    ) -> str:
         row = {name: None for name in RUN_COLUMNS}
         row.update(run, event_seq=len(events), cancel_requested=0, interjections_pending=0, created_at=now, updated_at=now)
         for name in _JSON_RUN_FIELDS:
@@ -109,10 +134,7 @@ class RunStore:
             if serialize and row["status"] == "running":
                 busy = session_busy_submit(tx, row["session_id"], row["actor_id"])
             if existing.one() is not None:
-                raise InvocationError(
-                    f"a run with id {row['id']!r} already exists; pick a new run_id or resume it with "
-                    f"lg_core.resume({row['id']!r})"
-                )
+                raise _RunExists
             if busy is not None and busy.one() is not None:
                 row["status"] = "pending"
             checkpoint = dumps(frame["checkpoint"])
@@ -897,6 +919,10 @@ class RunStore:
             self._insert_events_txn(tx, row["id"], 1, events, now)
             tx.executemany("insert_step_copy", [_step_copy_row(step) for step in history])
             self._insert_steps_txn(tx, row["id"], new_steps, now, scheduled_by=scheduled_by)
+
+
+class _RunExists(Exception):
+    """Roll back a create_run whose run id is taken (maybe by an earlier try of the same call)."""
 
 
 class _Abort(Exception):

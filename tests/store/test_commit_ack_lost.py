@@ -1,4 +1,4 @@
-"""A step commit that succeeded but whose acknowledgement was lost.
+"""A commit (a step's, or a new run's) that applied but whose acknowledgement was lost.
 
 RunStore._commit_once is wrapped in retry_transient. When the database applies
 a COMMIT but the connection drops before the client reads the answer
@@ -12,7 +12,10 @@ Run without an outcome, and the run stays ``running``, held by a live process.
 
 from __future__ import annotations
 
+import pytest
+
 from lg_core import Agent
+from lg_core.errors import InvocationError
 from lg_core.providers import scripted
 from lg_core.store import RunStore
 from lg_core.store.database import retry_transient
@@ -43,3 +46,30 @@ def test_a_local_run_whose_commit_acknowledgement_was_lost_still_completes(file_
 
     record = file_config.runtime().store.load_run(run.id)
     assert lost and (run.outcome, record.status) == ("completed", "completed"), (run.outcome, record.status)
+
+
+def test_a_run_whose_creation_answer_was_lost_is_created_once_and_reported_created(file_config, monkeypatch):
+    """create_run is retried when its connection fails, also after its COMMIT applied: the retry
+    finds the run and must not tell the caller (start_execution) that the run did not start."""
+    inner = RunStore._create_run_once.__wrapped__
+    lost: list[str] = []
+
+    def ack_lost_once(self, run, *args):
+        status = inner(self, run, *args)
+        if not lost:
+            lost.append(run["id"])
+            raise OSError("server closed the connection unexpectedly")  # after the COMMIT was applied
+        return status
+
+    monkeypatch.setattr(RunStore, "_create_run_once", retry_transient(ack_lost_once))
+
+    run = EchoAgent.ask("go")
+
+    assert lost == [run.id] and run.completed
+    assert [r.id for r in file_config.runtime().store.list_runs()] == [run.id]
+
+
+def test_a_run_id_taken_before_is_still_refused(file_config):
+    first = EchoAgent.ask("go")
+    with pytest.raises(InvocationError, match="already exists"):
+        EchoAgent.ask("go", run_id=first.id)
