@@ -162,7 +162,14 @@ class DataMap(MutableMapping[str, Any]):
         return {k: _plain(v) for k, v in self._data.items()}
 
     def copy(self) -> DataMap:
+        """A deep independent copy (the spec's ``initialize_copy``)."""
         return DataMap(self.to_dict())
+
+    # copy.copy would otherwise share the slot's dict, so a copy's writes reached the original.
+    __copy__ = copy
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DataMap:
+        return self.copy()
 
 
 def _plain(value: Any) -> Any:

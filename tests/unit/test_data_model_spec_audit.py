@@ -24,7 +24,6 @@ class Key(enum.Enum):
 # -- DataMap ------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="copy.copy(DataMap) shares its storage")
 def test_copy_copy_of_a_datamap_is_a_deep_independent_copy():
     """DataMap#initialize_copy: "Returns a deep independent DataMap copy." (dup/clone)."""
     original = DataMap({"plan": {"status": "active"}})
