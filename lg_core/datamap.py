@@ -51,6 +51,27 @@ def normalize_key(key: Any) -> str:
     raise TypeError(f"DataMap keys must be strings, got {type(key).__name__}: {key!r}")
 
 
+def canonical_items(mapping: Mapping[Any, Any], *, path: str = "value") -> list[tuple[str, Any]]:
+    """``mapping``'s items under their canonical string keys.
+
+    Two keys with one canonical form (``Key.ACCOUNT`` and ``"account"``, ``1`` and
+    ``"1"``) are ambiguous, as the spec's String and Symbol forms of one key are:
+    ValueError (the spec's ArgumentError) instead of silently keeping the last value.
+    """
+    seen: dict[str, Any] = {}
+    items = []
+    for key, value in mapping.items():
+        name = normalize_key(key)
+        if name in seen:
+            raise ValueError(
+                f"{path} has the keys {seen[name]!r} and {key!r}, both the key {name!r}: "
+                "ambiguous; keep only one of them"
+            )
+        seen[name] = key
+        items.append((name, value))
+    return items
+
+
 def to_json_value(value: Any, *, path: str = "value") -> Any:
     """Copy ``value`` into plain JSON types, raising TypeError naming the bad path."""
     if isinstance(value, DataMap):
@@ -62,9 +83,7 @@ def to_json_value(value: Any, *, path: str = "value") -> Any:
             raise TypeError(f"{path} is {value!r}, which JSON cannot represent")
         return value
     if isinstance(value, Mapping):
-        return {
-            normalize_key(k): to_json_value(v, path=f"{path}.{k}") for k, v in value.items()
-        }
+        return {k: to_json_value(v, path=f"{path}.{k}") for k, v in canonical_items(value, path=path)}
     if isinstance(value, (list, tuple)):
         return [to_json_value(v, path=f"{path}[{i}]") for i, v in enumerate(value)]
     raise TypeError(
@@ -85,8 +104,7 @@ class DataMap(MutableMapping[str, Any]):
     def __init__(self, data: Mapping[Any, Any] | None = None, /, **values: Any) -> None:
         self._data: dict[str, Any] = {}
         for source in (data or {}), values:
-            for key, value in source.items():
-                self[key] = value
+            self.update(source)
 
     @staticmethod
     def _wrap(value: Any) -> Any:
@@ -135,6 +153,17 @@ class DataMap(MutableMapping[str, Any]):
             except TypeError:
                 return False
         return NotImplemented
+
+    def update(self, other: Any = (), /, **values: Any) -> None:
+        """Store every item of ``other`` (a mapping or key-value pairs), then of ``values``.
+
+        A mapping naming one key twice (``Key.ACCOUNT`` and ``"account"``) raises
+        ValueError, as the constructor does.
+        """
+        for source in other, values:
+            items = canonical_items(source, path="DataMap") if isinstance(source, Mapping) else list(source)
+            for key, value in items:
+                self[key] = value
 
     def fetch(self, key: Any, default: Any = _MISSING) -> Any:
         """Like ``self[key]``, but a missing key names the available keys."""

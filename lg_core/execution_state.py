@@ -120,7 +120,7 @@ def stored_form(captured: Mapping[str, Any], *, distributed: bool) -> dict[str, 
     for key, value in captured.items():
         try:
             stored[key] = to_json_value(value, path=f"ExecutionState[{key!r}]")
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             if distributed:
                 raise InvocationError(
                     f"{exc}: a run executed by workers carries its ExecutionState to them as JSON; "

@@ -306,7 +306,7 @@ def _json_mapping(value: Any, name: str) -> dict[str, Any]:
         raise InvocationError(f"{name} must be a mapping, got {type(value).__name__}")
     try:
         return to_json_value(value, path=name)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise InvocationError(str(exc)) from None
 
 
@@ -396,7 +396,7 @@ def _include_agent_events(value: Any, name: str) -> bool:
 def _extra_field(value: Any, name: str) -> Any:
     try:
         return to_json_value(value, path=name)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise InvocationError(str(exc)) from None
 
 

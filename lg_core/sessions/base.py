@@ -109,7 +109,7 @@ def canonical_mapping(value: Any, name: str) -> dict[str, Any]:
         raise InvocationError(f"session {name} must be a mapping, got {type(value).__name__}")
     try:
         return to_json_value(value, path=name)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise ProtocolError(f"session {name} cannot be stored as JSON: {exc}") from None
 
 

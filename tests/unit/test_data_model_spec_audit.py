@@ -36,7 +36,6 @@ def test_copy_copy_of_a_datamap_is_a_deep_independent_copy():
     assert original["plan"]["status"] == "active"
 
 
-@pytest.mark.xfail(strict=True, reason="ambiguous keys silently keep the last value")
 @pytest.mark.parametrize("mapping", [{Key.ACCOUNT: 1, "account": 2}, {1: "a", "1": "b"}])
 def test_a_mapping_with_two_forms_of_one_key_is_ambiguous(mapping):
     """DataMap: "A mapping that supplies both a String and Symbol form of the same key is
@@ -49,7 +48,6 @@ def test_a_mapping_with_two_forms_of_one_key_is_ambiguous(mapping):
         DataMap().update({"nested": [mapping]})
 
 
-@pytest.mark.xfail(strict=True, reason="ambiguous keys silently keep the last value")
 def test_ambiguous_keys_in_an_invocation_raise_invocation_error():
     with pytest.raises(InvocationError, match="ambiguous"):
         Invocation("hi", context={Key.ACCOUNT: 1, "account": 2})
