@@ -106,6 +106,32 @@ class DataMap(MutableMapping[str, Any]):
         for source in (data or {}), values:
             self.update(source)
 
+    @classmethod
+    def coerce(cls, value: Any) -> DataMap:
+        """``value`` itself when it is already a DataMap, else a DataMap of the mapping."""
+        if isinstance(value, DataMap):
+            return value
+        if not isinstance(value, Mapping):
+            raise TypeError(f"DataMap.coerce needs a mapping, got {type(value).__name__}")
+        return cls(value)
+
+    def merge(self, other: Mapping[Any, Any]) -> DataMap:
+        """A normalized copy of this map with ``other``'s items stored over it."""
+        merged = self.copy()
+        merged.update(other)
+        return merged
+
+    def __or__(self, other: Any) -> DataMap:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return self.merge(other)
+
+    def __ior__(self, other: Any) -> DataMap:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        self.update(other)
+        return self
+
     @staticmethod
     def _wrap(value: Any) -> Any:
         if isinstance(value, DataMap):

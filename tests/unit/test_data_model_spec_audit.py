@@ -55,7 +55,6 @@ def test_ambiguous_keys_in_an_invocation_raise_invocation_error():
         Invocation("hi", metadata={"m": {Key.ACCOUNT: 1, "account": 2}})
 
 
-@pytest.mark.xfail(strict=True, reason="DataMap.coerce and DataMap.merge are missing")
 def test_datamap_coerce_and_merge():
     """DataMap.coerce: "Returns value when it is already a DataMap, or normalizes a mapping";
     DataMap#merge: "Returns a normalized copy merged with other"."""
@@ -68,6 +67,8 @@ def test_datamap_coerce_and_merge():
     assert isinstance(merged["account"], DataMap)
     assert existing == {"a": 1}, "merge returns a copy"
     assert (existing | {"b": 2}) == {"a": 1, "b": 2}
+    existing |= {"c": {"d": 1}}
+    assert isinstance(existing, DataMap) and isinstance(existing["c"], DataMap)
     with pytest.raises(TypeError):
         existing.merge({"bad": object()})
 
