@@ -6,6 +6,7 @@ Messages are frozen values. Stored records carry a format version
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -92,6 +93,10 @@ class Message(BaseModel):
         if self.metadata:
             data["metadata"] = dict(self.metadata)
         return data
+
+    def to_json(self, **options: Any) -> str:
+        """:meth:`to_dict` encoded as JSON; ``options`` go to :func:`json.dumps` (``indent=2``)."""
+        return json.dumps(self.to_dict(), **options)
 
     def stored_form(self) -> dict[str, Any]:
         """:meth:`to_dict`, computed once per message: for the store and event log, read-only.

@@ -76,7 +76,6 @@ def test_datamap_coerce_and_merge():
 # -- Message ------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="Message.to_json is missing")
 def test_message_to_json_encodes_its_dict_form():
     """Message#to_json: "Encodes #to_h as JSON, forwarding generator arguments"."""
     message = Message("user", ["hi", Text(text="!")], metadata={"channel": "web"})
