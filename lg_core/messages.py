@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
@@ -25,6 +25,7 @@ class Message(BaseModel):
     """A frozen message with a role, normalized content blocks and metadata."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    ROLES: ClassVar[tuple[str, ...]] = ROLES  # the roles Message accepts (spec Message::ROLES)
     role: Role
     content: tuple[content_mod.Content, ...]
     metadata: dict[str, Any] = {}

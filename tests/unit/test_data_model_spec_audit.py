@@ -84,7 +84,6 @@ def test_message_to_json_encodes_its_dict_form():
     assert Message.from_dict(json.loads(message.to_json())) == message
 
 
-@pytest.mark.xfail(strict=True, reason="Message.ROLES is missing")
 def test_message_roles_constant():
     """Message::ROLES: "Participant roles accepted by Message.new"."""
     assert Message.ROLES == ("system", "user", "assistant", "tool")
