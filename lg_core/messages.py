@@ -121,7 +121,8 @@ class Message(BaseModel):
             raise ValueError(f"a serialized message needs {missing}; got keys {sorted(data)}")
         return cls(
             role=data["role"],
-            content=[content_mod.from_dict(part) for part in data["content"]],
+            # normalized as Message() does: a string is one Text block, dicts are serialized blocks
+            content=data["content"],
             metadata=data.get("metadata") or {},
         )
 

@@ -89,7 +89,6 @@ def test_message_roles_constant():
     assert Message.ROLES == ("system", "user", "assistant", "tool")
 
 
-@pytest.mark.xfail(strict=True, reason="from_dict iterates a string content character by character")
 def test_a_serialized_message_with_string_content_is_normalized():
     """Message.new: "Strings become Content::Text blocks"; Message.coerce takes a hash."""
     expected = Message("user", "hello")
