@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
+from lg_core.datamap import to_json_value
+
 _FROZEN = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=False)
 
 
@@ -79,6 +81,14 @@ class ToolUse(BaseModel):
     id: str = Field(min_length=1)
     name: str = Field(min_length=1)
     input: dict[str, Any]
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        """The arguments are a JSON object (the spec's DataMap): string keys, JSON values."""
+        if not isinstance(value, Mapping):
+            return value  # pydantic names the wrong type ("Input should be a valid dictionary")
+        return to_json_value(value, path="input")
 
 
 class ToolResult(BaseModel):
