@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lg_core.datamap import DataMap, normalize_key, to_json_value
+from lg_core.datamap import DataMap, canonical_items, normalize_key, to_json_value
 from lg_core.errors import InvocationError, UnsupportedInputError
 from lg_core.messages import Message
 from lg_core.rate_limit import RateLimit
@@ -84,9 +84,18 @@ class Invocation:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Invocation:
+        """The invocation of a whole environment: ``{"message": ..., "account_id": ...}``."""
+        if not isinstance(data, Mapping):
+            raise InvocationError(
+                f"an invocation payload must be a mapping of fields such as {{'message': ...}}, got {type(data).__name__}"
+            )
+        try:
+            items = canonical_items(data, path="invocation")
+        except (TypeError, ValueError) as exc:
+            raise InvocationError(f"invalid invocation key: {exc}") from None
         # message/history dicts (with or without "v") are read by the field
         # normalizers, which turn bad records into InvocationError.
-        return cls(**dict(data))
+        return cls(**dict(items))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe copy of the whole environment."""
@@ -101,10 +110,10 @@ class Invocation:
     # -- indifferent access ---------------------------------------------------
 
     def __getitem__(self, key: Any) -> Any:
-        return self._env[normalize_key(key)]
+        return self._env[_key(key)]
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        name = normalize_key(key)
+        name = _key(key)
         if name == "deadline":  # the constructor's relative form, so it is not stored as an unknown field
             name, value = "deadline_at", _relative_deadline(value)
         _normalize_into(self._env, {name: value}, partial=True)
@@ -135,7 +144,10 @@ class Invocation:
         object.__setattr__(self, "_env", state)
 
     def __contains__(self, key: Any) -> bool:
-        return normalize_key(key) in self._env
+        try:
+            return normalize_key(key) in self._env
+        except TypeError:
+            return False  # no field has a key of that type
 
     def __getattr__(self, name: str) -> Any:
         env = object.__getattribute__(self, "_env")
@@ -144,10 +156,10 @@ class Invocation:
         raise AttributeError(f"Invocation has no field {name!r}")
 
     def get(self, key: Any, default: Any = None) -> Any:
-        return self._env.get(normalize_key(key), default)
+        return self._env.get(_key(key), default)
 
     def fetch(self, key: Any, default: Any = _MISSING) -> Any:
-        name = normalize_key(key)
+        name = _key(key)
         if name in self._env:
             return self._env[name]
         if default is not _MISSING:
@@ -242,6 +254,16 @@ class Invocation:
 _GENERATED = ("run_id", "session_id", "invocation_id")
 # Fields with a named reader on Invocation that may also be assigned as attributes.
 _WRITABLE_ATTRIBUTES = frozenset(KNOWN_FIELDS)
+
+
+def _key(key: Any) -> str:
+    """The field name of ``key`` (a string, an enum member of one); InvocationError for anything else."""
+    try:
+        return normalize_key(key)
+    except TypeError:
+        raise InvocationError(
+            f"invalid invocation key {key!r} ({type(key).__name__}): field names are strings"
+        ) from None
 
 
 def _normalize_into(env: dict[str, Any], values: Mapping[str, Any], partial: bool = False) -> None:

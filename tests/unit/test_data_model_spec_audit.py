@@ -122,7 +122,6 @@ def test_tool_use_input_must_be_json_compatible():
 # -- Invocation ---------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="from_dict raises ValueError for a non-mapping payload")
 @pytest.mark.parametrize("payload", ["hi", ["message", "hi"], 5])
 def test_invocation_from_a_non_mapping_payload_raises_invocation_error(payload):
     """Invocation.new: "The payload must be a Hash"; "Invalid payloads ... raise InvocationError"."""
@@ -130,7 +129,6 @@ def test_invocation_from_a_non_mapping_payload_raises_invocation_error(payload):
         Invocation.from_dict(payload)
 
 
-@pytest.mark.xfail(strict=True, reason="a bad key raises TypeError")
 def test_invalid_invocation_keys_raise_invocation_error():
     """Invocation: "Invalid payloads, messages, keys, or deadlines raise InvocationError"."""
     invocation = Invocation("hi")
