@@ -289,6 +289,12 @@ def _normalize_into(env: dict[str, Any], values: Mapping[str, Any], partial: boo
 def _message(value: Any, name: str) -> Message:
     if value is None:
         raise InvocationError("message must not be None; pass the user's text or a Message")
+    if isinstance(value, Mapping) and "message" in value and "role" not in value:
+        raise InvocationError(
+            f"the message is a mapping of invocation fields ({sorted(map(str, value))}), not a message; "
+            "pass the fields as keywords, Invocation(**fields) or ask(**fields), or build it with "
+            "Invocation.from_dict(fields)"
+        )
     try:
         message = Message.coerce(value)
     except (ValidationError, TypeError, ValueError) as exc:

@@ -141,7 +141,6 @@ def test_invalid_invocation_keys_raise_invocation_error():
     assert Invocation.from_dict({"message": "hi", Key.ACCOUNT: "a-1"})["account"] == "a-1"
 
 
-@pytest.mark.xfail(strict=True, reason="an env mapping is read as a message: 'role: Field required'")
 def test_an_environment_mapping_passed_as_the_message_names_the_keyword_form():
     """Invocation.new(env): a whole environment passed positionally gets an actionable error."""
     with pytest.raises(InvocationError, match=r"Invocation\.from_dict"):
