@@ -144,6 +144,15 @@ class Run:
         return self.outcome == "cancelled"
 
     @property
+    def include_agent_events(self) -> bool:
+        """Whether the stream carries every Agent's contextual ``agent_stream`` events.
+
+        Always False: subagents are not built, so ``include_agent_events=True`` is
+        refused when the invocation is built (docs/architecture.md).
+        """
+        return bool(self.invocation.get("include_agent_events", False))
+
+    @property
     def finished(self) -> bool:
         return self.outcome is not None
 

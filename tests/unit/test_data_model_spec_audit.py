@@ -151,7 +151,6 @@ def test_an_environment_mapping_passed_as_the_message_names_the_keyword_form():
 # -- Run ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="Run.include_agent_events is missing")
 def test_run_says_whether_it_includes_agent_events():
     """Run#include_agent_events?: whether the stream includes every Agent's contextual events
     (always False here: include_agent_events=True is refused, docs/architecture.md)."""
