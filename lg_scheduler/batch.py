@@ -250,6 +250,8 @@ class _Submission:
         self.wake = threading.Event()
         self.outcomes: Counter[str] = Counter()
         self._resumed: set[str] = set()
+        self._waiting: set[str] = set()  # in-flight runs last seen pending (waiting for their session)
+        self._sessions: dict[str, tuple[str, str | None]] = {}  # run id -> (session id, actor id), read once
         self._resume_failures: list[tuple[str, BaseException]] = []  # appended by resume threads
         self._saved_at = 0.0
         # On threads a run's terminal event wakes the loop; on workers, on_event would
@@ -303,6 +305,8 @@ class _Submission:
             else:
                 self.report.waited += 1
                 self.in_flight[run_id] = item
+                if status == "pending":
+                    self._waiting.add(run_id)
         self._show()
 
     def _orphaned(self, holder: str | None) -> bool:
@@ -310,11 +314,33 @@ class _Submission:
         return bool(holder) and (holder == self.gone or holder_is_dead(holder))
 
     def _fill(self) -> None:
-        """Start what the concurrency limit allows (model calls are paced by the runs themselves)."""
-        while self.orphans and len(self.in_flight) < self.concurrency:
-            self._resume_orphan(*self.orphans.popleft())
+        """Start what the concurrency limit allows (model calls are paced by the runs themselves).
+
+        An orphan that a waiting run of this batch waits for (the running run of
+        its session) is resumed even when no slot is free: that waiting run holds
+        a slot but cannot start before the orphan ends, so the orphan runs in its
+        slot. Left for a free slot, it would wait for the waiting run, which
+        waits for it (a resubmit with a lower ``--concurrency``).
+        """
+        if self.orphans:
+            blocking = self._sessions_waited_on()
+            for orphan in list(self.orphans):
+                if len(self.in_flight) < self.concurrency or self._session_of(orphan[0]) in blocking:
+                    self.orphans.remove(orphan)
+                    self._resume_orphan(*orphan)
         while self.pending and len(self.in_flight) < self.concurrency:
             self._start(self.pending.popleft())
+
+    def _sessions_waited_on(self) -> set[tuple[str, str | None]]:
+        """The sessions of the in-flight runs last seen waiting for their turn."""
+        return {self._session_of(run_id) for run_id in self._waiting if run_id in self.in_flight}
+
+    def _session_of(self, run_id: str) -> tuple[str, str | None]:
+        key = self._sessions.get(run_id)
+        if key is None:
+            record = self.store.load_run(run_id)
+            key = self._sessions[run_id] = (record.session_id, record.actor_id)
+        return key
 
     def _start(self, item: BatchItem) -> None:
         run_id = run_id_for(self.report.batch_id, item.id)
@@ -358,6 +384,10 @@ class _Submission:
         changed = self._collect_resume_failures()
         statuses = self.store.run_statuses(list(self.in_flight))
         for run_id, (status, holder) in statuses.items():
+            if status == "pending":
+                self._waiting.add(run_id)
+            else:
+                self._waiting.discard(run_id)
             if status in RUN_TERMINAL:
                 item = self.in_flight.pop(run_id)
                 self._finish(run_result(item, self.store.load_run(run_id)))

@@ -168,3 +168,37 @@ def test_force_takes_over_a_batch_and_its_runs_from_a_host_that_is_gone(file_con
 
     assert report.ok and report.completed == 10
     assert report.resumed == len(interrupted)
+
+
+@pytest.mark.chaos
+def test_a_resume_with_a_lower_concurrency_resumes_the_run_its_waiting_runs_wait_for(file_config, inputs, batch_env, tmp_path):
+    """Killed while item 1 runs and item 2 waits for its session, resubmitted with --concurrency 1.
+
+    Item 2 (pending) takes the one slot, and it can only start once item 1 (the
+    dead submitter's run) ends: item 1 must be resumed anyway, or the batch waits forever.
+    """
+    path = inputs([{"message": "first", "session_id": "s1"}, {"message": "second", "session_id": "s1"}])
+    out = tmp_path / "results.jsonl"
+    child = start_batch(file_config.run_store, path, out, batch_env)
+    store = RunStore(file_config.run_store)
+    deadline = time.monotonic() + 30
+    while sorted(r.status for r in store.list_runs(limit=10)) != ["pending", "running"]:
+        assert time.monotonic() < deadline and child.poll() is None, "the second run never waited for the first"
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    store.close()
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LG_")}
+    env.update(PYTHONPATH=str(ROOT), BATCH_APP_LOG=str(batch_env))
+    argv = [sys.executable, "-m", "lg_core.cli", "batch", "submit", "tests.batch.batch_app:ItemAgent", str(path),
+            "--concurrency", "1", "--out", str(out), "--store", file_config.run_store, "--no-progress"]
+    again = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _stdout, stderr = again.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        again.kill()
+        again.communicate()
+        pytest.fail("the resubmitted batch never finished: its waiting run holds the only slot")
+    assert again.returncode == 0, stderr.decode()
+    assert sorted(r["line"] for r in read_results(out)) == [1, 2]
