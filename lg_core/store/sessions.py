@@ -68,16 +68,27 @@ def session_busy_submit(tx: Transaction, session_id: str, actor_id: str | None) 
 
 
 def activate_next_txn(tx: Transaction, session_id: str, actor_id: str | None, now: float, grace: float) -> list[ActivatedRun]:
-    """Start the oldest pending run of the session when none is running; the activated runs."""
+    """Start the oldest pending run of the session when none is running; the activated runs.
+
+    A run read as pending may have ended meanwhile without the session lock (a
+    cancel or deadline of a waiting run, ``end_pending_run``): on PostgreSQL its
+    ``activate_run`` waits for that transaction and then matches nothing. The
+    next pending run is started instead, or the session would keep waiting
+    runs and none running (only the scheduler's stalled-session sweep would
+    start them, and local runs have none).
+    """
     lock_session_txn(tx, session_id, actor_id)
     open_runs = tx.fetchall("select_session_open_runs", _key(session_id, actor_id))
     if not open_runs or any(status == RUNNING for _id, status, _holder in open_runs):
         return []
-    run_id, _status, holder = open_runs[0]
-    if tx.execute("activate_run", {"run_id": run_id, "now": now}).rowcount != 1:
-        return []
-    released = tx.fetchall("release_pending_steps", {"run_id": run_id, "dispatch_after": now + grace})
-    return [ActivatedRun(run_id, holder, tuple((key, kind, frame_id) for key, kind, frame_id in released))]
+    for run_id, _status, holder in open_runs:
+        if tx.execute("activate_run", {"run_id": run_id, "now": now}).rowcount == 1:
+            released = tx.fetchall("release_pending_steps", {"run_id": run_id, "dispatch_after": now + grace})
+            return [ActivatedRun(run_id, holder, tuple((key, kind, frame_id) for key, kind, frame_id in released))]
+        flags = tx.fetchone("select_run_flags", {"run_id": run_id})
+        if flags is not None and flags[0] == RUNNING:  # started by another decision: it runs, the rest wait
+            return []
+    return []
 
 
 def activate_after_txn(tx: Transaction, run_id: str, now: float, grace: float) -> list[ActivatedRun]:

@@ -139,3 +139,41 @@ def test_runs_created_at_once_on_one_session_leave_exactly_one_running(store):
         activated = finish(store, running).activated
         running = activated[0].run_id if activated else None
     assert sorted(order) == sorted(results) and len(set(order)) == creators
+
+
+def test_a_waiting_run_ended_while_the_run_before_it_ends_does_not_stall_the_ones_after_it(store, tmp_path):
+    """Run "b" is cancelled (still pending) in a transaction not yet committed when "a"'s final
+    commit picks the session's next run. That commit must start "c", not give up on "b"."""
+    if store.db.dialect_name != "postgresql":
+        pytest.skip("SQLite runs one writer at a time: the two transactions cannot overlap")
+    create(store, "a")
+    create(store, "b")
+    create(store, "c")
+    other = RunStore(store.url)  # another process's connection
+    ended, go = threading.Event(), threading.Event()
+
+    def cancel_b() -> None:
+        with other.db.transaction() as tx:
+            tx.cursor.execute("UPDATE lg_runs SET status = 'cancelled', finished_at = 1 WHERE id = 'b' AND status = 'pending'")
+            ended.set()
+            go.wait(30)
+
+    canceller = threading.Thread(target=cancel_b)
+    canceller.start()
+    try:
+        assert ended.wait(30)
+        results = []
+        finisher = threading.Thread(target=lambda: results.append(finish(store, "a")))
+        finisher.start()
+        finisher.join(1.0)  # it reads "b" as waiting, then blocks on b's row until the cancel commits
+        go.set()
+        finisher.join(30)
+    finally:
+        go.set()
+        canceller.join(30)
+        other.close()
+
+    [result] = results
+    assert result.applied
+    assert [r.run_id for r in result.activated] == ["c"]
+    assert store.load_run("c").status == "running"
