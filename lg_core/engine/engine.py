@@ -396,7 +396,13 @@ class Engine:
                 return []
             if result.reason == "interjection_pending":
                 self._interjections.pop(scope.run.id, None)
-            state = self.opening.still_ours(scope, self.frames.reload(state.id))
+            fresh = self.frames.reload(state.id)
+            if fresh.checkpoint.history_epoch != scope.frame.checkpoint.history_epoch:
+                # The run was retried since this step began (lg_core.replay): the retry runs the
+                # step again itself. A late result of the replaced attempt (a local run's call
+                # still going in its old process, with no claim to lose) must not move it.
+                return []
+            state = self.opening.still_ours(scope, fresh)
         raise RunStateError(f"step {scope.key!r} could not commit after {_MAX_COMMIT_ATTEMPTS} version conflicts")
 
     def _applied(self, scope: StepScope, state: FrameState, commit: StepCommit, result: CommitResult) -> list[StepRef]:

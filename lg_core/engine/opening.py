@@ -86,7 +86,9 @@ class Opener:
             return engine._commit(scope, self._ending(scope, "partial", exc))
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure, as at start
             return engine._commit(scope, self._ending(scope, "failed", exc))
-        checkpoint = AgentCheckpoint(message_count=len(messages), state=context.state.to_dict(), session=session)
+        # The epoch stays: a retry from the start set it, and it tells a step begun before that retry (engine._commit).
+        checkpoint = AgentCheckpoint(message_count=len(messages), state=context.state.to_dict(), session=session,
+                                     history_epoch=frame.checkpoint.history_epoch)
         if context.usage.total_tokens:  # recorded by an opening callback
             checkpoint.usage = context.usage.to_dict()
         scope.frame = FrameState(frame.id, frame.run_id, frame.path, frame.entrypoint, frame.version, checkpoint, tuple(messages))
