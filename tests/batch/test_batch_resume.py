@@ -127,9 +127,8 @@ def kill_mid_way(store_url: str, path: Path, out: Path, batch_env: Path, results
     child.wait()
 
 
-@pytest.mark.chaos
-def test_items_waiting_for_their_session_resume_once_their_turn_comes(file_config, inputs, batch_env, tmp_path):
-    """Killed while item 1 runs and item 2 waits for the same session: the next submit finishes both."""
+def kill_while_the_second_item_waits(file_config, inputs, batch_env, tmp_path):
+    """Submit two items of one session and SIGKILL the submitter while item 1 runs and item 2 waits."""
     path = inputs([{"message": "first", "session_id": "s1"}, {"message": "second", "session_id": "s1"}])
     out = tmp_path / "results.jsonl"
     child = start_batch(file_config.run_store, path, out, batch_env)
@@ -141,6 +140,13 @@ def test_items_waiting_for_their_session_resume_once_their_turn_comes(file_confi
     child.send_signal(signal.SIGKILL)
     child.wait()
     store.close()
+    return path, out
+
+
+@pytest.mark.chaos
+def test_items_waiting_for_their_session_resume_once_their_turn_comes(file_config, inputs, batch_env, tmp_path):
+    """Killed while item 1 runs and item 2 waits for the same session: the next submit finishes both."""
+    path, out = kill_while_the_second_item_waits(file_config, inputs, batch_env, tmp_path)
 
     report = submit_batch(ItemAgent, path, concurrency=5, out=out, progress=False)
 
@@ -177,17 +183,7 @@ def test_a_resume_with_a_lower_concurrency_resumes_the_run_its_waiting_runs_wait
     Item 2 (pending) takes the one slot, and it can only start once item 1 (the
     dead submitter's run) ends: item 1 must be resumed anyway, or the batch waits forever.
     """
-    path = inputs([{"message": "first", "session_id": "s1"}, {"message": "second", "session_id": "s1"}])
-    out = tmp_path / "results.jsonl"
-    child = start_batch(file_config.run_store, path, out, batch_env)
-    store = RunStore(file_config.run_store)
-    deadline = time.monotonic() + 30
-    while sorted(r.status for r in store.list_runs(limit=10)) != ["pending", "running"]:
-        assert time.monotonic() < deadline and child.poll() is None, "the second run never waited for the first"
-        time.sleep(0.01)
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    store.close()
+    path, out = kill_while_the_second_item_waits(file_config, inputs, batch_env, tmp_path)
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("LG_")}
     env.update(PYTHONPATH=str(ROOT), BATCH_APP_LOG=str(batch_env))
