@@ -121,11 +121,7 @@ class RunStore:
         serialize: bool,
         now: float,
     ) -> str:
-        row = {name: None for name in RUN_COLUMNS}
-        row.update(run, event_seq=len(events), cancel_requested=0, interjections_pending=0, created_at=now, updated_at=now)
-        for name in _JSON_RUN_FIELDS:
-            if row[name] is not None:
-                row[name] = dumps(row[name])
+        row = _new_run_row(run, len(events), now)
         # Pipelined on PostgreSQL: the two checks go out with BEGIN and are read
         # together, and the inserts go out with COMMIT (2 round trips in all).
         with self.db.transaction(pipelined=True) as tx:
@@ -905,11 +901,7 @@ class RunStore:
         scheduled them.
         """
         now = time.time()
-        row = {name: None for name in RUN_COLUMNS}
-        row.update(run, event_seq=len(events), cancel_requested=0, interjections_pending=0, created_at=now, updated_at=now)
-        for name in _JSON_RUN_FIELDS:
-            if row[name] is not None:
-                row[name] = dumps(row[name])
+        row = _new_run_row(run, len(events), now)
         with self.db.transaction() as tx:
             if tx.fetchone("select_run_flags", {"run_id": row["id"]}) is not None:
                 raise InvocationError(f"a run with id {row['id']!r} already exists; pick another run_id for the fork")
@@ -942,6 +934,16 @@ def _same_interjection(run_id: str, interjection_id: str, earlier: Sequence[Any]
             "an interjection id names one message (use a new id for a new message)"
         )
     return int(seq)
+
+
+def _new_run_row(run: dict[str, Any], event_count: int, now: float) -> dict[str, Any]:
+    """The lg_runs row of a new run (created or forked) with ``event_count`` first events."""
+    row = {name: None for name in RUN_COLUMNS}
+    row.update(run, event_seq=event_count, cancel_requested=0, interjections_pending=0, created_at=now, updated_at=now)
+    for name in _JSON_RUN_FIELDS:
+        if row[name] is not None:
+            row[name] = dumps(row[name])
+    return row
 
 
 def _run_record(row: Sequence[Any]) -> RunRecord:
