@@ -154,7 +154,8 @@ class ToolCall:
         """One tool message with every result of the turn, in call order."""
         blocks = {own.tool_use_id: own}
         if len(pending) > 1:
-            prefix = self.scope.key.rsplit("/", 1)[0] + "/"
+            # The turn's tool prefix: the key less the call id, which may itself hold a "/".
+            prefix = self.scope.key[: len(self.scope.key) - len(own.tool_use_id)]
             for step in self.scope.engine.store.load_steps(self.scope.run.id, prefix=prefix):
                 if step.result and step.key != self.scope.key:
                     block = content_mod.from_dict(step.result["tool_result"])

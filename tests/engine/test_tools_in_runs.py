@@ -88,6 +88,28 @@ def test_two_tool_calls_of_one_turn_run_in_parallel_and_results_keep_call_order(
     assert run.tool_errors == []
 
 
+def test_call_ids_holding_a_slash_still_fan_in_with_every_result(config, script):
+    """Call ids are the provider's: a "/" in one must not hide the turn's other results.
+
+    The fan-in read the siblings' results under the step key less its last
+    "/"-part, so the last call to commit, with id "b/2", looked under
+    ``.../tool/b/`` and the run failed with KeyError('a/1').
+    """
+
+    class EchoTool(Tool):
+        tool_name = "echo"
+        description = "Echo n."
+
+        def call(self, input):
+            return f"echo {input['n']}"
+
+    target = script([{"tool_calls": [call("echo", "a/1", n=1), call("echo", "b/2", n=2)]}, {"text": "ok"}])
+    run = agent_for(target, EchoTool).ask("Go")
+
+    assert run.outcome == "completed", run.error
+    assert [(r.tool_use_id, r.text) for r in results_of(run)] == [("a/1", "echo 1"), ("b/2", "echo 2")]
+
+
 def _exclusive_tracker():
     lock = threading.Lock()
     state = {"active": 0, "max": 0, "entries": []}
