@@ -87,6 +87,9 @@ class Run:
         self._deliver_lock = threading.Lock()
         self._delivery_error: BaseException | None = None
         self._model: Any = None
+        # Set by the engine when a commit in this process ended the run: a local step
+        # not started yet (a queued sibling tool call) is then never started.
+        self._ended_here = False
         self._stored_entrypoint: str | None = None
         self._session: Session | None = None
         # The ExecutionState of the code that built the run; current around each of its steps.

@@ -313,6 +313,11 @@ class Engine:
     def _execute(
         self, run: Run, ref: StepRef, attempt: int, claimed_by: str | None, frame: FrameState | None, step_input: Any
     ) -> list[StepRef]:
+        if claimed_by is None and run._ended_here:
+            # A sibling's commit ended the run (a tool loop, a failing callback) while this
+            # step waited for a thread: its tool must not run, nor its events follow the
+            # terminal one. (A worker's claim checks the run is running instead.)
+            return []
         if (ref.run_id, ref.key) in self._resumed:
             self._resumed.discard((ref.run_id, ref.key))
             attempt = max(attempt, 2)
@@ -410,6 +415,8 @@ class Engine:
         known = len(state.messages)  # an opening's messages are in ``state`` already
         appended = tuple(message for seq, message in commit.messages if seq >= known)
         checkpoint = scope.committed_checkpoint(commit.checkpoint)
+        if commit.finish is not None:
+            scope.run._ended_here = True  # before the terminal event goes out (see _execute)
         self.frames.put(FrameState(state.id, state.run_id, state.path, state.entrypoint, state.version + 1, checkpoint, state.messages + appended))
         if cancel_requested:
             self.note_cancel_requested(scope.run.id)

@@ -331,7 +331,8 @@ class RunStore:
     def claim_step(
         self, run_id: str, key: str, holder: str, lease_seconds: float, stale_holder: str | None = None
     ) -> int | None:
-        """Claim a step for ``holder`` (scheduled, lease expired, or held by the dead ``stale_holder``).
+        """Claim a step for ``holder`` (scheduled, lease expired, or held by the dead ``stale_holder``)
+        of a run that is still running.
 
         Returns the attempt number this claim starts, or None when the step is not claimable.
         """

@@ -134,9 +134,18 @@ def _claim_values() -> dict[str, Any]:
 
 
 def _claim_step() -> ClauseElement:
+    """A local at_most_once call's claim: only while its run is running, so a call of a run
+    that has ended (a sibling failed it, recovery ended it) never starts."""
     return (
         update(steps)
-        .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key"), _claimable()))
+        .where(
+            and_(
+                steps.c.run_id == bindparam("run_id"),
+                steps.c.key == bindparam("key"),
+                _claimable(),
+                _of_the_run(runs.c.status) == "running",
+            )
+        )
         .values(_claim_values())
         .returning(steps.c.attempts)
     )
