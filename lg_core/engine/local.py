@@ -5,10 +5,17 @@ thread hop); independent successors (the tool calls of one turn) run in
 parallel on a shared thread pool, and each completion feeds its own
 successors back in. Nothing here decides what runs next: that is the engine's
 commit, exactly as with Celery.
+
+A run may be driven from one of the pool's own threads: a tool that asks
+another agent (``Inner.ask(...)``) on the same runtime. Such a drive must not
+just wait for its steps to get a pool thread, since every thread may be held
+by a tool waiting like it (a batch as wide as the pool), and none would ever
+be freed. It waits briefly, then runs a step still queued in its own thread.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
@@ -18,17 +25,27 @@ from lg_core.engine.dispatcher import StepRef
 if TYPE_CHECKING:
     from lg_core.engine.engine import Engine
 
+HELP_AFTER_SECONDS = 0.05  # how long a drive on a pool thread waits before running a queued step itself
+_pool_thread = threading.local()
+
+
+def _mark_pool_thread() -> None:
+    _pool_thread.active = True
+
 
 class LocalDispatcher:
     def __init__(self, engine: Engine, max_workers: int = 8) -> None:
         self.engine = engine
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lg-step")
+        self._pool = ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="lg-step", initializer=_mark_pool_thread
+        )
 
     def drive(self, refs: list[StepRef]) -> None:
         """Execute ``refs`` and everything they lead to, until nothing is left."""
         ready: deque[StepRef] = deque(refs)
-        in_flight: set[Future[list[StepRef]]] = set()
+        in_flight: dict[Future[list[StepRef]], StepRef] = {}
         failure: BaseException | None = None
+        nested = getattr(_pool_thread, "active", False)
         while ready or in_flight:
             if not in_flight and len(ready) == 1 and failure is None:
                 try:
@@ -37,19 +54,36 @@ class LocalDispatcher:
                     failure = exc
                 continue
             while ready and failure is None:
-                in_flight.add(self._pool.submit(self.engine.execute, ready.popleft()))
+                ref = ready.popleft()
+                in_flight[self._pool.submit(self.engine.execute, ref)] = ref
             ready.clear()
             if not in_flight:
                 break
-            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            done, _ = wait(in_flight, timeout=HELP_AFTER_SECONDS if nested else None, return_when=FIRST_COMPLETED)
+            if not done:
+                failure = self._run_a_queued_step(in_flight, ready, failure)
             for future in done:
-                in_flight.discard(future)
+                in_flight.pop(future)
                 try:
                     ready.extend(future.result())
                 except BaseException as exc:  # noqa: BLE001
                     failure = failure or exc
         if failure is not None:
             raise failure
+
+    def _run_a_queued_step(
+        self, in_flight: dict[Future[list[StepRef]], StepRef], ready: deque[StepRef], failure: BaseException | None
+    ) -> BaseException | None:
+        """Run here one step no pool thread has picked up yet (a drive on a pool thread); returns the failure."""
+        for future, ref in list(in_flight.items()):
+            if future.cancel():  # not started: it is ours to run now
+                del in_flight[future]
+                try:
+                    ready.extend(self.engine.execute(ref))
+                except BaseException as exc:  # noqa: BLE001 - re-raised once the run is quiet
+                    return failure or exc
+                return failure
+        return failure
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
