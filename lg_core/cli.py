@@ -538,4 +538,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # ``python -m lg_core.cli`` runs this file as ``__main__``, a second copy of the module: the
+    # plugins import lg_core.cli, so run that one, or their UsageErrors would escape this copy's
+    # _Group as tracebacks.
+    from lg_core.cli import main as _main
+
+    _main()

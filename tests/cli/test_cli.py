@@ -517,3 +517,20 @@ def test_python_dash_m_lg_core_cli_works(store: str) -> None:
 )
 def test_ago_is_human(seconds: int, text: str) -> None:
     assert ago(1_000_000.0, now=1_000_000.0 + seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("worker", "--queues", ","), "error: --queues is empty"),
+        (("runs", "fork", "r1", "--from-step", "x", "--setting", "novalue"), "error: --setting expects KEY=VALUE"),
+    ],
+)
+def test_python_dash_m_lg_core_cli_maps_plugin_usage_errors(args: tuple[str, ...], message: str) -> None:
+    """Under ``python -m`` the module runs as ``__main__``: the plugins' usage errors must still be one line."""
+    result = subprocess.run(
+        [sys.executable, "-m", "lg_core.cli", *args], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(message), result.stderr
+    assert "Traceback" not in result.stderr
