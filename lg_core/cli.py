@@ -163,15 +163,11 @@ def open_runtime(config: Any) -> Any:
 
 def require_durable_store(url: str) -> None:
     """``lg runs`` reads a store another process wrote: refuse in-memory and missing SQLite files."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from lg_core.store.database import parse_store_url
 
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        raise UsageError(
-            f"--store {url!r} is not a database URL; use sqlite:///path/to/runs.db"
-        ) from None
+    parsed = parse_store_url(
+        url, "--store {url!r} is not a database URL{reason}; use sqlite:///path/to/runs.db", UsageError
+    )
     if parsed.get_backend_name() != "sqlite":
         return
     if parsed.database in (None, "", ":memory:"):

@@ -227,17 +227,33 @@ class Transaction:
         self._pipeline = None
 
 
+def parse_store_url(url: str, message: str, error: type[Exception] = ConfigurationError) -> Any:
+    """``url`` parsed by SQLAlchemy, else ``error(message)``.
+
+    ``message`` is formatted with ``url`` (its password hidden) and ``reason``:
+    SQLAlchemy refuses a URL it cannot split with ArgumentError, but a port that
+    is not a number (``host:abc``, an unclosed ``[::1``) escapes as ValueError.
+    """
+    from lg_core.urls import safe_url
+
+    try:
+        return make_url(url)
+    except ArgumentError:
+        reason = ""
+    except ValueError:
+        reason = " (its port is not a number)"
+    raise error(message.format(url=safe_url(url), reason=reason)) from None
+
+
 class Database:
     """The engine, its dialect-specific transaction handling and statement cache."""
 
     def __init__(self, url: str, *, synchronous: str = "FULL", statements: Mapping[str, Callable[[], ClauseElement]]) -> None:
-        try:
-            parsed = make_url(url)
-        except ArgumentError:
-            raise ConfigurationError(
-                f"run_store {url!r} is not a database URL; use 'sqlite://' (in memory), "
-                "'sqlite:///path/to/runs.db' or 'postgresql+psycopg://user@host/db'"
-            ) from None
+        parsed = parse_store_url(
+            url,
+            "run_store {url!r} is not a database URL{reason}; use 'sqlite://' (in memory), "
+            "'sqlite:///path/to/runs.db' or 'postgresql+psycopg://user@host/db'",
+        )
         self.url = url
         self.dialect_name = parsed.get_backend_name()
         if self.dialect_name not in ("sqlite", "postgresql"):

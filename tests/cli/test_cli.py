@@ -256,6 +256,16 @@ def test_bad_store_urls_are_usage_errors(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "url", ["postgresql+psycopg://lg:s3cret@db.internal:abc/lg", "postgresql+psycopg://lg:s3cret@[::1/lg"]
+)
+@pytest.mark.parametrize("command", [("runs", "list"), ("ask", "cli_app:EchoAgent", "hi")])
+def test_a_store_url_with_a_bad_port_is_a_usage_error(url: str, command: tuple[str, ...]) -> None:
+    result = lg(*command, "--store", url)
+    assert_usage_error(result, "is not a database URL", "port")
+    assert "s3cret" not in result.output
+
+
 # -- runs list / show / events ---------------------------------------------------------------
 
 
