@@ -139,6 +139,13 @@ class Configuration(BaseSettings):
                 f"{safe_url(value)!r} is not a Redis URL; LittleGhost's broker is Redis: "
                 "redis://HOST:6379/0 (or rediss:// for TLS)"
             )
+        problem = _redis_url_problem(value)
+        if problem:
+            from lg_core.urls import safe_url
+
+            raise ValueError(
+                f"{safe_url(value)!r} is not a valid Redis URL ({problem}); write it as redis://HOST:6379/0"
+            )
         return value
 
     @field_validator("rate_limits")
@@ -219,6 +226,22 @@ class Configuration(BaseSettings):
             runtime, self._runtime = self._runtime, None
         if runtime is not None:
             runtime.close()
+
+
+def _redis_url_problem(url: str) -> str | None:
+    """What Celery (kombu) and redis-py would choke on in a redis:// URL: they raise only when they
+    connect, in a Celery worker that `lg worker` restarts with the same traceback forever."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port could not be cast to integer value as 'abc'"
+        return str(exc)
+    database = parts.path.strip("/")
+    if database and not database.isdigit():
+        return f"the database after the host must be a number, got {database!r}"
+    return None
 
 
 def _import_callable(path: str, setting: str) -> Any:

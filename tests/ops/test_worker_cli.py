@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -134,6 +135,42 @@ def test_lg_scheduler_rejects_bad_settings(tmp_path):
     interval = lg("scheduler", "--interval", "0", cwd=tmp_path)
     assert interval.returncode == 2
     assert "Invalid value" in interval.stderr
+
+
+MALFORMED_REDIS_URLS = [
+    ("redis://127.0.0.1:abc/0", "Port could not be cast to integer"),
+    ("redis://[::1/0", "Invalid IPv6 URL"),
+    ("redis://127.0.0.1:6379/zero", "database"),
+]
+
+
+@pytest.mark.parametrize(("broker", "reason"), MALFORMED_REDIS_URLS)
+def test_lg_worker_refuses_a_malformed_redis_url_before_starting_celery(tmp_path, broker, reason):
+    """Celery could not parse it, and `lg worker` restarted it with a traceback forever."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    worker = subprocess.Popen(
+        [*LG, "worker", "--queues", "lg.model", "--store", store, "--broker", broker],
+        cwd=tmp_path, env=lg_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    try:
+        _out, err = worker.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(worker.pid, signal.SIGKILL)  # the Celery workers too
+        worker.communicate()
+        raise AssertionError(f"lg worker --broker {broker} started Celery instead of refusing the URL") from None
+    assert worker.returncode == 2, err
+    assert "is not a valid Redis URL" in err and reason in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("broker", "reason"), MALFORMED_REDIS_URLS)
+def test_lg_scheduler_refuses_a_malformed_redis_url(tmp_path, broker, reason):
+    (tmp_path / "runs.db").touch()
+    result = lg("scheduler", "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--broker", broker, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "is not a valid Redis URL" in result.stderr and reason in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_a_bad_lg_yaml_is_one_line_naming_the_key(tmp_path):
