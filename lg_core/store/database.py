@@ -227,6 +227,9 @@ class Transaction:
         self._pipeline = None
 
 
+POSTGRES_CONNECT_TIMEOUT = 10  # seconds; see Database._create_engine
+
+
 def parse_store_url(url: str, message: str, error: type[Exception] = ConfigurationError) -> Any:
     """``url`` parsed by SQLAlchemy, else ``error(message)``.
 
@@ -290,7 +293,12 @@ class Database:
             # connection the server dropped fails at its first statement, before any
             # write, so retry_transient repeats the whole call on a fresh connection
             # (and _connection() invalidates the pool's older connections with it).
-            return create_engine(url, pool_size=10, max_overflow=20)
+            #
+            # A connection attempt gives up after POSTGRES_CONNECT_TIMEOUT seconds unless the URL
+            # says otherwise (?connect_timeout=N): without one, a server or a forwarded port that
+            # accepts the connection but never answers hangs every command (and a worker's step) for good.
+            timeout = {} if "connect_timeout" in make_url(url).query else {"connect_timeout": POSTGRES_CONNECT_TIMEOUT}
+            return create_engine(url, pool_size=10, max_overflow=20, connect_args=timeout)
         except ModuleNotFoundError as exc:
             raise ConfigurationError(
                 f"the PostgreSQL driver is not installed ({exc.name}); pip install 'littleghost[postgres]'"

@@ -266,6 +266,26 @@ def test_a_store_url_with_a_bad_port_is_a_usage_error(url: str, command: tuple[s
     assert "s3cret" not in result.output
 
 
+def test_a_postgres_server_that_never_answers_is_a_usage_error_not_a_hang() -> None:
+    """A port that accepts connections but never answers (a hung server, a dead port forward)."""
+    import socket
+
+    from lg_core.store.database import POSTGRES_CONNECT_TIMEOUT
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"postgresql+psycopg://lg@127.0.0.1:{silent.getsockname()[1]}/lg"
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "lg_core.cli", "runs", "list", "--store", url],
+            capture_output=True, text=True, timeout=POSTGRES_CONNECT_TIMEOUT + 50,
+        )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: cannot open the run store") and "timeout" in result.stderr
+    assert time.monotonic() - started < POSTGRES_CONNECT_TIMEOUT + 20
+
+
 # -- runs list / show / events ---------------------------------------------------------------
 
 
