@@ -30,6 +30,7 @@ from lg_core.identity import holder_is_dead
 from lg_core.store.records import BatchRecord
 from lg_scheduler.batch import BatchReport, load_status, submit_batch
 from lg_scheduler.batch_inputs import BatchInputError
+from lg_scheduler.batch_output import ResultWriteError
 
 BrokerOption = Annotated[
     str | None,
@@ -88,6 +89,12 @@ def submit(
             report = submit_batch(
                 agent_class, inputs, concurrency=concurrency, rate_limit=rate_limit, out=out, batch_id=batch_id,
                 progress=progress, skip_invalid=skip_invalid, force=force, on_start=lambda r: _announce(r, info),
+            )
+        except ResultWriteError as exc:
+            fail(
+                f"{exc}; the batch stopped (what finished is kept in the run store): free some space or pass "
+                "another --out, then submit the same command again to resume it",
+                code=1,
             )
         except BatchInputError as exc:
             for problem in exc.problems[:20]:

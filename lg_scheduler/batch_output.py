@@ -120,6 +120,10 @@ def _same_file(a: Path, b: Path) -> bool:
     return a.resolve() == b.resolve()
 
 
+class ResultWriteError(OSError):
+    """The results file cannot be written (a full disk, a lost mount): the batch stops, resumable."""
+
+
 class ResultWriter:
     """Result lines to a JSONL file (flushed per line) and kept for the BatchReport."""
 
@@ -136,13 +140,33 @@ class ResultWriter:
     def write(self, result: dict[str, Any]) -> None:
         self.results.append(result)
         if self._handle is not None:
-            self._handle.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
-            self._handle.flush()
+            try:
+                self._handle.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")
+                self._handle.flush()
+            except OSError as exc:
+                self._abandon()
+                raise ResultWriteError(
+                    f"cannot write the results to {self.path}: {exc.strerror or exc}"
+                ) from None
 
     def close(self) -> None:
         if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+            try:
+                self._handle.close()
+            except OSError as exc:  # its last lines could not be flushed
+                raise ResultWriteError(
+                    f"cannot write the results to {self.path}: {exc.strerror or exc}"
+                ) from None
+            finally:
+                self._handle = None
+
+    def _abandon(self) -> None:
+        """Close after a failed write; the unwritten line is dropped (the next submit rewrites the file)."""
+        handle, self._handle = self._handle, None
+        try:
+            handle.close()
+        except OSError:
+            pass
 
 
 class BatchProgress:
@@ -182,4 +206,4 @@ class BatchProgress:
             self._progress = None
 
 
-__all__ = ["BatchProgress", "ResultWriter", "check_writable", "error_result", "invalid_result", "run_result"]
+__all__ = ["BatchProgress", "ResultWriteError", "ResultWriter", "check_writable", "error_result", "invalid_result", "run_result"]

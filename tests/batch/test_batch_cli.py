@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -152,3 +153,22 @@ def test_a_malformed_broker_url_is_a_usage_error(store, inputs):
 def test_limits_beyond_the_stores_integers_are_usage_errors(store):
     result = lg("batch", "list", "--store", store, "--limit", str(2**63))
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a disk that is always full)")
+def test_results_that_cannot_be_written_stop_the_batch_with_one_line(store, inputs, tmp_path):
+    """A full disk under --out: one red line saying how to go on, and a resubmit finishes the batch."""
+    path = inputs(["a", "b", "c"])
+    result = lg("batch", "submit", AGENT, str(path), "--store", store, "--out", "/dev/full", "--batch-id", "full")
+
+    assert result.exit_code == 1, result.output
+    assert not isinstance(result.exception, OSError), result.exception
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: cannot write the results to /dev/full: No space left on device"), result.stderr
+    assert "submit the same command again" in last
+    assert "Traceback" not in result.output
+
+    out = tmp_path / "results.jsonl"
+    again = lg("batch", "submit", AGENT, str(path), "--store", store, "--out", str(out), "--batch-id", "full")
+    assert again.exit_code == 0, again.output
+    assert sorted(r["id"] for r in read_results(out)) == ["1", "2", "3"]
