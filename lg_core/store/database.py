@@ -248,6 +248,23 @@ def parse_store_url(url: str, message: str, error: type[Exception] = Configurati
     raise error(message.format(url=safe_url(url), reason=reason)) from None
 
 
+def _check_sqlite_path(url: str, database: str) -> None:
+    """A SQLite file store in a missing directory (or at a directory) is a ConfigurationError that
+    says so, not SQLite's "unable to open database file" when the first connection opens."""
+    from pathlib import Path
+
+    path = Path(database).expanduser()
+    if path.is_dir():
+        raise ConfigurationError(
+            f"cannot open the run store {url}: {path} is a directory; name a file in it, e.g. sqlite:///{path / 'runs.db'}"
+        )
+    if not path.parent.is_dir():
+        raise ConfigurationError(
+            f"cannot open the run store {url}: the directory {path.parent} does not exist; create it "
+            "(SQLite creates only the file) or fix the path"
+        )
+
+
 class Database:
     """The engine, its dialect-specific transaction handling and statement cache."""
 
@@ -262,6 +279,8 @@ class Database:
         if self.dialect_name not in ("sqlite", "postgresql"):
             raise ConfigurationError(f"run_store supports SQLite and PostgreSQL, got {self.dialect_name!r}")
         self.in_memory = self.dialect_name == "sqlite" and parsed.database in (None, "", ":memory:")
+        if self.dialect_name == "sqlite" and not self.in_memory and "uri" not in parsed.query:
+            _check_sqlite_path(url, parsed.database)
         self._synchronous = synchronous.upper()
         if self._synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(f"sqlite_synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")

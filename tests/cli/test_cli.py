@@ -252,7 +252,14 @@ def test_bad_store_urls_are_usage_errors(tmp_path: Path) -> None:
     assert not (tmp_path / "missing.db").exists()
     bad_dir = f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}"
     assert_usage_error(
-        lg("ask", "cli_app:EchoAgent", "hi", "--store", bad_dir), "cannot open the run store"
+        lg("ask", "cli_app:EchoAgent", "hi", "--store", bad_dir),
+        "cannot open the run store",
+        f"the directory {tmp_path / 'no' / 'such'} does not exist",
+    )
+    assert_usage_error(
+        lg("ask", "cli_app:EchoAgent", "hi", "--store", f"sqlite:///{tmp_path}"),
+        "cannot open the run store",
+        f"{tmp_path} is a directory",
     )
 
 
