@@ -27,6 +27,7 @@ from lg_core.cli import (
     UsageError,
     error_console,
     fail,
+    import_module,
     output_console,
     session,
 )
@@ -97,6 +98,7 @@ def stack_up(
     """Start whatever is not running yet and print the URLs (running again starts no duplicates)."""
     info = error_console()
     stack = LocalStack(directory)
+    check_imports(stack, imports)
     ports = {"redis": redis_port, "postgres": postgres_port, "flower": flower_port}
     try:
         report = stack.up(imports=imports, concurrency=concurrency, ports=ports, progress=info.print)
@@ -112,6 +114,19 @@ def stack_up(
     out.print(f"broker     {settings.redis_url}", highlight=False)
     out.print(f"flower     {settings.flower_url}", highlight=False)
     out.print(f"env file   {report.env_file}  (source it: . {report.env_file})", highlight=False)
+
+
+def check_imports(stack: LocalStack, imports: list[str] | None) -> None:
+    """Import the modules the workers will import, here and first: a typo is one line and nothing
+    starts, rather than Redis and PostgreSQL up, every worker dead and the typo kept in stack.json."""
+    saved = stack.load_settings()
+    kept = not imports and saved is not None
+    for module in imports or (saved.imports if saved else []):
+        try:
+            import_module(module)
+        except UsageError as exc:
+            where = " (kept from an earlier `lg stack up`; pass --import to replace it)" if kept else ""
+            raise UsageError(f"{exc}{where}; nothing was started") from None
 
 
 @stack_app.command("down")

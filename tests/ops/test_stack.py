@@ -112,3 +112,15 @@ def test_stack_cli_rejects_bad_input(tmp_path):
     damaged = lg("stack", "up", "--dir", str(tmp_path / "damaged"))
     assert damaged.returncode == 2
     assert "stack.json is damaged" in damaged.stderr
+
+
+def test_stack_up_with_an_unimportable_module_starts_nothing(stack):
+    """It used to start Redis and PostgreSQL, then fail on the workers with a log tail, and keep the
+    bad module in stack.json for every later `up`."""
+    up = stack.up("--import", "no_such_module")
+    assert up.returncode == 2, up.stderr
+    lines = up.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot import module 'no_such_module'"), up.stderr
+    assert "nothing was started" in lines[0]
+    assert stack.pids() == {}
+    assert not (stack.root / "stack.json").exists()
