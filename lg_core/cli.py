@@ -138,7 +138,12 @@ def session(
         require_durable_store(config.run_store)
     if load_imports:
         project_on_path()
-        for module in [*config.imports, *options.imports, *(imports or [])]:
+        for module in config.imports:
+            try:
+                import_module(module)
+            except UsageError as exc:  # not on the command line: say where the name comes from
+                raise UsageError(f"{exc}; it is named by {_configured_imports()}") from None
+        for module in [*options.imports, *(imports or [])]:
             import_module(module)
     try:
         runtime = open_runtime(config)
@@ -146,6 +151,16 @@ def session(
             yield runtime
     finally:
         config.close()
+
+
+def _configured_imports() -> str:
+    """Where the configuration's ``imports`` come from: the environment, else the config file."""
+    from lg_core.config import config_file_path
+
+    if os.environ.get("LG_IMPORTS"):
+        return "$LG_IMPORTS"
+    path = config_file_path()
+    return f"imports in {path}" if path is not None else "the configuration's imports"
 
 
 def open_runtime(config: Any) -> Any:

@@ -218,7 +218,23 @@ def test_unknown_import_module_is_a_usage_error(store: str) -> None:
         "no module named 'no_such_app'",
     )
     assert_usage_error(
-        lg("ask", "cli_app:EchoAgent", "hi", env={"LG_IMPORTS": "no_such_app"}), "no_such_app"
+        lg("ask", "cli_app:EchoAgent", "hi", env={"LG_IMPORTS": "no_such_app"}),
+        "no_such_app",
+        "named by $LG_IMPORTS",
+    )
+
+
+def test_an_unimportable_module_from_lg_yaml_names_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command line does not mention it, so the error must say where it came from."""
+    monkeypatch.delenv("LG_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lg.yaml").write_text("imports: [no_such_app]\n")
+    assert_usage_error(
+        lg("ask", "cli_app:EchoAgent", "hi"),
+        "no module named 'no_such_app'",
+        f"named by imports in {tmp_path / 'lg.yaml'}",
     )
 
 
