@@ -62,9 +62,9 @@ class Configuration(BaseSettings):
         ),
     )
     hooks: list[Any] = Field(default_factory=list, description="Runtime Hook classes")
-    lease_seconds: float = Field(15.0, gt=0, le=3600)
+    lease_seconds: float = Field(15.0, gt=0, le=3600, allow_inf_nan=False)
     relay_grace: float = Field(
-        30.0, gt=0, le=3600, description="seconds a scheduled step may wait for its message before the outbox relay re-sends it"
+        30.0, gt=0, le=3600, allow_inf_nan=False, description="seconds a scheduled step may wait for its message before the outbox relay re-sends it"
     )
     max_step_attempts: int = Field(
         10,

@@ -78,6 +78,15 @@ def test_a_bad_environment_value_names_the_variable(monkeypatch):
         build_configuration()
 
 
+@pytest.mark.parametrize("value", ["nan", "-nan", "inf"])
+@pytest.mark.parametrize("name", ["LG_LEASE_SECONDS", "LG_RELAY_GRACE"])
+def test_seconds_that_are_not_a_finite_number_say_so(monkeypatch, name, value):
+    """nan was refused as "less than or equal to 3600", which nan is not, but which does not say what is wrong."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError, match="finite number"):
+        build_configuration()
+
+
 def test_lg_config_naming_a_missing_file_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setenv("LG_CONFIG", str(tmp_path / "missing.yaml"))
     with pytest.raises(ConfigurationError, match="LG_CONFIG=.*missing.yaml names no readable file"):
