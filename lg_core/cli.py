@@ -194,6 +194,26 @@ def require_durable_store(url: str) -> None:
         raise UsageError(
             f"no run store at {parsed.database}: the file does not exist (check --store / LG_RUN_STORE)"
         )
+    if _foreign_sqlite_database(Path(parsed.database)):
+        raise UsageError(
+            f"{parsed.database} is not a LittleGhost run store (it has tables, but no lg_runs); "
+            "check --store / LG_RUN_STORE: opening it would add the run store's tables to it"
+        )
+
+
+def _foreign_sqlite_database(path: Path) -> bool:
+    """A SQLite database with tables but none of a run store's: most likely a typo in --store."""
+    import sqlite3
+    from contextlib import closing
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return False  # an empty file holds nobody's data; a directory is the store's own error
+    try:
+        with closing(sqlite3.connect(path)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        return False  # not a database at all: opening the store says so
+    return bool(tables) and "lg_runs" not in tables
 
 
 def project_on_path() -> None:

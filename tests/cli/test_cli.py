@@ -289,6 +289,27 @@ def test_a_store_url_with_a_bad_port_is_a_usage_error(url: str, command: tuple[s
     assert "s3cret" not in result.output
 
 
+@pytest.mark.parametrize(
+    "command", [("runs", "list"), ("runs", "show", "r1"), ("runs", "cancel", "r1"), ("runs", "resume", "r1")]
+)
+def test_a_store_url_naming_another_apps_sqlite_database_changes_nothing_in_it(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """A typo in --store that names another application's database: refused, and no tables added to it."""
+    import sqlite3
+    from contextlib import closing
+
+    other = tmp_path / "shop.db"
+    with closing(sqlite3.connect(other)) as db:
+        db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+        db.commit()
+    result = lg(*command, "--store", f"sqlite:///{other}")
+    assert_usage_error(result, f"{other} is not a LittleGhost run store", "--store")
+    with closing(sqlite3.connect(other)) as db:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    assert tables == ["customers"]
+
+
 def test_a_postgres_server_that_never_answers_is_a_usage_error_not_a_hang() -> None:
     """A port that accepts connections but never answers (a hung server, a dead port forward)."""
     import socket
