@@ -21,6 +21,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from lg_core.broker import check_broker
 from lg_core.cli import (
     ImportOption,
     StoreOption,
@@ -64,6 +65,7 @@ def scheduler(
                 "lg scheduler needs the workers' broker: pass --broker redis://HOST:6379/0, or set "
                 "LG_BROKER_URL (or broker_url in lg.yaml)"
             )
+        check_broker(runtime.configuration.broker_url)  # else it sweeps on, relaying nothing, and says nothing
         loop = Scheduler(runtime)
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):

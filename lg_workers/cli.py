@@ -5,7 +5,7 @@
 
 Registered through the ``littleghost.cli`` entry point so lg_core never
 imports Celery. The command checks its settings in this process first (a bad
-store URL, a missing broker or an unimportable module is one red line and
+store URL, a missing or unreachable broker or an unimportable module is one red line and
 exit code 2, not a Celery traceback per worker), then starts one Celery worker
 per pool kind (:func:`lg_workers.worker.plan`) with the resolved settings in
 their environment and forwards SIGTERM/SIGINT/SIGQUIT to them.
@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
+from lg_core.broker import check_broker
 from lg_core.cli import ImportOption, StoreOption, UsageError, error_console, session
 from lg_workers.queues import MODEL, ORCHESTRATE, QUEUES, SANDBOX, TOOLS
 from lg_workers.worker import WorkerGroup, plan, run_workers
@@ -71,6 +72,9 @@ def worker(
     groups = plan(parse_queues(queues), pool=pool.value if pool else None, concurrency=concurrency)
     with session(ctx, store, imports, durable=False, load_imports=True, broker_url=broker) as runtime:
         env = worker_env(runtime.configuration, _all_imports(ctx, runtime.configuration.imports, imports))
+        # Unreachable now is a wrong URL or a broker not started: say so once, rather than Celery
+        # retrying for minutes and being restarted forever (a later outage is still ridden out).
+        check_broker(runtime.configuration.broker_url)
     describe(groups, env)
     raise typer.Exit(run_workers(groups, env, loglevel.value))
 

@@ -173,6 +173,35 @@ def test_lg_scheduler_refuses_a_malformed_redis_url(tmp_path, broker, reason):
     assert "Traceback" not in result.stderr
 
 
+def test_lg_scheduler_refuses_a_broker_it_cannot_reach(tmp_path):
+    """It used to start and sweep silently, never saying that nothing it relays can arrive."""
+    (tmp_path / "runs.db").touch()
+    result = lg("scheduler", "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--broker", "redis://127.0.0.1:1/0",
+                cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.strip().splitlines()[-1]  # after the store's INFO log lines
+    assert last.startswith("error: cannot reach the broker at redis://127.0.0.1:1/0"), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_lg_worker_refuses_a_broker_it_cannot_reach(tmp_path):
+    """Celery retried the connection for minutes, then `lg worker` restarted it, forever."""
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    worker = subprocess.Popen(
+        [*LG, "worker", "--queues", "lg.model", "--store", store, "--broker", "redis://127.0.0.1:1/0"],
+        cwd=tmp_path, env=lg_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    try:
+        _out, err = worker.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(worker.pid, signal.SIGKILL)  # the Celery workers too
+        worker.communicate()
+        raise AssertionError("lg worker started Celery on a broker it cannot reach") from None
+    assert worker.returncode == 2, err
+    assert err.startswith("error: cannot reach the broker at redis://127.0.0.1:1/0"), err
+
+
 def test_a_bad_lg_yaml_is_one_line_naming_the_key(tmp_path):
     (tmp_path / "lg.yaml").write_text("broker_url: redis://127.0.0.1:1/0\nlease_seconds: -3\n")
     result = lg("worker", cwd=tmp_path)
