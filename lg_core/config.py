@@ -46,7 +46,10 @@ REDIS_SCHEMES = ("redis", "rediss")
 class Configuration(BaseSettings):
     """Every LittleGhost setting, with its environment variable ``LG_<NAME>``."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", validate_assignment=True)
+    # env_ignore_empty: `export LG_RUN_STORE=` unsets a setting, as an emptied LG_BROKER_URL always did.
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="forbid", validate_assignment=True
+    )
 
     run_store: str = Field("sqlite://", description="SQLAlchemy URL of the run store; in-memory SQLite by default")
     broker_url: str | None = Field(None, description="Celery broker URL (Redis) for distributed runs")
@@ -384,7 +387,7 @@ def _origin(key: str, values: dict[str, Any]) -> str:
     if key in values:
         return ""
     env = f"LG_{key.upper()}"
-    if env in os.environ:
+    if os.environ.get(env):  # an empty one is ignored (env_ignore_empty)
         return f" (from ${env})"
     try:
         path = config_file_path()

@@ -248,6 +248,13 @@ def test_runs_commands_need_a_durable_store(command: list[str]) -> None:
     assert_usage_error(lg("runs", *command), "no run store configured", "--store sqlite:///")
 
 
+def test_an_emptied_lg_run_store_means_unset() -> None:
+    """`export LG_RUN_STORE=` was read as the URL '' and reported as "--store '' is not a database URL"."""
+    assert_usage_error(lg("runs", "list", env={"LG_RUN_STORE": ""}), "no run store configured")
+    result = lg("ask", "cli_app:EchoAgent", "hi", env={"LG_RUN_STORE": ""})
+    assert result.exit_code == 0, result.output  # the in-memory default
+
+
 def test_store_comes_from_the_option_the_global_option_or_lg_run_store(store: str) -> None:
     assert ask(store, "cli_app:EchoAgent", "hi", "--run-id", "r1").exit_code == 0
     for result in (
