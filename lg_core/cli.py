@@ -135,7 +135,7 @@ def session(
     given = {key: value for key, value in settings.items() if value is not None}
     config = build_configuration(**({"run_store": url} if url else {}), **given)
     if durable:
-        require_durable_store(config.run_store)
+        require_durable_store(config.run_store, "--store" if url else _configured_store())
     if load_imports:
         project_on_path()
         for module in config.imports:
@@ -176,12 +176,25 @@ def open_runtime(config: Any) -> Any:
         ) from None
 
 
-def require_durable_store(url: str) -> None:
-    """``lg runs`` reads a store another process wrote: refuse in-memory and missing SQLite files."""
+def _configured_store() -> str:
+    """Where the configuration's ``run_store`` comes from, for a message about a bad one."""
+    from lg_core.config import config_file_path
+
+    if os.environ.get("LG_RUN_STORE"):
+        return "$LG_RUN_STORE"
+    path = config_file_path()
+    return f"run_store in {path}" if path is not None else "--store / LG_RUN_STORE"
+
+
+def require_durable_store(url: str, origin: str = "--store / LG_RUN_STORE") -> None:
+    """``lg runs`` reads a store another process wrote: refuse in-memory and missing SQLite files.
+
+    ``origin`` says where ``url`` came from (``--store``, ``$LG_RUN_STORE``, a config file).
+    """
     from lg_core.store.database import parse_store_url
 
     parsed = parse_store_url(
-        url, "--store {url!r} is not a database URL{reason}; use sqlite:///path/to/runs.db", UsageError
+        url, "{url!r} is not a database URL{reason} (from " + origin + "); use sqlite:///path/to/runs.db", UsageError
     )
     if parsed.get_backend_name() != "sqlite":
         return
@@ -192,12 +205,12 @@ def require_durable_store(url: str) -> None:
         )
     if not Path(parsed.database).exists():
         raise UsageError(
-            f"no run store at {parsed.database}: the file does not exist (check --store / LG_RUN_STORE)"
+            f"no run store at {parsed.database}: the file does not exist (check {origin})"
         )
     if _foreign_sqlite_database(Path(parsed.database)):
         raise UsageError(
             f"{parsed.database} is not a LittleGhost run store (it has tables, but no lg_runs); "
-            "check --store / LG_RUN_STORE: opening it would add the run store's tables to it"
+            f"check {origin}: opening it would add the run store's tables to it"
         )
 
 

@@ -255,6 +255,18 @@ def test_an_emptied_lg_run_store_means_unset() -> None:
     assert result.exit_code == 0, result.output  # the in-memory default
 
 
+def test_a_bad_store_url_names_where_it_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It said "--store 'garbage' is not a database URL" when the command line had no --store."""
+    assert_usage_error(lg("runs", "list", "--store", "garbage"), "(from --store)")
+    assert_usage_error(lg("runs", "list", env={"LG_RUN_STORE": "garbage"}), "(from $LG_RUN_STORE)")
+    missing = f"sqlite:///{tmp_path / 'missing.db'}"
+    assert_usage_error(lg("runs", "list", env={"LG_RUN_STORE": missing}), "does not exist (check $LG_RUN_STORE)")
+    monkeypatch.delenv("LG_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lg.yaml").write_text("run_store: garbage\n")
+    assert_usage_error(lg("runs", "list"), f"(from run_store in {tmp_path / 'lg.yaml'})")
+
+
 def test_store_comes_from_the_option_the_global_option_or_lg_run_store(store: str) -> None:
     assert ask(store, "cli_app:EchoAgent", "hi", "--run-id", "r1").exit_code == 0
     for result in (
