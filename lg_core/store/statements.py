@@ -133,19 +133,22 @@ def _claim_values() -> dict[str, Any]:
     }
 
 
+def _claimable_of_running_run() -> ColumnElement[bool]:
+    """Step ``key`` of run ``run_id``, claimable (see _claimable), while its run is running."""
+    return and_(
+        steps.c.run_id == bindparam("run_id"),
+        steps.c.key == bindparam("key"),
+        _claimable(),
+        _of_the_run(runs.c.status) == "running",
+    )
+
+
 def _claim_step() -> ClauseElement:
     """A local at_most_once call's claim: only while its run is running, so a call of a run
     that has ended (a sibling failed it, recovery ended it) never starts."""
     return (
         update(steps)
-        .where(
-            and_(
-                steps.c.run_id == bindparam("run_id"),
-                steps.c.key == bindparam("key"),
-                _claimable(),
-                _of_the_run(runs.c.status) == "running",
-            )
-        )
+        .where(_claimable_of_running_run())
         .values(_claim_values())
         .returning(steps.c.attempts)
     )
@@ -165,14 +168,7 @@ def _claim_step_of_running_run() -> ClauseElement:
     """A worker's claim: only while the run is running; returns the step as claimed and the run's flags."""
     return (
         update(steps)
-        .where(
-            and_(
-                steps.c.run_id == bindparam("run_id"),
-                steps.c.key == bindparam("key"),
-                _claimable(),
-                _of_the_run(runs.c.status) == "running",
-            )
-        )
+        .where(_claimable_of_running_run())
         .values(_claim_values())
         .returning(
             *[steps.c[name] for name in STEP_COLUMNS],

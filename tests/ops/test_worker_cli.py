@@ -144,9 +144,8 @@ MALFORMED_REDIS_URLS = [
 ]
 
 
-@pytest.mark.parametrize(("broker", "reason"), MALFORMED_REDIS_URLS)
-def test_lg_worker_refuses_a_malformed_redis_url_before_starting_celery(tmp_path, broker, reason):
-    """Celery could not parse it, and `lg worker` restarted it with a traceback forever."""
+def _refused_worker_stderr(tmp_path, broker: str) -> str:
+    """Run `lg worker --broker BROKER`, expect it to refuse (exit 2) before Celery starts; its stderr."""
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     worker = subprocess.Popen(
         [*LG, "worker", "--queues", "lg.model", "--store", store, "--broker", broker],
@@ -158,8 +157,15 @@ def test_lg_worker_refuses_a_malformed_redis_url_before_starting_celery(tmp_path
     except subprocess.TimeoutExpired:
         os.killpg(worker.pid, signal.SIGKILL)  # the Celery workers too
         worker.communicate()
-        raise AssertionError(f"lg worker --broker {broker} started Celery instead of refusing the URL") from None
+        raise AssertionError(f"lg worker --broker {broker} started Celery instead of refusing it") from None
     assert worker.returncode == 2, err
+    return err
+
+
+@pytest.mark.parametrize(("broker", "reason"), MALFORMED_REDIS_URLS)
+def test_lg_worker_refuses_a_malformed_redis_url_before_starting_celery(tmp_path, broker, reason):
+    """Celery could not parse it, and `lg worker` restarted it with a traceback forever."""
+    err = _refused_worker_stderr(tmp_path, broker)
     assert "is not a valid Redis URL" in err and reason in err, err
     assert "Traceback" not in err
 
@@ -186,19 +192,7 @@ def test_lg_scheduler_refuses_a_broker_it_cannot_reach(tmp_path):
 
 def test_lg_worker_refuses_a_broker_it_cannot_reach(tmp_path):
     """Celery retried the connection for minutes, then `lg worker` restarted it, forever."""
-    store = f"sqlite:///{tmp_path / 'runs.db'}"
-    worker = subprocess.Popen(
-        [*LG, "worker", "--queues", "lg.model", "--store", store, "--broker", "redis://127.0.0.1:1/0"],
-        cwd=tmp_path, env=lg_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )
-    try:
-        _out, err = worker.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(worker.pid, signal.SIGKILL)  # the Celery workers too
-        worker.communicate()
-        raise AssertionError("lg worker started Celery on a broker it cannot reach") from None
-    assert worker.returncode == 2, err
+    err = _refused_worker_stderr(tmp_path, "redis://127.0.0.1:1/0")
     assert err.startswith("error: cannot reach the broker at redis://127.0.0.1:1/0"), err
 
 
