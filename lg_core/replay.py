@@ -516,7 +516,7 @@ def _continue(
         if on_event is not None:
             _follow(execution, on_event)
         return execution
-    run = Run.from_record(rt.store.load_run(run_id), rt)
+    run = rt.restored_run(rt.store.load_run(run_id))
     run._on_event = on_event
     run._begin()
     rt.engine.attach(run)

@@ -12,8 +12,10 @@ in reverse order when execution ends.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -44,6 +46,7 @@ from lg_core.usage import Usage
 if TYPE_CHECKING:
     from lg_core.services import Runtime
 
+_log = logging.getLogger(__name__)
 _OUTCOMES = tuple(TERMINAL_EVENTS)
 _TERMINAL_TYPES = {v: k for k, v in TERMINAL_EVENTS.items()}
 _DONE = object()
@@ -309,17 +312,21 @@ class Run:
             if self._closed:
                 return
             self._closed = True
-            closers, self._closers = list(reversed(self._closers)), []
-        failures: list[BaseException] = []
-        for closer in closers:
-            try:
-                closer()
-            except Exception as exc:  # noqa: BLE001 - every closer runs
-                failures.append(exc)
+        failures = _run_closers(self._closers)
         if failures:
             # The spec: "raises the first CleanupError, or otherwise the first cleanup exception".
             self.cleanup_error = next((f for f in failures if isinstance(f, CleanupError)), failures[0])
             raise self.cleanup_error
+
+    def close_when_released(self) -> None:
+        """Close this run's resources when this process lets go of the Run object.
+
+        A worker rebuilds a run to execute one of its steps and keeps it in a
+        cache; nothing in that process ends the run, so its resources would stay
+        open. They close when the object is collected (the cache dropped it and no
+        step uses it), or at interpreter exit, unless ``close()`` came first.
+        """
+        weakref.finalize(self, _close_released, self.id, self._closers)
 
     def once(self, key: str, block: Callable[[], Any]) -> Any:
         """Run ``block`` at most once successfully for ``key`` in this run (durably)."""
@@ -391,6 +398,25 @@ class Run:
         if record.finished:
             self._load_outcome(record)
         return self
+
+
+def _run_closers(closers: list[Callable[[], Any]]) -> list[BaseException]:
+    """Empty ``closers`` in place (so they run once) and run them newest first; returns the failures."""
+    pending = list(reversed(closers))
+    closers.clear()
+    failures: list[BaseException] = []
+    for closer in pending:
+        try:
+            closer()
+        except Exception as exc:  # noqa: BLE001 - every closer runs
+            failures.append(exc)
+    return failures
+
+
+def _close_released(run_id: str, closers: list[Callable[[], Any]]) -> None:
+    """A released run's resources: nobody is left to raise to, so failures are logged."""
+    for failure in _run_closers(closers):
+        _log.warning("closing a resource of run %s failed: %r", run_id, failure)
 
 
 def import_entrypoint(path: str) -> type:

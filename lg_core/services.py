@@ -36,7 +36,12 @@ class Hook:
     """Application hooks, instantiated once per Runtime; override what you need."""
 
     def prepare_run(self, run: Run) -> Run:
-        """A newly built Run; register run-scoped resources here."""
+        """A newly built Run; register run-scoped resources here.
+
+        Also called in each process that continues a stored run (a worker
+        executing its steps, ``resume``, ``retry``), since resources do not
+        travel with the run; there they close when that process is done with it.
+        """
         return run
 
     def prepare_execution(self, run: Run) -> Run:
@@ -178,11 +183,10 @@ class Runtime:
                 f"run {run_id} has not started: it waits for the earlier runs of session {record.session_id!r} "
                 "to finish and is activated by the database when they do; resume it after that if its process is gone"
             )
-        if not record.finished:
-            self._check_holder(record, force)
-        run = Run.from_record(record, self)
         if record.finished:
-            return run
+            return Run.from_record(record, self)
+        self._check_holder(record, force)
+        run = self.restored_run(record)
         run._on_event = on_event
         run._begin()
         unsubscribe = self.engine.bus.subscribe(run.id, run.deliver)
@@ -216,6 +220,22 @@ class Runtime:
             "resume only runs whose process died (pass force=True / --force if that process is on another "
             "host and you know it is gone)"
         )
+
+    def restored_run(self, record: RunRecord) -> Run:
+        """An unfinished stored run, rebuilt in this process to execute its steps.
+
+        Resources that ``Hook.prepare_run`` registered belong to the process
+        that built the run (a web request's connection, a tenant's client), so a
+        worker, a resume or a retry that continues the run gets its own: the
+        hooks run again here. The process that ends the run closes them with
+        it; one that only executed some of its steps closes them when it lets
+        go of the run (``Run.close_when_released``).
+        """
+        run = Run.from_record(record, self)
+        for hook in self.hooks:
+            run = hook.prepare_run(run) or run
+        run.close_when_released()
+        return run
 
     def get_run(self, run_id: str) -> Run:
         return Run.from_record(self.store.load_run(run_id), self)

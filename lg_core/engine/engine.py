@@ -120,12 +120,10 @@ class Engine:
             if cached is not None:
                 self._recent.move_to_end(run_id)
                 return cached
-        from lg_core.run import Run
-
         record = self.store.load_run(run_id)
         if record.finished:
             return None
-        run = Run.from_record(record, self.runtime)
+        run = self.runtime.restored_run(record)
         with self._lock:
             self._recent[run_id] = run
             while len(self._recent) > self.run_cache_size:
@@ -478,9 +476,11 @@ class Engine:
             self._cancel_flags.pop(run_id, None)
             self._flag_polls.pop(run_id, None)
             self._interjections.pop(run_id, None)
-            self._recent.pop(run_id, None)
+            cached = self._recent.pop(run_id, None)
             self._step_inputs.discard_where(lambda key: key[0] == run_id)
         self.frames.forget_run(run_id)
+        if cached is not None:
+            _close_rebuilt(cached)
 
     def forget_run(self, run_id: str) -> None:
         """Drop what this process remembers about ``run_id`` (retry and fork reopen runs)."""
@@ -666,6 +666,15 @@ class Engine:
         seq = self.store.append_events(run.id, [("run_resumed", data)])
         self.publish(run.id, StreamEvent.build("run_resumed", **data).with_seq(seq))
         return refs
+
+
+def _close_rebuilt(run: Run) -> None:
+    """Close a rebuilt run's resources as its run ends here; a failure is logged, not raised,
+    since the run's outcome is already committed and nobody waits on this process for it."""
+    try:
+        run.close()
+    except Exception as exc:  # noqa: BLE001 - the committed outcome stands
+        log.warning("closing the resources of run %s failed: %r", run.id, exc)
 
 
 def entrypoint_path(cls: type) -> str:
