@@ -26,7 +26,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,12 +123,16 @@ def session(
     *,
     durable: bool,
     load_imports: bool,
+    before_open: Callable[[], Any] | None = None,
     **settings: Any,
 ) -> Iterator[Any]:
     """A Configuration (and its Runtime) for one command, current for the block and closed after it.
 
     ``settings`` are further Configuration values from the command's options
     (e.g. ``broker_url`` for ``lg worker --broker``); None means "not given".
+    ``before_open`` runs once the imports are loaded and before the store is
+    opened, so a command whose arguments are wrong (an agent that does not
+    exist) fails without creating a store file.
     """
     options = ctx.find_object(_Options) or _Options()
     url = store or options.store
@@ -146,6 +150,8 @@ def session(
         for module in [*options.imports, *(imports or [])]:
             import_module(module)
     try:
+        if before_open is not None:
+            before_open()
         runtime = open_runtime(config)
         with with_configuration(config):
             yield runtime
@@ -393,7 +399,7 @@ def ask(
     }
     options = {name: value for name, value in options.items() if value is not None}
     out, info = output_console(), error_console()
-    with session(ctx, store, imports, durable=False, load_imports=True):
+    with session(ctx, store, imports, durable=False, load_imports=True, before_open=lambda: load_agent(target)):
         agent_class = load_agent(target)
         if stream:
             run = stream_run(agent_class.stream_ask(message, **options), out, info)

@@ -163,6 +163,13 @@ def test_ask_rejects_bad_targets(store: str, target: str, fragments: tuple[str, 
     assert_usage_error(ask(store, target), *fragments)
 
 
+def test_ask_with_a_bad_target_creates_no_store_file(tmp_path: Path) -> None:
+    """A typo in MODULE:CLASS must not leave an empty run store behind at the --store path."""
+    path = tmp_path / "new.db"
+    assert_usage_error(ask(f"sqlite:///{path}", "cli_app:Missing"), "has no attribute 'Missing'")
+    assert not path.exists()
+
+
 def test_ask_reports_a_module_that_fails_to_import(
     store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
