@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -581,8 +582,28 @@ def load_plugins(target: typer.Typer = app) -> None:
             error_console().print(f"[yellow]warning:[/] the {entry.name!r} commands are unavailable: {exc!r}")
 
 
+def show_configuration_warnings() -> None:
+    """Print a ConfigurationWarning as one ``warning:`` line, like the CLI's own messages.
+
+    Python's default format adds the file and line of LittleGhost's source,
+    which says nothing to someone fixing their environment.
+    """
+    from lg_core.config import ConfigurationWarning
+
+    default = warnings.showwarning
+
+    def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, ConfigurationWarning):
+            error_console().print(f"[yellow]warning:[/] {escape(str(message))}", highlight=False)
+        else:
+            default(message, category, *args, **kwargs)
+
+    warnings.showwarning = show
+
+
 def main() -> None:
     """Console-script entry point (``lg``)."""
+    show_configuration_warnings()
     load_plugins()
     app()
 

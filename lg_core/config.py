@@ -15,10 +15,12 @@ one block, which is also how tests isolate themselves.
 from __future__ import annotations
 
 import contextvars
+import difflib
 import os
 import re
 import threading
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,6 +43,10 @@ ENV_PREFIX = "LG_"
 _JSON_EXAMPLES = {"rate_limits": '{"openai": "600/min"}'}
 # The broker URL schemes that both Celery (kombu) and redis-py accept.
 REDIS_SCHEMES = ("redis", "rediss")
+
+
+class ConfigurationWarning(UserWarning):
+    """A setting that is probably not what its author meant (e.g. a misspelled ``LG_*`` variable)."""
 
 
 class Configuration(BaseSettings):
@@ -201,6 +207,7 @@ class Configuration(BaseSettings):
             raise ConfigurationError(_describe(exc, values)) from None
         except SettingsError as exc:  # an environment variable that should hold JSON does not
             raise ConfigurationError(_describe_settings_error(exc)) from None
+        _warn_of_misspelled_variables(os.environ)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if not name.startswith("_") and getattr(self, "_runtime", None) is not None:
@@ -382,6 +389,30 @@ def _describe(exc: ValidationError, values: dict[str, Any] | None = None) -> str
     return "invalid configuration: " + "; ".join(parts)
 
 
+_warned_variables: set[str] = set()
+
+
+def _warn_of_misspelled_variables(environ: Mapping[str, str]) -> None:
+    """Warn (once per process) of an ``LG_*`` variable that looks like a misspelled setting.
+
+    pydantic-settings ignores variables it does not know, so ``LG_RUNSTORE=...``
+    would silently leave runs in memory. Only near misses are reported: other
+    tools may use the ``LG_`` prefix for names of their own.
+    """
+    known = [ENV_PREFIX + name.upper() for name in Configuration.model_fields] + [CONFIG_FILE_ENV]
+    for name in environ:
+        if not name.startswith(ENV_PREFIX) or name in known or name in _warned_variables:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+        if close:
+            _warned_variables.add(name)
+            warnings.warn(
+                f"${name} is not a LittleGhost setting and is ignored; did you mean ${close[0]}?",
+                ConfigurationWarning,
+                stacklevel=3,
+            )
+
+
 def _origin(key: str, values: dict[str, Any]) -> str:
     """Where a bad value came from, so the message says which file or variable to fix."""
     if key in values:
@@ -396,4 +427,4 @@ def _origin(key: str, values: dict[str, Any]) -> str:
     return f" (in config file {path})" if path is not None else ""
 
 
-__all__ = ["CONFIG_FILE_ENV", "CONFIG_FILE_NAME", "Configuration", "build_configuration", "config_file_path", "configuration", "configure", "runtime", "with_configuration"]
+__all__ = ["CONFIG_FILE_ENV", "CONFIG_FILE_NAME", "Configuration", "ConfigurationWarning", "build_configuration", "config_file_path", "configuration", "configure", "runtime", "with_configuration"]

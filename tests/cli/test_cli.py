@@ -634,3 +634,14 @@ def test_python_dash_m_lg_core_cli_maps_plugin_usage_errors(args: tuple[str, ...
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(message), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_misspelled_setting_variable_is_one_warning_line(tmp_path: Path) -> None:
+    env = {**os.environ, "LG_RUNSTORE": f"sqlite:///{tmp_path / 'meant.db'}"}
+    env.pop("LG_RUN_STORE", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "lg_core.cli", "runs", "list"], capture_output=True, text=True, env=env, timeout=60
+    )
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == "warning: $LG_RUNSTORE is not a LittleGhost setting and is ignored; did you mean $LG_RUN_STORE?"
+    assert lines[1].startswith("error: no run store configured")  # the warning explains the error after it

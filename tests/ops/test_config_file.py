@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from lg_core import Configuration
@@ -158,3 +160,28 @@ def test_redis_broker_urls_are_taken(url):
 def test_an_empty_broker_url_means_no_broker(monkeypatch):
     monkeypatch.setenv("LG_BROKER_URL", "")
     assert not build_configuration().broker_url
+
+
+def test_a_misspelled_variable_is_reported_once_with_the_setting_it_resembles(monkeypatch):
+    from lg_core import config as config_module
+    from lg_core.config import ConfigurationWarning
+
+    monkeypatch.setattr(config_module, "_warned_variables", set())
+    monkeypatch.setenv("LG_RUNSTORE", "sqlite:///meant.db")
+    with pytest.warns(ConfigurationWarning, match=r"\$LG_RUNSTORE is not a LittleGhost setting .* \$LG_RUN_STORE"):
+        config = build_configuration()
+    assert config.run_store == "sqlite://"  # ignored, as the warning says
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build_configuration()  # said once per process, not on every configuration
+
+
+def test_other_lg_variables_are_not_reported(monkeypatch):
+    from lg_core import config as config_module
+
+    monkeypatch.setattr(config_module, "_warned_variables", set())
+    monkeypatch.setenv("LG_WEB_AGENTS", "examples.web_agents")  # another program's variable, not a near miss
+    monkeypatch.setenv("LG_RUN_STORE", "sqlite://")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build_configuration()
