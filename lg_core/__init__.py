@@ -44,6 +44,7 @@ from lg_core.messages import Message
 from lg_core.models import Model, ModelCapabilities, ModelRequest, ModelResolver, ModelResponse
 from lg_core.replay import fork, retry
 from lg_core.result_schema import ResultSchema, StructuredResult
+from lg_core.retention import PruneReport, prune_runs
 from lg_core.run import Run
 from lg_core.run_context import RunContext
 from lg_core.run_result import RunResult
@@ -117,6 +118,7 @@ __all__ = [
     "ModelRequest",
     "ModelResolver",
     "ModelResponse",
+    "PruneReport",
     "Reasoning",
     "ResultSchema",
     "Run",
@@ -154,6 +156,7 @@ __all__ = [
     "get_execution",
     "get_run",
     "list_runs",
+    "prune_runs",
     "replace",
     "resume",
     "retry",

@@ -566,6 +566,36 @@ def runs_cancel(
         )
 
 
+@runs_app.command("prune")
+def runs_prune(
+    ctx: typer.Context,
+    older_than: Annotated[
+        str,
+        typer.Option("--older-than", metavar="AGE", help="Delete runs that finished longer ago than AGE: 90m, 12h, 30d, 2w."),
+    ],
+    status: Annotated[
+        list[str] | None,
+        typer.Option("--status", help="Only runs with this outcome (repeatable): completed, failed, partial, cancelled."),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")] = False,
+    store: StoreOption = None,
+) -> None:
+    """Delete finished runs older than AGE with their steps, messages and events (a retention period)."""
+    from lg_core.retention import check_statuses, parse_age, prune_runs
+
+    parse_age(older_than)  # a bad age or status is refused before the store is opened
+    check_statuses(status or None)
+    with session(ctx, store, durable=True, load_imports=False) as runtime:
+        report = prune_runs(older_than, statuses=status or None, dry_run=dry_run, runtime=runtime)
+        where = safe_url(runtime.configuration.run_store)
+    verb = "would delete" if dry_run else "deleted"
+    error_console().print(
+        f"{verb} {report.runs} run(s) and {report.batches} finished batch(es) older than {escape(older_than)} "
+        f"from {escape(where)}",
+        soft_wrap=True,
+    )
+
+
 def load_plugins(target: typer.Typer = app) -> None:
     """Add the commands of installed packages (``littleghost.cli`` entry points).
 

@@ -33,6 +33,7 @@ from lg_core.store.records import (
     dumps,
     loads,
 )
+from lg_core.store.retention import PruneReport, prune
 from lg_core.store.sessions import (
     activate_after_txn,
     activate_next_txn,
@@ -579,6 +580,10 @@ class RunStore:
         return row[0], bool(row[1]), row[2]
 
     @retry_transient
+    def prune_runs(self, cutoff: float, statuses: Sequence[str] = RUN_TERMINAL, *, dry_run: bool = False) -> PruneReport:
+        """Delete finished runs that finished before ``cutoff`` (epoch seconds); see lg_core.store.retention."""
+        return prune(self.db, cutoff, statuses, dry_run=dry_run)
+
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunRecord]:
         with self.db.reader() as tx:
             if status is None:

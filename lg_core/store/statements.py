@@ -653,4 +653,45 @@ SESSION_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
 }
 STATEMENTS.update(SESSION_STATEMENTS)
 
-__all__ = ["BATCH_COLUMNS", "FRAME_COLUMNS", "RECOVERY_STATEMENTS", "RUN_COLUMNS", "SESSION_COLUMNS", "SESSION_STATEMENTS", "STATEMENTS", "STATUS_CHUNK", "STEP_COLUMNS"]
+
+# -- retention (RunStore.prune_runs) -----------------------------------------------------------
+def _finished_batch() -> ColumnElement[bool]:
+    return and_(batches.c.status == "finished", batches.c.finished_at < bindparam("cutoff"))
+
+
+# One finished run at a time, by key: the statements compile once (no IN lists) and
+# each uses a primary key or lg_runs_status, never a scan of a history table.
+RETENTION_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
+    # created_at < cutoff is implied by finished_at < cutoff and lets lg_runs_status bound the scan.
+    "select_prunable_runs": lambda: select(runs.c.id, runs.c.created_at)
+    .where(
+        and_(
+            runs.c.status == bindparam("status"),
+            runs.c.created_at < bindparam("cutoff"),
+            runs.c.finished_at < bindparam("cutoff"),
+            # keyset pagination: the runs a pass keeps (a batch's) are not read again
+            tuple_(runs.c.created_at, runs.c.id) > tuple_(bindparam("after_created"), bindparam("after_id")),
+        )
+    )
+    .order_by(runs.c.created_at, runs.c.id)
+    .limit(bindparam("limit")),
+    "select_unfinished_batch_ids": lambda: select(batches.c.id).where(
+        or_(batches.c.status != "finished", batches.c.finished_at >= bindparam("cutoff"))
+    ),
+    "delete_run_messages": lambda: delete(messages).where(
+        messages.c.frame_id.in_(select(frames.c.id).where(frames.c.run_id == bindparam("run_id")).scalar_subquery())
+    ),
+    "delete_run_frames": lambda: delete(frames).where(frames.c.run_id == bindparam("run_id")),
+    "delete_run_steps": lambda: delete(steps).where(steps.c.run_id == bindparam("run_id")),
+    "delete_run_events": lambda: delete(events).where(events.c.run_id == bindparam("run_id")),
+    "delete_run_interjections": lambda: delete(interjections).where(interjections.c.run_id == bindparam("run_id")),
+    # Only while still finished: a run retried since it was selected is left alone.
+    "delete_finished_run": lambda: delete(runs).where(
+        and_(runs.c.id == bindparam("run_id"), runs.c.status == bindparam("status"), runs.c.finished_at < bindparam("cutoff"))
+    ),
+    "count_finished_batches": lambda: select(func.count()).where(_finished_batch()),
+    "delete_finished_batches": lambda: delete(batches).where(_finished_batch()),
+}
+STATEMENTS.update(RETENTION_STATEMENTS)
+
+__all__ = ["BATCH_COLUMNS", "FRAME_COLUMNS", "RECOVERY_STATEMENTS", "RETENTION_STATEMENTS", "RUN_COLUMNS", "SESSION_COLUMNS", "SESSION_STATEMENTS", "STATEMENTS", "STATUS_CHUNK", "STEP_COLUMNS"]

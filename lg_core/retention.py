@@ -1,0 +1,72 @@
+"""``prune_runs``: the retention period of a run store (``lg runs prune``).
+
+Every run's steps, messages and events stay in the store so that it can be
+inspected, retried and forked; this deletes the finished runs that are old
+enough not to need that any more (see ``lg_core.store.retention`` for what is
+kept). Run it from cron or a periodic job with the retention you want, e.g.
+``lg runs prune --older-than 30d``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from lg_core.errors import InvocationError
+from lg_core.store.records import RUN_TERMINAL
+from lg_core.store.retention import PruneReport
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_HINT = "give a timedelta, a number of seconds, or text like 90m, 12h, 30d or 2w"
+
+
+def parse_age(value: Any) -> float:
+    """``older_than`` in seconds: a timedelta, seconds, or ``<number><s|m|h|d|w>``."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.match(value.lower())):
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    else:
+        raise InvocationError(f"older_than must be an age; {_HINT}, got {value!r}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvocationError(f"older_than must be a finite age of zero or more, got {value!r}")
+    return seconds
+
+
+def check_statuses(statuses: Iterable[str] | None) -> tuple[str, ...]:
+    """The run statuses to prune; only finished ones can be (a running run is still needed)."""
+    if statuses is None:
+        return RUN_TERMINAL
+    chosen = (statuses,) if isinstance(statuses, str) else tuple(statuses)
+    wrong = [s for s in chosen if s not in RUN_TERMINAL]
+    if wrong or not chosen:
+        raise InvocationError(
+            f"only finished runs can be pruned: statuses must be among {', '.join(RUN_TERMINAL)}, got {list(chosen)!r}"
+        )
+    return tuple(dict.fromkeys(chosen))
+
+
+def prune_runs(
+    older_than: timedelta | float | str, *, statuses: Iterable[str] | None = None, dry_run: bool = False, runtime: Any = None
+) -> PruneReport:
+    """Delete finished runs that finished more than ``older_than`` ago, with their steps, messages and events.
+
+    ``statuses`` narrows it (e.g. ``["completed"]`` to keep failed runs for
+    longer); ``dry_run`` counts without deleting. Runs of a batch that can still
+    be resumed are kept, and sessions are untouched. Returns the counts.
+    """
+    from lg_core.config import runtime as current_runtime
+
+    cutoff = time.time() - parse_age(older_than)
+    chosen = check_statuses(statuses)
+    return (runtime or current_runtime()).store.prune_runs(cutoff, chosen, dry_run=dry_run)
+
+
+__all__ = ["PruneReport", "parse_age", "prune_runs"]

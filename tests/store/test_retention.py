@@ -1,0 +1,196 @@
+"""Retention: ``prune_runs`` and ``lg runs prune`` delete old finished runs and all their rows.
+
+Runs on every backend (SQLite in memory and on file, PostgreSQL): the runs are
+real runs of an agent with a tool, so every table a run writes has rows.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import text
+from typer.testing import CliRunner
+
+from lg_core import Agent, Configuration, InvocationError, Tool, prune_runs, with_configuration
+from lg_core.cli import app
+from lg_core.providers import scripted
+from lg_core.store import retention
+
+DAY = 86400.0
+TABLES_BY_RUN = ("lg_steps", "lg_events", "lg_frames", "lg_interjections")
+
+
+class LookupTool(Tool):
+    description = "Look something up."
+    input_schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+
+    def call(self, input):
+        return "found"
+
+
+def _script(request):
+    if not any(m.role == "tool" for m in request.messages):
+        return {"tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]}
+    return {"text": "done"}
+
+
+scripted.register("retention", _script)
+
+
+class RetentionAgent(Agent):
+    model = "scripted:retention"
+    tools = [LookupTool]
+
+
+class FailingAgent(Agent):
+    model = "scripted:retention-failing"
+
+
+scripted.register("retention-failing", [{"error": "upstream down"}])
+
+
+@pytest.fixture(params=["memory", "file", "postgres"])
+def config(request, tmp_path):
+    if request.param == "memory":
+        url = "sqlite://"
+    elif request.param == "file":
+        url = f"sqlite:///{tmp_path / 'runs.db'}"
+    else:
+        url = request.getfixturevalue("pg_url")
+    configuration = Configuration(run_store=url)
+    with with_configuration(configuration):
+        yield configuration
+    configuration.close()
+
+
+def _store(config):
+    return config.runtime().store
+
+
+def _age(config, run_id: str, days: float) -> None:
+    """Make ``run_id`` look as if it was created and finished ``days`` ago."""
+    then = time.time() - days * DAY
+    with _store(config).db.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE lg_runs SET created_at = :t, finished_at = :t WHERE id = :id"), {"t": then, "id": run_id}
+        )
+
+
+def _rows(config, run_id: str) -> dict[str, int]:
+    counts = {}
+    with _store(config).db.engine.connect() as conn:
+        for table in TABLES_BY_RUN:
+            counts[table] = conn.execute(text(f"SELECT count(*) FROM {table} WHERE run_id = :id"), {"id": run_id}).scalar()
+        counts["lg_messages"] = conn.execute(
+            text("SELECT count(*) FROM lg_messages WHERE frame_id LIKE :frames"), {"frames": f"{run_id}/%"}
+        ).scalar()
+        counts["lg_runs"] = conn.execute(text("SELECT count(*) FROM lg_runs WHERE id = :id"), {"id": run_id}).scalar()
+    return counts
+
+
+def _ask(agent=RetentionAgent, **options) -> str:
+    run = agent.ask("hi", **options)
+    assert run.outcome == ("completed" if agent is RetentionAgent else "failed"), run.error
+    return run.id
+
+
+def test_old_finished_runs_go_with_every_row_and_the_rest_stay(config):
+    old, recent, old_failed = _ask(), _ask(), _ask(FailingAgent)
+    _age(config, old, 40)
+    _age(config, old_failed, 40)
+    assert _rows(config, old)["lg_steps"] > 0 and _rows(config, old)["lg_messages"] > 0
+
+    report = prune_runs(timedelta(days=30))
+
+    assert (report.runs, report.batches, report.dry_run) == (2, 0, False)
+    for run_id in (old, old_failed):
+        assert set(_rows(config, run_id).values()) == {0}, run_id
+    assert all(_rows(config, recent)[table] > 0 for table in ("lg_runs", "lg_steps", "lg_events", "lg_messages"))
+    assert [r.id for r in config.runtime().list_runs()] == [recent]
+
+
+def test_statuses_narrow_and_dry_run_deletes_nothing(config):
+    completed, failed = _ask(), _ask(FailingAgent)
+    _age(config, completed, 10)
+    _age(config, failed, 10)
+
+    assert prune_runs("1d", dry_run=True) == retention.PruneReport(2, 0, True)
+    assert _rows(config, completed)["lg_runs"] == 1
+
+    assert prune_runs("1d", statuses=["completed"]).runs == 1
+    assert _rows(config, completed)["lg_runs"] == 0
+    assert _rows(config, failed)["lg_runs"] == 1  # kept longer, as asked
+
+
+def test_a_running_run_is_never_pruned(config):
+    store = _store(config)
+    run = RetentionAgent.build_run("hi")
+    config.runtime().begin(run)  # stored and running; nothing executes it here
+    _age(config, run.id, 100)
+    assert prune_runs(0).runs == 0
+    assert store.load_run(run.id).status == "running"
+
+
+def test_runs_of_a_batch_that_can_still_resume_are_kept(config):
+    store = _store(config)
+    unfinished, finished = "retention-open", "retention-done"
+    for batch_id in (unfinished, finished):
+        store.open_batch({"id": batch_id, "agent": "app:A", "input_hash": "h", "input_path": "/in.jsonl", "total": 1, "holder": "me"})
+    store.update_batch(finished, "me", {"completed": 1}, finished=True)
+    kept, gone = _ask(run_id=f"{unfinished}.1"), _ask(run_id=f"{finished}.1")
+    for run_id in (kept, gone):
+        _age(config, run_id, 40)
+    with store.db.engine.begin() as conn:
+        conn.execute(text("UPDATE lg_batches SET finished_at = :t WHERE id = :id"), {"t": time.time() - 40 * DAY, "id": finished})
+
+    assert prune_runs("30d") == retention.PruneReport(1, 1)
+    assert store.load_batch(finished) is None and store.load_batch(unfinished) is not None
+    assert _rows(config, kept)["lg_runs"] == 1 and _rows(config, gone)["lg_runs"] == 0
+
+
+def test_a_run_retried_after_it_was_selected_is_left_whole(config):
+    run_id = _ask()
+    _age(config, run_id, 40)
+    with _store(config).db.engine.begin() as conn:  # what retry does to the row between select and delete
+        conn.execute(text("UPDATE lg_runs SET status = 'running', finished_at = NULL WHERE id = :id"), {"id": run_id})
+
+    assert retention._delete_run(_store(config).db, run_id, "completed", time.time()) == 0
+    assert _rows(config, run_id)["lg_steps"] > 0
+
+
+@pytest.mark.parametrize("age", [-1, "30 days", "abc", float("nan"), True, None, "5y"])
+def test_bad_ages_are_refused(config, age):
+    with pytest.raises(InvocationError, match="older_than"):
+        prune_runs(age)
+
+
+@pytest.mark.parametrize("statuses", [["running"], ["pending"], [], ["completed", "nope"]])
+def test_unfinished_or_unknown_statuses_are_refused(config, statuses):
+    with pytest.raises(InvocationError, match="only finished runs can be pruned"):
+        prune_runs("1d", statuses=statuses)
+
+
+def test_lg_runs_prune(tmp_path):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    configuration = Configuration(run_store=url)
+    with with_configuration(configuration):
+        old, recent = _ask(), _ask()
+        _age(configuration, old, 3)
+    configuration.close()
+    runner = CliRunner()
+
+    dry = runner.invoke(app, ["runs", "prune", "--older-than", "2d", "--dry-run", "--store", url])
+    assert dry.exit_code == 0 and "would delete 1 run(s)" in dry.stderr
+    done = runner.invoke(app, ["runs", "prune", "--older-than", "2d", "--store", url])
+    assert done.exit_code == 0 and "deleted 1 run(s)" in done.stderr
+    listed = runner.invoke(app, ["runs", "list", "--json", "--store", url])
+    assert old not in listed.stdout and recent in listed.stdout
+
+    for args, fragment in [
+        (["--older-than", "2 fortnights"], "older_than must be an age"),
+        (["--older-than", "2d", "--status", "running"], "only finished runs can be pruned"),
+    ]:
+        bad = runner.invoke(app, ["runs", "prune", *args, "--store", url])
+        assert bad.exit_code == 2 and fragment in bad.stderr, bad.output
