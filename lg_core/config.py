@@ -84,6 +84,13 @@ class Configuration(BaseSettings):
             "instead of retrying forever; `lg runs retry` then gives it as many again"
         ),
     )
+    run_retention: str | None = Field(
+        None,
+        description=(
+            "how long finished runs are kept, e.g. '30d': `lg scheduler` (or the lg.recover beat task) prunes "
+            "older ones every hour, as `lg runs prune --older-than` does; unset, runs are kept until pruned"
+        ),
+    )
     sqlite_synchronous: str = Field("FULL", description="SQLite synchronous pragma for file stores")
     max_parallel_tools: int = Field(8, ge=1, le=256)
     run_cache_size: int = Field(
@@ -172,6 +179,20 @@ class Configuration(BaseSettings):
             except InvocationError as exc:
                 raise ValueError(f"rate_limits[{connection!r}]: {exc}") from None
         return checked
+
+    @field_validator("run_retention")
+    @classmethod
+    def _run_retention(cls, value: str | None) -> str | None:
+        from lg_core.errors import InvocationError
+        from lg_core.retention import parse_age
+
+        if value is None:
+            return value
+        try:
+            parse_age(value)
+        except InvocationError:
+            raise ValueError(f"run_retention must be an age like 12h, 30d or 2w, got {value!r}") from None
+        return value
 
     @field_validator("session_store", mode="before")
     @classmethod

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +35,12 @@ COUNT_NAMES = (
     "advanced",
     "orphaned",
     "sessions",
+    "pruned",
     "errors",
 )
+# How often a scheduler with a run_retention prunes: old runs are not urgent, and a
+# pass deletes at most an hour's worth of finished runs.
+PRUNE_EVERY_SECONDS = 3600.0
 
 
 class Scheduler:
@@ -70,6 +75,7 @@ class Scheduler:
         self.hold_off = float(hold_off)
         self.local_liveness = bool(local_liveness)
         self.batch = batch
+        self._next_prune = 0.0  # monotonic time of the next retention pass: the first pass prunes
 
     def run_once(self) -> dict[str, int]:
         """One pass of every sweep; returns what each did (``errors``: sweeps that raised).
@@ -84,6 +90,7 @@ class Scheduler:
             (("redispatched",), self._sweep_leases),
             (("advanced", "orphaned"), self._detect_stalled),
             (("sessions",), self._activate_sessions),
+            (("pruned",), self._prune),
         ]
         for names, sweep in sweeps:
             try:
@@ -126,6 +133,17 @@ class Scheduler:
 
     def _activate_sessions(self) -> int:
         return recovery.activate_sessions(self.runtime.engine, self.publisher, limit=self.batch)
+
+    def _prune(self) -> int:
+        """Apply the configured run_retention, at most every PRUNE_EVERY_SECONDS."""
+        retention = self.runtime.configuration.run_retention
+        if retention is None or time.monotonic() < self._next_prune:
+            return 0
+        from lg_core.retention import prune_runs
+
+        pruned = prune_runs(retention, runtime=self.runtime).runs  # raising: tried again next pass
+        self._next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
+        return pruned
 
     def run_forever(self, interval: float = 1.0, stop: threading.Event | None = None) -> None:
         """Sweep every ``interval`` seconds until ``stop`` is set (forever without one)."""

@@ -194,3 +194,49 @@ def test_lg_runs_prune(tmp_path):
     ]:
         bad = runner.invoke(app, ["runs", "prune", *args, "--store", url])
         assert bad.exit_code == 2 and fragment in bad.stderr, bad.output
+
+
+class _NoBroker:
+    """Recovery's publisher for a scheduler whose other sweeps find nothing to send."""
+
+    def publish(self, refs):
+        raise AssertionError(f"nothing should be re-sent here: {refs}")
+
+    def advance(self, run_id):
+        raise AssertionError(f"nothing should be advanced here: {run_id}")
+
+
+def test_the_scheduler_applies_run_retention_once_an_hour(tmp_path):
+    from lg_scheduler.scheduler import Scheduler
+
+    configuration = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}", run_retention="7d")
+    with with_configuration(configuration):
+        first, second = _ask(), _ask()
+        _age(configuration, first, 8)
+        scheduler = Scheduler(configuration.runtime(), publisher=_NoBroker())
+
+        assert scheduler.run_once()["pruned"] == 1
+        _age(configuration, second, 8)
+        assert scheduler.run_once()["pruned"] == 0  # the next retention pass is an hour away
+        assert _rows(configuration, second)["lg_runs"] == 1
+    configuration.close()
+
+
+def test_without_run_retention_the_scheduler_keeps_everything(tmp_path):
+    from lg_scheduler.scheduler import Scheduler
+
+    configuration = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}")
+    with with_configuration(configuration):
+        run_id = _ask()
+        _age(configuration, run_id, 10_000)
+        assert Scheduler(configuration.runtime(), publisher=_NoBroker()).run_once()["pruned"] == 0
+        assert _rows(configuration, run_id)["lg_runs"] == 1
+    configuration.close()
+
+
+@pytest.mark.parametrize("value", ["forever", "-3d", "30"])
+def test_a_bad_run_retention_is_a_configuration_error(value):
+    from lg_core.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="run_retention must be an age"):
+        Configuration(run_retention=value)
