@@ -583,7 +583,7 @@ def runs_prune(
     """Delete finished runs older than AGE with their steps, messages and events (a retention period)."""
     from lg_core.retention import check_statuses, parse_age, prune_runs
 
-    parse_age(older_than)  # a bad age or status is refused before the store is opened
+    parse_age(older_than, "--older-than")  # a bad age or status is refused before the store is opened
     check_statuses(status or None)
     with session(ctx, store, durable=True, load_imports=False) as runtime:
         report = prune_runs(older_than, statuses=status or None, dry_run=dry_run, runtime=runtime)

@@ -142,6 +142,32 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
     return _continue(rt, record.id, _refs(record.id, plan.reschedule), marker, on_event, distributed)
 
 
+RETRYABLE_STATUSES = ("failed", "cancelled")
+
+
+def check_retry_statuses(statuses: Sequence[str]) -> None:
+    wrong = [s for s in statuses if s not in RETRYABLE_STATUSES]
+    if wrong or not statuses:
+        raise InvocationError(f"only failed and cancelled runs can be retried; statuses got {list(statuses)!r}")
+
+
+def runs_to_retry(
+    since: Any, *, statuses: Sequence[str] = ("failed",), limit: int = 100, runtime: Runtime | None = None
+) -> list[RunRecord]:
+    """The runs that ended with one of ``statuses`` in the last ``since`` (an age: ``"2h"``, seconds,
+    a timedelta), oldest first: what to retry after an outage (``lg runs retry-failed``)."""
+    from lg_core.retention import parse_age
+
+    window = parse_age(since, "since")
+    check_retry_statuses(statuses)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvocationError(f"limit must be a positive integer, got {limit!r}")
+    rt = _runtime(runtime)
+    cutoff = time.time() - window
+    found = [record for status in dict.fromkeys(statuses) for record in rt.store.runs_finished_since(status, cutoff, limit)]
+    return sorted(found, key=lambda record: (record.finished_at or 0.0, record.id))[:limit]
+
+
 def _check_session_unchanged(rt: Runtime, record: RunRecord, plan: RetryPlan) -> None:
     """Refuse a retry that could only fail: its session moved on since the run read it.
 

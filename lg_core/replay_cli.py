@@ -1,6 +1,7 @@
 """``lg runs retry`` and ``lg runs fork``: replay from the command line (DESIGN 4.9).
 
     lg runs retry RUN_ID
+    lg runs retry-failed --since 2h [--status cancelled] [--limit N] [--dry-run]
     lg runs fork RUN_ID --from-step root/turn-2/model [--model ROLE_OR_TARGET]
                  [--setting temperature=0.2 ...] [--run-id NEW] [--deadline SECONDS]
 
@@ -26,6 +27,7 @@ from rich.markup import escape
 from lg_core import replay
 from lg_core.cli import ImportOption, StoreOption, UsageError, session
 from lg_core.cli_output import EventPrinter, error_console, output_console, preview, report_outcome
+from lg_core.errors import Error
 from lg_core.execution import Execution
 
 
@@ -63,6 +65,67 @@ def runs_retry(
     with session(ctx, store, imports, durable=True, load_imports=True) as runtime:
         code = _replay(runtime, lambda on_event: replay.retry(run_id, on_event=on_event, runtime=runtime))
     raise typer.Exit(code)
+
+
+def runs_retry_failed(
+    ctx: typer.Context,
+    since: Annotated[
+        str, typer.Option("--since", metavar="AGE", help="Runs that ended in the last AGE: 30m, 2h, 1d.")
+    ],
+    status: Annotated[
+        list[str] | None,
+        typer.Option("--status", help="failed (default) or cancelled; repeatable."),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="At most N runs, oldest first.")] = 100,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the runs; retry none.")] = False,
+    store: StoreOption = None,
+    imports: ImportOption = None,
+) -> None:
+    """Retry every run that failed in the last AGE, e.g. after a provider outage (exit 1 unless every one was retried).
+
+    With a broker each run is handed to the workers and this returns at once
+    (follow them with `lg runs list`); without one they run here, one by one.
+    A run that cannot be retried (its session moved on, it was retried already)
+    is reported and skipped.
+    """
+    from lg_core.retention import parse_age
+
+    statuses = tuple(status or ("failed",))
+    parse_age(since, "--since")  # refused before the store is opened
+    replay.check_retry_statuses(statuses)
+    info = error_console()
+    with session(ctx, store, imports, durable=True, load_imports=not dry_run) as runtime:
+        records = replay.runs_to_retry(since, statuses=statuses, limit=limit, runtime=runtime)
+        if not records:
+            info.print(f"no {' or '.join(statuses)} runs ended in the last {escape(since)}", soft_wrap=True)
+            raise typer.Exit(0)
+        if dry_run:
+            for record in records:
+                info.print(f"would retry {record.id} ({record.status}{_error_note(record.error)})", soft_wrap=True)
+            raise typer.Exit(0)
+        retried = sum(_retry_one(runtime, record, info) for record in records)
+    info.print(f"{retried} of {len(records)} run(s) retried", soft_wrap=True)
+    raise typer.Exit(0 if retried == len(records) else 1)
+
+
+def _retry_one(runtime: Any, record: Any, info: Any) -> bool:
+    """Retry one run, saying what became of it: True once it is on the workers, or completed here."""
+    try:
+        result = replay.retry(record.id, runtime=runtime)
+    except Error as exc:  # this run only: the others are still retried
+        info.print(f"skipped {record.id}: {escape(str(exc))}", soft_wrap=True)
+        return False
+    if isinstance(result, Execution):
+        info.print(f"retrying {record.id} on the workers", soft_wrap=True)
+        return True
+    info.print(f"retried {record.id}: {result.outcome}", soft_wrap=True)
+    return bool(result.completed)
+
+
+def _error_note(error: Any) -> str:
+    if not isinstance(error, Mapping) or not error.get("name"):
+        return ""
+    return escape(f": {error['name']}: {preview(error.get('message'), 80)}")
 
 
 def runs_fork(
@@ -134,7 +197,8 @@ def _replay(runtime: Any, action: Callable[[Any], Any]) -> int:
 def register(app: typer.Typer, runs_app: typer.Typer) -> None:
     """The ``littleghost.cli`` entry point: add ``lg runs retry`` and ``lg runs fork``."""
     runs_app.command("retry")(runs_retry)
+    runs_app.command("retry-failed")(runs_retry_failed)
     runs_app.command("fork")(runs_fork)
 
 
-__all__ = ["ReplayPrinter", "parse_settings", "register", "runs_fork", "runs_retry"]
+__all__ = ["ReplayPrinter", "parse_settings", "register", "runs_fork", "runs_retry", "runs_retry_failed"]

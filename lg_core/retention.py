@@ -25,8 +25,8 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _HINT = "give a timedelta, a number of seconds, or text like 90m, 12h, 30d or 2w"
 
 
-def parse_age(value: Any) -> float:
-    """``older_than`` in seconds: a timedelta, seconds, or ``<number><s|m|h|d|w>``."""
+def parse_age(value: Any, name: str = "older_than") -> float:
+    """An age in seconds: a timedelta, seconds, or ``<number><s|m|h|d|w>``; ``name`` is the argument's, for errors."""
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float) and not isinstance(value, bool):
@@ -34,9 +34,9 @@ def parse_age(value: Any) -> float:
     elif isinstance(value, str) and (match := _DURATION.match(value.lower())):
         seconds = float(match.group(1)) * _UNITS[match.group(2)]
     else:
-        raise InvocationError(f"older_than must be an age; {_HINT}, got {value!r}")
+        raise InvocationError(f"{name} must be an age; {_HINT}, got {value!r}")
     if not math.isfinite(seconds) or seconds < 0:
-        raise InvocationError(f"older_than must be a finite age of zero or more, got {value!r}")
+        raise InvocationError(f"{name} must be a finite age of zero or more, got {value!r}")
     return seconds
 
 

@@ -584,6 +584,13 @@ class RunStore:
         """Delete finished runs that finished before ``cutoff`` (epoch seconds); see lg_core.store.retention."""
         return prune(self.db, cutoff, statuses, dry_run=dry_run)
 
+    @retry_transient
+    def runs_finished_since(self, status: str, since: float, limit: int = 100) -> list[RunRecord]:
+        """Runs with ``status`` that ended at or after ``since`` (epoch seconds), oldest first."""
+        with self.db.reader() as tx:
+            rows = tx.fetchall("select_runs_finished_since", {"status": status, "since": since, "limit": limit})
+        return [_run_record(row) for row in rows]
+
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunRecord]:
         with self.db.reader() as tx:
             if status is None:

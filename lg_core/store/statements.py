@@ -690,6 +690,11 @@ RETENTION_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         and_(runs.c.id == bindparam("run_id"), runs.c.status == bindparam("status"), runs.c.finished_at < bindparam("cutoff"))
     ),
     "count_finished_batches": lambda: select(func.count()).where(_finished_batch()),
+    # lg runs retry-failed: one status's runs that ended at or after a time, oldest first.
+    "select_runs_finished_since": lambda: select(*runs.c)
+    .where(and_(runs.c.status == bindparam("status"), runs.c.finished_at >= bindparam("since")))
+    .order_by(runs.c.finished_at, runs.c.id)
+    .limit(bindparam("limit")),
     "delete_finished_batches": lambda: delete(batches).where(_finished_batch()),
 }
 STATEMENTS.update(RETENTION_STATEMENTS)

@@ -172,3 +172,64 @@ def test_the_lg_command_has_the_replay_commands():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "retry" in result.stdout and "fork" in result.stdout
+
+
+# -- lg runs retry-failed ------------------------------------------------------------------
+
+
+def _fail_runs(store: str, target: str, *run_ids: str) -> None:
+    configuration = Configuration(run_store=store)
+    with with_configuration(configuration):
+        for run_id in run_ids:
+            assert ReplayAgent.ask("Record every step.", target=target, run_id=run_id).outcome == "failed"
+    configuration.close()
+
+
+def _age_run(store: str, run_id: str, seconds: float) -> None:
+    from sqlalchemy import text
+
+    configuration = Configuration(run_store=store)
+    with with_configuration(configuration), lg_core.runtime().store.db.engine.begin() as conn:
+        conn.execute(text("UPDATE lg_runs SET finished_at = finished_at - :s WHERE id = :id"), {"s": seconds, "id": run_id})
+    configuration.close()
+
+
+def test_retry_failed_retries_the_runs_that_failed_in_the_window(store, outage):
+    model, target = outage
+    _fail_runs(store, target, "outage-1", "outage-2", "long-ago")
+    _age_run(store, "long-ago", 3 * 3600)
+
+    listed = lg("runs", "retry-failed", "--since", "1h", "--dry-run", "--store", store)
+    assert listed.exit_code == 0, listed.output
+    assert "would retry outage-1 (failed: HTTPError: the provider is down)" in listed.stderr
+    assert "outage-2" in listed.stderr and "long-ago" not in listed.stderr
+    assert stored(store, "outage-1")[0].status == "failed"  # a dry run changes nothing
+
+    model.down = False
+    result = lg("runs", "retry-failed", "--since", "1h", "--store", store)
+
+    assert result.exit_code == 0, result.output
+    assert "retried outage-1: completed" in result.stderr and "retried outage-2: completed" in result.stderr
+    assert "2 of 2 run(s) retried" in result.stderr
+    assert [stored(store, r)[0].status for r in ("outage-1", "outage-2", "long-ago")] == ["completed", "completed", "failed"]
+    again = lg("runs", "retry-failed", "--since", "1h", "--store", store)
+    assert again.exit_code == 0 and "no failed runs ended in the last 1h" in again.stderr
+
+
+def test_retry_failed_exits_1_when_a_run_fails_again(store, outage):
+    _model, target = outage
+    _fail_runs(store, target, "still-down")
+    result = lg("runs", "retry-failed", "--since", "1h", "--store", store)
+    assert result.exit_code == 1, result.output
+    assert "retried still-down: failed" in result.stderr and "0 of 1 run(s) retried" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--since", "soon"], "--since must be an age"),
+        (["--since", "1h", "--status", "completed"], "only failed and cancelled runs can be retried"),
+    ],
+)
+def test_retry_failed_usage_errors(store, args, fragment):
+    assert_usage_error(lg("runs", "retry-failed", *args, "--store", store), fragment)

@@ -189,7 +189,7 @@ def test_lg_runs_prune(tmp_path):
     assert old not in listed.stdout and recent in listed.stdout
 
     for args, fragment in [
-        (["--older-than", "2 fortnights"], "older_than must be an age"),
+        (["--older-than", "2 fortnights"], "--older-than must be an age"),
         (["--older-than", "2d", "--status", "running"], "only finished runs can be pruned"),
     ]:
         bad = runner.invoke(app, ["runs", "prune", *args, "--store", url])
