@@ -134,17 +134,39 @@ class Runtime:
         return self.backend.rate_limiter
 
     def start_execution(self, run: Run) -> Execution:
+        """Persist and start ``run``; the same request again under its run id re-attaches.
+
+        A web request that timed out is retried by its client: with the request's
+        idempotency key as ``run_id``, the retry finds the run the first try
+        started and gets its Execution, instead of an error or a second run. A
+        different request under a used run id is still refused.
+        """
         run._begin()
         try:
             self.backend.start(run)
-        except BaseException:
+        except BaseException as exc:
             # The spec: "If the work cannot start, this method closes run before raising."
             try:
                 run.close()
             except Exception:  # noqa: BLE001 - the start failure is the error worth raising
                 pass
+            if isinstance(exc, InvocationError) and self._started_as(run):
+                return Execution(run.id, self, self.backend)
             raise
         return Execution(run.id, self, self.backend, run=run)
+
+    def _started_as(self, run: Run) -> bool:
+        """Whether the store holds ``run``'s id for the same agent and request (its deadline aside)."""
+        try:
+            record = self.store.load_run(run.id)
+        except RunNotFoundError:
+            return False
+        if record.entrypoint != run.entrypoint_path:
+            return False
+        stored, asked = dict(record.invocation), run.invocation.to_dict()
+        stored.pop("deadline_at", None)
+        asked.pop("deadline_at", None)
+        return stored == asked
 
     def get_execution(self, run_id: str) -> Execution:
         if not isinstance(run_id, str) or not run_id:

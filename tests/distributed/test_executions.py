@@ -416,3 +416,13 @@ def test_close_cancels_and_refuses_interjections(dist, workers):
     assert run.cancelled
     with pytest.raises(AgentInterjectionError):
         execution.interject("after close")
+
+
+def test_a_retried_start_request_reattaches_to_the_run_it_started(dist, workers):
+    """A web request retried with its idempotency key as run_id gets the first try's run, on workers too."""
+    first = dist_app.EchoAgent.start_execution("Where is order 481?", run_id="idem-481", actor_id="user-7")
+    again = dist_app.EchoAgent.start_execution("Where is order 481?", run_id="idem-481", actor_id="user-7")
+    assert again.run_id == first.run_id
+    assert again.wait(timeout=60).response == first.wait(timeout=60).response == "You said: Where is order 481?"
+    with pytest.raises(InvocationError, match="already exists"):
+        dist_app.EchoAgent.start_execution("Where is order 482?", run_id="idem-481", actor_id="user-7")
