@@ -170,10 +170,14 @@ class Invocation:
         return key in self
 
     def dig(self, key: Any, *names: Any) -> Any:
+        """Walk nested mappings by key and lists by integer index (the spec's Hash#dig,
+        as ``DataMap.dig`` does); None when any step is missing."""
         value = self.get(key)
         for name in names:
             if isinstance(value, Mapping):
                 value = value.get(name)
+            elif isinstance(value, (list, tuple)) and isinstance(name, int) and not isinstance(name, bool):
+                value = value[name] if -len(value) <= name < len(value) else None
             else:
                 return None
         return value

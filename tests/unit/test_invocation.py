@@ -371,6 +371,17 @@ def test_extra_fields_are_available_by_key_and_attribute():
     assert inv.dig("flags", "nope", "deeper") is None
 
 
+def test_dig_walks_lists_by_index_like_the_context_datamap():
+    """The spec's Invocation#dig traverses the environment as Hash#dig does, arrays included."""
+    inv = Invocation("x", order={"items": [{"sku": "A1"}, {"sku": "B2"}]}, tags=["vip", "beta"])
+    assert inv.dig("order", "items", 1, "sku") == "B2"
+    assert inv.dig("tags", 0) == "vip"
+    assert inv.dig("tags", -1) == "beta"
+    assert inv.dig("tags", 5) is None
+    assert inv.dig("tags", "first") is None
+    assert inv.dig("tags", True) is None
+
+
 def test_missing_extra_attribute_raises_attribute_error():
     with pytest.raises(AttributeError, match="Invocation has no field 'nothing'"):
         _ = Invocation("x").nothing
