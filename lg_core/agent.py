@@ -12,16 +12,18 @@
 Declarations are checked when the class is defined, so a bad schema, limit or
 tool declaration fails at import. Calls are class methods: ``ask`` (a finished
 Run), ``stream_ask`` (a Run you iterate for StreamEvents) and their async
-forms. Inside a run the engine builds a fresh, run-scoped instance for every
+forms; a standalone instance, ``CustomerSupportAgent(runtime=rt).ask(...)``, runs them
+on its own runtime. Inside a run the engine builds a fresh, run-scoped instance for every
 step (callbacks run on it), so keep working state in ``context.state``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar
 
 from lg_core.callbacks import CALLBACK_NAMES, collect
 from lg_core.errors import ConfigurationError
@@ -34,6 +36,26 @@ from lg_core.tool_registry import ToolRegistry, check_declaration
 DEFAULT_LIMITS: dict[str, int] = {"max_turns": 32, "max_tool_calls": 128, "max_tool_output_tokens": 16_000}
 _ID = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
 _RUN_OPTIONS = ("runtime", "on_event", "cancellation_token")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class _entrypoint(Generic[_P, _R]):
+    """A class method that, called on a standalone instance, runs on that instance's runtime.
+
+    The spec's ``CustomerSupportAgent.new(runtime: runtime).ask(...)`` creates its Run
+    on ``runtime``; a plain classmethod would silently use the current configuration's
+    runtime instead. Called on the class, or with ``runtime=`` given, nothing changes.
+    """
+
+    def __init__(self, function: Callable[Concatenate[Any, _P], _R]) -> None:
+        self.function = function
+        functools.update_wrapper(self, function)
+
+    def __get__(self, instance: Any, owner: type) -> Callable[_P, _R]:
+        bound: Callable[_P, _R] = self.function.__get__(owner, type(owner))
+        runtime = getattr(instance, "runtime", None)  # None on the class, or an __init__ that never set it
+        return bound if runtime is None else functools.partial(bound, runtime=runtime)
 
 
 class Agent:
@@ -116,28 +138,28 @@ class Agent:
 
     # -- entrypoints ------------------------------------------------------------------------
 
-    @classmethod
+    @_entrypoint
     def ask(cls, message: Any = None, /, **options: Any) -> Run:
         """Run ``message`` to completion and return the finished Run."""
         return cls.build_run(message, **options).call()
 
-    @classmethod
+    @_entrypoint
     def stream_ask(cls, message: Any = None, /, **options: Any) -> Run:
         """A dormant Run: iterate it for StreamEvents; it holds the outcome afterwards."""
         return cls.build_run(message, **options)
 
-    @classmethod
+    @_entrypoint
     async def ask_async(cls, message: Any = None, /, **options: Any) -> Run:
         """``ask`` for async code: the run executes on a worker thread."""
         run = cls.build_run(message, **options)
         return await asyncio.to_thread(run.call)
 
-    @classmethod
+    @_entrypoint
     def stream_ask_async(cls, message: Any = None, /, **options: Any) -> AsyncRunStream:
         """``stream_ask`` for async code: ``async for event in stream``; ``stream.run`` afterwards."""
         return AsyncRunStream(cls.build_run(message, **options))
 
-    @classmethod
+    @_entrypoint
     def start_execution(cls, message: Any = None, /, **options: Any) -> Any:
         """Persist the run and start it in the background; returns an Execution at once.
 
@@ -147,7 +169,7 @@ class Agent:
         run = cls.build_run(message, **options)
         return run.runtime.start_execution(run)
 
-    @classmethod
+    @_entrypoint
     async def start_execution_async(cls, message: Any = None, /, **options: Any) -> Any:
         """``start_execution`` for async code: the store insert and the broker publish run on a
         worker thread, so the event loop never waits on them; returns the Execution."""

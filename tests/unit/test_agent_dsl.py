@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -12,6 +13,7 @@ from lg_core import (
     DEFAULT_LIMITS,
     AdapterLoadError,
     Agent,
+    Configuration,
     ConfigurationError,
     ResultSchema,
     Tool,
@@ -671,6 +673,29 @@ def test_select_model_returning_garbage_raises_before_a_run_exists(config):
     ):
         GarbageSelectionAgent.ask("hi")
     assert lg_core.list_runs() == []
+
+
+def test_a_standalone_instance_runs_on_its_own_runtime(config, script):
+    """The spec's ``CustomerSupportAgent.new(runtime: runtime).ask(...)``: a standalone
+    instance creates its Runs on the runtime it was built with, not the current one."""
+    target = script([{"text": "isolated"}] * 4)
+
+    class IsolatedAgent(Agent):
+        model = target
+
+    isolated = Configuration()
+    try:
+        runtime = isolated.runtime()
+        agent = IsolatedAgent(runtime=runtime)
+        run = agent.ask("hi")
+        assert run.runtime is runtime and run.response == "isolated"
+        assert agent.stream_ask("hi").runtime is runtime
+        assert asyncio.run(agent.ask_async("hi")).runtime is runtime
+        assert [record.id for record in lg_core.list_runs()] == []  # none in the current store
+        assert agent.ask("hi", runtime=config.runtime()).runtime is config.runtime()  # an explicit one wins
+    finally:
+        isolated.close()
+    assert IsolatedAgent.ask("hi").runtime is config.runtime()
 
 
 # -- system prompt ------------------------------------------------------------------------------
