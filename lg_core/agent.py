@@ -89,6 +89,8 @@ class Agent:
             cls._result_spec = None if own["result_schema"] is None else ResultSchema.build(own["result_schema"], cls.__qualname__)
         if not isinstance(cls.description, str):
             raise ConfigurationError(f"{cls.__qualname__}.description must be a string")
+        if "system_prompt" in own:
+            _check_system_prompt(own["system_prompt"], cls.__qualname__)
         cls._tool_loop_policy = policy_from_declaration(cls.detect_tool_loops, cls.__qualname__)
         parent_chains = next((b._callback_chains for b in cls.__mro__[1:] if issubclass(b, Agent)), {})
         cls._callback_chains = collect(cls, parent_chains)
@@ -258,6 +260,15 @@ def default_agent_id(class_name: str) -> str:
     """``CustomerSupportAgent`` -> ``customer_support``."""
     snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", class_name).lower()
     return snake[: -len("_agent")] if snake.endswith("_agent") and snake != "_agent" else snake
+
+
+def _check_system_prompt(prompt: Any, owner: str) -> None:
+    """Fail at class definition, not in the run's first turn, for a prompt that cannot render."""
+    if prompt is None or isinstance(prompt, str) or callable(prompt):
+        return
+    raise ConfigurationError(
+        f"{owner}.system_prompt must be a string or a method returning one, got {type(prompt).__name__}"
+    )
 
 
 def _merge_tools(cls: type[Agent]) -> tuple[Any, ...]:

@@ -714,11 +714,16 @@ def test_system_prompt_string_or_method():
     assert Agent().render_system_prompt() is None
 
 
-def test_system_prompt_of_the_wrong_type_is_rejected():
-    class NumberPromptAgent(Agent):
-        system_prompt = 42
-
+@pytest.mark.parametrize("bad", [42, b"Be brief.", ["Be brief."]])
+def test_system_prompt_of_the_wrong_type_fails_at_class_definition(config, bad):
+    """A declaration error, like a bad limit or schema: raised when the class is defined,
+    never a Run that fails later."""
     with pytest.raises(
         ConfigurationError, match="system_prompt must be a string or a method returning one"
     ):
-        NumberPromptAgent().render_system_prompt()
+
+        class NumberPromptAgent(Agent):
+            model = "scripted:unused"
+            system_prompt = bad
+
+    assert lg_core.list_runs() == []
