@@ -83,6 +83,7 @@ class Agent:
         elif not isinstance(cls.agent_id, str) or not _ID.fullmatch(cls.agent_id):
             raise ConfigurationError(f"{cls.__qualname__}.agent_id must be 1-64 lowercase letters, digits, '_' or '-'")
         cls._check_model(own.get("model", cls.model))
+        _check_select_model(own.get("select_model"), cls.__qualname__)
         cls.tools = _merge_tools(cls)
         cls.limits = _merge_limits(cls)
         if "result_schema" in own:
@@ -97,7 +98,7 @@ class Agent:
 
     @classmethod
     def _check_model(cls, model: Any) -> None:
-        if callable(model):
+        if callable(model) or isinstance(model, classmethod):
             raise ConfigurationError(
                 f"{cls.__qualname__}.model is callable; to choose a model per request define "
                 "`@classmethod def select_model(cls, invocation)` returning a role, target or mapping"
@@ -260,6 +261,16 @@ def default_agent_id(class_name: str) -> str:
     """``CustomerSupportAgent`` -> ``customer_support``."""
     snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", class_name).lower()
     return snake[: -len("_agent")] if snake.endswith("_agent") and snake != "_agent" else snake
+
+
+def _check_select_model(chooser: Any, owner: str) -> None:
+    """``select_model`` is called on the class (before any instance exists), so a plain
+    method would fail every ``ask`` with a TypeError about a missing argument."""
+    if chooser is None or isinstance(chooser, (classmethod, staticmethod)):
+        return
+    raise ConfigurationError(
+        f"{owner}.select_model must be a classmethod: `@classmethod def select_model(cls, invocation)`"
+    )
 
 
 def _check_system_prompt(prompt: Any, owner: str) -> None:

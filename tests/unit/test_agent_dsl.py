@@ -531,6 +531,25 @@ def test_invalid_model_declarations_fail_at_class_definition(bad):
             model = bad
 
 
+def test_select_model_without_classmethod_fails_at_class_definition():
+    """Defined as a plain method it failed every ask with a raw TypeError about a
+    missing argument; the declaration error is reported where it was made."""
+    with pytest.raises(ConfigurationError, match=r"select_model must be a classmethod"):
+
+        class PlainSelectorAgent(Agent):
+            def select_model(self, invocation):
+                return "scripted:x"
+
+
+def test_a_model_classmethod_points_to_select_model():
+    with pytest.raises(ConfigurationError, match=r"define `@classmethod def select_model"):
+
+        class MethodModelAgent(Agent):
+            @classmethod
+            def model(cls, invocation):
+                return "scripted:x"
+
+
 def test_model_is_inherited():
     class ParentAgent(Agent):
         model = "scripted:parent"
