@@ -24,6 +24,7 @@ for one tool call across retries, so a downstream API can deduplicate.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import copy
 import dataclasses
 import inspect
@@ -83,7 +84,7 @@ class Artifact:
     """
 
     media_type: str
-    data: bytes | None = None
+    data: builtins.bytes | None = None  # builtins.: the class's own `bytes` property would shadow it
     name: str | None = None
     reference: Any = None
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -112,6 +113,11 @@ class Artifact:
     @property
     def inline(self) -> bool:
         return self.data is not None
+
+    @property
+    def bytes(self) -> int | None:
+        """The known byte count (the spec's ``Artifact#bytes``); None for a deferred artifact."""
+        return None if self.data is None else len(self.data)
 
     def __hash__(self) -> int:
         return hash(_canonical((self.media_type, self.data, self.name, self.reference, self.metadata)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import typing
 from datetime import date
 
 import pytest
@@ -462,6 +463,14 @@ def test_tool_result_with_artifacts():
 def test_artifact_needs_exactly_one_of_data_or_reference(kwargs):
     with pytest.raises(ValueError, match="either data .* or a reference"):
         Artifact(**kwargs)
+
+
+def test_artifact_bytes_is_the_known_byte_count():
+    """The spec's Artifact#bytes: the byte count when known, None for an unresolved artifact."""
+    assert Artifact(data=b"a,b\n1,2\n", media_type="text/csv", name="report.csv").bytes == 8
+    assert Artifact(data=b"", media_type="text/plain").bytes == 0
+    assert Artifact.deferred(reference={"file_id": "f-1"}, media_type="application/pdf").bytes is None
+    assert typing.get_type_hints(Artifact)["data"] == bytes | None  # the property shadows nothing
 
 
 def test_deferred_artifact_keeps_metadata_as_given():
