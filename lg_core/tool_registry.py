@@ -12,6 +12,7 @@ later, all or nothing, and with ``replace=True`` swaps out same-named tools.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -26,12 +27,26 @@ def is_tool_provider(value: Any) -> bool:
 
 def check_declaration(value: Any, owner: str) -> None:
     """Fail at class definition for a declaration that can never work."""
+    if isinstance(value, type) and is_tool_provider(value) and _plain_method(value, "tools"):
+        raise ConfigurationError(
+            f"{value.__qualname__}.tools must be a classmethod (or staticmethod): the registry calls "
+            "it on the class, as `@classmethod def tools(cls, binding)`"
+        )
     if isinstance(value, type) and (issubclass(value, Tool) or is_tool_provider(value)):
         return
     raise ConfigurationError(
         f"{owner}.tools entries must be Tool subclasses or provider classes with a "
         f"tools(binding) class method, got {value!r}"
     )
+
+
+def _plain_method(cls: type, name: str) -> bool:
+    """Whether ``cls`` defines (or inherits) ``name`` as an undecorated function: called on
+    the class it would take its first argument as ``self``."""
+    for base in cls.__mro__:
+        if name in vars(base):
+            return inspect.isfunction(vars(base)[name])
+    return False
 
 
 class ToolRegistry:

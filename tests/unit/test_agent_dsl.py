@@ -175,6 +175,35 @@ def test_non_class_tools_entries_are_rejected(entry):
             tools = [LookupTool, entry]
 
 
+def test_a_provider_whose_tools_is_a_plain_method_fails_at_class_definition():
+    """The spec's provider implements ``self.tools(binding)``, called on the class; a plain
+    method made every run fail with a bare TypeError about a missing 'binding'."""
+
+    class InstanceMethodTools:
+        def tools(self, binding):
+            return [RefundTool]
+
+    with pytest.raises(ConfigurationError, match=r"InstanceMethodTools.tools must be a classmethod"):
+
+        class PlainProviderAgent(Agent):
+            tools = [InstanceMethodTools]
+
+
+def test_a_provider_with_a_static_or_inherited_tools_method_is_accepted():
+    class StaticTools:
+        @staticmethod
+        def tools(binding):
+            return [RefundTool]
+
+    class InheritedTools(BillingTools):
+        pass
+
+    class ProvidersAgent(Agent):
+        tools = [StaticTools, InheritedTools]
+
+    assert ProvidersAgent.tools == (StaticTools, InheritedTools)
+
+
 def test_a_string_tools_declaration_is_rejected():
     with pytest.raises(ConfigurationError, match="tools entries must be Tool subclasses"):
 
