@@ -67,7 +67,7 @@ class Runtime:
         )
         self.resolver = ModelResolver(
             providers=configuration.providers,
-            models=configuration.models,
+            profiles=configuration.models,
             default_model=configuration.default_model,
         )
         self.hooks: list[Hook] = [hook() for hook in configuration.hooks]

@@ -63,12 +63,13 @@ class ModelResolver:
     def __init__(
         self,
         providers: Mapping[str, Mapping[str, Any]] | None = None,
-        models: Mapping[str, Mapping[str, Any]] | None = None,
+        profiles: Mapping[str, Mapping[str, Any]] | None = None,
         default_model: str | None = None,
         adapters: Mapping[str, type[Provider]] | None = None,
     ) -> None:
+        """``profiles`` are the roles (``configure(models=...)``), named as on the spec's ModelResolver."""
         self.connections = {**BUILTIN_CONNECTIONS, **{str(k): dict(v) for k, v in (providers or {}).items()}}
-        self.profiles = {str(k): dict(v) for k, v in (models or {}).items()}
+        self.profiles = {str(k): dict(v) for k, v in (profiles or {}).items()}
         self.default_model = default_model
         self.adapters = {**BUILTIN_ADAPTERS, **(adapters or {})}
         self._providers: dict[str, Provider] = {}
