@@ -78,6 +78,13 @@ class ModelRequest:
     deadline: datetime | None = None
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """The spec's normalization, also on ``replace``: a callback may hand over plain dicts
+        or strings as messages, and the provider still receives Message objects."""
+        object.__setattr__(self, "messages", tuple(Message.coerce(message) for message in self.messages))
+        object.__setattr__(self, "tools", tuple(self.tools))
+        object.__setattr__(self, "required_capabilities", tuple(dict.fromkeys(map(str, self.required_capabilities))))
+
     def replace(self, **changes: Any) -> ModelRequest:
         """A copy with ``changes`` applied (requests are immutable)."""
         return dataclasses.replace(self, **changes)

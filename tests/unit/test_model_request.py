@@ -1,0 +1,37 @@
+"""ModelRequest and ModelCapabilities normalize what they are given, as the spec's pages say."""
+
+from __future__ import annotations
+
+from lg_core import Agent, Message, ModelRequest, before_model, replace
+
+
+def test_request_messages_are_normalized_to_message_objects():
+    """The spec: "Messages are normalized to Message objects, and required capabilities
+    become unique symbols"; a dict or a string must not reach the provider as such."""
+    request = ModelRequest(
+        messages=[{"role": "user", "content": "Hi"}, "Reply in French."],
+        required_capabilities=["tools", "tools", "native_structured_output"],
+    )
+    assert all(isinstance(message, Message) for message in request.messages)
+    assert [m.text for m in request.messages] == ["Hi", "Reply in French."]
+    assert isinstance(request.messages, tuple)
+    assert request.required_capabilities == ("tools", "native_structured_output")
+    extended = request.replace(messages=[*request.messages, {"role": "user", "content": "Thanks"}])
+    assert isinstance(extended.messages[-1], Message)
+
+
+def test_a_before_model_callback_may_append_a_plain_message(config, script):
+    target = script(lambda request: {"text": " | ".join(m.text for m in request.messages)})
+
+    class FrenchAgent(Agent):
+        model = target
+
+        @before_model
+        def ask_for_french(self, payload):
+            request = payload["request"]
+            messages = [*request.messages, {"role": "user", "content": "Reply in French."}]
+            return replace({**payload, "request": request.replace(messages=messages)})
+
+    run = FrenchAgent.ask("Hi")
+    assert run.outcome == "completed", run.error
+    assert run.response == "Hi | Reply in French."
