@@ -31,6 +31,16 @@ class ModelCapabilities:
     supported_parameters: tuple[str, ...] | None = None
     known: bool = True
 
+    def __post_init__(self) -> None:
+        """Flags become booleans and the parameter names a tuple of unique strings (the
+        spec's normalization); a single name is one name, never matched by substring."""
+        for flag in ("native_structured_output", "tools", "tool_choice", "known"):
+            object.__setattr__(self, flag, bool(getattr(self, flag)))
+        names = self.supported_parameters
+        if names is not None:
+            names = (names,) if isinstance(names, str) else names
+            object.__setattr__(self, "supported_parameters", tuple(dict.fromkeys(map(str, names))))
+
     @classmethod
     def permissive(cls) -> ModelCapabilities:
         return cls(native_structured_output=True, tools=True, tool_choice=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lg_core import Agent, Message, ModelRequest, before_model, replace
+from lg_core import Agent, Message, ModelCapabilities, ModelRequest, before_model, replace
 
 
 def test_request_messages_are_normalized_to_message_objects():
@@ -35,3 +35,16 @@ def test_a_before_model_callback_may_append_a_plain_message(config, script):
     run = FrenchAgent.ask("Hi")
     assert run.outcome == "completed", run.error
     assert run.response == "Hi | Reply in French."
+
+
+def test_capabilities_normalize_flags_and_parameter_names():
+    """The spec's ModelCapabilities.new "normalizes flags to booleans and stores unique
+    parameter-name Strings in a frozen Array"; a single name must not match its substrings."""
+    capabilities = ModelCapabilities(tools=1, supported_parameters=["temperature", "temperature", "top_p"])
+    assert capabilities.tools is True and capabilities.tool_choice is False
+    assert capabilities.supported_parameters == ("temperature", "top_p")
+    hash(capabilities)  # a frozen value, usable as a key
+    single = ModelCapabilities(supported_parameters="temperature")
+    assert single.supported_parameters == ("temperature",)
+    assert single.supports_parameter("temperature") and not single.supports_parameter("temp")
+    assert ModelCapabilities().supports_parameter("anything")
