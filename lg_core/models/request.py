@@ -112,6 +112,12 @@ class ModelResponse:
     usage: Usage = dataclasses.field(default_factory=Usage)
     metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """The spec's coercion: an ``after_model`` replacement or a custom provider may give
+        plain text or a dict, and the agent loop still reads an assistant Message."""
+        object.__setattr__(self, "message", Message.coerce(self.message, role="assistant"))
+        object.__setattr__(self, "stop_reason", str(self.stop_reason))
+
     @property
     def text(self) -> str:
         return self.message.text

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from lg_core import Agent, Message, ModelCapabilities, ModelRequest, before_model, replace
+from lg_core import (
+    Agent,
+    Message,
+    ModelCapabilities,
+    ModelRequest,
+    ModelResponse,
+    after_model,
+    before_model,
+    replace,
+)
 
 
 def test_request_messages_are_normalized_to_message_objects():
@@ -48,3 +57,27 @@ def test_capabilities_normalize_flags_and_parameter_names():
     assert single.supported_parameters == ("temperature",)
     assert single.supports_parameter("temperature") and not single.supports_parameter("temp")
     assert ModelCapabilities().supports_parameter("anything")
+
+
+def test_response_message_is_coerced_to_an_assistant_message():
+    """The spec's ModelResponse.new "coerces message to Message"."""
+    response = ModelResponse(message="Bonjour")
+    assert isinstance(response.message, Message)
+    assert (response.message.role, response.text) == ("assistant", "Bonjour")
+    mapped = ModelResponse(message={"role": "assistant", "content": "Salut"}, stop_reason="end_turn")
+    assert mapped.text == "Salut" and mapped.tool_uses == []
+
+
+def test_an_after_model_callback_may_replace_the_response_with_plain_text(config, script):
+    target = script([{"text": "Hello"}])
+
+    class FrenchAgent(Agent):
+        model = target
+
+        @after_model
+        def in_french(self, payload):
+            return replace({**payload, "response": ModelResponse(message="Bonjour")})
+
+    run = FrenchAgent.ask("Hi")
+    assert run.outcome == "completed", run.error
+    assert run.response == "Bonjour"
