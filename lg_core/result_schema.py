@@ -101,7 +101,7 @@ class ResultSchema:
         except jsonschema.SchemaError as exc:
             raise ConfigurationError(f"{owner}.result_schema is not valid JSON Schema: {exc.message}") from None
         problems = list(_strict_problems(self.schema, "$"))
-        problems += [f"{path} $ref {ref!r} does not resolve inside the schema" for path, ref in _unresolved_refs(self.schema)]
+        problems += [f"{path} $ref {ref!r} does not resolve inside the schema" for path, ref in unresolved_refs(self.schema)]
         if problems:
             hint = ""
             if self.model is not None:
@@ -154,7 +154,7 @@ def _strict_problems(node: Any, path: str) -> Any:
         yield from _strict_problems(definition, f"$defs.{name}")
 
 
-def _unresolved_refs(root: Mapping[str, Any]) -> list[tuple[str, str]]:
+def unresolved_refs(root: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(path, ref) of every ``$ref`` that is not a JSON pointer into ``root`` itself.
 
     A remote or dangling reference passes ``check_schema`` but makes every later
@@ -236,4 +236,4 @@ def result_strategy(spec: ResultSchema | None, model: Any) -> str | None:
     raise ConfigurationError(f"model {model.target} supports neither native structured output nor tools")
 
 
-__all__ = ["ResultSchema", "STRATEGIES", "StructuredResult", "parse_json_text", "result_strategy"]
+__all__ = ["ResultSchema", "STRATEGIES", "StructuredResult", "parse_json_text", "result_strategy", "unresolved_refs"]

@@ -47,6 +47,7 @@ from lg_core.errors import (
     ToolError,
 )
 from lg_core.models.request import ToolSpecification
+from lg_core.result_schema import unresolved_refs
 from lg_core.run_context import RunContext
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -265,6 +266,11 @@ class Tool:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise ConfigurationError(f"{cls.__qualname__}.input_schema is not valid JSON Schema: {exc.message}") from None
+        dangling = [f"{path} $ref {ref!r}" for path, ref in unresolved_refs(schema)]
+        if dangling:  # else every call of the tool would fail the run with a referencing error
+            raise ConfigurationError(
+                f"{cls.__qualname__}.input_schema: {'; '.join(dangling[:5])} does not resolve inside the schema"
+            )
         # The validator keeps its own plain copy; what the class shows (input_schema,
         # specification) is deeply frozen, as the spec's, so no caller (a before_model
         # callback editing request.tools) can change what later calls accept.

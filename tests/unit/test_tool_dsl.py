@@ -214,6 +214,31 @@ def test_invalid_json_schema_fails_at_class_definition(schema, match):
 
 
 @pytest.mark.parametrize(
+    "ref", ["#/$defs/Missing", "https://example.com/schemas/order.json", "other.json#/Order"]
+)
+def test_a_ref_that_does_not_resolve_inside_the_schema_fails_at_class_definition(ref):
+    """It passed check_schema, then failed the whole run with a raw referencing error the
+    first time the model called the tool."""
+    with pytest.raises(ConfigurationError, match=r"RefTool.input_schema: \$.properties.order \$ref"):
+
+        class RefTool(Tool):
+            description = "d"
+            input_schema = {"type": "object", "properties": {"order": {"$ref": ref}}}
+
+
+def test_local_refs_into_defs_are_accepted():
+    class DefsTool(Tool):
+        description = "d"
+        input_schema = {
+            "type": "object",
+            "properties": {"order": {"$ref": "#/$defs/Order"}},
+            "$defs": {"Order": {"type": "object", "properties": {"id": {"type": "string"}}}},
+        }
+
+    assert DefsTool().validate({"order": {"id": 5}}) == ["order/id: 5 is not of type 'string'"]
+
+
+@pytest.mark.parametrize(
     "schema", [{"type": "array"}, {"type": "string"}, {"type": ["object", "null"]}]
 )
 def test_non_object_schema_is_rejected(schema):
