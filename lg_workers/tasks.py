@@ -10,29 +10,38 @@ the step is retried by redelivery or by the sweeper.
 
 from __future__ import annotations
 
-from celery import shared_task
+from celery import Task, shared_task
 
 from lg_workers import faults
 from lg_workers.runtime import worker_runtime
 
 
-def run_step(run_id: str, step_key: str) -> str:
+def run_step(run_id: str, step_key: str, redelivered: bool = True) -> str:
     runtime = worker_runtime()
-    outcome, successors = runtime.engine.execute_claimed(run_id, step_key)
+    outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered)
     if outcome == "executed":
         faults.point("after_commit")  # test-only crash window (LG_FAULT); inert otherwise
     runtime.backend.publish(successors)
     return outcome
 
 
-@shared_task(name="lg.model_turn")
-def model_turn(run_id: str, step_key: str) -> str:
-    return run_step(run_id, step_key)
+def redelivered(task: Task) -> bool:
+    """Did the broker deliver this message before (to a worker that died without acking it)?
+
+    Only then may the step's commit have happened without its successors being
+    published; a copy sent by the relay or a sweep is a fresh message.
+    """
+    return bool((task.request.delivery_info or {}).get("redelivered"))
 
 
-@shared_task(name="lg.tool_call")
-def tool_call(run_id: str, step_key: str) -> str:
-    return run_step(run_id, step_key)
+@shared_task(name="lg.model_turn", bind=True)
+def model_turn(self: Task, run_id: str, step_key: str) -> str:
+    return run_step(run_id, step_key, redelivered(self))
+
+
+@shared_task(name="lg.tool_call", bind=True)
+def tool_call(self: Task, run_id: str, step_key: str) -> str:
+    return run_step(run_id, step_key, redelivered(self))
 
 
 @shared_task(name="lg.advance")
@@ -44,4 +53,4 @@ def advance(run_id: str) -> str:
     return f"published {len(steps)}"
 
 
-__all__ = ["advance", "model_turn", "run_step", "tool_call"]
+__all__ = ["advance", "model_turn", "redelivered", "run_step", "tool_call"]

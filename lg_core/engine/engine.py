@@ -502,12 +502,17 @@ class Engine:
 
     # -- distributed execution ------------------------------------------------------------
 
-    def execute_claimed(self, run_id: str, key: str) -> tuple[str, list[StepRef]]:
+    def execute_claimed(self, run_id: str, key: str, *, redelivered: bool = True) -> tuple[str, list[StepRef]]:
         """The task protocol (DESIGN 4.2): look up and claim (one transaction), execute, commit.
 
         Returns what happened (``executed``, ``done``, ``held``, ``missing``) and the
         steps to publish. A step already finished re-announces the run's open
-        steps, so a redelivered message never strands its continuation.
+        steps when its message is ``redelivered`` (the broker's flag: a worker took
+        it before and died unacked, maybe between the commit and its publish), so
+        that never strands the continuation. A fresh copy (the relay's, a sweep's)
+        announces nothing: under a backlog the copy arrives after the step ran,
+        while its successors still wait in their queue, and copies of them would
+        each do the same at the next turn, a chain that multiplies with fan-out.
         """
         start = self._claim_and_load(run_id, key)
         step = start.step
@@ -524,7 +529,7 @@ class Engine:
         self._flag_polls[run_id] = time.monotonic()
         if start.attempts is None:
             if step.status not in ("scheduled", "running"):
-                return "done", self.open_steps(run_id, scheduled_only=True)
+                return "done", self.open_steps(run_id, scheduled_only=True) if redelivered else []
             return "held", []
         if start.attempts > self.max_step_attempts:
             self._give_up(run_id, key, start.attempts - 1, step.error)

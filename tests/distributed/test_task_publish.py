@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 import redis
 
@@ -34,3 +35,36 @@ def test_the_tasks_of_one_commit_reach_their_queue_with_their_sent_events(dist):
     sent = [json.loads(base64.b64decode(json.loads(event["data"])["body"])) for event in events if event]
     assert sorted(event["uuid"] for event in sent) == sorted(message["headers"]["id"] for message in queued)
     assert {event["type"] for event in sent} == {"task-sent"}
+
+
+
+def test_a_fresh_copy_of_a_finished_steps_message_publishes_nothing(dist):
+    """The relay's copy of a step that its queue reached late finds the step done: a fresh
+    message, not a redelivery, so it must not send the run's scheduled steps again (each of
+    those copies would do the same at the next turn, a chain that doubles per fan-out)."""
+    import dist_app
+
+    dist.start_workers(queues=("lg.model",), concurrency=1)  # one message at a time, in queue order
+    client = redis.Redis.from_url(dist.redis.url)
+    first = "root/turn-0/model"
+
+    copied = dist_app.StepAgent.start_execution("go")
+    _wait_for_tool_message(client, copied.run_id)  # its first step is done; no tools worker runs
+    dist.config.runtime().backend.publish([StepRef(copied.run_id, first, "model", f"{copied.run_id}/root")])
+    marker = dist_app.StepAgent.start_execution("go")  # queued behind the copy
+    _wait_for_tool_message(client, marker.run_id)
+
+    assert sorted(_tool_messages(client)) == sorted([copied.run_id, marker.run_id])  # no copy
+    client.close()
+
+
+def _tool_messages(client) -> list[str]:
+    """The run ids of the messages waiting in lg.tools."""
+    return [json.loads(raw)["headers"]["argsrepr"].split("'")[1] for raw in client.lrange("lg.tools", 0, -1)]
+
+
+def _wait_for_tool_message(client, run_id: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while run_id not in _tool_messages(client):
+        assert time.monotonic() < deadline, f"no tool message of run {run_id}"
+        time.sleep(0.05)

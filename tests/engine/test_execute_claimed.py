@@ -18,6 +18,14 @@ from lg_core.providers import scripted
 from tests.engine.numbered_tool import NumberedTool, numbered_calls
 
 scripted.register("execute-claimed", numbered_calls(1, 2))
+FANOUT_TURNS = 4
+scripted.register(
+    "execute-claimed-fanout",
+    [
+        *({"tool_calls": [{"name": "numbered", "arguments": {"n": 2 * t + i}} for i in range(2)]} for t in range(FANOUT_TURNS)),
+        {"text": "done"},
+    ],
+)
 
 
 class EchoAgent(Agent):
@@ -35,9 +43,14 @@ def fleet(tmp_path):
         config.close()
 
 
-def _start(client):
+class FanOutAgent(Agent):
+    model = "scripted:execute-claimed-fanout"
+    tools = [NumberedTool]
+
+
+def _start(client, agent=EchoAgent):
     with with_configuration(client.configuration):
-        (ref,) = client.begin(EchoAgent.build_run("go"), distributed=True)
+        (ref,) = client.begin(agent.build_run("go"), distributed=True)
     return ref
 
 
@@ -74,6 +87,35 @@ def test_a_redelivered_finished_step_is_done_and_reannounces_open_steps(fleet):
     assert outcome == "executed" and [s.kind for s in successors] == ["tool"]
     again, announced = worker.engine.execute_claimed(ref.run_id, ref.key)
     assert (again, announced) == ("done", successors)
+
+
+def test_a_duplicate_message_behind_a_backlog_costs_one_delivery_not_a_chain(fleet):
+    """The relay re-sends a step its queue has not reached within the grace, so under a
+    backlog the original and the copy both arrive, the copy after the step finished. The
+    copy is a fresh message, not a redelivery: re-announcing the run's scheduled steps
+    from it sent copies of those too, each of which did the same at the next turn, two
+    per turn with two tool calls (74 deliveries for this 13-step run, 1046 for 25 steps).
+    """
+    client, worker, _ = fleet
+    first = _start(client, FanOutAgent)
+    queue = deque([(first, False), (first, False)])  # a broker queue (FIFO): the original, the relay's copy
+    delivered = 0
+    while queue:
+        ref, redelivered = queue.popleft()
+        delivered += 1
+        _outcome, successors = worker.engine.execute_claimed(ref.run_id, ref.key, redelivered=redelivered)
+        queue.extend((successor, False) for successor in successors)
+    assert client.store.load_run(first.run_id).status == "completed"
+    steps = 1 + 3 * FANOUT_TURNS  # each turn: a model step and two tool calls; then the final turn
+    assert delivered == steps + 1
+
+
+def test_a_redelivery_of_a_finished_step_reannounces_only_when_redelivered(fleet):
+    client, worker, _ = fleet
+    ref = _start(client)
+    _outcome, successors = worker.engine.execute_claimed(ref.run_id, ref.key)
+    assert worker.engine.execute_claimed(ref.run_id, ref.key, redelivered=False) == ("done", [])
+    assert worker.engine.execute_claimed(ref.run_id, ref.key, redelivered=True) == ("done", successors)
 
 
 def test_a_step_held_by_a_live_process_is_left_alone(fleet):
