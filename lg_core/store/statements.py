@@ -427,9 +427,12 @@ def _held_by_holder() -> ColumnElement[bool]:
 RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "relay_due_steps": _relay_due_steps,
     # Running steps not re-dispatched in the last hold-off; the caller judges their leases.
+    # Oldest lease first: a fleet may run more steps than one pass reads, and a live holder
+    # renews its lease every third of it, so expired and unrenewed (dead) claims come first.
     "select_running_steps": lambda: select(*_step_columns())
     .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
     .where(and_(steps.c.status == "running", _not_swept_recently(), _distributed_running()))
+    .order_by(func.coalesce(steps.c.lease_until, 0))
     .limit(bindparam("limit")),
     # Mark a dead claim as re-dispatched (one scheduler wins); the next claim clears it.
     "resweep_step": lambda: update(steps)

@@ -269,3 +269,19 @@ def test_celery_beat_drives_recovery_through_lg_recover(chaos_env):
             beat.terminate()
             beat.wait(timeout=15)
     assert "lg.recover" in log.read_text()
+
+
+def test_a_dead_claim_is_redispatched_behind_more_live_claims_than_a_pass_reads(chaos_env, client):
+    """A fleet runs more steps at once than one pass reads (``batch``): the pass must read
+    the claims that may be dead first, not whichever live ones the table returns first."""
+    store = chaos_env.config.runtime().store
+    live = [dist_app.StepAgent.start_execution("go") for _ in range(4)]
+    dead = dist_app.StepAgent.start_execution("go")
+    client.flushall()
+    for execution in live:  # workers on another host, renewing their leases
+        store.claim_step(execution.run_id, FIRST, "another-host:4242:1", lease_seconds=300)
+    store.claim_step(dead.run_id, FIRST, "another-host:4343:1", lease_seconds=300)
+    _sql(chaos_env, "update lg_steps set lease_until = 0 where run_id = :run_id", run_id=dead.run_id)
+
+    assert _scheduler(chaos_env, batch=2).run_once()["redispatched"] == 1
+    assert _queued(client, "lg.model") == 1
