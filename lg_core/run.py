@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from lg_core.cancellation import CancellationToken
 from lg_core.engine.codec import decode_event_data, error_from_dict
 from lg_core.errors import (
+    CONTROL_FLOW_ERRORS,
     AgentInterjectionError,
     CleanupError,
     ConfigurationError,
@@ -408,7 +409,9 @@ def _run_closers(closers: list[Callable[[], Any]]) -> list[BaseException]:
     for closer in pending:
         try:
             closer()
-        except Exception as exc:  # noqa: BLE001 - every closer runs
+        # Every closer runs. A closer checking the run's (cancelled) token raises
+        # CancelledError, a BaseException here but an ordinary error in the spec.
+        except (Exception, *CONTROL_FLOW_ERRORS) as exc:  # noqa: BLE001
             failures.append(exc)
     return failures
 

@@ -1,0 +1,37 @@
+"""Run API conformance (spec/run-api.md): cleanup, bad run options, hooks and the stream's thread."""
+
+from __future__ import annotations
+
+import pytest
+
+from lg_core import Agent
+from lg_core.errors import CancelledError, DeadlineExceededError
+
+
+def agent_for(target, **attributes):
+    return type("RunApiAgent", (Agent,), {"model": target, **attributes})
+
+
+# -- close: "It attempts every closer and then raises ..." ---------------------------------------
+
+
+@pytest.mark.parametrize("control_flow", [CancelledError, DeadlineExceededError])
+def test_close_attempts_every_closer_when_one_raises_a_cancellation(config, script, control_flow):
+    """A closer that checks a cancelled token raises CancelledError, a BaseException
+    here (not a Ruby StandardError): the closers after it must still run."""
+    closed = []
+
+    def checks_the_token():
+        raise control_flow("the run was cancelled")
+
+    run = agent_for(script([{"text": "ok"}])).stream_ask("Hi")
+    run.register(closer=lambda: closed.append("database"))
+    run.register(closer=checks_the_token)
+    run.register(closer=lambda: closed.append("tempdir"))
+
+    with pytest.raises(control_flow):
+        list(run)
+
+    assert closed == ["tempdir", "database"]
+    assert run.outcome == "completed"
+    assert run.failed, "failed: True after execution or cleanup failed"
