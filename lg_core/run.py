@@ -73,7 +73,7 @@ class Run:
         # decided when the run starts and stored with it.
         self.session_actor_id: str | None = invocation.actor_id
         self.runtime = runtime
-        self.cancellation_token = cancellation_token or CancellationToken()
+        self.cancellation_token = _checked_token(cancellation_token)
         self.outcome: str | None = None
         self.response: str | None = None
         self.error: BaseException | None = None
@@ -81,7 +81,7 @@ class Run:
         self.result: RunResult | None = None
         self.diagnostics: list[dict[str, Any]] = []
         self.tool_errors: list[BaseException] = []
-        self._on_event = on_event
+        self._on_event = _checked_consumer(on_event)
         self._phase = "dormant"
         self._lock = threading.Lock()
         self._closers: list[Callable[[], Any]] = []
@@ -458,6 +458,26 @@ def check_importable_elsewhere(cls: type) -> None:
         "configured, define it at module level in an importable module (e.g. myapp/agents.py) that workers "
         "import (lg worker --import myapp.agents), or unset broker_url to run executions on threads here"
     )
+
+
+def _checked_token(token: Any) -> CancellationToken:
+    """``token``, or a new one; anything else is refused before a Run exists.
+
+    Otherwise a wrong value (a string, a flag) is stored as a run that fails at
+    its first check with an AttributeError, far from the mistake.
+    """
+    if token is None:
+        return CancellationToken()
+    if not isinstance(token, CancellationToken):
+        raise TypeError(f"cancellation_token must be a CancellationToken, got {type(token).__name__}")
+    return token
+
+
+def _checked_consumer(on_event: Any) -> Callable[[StreamEvent], None] | None:
+    """``on_event`` when it can be called with each event (TypeError before a Run exists otherwise)."""
+    if on_event is not None and not callable(on_event):
+        raise TypeError(f"on_event must be callable with each StreamEvent, got {type(on_event).__name__}")
+    return on_event
 
 
 def _frozen(data: dict[str, Any]) -> Any:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lg_core import Agent
+import lg_core
+from lg_core import Agent, CancellationToken
 from lg_core.errors import CancelledError, DeadlineExceededError
 
 
@@ -35,3 +36,33 @@ def test_close_attempts_every_closer_when_one_raises_a_cancellation(config, scri
     assert closed == ["tempdir", "database"]
     assert run.outcome == "completed"
     assert run.failed, "failed: True after execution or cleanup failed"
+
+
+# -- bad run options raise before a Run exists -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("cancellation_token", "stop-button", "cancellation_token must be a CancellationToken"),
+        ("cancellation_token", True, "cancellation_token must be a CancellationToken"),
+        ("on_event", 5, "on_event must be callable"),
+    ],
+)
+def test_a_bad_run_option_raises_before_a_run_exists(config, script, option, value, message):
+    """'Input, configuration, or resource construction can raise before a Run exists':
+    a wrong option must not become a stored run that failed with an AttributeError."""
+    agent = agent_for(script([{"text": "ok"}]))
+
+    with pytest.raises(TypeError, match=message):
+        agent.ask("Hi", **{option: value})
+
+    assert lg_core.list_runs() == []
+
+
+def test_a_cancellation_token_is_accepted(config, script):
+    token = CancellationToken()
+    run = agent_for(script([{"text": "ok"}])).ask("Hi", cancellation_token=token)
+
+    assert run.cancellation_token is token
+    assert run.completed
