@@ -191,9 +191,7 @@ class Agent:
         run = Run(cls, invocation, runtime, cancellation_token=run_options.get("cancellation_token"), on_event=run_options.get("on_event"))
         run._model = runtime.resolver.resolve(cls.model_selection(invocation))
         result_strategy(cls.result_spec(), run._model)  # an unsupported strategy fails here, not in a turn
-        for hook in runtime.hooks:
-            run = hook.prepare_run(run) or run
-        return run
+        return _prepared(run, runtime.hooks)
 
     # -- run-scoped instance ----------------------------------------------------------------
 
@@ -255,6 +253,25 @@ class AsyncRunStream:
             if not task.done():
                 self.run.cancel("the async stream consumer stopped reading")
             await task
+
+
+def _prepared(run: Run, hooks: Sequence[Any]) -> Run:
+    """``run`` after every hook's ``prepare_run``.
+
+    A hook that raises leaves no Run for the caller to close, so the resources
+    earlier hooks registered are closed here before the error is raised (the spec:
+    "if construction stops halfway through, Runtime closes the partial resources").
+    """
+    try:
+        for hook in hooks:
+            run = hook.prepare_run(run) or run
+    except BaseException:
+        try:
+            run.close()
+        except Exception:  # noqa: BLE001 - the hook's failure is the error worth raising
+            pass
+        raise
+    return run
 
 
 def default_agent_id(class_name: str) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import lg_core
-from lg_core import Agent, CancellationToken
-from lg_core.errors import CancelledError, DeadlineExceededError
+from lg_core import Agent, CancellationToken, Configuration, Hook, with_configuration
+from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededError
 
 
 def agent_for(target, **attributes):
@@ -66,3 +66,33 @@ def test_a_cancellation_token_is_accepted(config, script):
 
     assert run.cancellation_token is token
     assert run.completed
+
+
+# -- a build that stops halfway closes what it registered -----------------------------------------
+
+
+class RegisteringHook(Hook):
+    closed: list = []
+
+    def prepare_run(self, run):
+        run.register(closer=lambda: self.closed.append(run.id))
+        return run
+
+
+class FailingHook(Hook):
+    def prepare_run(self, run):
+        raise ConfigurationError("the tenant's vault is unreachable")
+
+
+def test_a_failing_prepare_run_hook_closes_the_resources_registered_before_it(script):
+    """Runtime: 'if construction stops halfway through, Runtime closes the partial resources'."""
+    RegisteringHook.closed = []
+    configuration = Configuration(hooks=[RegisteringHook, FailingHook])
+    with with_configuration(configuration):
+        agent = agent_for(script([{"text": "ok"}]))
+        with pytest.raises(ConfigurationError, match="vault"):
+            agent.ask("Hi")
+        assert lg_core.list_runs() == []
+    configuration.close()
+
+    assert len(RegisteringHook.closed) == 1
