@@ -12,6 +12,7 @@ in reverse order when execution ends.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import threading
@@ -185,9 +186,12 @@ class Run:
     def __iter__(self) -> Iterator[StreamEvent]:
         """Execute while yielding every event; iterate once."""
         self._begin()
-        return self._stream()
+        # The run executes on its own thread, which inherits no context variables: it
+        # gets the caller's, so its steps see what they see under ask() (the spec runs
+        # stream_ask "on the caller's fiber or thread"): with_configuration, app state.
+        return self._stream(contextvars.copy_context())
 
-    def _stream(self) -> Iterator[StreamEvent]:
+    def _stream(self, caller: contextvars.Context) -> Iterator[StreamEvent]:
         events: queue.SimpleQueue[Any] = queue.SimpleQueue()
         forward = self._on_event
         self._on_event = events.put
@@ -201,7 +205,7 @@ class Run:
             finally:
                 events.put(_DONE)
 
-        thread = threading.Thread(target=drive, name=f"lg-run-{self.id[:8]}", daemon=True)
+        thread = threading.Thread(target=caller.run, args=(drive,), name=f"lg-run-{self.id[:8]}", daemon=True)
         thread.start()
         try:
             while True:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+
 import pytest
 
 import lg_core
-from lg_core import Agent, CancellationToken, Configuration, Hook, with_configuration
+from lg_core import Agent, CancellationToken, Configuration, Hook, Tool, with_configuration
 from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededError
 
 
@@ -96,3 +99,52 @@ def test_a_failing_prepare_run_hook_closes_the_resources_registered_before_it(sc
     configuration.close()
 
     assert len(RegisteringHook.closed) == 1
+
+
+# -- stream_ask runs in the caller's context, as ask does -------------------------------------------
+
+REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+
+
+class ContextReadingTool(Tool):
+    tool_name = "read_context"
+    description = "Reports what the caller's context holds."
+    seen: list = []
+
+    def call(self, input):
+        self.seen.append((REQUEST_ID.get(), lg_core.configuration() is self.runtime.configuration))
+        return "read"
+
+
+@pytest.mark.parametrize("entry", ["ask", "stream_ask", "stream_ask_async"])
+def test_a_tool_sees_the_callers_context_under_every_entry_point(config, script, entry):
+    """The spec: stream_ask 'runs on the caller's fiber or thread'. Its steps executed on a
+    fresh thread without the caller's context variables, so a tool saw the process default
+    configuration (not with_configuration's) and none of the application's context."""
+    ContextReadingTool.seen = []
+    turns = [{"tool_calls": [{"name": "read_context", "arguments": {}}]}, {"text": "Done."}]
+    agent = agent_for(script(turns), tools=[ContextReadingTool])
+    token = REQUEST_ID.set("req-481")
+    try:
+        run = _run_through(entry, agent)
+    finally:
+        REQUEST_ID.reset(token)
+
+    assert run.completed
+    assert ContextReadingTool.seen == [("req-481", True)]
+
+
+def _run_through(entry, agent):
+    if entry == "ask":
+        return agent.ask("Go")
+    if entry == "stream_ask":
+        run = agent.stream_ask("Go")
+        list(run)
+        return run
+
+    async def consume():
+        stream = agent.stream_ask_async("Go")
+        _events = [event async for event in stream]
+        return stream.run
+
+    return asyncio.run(consume())
