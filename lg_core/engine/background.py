@@ -8,6 +8,7 @@ them, resume from an id, or arrive late.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections import OrderedDict
@@ -102,7 +103,9 @@ class ThreadBackend:
                 except Exception:  # noqa: BLE001 - kept as run.cleanup_error; Execution.wait raises it
                     pass
 
-        thread = threading.Thread(target=drive, name=f"lg-exec-{run.id[:8]}", daemon=True)
+        # The thread inherits no context variables: it runs in the starter's, as ask() would.
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(drive,), name=f"lg-exec-{run.id[:8]}", daemon=True)
         with self._lock:
             # Registered and started under the lock: executes_here is true from the start
             # (Execution.run keeps the live Run), and wait_local never finds a thread it

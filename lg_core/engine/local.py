@@ -15,8 +15,11 @@ be freed. It waits briefly, then runs a step still queued in its own thread.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
@@ -31,6 +34,17 @@ _pool_thread = threading.local()
 
 def _mark_pool_thread() -> None:
     _pool_thread.active = True
+
+
+def _in_this_context(function: Callable[[StepRef], list[StepRef]]) -> Callable[[StepRef], list[StepRef]]:
+    """``function`` run in a copy of the calling thread's context variables.
+
+    Pool threads inherit none, so a tool of a parallel batch saw the process
+    default configuration and none of the application's context, unlike the
+    same tool called alone (inline, on the driving thread). One copy per step:
+    a Context cannot be entered by two threads at once.
+    """
+    return functools.partial(contextvars.copy_context().run, function)
 
 
 class LocalDispatcher:
@@ -55,7 +69,7 @@ class LocalDispatcher:
                 continue
             while ready and failure is None:
                 ref = ready.popleft()
-                in_flight[self._pool.submit(self.engine.execute, ref)] = ref
+                in_flight[self._pool.submit(_in_this_context(self.engine.execute), ref)] = ref
             ready.clear()
             if not in_flight:
                 break

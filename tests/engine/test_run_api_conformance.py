@@ -116,7 +116,7 @@ class ContextReadingTool(Tool):
         return "read"
 
 
-@pytest.mark.parametrize("entry", ["ask", "stream_ask", "stream_ask_async"])
+@pytest.mark.parametrize("entry", ["ask", "stream_ask", "stream_ask_async", "start_execution"])
 def test_a_tool_sees_the_callers_context_under_every_entry_point(config, script, entry):
     """The spec: stream_ask 'runs on the caller's fiber or thread'. Its steps executed on a
     fresh thread without the caller's context variables, so a tool saw the process default
@@ -141,6 +141,8 @@ def _run_through(entry, agent):
         run = agent.stream_ask("Go")
         list(run)
         return run
+    if entry == "start_execution":
+        return agent.start_execution("Go").wait(30)
 
     async def consume():
         stream = agent.stream_ask_async("Go")
@@ -148,3 +150,20 @@ def _run_through(entry, agent):
         return stream.run
 
     return asyncio.run(consume())
+
+
+@pytest.mark.parametrize("entry", ["ask", "stream_ask", "start_execution"])
+def test_parallel_tool_calls_see_the_callers_context_like_a_single_call(config, script, entry):
+    """A turn's parallel calls run on the dispatcher's pool threads; they saw neither
+    with_configuration nor the caller's context variables, unlike a lone call."""
+    ContextReadingTool.seen = []
+    calls = [{"name": "read_context", "id": f"c{i}", "arguments": {}} for i in range(2)]
+    agent = agent_for(script([{"tool_calls": calls}, {"text": "Done."}]), tools=[ContextReadingTool])
+    token = REQUEST_ID.set("req-481")
+    try:
+        run = _run_through(entry, agent)
+    finally:
+        REQUEST_ID.reset(token)
+
+    assert run.completed
+    assert ContextReadingTool.seen == [("req-481", True), ("req-481", True)]
