@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar
 
 from lg_core.callbacks import CALLBACK_NAMES, collect
-from lg_core.errors import ConfigurationError
+from lg_core.errors import CONTROL_FLOW_ERRORS, ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, result_strategy
 from lg_core.run import Run
@@ -268,7 +268,7 @@ def _prepared(run: Run, hooks: Sequence[Any]) -> Run:
     except BaseException:
         try:
             run.close()
-        except Exception:  # noqa: BLE001 - the hook's failure is the error worth raising
+        except (Exception, *CONTROL_FLOW_ERRORS):  # noqa: BLE001 - the hook's failure is the error worth raising
             pass
         raise
     return run

@@ -17,7 +17,13 @@ from lg_core.datamap import to_json_value
 from lg_core.engine.background import ThreadBackend
 from lg_core.engine.engine import Engine
 from lg_core.engine.local import LocalDispatcher
-from lg_core.errors import ConfigurationError, InvocationError, RunNotFoundError, RunStateError
+from lg_core.errors import (
+    CONTROL_FLOW_ERRORS,
+    ConfigurationError,
+    InvocationError,
+    RunNotFoundError,
+    RunStateError,
+)
 from lg_core.execution import Execution
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.invocation import _identifier  # the one id rule shared with invocations
@@ -148,7 +154,7 @@ class Runtime:
             # The spec: "If the work cannot start, this method closes run before raising."
             try:
                 run.close()
-            except Exception:  # noqa: BLE001 - the start failure is the error worth raising
+            except (Exception, *CONTROL_FLOW_ERRORS):  # noqa: BLE001 - the start failure is the error worth raising
                 pass
             if isinstance(exc, InvocationError) and self._started_as(run):
                 return Execution(run.id, self, self.backend)

@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
+from lg_core.errors import CONTROL_FLOW_ERRORS
 from lg_core.events import StreamEvent
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ class ThreadBackend:
                 run._phase = "finished"
                 try:
                     run.close()
-                except Exception:  # noqa: BLE001 - kept as run.cleanup_error; Execution.wait raises it
+                except (Exception, *CONTROL_FLOW_ERRORS):  # noqa: BLE001 - kept as run.cleanup_error; Execution.wait raises it
                     pass
 
         # The thread inherits no context variables: it runs in the starter's, as ask() would.

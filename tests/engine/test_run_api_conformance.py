@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import threading
 
 import pytest
 
@@ -167,3 +168,23 @@ def test_parallel_tool_calls_see_the_callers_context_like_a_single_call(config, 
 
     assert run.completed
     assert ContextReadingTool.seen == [("req-481", True), ("req-481", True)]
+
+
+def test_a_closer_cancellation_in_a_threaded_execution_is_raised_by_wait_not_the_thread(
+    config, script, monkeypatch
+):
+    """The execution thread keeps a cleanup failure for Execution.wait; a CancelledError
+    (a BaseException here) escaped that thread as an unhandled exception instead."""
+    crashed = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: crashed.append(args.exc_value))
+
+    def checks_the_token():
+        raise CancelledError("the run was cancelled")
+
+    run = agent_for(script([{"text": "ok"}])).build_run("Hi")  # what start_execution builds
+    run.register(closer=checks_the_token)
+    execution = run.runtime.start_execution(run)
+
+    with pytest.raises(CancelledError):
+        execution.wait(30)
+    assert crashed == []
