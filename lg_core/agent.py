@@ -181,10 +181,8 @@ class Agent:
     @classmethod
     def build_run(cls, message: Any = None, /, **options: Any) -> Run:
         """Validate the request and build a dormant Run (raises before a Run exists)."""
-        from lg_core.config import runtime as current_runtime
-
         run_options = {name: options.pop(name) for name in _RUN_OPTIONS if name in options}
-        runtime = run_options.get("runtime") or current_runtime()
+        runtime = _runtime_for(run_options.get("runtime"))
         # ask("text", ...) and ask(message="text", ...) (the spec's keyword form) are the same request.
         invocation = Invocation(**options) if message is None else Invocation.coerce(message, **options)
         invocation.check_storable()
@@ -253,6 +251,24 @@ class AsyncRunStream:
             if not task.done():
                 self.run.cancel("the async stream consumer stopped reading")
             await task
+
+
+def _runtime_for(runtime: Any) -> Any:
+    """The ``runtime=`` option, else the active configuration's; TypeError for anything else.
+
+    A Configuration passed by mistake failed later with an AttributeError
+    ('no attribute resolver'), far from the call that passed it.
+    """
+    from lg_core.config import runtime as current_runtime
+    from lg_core.services import Runtime  # services imports this module's Run
+
+    if runtime is None:
+        return current_runtime()
+    if not isinstance(runtime, Runtime):
+        raise TypeError(
+            f"runtime must be a Runtime (a configuration's is configuration.runtime()), got {type(runtime).__name__}"
+        )
+    return runtime
 
 
 def _prepared(run: Run, hooks: Sequence[Any]) -> Run:

@@ -64,6 +64,18 @@ def test_a_bad_run_option_raises_before_a_run_exists(config, script, option, val
     assert lg_core.list_runs() == []
 
 
+@pytest.mark.parametrize("runtime", ["default", Configuration])
+def test_a_runtime_option_that_is_not_a_runtime_raises_type_error(config, script, runtime):
+    """Passing the Configuration (or anything else) as runtime= raised
+    "AttributeError: 'Configuration' object has no attribute 'resolver'"."""
+    value = Configuration() if runtime is Configuration else runtime
+    agent = agent_for(script([{"text": "ok"}]))
+
+    with pytest.raises(TypeError, match=r"runtime must be a Runtime .*configuration\.runtime\(\)"):
+        agent.ask("Hi", runtime=value)
+    assert agent.ask("Hi", runtime=config.runtime()).completed
+
+
 def test_a_cancellation_token_is_accepted(config, script):
     token = CancellationToken()
     run = agent_for(script([{"text": "ok"}])).ask("Hi", cancellation_token=token)
