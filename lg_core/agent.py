@@ -153,9 +153,18 @@ class Agent:
 
     @_entrypoint
     async def ask_async(cls, message: Any = None, /, **options: Any) -> Run:
-        """``ask`` for async code: the run executes on a worker thread."""
+        """``ask`` for async code: the run executes on a worker thread.
+
+        Cancelling the awaiting task cancels the run (as a stream_ask_async consumer
+        that stops reading does): a thread cannot be stopped, so without it the run
+        would go on spending model calls for a caller that is gone.
+        """
         run = cls.build_run(message, **options)
-        return await asyncio.to_thread(run.call)
+        try:
+            return await asyncio.to_thread(run.call)
+        except asyncio.CancelledError:
+            run.cancel("the task awaiting ask_async was cancelled")
+            raise
 
     @_entrypoint
     def stream_ask_async(cls, message: Any = None, /, **options: Any) -> AsyncRunStream:
