@@ -257,7 +257,7 @@ class AsyncRunStream:
                     raise item
                 yield item
         finally:
-            if not task.done():
+            if not task.done() and not self.run.finished:  # stopping at the terminal event stops nothing
                 self.run.cancel("the async stream consumer stopped reading")
             await task
 

@@ -216,7 +216,9 @@ class Run:
                     forward(item)
                 yield item
         finally:
-            if thread.is_alive():
+            # A consumer that stops at the terminal event stopped nothing: the thread only
+            # ends its publishing, and the token may be the caller's, shared with other runs.
+            if thread.is_alive() and not self.finished:
                 self.cancel("the stream consumer stopped reading")
             thread.join()
             self._phase = "finished"

@@ -241,3 +241,44 @@ def test_cancelling_the_task_awaiting_ask_async_cancels_the_run(config, script):
 
     assert ended.wait(30)
     assert endings == ["run_cancel"]
+
+
+# -- a consumer that stops at the terminal event does not cancel anything ---------------------------
+
+
+@pytest.mark.parametrize("entry", ["stream_ask", "stream_ask_async"])
+def test_stopping_the_stream_at_its_terminal_event_leaves_the_callers_token_alone(
+    config, script, entry
+):
+    """The run's thread may still be publishing the terminal event to the engine's other
+    sinks (a Redis Stream) when the consumer breaks out on it; the finished run was then
+    'cancelled' through the caller's token, which may be shared with the caller's next runs."""
+    token = CancellationToken()
+
+    class SlowSink:
+        def publish(self, run_id, event):
+            if event.terminal:
+                token.wait(1)  # still publishing when the consumer has stopped reading
+
+    config.runtime().engine.add_sink(SlowSink())
+    agent = agent_for(script([{"text": "ok"}]))
+    if entry == "stream_ask":
+        run = agent.stream_ask("Hi", cancellation_token=token)
+        for event in run:
+            if event.terminal:
+                break
+    else:
+        run = asyncio.run(_read_to_the_terminal_event(agent, token))
+
+    assert run.completed
+    assert not token.cancelled
+
+
+async def _read_to_the_terminal_event(agent, token):
+    stream = agent.stream_ask_async("Hi", cancellation_token=token)
+    events = aiter(stream)
+    async for event in events:
+        if event.terminal:
+            break
+    await events.aclose()  # what leaving the loop does once the generator is collected
+    return stream.run
