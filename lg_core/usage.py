@@ -24,6 +24,17 @@ class Usage(BaseModel):
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
 
+    def __init__(self, **counts: Any) -> None:
+        """Refuse a name that is not one of the five counts (``prompt_tokens``, a typo).
+
+        It would otherwise be dropped, and the usage recorded as zero without a word.
+        Stored dicts go through :meth:`from_dict`, which keeps only the known names.
+        """
+        unknown = sorted(set(counts) - set(FIELDS))
+        if unknown:
+            raise TypeError(f"Usage() got unknown token counts {unknown}; the counts are {list(FIELDS)}")
+        super().__init__(**counts)
+
     @field_validator(*FIELDS, mode="before")
     @classmethod
     def _non_negative(cls, value: Any) -> int:

@@ -197,6 +197,14 @@ def test_numeric_like_counts_are_converted(value, expected):
     assert Usage(reasoning_tokens=value).reasoning_tokens == expected
 
 
+@pytest.mark.parametrize("name", ["prompt_tokens", "completion_tokens", "input_token"])
+def test_an_unknown_token_count_name_raises_instead_of_counting_zero(name):
+    """The spec's Usage.new takes exactly the five counts (an unknown keyword is an
+    ArgumentError); OpenAI's prompt_tokens was silently dropped, recording 0 tokens."""
+    with pytest.raises(TypeError, match=rf"{name}.*input_tokens"):
+        Usage(**{name: 12})
+
+
 def test_usage_addition():
     total = Usage(input_tokens=1, output_tokens=2) + Usage(input_tokens=10, cache_read_tokens=4)
     assert total == Usage(input_tokens=11, output_tokens=2, cache_read_tokens=4)
