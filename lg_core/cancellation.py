@@ -60,4 +60,17 @@ class CancellationToken:
         return self._event.wait(timeout)
 
 
-__all__ = ["CancellationToken"]
+def token_or_new(token: object) -> CancellationToken:
+    """``token``, or a new token for None; TypeError for anything else.
+
+    A wrong value (a string, a flag) would otherwise be kept and fail at the first
+    check, with an AttributeError far from the call that passed it.
+    """
+    if token is None:
+        return CancellationToken()
+    if not isinstance(token, CancellationToken):
+        raise TypeError(f"cancellation_token must be a CancellationToken, got {type(token).__name__}")
+    return token
+
+
+__all__ = ["CancellationToken", "token_or_new"]

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lg_core.cancellation import CancellationToken
+from lg_core.cancellation import CancellationToken, token_or_new
 from lg_core.engine.codec import decode_event_data, error_from_dict
 from lg_core.errors import (
     CONTROL_FLOW_ERRORS,
@@ -74,7 +74,8 @@ class Run:
         # decided when the run starts and stored with it.
         self.session_actor_id: str | None = invocation.actor_id
         self.runtime = runtime
-        self.cancellation_token = _checked_token(cancellation_token)
+        # Checked before a Run exists: a wrong value would be stored as a run that fails at its first check.
+        self.cancellation_token = token_or_new(cancellation_token)
         self.outcome: str | None = None
         self.response: str | None = None
         self.error: BaseException | None = None
@@ -464,19 +465,6 @@ def check_importable_elsewhere(cls: type) -> None:
         "configured, define it at module level in an importable module (e.g. myapp/agents.py) that workers "
         "import (lg worker --import myapp.agents), or unset broker_url to run executions on threads here"
     )
-
-
-def _checked_token(token: Any) -> CancellationToken:
-    """``token``, or a new one; anything else is refused before a Run exists.
-
-    Otherwise a wrong value (a string, a flag) is stored as a run that fails at
-    its first check with an AttributeError, far from the mistake.
-    """
-    if token is None:
-        return CancellationToken()
-    if not isinstance(token, CancellationToken):
-        raise TypeError(f"cancellation_token must be a CancellationToken, got {type(token).__name__}")
-    return token
 
 
 def _checked_consumer(on_event: Any) -> Callable[[StreamEvent], None] | None:

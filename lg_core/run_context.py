@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from lg_core.cancellation import CancellationToken
+from lg_core.cancellation import CancellationToken, token_or_new
 from lg_core.datamap import DataMap
 from lg_core.errors import DeadlineExceededError
 from lg_core.usage import Usage
@@ -40,8 +40,8 @@ class RunContext:
         interjection_ids: Sequence[str] = (),
     ) -> None:
         self.state = state if isinstance(state, DataMap) else DataMap(state or {})
-        self.cancellation_token = cancellation_token or CancellationToken()
-        self.deadline = deadline
+        self.cancellation_token = token_or_new(cancellation_token)
+        self.deadline = _checked_deadline(deadline)
         self.metadata = dict(metadata or {})
         self.conversation_id = conversation_id
         self.agent_operation_id = agent_operation_id
@@ -96,6 +96,13 @@ class RunContext:
     def structured_result(self) -> Any:
         with self._lock:
             return self._structured
+
+
+def _checked_deadline(deadline: Any) -> datetime | None:
+    """``deadline`` when it is a datetime or None (what check() and remaining_time() can use)."""
+    if deadline is not None and not isinstance(deadline, datetime):
+        raise TypeError(f"deadline must be a datetime (or None), got {type(deadline).__name__}")
+    return deadline
 
 
 __all__ = ["RunContext"]

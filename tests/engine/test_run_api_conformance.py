@@ -1,15 +1,24 @@
-"""Run API conformance (spec/run-api.md): cleanup, bad run options, hooks and the stream's thread."""
+"""Run API conformance (spec/run-api.md): cleanup, bad options, hooks, threads and RunContext."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import threading
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 import lg_core
-from lg_core import Agent, CancellationToken, Configuration, Hook, Tool, with_configuration
+from lg_core import (
+    Agent,
+    CancellationToken,
+    Configuration,
+    Hook,
+    RunContext,
+    Tool,
+    with_configuration,
+)
 from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededError
 
 
@@ -282,3 +291,30 @@ async def _read_to_the_terminal_event(agent, token):
             break
     await events.aclose()  # what leaving the loop does once the generator is collected
     return stream.run
+
+
+# -- RunContext refuses values its checks cannot use ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("deadline", 5.0, "deadline must be a datetime"),
+        ("deadline", "2030-01-01T00:00:00Z", "deadline must be a datetime"),
+        ("cancellation_token", "stop", "cancellation_token must be a CancellationToken"),
+    ],
+)
+def test_run_context_refuses_a_deadline_or_token_of_the_wrong_type(option, value, message):
+    """RunContext(deadline=5.0) was accepted and check() then failed with
+    "AttributeError: 'float' object has no attribute 'timestamp'" inside the tool under test."""
+    with pytest.raises(TypeError, match=message):
+        RunContext(**{option: value})
+
+
+def test_run_context_accepts_a_datetime_deadline_and_a_token():
+    deadline = datetime.now(UTC) + timedelta(minutes=5)
+    token = CancellationToken()
+    context = RunContext(deadline=deadline, cancellation_token=token)
+
+    context.check()
+    assert context.deadline == deadline and context.cancellation_token is token
