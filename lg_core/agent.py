@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar
 
 from lg_core.callbacks import CALLBACK_NAMES, collect
@@ -155,16 +155,11 @@ class Agent:
     async def ask_async(cls, message: Any = None, /, **options: Any) -> Run:
         """``ask`` for async code: the run executes on a worker thread.
 
-        Cancelling the awaiting task cancels the run (as a stream_ask_async consumer
-        that stops reading does): a thread cannot be stopped, so without it the run
-        would go on spending model calls for a caller that is gone.
+        Cancelling the awaiting task cancels the run and waits for it to stop
+        before the cancellation goes on, as leaving ``stream_ask_async`` does.
         """
         run = cls.build_run(message, **options)
-        try:
-            return await asyncio.to_thread(run.call)
-        except asyncio.CancelledError:
-            run.cancel("the task awaiting ask_async was cancelled")
-            raise
+        return await _until_stopped(run, asyncio.to_thread(run.call))
 
     @_entrypoint
     def stream_ask_async(cls, message: Any = None, /, **options: Any) -> AsyncRunStream:
@@ -297,6 +292,23 @@ def _prepared(run: Run, hooks: Sequence[Any]) -> Run:
             pass
         raise
     return run
+
+
+async def _until_stopped(run: Run, work: Awaitable[Run]) -> Run:
+    """Await ``work``, the thread executing ``run``; if the awaiting task is cancelled, cancel the run.
+
+    Without this a dropped web request or an ``asyncio.timeout`` would leave the
+    run (and its tools' side effects) going on a thread, with nobody to see its
+    outcome. The run is awaited before the CancelledError goes on, so nothing of
+    it is still running when the caller's cancellation completes.
+    """
+    future = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.to_thread(run.cancel, "the task awaiting ask_async was cancelled")
+        await asyncio.wait([future])
+        raise
 
 
 def default_agent_id(class_name: str) -> str:

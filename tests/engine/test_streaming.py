@@ -247,6 +247,25 @@ def test_leaving_an_async_stream_early_cancels_the_run(config, script):
     assert [e.type for e in run.events()][-1] == "run_cancel"
 
 
+@pytest.mark.timeout(30)
+def test_cancelling_the_task_awaiting_ask_async_cancels_the_run(config, script):
+    started = threading.Event()
+    target = script([{"tool_calls": [{"name": "wait", "arguments": {}}]}, {"text": "never"}])
+    Waiting = agent_for(target, _waiting_tool(started))
+    seen = []
+
+    async def main():
+        task = asyncio.create_task(Waiting.ask_async("Go", on_event=seen.append))
+        await asyncio.to_thread(started.wait, 10)
+        task.cancel()  # e.g. the web request awaiting it was dropped
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+
+    assert seen[-1].type == "run_cancel", "the run stopped with the task that awaited it"
+
+
 def test_a_scripted_turn_can_pace_its_deltas_like_a_streaming_model(config, script):
     agent = agent_for(script([{"text": "one two three", "delta_delay": 0.05}]))
     started = time.monotonic()
