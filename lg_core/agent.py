@@ -20,8 +20,11 @@ step (callbacks run on it), so keep working state in ``context.state``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
 import re
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar
 
@@ -56,6 +59,9 @@ class _entrypoint(Generic[_P, _R]):
         bound: Callable[_P, _R] = self.function.__get__(owner, type(owner))
         runtime = getattr(instance, "runtime", None)  # None on the class, or an __init__ that never set it
         return bound if runtime is None else functools.partial(bound, runtime=runtime)
+
+
+T = TypeVar("T")
 
 
 class Agent:
@@ -159,7 +165,7 @@ class Agent:
         before the cancellation goes on, as leaving ``stream_ask_async`` does.
         """
         run = cls.build_run(message, **options)
-        return await _until_stopped(run, asyncio.to_thread(run.call))
+        return await _until_stopped(run, _on_own_thread(run.call, f"lg-ask-{run.id[:8]}"))
 
     @_entrypoint
     def stream_ask_async(cls, message: Any = None, /, **options: Any) -> AsyncRunStream:
@@ -242,7 +248,7 @@ class AsyncRunStream:
             finally:
                 loop.call_soon_threadsafe(events.put_nowait, done)
 
-        task = loop.run_in_executor(None, pump)
+        task = _on_own_thread(pump, f"lg-stream-{self.run.id[:8]}")
         try:
             while True:
                 item = await events.get()
@@ -292,6 +298,38 @@ def _prepared(run: Run, hooks: Sequence[Any]) -> Run:
             pass
         raise
     return run
+
+
+def _on_own_thread(fn: Callable[[], T], name: str) -> asyncio.Future[T]:
+    """``fn()`` on a thread of its own (with the caller's context), as a future of the running loop.
+
+    A run can take minutes. On the loop's default executor (``cpu_count + 4``
+    threads) a few runs would hold every thread, and every ``asyncio.to_thread``
+    of the app, LittleGhost's own store reads, ``cancel_async`` and
+    ``interject_async`` included, would wait for one of those runs to end.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.cancelled():
+            return
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+
+    def target() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (context.run(fn), None)
+        except BaseException as exc:  # noqa: BLE001 - raised where the future is awaited
+            outcome = (None, exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed without awaiting the future
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    return future
 
 
 async def _until_stopped(run: Run, work: Awaitable[Run]) -> Run:

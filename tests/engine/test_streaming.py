@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -264,6 +265,48 @@ def test_cancelling_the_task_awaiting_ask_async_cancels_the_run(config, script):
     asyncio.run(main())
 
     assert seen[-1].type == "run_cancel", "the run stopped with the task that awaited it"
+
+
+def _gate_tool(started, released, results):
+    class GateTool(Tool):
+        tool_name = "gate"
+        description = "Waits until the test opens the gate."
+
+        def call(self, input):
+            started.set()
+            results.append("opened" if released.wait(15) else "still shut")
+            return results[-1]
+
+    return GateTool
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("form", ["ask_async", "stream_ask_async"])
+def test_running_async_forms_leave_the_loops_worker_threads_free(config, script, form):
+    """A run takes minutes; one per default-executor thread must not starve every ``to_thread``."""
+    started, released, results = threading.Event(), threading.Event(), []
+    target = script([{"tool_calls": [{"name": "gate", "arguments": {}}]}, {"text": "done"}])
+    Gated = agent_for(target, _gate_tool(started, released, results))
+
+    async def consume():
+        if form == "ask_async":
+            return await Gated.ask_async("Go")
+        stream = Gated.stream_ask_async("Go")
+        [event async for event in stream]
+        return stream.run
+
+    async def main():
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
+        task = asyncio.create_task(consume())
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(released.set)  # e.g. a store read of another request
+        return await task
+
+    run = asyncio.run(main())
+
+    assert run.outcome == "completed"
+    assert results == ["opened"], "to_thread ran while the run held its gate"
 
 
 def test_a_scripted_turn_can_pace_its_deltas_like_a_streaming_model(config, script):
