@@ -8,6 +8,8 @@ them, resume from an id, or arrive late.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import threading
 import time
@@ -23,28 +25,65 @@ if TYPE_CHECKING:
 
 
 class _RunLog:
-    """Events of one run in order; position = index + 1."""
+    """Events of one run in order; position = index + 1.
+
+    Blocking readers wait on the condition; async readers (``aread``) wait on a
+    future of their loop, which ``append`` wakes, so an idle ``async for`` over
+    the events holds no thread.
+    """
 
     def __init__(self) -> None:
         self.events: list[StreamEvent] = []
         self.done = False
         self.condition = threading.Condition()
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     def append(self, event: StreamEvent) -> None:
         with self.condition:
             self.events.append(event)
             self.done = self.done or event.terminal
             self.condition.notify_all()
+            for loop, woken in self._async_waiters:
+                with contextlib.suppress(RuntimeError):  # that loop closed; its reader is gone
+                    loop.call_soon_threadsafe(_wake, woken)
 
     def covers(self, position: str) -> bool:
         return position.isdigit() and int(position) <= len(self.events)
+
+    async def acovers(self, position: str) -> bool:
+        return self.covers(position)
 
     def read(self, position: str, block: float) -> list[tuple[str, StreamEvent]]:
         start = int(position) if position.isdigit() else 0
         with self.condition:
             if start >= len(self.events) and not self.done:
                 self.condition.wait(block)
-            return [(str(i + 1), event) for i, event in enumerate(self.events[start:], start=start)]
+            return self._after(start)
+
+    async def aread(self, position: str, block: float) -> list[tuple[str, StreamEvent]]:
+        """:meth:`read` for async readers: the wait is on the loop, not on a worker thread."""
+        start = int(position) if position.isdigit() else 0
+        loop = asyncio.get_running_loop()
+        waiter = (loop, loop.create_future())
+        with self.condition:
+            if start < len(self.events) or self.done:
+                return self._after(start)
+            self._async_waiters.append(waiter)
+        try:
+            await asyncio.wait([waiter[1]], timeout=block)
+        finally:
+            with self.condition:
+                self._async_waiters.remove(waiter)
+        with self.condition:
+            return self._after(start)
+
+    def _after(self, start: int) -> list[tuple[str, StreamEvent]]:
+        return [(str(i + 1), event) for i, event in enumerate(self.events[start:], start=start)]
+
+
+def _wake(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
 
 
 class LocalLiveLog:

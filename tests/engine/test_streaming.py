@@ -309,6 +309,33 @@ def test_running_async_forms_leave_the_loops_worker_threads_free(config, script,
     assert results == ["opened"], "to_thread ran while the run held its gate"
 
 
+@pytest.mark.timeout(60)
+def test_async_iteration_of_an_embedded_execution_waits_on_the_loop_not_a_thread(config, script, monkeypatch):
+    """An idle SSE stream in an embedded web app must not hold one of the loop's few executor threads."""
+    from lg_core.engine.background import _RunLog
+
+    def blocking(*args):
+        raise AssertionError("async iteration used the blocking read")
+
+    monkeypatch.setattr(_RunLog, "read", blocking)
+    started, released, results = threading.Event(), threading.Event(), []
+    target = script([{"tool_calls": [{"name": "gate", "arguments": {}}]}, {"text": "done"}])
+    execution = agent_for(target, _gate_tool(started, released, results)).start_execution("Go")
+
+    async def follow():
+        types = []
+        async for event in execution.events():
+            types.append(event.type)
+            if event.type == "tool_execution_start":
+                released.set()  # the reader now waits for the rest
+        return types
+
+    types = asyncio.run(follow())
+
+    assert types[0] == "invocation_start" and types[-1] == "run_stop"
+    assert "text_delta" in types and results == ["opened"]
+
+
 def test_a_scripted_turn_can_pace_its_deltas_like_a_streaming_model(config, script):
     agent = agent_for(script([{"text": "one two three", "delta_delay": 0.05}]))
     started = time.monotonic()
