@@ -463,9 +463,19 @@ class Execution:
         return self._finished_run()
 
     async def wait_async(self, timeout: float | None = None, *, deadline: datetime | None = None) -> Run:
+        """:meth:`wait` for async code.
+
+        It polls the store until the run has finished and only then joins a thread
+        of this process that executes or follows it (closing its resources is all
+        that is left): joining from the start would hold one of the loop's few
+        executor threads for the whole run, and keep holding it after the awaiting
+        task was cancelled.
+        """
         timeout = wait_timeout(timeout, deadline)
-        if not await asyncio.to_thread(self.backend.wait_local, self.run_id, timeout):
-            await self._adrive(_wait_plan(self.run_id, timeout))
+        limit = None if timeout is None else time.monotonic() + timeout
+        await self._adrive(_wait_plan(self.run_id, timeout))
+        left = None if limit is None else max(0.0, limit - time.monotonic())
+        await asyncio.to_thread(self.backend.wait_local, self.run_id, left)
         return await asyncio.to_thread(self._finished_run)
 
     def _finished_run(self) -> Run:

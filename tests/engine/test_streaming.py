@@ -336,6 +336,27 @@ def test_async_iteration_of_an_embedded_execution_waits_on_the_loop_not_a_thread
     assert "text_delta" in types and results == ["opened"]
 
 
+@pytest.mark.timeout(60)
+def test_wait_async_on_an_embedded_execution_leaves_the_loops_worker_threads_free(config, script):
+    started, released, results = threading.Event(), threading.Event(), []
+    target = script([{"tool_calls": [{"name": "gate", "arguments": {}}]}, {"text": "done"}])
+    execution = agent_for(target, _gate_tool(started, released, results)).start_execution("Go")
+
+    async def main():
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
+        waiting = asyncio.create_task(execution.wait_async())
+        await asyncio.sleep(0)  # the wait begins
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(released.set)  # e.g. a store read of another request
+        return await waiting
+
+    run = asyncio.run(main())
+
+    assert run.outcome == "completed"
+    assert results == ["opened"], "to_thread ran while wait_async waited for the run"
+
+
 def test_a_scripted_turn_can_pace_its_deltas_like_a_streaming_model(config, script):
     agent = agent_for(script([{"text": "one two three", "delta_delay": 0.05}]))
     started = time.monotonic()
