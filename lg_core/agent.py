@@ -159,12 +159,14 @@ class Agent:
 
     @_entrypoint
     async def ask_async(cls, message: Any = None, /, **options: Any) -> Run:
-        """``ask`` for async code: the run executes on a worker thread.
+        """``ask`` for async code: the run is prepared and executes on worker threads.
 
-        Cancelling the awaiting task cancels the run and waits for it to stop
-        before the cancellation goes on, as leaving ``stream_ask_async`` does.
+        Preparing it can wait on I/O too (the runtime and its store on first use,
+        hooks' ``prepare_run``). Cancelling the awaiting task cancels the run and
+        waits for it to stop before the cancellation goes on, as leaving
+        ``stream_ask_async`` does.
         """
-        run = cls.build_run(message, **options)
+        run = await asyncio.to_thread(cls.build_run, message, **options)
         return await _until_stopped(run, _on_own_thread(run.call, f"lg-ask-{run.id[:8]}"))
 
     @_entrypoint

@@ -357,6 +357,32 @@ def test_wait_async_on_an_embedded_execution_leaves_the_loops_worker_threads_fre
     assert results == ["opened"], "to_thread ran while wait_async waited for the run"
 
 
+@pytest.mark.timeout(60)
+def test_ask_async_prepares_its_run_off_the_loop(script):
+    """Building the run (the runtime and its store on first use, the hooks' prepare_run) may wait on I/O."""
+    from lg_core import Configuration, with_configuration
+    from lg_core.services import Hook
+
+    ticked, saw_the_loop_run = threading.Event(), []
+
+    class OpensAWorkspace(Hook):
+        def prepare_run(self, run):
+            saw_the_loop_run.append(ticked.wait(10))  # a hook doing I/O
+            return run
+
+    async def main():
+        asyncio.get_running_loop().call_soon(ticked.set)
+        return await agent_for(script(TURNS), LookupTool).ask_async("Refunds and shipping?")
+
+    configuration = Configuration(hooks=[OpensAWorkspace])
+    with with_configuration(configuration):
+        run = asyncio.run(main())
+    configuration.close()
+
+    assert run.outcome == "completed"
+    assert saw_the_loop_run == [True], "the loop ran while the run was being prepared"
+
+
 def test_a_scripted_turn_can_pace_its_deltas_like_a_streaming_model(config, script):
     agent = agent_for(script([{"text": "one two three", "delta_delay": 0.05}]))
     started = time.monotonic()
