@@ -260,8 +260,9 @@ class AsyncRunStream:
                     raise item
                 yield item
         finally:
-            if not task.done() and not self.run.finished:  # stopping at the terminal event stops nothing
-                self.run.cancel("the async stream consumer stopped reading")
+            # Stopping at the terminal event stops nothing; cancelling writes the store's flag: not on the loop.
+            if not task.done() and not self.run.finished:
+                await asyncio.to_thread(self.run.cancel, "the async stream consumer stopped reading")
             await task
 
 

@@ -383,6 +383,36 @@ def test_ask_async_prepares_its_run_off_the_loop(script):
     assert saw_the_loop_run == [True], "the loop ran while the run was being prepared"
 
 
+@pytest.mark.timeout(30)
+def test_leaving_an_async_stream_early_cancels_the_run_in_the_store_off_the_loop(config, script, monkeypatch):
+    started = threading.Event()
+    target = script([{"tool_calls": [{"name": "wait", "arguments": {}}]}, {"text": "never"}])
+    Waiting = agent_for(target, _waiting_tool(started))
+    runtime, cancelled_on = config.runtime(), []
+    request_cancel = runtime.cancel
+
+    def cancel(run_id, reason=None):
+        cancelled_on.append(threading.get_ident())
+        return request_cancel(run_id, reason)
+
+    monkeypatch.setattr(runtime, "cancel", cancel)
+
+    async def main():
+        stream = Waiting.stream_ask_async("Go")
+        iterator = stream.__aiter__()
+        async for event in iterator:
+            if event.type == "tool_execution_start":
+                break
+        await iterator.aclose()
+        return stream.run
+
+    loop_thread = threading.get_ident()  # asyncio.run runs the loop on this thread
+    run = asyncio.run(main())
+
+    assert run.outcome == "cancelled"
+    assert cancelled_on and loop_thread not in cancelled_on, "the store's cancel flag is a database write"
+
+
 def test_a_scripted_turn_can_pace_its_deltas_like_a_streaming_model(config, script):
     agent = agent_for(script([{"text": "one two three", "delta_delay": 0.05}]))
     started = time.monotonic()
