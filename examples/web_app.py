@@ -4,7 +4,7 @@
     GET  /runs/{id}                 state, outcome, response
     GET  /runs/{id}/events          Server-Sent Events (id: event id, event: type, data: JSON);
                                     resumes from the Last-Event-ID header or ?after=; ends after
-                                    the run's terminal event
+                                    the run's terminal event; 204 when resumed after it
     POST /runs/{id}/interject       {"message": "..."} -> 202 {"seq"}; 409 once the run finished;
                                     an Idempotency-Key header makes a retried POST return the
                                     first one's seq instead of adding the message twice
@@ -170,10 +170,15 @@ def create_app(agents: Mapping[str, type[Agent]] | None = None) -> FastAPI:
         run_id: RunId,
         after: AfterQuery = None,
         last_event_id: LastEventIdHeader = None,
-    ) -> EventSourceResponse:
+    ) -> Response:
         execution = await get_execution_async(run_id)
         resume_from = last_event_id or after  # a reconnecting browser sends Last-Event-ID
-        check_event_id(resume_from, await execution.record_async())  # 422 before the stream starts
+        record = await execution.record_async()
+        seen, _position = check_event_id(resume_from, record)  # 422 before the stream starts
+        if record.finished and seen >= record.event_seq:
+            # Nothing follows the run's last event. A browser's EventSource reconnects
+            # whenever a stream closes, forever; 204 No Content is what makes it stop.
+            return Response(status_code=204)
         events = execution.events(resume_from)
 
         async def publish() -> AsyncIterator[ServerSentEvent]:

@@ -219,3 +219,16 @@ def test_error_statuses(web):
     assert bad_header.status_code == 422 and "event id" in bad_header.json()["detail"]
     ahead = web.client.get(f"/runs/{run_id}/events", params={"after": "999999-0"})
     assert ahead.status_code == 422 and "ahead" in ahead.json()["detail"]
+
+
+def test_a_browser_reconnecting_after_the_run_ended_is_told_to_stop(web):
+    """EventSource reconnects whenever a stream closes; 204 No Content is what makes it stop."""
+    run_id = web.start("steps")
+    events = web.events(run_id)
+    assert events[-1].event == "run_stop"
+
+    again = web.client.get(f"/runs/{run_id}/events", headers={"Last-Event-ID": events[-1].id})
+    middle = web.client.get(f"/runs/{run_id}/events", headers={"Last-Event-ID": events[-3].id})
+
+    assert again.status_code == 204 and again.content == b""
+    assert middle.status_code == 200 and "event: run_stop" in middle.text
