@@ -65,7 +65,8 @@ class LiveSource(Protocol):
     """Where live events of one run can be read in order (a Redis Stream, an in-process log).
 
     A source may also offer ``async def acovers(position)`` and ``async def
-    aread(position, block)``; async readers use them instead of a worker thread.
+    aread(position, block)``; async readers use them instead of a worker thread,
+    and await its ``aclose()`` (if it has one) when their iteration ends.
     """
 
     def covers(self, position: str) -> bool:
@@ -605,26 +606,32 @@ class Execution:
                 time.sleep(request.seconds)
 
     async def _adrive_events(self, plan: Plan, live: Any = None) -> AsyncIterator[StreamEvent]:
-        """Run ``plan`` with awaitables: the live source's async reads, store queries on threads."""
+        """Run ``plan`` with awaitables: the live source's async reads, store queries on threads.
+        The source's connection is closed, on the loop that opened it, however the iteration ends."""
         reply: Any = None
-        while True:
-            try:
-                request = plan.send(reply)
-            except StopIteration:
-                return
-            reply = None
-            if isinstance(request, _Emit):
-                yield request.event
-            elif isinstance(request, _ReadLive):
-                reply = await _live_call(live, "read", request.position, request.block)
-            elif isinstance(request, _Covers):
-                reply = live is not None and await _live_call(live, "covers", request.position)
-            elif isinstance(request, _Stored):
-                reply = await asyncio.to_thread(self._stored, request.after, request.until)
-            elif isinstance(request, _Status):
-                reply = await asyncio.to_thread(self.record)
-            else:
-                await asyncio.sleep(request.seconds)
+        try:
+            while True:
+                try:
+                    request = plan.send(reply)
+                except StopIteration:
+                    return
+                reply = None
+                if isinstance(request, _Emit):
+                    yield request.event
+                elif isinstance(request, _ReadLive):
+                    reply = await _live_call(live, "read", request.position, request.block)
+                elif isinstance(request, _Covers):
+                    reply = live is not None and await _live_call(live, "covers", request.position)
+                elif isinstance(request, _Stored):
+                    reply = await asyncio.to_thread(self._stored, request.after, request.until)
+                elif isinstance(request, _Status):
+                    reply = await asyncio.to_thread(self.record)
+                else:
+                    await asyncio.sleep(request.seconds)
+        finally:
+            closing = getattr(live, "aclose", None)
+            if closing is not None:
+                await closing()
 
     async def _adrive(self, plan: Plan) -> None:
         async for _event in self._adrive_events(plan):

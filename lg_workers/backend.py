@@ -18,7 +18,7 @@ from lg_core.engine.dispatcher import StepRef
 from lg_core.rate_limit import RedisLimiter
 from lg_workers.celery_app import create_app
 from lg_workers.queues import queue_for
-from lg_workers.streams import AsyncRedisClients, RedisEventSink, RedisLiveSource, connect
+from lg_workers.streams import RedisEventSink, RedisLiveSource, connect
 
 log = logging.getLogger("lg_workers.backend")
 
@@ -43,7 +43,7 @@ class CeleryBackend:
         self.app = create_app(runtime.configuration)
         url = str(runtime.configuration.broker_url)  # create_app refused a missing one
         self.redis = connect(url)
-        self.async_redis = AsyncRedisClients(url)
+        self.url = url
         runtime.engine.add_sink(RedisEventSink(self.redis))
         self.rate_limiter = RedisLimiter(self.redis, errors=(redis.RedisError,))
         self._followers: dict[str, threading.Thread] = {}
@@ -99,7 +99,7 @@ class CeleryBackend:
         return False  # workers execute it; the live Run object here never gets the outcome
 
     def live_source(self, run_id: str) -> RedisLiveSource:
-        return RedisLiveSource(self.redis, run_id, self.async_redis)
+        return RedisLiveSource(self.redis, run_id, self.url)
 
     def wait_local(self, run_id: str, timeout: float | None) -> bool:
         """Join the thread delivering this run's events to ``on_event``; False when there is none."""

@@ -204,51 +204,28 @@ def _fields(event: StreamEvent) -> dict[Any, Any]:
     return fields
 
 
-class AsyncRedisClients:
-    """One ``redis.asyncio`` client per event loop.
-
-    An asyncio connection belongs to the loop that opened it, and a process may
-    run several loops (tests, ``asyncio.run`` per CLI call), so clients are kept
-    per loop and dropped with it.
-    """
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self._lock = threading.Lock()
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, redis.asyncio.Redis] = weakref.WeakKeyDictionary()
-
-    def get(self) -> redis.asyncio.Redis:
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            client = self._clients.get(loop)
-            if client is None:
-                client = redis.asyncio.Redis.from_url(
-                    self.url,
-                    health_check_interval=30,
-                    socket_timeout=SOCKET_TIMEOUT,
-                    socket_connect_timeout=CONNECT_TIMEOUT,
-                )
-                self._clients[loop] = client
-            return client
-
-    async def aclose(self) -> None:
-        """Close this loop's client (e.g. from a web app's shutdown hook)."""
-        with self._lock:
-            client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+def connect_async(url: str) -> redis.asyncio.Redis:
+    """The ``redis.asyncio`` client of one async reader (see SOCKET_TIMEOUT)."""
+    return redis.asyncio.Redis.from_url(
+        url, health_check_interval=30, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT
+    )
 
 
 class RedisLiveSource:
     """Reads one run's stream for Execution.events(), blocking (``read``) or async (``aread``).
 
     Reads return None when Redis cannot be reached, so the reader falls back to
-    the run store instead of spinning.
+    the run store instead of spinning. An async reader has a ``redis.asyncio``
+    client of its own, opened by its first read and closed by ``aclose`` when
+    its iteration ends: an asyncio connection belongs to the loop that opened
+    it, and clients kept per loop outlived their loop (each ``asyncio.run`` that
+    read events left a Redis connection open, and the closed loop in memory).
     """
 
-    def __init__(self, client: redis.Redis, run_id: str, async_clients: AsyncRedisClients | None = None) -> None:
+    def __init__(self, client: redis.Redis, run_id: str, async_url: str | None = None) -> None:
         self.client = client
-        self.async_clients = async_clients
+        self.async_url = async_url
+        self._async_client: redis.asyncio.Redis | None = None
         self.key = stream_key(run_id)
 
     def covers(self, position: str) -> bool:
@@ -266,22 +243,33 @@ class RedisLiveSource:
         return _entries(result)
 
     async def acovers(self, position: str) -> bool:
-        if self.async_clients is None:
+        if self.async_url is None:
             return await asyncio.to_thread(self.covers, position)
         try:
-            info = await self.async_clients.get().xinfo_stream(self.key)
+            info = await self._async().xinfo_stream(self.key)
         except redis.RedisError:
             return False
         return _covers(info, position)
 
     async def aread(self, position: str, block: float) -> list[tuple[str, StreamEvent]] | None:
-        if self.async_clients is None:
+        if self.async_url is None:
             return await asyncio.to_thread(self.read, position, block)
         try:
-            result = await self.async_clients.get().xread({self.key: position or "0"}, count=500, block=_block_ms(block))
+            result = await self._async().xread({self.key: position or "0"}, count=500, block=_block_ms(block))
         except redis.RedisError:
             return None
         return _entries(result)
+
+    async def aclose(self) -> None:
+        """Close this reader's asyncio connection (Execution.events() calls it when an iteration ends)."""
+        client, self._async_client = self._async_client, None
+        if client is not None:
+            await client.aclose()
+
+    def _async(self) -> redis.asyncio.Redis:
+        if self._async_client is None:
+            self._async_client = connect_async(str(self.async_url))
+        return self._async_client
 
 
 def _covers(info: dict[Any, Any], position: str) -> bool:
@@ -326,7 +314,6 @@ def _id_le(first: str, position: str) -> bool:
 
 
 __all__ = [
-    "AsyncRedisClients",
     "MAX_BLOCK_SECONDS",
     "MAX_EVENTS",
     "RETENTION_SECONDS",
@@ -334,5 +321,6 @@ __all__ = [
     "RedisEventSink",
     "RedisLiveSource",
     "connect",
+    "connect_async",
     "stream_key",
 ]

@@ -321,6 +321,27 @@ def test_on_event_and_async_iteration_in_the_starting_process(dist, workers):
     assert [e.seq for e in received if e.seq is not None] == durable and received[-1].type == "run_stop"
 
 
+def test_reading_events_from_one_event_loop_after_another_leaves_no_redis_connection_open(dist, workers):
+    """A CLI or a sync app may asyncio.run each read: a loop's Redis connection must end with its reading."""
+    import redis
+
+    execution = dist_app.StepAgent.start_execution("Record every step.")
+    execution.wait(timeout=60)
+    server = redis.Redis.from_url(dist.redis.url)
+
+    def readers() -> int:
+        return sum(client["cmd"] in ("xread", "xinfo|stream") for client in server.client_list())
+
+    async def follow() -> list:
+        return [event.type async for event in execution.events()]
+
+    for _ in range(5):
+        assert asyncio.run(follow())[-1] == "run_stop"
+
+    assert readers() == 0
+    server.close()
+
+
 def test_a_failing_on_event_consumer_cancels_the_run_and_wait_raises_its_error(dist, workers):
     hold(dist, 0)
 

@@ -5,7 +5,7 @@ is quiet. redis-py 8 gives sockets a 5 s timeout by default, so that read used
 to raise, the reader took Redis for unreachable and then paused for 5 s without
 reading the stream: live events of a run that had been quiet arrived up to 5 s
 late. These reads run against the real redis-server with the clients
-CeleryBackend builds (lg_workers.streams.connect / AsyncRedisClients).
+CeleryBackend builds (lg_workers.streams.connect / connect_async).
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from __future__ import annotations
 import asyncio
 
 from lg_core.execution import MAX_QUIET_SECONDS
-from lg_workers.streams import AsyncRedisClients, RedisLiveSource, connect
+from lg_workers.streams import RedisLiveSource, connect
 
 
 def test_the_longest_blocking_read_of_a_quiet_stream_returns_empty(redis_server):
     client = connect(redis_server.url)
-    clients = AsyncRedisClients(redis_server.url)
-    source = RedisLiveSource(client, "a-quiet-run", clients)
+    source = RedisLiveSource(client, "a-quiet-run", redis_server.url)
 
     async def both() -> tuple[object, object]:
         try:
@@ -28,7 +27,7 @@ def test_the_longest_blocking_read_of_a_quiet_stream_returns_empty(redis_server)
                 source.aread("0", MAX_QUIET_SECONDS),
             )
         finally:
-            await clients.aclose()
+            await source.aclose()
 
     try:
         blocking, awaited = asyncio.run(both())
