@@ -337,15 +337,16 @@ class Run:
         weakref.finalize(self, _close_released, self.id, self._closers)
 
     def once(self, key: str, block: Callable[[], Any]) -> Any:
-        """Run ``block`` at most once successfully for ``key`` in this run (durably)."""
-        with self._once_lock:
-            store = self.runtime.store
-            step_key = f"once/{key}"
-            if store.load_step(self.id, step_key) is not None:
-                return None
-            value = block()
-            store.record_once(self.id, step_key)
-            return value
+        """Run ``block`` at most once successfully for ``key`` in this run (durably).
+
+        Concurrent callers, on any thread or worker of the run, are serialized
+        (lg_core.engine.once); the one that performs the block gets its value,
+        the others None. A block that raises leaves the key free to try again.
+        """
+        from lg_core.engine.once import perform_once  # the engine imports this module
+
+        with self._once_lock:  # this process's callers queue here, not on the store
+            return perform_once(self, key, block)
 
     def context(self, state: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None) -> RunContext:
         return RunContext(state=state, cancellation_token=self.cancellation_token, deadline=self.invocation.deadline_at, metadata=metadata)

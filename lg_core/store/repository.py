@@ -33,6 +33,8 @@ from lg_core.store.records import (
     dumps,
     loads,
 )
+from lg_core.store import once as once_claims
+from lg_core.store.once import OnceClaim
 from lg_core.store.retention import PruneReport, prune
 from lg_core.store.sessions import (
     activate_after_txn,
@@ -446,17 +448,15 @@ class RunStore:
             self._insert_events_txn(tx, run_id, first, events, now)
         return first
 
-    @retry_transient
-    def record_once(self, run_id: str, key: str) -> None:
-        """Record that ``Run.once`` completed ``key`` (a succeeded step row)."""
-        now = time.time()
-        with self.db.transaction() as tx:
-            if tx.fetchone("select_step", {"run_id": run_id, "key": key}) is None:
-                tx.execute(
-                    "insert_done_step",
-                    {"run_id": run_id, "key": key, "frame_id": f"{run_id}/root", "kind": "once", "status": "succeeded",
-                     "attempts": 1, "created_at": now, "finished_at": now, "checkpoint": None, "event_seq": None},
-                )
+    def claim_once(self, run_id: str, key: str, holder: str, lease_seconds: float) -> OnceClaim:
+        """Claim ``Run.once``'s ``key`` for ``holder``, or say who holds it (lg_core.store.once)."""
+        return once_claims.claim(self.db, run_id, key, holder, lease_seconds)
+
+    def finish_once(self, run_id: str, key: str, holder: str) -> bool:
+        return once_claims.finish(self.db, run_id, key, holder)
+
+    def drop_once(self, run_id: str, key: str, holder: str | None) -> bool:
+        return once_claims.drop(self.db, run_id, key, holder)
 
     @retry_transient
     def add_interjection(

@@ -326,7 +326,17 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     )
     .values(lease_until=bindparam("lease_until")),
     # Only the steps the holder is executing (Heartbeat): a claim it left behind must expire.
-    "renew_lease": lambda: update(steps).where(_held_by_holder()).values(lease_until=bindparam("lease_until")),
+    # A running step, or a Run.once claim ("started"), this holder is executing.
+    "renew_lease": lambda: update(steps)
+    .where(
+        and_(
+            steps.c.run_id == bindparam("run_id"),
+            steps.c.key == bindparam("key"),
+            or_(steps.c.status == "running", steps.c.status == "started"),
+            steps.c.holder == bindparam("holder"),
+        )
+    )
+    .values(lease_until=bindparam("lease_until")),
     "request_cancel": lambda: update(runs)
     .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "running"))
     .values(cancel_requested=1, updated_at=bindparam("now")),
@@ -702,4 +712,29 @@ RETENTION_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
 }
 STATEMENTS.update(RETENTION_STATEMENTS)
 
-__all__ = ["BATCH_COLUMNS", "FRAME_COLUMNS", "RECOVERY_STATEMENTS", "RETENTION_STATEMENTS", "RUN_COLUMNS", "SESSION_COLUMNS", "SESSION_STATEMENTS", "STATEMENTS", "STATUS_CHUNK", "STEP_COLUMNS"]
+
+# -- Run.once across processes (lg_core.store.once) --------------------------------------------
+# A ``once/<key>`` step row is the claim: ``started`` while its holder performs the block
+# (leased and renewed like a running step), ``succeeded`` once it returned.
+def _started_once(holder: str) -> ColumnElement[bool]:
+    return and_(
+        steps.c.run_id == bindparam("run_id"),
+        steps.c.key == bindparam("key"),
+        steps.c.status == "started",
+        steps.c.holder == bindparam(holder),
+    )
+
+
+ONCE_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
+    "insert_once_claim": _insert(
+        steps, ("run_id", "key", "frame_id", "kind", "status", "attempts", "holder", "lease_until", "created_at", "started_at")
+    ),
+    "finish_once": lambda: update(steps)
+    .where(_started_once("holder"))
+    .values(status="succeeded", finished_at=bindparam("now"), lease_until=null()),
+    # The holder's block raised (it may be tried again), or the holder is gone (``stale``).
+    "drop_once_claim": lambda: delete(steps).where(_started_once("holder")),
+}
+STATEMENTS.update(ONCE_STATEMENTS)
+
+__all__ = ["BATCH_COLUMNS", "FRAME_COLUMNS", "ONCE_STATEMENTS", "RECOVERY_STATEMENTS", "RETENTION_STATEMENTS", "RUN_COLUMNS", "SESSION_COLUMNS", "SESSION_STATEMENTS", "STATEMENTS", "STATUS_CHUNK", "STEP_COLUMNS"]

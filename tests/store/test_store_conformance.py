@@ -306,11 +306,35 @@ def test_concurrent_commits_on_one_frame_allow_one_winner_per_version(store):
     assert store.load_frame("r1/root").version == 1
 
 
-def test_record_once_is_idempotent(store):
+def test_a_once_claim_is_held_then_done_or_dropped(store):
     _create(store)
-    store.record_once("r1", "once/email")
-    store.record_once("r1", "once/email")
+    assert store.claim_once("r1", "once/email", "host:1:1", 15).state == "claimed"
+    held = store.claim_once("r1", "once/email", "host:2:2", 15)
+    assert (held.state, held.holder) == ("held", "host:1:1") and held.lease_until > time.time()
+    assert not store.finish_once("r1", "once/email", "host:2:2")  # only the holder settles its claim
+    assert store.finish_once("r1", "once/email", "host:1:1")
+    assert store.claim_once("r1", "once/email", "host:2:2", 15).state == "done"
     assert store.load_step("r1", "once/email").status == "succeeded"
+
+    assert store.claim_once("r1", "once/sms", "host:1:1", 15).state == "claimed"
+    assert store.drop_once("r1", "once/sms", "host:1:1")  # the block raised: the key is free again
+    assert store.claim_once("r1", "once/sms", "host:2:2", 15).state == "claimed"
+    assert [s.key for s in store.load_steps("r1", open_only=True)] == ["root/turn-0/model"]  # not an open step
+
+
+def test_concurrent_once_claims_have_one_winner(store):
+    _create(store)
+    results: list[str] = []
+
+    def claim(i: int) -> None:
+        results.append(store.claim_once("r1", "once/charge", f"host:{i}:1", 15).state)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["claimed"] + ["held"] * 5
 
 
 class _AddTool(Tool):
