@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
+from lg_core.store import once as once_claims
 from lg_core.store.database import Database, Submitted, Transaction, retry_transient
+from lg_core.store.once import OnceClaim
 from lg_core.store.records import (
     RUN_TERMINAL,
     STEP_OPEN,
@@ -33,8 +35,6 @@ from lg_core.store.records import (
     dumps,
     loads,
 )
-from lg_core.store import once as once_claims
-from lg_core.store.once import OnceClaim
 from lg_core.store.retention import PruneReport, prune
 from lg_core.store.sessions import (
     activate_after_txn,
