@@ -1,0 +1,18 @@
+"""The ``openai`` adapter: OpenAI's Chat Completions wire API, also spoken by OpenRouter,
+vLLM, Ollama, LM Studio and other compatible servers (point ``base_url`` at them).
+
+Ownership, one concern per module:
+
+* ``_connection``: options, API key, base URL, timeouts, the httpx client.
+* ``_request``: a ModelRequest as a request body.
+* ``_stream``: ``chat.completion.chunk`` events as StreamEvents and a ModelResponse.
+* ``_errors``: every failure as a ProviderError, in one function.
+* ``_provider``: the Provider that ties them together.
+"""
+
+from __future__ import annotations
+
+from lg_core.providers.openai._connection import DEFAULT_BASE_URL
+from lg_core.providers.openai._provider import OpenAIProvider
+
+__all__ = ["DEFAULT_BASE_URL", "OpenAIProvider"]

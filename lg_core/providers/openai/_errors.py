@@ -1,0 +1,128 @@
+"""Error mapping for the OpenAI-compatible provider: the one place failures become ours.
+
+Everything that can go wrong between us and the endpoint arrives here: an
+httpx exception (no response, a broken stream, a timeout), an error status
+with its body, or an ``{"error": ...}`` object inside an otherwise successful
+stream (OpenRouter reports upstream failures that way). :func:`provider_error`
+turns each into a ProviderError subclass whose ``retryable`` tells the engine
+whether repeating the same request may succeed (the spec's
+``HTTPError#retryable?``): the engine retries those and announces each retry
+with ``model_retry``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+import httpx_sse
+
+from lg_core.errors import ContextWindowOverflowError, HTTPError, ProtocolError, ProviderError
+
+# 408 timeout, 409 conflict (OpenAI's "please retry"), 429 rate limit; 5xx are added below.
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+# In-stream error types and codes that say "try again" rather than "this request is wrong".
+_RETRYABLE_KINDS = frozenset({"server_error", "rate_limit_exceeded", "rate_limit_error", "overloaded_error", "timeout"})
+_CONTEXT_MARKERS = ("context_length_exceeded", "maximum context length", "context window", "too many tokens")
+REDACTED = "[redacted]"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ErrorReply:
+    """An error the endpoint answered with: an HTTP status and body, or (``status=None``) a stream error object."""
+
+    status: int | None
+    body: str
+
+
+def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret: str | None = None) -> ProviderError:
+    """The ProviderError for ``cause``; ``secret`` (the API key) never appears in its message or body."""
+    if isinstance(cause, httpx_sse.SSEError):  # a TransportError subclass, but the server's fault, not the network's
+        return ProtocolError(f"{endpoint} did not answer with an event stream: {cause}")
+    if isinstance(cause, httpx.HTTPError):
+        return _transport_error(cause, endpoint)
+    body = _redact(cause.body, secret)
+    detail = _detail(body)
+    if _is_context_overflow(detail, body):
+        return ContextWindowOverflowError(
+            f"{endpoint} rejected the request as longer than the model's context window: {detail['message']}",
+            status=cause.status,
+        )
+    if cause.status is None:
+        return _stream_error(detail, endpoint)
+    return HTTPError(
+        _status_message(cause.status, detail, endpoint),
+        status=cause.status,
+        body=body,
+        retryable=cause.status in RETRYABLE_STATUSES or cause.status >= 500,
+    )
+
+
+def _transport_error(cause: httpx.HTTPError, endpoint: str) -> ProviderError:
+    """No (complete) response: connection refused or dropped, a timeout, a broken chunked body."""
+    if isinstance(cause, httpx.TimeoutException):
+        return HTTPError(f"{endpoint} did not answer in time ({type(cause).__name__})", retryable=True)
+    if isinstance(cause, (httpx.TransportError, httpx.StreamError)):
+        reason = str(cause) or type(cause).__name__
+        return HTTPError(f"the connection to {endpoint} failed: {reason}", retryable=True)
+    return ProviderError(f"the request to {endpoint} failed: {cause}")
+
+
+def _stream_error(detail: dict[str, Any], endpoint: str) -> ProviderError:
+    """An error object sent inside a 200 stream (the spec's OpenAICompatible::StreamError)."""
+    code, kind = detail.get("code"), detail.get("type")
+    if isinstance(code, int) and not isinstance(code, bool):  # OpenRouter passes the upstream status as the code
+        retryable = code in RETRYABLE_STATUSES or code >= 500
+    else:
+        retryable = bool({str(code), str(kind)} & _RETRYABLE_KINDS)
+    return ProviderError(
+        f"{endpoint} reported an error mid-stream: {detail['message']}",
+        retryable=retryable,
+        error_type=kind,
+        code=code,
+    )
+
+
+def _detail(body: str) -> dict[str, Any]:
+    """``{"message", "type", "code"}`` from an OpenAI-style error body; the raw text when it is not one."""
+    try:
+        data = json.loads(body) if body else None
+    except json.JSONDecodeError:
+        data = None
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, str):
+        error = {"message": error}
+    if not isinstance(error, dict):
+        return {"message": body.strip()[:300] or "no error body"}
+    message = error.get("message") or body.strip()[:300] or "no error message"
+    return {"message": str(message), "type": error.get("type"), "code": error.get("code")}
+
+
+def _is_context_overflow(detail: dict[str, Any], body: str) -> bool:
+    text = f"{detail.get('code')} {detail['message']}".lower()
+    return any(marker in text for marker in _CONTEXT_MARKERS)
+
+
+def _status_message(status: int, detail: dict[str, Any], endpoint: str) -> str:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "error"
+    code = detail.get("code") or detail.get("type")
+    suffix = f" ({code})" if code else ""
+    hint = " Check the connection's api_key or api_key_env." if status in (401, 403) else ""
+    message = detail["message"].rstrip(". ")
+    return f"{endpoint} answered {status} {phrase}: {message}{suffix}.{hint}"
+
+
+def _redact(text: str, secret: str | None) -> str:
+    """``text`` without ``secret``: an endpoint may echo the key it refused."""
+    if secret and secret in text:
+        return text.replace(secret, REDACTED)
+    return text
+
+
+__all__ = ["ErrorReply", "RETRYABLE_STATUSES", "provider_error"]

@@ -1,0 +1,212 @@
+"""Stream parsing: ``chat.completion.chunk`` events as StreamEvents and one ModelResponse.
+
+Chat Completions streams deltas: text pieces, tool-call fragments keyed by
+``index`` (the first carries the call's id and name, later ones carry pieces
+of its JSON arguments), a ``finish_reason``, and with ``include_usage`` a last
+chunk with no choices and the usage. :class:`ChunkReader` folds them into the
+same events the scripted provider yields, ending with ``message_stop``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from lg_core.content import Reasoning, Text, ToolUse
+from lg_core.errors import HTTPError, MalformedToolCallError, ProtocolError, ProviderError
+from lg_core.events import StreamEvent
+from lg_core.messages import Message
+from lg_core.models.request import ModelResponse
+from lg_core.providers.openai._errors import ErrorReply
+from lg_core.usage import Usage
+
+DONE = "[DONE]"
+STOP_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
+
+
+@dataclasses.dataclass
+class _ToolCall:
+    """One tool call being assembled from its fragments."""
+
+    id: str
+    name: str = ""
+    arguments: list[str] = dataclasses.field(default_factory=list)
+    started: bool = False
+
+    def tool_use(self) -> ToolUse:
+        text = "".join(self.arguments).strip()
+        if not self.name:
+            raise MalformedToolCallError(f"the model sent tool call {self.id!r} without a function name")
+        try:
+            arguments = json.loads(text) if text else {}
+        except json.JSONDecodeError:
+            raise MalformedToolCallError(
+                f"tool call {self.name!r} has arguments that are not JSON: {text[:80]!r}"
+            ) from None
+        if not isinstance(arguments, dict):
+            raise MalformedToolCallError(
+                f"tool call {self.name!r} has {type(arguments).__name__} arguments; tool input must be a JSON object"
+            )
+        return ToolUse(id=self.id, name=self.name, input=arguments)
+
+
+class ChunkReader:
+    """Folds the chunks of one response into StreamEvents and, at the end, the ModelResponse."""
+
+    def __init__(self, target: str, sequence: int) -> None:
+        self.target = target
+        self.sequence = sequence
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, _ToolCall] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.metadata: dict[str, Any] = {"model": target}
+
+    def feed(self, chunk: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        """The events one chunk adds."""
+        if chunk.get("id") and "id" not in self.metadata:
+            self.metadata["id"] = str(chunk["id"])
+            self.metadata["provider_model"] = chunk.get("model")
+        if isinstance(chunk.get("usage"), Mapping):
+            self.usage = usage_from(chunk["usage"])
+        for choice in chunk.get("choices") or ():
+            if isinstance(choice, Mapping) and choice.get("index", 0) == 0:
+                yield from self._choice(choice)
+
+    def _choice(self, choice: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        delta = choice.get("delta") or {}
+        reasoning = delta.get("reasoning") or delta.get("reasoning_content")
+        if isinstance(reasoning, str) and reasoning:
+            self.reasoning.append(reasoning)
+            yield StreamEvent.build("reasoning_delta", text=reasoning)
+        for key in ("content", "refusal"):  # a refusal is what the model said instead of an answer
+            piece = delta.get(key)
+            if isinstance(piece, str) and piece:
+                self.text.append(piece)
+                yield StreamEvent.build("text_delta", text=piece)
+        for fragment in delta.get("tool_calls") or ():
+            yield from self._tool_fragment(fragment)
+        if choice.get("finish_reason"):
+            self.finish_reason = str(choice["finish_reason"])
+
+    def _tool_fragment(self, fragment: Mapping[str, Any]) -> Iterator[StreamEvent]:
+        call = self._call_for(fragment)
+        function = fragment.get("function") or {}
+        if function.get("name") and not call.name:
+            call.name = str(function["name"])
+        pieces = function.get("arguments")
+        if isinstance(pieces, str) and pieces:
+            call.arguments.append(pieces)
+        if not call.started and call.name:
+            call.started = True
+            yield StreamEvent.build("tool_call_start", id=call.id, name=call.name)
+            pieces = "".join(call.arguments)  # fragments that came before the name
+        if call.started and isinstance(pieces, str) and pieces:
+            yield StreamEvent.build("tool_call_delta", id=call.id, arguments=pieces)
+
+    def _call_for(self, fragment: Mapping[str, Any]) -> _ToolCall:
+        """The call a fragment continues: by ``index``; servers that omit it send one call's fragments in a row."""
+        index = fragment.get("index")
+        if not isinstance(index, int):
+            fresh = fragment.get("id") and all(call.id != fragment["id"] for call in self.calls.values())
+            index = len(self.calls) if (fresh or not self.calls) else max(self.calls)
+        call = self.calls.get(index)
+        if call is None:
+            call_id = fragment.get("id") or f"call_{self.sequence}_{index}"
+            call = self.calls[index] = _ToolCall(id=str(call_id))
+        return call
+
+    def finish(self) -> Iterator[StreamEvent]:
+        """Close the tool calls, report usage, and end with ``message_stop`` carrying the response."""
+        blocks: list[Any] = []
+        if self.reasoning:
+            blocks.append(Reasoning(text="".join(self.reasoning)))
+        if self.text:
+            blocks.append(Text(text="".join(self.text)))
+        for index in sorted(self.calls):
+            use = self.calls[index].tool_use()
+            if not self.calls[index].started:
+                yield StreamEvent.build("tool_call_start", id=use.id, name=use.name)
+            yield StreamEvent.build("tool_call_stop", id=use.id, name=use.name, input=use.input)
+            blocks.append(use)
+        usage = self.usage or Usage()
+        yield StreamEvent.build("usage", usage=usage)
+        stop_reason = self._stop_reason()
+        self.metadata["finish_reason"] = self.finish_reason
+        response = ModelResponse(
+            message=Message(role="assistant", content=blocks), stop_reason=stop_reason, usage=usage, metadata=self.metadata
+        )
+        yield StreamEvent.build("message_stop", stop_reason=stop_reason, response=response)
+
+    def _stop_reason(self) -> str:
+        if self.calls and self.finish_reason in (None, "stop", "tool_calls", "function_call"):
+            return "tool_use"  # some compatible servers say "stop" after tool calls
+        return STOP_REASONS.get(self.finish_reason or "", "other")
+
+
+def usage_from(data: Mapping[str, Any]) -> Usage:
+    """OpenAI's counts as the spec's separate fields: uncached input, cache reads, visible output, reasoning."""
+    cached = _count((data.get("prompt_tokens_details") or {}).get("cached_tokens"))
+    reasoning = _count((data.get("completion_tokens_details") or {}).get("reasoning_tokens"))
+    return Usage(
+        input_tokens=max(_count(data.get("prompt_tokens")) - cached, 0),
+        output_tokens=max(_count(data.get("completion_tokens")) - reasoning, 0),
+        cache_read_tokens=cached,
+        reasoning_tokens=reasoning,
+    )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def read_stream(
+    events: Iterable[Any],
+    reader: ChunkReader,
+    *,
+    interrupt: Callable[[], None],
+    on_error: Callable[[ErrorReply], ProviderError],
+    endpoint: str,
+) -> Iterator[StreamEvent]:
+    """The StreamEvents of an SSE stream (``events`` have ``.data``), checking ``interrupt`` between chunks."""
+    done = False
+    for sse in events:
+        interrupt()
+        data = sse.data
+        if data.strip() == DONE:
+            done = True
+            break
+        if not data.strip():
+            continue
+        chunk = _parse(data, endpoint)
+        if "error" in chunk:
+            raise on_error(ErrorReply(None, data))
+        yield from reader.feed(chunk)
+    if not done and reader.finish_reason is None:
+        raise HTTPError(f"the stream from {endpoint} ended before the response was complete", retryable=True)
+    interrupt()
+    yield from reader.finish()
+
+
+def _parse(data: str, endpoint: str) -> Mapping[str, Any]:
+    try:
+        chunk = json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(
+            f"{endpoint} sent a stream chunk that is not JSON ({exc.msg} at position {exc.pos}): {data[:120]!r}"
+        ) from None
+    if not isinstance(chunk, dict):
+        raise ProtocolError(f"{endpoint} sent a stream chunk that is not a JSON object: {data[:120]!r}")
+    return chunk
+
+
+__all__ = ["ChunkReader", "read_stream", "usage_from"]
