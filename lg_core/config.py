@@ -40,7 +40,10 @@ from lg_core.errors import ConfigurationError
 
 ENV_PREFIX = "LG_"
 # What a JSON-valued environment variable looks like, for the error message of a bad one.
-_JSON_EXAMPLES = {"rate_limits": '{"openai": "600/min"}'}
+_JSON_EXAMPLES = {
+    "rate_limits": '{"openai": "600/min"}',
+    "provider_adapters": '{"gateway": "myapp.providers:GatewayProvider"}',
+}
 # The broker URL schemes that both Celery (kombu) and redis-py accept.
 REDIS_SCHEMES = ("redis", "rediss")
 
@@ -61,6 +64,13 @@ class Configuration(BaseSettings):
     broker_url: str | None = Field(None, description="Celery broker URL (Redis) for distributed runs")
     imports: Annotated[list[str], NoDecode] = Field(default_factory=list, description="modules workers import")
     providers: dict[str, dict[str, Any]] = Field(default_factory=dict, description="provider connections by name")
+    provider_adapters: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "application provider adapters by name: {'gateway': 'myapp.providers:GatewayProvider'} or the "
+            "Provider subclass itself; a connection selects one with {'adapter': 'gateway'}"
+        ),
+    )
     models: dict[str, dict[str, Any]] = Field(default_factory=dict, description="model roles: {role: {target, settings}}")
     default_model: str | None = None
     rate_limits: dict[str, str] = Field(
@@ -180,6 +190,13 @@ class Configuration(BaseSettings):
                 raise ValueError(f"rate_limits[{connection!r}]: {exc}") from None
         return checked
 
+    @field_validator("provider_adapters")
+    @classmethod
+    def _provider_adapters(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Import and check every adapter now: a typo in a path fails at configuration time, naming
+        the adapter, not at the first model call of a run on a worker."""
+        return {name: _provider_class(name, adapter) for name, adapter in value.items()}
+
     @field_validator("run_retention")
     @classmethod
     def _run_retention(cls, value: str | None) -> str | None:
@@ -241,6 +258,11 @@ class Configuration(BaseSettings):
         except ValidationError as exc:
             raise ConfigurationError(_describe(exc)) from None
 
+    def provider_adapter(self, name: str, adapter: Any) -> None:
+        """Register a provider adapter under ``name`` (the spec's ``provider_adapter``): a Provider
+        subclass or its import path ``module:Class``, built for each connection naming it."""
+        self.provider_adapters = {**self.provider_adapters, name: adapter}
+
     def runtime(self) -> Any:
         """The shared Runtime for this configuration, built (and the configuration locked) on first use."""
         if self._runtime is None:
@@ -273,6 +295,23 @@ def _redis_url_problem(url: str) -> str | None:
     if database and not database.isdigit():
         return f"the database after the host must be a number, got {database!r}"
     return None
+
+
+def _provider_class(name: Any, adapter: Any) -> Any:
+    """The Provider subclass registered as adapter ``name`` (imported when given as a path)."""
+    from lg_core.import_path import import_attribute
+    from lg_core.providers import Provider
+
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"provider adapter names are non-empty strings without ':', got {name!r}")
+    if isinstance(adapter, str):
+        try:
+            adapter = import_attribute(adapter)
+        except (ValueError, ImportError, AttributeError) as exc:
+            raise ValueError(f"adapter {name!r}: {adapter!r} cannot be imported ({exc}); write it as 'module:Class'") from None
+    if not (isinstance(adapter, type) and issubclass(adapter, Provider)):
+        raise ValueError(f"adapter {name!r} must be a lg_core.providers.Provider subclass, got {adapter!r}")
+    return adapter
 
 
 def _import_callable(path: str, setting: str) -> Any:

@@ -73,6 +73,7 @@ class Runtime:
         )
         self.resolver = ModelResolver(
             providers=configuration.providers,
+            adapters=configuration.provider_adapters,
             profiles=configuration.models,
             default_model=configuration.default_model,
         )

@@ -1,0 +1,98 @@
+"""Application provider adapters: registered by name in the configuration, checked when configured."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lg_core import Agent, Configuration, ConfigurationError, configure
+from lg_core.events import StreamEvent
+from lg_core.messages import Message
+from lg_core.models.request import ModelCapabilities, ModelResponse
+from lg_core.providers import OpenAIProvider, Provider
+
+
+class EchoProvider(Provider):
+    """Answers with the last user message, prefixed by its connection's ``prefix`` option."""
+
+    adapter = "echo"
+
+    def capabilities(self, model_id):
+        return ModelCapabilities.permissive()
+
+    def stream(self, request, model_id):
+        text = f"{self.options.get('prefix', '')}{request.messages[-1].text}"
+        yield StreamEvent.build("message_start", model=f"{self.connection}:{model_id}")
+        yield StreamEvent.build("text_delta", text=text)
+        response = ModelResponse(message=Message(role="assistant", content=text))
+        yield StreamEvent.build("message_stop", stop_reason="end_turn", response=response)
+
+
+ECHO_PATH = f"{__name__}:EchoProvider"
+
+
+class EchoAgent(Agent):
+    model = "mine:any-model"
+
+
+def test_an_adapter_named_by_import_path_serves_its_connections(config):
+    configure(provider_adapters={"echo": ECHO_PATH}, providers={"mine": {"adapter": "echo", "prefix": "echo: "}})
+
+    run = EchoAgent.ask("hello")
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "echo: hello"
+    assert config.provider_adapters == {"echo": EchoProvider}
+
+
+def test_provider_adapter_registers_a_class_as_the_spec_method_does(config):
+    config.provider_adapter("echo", EchoProvider)
+    configure(providers={"mine": {"adapter": "echo"}})
+
+    assert EchoAgent.ask("hi").response == "hi"
+
+
+def test_the_openai_adapter_is_built_in(config):
+    configure(providers={"primary": {"adapter": "openai", "api_key": "sk-test"}})
+
+    model = config.runtime().resolver.resolve("primary:gpt-4o-mini")
+
+    assert isinstance(model.provider, OpenAIProvider)
+    assert model.capabilities == ModelCapabilities.permissive()
+
+
+def test_an_unimportable_adapter_path_fails_at_configuration_naming_it(config):
+    with pytest.raises(ConfigurationError, match=r"provider_adapters.*adapter 'gateway'.*'no_such_module:Gateway' cannot be imported"):
+        configure(provider_adapters={"gateway": "no_such_module:Gateway"})
+
+
+def test_an_adapter_that_is_not_a_provider_subclass_fails_at_configuration(config):
+    with pytest.raises(ConfigurationError, match=r"adapter 'gateway' must be a lg_core.providers.Provider subclass"):
+        configure(provider_adapters={"gateway": f"{__name__}:EchoAgent"})
+    with pytest.raises(ConfigurationError, match=r"adapter 'gateway' must be"):
+        config.provider_adapter("gateway", lambda connection, options: EchoProvider(connection, options))
+
+
+def test_adapters_come_from_the_environment_as_json(monkeypatch):
+    monkeypatch.setenv("LG_PROVIDER_ADAPTERS", json.dumps({"echo": ECHO_PATH}))
+
+    assert Configuration().provider_adapters == {"echo": EchoProvider}
+
+    monkeypatch.setenv("LG_PROVIDER_ADAPTERS", "echo=" + ECHO_PATH)
+    with pytest.raises(ConfigurationError, match=r"LG_PROVIDER_ADAPTERS.*not valid JSON.*GatewayProvider"):
+        Configuration()
+
+
+def test_adapters_come_from_the_config_file(tmp_path, monkeypatch):
+    path = tmp_path / "lg.yaml"
+    path.write_text(f"provider_adapters:\n  echo: {ECHO_PATH}\nproviders:\n  mine: {{adapter: echo}}\n")
+    monkeypatch.setenv("LG_CONFIG", str(path))
+
+    assert Configuration().provider_adapters == {"echo": EchoProvider}
+
+    path.write_text("provider_adapters:\n  echo: tests.providers:Missing\n")
+    with pytest.raises(ConfigurationError) as raised:
+        Configuration()
+    assert f"provider_adapters (in config file {path}): adapter 'echo'" in str(raised.value)
+    assert "'tests.providers:Missing' cannot be imported" in str(raised.value)
