@@ -1,0 +1,446 @@
+"""The openai adapter against a local server speaking OpenAI's streaming format over real HTTP.
+
+Every test runs whole agent runs (``ask`` / ``stream_ask``) through the engine,
+so what is checked is what a user sees: events, outcomes, errors, usage, and
+what the server received.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import httpx
+import pytest
+
+from lg_core import (
+    Agent,
+    ConfigurationError,
+    ContextWindowOverflowError,
+    CredentialError,
+    DeadlineExceededError,
+    HTTPError,
+    MalformedToolCallError,
+    ProtocolError,
+    ProviderError,
+    Tool,
+    configure,
+)
+from tests.providers.openai_server import (
+    chunk,
+    drop_after,
+    error,
+    serve,
+    stream,
+    text_chunks,
+    tool_call_chunks,
+    usage_chunk,
+)
+
+KEY = "sk-test-Zq7t0psecret"
+
+
+@pytest.fixture
+def server():
+    yield from serve()
+
+
+@pytest.fixture
+def connection(config, server):
+    """A connection named ``local`` to the local server."""
+    configure(
+        providers={
+            "local": {
+                "adapter": "openai",
+                "base_url": server.base_url,
+                "api_key": KEY,
+                "allow_insecure_http": True,
+                "organization": "org-test",
+                "headers": {"X-Title": "LittleGhost tests"},
+            }
+        }
+    )
+    return server
+
+
+class SupportAgent(Agent):
+    model = "local:gpt-4o-mini"
+    system_prompt = "Answer briefly."
+
+
+LOOKUP_SCHEMA = {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}
+
+
+class LookupTool(Tool):
+    description = "Look up a help center entry by topic."
+    input_schema = LOOKUP_SCHEMA
+
+    def call(self, input):
+        return f"entry for {input['topic']}"
+
+
+class ToolAgent(SupportAgent):
+    tools = [LookupTool]
+
+
+def lookup_call(call_id, topic, split_at=10):
+    arguments = json.dumps({"topic": topic})
+    return (call_id, "lookup", [arguments[:split_at], arguments[split_at:]])
+
+
+def types(run):
+    return [event.type for event in run.events()]
+
+
+# -- answers -----------------------------------------------------------------------------------------
+
+
+def test_a_streamed_answer_completes_the_run_with_its_usage(connection):
+    connection.reply(stream(text_chunks("Refunds take ", "30 days.", usage=(40, 7))))
+
+    run = SupportAgent.ask("How long do refunds take?", settings={"temperature": 0.2, "max_tokens": 200})
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Refunds take 30 days."
+    assert (run.usage.input_tokens, run.usage.output_tokens) == (40, 7)
+    [received] = connection.received
+    assert received.path == "/v1/chat/completions"
+    assert received.headers["authorization"] == f"Bearer {KEY}"
+    assert received.headers["openai-organization"] == "org-test"
+    assert received.headers["x-title"] == "LittleGhost tests"
+    assert received.body == {
+        "model": "gpt-4o-mini",
+        "messages": [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": "How long do refunds take?"},
+        ],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.2,
+        "max_tokens": 200,
+    }
+
+
+def test_stream_ask_yields_the_text_deltas_in_order(connection):
+    pieces = ["Re", "funds ", "take ", "thirty ", "days", "."]
+    connection.reply(stream(text_chunks(*pieces)))
+
+    run = SupportAgent.stream_ask("How long?")
+    events = list(run)
+
+    assert run.outcome == "completed", run.error
+    assert [e.data["text"] for e in events if e.type == "text_delta"] == pieces
+    kinds = [e.type for e in events]
+    assert kinds.index("message_start") < kinds.index("text_delta") < kinds.index("usage") < kinds.index("message_stop")
+
+
+def test_reasoning_deltas_from_compatible_servers_become_reasoning_events(connection):
+    connection.reply(stream([chunk({"role": "assistant", "reasoning_content": "The user greets. "}), *text_chunks("Hello!")]))
+
+    run = SupportAgent.stream_ask("Hi")
+    events = list(run)
+
+    assert [e.data["text"] for e in events if e.type == "reasoning_delta"] == ["The user greets. "]
+    assert run.response == "Hello!"
+
+
+def test_cached_and_reasoning_tokens_are_reported_apart(connection):
+    final = usage_chunk(100, 50, cached=60, reasoning=30)
+    connection.reply(stream([*text_chunks("ok")[:-1], final]))
+
+    usage = SupportAgent.ask("Hi").usage
+
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens, usage.reasoning_tokens) == (40, 60, 20, 30)
+    assert usage.total_tokens == 150
+
+
+# -- tools -------------------------------------------------------------------------------------------
+
+
+def test_a_tool_call_streamed_in_fragments_runs_the_tool_then_the_answer(connection):
+    connection.reply(
+        stream(tool_call_chunks(lookup_call("call_Abc1", "refunds", split_at=5))),
+        stream(text_chunks("Refunds: entry for refunds.")),
+    )
+
+    run = ToolAgent.stream_ask("Can I get a refund?")
+    events = list(run)
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Refunds: entry for refunds."
+    call_events = [(e.type, dict(e.data)) for e in events if e.data.get("id") == "call_Abc1"]
+    assert [kind for kind, _ in call_events][:3] == ["tool_call_start", "tool_call_delta", "tool_call_delta"]
+    assert "".join(d["arguments"] for kind, d in call_events if kind == "tool_call_delta") == '{"topic": "refunds"}'
+    assert ("tool_call_stop", {"id": "call_Abc1", "name": "lookup", "input": {"topic": "refunds"}}) in call_events
+    first, second = connection.received
+    assert first.body["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "lookup", "description": "Look up a help center entry by topic.", "parameters": LOOKUP_SCHEMA},
+        }
+    ]
+    assert second.body["messages"][-2:] == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_Abc1", "type": "function", "function": {"name": "lookup", "arguments": '{"topic": "refunds"}'}}],
+        },
+        {"role": "tool", "tool_call_id": "call_Abc1", "content": "entry for refunds"},
+    ]
+    assert run.usage.input_tokens == 30 + 12
+
+
+def test_parallel_tool_calls_in_one_turn_each_get_their_result(connection):
+    connection.reply(
+        stream(tool_call_chunks(lookup_call("call_1", "refunds"), lookup_call("call_2", "shipping"))),
+        stream(text_chunks("Both answered.")),
+    )
+
+    run = ToolAgent.ask("Refunds and shipping?")
+
+    assert run.outcome == "completed", run.error
+    tool_messages = [m for m in connection.received[1].body["messages"] if m["role"] == "tool"]
+    assert sorted((m["tool_call_id"], m["content"]) for m in tool_messages) == [
+        ("call_1", "entry for refunds"),
+        ("call_2", "entry for shipping"),
+    ]
+    calls = connection.received[1].body["messages"][-3]["tool_calls"]
+    assert [c["id"] for c in calls] == ["call_1", "call_2"]
+
+
+def test_tool_arguments_that_are_not_json_fail_the_run_as_a_malformed_tool_call(connection):
+    connection.reply(stream(tool_call_chunks(("call_1", "lookup", ['{"topic": ', "refunds}"]))))
+
+    run = ToolAgent.ask("Refunds?")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, MalformedToolCallError)
+    assert "lookup" in str(run.error)
+
+
+# -- structured results ------------------------------------------------------------------------------
+
+TRIAGE = {
+    "type": "object",
+    "properties": {"category": {"type": "string"}, "urgent": {"type": "boolean"}},
+    "required": ["category", "urgent"],
+    "additionalProperties": False,
+}
+
+
+class TriageAgent(SupportAgent):
+    result_schema = TRIAGE
+
+
+def test_a_result_schema_is_sent_as_response_format_and_the_json_answer_becomes_the_output(connection):
+    answer = json.dumps({"category": "delivery", "urgent": True})
+    connection.reply(stream(text_chunks(answer[:12], answer[12:])))
+
+    run = TriageAgent.ask("My package is missing.")
+
+    assert run.outcome == "completed", run.error
+    assert run.result.output == {"category": "delivery", "urgent": True}
+    response_format = connection.received[0].body["response_format"]
+    assert response_format["type"] == "json_schema"
+    assert response_format["json_schema"]["schema"] == TRIAGE
+    assert response_format["json_schema"]["name"]
+
+
+# -- errors and retries ------------------------------------------------------------------------------
+
+
+def test_a_rate_limit_is_retried_and_announced_with_model_retry(connection):
+    connection.reply(
+        error(429, "Rate limit reached for gpt-4o-mini. Please try again in 20ms.", type="requests", code="rate_limit_exceeded"),
+        stream(text_chunks("Done.")),
+    )
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Done."
+    assert len(connection.received) == 2
+    [retry] = [e for e in run.events() if e.type == "model_retry"]
+    assert retry.data["error_class"] == "HTTPError"
+    assert "429" in retry.data["message"]
+
+
+def test_a_rejected_key_fails_the_run_without_retrying_or_showing_the_key(connection):
+    connection.reply(
+        error(401, f"Incorrect API key provided: {KEY}. You can find your API key at https://platform.openai.com/account/api-keys.", code="invalid_api_key"),
+    )
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, HTTPError)
+    assert (run.error.status, run.error.retryable) == (401, False)
+    assert "401 Unauthorized" in str(run.error) and "api_key" in str(run.error)
+    assert KEY not in str(run.error) and KEY not in run.error.body
+    assert len(connection.received) == 1
+    assert "model_retry" not in types(run)
+
+
+def test_a_context_length_error_is_a_context_window_overflow(connection):
+    connection.reply(
+        error(400, "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.", code="context_length_exceeded")
+    )
+
+    run = SupportAgent.ask("Hi")
+
+    assert isinstance(run.error, ContextWindowOverflowError)
+    assert run.error.retryable is False
+
+
+def test_a_chunk_that_is_not_json_fails_the_run_with_a_protocol_error(connection):
+    connection.reply(stream([chunk({"role": "assistant", "content": ""}), '{"id": "chatcmpl-1", "choices": [']))
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert type(run.error) is ProtocolError
+    assert "not JSON" in str(run.error)
+    assert len(connection.received) == 1
+
+
+def test_an_error_object_inside_the_stream_is_a_provider_error(connection):
+    connection.reply(stream([chunk({"content": "Hel"}), {"error": {"message": "Upstream model is overloaded", "code": 400}}]))
+
+    run = SupportAgent.ask("Hi")
+
+    assert type(run.error) is ProviderError
+    assert "Upstream model is overloaded" in str(run.error)
+    assert run.error.retryable is False
+
+
+def test_a_connection_dropped_mid_stream_is_retried(connection):
+    connection.reply(
+        drop_after(text_chunks("Partial ", "answ")[:3]),
+        stream(text_chunks("Full answer.")),
+    )
+
+    run = SupportAgent.stream_ask("Hi")
+    events = list(run)
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Full answer."
+    kinds = [e.type for e in events]
+    retry = events[kinds.index("model_retry")]
+    assert retry.data["partial_text"] is True
+    assert kinds.index("text_delta") < kinds.index("model_retry")  # the superseded deltas came first
+
+
+def test_a_connection_that_keeps_dropping_fails_the_run_after_the_retries(connection):
+    connection.reply(*[drop_after(text_chunks("Part")[:2]) for _ in range(3)])
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, HTTPError)
+    assert run.error.retryable is True and run.error.status is None
+    assert len(connection.received) == 3
+
+
+def test_a_refused_connection_is_retried_then_fails_the_run(config):
+    with socket.socket() as probe:  # a port with nobody listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    configure(providers={"local": {"adapter": "openai", "base_url": f"http://127.0.0.1:{port}/v1", "api_key": KEY, "allow_insecure_http": True}})
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, HTTPError) and run.error.retryable
+    assert "connection to provider connection 'local'" in str(run.error)
+    assert types(run).count("model_retry") == 2
+
+
+# -- cancellation, deadlines and credentials --------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_cancelling_mid_stream_stops_the_run_between_chunks(connection):
+    released = threading.Event()
+    connection.reply(stream(text_chunks("First ", "second ", "third."), hold=released, hold_after=2))
+
+    run = SupportAgent.stream_ask("Hi")
+    seen = []
+    for event in run:
+        seen.append(event.type)
+        if event.type == "text_delta":
+            run.cancel("user left")
+            released.set()
+
+    assert run.outcome == "cancelled"
+    assert seen.count("text_delta") == 1
+    assert "message_stop" not in seen
+
+
+def test_a_deadline_ends_a_stalled_stream_as_partial(connection):
+    stalled = threading.Event()
+    connection.reply(stream(text_chunks("First ", "never sent."), hold=stalled, hold_after=2))
+    try:
+        run = SupportAgent.ask("Hi", deadline=0.5)
+    finally:
+        stalled.set()
+
+    assert run.outcome == "partial"
+    assert isinstance(run.error, DeadlineExceededError)
+    assert "model_retry" not in types(run)
+
+
+def test_a_missing_api_key_fails_the_run_with_a_credential_error_before_any_request(config, server, monkeypatch):
+    monkeypatch.delenv("LG_TEST_OPENAI_KEY", raising=False)
+    configure(providers={"local": {"adapter": "openai", "base_url": server.base_url, "api_key_env": "LG_TEST_OPENAI_KEY", "allow_insecure_http": True}})
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, CredentialError)
+    assert "$LG_TEST_OPENAI_KEY" in str(run.error)
+    assert server.received == []
+
+
+def test_the_key_is_read_from_the_named_environment_variable(config, server, monkeypatch):
+    monkeypatch.setenv("LG_TEST_OPENAI_KEY", "sk-from-env")
+    configure(providers={"local": {"adapter": "openai", "base_url": server.base_url, "api_key_env": "LG_TEST_OPENAI_KEY", "allow_insecure_http": True}})
+    server.reply(stream(text_chunks("ok")))
+
+    assert SupportAgent.ask("Hi").response == "ok"
+    assert server.received[0].headers["authorization"] == "Bearer sk-from-env"
+
+
+# -- connection options -------------------------------------------------------------------------------
+
+
+def test_an_injected_transport_replaces_the_network(config):
+    """The transport is the extension point (CONVENTIONS): an httpx.MockTransport needs no server."""
+    body = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in text_chunks("Mocked.")) + b"data: [DONE]\n\n"
+    seen = []
+
+    def handle(request):
+        seen.append(str(request.url))
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    configure(providers={"local": {"adapter": "openai", "api_key": KEY, "transport": httpx.MockTransport(handle)}})
+
+    assert SupportAgent.ask("Hi").response == "Mocked."
+    assert seen == ["https://api.openai.com/v1/chat/completions"]
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"base_url": "http://models.example.test/v1"}, "plain HTTP"),
+        ({"api_key_env": "X", "temprature": 0.2}, "unknown option 'temprature'"),
+        ({"timeout": 0}, "timeout must be a positive number"),
+        ({"headers": {"X-Retries": 3}}, "headers must map header names to strings"),
+        ({"transport": "mock"}, "transport must be an httpx transport"),
+    ],
+)
+def test_bad_connection_options_are_configuration_errors_naming_the_option(config, options, problem):
+    configure(providers={"local": {"adapter": "openai", "api_key": KEY, **options}})
+
+    with pytest.raises(ConfigurationError, match=problem):
+        SupportAgent.ask("Hi")
