@@ -1,0 +1,111 @@
+"""The openai adapter's pure parts: request bodies and chunk folding, for the cases a run rarely shows."""
+
+from __future__ import annotations
+
+import pytest
+
+from lg_core import ConfigurationError, MalformedToolCallError
+from lg_core.content import Image, Text, ToolResult, ToolUse
+from lg_core.messages import Message
+from lg_core.models.request import ModelCapabilities, ModelRequest, ToolSpecification
+from lg_core.providers.openai._request import build_body
+from lg_core.providers.openai._stream import ChunkReader
+
+PNG = b"\x89PNG\r\n\x1a\n"
+LOOKUP = ToolSpecification("lookup", "Look up a topic.", {"type": "object"})
+
+
+def body(permissive=True, **fields):
+    request = ModelRequest(messages=fields.pop("messages", (Message(role="user", content="Hi"),)), **fields)
+    capabilities = ModelCapabilities.permissive() if permissive else ModelCapabilities(tools=True)
+    return build_body(request, "gpt-4o-mini", capabilities)
+
+
+def test_an_image_is_sent_as_a_data_url_content_part():
+    message = Message(role="user", content=[Text(text="What is this?"), Image(data=PNG, media_type="image/png")])
+
+    [user] = body(messages=(message,))["messages"]
+
+    assert user["content"] == [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+    ]
+
+
+def test_an_error_tool_result_says_so_and_each_result_is_its_own_tool_message():
+    results = Message(
+        role="tool",
+        content=[
+            ToolResult(tool_use_id="a", content="boom", status="error"),
+            ToolResult(tool_use_id="b", content="fine", status="success"),
+        ],
+    )
+    calls = Message(role="assistant", content=[ToolUse(id="a", name="lookup", input={}), ToolUse(id="b", name="lookup", input={})])
+
+    messages = body(messages=(Message(role="user", content="Go"), calls, results))["messages"]
+
+    assert messages[2:] == [
+        {"role": "tool", "tool_call_id": "a", "content": "Error: boom"},
+        {"role": "tool", "tool_call_id": "b", "content": "fine"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("choice", "wire"),
+    [
+        ("auto", "auto"),
+        ("required", "required"),
+        ("lookup", {"type": "function", "function": {"name": "lookup"}}),
+        ({"name": "lookup"}, {"type": "function", "function": {"name": "lookup"}}),
+    ],
+)
+def test_tool_choice_names_force_that_function(choice, wire):
+    assert body(tools=(LOOKUP,), tool_choice=choice)["tool_choice"] == wire
+
+
+def test_response_format_needs_native_structured_output_and_a_wire_safe_name():
+    schema = {"name": "support triage!", "description": "Triage.", "schema": {"type": "object"}}
+
+    assert body(output_schema=schema)["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "support_triage_", "schema": {"type": "object"}, "description": "Triage."},
+    }
+    assert "response_format" not in body(permissive=False, output_schema=schema)
+
+
+def test_a_setting_may_not_replace_what_the_adapter_builds():
+    with pytest.raises(ConfigurationError, match="model setting 'stream' cannot be set"):
+        body(settings={"stream": False})
+
+
+def fragment(index, **fields):
+    return {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, **fields}]}, "finish_reason": None}]}
+
+
+def test_a_tool_call_whose_name_comes_late_still_starts_before_its_arguments():
+    reader = ChunkReader("local:m", sequence=3)
+    events = [
+        *reader.feed(fragment(0, function={"arguments": '{"topic":'})),
+        *reader.feed(fragment(0, function={"name": "lookup", "arguments": ' "x"}'})),
+        *reader.finish(),
+    ]
+
+    assert [(e.type, e.data.get("arguments")) for e in events][:2] == [("tool_call_start", None), ("tool_call_delta", '{"topic": "x"}')]
+    response = events[-1].data["response"]
+    assert response.tool_uses == [ToolUse(id="call_3_0", name="lookup", input={"topic": "x"})]
+    assert response.stop_reason == "tool_use"
+
+
+def test_tool_arguments_that_are_not_an_object_are_malformed():
+    reader = ChunkReader("local:m", sequence=0)
+    list(reader.feed(fragment(0, id="c", function={"name": "lookup", "arguments": "[1, 2]"})))
+
+    with pytest.raises(MalformedToolCallError, match="list arguments"):
+        list(reader.finish())
+
+
+def test_finish_reason_length_is_max_tokens():
+    reader = ChunkReader("local:m", sequence=0)
+    list(reader.feed({"choices": [{"index": 0, "delta": {"content": "cut"}, "finish_reason": "length"}]}))
+
+    assert list(reader.finish())[-1].data["stop_reason"] == "max_tokens"
