@@ -7,8 +7,10 @@ at bounded intervals.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
+from collections.abc import Callable
 
 from lg_core.errors import CancelledError
 
@@ -20,6 +22,7 @@ class CancellationToken:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._children: weakref.WeakSet[CancellationToken] = weakref.WeakSet()
+        self._callbacks: list[Callable[[], None]] = []
         self.reason: str | None = None
         if parent is not None:
             parent._attach(self)
@@ -39,8 +42,29 @@ class CancellationToken:
             self.reason = reason
             self._event.set()
             children = list(self._children)
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            with contextlib.suppress(Exception):  # a failing callback must not keep cancellation from the children
+                callback()
         for child in children:
             child.cancel(reason)
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once when this token is cancelled (now, if it already is); returns a remover.
+
+        For work blocked where it cannot poll, such as a socket read waiting for a
+        model's next chunk: the callback unblocks it (a provider shuts the socket).
+        """
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        callback()
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], None]) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._callbacks.remove(callback)
 
     @property
     def cancelled(self) -> bool:

@@ -92,7 +92,7 @@ def stream(events: Iterable[dict[str, Any] | str], *, done: bool = True, hold: t
         handler.start_stream()
         for index, event in enumerate(events):
             if hold is not None and index == hold_after:
-                hold.wait(30)
+                hold.wait(120)  # longer than any test timeout: a test that stalls fails, it does not pass late
             handler.write_chunk(sse(event))
         if done:
             handler.write_chunk(sse("[DONE]"))

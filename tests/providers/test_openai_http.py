@@ -377,6 +377,23 @@ def test_cancelling_mid_stream_stops_the_run_between_chunks(connection):
     assert "message_stop" not in seen
 
 
+@pytest.mark.timeout(60)
+def test_cancelling_while_the_server_stalls_ends_the_blocked_read(connection):
+    """The server sends nothing more until the test ends: only shutting the socket can stop the read."""
+    stalled = threading.Event()
+    connection.reply(stream(text_chunks("First ", "never sent."), hold=stalled, hold_after=2))
+    run = SupportAgent.stream_ask("Hi")
+    try:
+        for event in run:
+            if event.type == "text_delta":
+                run.cancel("user left")
+    finally:
+        stalled.set()
+
+    assert run.outcome == "cancelled"
+    assert "model_retry" not in types(run)
+
+
 def test_a_deadline_ends_a_stalled_stream_as_partial(connection):
     stalled = threading.Event()
     connection.reply(stream(text_chunks("First ", "never sent."), hold=stalled, hold_after=2))

@@ -8,6 +8,8 @@ stream parser (``_stream``) and the error mapping (``_errors``).
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -55,14 +57,18 @@ class OpenAIProvider(Provider):
             ) as response:
                 if response.status_code >= 400:
                     raise self._error(ErrorReply(response.status_code, _bounded_text(response)))
-                yield StreamEvent.build("message_start", model=target, sequence=sequence)
-                yield from read_stream(
-                    httpx_sse.EventSource(response).iter_sse(),
-                    ChunkReader(target, sequence),
-                    interrupt=lambda: _check_interrupt(request),
-                    on_error=self._error,
-                    endpoint=self.settings.endpoint,
-                )
+                forget = request.cancellation_token.on_cancel(lambda: _abort(response))
+                try:
+                    yield StreamEvent.build("message_start", model=target, sequence=sequence)
+                    yield from read_stream(
+                        httpx_sse.EventSource(response).iter_sse(),
+                        ChunkReader(target, sequence),
+                        interrupt=lambda: _check_interrupt(request),
+                        on_error=self._error,
+                        endpoint=self.settings.endpoint,
+                    )
+                finally:
+                    forget()
         except httpx.HTTPError as exc:
             _check_interrupt(request)  # a read cut short by the deadline is the deadline, not a network fault
             raise self._error(exc) from exc
@@ -106,6 +112,22 @@ def _check_interrupt(request: ModelRequest) -> None:
     request.cancellation_token.raise_if_cancelled()
     if request.deadline is not None and time.time() >= request.deadline.timestamp():
         raise DeadlineExceededError()
+
+
+def _abort(response: httpx.Response) -> None:
+    """Unblock a read waiting for the next chunk of a cancelled run's stream.
+
+    Checking the token between chunks is not enough when the server stalls: the
+    read would wait for the whole read timeout. Shutting the socket down (httpx's
+    public ``network_stream`` extension) ends that read at once; the stream then
+    fails and the provider raises CancelledError. Closing it instead would not
+    wake a read blocked in another thread.
+    """
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _bounded_text(response: httpx.Response) -> str:
