@@ -115,9 +115,14 @@ def drop_after(events: Iterable[dict[str, Any]]) -> Reply:
 
 def error(status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None) -> Reply:
     """An OpenAI error response: ``{"error": {"message", "type", "param", "code"}}``."""
+    return json_reply(status, {"error": {"message": message, "type": type, "param": None, "code": code}})
+
+
+def json_reply(status: int, payload: Any) -> Reply:
+    """A plain JSON response with ``status``."""
 
     def reply(handler: _Handler) -> None:
-        body = json.dumps({"error": {"message": message, "type": type, "param": None, "code": code}}).encode()
+        body = json.dumps(payload).encode()
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Content-Length", str(len(body)))

@@ -31,6 +31,7 @@ from tests.providers.openai_server import (
     chunk,
     drop_after,
     error,
+    json_reply,
     serve,
     stream,
     text_chunks,
@@ -302,6 +303,16 @@ def test_a_chunk_that_is_not_json_fails_the_run_with_a_protocol_error(connection
     assert type(run.error) is ProtocolError
     assert "not JSON" in str(run.error)
     assert len(connection.received) == 1
+
+
+def test_a_json_answer_instead_of_a_stream_is_a_protocol_error(connection):
+    """A server (or proxy) that ignores ``stream: true``."""
+    connection.reply(json_reply(200, {"id": "chatcmpl-1", "object": "chat.completion", "choices": []}))
+
+    run = SupportAgent.ask("Hi")
+
+    assert type(run.error) is ProtocolError
+    assert "did not answer with an event stream" in str(run.error)
 
 
 def test_an_error_object_inside_the_stream_is_a_provider_error(connection):

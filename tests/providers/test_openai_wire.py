@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from lg_core import ConfigurationError, MalformedToolCallError
+from lg_core import ConfigurationError, HTTPError, MalformedToolCallError
 from lg_core.content import Image, Text, ToolResult, ToolUse
 from lg_core.messages import Message
 from lg_core.models.request import ModelCapabilities, ModelRequest, ToolSpecification
+from lg_core.providers import MAX_ERROR_BODY_CHARS
+from lg_core.providers.openai._errors import ErrorReply, provider_error
 from lg_core.providers.openai._request import build_body
 from lg_core.providers.openai._stream import ChunkReader
 
@@ -109,3 +111,28 @@ def test_finish_reason_length_is_max_tokens():
     list(reader.feed({"choices": [{"index": 0, "delta": {"content": "cut"}, "finish_reason": "length"}]}))
 
     assert list(reader.finish())[-1].data["stop_reason"] == "max_tokens"
+
+
+# -- error mapping ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("status", "retryable"), [(400, False), (401, False), (403, False), (404, False), (408, True), (409, True), (429, True), (500, True), (502, True), (503, True)])
+def test_status_errors_are_retryable_only_when_repeating_may_succeed(status, retryable):
+    error = provider_error(ErrorReply(status, '{"error": {"message": "nope", "type": "x", "code": null}}'), endpoint="here")
+
+    assert type(error) is HTTPError
+    assert (error.status, error.retryable) == (status, retryable)
+    assert str(error).startswith(f"here answered {status} ")
+
+
+def test_a_body_that_is_not_json_is_kept_bounded_and_quoted_in_the_message():
+    error = provider_error(ErrorReply(502, "<html>Bad gateway</html>" + "x" * 10_000), endpoint="here")
+
+    assert "<html>Bad gateway</html>" in str(error)
+    assert len(error.body) == MAX_ERROR_BODY_CHARS
+
+
+def test_a_rate_limit_that_mentions_tokens_is_still_a_rate_limit():
+    body = '{"error": {"message": "Request too large: too many tokens per min", "code": "rate_limit_exceeded"}}'
+
+    assert type(provider_error(ErrorReply(429, body), endpoint="here")) is HTTPError

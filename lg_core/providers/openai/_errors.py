@@ -46,7 +46,7 @@ def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret
         return _transport_error(cause, endpoint)
     body = _redact(cause.body, secret)
     detail = _detail(body)
-    if _is_context_overflow(detail, body):
+    if cause.status in (None, 400, 413) and _is_context_overflow(detail):
         return ContextWindowOverflowError(
             f"{endpoint} rejected the request as longer than the model's context window: {detail['message']}",
             status=cause.status,
@@ -101,7 +101,8 @@ def _detail(body: str) -> dict[str, Any]:
     return {"message": str(message), "type": error.get("type"), "code": error.get("code")}
 
 
-def _is_context_overflow(detail: dict[str, Any], body: str) -> bool:
+def _is_context_overflow(detail: dict[str, Any]) -> bool:
+    """OpenAI says ``context_length_exceeded``; compatible servers only say it in words."""
     text = f"{detail.get('code')} {detail['message']}".lower()
     return any(marker in text for marker in _CONTEXT_MARKERS)
 
