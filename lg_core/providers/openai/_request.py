@@ -99,7 +99,7 @@ def _content(message: Message) -> str | list[dict[str, Any]]:
     """Plain text as a string (what every compatible server accepts); attachments as content parts."""
     blocks = [block for block in message.content if not isinstance(block, Reasoning)]
     if all(isinstance(block, Text) for block in blocks):
-        return "".join(block.text for block in blocks)
+        return message.text
     return [_part(block) for block in blocks]
 
 
