@@ -211,47 +211,6 @@ def test_a_closer_cancellation_in_a_threaded_execution_is_raised_by_wait_not_the
     assert crashed == []
 
 
-# -- ask_async: a cancelled await cancels the run ----------------------------------------------------
-
-
-def test_cancelling_the_task_awaiting_ask_async_cancels_the_run(config, script):
-    """Like stream_ask_async when its consumer stops: a web handler whose client went
-    away must not leave the run spending tokens to the end on a thread nobody awaits."""
-    started, ended = threading.Event(), threading.Event()
-    endings = []
-
-    class WaitTool(Tool):
-        tool_name = "wait"
-        description = "Waits until the run is cancelled."
-
-        def call(self, input):
-            started.set()
-            self.context.cancellation_token.wait(10)
-            self.context.check()
-            return "never cancelled"
-
-    def on_event(event):
-        if event.terminal:
-            endings.append(event.type)
-            ended.set()
-
-    turns = [{"tool_calls": [{"name": "wait", "arguments": {}}]}, {"text": "Done."}]
-    agent = agent_for(script(turns), tools=[WaitTool])
-
-    async def cancel_while_running():
-        task = asyncio.ensure_future(agent.ask_async("Go", on_event=on_event))
-        while not started.is_set():
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(cancel_while_running())
-
-    assert ended.wait(30)
-    assert endings == ["run_cancel"]
-
-
 # -- a consumer that stops at the terminal event does not cancel anything ---------------------------
 
 
