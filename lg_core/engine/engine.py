@@ -617,12 +617,16 @@ class Engine:
         raise RunStateError(f"run {run_id!r} could not be ended after {_MAX_COMMIT_ATTEMPTS} conflicting commits")
 
     def _run_to_end(self, run_id: str) -> Run | None:
-        """The run's handle, or one without its class when the class does not import here: a
-        run whose workers cannot import its agent must still be ended (cancel, deadline, out of attempts)."""
+        """The run's handle, or one rebuilt from its record alone when that fails here: a run
+        whose workers cannot import its agent, or whose ``Hook.prepare_run`` raises on every
+        rebuild, must still be ended (cancel, deadline, out of attempts)."""
         try:
             return self.run_handle(run_id)
-        except RunStateError:
+        except Exception as exc:  # noqa: BLE001 - the ending matters more than the run's resources
             from lg_core.run import Run
+
+            if not isinstance(exc, RunStateError):
+                log.warning("ending run %s without its prepared resources: rebuilding it raised %r", run_id, exc)
 
             record = self.store.load_run(run_id)
             return None if record.finished else Run.from_record(record, self.runtime, to_end=True)

@@ -164,3 +164,24 @@ def test_a_prepare_run_that_raises_fails_the_rebuild_not_silently(configs):
     with pytest.raises(RuntimeError, match="tenant database unreachable"):
         resumer.runtime().resume(run_id, force=True)
     assert client.runtime().store.load_run(run_id).status == "running"  # nothing lost: it can be resumed later
+
+
+class _RaisingHook(Hook):
+    def prepare_run(self, run):
+        raise RuntimeError("tenant database unreachable")
+
+
+def test_a_worker_whose_prepare_run_raises_can_still_end_the_run(configs):
+    # A cancel, a passed deadline or a step out of attempts ends the run from its record:
+    # a hook that fails on every rebuild must not leave it running forever.
+    (client,) = configs("client")
+    (worker,) = _runtimes_on(client, hooks=[_RaisingHook])
+    run_id, _ = _start(client)
+    try:
+        ended = worker.runtime().engine.end_run(run_id, "cancelled", None)
+    finally:
+        worker.close()
+
+    assert ended
+    assert client.runtime().store.load_run(run_id).status == "cancelled"
+
