@@ -29,10 +29,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar
 
 from lg_core.callbacks import CALLBACK_NAMES, collect
-from lg_core.errors import CONTROL_FLOW_ERRORS, ConfigurationError
+from lg_core.errors import ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, result_strategy
-from lg_core.run import Run
+from lg_core.run import Run, prepared_by
 from lg_core.tool_loops import ToolLoopPolicy, policy_from_declaration
 from lg_core.tool_registry import ToolRegistry, check_declaration
 
@@ -201,7 +201,7 @@ class Agent:
         run = Run(cls, invocation, runtime, cancellation_token=run_options.get("cancellation_token"), on_event=run_options.get("on_event"))
         run._model = runtime.resolver.resolve(cls.model_selection(invocation))
         result_strategy(cls.result_spec(), run._model)  # an unsupported strategy fails here, not in a turn
-        return _prepared(run, runtime.hooks)
+        return prepared_by(run, runtime.hooks)
 
     # -- run-scoped instance ----------------------------------------------------------------
 
@@ -282,25 +282,6 @@ def _runtime_for(runtime: Any) -> Any:
             f"runtime must be a Runtime (a configuration's is configuration.runtime()), got {type(runtime).__name__}"
         )
     return runtime
-
-
-def _prepared(run: Run, hooks: Sequence[Any]) -> Run:
-    """``run`` after every hook's ``prepare_run``.
-
-    A hook that raises leaves no Run for the caller to close, so the resources
-    earlier hooks registered are closed here before the error is raised (the spec:
-    "if construction stops halfway through, Runtime closes the partial resources").
-    """
-    try:
-        for hook in hooks:
-            run = hook.prepare_run(run) or run
-    except BaseException:
-        try:
-            run.close()
-        except (Exception, *CONTROL_FLOW_ERRORS):  # noqa: BLE001 - the hook's failure is the error worth raising
-            pass
-        raise
-    return run
 
 
 def _on_own_thread(fn: Callable[[], T], name: str) -> asyncio.Future[T]:

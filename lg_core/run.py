@@ -17,7 +17,7 @@ import logging
 import queue
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -409,6 +409,25 @@ class Run:
         return self
 
 
+def prepared_by(run: Run, hooks: Sequence[Any]) -> Run:
+    """``run`` after every hook's ``prepare_run`` (a new run's, and one rebuilt by a worker, resume or retry).
+
+    A hook that raises leaves no Run for the caller to close, so the resources
+    earlier hooks registered are closed here before the error is raised (the spec:
+    "if construction stops halfway through, Runtime closes the partial resources").
+    """
+    try:
+        for hook in hooks:
+            run = hook.prepare_run(run) or run
+    except BaseException:
+        try:
+            run.close()
+        except (Exception, *CONTROL_FLOW_ERRORS):  # noqa: BLE001 - the hook's failure is the error worth raising
+            pass
+        raise
+    return run
+
+
 def _run_closers(closers: list[Callable[[], Any]]) -> list[BaseException]:
     """Empty ``closers`` in place (so they run once) and run them newest first; returns the failures."""
     pending = list(reversed(closers))
@@ -481,4 +500,4 @@ def _frozen(data: dict[str, Any]) -> Any:
     return MappingProxyType(data)
 
 
-__all__ = ["Run", "check_importable_elsewhere", "import_entrypoint"]
+__all__ = ["Run", "check_importable_elsewhere", "import_entrypoint", "prepared_by"]

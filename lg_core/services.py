@@ -30,7 +30,7 @@ from lg_core.invocation import _identifier  # the one id rule shared with invoca
 from lg_core.messages import Message
 from lg_core.models.resolver import ModelResolver
 from lg_core.rate_limit import Limiter, LocalLimiter, RateLimit
-from lg_core.run import Run, check_importable_elsewhere
+from lg_core.run import Run, check_importable_elsewhere, prepared_by
 from lg_core.sessions import RunSessions, build_session_store
 from lg_core.store import RunRecord, RunStore
 
@@ -260,9 +260,7 @@ class Runtime:
         it; one that only executed some of its steps closes them when it lets
         go of the run (``Run.close_when_released``).
         """
-        run = Run.from_record(record, self)
-        for hook in self.hooks:
-            run = hook.prepare_run(run) or run
+        run = prepared_by(Run.from_record(record, self), self.hooks)
         run.close_when_released()
         return run
 

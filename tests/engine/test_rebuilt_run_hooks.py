@@ -185,3 +185,16 @@ def test_a_worker_whose_prepare_run_raises_can_still_end_the_run(configs):
     assert ended
     assert client.runtime().store.load_run(run_id).status == "cancelled"
 
+
+def test_a_raising_prepare_run_closes_what_earlier_hooks_registered_on_a_rebuilt_run(configs):
+    (client,) = configs("client")
+    (resumer,) = _runtimes_on(client, hooks=[_hook_of("resumer"), _RaisingHook])
+    run_id, _ = _start(client)
+    try:
+        with pytest.raises(RuntimeError, match="tenant database unreachable"):
+            resumer.runtime().resume(run_id, force=True)
+    finally:
+        resumer.close()
+
+    (connection,) = [c for c in TenantConnection.opened if c.runtime_name == "resumer"]
+    assert connection.closed
