@@ -206,7 +206,6 @@ class Engine:
         A local run is held by this process (``lg runs resume`` takes it over when
         the process dies); a distributed run is held step by step by workers.
         """
-        self.attach(run)
         invocation = run.invocation
         agent_cls = run.entrypoint_class
         frame_id = f"{run.id}/root"
@@ -233,6 +232,9 @@ class Engine:
         first = NewStep(key="root/turn-0/model", frame_id=frame_id, kind="model")
         frame = {"id": frame_id, "run_id": run.id, "path": "root", "kind": "agent", "entrypoint": run.entrypoint_path, "version": 0, "checkpoint": checkpoint.to_dict()}
         status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled)
+        # Attached once its row is ours: a repeated start under the same run id (refused, or
+        # re-attached by Runtime.start_execution) must not replace the Run that executes it.
+        self.attach(run)
         state = FrameState(frame_id, run.id, "root", run.entrypoint_path, 0, checkpoint, ())
         self.frames.put(state)
         if status != "pending":  # a pending run may wait long, and others may interject meanwhile

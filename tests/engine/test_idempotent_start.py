@@ -67,3 +67,46 @@ def test_a_different_request_under_a_used_run_id_is_refused(config, agent):
     with pytest.raises(InvocationError, match="already exists"):
         OtherAgent.start_execution("Where is order 481?", run_id="req-8")
     assert CountingTool.calls == 1
+
+
+class GatedTool(Tool):
+    """The second call waits at a gate, so the test acts while the run is in its second tool step."""
+
+    tool_name = "numbered"
+    description = "Wait at the gate on the second call."
+    input_schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    first_done = threading.Event()
+    entered = threading.Event()
+    gate = threading.Event()
+
+    def call(self, input):
+        if input["n"] == 1:
+            GatedTool.first_done.wait(30)
+        else:
+            GatedTool.entered.set()
+            GatedTool.gate.wait(30)
+        return "ok"
+
+
+scripted.register("idempotent-start-gated", numbered_calls(1, 2))
+
+
+class GatedAgent(Agent):
+    model = "scripted:idempotent-start-gated"
+    tools = [GatedTool]
+
+
+def test_the_first_callers_token_still_cancels_its_run_after_a_repeated_request(config):
+    from lg_core import CancellationToken
+
+    for event in (GatedTool.first_done, GatedTool.entered, GatedTool.gate):
+        event.clear()
+    token = CancellationToken()
+    first = GatedAgent.start_execution("go", run_id="req-9", cancellation_token=token)
+    GatedAgent.start_execution("go", run_id="req-9")  # the client's retry re-attaches
+    GatedTool.first_done.set()
+    assert GatedTool.entered.wait(30)
+    token.cancel("the client went away")
+    GatedTool.gate.set()
+
+    assert first.wait(timeout=30).outcome == "cancelled"
