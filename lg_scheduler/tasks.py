@@ -27,11 +27,24 @@ from lg_workers.runtime import worker_runtime
 
 RECOVER_TASK = "lg.recover"
 
+_scheduler: Scheduler | None = None
+
 
 @shared_task(name=RECOVER_TASK)
 def recover() -> dict[str, int]:
     """One pass of every recovery sweep in this worker's runtime; returns the counts."""
-    return Scheduler(worker_runtime()).run_once()
+    return _worker_scheduler().run_once()
+
+
+def _worker_scheduler() -> Scheduler:
+    """This worker's Scheduler, kept from pass to pass: it knows when its next run_retention
+    pass is due, so a beat sending lg.recover every second still prunes once an hour."""
+    global _scheduler
+    runtime = worker_runtime()
+    scheduler = _scheduler
+    if scheduler is None or scheduler.runtime is not runtime:
+        scheduler = _scheduler = Scheduler(runtime)
+    return scheduler
 
 
 def beat_schedule(interval: float = 1.0) -> dict[str, dict[str, Any]]:

@@ -240,3 +240,22 @@ def test_a_bad_run_retention_is_a_configuration_error(value):
 
     with pytest.raises(ConfigurationError, match="run_retention must be an age"):
         Configuration(run_retention=value)
+
+
+def test_the_lg_recover_task_applies_run_retention_once_an_hour_too(tmp_path, monkeypatch):
+    # Celery beat sends lg.recover every second: each pass must not start a retention pass of its own.
+    from lg_scheduler import scheduler as scheduler_module
+    from lg_scheduler import tasks
+
+    configuration = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}", run_retention="7d")
+    monkeypatch.setattr(tasks, "worker_runtime", configuration.runtime)
+    monkeypatch.setattr(scheduler_module, "_backend_publisher", lambda runtime: _NoBroker())
+    with with_configuration(configuration):
+        first, second = _ask(), _ask()
+        _age(configuration, first, 8)
+
+        assert tasks.recover()["pruned"] == 1
+        _age(configuration, second, 8)
+        assert tasks.recover()["pruned"] == 0  # the next retention pass is an hour away
+        assert _rows(configuration, second)["lg_runs"] == 1
+    configuration.close()
