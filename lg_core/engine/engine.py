@@ -126,8 +126,10 @@ class Engine:
         run = self.runtime.restored_run(record)
         with self._lock:
             self._recent[run_id] = run
-            while len(self._recent) > self.run_cache_size:
-                self._recent.popitem(last=False)
+            evicted = [self._recent.popitem(last=False)[1] for _ in range(len(self._recent) - self.run_cache_size)]
+        # Released here, not under the lock: the last reference going closes a run's resources
+        # (Run.close_when_released), which may take a while while other steps wait for the lock.
+        evicted.clear()
         return run
 
     def add_sink(self, sink: Any) -> None:

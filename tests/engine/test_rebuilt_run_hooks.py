@@ -198,3 +198,29 @@ def test_a_raising_prepare_run_closes_what_earlier_hooks_registered_on_a_rebuilt
 
     (connection,) = [c for c in TenantConnection.opened if c.runtime_name == "resumer"]
     assert connection.closed
+
+
+def test_a_run_dropped_from_a_workers_cache_is_closed_outside_the_engine_lock(configs):
+    # Closing a resource may take a while (a network connection): meanwhile every other step
+    # of the worker needs the engine's lock to find its run, and a closer that reached the
+    # engine itself would deadlock on it.
+    under_lock: list[bool] = []
+
+    class LockProbeHook(Hook):
+        def prepare_run(self, run):
+            engine = run.runtime.engine
+            run.register(closer=lambda: under_lock.append(engine._lock.locked()))
+            return run
+
+    (client,) = configs("client")
+    (worker,) = _runtimes_on(client, hooks=[LockProbeHook], run_cache_size=1)
+    first_run, first_ref = _start(client)
+    second_run, second_ref = _start(client)
+    engine = worker.runtime().engine
+    try:
+        engine.execute_claimed(first_run, first_ref.key)
+        engine.execute_claimed(second_run, second_ref.key)  # the cache holds one run: the first is dropped
+        gc.collect()
+        assert under_lock == [False]
+    finally:
+        worker.close()
