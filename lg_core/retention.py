@@ -54,19 +54,27 @@ def check_statuses(statuses: Iterable[str] | None) -> tuple[str, ...]:
 
 
 def prune_runs(
-    older_than: timedelta | float | str, *, statuses: Iterable[str] | None = None, dry_run: bool = False, runtime: Any = None
+    older_than: timedelta | float | str,
+    *,
+    statuses: Iterable[str] | None = None,
+    dry_run: bool = False,
+    limit: int | None = None,
+    runtime: Any = None,
 ) -> PruneReport:
     """Delete finished runs that finished more than ``older_than`` ago, with their steps, messages and events.
 
     ``statuses`` narrows it (e.g. ``["completed"]`` to keep failed runs for
-    longer); ``dry_run`` counts without deleting. Runs of a batch that can still
-    be resumed are kept, and sessions are untouched. Returns the counts.
+    longer); ``dry_run`` counts without deleting; ``limit`` stops after that many
+    runs (call again for the rest). Runs of a batch that can still be resumed are
+    kept, and sessions are untouched. Returns the counts.
     """
     from lg_core.config import runtime as current_runtime
 
     cutoff = time.time() - parse_age(older_than)
     chosen = check_statuses(statuses)
-    return (runtime or current_runtime()).store.prune_runs(cutoff, chosen, dry_run=dry_run)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvocationError(f"limit must be a positive integer or None, got {limit!r}")
+    return (runtime or current_runtime()).store.prune_runs(cutoff, chosen, dry_run=dry_run, limit=limit)
 
 
 __all__ = ["PruneReport", "parse_age", "prune_runs"]

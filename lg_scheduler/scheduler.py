@@ -41,6 +41,9 @@ COUNT_NAMES = (
 # How often a scheduler with a run_retention prunes: old runs are not urgent, and a
 # pass deletes at most an hour's worth of finished runs.
 PRUNE_EVERY_SECONDS = 3600.0
+# The most runs one pass deletes: a backlog (retention just turned on, a scheduler that was
+# down) goes a slice per pass, so ending runs, the relay and the lease sweep keep running.
+PRUNE_LIMIT = 1000
 
 
 class Scheduler:
@@ -141,8 +144,9 @@ class Scheduler:
             return 0
         from lg_core.retention import prune_runs
 
-        pruned = prune_runs(retention, runtime=self.runtime).runs  # raising: tried again next pass
-        self._next_prune = time.monotonic() + PRUNE_EVERY_SECONDS
+        pruned = prune_runs(retention, limit=PRUNE_LIMIT, runtime=self.runtime).runs  # raising: tried again next pass
+        # A full slice may have left more behind: the next pass goes on with them.
+        self._next_prune = time.monotonic() + (0.0 if pruned >= PRUNE_LIMIT else PRUNE_EVERY_SECONDS)
         return pruned
 
     def run_forever(self, interval: float = 1.0, stop: threading.Event | None = None) -> None:

@@ -580,9 +580,11 @@ class RunStore:
         return row[0], bool(row[1]), row[2]
 
     @retry_transient
-    def prune_runs(self, cutoff: float, statuses: Sequence[str] = RUN_TERMINAL, *, dry_run: bool = False) -> PruneReport:
+    def prune_runs(
+        self, cutoff: float, statuses: Sequence[str] = RUN_TERMINAL, *, dry_run: bool = False, limit: int | None = None
+    ) -> PruneReport:
         """Delete finished runs that finished before ``cutoff`` (epoch seconds); see lg_core.store.retention."""
-        return prune(self.db, cutoff, statuses, dry_run=dry_run)
+        return prune(self.db, cutoff, statuses, dry_run=dry_run, limit=limit)
 
     @retry_transient
     def runs_finished_since(self, status: str, since: float, limit: int = 100) -> list[RunRecord]:

@@ -39,12 +39,21 @@ class PruneReport:
     dry_run: bool = False
 
 
-def prune(db: Database, cutoff: float, statuses: Sequence[str] = RUN_TERMINAL, *, dry_run: bool = False) -> PruneReport:
-    """Delete the finished runs in ``statuses`` that finished before ``cutoff`` (epoch seconds)."""
+def prune(
+    db: Database, cutoff: float, statuses: Sequence[str] = RUN_TERMINAL, *, dry_run: bool = False, limit: int | None = None
+) -> PruneReport:
+    """Delete the finished runs in ``statuses`` that finished before ``cutoff`` (epoch seconds).
+
+    ``limit`` stops after that many runs, so a caller with other work (the scheduler's
+    recovery loop) takes a large backlog a slice at a time; finished batches then wait
+    for the pass that gets through every run.
+    """
     kept_batches = set(_unfinished_batches(db, cutoff))
     count = 0
     for status in statuses:
         for run_id in _candidates(db, status, cutoff):
+            if limit is not None and count >= limit:
+                return PruneReport(count, 0, dry_run)
             if _batch_of(run_id) in kept_batches:
                 continue
             count += 1 if dry_run else _delete_run(db, run_id, status, cutoff)

@@ -259,3 +259,19 @@ def test_the_lg_recover_task_applies_run_retention_once_an_hour_too(tmp_path, mo
         assert tasks.recover()["pruned"] == 0  # the next retention pass is an hour away
         assert _rows(configuration, second)["lg_runs"] == 1
     configuration.close()
+
+
+def test_the_scheduler_takes_a_backlog_of_old_runs_a_slice_per_pass(tmp_path, monkeypatch):
+    # Turning retention on over a large store must not stop the other recovery sweeps
+    # (ending runs, the relay, the lease sweep) until every old run is deleted.
+    from lg_scheduler import scheduler as scheduler_module
+
+    monkeypatch.setattr(scheduler_module, "PRUNE_LIMIT", 2)
+    configuration = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}", run_retention="7d")
+    with with_configuration(configuration):
+        for run_id in [_ask() for _ in range(5)]:
+            _age(configuration, run_id, 8)
+        scheduler = scheduler_module.Scheduler(configuration.runtime(), publisher=_NoBroker())
+
+        assert [scheduler.run_once()["pruned"] for _ in range(4)] == [2, 2, 1, 0]
+    configuration.close()
