@@ -13,10 +13,8 @@ in reverse order when execution ends.
 from __future__ import annotations
 
 import contextvars
-import logging
 import queue
 import threading
-import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -48,7 +46,6 @@ from lg_core.usage import Usage
 if TYPE_CHECKING:
     from lg_core.services import Runtime
 
-_log = logging.getLogger(__name__)
 _OUTCOMES = tuple(TERMINAL_EVENTS)
 _TERMINAL_TYPES = {v: k for k, v in TERMINAL_EVENTS.items()}
 _DONE = object()
@@ -326,16 +323,6 @@ class Run:
             self.cleanup_error = next((f for f in failures if isinstance(f, CleanupError)), failures[0])
             raise self.cleanup_error
 
-    def close_when_released(self) -> None:
-        """Close this run's resources when this process lets go of the Run object.
-
-        A worker rebuilds a run to execute one of its steps and keeps it in a
-        cache; nothing in that process ends the run, so its resources would stay
-        open. They close when the object is collected (the cache dropped it and no
-        step uses it), or at interpreter exit, unless ``close()`` came first.
-        """
-        weakref.finalize(self, _close_released, self.id, self._closers)
-
     def once(self, key: str, block: Callable[[], Any]) -> Any:
         """Run ``block`` at most once successfully for ``key`` in this run (durably).
 
@@ -441,12 +428,6 @@ def _run_closers(closers: list[Callable[[], Any]]) -> list[BaseException]:
         except (Exception, *CONTROL_FLOW_ERRORS) as exc:  # noqa: BLE001
             failures.append(exc)
     return failures
-
-
-def _close_released(run_id: str, closers: list[Callable[[], Any]]) -> None:
-    """A released run's resources: nobody is left to raise to, so failures are logged."""
-    for failure in _run_closers(closers):
-        _log.warning("closing a resource of run %s failed: %r", run_id, failure)
 
 
 def import_entrypoint(path: str) -> type:

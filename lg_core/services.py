@@ -257,12 +257,10 @@ class Runtime:
         that built the run (a web request's connection, a tenant's client), so a
         worker, a resume or a retry that continues the run gets its own: the
         hooks run again here. The process that ends the run closes them with
-        it; one that only executed some of its steps closes them when it lets
-        go of the run (``Run.close_when_released``).
+        it; a worker that only executed some of its steps closes them when its
+        run cache drops the run between steps, or when it shuts down (Engine).
         """
-        run = prepared_by(Run.from_record(record, self), self.hooks)
-        run.close_when_released()
-        return run
+        return prepared_by(Run.from_record(record, self), self.hooks)
 
     def get_run(self, run_id: str) -> Run:
         return Run.from_record(self.store.load_run(run_id), self)

@@ -34,4 +34,27 @@ def worker_runtime() -> Any:
         return _runtime[1]
 
 
-__all__ = ["worker_runtime"]
+def close_worker_runtime(**_signal: Any) -> None:
+    """Close this process's runtime as the worker (or its pool child) shuts down.
+
+    Connected to Celery's ``worker_process_shutdown`` and ``worker_shutdown``:
+    the runs a worker rebuilt keep the resources their ``prepare_run`` hooks
+    registered until then, and the heartbeat must stop before the store closes.
+    """
+    global _runtime
+    with _lock:
+        current, _runtime = _runtime, None
+    if current is not None and current[0] == os.getpid():
+        current[1].configuration.close()
+
+
+def _connect_shutdown_signals() -> None:
+    from celery import signals
+
+    signals.worker_process_shutdown.connect(close_worker_runtime, weak=False)
+    signals.worker_shutdown.connect(close_worker_runtime, weak=False)
+
+
+_connect_shutdown_signals()
+
+__all__ = ["close_worker_runtime", "worker_runtime"]

@@ -86,6 +86,7 @@ class Engine:
         # run -> interjections pending, as of its last commit here; missing: may be pending
         self._interjections: RecentDict[str, int] = RecentDict(run_cache_size)
         self._recent: OrderedDict[str, Run] = OrderedDict()  # the Run cache, up to run_cache_size
+        self._retired: list[Run] = []  # dropped from the cache while a step used them; closed by close()
         self.sinks: list[Any] = []
         self.heartbeat = Heartbeat(store, lease_seconds)
         self.opening = Opener(self)
@@ -101,6 +102,11 @@ class Engine:
         """
         self.heartbeat.stop()
         self.cancel_watch.stop()
+        with self._lock:
+            cached, self._retired = [*self._recent.values(), *self._retired], []
+            self._recent.clear()
+        for run in cached:  # rebuilt runs this process still held: their resources close with it
+            _close_rebuilt(run)
 
     # -- run handles -----------------------------------------------------------------
 
@@ -126,11 +132,25 @@ class Engine:
         run = self.runtime.restored_run(record)
         with self._lock:
             self._recent[run_id] = run
-            evicted = [self._recent.popitem(last=False)[1] for _ in range(len(self._recent) - self.run_cache_size)]
-        # Released here, not under the lock: the last reference going closes a run's resources
-        # (Run.close_when_released), which may take a while while other steps wait for the lock.
-        evicted.clear()
+            evicted = self._evict_idle(keep=run_id)
+        for old in evicted:  # not under the lock: closers are application code and may be slow
+            _close_rebuilt(old)
         return run
+
+    def _evict_idle(self, keep: str) -> list[Run]:
+        """Drop the least recently used cached runs beyond ``run_cache_size`` (under ``_lock``).
+
+        A run with a step executing here stays, whatever its age: dropping it
+        would close its resources (prepare_run's) under that step. So does
+        ``keep``, the run just rebuilt for a step about to execute. The cache
+        may so exceed its size while more runs than that are busy at once.
+        """
+        excess = len(self._recent) - self.run_cache_size
+        if excess <= 0:
+            return []
+        busy = self.heartbeat.executing_runs() | {keep}
+        idle = [run_id for run_id in self._recent if run_id not in busy][:excess]
+        return [self._recent.pop(run_id) for run_id in idle]
 
     def add_sink(self, sink: Any) -> None:
         """Also publish every event to ``sink`` (e.g. a Redis Stream for other processes)."""
@@ -501,8 +521,14 @@ class Engine:
                 self._flag_polls.pop(run_id, None)
             # Checked even without a flag: the flags are bounded, so it may have been forgotten.
             cached = self._recent.get(run_id)
-            if cached is not None and cached.cancellation_token.cancelled:
-                del self._recent[run_id]
+            if cached is None or not cached.cancellation_token.cancelled:
+                return
+            del self._recent[run_id]
+            busy = run_id in self.heartbeat.executing_runs()
+        if busy:  # a step of the old incarnation still runs with its resources: closed at shutdown
+            self._retired.append(cached)
+        else:
+            _close_rebuilt(cached)
 
     # -- distributed execution ------------------------------------------------------------
 

@@ -48,6 +48,11 @@ class Heartbeat:
                 if self._held[step] <= 0:
                     del self._held[step]
 
+    def executing_runs(self) -> set[str]:
+        """The runs with a step (or a Run.once block) executing in this process now."""
+        with self._lock:
+            return {run_id for run_id, _key in self._held}
+
     def _ensure_thread(self) -> None:
         holder = current_holder()
         if self._thread is not None and self._thread.is_alive() and self._pid_holder == holder:

@@ -9,7 +9,6 @@ closes when that process is done with the run.
 
 from __future__ import annotations
 
-import gc
 from collections import deque
 
 import pytest
@@ -131,13 +130,50 @@ def test_a_worker_closes_a_rebuilt_runs_resources_when_its_cache_drops_the_run(c
 
     engine.execute_claimed(first_run, first_ref.key)
     engine.execute_claimed(second_run, second_ref.key)  # the cache holds one run: the first is dropped
-    gc.collect()
 
-    served = {c.runtime_name: [] for c in TenantConnection.opened}
-    for connection in TenantConnection.opened:
-        served[connection.runtime_name].append(connection)
-    first, second = served["worker"]
+    first, second = _opened_by("worker")
     assert first.closed and not second.closed
+    worker.close()  # shutting down closes what the cache still holds
+    assert second.closed
+
+
+def _opened_by(process: str) -> list[TenantConnection]:
+    return [c for c in TenantConnection.opened if c.runtime_name == process]
+
+
+def test_a_run_with_a_step_executing_here_is_not_dropped_from_the_cache(configs):
+    """Closing a run's resources under its running step would break the step: a busy run stays."""
+    client, worker = configs("client", "worker", run_cache_size=1)
+    (busy_run, busy_ref), (other_run, other_ref) = _start(client), _start(client)
+    engine = worker.runtime().engine
+
+    engine.run_handle(busy_run)
+    with engine.heartbeat.holding(busy_run, busy_ref.key):  # as a worker holds the step it executes
+        engine.execute_claimed(other_run, other_ref.key)
+        busy, other = _opened_by("worker")
+        assert not busy.closed and not other.closed  # the cache is over its size while both are busy
+    third_run, third_ref = _start(client)
+    engine.execute_claimed(third_run, third_ref.key)  # the next rebuild drops what is idle by then
+    assert busy.closed and other.closed and not _opened_by("worker")[2].closed
+
+
+def test_a_closer_that_refers_to_its_run_still_runs_when_the_cache_drops_the_run(configs):
+    class RunAwareHook(Hook):
+        def prepare_run(self, run):
+            run.register(closer=lambda: closed.append(run.id))  # the closer keeps the run alive
+            return run
+
+    closed: list[str] = []
+    (client,) = configs("client")
+    (worker,) = _runtimes_on(client, hooks=[RunAwareHook], run_cache_size=1)
+    try:
+        (first_run, first_ref), (second_run, second_ref) = _start(client), _start(client)
+        worker.runtime().engine.execute_claimed(first_run, first_ref.key)
+        worker.runtime().engine.execute_claimed(second_run, second_ref.key)
+        assert closed == [first_run]
+    finally:
+        worker.close()
+    assert closed == [first_run, second_run]
 
 
 def test_resume_prepares_the_run_in_the_resuming_process_and_closes_it_at_the_end(configs):
@@ -220,7 +256,6 @@ def test_a_run_dropped_from_a_workers_cache_is_closed_outside_the_engine_lock(co
     try:
         engine.execute_claimed(first_run, first_ref.key)
         engine.execute_claimed(second_run, second_ref.key)  # the cache holds one run: the first is dropped
-        gc.collect()
         assert under_lock == [False]
     finally:
         worker.close()
