@@ -61,7 +61,6 @@ Run is returned, as :func:`lg_core.resume` does.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -142,29 +141,29 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
     return _continue(rt, record.id, _refs(record.id, plan.reschedule), marker, on_event, distributed)
 
 
-RETRYABLE_STATUSES = ("failed", "cancelled")
-
-
-def check_retry_statuses(statuses: Sequence[str]) -> None:
-    wrong = [s for s in statuses if s not in RETRYABLE_STATUSES]
-    if wrong or not statuses:
-        raise InvocationError(f"only failed and cancelled runs can be retried; statuses got {list(statuses)!r}")
+def check_retry_statuses(statuses: str | Sequence[str]) -> tuple[str, ...]:
+    """The statuses to retry, a bare ``"cancelled"`` included; only failed and cancelled runs can be."""
+    chosen = (statuses,) if isinstance(statuses, str) else tuple(statuses)
+    wrong = [s for s in chosen if s not in RETRYABLE]
+    if wrong or not chosen:
+        raise InvocationError(f"only failed and cancelled runs can be retried; statuses got {list(chosen)!r}")
+    return tuple(dict.fromkeys(chosen))
 
 
 def runs_to_retry(
-    since: Any, *, statuses: Sequence[str] = ("failed",), limit: int = 100, runtime: Runtime | None = None
+    since: Any, *, statuses: str | Sequence[str] = ("failed",), limit: int = 100, runtime: Runtime | None = None
 ) -> list[RunRecord]:
     """The runs that ended with one of ``statuses`` in the last ``since`` (an age: ``"2h"``, seconds,
     a timedelta), oldest first: what to retry after an outage (``lg runs retry-failed``)."""
     from lg_core.retention import parse_age
 
     window = parse_age(since, "since")
-    check_retry_statuses(statuses)
+    chosen = check_retry_statuses(statuses)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvocationError(f"limit must be a positive integer, got {limit!r}")
     rt = _runtime(runtime)
     cutoff = time.time() - window
-    found = [record for status in dict.fromkeys(statuses) for record in rt.store.runs_finished_since(status, cutoff, limit)]
+    found = [record for status in chosen for record in rt.store.runs_finished_since(status, cutoff, limit)]
     return sorted(found, key=lambda record: (record.finished_at or 0.0, record.id))[:limit]
 
 
@@ -540,7 +539,9 @@ def _continue(
         backend.publish(refs)
         execution = ReplayExecution(run_id, rt, backend, marker.seq or 0)
         if on_event is not None:
-            _follow(execution, on_event)
+            from lg_core.services import _follow_events  # services builds on this module's callers
+
+            _follow_events(execution, on_event)
         return execution
     run = rt.restored_run(rt.store.load_run(run_id))
     run._on_event = on_event
@@ -557,14 +558,6 @@ def _continue(
     if run.outcome is None:
         run.refresh()
     return run
-
-
-def _follow(execution: Execution, callback: EventCallback) -> None:
-    def follow() -> None:
-        for event in execution.events():
-            callback(event)
-
-    threading.Thread(target=follow, name=f"lg-follow-{execution.run_id[:8]}", daemon=True).start()
 
 
 __all__ = ["ForkPlan", "ReplayExecution", "RetryPlan", "fork", "forkable_steps", "plan_fork", "plan_retry", "reopen", "retry"]

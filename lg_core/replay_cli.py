@@ -112,8 +112,9 @@ def _retry_one(runtime: Any, record: Any, info: Any) -> bool:
     """Retry one run, saying what became of it: True once it is on the workers, or completed here."""
     try:
         result = replay.retry(record.id, runtime=runtime)
-    except Error as exc:  # this run only: the others are still retried
-        info.print(f"skipped {record.id}: {escape(str(exc))}", soft_wrap=True)
+    except Exception as exc:  # noqa: BLE001 - this run only (a hook's own error too): the others are still retried
+        reason = str(exc) if isinstance(exc, Error) else f"{type(exc).__name__}: {exc}"
+        info.print(f"skipped {record.id}: {escape(reason)}", soft_wrap=True)
         return False
     if isinstance(result, Execution):
         info.print(f"retrying {record.id} on the workers", soft_wrap=True)

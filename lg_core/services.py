@@ -148,7 +148,10 @@ class Runtime:
         started and gets its Execution, instead of an error or a second run. A
         different request under a used run id is still refused.
         """
-        run._begin()
+        run._begin()  # a Run object executes once: raises for one already started
+        if self._started_as(run):  # before the backend: starting it would touch the live run's stream
+            run.close()
+            return self._reattached(run)
         try:
             self.backend.start(run)
         except BaseException as exc:
@@ -158,9 +161,16 @@ class Runtime:
             except (Exception, *CONTROL_FLOW_ERRORS):  # noqa: BLE001 - the start failure is the error worth raising
                 pass
             if isinstance(exc, InvocationError) and self._started_as(run):
-                return Execution(run.id, self, self.backend)
+                return self._reattached(run)
             raise
         return Execution(run.id, self, self.backend, run=run)
+
+    def _reattached(self, run: Run) -> Execution:
+        """The Execution of the run a repeated request started; its ``on_event`` follows that run."""
+        execution = Execution(run.id, self, self.backend)
+        if run._on_event is not None:
+            _follow_events(execution, run._on_event)
+        return execution
 
     def _started_as(self, run: Run) -> bool:
         """Whether the store holds ``run``'s id for the same agent and request (its deadline aside)."""
@@ -305,6 +315,16 @@ _CANCEL_ATTEMPTS = 5  # each retry follows a pending run's activation, which hap
 
 
 _INTERJECTION_CONTENT = (Text, Image, Document)
+
+
+def _follow_events(execution: Execution, callback: Any) -> None:
+    """Deliver every event of ``execution``'s run to ``callback``, from its first, on a thread."""
+
+    def follow() -> None:
+        for event in execution.events():
+            callback(event)
+
+    threading.Thread(target=follow, name=f"lg-follow-{execution.run_id[:8]}", daemon=True).start()
 
 
 def _interjection_message(message: Any) -> Message:

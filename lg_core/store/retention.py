@@ -57,6 +57,8 @@ def prune(
             if _batch_of(run_id) in kept_batches:
                 continue
             count += 1 if dry_run else _delete_run(db, run_id, status, cutoff)
+    if set(statuses) != set(RUN_TERMINAL):  # some of a batch's runs were kept: so is its row
+        return PruneReport(count, 0, dry_run)
     batches = _count_finished_batches(db, cutoff) if dry_run else _delete_finished_batches(db, cutoff)
     return PruneReport(count, batches, dry_run)
 

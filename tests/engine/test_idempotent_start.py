@@ -110,3 +110,18 @@ def test_the_first_callers_token_still_cancels_its_run_after_a_repeated_request(
     GatedTool.gate.set()
 
     assert first.wait(timeout=30).outcome == "cancelled"
+
+
+def test_a_repeated_requests_on_event_follows_the_run_it_reattached_to(config, agent):
+    first = agent.start_execution("Where is order 481?", run_id="req-9")
+    seen, done = [], threading.Event()
+
+    def on_event(event):
+        seen.append(event.type)
+        if event.terminal:
+            done.set()
+
+    agent.start_execution("Where is order 481?", run_id="req-9", on_event=on_event)
+    first.wait(timeout=30)
+    assert done.wait(30)
+    assert seen[0] == "invocation_start" and seen[-1] == "run_stop"

@@ -233,3 +233,33 @@ def test_retry_failed_exits_1_when_a_run_fails_again(store, outage):
 )
 def test_retry_failed_usage_errors(store, args, fragment):
     assert_usage_error(lg("runs", "retry-failed", *args, "--store", store), fragment)
+
+
+def test_retry_failed_goes_on_past_a_run_whose_retry_raises(store, outage, monkeypatch):
+    model, target = outage
+    _fail_runs(store, target, "hook-breaks", "fine")
+    model.down = False
+    original = lg_core.replay.retry
+
+    def retry(run_id, **options):
+        if run_id == "hook-breaks":
+            raise OSError("tenant database unreachable")  # e.g. a prepare_run hook's own error
+        return original(run_id, **options)
+
+    monkeypatch.setattr(lg_core.replay, "retry", retry)
+    result = lg("runs", "retry-failed", "--since", "1h", "--store", store)
+
+    assert result.exit_code == 1, result.output
+    assert "skipped hook-breaks: OSError: tenant database unreachable" in result.stderr
+    assert "retried fine: completed" in result.stderr and "1 of 2 run(s) retried" in result.stderr
+
+
+def test_runs_to_retry_takes_one_status_as_text(store, outage):
+    _model, target = outage
+    _fail_runs(store, target, "one-status")
+    configuration = Configuration(run_store=store)
+    with with_configuration(configuration):
+        assert [r.id for r in lg_core.replay.runs_to_retry("1h", statuses="failed")] == ["one-status"]
+        with pytest.raises(lg_core.InvocationError, match="only failed and cancelled"):
+            lg_core.replay.runs_to_retry("1h", statuses="completed")
+    configuration.close()

@@ -275,3 +275,18 @@ def test_the_scheduler_takes_a_backlog_of_old_runs_a_slice_per_pass(tmp_path, mo
 
         assert [scheduler.run_once()["pruned"] for _ in range(4)] == [2, 2, 1, 0]
     configuration.close()
+
+
+def test_a_batch_whose_failed_runs_are_kept_keeps_its_row(config):
+    store = _store(config)
+    batch = "retention-mixed"
+    store.open_batch({"id": batch, "agent": "app:A", "input_hash": "h", "input_path": "/in.jsonl", "total": 2, "holder": "me"})
+    store.update_batch(batch, "me", {"completed": 1, "failed": 1}, finished=True)
+    done, failed = _ask(run_id=f"{batch}.1"), _ask(FailingAgent, run_id=f"{batch}.2")
+    for run_id in (done, failed):
+        _age(config, run_id, 40)
+    with store.db.engine.begin() as conn:
+        conn.execute(text("UPDATE lg_batches SET finished_at = :t WHERE id = :id"), {"t": time.time() - 40 * DAY, "id": batch})
+
+    assert prune_runs("30d", statuses=["completed"]) == retention.PruneReport(1, 0)
+    assert store.load_batch(batch) is not None  # its failed run is still there, so is the batch
