@@ -13,22 +13,54 @@ import socket
 import threading
 from functools import lru_cache
 
+_UNREADABLE = "?"  # /proc hides the process (hidepid): it exists, its start time is unknown
+
 
 def _start_time(pid: int) -> str | None:
-    """The process start time (clock ticks since boot), or None if it is gone or a zombie."""
+    """The process start time (clock ticks since boot); None if it is gone or a zombie;
+    ``_UNREADABLE`` if it exists but /proc does not show it to us (``hidepid``)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
     except OSError:
-        return None
+        return _UNREADABLE if _exists(pid) else None
     if len(fields) < 20 or fields[0] in (b"Z", b"X"):
         return None
     return fields[19].decode()  # field 22 of stat
 
 
+def _exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists, even one of another user that /proc hides."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _pid_namespace() -> str | None:
+    try:
+        link = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return None
+    digits = "".join(ch for ch in link if ch.isdigit())
+    return digits or None
+
+
 @lru_cache(maxsize=1)
 def hostname() -> str:
-    return socket.gethostname()
+    """Where a holder's pid can be checked: this host's name and its PID namespace.
+
+    Containers that share the host's name (``network_mode: host``) run in PID
+    namespaces of their own, where another container's pid means nothing: the
+    namespace in the name keeps such a holder from being judged dead at once
+    (it waits for its lease instead, like a holder on another host).
+    """
+    name = socket.gethostname()
+    namespace = _pid_namespace()
+    return f"{name}#{namespace}" if namespace else name
 
 
 _local = threading.local()
@@ -56,6 +88,8 @@ def holder_is_dead(holder: str | None) -> bool:
     if pid == os.getpid():
         return holder != current_holder()
     actual = _start_time(pid)
+    if actual == _UNREADABLE:  # alive; a reused pid cannot be told apart here, so presume it is the holder
+        return False
     return actual is None or (start not in ("", "0") and actual != start)
 
 

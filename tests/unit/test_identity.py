@@ -1,0 +1,44 @@
+"""Lease holders: a holder is judged dead at once only when this process can be sure of it.
+
+A wrong "dead" re-runs a step that is still running (an ``at_most_once`` tool
+reported "outcome unknown" while it runs); a wrong "alive" only waits for the
+lease. So anything this process cannot check leans to "alive".
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from lg_core import identity
+from lg_core.identity import current_holder, holder_is_dead, hostname
+
+
+def test_this_process_is_alive_and_a_finished_child_is_dead():
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    assert not holder_is_dead(current_holder())
+    assert holder_is_dead(f"{hostname()}:{int(child.stdout)}:1")  # gone (or its pid reused: another start time)
+
+
+def test_a_holder_in_another_pid_namespace_with_the_same_host_name_is_not_judged_here():
+    """A container sharing the host's name (network_mode: host) has pids of its own."""
+    name = hostname().partition("#")[0]
+    assert hostname() != name, "this host reads its PID namespace from /proc/self/ns/pid"
+    assert not holder_is_dead(f"{name}#1:{2**22 + 17}:1")
+    assert not holder_is_dead(f"{name}:{2**22 + 17}:1")
+
+
+def test_a_process_that_proc_hides_from_us_is_alive(monkeypatch):
+    """With /proc mounted hidepid=2, another user's worker has no /proc entry, yet it runs."""
+    real_open = open
+
+    def hidden(path, *args, **kwargs):
+        if str(path) == "/proc/1/stat":
+            raise FileNotFoundError(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", hidden)
+    assert os.path.exists("/proc/1")  # pid 1 exists; kill(1, 0) says so even when /proc would not
+    assert identity._start_time(1) == identity._UNREADABLE
+    assert not holder_is_dead(f"{hostname()}:1:12345")
