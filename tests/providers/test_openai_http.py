@@ -248,6 +248,23 @@ def test_a_result_schema_is_sent_as_response_format_and_the_json_answer_becomes_
     assert response_format["json_schema"]["name"]
 
 
+def test_an_empty_answer_is_sent_back_with_string_content_when_the_result_is_repaired(connection):
+    """OpenAI rejects an assistant message whose content is null without tool calls
+    ("Invalid value for 'content': expected a string, got null"), so the repair request must not send one."""
+    answer = json.dumps({"category": "billing", "urgent": False})
+    connection.reply(
+        stream([chunk({"role": "assistant", "content": ""}), chunk({}, "content_filter"), usage_chunk(9, 0)]),
+        stream(text_chunks(answer)),
+    )
+
+    run = TriageAgent.ask("I was charged twice.")
+
+    assert run.outcome == "completed", run.error
+    assert run.result.output == {"category": "billing", "urgent": False}
+    rejected = connection.received[1].body["messages"][-2]
+    assert rejected == {"role": "assistant", "content": ""}
+
+
 # -- errors and retries ------------------------------------------------------------------------------
 
 

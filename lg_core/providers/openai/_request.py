@@ -76,9 +76,12 @@ def _message(message: Message) -> list[dict[str, Any]]:
 
 
 def _assistant(message: Message) -> dict[str, Any]:
-    """Text and tool calls; reasoning stays out (Chat Completions has no field that takes it back)."""
-    wire: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    """Text and tool calls; reasoning stays out (Chat Completions has no field that takes it back).
+
+    Content may be null only beside tool calls: OpenAI rejects a null-content assistant message without them.
+    """
     calls = [block for block in message.content if isinstance(block, ToolUse)]
+    wire: dict[str, Any] = {"role": "assistant", "content": (message.text or None) if calls else message.text}
     if calls:
         wire["tool_calls"] = [
             {"id": use.id, "type": "function", "function": {"name": use.name, "arguments": json.dumps(use.input)}}
