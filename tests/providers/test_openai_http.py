@@ -210,6 +210,27 @@ def test_parallel_tool_calls_in_one_turn_each_get_their_result(connection):
     assert [c["id"] for c in calls] == ["call_1", "call_2"]
 
 
+def test_calls_that_share_an_index_but_not_an_id_are_separate_calls(connection):
+    """Ollama (and some gateways) number every tool call of a turn ``index: 0``; the ids tell them apart."""
+    def whole_call(call_id, topic):
+        call = {"index": 0, "id": call_id, "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"topic": topic})}}
+        return chunk({"tool_calls": [call]})
+
+    connection.reply(
+        stream([chunk({"role": "assistant", "content": ""}), whole_call("call_a", "refunds"), whole_call("call_b", "shipping"), chunk({}, "tool_calls")]),
+        stream(text_chunks("Both answered.")),
+    )
+
+    run = ToolAgent.ask("Refunds and shipping?")
+
+    assert run.outcome == "completed", run.error
+    tool_messages = [m for m in connection.received[1].body["messages"] if m["role"] == "tool"]
+    assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
+        ("call_a", "entry for refunds"),
+        ("call_b", "entry for shipping"),
+    ]
+
+
 def test_tool_arguments_that_are_not_json_fail_the_run_as_a_malformed_tool_call(connection):
     connection.reply(stream(tool_call_chunks(("call_1", "lookup", ['{"topic": ', "refunds}"]))))
 

@@ -98,6 +98,17 @@ def test_a_tool_call_whose_name_comes_late_still_starts_before_its_arguments():
     assert response.stop_reason == "tool_use"
 
 
+def test_fragments_whose_id_changes_after_the_first_still_build_one_call():
+    """Some servers send a different id on a call's later fragments; only a new name and id start a new call."""
+    reader = ChunkReader("local:m", sequence=0)
+    list(reader.feed(fragment(0, id="call_first", function={"name": "lookup", "arguments": '{"topic":'})))
+    list(reader.feed(fragment(0, id="call_other", function={"arguments": ' "x"}'})))
+
+    response = list(reader.finish())[-1].data["response"]
+
+    assert response.tool_uses == [ToolUse(id="call_first", name="lookup", input={"topic": "x"})]
+
+
 def test_tool_arguments_that_are_not_an_object_are_malformed():
     reader = ChunkReader("local:m", sequence=0)
     list(reader.feed(fragment(0, id="c", function={"name": "lookup", "arguments": "[1, 2]"})))

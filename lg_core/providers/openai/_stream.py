@@ -37,6 +37,7 @@ class _ToolCall:
     """One tool call being assembled from its fragments."""
 
     id: str
+    id_given: bool = False  # the server named the call (else ``id`` is ours)
     name: str = ""
     arguments: list[str] = dataclasses.field(default_factory=list)
     started: bool = False
@@ -66,7 +67,8 @@ class ChunkReader:
         self.sequence = sequence
         self.text: list[str] = []
         self.reasoning: list[str] = []
-        self.calls: dict[int, _ToolCall] = {}
+        self.calls: dict[int, _ToolCall] = {}  # in order of arrival
+        self._open: dict[int | None, int] = {}  # a fragment's ``index`` (None: absent) -> the call it continues
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.metadata: dict[str, Any] = {"model": target}
@@ -114,15 +116,18 @@ class ChunkReader:
             yield StreamEvent.build("tool_call_delta", id=call.id, arguments=pieces)
 
     def _call_for(self, fragment: Mapping[str, Any]) -> _ToolCall:
-        """The call a fragment continues: by ``index``; servers that omit it send one call's fragments in a row."""
-        index = fragment.get("index")
-        if not isinstance(index, int):
-            fresh = fragment.get("id") and all(call.id != fragment["id"] for call in self.calls.values())
-            index = len(self.calls) if (fresh or not self.calls) else max(self.calls)
-        call = self.calls.get(index)
-        if call is None:
-            call_id = fragment.get("id") or f"call_{self.sequence}_{index}"
-            call = self.calls[index] = _ToolCall(id=str(call_id))
+        """The call a fragment continues: the last one opened at its ``index``, unless the fragment
+        starts another (a function name and a new id: Ollama numbers every call of a turn 0; an
+        id change alone is not enough, some servers change it after the first fragment); servers
+        that omit ``index`` send one call's fragments in a row."""
+        index = fragment.get("index") if isinstance(fragment.get("index"), int) else None
+        call_id = fragment.get("id")
+        key = self._open.get(index)
+        call = self.calls.get(key) if key is not None else None
+        starts = bool(call_id and (fragment.get("function") or {}).get("name"))
+        if call is None or (starts and call.id_given and call.id != str(call_id)):
+            key = self._open[index] = len(self.calls)
+            call = self.calls[key] = _ToolCall(id=str(call_id or f"call_{self.sequence}_{key}"), id_given=bool(call_id))
         return call
 
     def finish(self) -> Iterator[StreamEvent]:
