@@ -22,6 +22,7 @@ from lg_core import (
     DeadlineExceededError,
     HTTPError,
     MalformedToolCallError,
+    OutputLimitError,
     ProtocolError,
     ProviderError,
     Tool,
@@ -239,6 +240,20 @@ def test_tool_arguments_that_are_not_json_fail_the_run_as_a_malformed_tool_call(
     assert run.outcome == "failed"
     assert isinstance(run.error, MalformedToolCallError)
     assert "lookup" in str(run.error)
+
+
+def test_a_tool_call_cut_off_by_the_output_limit_is_an_output_limit_error(connection):
+    """``finish_reason: length`` inside a tool call's arguments: the call cannot run, and the fix is the limit."""
+    truncated = tool_call_chunks(("call_1", "lookup", ['{"topic": ', '"refu']))
+    truncated[-2] = chunk({}, "length")
+    connection.reply(stream(truncated))
+
+    run = ToolAgent.ask("Refunds?", settings={"max_tokens": 8})
+
+    assert run.outcome == "failed"
+    assert type(run.error) is OutputLimitError
+    assert "lookup" in str(run.error) and "max_tokens" in str(run.error)
+    assert len(connection.received) == 1
 
 
 # -- structured results ------------------------------------------------------------------------------

@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from lg_core.content import Reasoning, Text, ToolUse
-from lg_core.errors import HTTPError, MalformedToolCallError, ProtocolError, ProviderError
+from lg_core.errors import (
+    HTTPError,
+    MalformedToolCallError,
+    OutputLimitError,
+    ProtocolError,
+    ProviderError,
+)
 from lg_core.events import StreamEvent
 from lg_core.messages import Message
 from lg_core.models.request import ModelResponse
@@ -138,7 +144,7 @@ class ChunkReader:
         if self.text:
             blocks.append(Text(text="".join(self.text)))
         for index in sorted(self.calls):
-            use = self.calls[index].tool_use()
+            use = self._tool_use(self.calls[index])
             if not self.calls[index].started:
                 yield StreamEvent.build("tool_call_start", id=use.id, name=use.name)
             yield StreamEvent.build("tool_call_stop", id=use.id, name=use.name, input=use.input)
@@ -151,6 +157,18 @@ class ChunkReader:
             message=Message(role="assistant", content=blocks), stop_reason=stop_reason, usage=usage, metadata=self.metadata
         )
         yield StreamEvent.build("message_stop", stop_reason=stop_reason, response=response)
+
+    def _tool_use(self, call: _ToolCall) -> ToolUse:
+        """The finished call; one whose arguments the output limit cut off is an OutputLimitError."""
+        try:
+            return call.tool_use()
+        except MalformedToolCallError as exc:
+            if self.finish_reason != "length":
+                raise
+            raise OutputLimitError(
+                f"the model reached its output token limit while writing tool call {call.name or call.id!r}, "
+                "so the call is incomplete; raise the max_tokens (or max_completion_tokens) setting"
+            ) from exc
 
     def _stop_reason(self) -> str:
         if self.calls and self.finish_reason in (None, "stop", "tool_calls", "function_call"):
