@@ -101,6 +101,27 @@ def stream(events: Iterable[dict[str, Any] | str], *, done: bool = True, hold: t
     return reply
 
 
+def keep_alive(events: Iterable[dict[str, Any] | str], *, until: threading.Event, after: int = 1) -> Reply:
+    """A stream that, after ``after`` events, sends only SSE comments (OpenRouter's ``: OPENROUTER PROCESSING``
+    while a model is queued) until ``until`` is set, then the rest."""
+
+    def reply(handler: _Handler) -> None:
+        handler.start_stream()
+        pending = list(events)
+        for event in pending[:after]:
+            handler.write_chunk(sse(event))
+        for _ in range(2400):  # two minutes at most: longer than any test timeout
+            if until.wait(0.05):
+                break
+            handler.write_chunk(b": OPENROUTER PROCESSING\n\n")
+        for event in pending[after:]:
+            handler.write_chunk(sse(event))
+        handler.write_chunk(sse("[DONE]"))
+        handler.end_chunks()
+
+    return reply
+
+
 def drop_after(events: Iterable[dict[str, Any]]) -> Reply:
     """A stream cut off mid-body: some events, then the socket closes without the last HTTP chunk."""
 

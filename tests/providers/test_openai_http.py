@@ -33,6 +33,7 @@ from tests.providers.openai_server import (
     drop_after,
     error,
     json_reply,
+    keep_alive,
     serve,
     stream,
     text_chunks,
@@ -465,6 +466,21 @@ def test_a_deadline_ends_a_stalled_stream_as_partial(connection):
         run = SupportAgent.ask("Hi", deadline=0.5)
     finally:
         stalled.set()
+
+    assert run.outcome == "partial"
+    assert isinstance(run.error, DeadlineExceededError)
+    assert "model_retry" not in types(run)
+
+
+@pytest.mark.timeout(60)
+def test_a_deadline_ends_a_stream_kept_alive_by_comments(connection):
+    """Each comment resets the read timeout and yields no event, so only the deadline itself can end the wait."""
+    answered = threading.Event()
+    connection.reply(keep_alive(text_chunks("Too late."), until=answered))
+    try:
+        run = SupportAgent.ask("Hi", deadline=0.5)
+    finally:
+        answered.set()
 
     assert run.outcome == "partial"
     assert isinstance(run.error, DeadlineExceededError)

@@ -12,7 +12,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -57,7 +57,7 @@ class OpenAIProvider(Provider):
             ) as response:
                 if response.status_code >= 400:
                     raise self._error(ErrorReply(response.status_code, _bounded_text(response)))
-                forget = request.cancellation_token.on_cancel(lambda: _abort(response))
+                forget = _abort_when_interrupted(request, response)
                 try:
                     yield StreamEvent.build("message_start", model=target, sequence=sequence)
                     yield from read_stream(
@@ -114,8 +114,28 @@ def _check_interrupt(request: ModelRequest) -> None:
         raise DeadlineExceededError()
 
 
+def _abort_when_interrupted(request: ModelRequest, response: httpx.Response) -> Callable[[], None]:
+    """Abort ``response`` when the run is cancelled or its deadline passes; returns the disarmer.
+
+    The deadline needs its own timer: keep-alive comments (OpenRouter's ``: OPENROUTER
+    PROCESSING``) reset the read timeout and yield no event to check it between.
+    """
+    forget = request.cancellation_token.on_cancel(lambda: _abort(response))
+    if request.deadline is None:
+        return forget
+    timer = threading.Timer(max(request.deadline.timestamp() - time.time(), 0.0), _abort, (response,))
+    timer.daemon = True
+    timer.start()
+
+    def disarm() -> None:
+        forget()
+        timer.cancel()
+
+    return disarm
+
+
 def _abort(response: httpx.Response) -> None:
-    """Unblock a read waiting for the next chunk of a cancelled run's stream.
+    """Unblock a read waiting for the next chunk of a cancelled (or overdue) run's stream.
 
     Checking the token between chunks is not enough when the server stalls: the
     read would wait for the whole read timeout. Shutting the socket down (httpx's
