@@ -158,6 +158,18 @@ def test_cached_and_reasoning_tokens_are_reported_apart(connection):
     assert usage.total_tokens == 150
 
 
+def test_cache_writes_reported_by_openrouter_are_not_counted_as_uncached_input(connection):
+    """OpenRouter adds ``prompt_tokens_details.cache_write_tokens`` (Anthropic models): part of ``prompt_tokens``."""
+    final = usage_chunk(194, 2)
+    final["usage"]["prompt_tokens_details"]["cache_write_tokens"] = 100
+    connection.reply(stream([*text_chunks("ok")[:-1], final]))
+
+    usage = SupportAgent.ask("Hi").usage
+
+    assert (usage.input_tokens, usage.cache_write_tokens, usage.cache_read_tokens) == (94, 100, 0)
+    assert usage.total_tokens == 196
+
+
 # -- tools -------------------------------------------------------------------------------------------
 
 

@@ -177,13 +177,16 @@ class ChunkReader:
 
 
 def usage_from(data: Mapping[str, Any]) -> Usage:
-    """OpenAI's counts as the spec's separate fields: uncached input, cache reads, visible output, reasoning."""
-    cached = _count((data.get("prompt_tokens_details") or {}).get("cached_tokens"))
+    """OpenAI's counts as the spec's separate fields: uncached input, cache reads and writes (OpenRouter's
+    ``cache_write_tokens``), visible output, reasoning."""
+    prompt_details = data.get("prompt_tokens_details") or {}
+    cached, written = _count(prompt_details.get("cached_tokens")), _count(prompt_details.get("cache_write_tokens"))
     reasoning = _count((data.get("completion_tokens_details") or {}).get("reasoning_tokens"))
     return Usage(
-        input_tokens=max(_count(data.get("prompt_tokens")) - cached, 0),
+        input_tokens=max(_count(data.get("prompt_tokens")) - cached - written, 0),
         output_tokens=max(_count(data.get("completion_tokens")) - reasoning, 0),
         cache_read_tokens=cached,
+        cache_write_tokens=written,
         reasoning_tokens=reasoning,
     )
 
