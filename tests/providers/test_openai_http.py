@@ -391,6 +391,16 @@ def test_an_error_object_inside_the_stream_is_a_provider_error(connection):
     assert run.error.retryable is False
 
 
+def test_chunks_with_a_null_error_field_are_ordinary_chunks(connection):
+    """Some gateways put ``"error": null`` on every chunk; only an error object is an error."""
+    connection.reply(stream([{**event, "error": None} for event in text_chunks("All ", "fine.")]))
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "All fine."
+
+
 def test_a_connection_dropped_mid_stream_is_retried(connection):
     connection.reply(
         drop_after(text_chunks("Partial ", "answ")[:3]),

@@ -214,7 +214,7 @@ def read_stream(
         if not data.strip():
             continue
         chunk = _parse(data, endpoint)
-        if "error" in chunk:
+        if chunk.get("error"):  # an error object; some gateways send "error": null on every chunk
             raise on_error(ErrorReply(None, data))
         yield from reader.feed(chunk)
     if not done and reader.finish_reason is None:
