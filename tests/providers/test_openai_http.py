@@ -16,6 +16,7 @@ import pytest
 
 from lg_core import (
     Agent,
+    Artifact,
     ConfigurationError,
     ContextWindowOverflowError,
     CredentialError,
@@ -42,6 +43,7 @@ from tests.providers.openai_server import (
 )
 
 KEY = "sk-test-Zq7t0psecret"
+PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture
@@ -243,6 +245,34 @@ def test_calls_that_share_an_index_but_not_an_id_are_separate_calls(connection):
         ("call_a", "entry for refunds"),
         ("call_b", "entry for shipping"),
     ]
+
+
+class ScreenshotTool(Tool):
+    description = "Take a screenshot of the customer's order page."
+    input_schema = {"type": "object", "properties": {}}
+
+    def call(self, input):
+        return Tool.Result("Screenshot taken.", artifacts=(Artifact(media_type="image/png", data=PNG, name="order.png"),))
+
+
+class ScreenshotAgent(SupportAgent):
+    tools = [ScreenshotTool]
+
+
+def test_an_image_a_tool_returns_reaches_the_model(connection):
+    """Chat Completions tool messages hold text only, so a tool's image follows them in a user message."""
+    connection.reply(
+        stream(tool_call_chunks(("call_s", "screenshot", ["{}"]))),
+        stream(text_chunks("The order shows as shipped.")),
+    )
+
+    run = ScreenshotAgent.ask("What does my order page say?")
+
+    assert run.outcome == "completed", run.error
+    tool_message, attachments = connection.received[1].body["messages"][-2:]
+    assert tool_message == {"role": "tool", "tool_call_id": "call_s", "content": "Screenshot taken."}
+    assert attachments["role"] == "user"
+    assert {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}} in attachments["content"]
 
 
 def test_tool_arguments_that_are_not_json_fail_the_run_as_a_malformed_tool_call(connection):

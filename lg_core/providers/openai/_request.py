@@ -4,7 +4,8 @@ The body always streams and asks for usage in the final chunk
 (``stream_options.include_usage``), so a run's token accounting needs no
 second call. Messages map one to one, except that a tool message carrying
 several results becomes one ``role: tool`` message per result, which is how
-Chat Completions answers parallel tool calls.
+Chat Completions answers parallel tool calls, followed by a user message with
+the results' images and documents (tool messages take text only).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _message(message: Message) -> list[dict[str, Any]]:
     """One Message as one or more wire messages (tool results each become their own)."""
     results = message.tool_results
     if results:
-        return [_tool_result(result) for result in results]
+        return [*(_tool_result(result) for result in results), *_tool_attachments(results)]
     if message.role == "assistant":
         return [_assistant(message)]
     return [{"role": message.role, "content": _content(message)}]
@@ -96,6 +97,18 @@ def _tool_result(result: ToolResult) -> dict[str, Any]:
     if result.status == "error":
         text = f"Error: {text}"
     return {"role": "tool", "tool_call_id": result.tool_use_id, "content": text}
+
+
+def _tool_attachments(results: list[ToolResult]) -> list[dict[str, Any]]:
+    """The images and documents of tool results, in one user message after the tool messages
+    (which take text only), so the model still sees them."""
+    parts: list[dict[str, Any]] = []
+    for result in results:
+        media = [block for block in result.content if isinstance(block, (Image, Document))]
+        if media:
+            parts.append({"type": "text", "text": f"Attachments returned by tool call {result.tool_use_id}:"})
+            parts.extend(_part(block) for block in media)
+    return [{"role": "user", "content": parts}] if parts else []
 
 
 def _content(message: Message) -> str | list[dict[str, Any]]:
