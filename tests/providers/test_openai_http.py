@@ -390,6 +390,17 @@ def test_a_context_length_error_is_a_context_window_overflow(connection):
     assert run.error.retryable is False
 
 
+def test_llama_cpp_context_size_error_is_a_context_window_overflow(connection):
+    """llama.cpp's server says it in its own words and error type."""
+    message = "request (9412 tokens) exceeds the available context size (8192 tokens), try increasing it"
+    connection.reply(json_reply(400, {"error": {"code": 400, "message": message, "type": "exceed_context_size_error"}}))
+
+    run = SupportAgent.ask("Hi")
+
+    assert type(run.error) is ContextWindowOverflowError
+    assert "8192 tokens" in str(run.error)
+
+
 def test_a_chunk_that_is_not_json_fails_the_run_with_a_protocol_error(connection):
     connection.reply(stream([chunk({"role": "assistant", "content": ""}), '{"id": "chatcmpl-1", "choices": [']))
 

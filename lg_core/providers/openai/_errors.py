@@ -26,7 +26,14 @@ from lg_core.errors import ContextWindowOverflowError, HTTPError, ProtocolError,
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 # In-stream error types and codes that say "try again" rather than "this request is wrong".
 _RETRYABLE_KINDS = frozenset({"server_error", "rate_limit_exceeded", "rate_limit_error", "overloaded_error", "timeout"})
-_CONTEXT_MARKERS = ("context_length_exceeded", "maximum context length", "context window", "too many tokens")
+_CONTEXT_MARKERS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context window",
+    "too many tokens",
+    "exceed_context_size",  # llama.cpp's error type: "... exceeds the available context size ..."
+    "available context size",
+)
 REDACTED = "[redacted]"
 
 
@@ -102,8 +109,8 @@ def _detail(body: str) -> dict[str, Any]:
 
 
 def _is_context_overflow(detail: dict[str, Any]) -> bool:
-    """OpenAI says ``context_length_exceeded``; compatible servers only say it in words."""
-    text = f"{detail.get('code')} {detail['message']}".lower()
+    """OpenAI says ``context_length_exceeded``; compatible servers say it in words or their own type."""
+    text = f"{detail.get('code')} {detail.get('type')} {detail['message']}".lower()
     return any(marker in text for marker in _CONTEXT_MARKERS)
 
 
