@@ -247,6 +247,21 @@ def test_calls_that_share_an_index_but_not_an_id_are_separate_calls(connection):
     ]
 
 
+def test_tool_arguments_sent_as_a_json_object_are_the_tool_input(connection):
+    """TGI and some llama.cpp builds send ``arguments`` as an object rather than a JSON string."""
+    call = {"index": 0, "id": "call_o", "type": "function", "function": {"name": "lookup", "arguments": {"topic": "refunds"}}}
+    connection.reply(
+        stream([chunk({"role": "assistant", "content": None}), chunk({"tool_calls": [call]}), chunk({}, "tool_calls")]),
+        stream(text_chunks("Done.")),
+    )
+
+    run = ToolAgent.ask("Refunds?")
+
+    assert run.outcome == "completed", run.error
+    tool_messages = [m for m in connection.received[1].body["messages"] if m["role"] == "tool"]
+    assert tool_messages == [{"role": "tool", "tool_call_id": "call_o", "content": "entry for refunds"}]
+
+
 class ScreenshotTool(Tool):
     description = "Take a screenshot of the customer's order page."
     input_schema = {"type": "object", "properties": {}}

@@ -112,6 +112,8 @@ class ChunkReader:
         if function.get("name") and not call.name:
             call.name = str(function["name"])
         pieces = function.get("arguments")
+        if isinstance(pieces, Mapping):  # an object instead of JSON text (TGI, some llama.cpp builds)
+            pieces = json.dumps(pieces)
         if isinstance(pieces, str) and pieces:
             call.arguments.append(pieces)
         if not call.started and call.name:
