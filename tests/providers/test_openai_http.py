@@ -150,6 +150,24 @@ def test_reasoning_deltas_from_compatible_servers_become_reasoning_events(connec
     assert run.response == "Hello!"
 
 
+def test_content_sent_as_parts_becomes_reasoning_and_text(connection):
+    """Mistral's magistral models stream ``delta.content`` as parts: ``thinking`` parts, then ``text`` parts."""
+    def thinking(text):
+        return chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": text}]}]})
+
+    connection.reply(
+        stream([chunk({"role": "assistant", "content": ""}), thinking("A greeting; "), thinking("greet back."),
+                chunk({"content": [{"type": "text", "text": "Hello"}]}), chunk({"content": "!"}), chunk({}, "stop")])
+    )
+
+    run = SupportAgent.stream_ask("Hi")
+    events = list(run)
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Hello!"
+    assert [e.data["text"] for e in events if e.type == "reasoning_delta"] == ["A greeting; ", "greet back."]
+
+
 def test_cached_and_reasoning_tokens_are_reported_apart(connection):
     final = usage_chunk(100, 50, cached=60, reasoning=30)
     connection.reply(stream([*text_chunks("ok")[:-1], final]))

@@ -92,15 +92,15 @@ class ChunkReader:
 
     def _choice(self, choice: Mapping[str, Any]) -> Iterator[StreamEvent]:
         delta = choice.get("delta") or {}
-        reasoning = delta.get("reasoning") or delta.get("reasoning_content")
-        if isinstance(reasoning, str) and reasoning:
-            self.reasoning.append(reasoning)
-            yield StreamEvent.build("reasoning_delta", text=reasoning)
-        for key in ("content", "refusal"):  # a refusal is what the model said instead of an answer
-            piece = delta.get(key)
+        pieces = [
+            ("reasoning", delta.get("reasoning") or delta.get("reasoning_content")),
+            *_content_pieces(delta.get("content")),
+            ("text", delta.get("refusal")),  # a refusal is what the model said instead of an answer
+        ]
+        for kind, piece in pieces:
             if isinstance(piece, str) and piece:
-                self.text.append(piece)
-                yield StreamEvent.build("text_delta", text=piece)
+                (self.reasoning if kind == "reasoning" else self.text).append(piece)
+                yield StreamEvent.build(f"{kind}_delta", text=piece)
         for fragment in delta.get("tool_calls") or ():
             yield from self._tool_fragment(fragment)
         if choice.get("finish_reason"):
@@ -176,6 +176,24 @@ class ChunkReader:
         if self.calls and self.finish_reason in (None, "stop", "tool_calls", "function_call"):
             return "tool_use"  # some compatible servers say "stop" after tool calls
         return STOP_REASONS.get(self.finish_reason or "", "other")
+
+
+def _content_pieces(content: Any) -> list[tuple[str, Any]]:
+    """``delta.content`` as ``(kind, text)`` pairs: a string, or content parts (Mistral's magistral
+    models stream ``thinking`` parts, whose ``thinking`` holds text parts, then ``text`` parts)."""
+    if not isinstance(content, list):
+        return [("text", content)]
+    pieces: list[tuple[str, Any]] = []
+    for part in content:
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") == "thinking":
+            inner = part.get("thinking")
+            texts = inner if isinstance(inner, list) else [{"text": inner}]
+            pieces.extend(("reasoning", text.get("text")) for text in texts if isinstance(text, Mapping))
+        elif part.get("type") == "text":
+            pieces.append(("text", part.get("text")))
+    return pieces
 
 
 def usage_from(data: Mapping[str, Any]) -> Usage:
