@@ -465,6 +465,23 @@ def test_an_error_object_inside_the_stream_is_a_provider_error(connection):
     assert run.error.retryable is False
 
 
+def test_a_finish_reason_error_is_a_provider_error_not_an_answer(connection):
+    """OpenRouter ends a failed generation with ``finish_reason: "error"`` (its error on the choice)."""
+    failed = chunk({"content": ""}, "error")
+    failed["choices"][0]["error"] = {"code": 502, "message": "Upstream provider returned an invalid response"}
+    connection.reply(
+        stream([chunk({"role": "assistant", "content": ""}), chunk({"content": "Partial "}), failed]),
+        stream(text_chunks("Full answer.")),
+    )
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Full answer."
+    [retry] = [e for e in run.events() if e.type == "model_retry"]
+    assert "Upstream provider returned an invalid response" in retry.data["message"]
+
+
 def test_chunks_with_a_null_error_field_are_ordinary_chunks(connection):
     """Some gateways put ``"error": null`` on every chunk; only an error object is an error."""
     connection.reply(stream([{**event, "error": None} for event in text_chunks("All ", "fine.")]))

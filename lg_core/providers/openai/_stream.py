@@ -76,6 +76,7 @@ class ChunkReader:
         self.calls: dict[int, _ToolCall] = {}  # in order of arrival
         self._open: dict[int | None, int] = {}  # a fragment's ``index`` (None: absent) -> the call it continues
         self.finish_reason: str | None = None
+        self.error: Any = None  # the error object OpenRouter puts on a choice that finished with "error"
         self.usage: Usage | None = None
         self.metadata: dict[str, Any] = {"model": target}
 
@@ -105,6 +106,7 @@ class ChunkReader:
             yield from self._tool_fragment(fragment)
         if choice.get("finish_reason"):
             self.finish_reason = str(choice["finish_reason"])
+            self.error = choice.get("error")
 
     def _tool_fragment(self, fragment: Mapping[str, Any]) -> Iterator[StreamEvent]:
         call = self._call_for(fragment)
@@ -237,6 +239,9 @@ def read_stream(
         if chunk.get("error"):  # an error object; some gateways send "error": null on every chunk
             raise on_error(ErrorReply(None, data))
         yield from reader.feed(chunk)
+        if reader.finish_reason == "error":  # the generation failed: no answer, whatever came before
+            error = reader.error or {"message": 'the model stopped with finish_reason "error"'}
+            raise on_error(ErrorReply(None, json.dumps({"error": error})))
     if not done and reader.finish_reason is None:
         raise HTTPError(f"the stream from {endpoint} ended before the response was complete", retryable=True)
     interrupt()
