@@ -621,6 +621,21 @@ def test_the_key_is_read_from_the_named_environment_variable(config, server, mon
     assert server.received[0].headers["authorization"] == "Bearer sk-from-env"
 
 
+def test_a_header_value_that_is_not_valid_http_fails_the_run_without_showing_it(config, server):
+    """httpx quotes the illegal value in its error; an Azure-style key header must not end up in the run."""
+    secret = "azure-key-7f3e9\r\nX-Injected: 1"
+    headers = {"api-key": secret}
+    configure(providers={"local": {"adapter": "openai", "base_url": server.base_url, "api_key": KEY, "allow_insecure_http": True, "headers": headers}})
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert "azure-key-7f3e9" not in str(run.error)
+    assert all("azure-key-7f3e9" not in str(event.data) for event in run.events())
+    assert "model_retry" not in types(run)
+    assert server.received == []
+
+
 # -- connection options -------------------------------------------------------------------------------
 
 

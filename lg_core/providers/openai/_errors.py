@@ -70,6 +70,11 @@ def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret
 
 def _transport_error(cause: httpx.HTTPError, endpoint: str) -> ProviderError:
     """No (complete) response: connection refused or dropped, a timeout, a broken chunked body."""
+    if isinstance(cause, httpx.LocalProtocolError):  # our request is not valid HTTP; httpx quotes the bad header value
+        return ProviderError(
+            f"the request to {endpoint} could not be sent: a header value is not valid HTTP "
+            "(check the connection's api_key and headers for line breaks or control characters)"
+        )
     if isinstance(cause, httpx.TimeoutException):
         return HTTPError(f"{endpoint} did not answer in time ({type(cause).__name__})", retryable=True)
     if isinstance(cause, (httpx.TransportError, httpx.StreamError)):
