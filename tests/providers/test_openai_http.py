@@ -621,6 +621,17 @@ def test_the_key_is_read_from_the_named_environment_variable(config, server, mon
     assert server.received[0].headers["authorization"] == "Bearer sk-from-env"
 
 
+def test_a_key_read_with_a_trailing_newline_is_sent_without_it(config, server):
+    """A key pasted or read from a file often ends in a newline; as a header value it would be illegal."""
+    configure(providers={"local": {"adapter": "openai", "base_url": server.base_url, "api_key": KEY + "\n", "allow_insecure_http": True}})
+    server.reply(stream(text_chunks("ok")))
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "completed", run.error
+    assert server.received[0].headers["authorization"] == f"Bearer {KEY}"
+
+
 def test_a_header_value_that_is_not_valid_http_fails_the_run_without_showing_it(config, server):
     """httpx quotes the illegal value in its error; an Azure-style key header must not end up in the run."""
     secret = "azure-key-7f3e9\r\nX-Injected: 1"

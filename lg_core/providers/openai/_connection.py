@@ -86,7 +86,7 @@ class ConnectionOptions:
     def resolve_api_key(self) -> str:
         """The API key, read now (so a rotated environment variable is picked up); CredentialError if none."""
         if self.api_key:
-            return self.api_key
+            return self.api_key.strip()  # as for the environment variable: a newline is no part of a key
         if self.api_key_env:
             key = os.environ.get(self.api_key_env, "").strip()
             if key:
