@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lg_core import ConfigurationError, HTTPError, MalformedToolCallError
-from lg_core.content import Image, Text, ToolResult, ToolUse
+from lg_core.content import Document, Image, Text, ToolResult, ToolUse
 from lg_core.messages import Message
 from lg_core.models.request import ModelCapabilities, ModelRequest, ToolSpecification
 from lg_core.providers import MAX_ERROR_BODY_CHARS
@@ -32,6 +32,17 @@ def test_an_image_is_sent_as_a_data_url_content_part():
         {"type": "text", "text": "What is this?"},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
     ]
+
+
+def test_a_text_document_is_sent_as_text_and_a_pdf_as_a_file():
+    """Chat Completions takes only PDFs as file parts; OpenAI's advice for other files is their text."""
+    csv = Document(data=b"order,status\nA-17,shipped\n", media_type="text/csv", name="orders.csv")
+    pdf = Document(data=b"%PDF-1.7", media_type="application/pdf", name="guide.pdf")
+
+    [user] = body(messages=(Message(role="user", content=[Text(text="Check these."), csv, pdf]),))["messages"]
+
+    assert user["content"][1] == {"type": "text", "text": "Document orders.csv:\norder,status\nA-17,shipped\n"}
+    assert user["content"][2] == {"type": "file", "file": {"filename": "guide.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjc="}}
 
 
 def test_an_error_tool_result_says_so_and_each_result_is_its_own_tool_message():

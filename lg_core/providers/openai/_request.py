@@ -125,8 +125,23 @@ def _part(block: Any) -> dict[str, Any]:
     if isinstance(block, Image):
         return {"type": "image_url", "image_url": {"url": _data_url(block.media_type, block.data)}}
     if isinstance(block, Document):
+        text = _document_text(block)
+        if text is not None:
+            return {"type": "text", "text": f"Document {block.name}:\n{text}"}
         return {"type": "file", "file": {"filename": block.name, "file_data": _data_url(block.media_type, block.data)}}
     raise ConfigurationError(f"the openai adapter cannot send a {type(block).__name__} block in a user message")
+
+
+def _document_text(document: Document) -> str | None:
+    """A text document's content: Chat Completions takes only PDFs as file parts (OpenAI: send a
+    file's text as text); None for binary documents."""
+    media_type = document.media_type.split(";")[0].strip().lower()
+    if not (media_type.startswith("text/") or media_type.endswith(("json", "xml", "yaml"))):
+        return None
+    try:
+        return document.data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _data_url(media_type: str, data: bytes) -> str:
