@@ -34,6 +34,9 @@ from lg_core.store import NewStep
 from lg_core.usage import Usage
 
 RECOVERY_LIMIT = 2
+# The longest Retry-After a model turn waits for in its step (holding its claim); a provider
+# asking for more fails the turn, and the run can be retried once the limit has reset.
+MAX_RETRY_AFTER = 60.0
 PACE_CHECK_SECONDS = 0.5  # a rate-limited call waiting for its slot checks cancellation this often
 
 
@@ -143,15 +146,21 @@ class ModelTurn:
             replacement = decision.value["request"]
         elif getattr(error, "retryable", False) and retries <= RECOVERY_LIMIT:
             replacement = request
-            self._backoff(retries)
+            self._backoff(retries, getattr(error, "retry_after", None))
         else:
             raise error
         scope.emit("model_retry", attempt=retries + 1, partial_text=bool(self.partial_text), error_class=type(error).__name__, message=str(error))
         self.partial_text = ""
         return replacement
 
-    def _backoff(self, retries: int) -> None:
+    def _backoff(self, retries: int, asked: float | None = None) -> None:
+        """Wait before retry ``retries``: limited exponential backoff, or the wait the provider
+        asked for (``HTTPError.retry_after``, from ``Retry-After``) up to MAX_RETRY_AFTER, so a
+        rate limit that resets in seconds is not retried into the same refusal; never past the
+        deadline, and a cancel ends it."""
         delay = min(0.25 * (2 ** (retries - 1)), 2.0)
+        if isinstance(asked, int | float) and asked > delay:
+            delay = min(float(asked), MAX_RETRY_AFTER)
         remaining = self.scope.context.remaining_time(delay) if self.scope.context else delay
         self.scope.run.cancellation_token.wait(remaining or 0)
         self.scope.check_interrupt()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -80,6 +81,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    at: float = 0.0  # time.monotonic() when the request arrived
 
 
 Reply = Callable[["_Handler"], None]
@@ -134,19 +136,24 @@ def drop_after(events: Iterable[dict[str, Any]]) -> Reply:
     return reply
 
 
-def error(status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None) -> Reply:
+def error(
+    status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
     """An OpenAI error response: ``{"error": {"message", "type", "param", "code"}}``."""
-    return json_reply(status, {"error": {"message": message, "type": type, "param": None, "code": code}})
+    return json_reply(status, {"error": {"message": message, "type": type, "param": None, "code": code}}, headers=headers)
 
 
-def json_reply(status: int, payload: Any) -> Reply:
-    """A plain JSON response with ``status``."""
+def json_reply(status: int, payload: Any, *, headers: dict[str, str] | None = None) -> Reply:
+    """A plain JSON response with ``status`` (and extra ``headers``, e.g. Retry-After)."""
 
     def reply(handler: _Handler) -> None:
         body = json.dumps(payload).encode()
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
         handler.end_headers()
         handler.wfile.write(body)
 
@@ -160,7 +167,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
         body = json.loads(self.rfile.read(length) or b"null")
-        self.server.owner.received.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.server.owner.received.append(Received(self.path, headers, body, time.monotonic()))
         try:
             self.server.owner.next_reply()(self)
         except (BrokenPipeError, ConnectionResetError):  # the client went away (a cancelled run)

@@ -396,6 +396,20 @@ def test_a_rate_limit_is_retried_and_announced_with_model_retry(connection):
     assert "429" in retry.data["message"]
 
 
+def test_a_rate_limit_waits_as_long_as_retry_after_asks(connection):
+    """Retried at once, a limit that resets in a second refuses again: the wait the server asks for is kept."""
+    connection.reply(
+        error(429, "Rate limit reached.", type="requests", code="rate_limit_exceeded", headers={"Retry-After": "1"}),
+        stream(text_chunks("Done.")),
+    )
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "completed", run.error
+    first, second = connection.received
+    assert second.at - first.at >= 1.0  # the backoff alone would have waited 0.25 s
+
+
 def test_a_rejected_key_fails_the_run_without_retrying_or_showing_the_key(connection):
     connection.reply(
         error(401, f"Incorrect API key provided: {KEY}. You can find your API key at https://platform.openai.com/account/api-keys.", code="invalid_api_key"),

@@ -158,3 +158,19 @@ def test_a_rate_limit_that_mentions_tokens_is_still_a_rate_limit():
     body = '{"error": {"message": "Request too large: too many tokens per min", "code": "rate_limit_exceeded"}}'
 
     assert type(provider_error(ErrorReply(429, body), endpoint="here")) is HTTPError
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # a date in the past: now
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+    ],
+)
+def test_retry_after_is_read_from_the_headers_openai_and_http_use(headers, seconds):
+    from lg_core.providers.openai._errors import retry_after_seconds
+
+    assert retry_after_seconds(headers) == seconds

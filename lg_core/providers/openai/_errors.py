@@ -13,7 +13,10 @@ with ``model_retry``.
 from __future__ import annotations
 
 import dataclasses
+import email.utils
 import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 
@@ -39,10 +42,37 @@ REDACTED = "[redacted]"
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ErrorReply:
-    """An error the endpoint answered with: an HTTP status and body, or (``status=None``) a stream error object."""
+    """An error the endpoint answered with: an HTTP status and body, or (``status=None``) a stream error object.
+
+    ``retry_after`` is the server's ``Retry-After`` (or ``retry-after-ms``) in seconds, when it sent one.
+    """
 
     status: int | None
     body: str
+    retry_after: float | None = None
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The wait a 429 or 503 asks for: ``retry-after-ms`` (OpenAI), else ``Retry-After`` as
+    seconds or an HTTP date; None when absent or unreadable."""
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(float(milliseconds) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max((when - datetime.now(UTC)).total_seconds(), 0.0) if when.tzinfo else None
 
 
 def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret: str | None = None) -> ProviderError:
@@ -65,6 +95,7 @@ def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret
         status=cause.status,
         body=body,
         retryable=cause.status in RETRYABLE_STATUSES or cause.status >= 500,
+        retry_after=cause.retry_after,
     )
 
 

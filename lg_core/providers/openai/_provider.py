@@ -23,7 +23,7 @@ from lg_core.events import StreamEvent
 from lg_core.models.request import ModelCapabilities, ModelRequest
 from lg_core.providers.base import Provider
 from lg_core.providers.openai._connection import CONNECT_TIMEOUT, ConnectionOptions
-from lg_core.providers.openai._errors import ErrorReply, provider_error
+from lg_core.providers.openai._errors import ErrorReply, provider_error, retry_after_seconds
 from lg_core.providers.openai._request import build_body
 from lg_core.providers.openai._stream import ChunkReader, read_stream
 
@@ -56,7 +56,8 @@ class OpenAIProvider(Provider):
                 "POST", CHAT_COMPLETIONS, json=body, headers=headers, timeout=_timeout(request, self.settings.timeout)
             ) as response:
                 if response.status_code >= 400:
-                    raise self._error(ErrorReply(response.status_code, _bounded_text(response)))
+                    reply = ErrorReply(response.status_code, _bounded_text(response), retry_after_seconds(response.headers))
+                    raise self._error(reply)
                 forget = _abort_when_interrupted(request, response)
                 try:
                     yield StreamEvent.build("message_start", model=target, sequence=sequence)
