@@ -37,6 +37,7 @@ from pydantic_settings import (
 
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
+from lg_core.urls import safe_url
 
 ENV_PREFIX = "LG_"
 # What a JSON-valued environment variable looks like, for the error message of a bad one.
@@ -263,6 +264,17 @@ class Configuration(BaseSettings):
         subclass or its import path ``module:Class``, built for each connection naming it."""
         self.provider_adapters = {**self.provider_adapters, name: adapter}
 
+    def __repr_args__(self) -> Any:
+        """Fields as repr shows them, with passwords in URLs and secret-looking provider options
+        masked: a configuration ends up in tracebacks, test failures and logs."""
+        for name, value in super().__repr_args__():
+            if name in ("run_store", "broker_url") and isinstance(value, str):
+                yield name, safe_url(value)
+            elif name == "providers" and isinstance(value, Mapping):
+                yield name, {connection: _masked(options) for connection, options in value.items()}
+            else:
+                yield name, value
+
     def runtime(self) -> Any:
         """The shared Runtime for this configuration, built (and the configuration locked) on first use."""
         if self._runtime is None:
@@ -279,6 +291,21 @@ class Configuration(BaseSettings):
             runtime, self._runtime = self._runtime, None
         if runtime is not None:
             runtime.close()
+
+
+_SECRET_NAMES = re.compile(r"key|secret|token|password|credential", re.IGNORECASE)
+
+
+def _masked(options: Any) -> Any:
+    """Provider connection options with the values of secret-looking names replaced by ``***``
+    (``api_key``, ``client_secret``, ``headers.Authorization`` ...); ``api_key_env`` names a variable."""
+    if not isinstance(options, Mapping):
+        return options
+    return {
+        name: "***" if _SECRET_NAMES.search(str(name)) and not str(name).endswith("_env") and isinstance(value, str)
+        else ("***" if str(name).lower() == "authorization" else _masked(value))
+        for name, value in options.items()
+    }
 
 
 def _redis_url_problem(url: str) -> str | None:

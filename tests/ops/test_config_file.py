@@ -185,3 +185,18 @@ def test_other_lg_variables_are_not_reported(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         build_configuration()
+
+
+def test_the_repr_of_a_configuration_shows_no_secret():
+    """A configuration lands in tracebacks, test failures and logs."""
+    config = Configuration(
+        run_store="postgresql+psycopg://app:store-pw@db/lg",
+        broker_url="redis://:broker-pw@redis:6379/0",
+        providers={"openai": {"adapter": "openai", "api_key": "sk-live-123", "api_key_env": "OPENAI_API_KEY",
+                              "headers": {"Authorization": "Bearer sk-live-456", "X-Title": "Support"}}},
+    )
+    text = repr(config)
+    for secret in ("store-pw", "broker-pw", "sk-live-123", "sk-live-456"):
+        assert secret not in text
+    assert "OPENAI_API_KEY" in text and "Support" in text and "app:***@db" in text
+    assert config.providers["openai"]["api_key"] == "sk-live-123"  # only the repr is masked
