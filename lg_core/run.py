@@ -242,7 +242,9 @@ class Run:
                     self._on_event(event)
                 except Exception as exc:  # noqa: BLE001 - the run stops cleanly, then ask() raises it
                     self._delivery_error = exc
-                    self.cancellation_token.cancel("the event consumer failed")
+                    if outcome is None:  # after the terminal event there is nothing left to stop,
+                        # and the token may be the caller's, shared with its next runs
+                        self.cancellation_token.cancel("the event consumer failed")
 
     def _finish_from(self, outcome: str, data: Any) -> None:
         self.outcome = outcome

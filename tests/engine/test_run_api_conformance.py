@@ -277,3 +277,19 @@ def test_run_context_accepts_a_datetime_deadline_and_a_token():
 
     context.check()
     assert context.deadline == deadline and context.cancellation_token is token
+
+
+def test_a_consumer_failing_on_the_terminal_event_leaves_the_callers_token_alone(config, script):
+    """Nothing is left to stop once the run has ended; the caller's token may serve its next runs."""
+    from lg_core import CancellationToken
+
+    token = CancellationToken()
+
+    def on_event(event):
+        if event.terminal:
+            raise ValueError("the consumer broke on the last event")
+
+    with pytest.raises(ValueError, match="last event"):
+        agent_for(script([{"text": "ok"}])).ask("Hi", cancellation_token=token, on_event=on_event)
+    assert not token.cancelled
+    assert agent_for(script([{"text": "again"}])).ask("Hi", cancellation_token=token).outcome == "completed"
