@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar
 
 from lg_core.callbacks import CALLBACK_NAMES, collect
-from lg_core.errors import ConfigurationError
+from lg_core.errors import CONTROL_FLOW_ERRORS, ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, result_strategy
 from lg_core.run import Run, prepared_by
@@ -166,7 +166,7 @@ class Agent:
         waits for it to stop before the cancellation goes on, as leaving
         ``stream_ask_async`` does.
         """
-        run = await asyncio.to_thread(cls.build_run, message, **options)
+        run = await _built_off_the_loop(cls, message, options)
         return await _until_stopped(run, _on_own_thread(run.call, f"lg-ask-{run.id[:8]}"))
 
     @_entrypoint
@@ -314,6 +314,47 @@ def _on_own_thread(fn: Callable[[], T], name: str) -> asyncio.Future[T]:
 
     threading.Thread(target=target, name=name, daemon=True).start()
     return future
+
+
+async def _built_off_the_loop(cls: type[Agent], message: Any, options: dict[str, Any]) -> Run:
+    """``cls.build_run(message, **options)`` on a worker thread.
+
+    If the awaiting task is cancelled meanwhile, the build still finishes on its
+    thread; the Run it makes never starts, so what its hooks registered
+    (``prepare_run``) is closed instead of being left open: by this side if the
+    build had finished, else by the thread when it does.
+    """
+    lock, built, abandoned = threading.Lock(), [], threading.Event()
+
+    def build() -> Run:
+        run = cls.build_run(message, **options)
+        with lock:
+            if not abandoned.is_set():
+                built.append(run)
+                return run
+        _close_unstarted(run)
+        return run
+
+    try:
+        return await asyncio.to_thread(build)
+    except asyncio.CancelledError:
+        with lock:
+            abandoned.set()
+            finished = list(built)
+        for run in finished:
+            _close_unstarted(run)
+        raise
+
+
+def _close_unstarted(run: Run) -> None:
+    """Close a Run nobody will start, on a thread of its own: closers may block, and nobody
+    is left to raise their error to."""
+
+    def close() -> None:
+        with contextlib.suppress(Exception, *CONTROL_FLOW_ERRORS):
+            run.close()
+
+    threading.Thread(target=close, name=f"lg-close-{run.id[:8]}", daemon=True).start()
 
 
 async def _until_stopped(run: Run, work: Awaitable[Run]) -> Run:

@@ -383,6 +383,36 @@ def test_ask_async_prepares_its_run_off_the_loop(script):
     assert saw_the_loop_run == [True], "the loop ran while the run was being prepared"
 
 
+@pytest.mark.timeout(60)
+def test_an_ask_async_cancelled_while_its_run_is_prepared_closes_that_run(script):
+    """The build goes on on its thread; the Run it makes never starts, so its resources are closed."""
+    from lg_core import Configuration, with_configuration
+    from lg_core.services import Hook
+
+    preparing, release, closed = threading.Event(), threading.Event(), threading.Event()
+
+    class SlowWorkspace(Hook):
+        def prepare_run(self, run):
+            run.register(closer=closed.set)
+            preparing.set()
+            release.wait(10)
+            return run
+
+    async def main():
+        task = asyncio.create_task(agent_for(script(TURNS), LookupTool).ask_async("Refunds?"))
+        await asyncio.to_thread(preparing.wait, 10)
+        task.cancel()  # the web request went away while the run was being prepared
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()
+
+    configuration = Configuration(hooks=[SlowWorkspace])
+    with with_configuration(configuration):
+        asyncio.run(main())
+        assert closed.wait(10), "the prepared run's resources were left open"
+    configuration.close()
+
+
 @pytest.mark.timeout(30)
 def test_leaving_an_async_stream_early_cancels_the_run_in_the_store_off_the_loop(config, script, monkeypatch):
     started = threading.Event()
