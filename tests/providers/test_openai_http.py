@@ -496,6 +496,44 @@ def test_a_finish_reason_error_is_a_provider_error_not_an_answer(connection):
     assert "Upstream provider returned an invalid response" in retry.data["message"]
 
 
+def test_a_stream_that_ends_without_an_answer_is_retried_not_completed_empty(connection):
+    """``[DONE]`` after no content, no tool call and no finish_reason: the generation failed somewhere
+    upstream, so the run must not complete with an empty answer."""
+    connection.reply(
+        stream([chunk({"role": "assistant", "content": ""}), usage_chunk(12, 0)]),
+        stream(text_chunks("Full answer.")),
+    )
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Full answer."
+    [retry] = [e for e in run.events() if e.type == "model_retry"]
+    assert retry.data["error_class"] == "ProtocolError"
+    assert "ended without an answer" in retry.data["message"]
+
+
+def test_a_stream_that_keeps_ending_without_an_answer_fails_the_run(connection):
+    connection.reply(*[stream([chunk({"role": "assistant", "content": ""})]) for _ in range(3)])
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert type(run.error) is ProtocolError and run.error.retryable
+    assert len(connection.received) == 3
+
+
+def test_an_empty_answer_with_a_finish_reason_is_an_answer(connection):
+    """``finish_reason: stop`` with no content is the model's (empty) answer, not a broken stream."""
+    connection.reply(stream([chunk({"role": "assistant", "content": ""}), chunk({}, "stop"), usage_chunk(12, 0)]))
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "completed", run.error
+    assert run.response == ""
+    assert len(connection.received) == 1
+
+
 def test_chunks_with_a_null_error_field_are_ordinary_chunks(connection):
     """Some gateways put ``"error": null`` on every chunk; only an error object is an error."""
     connection.reply(stream([{**event, "error": None} for event in text_chunks("All ", "fine.")]))

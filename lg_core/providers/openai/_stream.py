@@ -140,6 +140,11 @@ class ChunkReader:
             call = self.calls[key] = _ToolCall(id=str(call_id or f"call_{self.sequence}_{key}"), id_given=bool(call_id))
         return call
 
+    @property
+    def answered(self) -> bool:
+        """Whether the model said anything an agent can act on: text (a refusal included) or a tool call."""
+        return bool(self.text or self.calls)
+
     def finish(self) -> Iterator[StreamEvent]:
         """Close the tool calls, report usage, and end with ``message_stop`` carrying the response."""
         blocks: list[Any] = []
@@ -244,6 +249,14 @@ def read_stream(
             raise on_error(ErrorReply(None, json.dumps({"error": error})))
     if not done and reader.finish_reason is None:
         raise HTTPError(f"the stream from {endpoint} ended before the response was complete", retryable=True)
+    if reader.finish_reason is None and not reader.answered:
+        # A generation that failed upstream (a gateway that lost its model, a crashed worker) can
+        # still close with [DONE]: completing the turn as an empty answer would end the run on it.
+        raise ProtocolError(
+            f"the stream from {endpoint} ended without an answer: [DONE] came with no content, "
+            "no tool call and no finish_reason",
+            retryable=True,
+        )
     interrupt()
     yield from reader.finish()
 
