@@ -71,7 +71,10 @@ def tool_call_chunks(*calls: tuple[str, str, list[str]], usage: tuple[int, int] 
     return [*chunks, chunk({}, "tool_calls"), usage_chunk(*usage)]
 
 
-def sse(event: dict[str, Any] | str) -> bytes:
+def sse(event: dict[str, Any] | str | bytes) -> bytes:
+    """One ``data:`` event; bytes are sent as they are (a named event such as DashScope's ``event: error``)."""
+    if isinstance(event, bytes):
+        return event
     data = event if isinstance(event, str) else json.dumps(event, separators=(",", ":"))
     return f"data: {data}\n\n".encode()
 
@@ -87,7 +90,7 @@ class Received:
 Reply = Callable[["_Handler"], None]
 
 
-def stream(events: Iterable[dict[str, Any] | str], *, done: bool = True, hold: threading.Event | None = None, hold_after: int = 1) -> Reply:
+def stream(events: Iterable[dict[str, Any] | str | bytes], *, done: bool = True, hold: threading.Event | None = None, hold_after: int = 1) -> Reply:
     """A 200 event stream; with ``hold``, it waits for the event after ``hold_after`` events."""
 
     def reply(handler: _Handler) -> None:

@@ -534,6 +534,44 @@ def test_an_empty_answer_with_a_finish_reason_is_an_answer(connection):
     assert len(connection.received) == 1
 
 
+def test_a_named_error_event_is_a_provider_error_with_the_servers_message(connection):
+    """DashScope sends ``event: error`` with ``code`` and ``message`` at the top level, then may still end with [DONE]."""
+    frame = {"code": "DataInspectionFailed", "message": "Output data may contain inappropriate content.", "request_id": "r-1"}
+    connection.reply(stream([chunk({"content": "Hel"}), f"event: error\ndata: {json.dumps(frame)}\n\n".encode()]))
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert type(run.error) is ProviderError
+    assert "Output data may contain inappropriate content." in str(run.error)
+    assert (run.error.code, run.error.retryable) == ("DataInspectionFailed", False)
+    assert len(connection.received) == 1
+
+
+def test_a_named_error_event_whose_data_is_not_json_keeps_its_text(connection):
+    connection.reply(stream([chunk({"content": "Hel"}), b"event: error\ndata: upstream worker crashed\n\n"]))
+
+    run = SupportAgent.ask("Hi")
+
+    assert type(run.error) is ProviderError
+    assert "upstream worker crashed" in str(run.error)
+
+
+def test_an_error_frame_without_an_error_key_is_retried_by_its_status_code(connection):
+    """``data: {"code": 503, "message": ...}``: the code is a status, so a retry may succeed."""
+    connection.reply(
+        stream([chunk({"role": "assistant", "content": ""}), chunk({"content": "Par"}), {"code": 503, "message": "Model overloaded, try later"}]),
+        stream(text_chunks("Full answer.")),
+    )
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Full answer."
+    [retry] = [e for e in run.events() if e.type == "model_retry"]
+    assert "Model overloaded, try later" in retry.data["message"]
+
+
 def test_chunks_with_a_null_error_field_are_ordinary_chunks(connection):
     """Some gateways put ``"error": null`` on every chunk; only an error object is an error."""
     connection.reply(stream([{**event, "error": None} for event in text_chunks("All ", "fine.")]))

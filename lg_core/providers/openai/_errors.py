@@ -130,7 +130,8 @@ def _stream_error(detail: dict[str, Any], endpoint: str) -> ProviderError:
 
 
 def _detail(body: str) -> dict[str, Any]:
-    """``{"message", "type", "code"}`` from an OpenAI-style error body; the raw text when it is not one."""
+    """``{"message", "type", "code"}`` from an OpenAI-style error body (or a top-level ``{"code", "message"}``);
+    the raw text when it is neither."""
     try:
         data = json.loads(body) if body else None
     except json.JSONDecodeError:
@@ -138,6 +139,8 @@ def _detail(body: str) -> dict[str, Any]:
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, str):
         error = {"message": error}
+    if error is None and isinstance(data, dict) and isinstance(data.get("message"), str):
+        error = data  # DashScope and others put "code" and "message" at the top level
     if not isinstance(error, dict):
         return {"message": body.strip()[:300] or "no error body"}
     message = error.get("message") or body.strip()[:300] or "no error message"

@@ -230,7 +230,7 @@ def read_stream(
     on_error: Callable[[ErrorReply], ProviderError],
     endpoint: str,
 ) -> Iterator[StreamEvent]:
-    """The StreamEvents of an SSE stream (``events`` have ``.data``), checking ``interrupt`` between chunks."""
+    """The StreamEvents of an SSE stream (``events`` have ``.event`` and ``.data``), checking ``interrupt`` between chunks."""
     done = False
     for sse in events:
         interrupt()
@@ -238,10 +238,12 @@ def read_stream(
         if data.strip() == DONE:
             done = True
             break
+        if sse.event == "error":  # DashScope names its error frames; their data need not be JSON
+            raise on_error(ErrorReply(None, data))
         if not data.strip():
             continue
         chunk = _parse(data, endpoint)
-        if chunk.get("error"):  # an error object; some gateways send "error": null on every chunk
+        if _is_error(chunk):
             raise on_error(ErrorReply(None, data))
         yield from reader.feed(chunk)
         if reader.finish_reason == "error":  # the generation failed: no answer, whatever came before
@@ -259,6 +261,14 @@ def read_stream(
         )
     interrupt()
     yield from reader.finish()
+
+
+def _is_error(chunk: Mapping[str, Any]) -> bool:
+    """An error frame: an ``error`` object (OpenAI, OpenRouter; some gateways send ``"error": null`` on
+    every chunk), or a top-level ``message`` where a chunk has ``choices`` (DashScope's ``{"code", "message"}``)."""
+    if chunk.get("error"):
+        return True
+    return "choices" not in chunk and isinstance(chunk.get("message"), str) and bool(chunk["message"])
 
 
 def _parse(data: str, endpoint: str) -> Mapping[str, Any]:
