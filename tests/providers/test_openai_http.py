@@ -469,6 +469,35 @@ def test_a_json_answer_instead_of_a_stream_is_a_protocol_error(connection):
     assert "did not answer with an event stream" in str(run.error)
 
 
+def test_a_json_error_answered_with_200_keeps_the_servers_message_without_the_key(connection):
+    """Some servers and proxies answer a streaming request with a 200 JSON error: its message is the only clue."""
+    message = f"The model 'gpt-4o-mni' does not exist or you do not have access to it (key {KEY})."
+    connection.reply(json_reply(200, {"error": {"message": message, "type": "invalid_request_error", "code": "model_not_found"}}))
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert type(run.error) is ProtocolError
+    assert "did not answer with an event stream" in str(run.error)
+    assert "The model 'gpt-4o-mni' does not exist" in str(run.error)
+    assert KEY not in str(run.error) and "[redacted]" in str(run.error)
+    assert (run.error.code, run.error.retryable) == ("model_not_found", False)
+    assert len(connection.received) == 1
+
+
+def test_a_json_error_answered_with_200_is_retried_when_its_code_says_so(connection):
+    connection.reply(
+        json_reply(200, {"error": {"message": "The server is overloaded", "type": "server_error", "code": 503}}),
+        stream(text_chunks("Done.")),
+    )
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "completed", run.error
+    [retry] = [e for e in run.events() if e.type == "model_retry"]
+    assert "The server is overloaded" in retry.data["message"]
+
+
 def test_an_error_object_inside_the_stream_is_a_provider_error(connection):
     connection.reply(stream([chunk({"content": "Hel"}), {"error": {"message": "Upstream model is overloaded", "code": 400}}]))
 

@@ -2,8 +2,9 @@
 
 Everything that can go wrong between us and the endpoint arrives here: an
 httpx exception (no response, a broken stream, a timeout), an error status
-with its body, or an ``{"error": ...}`` object inside an otherwise successful
-stream (OpenRouter reports upstream failures that way). :func:`provider_error`
+with its body, a success status whose body is not an event stream, or an
+``{"error": ...}`` object inside an otherwise successful stream (OpenRouter
+reports upstream failures that way). :func:`provider_error`
 turns each into a ProviderError subclass whose ``retryable`` tells the engine
 whether repeating the same request may succeed (the spec's
 ``HTTPError#retryable?``): the engine retries those and announces each retry
@@ -42,7 +43,8 @@ REDACTED = "[redacted]"
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ErrorReply:
-    """An error the endpoint answered with: an HTTP status and body, or (``status=None``) a stream error object.
+    """An error the endpoint answered with: an HTTP status and body (an error status, or a success whose
+    body is not an event stream), or (``status=None``) a stream error object.
 
     ``retry_after`` is the server's ``Retry-After`` (or ``retry-after-ms``) in seconds, when it sent one.
     """
@@ -90,6 +92,8 @@ def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret
         )
     if cause.status is None:
         return _stream_error(detail, endpoint)
+    if cause.status < 400:
+        return _not_a_stream(cause.status, detail, endpoint)
     return HTTPError(
         _status_message(cause.status, detail, endpoint),
         status=cause.status,
@@ -117,16 +121,32 @@ def _transport_error(cause: httpx.HTTPError, endpoint: str) -> ProviderError:
 def _stream_error(detail: dict[str, Any], endpoint: str) -> ProviderError:
     """An error object sent inside a 200 stream (the spec's OpenAICompatible::StreamError)."""
     code, kind = detail.get("code"), detail.get("type")
-    if isinstance(code, int) and not isinstance(code, bool):  # OpenRouter passes the upstream status as the code
-        retryable = code in RETRYABLE_STATUSES or code >= 500
-    else:
-        retryable = bool({str(code), str(kind)} & _RETRYABLE_KINDS)
     return ProviderError(
         f"{endpoint} reported an error mid-stream: {detail['message']}",
-        retryable=retryable,
+        retryable=_retryable_code(code, kind),
         error_type=kind,
         code=code,
     )
+
+
+def _not_a_stream(status: int, detail: dict[str, Any], endpoint: str) -> ProviderError:
+    """A success status without an event stream: a server or proxy that ignored ``stream: true``, or
+    one that reports errors with 200. The body's message is the only clue the user gets, so it is kept."""
+    code, kind = detail.get("code"), detail.get("type")
+    return ProtocolError(
+        f"{endpoint} did not answer with an event stream (status {status}): {detail['message']}",
+        retryable=_retryable_code(code, kind),
+        error_type=kind,
+        code=code,
+    )
+
+
+def _retryable_code(code: Any, kind: Any) -> bool:
+    """Whether an error object's code or type says "try again": a retryable HTTP status as the code
+    (OpenRouter passes the upstream status), or a transient kind such as ``server_error``."""
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code in RETRYABLE_STATUSES or code >= 500
+    return bool({str(code), str(kind)} & _RETRYABLE_KINDS)
 
 
 def _detail(body: str) -> dict[str, Any]:

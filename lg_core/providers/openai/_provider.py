@@ -55,7 +55,7 @@ class OpenAIProvider(Provider):
             with self._http().stream(
                 "POST", CHAT_COMPLETIONS, json=body, headers=headers, timeout=_timeout(request, self.settings.timeout)
             ) as response:
-                if response.status_code >= 400:
+                if response.status_code >= 400 or not _is_event_stream(response):
                     reply = ErrorReply(response.status_code, _bounded_text(response), retry_after_seconds(response.headers))
                     raise self._error(reply)
                 forget = _abort_when_interrupted(request, response)
@@ -149,6 +149,11 @@ def _abort(response: httpx.Response) -> None:
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    """The check httpx_sse makes, made before reading: a JSON body in its place is read as an error reply."""
+    return "text/event-stream" in response.headers.get("content-type", "")
 
 
 def _bounded_text(response: httpx.Response) -> str:
