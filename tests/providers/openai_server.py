@@ -10,7 +10,9 @@ but the final usage chunk (``stream_options.include_usage``).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import select
 import socket
 import threading
 import time
@@ -85,6 +87,7 @@ class Received:
     headers: dict[str, str]
     body: dict[str, Any]
     at: float = 0.0  # time.monotonic() when the request arrived
+    port: int = 0  # the client's port: requests on one kept-alive connection share it
 
 
 Reply = Callable[["_Handler"], None]
@@ -104,6 +107,37 @@ def stream(events: Iterable[dict[str, Any] | str | bytes], *, done: bool = True,
         handler.end_chunks()
 
     return reply
+
+
+def stall_headers(
+    events: Iterable[dict[str, Any] | str], *, arrived: threading.Event, until: threading.Event, left: threading.Event | None = None
+) -> Reply:
+    """An overloaded server: it takes the request (``arrived`` is set), then sends not even the response
+    headers until ``until`` is set; then the stream. If the client closes the connection first, ``left``
+    is set and nothing is sent."""
+
+    def reply(handler: _Handler) -> None:
+        arrived.set()
+        for _ in range(2400):  # two minutes at most: longer than any test timeout
+            if until.wait(0.05):
+                break
+            if _client_left(handler.connection):
+                if left is not None:
+                    left.set()
+                return
+        with contextlib.suppress(OSError):  # the client may have given up meanwhile
+            stream(events)(handler)
+
+    return reply
+
+
+def _client_left(connection: socket.socket) -> bool:
+    """Whether the client closed its end (the request body was read, so anything readable is the end)."""
+    readable, _, _ = select.select([connection], [], [], 0)
+    try:
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def keep_alive(events: Iterable[dict[str, Any] | str], *, until: threading.Event, after: int = 1) -> Reply:
@@ -171,7 +205,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", "0"))
         body = json.loads(self.rfile.read(length) or b"null")
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self.server.owner.received.append(Received(self.path, headers, body, time.monotonic()))
+        self.server.owner.received.append(Received(self.path, headers, body, time.monotonic(), self.client_address[1]))
         try:
             self.server.owner.next_reply()(self)
         except (BrokenPipeError, ConnectionResetError):  # the client went away (a cancelled run)

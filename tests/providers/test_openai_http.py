@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 
 import httpx
 import pytest
@@ -36,6 +37,7 @@ from tests.providers.openai_server import (
     json_reply,
     keep_alive,
     serve,
+    stall_headers,
     stream,
     text_chunks,
     tool_call_chunks,
@@ -688,6 +690,63 @@ def test_cancelling_while_the_server_stalls_ends_the_blocked_read(connection):
         stalled.set()
 
     assert run.outcome == "cancelled"
+    assert "model_retry" not in types(run)
+
+
+def _cancel_when(arrived, run):
+    """Cancel ``run`` from another thread once the server has the request (its worker is then blocked)."""
+    def cancel():
+        if arrived.wait(30):
+            run.cancel("user left")
+
+    canceller = threading.Thread(target=cancel, daemon=True)
+    canceller.start()
+    return canceller
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("warm", [False, True], ids=["new connection", "kept-alive connection"])
+def test_cancelling_while_waiting_for_the_response_headers_ends_the_wait(config, server, warm):
+    """An overloaded endpoint may not even send headers: the cancel must not wait for the read timeout,
+    and the abandoned connection must not serve the next request."""
+    configure(providers={"local": {"adapter": "openai", "base_url": server.base_url, "api_key": KEY, "allow_insecure_http": True, "timeout": 40}})
+    if warm:  # the stalled request then reuses this request's connection
+        server.reply(stream(text_chunks("Warm.")))
+        assert SupportAgent.ask("Hi").outcome == "completed"
+    arrived, released, left = threading.Event(), threading.Event(), threading.Event()
+    server.reply(stall_headers(text_chunks("Too late."), arrived=arrived, until=released, left=left), stream(text_chunks("Next.")))
+    started = time.monotonic()
+    try:
+        run = SupportAgent.stream_ask("Hi")
+        canceller = _cancel_when(arrived, run)
+        list(run)
+        elapsed = time.monotonic() - started
+        if not warm:  # a connection opened for the request is shut at once, so nothing waits on it
+            assert left.wait(10)
+    finally:
+        released.set()
+    canceller.join(5)
+
+    assert run.outcome == "cancelled"
+    assert elapsed < 20  # half the read timeout: before, the wait lasted all 40 s
+    assert "model_retry" not in types(run)
+    after = SupportAgent.ask("Hi again")
+    assert after.response == "Next.", after.error
+    assert server.received[-1].port != server.received[-2].port
+
+
+@pytest.mark.timeout(60)
+def test_a_deadline_ends_the_wait_for_the_response_headers(connection):
+    arrived, released = threading.Event(), threading.Event()
+    connection.reply(stall_headers(text_chunks("Too late."), arrived=arrived, until=released))
+    try:
+        run = SupportAgent.ask("Hi", deadline=0.5)
+    finally:
+        released.set()
+
+    assert arrived.is_set()
+    assert run.outcome == "partial"
+    assert isinstance(run.error, DeadlineExceededError)
     assert "model_retry" not in types(run)
 
 

@@ -3,16 +3,16 @@
 It owns the connection's one ``httpx.Client`` (thread-safe and pooled: every
 model step of the process that uses this connection shares it, DESIGN 4.8)
 and ties the other parts together: the request body (``_request``), the
-stream parser (``_stream``) and the error mapping (``_errors``).
+stream parser (``_stream``), the error mapping (``_errors``) and the ending
+of a cancelled or overdue run's waits (``_interrupt``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -24,6 +24,11 @@ from lg_core.models.request import ModelCapabilities, ModelRequest
 from lg_core.providers.base import Provider
 from lg_core.providers.openai._connection import CONNECT_TIMEOUT, ConnectionOptions
 from lg_core.providers.openai._errors import ErrorReply, provider_error, retry_after_seconds
+from lg_core.providers.openai._interrupt import (
+    PendingResponse,
+    abort_when_interrupted,
+    check_interrupt,
+)
 from lg_core.providers.openai._request import build_body
 from lg_core.providers.openai._stream import ChunkReader, read_stream
 
@@ -52,26 +57,28 @@ class OpenAIProvider(Provider):
         sequence = int(request.metadata.get("sequence", 0))
         target = f"{self.connection}:{model_id}"
         try:
-            with self._http().stream(
+            client = self._http()
+            http_request = client.build_request(
                 "POST", CHAT_COMPLETIONS, json=body, headers=headers, timeout=_timeout(request, self.settings.timeout)
-            ) as response:
+            )
+            with contextlib.closing(PendingResponse(client, http_request).wait(request)) as response:
                 if response.status_code >= 400 or not _is_event_stream(response):
                     reply = ErrorReply(response.status_code, _bounded_text(response), retry_after_seconds(response.headers))
                     raise self._error(reply)
-                forget = _abort_when_interrupted(request, response)
+                forget = abort_when_interrupted(request, response)
                 try:
                     yield StreamEvent.build("message_start", model=target, sequence=sequence)
                     yield from read_stream(
                         httpx_sse.EventSource(response).iter_sse(),
                         ChunkReader(target, sequence),
-                        interrupt=lambda: _check_interrupt(request),
+                        interrupt=lambda: check_interrupt(request),
                         on_error=self._error,
                         endpoint=self.settings.endpoint,
                     )
                 finally:
                     forget()
         except httpx.HTTPError as exc:
-            _check_interrupt(request)  # a read cut short by the deadline is the deadline, not a network fault
+            check_interrupt(request)  # a read cut short by the deadline is the deadline, not a network fault
             raise self._error(exc) from exc
 
     def _error(self, cause: httpx.HTTPError | ErrorReply) -> ProviderError:
@@ -106,49 +113,6 @@ def _timeout(request: ModelRequest, read_timeout: float) -> httpx.Timeout:
             raise DeadlineExceededError()
         limit = min(limit, remaining)
     return httpx.Timeout(limit, connect=min(CONNECT_TIMEOUT, limit))
-
-
-def _check_interrupt(request: ModelRequest) -> None:
-    """Stop between chunks when the run is cancelled or past its deadline."""
-    request.cancellation_token.raise_if_cancelled()
-    if request.deadline is not None and time.time() >= request.deadline.timestamp():
-        raise DeadlineExceededError()
-
-
-def _abort_when_interrupted(request: ModelRequest, response: httpx.Response) -> Callable[[], None]:
-    """Abort ``response`` when the run is cancelled or its deadline passes; returns the disarmer.
-
-    The deadline needs its own timer: keep-alive comments (OpenRouter's ``: OPENROUTER
-    PROCESSING``) reset the read timeout and yield no event to check it between.
-    """
-    forget = request.cancellation_token.on_cancel(lambda: _abort(response))
-    if request.deadline is None:
-        return forget
-    timer = threading.Timer(max(request.deadline.timestamp() - time.time(), 0.0), _abort, (response,))
-    timer.daemon = True
-    timer.start()
-
-    def disarm() -> None:
-        forget()
-        timer.cancel()
-
-    return disarm
-
-
-def _abort(response: httpx.Response) -> None:
-    """Unblock a read waiting for the next chunk of a cancelled (or overdue) run's stream.
-
-    Checking the token between chunks is not enough when the server stalls: the
-    read would wait for the whole read timeout. Shutting the socket down (httpx's
-    public ``network_stream`` extension) ends that read at once; the stream then
-    fails and the provider raises CancelledError. Closing it instead would not
-    wake a read blocked in another thread.
-    """
-    stream = response.extensions.get("network_stream")
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _is_event_stream(response: httpx.Response) -> bool:
