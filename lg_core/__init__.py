@@ -66,7 +66,7 @@ __version__ = "0.1.0"
 
 
 def list_runs(status: str | None = None, limit: int = 100) -> list[RunRecord]:
-    """Stored runs, newest first; ``status`` filters (running, completed, failed, partial, cancelled)."""
+    """Stored runs, newest first; ``status`` filters (pending, running, completed, failed, partial, cancelled)."""
     return runtime().list_runs(status=status, limit=limit)
 
 
@@ -89,7 +89,7 @@ def get_execution(run_id: str) -> Execution:
 
 
 def cancel_run(run_id: str) -> bool:
-    """Ask the process running ``run_id`` to stop it; True if the run was still running."""
+    """Ask the process running ``run_id`` to stop it; True if the run had not finished (running or pending)."""
     return runtime().cancel(run_id)
 
 
