@@ -33,6 +33,7 @@ from lg_core.rate_limit import Limiter, LocalLimiter, RateLimit
 from lg_core.run import Run, check_importable_elsewhere, prepared_by
 from lg_core.sessions import RunSessions, build_session_store
 from lg_core.store import RunRecord, RunStore
+from lg_core.store.records import RUN_ACTIVE, RUN_TERMINAL
 
 if TYPE_CHECKING:
     from lg_core.config import Configuration
@@ -276,6 +277,12 @@ class Runtime:
         return Run.from_record(self.store.load_run(run_id), self)
 
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunRecord]:
+        """Stored runs, newest first; an unknown ``status`` (a typo) is an error, not an empty list."""
+        statuses = ("pending", RUN_ACTIVE, *RUN_TERMINAL)
+        if status is not None and status not in statuses:
+            raise InvocationError(f"status must be one of {', '.join(statuses)} or None, got {status!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvocationError(f"limit must be a positive integer, got {limit!r}")
         return self.store.list_runs(status=status, limit=limit)
 
     def cancel(self, run_id: str, reason: str | None = None) -> bool:

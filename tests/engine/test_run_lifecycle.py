@@ -531,3 +531,11 @@ def test_an_interrupt_during_parallel_tools_ends_the_run_once(config, script, in
     assert streamed[-1].type == expected[1]
     if interrupt == "deadline":
         assert run.response == "Working."
+
+
+@pytest.mark.parametrize(("status", "limit"), [("complete", 10), ("completed", 0), (None, True)])
+def test_list_runs_refuses_an_unknown_status_or_a_bad_limit(config, status, limit):
+    from lg_core import InvocationError, list_runs
+
+    with pytest.raises(InvocationError, match="status must be one of|limit must be"):
+        list_runs(status=status, limit=limit)

@@ -290,3 +290,4 @@ def test_a_batch_whose_failed_runs_are_kept_keeps_its_row(config):
 
     assert prune_runs("30d", statuses=["completed"]) == retention.PruneReport(1, 0)
     assert store.load_batch(batch) is not None  # its failed run is still there, so is the batch
+
