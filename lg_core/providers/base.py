@@ -9,9 +9,11 @@ provider, see CONVENTIONS).
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
+from lg_core.errors import MalformedToolCallError
 from lg_core.events import StreamEvent
 from lg_core.models.request import ModelCapabilities, ModelRequest
 
@@ -37,4 +39,23 @@ class Provider(abc.ABC):
         """Release connections; the runtime calls it when it is discarded."""
 
 
-__all__ = ["Provider"]
+def tool_input(name: str, arguments: Any) -> dict[str, Any]:
+    """A tool call's arguments as the tool's input: a JSON object, given as text or already decoded.
+
+    Every provider applies the same rule, so a model's malformed call fails the same way
+    (MalformedToolCallError, which the model is told about) whichever wire API it came over.
+    """
+    if isinstance(arguments, str):
+        text = arguments.strip()
+        try:
+            arguments = json.loads(text) if text else {}
+        except json.JSONDecodeError:
+            raise MalformedToolCallError(f"tool call {name!r} has arguments that are not JSON: {text[:80]!r}") from None
+    if not isinstance(arguments, Mapping):
+        raise MalformedToolCallError(
+            f"tool call {name!r} has {type(arguments).__name__} arguments; tool input must be a JSON object"
+        )
+    return dict(arguments)
+
+
+__all__ = ["Provider", "tool_input"]

@@ -39,14 +39,13 @@ from lg_core.content import Reasoning, Text, ToolUse
 from lg_core.errors import (
     ContextWindowOverflowError,
     HTTPError,
-    MalformedToolCallError,
     ProtocolError,
     ProviderError,
 )
 from lg_core.events import StreamEvent
 from lg_core.messages import Message
 from lg_core.models.request import ModelCapabilities, ModelRequest, ModelResponse
-from lg_core.providers.base import Provider
+from lg_core.providers.base import Provider, tool_input
 from lg_core.usage import Usage
 
 Turn = Mapping[str, Any]
@@ -211,20 +210,9 @@ def _stream_turn(turn: Turn, request: ModelRequest, model_id: str, sequence: int
 
 
 def _tool_use(call: Mapping[str, Any], sequence: int, index: int) -> ToolUse:
-    arguments = call.get("arguments", {})
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError:
-            raise MalformedToolCallError(
-                f"tool call {call['name']!r} has arguments that are not JSON: {arguments[:80]!r}"
-            ) from None
-    if not isinstance(arguments, Mapping):
-        raise MalformedToolCallError(
-            f"tool call {call['name']!r} has {type(arguments).__name__} arguments; tool input must be a JSON object"
-        )
+    arguments = tool_input(str(call["name"]), call.get("arguments", {}))
     call_id = call.get("id") or f"call_{sequence}_{index}"
-    return ToolUse(id=str(call_id), name=str(call["name"]), input=dict(arguments))
+    return ToolUse(id=str(call_id), name=str(call["name"]), input=arguments)
 
 
 def _approximate_usage(request: ModelRequest, text: str) -> Usage:

@@ -120,25 +120,20 @@ def _transport_error(cause: httpx.HTTPError, endpoint: str) -> ProviderError:
 
 def _stream_error(detail: dict[str, Any], endpoint: str) -> ProviderError:
     """An error object sent inside a 200 stream (the spec's OpenAICompatible::StreamError)."""
-    code, kind = detail.get("code"), detail.get("type")
-    return ProviderError(
-        f"{endpoint} reported an error mid-stream: {detail['message']}",
-        retryable=_retryable_code(code, kind),
-        error_type=kind,
-        code=code,
-    )
+    return _coded(ProviderError, f"{endpoint} reported an error mid-stream: {detail['message']}", detail)
 
 
 def _not_a_stream(status: int, detail: dict[str, Any], endpoint: str) -> ProviderError:
     """A success status without an event stream: a server or proxy that ignored ``stream: true``, or
     one that reports errors with 200. The body's message is the only clue the user gets, so it is kept."""
+    message = f"{endpoint} did not answer with an event stream (status {status}): {detail['message']}"
+    return _coded(ProtocolError, message, detail)
+
+
+def _coded(cls: type[ProviderError], message: str, detail: dict[str, Any]) -> ProviderError:
+    """``cls(message)`` carrying the body's ``code`` and ``type``, retryable when they say so."""
     code, kind = detail.get("code"), detail.get("type")
-    return ProtocolError(
-        f"{endpoint} did not answer with an event stream (status {status}): {detail['message']}",
-        retryable=_retryable_code(code, kind),
-        error_type=kind,
-        code=code,
-    )
+    return cls(message, retryable=_retryable_code(code, kind), error_type=kind, code=code)
 
 
 def _retryable_code(code: Any, kind: Any) -> bool:

@@ -25,6 +25,7 @@ from lg_core.errors import (
 from lg_core.events import StreamEvent
 from lg_core.messages import Message
 from lg_core.models.request import ModelResponse
+from lg_core.providers.base import tool_input
 from lg_core.providers.openai._errors import ErrorReply
 from lg_core.usage import Usage
 
@@ -49,20 +50,9 @@ class _ToolCall:
     started: bool = False
 
     def tool_use(self) -> ToolUse:
-        text = "".join(self.arguments).strip()
         if not self.name:
             raise MalformedToolCallError(f"the model sent tool call {self.id!r} without a function name")
-        try:
-            arguments = json.loads(text) if text else {}
-        except json.JSONDecodeError:
-            raise MalformedToolCallError(
-                f"tool call {self.name!r} has arguments that are not JSON: {text[:80]!r}"
-            ) from None
-        if not isinstance(arguments, dict):
-            raise MalformedToolCallError(
-                f"tool call {self.name!r} has {type(arguments).__name__} arguments; tool input must be a JSON object"
-            )
-        return ToolUse(id=self.id, name=self.name, input=arguments)
+        return ToolUse(id=self.id, name=self.name, input=tool_input(self.name, "".join(self.arguments)))
 
 
 class ChunkReader:
