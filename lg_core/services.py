@@ -7,6 +7,7 @@ and the hooks. Build one explicitly only for an isolated setup; normally
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from importlib.metadata import entry_points
@@ -37,6 +38,8 @@ from lg_core.store.records import RUN_ACTIVE, RUN_TERMINAL
 
 if TYPE_CHECKING:
     from lg_core.config import Configuration
+
+_log = logging.getLogger(__name__)
 
 
 class Hook:
@@ -325,11 +328,18 @@ _INTERJECTION_CONTENT = (Text, Image, Document)
 
 
 def _follow_events(execution: Execution, callback: Any) -> None:
-    """Deliver every event of ``execution``'s run to ``callback``, from its first, on a thread."""
+    """Deliver every event of ``execution``'s run to ``callback``, from its first, on a thread.
+
+    Nobody waits on this thread: a consumer that raises, or a runtime closed under
+    it (the process shutting down), ends it with a log line instead of a traceback.
+    """
 
     def follow() -> None:
-        for event in execution.events():
-            callback(event)
+        try:
+            for event in execution.events():
+                callback(event)
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            _log.warning("stopped following the events of run %s: %r", execution.run_id, exc)
 
     threading.Thread(target=follow, name=f"lg-follow-{execution.run_id[:8]}", daemon=True).start()
 
