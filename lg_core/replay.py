@@ -143,11 +143,9 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
 
 def check_retry_statuses(statuses: str | Sequence[str]) -> tuple[str, ...]:
     """The statuses to retry, a bare ``"cancelled"`` included; only failed and cancelled runs can be."""
-    chosen = (statuses,) if isinstance(statuses, str) else tuple(statuses)
-    wrong = [s for s in chosen if s not in RETRYABLE]
-    if wrong or not chosen:
-        raise InvocationError(f"only failed and cancelled runs can be retried; statuses got {list(chosen)!r}")
-    return tuple(dict.fromkeys(chosen))
+    from lg_core.retention import chosen_statuses
+
+    return chosen_statuses(statuses, RETRYABLE, "only failed and cancelled runs can be retried")
 
 
 def runs_to_retry(

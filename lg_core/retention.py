@@ -40,17 +40,20 @@ def parse_age(value: Any, name: str = "older_than") -> float:
     return seconds
 
 
-def check_statuses(statuses: Iterable[str] | None) -> tuple[str, ...]:
+def chosen_statuses(statuses: str | Iterable[str], allowed: tuple[str, ...], refusal: str) -> tuple[str, ...]:
+    """``statuses`` (one as text, or several) without repeats; InvocationError starting with
+    ``refusal`` unless there is one and each is ``allowed``."""
+    chosen = (statuses,) if isinstance(statuses, str) else tuple(statuses)
+    if not chosen or any(status not in allowed for status in chosen):
+        raise InvocationError(f"{refusal}: statuses must be among {', '.join(allowed)}, got {list(chosen)!r}")
+    return tuple(dict.fromkeys(chosen))
+
+
+def check_statuses(statuses: str | Iterable[str] | None) -> tuple[str, ...]:
     """The run statuses to prune; only finished ones can be (a running run is still needed)."""
     if statuses is None:
         return RUN_TERMINAL
-    chosen = (statuses,) if isinstance(statuses, str) else tuple(statuses)
-    wrong = [s for s in chosen if s not in RUN_TERMINAL]
-    if wrong or not chosen:
-        raise InvocationError(
-            f"only finished runs can be pruned: statuses must be among {', '.join(RUN_TERMINAL)}, got {list(chosen)!r}"
-        )
-    return tuple(dict.fromkeys(chosen))
+    return chosen_statuses(statuses, RUN_TERMINAL, "only finished runs can be pruned")
 
 
 def prune_runs(
@@ -77,4 +80,4 @@ def prune_runs(
     return (runtime or current_runtime()).store.prune_runs(cutoff, chosen, dry_run=dry_run, limit=limit)
 
 
-__all__ = ["PruneReport", "parse_age", "prune_runs"]
+__all__ = ["PruneReport", "check_statuses", "chosen_statuses", "parse_age", "prune_runs"]

@@ -33,9 +33,24 @@ def perform_once(run: Run, key: str, block: Callable[[], Any]) -> Any:
             return None
         if claim.state == "claimed":
             return _perform(run, step_key, me, block)
-        if _gone(claim.holder, claim.lease_until):
-            store.drop_once(run.id, step_key, claim.holder)  # conditional: only that holder's claim
-            continue
+        if _settled_elsewhere(run, step_key):
+            return None
+
+
+def _settled_elsewhere(run: Run, step_key: str) -> bool:
+    """Wait, reading the claim (a read, not a write transaction per look), until another caller
+    performed the block (True) or the key is free again: released, or taken from a holder that
+    is gone (False: claim it)."""
+    store = run.runtime.store
+    while True:
+        step = store.load_step(run.id, step_key)
+        if step is None:
+            return False
+        if step.status == "succeeded":
+            return True
+        if _gone(step.holder, step.lease_until):
+            store.drop_once(run.id, step_key, step.holder)  # conditional: only that holder's claim
+            return False
         run.cancellation_token.raise_if_cancelled()
         run.cancellation_token.wait(POLL_SECONDS)
 
