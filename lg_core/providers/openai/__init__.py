@@ -1,9 +1,10 @@
 """The ``openai`` adapter: OpenAI's Chat Completions wire API, also spoken by OpenRouter,
 vLLM, Ollama, LM Studio and other compatible servers (point ``base_url`` at them).
 
-Ownership, one concern per module:
+Ownership, one concern per module (the HTTP flow, the client, cancellation and
+the errors every endpoint shares are in :mod:`lg_core.providers._http`):
 
-* ``_connection``: options, API key, base URL, timeouts, the httpx client.
+* ``_connection``: the options only this adapter has, and the key as a bearer token.
 * ``_request``: a ModelRequest as a request body.
 * ``_stream``: ``chat.completion.chunk`` events as StreamEvents and a ModelResponse.
 * ``_errors``: every failure as a ProviderError, in one function.

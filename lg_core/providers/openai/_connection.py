@@ -1,160 +1,32 @@
-"""Connection options for the OpenAI-compatible provider: auth, base URL, timeouts, client.
-
-Options come from ``configure(providers={"name": {"adapter": "openai", ...}})``
-and are checked when the connection is first built, so a misspelled option
-fails with its name instead of being ignored. The API key is read at first
-use (``api_key``, or the environment variable named by ``api_key_env``) and
-never appears in a repr or an error message.
-"""
+"""Connection options of the OpenAI-compatible adapter: the shared ones, ``organization``,
+and the key sent as a bearer token (see :mod:`lg_core.providers._http.connection`)."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Mapping
-from typing import Any
-from urllib.parse import urlsplit
+from typing import ClassVar
 
-import httpx
-
-from lg_core.errors import ConfigurationError, CredentialError
-from lg_core.models.request import ModelCapabilities
+from lg_core.providers._http.connection import ConnectionOptions
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_TIMEOUT = 120.0  # seconds to wait for each chunk (the spec's read_timeout)
-CONNECT_TIMEOUT = 10.0  # the spec's open_timeout
-# Many streaming calls share one client (DESIGN 4.8): allow more than httpx's 100 connections.
-POOL_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
-OPTIONS = frozenset(
-    {"api_key", "api_key_env", "base_url", "timeout", "headers", "organization", "allow_insecure_http", "transport", "capabilities"}
-)
 
 
 @dataclasses.dataclass(frozen=True)
-class ConnectionOptions:
-    """The checked options of one connection."""
+class OpenAIConnection(ConnectionOptions):
+    """Compatible APIs are assumed permissive (the spec); ``capabilities`` narrows that for a server that is not."""
 
-    connection: str
-    base_url: str = DEFAULT_BASE_URL
-    api_key: str | None = dataclasses.field(default=None, repr=False)
-    api_key_env: str | None = None
-    timeout: float = DEFAULT_TIMEOUT
-    headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    adapter: ClassVar[str] = "openai"
+    default_base_url: ClassVar[str] = DEFAULT_BASE_URL
+    key_variable: ClassVar[str] = "OPENAI_API_KEY"
+    extra_options: ClassVar[frozenset[str]] = frozenset({"organization"})
+
     organization: str | None = None
-    allow_insecure_http: bool = False
-    transport: httpx.BaseTransport | None = None
-    capabilities: ModelCapabilities = dataclasses.field(default_factory=ModelCapabilities.permissive)
 
-    @classmethod
-    def parse(cls, connection: str, options: Mapping[str, Any]) -> ConnectionOptions:
-        """Check ``options``; a ConfigurationError names the connection and the option."""
-        unknown = sorted(set(options) - OPTIONS)
-        if unknown:
-            raise ConfigurationError(
-                f"provider connection {connection!r} has unknown option {unknown[0]!r}; "
-                f"the openai adapter accepts: {', '.join(sorted(OPTIONS))}"
-            )
-        values = dict(options)
-        parsed = cls(
-            connection=connection,
-            base_url=_base_url(connection, values.pop("base_url", DEFAULT_BASE_URL), bool(values.get("allow_insecure_http"))),
-            timeout=_seconds(connection, values.pop("timeout", DEFAULT_TIMEOUT)),
-            headers=_headers(connection, values.pop("headers", None) or {}),
-            capabilities=_capabilities(connection, values.pop("capabilities", None)),
-            **{key: value for key, value in values.items()},
-        )
-        parsed._check_types()
-        return parsed
-
-    def _check_types(self) -> None:
-        for name in ("api_key", "api_key_env", "organization"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ConfigurationError(f"provider connection {self.connection!r}: {name} must be a non-empty string")
-        if not isinstance(self.allow_insecure_http, bool):
-            raise ConfigurationError(f"provider connection {self.connection!r}: allow_insecure_http must be true or false")
-        if self.transport is not None and not isinstance(self.transport, httpx.BaseTransport):
-            raise ConfigurationError(
-                f"provider connection {self.connection!r}: transport must be an httpx transport, got {type(self.transport).__name__}"
-            )
-
-    @property
-    def endpoint(self) -> str:
-        """How messages name this connection: its name and host, never its credentials."""
-        return f"provider connection {self.connection!r} ({urlsplit(self.base_url).hostname})"
-
-    def resolve_api_key(self) -> str:
-        """The API key, read now (so a rotated environment variable is picked up); CredentialError if none."""
-        if self.api_key:
-            return self.api_key.strip()  # as for the environment variable: a newline is no part of a key
-        if self.api_key_env:
-            key = os.environ.get(self.api_key_env, "").strip()
-            if key:
-                return key
-            raise CredentialError(
-                f"provider connection {self.connection!r} reads its API key from ${self.api_key_env}, "
-                "which is not set; export it (or give api_key) before running agents on this connection"
-            )
-        raise CredentialError(
-            f"provider connection {self.connection!r} has no API key; add api_key_env: OPENAI_API_KEY "
-            "(the name of an environment variable holding the key) or api_key to its configuration"
-        )
-
-    def request_headers(self) -> dict[str, str]:
-        headers = {**self.headers, "Authorization": f"Bearer {self.resolve_api_key()}", "Accept": "text/event-stream"}
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {api_key}"}
         if self.organization:
             headers["OpenAI-Organization"] = self.organization
         return headers
 
-    def build_client(self) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.base_url,
-            transport=self.transport,
-            timeout=httpx.Timeout(self.timeout, connect=min(CONNECT_TIMEOUT, self.timeout)),
-            limits=POOL_LIMITS,
-            headers={"User-Agent": "littleghost-python"},
-        )
 
-
-def _base_url(connection: str, value: Any, insecure_ok: bool) -> str:
-    """HTTPS unless ``allow_insecure_http`` (the spec's default: plain HTTP exposes the key)."""
-    if not isinstance(value, str) or "://" not in value:
-        raise ConfigurationError(f"provider connection {connection!r}: base_url must be a URL like {DEFAULT_BASE_URL}, got {value!r}")
-    scheme = urlsplit(value).scheme.lower()
-    if scheme == "http" and not insecure_ok:
-        raise ConfigurationError(
-            f"provider connection {connection!r}: base_url {value!r} is plain HTTP, which would send the API key "
-            "unencrypted; use https, or set allow_insecure_http: true for a local development server"
-        )
-    if scheme not in ("http", "https"):
-        raise ConfigurationError(f"provider connection {connection!r}: base_url must be an http(s) URL, got {value!r}")
-    return value.rstrip("/")
-
-
-def _seconds(connection: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ConfigurationError(f"provider connection {connection!r}: timeout must be a positive number of seconds, got {value!r}")
-    return float(value)
-
-
-def _headers(connection: str, value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise ConfigurationError(f"provider connection {connection!r}: headers must map header names to strings")
-    return dict(value)
-
-
-def _capabilities(connection: str, value: Any) -> ModelCapabilities:
-    """Compatible APIs are assumed permissive (the spec); ``capabilities`` narrows that for a server that is not."""
-    if value is None:
-        return ModelCapabilities.permissive()
-    if isinstance(value, ModelCapabilities):
-        return value
-    if not isinstance(value, Mapping):
-        raise ConfigurationError(f"provider connection {connection!r}: capabilities must be a mapping of flags")
-    try:
-        return dataclasses.replace(ModelCapabilities.permissive(), **dict(value))
-    except TypeError as exc:
-        raise ConfigurationError(f"provider connection {connection!r}: capabilities: {exc}") from None
-
-
-__all__ = ["ConnectionOptions", "DEFAULT_BASE_URL"]
+__all__ = ["DEFAULT_BASE_URL", "OpenAIConnection"]

@@ -13,21 +13,21 @@ with ``model_retry``.
 
 from __future__ import annotations
 
-import dataclasses
-import email.utils
 import json
-from collections.abc import Mapping
-from datetime import UTC, datetime
-from http import HTTPStatus
 from typing import Any
 
 import httpx
-import httpx_sse
 
 from lg_core.errors import ContextWindowOverflowError, HTTPError, ProtocolError, ProviderError
+from lg_core.providers._http.errors import (
+    ErrorReply,
+    is_retryable_status,
+    redact,
+    retry_after_seconds,
+    status_message,
+    transport_error,
+)
 
-# 408 timeout, 409 conflict (OpenAI's "please retry"), 429 rate limit; 5xx are added below.
-RETRYABLE_STATUSES = frozenset({408, 409, 429})
 # In-stream error types and codes that say "try again" rather than "this request is wrong".
 _RETRYABLE_KINDS = frozenset({"server_error", "rate_limit_exceeded", "rate_limit_error", "overloaded_error", "timeout"})
 _CONTEXT_MARKERS = (
@@ -38,52 +38,13 @@ _CONTEXT_MARKERS = (
     "exceed_context_size",  # llama.cpp's error type: "... exceeds the available context size ..."
     "available context size",
 )
-REDACTED = "[redacted]"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ErrorReply:
-    """An error the endpoint answered with: an HTTP status and body (an error status, or a success whose
-    body is not an event stream), or (``status=None``) a stream error object.
-
-    ``retry_after`` is the server's ``Retry-After`` (or ``retry-after-ms``) in seconds, when it sent one.
-    """
-
-    status: int | None
-    body: str
-    retry_after: float | None = None
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """The wait a 429 or 503 asks for: ``retry-after-ms`` (OpenAI), else ``Retry-After`` as
-    seconds or an HTTP date; None when absent or unreadable."""
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            return max(float(milliseconds) / 1000, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max((when - datetime.now(UTC)).total_seconds(), 0.0) if when.tzinfo else None
 
 
 def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret: str | None = None) -> ProviderError:
     """The ProviderError for ``cause``; ``secret`` (the API key) never appears in its message or body."""
-    if isinstance(cause, httpx_sse.SSEError):  # a TransportError subclass, but the server's fault, not the network's
-        return ProtocolError(f"{endpoint} did not answer with an event stream: {cause}")
     if isinstance(cause, httpx.HTTPError):
-        return _transport_error(cause, endpoint)
-    body = _redact(cause.body, secret)
+        return transport_error(cause, endpoint)
+    body = redact(cause.body, secret)
     detail = _detail(body)
     if cause.status in (None, 400, 413) and _is_context_overflow(detail):
         return ContextWindowOverflowError(
@@ -95,27 +56,12 @@ def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret
     if cause.status < 400:
         return _not_a_stream(cause.status, detail, endpoint)
     return HTTPError(
-        _status_message(cause.status, detail, endpoint),
+        status_message(cause.status, detail["message"], detail.get("code") or detail.get("type"), endpoint),
         status=cause.status,
         body=body,
-        retryable=cause.status in RETRYABLE_STATUSES or cause.status >= 500,
+        retryable=is_retryable_status(cause.status),
         retry_after=cause.retry_after,
     )
-
-
-def _transport_error(cause: httpx.HTTPError, endpoint: str) -> ProviderError:
-    """No (complete) response: connection refused or dropped, a timeout, a broken chunked body."""
-    if isinstance(cause, httpx.LocalProtocolError):  # our request is not valid HTTP; httpx quotes the bad header value
-        return ProviderError(
-            f"the request to {endpoint} could not be sent: a header value is not valid HTTP "
-            "(check the connection's api_key and headers for line breaks or control characters)"
-        )
-    if isinstance(cause, httpx.TimeoutException):
-        return HTTPError(f"{endpoint} did not answer in time ({type(cause).__name__})", retryable=True)
-    if isinstance(cause, (httpx.TransportError, httpx.StreamError)):
-        reason = str(cause) or type(cause).__name__
-        return HTTPError(f"the connection to {endpoint} failed: {reason}", retryable=True)
-    return ProviderError(f"the request to {endpoint} failed: {cause}")
 
 
 def _stream_error(detail: dict[str, Any], endpoint: str) -> ProviderError:
@@ -140,7 +86,7 @@ def _retryable_code(code: Any, kind: Any) -> bool:
     """Whether an error object's code or type says "try again": a retryable HTTP status as the code
     (OpenRouter passes the upstream status), or a transient kind such as ``server_error``."""
     if isinstance(code, int) and not isinstance(code, bool):
-        return code in RETRYABLE_STATUSES or code >= 500
+        return is_retryable_status(code)
     return bool({str(code), str(kind)} & _RETRYABLE_KINDS)
 
 
@@ -168,23 +114,4 @@ def _is_context_overflow(detail: dict[str, Any]) -> bool:
     return any(marker in text for marker in _CONTEXT_MARKERS)
 
 
-def _status_message(status: int, detail: dict[str, Any], endpoint: str) -> str:
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        phrase = "error"
-    code = detail.get("code") or detail.get("type")
-    suffix = f" ({code})" if code else ""
-    hint = " Check the connection's api_key or api_key_env." if status in (401, 403) else ""
-    message = detail["message"].rstrip(". ")
-    return f"{endpoint} answered {status} {phrase}: {message}{suffix}.{hint}"
-
-
-def _redact(text: str, secret: str | None) -> str:
-    """``text`` without ``secret``: an endpoint may echo the key it refused."""
-    if secret and secret in text:
-        return text.replace(secret, REDACTED)
-    return text
-
-
-__all__ = ["ErrorReply", "RETRYABLE_STATUSES", "provider_error"]
+__all__ = ["ErrorReply", "provider_error", "retry_after_seconds"]

@@ -25,8 +25,8 @@ from lg_core.errors import (
 from lg_core.events import StreamEvent
 from lg_core.messages import Message
 from lg_core.models.request import ModelResponse
+from lg_core.providers._http.errors import ErrorReply
 from lg_core.providers.base import tool_input
-from lg_core.providers.openai._errors import ErrorReply
 from lg_core.usage import Usage
 
 DONE = "[DONE]"

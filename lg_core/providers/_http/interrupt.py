@@ -67,7 +67,7 @@ class PendingResponse:
         # In a copy of the caller's context, so context-bound instrumentation (tracing, logging) still sees the run.
         send = contextvars.copy_context().run
         threading.Thread(
-            target=send, args=(self._send, client, http_request), name="openai-headers", daemon=True
+            target=send, args=(self._send, client, http_request), name="provider-headers", daemon=True
         ).start()
 
     def wait(self, request: ModelRequest) -> httpx.Response:

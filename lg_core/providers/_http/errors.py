@@ -1,0 +1,114 @@
+"""The failures every HTTP adapter meets the same way, and the parts of an error reply they share.
+
+Each adapter keeps one ``provider_error`` function (CONVENTIONS: one boundary
+per integration) that reads its API's error bodies; what does not depend on
+the API lives here: a transport failure (no response, a broken stream, a
+timeout), the wait ``Retry-After`` asks for, which statuses are worth
+repeating, the message of an error status, and keeping the API key out of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import email.utils
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from http import HTTPStatus
+
+import httpx
+import httpx_sse
+
+from lg_core.errors import HTTPError, ProtocolError, ProviderError
+
+# 408 timeout, 409 conflict (OpenAI's "please retry"), 429 rate limit; every 5xx (Anthropic's 529 overloaded) too.
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+REDACTED = "[redacted]"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ErrorReply:
+    """An error the endpoint answered with: an HTTP status and body (an error status, or a success whose
+    body is not an event stream), or (``status=None``) an error frame inside the stream.
+
+    ``retry_after`` is the server's ``Retry-After`` (or ``retry-after-ms``) in seconds, when it sent one.
+    """
+
+    status: int | None
+    body: str
+    retry_after: float | None = None
+
+
+def is_retryable_status(status: int) -> bool:
+    """Whether repeating a request answered with ``status`` may succeed (the spec's ``HTTPError#retryable?``)."""
+    return status in RETRYABLE_STATUSES or status >= 500
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The wait a 429 or 503 asks for: ``retry-after-ms`` (OpenAI), else ``Retry-After`` as
+    seconds or an HTTP date; None when absent or unreadable."""
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(float(milliseconds) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max((when - datetime.now(UTC)).total_seconds(), 0.0) if when.tzinfo else None
+
+
+def transport_error(cause: httpx.HTTPError, endpoint: str) -> ProviderError:
+    """No (complete) response: connection refused or dropped, a timeout, a broken chunked body,
+    or a body that is not an event stream after all."""
+    if isinstance(cause, httpx_sse.SSEError):  # a TransportError subclass, but the server's fault, not the network's
+        return ProtocolError(f"{endpoint} did not answer with an event stream: {cause}")
+    if isinstance(cause, httpx.LocalProtocolError):  # our request is not valid HTTP; httpx quotes the bad header value
+        return ProviderError(
+            f"the request to {endpoint} could not be sent: a header value is not valid HTTP "
+            "(check the connection's api_key and headers for line breaks or control characters)"
+        )
+    if isinstance(cause, httpx.TimeoutException):
+        return HTTPError(f"{endpoint} did not answer in time ({type(cause).__name__})", retryable=True)
+    if isinstance(cause, (httpx.TransportError, httpx.StreamError)):
+        reason = str(cause) or type(cause).__name__
+        return HTTPError(f"the connection to {endpoint} failed: {reason}", retryable=True)
+    return ProviderError(f"the request to {endpoint} failed: {cause}")
+
+
+def status_message(status: int, message: str, code: object, endpoint: str) -> str:
+    """``<endpoint> answered 401 Unauthorized: <the server's message> (<code>).`` with a hint for a refused key."""
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Overloaded" if status == 529 else "error"  # 529: Anthropic's "overloaded", in no HTTP registry
+    suffix = f" ({code})" if code else ""
+    hint = " Check the connection's api_key or api_key_env." if status in (401, 403) else ""
+    return f"{endpoint} answered {status} {phrase}: {message.rstrip('. ')}{suffix}.{hint}"
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` without ``secret``: an endpoint may echo the key it refused."""
+    if secret and secret in text:
+        return text.replace(secret, REDACTED)
+    return text
+
+
+__all__ = [
+    "ErrorReply",
+    "REDACTED",
+    "RETRYABLE_STATUSES",
+    "is_retryable_status",
+    "redact",
+    "retry_after_seconds",
+    "status_message",
+    "transport_error",
+]

@@ -1,0 +1,157 @@
+"""StreamingProvider: one POST answered with a Server-Sent Events stream, the flow every HTTP adapter shares.
+
+It owns the connection's one ``httpx.Client`` (thread-safe and pooled: every
+model step of the process that uses this connection shares it, DESIGN 4.8),
+sends the request so that a cancelled or overdue run stops waiting at once
+(``interrupt``), turns an error status or a body that is not an event stream
+into the adapter's error, and hands the SSE events to the adapter's reader.
+
+An adapter supplies four things: its connection options class, the request
+path and body, the reader that folds SSE events into StreamEvents, and the
+mapping of failures to ProviderErrors.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, ClassVar
+
+import httpx
+import httpx_sse
+
+from lg_core.errors import CredentialError, DeadlineExceededError, ProviderError
+from lg_core.events import StreamEvent
+from lg_core.models.request import ModelCapabilities, ModelRequest
+from lg_core.providers._http.connection import CONNECT_TIMEOUT, ConnectionOptions
+from lg_core.providers._http.errors import ErrorReply, retry_after_seconds
+from lg_core.providers._http.interrupt import (
+    PendingResponse,
+    abort_when_interrupted,
+    check_interrupt,
+)
+from lg_core.providers.base import Provider
+
+MAX_ERROR_BODY_BYTES = 64 * 1024  # read of an error response; HTTPError keeps less
+
+
+class StreamingProvider(Provider):
+    """A Provider whose every model call is one streamed HTTP request (see the module docstring)."""
+
+    options_class: ClassVar[type[ConnectionOptions]]
+    path: ClassVar[str]  # relative to the connection's base_url
+
+    def __init__(self, connection: str, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(connection, options)
+        self.settings = self.options_class.parse(connection, self.options)
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    def capabilities(self, model_id: str) -> ModelCapabilities:
+        return self.settings.capabilities
+
+    @abc.abstractmethod
+    def build_body(self, request: ModelRequest, model_id: str) -> dict[str, Any]:
+        """The JSON body of the streamed request."""
+
+    @abc.abstractmethod
+    def read_stream(self, events: Iterable[httpx_sse.ServerSentEvent], request: ModelRequest, target: str) -> Iterator[StreamEvent]:
+        """The StreamEvents after ``message_start``, ending with ``message_stop``; call
+        :meth:`interrupt` between events and raise :meth:`error` for an error frame."""
+
+    @abc.abstractmethod
+    def provider_error(self, cause: httpx.HTTPError | ErrorReply, secret: str | None) -> ProviderError:
+        """The ProviderError for ``cause``; ``secret`` (the API key) must not appear in it."""
+
+    def stream(self, request: ModelRequest, model_id: str) -> Iterator[StreamEvent]:
+        """Stream one response; errors arrive as ProviderError (``retryable`` for transient ones)."""
+        body = self.build_body(request, model_id)
+        headers = self.settings.request_headers()  # CredentialError before any request is made
+        target = f"{self.connection}:{model_id}"
+        try:
+            client = self._http()
+            http_request = client.build_request(
+                "POST", self.path, json=body, headers=headers, timeout=_timeout(request, self.settings.timeout)
+            )
+            with contextlib.closing(PendingResponse(client, http_request).wait(request)) as response:
+                if response.status_code >= 400 or not _is_event_stream(response):
+                    reply = ErrorReply(response.status_code, _bounded_text(response), retry_after_seconds(response.headers))
+                    raise self.error(reply)
+                forget = abort_when_interrupted(request, response)
+                try:
+                    yield StreamEvent.build("message_start", model=target, sequence=sequence_of(request))
+                    yield from self.read_stream(httpx_sse.EventSource(response).iter_sse(), request, target)
+                finally:
+                    forget()
+        except httpx.HTTPError as exc:
+            check_interrupt(request)  # a read cut short by the deadline is the deadline, not a network fault
+            raise self.error(exc) from exc
+
+    def error(self, cause: httpx.HTTPError | ErrorReply) -> ProviderError:
+        """:meth:`provider_error` with the connection's key, so that the key is redacted wherever it shows."""
+        return self.provider_error(cause, self._known_key())
+
+    @staticmethod
+    def interrupter(request: ModelRequest) -> Callable[[], None]:
+        """The check a reader makes between events: CancelledError or DeadlineExceededError when due."""
+        return lambda: check_interrupt(request)
+
+    @property
+    def endpoint(self) -> str:
+        return self.settings.endpoint
+
+    def _known_key(self) -> str | None:
+        try:
+            return self.settings.resolve_api_key()
+        except CredentialError:  # no key, so none can leak
+            return None
+
+    def _http(self) -> httpx.Client:
+        """The shared client, built on first use (and again after ``close``)."""
+        with self._lock:
+            if self._client is None:
+                self._client = self.settings.build_client()
+            return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+
+def sequence_of(request: ModelRequest) -> int:
+    """How many model calls the conversation made before this one (the engine's ``sequence``)."""
+    return int(request.metadata.get("sequence", 0))
+
+
+def _timeout(request: ModelRequest, read_timeout: float) -> httpx.Timeout:
+    """The connection's timeouts, shortened so that no wait outlasts the run's deadline."""
+    limit = read_timeout
+    if request.deadline is not None:
+        remaining = request.deadline.timestamp() - time.time()
+        if remaining <= 0:
+            raise DeadlineExceededError()
+        limit = min(limit, remaining)
+    return httpx.Timeout(limit, connect=min(CONNECT_TIMEOUT, limit))
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    """The check httpx_sse makes, made before reading: a JSON body in its place is read as an error reply."""
+    return "text/event-stream" in response.headers.get("content-type", "")
+
+
+def _bounded_text(response: httpx.Response) -> str:
+    """At most MAX_ERROR_BODY_BYTES of an error body: a misbehaving server may send megabytes."""
+    data = bytearray()
+    for piece in response.iter_bytes():
+        data.extend(piece)
+        if len(data) >= MAX_ERROR_BODY_BYTES:
+            break
+    return bytes(data[:MAX_ERROR_BODY_BYTES]).decode("utf-8", errors="replace")
+
+
+__all__ = ["StreamingProvider", "sequence_of"]
