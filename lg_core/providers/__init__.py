@@ -4,10 +4,23 @@ from __future__ import annotations
 
 # HTTPError is the spec's LittleGhost::Providers::HTTPError.
 from lg_core.errors import MAX_ERROR_BODY_CHARS, HTTPError
+from lg_core.providers.anthropic import AnthropicProvider
 from lg_core.providers.base import Provider
 from lg_core.providers.openai import OpenAIProvider
 from lg_core.providers.scripted import ScriptedProvider
 
-BUILTIN_ADAPTERS: dict[str, type[Provider]] = {"openai": OpenAIProvider, "scripted": ScriptedProvider}
+BUILTIN_ADAPTERS: dict[str, type[Provider]] = {
+    "anthropic": AnthropicProvider,
+    "openai": OpenAIProvider,
+    "scripted": ScriptedProvider,
+}
 
-__all__ = ["BUILTIN_ADAPTERS", "HTTPError", "MAX_ERROR_BODY_CHARS", "OpenAIProvider", "Provider", "ScriptedProvider"]
+__all__ = [
+    "AnthropicProvider",
+    "BUILTIN_ADAPTERS",
+    "HTTPError",
+    "MAX_ERROR_BODY_CHARS",
+    "OpenAIProvider",
+    "Provider",
+    "ScriptedProvider",
+]
