@@ -10,7 +10,7 @@ from lg_core import Agent, Configuration, ConfigurationError, configure
 from lg_core.events import StreamEvent
 from lg_core.messages import Message
 from lg_core.models.request import ModelCapabilities, ModelResponse
-from lg_core.providers import OpenAIProvider, Provider
+from lg_core.providers import AnthropicProvider, OpenAIProvider, Provider
 
 
 class EchoProvider(Provider):
@@ -60,6 +60,22 @@ def test_the_openai_adapter_is_built_in(config):
 
     assert isinstance(model.provider, OpenAIProvider)
     assert model.capabilities == ModelCapabilities.permissive()
+
+
+def test_the_anthropic_adapter_is_built_in_and_says_what_claude_supports(config):
+    configure(providers={"claude": {"adapter": "anthropic", "api_key": "sk-ant-test"}})
+
+    model = config.runtime().resolver.resolve("claude:claude-sonnet-4-5")
+
+    assert isinstance(model.provider, AnthropicProvider)
+    assert model.capabilities == ModelCapabilities(tools=True, tool_choice=True, native_structured_output=False)
+
+
+def test_an_unknown_adapter_name_lists_the_built_in_ones(config):
+    configure(providers={"claude": {"adapter": "antropic", "api_key": "sk-ant-test"}})
+
+    with pytest.raises(ConfigurationError, match="unknown adapter 'antropic'; available adapters: anthropic, openai, scripted"):
+        config.runtime().resolver.resolve("claude:claude-sonnet-4-5")
 
 
 def test_an_unimportable_adapter_path_fails_at_configuration_naming_it(config):
