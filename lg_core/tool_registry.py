@@ -13,7 +13,7 @@ later, all or nothing, and with ``replace=True`` swaps out same-named tools.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from lg_core.errors import CleanupError, ConfigurationError, Error, ToolError
@@ -163,12 +163,16 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def fetch(self, name: str) -> Tool:
-        """The named tool, or a model-visible ToolError naming the available ones."""
+    def fetch(self, name: str, *, also_offered: Sequence[str] = ()) -> Tool:
+        """The named tool, or a model-visible ToolError naming the available ones.
+
+        ``also_offered`` names tools the model was offered besides this registry's
+        (the result schema's submit tool), so the list the model reads is complete.
+        """
         try:
             return self._tools[name]
         except KeyError:
-            available = ", ".join(self._tools) or "none"
+            available = ", ".join([*self._tools, *also_offered]) or "none"
             raise ToolError(f"Unknown tool {name!r}. Available tools: {available}.") from None
 
     def specifications(self) -> tuple[ToolSpecification, ...]:

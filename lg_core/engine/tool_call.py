@@ -21,6 +21,7 @@ from lg_core.engine.frames import FrameState
 from lg_core.engine.steps import StepScope, Transition, message_rows
 from lg_core.errors import ToolError
 from lg_core.messages import Message
+from lg_core.result_schema import result_strategy
 from lg_core.store import NewStep
 from lg_core.tool import Tool, ToolOutcome
 from lg_core.tool_loops import observe
@@ -50,19 +51,19 @@ class ToolCall:
         idempotency_key = f"{scope.run.id}/{scope.key}"
         registry = agent.tool_registry(scope.binding(agent, model, idempotency_key))
         try:
-            outcome = self._execute(agent, registry)
+            outcome = self._execute(agent, registry, _submit_tools(scope.agent_class, model))
         finally:
             registry.close()
         return self._record(outcome)
 
-    def _execute(self, agent: Any, registry: Any) -> ToolOutcome:
+    def _execute(self, agent: Any, registry: Any, submit_tools: tuple[str, ...]) -> ToolOutcome:
         scope, use = self.scope, self.tool_use
         policy = scope.agent_class._tool_loop_policy
         if policy is not None and policy.watches(use.name):
             # The terminating repeat stops the run here, before the tool body runs again.
             policy.check_may_run(scope.frame.checkpoint.tool_loops, use.name, use.input)
         try:
-            tool: Tool = registry.fetch(use.name)
+            tool: Tool = registry.fetch(use.name, also_offered=submit_tools)
         except ToolError as exc:
             return ToolOutcome.failure(str(exc), "unknown_tool", exc)
         if tool.at_most_once and not scope.engine.claim_at_most_once(scope):
@@ -202,3 +203,10 @@ def _as_outcome(value: Any) -> ToolOutcome:
 
 
 __all__ = ["OUTCOME_UNKNOWN", "ToolCall"]
+
+
+def _submit_tools(agent_class: Any, model: Any) -> tuple[str, ...]:
+    """The result schema's submit tool, when the model was offered one (the terminal-tool strategy)."""
+    spec = agent_class.result_spec()
+    return (spec.tool_name(),) if spec is not None and result_strategy(spec, model) == "tool" else ()
+

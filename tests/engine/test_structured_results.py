@@ -161,6 +161,30 @@ def test_auto_strategy_uses_a_terminal_submit_tool_without_native_support(config
     )
 
 
+def test_an_unknown_tool_call_lists_the_submit_tool_among_the_available_ones(config, script):
+    turns = [
+        {"tool_calls": [{"name": "lookup_order", "arguments": {}}]},
+        {"tool_calls": [{"name": "submit_support_triage", "arguments": VALID}]},
+    ]
+    target, requests = recording(script, turns, capabilities=NO_NATIVE)
+    run = triage_agent(target).ask("Missing package")
+
+    assert run.outcome == "completed"
+    [result] = requests[1].messages[-1].tool_results
+    assert result.status == "error"
+    assert "Unknown tool 'lookup_order'. Available tools: submit_support_triage." in result.text
+
+
+def test_provider_strategy_offers_no_submit_tool_to_list(config, script):
+    turns = [{"tool_calls": [{"name": "lookup_order", "arguments": {}}]}, {"structured": VALID}]
+    target, requests = recording(script, turns)
+    run = triage_agent(target).ask("Missing package")
+
+    assert run.outcome == "completed"
+    [result] = requests[1].messages[-1].tool_results
+    assert "Available tools: none." in result.text
+
+
 def test_tool_strategy_repairs_an_invalid_submission(config, script):
     turns = [
         {"tool_calls": [{"name": "submit_support_triage", "arguments": {"category": "delivery"}}]},
