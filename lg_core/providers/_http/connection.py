@@ -100,11 +100,12 @@ class ConnectionOptions:
     def resolve_api_key(self) -> str:
         """The API key, read now (so a rotated environment variable is picked up); CredentialError if none."""
         if self.api_key:
-            return self.api_key.strip()  # as for the environment variable: a newline is no part of a key
+            # As for the environment variable: a newline is no part of a key.
+            return _ascii_key(self.connection, self.api_key.strip(), "api_key")
         if self.api_key_env:
             key = os.environ.get(self.api_key_env, "").strip()
             if key:
-                return key
+                return _ascii_key(self.connection, key, f"${self.api_key_env}")
             raise CredentialError(
                 f"provider connection {self.connection!r} reads its API key from ${self.api_key_env}, "
                 "which is not set; export it (or give api_key) before running agents on this connection"
@@ -154,9 +155,27 @@ def _seconds(connection: str, value: Any) -> float:
 
 
 def _headers(connection: str, value: Any) -> dict[str, str]:
+    """Header names to ASCII strings: httpx encodes headers as ASCII and would fail on anything else
+    only when the first request is built, with a bare UnicodeEncodeError."""
     if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise ConfigurationError(f"provider connection {connection!r}: headers must map header names to strings")
+    for name, text in value.items():
+        if not (name + text).isascii():
+            raise ConfigurationError(
+                f"provider connection {connection!r}: header {name!r} must be ASCII text (HTTP header values are); "
+                "percent-encode or transliterate it"
+            )
     return dict(value)
+
+
+def _ascii_key(connection: str, key: str, source: str) -> str:
+    """``key``, which goes out as a header value, so it must be ASCII; the message never shows it."""
+    if not key.isascii():
+        raise CredentialError(
+            f"provider connection {connection!r}: the API key in {source} has characters that are not ASCII, "
+            "which no API key has (a typographic quote or space pasted with it?); set it again"
+        )
+    return key
 
 
 def _capabilities(connection: str, value: Any, default: ModelCapabilities) -> ModelCapabilities:
