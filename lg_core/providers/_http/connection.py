@@ -7,8 +7,10 @@ with its name instead of being ignored. The API key is read at first use
 appears in a repr or an error message.
 
 An adapter subclasses :class:`ConnectionOptions`: it names itself, its default
-base URL and key variable, adds its own options as fields (listed in
-``extra_options``), and says how the key is sent (:meth:`auth_headers`).
+base URL and key variable (read without configuration when
+``key_variable_by_default``), adds its own options as fields (listed in
+``extra_options`` when they are strings, else in ``other_options``, which its
+``parse`` checks), and says how the key is sent (:meth:`auth_headers`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,10 @@ class ConnectionOptions:
     adapter: ClassVar[str]
     default_base_url: ClassVar[str]
     key_variable: ClassVar[str]  # the environment variable the "no API key" hint suggests
+    # Read key_variable when neither api_key nor api_key_env is configured (the adapter's one conventional credential).
+    key_variable_by_default: ClassVar[bool] = False
     extra_options: ClassVar[frozenset[str]] = frozenset()  # the subclass's own string options
+    other_options: ClassVar[frozenset[str]] = frozenset()  # the subclass's own options of other types
 
     connection: str
     base_url: str
@@ -55,7 +60,7 @@ class ConnectionOptions:
     @classmethod
     def parse(cls, connection: str, options: Mapping[str, Any]) -> ConnectionOptions:
         """Check ``options``; a ConfigurationError names the connection and the option."""
-        accepted = COMMON_OPTIONS | cls.extra_options
+        accepted = COMMON_OPTIONS | cls.extra_options | cls.other_options
         unknown = sorted(set(options) - accepted)
         if unknown:
             raise ConfigurationError(
@@ -63,6 +68,8 @@ class ConnectionOptions:
                 f"the {cls.adapter} adapter accepts: {', '.join(sorted(accepted))}"
             )
         values = dict(options)
+        if cls.key_variable_by_default and "api_key" not in values and "api_key_env" not in values:
+            values["api_key_env"] = cls.key_variable
         insecure_ok = bool(values.get("allow_insecure_http"))
         parsed = cls(
             connection=connection,

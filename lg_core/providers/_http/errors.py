@@ -14,6 +14,7 @@ import email.utils
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from http import HTTPStatus
+from types import MappingProxyType
 
 import httpx
 import httpx_sse
@@ -23,6 +24,14 @@ from lg_core.errors import HTTPError, ProtocolError, ProviderError
 # 408 timeout, 409 conflict (OpenAI's "please retry"), 429 rate limit; every 5xx (Anthropic's 529 overloaded) too.
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 REDACTED = "[redacted]"
+# What a user can do about a status, added to its message; an adapter may give its own
+# (OpenRouter's 402 means out of credits).
+STATUS_HINTS: Mapping[int, str] = MappingProxyType(
+    {
+        401: "Check the connection's api_key or api_key_env.",
+        403: "Check the connection's api_key or api_key_env.",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,14 +93,15 @@ def transport_error(cause: httpx.HTTPError, endpoint: str) -> ProviderError:
     return ProviderError(f"the request to {endpoint} failed: {cause}")
 
 
-def status_message(status: int, message: str, code: object, endpoint: str) -> str:
-    """``<endpoint> answered 401 Unauthorized: <the server's message> (<code>).`` with a hint for a refused key."""
+def status_message(status: int, message: str, code: object, endpoint: str, hints: Mapping[int, str] = STATUS_HINTS) -> str:
+    """``<endpoint> answered 401 Unauthorized: <the server's message> (<code>).`` and the hint ``hints``
+    has for the status (by default: check the key of a refused request)."""
     try:
         phrase = HTTPStatus(status).phrase
     except ValueError:
         phrase = "Overloaded" if status == 529 else "error"  # 529: Anthropic's "overloaded", in no HTTP registry
-    suffix = f" ({code})" if code else ""
-    hint = " Check the connection's api_key or api_key_env." if status in (401, 403) else ""
+    suffix = f" ({code})" if code and code != status else ""  # OpenRouter's code repeats the status
+    hint = f" {hints[status]}" if status in hints else ""
     return f"{endpoint} answered {status} {phrase}: {message.rstrip('. ')}{suffix}.{hint}"
 
 
@@ -106,6 +116,7 @@ __all__ = [
     "ErrorReply",
     "REDACTED",
     "RETRYABLE_STATUSES",
+    "STATUS_HINTS",
     "is_retryable_status",
     "redact",
     "retry_after_seconds",
