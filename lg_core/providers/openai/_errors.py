@@ -8,18 +8,26 @@ reports upstream failures that way). :func:`provider_error`
 turns each into a ProviderError subclass whose ``retryable`` tells the engine
 whether repeating the same request may succeed (the spec's
 ``HTTPError#retryable?``): the engine retries those and announces each retry
-with ``model_retry``.
+with ``model_retry``. What a user can do about a status is a hint per adapter
+(``hints``: OpenRouter's say what a 402 or a 404 means there).
+
+OpenRouter's error objects add ``metadata``: the upstream provider that failed,
+its own error (``raw``, often the only useful part of "Provider returned
+error") and moderation ``reasons``. Messages quote them, bounded, whichever
+adapter reads the answer (the ``openai`` one may point at OpenRouter too).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
 from lg_core.errors import ContextWindowOverflowError, HTTPError, ProtocolError, ProviderError
 from lg_core.providers._http.errors import (
+    STATUS_HINTS,
     ErrorReply,
     is_retryable_status,
     redact,
@@ -38,10 +46,14 @@ _CONTEXT_MARKERS = (
     "exceed_context_size",  # llama.cpp's error type: "... exceeds the available context size ..."
     "available context size",
 )
+MAX_UPSTREAM_CHARS = 300  # of an upstream provider's raw error quoted in a message
 
 
-def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret: str | None = None) -> ProviderError:
-    """The ProviderError for ``cause``; ``secret`` (the API key) never appears in its message or body."""
+def provider_error(
+    cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret: str | None = None, hints: Mapping[int, str] = STATUS_HINTS
+) -> ProviderError:
+    """The ProviderError for ``cause``; ``secret`` (the API key) never appears in its message or body;
+    ``hints`` says what to do about an error status."""
     if isinstance(cause, httpx.HTTPError):
         return transport_error(cause, endpoint)
     body = redact(cause.body, secret)
@@ -56,7 +68,7 @@ def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret
     if cause.status < 400:
         return _not_a_stream(cause.status, detail, endpoint)
     return HTTPError(
-        status_message(cause.status, detail["message"], detail.get("code") or detail.get("type"), endpoint),
+        status_message(cause.status, _with_upstream(detail), detail.get("code") or detail.get("type"), endpoint, hints),
         status=cause.status,
         body=body,
         retryable=is_retryable_status(cause.status),
@@ -66,7 +78,7 @@ def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret
 
 def _stream_error(detail: dict[str, Any], endpoint: str) -> ProviderError:
     """An error object sent inside a 200 stream (the spec's OpenAICompatible::StreamError)."""
-    return _coded(ProviderError, f"{endpoint} reported an error mid-stream: {detail['message']}", detail)
+    return _coded(ProviderError, f"{endpoint} reported an error mid-stream: {_with_upstream(detail)}", detail)
 
 
 def _not_a_stream(status: int, detail: dict[str, Any], endpoint: str) -> ProviderError:
@@ -91,8 +103,8 @@ def _retryable_code(code: Any, kind: Any) -> bool:
 
 
 def _detail(body: str) -> dict[str, Any]:
-    """``{"message", "type", "code"}`` from an OpenAI-style error body (or a top-level ``{"code", "message"}``);
-    the raw text when it is neither."""
+    """``{"message", "type", "code"}`` from an OpenAI-style error body (or a top-level ``{"code", "message"}``),
+    with what OpenRouter's ``metadata`` tells (see :func:`_metadata`); the raw text when it is neither."""
     try:
         data = json.loads(body) if body else None
     except json.JSONDecodeError:
@@ -105,7 +117,38 @@ def _detail(body: str) -> dict[str, Any]:
     if not isinstance(error, dict):
         return {"message": body.strip()[:300] or "no error body"}
     message = error.get("message") or body.strip()[:300] or "no error message"
-    return {"message": str(message), "type": error.get("type"), "code": error.get("code")}
+    detail = {"message": str(message), "type": error.get("type"), "code": error.get("code")}
+    metadata = error.get("metadata")
+    return {**detail, **_metadata(metadata)} if isinstance(metadata, dict) else detail
+
+
+def _metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """What an OpenRouter ``error.metadata`` tells a user: which upstream ``provider`` failed, its
+    own error (``raw``, bounded) and the moderation ``reasons``."""
+    found: dict[str, Any] = {}
+    if isinstance(metadata.get("provider_name"), str) and metadata["provider_name"]:
+        found["provider"] = metadata["provider_name"]
+    raw = metadata.get("raw")
+    if raw not in (None, "", {}):
+        text = raw if isinstance(raw, str) else json.dumps(raw)
+        found["raw"] = text.strip()[:MAX_UPSTREAM_CHARS]
+    reasons = metadata.get("reasons")
+    if isinstance(reasons, list) and reasons:
+        found["reasons"] = [str(reason) for reason in reasons]
+    return found
+
+
+def _with_upstream(detail: dict[str, Any]) -> str:
+    """The message, then `` (upstream provider X: its error; flagged for: ...)`` when the body says."""
+    parts = []
+    if detail.get("provider"):
+        parts.append(f"upstream provider {detail['provider']}" + (f": {detail['raw']}" if detail.get("raw") else ""))
+    elif detail.get("raw"):
+        parts.append(f"upstream error: {detail['raw']}")
+    if detail.get("reasons"):
+        parts.append("flagged for: " + ", ".join(detail["reasons"]))
+    message = detail["message"]
+    return f"{message.rstrip('. ')} ({'; '.join(parts)})" if parts else message
 
 
 def _is_context_overflow(detail: dict[str, Any]) -> bool:

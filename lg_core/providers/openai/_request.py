@@ -6,14 +6,19 @@ second call. Messages map one to one, except that a tool message carrying
 several results becomes one ``role: tool`` message per result, which is how
 Chat Completions answers parallel tool calls, followed by a user message with
 the results' images and documents (tool messages take text only).
+
+Another adapter speaking Chat Completions (``openrouter``) passes a
+:class:`Dialect`: its name for messages, and the fields it adds to an
+assistant message (OpenRouter takes reasoning back as ``reasoning_details``).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lg_core.content import Document, Image, Reasoning, Text, ToolResult, ToolUse
@@ -27,11 +32,28 @@ RESERVED_SETTINGS = frozenset({"model", "messages", "stream", "stream_options", 
 _SCHEMA_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-def build_body(request: ModelRequest, model_id: str, capabilities: ModelCapabilities) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class Dialect:
+    """What an adapter speaking Chat Completions adds to the shared request building.
+
+    ``adapter`` names it in messages; ``assistant_fields`` gives the extra fields of an
+    assistant message on the wire.
+    """
+
+    adapter: str = "openai"
+    assistant_fields: Callable[[Message], Mapping[str, Any]] | None = None
+
+
+OPENAI = Dialect()
+
+
+def build_body(
+    request: ModelRequest, model_id: str, capabilities: ModelCapabilities, dialect: Dialect = OPENAI
+) -> dict[str, Any]:
     """The JSON body for one streamed Chat Completions call."""
     body: dict[str, Any] = {
         "model": model_id,
-        "messages": _messages(request),
+        "messages": _messages(request, dialect),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -41,43 +63,44 @@ def build_body(request: ModelRequest, model_id: str, capabilities: ModelCapabili
             body["tool_choice"] = _tool_choice(request.tool_choice)
     if request.output_schema is not None and capabilities.native_structured_output:
         body["response_format"] = _response_format(request.output_schema)
-    body.update(_settings(request.settings))
+    body.update(_settings(request.settings, dialect))
     return body
 
 
-def _settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+def _settings(settings: Mapping[str, Any], dialect: Dialect) -> dict[str, Any]:
     """Model settings (temperature, max_tokens, seed ...) are sent as given: they are trusted
     application values (the spec: build them in application code)."""
     clash = sorted(RESERVED_SETTINGS & set(settings))
     if clash:
         raise ConfigurationError(
-            f"model setting {clash[0]!r} cannot be set: the openai adapter builds it from the request "
+            f"model setting {clash[0]!r} cannot be set: the {dialect.adapter} adapter builds it from the request "
             f"(reserved: {', '.join(sorted(RESERVED_SETTINGS))})"
         )
     return {str(key): thaw(value) for key, value in settings.items()}
 
 
-def _messages(request: ModelRequest) -> list[dict[str, Any]]:
+def _messages(request: ModelRequest, dialect: Dialect) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = []
     if request.system:
         wire.append({"role": "system", "content": request.system})
     for message in request.messages:
-        wire.extend(_message(message))
+        wire.extend(_message(message, dialect))
     return wire
 
 
-def _message(message: Message) -> list[dict[str, Any]]:
+def _message(message: Message, dialect: Dialect) -> list[dict[str, Any]]:
     """One Message as one or more wire messages (tool results each become their own)."""
     results = message.tool_results
     if results:
         return [*(_tool_result(result) for result in results), *_tool_attachments(results)]
     if message.role == "assistant":
-        return [_assistant(message)]
+        return [_assistant(message, dialect)]
     return [{"role": message.role, "content": _content(message)}]
 
 
-def _assistant(message: Message) -> dict[str, Any]:
-    """Text and tool calls; reasoning stays out (Chat Completions has no field that takes it back).
+def _assistant(message: Message, dialect: Dialect) -> dict[str, Any]:
+    """Text and tool calls; reasoning stays out (Chat Completions has no field that takes it back)
+    unless the dialect adds one.
 
     Content may be null only beside tool calls: OpenAI rejects a null-content assistant message without them.
     """
@@ -88,6 +111,8 @@ def _assistant(message: Message) -> dict[str, Any]:
             {"id": use.id, "type": "function", "function": {"name": use.name, "arguments": json.dumps(use.input)}}
             for use in calls
         ]
+    if dialect.assistant_fields is not None:
+        wire.update(dialect.assistant_fields(message))
     return wire
 
 
@@ -129,7 +154,7 @@ def _part(block: Any) -> dict[str, Any]:
         if text is not None:
             return {"type": "text", "text": f"Document {block.name}:\n{text}"}
         return {"type": "file", "file": {"filename": block.name, "file_data": _data_url(block.media_type, block.data)}}
-    raise ConfigurationError(f"the openai adapter cannot send a {type(block).__name__} block in a user message")
+    raise ConfigurationError(f"Chat Completions cannot carry a {type(block).__name__} block in a user message")
 
 
 def _document_text(document: Document) -> str | None:
@@ -171,4 +196,4 @@ def _response_format(output_schema: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": json_schema}
 
 
-__all__ = ["RESERVED_SETTINGS", "build_body"]
+__all__ = ["Dialect", "OPENAI", "RESERVED_SETTINGS", "build_body"]

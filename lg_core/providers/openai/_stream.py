@@ -5,6 +5,9 @@ Chat Completions streams deltas: text pieces, tool-call fragments keyed by
 of its JSON arguments), a ``finish_reason``, and with ``include_usage`` a last
 chunk with no choices and the usage. :class:`ChunkReader` folds them into the
 same events the scripted provider yields, ending with ``message_stop``.
+Another adapter's reader (OpenRouter's) subclasses it: it reads more of each
+chunk in :meth:`ChunkReader.feed` and keeps more reasoning in
+:meth:`ChunkReader.reasoning_block`.
 """
 
 from __future__ import annotations
@@ -138,8 +141,9 @@ class ChunkReader:
     def finish(self) -> Iterator[StreamEvent]:
         """Close the tool calls, report usage, and end with ``message_stop`` carrying the response."""
         blocks: list[Any] = []
-        if self.reasoning:
-            blocks.append(Reasoning(text="".join(self.reasoning)))
+        reasoning = self.reasoning_block()
+        if reasoning is not None:
+            blocks.append(reasoning)
         if self.text:
             blocks.append(Text(text="".join(self.text)))
         for index in sorted(self.calls):
@@ -156,6 +160,10 @@ class ChunkReader:
             message=Message(role="assistant", content=blocks), stop_reason=stop_reason, usage=usage, metadata=self.metadata
         )
         yield StreamEvent.build("message_stop", stop_reason=stop_reason, response=response)
+
+    def reasoning_block(self) -> Reasoning | None:
+        """The response's reasoning, if any: the text of its reasoning deltas."""
+        return Reasoning(text="".join(self.reasoning)) if self.reasoning else None
 
     def _tool_use(self, call: _ToolCall) -> ToolUse:
         """The finished call; one whose arguments the output limit cut off is an OutputLimitError."""
