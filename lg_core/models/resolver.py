@@ -16,7 +16,10 @@ from lg_core.events import StreamEvent
 from lg_core.models.request import ModelCapabilities, ModelRequest
 from lg_core.providers import BUILTIN_ADAPTERS, Provider
 
-BUILTIN_CONNECTIONS: dict[str, dict[str, Any]] = {"scripted": {"adapter": "scripted"}}
+# Connections that need no configuration: the offline scripted models, and OpenRouter with
+# the key in $OPENROUTER_API_KEY (the spec's first example). A configured connection of the
+# same name replaces them.
+BUILTIN_CONNECTIONS: dict[str, dict[str, Any]] = {"openrouter": {"adapter": "openrouter"}, "scripted": {"adapter": "scripted"}}
 
 
 class Model:

@@ -7,11 +7,13 @@ from lg_core.errors import MAX_ERROR_BODY_CHARS, HTTPError
 from lg_core.providers.anthropic import AnthropicProvider
 from lg_core.providers.base import Provider
 from lg_core.providers.openai import OpenAIProvider
+from lg_core.providers.openrouter import OpenRouterProvider
 from lg_core.providers.scripted import ScriptedProvider
 
 BUILTIN_ADAPTERS: dict[str, type[Provider]] = {
     "anthropic": AnthropicProvider,
     "openai": OpenAIProvider,
+    "openrouter": OpenRouterProvider,
     "scripted": ScriptedProvider,
 }
 
@@ -21,6 +23,7 @@ __all__ = [
     "HTTPError",
     "MAX_ERROR_BODY_CHARS",
     "OpenAIProvider",
+    "OpenRouterProvider",
     "Provider",
     "ScriptedProvider",
 ]

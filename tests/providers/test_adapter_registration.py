@@ -10,7 +10,7 @@ from lg_core import Agent, Configuration, ConfigurationError, configure
 from lg_core.events import StreamEvent
 from lg_core.messages import Message
 from lg_core.models.request import ModelCapabilities, ModelResponse
-from lg_core.providers import AnthropicProvider, OpenAIProvider, Provider
+from lg_core.providers import AnthropicProvider, OpenAIProvider, OpenRouterProvider, Provider
 
 
 class EchoProvider(Provider):
@@ -74,7 +74,7 @@ def test_the_anthropic_adapter_is_built_in_and_says_what_claude_supports(config)
 def test_an_unknown_adapter_name_lists_the_built_in_ones(config):
     configure(providers={"claude": {"adapter": "antropic", "api_key": "sk-ant-test"}})
 
-    with pytest.raises(ConfigurationError, match="unknown adapter 'antropic'; available adapters: anthropic, openai, scripted"):
+    with pytest.raises(ConfigurationError, match="unknown adapter 'antropic'; available adapters: anthropic, openai, openrouter, scripted"):
         config.runtime().resolver.resolve("claude:claude-sonnet-4-5")
 
 
@@ -112,3 +112,23 @@ def test_adapters_come_from_the_config_file(tmp_path, monkeypatch):
         Configuration()
     assert f"provider_adapters (in config file {path}): adapter 'echo'" in str(raised.value)
     assert "'tests.providers:Missing' cannot be imported" in str(raised.value)
+
+
+def test_the_openrouter_adapter_and_connection_are_built_in(config, monkeypatch):
+    """The spec's first example names ``openrouter:...`` with only $OPENROUTER_API_KEY set, no configuration."""
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-v1-test")
+
+    model = config.runtime().resolver.resolve("openrouter:openai/gpt-5.6-luna")
+
+    assert isinstance(model.provider, OpenRouterProvider)
+    assert (model.model_id, model.provider.settings.base_url) == ("openai/gpt-5.6-luna", "https://openrouter.ai/api/v1")
+    assert model.provider.settings.request_headers()["Authorization"] == "Bearer sk-or-v1-test"
+
+
+def test_a_configured_openrouter_connection_replaces_the_built_in_one(config):
+    configure(providers={"openrouter": {"adapter": "openai", "base_url": "https://gateway.example.test/v1", "api_key": "k"}})
+
+    provider = config.runtime().resolver.resolve("openrouter:openai/gpt-5.6-luna").provider
+
+    assert type(provider) is OpenAIProvider
+    assert provider.settings.base_url == "https://gateway.example.test/v1"

@@ -11,7 +11,7 @@ import pytest
 from lg_core import Agent, ConfigurationError, CredentialError, configure
 from tests.providers.openai_server import serve
 
-HTTP_ADAPTERS = ["openai", "anthropic"]
+HTTP_ADAPTERS = ["openai", "anthropic", "openrouter"]
 
 
 @pytest.fixture
