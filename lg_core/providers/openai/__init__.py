@@ -1,5 +1,7 @@
-"""The ``openai`` adapter: OpenAI's Chat Completions wire API, also spoken by OpenRouter,
-vLLM, Ollama, LM Studio and other compatible servers (point ``base_url`` at them).
+"""The ``openai`` adapter: OpenAI's Chat Completions wire API, also spoken by vLLM, Ollama,
+LM Studio and other compatible servers (point ``base_url`` at them), and by OpenRouter,
+whose ``openrouter`` adapter reuses this package's request building, stream reader and
+error mapping.
 
 Ownership, one concern per module (the HTTP flow, the client, cancellation and
 the errors every endpoint shares are in :mod:`lg_core.providers._http`):
