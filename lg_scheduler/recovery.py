@@ -21,12 +21,16 @@ Every write is a conditional statement, so several schedulers (or several
 ``lg.recover`` tasks) may sweep at once: the loser of a race does nothing.
 Only distributed runs are swept; a local run belongs to the process holding it
 (``lg runs resume`` takes it over when that process dies).
+
+Leases, the relay's due times and deadlines are judged by the store's clock
+(``RunStore.clock``: the PostgreSQL server's), never by this host's, which may
+run ahead of the workers' (re-dispatching live steps) or behind (leaving dead
+ones): see lg_core.store.clock.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
@@ -79,7 +83,7 @@ def sweep_leases(
     instead of running again. ``hold_off`` spaces out re-sends of one dead claim
     while no worker has taken it yet.
     """
-    now = time.time()
+    now = store.clock()  # before the rows: a lease read later is judged no earlier than it is
     dead = [
         step
         for step in store.running_steps(limit)
@@ -129,7 +133,7 @@ def end_runs(
     here (a cancel request wins over a passed deadline).
     """
     cancelled = partial = 0
-    now = time.time()
+    now = store.clock()
     for record in store.runs_to_end(limit):
         if record.status == "pending":  # its deadline passed while it waited for its session
             if engine.end_pending_past_deadline(record.id):

@@ -582,9 +582,7 @@ class Engine:
         """An attempt raised (not a run outcome: those commit): give the step back for a later attempt."""
         delay = retry_delay(attempt)
         try:
-            released = self.store.release_failed_step(
-                run_id, key, current_holder(), failure_record(error, attempt), time.time() + delay
-            )
+            released = self.store.release_failed_step(run_id, key, current_holder(), failure_record(error, attempt), delay)
         except Exception:  # noqa: BLE001 - e.g. the store is down too: the lease brings the step back
             log.exception("could not give step %s of run %s back after its attempt failed", key, run_id)
             return

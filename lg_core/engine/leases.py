@@ -4,7 +4,9 @@ A claim gives the holder a lease of ``lease_seconds``. A step that runs longer
 (a long streamed answer, a slow tool) keeps its lease alive from this
 heartbeat, which renews the leases of the steps this process is executing, in
 one transaction every third of a lease. If the process dies the heartbeat
-stops, the lease expires, and the sweeper re-dispatches the step.
+stops, the lease expires, and the sweeper re-dispatches the step. A renewal
+sends ``lease_seconds``, not an expiry: the store times it by its own clock
+(PostgreSQL's; lg_core.store.clock), so this host's clock does not matter.
 
 Only the steps being executed: a step this process claimed but no longer
 executes (its attempt failed and could not be given back, a claim whose

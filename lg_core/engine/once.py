@@ -11,7 +11,6 @@ block raised (it claims the key and tries itself).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -40,16 +39,24 @@ def perform_once(run: Run, key: str, block: Callable[[], Any]) -> Any:
 def _settled_elsewhere(run: Run, step_key: str) -> bool:
     """Wait, reading the claim (a read, not a write transaction per look), until another caller
     performed the block (True) or the key is free again: released, or taken from a holder that
-    is gone (False: claim it)."""
+    is gone (False: claim it).
+
+    A holder is gone when its process died on this host, or when its lease ran out by the
+    store's clock (the read says so): never by this host's clock, which may run ahead.
+    """
     store = run.runtime.store
     while True:
-        step = store.load_step(run.id, step_key)
-        if step is None:
+        claim = store.look_once(run.id, step_key)
+        if claim is None:
             return False
-        if step.status == "succeeded":
+        if claim.state == "done":
             return True
-        if _gone(step.holder, step.lease_until):
-            store.drop_once(run.id, step_key, step.holder)  # conditional: only that holder's claim
+        if holder_is_dead(claim.holder):
+            store.drop_once(run.id, step_key, claim.holder)  # conditional: only that holder's claim
+            return False
+        if claim.expired:
+            # Conditional on the lease still being expired: a renewal since the read keeps the claim.
+            store.drop_once(run.id, step_key, claim.holder, expired_only=True)
             return False
         run.cancellation_token.raise_if_cancelled()
         run.cancellation_token.wait(POLL_SECONDS)
@@ -66,11 +73,6 @@ def _perform(run: Run, step_key: str, me: str, block: Callable[[], Any]) -> Any:
             raise
     store.finish_once(run.id, step_key, me)
     return value
-
-
-def _gone(holder: str | None, lease_until: float | None) -> bool:
-    """A claim nobody will settle: its process died on this host, or its lease ran out."""
-    return holder_is_dead(holder) or lease_until is None or lease_until < time.time()
 
 
 __all__ = ["perform_once"]

@@ -9,6 +9,10 @@ block (leased, and renewed by the heartbeat while the block runs), becomes
 may try again. Another caller finds the row and waits for it to settle,
 unless its holder is gone (a dead process on this host, or a lease that
 expired), in which case the claim is taken over.
+
+Whether a lease expired is decided by the store's clock (lg_core.store.clock):
+the claim's lease is written and compared in SQL, so a waiting caller on a
+host whose clock runs ahead cannot take a live claim over.
 """
 
 from __future__ import annotations
@@ -16,19 +20,20 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from lg_core.store.database import Database, retry_transient
-from lg_core.store.statements import STEP_COLUMNS
-
-_STATUS, _HOLDER, _LEASE = (STEP_COLUMNS.index(name) for name in ("status", "holder", "lease_until"))
+from lg_core.store.database import Database, Transaction, retry_transient
 
 
 @dataclass(frozen=True)
 class OnceClaim:
-    """What claiming a key found: ``claimed`` (perform the block), ``done``, or ``held`` by another."""
+    """What claiming a key found: ``claimed`` (perform the block), ``done``, or ``held`` by another.
+
+    ``expired``: the holder's lease ran out, by the store's clock (only ever set on ``held``).
+    """
 
     state: str
     holder: str | None = None
     lease_until: float | None = None
+    expired: bool = False
 
 
 @retry_transient
@@ -40,17 +45,35 @@ def claim(db: Database, run_id: str, key: str, holder: str, lease_seconds: float
     """
     now = time.time()
     with db.transaction() as tx:
-        row = tx.fetchone("select_step", {"run_id": run_id, "key": key})
-        if row is not None:
-            if row[_STATUS] == "succeeded":
-                return OnceClaim("done")
-            return OnceClaim("held", row[_HOLDER], row[_LEASE])
-        tx.execute(
+        found = _look_txn(tx, run_id, key, now)
+        if found is not None:
+            return found
+        (lease_until,) = tx.fetchone(
             "insert_once_claim",
             {"run_id": run_id, "key": key, "frame_id": f"{run_id}/root", "kind": "once", "status": "started",
-             "attempts": 1, "holder": holder, "lease_until": now + lease_seconds, "created_at": now, "started_at": now},
+             "attempts": 1, "holder": holder, "lease_seconds": lease_seconds, "now": now, "created_at": now, "started_at": now},
         )
-    return OnceClaim("claimed", holder, now + lease_seconds)
+    return OnceClaim("claimed", holder, lease_until)
+
+
+@retry_transient
+def look(db: Database, run_id: str, key: str) -> OnceClaim | None:
+    """The claim on ``key`` as it stands (``done`` or ``held``), or None when the key is free.
+
+    A read, not a write transaction: a caller waiting on another's claim polls this.
+    """
+    with db.reader() as tx:
+        return _look_txn(tx, run_id, key, time.time())
+
+
+def _look_txn(tx: Transaction, run_id: str, key: str, now: float) -> OnceClaim | None:
+    row = tx.fetchone("select_once_claim", {"run_id": run_id, "key": key, "now": now})
+    if row is None:
+        return None
+    status, holder, lease_until, expired = row
+    if status == "succeeded":
+        return OnceClaim("done")
+    return OnceClaim("held", holder, lease_until, bool(expired))
 
 
 @retry_transient
@@ -61,10 +84,15 @@ def finish(db: Database, run_id: str, key: str, holder: str) -> bool:
 
 
 @retry_transient
-def drop(db: Database, run_id: str, key: str, holder: str | None) -> bool:
-    """Delete ``holder``'s ``started`` claim (its block raised, or the holder is gone)."""
+def drop(db: Database, run_id: str, key: str, holder: str | None, *, expired_only: bool = False) -> bool:
+    """Delete ``holder``'s ``started`` claim (its block raised, or the holder is gone).
+
+    With ``expired_only``, only while its lease is expired by the store's clock: a
+    holder on another host is judged by its lease alone, and may have renewed it since.
+    """
+    name = "drop_expired_once_claim" if expired_only else "drop_once_claim"
     with db.transaction() as tx:
-        return tx.execute("drop_once_claim", {"run_id": run_id, "key": key, "holder": holder}).rowcount == 1
+        return tx.execute(name, {"run_id": run_id, "key": key, "holder": holder, "now": time.time()}).rowcount == 1
 
 
-__all__ = ["OnceClaim", "claim", "drop", "finish"]
+__all__ = ["OnceClaim", "claim", "drop", "finish", "look"]

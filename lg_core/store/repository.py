@@ -321,8 +321,10 @@ class RunStore:
                     "status": status,
                     "input": None if step.input is None else dumps(step.input),
                     "attempts": 0,
-                    # A pending step is not in the outbox yet: activation sets its dispatch_after.
-                    "dispatch_after": now + self.relay_grace if status == "scheduled" else None,
+                    # Due for the relay a grace from now by the store's clock; a pending step is
+                    # not in the outbox yet (NULL: activation sets its dispatch_after).
+                    "dispatch_delay": self.relay_grace if status == "scheduled" else None,
+                    "now": now,
                     "created_at": now,
                     "scheduled_by": scheduled_by,
                 }
@@ -338,8 +340,8 @@ class RunStore:
         of a run that is still running.
 
         Returns the attempt number this claim starts, or None when the step is not claimable.
+        The lease runs ``lease_seconds`` from now by the store's clock (lg_core.store.clock).
         """
-        now = time.time()
         with self.db.transaction() as tx:
             cursor = tx.execute(
                 "claim_step",
@@ -347,8 +349,8 @@ class RunStore:
                     "run_id": run_id,
                     "key": key,
                     "holder": holder,
-                    "lease_until": now + lease_seconds,
-                    "now": now,
+                    "lease_seconds": lease_seconds,
+                    "now": time.time(),
                     "stale_holder": stale_holder or "",
                 },
             )
@@ -392,8 +394,7 @@ class RunStore:
         flushes; a claim that needed the flush is written again in a flushed
         transaction before this returns, i.e. before its tool can start.
         """
-        now = time.time()
-        params = {"run_id": run_id, "key": key, "holder": holder, "lease_until": now + lease_seconds, "now": now,
+        params = {"run_id": run_id, "key": key, "holder": holder, "lease_seconds": lease_seconds, "now": time.time(),
                   "stale_holder": stale_holder or ""}
         with self.db.transaction(pipelined=True, defer_flush=True) as tx:
             row = tx.submit("claim_step_of_running_run", params).one()  # goes out with BEGIN
@@ -414,8 +415,9 @@ class RunStore:
     def _flush_claim(self, params: dict[str, Any]) -> None:
         """Make a claim committed with ``defer_flush`` durable before its step starts.
 
-        Rewriting the claim's lease (to the same value) in a flushed transaction
-        syncs the WAL, and with it the claim's own earlier commit.
+        Rewriting the claim's lease (to the same value: SQLite's clock is the
+        ``now`` in ``params``) in a flushed transaction syncs the WAL, and with it
+        the claim's own earlier commit.
         """
         with self.db.transaction() as tx:
             tx.execute("rewrite_claim_lease", params)
@@ -452,11 +454,15 @@ class RunStore:
         """Claim ``Run.once``'s ``key`` for ``holder``, or say who holds it (lg_core.store.once)."""
         return once_claims.claim(self.db, run_id, key, holder, lease_seconds)
 
+    def look_once(self, run_id: str, key: str) -> OnceClaim | None:
+        """The ``Run.once`` claim on ``key`` as it stands (``done`` or ``held``), None when free."""
+        return once_claims.look(self.db, run_id, key)
+
     def finish_once(self, run_id: str, key: str, holder: str) -> bool:
         return once_claims.finish(self.db, run_id, key, holder)
 
-    def drop_once(self, run_id: str, key: str, holder: str | None) -> bool:
-        return once_claims.drop(self.db, run_id, key, holder)
+    def drop_once(self, run_id: str, key: str, holder: str | None, *, expired_only: bool = False) -> bool:
+        return once_claims.drop(self.db, run_id, key, holder, expired_only=expired_only)
 
     @retry_transient
     def add_interjection(
@@ -542,9 +548,10 @@ class RunStore:
 
     @retry_transient
     def renew_leases(self, holder: str, lease_seconds: float, steps: Sequence[tuple[str, str]]) -> None:
-        """Extend ``holder``'s leases on ``steps`` ((run id, key) pairs), those it still holds running."""
-        lease_until = time.time() + lease_seconds
-        rows = [{"run_id": run_id, "key": key, "holder": holder, "lease_until": lease_until} for run_id, key in steps]
+        """Extend ``holder``'s leases on ``steps`` ((run id, key) pairs), those it still holds running,
+        to ``lease_seconds`` from now by the store's clock."""
+        now = time.time()
+        rows = [{"run_id": run_id, "key": key, "holder": holder, "lease_seconds": lease_seconds, "now": now} for run_id, key in steps]
         with self.db.transaction() as tx:
             tx.executemany("renew_lease", rows)
 
@@ -773,12 +780,20 @@ class RunStore:
         """Scheduled steps of running distributed runs whose ``dispatch_after`` passed.
 
         Their ``dispatch_after`` moves ``relay_grace`` ahead in the same statement,
-        so the caller owns re-sending them until then.
+        so the caller owns re-sending them until then. Due and ahead are by the
+        store's clock (lg_core.store.clock), whichever host's messages these were.
         """
-        now = time.time()
         with self.db.transaction() as tx:
-            rows = tx.fetchall("relay_due_steps", {"now": now, "next": now + self.relay_grace, "limit": limit})
+            rows = tx.fetchall("relay_due_steps", {"now": time.time(), "grace": self.relay_grace, "limit": limit})
         return [_step_record(row) for row in rows]
+
+    @retry_transient
+    def clock(self) -> float:
+        """Now, by the clock leases are written and judged by (epoch seconds): the PostgreSQL
+        server's, or this host's for a SQLite store (lg_core.store.clock). The scheduler reads
+        it once per pass to tell expired leases and passed deadlines."""
+        with self.db.reader() as tx:
+            return float(tx.fetchone("select_clock", {"now": time.time()})[0])
 
     @retry_transient
     def running_steps(self, limit: int = 1000) -> list[StepRecord]:
@@ -790,21 +805,18 @@ class RunStore:
     @retry_transient
     def mark_redispatched(self, run_id: str, key: str, holder: str | None, hold_off: float) -> bool:
         """Record that a dead claim was re-dispatched; False if it changed or another scheduler did it."""
-        now = time.time()
         with self.db.transaction() as tx:
             cursor = tx.execute(
-                "resweep_step", {"run_id": run_id, "key": key, "holder": holder or "", "now": now, "next": now + hold_off}
+                "resweep_step", {"run_id": run_id, "key": key, "holder": holder or "", "now": time.time(), "hold_off": hold_off}
             )
             return cursor.rowcount == 1
 
     @retry_transient
-    def release_failed_step(
-        self, run_id: str, key: str, holder: str, error: dict[str, Any], dispatch_after: float
-    ) -> bool:
-        """Give back a step whose attempt by ``holder`` raised: scheduled again, due at
-        ``dispatch_after`` (the relay sends it then), with ``error`` kept on the row.
-        False when ``holder`` no longer holds it (its lease expired and another took it)."""
-        params = {"run_id": run_id, "key": key, "holder": holder, "error": dumps(error), "dispatch_after": dispatch_after}
+    def release_failed_step(self, run_id: str, key: str, holder: str, error: dict[str, Any], delay: float) -> bool:
+        """Give back a step whose attempt by ``holder`` raised: scheduled again, due ``delay``
+        seconds from now by the store's clock (the relay sends it then), with ``error`` kept
+        on the row. False when ``holder`` no longer holds it (its lease expired and another took it)."""
+        params = {"run_id": run_id, "key": key, "holder": holder, "error": dumps(error), "now": time.time(), "delay": delay}
         with self.db.transaction() as tx:
             return tx.execute("release_failed_step", params).rowcount == 1
 
@@ -818,7 +830,8 @@ class RunStore:
 
     @retry_transient
     def runs_to_end(self, limit: int = 500) -> list[RunRecord]:
-        """Distributed runs to end: running with a cancel request or a passed deadline, or pending past it."""
+        """Distributed runs to end: running with a cancel request or a passed deadline (by the store's
+        clock), or pending past it."""
         with self.db.reader() as tx:
             rows = tx.fetchall("select_runs_to_end", {"now": time.time(), "limit": limit})
         return [_run_record(row) for row in rows]
@@ -879,7 +892,7 @@ class RunStore:
             tx.execute("delete_messages_from", {"frame_id": frame_id, "from_seq": message_count})
             tx.executemany(
                 "reschedule_step",
-                [{"run_id": run_id, "key": key, "dispatch_after": now + self.relay_grace} for key in reschedule],
+                [{"run_id": run_id, "key": key, "now": now, "grace": self.relay_grace} for key in reschedule],
             )
             self._unconsume_interjections_txn(tx, run_id, reschedule)
             seq = int(row[0])

@@ -83,7 +83,7 @@ def activate_next_txn(tx: Transaction, session_id: str, actor_id: str | None, no
         return []
     for run_id, _status, holder in open_runs:
         if tx.execute("activate_run", {"run_id": run_id, "now": now}).rowcount == 1:
-            released = tx.fetchall("release_pending_steps", {"run_id": run_id, "dispatch_after": now + grace})
+            released = tx.fetchall("release_pending_steps", {"run_id": run_id, "now": now, "grace": grace})
             return [ActivatedRun(run_id, holder, tuple((key, kind, frame_id) for key, kind, frame_id in released))]
         flags = tx.fetchone("select_run_flags", {"run_id": run_id})
         if flags is not None and flags[0] == RUNNING:  # started by another decision: it runs, the rest wait

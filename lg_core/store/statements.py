@@ -2,6 +2,11 @@
 
 Each builder is compiled once per dialect by :class:`~lg_core.store.database.Database`
 and parameters are bound by name, so SQLite and PostgreSQL share this file.
+
+Lease and dispatch times are computed in the statement from :func:`store_now`
+(PostgreSQL's clock; the ``now`` parameter on SQLite) plus a duration parameter
+(``lease_seconds``, ``grace``, ``hold_off``, ``delay``), never bound as absolute
+host times: see lg_core.store.clock for which times and why.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
+    Float,
     and_,
     bindparam,
     case,
@@ -28,6 +34,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.schema import Column
 
+from lg_core.store.clock import store_now
 from lg_core.store.schema import (
     batches,
     events,
@@ -61,8 +68,9 @@ def _open_step() -> ClauseElement:
     return or_(steps.c.status == "scheduled", steps.c.status == "running")
 
 
-def _insert(table: object, columns: tuple[str, ...]) -> Callable[[], ClauseElement]:
-    return lambda: insert(table).values({name: bindparam(name) for name in columns})  # type: ignore[arg-type]
+def _insert(table: object, columns: tuple[str, ...], **computed: ColumnElement[Any]) -> Callable[[], ClauseElement]:
+    """An INSERT binding ``columns`` by name, and ``computed`` columns from SQL expressions."""
+    return lambda: insert(table).values({**{name: bindparam(name) for name in columns}, **computed})  # type: ignore[arg-type]
 
 
 def _bump_run(finish: bool) -> Callable[[], ClauseElement]:
@@ -112,11 +120,16 @@ def _complete_step(held: bool) -> Callable[[], ClauseElement]:
     return build
 
 
+def _later(seconds: str) -> ColumnElement[float]:
+    """``store_now()`` plus the duration parameter ``seconds`` (a NULL duration gives NULL)."""
+    return store_now() + bindparam(seconds, type_=Float())
+
+
 def _claimable() -> ColumnElement[bool]:
     """Scheduled, or running with an expired lease, or held by ``stale_holder`` (a dead process)."""
     return or_(
         steps.c.status == "scheduled",
-        and_(steps.c.status == "running", steps.c.lease_until < bindparam("now")),
+        and_(steps.c.status == "running", steps.c.lease_until < store_now()),
         and_(steps.c.status == "running", steps.c.holder == bindparam("stale_holder")),
     )
 
@@ -125,9 +138,9 @@ def _claim_values() -> dict[str, Any]:
     return {
         "status": "running",
         "holder": bindparam("holder"),
-        "lease_until": bindparam("lease_until"),
+        "lease_until": _later("lease_seconds"),
         "attempts": steps.c.attempts + 1,
-        "started_at": bindparam("now"),
+        "started_at": bindparam("now"),  # the claiming host's time, as the step's finished_at
         # A fresh claim may be swept as soon as it looks dead (see resweep_step).
         "dispatch_after": null(),
     }
@@ -204,9 +217,11 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "insert_frame": _insert(frames, FRAME_COLUMNS + ("updated_at",)),
     "insert_messages": _insert(messages, ("frame_id", "seq", "run_id", "role", "data", "created_at")),
     "insert_events": _insert(events, ("run_id", "seq", "type", "data", "created_at")),
+    # dispatch_delay: the relay's grace for a scheduled step, NULL for a pending one (not in the outbox yet).
     "insert_steps": _insert(
         steps,
-        ("run_id", "key", "frame_id", "kind", "status", "input", "attempts", "dispatch_after", "created_at", "scheduled_by"),
+        ("run_id", "key", "frame_id", "kind", "status", "input", "attempts", "created_at", "scheduled_by"),
+        dispatch_after=_later("dispatch_delay"),
     ),
     "insert_done_step": _insert(
         steps,
@@ -324,7 +339,7 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
             steps.c.holder == bindparam("holder"),
         )
     )
-    .values(lease_until=bindparam("lease_until")),
+    .values(lease_until=_later("lease_seconds")),
     # Only the steps the holder is executing (Heartbeat): a claim it left behind must expire.
     # A running step, or a Run.once claim ("started"), this holder is executing.
     "renew_lease": lambda: update(steps)
@@ -336,7 +351,7 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
             steps.c.holder == bindparam("holder"),
         )
     )
-    .values(lease_until=bindparam("lease_until")),
+    .values(lease_until=_later("lease_seconds")),
     "request_cancel": lambda: update(runs)
     .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "running"))
     .values(cancel_requested=1, updated_at=bindparam("now")),
@@ -402,7 +417,7 @@ def _relay_due_steps() -> ClauseElement:
     picked = (
         select(due.c.run_id, due.c.key)
         .select_from(due.join(runs, runs.c.id == due.c.run_id))
-        .where(and_(due.c.status == "scheduled", due.c.dispatch_after < bindparam("now"), _distributed_running()))
+        .where(and_(due.c.status == "scheduled", due.c.dispatch_after < store_now(), _distributed_running()))
         .order_by(due.c.dispatch_after)
         .limit(bindparam("limit"))
     )
@@ -411,17 +426,17 @@ def _relay_due_steps() -> ClauseElement:
         .where(
             and_(
                 steps.c.status == "scheduled",
-                steps.c.dispatch_after < bindparam("now"),
+                steps.c.dispatch_after < store_now(),
                 tuple_(steps.c.run_id, steps.c.key).in_(picked),
             )
         )
-        .values(dispatch_after=bindparam("next"))
+        .values(dispatch_after=_later("grace"))
         .returning(*_step_columns())
     )
 
 
 def _not_swept_recently() -> ColumnElement[bool]:
-    return or_(steps.c.dispatch_after.is_(None), steps.c.dispatch_after < bindparam("now"))
+    return or_(steps.c.dispatch_after.is_(None), steps.c.dispatch_after < store_now())
 
 
 def _held_by_holder() -> ColumnElement[bool]:
@@ -435,6 +450,8 @@ def _held_by_holder() -> ColumnElement[bool]:
 
 
 RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
+    # The time leases are judged by (lg_core.store.clock): a scheduler pass reads it once.
+    "select_clock": lambda: select(store_now()),
     "relay_due_steps": _relay_due_steps,
     # Running steps not re-dispatched in the last hold-off; the caller judges their leases.
     # Oldest lease first: a fleet may run more steps than one pass reads, and a live holder
@@ -447,7 +464,7 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     # Mark a dead claim as re-dispatched (one scheduler wins); the next claim clears it.
     "resweep_step": lambda: update(steps)
     .where(and_(_held_by_holder(), _not_swept_recently()))
-    .values(dispatch_after=bindparam("next")),
+    .values(dispatch_after=_later("hold_off")),
     # A step whose attempt raised goes back to the outbox, due after its retry delay, with
     # the error kept for `lg runs show` and for the run's error if the attempt limit ends it.
     "release_failed_step": lambda: update(steps)
@@ -457,7 +474,7 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         holder=null(),
         lease_until=null(),
         error=bindparam("error"),
-        dispatch_after=bindparam("dispatch_after"),
+        dispatch_after=_later("delay"),
     ),
     # Runs with no commit for a long time; touching updated_at is the detector's claim.
     "touch_stalled_runs": lambda: update(runs)
@@ -469,8 +486,8 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "select_runs_to_end": lambda: select(*runs.c)
     .where(
         or_(
-            and_(_distributed_running(), or_(runs.c.cancel_requested == 1, runs.c.deadline_at < bindparam("now"))),
-            and_(runs.c.status == "pending", runs.c.holder.is_(None), runs.c.deadline_at < bindparam("now")),
+            and_(_distributed_running(), or_(runs.c.cancel_requested == 1, runs.c.deadline_at < store_now())),
+            and_(runs.c.status == "pending", runs.c.holder.is_(None), runs.c.deadline_at < store_now()),
         )
     )
     .order_by(runs.c.created_at)
@@ -521,7 +538,7 @@ REPLAY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         event_seq=null(),
         started_at=null(),
         finished_at=null(),
-        dispatch_after=bindparam("dispatch_after"),
+        dispatch_after=_later("grace"),
     ),
     "insert_step_copy": _insert(steps, STEP_COLUMNS + ("dispatch_after",)),
 }
@@ -641,7 +658,7 @@ SESSION_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     .values(status="running", updated_at=bindparam("now")),
     "release_pending_steps": lambda: update(steps)
     .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.status == "pending"))
-    .values(status="scheduled", dispatch_after=bindparam("dispatch_after"))
+    .values(status="scheduled", dispatch_after=_later("grace"))
     .returning(steps.c.key, steps.c.kind, steps.c.frame_id),
     "end_pending_run": lambda: update(runs)
     .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "pending"))
@@ -725,15 +742,30 @@ def _started_once(holder: str) -> ColumnElement[bool]:
     )
 
 
+def _lease_expired() -> ColumnElement[bool]:
+    return or_(steps.c.lease_until.is_(None), steps.c.lease_until < store_now())
+
+
+def _insert_once_claim() -> ClauseElement:
+    """The ``started`` row, leased ``lease_seconds`` from now by the store's clock; returns the lease."""
+    columns = ("run_id", "key", "frame_id", "kind", "status", "attempts", "holder", "created_at", "started_at")
+    values: dict[str, Any] = {name: bindparam(name) for name in columns}
+    return insert(steps).values({**values, "lease_until": _later("lease_seconds")}).returning(steps.c.lease_until)
+
+
 ONCE_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
-    "insert_once_claim": _insert(
-        steps, ("run_id", "key", "frame_id", "kind", "status", "attempts", "holder", "lease_until", "created_at", "started_at")
-    ),
+    "insert_once_claim": _insert_once_claim,
+    # The claim as a waiting caller sees it; whether its lease ran out is the store clock's call (1 or 0).
+    "select_once_claim": lambda: select(
+        steps.c.status, steps.c.holder, steps.c.lease_until, case((_lease_expired(), 1), else_=0)
+    ).where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key"))),
     "finish_once": lambda: update(steps)
     .where(_started_once("holder"))
     .values(status="succeeded", finished_at=bindparam("now"), lease_until=null()),
-    # The holder's block raised (it may be tried again), or the holder is gone (``stale``).
+    # The holder's block raised (it may be tried again), or the holder's process is gone.
     "drop_once_claim": lambda: delete(steps).where(_started_once("holder")),
+    # The holder stopped renewing: only while its lease is still expired (by the store's clock).
+    "drop_expired_once_claim": lambda: delete(steps).where(and_(_started_once("holder"), _lease_expired())),
 }
 STATEMENTS.update(ONCE_STATEMENTS)
 
