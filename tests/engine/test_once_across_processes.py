@@ -2,8 +2,13 @@
 
 A run's parallel tool calls run on different workers; each process here plays
 one, calling ``run.once("charge-card", ...)`` on the same stored run (a SQLite
-file shared by the processes). The block writes to a journal file, so what ran
-where is a fact read afterwards.
+file shared by the processes, or PostgreSQL). The block writes to a journal
+file, so what ran where is a fact read afterwards.
+
+A caller may play a process on another host ($CALLER_HOST: its holder is not
+checked by pid here, only by its lease) whose clock is off ($CALLER_SKEW
+seconds added to time.time): on PostgreSQL the claim's lease is the server's
+call, whatever either host's clock says.
 """
 
 from __future__ import annotations
@@ -30,6 +35,15 @@ class OnceAgent(Agent):
 CALLER = r"""
 import os, sys, time
 from pathlib import Path
+
+skew = float(os.environ.get("CALLER_SKEW", "0"))
+if skew:
+    real_time = time.time
+    time.time = lambda: real_time() + skew
+if os.environ.get("CALLER_HOST"):
+    import lg_core.identity
+    lg_core.identity.hostname = lambda: os.environ["CALLER_HOST"]
+
 from lg_core import Configuration, with_configuration
 
 store, run_id, name, journal, gate, mode = sys.argv[1:7]
@@ -47,7 +61,7 @@ def block():
         raise RuntimeError("card declined")
     return f"charged by {name}"
 
-config = Configuration(run_store=store)
+config = Configuration(run_store=store, lease_seconds=float(os.environ.get("CALLER_LEASE", "15")))
 with with_configuration(config):
     run = config.runtime().get_run(run_id)
     note("calls")
@@ -59,9 +73,7 @@ config.close()
 """
 
 
-@pytest.fixture
-def stored_run(tmp_path):
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+def _store_run(url: str) -> tuple[str, str]:
     config = Configuration(run_store=url)
     with with_configuration(config):
         run = OnceAgent.build_run("Charge the card")
@@ -70,15 +82,31 @@ def stored_run(tmp_path):
     return url, run.id
 
 
+@pytest.fixture
+def stored_run(tmp_path):
+    return _store_run(f"sqlite:///{tmp_path / 'runs.db'}")
+
+
 class Callers:
     def __init__(self, tmp_path: Path, url: str, run_id: str) -> None:
         self.journal, self.gate = tmp_path / "journal.log", tmp_path / "gate"
         self.url, self.run_id = url, run_id
         self.journal.touch()
+        self.processes: list[subprocess.Popen] = []
 
-    def start(self, name: str, mode: str) -> subprocess.Popen:
+    def start(self, name: str, mode: str, **env: str) -> subprocess.Popen:
+        """Caller ``name`` in a process of its own; ``env``: CALLER_SKEW, CALLER_HOST, CALLER_LEASE."""
         args = [sys.executable, "-c", CALLER, self.url, self.run_id, name, str(self.journal), str(self.gate), mode]
-        return subprocess.Popen(args, env={**os.environ, "PYTHONPATH": os.getcwd()})
+        process = subprocess.Popen(args, env={**os.environ, "PYTHONPATH": os.getcwd(), **env})
+        self.processes.append(process)
+        return process
+
+    def kill_left(self) -> None:
+        """Kill the callers a failed test left waiting."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(30)
 
     def lines(self) -> list[str]:
         return self.journal.read_text().splitlines()
@@ -92,7 +120,16 @@ class Callers:
 
 @pytest.fixture
 def callers(tmp_path, stored_run):
-    return Callers(tmp_path, *stored_run)
+    started = Callers(tmp_path, *stored_run)
+    yield started
+    started.kill_left()
+
+
+@pytest.fixture
+def pg_callers(tmp_path, pg_url):
+    started = Callers(tmp_path, *_store_run(pg_url))
+    yield started
+    started.kill_left()
 
 
 def test_a_second_process_waits_for_the_first_and_gets_none(callers):
@@ -135,3 +172,36 @@ def test_a_holder_killed_mid_block_is_taken_over_by_the_next_caller(callers):
     third = callers.start("C", "quick")
     assert third.wait(30) == 0
     assert "C got None" in callers.lines() and "C performs" not in callers.lines()
+
+
+BEHIND = {"CALLER_SKEW": "-300", "CALLER_LEASE": "1"}
+AHEAD = {"CALLER_SKEW": "300", "CALLER_LEASE": "1"}
+
+
+def test_a_caller_whose_clock_runs_ahead_waits_for_a_live_holder_whose_clock_runs_behind(pg_callers):
+    """Ten minutes apart, a one-second lease: by either host's clock the other's claim is
+    expired or far from it, but only PostgreSQL's clock decides, and the holder renews it."""
+    first = pg_callers.start("A", "hold", CALLER_HOST="host-behind", **BEHIND)
+    pg_callers.wait_for("A performs")
+    second = pg_callers.start("B", "quick", CALLER_HOST="host-ahead", **AHEAD)
+    pg_callers.wait_for("B calls")
+    time.sleep(2.0)  # a few of A's leases: B looks at the claim meanwhile, A's heartbeat renews it
+    pg_callers.gate.touch()
+    assert first.wait(30) == 0 and second.wait(30) == 0
+
+    lines = pg_callers.lines()
+    assert lines.count("A performs") == 1 and "B performs" not in lines
+    assert "A got 'charged by A'" in lines and "B got None" in lines
+
+
+def test_a_dead_holder_whose_clock_ran_ahead_is_taken_over_when_its_lease_ends(pg_callers):
+    """Its host's clock five minutes ahead, a killed holder's lease still ends a second
+    after its last renewal, not five minutes later."""
+    first = pg_callers.start("A", "hold", CALLER_HOST="host-ahead", **AHEAD)
+    pg_callers.wait_for("A performs")
+    first.send_signal(signal.SIGKILL)  # on "another host": nobody can see it died, its lease must end
+    first.wait(30)
+
+    second = pg_callers.start("B", "quick", CALLER_HOST="host-behind", **BEHIND)
+    assert second.wait(60) == 0
+    assert "B got 'charged by B'" in pg_callers.lines()
