@@ -1,6 +1,6 @@
 """The scheduler process of the chaos tests: ``Scheduler.run_forever`` with a short interval.
 
-    python tests/chaos/run_scheduler.py --interval 0.2 [--stall 600] [--no-local-liveness]
+    python tests/chaos/run_scheduler.py --interval 0.2 [--stall 600] [--no-local-liveness] [--clock-skew S]
 
 The stall backstop defaults to 10 minutes so each chaos test proves the
 mechanism it is about (relay, lease sweeper), not the backstop behind it.
@@ -8,6 +8,8 @@ mechanism it is about (relay, lease sweeper), not the backstop behind it.
 Settings come from the environment like every other process (LG_RUN_STORE,
 LG_BROKER_URL, LG_IMPORTS, LG_LEASE_SECONDS, LG_RELAY_GRACE). SIGTERM stops it
 after the current pass. ``lg scheduler`` does the same in production.
+``--clock-skew`` adds S seconds to time.time here: a scheduler on a host whose
+clock is off.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import logging
 import signal
 import threading
+import time
 
 from lg_core.config import configuration
 from lg_scheduler.scheduler import Scheduler
@@ -26,7 +29,11 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.2)
     parser.add_argument("--stall", type=float, default=600.0)
     parser.add_argument("--no-local-liveness", action="store_true")
+    parser.add_argument("--clock-skew", type=float, default=0.0)
     args = parser.parse_args()
+    if args.clock_skew:
+        real_time, skew = time.time, args.clock_skew
+        time.time = lambda: real_time() + skew
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

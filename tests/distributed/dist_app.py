@@ -4,7 +4,8 @@ Tools log each call to $DIST_APP_LOG ("<tool> <n> <idempotency key>") so tests
 can prove which calls ran and how often. $DIST_APP_HANG names a call
 ("<tool>:<n>") that blocks after logging, and $DIST_APP_READY_DIR receives a
 file "<tool>-<n>-<pid>" when it does, so a test can kill the process that
-runs it mid-call.
+runs it mid-call. $DIST_APP_CLOCK_SKEW (seconds) shifts time.time in the
+process that imports this module: a worker on a host whose clock is off.
 """
 
 from __future__ import annotations
@@ -18,6 +19,17 @@ from lg_core import Agent, Tool, after_model
 from lg_core.providers import scripted
 
 TURNS = 6
+
+
+def _skew_clock() -> None:
+    """Add $DIST_APP_CLOCK_SKEW seconds to time.time in this process (every module reads it from here)."""
+    skew = float(os.environ.get("DIST_APP_CLOCK_SKEW") or 0)
+    if skew:
+        real_time = time.time
+        time.time = lambda: real_time() + skew
+
+
+_skew_clock()
 
 
 def _log(tool: str, n: int, key: str) -> None:
