@@ -8,7 +8,8 @@ into the adapter's error, and hands the SSE events to the adapter's reader.
 
 An adapter supplies four things: its connection options class, the request
 path and body, the reader that folds SSE events into StreamEvents, and the
-mapping of failures to ProviderErrors.
+mapping of failures to ProviderErrors. The path is ``path`` unless the adapter
+overrides :meth:`request_path` (Gemini names the model in the URL).
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class StreamingProvider(Provider):
     def capabilities(self, model_id: str) -> ModelCapabilities:
         return self.settings.capabilities
 
+    def request_path(self, model_id: str) -> str:
+        """The streamed request's path, relative to the base URL: ``path``, since most APIs name the model in the body."""
+        return self.path
+
     @abc.abstractmethod
     def build_body(self, request: ModelRequest, model_id: str) -> dict[str, Any]:
         """The JSON body of the streamed request."""
@@ -74,7 +79,7 @@ class StreamingProvider(Provider):
         try:
             client = self._http()
             http_request = client.build_request(
-                "POST", self.path, json=body, headers=headers, timeout=_timeout(request, self.settings.timeout)
+                "POST", self.request_path(model_id), json=body, headers=headers, timeout=_timeout(request, self.settings.timeout)
             )
             with contextlib.closing(PendingResponse(client, http_request).wait(request)) as response:
                 if response.status_code >= 400 or not _is_event_stream(response):
