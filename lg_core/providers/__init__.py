@@ -6,12 +6,14 @@ from __future__ import annotations
 from lg_core.errors import MAX_ERROR_BODY_CHARS, HTTPError
 from lg_core.providers.anthropic import AnthropicProvider
 from lg_core.providers.base import Provider
+from lg_core.providers.gemini import GeminiProvider
 from lg_core.providers.openai import OpenAIProvider
 from lg_core.providers.openrouter import OpenRouterProvider
 from lg_core.providers.scripted import ScriptedProvider
 
 BUILTIN_ADAPTERS: dict[str, type[Provider]] = {
     "anthropic": AnthropicProvider,
+    "gemini": GeminiProvider,
     "openai": OpenAIProvider,
     "openrouter": OpenRouterProvider,
     "scripted": ScriptedProvider,
@@ -20,6 +22,7 @@ BUILTIN_ADAPTERS: dict[str, type[Provider]] = {
 __all__ = [
     "AnthropicProvider",
     "BUILTIN_ADAPTERS",
+    "GeminiProvider",
     "HTTPError",
     "MAX_ERROR_BODY_CHARS",
     "OpenAIProvider",
