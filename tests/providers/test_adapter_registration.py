@@ -10,7 +10,7 @@ from lg_core import Agent, Configuration, ConfigurationError, configure
 from lg_core.events import StreamEvent
 from lg_core.messages import Message
 from lg_core.models.request import ModelCapabilities, ModelResponse
-from lg_core.providers import AnthropicProvider, OpenAIProvider, OpenRouterProvider, Provider
+from lg_core.providers import AnthropicProvider, GeminiProvider, OpenAIProvider, OpenRouterProvider, Provider
 
 
 class EchoProvider(Provider):
@@ -71,10 +71,19 @@ def test_the_anthropic_adapter_is_built_in_and_says_what_claude_supports(config)
     assert model.capabilities == ModelCapabilities(tools=True, tool_choice=True, native_structured_output=False)
 
 
+def test_the_gemini_adapter_is_built_in_and_says_what_gemini_supports(config):
+    configure(providers={"google": {"adapter": "gemini", "api_key": "AIza-test"}})
+
+    model = config.runtime().resolver.resolve("google:gemini-2.5-flash")
+
+    assert isinstance(model.provider, GeminiProvider)
+    assert model.capabilities == ModelCapabilities(tools=True, tool_choice=True, native_structured_output=False)
+
+
 def test_an_unknown_adapter_name_lists_the_built_in_ones(config):
     configure(providers={"claude": {"adapter": "antropic", "api_key": "sk-ant-test"}})
 
-    with pytest.raises(ConfigurationError, match="unknown adapter 'antropic'; available adapters: anthropic, openai, openrouter, scripted"):
+    with pytest.raises(ConfigurationError, match="unknown adapter 'antropic'; available adapters: anthropic, gemini, openai, openrouter, scripted"):
         config.runtime().resolver.resolve("claude:claude-sonnet-4-5")
 
 
