@@ -35,13 +35,16 @@ RETRYABLE_CODES = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "D
 # exceeds the maximum number of tokens allowed (1048576).").
 _CONTEXT_MARKERS = ("exceeds the maximum number of tokens", "input token count", "context window", "context length")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
-_KEY_HINT = " Check the connection's api_key or api_key_env."
+KEY_HINT = " Check the connection's api_key or api_key_env."  # what status_message adds to a 401 or 403
 # Models before Gemini 3 refuse responseSchema beside function declarations.
 _SCHEMA_WITH_TOOLS = "function calling with a response mime type"
 
 
-def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret: str | None = None) -> ProviderError:
-    """The ProviderError for ``cause``; ``secret`` (the API key) never appears in its message or body."""
+def provider_error(
+    cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret: str | None = None, credential_hint: str = KEY_HINT
+) -> ProviderError:
+    """The ProviderError for ``cause``; ``secret`` (the API key or access token) never appears in its
+    message or body; ``credential_hint`` says what to check when the credential is refused."""
     if isinstance(cause, httpx.HTTPError):
         return transport_error(cause, endpoint)
     body = redact(cause.body, secret)
@@ -59,7 +62,7 @@ def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret
     if cause.status < 400:  # a proxy that answered with JSON, or dropped ``alt=sse``
         return ProtocolError(f"{endpoint} did not answer with an event stream (status {cause.status}): {message}", retryable=code in RETRYABLE_CODES, error_type=code)
     return HTTPError(
-        status_message(cause.status, message, code, endpoint) + _hint(cause.status, message, detail["reason"]),
+        _message(cause.status, message, code, endpoint, detail["reason"], credential_hint),
         status=cause.status,
         body=body,
         retryable=is_retryable_status(cause.status),
@@ -97,10 +100,18 @@ def _seconds(duration: Any) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def _hint(status: int, message: str, reason: str | None) -> str:
+def _message(status: int, message: str, code: str | None, endpoint: str, reason: str | None, credential_hint: str) -> str:
+    """The shared status message, with this connection's credential hint in place of the shared one."""
+    text = status_message(status, message, code, endpoint)
+    if text.endswith(KEY_HINT):
+        text = text.removesuffix(KEY_HINT) + credential_hint
+    return text + _hint(status, message, reason, credential_hint)
+
+
+def _hint(status: int, message: str, reason: str | None, credential_hint: str) -> str:
     """What to change, where Google's message leaves it unsaid."""
     if status == 400 and (reason == "API_KEY_INVALID" or "api key not valid" in message.lower()):
-        return _KEY_HINT  # Google answers a wrong key with 400, which status_message gives no key hint
+        return credential_hint  # Google answers a wrong key with 400, which status_message gives no key hint
     if status == 400 and _SCHEMA_WITH_TOOLS in message.lower():
         return (
             " This model cannot combine tools with native structured output; leave the connection's "
@@ -118,4 +129,4 @@ def _coded(code: str | None) -> str:
     return f" ({code})" if code else ""
 
 
-__all__ = ["RETRYABLE_CODES", "provider_error"]
+__all__ = ["KEY_HINT", "RETRYABLE_CODES", "provider_error"]
