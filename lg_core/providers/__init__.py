@@ -10,6 +10,7 @@ from lg_core.providers.gemini import GeminiProvider
 from lg_core.providers.openai import OpenAIProvider
 from lg_core.providers.openrouter import OpenRouterProvider
 from lg_core.providers.scripted import ScriptedProvider
+from lg_core.providers.vertex_ai import VertexAIProvider
 
 BUILTIN_ADAPTERS: dict[str, type[Provider]] = {
     "anthropic": AnthropicProvider,
@@ -17,6 +18,7 @@ BUILTIN_ADAPTERS: dict[str, type[Provider]] = {
     "openai": OpenAIProvider,
     "openrouter": OpenRouterProvider,
     "scripted": ScriptedProvider,
+    "vertex_ai": VertexAIProvider,
 }
 
 __all__ = [
@@ -29,4 +31,5 @@ __all__ = [
     "OpenRouterProvider",
     "Provider",
     "ScriptedProvider",
+    "VertexAIProvider",
 ]
