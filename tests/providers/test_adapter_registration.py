@@ -83,7 +83,7 @@ def test_the_gemini_adapter_is_built_in_and_says_what_gemini_supports(config):
 def test_an_unknown_adapter_name_lists_the_built_in_ones(config):
     configure(providers={"claude": {"adapter": "antropic", "api_key": "sk-ant-test"}})
 
-    with pytest.raises(ConfigurationError, match="unknown adapter 'antropic'; available adapters: anthropic, gemini, openai, openrouter, scripted"):
+    with pytest.raises(ConfigurationError, match="unknown adapter 'antropic'; available adapters: anthropic, gemini, openai, openrouter, scripted, vertex_ai"):
         config.runtime().resolver.resolve("claude:claude-sonnet-4-5")
 
 
