@@ -11,6 +11,7 @@ from lg_core import (
     ConfigurationError,
     ContextWindowOverflowError,
     HTTPError,
+    MalformedToolCallError,
     ProtocolError,
     ProviderError,
     UnsupportedInputError,
@@ -233,6 +234,12 @@ def test_a_chunk_with_usage_only_and_unknown_parts_add_nothing():
 
     assert [e.type for e in emitted] == ["text_delta"]
     assert finished[-1].data["response"].message.content == (Text(text="Done."),)
+
+
+@pytest.mark.parametrize("args", [[], "topic=a", 3])
+def test_call_arguments_that_are_not_an_object_are_a_malformed_tool_call(args):
+    with pytest.raises(MalformedToolCallError, match="tool call 'lookup'"):
+        fold(chunk(call("lookup", args), finish="STOP"))
 
 
 def test_a_part_that_is_not_an_object_or_text_that_is_not_a_string_is_a_protocol_error():

@@ -28,7 +28,7 @@ from lg_core.messages import Message
 from lg_core.models.request import ModelResponse
 from lg_core.providers._http.errors import ErrorReply
 from lg_core.providers.base import tool_input
-from lg_core.providers.gemini._signatures import Signature, generated_id
+from lg_core.providers.gemini._signatures import Part, Signature, generated_id
 from lg_core.usage import Usage
 
 FILTERED = frozenset(
@@ -108,7 +108,7 @@ class ChunkReader:
     def _part(self, part: Any) -> Iterator[StreamEvent]:
         if not isinstance(part, Mapping):
             raise ProtocolError(f"{self.endpoint} sent a content part that is not a JSON object: {_brief(part)}")
-        kind = "functionCall" if "functionCall" in part else ("thought" if part.get("thought") else "text") if "text" in part else None
+        kind = _kind(part)
         signature = part.get("thoughtSignature")
         if isinstance(signature, str) and signature:
             self.blocks.append(_Block("signature", signature=Signature(signature, kind or "text")))
@@ -141,7 +141,8 @@ class ChunkReader:
         if not isinstance(call_id, str) or not call_id:
             call_id = generated_id(self.sequence, self.unnamed_calls)
             self.unnamed_calls += 1
-        use = ToolUse(id=call_id, name=name, input=tool_input(name, call.get("args") or {}))
+        arguments = call.get("args")
+        use = ToolUse(id=call_id, name=name, input=tool_input(name, {} if arguments is None else arguments))
         self.blocks.append(_Block("functionCall", call=use))
         yield StreamEvent.build("tool_call_start", id=use.id, name=use.name)
         yield StreamEvent.build("tool_call_delta", id=use.id, arguments=json.dumps(use.input, separators=(",", ":"), ensure_ascii=False))
@@ -176,6 +177,15 @@ class ChunkReader:
         if reason in FILTERED:
             return "content_filter"
         return "other"  # OTHER, FINISH_REASON_UNSPECIFIED, MALFORMED_RESPONSE, or a newer reason
+
+
+def _kind(part: Mapping[str, Any]) -> Part | None:
+    """``functionCall``, ``thought`` or ``text``; None for a part no agent loop acts on (code, media)."""
+    if "functionCall" in part:
+        return "functionCall"
+    if "text" in part:
+        return "thought" if part.get("thought") else "text"
+    return None
 
 
 def _content(block: _Block) -> Any:
