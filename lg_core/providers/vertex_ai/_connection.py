@@ -44,7 +44,6 @@ class VertexConnection(GeminiConnection):
 
     adapter: ClassVar[str] = "vertex_ai"
     default_base_url: ClassVar[str] = "https://aiplatform.googleapis.com"
-    key_variable: ClassVar[str] = "GOOGLE_CLOUD_ACCESS_TOKEN"
     extra_options: ClassVar[frozenset[str]] = frozenset(
         {"api_version", "project", "location", "access_token", "access_token_env", "credential_resolver"}
     )
