@@ -10,7 +10,13 @@ from lg_core import Agent, Configuration, ConfigurationError, configure
 from lg_core.events import StreamEvent
 from lg_core.messages import Message
 from lg_core.models.request import ModelCapabilities, ModelResponse
-from lg_core.providers import AnthropicProvider, GeminiProvider, OpenAIProvider, OpenRouterProvider, Provider
+from lg_core.providers import (
+    AnthropicProvider,
+    GeminiProvider,
+    OpenAIProvider,
+    OpenRouterProvider,
+    Provider,
+)
 
 
 class EchoProvider(Provider):
