@@ -89,6 +89,16 @@ def test_reasoning_details_go_back_on_the_assistant_message_and_only_through_ope
     assert "reasoning_details" not in openai_body(request(messages=messages), "m", ModelCapabilities.permissive())["messages"][1]
 
 
+def test_another_adapters_reasoning_details_do_not_go_to_openrouter():
+    gemini = Reasoning(details=({"type": "gemini.thought_signature", "part": "text", "signature": "c2ln"},))
+    assistant = Message(role="assistant", content=[gemini, Reasoning(text="Check.", details=(SIGNED,)), Text(text="Looking.")])
+    messages = (Message(role="user", content="Where is A-17?"), assistant, Message(role="user", content="Thanks"))
+
+    wire = body(messages=messages)["messages"]
+
+    assert wire[1]["reasoning_details"] == [SIGNED]
+
+
 # -- routing and capability routing ----------------------------------------------------------------------
 
 

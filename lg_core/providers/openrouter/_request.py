@@ -39,8 +39,20 @@ logger = logging.getLogger(__name__)
 
 
 def reasoning_details(message: Message) -> dict[str, Any]:
-    """The ``reasoning_details`` of an assistant message: its Reasoning blocks' details, as received."""
-    details = [thaw(detail) for block in message.content if isinstance(block, Reasoning) for detail in block.details or ()]
+    """The ``reasoning_details`` of an assistant message: its Reasoning blocks' OpenRouter details, as received.
+
+    Only OpenRouter's own kinds (``reasoning.text``, ``reasoning.summary``,
+    ``reasoning.encrypted``) go back: a conversation that another adapter
+    continued holds that adapter's details too (e.g. a Gemini thought signature),
+    which OpenRouter would refuse.
+    """
+    details = [
+        thaw(detail)
+        for block in message.content
+        if isinstance(block, Reasoning)
+        for detail in block.details or ()
+        if str(detail.get("type", "")).startswith("reasoning.")
+    ]
     return {"reasoning_details": details} if details else {}
 
 
