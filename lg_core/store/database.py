@@ -40,7 +40,8 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql import ClauseElement
 
-from lg_core.errors import ConfigurationError
+from lg_core.errors import ConfigurationError, RunStateError
+from lg_core.urls import safe_url
 
 T = TypeVar("T")
 _TRANSIENT_MARKERS = (
@@ -228,6 +229,11 @@ class Transaction:
 
 
 POSTGRES_CONNECT_TIMEOUT = 10  # seconds; see Database._create_engine
+DISPOSE_WAIT_SECONDS = 5.0
+
+
+class StoreClosedError(RunStateError):
+    """The run store was closed (with its runtime or configuration) while something still used it."""
 
 
 def parse_store_url(url: str, message: str, error: type[Exception] = ConfigurationError) -> Any:
@@ -237,8 +243,6 @@ def parse_store_url(url: str, message: str, error: type[Exception] = Configurati
     SQLAlchemy refuses a URL it cannot split with ArgumentError, but a port that
     is not a number (``host:abc``, an unclosed ``[::1``) escapes as ValueError.
     """
-    from lg_core.urls import safe_url
-
     try:
         return make_url(url)
     except ArgumentError:
@@ -290,6 +294,11 @@ class Database:
         self._lock = threading.RLock() if self.in_memory else None
         self._local = threading.local()
         self._opened: dict[int, Any] = {}  # id -> raw connection held by a live thread
+        # Connections in use right now, so dispose() never closes one under a running statement
+        # (closing a SQLite connection another thread is executing on can crash the process).
+        self._users = threading.Condition()
+        self._in_use = 0
+        self._disposed = False
 
     def _create_engine(self, url: str) -> Engine:
         if self.dialect_name == "sqlite":
@@ -351,6 +360,22 @@ class Database:
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
+        with self._users:
+            if self._disposed:
+                raise StoreClosedError(
+                    f"the run store {safe_url(self.url)} is closed (its runtime or configuration was closed)"
+                )
+            self._in_use += 1
+        try:
+            with self._open_connection() as raw:
+                yield raw
+        finally:
+            with self._users:
+                self._in_use -= 1
+                self._users.notify_all()
+
+    @contextmanager
+    def _open_connection(self) -> Iterator[Any]:
         if self.dialect_name != "sqlite":
             with self._postgres_connection() as raw:
                 yield raw
@@ -503,6 +528,15 @@ class Database:
                 cursor.close()
 
     def dispose(self) -> None:
+        """Close every connection, once the statements running on them have finished.
+
+        Another thread still using the store (e.g. an event follower of a run)
+        gets a StoreClosedError from its next statement. A statement that has
+        not finished after ``DISPOSE_WAIT_SECONDS`` is not waited for longer.
+        """
+        with self._users:
+            self._disposed = True
+            self._users.wait_for(lambda: self._in_use == 0, timeout=DISPOSE_WAIT_SECONDS)
         for raw in list(self._opened.values()):
             try:
                 raw.close()
@@ -546,4 +580,4 @@ class _ThreadConnection:
                 pass
 
 
-__all__ = ["Database", "Prepared", "Submitted", "Transaction", "is_transient", "retry_transient"]
+__all__ = ["Database", "Prepared", "StoreClosedError", "Submitted", "Transaction", "is_transient", "retry_transient"]
