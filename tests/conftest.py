@@ -10,6 +10,17 @@ import pytest
 from lg_core import Configuration, with_configuration
 from lg_core.providers import scripted
 
+# Real providers' credentials: with one of them in a developer's environment, an agent
+# without a model (or a connection without a key) would reach a provider's real server.
+PROVIDER_KEY_VARIABLES = ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+@pytest.fixture(autouse=True)
+def _no_real_provider_credentials(monkeypatch):
+    """Tests never reach a provider's real server; a test that needs a key sets its own."""
+    for name in PROVIDER_KEY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
 
 @pytest.fixture(scope="session")
 def postgres():

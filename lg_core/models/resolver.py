@@ -7,6 +7,7 @@ settings. Role names cannot contain ``:`` because that marks a target.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -20,6 +21,9 @@ from lg_core.providers import BUILTIN_ADAPTERS, Provider
 # the key in $OPENROUTER_API_KEY (the spec's first example). A configured connection of the
 # same name replaces them.
 BUILTIN_CONNECTIONS: dict[str, dict[str, Any]] = {"openrouter": {"adapter": "openrouter"}, "scripted": {"adapter": "scripted"}}
+# What an agent without a model runs on when the application configured no connection and no role.
+CONVENTIONAL_KEY_VARIABLE = "OPENROUTER_API_KEY"
+CONVENTIONAL_TARGET = "openrouter:openai/gpt-5.6-luna"
 
 
 class Model:
@@ -74,6 +78,7 @@ class ModelResolver:
         self.connections = {**BUILTIN_CONNECTIONS, **{str(k): dict(v) for k, v in (providers or {}).items()}}
         self.profiles = {str(k): dict(v) for k, v in (profiles or {}).items()}
         self.default_model = default_model
+        self._unconfigured = not providers and not profiles
         self.adapters = {**BUILTIN_ADAPTERS, **(adapters or {})}
         self._providers: dict[str, Provider] = {}
         self._lock = threading.Lock()
@@ -87,12 +92,7 @@ class ModelResolver:
     def resolve(self, selection: Any) -> Model:
         """Resolve a role name, a ``connection:model`` target, or an inline mapping."""
         if selection is None:
-            if self.default_model is None:
-                raise ConfigurationError(
-                    "no model selected: set `model = \"connection:model-id\"` on the agent "
-                    "or configure(default_model=...)"
-                )
-            selection = self.default_model
+            selection = self._default_selection()
         if isinstance(selection, Mapping):
             return self._inline(selection)
         if not isinstance(selection, str) or not selection.strip():
@@ -100,6 +100,22 @@ class ModelResolver:
         if ":" in selection:
             return self._target(selection, {}, role=None)
         return self._role(selection)
+
+    def _default_selection(self) -> str:
+        """``default_model``; with no connection or role configured, the spec's conventional default.
+
+        The spec's resolver: "With neither [providers nor profiles], conventional
+        credentials select GPT-5.6 Luna", i.e. the built-in ``openrouter``
+        connection when ``OPENROUTER_API_KEY`` is set.
+        """
+        if self.default_model is not None:
+            return self.default_model
+        if self._unconfigured and os.environ.get(CONVENTIONAL_KEY_VARIABLE):
+            return CONVENTIONAL_TARGET
+        raise ConfigurationError(
+            "no model selected: set `model = \"connection:model-id\"` on the agent or configure(default_model=...)"
+            + ("" if not self._unconfigured else f", or set {CONVENTIONAL_KEY_VARIABLE} to use {CONVENTIONAL_TARGET}")
+        )
 
     def _role(self, role: str) -> Model:
         profile = self.profiles.get(role)

@@ -699,15 +699,39 @@ def test_a_role_without_target_fails_when_the_runtime_is_built(config, script):
     assert lg_core.list_runs() == []
 
 
-def test_no_model_anywhere_raises_before_a_run_exists(config):
+def test_no_model_anywhere_raises_before_a_run_exists(config, monkeypatch):
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+
     class UnmodeledAgent(Agent):
         pass
 
     with pytest.raises(
-        ConfigurationError, match=r"no model selected: set `model = \"connection:model-id\"`"
+        ConfigurationError, match=r"no model selected: set `model = \"connection:model-id\"`.*or set OPENROUTER_API_KEY"
     ):
         UnmodeledAgent.ask("hi")
     assert lg_core.list_runs() == []
+
+
+def test_with_nothing_configured_an_openrouter_key_selects_the_conventional_default(config, monkeypatch):
+    """The spec's ModelResolver: "With neither [providers nor profiles], conventional credentials select GPT-5.6 Luna"."""
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test")
+
+    model = config.runtime().resolver.resolve(None)
+
+    assert model.target == "openrouter:openai/gpt-5.6-luna"
+    assert type(model.provider).__name__ == "OpenRouterProvider"
+
+
+def test_a_configured_connection_or_role_turns_the_conventional_default_off(monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test")
+    for settings in ({"providers": {"local": {"adapter": "scripted"}}}, {"models": {"support": {"target": "scripted:x"}}}):
+        configuration = lg_core.Configuration(**settings)
+        try:
+            with pytest.raises(ConfigurationError, match="no model selected") as caught:
+                configuration.runtime().resolver.resolve(None)
+            assert "OPENROUTER_API_KEY" not in str(caught.value)
+        finally:
+            configuration.close()
 
 
 def test_select_model_returning_garbage_raises_before_a_run_exists(config):
