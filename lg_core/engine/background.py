@@ -178,10 +178,17 @@ class ThreadBackend:
         return True
 
     def shutdown(self, timeout: float = 5.0) -> None:
+        """Give the runs executing here ``timeout`` seconds in all to finish, then return.
+
+        One budget for all of them, not one per run: a process stopped with
+        Ctrl-C while 50 runs are mid-turn must exit in seconds, not minutes.
+        A run still executing then is left to be resumed from its last commit.
+        """
+        deadline = time.monotonic() + timeout
         with self._lock:
             threads = list(self._threads.values())
         for thread in threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 __all__ = ["LocalLiveLog", "ThreadBackend"]

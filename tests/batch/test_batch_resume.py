@@ -120,6 +120,41 @@ def test_runs_whose_process_dies_while_the_batch_waits_for_them_are_resumed(file
     assert set(logged_items(batch_env)) == {f"item {n}" for n in range(1, ITEMS + 1)}
 
 
+@pytest.mark.chaos
+def test_ctrl_c_stops_a_batch_promptly_and_the_next_submit_resumes_it(file_config, inputs, batch_env, tmp_path):
+    """Ctrl-C while 8 runs are in their first minute-long model turn: the submit gives its runs a
+    few seconds in all, not a few seconds each (8 x 5 s), then exits; the next submit resumes them."""
+    path = inputs([f"item {n}" for n in range(1, 21)])
+    out = tmp_path / "results.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LG_")}
+    env.update(PYTHONPATH=str(ROOT), BATCH_APP_LOG=str(batch_env), BATCH_APP_DELAY="60")
+    argv = [sys.executable, "-m", "lg_core.cli", "batch", "submit", "tests.batch.batch_app:ItemAgent", str(path),
+            "--concurrency", "8", "--out", str(out), "--store", file_config.run_store, "--no-progress"]
+    # SIGINT as a terminal's Ctrl-C delivers it, even where this test's own SIGINT is ignored (a background job).
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    store = RunStore(file_config.run_store)
+    deadline = time.monotonic() + 30
+    while [r.status for r in store.list_runs(limit=100)] != ["running"] * 8:
+        assert time.monotonic() < deadline and child.poll() is None, "the batch never had 8 runs in flight"
+        time.sleep(0.02)
+    store.close()
+
+    child.send_signal(signal.SIGINT)
+    try:
+        _stdout, stderr = child.communicate(timeout=25)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        pytest.fail("Ctrl-C left the batch waiting for every in-flight run in turn")
+    assert child.returncode == 130 and "interrupted" in stderr.decode()
+
+    report = submit_batch(ItemAgent, path, concurrency=8, out=out, progress=False)
+
+    assert report.ok and report.resumed == 8 and report.started == 12
+    assert sorted(r["line"] for r in read_results(out)) == list(range(1, 21))
+
+
 def kill_mid_way(store_url: str, path: Path, out: Path, batch_env: Path, results: int) -> None:
     child = start_batch(store_url, path, out, batch_env)
     wait_for_results(out, child, results)
