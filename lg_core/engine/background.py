@@ -142,6 +142,7 @@ class ThreadBackend:
                     run.close()
                 except (Exception, *CONTROL_FLOW_ERRORS):  # noqa: BLE001 - kept as run.cleanup_error; Execution.wait raises it
                     pass
+                self._forget(run.id)
 
         # The thread inherits no context variables: it runs in the starter's, as ask() would.
         context = contextvars.copy_context()
@@ -152,6 +153,16 @@ class ThreadBackend:
             # cannot join yet (it raised RuntimeError for a wait from another thread).
             self._threads[run.id] = thread
             thread.start()
+
+    def _forget(self, run_id: str) -> None:
+        """Drop this finished thread's entry: nobody may ever wait for the run here (a batch
+        follows its runs in the store), and a process starting many runs must not keep them all.
+
+        Only this thread's own entry: a later execution of the run here registered its own.
+        """
+        with self._lock:
+            if self._threads.get(run_id) is threading.current_thread():
+                del self._threads[run_id]
 
     def executes_here(self, run_id: str) -> bool:
         with self._lock:

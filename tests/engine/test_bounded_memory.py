@@ -12,6 +12,10 @@ safe) and no per-run memory may exceed the bound.
 
 from __future__ import annotations
 
+import gc
+import threading
+import time
+import weakref
 from collections import deque
 
 import pytest
@@ -109,3 +113,24 @@ def test_a_forgotten_input_is_read_from_the_store(config, script):
     assert run.outcome == "completed"
     results = [block for message in run.result.messages if message.role == "tool" for block in message.tool_results]
     assert ["number 7", "number 9"] == [block.content[0].text for block in results]
+
+
+def test_runs_executed_on_threads_leave_no_thread_behind(config, script):
+    """Runs started on threads here and never waited for (a batch follows them in the store)
+    keep none of their threads once they end: a million-item batch must not hold a million."""
+    threads = []
+
+    def turn(request):
+        threads.append(weakref.ref(threading.current_thread()))
+        return {"text": "done"}
+
+    agent = type("ThreadedAgent", (Agent,), {"model": script(turn)})
+    executions = [agent.start_execution(f"run {n}") for n in range(RUNS)]
+    deadline = time.monotonic() + 30
+    while not all(execution.finished for execution in executions):
+        assert time.monotonic() < deadline, "the runs never finished"
+        time.sleep(0.01)
+    gc.collect()
+
+    assert len(threads) == RUNS
+    assert [ref() for ref in threads if ref() is not None] == []
