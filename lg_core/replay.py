@@ -475,13 +475,17 @@ def _copied_messages(rt: Runtime, record: RunRecord, scheduler: StepRecord) -> l
 
 
 def _copied_events(rt: Runtime, record: RunRecord, new_id: str, upto: int) -> list[tuple[str, dict[str, Any]]]:
-    """Durable events 1..upto, numbered 1..N again, naming the new run where they named the original."""
+    """Durable events 1..upto, numbered 1..N again, naming the new run where they named the original.
+
+    Except a ``run_forked`` event (the original is itself a fork): it records how the
+    original was made, so it keeps naming the original, before the new run's own.
+    """
     copied = []
     for event in rt.store.load_events(record.id):
         if event.seq > upto:
             break
         data = dict(event.data)
-        if data.get("run_id") == record.id:
+        if data.get("run_id") == record.id and event.type != "run_forked":
             data["run_id"] = new_id
         copied.append((event.type, data))
     return copied

@@ -111,6 +111,20 @@ def test_a_fork_can_be_retried_and_forked_again(finished, script):
     assert gapless(retried) and gapless(grandchild)
 
 
+def test_a_fork_of_a_fork_keeps_the_record_of_how_its_parent_was_forked(finished):
+    """The grandchild's log copies the child's run_forked event as it was: the child's, not its own."""
+    child = lg_core.fork(finished.id, "root/turn-1/model", run_id="child")
+    grandchild = lg_core.fork(child.id, "root/turn-2/model", run_id="grandchild")
+
+    assert grandchild.outcome == "completed", grandchild.error
+    markers = [event.data for event in grandchild.events() if event.type == "run_forked"]
+    assert [(m["run_id"], m["parent_run_id"], m["from_step"]) for m in markers] == [
+        ("child", finished.id, "root/turn-1/model"),
+        ("grandchild", "child", "root/turn-2/model"),
+    ]
+    assert grandchild.events()[0].data["run_id"] == "grandchild", "its own copied events still name it"
+
+
 # -- bad input ---------------------------------------------------------------------------------------
 
 
