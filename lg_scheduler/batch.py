@@ -161,7 +161,7 @@ def submit_batch(
     holder = current_holder()
     gone = _claim(runtime.store, batch_id, agent_cls, inputs, holder, force)
     submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limit, gone)
-    return submission.run(ResultWriter(out_path), BatchProgress(progress, batch_id, inputs.total), on_start)
+    return submission.run(ResultWriter(out_path), lambda: BatchProgress(progress, batch_id, inputs.total), on_start)
 
 
 def _check_concurrency(value: Any) -> int:
@@ -253,6 +253,7 @@ class _Submission:
         self._waiting: set[str] = set()  # in-flight runs last seen pending (waiting for their session)
         self._sessions: dict[str, tuple[str, str | None]] = {}  # run id -> (session id, actor id), read once
         self._resume_failures: list[tuple[str, BaseException]] = []  # appended by resume threads
+        self.progress: BatchProgress | None = None  # the bar, started once on_start has printed
         self._saved_at = 0.0
         # On threads a run's terminal event wakes the loop; on workers, on_event would
         # start a reader thread per run, so the loop only polls the store.
@@ -260,13 +261,18 @@ class _Submission:
 
     # -- the loop ----------------------------------------------------------------------
 
-    def run(self, writer: ResultWriter, progress: BatchProgress, on_start: Callable[[BatchReport], Any] | None) -> BatchReport:
-        self.writer, self.progress = writer, progress
+    def run(
+        self, writer: ResultWriter, progress: Callable[[], BatchProgress], on_start: Callable[[BatchReport], Any] | None
+    ) -> BatchReport:
+        self.writer = writer
         finished = False
         try:
             self._classify()
             if on_start is not None:
                 on_start(self.report)
+            # Only now: a line on_start prints while the bar is live would land inside its frame.
+            self.progress = progress()
+            self._show()
             while self.pending or self.orphans or self.in_flight:
                 self.wake.clear()  # before looking, so a run ending from here on cuts the wait short
                 self._fill()
@@ -277,7 +283,8 @@ class _Submission:
             finished = True
         finally:
             kept = self._save(final=True, finished=finished)
-            progress.close()
+            if self.progress is not None:
+                self.progress.close()
             writer.close()
         if not kept:  # taken over after its last periodic save: the batch is the other submit's now
             raise self._taken_over()
@@ -307,7 +314,6 @@ class _Submission:
                 self.in_flight[run_id] = item
                 if status == "pending":
                     self._waiting.add(run_id)
-        self._show()
 
     def _orphaned(self, holder: str | None) -> bool:
         """Held by a submitter's thread that will never finish it: a dead process, or the one taken over."""
@@ -429,7 +435,8 @@ class _Submission:
 
     def _show(self) -> None:
         counts = self._counts()
-        self.progress.update(counts)
+        if self.progress is not None:
+            self.progress.update(counts)
         if time.monotonic() - self._saved_at >= SAVE_SECONDS:
             self._save()
 

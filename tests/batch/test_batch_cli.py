@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -15,6 +18,7 @@ from lg_scheduler.batch_cli import register
 from tests.batch.conftest import RawLine, read_results
 
 AGENT = "tests.batch.batch_app:ItemAgent"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -172,3 +176,35 @@ def test_results_that_cannot_be_written_stop_the_batch_with_one_line(store, inpu
     again = lg("batch", "submit", AGENT, str(path), "--store", store, "--out", str(out), "--batch-id", "full")
     assert again.exit_code == 0, again.output
     assert sorted(r["id"] for r in read_results(out)) == ["1", "2", "3"]
+
+
+def on_a_terminal(*args: str) -> list[str]:
+    """The lines ``lg`` shows on a terminal (a pseudo-terminal), without colours and cursor moves."""
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LG_")}
+    env.update(PYTHONPATH=str(ROOT), COLUMNS="160")
+    child = subprocess.Popen([sys.executable, "-m", "lg_core.cli", *args], stdin=follower, stdout=follower,
+                             stderr=follower, env=env)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert child.wait(timeout=60) == 0, shown.decode(errors="replace")
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode())
+    return [line for line in re.split(r"\r\n|\r|\n", text) if line.strip()]
+
+
+def test_the_start_line_is_not_written_into_the_progress_bar(store, inputs):
+    """On a terminal, "batch ID: N items, ..." is a line of its own above the bar, not glued to its first frame."""
+    lines = on_a_terminal("batch", "submit", AGENT, str(inputs(["a", "b"])), "--store", store, "--batch-id", "tty")
+
+    assert "batch tty: 2 items, 2 to start" in lines, lines
+    assert any("2/2" in line and "2 completed" in line for line in lines), lines
+    assert lines[-1] == "batch tty: 2/2 completed (2 completed)", lines
