@@ -101,7 +101,7 @@ def read_inputs(path: str | os.PathLike[str], agent_cls: type, resolver: Any) ->
     """Parse and validate every line of ``path`` for ``agent_cls`` (models resolved with ``resolver``)."""
     path, content = read_bytes(path)
     inputs = BatchInputs(path, hashlib.sha256(content).hexdigest())
-    first_line_of: dict[str, int] = {}
+    first_line_of: dict[str, tuple[int, bool]] = {}  # id -> its first line, and whether that line named it
     for number, raw in enumerate(content.split(b"\n"), start=1):
         if not raw.strip():
             continue
@@ -109,10 +109,11 @@ def read_inputs(path: str | os.PathLike[str], agent_cls: type, resolver: Any) ->
         try:
             data = _decode(raw)
             item_id = _item_id(data, number)
-            if item_id in first_line_of:
-                raise _Invalid(f"id {item_id!r} is already used by line {first_line_of[item_id]}")
-            first_line_of[item_id] = number
-            inputs.items.append(_item(number, item_id, data, agent_cls, resolver))
+            first = first_line_of.setdefault(item_id, (number, "id" in data))
+            item = _item(number, item_id, data, agent_cls, resolver)  # the line's own mistakes first
+            if first[0] != number:
+                raise _Invalid(_duplicate(item_id, "id" in data, *first))
+            inputs.items.append(item)
         except _Invalid as exc:
             inputs.invalid.append(InvalidLine(number, item_id, exc.error_class, str(exc)))
     if inputs.total == 0:
@@ -147,6 +148,17 @@ def _item_id(data: dict[str, Any], number: int) -> str:
     if isinstance(value, str) and value and len(value) <= MAX_ITEM_ID and value.isprintable():
         return value
     raise _Invalid(f"id must be a non-empty string (at most {MAX_ITEM_ID} printable characters) or an integer, got {_preview(json.dumps(value))}")
+
+
+def _duplicate(item_id: str, named: bool, first_line: int, first_named: bool) -> str:
+    """Why a line's id is taken, saying so when an id is a line number (a line without "id")."""
+    if not named:
+        return (f'this line has no "id", so its id is its line number, {item_id}, which line {first_line} '
+                'already uses as its "id"; give this line an "id" of its own')
+    if not first_named:
+        return (f'id {item_id!r} is the id of line {first_line}, which has no "id" and so goes by its line number; '
+                f'choose another id, or give line {first_line} an "id"')
+    return f"id {item_id!r} is already used by line {first_line}"
 
 
 def _item(number: int, item_id: str, data: dict[str, Any], agent_cls: type, resolver: Any) -> BatchItem:

@@ -87,6 +87,27 @@ def test_skip_invalid_runs_the_rest_and_reports_invalid_lines_as_results(file_co
     assert runtime().store.load_batch(report.batch_id).invalid == 11
 
 
+def test_a_line_without_an_id_goes_by_its_line_number_and_a_clash_says_so(file_config, inputs, batch_env):
+    """A line's own mistake comes first, and a clash with a line-number id names it as one."""
+    path = inputs([
+        "first",                                # 1: its id is 1
+        {"message": "second", "id": 1},         # 2: clashes with line 1's line number
+        {"message": "third", "id": 4},          # 3
+        "fourth",                               # 4: its line number clashes with line 3's id
+        {"message": "fifth", "id": 6},          # 5
+        {"mesage": "sixth"},                    # 6: a typo (its line number clashes too)
+    ])
+    with pytest.raises(BatchInputError) as caught:
+        submit_batch(ItemAgent, path, concurrency=2, progress=False)
+
+    problems = {p.line: p.message for p in caught.value.problems}
+    assert set(problems) == {2, 4, 6}
+    assert "id '1' is the id of line 1, which has no \"id\"" in problems[2]
+    assert 'this line has no "id", so its id is its line number, 4, which line 3 already uses' in problems[4]
+    assert "unknown field 'mesage'" in problems[6]
+    assert_nothing_submitted(batch_env)
+
+
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [(None, "does not exist"), ("dir", "is a directory"), ("\n  \n\n", "has no inputs")],
