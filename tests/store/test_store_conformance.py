@@ -5,8 +5,12 @@ several backends, one shared suite)."""
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -426,6 +430,41 @@ def test_an_interjection_an_ending_consumed_has_no_answer(store):
     assert store.commit(ending).applied
 
     assert store.interjection_answer("r1", number).status == "unanswered"
+
+
+CLOSE_UNDER_A_READER = """
+import threading
+from lg_core.store import RunStore
+
+for _ in range(300):
+    store = RunStore("sqlite://")
+    reading = threading.Event()
+
+    def reader():
+        reading.set()
+        while True:
+            try:
+                store.list_runs(limit=5)
+            except Exception:  # the store was closed: the error a reader must get
+                return
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    reading.wait()
+    store.close()
+    thread.join(10)
+    assert not thread.is_alive()
+"""
+
+
+def test_closing_the_in_memory_store_under_a_reading_thread_gives_it_an_error_not_a_crash():
+    """A thread still following a run reads the store while its runtime closes (a test ending,
+    a process shutting down): closing its one shared connection then crashed the process.
+    Run in a child process, so a crash fails this test instead of ending the test run."""
+    root = Path(__file__).resolve().parents[2]
+    child = subprocess.run([sys.executable, "-c", CLOSE_UNDER_A_READER], cwd=root, capture_output=True, text=True,
+                           timeout=240, env={**os.environ, "PYTHONPATH": str(root)})
+    assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
 
 
 def test_a_thread_ending_never_rolls_back_another_threads_transaction():
