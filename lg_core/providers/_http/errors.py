@@ -4,17 +4,21 @@ Each adapter keeps one ``provider_error`` function (CONVENTIONS: one boundary
 per integration) that reads its API's error bodies; what does not depend on
 the API lives here: a transport failure (no response, a broken stream, a
 timeout), the wait ``Retry-After`` asks for, which statuses are worth
-repeating, the message of an error status, and keeping the API key out of it.
+repeating, the message of an error status, keeping the API key out of it, and
+the first steps of reading an error body (its JSON, if it is JSON; its
+``error`` member; its text, when it holds no message of its own).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import email.utils
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from http import HTTPStatus
 from types import MappingProxyType
+from typing import Any
 
 import httpx
 import httpx_sse
@@ -24,6 +28,7 @@ from lg_core.errors import HTTPError, ProtocolError, ProviderError
 # 408 timeout, 409 conflict (OpenAI's "please retry"), 429 rate limit; every 5xx (Anthropic's 529 overloaded) too.
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 REDACTED = "[redacted]"
+QUOTED_BODY_CHARS = 300  # of an error body that is not the API's JSON, quoted in a message
 # What a user can do about a status, added to its message; an adapter may give its own
 # (OpenRouter's 402 means out of credits).
 STATUS_HINTS: Mapping[int, str] = MappingProxyType(
@@ -112,12 +117,35 @@ def redact(text: str, secret: str | None) -> str:
     return text
 
 
+def parse_body(body: str) -> Any:
+    """An error body's JSON; None when it is not JSON (a proxy's HTML page, an error frame's plain text)."""
+    try:
+        return json.loads(body) if body else None
+    except json.JSONDecodeError:
+        return None
+
+
+def error_member(data: Any) -> Any:
+    """The ``error`` member of a parsed error body, None without one; a bare string is read as its message."""
+    error = data.get("error") if isinstance(data, dict) else None
+    return {"message": error} if isinstance(error, str) else error
+
+
+def quoted_body(body: str, fallback: str) -> str:
+    """The start of an error body, for a message when the body holds none of its own; ``fallback`` if it is empty."""
+    return body.strip()[:QUOTED_BODY_CHARS] or fallback
+
+
 __all__ = [
     "ErrorReply",
+    "QUOTED_BODY_CHARS",
     "REDACTED",
     "RETRYABLE_STATUSES",
     "STATUS_HINTS",
+    "error_member",
     "is_retryable_status",
+    "parse_body",
+    "quoted_body",
     "redact",
     "retry_after_seconds",
     "status_message",

@@ -13,7 +13,6 @@ engine retries those, after the wait a ``Retry-After`` asks for.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
@@ -21,7 +20,10 @@ import httpx
 from lg_core.errors import ContextWindowOverflowError, HTTPError, ProtocolError, ProviderError
 from lg_core.providers._http.errors import (
     ErrorReply,
+    error_member,
     is_retryable_status,
+    parse_body,
+    quoted_body,
     redact,
     status_message,
     transport_error,
@@ -67,17 +69,12 @@ def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret
 def _detail(body: str) -> dict[str, Any]:
     """``{"message", "type", "request_id"}`` from an Anthropic error body; the raw text when it is not one
     (a proxy's HTML page, or an ``event: error`` frame whose data is plain text)."""
-    try:
-        data = json.loads(body) if body else None
-    except json.JSONDecodeError:
-        data = None
-    error = data.get("error") if isinstance(data, dict) else None
-    if isinstance(error, str):
-        error = {"message": error}
+    data = parse_body(body)
+    error = error_member(data)
     request_id = data.get("request_id") if isinstance(data, dict) else None
     if not isinstance(error, dict):
-        return {"message": body.strip()[:300] or "no error body", "type": None, "request_id": request_id}
-    message = error.get("message") or body.strip()[:300] or "no error message"
+        return {"message": quoted_body(body, "no error body"), "type": None, "request_id": request_id}
+    message = error.get("message") or quoted_body(body, "no error message")
     kind = error.get("type")
     return {"message": str(message), "type": str(kind) if kind else None, "request_id": request_id}
 

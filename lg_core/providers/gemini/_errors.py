@@ -14,7 +14,6 @@ than a ``Retry-After`` header; either becomes ``retry_after``.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -24,6 +23,8 @@ from lg_core.errors import ContextWindowOverflowError, HTTPError, ProtocolError,
 from lg_core.providers._http.errors import (
     ErrorReply,
     is_retryable_status,
+    parse_body,
+    quoted_body,
     redact,
     status_message,
     transport_error,
@@ -74,19 +75,16 @@ def provider_error(
 def _detail(body: str) -> dict[str, Any]:
     """``{"message", "status", "code", "reason", "retry_delay"}`` from a Google error body; the raw
     text when it is not one (a proxy's HTML page)."""
-    try:
-        data = json.loads(body) if body else None
-    except json.JSONDecodeError:
-        data = None
+    data = parse_body(body)
     if isinstance(data, list) and data:
         data = data[0]
     error = data.get("error") if isinstance(data, dict) else None
     if not isinstance(error, dict):
-        text = error if isinstance(error, str) else body.strip()[:300]
+        text = error if isinstance(error, str) else quoted_body(body, "")
         return {"message": text or "no error body", "status": None, "code": None, "reason": None, "retry_delay": None}
     details = [item for item in error.get("details") or () if isinstance(item, dict)]
     return {
-        "message": str(error.get("message") or body.strip()[:300] or "no error message"),
+        "message": str(error.get("message") or quoted_body(body, "no error message")),
         "status": str(error["status"]) if error.get("status") else None,
         "code": error.get("code"),
         "reason": next((str(item["reason"]) for item in details if item.get("reason")), None),

@@ -29,7 +29,10 @@ from lg_core.errors import ContextWindowOverflowError, HTTPError, ProtocolError,
 from lg_core.providers._http.errors import (
     STATUS_HINTS,
     ErrorReply,
+    error_member,
     is_retryable_status,
+    parse_body,
+    quoted_body,
     redact,
     retry_after_seconds,
     status_message,
@@ -105,18 +108,13 @@ def _retryable_code(code: Any, kind: Any) -> bool:
 def _detail(body: str) -> dict[str, Any]:
     """``{"message", "type", "code"}`` from an OpenAI-style error body (or a top-level ``{"code", "message"}``),
     with what OpenRouter's ``metadata`` tells (see :func:`_metadata`); the raw text when it is neither."""
-    try:
-        data = json.loads(body) if body else None
-    except json.JSONDecodeError:
-        data = None
-    error = data.get("error") if isinstance(data, dict) else None
-    if isinstance(error, str):
-        error = {"message": error}
+    data = parse_body(body)
+    error = error_member(data)
     if error is None and isinstance(data, dict) and isinstance(data.get("message"), str):
         error = data  # DashScope and others put "code" and "message" at the top level
     if not isinstance(error, dict):
-        return {"message": body.strip()[:300] or "no error body"}
-    message = error.get("message") or body.strip()[:300] or "no error message"
+        return {"message": quoted_body(body, "no error body")}
+    message = error.get("message") or quoted_body(body, "no error message")
     detail = {"message": str(message), "type": error.get("type"), "code": error.get("code")}
     metadata = error.get("metadata")
     return {**detail, **_metadata(metadata)} if isinstance(metadata, dict) else detail
