@@ -25,6 +25,7 @@ from lg_core.datamap import thaw
 from lg_core.errors import ConfigurationError, UnsupportedInputError
 from lg_core.messages import Message
 from lg_core.models.request import ModelCapabilities, ModelRequest, ToolSpecification
+from lg_core.providers._http.request import add_turn, chosen_tool, plain_settings, system_text
 
 # Required by the API; small enough for every Claude model. A setting (or a model role's settings) raises it.
 DEFAULT_MAX_TOKENS = 4096
@@ -37,30 +38,18 @@ _TOOL_CHOICES = {"auto": "auto", "none": "none", "required": "any", "any": "any"
 def build_body(request: ModelRequest, model_id: str, capabilities: ModelCapabilities) -> dict[str, Any]:
     """The JSON body for one streamed Messages call."""
     body: dict[str, Any] = {"model": model_id, "max_tokens": DEFAULT_MAX_TOKENS, "messages": _messages(request), "stream": True}
-    system = _system(request)
+    system = system_text(request)
     if system:
         body["system"] = system
     if request.tools:
         body["tools"] = [_tool(spec) for spec in request.tools]
         if request.tool_choice is not None:
             body["tool_choice"] = _tool_choice(request.tool_choice)
-    settings = _settings(request.settings)
+    settings = plain_settings(request.settings, "anthropic", RESERVED_SETTINGS)  # max_tokens, temperature, thinking ...
     if request.output_schema is not None and capabilities.native_structured_output:
         settings["output_config"] = _output_config(settings.get("output_config"), request.output_schema)
     body.update(settings)
     return body
-
-
-def _settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Model settings (max_tokens, temperature, thinking, stop_sequences ...) are sent as given:
-    they are trusted application values (the spec: build them in application code)."""
-    clash = sorted(RESERVED_SETTINGS & set(settings))
-    if clash:
-        raise ConfigurationError(
-            f"model setting {clash[0]!r} cannot be set: the anthropic adapter builds it from the request "
-            f"(reserved: {', '.join(sorted(RESERVED_SETTINGS))})"
-        )
-    return {str(key): thaw(value) for key, value in settings.items()}
 
 
 def _output_config(configured: Any, output_schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -68,12 +57,6 @@ def _output_config(configured: Any, output_schema: Mapping[str, Any]) -> dict[st
     if configured is not None and not isinstance(configured, Mapping):
         raise ConfigurationError(f"model setting 'output_config' must be a mapping, got {type(configured).__name__}")
     return {**(configured or {}), "format": {"type": "json_schema", "schema": thaw(output_schema["schema"])}}
-
-
-def _system(request: ModelRequest) -> str:
-    """The agent's system prompt, then the text of any system message in the conversation."""
-    parts = [request.system or "", *(message.text for message in request.messages if message.role == "system")]
-    return "\n\n".join(part for part in parts if part)
 
 
 def _messages(request: ModelRequest) -> list[dict[str, Any]]:
@@ -84,12 +67,7 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
             continue
         role = "assistant" if message.role == "assistant" else "user"
         blocks = _assistant_blocks(message) if role == "assistant" else _user_blocks(message)
-        if not blocks:  # an empty answer: the API refuses empty content, and it says nothing
-            continue
-        if wire and wire[-1]["role"] == role:
-            wire[-1]["content"].extend(blocks)
-        else:
-            wire.append({"role": role, "content": blocks})
+        add_turn(wire, role, "content", blocks)
     return wire
 
 
@@ -205,10 +183,7 @@ def _tool_choice(choice: Any) -> dict[str, Any]:
     that forces that tool; a mapping with a ``type`` is already Anthropic's form."""
     if isinstance(choice, Mapping) and "type" in choice:
         return dict(thaw(choice))
-    if isinstance(choice, Mapping) and "name" in choice:
-        choice = choice["name"]
-    if not isinstance(choice, str) or not choice:
-        raise ConfigurationError(f"tool_choice must be 'auto', 'none', 'required' or a tool name, got {choice!r}")
+    choice = chosen_tool(choice)
     if choice in _TOOL_CHOICES:
         return {"type": _TOOL_CHOICES[choice]}
     return {"type": "tool", "name": choice}

@@ -30,6 +30,12 @@ from lg_core.datamap import thaw
 from lg_core.errors import ConfigurationError, UnsupportedInputError
 from lg_core.messages import Message
 from lg_core.models.request import ModelCapabilities, ModelRequest, ToolSpecification
+from lg_core.providers._http.request import (
+    add_turn,
+    chosen_tool,
+    reserved_setting_error,
+    system_text,
+)
 from lg_core.providers.gemini._schema import gemini_schema
 from lg_core.providers.gemini._signatures import Signature, is_generated_id, signature_of
 
@@ -45,7 +51,7 @@ _MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY", "any": "ANY"}
 def build_body(request: ModelRequest, model_id: str, capabilities: ModelCapabilities) -> dict[str, Any]:
     """The JSON body for one streamed generateContent call (the model is named in the URL)."""
     body: dict[str, Any] = {"contents": _contents(request)}
-    system = _system(request)
+    system = system_text(request)
     if system:
         body["systemInstruction"] = {"parts": [{"text": system}]}
     if request.tools:
@@ -72,10 +78,7 @@ def _settings(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, An
     for key, value in settings.items():
         name = SETTING_ALIASES.get(str(key)) or _camel(str(key))
         if name in RESERVED_SETTINGS:
-            raise ConfigurationError(
-                f"model setting {key!r} cannot be set: the gemini adapter builds it from the request "
-                f"(reserved: {', '.join(sorted(RESERVED_SETTINGS))})"
-            )
+            raise reserved_setting_error(key, "gemini", RESERVED_SETTINGS)
         if name == "generationConfig":
             if not isinstance(value, Mapping):
                 raise ConfigurationError(f"model setting {key!r} must be a mapping of generationConfig fields")
@@ -92,12 +95,6 @@ def _camel(name: str) -> str:
     return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
 
-def _system(request: ModelRequest) -> str:
-    """The agent's system prompt, then the text of any system message in the conversation."""
-    parts = [request.system or "", *(message.text for message in request.messages if message.role == "system")]
-    return "\n\n".join(part for part in parts if part)
-
-
 def _contents(request: ModelRequest) -> list[dict[str, Any]]:
     """The conversation in the API's two roles; consecutive messages of one role become one turn."""
     names: dict[str, str] = {}  # tool call id -> function name, for the function responses
@@ -110,12 +107,7 @@ def _contents(request: ModelRequest) -> list[dict[str, Any]]:
             names.update((use.id, use.name) for use in message.tool_uses)
         else:
             role, parts = "user", _user_parts(message, names)
-        if not parts:  # an empty answer: the API refuses a turn without parts, and it says nothing
-            continue
-        if wire and wire[-1]["role"] == role:
-            wire[-1]["parts"].extend(parts)
-        else:
-            wire.append({"role": role, "parts": parts})
+        add_turn(wire, role, "parts", parts)
     return wire
 
 
@@ -252,10 +244,7 @@ def _tool_choice(choice: Any) -> dict[str, Any]:
     forces that function; a mapping with a ``mode`` is already Gemini's ``functionCallingConfig``."""
     if isinstance(choice, Mapping) and "mode" in choice:
         return dict(thaw(choice))
-    if isinstance(choice, Mapping) and "name" in choice:
-        choice = choice["name"]
-    if not isinstance(choice, str) or not choice:
-        raise ConfigurationError(f"tool_choice must be 'auto', 'none', 'required' or a tool name, got {choice!r}")
+    choice = chosen_tool(choice)
     if choice in _MODES:
         return {"mode": _MODES[choice]}
     return {"mode": "ANY", "allowedFunctionNames": [choice]}

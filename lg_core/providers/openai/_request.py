@@ -26,6 +26,7 @@ from lg_core.datamap import thaw
 from lg_core.errors import ConfigurationError
 from lg_core.messages import Message
 from lg_core.models.request import ModelCapabilities, ModelRequest
+from lg_core.providers._http.request import plain_settings
 
 # Body keys the provider owns: a setting may not replace them (the stream parser relies on them).
 RESERVED_SETTINGS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice", "response_format", "n"})
@@ -63,20 +64,8 @@ def build_body(
             body["tool_choice"] = _tool_choice(request.tool_choice)
     if request.output_schema is not None and capabilities.native_structured_output:
         body["response_format"] = _response_format(request.output_schema)
-    body.update(_settings(request.settings, dialect))
+    body.update(plain_settings(request.settings, dialect.adapter, RESERVED_SETTINGS))  # temperature, max_tokens, seed ...
     return body
-
-
-def _settings(settings: Mapping[str, Any], dialect: Dialect) -> dict[str, Any]:
-    """Model settings (temperature, max_tokens, seed ...) are sent as given: they are trusted
-    application values (the spec: build them in application code)."""
-    clash = sorted(RESERVED_SETTINGS & set(settings))
-    if clash:
-        raise ConfigurationError(
-            f"model setting {clash[0]!r} cannot be set: the {dialect.adapter} adapter builds it from the request "
-            f"(reserved: {', '.join(sorted(RESERVED_SETTINGS))})"
-        )
-    return {str(key): thaw(value) for key, value in settings.items()}
 
 
 def _messages(request: ModelRequest, dialect: Dialect) -> list[dict[str, Any]]:
