@@ -9,7 +9,11 @@ Ownership, one concern per module:
 * ``errors``: the failures every endpoint can cause (no response, a timeout, an
   unreadable header value) and the parts of an error reply all adapters read the
   same way (``Retry-After``, the status phrase, redaction of the API key).
+  It also reads the first layer of an error body (its JSON, its ``error`` member).
 * ``interrupt``: ending a cancelled or overdue run's waits at once.
+* ``request``: what request builders share: settings that may not replace a body key,
+  the system prompt of a two-role API, joined turns, the tool a ``tool_choice`` names.
+* ``stream``: what stream readers share: an event's data as a JSON object, token counts.
 * ``provider``: :class:`~lg_core.providers._http.provider.StreamingProvider`, the
   request-and-stream flow: an adapter supplies the body, the path, the stream
   reader and the error mapping.

@@ -14,7 +14,6 @@ yields, ending with ``message_stop``.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -30,6 +29,7 @@ from lg_core.events import StreamEvent
 from lg_core.messages import Message
 from lg_core.models.request import ModelResponse
 from lg_core.providers._http.errors import ErrorReply
+from lg_core.providers._http.stream import brief, parse_object, token_count
 from lg_core.providers.base import tool_input
 from lg_core.usage import Usage
 
@@ -106,7 +106,7 @@ class EventReader:
     def _block_start(self, event: Mapping[str, Any]) -> Iterator[StreamEvent]:
         index, start = event.get("index"), event.get("content_block")
         if not isinstance(index, int) or not isinstance(start, Mapping):
-            raise ProtocolError(f"{self.endpoint} sent content_block_start without an index and a content_block: {_brief(event)}")
+            raise ProtocolError(f"{self.endpoint} sent content_block_start without an index and a content_block: {brief(event)}")
         if index in self.blocks:
             raise ProtocolError(f"{self.endpoint} started content block {index} twice")
         block = self.blocks[index] = _Block(kind=str(start.get("type")))
@@ -127,7 +127,7 @@ class EventReader:
         block = self._block(event)
         delta = event.get("delta")
         if not isinstance(delta, Mapping):
-            raise ProtocolError(f"{self.endpoint} sent content_block_delta without a delta object: {_brief(event)}")
+            raise ProtocolError(f"{self.endpoint} sent content_block_delta without a delta object: {brief(event)}")
         kind = delta.get("type")
         if block.stopped:
             raise ProtocolError(f"{self.endpoint} sent a {kind} for content block {event['index']} after it stopped")
@@ -232,15 +232,11 @@ def usage_from(data: Mapping[str, Any]) -> Usage:
     ``cache_read_input_tokens`` (read) and ``cache_creation_input_tokens`` (written) count;
     ``output_tokens`` includes thinking, which is not counted apart."""
     return Usage(
-        input_tokens=_count(data.get("input_tokens")),
-        output_tokens=_count(data.get("output_tokens")),
-        cache_read_tokens=_count(data.get("cache_read_input_tokens")),
-        cache_write_tokens=_count(data.get("cache_creation_input_tokens")),
+        input_tokens=token_count(data.get("input_tokens")),
+        output_tokens=token_count(data.get("output_tokens")),
+        cache_read_tokens=token_count(data.get("cache_read_input_tokens")),
+        cache_write_tokens=token_count(data.get("cache_creation_input_tokens")),
     )
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def read_stream(
@@ -262,7 +258,7 @@ def read_stream(
             raise on_error(ErrorReply(None, sse.data))
         if reader.stopped or not sse.data.strip():
             continue
-        event = _parse(sse.data, endpoint)
+        event = parse_object(sse.data, endpoint, "stream event")
         if event.get("type") == "error":
             raise on_error(ErrorReply(None, sse.data))
         yield from reader.feed(event)
@@ -276,22 +272,6 @@ def read_stream(
         )
     interrupt()
     yield from reader.finish()
-
-
-def _parse(data: str, endpoint: str) -> Mapping[str, Any]:
-    try:
-        event = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(
-            f"{endpoint} sent a stream event that is not JSON ({exc.msg} at position {exc.pos}): {data[:120]!r}"
-        ) from None
-    if not isinstance(event, dict):
-        raise ProtocolError(f"{endpoint} sent a stream event that is not a JSON object: {data[:120]!r}")
-    return event
-
-
-def _brief(event: Mapping[str, Any]) -> str:
-    return json.dumps(event)[:120]
 
 
 __all__ = ["EventReader", "STOP_REASONS", "read_stream", "usage_from"]

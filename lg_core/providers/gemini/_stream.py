@@ -27,6 +27,7 @@ from lg_core.events import StreamEvent
 from lg_core.messages import Message
 from lg_core.models.request import ModelResponse
 from lg_core.providers._http.errors import ErrorReply
+from lg_core.providers._http.stream import brief, parse_object, token_count
 from lg_core.providers.base import tool_input
 from lg_core.providers.gemini._signatures import Part, Signature, generated_id
 from lg_core.usage import Usage
@@ -79,7 +80,7 @@ class ChunkReader:
         content = candidate.get("content")
         parts = content.get("parts") if isinstance(content, Mapping) else None
         if parts is not None and not isinstance(parts, list):
-            raise ProtocolError(f"{self.endpoint} sent a candidate whose content.parts is not a list: {_brief(chunk)}")
+            raise ProtocolError(f"{self.endpoint} sent a candidate whose content.parts is not a list: {brief(chunk)}")
         for part in parts or ():
             yield from self._part(part)
         if candidate.get("finishReason"):
@@ -102,12 +103,12 @@ class ChunkReader:
         if candidates is None or candidates == []:
             return None  # a chunk with usage only
         if not isinstance(candidates, list) or not isinstance(candidates[0], Mapping):
-            raise ProtocolError(f"{self.endpoint} sent candidates that are not a list of objects: {_brief(candidates)}")
+            raise ProtocolError(f"{self.endpoint} sent candidates that are not a list of objects: {brief(candidates)}")
         return candidates[0]
 
     def _part(self, part: Any) -> Iterator[StreamEvent]:
         if not isinstance(part, Mapping):
-            raise ProtocolError(f"{self.endpoint} sent a content part that is not a JSON object: {_brief(part)}")
+            raise ProtocolError(f"{self.endpoint} sent a content part that is not a JSON object: {brief(part)}")
         kind = _kind(part)
         signature = part.get("thoughtSignature")
         if isinstance(signature, str) and signature:
@@ -120,7 +121,7 @@ class ChunkReader:
 
     def _text(self, kind: str, text: Any, *, signed: bool) -> Iterator[StreamEvent]:
         if not isinstance(text, str):
-            raise ProtocolError(f"{self.endpoint} sent a {kind} part whose text is not a string: {_brief(text)}")
+            raise ProtocolError(f"{self.endpoint} sent a {kind} part whose text is not a string: {brief(text)}")
         last = self.blocks[-1] if self.blocks else None
         if last is None or last.kind != kind or last.closed:
             last = _Block(kind)
@@ -133,10 +134,10 @@ class ChunkReader:
     def _call(self, call: Any) -> Iterator[StreamEvent]:
         """A whole function call: Gemini never splits one across chunks."""
         if not isinstance(call, Mapping):
-            raise ProtocolError(f"{self.endpoint} sent a functionCall that is not a JSON object: {_brief(call)}")
+            raise ProtocolError(f"{self.endpoint} sent a functionCall that is not a JSON object: {brief(call)}")
         name = call.get("name")
         if not isinstance(name, str) or not name:
-            raise MalformedToolCallError(f"the model sent a function call without a name: {_brief(call)}")
+            raise MalformedToolCallError(f"the model sent a function call without a name: {brief(call)}")
         call_id = call.get("id")
         if not isinstance(call_id, str) or not call_id:
             call_id = generated_id(self.sequence, self.unnamed_calls)
@@ -204,18 +205,14 @@ def usage_from(data: Mapping[str, Any]) -> Usage:
     """Gemini's counts as the spec's separate fields: ``promptTokenCount`` includes the cached
     ``cachedContentTokenCount`` (and tool-use prompts count as input); ``candidatesTokenCount``
     is the visible output and ``thoughtsTokenCount`` the thinking, counted apart."""
-    cached = _count(data.get("cachedContentTokenCount"))
-    prompt = _count(data.get("promptTokenCount")) + _count(data.get("toolUsePromptTokenCount"))
+    cached = token_count(data.get("cachedContentTokenCount"))
+    prompt = token_count(data.get("promptTokenCount")) + token_count(data.get("toolUsePromptTokenCount"))
     return Usage(
         input_tokens=max(prompt - cached, 0),
-        output_tokens=_count(data.get("candidatesTokenCount")),
+        output_tokens=token_count(data.get("candidatesTokenCount")),
         cache_read_tokens=cached,
-        reasoning_tokens=_count(data.get("thoughtsTokenCount")),
+        reasoning_tokens=token_count(data.get("thoughtsTokenCount")),
     )
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def read_stream(
@@ -231,7 +228,7 @@ def read_stream(
         interrupt()
         if not sse.data.strip():
             continue
-        chunk = _parse(sse.data, endpoint)
+        chunk = parse_object(sse.data, endpoint, "stream chunk")
         if "error" in chunk:
             raise on_error(ErrorReply(None, sse.data))
         yield from reader.feed(chunk)
@@ -239,20 +236,6 @@ def read_stream(
         raise HTTPError(f"the stream from {endpoint} ended before the response was complete (no finishReason)", retryable=True)
     interrupt()
     yield from reader.finish()
-
-
-def _parse(data: str, endpoint: str) -> Mapping[str, Any]:
-    try:
-        chunk = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(f"{endpoint} sent a stream chunk that is not JSON ({exc.msg} at position {exc.pos}): {data[:120]!r}") from None
-    if not isinstance(chunk, dict):
-        raise ProtocolError(f"{endpoint} sent a stream chunk that is not a JSON object: {data[:120]!r}")
-    return chunk
-
-
-def _brief(value: Any) -> str:
-    return json.dumps(value, default=str)[:120]
 
 
 __all__ = ["BAD_CALLS", "ChunkReader", "FILTERED", "read_stream", "usage_from"]

@@ -29,6 +29,7 @@ from lg_core.events import StreamEvent
 from lg_core.messages import Message
 from lg_core.models.request import ModelResponse
 from lg_core.providers._http.errors import ErrorReply
+from lg_core.providers._http.stream import parse_object, token_count
 from lg_core.providers.base import tool_input
 from lg_core.usage import Usage
 
@@ -205,19 +206,15 @@ def usage_from(data: Mapping[str, Any]) -> Usage:
     """OpenAI's counts as the spec's separate fields: uncached input, cache reads and writes (OpenRouter's
     ``cache_write_tokens``), visible output, reasoning."""
     prompt_details = data.get("prompt_tokens_details") or {}
-    cached, written = _count(prompt_details.get("cached_tokens")), _count(prompt_details.get("cache_write_tokens"))
-    reasoning = _count((data.get("completion_tokens_details") or {}).get("reasoning_tokens"))
+    cached, written = token_count(prompt_details.get("cached_tokens")), token_count(prompt_details.get("cache_write_tokens"))
+    reasoning = token_count((data.get("completion_tokens_details") or {}).get("reasoning_tokens"))
     return Usage(
-        input_tokens=max(_count(data.get("prompt_tokens")) - cached - written, 0),
-        output_tokens=max(_count(data.get("completion_tokens")) - reasoning, 0),
+        input_tokens=max(token_count(data.get("prompt_tokens")) - cached - written, 0),
+        output_tokens=max(token_count(data.get("completion_tokens")) - reasoning, 0),
         cache_read_tokens=cached,
         cache_write_tokens=written,
         reasoning_tokens=reasoning,
     )
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def read_stream(
@@ -240,7 +237,7 @@ def read_stream(
             raise on_error(ErrorReply(None, data))
         if not data.strip():
             continue
-        chunk = _parse(data, endpoint)
+        chunk = parse_object(data, endpoint, "stream chunk")
         if _is_error(chunk):
             raise on_error(ErrorReply(None, data))
         yield from reader.feed(chunk)
@@ -267,18 +264,6 @@ def _is_error(chunk: Mapping[str, Any]) -> bool:
     if chunk.get("error"):
         return True
     return "choices" not in chunk and isinstance(chunk.get("message"), str) and bool(chunk["message"])
-
-
-def _parse(data: str, endpoint: str) -> Mapping[str, Any]:
-    try:
-        chunk = json.loads(data)
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(
-            f"{endpoint} sent a stream chunk that is not JSON ({exc.msg} at position {exc.pos}): {data[:120]!r}"
-        ) from None
-    if not isinstance(chunk, dict):
-        raise ProtocolError(f"{endpoint} sent a stream chunk that is not a JSON object: {data[:120]!r}")
-    return chunk
 
 
 __all__ = ["ChunkReader", "read_stream", "usage_from"]
