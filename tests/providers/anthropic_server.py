@@ -14,12 +14,10 @@ as the body of an error status (with a ``request-id`` header) or as an
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from tests.providers import sse_server
-from tests.providers.sse_server import FakeServer, Reply, body_reply, frames, json_reply
+from tests.providers.sse_server import FakeServer, Framing, Reply, html_reply, json_reply
 
 MESSAGE_ID = "msg_01XFDUDYJgAACzvnptvVoYEL"
 MODEL = "claude-sonnet-4-5-20250929"
@@ -105,6 +103,9 @@ def message_delta(stop_reason: str | None, output_tokens: int, *, stop_sequence:
 
 
 MESSAGE_STOP: dict[str, Any] = {"type": "message_stop"}
+# The replies of a stream (``stream``, ``keep_alive`` with pings, ``stall_headers``, ``drop_after``) take events.
+FRAMING = Framing(encode, comment=PING)
+stream, keep_alive, stall_headers, drop_after = FRAMING.stream, FRAMING.keep_alive, FRAMING.stall_headers, FRAMING.drop_after
 
 
 def message(blocks: Iterable[Event], *, stop_reason: str | None = "end_turn", usage: tuple[int, int] = (25, 15), **start: Any) -> list[Event]:
@@ -130,34 +131,10 @@ def error_event(kind: str, text: str) -> bytes:
     return encode({"type": "error", "error": {"type": kind, "message": text}, "request_id": REQUEST_ID})
 
 
-def stream(events: Iterable[Event], *, hold: threading.Event | None = None, hold_after: int = 1) -> Reply:
-    """A 200 event stream; with ``hold``, it waits for the event after ``hold_after`` events."""
-    return frames([encode(event) for event in events], hold=hold, hold_after=hold_after)
-
-
-def keep_alive(events: Iterable[Event], *, until: threading.Event, after: int = 1) -> Reply:
-    """A stream that, after ``after`` events, sends only pings until ``until`` is set, then the rest."""
-    return sse_server.keep_alive([encode(event) for event in events], until=until, comment=PING, after=after)
-
-
-def stall_headers(events: Iterable[Event], *, arrived: threading.Event, until: threading.Event) -> Reply:
-    return sse_server.stall_headers(stream(events), arrived=arrived, until=until)
-
-
-def drop_after(events: Iterable[Event]) -> Reply:
-    """A stream cut off mid-body: some events, then the socket closes without the last HTTP chunk."""
-    return sse_server.drop_after([encode(event) for event in events])
-
-
 def error(status: int, kind: str, text: str, *, headers: dict[str, str] | None = None) -> Reply:
     """An Anthropic error response: ``{"type": "error", "error": {"type", "message"}, "request_id"}``."""
     payload = {"type": "error", "error": {"type": kind, "message": text}, "request_id": REQUEST_ID}
     return json_reply(status, payload, headers={"request-id": REQUEST_ID, **(headers or {})})
-
-
-def html(status: int, page: str) -> Reply:
-    """A proxy's error page in place of Anthropic's answer."""
-    return body_reply(status, page.encode(), content_type="text/html")
 
 
 def serve() -> Iterator[FakeServer]:
@@ -178,7 +155,7 @@ __all__ = [
     "encode",
     "error",
     "error_event",
-    "html",
+    "html_reply",
     "json_reply",
     "keep_alive",
     "message",

@@ -16,12 +16,17 @@ body of an error status or as a chunk mid-stream.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from tests.providers import sse_server
-from tests.providers.sse_server import FakeServer, Reply, body_reply, frames, json_reply
+from tests.providers.sse_server import (
+    FakeServer,
+    Framing,
+    Reply,
+    body_reply,
+    html_reply,
+    json_reply,
+)
 
 MODEL_VERSION = "gemini-2.5-flash"
 RESPONSE_ID = "WEXbaMnpF7iPjMcP27mckQE"
@@ -35,6 +40,12 @@ def encode(chunk: Chunk) -> bytes:
     if isinstance(chunk, bytes):
         return chunk
     return b"data: " + json.dumps(chunk, separators=(",", ": "), ensure_ascii=False).encode() + b"\r\n\r\n"
+
+
+# The replies of a stream (``stream``, ``keep_alive``, ``stall_headers``, ``drop_after``) take chunks. Google
+# sends no keep-alive comments, but a proxy in front of it may.
+FRAMING = Framing(encode, comment=b": keep-alive\r\n\r\n")
+stream, keep_alive, stall_headers, drop_after = FRAMING.stream, FRAMING.keep_alive, FRAMING.stall_headers, FRAMING.drop_after
 
 
 def usage(prompt: int = 12, output: int | None = None, *, thoughts: int = 0, cached: int = 0) -> dict[str, Any]:
@@ -129,31 +140,6 @@ def error(code: int, status: str, message: str, *, details: list[dict[str, Any]]
     return body_reply(code, body, content_type="application/json; charset=UTF-8", headers=headers)
 
 
-def stream(chunks: Iterable[Chunk], *, hold: threading.Event | None = None, hold_after: int = 1) -> Reply:
-    """A 200 event stream; with ``hold``, it waits for the chunk after ``hold_after`` chunks."""
-    return frames([encode(item) for item in chunks], hold=hold, hold_after=hold_after)
-
-
-def keep_alive(chunks: Iterable[Chunk], *, until: threading.Event, after: int = 1) -> Reply:
-    """A stream that, after ``after`` chunks, sends only SSE comments until ``until`` is set, then the rest
-    (Google sends none, but a proxy in front of it may)."""
-    return sse_server.keep_alive([encode(item) for item in chunks], until=until, comment=b": keep-alive\r\n\r\n", after=after)
-
-
-def stall_headers(chunks: Iterable[Chunk], *, arrived: threading.Event, until: threading.Event) -> Reply:
-    return sse_server.stall_headers(stream(chunks), arrived=arrived, until=until)
-
-
-def drop_after(chunks: Iterable[Chunk]) -> Reply:
-    """A stream cut off mid-body: some chunks, then the socket closes without the last HTTP chunk."""
-    return sse_server.drop_after([encode(item) for item in chunks])
-
-
-def html(status: int, page: str) -> Reply:
-    """A proxy's error page in place of Google's answer."""
-    return body_reply(status, page.encode(), content_type="text/html")
-
-
 def serve() -> Iterator[FakeServer]:
     unqueued = lambda: error(500, "INTERNAL", "the test queued no reply for this request")  # noqa: E731
     yield from FakeServer(base_path="", unqueued=unqueued, name="fake-gemini").serve()
@@ -171,7 +157,7 @@ __all__ = [
     "error",
     "error_body",
     "error_info",
-    "html",
+    "html_reply",
     "json_reply",
     "keep_alive",
     "retry_info",

@@ -12,12 +12,10 @@ but the final usage chunk (``stream_options.include_usage``).
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from tests.providers import sse_server
-from tests.providers.sse_server import FakeServer, Reply, frames, json_reply
+from tests.providers.sse_server import FakeServer, Framing, Reply, json_reply
 
 CHUNK_BASE = {
     "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
@@ -27,6 +25,21 @@ CHUNK_BASE = {
     "service_tier": "default",
     "system_fingerprint": "fp_06737a9306",
 }
+
+
+def sse(event: dict[str, Any] | str | bytes) -> bytes:
+    """One ``data:`` event; bytes are sent as they are (a named event such as DashScope's ``event: error``)."""
+    if isinstance(event, bytes):
+        return event
+    data = event if isinstance(event, str) else json.dumps(event, separators=(",", ":"))
+    return f"data: {data}\n\n".encode()
+
+
+# The replies of a stream (``stream``, ``keep_alive``, ``stall_headers``, ``drop_after``) take events; a complete
+# stream ends with ``[DONE]``. Keep-alive comments are OpenRouter's ``: OPENROUTER PROCESSING``, sent while a
+# model is queued.
+FRAMING = Framing(sse, comment=b": OPENROUTER PROCESSING\n\n", closing=(sse("[DONE]"),))
+stream, keep_alive, stall_headers, drop_after = FRAMING.stream, FRAMING.keep_alive, FRAMING.stall_headers, FRAMING.drop_after
 
 
 def chunk(delta: dict[str, Any] | None = None, finish_reason: str | None = None) -> dict[str, Any]:
@@ -69,41 +82,6 @@ def tool_call_chunks(*calls: tuple[str, str, list[str]], usage: tuple[int, int] 
         chunks.append(chunk({"tool_calls": [first]}))
         chunks.extend(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}) for piece in fragments)
     return [*chunks, chunk({}, "tool_calls"), usage_chunk(*usage)]
-
-
-def sse(event: dict[str, Any] | str | bytes) -> bytes:
-    """One ``data:`` event; bytes are sent as they are (a named event such as DashScope's ``event: error``)."""
-    if isinstance(event, bytes):
-        return event
-    data = event if isinstance(event, str) else json.dumps(event, separators=(",", ":"))
-    return f"data: {data}\n\n".encode()
-
-
-def stream(events: Iterable[dict[str, Any] | str | bytes], *, done: bool = True, hold: threading.Event | None = None, hold_after: int = 1) -> Reply:
-    """A 200 event stream ending with ``[DONE]``; with ``hold``, it waits for the event after ``hold_after`` events."""
-    return frames(_encoded(events, done), hold=hold, hold_after=hold_after)
-
-
-def stall_headers(
-    events: Iterable[dict[str, Any] | str], *, arrived: threading.Event, until: threading.Event, left: threading.Event | None = None
-) -> Reply:
-    """An overloaded server that sends not even the response headers until ``until`` is set (see sse_server)."""
-    return sse_server.stall_headers(stream(events), arrived=arrived, until=until, left=left)
-
-
-def keep_alive(events: Iterable[dict[str, Any] | str], *, until: threading.Event, after: int = 1) -> Reply:
-    """A stream that, after ``after`` events, sends only SSE comments (OpenRouter's ``: OPENROUTER PROCESSING``
-    while a model is queued) until ``until`` is set, then the rest."""
-    return sse_server.keep_alive(_encoded(events, True), until=until, comment=b": OPENROUTER PROCESSING\n\n", after=after)
-
-
-def drop_after(events: Iterable[dict[str, Any]]) -> Reply:
-    """A stream cut off mid-body: some events, then the socket closes without the last HTTP chunk."""
-    return sse_server.drop_after(_encoded(events, False))
-
-
-def _encoded(events: Iterable[dict[str, Any] | str | bytes], done: bool) -> list[bytes]:
-    return [*(sse(event) for event in events), *([sse("[DONE]")] if done else [])]
 
 
 def error(

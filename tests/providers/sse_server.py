@@ -5,7 +5,8 @@ body). A reply writes what the provider would: a stream is sent with
 ``Transfer-Encoding: chunked``, one already-encoded Server-Sent Events frame per
 HTTP chunk, as the providers' servers send them. The frame format is the
 provider's own, so each provider's module (``openai_server``,
-``anthropic_server``) encodes its events and uses the replies here.
+``anthropic_server``) encodes its events and uses the replies here, through a
+:class:`Framing` that knows how it encodes one event.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -127,6 +128,52 @@ def body_reply(status: int, body: bytes, *, content_type: str, headers: dict[str
         handler.wfile.write(body)
 
     return reply
+
+
+def html_reply(status: int, page: str) -> Reply:
+    """A proxy's error page in place of the provider's answer."""
+    return body_reply(status, page.encode(), content_type="text/html")
+
+
+@dataclass(frozen=True)
+class Framing:
+    """A provider's event framing: ``encode`` writes one event as its SSE frame (bytes are sent as they are,
+    for a malformed frame), ``closing`` ends a complete stream (OpenAI's ``[DONE]``), and ``comment`` is what
+    the server sends while it keeps a stream alive (an SSE comment, or Anthropic's ping).
+
+    Its replies take the provider's events and encode them, so a test speaks only the provider's format.
+    """
+
+    encode: Callable[[Any], bytes]
+    comment: bytes
+    closing: tuple[bytes, ...] = field(default=())
+
+    def encoded(self, events: Iterable[Any], *, complete: bool = True) -> list[bytes]:
+        """``events`` encoded, with the closing frames when the stream is ``complete``."""
+        return [*(self.encode(event) for event in events), *(self.closing if complete else ())]
+
+    def stream(self, events: Iterable[Any], *, complete: bool = True, hold: threading.Event | None = None, hold_after: int = 1) -> Reply:
+        """A 200 event stream (see :meth:`encoded`); ``complete=False`` leaves out the closing frames, as a server
+        that closed the body early would."""
+        return frames(self.encoded(events, complete=complete), hold=hold, hold_after=hold_after)
+
+    def keep_alive(self, events: Iterable[Any], *, until: threading.Event, after: int = 1) -> Reply:
+        """A stream that, after ``after`` events, sends only ``comment`` until ``until`` is set, then the rest."""
+        return keep_alive(self.encoded(events), until=until, comment=self.comment, after=after)
+
+    def stall_headers(
+        self, events: Iterable[Any], *, arrived: threading.Event, until: threading.Event, left: threading.Event | None = None
+    ) -> Reply:
+        """An overloaded server that sends not even the response headers until ``until`` is set (see :func:`stall_headers`)."""
+        return stall_headers(self.stream(events), arrived=arrived, until=until, left=left)
+
+    def drop_after(self, events: Iterable[Any]) -> Reply:
+        """A stream cut off mid-body: ``events``, then the socket closes without the last HTTP chunk."""
+        return drop_after(self.encoded(events, complete=False))
+
+    def body(self, events: Iterable[Any]) -> bytes:
+        """The whole body of a complete stream, for an ``httpx.MockTransport``."""
+        return b"".join(self.encoded(events))
 
 
 class _Handler(BaseHTTPRequestHandler):

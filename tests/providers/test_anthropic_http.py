@@ -41,7 +41,7 @@ from tests.providers.anthropic_server import (
     encode,
     error,
     error_event,
-    html,
+    html_reply,
     json_reply,
     keep_alive,
     message,
@@ -585,7 +585,7 @@ def test_a_json_answer_instead_of_a_stream_is_a_protocol_error_keeping_its_messa
 
 
 def test_a_proxys_error_page_is_an_http_error_quoting_it(connection):
-    connection.reply(*[html(502, "<html><body>502 Bad Gateway</body></html>") for _ in range(3)])
+    connection.reply(*[html_reply(502, "<html><body>502 Bad Gateway</body></html>") for _ in range(3)])
 
     run = SupportAgent.ask("Hi")
 

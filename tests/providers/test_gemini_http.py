@@ -43,7 +43,7 @@ from tests.providers.gemini_server import (
     error,
     error_body,
     error_info,
-    html,
+    html_reply,
     json_reply,
     keep_alive,
     retry_info,
@@ -638,7 +638,7 @@ def test_a_json_answer_instead_of_a_stream_is_a_protocol_error_keeping_its_messa
 
 
 def test_a_proxys_error_page_is_an_http_error_quoting_it(connection):
-    connection.reply(*[html(502, "<html><body>502 Bad Gateway</body></html>") for _ in range(3)])
+    connection.reply(*[html_reply(502, "<html><body>502 Bad Gateway</body></html>") for _ in range(3)])
 
     run = SupportAgent.ask("Hi")
 
