@@ -6,8 +6,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from lg_core import Agent, ConfigurationError, CredentialError, HTTPError, Tool, configure
+from lg_core import Agent, ConfigurationError, CredentialError, HTTPError, configure
 from lg_core.providers import VertexAIProvider
+from tests.providers.agents import LookupTool
 from tests.providers.gemini_server import (
     call,
     calls_answer,
@@ -64,14 +65,6 @@ def vertex(config, server, tokens):
 def vertex_chunks(chunks):
     """Vertex adds ``createTime`` and the traffic type to each chunk Google's API sends."""
     return [{**item, "usageMetadata": {**item["usageMetadata"], "trafficType": "ON_DEMAND"}, "createTime": "2026-03-10T14:54:45.066123Z"} for item in chunks]
-
-
-class LookupTool(Tool):
-    description = "Look up a help center entry by topic."
-    input_schema = {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}
-
-    def call(self, input):
-        return f"entry for {input['topic']}"
 
 
 class VertexAgent(Agent):
