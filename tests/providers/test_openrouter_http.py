@@ -1,28 +1,33 @@
-"""The openrouter adapter against a local server speaking OpenRouter's streaming format over real HTTP.
+"""The openrouter adapter's own format and options, against a local server speaking OpenRouter's
+streaming format over real HTTP.
 
-As for the openai adapter, every test runs whole agent runs, so what is checked is what
-a user sees: events, outcomes, errors, usage and cost, and what the server received.
+What every HTTP adapter must do (retries, errors, malformed streams, cancellation,
+deadlines, credentials, the shared options) is checked for this one too by the
+conformance suite, ``test_http_conformance``; this module checks what is OpenRouter's:
+the key read from $OPENROUTER_API_KEY by default, attribution headers, cost and the
+upstream provider, reasoning details, routing preferences, and the advice its error
+statuses get. As for the other adapters, every test runs whole agent runs, so what
+is checked is what a user sees: events, outcomes, errors, usage and cost, and what
+the server received.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
 from lg_core import (
     Agent,
     ConfigurationError,
-    CredentialError,
-    DeadlineExceededError,
     HTTPError,
     ProviderError,
     Tool,
     after_model_error,
     configure,
 )
-from tests.providers.openai_server import drop_after, keep_alive, stream
+from tests.providers.agents import retries, types
+from tests.providers.openai_server import drop_after, stream
 from tests.providers.openrouter_server import (
     PROCESSING,
     chunk,
@@ -94,10 +99,6 @@ class ErrorWatchingAgent(CustomerSupportAgent):
     @after_model_error
     def note(self, payload):
         ErrorWatchingAgent.seen.append(payload["error"])
-
-
-def types(run):
-    return [event.type for event in run.events()]
 
 
 def response_of(run):
@@ -274,23 +275,6 @@ def test_a_model_without_structured_outputs_returns_the_result_through_a_tool(co
 # -- errors and retries --------------------------------------------------------------------------------
 
 
-def test_an_error_after_the_stream_began_is_retried_and_announced(connection):
-    """OpenRouter cannot change the status once tokens are out: it sends an error chunk, finish_reason "error"."""
-    connection.reply(
-        stream([chunk(), chunk({"role": "assistant", "content": "Partial "}), error_chunk("Provider disconnected unexpectedly", "server_error")]),
-        stream(text_chunks("Full answer.")),
-    )
-
-    run = CustomerSupportAgent.stream_ask("Hi")
-    events = list(run)
-
-    assert run.outcome == "completed", run.error
-    assert run.response == "Full answer."
-    retry = next(e for e in events if e.type == "model_retry")
-    assert retry.data["partial_text"] is True
-    assert "reported an error mid-stream: Provider disconnected unexpectedly" in retry.data["message"]
-
-
 def test_an_error_chunk_that_is_not_transient_fails_the_run_naming_the_upstream_provider(connection):
     raw = '{"type":"error","error":{"type":"invalid_request_error","message":"tool_use ids must be unique"}}'
     connection.reply(stream([chunk(), error_chunk("Provider returned error", 400, provider_name="Anthropic", raw=raw)]))
@@ -336,20 +320,10 @@ def test_transient_statuses_are_retried_after_the_wait_retry_after_asks_for(conn
     assert run.outcome == "completed", run.error
     [seen] = ErrorWatchingAgent.seen
     assert (seen.status, seen.retryable, seen.retry_after) == (status, True, 0.5)
-    [retry] = [e for e in run.events() if e.type == "model_retry"]
+    [retry] = retries(run)
     assert f"answered {status} " in retry.data["message"] and message in retry.data["message"]
     if metadata:
         assert "(upstream provider Anthropic: " in retry.data["message"] and "Overloaded" in retry.data["message"]
-
-
-def test_a_rejected_key_names_the_variable_and_never_shows_the_key(connection):
-    connection.reply(error(401, f"No auth credentials found for key {KEY}"))
-
-    run = CustomerSupportAgent.ask("Hi")
-
-    assert (run.error.status, run.error.retryable) == (401, False)
-    assert "$OPENROUTER_API_KEY" in str(run.error)
-    assert KEY not in str(run.error) and KEY not in run.error.body
 
 
 def test_flagged_input_fails_with_the_moderation_reasons(connection):
@@ -363,44 +337,7 @@ def test_flagged_input_fails_with_the_moderation_reasons(connection):
     assert "choose another model" in str(run.error)
 
 
-def test_no_provider_for_the_request_fails_with_advice_on_routing(connection):
-    connection.reply(error(404, "No endpoints found matching your data policy (Zero data retention)."))
-
-    run = CustomerSupportAgent.ask("Hi")
-
-    assert (run.error.status, run.error.retryable) == (404, False)
-    assert "routing preferences" in str(run.error)
-    assert len(connection.received) == 1
-
-
-@pytest.mark.timeout(60)
-def test_a_deadline_ends_a_request_kept_waiting_by_processing_comments(connection):
-    """Each comment resets the read timeout and yields no event: only the deadline's own timer ends the wait."""
-    answered = threading.Event()
-    connection.reply(keep_alive(text_chunks("Too late."), until=answered))
-    try:
-        run = CustomerSupportAgent.ask("Hi", deadline=0.5)
-    finally:
-        answered.set()
-
-    assert run.outcome == "partial"
-    assert isinstance(run.error, DeadlineExceededError)
-    assert "model_retry" not in types(run)
-
-
 # -- credentials and connection options -------------------------------------------------------------------
-
-
-def test_without_the_key_the_run_fails_naming_the_variable_before_any_request(config, server, monkeypatch):
-    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
-    configure(providers={"openrouter": openrouter_options(server)})
-
-    run = CustomerSupportAgent.ask("Hi")
-
-    assert run.outcome == "failed"
-    assert isinstance(run.error, CredentialError)
-    assert "$OPENROUTER_API_KEY, which is not set" in str(run.error)
-    assert server.received == []
 
 
 def test_a_key_given_in_the_configuration_is_used_instead_of_the_variable(config, server, monkeypatch):
@@ -415,7 +352,6 @@ def test_a_key_given_in_the_configuration_is_used_instead_of_the_variable(config
 @pytest.mark.parametrize(
     ("options", "problem"),
     [
-        ({"organization": "org-1"}, r"unknown option 'organization'; the openrouter adapter accepts: .*site_url"),
         ({"site_url": "support.example.com"}, "site_url must be your app's http"),
         ({"app_name": "Café Support"}, "app_name must be a non-empty line of ASCII text"),
         ({"app_name": "Support\nX-Injected: 1"}, "app_name must be a non-empty line of ASCII text"),
@@ -424,7 +360,6 @@ def test_a_key_given_in_the_configuration_is_used_instead_of_the_variable(config
         ({"provider": {"require_parameters": "yes"}}, "require_parameters must be true or false"),
         ({"capabilities": {"supported_parameters": "tools"}}, "supported_parameters must be a list of parameter names"),
         ({"capabilities": {"supported_parameters": ["tools"], "streaming": True}}, "capabilities: .*streaming"),
-        ({"base_url": "openrouter.ai/api/v1"}, r"base_url must be a URL like https://openrouter\.ai/api/v1"),
     ],
 )
 def test_bad_connection_options_are_configuration_errors_naming_the_option(config, server, monkeypatch, options, problem):
