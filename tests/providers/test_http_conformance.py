@@ -148,6 +148,7 @@ def test_a_rate_limit_is_retried_and_announced_with_model_retry(wire, connection
     [retry] = retries(run)
     assert retry.data["error_class"] == "HTTPError"
     assert f"429 Too Many Requests: {message.rstrip('.')}" in retry.data["message"]
+    assert 429 not in wire.kinds or f"({wire.kinds[429]})" in retry.data["message"]
 
 
 def test_a_rate_limit_waits_as_long_as_retry_after_asks(wire, connection):
@@ -169,6 +170,7 @@ def test_a_rate_limit_that_keeps_refusing_fails_the_run_with_the_wait_it_asked_f
     assert run.outcome == "failed"
     assert isinstance(run.error, HTTPError)
     assert (run.error.status, run.error.retryable, run.error.retry_after) == (429, True, 0.2)
+    assert getattr(run.error, "error_type", None) == wire.error_type(429)
     assert types(run).count("model_retry") == 2
     assert len(connection.received) == 3
 
@@ -196,7 +198,8 @@ def test_a_refused_request_fails_the_run_at_once_with_the_servers_message_and_ne
     assert run.outcome == "failed"
     assert isinstance(run.error, HTTPError)
     assert (run.error.status, run.error.retryable) == (refusal.status, False)
-    assert getattr(run.error, "error_type", None) == (refusal.kind if wire.keeps_error_type else None)
+    assert getattr(run.error, "error_type", None) == wire.error_type(refusal.status, refusal.kind)
+    assert {name: getattr(run.error, name, None) for name in wire.error_facts} == wire.error_facts
     message = str(run.error)
     assert f"{refusal.status} {HTTPStatus(refusal.status).phrase}: " in message
     assert refusal.message.replace(KEY, "[redacted]").rstrip(".") in message
@@ -230,7 +233,8 @@ def test_a_transient_error_mid_stream_is_retried_and_the_partial_text_announced(
     retry = next(e for e in events if e.type == "model_retry")
     assert retry.data["partial_text"] is True
     assert retry.data["error_class"] == "ProviderError"
-    assert "reported an error mid-stream: The model is overloaded" in retry.data["message"]
+    kind = wire.event_kinds[0]
+    assert "reported an error mid-stream: The model is overloaded" + (f" ({kind})" if kind else "") in retry.data["message"]
 
 
 def test_an_error_mid_stream_that_is_not_transient_fails_the_run(wire, connection):
@@ -242,7 +246,7 @@ def test_an_error_mid_stream_that_is_not_transient_fails_the_run(wire, connectio
     assert run.outcome == "failed"
     assert type(run.error) is ProviderError
     assert "Output blocked by content filtering policy" in str(run.error)
-    assert run.error.retryable is False
+    assert (run.error.retryable, getattr(run.error, "error_type", None)) == (False, wire.event_kinds[1])
     assert len(connection.received) == 1
 
 
@@ -538,6 +542,7 @@ def test_a_connection_without_any_key_names_the_adapters_variable(config, wire, 
 
     run = SupportAgent.ask("Hi")
 
+    assert run.outcome == "failed"
     assert isinstance(run.error, CredentialError)
     assert wire.no_key_says in str(run.error)
     assert server.received == []

@@ -60,7 +60,14 @@ class WireFormat(abc.ABC):
     own_option: ClassVar[str]  # an option only this adapter takes: listed when an unknown one is refused
     incomplete_says: ClassVar[str]  # what the error of a stream that ended early says
     first_piece_at: ClassVar[int]  # how many events of ``text(...)`` come up to and with its first piece
-    keeps_error_type: ClassVar[bool]  # whether an HTTPError keeps the refusal's kind as ``error_type``
+    # The kind (type, status or code) the provider's error answer names a status by, which the adapter quotes
+    # in the message; ``keeps_error_type``: whether the adapter keeps it as the HTTPError's ``error_type``.
+    kinds: ClassVar[Mapping[int, str]] = {}
+    keeps_error_type: ClassVar[bool] = False
+    # The kinds of ``error_event(transient=True)`` and of ``error_event(transient=False)``, None where the
+    # provider's error frame names none the adapter keeps.
+    event_kinds: ClassVar[tuple[str | None, str | None]] = (None, None)
+    error_facts: ClassVar[Mapping[str, Any]] = {}  # what else an HTTPError keeps of every error answer
     response_metadata: ClassVar[Mapping[str, Any]]  # what the response of ``text(...)`` says of itself
     refusals: ClassVar[tuple[Refusal, ...]]  # requests refused for good: every one fails the run at once
     overflow: ClassVar[Refusal]  # a prompt longer than the context window, in the provider's words
@@ -128,6 +135,10 @@ class WireFormat(abc.ABC):
     def refused(self, refusal: Refusal) -> Reply:
         return self.error(refusal.status, refusal.message, kind=refusal.kind)
 
+    def error_type(self, status: int, kind: str | None = None) -> str | None:
+        """The ``error_type`` of the HTTPError for ``error(status, ..., kind=kind)``."""
+        return (kind or self.kinds.get(status)) if self.keeps_error_type else None
+
     # -- replies (the framing's) -----------------------------------------------------------------------
 
     def stream(self, events: list[Any], **options: Any) -> Reply:
@@ -157,6 +168,8 @@ class AnthropicFormat(WireFormat):
     incomplete_says = "ended before the response was complete (no message_stop)"
     first_piece_at = 4  # message_start, a ping, content_block_start, the first delta
     keeps_error_type = True
+    event_kinds = ("overloaded_error", "invalid_request_error")
+    error_facts = {"request_id": anthropic_server.REQUEST_ID}
     response_metadata = {"id": anthropic_server.MESSAGE_ID, "provider_model": anthropic_server.MODEL}
     refusals = (
         Refusal(400, "invalid_request_error", "messages.0.content: Input should be a valid list"),
@@ -165,7 +178,7 @@ class AnthropicFormat(WireFormat):
         Refusal(404, "not_found_error", "model: claude-sonnet-4-6-typo"),
     )
     overflow = Refusal(400, "invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum")
-    KINDS: ClassVar[Mapping[int, str]] = {
+    kinds = {
         400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
         429: "rate_limit_error", 500: "api_error", 503: "api_error", 529: "overloaded_error",
     }
@@ -204,10 +217,10 @@ class AnthropicFormat(WireFormat):
 
     def error(self, status: int, message: str, *, kind: str | None = None, retry_after: str | None = None) -> Reply:
         headers = {"retry-after": retry_after} if retry_after else None
-        return anthropic_server.error(status, kind or self.KINDS[status], message, headers=headers)
+        return anthropic_server.error(status, kind or self.kinds[status], message, headers=headers)
 
     def error_event(self, message: str, *, transient: bool) -> Any:
-        return anthropic_server.error_event("overloaded_error" if transient else "invalid_request_error", message)
+        return anthropic_server.error_event(self.event_kinds[0 if transient else 1], message)
 
     def error_body(self, message: str) -> Any:
         return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
@@ -227,6 +240,7 @@ class GeminiFormat(WireFormat):
     incomplete_says = "ended before the response was complete (no finishReason)"
     first_piece_at = 1  # every chunk is a whole response: the first holds the first piece
     keeps_error_type = True
+    event_kinds = ("UNAVAILABLE", "INVALID_ARGUMENT")
     response_metadata = {
         "id": gemini_server.RESPONSE_ID, "provider_model": gemini_server.MODEL_VERSION, "provider_stop_reason": "STOP",
     }
@@ -237,7 +251,7 @@ class GeminiFormat(WireFormat):
         Refusal(404, "NOT_FOUND", "models/gemini-2.5-flsh is not found for API version v1beta, or is not supported for generateContent."),
     )
     overflow = Refusal(400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).")
-    KINDS: ClassVar[Mapping[int, str]] = {
+    kinds = {
         400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
         429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
     }
@@ -271,7 +285,7 @@ class GeminiFormat(WireFormat):
 
     def error(self, status: int, message: str, *, kind: str | None = None, retry_after: str | None = None) -> Reply:
         headers = {"Retry-After": retry_after} if retry_after else None
-        return gemini_server.error(status, kind or self.KINDS[status], message, headers=headers)
+        return gemini_server.error(status, kind or self.kinds[status], message, headers=headers)
 
     def error_event(self, message: str, *, transient: bool) -> Any:
         if transient:
@@ -296,7 +310,6 @@ class OpenAIFormat(WireFormat):
     own_option = "organization"
     incomplete_says = "ended before the response was complete"
     first_piece_at = 2  # the role chunk, the first piece
-    keeps_error_type = False
     response_metadata = {
         "id": openai_server.CHUNK_BASE["id"], "provider_model": openai_server.CHUNK_BASE["model"], "finish_reason": "stop",
     }
@@ -314,8 +327,8 @@ class OpenAIFormat(WireFormat):
         400, "context_length_exceeded",
         "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.",
     )
+    kinds = {429: "rate_limit_exceeded"}  # the error's code, which the message quotes
     TYPES: ClassVar[Mapping[int, str]] = {429: "requests", 500: "server_error", 503: "server_error"}
-    CODES: ClassVar[Mapping[int, str]] = {429: "rate_limit_exceeded"}
 
     def serve(self) -> Iterator[FakeServer]:
         return openai_server.serve()
@@ -355,7 +368,7 @@ class OpenAIFormat(WireFormat):
     def error(self, status: int, message: str, *, kind: str | None = None, retry_after: str | None = None) -> Reply:
         headers = {"Retry-After": retry_after} if retry_after else None
         error_type = self.TYPES.get(status, "invalid_request_error")
-        return openai_server.error(status, message, type=error_type, code=kind or self.CODES.get(status), headers=headers)
+        return openai_server.error(status, message, type=error_type, code=kind or self.kinds.get(status), headers=headers)
 
     def error_event(self, message: str, *, transient: bool) -> Any:
         """OpenAI's error object; a ``server_error`` is worth retrying, a ``code`` of 400 is not."""
@@ -378,6 +391,7 @@ class OpenRouterFormat(OpenAIFormat):
     key_variable = "OPENROUTER_API_KEY"
     no_key_says = "$OPENROUTER_API_KEY, which is not set"  # read by default, so named as the variable that is missing
     own_option = "site_url"
+    kinds = {}  # the code of its error answers is the status, which the message does not repeat
     first_piece_at = 2  # the empty first chunk, the first piece
     response_metadata = {
         "id": openrouter_server.CHUNK_BASE["id"], "provider_model": openrouter_server.CHUNK_BASE["model"],
