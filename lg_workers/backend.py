@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import kombu.exceptions
@@ -18,10 +16,9 @@ import redis
 
 from lg_core.engine.dispatcher import StepRef
 from lg_core.rate_limit import RedisLimiter
-from lg_workers import faults
 from lg_workers.celery_app import create_app
 from lg_workers.queues import queue_for
-from lg_workers.streams import SEND_WAIT_SECONDS, RedisEventSink, RedisLiveSource, connect
+from lg_workers.streams import RedisEventSink, RedisLiveSource, connect
 
 log = logging.getLogger("lg_workers.backend")
 
@@ -47,8 +44,7 @@ class CeleryBackend:
         url = str(runtime.configuration.broker_url)  # create_app refused a missing one
         self.redis = connect(url)
         self.url = url
-        self.events = RedisEventSink(self.redis)
-        runtime.engine.add_sink(self.events)
+        runtime.engine.add_sink(RedisEventSink(self.redis))
         self.rate_limiter = RedisLimiter(self.redis, errors=(redis.RedisError,))
         self._followers: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
@@ -92,34 +88,6 @@ class CeleryBackend:
         except PUBLISH_ERRORS:
             for ref in refs:
                 self._send(ref)
-
-    @contextmanager
-    def deferring_events(self) -> Iterator[None]:
-        """Within: this thread's commits queue their events for Redis instead of waiting for them
-        (to be followed by ``hand_off``)."""
-        with self.events.deferring():
-            yield
-
-    def hand_off(self, refs: list[StepRef]) -> None:
-        """Publish ``refs`` from the event sender, after the events this thread queued before.
-
-        The caller goes on at once, and the order is kept: a step's successor
-        leaves only once the step's events are in Redis. If the process dies
-        before they leave, the steps are still in the run store's outbox and the
-        scheduler's relay sends them (after ``relay_grace``).
-        """
-        if refs:
-            self.events.then(lambda: self._publish_or_leave_to_relay(refs))
-
-    def _publish_or_leave_to_relay(self, refs: list[StepRef]) -> None:
-        faults.point("hand_off")  # test-only crash window (LG_FAULT): the task may be acknowledged already
-        try:
-            self.publish(refs)
-        except PUBLISH_ERRORS as exc:
-            log.warning(
-                "could not send %d step(s) of run %s to the broker (%s); `lg scheduler` relays them",
-                len(refs), refs[0].run_id, exc,
-            )
 
     def _send(self, ref: StepRef, producer: Any = None) -> None:
         self.app.send_task(ref.task_name, args=[ref.run_id, ref.key], queue=queue_for(ref.task_name), producer=producer)
@@ -184,9 +152,6 @@ class CeleryBackend:
         thread.start()
 
     def shutdown(self) -> None:
-        """Send what the event sender still holds (events, handed-off steps), then disconnect."""
-        if not self.events.drain(SEND_WAIT_SECONDS):
-            log.warning("events or steps still unsent to Redis after %.0f s at shutdown; the relay sends the steps", SEND_WAIT_SECONDS)
         self.redis.close()
 
 

@@ -6,10 +6,7 @@ losing or repeating committed work. Most deaths can be caused from outside
 step's commit and before its successors are published. ``point(name)`` marks
 such a window; with ``LG_FAULT=<name>`` the process SIGKILLs itself there.
 
-    LG_FAULT=after_commit           die in the task right after the commit
-    LG_FAULT=hand_off               die in the event sender, about to publish the
-                                    successors a threads-pool task handed to it
-                                    (the task may be acknowledged already)
+    LG_FAULT=after_commit           die at every such point in this process
     LG_FAULT_ONCE=/path/to/marker   ...but only the first time across processes
                                     (the marker file is created exclusively)
 

@@ -48,42 +48,13 @@ def close_worker_runtime(**_signal: Any) -> None:
         current[1].configuration.close()
 
 
-_on_thread_pool = False
-
-
-def hands_off_publishing() -> bool:
-    """May a step task here return before its successors are published (lg_workers.tasks.run_step)?
-
-    Only on a threads pool. There a task thread cannot die alone: whatever
-    kills it kills the process, whose unacknowledged message would not come
-    back before the broker's visibility timeout anyway, so acknowledging
-    before the publish loses nothing; the scheduler's relay sends the
-    committed successors in both cases. A prefork child can die alone, and
-    its unacknowledged message then comes back at once
-    (``task_reject_on_worker_lost``) to re-announce the successors: its tasks
-    keep publishing before they return.
-    """
-    return _on_thread_pool
-
-
-def _note_pool(sender: Any = None, **_signal: Any) -> None:
-    """Remember the pool this worker process runs its tasks on (Celery's ``worker_init``)."""
-    from celery.concurrency import get_implementation
-    from celery.concurrency.thread import TaskPool as ThreadsPool
-
-    global _on_thread_pool
-    pool = get_implementation(getattr(sender, "pool_cls", None) or "prefork")
-    _on_thread_pool = isinstance(pool, type) and issubclass(pool, ThreadsPool)
-
-
-def _connect_worker_signals() -> None:
+def _connect_shutdown_signals() -> None:
     from celery import signals
 
-    signals.worker_init.connect(_note_pool, weak=False)
     signals.worker_process_shutdown.connect(close_worker_runtime, weak=False)
     signals.worker_shutdown.connect(close_worker_runtime, weak=False)
 
 
-_connect_worker_signals()
+_connect_shutdown_signals()
 
-__all__ = ["close_worker_runtime", "hands_off_publishing", "worker_runtime"]
+__all__ = ["close_worker_runtime", "worker_runtime"]

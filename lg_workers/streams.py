@@ -30,8 +30,6 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
 
@@ -83,11 +81,6 @@ class RedisEventSink:
     (``publish_many``), wait until everything queued before them and they
     themselves are in Redis: the step's successor is published only after that,
     so the next step's events (from any process) always follow this step's.
-
-    A worker thread may instead hand that wait to the sender (``deferring`` and
-    ``then``): its commit's events are only queued, and the successor's publish
-    is queued after them, so the order is the same while the thread is free to
-    take its next message at once (see lg_workers.tasks.run_step).
     """
 
     def __init__(self, client: redis.Redis) -> None:
@@ -99,64 +92,22 @@ class RedisEventSink:
         """Empty state, no sender yet; also what a forked child starts from (its parent's
         sender thread did not survive the fork, and the lock may have been held by it)."""
         self._lock = threading.Condition()
-        self._queue: list[_Item] = []
-        self._queued = 0  # tickets handed out: items (events, callbacks) ever queued in this process
-        self._sent = 0  # tickets whose items have been sent or run (or given up on)
+        self._queue: list[tuple[str, StreamEvent]] = []
+        self._queued = 0  # tickets handed out: events ever queued in this process
+        self._sent = 0  # tickets whose events have been sent (or given up on)
         self._sending = False  # a batch is on its way: the next one waits for it (order)
         self._sender: threading.Thread | None = None
-        self._deferring = threading.local()
 
     def publish(self, run_id: str, event: StreamEvent) -> None:
-        if event.seq is None or self._defers():
+        if event.seq is None:
             self._enqueue(run_id, [event])
         else:
             self._flush(run_id, [event])
 
     def publish_many(self, run_id: str, events: list[StreamEvent]) -> None:
-        """Append ``events`` to the run's stream in order; returns once they are in Redis
-        (or at once, queued, inside ``deferring``)."""
-        if not events:
-            return
-        if self._defers():
-            self._enqueue(run_id, events)
-        else:
+        """Append ``events`` to the run's stream in order; returns once they are in Redis."""
+        if events:
             self._flush(run_id, events)
-
-    @contextmanager
-    def deferring(self) -> Iterator[None]:
-        """Within: this thread's durable events are queued for the sender instead of waited for.
-
-        For a caller that queues what must follow them with ``then``, in order.
-        """
-        self._deferring.active = True
-        try:
-            yield
-        finally:
-            self._deferring.active = False
-
-    def _defers(self) -> bool:
-        return getattr(self._deferring, "active", False)
-
-    def then(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` on the sender thread once everything queued before it is in Redis.
-
-        A callback that raises is logged and the sender goes on.
-        """
-        with self._lock:
-            self._start_sender_locked()
-            self._queue.append(callback)
-            self._queued += 1
-            self._lock.notify_all()
-
-    def drain(self, timeout: float) -> bool:
-        """Wait until everything queued so far is sent and every queued callback has run.
-
-        Returns False if that took longer than ``timeout`` seconds. A process
-        calls it before it closes its Redis client, so a successor handed to the
-        sender is not dropped by a clean shutdown.
-        """
-        with self._lock:
-            return self._wait_sent_locked(self._queued, time.monotonic() + timeout, send_here=False)
 
     def _enqueue(self, run_id: str, events: list[StreamEvent]) -> None:
         """Queue ``events`` for the sender thread."""
@@ -166,15 +117,12 @@ class RedisEventSink:
 
     def _queue_locked(self, run_id: str, events: list[StreamEvent]) -> int:
         """Add ``events`` to the queue; returns the ticket of the last one."""
-        self._start_sender_locked()
-        self._queue.extend((run_id, event) for event in events)
-        self._queued += len(events)
-        return self._queued
-
-    def _start_sender_locked(self) -> None:
         if self._sender is None:
             self._sender = threading.Thread(target=self._send_forever, name="lg-event-sender", daemon=True)
             self._sender.start()
+        self._queue.extend((run_id, event) for event in events)
+        self._queued += len(events)
+        return self._queued
 
     def _flush(self, run_id: str, events: list[StreamEvent]) -> None:
         """Queue ``events`` and return once they and everything before them are sent.
@@ -186,25 +134,15 @@ class RedisEventSink:
         deadline = time.monotonic() + SEND_WAIT_SECONDS
         with self._lock:
             ticket = self._queue_locked(run_id, events)
-            if not self._wait_sent_locked(ticket, deadline):
-                log.warning("events still unsent to Redis after %.0f s; going on without them", SEND_WAIT_SECONDS)
-
-    def _wait_sent_locked(self, ticket: int, deadline: float, *, send_here: bool = True) -> bool:
-        """Wait until the items up to ``ticket`` are sent; False at ``deadline``.
-
-        With ``send_here`` the caller sends the queue itself when no send is in
-        progress; without, it only waits for the sender thread, so the deadline
-        holds even while Redis does not answer.
-        """
-        while self._sent < ticket:
-            if send_here and not self._sending and self._queue:
-                self._send_queued_locked()
-                continue
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self._lock.wait(left)
-        return True
+            while self._sent < ticket:
+                if not self._sending and self._queue:
+                    self._send_queued_locked()
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("events still unsent to Redis after %.0f s; going on without them", SEND_WAIT_SECONDS)
+                    return
+                self._lock.wait(left)
 
     def _send_forever(self) -> None:
         with self._lock:
@@ -227,25 +165,7 @@ class RedisEventSink:
             self._sent += len(batch)
             self._lock.notify_all()
 
-    def _send(self, batch: list[_Item]) -> None:
-        """Send the batch's events in order, one pipeline per run of events, and run each
-        callback once the events before it are sent."""
-        events: list[tuple[str, StreamEvent]] = []
-        for item in batch:
-            if isinstance(item, tuple):
-                events.append(item)
-                continue
-            self._send_events(events)
-            events = []
-            try:
-                item()
-            except Exception:  # noqa: BLE001 - never stop the sender; the callback's owner has a fallback
-                log.exception("a callback queued after events failed")
-        self._send_events(events)
-
-    def _send_events(self, batch: list[tuple[str, StreamEvent]]) -> None:
-        if not batch:
-            return
+    def _send(self, batch: list[tuple[str, StreamEvent]]) -> None:
         try:
             pipe = self.client.pipeline(transaction=False)
             for run_id, event in batch:
@@ -263,8 +183,6 @@ class RedisEventSink:
             log.exception("could not send %d events to Redis", len(batch))
 
 
-# A queue item: an event for a run's stream, or a callback to run once the events before it are sent.
-_Item = tuple[str, StreamEvent] | Callable[[], None]
 _SINKS: weakref.WeakSet[RedisEventSink] = weakref.WeakSet()
 
 

@@ -13,33 +13,16 @@ from __future__ import annotations
 from celery import Task, shared_task
 
 from lg_workers import faults
-from lg_workers.runtime import hands_off_publishing, worker_runtime
+from lg_workers.runtime import worker_runtime
 
 
 def run_step(run_id: str, step_key: str, redelivered: bool = True) -> str:
-    """Execute one step; its successors go to the broker after its events.
-
-    On a threads pool the task hands both to the event sender and returns at
-    once, so the thread takes its next message while they are sent (see
-    ``hands_off_publishing`` for why that is safe there and nowhere else).
-    """
     runtime = worker_runtime()
-    backend = runtime.backend
-    if not hands_off_publishing():
-        outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered)
-        _after_commit(outcome)
-        backend.publish(successors)
-        return outcome
-    with backend.deferring_events():
-        outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered)
-    _after_commit(outcome)
-    backend.hand_off(successors)
-    return outcome
-
-
-def _after_commit(outcome: str) -> None:
+    outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered)
     if outcome == "executed":
         faults.point("after_commit")  # test-only crash window (LG_FAULT); inert otherwise
+    runtime.backend.publish(successors)
+    return outcome
 
 
 def redelivered(task: Task) -> bool:
