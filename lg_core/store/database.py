@@ -296,7 +296,7 @@ class Database:
         self._opened: dict[int, Any] = {}  # id -> raw connection held by a live thread
         # Connections in use right now, so dispose() never closes one under a running statement
         # (closing a SQLite connection another thread is executing on can crash the process).
-        self._users = threading.Condition()
+        self._users = threading.Lock()
         self._in_use = 0
         self._disposed = False
 
@@ -360,34 +360,30 @@ class Database:
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
+        self._enter()
+        try:
+            if self.dialect_name != "sqlite":
+                with self._postgres_connection() as raw:
+                    yield raw
+            elif self._lock is not None:
+                # An in-memory store has a single connection, shared under a lock.
+                with self._lock:
+                    yield self._sqlite_connection()
+            else:
+                # One SQLite connection per thread (the pool checkout cost more than a step's statements).
+                yield self._sqlite_connection()
+        finally:
+            with self._users:
+                self._in_use -= 1
+
+    def _enter(self) -> None:
+        """Count a use of a connection, or raise StoreClosedError once ``dispose`` began."""
         with self._users:
             if self._disposed:
                 raise StoreClosedError(
                     f"the run store {safe_url(self.url)} is closed (its runtime or configuration was closed)"
                 )
             self._in_use += 1
-        try:
-            with self._open_connection() as raw:
-                yield raw
-        finally:
-            with self._users:
-                self._in_use -= 1
-                self._users.notify_all()
-
-    @contextmanager
-    def _open_connection(self) -> Iterator[Any]:
-        if self.dialect_name != "sqlite":
-            with self._postgres_connection() as raw:
-                yield raw
-            return
-        # SQLite: keep one connection per thread (the pool checkout cost more than
-        # the statements of a step); an in-memory store has a single connection
-        # shared under a lock.
-        if self._lock is not None:
-            with self._lock:
-                yield self._sqlite_connection()
-        else:
-            yield self._sqlite_connection()
 
     @contextmanager
     def _postgres_connection(self) -> Iterator[Any]:
@@ -536,7 +532,9 @@ class Database:
         """
         with self._users:
             self._disposed = True
-            self._users.wait_for(lambda: self._in_use == 0, timeout=DISPOSE_WAIT_SECONDS)
+        deadline = time.monotonic() + DISPOSE_WAIT_SECONDS
+        while self._in_use and time.monotonic() < deadline:  # closing is rare: polling keeps every use cheap
+            time.sleep(0.005)
         for raw in list(self._opened.values()):
             try:
                 raw.close()
