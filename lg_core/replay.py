@@ -135,7 +135,9 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
     if record.status == "partial" or (record.deadline_at is not None and record.deadline_at <= time.time()):
         raise RunStateError(_deadline_message(record, plan.reschedule[0].key))
     _check_session_unchanged(rt, record, plan)
-    import_entrypoint(record.entrypoint)  # fail before changing anything if it cannot run here
+    entrypoint = import_entrypoint(record.entrypoint)  # fail before changing anything if it cannot run here
+    # Its model too: an unresolvable one would reopen the run only to fail it again at once.
+    rt.resolver.resolve(entrypoint.model_selection(Invocation.from_dict(dict(record.invocation))))
     distributed = _distributed(rt)  # (and the backend is built) before anything changes
     marker = reopen(rt, record, plan, holder=None if distributed else current_holder())
     return _continue(rt, record.id, _refs(record.id, plan.reschedule), marker, on_event, distributed)

@@ -349,3 +349,29 @@ def test_a_run_without_a_step_to_run_again_cannot_be_retried():
         replay.plan_retry(record, [start])
     with pytest.raises(RunStateError, match="no committed checkpoint"):
         replay.plan_retry(record, [])
+
+
+def test_retry_refuses_a_model_it_cannot_resolve_before_reopening_the_run(tmp_path, outage):
+    """A retry in a process without the run's provider connection fails before anything
+    changes, instead of reopening the run only to fail it again (run_retried + run_error)."""
+    from lg_core import ConfigurationError, with_configuration
+
+    _model, target = outage
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    first = Configuration(run_store=store, providers={"remote": {"adapter": "scripted"}})
+    with with_configuration(first):
+        failed = ReplayAgent.ask("Record every step.", target=target.replace("scripted:", "remote:"))
+    assert failed.outcome == "failed", failed.error
+    first.close()
+
+    elsewhere = Configuration(run_store=store)
+    try:
+        with with_configuration(elsewhere):
+            before = [event.type for event in lg_core.get_run(failed.id).events()]
+            with pytest.raises(ConfigurationError, match="remote"):
+                lg_core.retry(failed.id)
+            stored = lg_core.get_run(failed.id)
+            assert stored.outcome == "failed"
+            assert [event.type for event in stored.events()] == before
+    finally:
+        elsewhere.close()
