@@ -37,6 +37,7 @@ from pydantic_settings import (
 
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
+from lg_core.import_path import import_callable
 from lg_core.urls import safe_url
 
 ENV_PREFIX = "LG_"
@@ -225,7 +226,7 @@ class Configuration(BaseSettings):
         if value is None or callable(value):
             return value
         if isinstance(value, str):
-            return _import_callable(value, "session_actor")
+            return import_callable(value, "session_actor")
         raise ValueError(f"session_actor must be a callable (invocation) -> actor id, or 'module:function'; got {value!r}")
 
     @field_validator("hooks")
@@ -339,21 +340,6 @@ def _provider_class(name: Any, adapter: Any) -> Any:
     if not (isinstance(adapter, type) and issubclass(adapter, Provider)):
         raise ValueError(f"adapter {name!r} must be a lg_core.providers.Provider subclass, got {adapter!r}")
     return adapter
-
-
-def _import_callable(path: str, setting: str) -> Any:
-    """The callable named ``module:function`` (how YAML and environment settings name code)."""
-    from lg_core.import_path import import_attribute
-
-    if ":" not in path:
-        raise ValueError(f"{setting} {path!r} is not an import path; write it as 'module:function'")
-    try:
-        target = import_attribute(path)
-    except (ValueError, ImportError, AttributeError) as exc:
-        raise ValueError(f"{setting} {path!r} cannot be imported: {exc}") from None
-    if not callable(target):
-        raise ValueError(f"{setting} {path!r} names {type(target).__name__}, not a callable")
-    return target
 
 
 CONFIG_FILE_NAME = "lg.yaml"

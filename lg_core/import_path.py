@@ -22,4 +22,18 @@ def import_attribute(path: str) -> Any:
     return target
 
 
-__all__ = ["import_attribute"]
+def import_callable(path: str, setting: str) -> Any:
+    """The callable named ``module:function`` by ``setting`` (how YAML, environment and
+    connection settings name code); ValueError with a message naming the setting otherwise."""
+    if ":" not in path:
+        raise ValueError(f"{setting} {path!r} is not an import path; write it as 'module:function'")
+    try:
+        target = import_attribute(path)
+    except (ValueError, ImportError, AttributeError) as exc:
+        raise ValueError(f"{setting} {path!r} cannot be imported: {exc}") from None
+    if not callable(target):
+        raise ValueError(f"{setting} {path!r} is not a function: it names {type(target).__name__}, not a callable")
+    return target
+
+
+__all__ = ["import_attribute", "import_callable"]

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import httpx
 
 from lg_core.errors import ConfigurationError, CredentialError
-from lg_core.import_path import import_attribute
+from lg_core.import_path import import_callable
 from lg_core.providers._http.connection import ConnectionOptions
 from lg_core.providers.gemini._connection import GeminiConnection
 
@@ -156,12 +156,9 @@ def _resolver(connection: str, value: Any) -> Callable[[], Any] | None:
             f"'module:function', got {type(value).__name__}"
         )
     try:
-        resolver = import_attribute(value)
-    except (ValueError, ImportError, AttributeError) as exc:
-        raise ConfigurationError(f"provider connection {connection!r}: credential_resolver {value!r} cannot be imported: {exc}") from None
-    if not callable(resolver):
-        raise ConfigurationError(f"provider connection {connection!r}: credential_resolver {value!r} is not a function")
-    return resolver
+        return import_callable(value, "credential_resolver")
+    except ValueError as exc:
+        raise ConfigurationError(f"provider connection {connection!r}: {exc}") from None
 
 
 __all__ = ["CREDENTIAL_HINT", "DEFAULT_API_VERSION", "DEFAULT_LOCATION", "VertexConnection"]
