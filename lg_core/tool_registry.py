@@ -163,17 +163,21 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def fetch(self, name: str, *, also_offered: Sequence[str] = ()) -> Tool:
-        """The named tool, or a model-visible ToolError naming the available ones.
+    def fetch(self, name: str) -> Tool:
+        """The named tool, or a model-visible ToolError naming the available ones."""
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise self.unknown_tool(name) from None
+
+    def unknown_tool(self, name: str, *, also_offered: Sequence[str] = ()) -> ToolError:
+        """The model-visible error for a call to ``name``, which is not here.
 
         ``also_offered`` names tools the model was offered besides this registry's
         (the result schema's submit tool), so the list the model reads is complete.
         """
-        try:
-            return self._tools[name]
-        except KeyError:
-            available = ", ".join([*self._tools, *also_offered]) or "none"
-            raise ToolError(f"Unknown tool {name!r}. Available tools: {available}.") from None
+        available = ", ".join([*self._tools, *also_offered]) or "none"
+        return ToolError(f"Unknown tool {name!r}. Available tools: {available}.")
 
     def specifications(self) -> tuple[ToolSpecification, ...]:
         return tuple(tool.specification() for tool in self._tools.values())

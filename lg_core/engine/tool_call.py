@@ -19,7 +19,6 @@ from lg_core.content import Text, ToolResult, ToolUse
 from lg_core.engine.codec import error_to_dict
 from lg_core.engine.frames import FrameState
 from lg_core.engine.steps import StepScope, Transition, message_rows
-from lg_core.errors import ToolError
 from lg_core.messages import Message
 from lg_core.result_schema import result_strategy
 from lg_core.store import NewStep
@@ -51,21 +50,21 @@ class ToolCall:
         idempotency_key = f"{scope.run.id}/{scope.key}"
         registry = agent.tool_registry(scope.binding(agent, model, idempotency_key))
         try:
-            outcome = self._execute(agent, registry, _submit_tools(scope.agent_class, model))
+            outcome = self._execute(agent, registry, model)
         finally:
             registry.close()
         return self._record(outcome)
 
-    def _execute(self, agent: Any, registry: Any, submit_tools: tuple[str, ...]) -> ToolOutcome:
+    def _execute(self, agent: Any, registry: Any, model: Any) -> ToolOutcome:
         scope, use = self.scope, self.tool_use
         policy = scope.agent_class._tool_loop_policy
         if policy is not None and policy.watches(use.name):
             # The terminating repeat stops the run here, before the tool body runs again.
             policy.check_may_run(scope.frame.checkpoint.tool_loops, use.name, use.input)
-        try:
-            tool: Tool = registry.fetch(use.name, also_offered=submit_tools)
-        except ToolError as exc:
-            return ToolOutcome.failure(str(exc), "unknown_tool", exc)
+        if use.name not in registry:  # the submit tool is looked up only for this message
+            error = registry.unknown_tool(use.name, also_offered=_submit_tools(scope.agent_class, model))
+            return ToolOutcome.failure(str(error), "unknown_tool", error)
+        tool: Tool = registry.fetch(use.name)
         if tool.at_most_once and not scope.engine.claim_at_most_once(scope):
             return ToolOutcome.failure(OUTCOME_UNKNOWN, "outcome_unknown")
         scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
