@@ -31,6 +31,7 @@ from lg_core.engine.step_failures import attempts_exhausted, failure_record, ret
 from lg_core.engine.steps import StepScope, Transition, run_error_to_dict
 from lg_core.engine.tool_call import ToolCall, _StaleStep
 from lg_core.errors import (
+    CONTROL_FLOW_ERRORS,
     CancelledError,
     ConfigurationError,
     DeadlineExceededError,
@@ -212,8 +213,19 @@ class Engine:
         return run._model
 
     def safe_error_message(self, error: BaseException, run: Run) -> str:
+        """The caller-safe message of the error that ends ``run``: the first hook's answer, else the default.
+
+        A hook that raises defers, as one returning None does, and is logged: the
+        message is asked for while the run's ending is written, so its failure would
+        otherwise leave the run 'running' in the store, with no terminal event.
+        """
         for hook in self.runtime.hooks:
-            message = hook.error_message(error, run)
+            try:
+                message = hook.error_message(error, run)
+            except (Exception, *CONTROL_FLOW_ERRORS) as exc:  # noqa: BLE001 - see above
+                log.warning("%s.error_message raised %s for run %s; using the next hook or the default message",
+                            type(hook).__name__, type(exc).__name__, run.id if run is not None else None, exc_info=exc)
+                continue
             if message is not None:
                 return str(message)
         if isinstance(error, (Error, CancelledError, DeadlineExceededError)) and str(error):

@@ -435,6 +435,39 @@ def test_hook_error_message_is_the_caller_safe_message_of_a_failed_run(hooked_co
     assert terminal.data["error_class"] == "ProviderError"
 
 
+class BrokenMessageHook(Hook):
+    def error_message(self, error, run):
+        raise RuntimeError("the hook's own bug")
+
+
+class LaterHook(Hook):
+    def error_message(self, error, run):
+        return "Support is busy."
+
+
+@pytest.mark.parametrize(
+    ("hooks", "message"),
+    [([BrokenMessageHook], "upstream detail"), ([BrokenMessageHook, LaterHook], "Support is busy.")],
+)
+def test_a_hook_whose_error_message_raises_defers_and_the_run_still_ends_failed(script, caplog, hooks, message):
+    """Runtime::Hook#error_message returns a message "or nil to defer to later hooks and the
+    runtime default"; the Run keeps its failure on ``error`` and the terminal event. A hook
+    that raised instead made ``ask`` raise the hook's error with no terminal event, and left
+    the run 'running' in the store for ever."""
+    configuration = Configuration(hooks=hooks)
+    with with_configuration(configuration):
+        events = []
+        run = agent_for(script([{"error": "upstream detail"}])).ask("Hi", on_event=events.append)
+        stored = lg_core.get_run(run.id)
+    configuration.close()
+
+    assert run.outcome == "failed" and isinstance(run.error, ProviderError)
+    assert stored.outcome == "failed"
+    assert events[-1].type == "run_error"
+    assert events[-1].data["message"] == message
+    assert "BrokenMessageHook.error_message raised RuntimeError" in caplog.text
+
+
 def test_without_a_hook_an_unexpected_error_gets_a_generic_message(config, script):
     class CrashingAgent(Agent):
         model = script([{"text": "ok"}])
