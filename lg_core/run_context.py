@@ -93,7 +93,14 @@ class RunContext:
             self._structured = result
         return result
 
+    @property
     def structured_result(self) -> Any:
+        """The latest validated StructuredResult submitted to this context, or None.
+
+        A property, as :attr:`usage` is (both are the spec's zero-argument readers):
+        as a method, ``context.structured_result`` would be a bound method, truthy
+        whether or not a result was submitted.
+        """
         with self._lock:
             return self._structured
 

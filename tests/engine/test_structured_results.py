@@ -64,6 +64,34 @@ def test_provider_strategy_valid_json_becomes_the_output(config, script):
     assert "structured_result_repair" not in event_types(run)
 
 
+def test_the_run_context_reads_its_structured_result_like_its_usage(config, script):
+    """RunContext#structured_result, like RunContext#usage, is a zero-argument reader: a
+    property here, as usage is and RunResult.structured_result is. As a method,
+    ``context.structured_result`` was a bound method, truthy whether or not a result
+    had been submitted."""
+    seen = []
+
+    class WatchingAgent(Agent):
+        model = script([{"structured": VALID}])
+        result_schema = TRIAGE
+
+        @lg_core.before_model
+        def before(self, payload, context):
+            seen.append(context.structured_result)
+
+        @lg_core.after_invocation
+        def after(self, payload, context):
+            seen.append(context.structured_result)
+
+    run = WatchingAgent.ask("My package is missing.")
+
+    assert run.outcome == "completed"
+    assert seen == [None, run.result.structured_result]
+    context = lg_core.RunContext()
+    assert context.submit_structured_result(run.result.structured_result) is run.result.structured_result
+    assert context.structured_result is run.result.structured_result
+
+
 def test_plain_agent_output_is_the_text(config, script):
     target = script([{"text": "Just text."}])
     run = type("PlainAgent", (Agent,), {"model": target}).ask("Hi")
