@@ -32,6 +32,12 @@ def check_declaration(value: Any, owner: str) -> None:
             f"{value.__qualname__}.tools must be a classmethod (or staticmethod): the registry calls "
             "it on the class, as `@classmethod def tools(cls, binding)`"
         )
+    if isinstance(value, type) and issubclass(value, Tool) and not value.description:
+        # Every registry that builds it would refuse it: fail here, before any run exists.
+        raise ConfigurationError(
+            f"{owner}.tools: {value.__qualname__} (tool {value.tool_name!r}) needs a description for the model; "
+            "set description = '...' on the tool class"
+        )
     if isinstance(value, type) and (issubclass(value, Tool) or is_tool_provider(value)):
         return
     raise ConfigurationError(

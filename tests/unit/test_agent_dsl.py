@@ -204,6 +204,21 @@ def test_a_provider_with_a_static_or_inherited_tools_method_is_accepted():
     assert ProvidersAgent.tools == (StaticTools, InheritedTools)
 
 
+def test_a_declared_tool_without_a_description_fails_at_class_definition(config):
+    """The spec's table: a configuration failure raises before a Run exists; a tool the
+    model cannot be told about (no description) is one. Declared on an agent, it was
+    accepted, and every ask then returned a failed run from its first model turn."""
+
+    class SilentTool(Tool):
+        def call(self, input):
+            return "x"
+
+    with pytest.raises(ConfigurationError, match=r"SilentAgent\.tools: .*SilentTool \(tool .silent.\) needs a description"):
+
+        class SilentAgent(Agent):
+            tools = [LookupTool, SilentTool]
+
+
 def test_a_string_tools_declaration_is_rejected():
     with pytest.raises(ConfigurationError, match="tools entries must be Tool subclasses"):
 
