@@ -72,7 +72,12 @@ class Run:
         self.session_actor_id: str | None = invocation.actor_id
         self.runtime = runtime
         # Checked before a Run exists: a wrong value would be stored as a run that fails at its first check.
-        self.cancellation_token = token_or_new(cancellation_token)
+        token = token_or_new(cancellation_token)
+        # The run's own token, a child of the caller's when one is given: cancelling the
+        # caller's stops the run, while the run stopping itself (cancel(), a consumer that
+        # failed or stopped reading, a cancel requested through the store) leaves the
+        # caller's token, maybe shared with its other runs, alone ("flows only downward").
+        self.cancellation_token = token if cancellation_token is None else token.child()
         self.outcome: str | None = None
         self.response: str | None = None
         self.error: BaseException | None = None
@@ -215,7 +220,7 @@ class Run:
                 yield item
         finally:
             # A consumer that stops at the terminal event stopped nothing: the thread only
-            # ends its publishing, and the token may be the caller's, shared with other runs.
+            # ends its publishing of a run that has ended.
             if thread.is_alive() and not self.finished:
                 self.cancel("the stream consumer stopped reading")
             thread.join()
@@ -242,8 +247,7 @@ class Run:
                     self._on_event(event)
                 except Exception as exc:  # noqa: BLE001 - the run stops cleanly, then ask() raises it
                     self._delivery_error = exc
-                    if outcome is None:  # after the terminal event there is nothing left to stop,
-                        # and the token may be the caller's, shared with its next runs
+                    if outcome is None:  # after the terminal event there is nothing left to stop
                         self.cancellation_token.cancel("the event consumer failed")
 
     def _finish_from(self, outcome: str, data: Any) -> None:
@@ -258,7 +262,10 @@ class Run:
             self.result = result
 
     def cancel(self, reason: str | None = None) -> Run:
-        """Request cooperative cancellation, here and for other processes via the store."""
+        """Request cooperative cancellation, here and for other processes via the store.
+
+        Stops this run only: a token the caller passed in is not cancelled.
+        """
         self.cancellation_token.cancel(reason)
         try:
             self.runtime.cancel(self.id, reason)  # the store's flag, or the end of a pending run

@@ -85,12 +85,17 @@ def test_a_runtime_option_that_is_not_a_runtime_raises_type_error(config, script
     assert agent.ask("Hi", runtime=config.runtime()).completed
 
 
-def test_a_cancellation_token_is_accepted(config, script):
+def test_a_cancellation_token_is_accepted_and_the_run_gets_a_child_of_it(config, script):
+    """The run's own token is a child of the caller's: cancelling the caller's stops the
+    run (test below), cancelling the run's leaves the caller's alone."""
     token = CancellationToken()
     run = agent_for(script([{"text": "ok"}])).ask("Hi", cancellation_token=token)
 
-    assert run.cancellation_token is token
     assert run.completed
+    run.cancellation_token.cancel()
+    assert not token.cancelled
+    token.cancel()
+    assert agent_for(script([{"text": "ok"}])).ask("Hi", cancellation_token=token).cancellation_token.cancelled
 
 
 # -- a build that stops halfway closes what it registered -----------------------------------------
@@ -293,3 +298,73 @@ def test_a_consumer_failing_on_the_terminal_event_leaves_the_callers_token_alone
         agent_for(script([{"text": "ok"}])).ask("Hi", cancellation_token=token, on_event=on_event)
     assert not token.cancelled
     assert agent_for(script([{"text": "again"}])).ask("Hi", cancellation_token=token).outcome == "completed"
+
+
+# -- a run stopping itself leaves the caller's token alone ------------------------------------------
+#
+# CancellationToken: "Cancellation is idempotent and flows only downward." A Run given the
+# caller's token stops when that token is cancelled; the run stopping itself (cancel(), a
+# consumer that failed or stopped reading mid-run) cancelled the caller's token instead,
+# so every later run the caller started with it (a web request's token) was cancelled at once.
+
+
+class _StopTool(Tool):
+    tool_name = "stop"
+    description = "Stop the run."
+
+    def call(self, input):
+        self.run.cancel("the user closed the chat")
+        return "stopping"
+
+
+def _tool_then_text(script, name):
+    return script([{"tool_calls": [{"name": name, "arguments": {}}]}, {"text": "Done."}])
+
+
+def test_a_run_cancelling_itself_leaves_the_callers_token_alone(config, script):
+    token = CancellationToken()
+
+    run = agent_for(_tool_then_text(script, "stop"), tools=[_StopTool]).ask("Go", cancellation_token=token)
+
+    assert run.outcome == "cancelled" and "the user closed the chat" in str(run.error)
+    assert run.cancellation_token.cancelled and not token.cancelled
+    assert agent_for(script([{"text": "again"}])).ask("Hi", cancellation_token=token).completed
+
+
+def test_a_consumer_failing_mid_run_leaves_the_callers_token_alone(config, script):
+    token = CancellationToken()
+
+    def on_event(event):
+        if event.type == "text_delta":
+            raise ValueError("the client went away")
+
+    with pytest.raises(ValueError, match="went away"):
+        agent_for(script([{"text": "Refunds take 30 days."}])).ask("Hi", cancellation_token=token, on_event=on_event)
+    assert not token.cancelled
+    assert agent_for(script([{"text": "again"}])).ask("Hi", cancellation_token=token).completed
+
+
+def test_leaving_a_stream_mid_run_stops_the_run_but_not_the_callers_token(config, script):
+    token = CancellationToken()
+    run = agent_for(script([{"text": "one two three four", "delta_delay": 0.2}])).stream_ask("Hi", cancellation_token=token)
+
+    for event in run:
+        if event.type == "text_delta":
+            break
+
+    assert run.outcome == "cancelled"
+    assert not token.cancelled
+
+
+def test_cancelling_the_callers_token_still_cancels_the_run(config, script):
+    token = CancellationToken()
+
+    def on_event(event):
+        if event.type == "text_delta":
+            token.cancel("the caller gave up")
+
+    run = agent_for(script([{"text": "one two three four", "delta_delay": 0.2}])).ask(
+        "Hi", cancellation_token=token, on_event=on_event
+    )
+
+    assert run.outcome == "cancelled" and "the caller gave up" in str(run.error)
