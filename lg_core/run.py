@@ -414,7 +414,14 @@ def prepared_by(run: Run, hooks: Sequence[Any]) -> Run:
     """
     try:
         for hook in hooks:
-            run = hook.prepare_run(run) or run
+            prepared = hook.prepare_run(run)
+            if prepared is not None and not isinstance(prepared, Run):
+                # Caught here, not later as "'bool' object has no attribute 'call'" with the hooks' resources left open.
+                raise ConfigurationError(
+                    f"{type(hook).__name__}.prepare_run must return the Run it was given (or another Run, or None), "
+                    f"got {type(prepared).__name__}"
+                )
+            run = prepared or run
     except BaseException:
         try:
             run.close()

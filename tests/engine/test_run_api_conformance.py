@@ -128,6 +128,26 @@ def test_a_failing_prepare_run_hook_closes_the_resources_registered_before_it(sc
     assert len(RegisteringHook.closed) == 1
 
 
+class NotARunHook(Hook):
+    def prepare_run(self, run):
+        run.register(closer=lambda: RegisteringHook.closed.append("not-a-run"))
+        return True
+
+
+def test_a_prepare_run_hook_returning_something_else_than_the_run_raises_configuration_error(script):
+    """Runtime::Hook: "return the supplied value when leaving it unchanged". A hook that
+    returned True made ask fail with "AttributeError: 'bool' object has no attribute 'call'",
+    and what the hooks had registered was never closed."""
+    RegisteringHook.closed = []
+    configuration = Configuration(hooks=[RegisteringHook, NotARunHook])
+    with with_configuration(configuration):
+        with pytest.raises(ConfigurationError, match=r"NotARunHook\.prepare_run must return the Run .* got bool"):
+            agent_for(script([{"text": "ok"}])).ask("Hi")
+    configuration.close()
+
+    assert sorted(RegisteringHook.closed, key=str)[-1] == "not-a-run" and len(RegisteringHook.closed) == 2
+
+
 # -- stream_ask runs in the caller's context, as ask does -------------------------------------------
 
 REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
