@@ -70,6 +70,9 @@ class Agent:
     model: ClassVar[Any] = None
     description: ClassVar[str] = ""
     agent_id: ClassVar[str] = "agent"
+    # Agent < Assembly in the spec: its assembly_id is its agent_id (either may be declared), its kind "agent".
+    assembly_id: ClassVar[str] = "agent"
+    assembly_kind: ClassVar[str] = "agent"
     system_prompt: ClassVar[Any] = None
     tools: ClassVar[Sequence[Any]] = ()
     limits: ClassVar[Mapping[str, int]] = DEFAULT_LIMITS
@@ -84,10 +87,7 @@ class Agent:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own = vars(cls)
-        if "agent_id" not in own:
-            cls.agent_id = default_agent_id(cls.__name__)
-        elif not isinstance(cls.agent_id, str) or not _ID.fullmatch(cls.agent_id):
-            raise ConfigurationError(f"{cls.__qualname__}.agent_id must be 1-64 lowercase letters, digits, '_' or '-'")
+        cls.agent_id = cls.assembly_id = _declared_id(cls, own)
         cls._check_model(own.get("model", cls.model))
         _check_select_model(own.get("select_model"), cls.__qualname__)
         cls.tools = _merge_tools(cls)
@@ -378,6 +378,18 @@ def default_agent_id(class_name: str) -> str:
     """``CustomerSupportAgent`` -> ``customer_support``."""
     snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", class_name).lower()
     return snake[: -len("_agent")] if snake.endswith("_agent") and snake != "_agent" else snake
+
+
+def _declared_id(cls: type, own: Mapping[str, Any]) -> str:
+    """The class's agent_id (the spec's Assembly.assembly_id too): declared as either, else derived from its name."""
+    if "agent_id" in own and "assembly_id" in own and own["agent_id"] != own["assembly_id"]:
+        raise ConfigurationError(f"{cls.__qualname__}: assembly_id and agent_id name the same identifier; declare one of them")
+    declared = own.get("agent_id", own.get("assembly_id"))
+    if declared is None and "agent_id" not in own and "assembly_id" not in own:
+        return default_agent_id(cls.__name__)
+    if not isinstance(declared, str) or not _ID.fullmatch(declared):
+        raise ConfigurationError(f"{cls.__qualname__}.agent_id must be 1-64 lowercase letters, digits, '_' or '-'")
+    return declared
 
 
 def _check_select_model(chooser: Any, owner: str) -> None:

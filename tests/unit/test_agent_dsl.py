@@ -96,6 +96,30 @@ def test_agent_id_override_is_kept_and_subclasses_derive_their_own():
     assert BillingSupportAgent.agent_id == "billing_support"
 
 
+def test_an_agent_is_an_assembly_with_its_id_and_kind():
+    """Agent < Assembly: Assembly.assembly_id ("derive it from their underscored class name
+    without their type suffix") and Assembly.assembly_kind (:agent) were missing, so
+    telemetry code ported from the spec failed with AttributeError."""
+
+    class CustomerSupportAgent(Agent):
+        pass
+
+    class RenamedAgent(Agent):
+        agent_id = "support-v2"
+
+    class ByAssemblyIdAgent(Agent):
+        assembly_id = "triage"
+
+    assert (CustomerSupportAgent.assembly_id, CustomerSupportAgent.assembly_kind) == ("customer_support", "agent")
+    assert RenamedAgent.assembly_id == "support-v2"
+    assert (ByAssemblyIdAgent.agent_id, ByAssemblyIdAgent.assembly_id) == ("triage", "triage")
+    with pytest.raises(ConfigurationError, match="assembly_id and agent_id name the same identifier"):
+
+        class BothAgent(Agent):
+            agent_id = "one"
+            assembly_id = "two"
+
+
 @pytest.mark.parametrize("bad", ["Support", "has space", "", "-leading", "x" * 65, 5, None])
 def test_invalid_agent_id_is_rejected(bad):
     with pytest.raises(
