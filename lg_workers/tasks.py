@@ -10,10 +10,17 @@ the step is retried by redelivery or by the sweeper.
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from celery import Task, shared_task
 
+from lg_core.errors import RunNotFoundError
+from lg_core.urls import safe_url
 from lg_workers import faults
 from lg_workers.runtime import worker_runtime
+
+log = logging.getLogger("lg_workers.tasks")
 
 
 def run_step(run_id: str, step_key: str, redelivered: bool = True) -> str:
@@ -21,8 +28,27 @@ def run_step(run_id: str, step_key: str, redelivered: bool = True) -> str:
     outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered)
     if outcome == "executed":
         faults.point("after_commit")  # test-only crash window (LG_FAULT); inert otherwise
+    elif outcome == "missing":
+        warn_if_unknown_run(runtime, run_id, step_key)
     runtime.backend.publish(successors)
     return outcome
+
+
+def warn_if_unknown_run(runtime: Any, run_id: str, step_key: str) -> None:
+    """Say so when a task names a run this worker's store does not hold.
+
+    The process that started the run wrote it to another store (a different
+    LG_RUN_STORE, or a relative SQLite path read from another directory): the
+    step is dropped here, so the run would stay 'running' with nothing in any log.
+    """
+    try:
+        runtime.store.load_run(run_id)
+    except RunNotFoundError:
+        log.warning(
+            "step %s names run %s, which is not in this worker's run store %s; the process that started "
+            "it uses another run_store: give every process (web app, workers, scheduler) the same LG_RUN_STORE",
+            step_key, run_id, safe_url(runtime.configuration.run_store),
+        )
 
 
 def redelivered(task: Task) -> bool:
@@ -53,4 +79,4 @@ def advance(run_id: str) -> str:
     return f"published {len(steps)}"
 
 
-__all__ = ["advance", "model_turn", "redelivered", "run_step", "tool_call"]
+__all__ = ["advance", "model_turn", "redelivered", "run_step", "tool_call", "warn_if_unknown_run"]

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 import dist_app
 import pytest
 
-from lg_core import ExecutionState, get_execution
+from lg_core import Configuration, ExecutionState, get_execution, with_configuration
 from lg_core.errors import (
     AgentInterjectionError,
     ConfigurationError,
@@ -411,6 +411,35 @@ def test_an_agent_no_worker_can_import_is_refused_before_its_run_exists(dist):
         with pytest.raises(RunNotFoundError):
             get_execution(f"never-{agent.__name__}")
     assert dist_app.EchoAgent.start_execution("Hello").run_id  # a module-level agent still starts
+
+
+def test_a_broker_with_the_default_in_memory_store_is_refused_before_its_run_exists(dist):
+    """LG_BROKER_URL set but LG_RUN_STORE forgotten: the run went into this process's in-memory
+    store and onto the queue, every worker that took its step found no such run and dropped it,
+    and the execution stayed 'running' forever with nothing in any log."""
+    config = Configuration(run_store="sqlite://", broker_url=dist.redis.url)  # the default store
+    with with_configuration(config):
+        with pytest.raises(ConfigurationError, match="in-memory.*LG_RUN_STORE.*unset broker_url"):
+            dist_app.EchoAgent.start_execution("Hello", run_id="never-in-memory")
+        with pytest.raises(RunNotFoundError):
+            get_execution("never-in-memory")
+    config.close()
+    assert dist_app.EchoAgent.start_execution("Hello").run_id  # with the shared store it starts
+
+
+def test_a_worker_says_so_when_a_run_it_is_sent_is_not_in_its_store(dist, workers, tmp_path):
+    """A web process on another store (a relative SQLite path, another database) enqueued runs
+    the workers silently dropped: the run stayed 'running' and no log said why."""
+    config = Configuration(run_store=f"sqlite:///{tmp_path / 'elsewhere.db'}", broker_url=dist.redis.url)
+    with with_configuration(config):
+        run_id = dist_app.EchoAgent.start_execution("Hello").run_id
+    config.close()
+    expected = f"names run {run_id}, which is not in this worker's run store"
+    deadline = time.monotonic() + 60
+    while not any(expected in worker.log.read_text() for worker in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    logs = "".join(worker.log.read_text() for worker in workers)
+    assert expected in logs and "the same LG_RUN_STORE" in logs
 
 
 def test_the_execution_state_of_the_starting_request_reaches_the_workers(dist, workers):
