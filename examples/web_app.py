@@ -41,7 +41,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Header, Path, Query, Request, Response
+from fastapi import FastAPI, Header, HTTPException, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -159,7 +159,7 @@ def create_app(agents: Mapping[str, type[Agent]] | None = None) -> FastAPI:
 
     @app.get("/runs/{run_id}", response_model=RunView)
     async def show_run(run_id: RunId) -> RunView:
-        record = await (await get_execution_async(run_id)).record_async()
+        record = await (await _find_run(run_id)).record_async()
         error = (record.error or {}).get("name")
         return RunView(
             run_id=run_id, state=state_of(record), outcome=record.outcome, response=record.response, error=error, events=record.event_seq
@@ -171,7 +171,7 @@ def create_app(agents: Mapping[str, type[Agent]] | None = None) -> FastAPI:
         after: AfterQuery = None,
         last_event_id: LastEventIdHeader = None,
     ) -> Response:
-        execution = await get_execution_async(run_id)
+        execution = await _find_run(run_id)
         resume_from = last_event_id or after  # a reconnecting browser sends Last-Event-ID
         record = await execution.record_async()
         seen, _position = check_event_id(resume_from, record)  # 422 before the stream starts
@@ -191,7 +191,7 @@ def create_app(agents: Mapping[str, type[Agent]] | None = None) -> FastAPI:
     async def interject(
         body: Interjection, run_id: RunId, idempotency_key: Annotated[str | None, Header()] = None
     ) -> InterjectionAccepted:
-        execution = await get_execution_async(run_id)
+        execution = await _find_run(run_id)
         seq = await execution.interject_async(body.message, metadata=body.metadata, interjection_id=idempotency_key)
         return InterjectionAccepted(run_id=run_id, seq=seq)
 
@@ -202,7 +202,7 @@ def create_app(agents: Mapping[str, type[Agent]] | None = None) -> FastAPI:
         response: Response,
         wait: Annotated[float, Query(ge=0, le=60, description="Seconds to wait for the reply.")] = 25,
     ) -> InterjectionReply:
-        execution = await get_execution_async(run_id)
+        execution = await _find_run(run_id)
         try:
             reply = await execution.reply_async(seq, timeout=wait)
         except DeadlineExceededError:
@@ -219,10 +219,22 @@ def create_app(agents: Mapping[str, type[Agent]] | None = None) -> FastAPI:
 
     @app.post("/runs/{run_id}/cancel", status_code=202, response_model=CancelAccepted)
     async def cancel(run_id: RunId) -> CancelAccepted:
-        execution = await (await get_execution_async(run_id)).cancel_async()
+        execution = await (await _find_run(run_id)).cancel_async()
         return CancelAccepted(run_id=run_id, state=state_of(await execution.record_async()))
 
     return app
+
+
+async def _find_run(run_id: str) -> lg_core.Execution:
+    """The run's Execution, or 404 naming only the id.
+
+    The store's own message also names the run store (host, user, database):
+    for operators and logs, not for whoever sends a request.
+    """
+    try:
+        return await get_execution_async(run_id)
+    except RunNotFoundError:
+        raise HTTPException(status_code=404, detail=f"no run with id {run_id!r}") from None
 
 
 def _server_sent(event: StreamEvent) -> ServerSentEvent:

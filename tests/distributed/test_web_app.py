@@ -202,8 +202,9 @@ def test_error_statuses(web):
     for method, path in (("GET", "/runs/nope"), ("GET", "/runs/nope/events"), ("POST", "/runs/nope/cancel")):
         response = web.client.request(method, path)
         assert response.status_code == 404, (path, response.text)
-        assert "nope" in response.json()["detail"]
-    assert web.client.post("/runs/nope/interject", json={"message": "hi"}).status_code == 404
+        assert response.json()["detail"] == "no run with id 'nope'"  # never the run store's URL
+    interjected = web.client.post("/runs/nope/interject", json={"message": "hi"})
+    assert interjected.status_code == 404 and "run store" not in interjected.text
 
     for body in ({}, {"agent": "steps"}, {"agent": "steps", "message": ""}, {"agent": "steps", "message": "x", "extra": 1},
                  {"agent": "steps", "message": "x", "context": "not an object"}, {"agent": "other", "message": "x"}):
