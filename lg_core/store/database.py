@@ -252,6 +252,19 @@ def parse_store_url(url: str, message: str, error: type[Exception] = Configurati
     raise error(message.format(url=safe_url(url), reason=reason)) from None
 
 
+def _unsupported_store(url: str, dialect: str) -> str:
+    """Why ``url`` cannot be a run store, with the URL to write instead."""
+    if dialect == "postgres":  # Heroku-style URLs: SQLAlchemy knows only the postgresql scheme
+        return (
+            f"run_store {safe_url(url)} uses the scheme postgres://, which SQLAlchemy does not accept; "
+            "write it as postgresql+psycopg://user@host/db"
+        )
+    return (
+        f"run_store supports SQLite and PostgreSQL, got {dialect!r} ({safe_url(url)}); use "
+        "'sqlite:///path/to/runs.db' or 'postgresql+psycopg://user@host/db'"
+    )
+
+
 def _check_sqlite_path(url: str, database: str) -> None:
     """A SQLite file store in a missing directory (or at a directory) is a ConfigurationError that
     says so, not SQLite's "unable to open database file" when the first connection opens."""
@@ -281,7 +294,7 @@ class Database:
         self.url = url
         self.dialect_name = parsed.get_backend_name()
         if self.dialect_name not in ("sqlite", "postgresql"):
-            raise ConfigurationError(f"run_store supports SQLite and PostgreSQL, got {self.dialect_name!r}")
+            raise ConfigurationError(_unsupported_store(url, self.dialect_name))
         self.in_memory = self.dialect_name == "sqlite" and parsed.database in (None, "", ":memory:")
         if self.dialect_name == "sqlite" and not self.in_memory and "uri" not in parsed.query:
             _check_sqlite_path(url, parsed.database)
@@ -328,6 +341,11 @@ class Database:
             timeout = {} if "connect_timeout" in make_url(url).query else {"connect_timeout": POSTGRES_CONNECT_TIMEOUT}
             return create_engine(url, pool_size=10, max_overflow=20, connect_args=timeout)
         except ModuleNotFoundError as exc:
+            if exc.name != "psycopg":  # another driver named in the URL (postgresql+psycopg2://, +asyncpg://)
+                raise ConfigurationError(
+                    f"run_store {safe_url(url)} names the PostgreSQL driver {exc.name!r}, which is not installed; "
+                    "LittleGhost uses psycopg 3: write the URL as postgresql+psycopg://user@host/db"
+                ) from None
             raise ConfigurationError(
                 f"the PostgreSQL driver is not installed ({exc.name}); pip install 'littleghost[postgres]'"
             ) from None
@@ -342,9 +360,24 @@ class Database:
         cursor.close()
 
     def create_schema(self) -> None:
-        """Create or migrate the schema (an in-memory store is simply created)."""
+        """Create or migrate the schema (an in-memory store is simply created).
+
+        A server that is down, a wrong port or a missing database fails here, where
+        the runtime is built: a ConfigurationError naming the store and the server's
+        reason, rather than SQLAlchemy's OperationalError out of ``start_execution``.
+        """
+        from sqlalchemy.exc import OperationalError
+
         from lg_core.store.migrate import migrate
 
+        try:
+            with self.engine.connect():
+                pass
+        except OperationalError as exc:
+            raise ConfigurationError(
+                f"cannot open the run store {safe_url(self.url)} (check run_store or LG_RUN_STORE, that its "
+                f"server is running and that the database exists): {str(exc.orig or exc).strip()}"
+            ) from exc
         migrate(self.engine, in_memory=self.in_memory)
 
     def prepared(self, name: str) -> Prepared:
