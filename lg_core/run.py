@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import queue
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -456,11 +457,26 @@ def import_entrypoint(path: str) -> type:
             f"cannot import the run's entrypoint {path!r} ({exc}); agents whose runs are resumed "
             "elsewhere must be defined at module level in an importable module (not __main__ or a function), "
             f"and every process that continues the run must import it: `lg worker --import {module}` "
-            f"(or LG_IMPORTS={module}) for workers"
+            f"(or LG_IMPORTS={module}) for workers{_stale_code_hint(exc, module)}"
         ) from None
     if not isinstance(target, type):
         raise RunStateError(f"entrypoint {path!r} is not a class")
     return target
+
+
+def _stale_code_hint(error: BaseException, module: str) -> str:
+    """The likely cause when the module imports but lacks the class: this process runs older code.
+
+    A worker imports the application once, when it starts; a class added (or
+    renamed) since then is missing from its copy of the module, though the
+    process that started the run, with the current code, found it.
+    """
+    if not isinstance(error, AttributeError) or module not in sys.modules:
+        return ""
+    return (
+        f". If the class was added or renamed after this process imported {module}, restart it to load the "
+        "current code (`lg stack down` then `lg stack up`, or restart `lg worker`); the run goes on once it can"
+    )
 
 
 def check_importable_elsewhere(cls: type) -> None:

@@ -23,6 +23,7 @@ from lg_core.engine.step_failures import (
 from lg_core.errors import ConfigurationError, RunStateError
 from lg_core.identity import hostname
 from lg_core.providers import scripted
+from lg_core.run import import_entrypoint
 from tests.engine.numbered_tool import NumberedTool, numbered_calls
 
 scripted.register("step-attempts", numbered_calls(1))
@@ -112,6 +113,17 @@ def test_an_attempt_that_raises_gives_its_step_back_with_its_error(stack):
         worker.engine.execute_claimed(ref.run_id, ref.key)
     _status, _holder, attempts, dispatch_after = _step_row(client, ref.run_id, ref.key)
     assert attempts == 2 and dispatch_after >= time.time() + 1  # 2 s this time
+
+
+def test_a_class_missing_from_a_module_the_worker_imported_says_to_restart_the_worker():
+    """A worker imports the application when it starts: an agent added to the module since was
+    reported only as "has no attribute", and restarting the workers was left to be guessed."""
+    with pytest.raises(RunStateError, match=r"has no attribute 'AddedLaterAgent'.*restart it") as caught:
+        import_entrypoint("tests.engine.numbered_tool:AddedLaterAgent")
+    assert "lg stack down" in str(caught.value)
+    with pytest.raises(RunStateError) as missing_module:
+        import_entrypoint(MISSING)
+    assert "restart" not in str(missing_module.value)  # nothing imported: the module name is the fault
 
 
 def test_a_step_out_of_attempts_fails_its_run_and_a_retry_starts_the_count_again(stack):
