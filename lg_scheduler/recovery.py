@@ -63,8 +63,18 @@ def relay_outbox(store: RunStore, publisher: Publisher, *, limit: int = 500) -> 
     steps = store.relay_due_steps(limit)
     _send(publisher, steps)
     for step in steps:
-        log.info("relayed %s of run %s (its message was not delivered)", step.key, step.run_id)
+        log.info("relayed %s of run %s (%s)", step.key, step.run_id, _why_relayed(step))
     return len(steps)
+
+
+def _why_relayed(step: StepRecord) -> str:
+    """Why a scheduled step needed the relay: its last attempt raised and waited out its retry delay,
+    or its message never reached a worker (a log that says "not delivered" of a step that keeps
+    failing sends its reader after the broker instead of the error)."""
+    error = step.error or {}
+    if step.attempts and error.get("attempt") == step.attempts:
+        return f"attempt {step.attempts + 1}; attempt {step.attempts} raised {error.get('name')}: `lg runs show {step.run_id}`"
+    return "its message was not delivered"
 
 
 def sweep_leases(

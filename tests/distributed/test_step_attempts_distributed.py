@@ -8,6 +8,7 @@ the step again every lease, and the run stayed `running` for ever.
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
@@ -29,7 +30,7 @@ class OnlyOnTheClientAgent(Agent):
 """
 
 
-def test_a_run_workers_cannot_import_fails_after_its_attempts_and_retries_once_fixed(dist, tmp_path, monkeypatch):
+def test_a_run_workers_cannot_import_fails_after_its_attempts_and_retries_once_fixed(dist, tmp_path, monkeypatch, caplog):
     module = f"client_only_{uuid.uuid4().hex[:8]}"
     app_dir = tmp_path / "client_only"
     app_dir.mkdir()
@@ -42,10 +43,14 @@ def test_a_run_workers_cannot_import_fails_after_its_attempts_and_retries_once_f
     execution = agent.start_execution("Hello")
     store = dist.config.runtime().store
     deadline = time.monotonic() + 60
-    while store.load_run(execution.run_id).status == "running":
-        assert time.monotonic() < deadline, "the run was still retried after its attempts"
-        scheduler.run_once()  # the relay sends the step again once its retry delay passed
-        time.sleep(0.2)
+    with caplog.at_level(logging.INFO, logger="lg_scheduler.recovery"):
+        while store.load_run(execution.run_id).status == "running":
+            assert time.monotonic() < deadline, "the run was still retried after its attempts"
+            scheduler.run_once()  # the relay sends the step again once its retry delay passed
+            time.sleep(0.2)
+    # The relay's log names the failing attempt, not an undelivered message.
+    assert f"of run {execution.run_id} (attempt 2; attempt 1 raised RunStateError" in caplog.text
+    assert "not delivered" not in caplog.text
 
     run = execution.wait(timeout=10)
     assert run.failed and type(run.error).__name__ == "RunStateError"
