@@ -9,6 +9,9 @@ real answers.
 
 from __future__ import annotations
 
+import re
+import time
+
 from lg_core import Agent, Tool
 from lg_core.providers import scripted
 
@@ -31,15 +34,43 @@ class HelpCenterLookupTool(Tool):
         return HELP_CENTER[input["topic"]]
 
 
+# How long an order lookup takes. The help center answers at once, so a run about it ends
+# before a second curl can interject or cancel; a question naming an order ("Where is order
+# 481?") waits on this slow back-end long enough to try both by hand.
+ORDER_LOOKUP_SECONDS = 10.0
+
+
+class OrderStatusTool(Tool):
+    description = "Look up the shipping status of an order (a slow back-end)."
+    input_schema = {
+        "type": "object",
+        "properties": {"order_id": {"type": "string", "pattern": "^[0-9]{1,12}$"}},
+        "required": ["order_id"],
+        "additionalProperties": False,
+    }
+
+    def call(self, input):
+        # A long-running tool checks for cancellation while it waits, so a cancel stops it now.
+        deadline = time.monotonic() + ORDER_LOOKUP_SECONDS
+        while time.monotonic() < deadline:
+            self.context.check()
+            time.sleep(0.1)
+        return f"Order {input['order_id']} shipped yesterday."
+
+
 def _support_turn(request) -> dict:
-    """Look the topic up, then answer from the help center (noting any interjection)."""
+    """Look the order or topic up, then answer from what it said (noting any interjection)."""
     question = next(m.text for m in request.messages if m.role == "user" and m.text)
+    order = re.search(r"order\D{0,3}(\d{1,12})", question, re.IGNORECASE)
     topic = "shipping" if "ship" in question.lower() else "refunds"
     if int(request.metadata.get("sequence", 0)) == 0:
+        if order:
+            return {"tool_calls": [{"name": "order_status", "arguments": {"order_id": order.group(1)}}]}
         return {"tool_calls": [{"name": "help_center_lookup", "arguments": {"topic": topic}}]}
     last = request.messages[-1]
     added = last.role == "user" and last.text and last.text != question
-    return {"text": HELP_CENTER[topic] + (f" (You added: {last.text})" if added else "")}
+    answer = f"Order {order.group(1)} shipped yesterday." if order else HELP_CENTER[topic]
+    return {"text": answer + (f" (You added: {last.text})" if added else "")}
 
 
 scripted.register("web-support", _support_turn)
@@ -48,4 +79,4 @@ scripted.register("web-support", _support_turn)
 class SupportAgent(Agent):
     model = "scripted:web-support"
     system_prompt = "Check the help center before stating company guidance."
-    tools = [HelpCenterLookupTool]
+    tools = [HelpCenterLookupTool, OrderStatusTool]

@@ -26,13 +26,13 @@ AGENTS = "steps=dist_app:StepAgent,gates=dist_app:GateAgent"
 class WebApp:
     """``uvicorn --factory examples.web_app:create_app`` on a local port."""
 
-    def __init__(self, dist) -> None:
+    def __init__(self, dist, agents: str = AGENTS) -> None:
         self.port = free_port()
         self.log = dist.tmp_path / "web.log"
         argv = [sys.executable, "-m", "uvicorn", "--factory", "examples.web_app:create_app",
                 "--host", "127.0.0.1", "--port", str(self.port)]
         with self.log.open("w") as log:
-            self.process = subprocess.Popen(argv, cwd=ROOT, env=dist.env(LG_WEB_AGENTS=AGENTS), stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(argv, cwd=ROOT, env=dist.env(LG_WEB_AGENTS=agents), stdout=log, stderr=subprocess.STDOUT)
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=30)
         self._wait_ready()
 
@@ -233,3 +233,34 @@ def test_a_browser_reconnecting_after_the_run_ended_is_told_to_stop(web):
 
     assert again.status_code == 204 and again.content == b""
     assert middle.status_code == 200 and "event: run_stop" in middle.text
+
+
+@pytest.fixture
+def example_web(dist):
+    """The app as examples/README.md runs it: its own agents, on workers that import them."""
+    dist.start_workers(pool="threads", concurrency=4, PYTHONPATH=f"{ROOT}:{dist.env()['PYTHONPATH']}")
+    app = WebApp(dist, agents="support=examples.web_agents:SupportAgent")
+    yield app
+    app.stop()
+
+
+def test_the_examples_readme_can_interject_and_cancel_its_own_agent(example_web):
+    """The README's interject and cancel commands used to meet a run that had already ended (its
+    agent answers in well under a second): 409 and a finished run, whatever one typed."""
+    web = example_web
+    quick = web.start("support", "Can I get a refund?")
+    assert web.events(quick)[-1].event == "run_stop"
+    assert web.client.get(f"/runs/{quick}").json()["response"] == "Refunds are available within 30 days of purchase."
+
+    run_id = web.start("support", "Where is order 481?")
+    web.events(run_id, until="tool_execution_start")  # the slow order lookup has begun
+    accepted = web.client.post(f"/runs/{run_id}/interject", json={"message": "Also check shipping"})
+    reply = web.client.get(f"/runs/{run_id}/interjections/1/reply", params={"wait": 60})
+    assert accepted.status_code == 202 and accepted.json()["seq"] == 1
+    assert reply.json()["text"] == "Order 481 shipped yesterday. (You added: Also check shipping)"
+
+    doomed = web.start("support", "Where is order 482?")
+    web.events(doomed, until="tool_execution_start")
+    assert web.client.post(f"/runs/{doomed}/cancel").status_code == 202
+    assert web.events(doomed)[-1].event == "run_cancel"  # the lookup saw the cancel and stopped
+    assert web.client.get(f"/runs/{doomed}").json()["outcome"] == "cancelled"
