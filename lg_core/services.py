@@ -109,30 +109,11 @@ class Runtime:
 
     def begin(self, run: Run, *, distributed: bool = False) -> list[Any]:
         """Run the execution hooks and persist ``run``; returns its first steps."""
-        if distributed:
-            self._check_shared_store()
-            if run.entrypoint_class is not None:
-                check_importable_elsewhere(run.entrypoint_class)  # workers continue it from its import path
+        if distributed and run.entrypoint_class is not None:
+            check_importable_elsewhere(run.entrypoint_class)  # workers continue it from its import path
         for hook in self.hooks:
             hook.prepare_execution(run)
         return self.engine.start(run, distributed=distributed)
-
-    def _check_shared_store(self) -> None:
-        """Refuse to hand a run to the workers when they cannot see it.
-
-        LG_BROKER_URL set but LG_RUN_STORE forgotten leaves the default in-memory
-        store: the run was stored there and enqueued, and every worker that took
-        its step found no such run and dropped it, so it stayed 'running' forever
-        with nothing in any log. Refused before the run exists, with how to fix it.
-        """
-        if self.store.in_memory:
-            raise ConfigurationError(
-                "broker_url is set but run_store is the default in-memory SQLite store, private to this "
-                "process, so no worker could read the run; set run_store (LG_RUN_STORE, run_store in lg.yaml "
-                "or configure(run_store=...)) to the store the workers use, e.g. "
-                "postgresql+psycopg://USER@HOST/DB (`. .lg/stack/env` after `lg stack up`), "
-                "or unset broker_url to run executions on threads here"
-            )
 
     # -- background executions ------------------------------------------------------
 

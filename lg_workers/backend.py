@@ -15,6 +15,7 @@ import kombu.exceptions
 import redis
 
 from lg_core.engine.dispatcher import StepRef
+from lg_core.errors import ConfigurationError
 from lg_core.rate_limit import RedisLimiter
 from lg_workers.celery_app import create_app
 from lg_workers.queues import queue_for
@@ -37,6 +38,24 @@ if TYPE_CHECKING:
     from lg_core.services import Runtime
 
 
+def check_shared_store(store: Any) -> None:
+    """Refuse to hand a run to the workers when they cannot read it.
+
+    LG_BROKER_URL set but LG_RUN_STORE forgotten leaves the default in-memory
+    store: the run was stored there and enqueued, every worker that took its
+    step found no such run and dropped it, and it stayed 'running' forever with
+    nothing in any log. Refused before the run exists, with how to fix it.
+    """
+    if store.in_memory:
+        raise ConfigurationError(
+            "broker_url is set but run_store is the default in-memory SQLite store, private to this "
+            "process, so no worker could read the run; set run_store (LG_RUN_STORE, run_store in lg.yaml "
+            "or configure(run_store=...)) to the store the workers use, e.g. "
+            "postgresql+psycopg://USER@HOST/DB (`. .lg/stack/env` after `lg stack up`), "
+            "or unset broker_url to run executions on threads here"
+        )
+
+
 class CeleryBackend:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -57,6 +76,7 @@ class CeleryBackend:
         tell the caller the run did not start, and a retry would start a second
         one. The scheduler's relay sends the step once the broker is back.
         """
+        check_shared_store(self.runtime.store)
         refs = self.runtime.begin(run, distributed=True)
         try:
             self.publish(refs)
@@ -155,4 +175,4 @@ class CeleryBackend:
         self.redis.close()
 
 
-__all__ = ["CeleryBackend"]
+__all__ = ["CeleryBackend", "check_shared_store"]
