@@ -208,7 +208,8 @@ def require_durable_store(url: str, origin: str = "--store / LG_RUN_STORE") -> N
     if parsed.database in (None, "", ":memory:"):
         raise UsageError(
             "no run store configured: runs live in a durable store; pass --store sqlite:///path/to/runs.db "
-            "(or set LG_RUN_STORE) naming the store your runs were written to"
+            "or postgresql+psycopg://USER@HOST/DB (or set LG_RUN_STORE) naming the store your runs were "
+            "written to; for the local stack, `. .lg/stack/env` in the directory of `lg stack up` sets it"
         )
     if not Path(parsed.database).exists():
         raise UsageError(

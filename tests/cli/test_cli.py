@@ -252,7 +252,8 @@ def test_an_unimportable_module_from_lg_yaml_names_the_file(
     "command", [["list"], ["show", "x"], ["events", "x"], ["resume", "x"], ["cancel", "x"]]
 )
 def test_runs_commands_need_a_durable_store(command: list[str]) -> None:
-    assert_usage_error(lg("runs", *command), "no run store configured", "--store sqlite:///")
+    # A shell opened beside `lg stack up` needs the stack's env file, not a SQLite path.
+    assert_usage_error(lg("runs", *command), "no run store configured", "--store sqlite:///", ". .lg/stack/env")
 
 
 def test_an_emptied_lg_run_store_means_unset() -> None:
