@@ -135,8 +135,18 @@ def check_imports(stack: LocalStack, imports: list[str] | None) -> None:
 def stack_down(directory: DirOption = DEFAULT_DIR) -> None:
     """Stop every stack process (SIGTERM, then SIGKILL after 20 s); data is kept for the next up."""
     info = error_console()
-    stopped = LocalStack(directory).down(progress=info.print)
-    info.print("stack stopped" if stopped else f"nothing was running in {directory}", highlight=False)
+    stack = LocalStack(directory)
+    stopped = stack.down(progress=info.print)
+    if stopped:
+        info.print("stack stopped", highlight=False)
+    elif stack.load_settings() is None:
+        # Run from another directory than `up` was: the stack is still running somewhere else.
+        info.print(
+            f"nothing was running in {stack.root}: no stack was started there; run `lg stack down` in the "
+            "directory where you ran `lg stack up`, or pass --dir", highlight=False, soft_wrap=True,
+        )
+    else:
+        info.print(f"nothing was running in {stack.root}", highlight=False)
 
 
 @stack_app.command("status")
@@ -152,6 +162,11 @@ def stack_status(directory: DirOption = DEFAULT_DIR) -> None:
     settings = stack.load_settings()
     if settings is not None:
         output_console().print(f"flower {settings.flower_url}   env file {stack.env_file}", highlight=False)
+    else:
+        error_console().print(
+            f"no stack was started in {stack.root}; run `lg stack status` in the directory where you ran "
+            "`lg stack up`, or pass --dir", highlight=False, soft_wrap=True,
+        )
     raise typer.Exit(0 if all(state.alive for state in states) else 1)
 
 

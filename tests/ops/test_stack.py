@@ -97,10 +97,18 @@ def test_stack_cli_rejects_bad_input(tmp_path):
     status = lg("stack", "status", "--dir", empty)
     assert status.returncode == 1
     assert "stopped" in status.stdout
+    assert f"no stack was started in {empty}" in status.stderr and "or pass --dir" in status.stderr
 
     down = lg("stack", "down", "--dir", empty)
     assert down.returncode == 0
     assert "nothing was running" in down.stderr
+
+    # `lg stack down` in another directory than `up` ran in: it used to say only
+    # "nothing was running in .lg/stack" while the stack ran on elsewhere.
+    elsewhere = lg("stack", "down", cwd=tmp_path)
+    assert elsewhere.returncode == 0
+    assert f"nothing was running in {tmp_path / '.lg' / 'stack'}: no stack was started there" in elsewhere.stderr
+    assert "where you ran `lg stack up`, or pass --dir" in elsewhere.stderr
 
     for bad in (["--redis-port", "0"], ["--concurrency", "0"], ["--flower-port", "70000"]):
         result = lg("stack", "up", "--dir", empty, *bad)
