@@ -524,12 +524,14 @@ REPLAY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         and_(messages.c.frame_id == bindparam("frame_id"), messages.c.seq >= bindparam("from_seq"))
     ),
     # Back to the outbox. ``attempts`` drops to at most 1: an at_most_once call that started
-    # stays "started" (its next claim is attempt 2), and the attempt limit counts afresh.
+    # stays "started" (its next claim is attempt 2), and the attempt limit counts afresh. A
+    # model turn starts from 0: its next claim is a first attempt, not a re-execution after a
+    # crash (which would announce a model_retry superseding text the retried run never streamed).
     "reschedule_step": lambda: update(steps)
     .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key")))
     .values(
         status="scheduled",
-        attempts=case((steps.c.attempts > 1, 1), else_=steps.c.attempts),
+        attempts=case((steps.c.kind == "model", 0), (steps.c.attempts > 1, 1), else_=steps.c.attempts),
         holder=null(),
         lease_until=null(),
         result=null(),

@@ -39,6 +39,7 @@ def test_retry_and_fork_execute_on_the_workers(dist, tmp_path):
     assert events[0].type == "run_retried" and events[-1].type == "run_stop"
     assert events[0].data["step"] == "root/turn-3/model"
     assert "text_delta" in {e.type for e in events}, "the retried turn streamed live"
+    assert "model_retry" not in {e.type for e in events}, "a retried turn is a first attempt, not a crash's re-run"
     assert step_counts(dist) == Counter(range(replay_dist_app.TOOL_TURNS)), "no committed step ran again"
     types = [e.type for e in run.events()]
     assert types.index("run_error") + 1 == types.index("run_retried") and types[-1] == "run_stop"
