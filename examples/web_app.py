@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 import lg_core
-from lg_core import Agent, StreamEvent
+from lg_core import Agent, StreamEvent, get_execution_async
 from lg_core.errors import (
     AgentInterjectionError,
     ConfigurationError,
@@ -59,7 +59,6 @@ from lg_core.execution import (
     MAX_INTERJECTION_NUMBER,
     check_event_id,
     event_json,
-    get_execution_async,
     state_of,
 )
 

@@ -36,7 +36,7 @@ from lg_core.datamap import DataMap
 from lg_core.errors import *  # noqa: F403 - the error hierarchy is public API
 from lg_core.errors import __all__ as _error_names
 from lg_core.events import EVENT_TYPES, StreamEvent
-from lg_core.execution import Execution
+from lg_core.execution import Execution, get_execution_async
 from lg_core.execution_state import ExecutionState
 from lg_core.interjections import InterjectionResult
 from lg_core.invocation import Invocation
@@ -154,6 +154,7 @@ __all__ = [
     "configure",
     "fork",
     "get_execution",
+    "get_execution_async",
     "get_run",
     "list_runs",
     "prune_runs",

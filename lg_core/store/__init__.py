@@ -1,5 +1,6 @@
 """The run store: SQLAlchemy tables, records and the repository."""
 
+import lg_core.store.alembic_chatter  # noqa: F401  (before anything imports alembic)
 from lg_core.store.records import (
     ClaimedStep,
     CommitResult,

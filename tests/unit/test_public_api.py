@@ -110,6 +110,7 @@ PUBLIC_NAMES = [
     "configure",
     "fork",
     "get_execution",
+    "get_execution_async",
     "get_run",
     "list_runs",
     "prune_runs",
