@@ -30,6 +30,11 @@ How it works:
   submitter killed between writing a run and publishing its first step leaves
   that step to the outbox relay of ``lg scheduler``, as for any distributed
   run: run the scheduler wherever workers run.
+* Memory is bounded by the concurrency, not by the input file: items are read
+  back from the file when they start (:class:`~lg_scheduler.batch_inputs.BatchInputs`
+  keeps 12 bytes per line), results go to ``out`` as they finish, and
+  ``BatchReport.results`` keeps them in memory only when asked to (by default,
+  only when there is no ``out`` file).
 * The ``lg_batches`` row (id, agent, input hash, counts, submitting process,
   created/updated) lets ``lg batch status`` show progress from any process. Two
   live submitters of one batch are refused.
@@ -42,9 +47,11 @@ import os
 import re
 import threading
 import time
+from array import array
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +64,7 @@ from lg_core.errors import InvocationError, RunStateError
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.rate_limit import RateLimit
 from lg_core.store.records import RUN_TERMINAL, BatchRecord
-from lg_scheduler.batch_inputs import BatchInputError, BatchInputs, BatchItem, read_inputs
+from lg_scheduler.batch_inputs import BatchInputError, BatchInputs, ItemKey, read_inputs
 from lg_scheduler.batch_output import (
     BatchProgress,
     ResultWriter,
@@ -73,12 +80,19 @@ _READABLE_ITEM_ID = re.compile(r"^[A-Za-z0-9._@-]{1,63}$")
 MAX_CONCURRENCY = 10_000
 POLL_SECONDS = 0.1
 SAVE_SECONDS = 0.5
+CLASSIFY_CHUNK = 512  # items whose runs' statuses one look-up reads (the store splits it further)
 FAILED_OUTCOMES = ("failed", "partial", "cancelled", "not_started")
 
 
 @dataclass
 class BatchReport:
-    """What a submit did. ``results`` are the result lines, in the order items finished."""
+    """What a submit did.
+
+    ``results`` are the result lines, in the order items finished, when the submit
+    kept them (``keep_results``; by default only without an ``out`` file). A batch
+    writing to ``out`` leaves it empty, so that its memory does not grow with the
+    number of items: read the file instead.
+    """
 
     batch_id: str
     agent: str
@@ -131,6 +145,7 @@ def submit_batch(
     skip_invalid: bool = False,
     force: bool = False,
     on_start: Callable[[BatchReport], Any] | None = None,
+    keep_results: bool | None = None,
 ) -> BatchReport:
     """Run every line of ``inputs_path`` as a run of ``agent_cls``; resumes if submitted before.
 
@@ -140,7 +155,9 @@ def submit_batch(
     submitting this batch (``force`` takes it over anyway, e.g. from a process on
     another host that is known to be gone). ``on_start`` receives the report
     once the batch's state is known (its id and what earlier submits did),
-    before the first new run starts.
+    before the first new run starts. ``keep_results`` keeps every result line in
+    ``BatchReport.results`` too (default: only when ``out`` is None); a large batch
+    should write to ``out`` and keep none, so its memory stays bounded by ``concurrency``.
     """
     if not (isinstance(agent_cls, type) and issubclass(agent_cls, Agent)) or agent_cls is Agent:
         raise InvocationError(f"a batch runs an Agent subclass, got {agent_cls!r}")
@@ -153,15 +170,17 @@ def submit_batch(
     if out_path is not None:
         protected = [Path(inputs_path), *_store_files(runtime.configuration.run_store)]
         check_not_overwriting(out_path, protected)
-    inputs = read_inputs(inputs_path, agent_cls, runtime.resolver)
-    if inputs.invalid and not skip_invalid:
-        raise _input_error(inputs)
-    _check_broker(runtime)
-    batch_id = batch_id or default_batch_id(agent_cls, inputs.digest)
-    holder = current_holder()
-    gone = _claim(runtime.store, batch_id, agent_cls, inputs, holder, force)
-    submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limit, gone)
-    return submission.run(ResultWriter(out_path), lambda: BatchProgress(progress, batch_id, inputs.total), on_start)
+    keep = out_path is None if keep_results is None else bool(keep_results)
+    with read_inputs(inputs_path, agent_cls, runtime.resolver) as inputs:
+        if inputs.invalid and not skip_invalid:
+            raise _input_error(inputs)
+        _check_broker(runtime)
+        batch_id = batch_id or default_batch_id(agent_cls, inputs.digest)
+        holder = current_holder()
+        gone = _claim(runtime.store, batch_id, agent_cls, inputs, holder, force)
+        submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limit, gone)
+        total = inputs.total
+        return submission.run(ResultWriter(out_path, keep), lambda: BatchProgress(progress, batch_id, total), on_start)
 
 
 def _check_concurrency(value: Any) -> int:
@@ -244,9 +263,9 @@ class _Submission:
         self.limit_options = {} if limit is None else {"rate_limit": str(limit)}
         self.gone = gone  # a submitter taken over with force: its runs count as orphaned
         self.report = BatchReport(batch_id, f"{agent_cls.__module__}:{agent_cls.__qualname__}", inputs.total)
-        self.pending: deque[BatchItem] = deque()  # items to start, in file order
-        self.orphans: deque[tuple[str, BatchItem]] = deque()  # runs of a dead submitter's threads
-        self.in_flight: dict[str, BatchItem] = {}
+        self.pending = _IndexQueue()  # items to start (their indices in the inputs), in file order
+        self.orphans: deque[tuple[str, ItemKey]] = deque()  # runs of a dead submitter's threads
+        self.in_flight: dict[str, ItemKey] = {}
         self.wake = threading.Event()
         self.outcomes: Counter[str] = Counter()
         self._resumed: set[str] = set()
@@ -293,15 +312,22 @@ class _Submission:
         return self.report
 
     def _classify(self) -> None:
-        """Sort items by what their run's state says: finished, in flight, orphaned, or not started."""
+        """Sort items by what their run's state says: finished, in flight, orphaned, or not started.
+
+        A chunk of item ids at a time: of the items to start, only their indices are kept.
+        """
         for invalid in self.inputs.invalid:
             self._finish(invalid_result(invalid))
-        run_ids = {run_id_for(self.report.batch_id, item.id): item for item in self.inputs.items}
+        for chunk in _chunks(self.inputs.keys(), CLASSIFY_CHUNK):
+            self._classify_chunk(chunk)
+
+    def _classify_chunk(self, chunk: list[ItemKey]) -> None:
+        run_ids = {run_id_for(self.report.batch_id, item.id): item for item in chunk}
         known = self.store.run_statuses(list(run_ids))
         for run_id, item in run_ids.items():
             status, holder = known.get(run_id, (None, None))
             if status is None:
-                self.pending.append(item)
+                self.pending.append(item.index)
             elif status in RUN_TERMINAL:
                 self.report.already_finished += 1
                 self._finish(run_result(item, self.store.load_run(run_id)))
@@ -348,7 +374,8 @@ class _Submission:
             key = self._sessions[run_id] = (record.session_id, record.actor_id)
         return key
 
-    def _start(self, item: BatchItem) -> None:
+    def _start(self, index: int) -> None:
+        item = self.inputs.item(index)  # read from the file now: only started items' text is in memory
         run_id = run_id_for(self.report.batch_id, item.id)
         try:
             options = {**item.options, **self.limit_options, **self._start_options}
@@ -358,9 +385,9 @@ class _Submission:
                 self._finish(error_result(item, run_id, exc))
                 return
         self.report.started += 1
-        self.in_flight[run_id] = item
+        self.in_flight[run_id] = ItemKey(index, item.line, item.id)
 
-    def _resume_orphan(self, run_id: str, item: BatchItem) -> None:
+    def _resume_orphan(self, run_id: str, item: ItemKey) -> None:
         """Continue, on a thread here, a run whose process (a submitter's thread) died."""
         self.in_flight[run_id] = item
         self._resumed.add(run_id)
@@ -463,6 +490,31 @@ class _Submission:
             f"batch {batch_id} was taken over by another process (see lg batch status {batch_id}); "
             "this submit stops here and that one carries on"
         )
+
+
+class _IndexQueue:
+    """Indices of items to start, in file order: 4 bytes each, not the items themselves."""
+
+    def __init__(self) -> None:
+        self._indices: array[int] = array("I")
+        self._next = 0
+
+    def append(self, index: int) -> None:
+        self._indices.append(index)
+
+    def popleft(self) -> int:
+        index = self._indices[self._next]
+        self._next += 1
+        return index
+
+    def __len__(self) -> int:
+        return len(self._indices) - self._next
+
+
+def _chunks(values: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    iterator = iter(values)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
 
 
 def load_status(store: Any, batch_id: str) -> BatchRecord:

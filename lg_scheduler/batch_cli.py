@@ -89,6 +89,7 @@ def submit(
             report = submit_batch(
                 agent_class, inputs, concurrency=concurrency, rate_limit=rate_limit, out=out, batch_id=batch_id,
                 progress=progress, skip_invalid=skip_invalid, force=force, on_start=lambda r: _announce(r, info),
+                keep_results=False,  # the report printed here has none: the lines go to --out only
             )
         except ResultWriteError as exc:
             fail(

@@ -17,6 +17,16 @@ derives it from the item id.
 Every line is checked the way ``Agent.start_execution`` would check it (the
 invocation is built and the agent's model resolved), so a batch either starts
 with every item valid or reports each bad line with its number.
+
+Memory: the file is read line by line, never whole. What stays in memory is
+where each valid line starts (12 bytes a line) and the invalid lines' reasons;
+an item's text is read again from the file when the batch needs it
+(:meth:`BatchInputs.item`), so a file of 500,000 long lines costs a few
+megabytes, not its size. Checking ids for duplicates holds every id once,
+during the scan only. The file stays open while the batch runs, so a file
+replaced (renamed over) meanwhile does not change the batch; one changed in
+place stops it with an InvocationError. A file that cannot be read twice (a
+pipe, ``<(generate)``) is copied to a temporary file as it is scanned.
 """
 
 from __future__ import annotations
@@ -24,9 +34,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+import tempfile
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import IO, Any, NamedTuple
 
 from lg_core.errors import InvocationError
 from lg_core.invocation import Invocation
@@ -35,6 +49,7 @@ ITEM_FIELDS = (
     "message", "id", "context", "actor_id", "session_id", "settings", "metadata", "history", "deadline", "deadline_at", "rate_limit",
 )
 MAX_ITEM_ID = 200
+READ_BUFFER = 1 << 20  # items are read back in file order, mostly from this buffer
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,14 @@ class BatchItem:
     id: str
     message: Any
     options: dict[str, Any]
+
+
+class ItemKey(NamedTuple):
+    """What a batch keeps of an item it is not starting right now: where it is and its id."""
+
+    index: int  # among the valid items, in file order (BatchInputs.item reads it)
+    line: int
+    id: str
 
 
 @dataclass(frozen=True)
@@ -60,16 +83,77 @@ class InvalidLine:
         return f"line {self.line}: {self.message}"
 
 
-@dataclass(frozen=True)
 class BatchInputs:
-    path: Path
-    digest: str  # sha256 of the file's bytes
-    items: list[BatchItem] = field(default_factory=list)
-    invalid: list[InvalidLine] = field(default_factory=list)
+    """A scanned input file: its digest, where its valid lines start, and its invalid lines.
+
+    Items are read back from the open file on demand (:meth:`items`, :meth:`item`);
+    close it when the batch is done (``with read_inputs(...) as inputs:``).
+    """
+
+    def __init__(self, path: Path, handle: IO[bytes], digest: str, invalid: list[InvalidLine],
+                 offsets: array[int], lines: array[int], stamp: tuple[int, int] | None = None) -> None:
+        self.path = path
+        self.digest = digest  # sha256 of the file's bytes
+        self.invalid = invalid
+        self._handle = handle
+        self._offsets = offsets  # byte offset of each valid line, in file order
+        self._lines = lines  # its line number
+        self._stamp = stamp or _stamp(handle)  # a spool's own stamp is taken once it is written
 
     @property
     def total(self) -> int:
-        return len(self.items) + len(self.invalid)
+        """Every non-blank line: the valid items and the invalid lines."""
+        return len(self._offsets) + len(self.invalid)
+
+    def __len__(self) -> int:
+        """The number of valid items."""
+        return len(self._offsets)
+
+    def item(self, index: int) -> BatchItem:
+        """The ``index``-th valid item (0-based, in file order), read from the file."""
+        self._check_unchanged()
+        self._handle.seek(self._offsets[index])
+        raw = self._handle.readline()
+        number = self._lines[index]
+        try:
+            return _parsed_item(number, _decode(raw))
+        except (_Invalid, KeyError):
+            raise self._changed_error() from None
+
+    def items(self) -> Iterator[BatchItem]:
+        """Every valid item in file order, read one at a time."""
+        for index in range(len(self._offsets)):
+            yield self.item(index)
+
+    def keys(self) -> Iterator[ItemKey]:
+        """Every valid item's key in file order (each line is read, and only its id kept)."""
+        for index, item in enumerate(self.items()):
+            yield ItemKey(index, item.line, item.id)
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> BatchInputs:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def _check_unchanged(self) -> None:
+        if _stamp(self._handle) != self._stamp:
+            raise self._changed_error()
+
+    def _changed_error(self) -> InvocationError:
+        return InvocationError(
+            f"input file {self.path} was changed while the batch ran; the batch stopped (what finished is kept "
+            "in the run store): restore the file and submit again to resume, or submit the new file as a new batch"
+        )
+
+
+def _stamp(handle: IO[bytes]) -> tuple[int, int]:
+    """Size and modification time of the open file: an edit in place changes them."""
+    info = os.fstat(handle.fileno())
+    return info.st_size, info.st_mtime_ns
 
 
 class BatchInputError(InvocationError):
@@ -84,41 +168,98 @@ class _Invalid(Exception):
         self.error_class = error_class
 
 
-def read_bytes(path: str | os.PathLike[str]) -> tuple[Path, bytes]:
-    """The input file's content, or an InvocationError naming what is wrong with the path."""
+def open_input(path: str | os.PathLike[str]) -> tuple[Path, IO[bytes]]:
+    """The input file, open for reading, or an InvocationError naming what is wrong with the path."""
     path = Path(path)
     if not path.exists():
         raise InvocationError(f"input file {path} does not exist")
     if path.is_dir():
         raise InvocationError(f"input file {path} is a directory; pass a JSONL file with one input per line")
     try:
-        return path, path.read_bytes()
+        return path, path.open("rb", buffering=READ_BUFFER)
     except OSError as exc:
         raise InvocationError(f"cannot read input file {path}: {exc.strerror or exc}") from None
 
 
 def read_inputs(path: str | os.PathLike[str], agent_cls: type, resolver: Any) -> BatchInputs:
-    """Parse and validate every line of ``path`` for ``agent_cls`` (models resolved with ``resolver``)."""
-    path, content = read_bytes(path)
-    inputs = BatchInputs(path, hashlib.sha256(content).hexdigest())
-    first_line_of: dict[str, tuple[int, bool]] = {}  # id -> its first line, and whether that line named it
-    for number, raw in enumerate(content.split(b"\n"), start=1):
-        if not raw.strip():
-            continue
-        item_id: str | None = None
+    """Parse and validate every line of ``path`` for ``agent_cls`` (models resolved with ``resolver``).
+
+    The returned inputs keep the file open: close them (or use ``with``).
+    """
+    path, source = open_input(path)
+    spool = None if source.seekable() else tempfile.TemporaryFile(prefix="lg-batch-inputs-")
+    try:
+        stamp = _stamp(source) if spool is None else None  # before reading: an edit during the scan shows later
+        scan = _Scan(agent_cls, resolver)
+        scan.read(path, source, spool)
+        if spool is not None:
+            source.close()
+            spool.flush()
+        if scan.total == 0:
+            raise InvocationError(f"input file {path} has no inputs: every line is blank (expected one JSON value per line)")
+    except BaseException:
+        source.close()
+        if spool is not None:
+            spool.close()
+        raise
+    handle = source if spool is None else spool
+    return BatchInputs(path, handle, scan.digest.hexdigest(), scan.invalid, scan.offsets, scan.lines, stamp)
+
+
+class _Scan:
+    """One pass over the file: hash it, validate each line, remember where the valid ones start."""
+
+    def __init__(self, agent_cls: type, resolver: Any) -> None:
+        self.agent_cls = agent_cls
+        self.resolver = resolver
+        self.digest = hashlib.sha256()
+        self.offsets: array[int] = array("Q")
+        self.lines: array[int] = array("I")
+        self.invalid: list[InvalidLine] = []
+        self.first_line_of: dict[str, tuple[int, bool]] = {}  # id -> its first line, and whether that line named it
+
+    @property
+    def total(self) -> int:
+        return len(self.offsets) + len(self.invalid)
+
+    def read(self, path: Path, source: IO[bytes], spool: IO[bytes] | None) -> None:
+        """Scan ``source``, copying it to ``spool`` if given (a pipe, which cannot be read twice)."""
+        offset = 0
         try:
-            data = _decode(raw)
-            item_id = _item_id(data, number)
-            first = first_line_of.setdefault(item_id, (number, "id" in data))
-            item = _item(number, item_id, data, agent_cls, resolver)  # the line's own mistakes first
-            if first[0] != number:
-                raise _Invalid(_duplicate(item_id, "id" in data, *first))
-            inputs.items.append(item)
-        except _Invalid as exc:
-            inputs.invalid.append(InvalidLine(number, item_id, exc.error_class, str(exc)))
-    if inputs.total == 0:
-        raise InvocationError(f"input file {path} has no inputs: every line is blank (expected one JSON value per line)")
-    return inputs
+            for number, raw in enumerate(source, start=1):
+                if spool is not None:
+                    spool.write(raw)
+                self.digest.update(raw)
+                start, offset = offset, offset + len(raw)
+                if raw.strip():
+                    self._line(number, start, raw)
+        except OSError as exc:
+            raise InvocationError(f"cannot read input file {path}: {exc.strerror or exc}") from None
+
+    def _line(self, number: int, start: int, raw: bytes) -> None:
+        problem = _check_line(number, raw, self.first_line_of, self.agent_cls, self.resolver)
+        if problem is None:
+            self.offsets.append(start)
+            self.lines.append(number)
+        else:
+            self.invalid.append(problem)
+
+
+def _check_line(
+    number: int, raw: bytes, first_line_of: dict[str, tuple[int, bool]], agent_cls: type, resolver: Any
+) -> InvalidLine | None:
+    """None for a valid line; else why it is not (the line's own mistakes before a duplicate id)."""
+    item_id: str | None = None
+    try:
+        data = _decode(raw)
+        item_id = _item_id(data, number)
+        first = first_line_of.setdefault(item_id, (number, "id" in data))
+        _validate(data, agent_cls, resolver)
+        if first[0] != number:
+            raise _Invalid(_duplicate(item_id, "id" in data, *first))
+    except _Invalid as exc:
+        return InvalidLine(number, item_id, exc.error_class, str(exc))
+    return None
 
 
 def _decode(raw: bytes) -> dict[str, Any]:
@@ -161,7 +302,7 @@ def _duplicate(item_id: str, named: bool, first_line: int, first_named: bool) ->
     return f"id {item_id!r} is already used by line {first_line}"
 
 
-def _item(number: int, item_id: str, data: dict[str, Any], agent_cls: type, resolver: Any) -> BatchItem:
+def _validate(data: dict[str, Any], agent_cls: type, resolver: Any) -> None:
     if "run_id" in data:
         raise _Invalid('"run_id" is not allowed: the batch derives each run id from the batch id and the item id (name items with "id")')
     unknown = sorted(set(data) - set(ITEM_FIELDS))
@@ -169,15 +310,22 @@ def _item(number: int, item_id: str, data: dict[str, Any], agent_cls: type, reso
         raise _Invalid(f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; an input may have {', '.join(ITEM_FIELDS)}")
     if "message" not in data:
         raise _Invalid('missing "message"')
-    options = {name: value for name, value in data.items() if name not in ("message", "id")}
     try:
-        invocation = Invocation(data["message"], **options).check_storable()
+        invocation = Invocation(data["message"], **_options(data)).check_storable()
     except InvocationError as exc:
         raise _Invalid(str(exc), type(exc).__name__) from None
     except (TypeError, ValueError) as exc:  # defensive: the normalizers raise InvocationError
         raise _Invalid(f"invalid invocation: {exc}") from None
     _check_model(agent_cls, invocation, resolver)
-    return BatchItem(number, item_id, data["message"], options)
+
+
+def _options(data: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in data.items() if name not in ("message", "id")}
+
+
+def _parsed_item(number: int, data: dict[str, Any]) -> BatchItem:
+    """The item of a line the scan found valid."""
+    return BatchItem(number, _item_id(data, number), data["message"], _options(data))
 
 
 def _check_model(agent_cls: Any, invocation: Invocation, resolver: Any) -> None:
@@ -197,4 +345,4 @@ def _preview(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
-__all__ = ["BatchInputError", "BatchInputs", "BatchItem", "ITEM_FIELDS", "InvalidLine", "read_bytes", "read_inputs"]
+__all__ = ["BatchInputError", "BatchInputs", "BatchItem", "ITEM_FIELDS", "InvalidLine", "ItemKey", "open_input", "read_inputs"]

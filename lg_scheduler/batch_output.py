@@ -37,10 +37,10 @@ from rich.progress import (
 
 from lg_core.errors import InvocationError
 from lg_core.store import RunRecord
-from lg_scheduler.batch_inputs import BatchItem, InvalidLine
+from lg_scheduler.batch_inputs import BatchItem, InvalidLine, ItemKey
 
 
-def run_result(item: BatchItem, record: RunRecord) -> dict[str, Any]:
+def run_result(item: BatchItem | ItemKey, record: RunRecord) -> dict[str, Any]:
     """The result line of an item whose run finished."""
     error = record.error
     return {
@@ -68,7 +68,7 @@ def invalid_result(invalid: InvalidLine) -> dict[str, Any]:
     }
 
 
-def error_result(item: BatchItem, run_id: str, error: BaseException, outcome: str = "not_started") -> dict[str, Any]:
+def error_result(item: BatchItem | ItemKey, run_id: str, error: BaseException, outcome: str = "not_started") -> dict[str, Any]:
     """An item the batch could not start (``not_started``) or not resume (``failed``); the next submit retries it."""
     return {
         "id": item.id,
@@ -125,10 +125,14 @@ class ResultWriteError(OSError):
 
 
 class ResultWriter:
-    """Result lines to a JSONL file (flushed per line) and kept for the BatchReport."""
+    """Result lines to a JSONL file (flushed per line), and kept for the BatchReport if ``keep``.
 
-    def __init__(self, path: Path | None) -> None:
+    Not keeping them is what bounds a large batch's memory: the file is the record.
+    """
+
+    def __init__(self, path: Path | None, keep: bool = True) -> None:
         self.path = path
+        self.keep = keep
         self.results: list[dict[str, Any]] = []
         self._handle: IO[str] | None = None
         if path is not None:
@@ -138,7 +142,8 @@ class ResultWriter:
                 raise InvocationError(f"cannot write output file {path}: {exc.strerror or exc}") from None
 
     def write(self, result: dict[str, Any]) -> None:
-        self.results.append(result)
+        if self.keep:
+            self.results.append(result)
         if self._handle is not None:
             try:
                 self._handle.write(json.dumps(result, ensure_ascii=False, default=str) + "\n")

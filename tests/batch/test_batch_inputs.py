@@ -229,3 +229,72 @@ def test_a_line_with_a_lone_surrogate_is_invalid_before_anything_starts(file_con
     with pytest.raises(InvocationError, match=r"line 2: .*lone surrogate"):
         submit_batch(ItemAgent, path, concurrency=2, progress=False)
     assert_nothing_submitted(batch_env)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may read anything")
+def test_an_input_file_without_read_permission(file_config, inputs, batch_env):
+    path = inputs(["x"])
+    path.chmod(0o200)
+    with pytest.raises(InvocationError, match=f"cannot read input file {path}: Permission denied"):
+        submit_batch(ItemAgent, path, concurrency=1, progress=False)
+    assert_nothing_submitted(batch_env)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="needs /proc/self/mem (opens, but fails to read)")
+def test_an_input_file_that_fails_while_being_read(file_config, batch_env):
+    with pytest.raises(InvocationError, match="cannot read input file /proc/self/mem: Input/output error"):
+        submit_batch(ItemAgent, "/proc/self/mem", concurrency=1, progress=False)
+    assert_nothing_submitted(batch_env)
+
+
+def test_inputs_from_a_pipe_are_read_once_and_the_batch_runs(file_config, tmp_path, batch_env):
+    """``lg batch submit agent <(generate)``: a pipe cannot be read twice, so it is copied as it is scanned."""
+    fifo = tmp_path / "inputs.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"printf '\"one\"\\n\"two\"\\n{{\"message\": \"three\", \"id\": \"c\"}}\\n' > {fifo}"])
+    try:
+        report = submit_batch(ItemAgent, fifo, concurrency=2, out=tmp_path / "results.jsonl", progress=False)
+    finally:
+        writer.wait(timeout=10)
+
+    assert report.ok and report.completed == 3
+    assert sorted(r["id"] for r in read_results(tmp_path / "results.jsonl")) == ["1", "2", "c"]
+    assert sorted(logged_items(batch_env)) == ["one", "three", "two"]
+
+
+def test_an_input_file_edited_while_the_batch_runs_stops_it_and_a_resubmit_of_the_original_resumes(
+    file_config, inputs, batch_env, tmp_path
+):
+    """Items are read back from the file as they start: one changed in place is not silently run."""
+    path = inputs([f"item {n}" for n in range(1, 6)])
+    original = path.read_bytes()
+    out = tmp_path / "results.jsonl"
+
+    def append_a_line(report) -> None:
+        with path.open("a") as handle:
+            handle.write('"item 6"\n')
+
+    with pytest.raises(InvocationError, match=f"input file {path} was changed while the batch ran; the batch stopped"):
+        submit_batch(ItemAgent, path, concurrency=2, out=out, progress=False, on_start=append_a_line)
+    assert logged_items(batch_env) == []
+    record = runtime().store.list_batches()[0]
+    assert record.holder is None and record.status == "running"  # released: a resubmit may take it
+
+    path.write_bytes(original)
+    report = submit_batch(ItemAgent, path, concurrency=2, out=out, progress=False)
+    assert report.ok and report.completed == 5 and report.batch_id == record.id
+
+
+def test_an_input_file_replaced_while_the_batch_runs_does_not_change_it(file_config, inputs, batch_env, tmp_path):
+    """An editor saving by writing a new file and renaming it over the old: the open file is the batch's."""
+    path = inputs([f"item {n}" for n in range(1, 6)])
+
+    def replace(report) -> None:
+        other = tmp_path / "new.jsonl"
+        other.write_text('"something else"\n')
+        other.replace(path)
+
+    report = submit_batch(ItemAgent, path, concurrency=2, progress=False, on_start=replace)
+
+    assert report.ok and report.completed == 5
+    assert sorted(logged_items(batch_env)) == [f"item {n}" for n in range(1, 6)]
