@@ -172,10 +172,10 @@ def submit_batch(
         check_not_overwriting(out_path, protected)
     keep = out_path is None if keep_results is None else bool(keep_results)
     with read_inputs(inputs_path, agent_cls, runtime.resolver) as inputs:
-        if inputs.invalid and not skip_invalid:
-            raise _input_error(inputs)
-        _check_broker(runtime)
         batch_id = batch_id or default_batch_id(agent_cls, inputs.digest)
+        if inputs.invalid and not skip_invalid:
+            raise _input_error(inputs, _skipped_before(runtime.store, batch_id, inputs))
+        _check_broker(runtime)
         holder = current_holder()
         gone = _claim(runtime.store, batch_id, agent_cls, inputs, holder, force)
         submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limit, gone)
@@ -189,18 +189,31 @@ def _check_concurrency(value: Any) -> int:
     return value
 
 
-def _input_error(inputs: BatchInputs) -> BatchInputError:
+def _skipped_before(store: Any, batch_id: str, inputs: BatchInputs) -> str | None:
+    """``batch_id`` if this file was submitted as that batch already, its invalid lines skipped.
+
+    A batch row exists only once its invalid lines were accepted, so the batch has
+    runs: fixing the lines would make a new file, a new batch, and run every item again.
+    """
+    record = store.load_batch(batch_id)
+    return batch_id if record is not None and record.input_hash == inputs.digest else None
+
+
+def _input_error(inputs: BatchInputs, skipped_by: str | None) -> BatchInputError:
     shown = [f"  {problem}" for problem in inputs.invalid[:10]]
     more = len(inputs.invalid) - len(shown)
     if more:
         shown.append(f"  ... and {more} more")
     count = len(inputs.invalid)
-    message = (
-        f"{inputs.path} has {count} invalid line{'s' if count > 1 else ''}; nothing was submitted "
-        "(fix them, or pass --skip-invalid / skip_invalid=True to run the rest and report these as invalid):\n"
-        + "\n".join(shown)
-    )
-    return BatchInputError(message, problems=list(inputs.invalid))
+    lines = f"{inputs.path} has {count} invalid line{'s' if count > 1 else ''}"
+    if skipped_by is None:
+        advice = ("; nothing was submitted (fix them, or pass --skip-invalid / skip_invalid=True to run the rest "
+                  "and report these as invalid)")
+    else:
+        advice = (f", which batch {skipped_by} skipped when it was submitted with --skip-invalid / skip_invalid=True; "
+                  "pass that again to resume it (nothing was submitted now; a fixed file would be a new batch, "
+                  "running every item again)")
+    return BatchInputError(f"{lines}{advice}:\n" + "\n".join(shown), problems=list(inputs.invalid), batch_id=skipped_by)
 
 
 def _store_files(run_store: str) -> list[Path]:

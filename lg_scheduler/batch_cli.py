@@ -102,16 +102,21 @@ def submit(
                 info.print(escape(str(problem)), soft_wrap=True, highlight=False)
             if len(exc.problems) > 20:
                 info.print(f"... and {len(exc.problems) - 20} more", highlight=False)
-            count = len(exc.problems)
-            fail(
-                f"{inputs} has {count} invalid line{'s' if count > 1 else ''}; nothing was submitted "
-                "(fix them, or pass --skip-invalid to run the rest and report these as invalid)"
-            )
+            fail(_invalid_lines(inputs, exc))
     if as_json:
         data = {k: v for k, v in asdict(report).items() if k != "results"}
         typer.echo(json.dumps({**data, "out": None if report.out is None else str(report.out)}, indent=2))
     _summary(report, info)
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _invalid_lines(inputs: Path, exc: BatchInputError) -> str:
+    count = len(exc.problems)
+    lines = f"{inputs} has {count} invalid line{'s' if count > 1 else ''}"
+    if exc.batch_id is None:
+        return f"{lines}; nothing was submitted (fix them, or pass --skip-invalid to run the rest and report these as invalid)"
+    return (f"{lines}, which batch {exc.batch_id} skipped when it was submitted with --skip-invalid; pass --skip-invalid "
+            "again to resume it (nothing was submitted now; a fixed file would be a new batch, running every item again)")
 
 
 def _announce(report: BatchReport, info: Any) -> None:

@@ -157,9 +157,14 @@ def _stamp(handle: IO[bytes]) -> tuple[int, int]:
 
 
 class BatchInputError(InvocationError):
-    """The input file has invalid lines; ``problems`` lists them (nothing was submitted)."""
+    """The input file has invalid lines; ``problems`` lists them (nothing was submitted).
+
+    ``batch_id`` names the batch this file already started with them skipped
+    (``skip_invalid``), which only ``skip_invalid`` resumes; None for a new batch.
+    """
 
     problems: list[InvalidLine]
+    batch_id: str | None = None
 
 
 class _Invalid(Exception):

@@ -96,6 +96,16 @@ def test_skip_invalid_exits_1_and_reports_them(store, inputs, tmp_path):
     assert [r["outcome"] for r in sorted(read_results(out), key=lambda r: r["line"])] == ["completed", "invalid"]
 
 
+def test_resubmitting_without_skip_invalid_says_to_pass_it_again(store, inputs):
+    path = str(inputs(["ok", RawLine("{nope")]))
+    assert lg("batch", "submit", AGENT, path, "--store", store, "--skip-invalid", "--batch-id", "skips").exit_code == 1
+
+    result = lg("batch", "submit", AGENT, path, "--store", store, "--batch-id", "skips")
+
+    assert_usage_error(result, "has 1 invalid line, which batch skips skipped when it was submitted with --skip-invalid",
+                       "pass --skip-invalid again to resume it", "a fixed file would be a new batch")
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [

@@ -298,3 +298,24 @@ def test_an_input_file_replaced_while_the_batch_runs_does_not_change_it(file_con
 
     assert report.ok and report.completed == 5
     assert sorted(logged_items(batch_env)) == [f"item {n}" for n in range(1, 6)]
+
+
+def test_resuming_a_batch_that_skipped_invalid_lines_without_skip_invalid_says_to_pass_it(file_config, inputs, batch_env):
+    """Fixing the lines would make a new file, so a new batch that runs every item again: the error says so."""
+    path = inputs(["fine", RawLine("{nope"), "also fine"])
+    first = submit_batch(ItemAgent, path, concurrency=2, progress=False, skip_invalid=True)
+    calls = logged_items(batch_env)
+
+    with pytest.raises(BatchInputError) as caught:
+        submit_batch(ItemAgent, path, concurrency=2, progress=False)
+
+    assert caught.value.batch_id == first.batch_id
+    message = str(caught.value)
+    assert f"which batch {first.batch_id} skipped when it was submitted with --skip-invalid" in message
+    assert "pass that again to resume it" in message and "a fixed file would be a new batch" in message
+    assert "line 2: not valid JSON" in message
+    assert logged_items(batch_env) == calls
+
+    with pytest.raises(BatchInputError) as fresh:  # another file: a new batch, the usual advice
+        submit_batch(ItemAgent, inputs(["x", RawLine("{")], name="other.jsonl"), concurrency=2, progress=False)
+    assert fresh.value.batch_id is None and "nothing was submitted (fix them" in str(fresh.value)
