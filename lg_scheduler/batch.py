@@ -20,9 +20,9 @@ How it works:
   every batch on that connection (:mod:`lg_core.rate_limit`). An item's own
   ``rate_limit`` field applies when the batch sets none.
 * The run store is the source of truth: the submitter polls its in-flight runs'
-  statuses there (one statement per 16 runs; a terminal event in this process
-  wakes it early) and writes each result as the run finishes
-  (:mod:`lg_scheduler.batch_output`).
+  statuses there (one statement per 16 runs, and as many for the results of
+  those that finished; a terminal event in this process wakes it early) and
+  writes each result as the run finishes (:mod:`lg_scheduler.batch_output`).
 * Submitting the same batch again resumes it: a run that finished is not run
   again (its result is written from the store), a run still running is waited
   for (or, if it ran on a thread of a submitter that died, resumed here from its
@@ -64,6 +64,7 @@ from lg_core.errors import InvocationError, RunStateError
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.rate_limit import RateLimit
 from lg_core.store.records import RUN_TERMINAL, BatchRecord
+from lg_core.store.statements import STATUS_CHUNK
 from lg_scheduler.batch_inputs import BatchInputError, BatchInputs, ItemKey, read_inputs
 from lg_scheduler.batch_output import (
     BatchProgress,
@@ -337,13 +338,14 @@ class _Submission:
     def _classify_chunk(self, chunk: list[ItemKey]) -> None:
         run_ids = {run_id_for(self.report.batch_id, item.id): item for item in chunk}
         known = self.store.run_statuses(list(run_ids))
+        finished: dict[str, ItemKey] = {}
         for run_id, item in run_ids.items():
             status, holder = known.get(run_id, (None, None))
             if status is None:
                 self.pending.append(item.index)
             elif status in RUN_TERMINAL:
                 self.report.already_finished += 1
-                self._finish(run_result(item, self.store.load_run(run_id)))
+                finished[run_id] = item
             elif status != "pending" and self._orphaned(holder):
                 self.report.waited += 1
                 self.report.resumed += 1
@@ -353,6 +355,15 @@ class _Submission:
                 self.in_flight[run_id] = item
                 if status == "pending":
                     self._waiting.add(run_id)
+        self._write_finished(finished)
+
+    def _write_finished(self, finished: dict[str, ItemKey]) -> None:
+        """The result lines of runs that finished, read STATUS_CHUNK runs a statement (and held no more)."""
+        run_ids = list(finished)
+        for start in range(0, len(run_ids), STATUS_CHUNK):
+            outcomes = self.store.run_outcomes(run_ids[start : start + STATUS_CHUNK])
+            for run_id in run_ids[start : start + STATUS_CHUNK]:
+                self._finish(run_result(finished[run_id], outcomes[run_id]))
 
     def _orphaned(self, holder: str | None) -> bool:
         """Held by a submitter's thread that will never finish it: a dead process, or the one taken over."""
@@ -429,20 +440,20 @@ class _Submission:
             return False
         changed = self._collect_resume_failures()
         statuses = self.store.run_statuses(list(self.in_flight))
+        finished: dict[str, ItemKey] = {}
         for run_id, (status, holder) in statuses.items():
             if status == "pending":
                 self._waiting.add(run_id)
             else:
                 self._waiting.discard(run_id)
             if status in RUN_TERMINAL:
-                item = self.in_flight.pop(run_id)
-                self._finish(run_result(item, self.store.load_run(run_id)))
-                changed = True
+                finished[run_id] = self.in_flight.pop(run_id)
             elif status != "pending" and run_id not in self._resumed and self._orphaned(holder):
                 # e.g. a run that waited for its session and was activated holding a dead submitter
                 self.report.resumed += 1
                 self._resume_orphan(run_id, self.in_flight[run_id])
-        return changed
+        self._write_finished(finished)
+        return changed or bool(finished)
 
     def _collect_resume_failures(self) -> bool:
         failures, self._resume_failures = self._resume_failures, []

@@ -37,10 +37,11 @@ from rich.progress import (
 
 from lg_core.errors import InvocationError
 from lg_core.store import RunRecord
+from lg_core.store.records import RunOutcome
 from lg_scheduler.batch_inputs import BatchItem, InvalidLine, ItemKey
 
 
-def run_result(item: BatchItem | ItemKey, record: RunRecord) -> dict[str, Any]:
+def run_result(item: BatchItem | ItemKey, record: RunRecord | RunOutcome) -> dict[str, Any]:
     """The result line of an item whose run finished."""
     error = record.error
     return {

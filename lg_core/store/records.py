@@ -58,6 +58,18 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a run ended, without its invocation (which may be large): what a batch writes as a result line."""
+
+    id: str
+    status: str
+    response: str | None
+    error: dict[str, Any] | None
+    usage: dict[str, Any] | None
+    result: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
 class InterjectionAnswer:
     """Where one interjection stands, for a caller waiting for the model's reply to it.
 
@@ -257,6 +269,7 @@ __all__ = [
     "RUN_ACTIVE",
     "RUN_TERMINAL",
     "RunFinish",
+    "RunOutcome",
     "RunRecord",
     "STEP_OPEN",
     "SessionWrite",

@@ -10,7 +10,7 @@ or none of it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
@@ -28,6 +28,7 @@ from lg_core.store.records import (
     FrameRecord,
     InterjectionAnswer,
     NewStep,
+    RunOutcome,
     RunRecord,
     SessionWrite,
     StepCommit,
@@ -656,14 +657,23 @@ class RunStore:
     def run_statuses(self, run_ids: Sequence[str]) -> dict[str, tuple[str, str | None]]:
         """``{run_id: (status, holder)}`` for the ids that exist (a batch polls its runs with this)."""
         found: dict[str, tuple[str, str | None]] = {}
-        ids = list(dict.fromkeys(run_ids))
         with self.db.reader() as tx:
-            for start in range(0, len(ids), STATUS_CHUNK):
-                chunk = ids[start : start + STATUS_CHUNK]
-                chunk += [chunk[0]] * (STATUS_CHUNK - len(chunk))
-                for run_id, status, holder in tx.fetchall("select_run_statuses", {f"id{i}": v for i, v in enumerate(chunk)}):
+            for params in _id_chunks(run_ids):
+                for run_id, status, holder in tx.fetchall("select_run_statuses", params):
                     found[run_id] = (status, holder)
         return found
+
+    @retry_transient
+    def run_outcomes(self, run_ids: Sequence[str]) -> dict[str, RunOutcome]:
+        """``{run_id: outcome}`` for the ids that exist: one statement per 16 runs, not one per run.
+
+        A batch writes its finished items' result lines from these; a resumed batch
+        of 100,000 finished items reads them in 6,250 statements, not 100,000, and
+        without the invocations.
+        """
+        with self.db.reader() as tx:
+            rows = [row for params in _id_chunks(run_ids) for row in tx.fetchall("select_run_outcomes", params)]
+        return {row[0]: RunOutcome(row[0], row[1], row[2], *(loads(value) for value in row[3:])) for row in rows}
 
     # -- runs sharing a session (lg_core.store.sessions) --------------------------------
 
@@ -972,6 +982,15 @@ def _new_run_row(run: dict[str, Any], event_count: int, now: float) -> dict[str,
         if row[name] is not None:
             row[name] = dumps(row[name])
     return row
+
+
+def _id_chunks(run_ids: Sequence[str]) -> Iterator[dict[str, str]]:
+    """Parameters of the fixed-shape ``id0 .. id15`` statements for ``run_ids`` (a short chunk padded)."""
+    ids = list(dict.fromkeys(run_ids))
+    for start in range(0, len(ids), STATUS_CHUNK):
+        chunk = ids[start : start + STATUS_CHUNK]
+        chunk += [chunk[0]] * (STATUS_CHUNK - len(chunk))
+        yield {f"id{i}": v for i, v in enumerate(chunk)}
 
 
 def _run_record(row: Sequence[Any]) -> RunRecord:

@@ -60,6 +60,7 @@ BATCH_COLUMNS = tuple(c.name for c in batches.columns)
 # Run statuses are polled this many ids per statement: a fixed shape compiles once
 # (callers pad a short chunk by repeating an id).
 STATUS_CHUNK = 16
+OUTCOME_COLUMNS = ("id", "status", "response", "error", "usage", "result")  # a RunOutcome, not the invocation
 
 
 def _open_step() -> ClauseElement:
@@ -367,6 +368,9 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     # -- batches (lg_scheduler.batch) --
     "select_run_statuses": lambda: select(runs.c.id, runs.c.status, runs.c.holder).where(
         or_(*[runs.c.id == bindparam(f"id{i}") for i in range(STATUS_CHUNK)])
+    ),
+    "select_run_outcomes": lambda: _select(
+        runs, OUTCOME_COLUMNS, or_(*[runs.c.id == bindparam(f"id{i}") for i in range(STATUS_CHUNK)])
     ),
     "insert_batch": _insert(batches, BATCH_COLUMNS),
     "select_batch": lambda: _select(batches, BATCH_COLUMNS, batches.c.id == bindparam("batch_id")),

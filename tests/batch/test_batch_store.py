@@ -72,6 +72,28 @@ def test_run_statuses_reads_any_number_of_ids(store):
     assert store.run_statuses([]) == {}
 
 
+def test_run_outcomes_reads_how_runs_ended_for_any_number_of_ids(store):
+    """What a batch writes as result lines, 16 runs a statement, without the invocations."""
+    ids = [f"r{n}" for n in range(STATUS_CHUNK + 3)]
+    present = ids[::2]
+    configuration = Configuration(run_store=store.url)
+    with with_configuration(configuration):
+        for run_id in present:
+            ItemAgent.ask("explode" if run_id == "r0" else f"hello {run_id}", run_id=run_id)
+    configuration.close()
+
+    outcomes = store.run_outcomes([*ids, *present])  # duplicates and a short last chunk
+
+    assert set(outcomes) == set(present)
+    for run_id in present:
+        record, outcome = store.load_run(run_id), outcomes[run_id]
+        assert (outcome.id, outcome.status, outcome.response, outcome.error, outcome.usage, outcome.result) == (
+            record.id, record.status, record.response, record.error, record.usage, record.result)
+    assert outcomes["r2"].status == "completed" and outcomes["r2"].response == "done: hello r2"
+    assert outcomes["r0"].status == "failed" and "exploded" in outcomes["r0"].error["message"]
+    assert store.run_outcomes([]) == {}
+
+
 def test_a_sqlite_file_store_serves_many_short_lived_threads(tmp_path):
     """Each thread has its own connection, returned when the thread ends (runs on threads need this)."""
     database = tmp_path / "runs.db"
