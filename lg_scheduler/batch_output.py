@@ -6,7 +6,10 @@ reported and a reader can follow the file while the batch runs. Every line
 carries the item's ``id`` and input ``line`` number; sort on ``line`` for
 input order. The file is rewritten from the start by every submit of the
 batch (results of items finished earlier are written from the run store), so
-after a resumed batch it holds each item exactly once.
+after a resumed batch it holds each item exactly once. A regular file is
+replaced by a new one rather than truncated: a submitter taken over with
+``--force`` may write a last line or two before it notices, and those go to
+the file it had open, not into this submit's lines.
 
     {"id": "7", "line": 7, "run_id": "support-3f2a9c1d0e7b.7", "outcome": "completed",
      "response": "...", "error": null, "usage": {...}, "structured_result": null}
@@ -22,6 +25,8 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import shutil
 from pathlib import Path
 from typing import IO, Any
 
@@ -138,7 +143,7 @@ class ResultWriter:
         self._handle: IO[str] | None = None
         if path is not None:
             try:
-                self._handle = path.open("w", encoding="utf-8")
+                self._handle = _open_fresh(path)
             except OSError as exc:
                 raise InvocationError(f"cannot write output file {path}: {exc.strerror or exc}") from None
 
@@ -173,6 +178,29 @@ class ResultWriter:
             handle.close()
         except OSError:
             pass
+
+
+def _open_fresh(path: Path) -> IO[str]:
+    """A new, empty file at ``path``: a regular file there is replaced, not truncated.
+
+    Anything else (a device such as /dev/full, a FIFO, a symlink) is opened as
+    given, and so is a file in a directory where no new file can be made.
+    """
+    if path.is_symlink() or not path.is_file():
+        return path.open("w", encoding="utf-8")
+    fresh = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        handle = fresh.open("x", encoding="utf-8")
+    except OSError:
+        return path.open("w", encoding="utf-8")
+    try:
+        shutil.copymode(path, fresh)
+        os.replace(fresh, path)
+    except OSError:
+        handle.close()
+        fresh.unlink(missing_ok=True)
+        return path.open("w", encoding="utf-8")
+    return handle
 
 
 class BatchProgress:

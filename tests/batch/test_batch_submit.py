@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from collections import Counter
 
 from rich.console import Console
@@ -161,3 +162,48 @@ def test_an_item_that_cannot_start_is_reported_and_retried_by_the_next_submit(tm
         second = submit_batch(ItemAgent, path, concurrency=2, out=out, progress=False)
     plain.close()
     assert second.ok and (second.already_finished, second.started) == (1, 1)
+
+
+def test_late_lines_of_a_submitter_taken_over_do_not_land_in_the_new_results(file_config, inputs, tmp_path):
+    """``--force`` takes a batch over from a live submitter, which writes on until its next save notices.
+
+    Its file handle is simulated here: opened before the resubmit, 3 lines written, and one
+    more line written once the resubmit has rewritten the file. Truncated in place, the file
+    got that line over its 4th (one item twice, one missing); replaced, it is not touched.
+    """
+    path = inputs([f"item {n}" for n in range(1, 7)])
+    out = tmp_path / "results.jsonl"
+    submit_batch(ItemAgent, path, concurrency=2, out=out, progress=False)
+    lines = sorted(out.read_text().splitlines(), key=lambda line: json.loads(line)["line"])
+    old_submitter = out.open("w")
+    old_submitter.write("\n".join(lines[:3]) + "\n")
+    old_submitter.flush()
+
+    def late_line(report) -> None:
+        old_submitter.write(lines[4] + "\n")
+        old_submitter.flush()
+
+    try:
+        again = submit_batch(ItemAgent, path, concurrency=2, out=out, progress=False, on_start=late_line)
+    finally:
+        old_submitter.close()
+
+    assert again.already_finished == 6
+    assert sorted(r["line"] for r in read_results(out)) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_results_file_is_replaced_with_its_permissions_and_devices_are_written_in_place(file_config, inputs, tmp_path):
+    path = inputs(["a", "b"])
+    out = tmp_path / "results.jsonl"
+    out.write_text("stale\n")
+    out.chmod(0o640)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(out)
+
+    submit_batch(ItemAgent, path, concurrency=2, out=link, progress=False)
+
+    assert link.is_symlink() and sorted(r["id"] for r in read_results(out)) == ["1", "2"]
+    assert out.stat().st_mode & 0o777 == 0o640
+    submit_batch(ItemAgent, path, concurrency=2, out=out, progress=False)
+    assert out.stat().st_mode & 0o777 == 0o640 and len(read_results(out)) == 2
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".results")] == []
