@@ -268,8 +268,9 @@ def _check_line(
 
 
 def _decode(raw: bytes) -> dict[str, Any]:
+    """A line's value; a byte order mark starting it is dropped (Windows tools write one, ``cat`` keeps it)."""
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise _Invalid("not UTF-8 text") from None
     try:

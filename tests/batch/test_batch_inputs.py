@@ -319,3 +319,15 @@ def test_resuming_a_batch_that_skipped_invalid_lines_without_skip_invalid_says_t
     with pytest.raises(BatchInputError) as fresh:  # another file: a new batch, the usual advice
         submit_batch(ItemAgent, inputs(["x", RawLine("{")], name="other.jsonl"), concurrency=2, progress=False)
     assert fresh.value.batch_id is None and "nothing was submitted (fix them" in str(fresh.value)
+
+
+def test_a_byte_order_mark_starting_a_line_is_not_an_error(file_config, tmp_path, batch_env):
+    """Files saved by Windows tools start with one; files concatenated with ``cat`` carry it to a later line."""
+    path = tmp_path / "inputs.jsonl"
+    bom = "\ufeff".encode()
+    path.write_bytes(bom + b'"first"\n"second"\n' + bom + b'{"message": "third", "id": "t"}\n')
+
+    report = submit_batch(ItemAgent, path, concurrency=2, progress=False)
+
+    assert report.ok and report.completed == 3
+    assert sorted(logged_items(batch_env)) == ["first", "second", "third"]
