@@ -69,6 +69,7 @@ from lg_scheduler.batch_inputs import BatchInputError, BatchInputs, ItemKey, rea
 from lg_scheduler.batch_output import (
     BatchProgress,
     ResultWriter,
+    ScanProgress,
     check_not_overwriting,
     check_writable,
     error_result,
@@ -172,7 +173,12 @@ def submit_batch(
         protected = [Path(inputs_path), *_store_files(runtime.configuration.run_store)]
         check_not_overwriting(out_path, protected)
     keep = out_path is None if keep_results is None else bool(keep_results)
-    with read_inputs(inputs_path, agent_cls, runtime.resolver) as inputs:
+    checking = ScanProgress(progress, Path(inputs_path))
+    try:
+        scanned = read_inputs(inputs_path, agent_cls, runtime.resolver, on_progress=checking)
+    finally:
+        checking.close()
+    with scanned as inputs:
         batch_id = batch_id or default_batch_id(agent_cls, inputs.digest)
         if inputs.invalid and not skip_invalid:
             raise _input_error(inputs, _skipped_before(runtime.store, batch_id, inputs))

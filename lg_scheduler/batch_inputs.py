@@ -36,7 +36,7 @@ import json
 import os
 import tempfile
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -50,6 +50,8 @@ ITEM_FIELDS = (
 )
 MAX_ITEM_ID = 200
 READ_BUFFER = 1 << 20  # items are read back in file order, mostly from this buffer
+PROGRESS_LINES = 1000  # how often the scan reports its progress
+ScanCallback = Callable[[int | None, int, int], Any]  # (file size or None, bytes read, lines read)
 
 
 @dataclass(frozen=True)
@@ -186,16 +188,20 @@ def open_input(path: str | os.PathLike[str]) -> tuple[Path, IO[bytes]]:
         raise InvocationError(f"cannot read input file {path}: {exc.strerror or exc}") from None
 
 
-def read_inputs(path: str | os.PathLike[str], agent_cls: type, resolver: Any) -> BatchInputs:
+def read_inputs(
+    path: str | os.PathLike[str], agent_cls: type, resolver: Any, on_progress: ScanCallback | None = None
+) -> BatchInputs:
     """Parse and validate every line of ``path`` for ``agent_cls`` (models resolved with ``resolver``).
 
     The returned inputs keep the file open: close them (or use ``with``).
+    ``on_progress(size, read, lines)`` is called every PROGRESS_LINES lines and
+    at the end, ``size`` being the file's size (None for a pipe).
     """
     path, source = open_input(path)
     spool = None if source.seekable() else tempfile.TemporaryFile(prefix="lg-batch-inputs-")
     try:
         stamp = _stamp(source) if spool is None else None  # before reading: an edit during the scan shows later
-        scan = _Scan(agent_cls, resolver)
+        scan = _Scan(agent_cls, resolver, on_progress, None if stamp is None else stamp[0])
         scan.read(path, source, spool)
         if spool is not None:
             source.close()
@@ -214,9 +220,11 @@ def read_inputs(path: str | os.PathLike[str], agent_cls: type, resolver: Any) ->
 class _Scan:
     """One pass over the file: hash it, validate each line, remember where the valid ones start."""
 
-    def __init__(self, agent_cls: type, resolver: Any) -> None:
+    def __init__(self, agent_cls: type, resolver: Any, on_progress: ScanCallback | None, size: int | None) -> None:
         self.agent_cls = agent_cls
         self.resolver = resolver
+        self.on_progress = on_progress
+        self.size = size
         self.digest = hashlib.sha256()
         self.offsets: array[int] = array("Q")
         self.lines: array[int] = array("I")
@@ -229,7 +237,7 @@ class _Scan:
 
     def read(self, path: Path, source: IO[bytes], spool: IO[bytes] | None) -> None:
         """Scan ``source``, copying it to ``spool`` if given (a pipe, which cannot be read twice)."""
-        offset = 0
+        offset = number = 0
         try:
             for number, raw in enumerate(source, start=1):
                 if spool is not None:
@@ -238,8 +246,12 @@ class _Scan:
                 start, offset = offset, offset + len(raw)
                 if raw.strip():
                     self._line(number, start, raw)
+                if self.on_progress is not None and number % PROGRESS_LINES == 0:
+                    self.on_progress(self.size, offset, number)
         except OSError as exc:
             raise InvocationError(f"cannot read input file {path}: {exc.strerror or exc}") from None
+        if self.on_progress is not None:
+            self.on_progress(self.size, offset, number)
 
     def _line(self, number: int, start: int, raw: bytes) -> None:
         problem = _check_line(number, raw, self.first_line_of, self.agent_cls, self.resolver)

@@ -31,10 +31,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -43,7 +45,7 @@ from rich.progress import (
 from lg_core.errors import InvocationError
 from lg_core.store import RunRecord
 from lg_core.store.records import RunOutcome
-from lg_scheduler.batch_inputs import BatchItem, InvalidLine, ItemKey
+from lg_scheduler.batch_inputs import PROGRESS_LINES, BatchItem, InvalidLine, ItemKey
 
 
 def run_result(item: BatchItem | ItemKey, record: RunRecord | RunOutcome) -> dict[str, Any]:
@@ -240,4 +242,45 @@ class BatchProgress:
             self._progress = None
 
 
-__all__ = ["BatchProgress", "ResultWriteError", "ResultWriter", "check_writable", "error_result", "invalid_result", "run_result"]
+class ScanProgress:
+    """A bar on stderr while the input file is checked, before the batch's own bar.
+
+    Checking takes a while for a large file (every line is validated like a
+    start_execution call: about a minute for 500,000 lines), so the bar shows the
+    bytes read out of the file's size and the lines so far. A pipe has no size:
+    its bar has no total, and shows the lines read. It is read_inputs' ``on_progress``,
+    and appears only once PROGRESS_LINES lines were read (a small file shows none).
+    """
+
+    def __init__(self, enabled: bool, path: Path, console: Console | None = None) -> None:
+        self._progress: Progress | None = None
+        self._console = console or Console(stderr=True)
+        self._enabled = enabled and self._console.is_terminal
+        self._path = path
+
+    def __call__(self, size: int | None, read: int, lines: int) -> None:
+        if self._progress is None and self._enabled and lines >= PROGRESS_LINES:
+            self._start(size, read, lines)
+        elif self._progress is not None:
+            self._progress.update(self._task, completed=read, lines=lines)
+
+    def _start(self, size: int | None, read: int, lines: int) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TaskProgressColumn(),  # of the file's bytes; blank for a pipe
+            TextColumn("{task.fields[lines]:,} lines"),
+            TimeElapsedColumn(),
+            console=self._console,
+            transient=True,  # gone once checked: the batch's start line and bar follow
+        )
+        self._task = self._progress.add_task(f"checking {escape(str(self._path))}", total=size, completed=read, lines=lines)
+        self._progress.start()
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+__all__ = ["BatchProgress", "ResultWriteError", "ScanProgress", "ResultWriter", "check_writable", "error_result", "invalid_result", "run_result"]

@@ -13,7 +13,7 @@ from lg_core import Agent, ConfigurationError, InvocationError, RunStateError, r
 from lg_core.identity import hostname
 from lg_core.store.records import RUN_TERMINAL
 from lg_scheduler.batch import submit_batch
-from lg_scheduler.batch_inputs import BatchInputError
+from lg_scheduler.batch_inputs import BatchInputError, read_inputs
 from tests.batch.batch_app import ItemAgent, PlainTool, logged_items
 from tests.batch.conftest import RawLine, read_results
 
@@ -331,3 +331,17 @@ def test_a_byte_order_mark_starting_a_line_is_not_an_error(file_config, tmp_path
 
     assert report.ok and report.completed == 3
     assert sorted(logged_items(batch_env)) == ["first", "second", "third"]
+
+
+def test_read_inputs_reports_its_progress_every_thousand_lines(file_config, tmp_path):
+    path = tmp_path / "inputs.jsonl"
+    path.write_text("".join(f'"item {n}"\n' for n in range(2500)))
+    calls = []
+
+    with read_inputs(path, ItemAgent, runtime().resolver, on_progress=lambda *call: calls.append(call)) as scanned:
+        assert scanned.total == 2500
+
+    size = path.stat().st_size
+    assert [lines for _size, _read, lines in calls] == [1000, 2000, 2500]
+    assert {call[0] for call in calls} == {size} and calls[-1][1] == size
+    assert 0 < calls[0][1] < calls[1][1] < size

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from lg_core import Configuration, Hook, runtime, with_configuration
 from lg_scheduler.batch import default_batch_id, run_id_for, submit_batch
-from lg_scheduler.batch_output import BatchProgress
+from lg_scheduler.batch_output import BatchProgress, ScanProgress
 from tests.batch.batch_app import ItemAgent, logged_items
 from tests.batch.conftest import read_results
 
@@ -207,3 +207,24 @@ def test_a_results_file_is_replaced_with_its_permissions_and_devices_are_written
     submit_batch(ItemAgent, path, concurrency=2, out=out, progress=False)
     assert out.stat().st_mode & 0o777 == 0o640 and len(read_results(out)) == 2
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".results")] == []
+
+
+def test_checking_a_large_input_file_shows_a_bar_and_a_pipe_one_without_total(tmp_path):
+    """Validating 500,000 lines takes about a minute: the user sees bytes and lines checked, not silence."""
+    for size, shown in ((50_000, "50%"), (None, "")):
+        buffer = io.StringIO()
+        checking = ScanProgress(True, tmp_path / "inputs.jsonl", console=Console(file=buffer, force_terminal=True, width=160))
+        checking(size, 25_000, 1000)
+        checking(size, 25_000, 2000)
+        checking.close()
+        text = buffer.getvalue()
+        assert f"checking {tmp_path / 'inputs.jsonl'}" in text and "2,000 lines" in text and shown in text
+
+
+def test_no_checking_bar_for_a_small_file_or_without_a_terminal(tmp_path):
+    for terminal, lines in ((True, 999), (False, 5000)):
+        buffer = io.StringIO()
+        checking = ScanProgress(True, tmp_path / "inputs.jsonl", console=Console(file=buffer, force_terminal=terminal))
+        checking(10_000, 10_000, lines)
+        checking.close()
+        assert buffer.getvalue() == ""
