@@ -173,7 +173,7 @@ def submit_batch(
         protected = [Path(inputs_path), *_store_files(runtime.configuration.run_store)]
         check_not_overwriting(out_path, protected)
     keep = out_path is None if keep_results is None else bool(keep_results)
-    checking = ScanProgress(progress, Path(inputs_path))
+    checking = ScanProgress(progress, f"checking {inputs_path}")
     try:
         scanned = read_inputs(inputs_path, agent_cls, runtime.resolver, on_progress=checking)
     finally:
@@ -186,8 +186,7 @@ def submit_batch(
         holder = current_holder()
         gone = _claim(runtime.store, batch_id, agent_cls, inputs, holder, force)
         submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limit, gone)
-        total = inputs.total
-        return submission.run(ResultWriter(out_path, keep), lambda: BatchProgress(progress, batch_id, total), on_start)
+        return submission.run(ResultWriter(out_path, keep), progress, on_start)
 
 
 def _check_concurrency(value: Any) -> int:
@@ -300,17 +299,19 @@ class _Submission:
 
     # -- the loop ----------------------------------------------------------------------
 
-    def run(
-        self, writer: ResultWriter, progress: Callable[[], BatchProgress], on_start: Callable[[BatchReport], Any] | None
-    ) -> BatchReport:
+    def run(self, writer: ResultWriter, progress: bool, on_start: Callable[[BatchReport], Any] | None) -> BatchReport:
         self.writer = writer
         finished = False
         try:
-            self._classify()
+            looking = ScanProgress(progress, f"batch {self.report.batch_id}: looking up its runs", unit="items")
+            try:
+                self._classify(looking)
+            finally:
+                looking.close()
             if on_start is not None:
                 on_start(self.report)
             # Only now: a line on_start prints while the bar is live would land inside its frame.
-            self.progress = progress()
+            self.progress = BatchProgress(progress, self.report.batch_id, self.inputs.total)
             self._show()
             while self.pending or self.orphans or self.in_flight:
                 self.wake.clear()  # before looking, so a run ending from here on cuts the wait short
@@ -331,15 +332,18 @@ class _Submission:
         self.report.outcomes = dict(self.outcomes)
         return self.report
 
-    def _classify(self) -> None:
+    def _classify(self, on_progress: Callable[[int, int, int], Any]) -> None:
         """Sort items by what their run's state says: finished, in flight, orphaned, or not started.
 
         A chunk of item ids at a time: of the items to start, only their indices are kept.
         """
         for invalid in self.inputs.invalid:
             self._finish(invalid_result(invalid))
+        looked_up = 0
         for chunk in _chunks(self.inputs.keys(), CLASSIFY_CHUNK):
             self._classify_chunk(chunk)
+            looked_up += len(chunk)
+            on_progress(len(self.inputs), looked_up, looked_up)
 
     def _classify_chunk(self, chunk: list[ItemKey]) -> None:
         run_ids = {run_id_for(self.report.batch_id, item.id): item for item in chunk}

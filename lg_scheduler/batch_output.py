@@ -243,20 +243,23 @@ class BatchProgress:
 
 
 class ScanProgress:
-    """A bar on stderr while the input file is checked, before the batch's own bar.
+    """A bar on stderr for what precedes the batch's own bar: checking the file, looking up runs.
 
     Checking takes a while for a large file (every line is validated like a
     start_execution call: about a minute for 500,000 lines), so the bar shows the
     bytes read out of the file's size and the lines so far. A pipe has no size:
-    its bar has no total, and shows the lines read. It is read_inputs' ``on_progress``,
-    and appears only once PROGRESS_LINES lines were read (a small file shows none).
+    its bar has no total, and shows the lines read. A resubmit then looks up
+    every item's run and writes the results of finished ones. It is called
+    ``(total, done, count)`` (read_inputs' ``on_progress``), and appears only
+    once PROGRESS_LINES were counted (a small file shows none).
     """
 
-    def __init__(self, enabled: bool, path: Path, console: Console | None = None) -> None:
+    def __init__(self, enabled: bool, description: str, unit: str = "lines", console: Console | None = None) -> None:
         self._progress: Progress | None = None
         self._console = console or Console(stderr=True)
         self._enabled = enabled and self._console.is_terminal
-        self._path = path
+        self._description = description
+        self._unit = unit
 
     def __call__(self, size: int | None, read: int, lines: int) -> None:
         if self._progress is None and self._enabled and lines >= PROGRESS_LINES:
@@ -269,12 +272,12 @@ class ScanProgress:
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             TaskProgressColumn(),  # of the file's bytes; blank for a pipe
-            TextColumn("{task.fields[lines]:,} lines"),
+            TextColumn(f"{{task.fields[lines]:,}} {self._unit}"),
             TimeElapsedColumn(),
             console=self._console,
             transient=True,  # gone once checked: the batch's start line and bar follow
         )
-        self._task = self._progress.add_task(f"checking {escape(str(self._path))}", total=size, completed=read, lines=lines)
+        self._task = self._progress.add_task(escape(self._description), total=size, completed=read, lines=lines)
         self._progress.start()
 
     def close(self) -> None:

@@ -213,18 +213,28 @@ def test_checking_a_large_input_file_shows_a_bar_and_a_pipe_one_without_total(tm
     """Validating 500,000 lines takes about a minute: the user sees bytes and lines checked, not silence."""
     for size, shown in ((50_000, "50%"), (None, "")):
         buffer = io.StringIO()
-        checking = ScanProgress(True, tmp_path / "inputs.jsonl", console=Console(file=buffer, force_terminal=True, width=160))
+        checking = ScanProgress(True, "checking inputs.jsonl", console=Console(file=buffer, force_terminal=True, width=160))
         checking(size, 25_000, 1000)
         checking(size, 25_000, 2000)
         checking.close()
         text = buffer.getvalue()
-        assert f"checking {tmp_path / 'inputs.jsonl'}" in text and "2,000 lines" in text and shown in text
+        assert "checking inputs.jsonl" in text and "2,000 lines" in text and shown in text
 
 
-def test_no_checking_bar_for_a_small_file_or_without_a_terminal(tmp_path):
+def test_a_resubmit_shows_its_runs_being_looked_up():
+    buffer = io.StringIO()
+    looking = ScanProgress(True, "batch b-1: looking up its runs", unit="items",
+                           console=Console(file=buffer, force_terminal=True, width=160))
+    looking(4000, 1024, 1024)
+    looking.close()
+    text = buffer.getvalue()
+    assert "batch b-1: looking up its runs" in text and "1,024 items" in text and "26%" in text
+
+
+def test_no_checking_bar_for_a_small_file_or_without_a_terminal():
     for terminal, lines in ((True, 999), (False, 5000)):
         buffer = io.StringIO()
-        checking = ScanProgress(True, tmp_path / "inputs.jsonl", console=Console(file=buffer, force_terminal=terminal))
+        checking = ScanProgress(True, "checking inputs.jsonl", console=Console(file=buffer, force_terminal=terminal))
         checking(10_000, 10_000, lines)
         checking.close()
         assert buffer.getvalue() == ""
