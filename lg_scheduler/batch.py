@@ -352,7 +352,7 @@ class _Submission:
         for run_id, item in run_ids.items():
             status, holder = known.get(run_id, (None, None))
             if status is None:
-                self.pending.append(item.index)
+                self.pending.append(item.position)
             elif status in RUN_TERMINAL:
                 self.report.already_finished += 1
                 finished[run_id] = item

@@ -67,7 +67,7 @@ class BatchItem:
 class ItemKey(NamedTuple):
     """What a batch keeps of an item it is not starting right now: where it is and its id."""
 
-    index: int  # among the valid items, in file order (BatchInputs.item reads it)
+    position: int  # among the valid items, in file order (BatchInputs.item reads it)
     line: int
     id: str
 
