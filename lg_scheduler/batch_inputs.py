@@ -22,8 +22,8 @@ Memory: the file is read line by line, never whole. What stays in memory is
 where each valid line starts (12 bytes a line) and the invalid lines' reasons;
 an item's text is read again from the file when the batch needs it
 (:meth:`BatchInputs.item`), so a file of 500,000 long lines costs a few
-megabytes, not its size. Checking ids for duplicates holds every id once,
-during the scan only. The file stays open while the batch runs, so a file
+megabytes, not its size. Checking ids for duplicates holds, during the scan
+only, each id the file gives (a line without one costs a bit). The file stays open while the batch runs, so a file
 replaced (renamed over) meanwhile does not change the batch; one changed in
 place stops it with an InvocationError. A file that cannot be read twice (a
 pipe, ``<(generate)``) is copied to a temporary file as it is scanned.
@@ -49,7 +49,7 @@ ITEM_FIELDS = (
     "message", "id", "context", "actor_id", "session_id", "settings", "metadata", "history", "deadline", "deadline_at", "rate_limit",
 )
 MAX_ITEM_ID = 200
-READ_BUFFER = 1 << 20  # items are read back in file order, mostly from this buffer
+READ_BUFFER = 1 << 18  # items are read back in file order, mostly from this buffer
 PROGRESS_LINES = 1000  # how often the scan reports its progress
 ScanCallback = Callable[[int | None, int, int], Any]  # (file size or None, bytes read, lines read)
 
@@ -229,7 +229,7 @@ class _Scan:
         self.offsets: array[int] = array("Q")
         self.lines: array[int] = array("I")
         self.invalid: list[InvalidLine] = []
-        self.first_line_of: dict[str, tuple[int, bool]] = {}  # id -> its first line, and whether that line named it
+        self.ids = _IdClaims()
 
     @property
     def total(self) -> int:
@@ -254,7 +254,7 @@ class _Scan:
             self.on_progress(self.size, offset, number)
 
     def _line(self, number: int, start: int, raw: bytes) -> None:
-        problem = _check_line(number, raw, self.first_line_of, self.agent_cls, self.resolver)
+        problem = _check_line(number, raw, self.ids, self.agent_cls, self.resolver)
         if problem is None:
             self.offsets.append(start)
             self.lines.append(number)
@@ -262,15 +262,50 @@ class _Scan:
             self.invalid.append(problem)
 
 
+class _IdClaims:
+    """Which line first used each item id, for duplicates, without an entry per line.
+
+    A line without "id" goes by its line number: those lines are one bit each
+    (500,000 lines: 62 kB); only the ids a file gives are kept as strings.
+    """
+
+    def __init__(self) -> None:
+        self._named: dict[str, int] = {}  # an id given by a line -> that line
+        self._numbered = bytearray()  # bit n: line n has no "id", so it took the id str(n)
+
+    def claim(self, item_id: str, number: int, named: bool) -> tuple[int, bool]:
+        """The first line that used ``item_id``, and whether it named it; this line's if none did."""
+        first = self._first(item_id, number)
+        if first is not None:
+            return first
+        if named:
+            self._named[item_id] = number
+        else:
+            if len(self._numbered) <= number >> 3:
+                self._numbered.extend(bytes((number >> 3) + 1 - len(self._numbered)))
+            self._numbered[number >> 3] |= 1 << (number & 7)
+        return number, named
+
+    def _first(self, item_id: str, number: int) -> tuple[int, bool] | None:
+        claims = []
+        if (line := self._named.get(item_id)) is not None:
+            claims.append((line, True))
+        if item_id.isascii() and item_id.isdigit() and not item_id.startswith("0"):
+            line = int(item_id)
+            if line < number and line >> 3 < len(self._numbered) and self._numbered[line >> 3] >> (line & 7) & 1:
+                claims.append((line, False))
+        return min(claims) if claims else None
+
+
 def _check_line(
-    number: int, raw: bytes, first_line_of: dict[str, tuple[int, bool]], agent_cls: type, resolver: Any
+    number: int, raw: bytes, ids: _IdClaims, agent_cls: type, resolver: Any
 ) -> InvalidLine | None:
     """None for a valid line; else why it is not (the line's own mistakes before a duplicate id)."""
     item_id: str | None = None
     try:
         data = _decode(raw)
         item_id = _item_id(data, number)
-        first = first_line_of.setdefault(item_id, (number, "id" in data))
+        first = ids.claim(item_id, number, "id" in data)
         _validate(data, agent_cls, resolver)
         if first[0] != number:
             raise _Invalid(_duplicate(item_id, "id" in data, *first))

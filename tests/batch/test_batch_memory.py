@@ -18,7 +18,7 @@ import pytest
 
 from lg_core import runtime
 from lg_scheduler.batch import submit_batch
-from lg_scheduler.batch_inputs import read_inputs
+from lg_scheduler.batch_inputs import READ_BUFFER, read_inputs
 from tests.batch.batch_app import ItemAgent
 from tests.batch.conftest import read_results
 
@@ -95,3 +95,32 @@ def test_results_are_kept_without_out_or_when_asked(file_config, inputs, tmp_pat
     kept = submit_batch(ItemAgent, path, concurrency=2, out=out, progress=False, keep_results=True)
     assert sorted(r["id"] for r in kept.results) == ["1", "2"] and len(read_results(out)) == 2
     assert submit_batch(ItemAgent, path, concurrency=2, progress=False, keep_results=False).results == []
+
+
+def test_checking_ids_for_duplicates_holds_a_bit_per_line_without_an_id(file_config, inputs, tmp_path):
+    """10,000 lines without "id": their ids are their line numbers, one bit each, not 10,000 strings."""
+    warm_up(inputs, tmp_path)
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(f'"{n}"\n' for n in range(10_000)))
+    resolver = runtime().resolver
+
+    with traced() as memory:
+        read_inputs(path, ItemAgent, resolver).close()
+
+    # The read buffer, 12 bytes a line for where it starts, one bit for its id: a dict entry per id was about 190 bytes.
+    assert memory["peak"] < READ_BUFFER + 10_000 * 30, memory["peak"]
+
+
+def test_id_claims_agree_with_a_dict_of_every_id():
+    """Named ids, line numbers, and clashes between them, in every order: as ``dict.setdefault`` would say."""
+    import random
+
+    from lg_scheduler.batch_inputs import _IdClaims
+
+    rng = random.Random(7)
+    for _ in range(200):
+        claims, reference = _IdClaims(), {}
+        for number in range(1, 40):
+            named = rng.random() < 0.5
+            item_id = rng.choice([str(rng.randint(1, 45)), f"0{rng.randint(1, 9)}", "x", "١"]) if named else str(number)
+            assert claims.claim(item_id, number, named) == reference.setdefault(item_id, (number, named)), (number, item_id)
