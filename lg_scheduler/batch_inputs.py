@@ -142,8 +142,20 @@ class BatchInputs:
         self.close()
 
     def _check_unchanged(self) -> None:
-        if _stamp(self._handle) != self._stamp:
+        """Stop at an edit in place; a file only touched (its content the same) carries on."""
+        stamp = _stamp(self._handle)
+        if stamp == self._stamp:
+            return
+        if self._content_digest() != self.digest:
             raise self._changed_error()
+        self._stamp = stamp
+
+    def _content_digest(self) -> str:
+        digest = hashlib.sha256()
+        self._handle.seek(0)
+        while chunk := self._handle.read(READ_BUFFER):
+            digest.update(chunk)
+        return digest.hexdigest()
 
     def _changed_error(self) -> InvocationError:
         return InvocationError(

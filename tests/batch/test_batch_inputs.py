@@ -345,3 +345,17 @@ def test_read_inputs_reports_its_progress_every_thousand_lines(file_config, tmp_
     assert [lines for _size, _read, lines in calls] == [1000, 2000, 2500]
     assert {call[0] for call in calls} == {size} and calls[-1][1] == size
     assert 0 < calls[0][1] < calls[1][1] < size
+
+
+def test_an_input_file_only_touched_while_the_batch_runs_does_not_stop_it(file_config, inputs, batch_env):
+    """A new modification time with the same content (touch, a backup tool) is not an edit."""
+    path = inputs([f"item {n}" for n in range(1, 6)])
+
+    def touch(report) -> None:
+        stat = path.stat()
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+
+    report = submit_batch(ItemAgent, path, concurrency=2, progress=False, on_start=touch)
+
+    assert report.ok and report.completed == 5
+    assert sorted(logged_items(batch_env)) == [f"item {n}" for n in range(1, 6)]
