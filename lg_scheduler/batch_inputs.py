@@ -23,10 +23,12 @@ where each valid line starts (12 bytes a line) and the invalid lines' reasons;
 an item's text is read again from the file when the batch needs it
 (:meth:`BatchInputs.item`), so a file of 500,000 long lines costs a few
 megabytes, not its size. Checking ids for duplicates holds, during the scan
-only, each id the file gives (a line without one costs a bit). The file stays open while the batch runs, so a file
-replaced (renamed over) meanwhile does not change the batch; one changed in
-place stops it with an InvocationError. A file that cannot be read twice (a
-pipe, ``<(generate)``) is copied to a temporary file as it is scanned.
+only, each id the file gives (a line without one costs a bit). The file
+stays open while the batch runs, so a file replaced (renamed over) meanwhile
+does not change the batch; one whose content changes in place stops it with
+an InvocationError. A file that cannot be read twice (a pipe,
+``<(generate)``) is copied to a temporary file as it is scanned. A byte order
+mark starting a line is dropped.
 """
 
 from __future__ import annotations
