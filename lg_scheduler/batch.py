@@ -336,6 +336,8 @@ class _Submission:
         """Sort items by what their run's state says: finished, in flight, orphaned, or not started.
 
         A chunk of item ids at a time: of the items to start, only their indices are kept.
+        The batch row is saved as for the loop: a resubmit of a large batch takes a while
+        here, and ``lg batch status`` shows its counts growing, and a takeover stops it.
         """
         for invalid in self.inputs.invalid:
             self._finish(invalid_result(invalid))
@@ -344,6 +346,7 @@ class _Submission:
             self._classify_chunk(chunk)
             looked_up += len(chunk)
             on_progress(len(self.inputs), looked_up, looked_up)
+            self._save_when_due()
 
     def _classify_chunk(self, chunk: list[ItemKey]) -> None:
         run_ids = {run_id_for(self.report.batch_id, item.id): item for item in chunk}
@@ -498,6 +501,9 @@ class _Submission:
         counts = self._counts()
         if self.progress is not None:
             self.progress.update(counts)
+        self._save_when_due()
+
+    def _save_when_due(self) -> None:
         if time.monotonic() - self._saved_at >= SAVE_SECONDS:
             self._save()
 

@@ -238,3 +238,18 @@ def test_no_checking_bar_for_a_small_file_or_without_a_terminal():
         checking(10_000, 10_000, lines)
         checking.close()
         assert buffer.getvalue() == ""
+
+
+def test_a_resubmit_saves_the_counts_it_finds_while_it_looks_up_its_runs(file_config, inputs):
+    """A submitter killed between saves left counts behind; ``lg batch status`` catches up before the first start."""
+    path = inputs(["a", "b", "explode"])
+    first = submit_batch(ItemAgent, path, concurrency=3, progress=False)
+    store = runtime().store
+    with store.db.transaction() as tx:  # as a submitter SIGKILLed after its last save would leave them
+        tx.cursor.execute("UPDATE lg_batches SET completed = 0, failed = 0, status = 'running'")
+    seen = []
+
+    submit_batch(ItemAgent, path, concurrency=3, progress=False,
+                 on_start=lambda report: seen.append(store.load_batch(first.batch_id)))
+
+    assert (seen[0].completed, seen[0].failed) == (2, 1)
