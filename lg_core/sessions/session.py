@@ -111,12 +111,16 @@ class Session:
     def append(self, messages: Iterable[Any], *, state: Any = None, metadata: Any = None) -> SessionSnapshot:
         """Add ``messages`` while the store still holds the history this Session loaded.
 
-        ``state`` and ``metadata`` default to the current ones. Raises
+        ``state`` and ``metadata`` default to the current ones. The store receives
+        the messages without system messages, transient messages and private
+        reasoning, and string-keyed JSON state and metadata, so an application's own
+        store (the spec's DatabaseSessionStore) can save what it is given. Raises
         ProtocolError when another writer changed the session first.
         """
         return self._append(messages, state, metadata, self.operation_id)
 
     def _append(self, messages: Iterable[Any], state: Any, metadata: Any, operation_id: str | None) -> SessionSnapshot:
+        kept = persistable(messages)  # the store receives only what a session may keep
         with self._lock:
             current = self._load(operation_id)
             expected = 0 if current is None else current.count
@@ -124,27 +128,28 @@ class Session:
             with self.store.with_operation_context(operation_id):
                 written = self.store.append(
                     self.id,
-                    messages=messages,
+                    messages=kept,
                     state=state,
                     metadata=metadata,
                     expected_count=expected,
                     actor_id=self.actor_id,
                 )
             before = () if current is None else current.messages
-            return self._remember(written, lambda: before + persistable(messages), state, metadata)
+            return self._remember(written, lambda: before + kept, state, metadata)
 
     def replace(self, messages: Iterable[Any], *, state: Any = None, metadata: Any = None) -> SessionSnapshot:
         """Replace the whole stored snapshot."""
         return self._replace(messages, state, metadata, self.operation_id)
 
     def _replace(self, messages: Iterable[Any], state: Any, metadata: Any, operation_id: str | None) -> SessionSnapshot:
+        kept = persistable(messages)
         with self._lock:
             state, metadata = self._state_for(state), self._metadata_for(metadata)
             with self.store.with_operation_context(operation_id):
                 written = self.store.replace(
-                    self.id, messages=messages, state=state, metadata=metadata, actor_id=self.actor_id
+                    self.id, messages=kept, state=state, metadata=metadata, actor_id=self.actor_id
                 )
-            return self._remember(written, lambda: persistable(messages), state, metadata)
+            return self._remember(written, lambda: kept, state, metadata)
 
     def checkpoint(
         self, messages: Iterable[Any], *, state: Any = None, metadata: Any = None, parent_operation_id: str | None = None
@@ -200,11 +205,12 @@ class Session:
         self._snapshot = snapshot
         return snapshot
 
-    def _state_for(self, state: Any) -> Any:
-        return self.state if state is None else state
+    def _state_for(self, state: Any) -> dict[str, Any]:
+        """The state a write hands the store: string-keyed JSON, as the SessionStore contract says."""
+        return canonical_mapping(self.state if state is None else state, "state")
 
-    def _metadata_for(self, metadata: Any) -> Any:
-        return dict(self.metadata) if metadata is None else metadata
+    def _metadata_for(self, metadata: Any) -> dict[str, Any]:
+        return canonical_mapping(self.metadata if metadata is None else metadata, "metadata")
 
 
 __all__ = ["Session"]

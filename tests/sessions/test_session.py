@@ -347,6 +347,56 @@ def test_a_store_returning_mapping_snapshots_and_no_write_result_works_with_sess
     assert isinstance(reopened.load(), SessionSnapshot)
 
 
+class VerbatimStore(SessionStore):
+    """The spec's DatabaseSessionStore, saving exactly what it is handed (no sanitizing of its own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict = {}
+
+    def load(self, id, actor_id=None):
+        return self.rows.get((id, actor_id))
+
+    def append(self, id, *, messages, state, metadata, expected_count, actor_id=None):
+        row = self.rows.get((id, actor_id)) or {"messages": [], "state": {}, "metadata": {}}
+        if len(row["messages"]) != expected_count:
+            raise ProtocolError(f"expected {expected_count} messages, found {len(row['messages'])}")
+        self.rows[(id, actor_id)] = {"messages": [*row["messages"], *messages], "state": state, "metadata": metadata}
+
+    def replace(self, id, *, messages, state, metadata, actor_id=None):
+        self.rows[(id, actor_id)] = {"messages": list(messages), "state": state, "metadata": metadata}
+
+
+def test_session_hands_an_application_store_only_what_may_be_persisted():
+    """Spec Session: 'System messages, transient messages, and private model reasoning are
+    removed before persistence', and SessionStore: state and metadata 'cross this boundary
+    as deeply string-keyed JSON mappings'. Session passed them to the store as given: a store
+    written as the spec's example saved the system prompt and reasoning, and its next
+    append failed with a count mismatch (the Session expected the sanitized count)."""
+    store = VerbatimStore()
+    session = Session("c", actor_id="user-7", store=store)
+    session.append(
+        [
+            Message(role="system", content="secret prompt"),
+            user("hi"),
+            Message(role="user", content="scratch", metadata={"transient": True}),
+        ],
+        state={"counts": {1: "one"}},
+        metadata={"channel": "web"},
+    )
+    row = store.rows[("c", "user-7")]
+    assert [(m.role, m.text) for m in row["messages"]] == [("user", "hi")]
+    assert row["state"] == {"counts": {"1": "one"}} and type(row["state"]) is dict
+    assert row["metadata"] == {"channel": "web"} and type(row["metadata"]) is dict
+
+    session.append([assistant("hello")])  # expects the count the store really holds
+    assert [m.text for m in store.rows[("c", "user-7")]["messages"]] == ["hi", "hello"]
+
+    session.replace([Message(role="assistant", content=[Reasoning(text="private"), Text(text="visible")])])
+    [kept] = store.rows[("c", "user-7")]["messages"]
+    assert [type(block) for block in kept.content] == [Text]
+
+
 def test_a_store_returning_something_that_is_no_snapshot_is_a_protocol_error():
     class Odd(MappingStore):
         def load(self, id, actor_id=None):
