@@ -87,7 +87,9 @@ class CeleryBackend:
                 run.id,
                 exc,
             )
-        if run._on_event is not None:
+        if run._on_event is not None or run._closers:
+            # Workers close their own copies of the run's resources; the ones a hook
+            # registered here close when the run ends (spec Run: after every outcome).
             self._follow(run)
 
     def publish(self, refs: list[StepRef]) -> None:
@@ -135,7 +137,8 @@ class CeleryBackend:
         return True
 
     def _follow(self, run: Run) -> None:
-        """Deliver the run's events to its ``on_event`` callback from a reader thread.
+        """Deliver the run's events to its ``on_event`` callback from a reader thread, and
+        close the run here (its registered resources) once it has ended.
 
         ``run.deliver`` calls the consumer serially; if it raises, the run is
         cancelled (in the store, for the workers), the thread follows it to its

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 import dist_app
 import pytest
 
-from lg_core import Configuration, ExecutionState, get_execution, with_configuration
+from lg_core import Configuration, ExecutionState, Hook, get_execution, with_configuration
 from lg_core.errors import (
     AgentInterjectionError,
     ConfigurationError,
@@ -319,6 +319,52 @@ def test_on_event_and_async_iteration_in_the_starting_process(dist, workers):
     assert run.completed
     assert [e.seq for e in events if e.seq is not None] == durable and events[-1].type == "run_stop"
     assert [e.seq for e in received if e.seq is not None] == durable and received[-1].type == "run_stop"
+
+
+class ClientConnection:
+    """A resource a hook registers on each Run this (web) process builds."""
+
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log, self.name = log, name
+
+    def close(self) -> None:
+        self.log.append(self.name)
+
+
+def _hook_registering(log: list[str]) -> type[Hook]:
+    class ClientHook(Hook):
+        def prepare_run(self, run):
+            run.register(ClientConnection(log, "database"))
+            run.register(ClientConnection(log, "tenant client"))
+            return run
+
+    return ClientHook
+
+
+def test_resources_registered_where_a_run_was_started_close_when_it_ends_on_workers(dist, workers):
+    """Spec Run: it 'closes those resources after success, failure, a partial response, or
+    cancellation', in reverse order; Execution: 'The Run continues to own ... registered
+    resources'. On workers, what a hook registered in the starting process was never closed
+    (only a run with an on_event consumer was followed here): a leaked connection per run."""
+    closed: list[str] = []
+    config = Configuration(
+        run_store=dist.pg_url, broker_url=dist.redis.url, imports=["dist_app"], hooks=[_hook_registering(closed)]
+    )
+    try:
+        with with_configuration(config):
+            execution = dist_app.EchoAgent.start_execution("Where is order 481?")
+            run = execution.wait(timeout=60)
+            assert run.completed
+            assert closed == ["tenant client", "database"]
+            assert execution.run is run  # the supervised Run, holding its outcome
+
+            hold(dist, 0)
+            cancelled = dist_app.GateAgent.start_execution("Pass the gates.")
+            dist.wait_for_hang("gate-0")
+            assert cancelled.close(timeout=60).cancelled
+            assert closed[2:] == ["tenant client", "database"]
+    finally:
+        config.close()
 
 
 def test_reading_events_from_one_event_loop_after_another_leaves_no_redis_connection_open(dist, workers):
