@@ -40,6 +40,15 @@ from lg_core.sessions.base import (
 FORMAT_VERSION = 1
 
 
+class UnusableRootError(ConfigurationError, ValueError):
+    """The root cannot hold sessions safely (a symbolic link, not a directory, shared).
+
+    The spec raises ArgumentError here, which is ValueError in Python, so code
+    ported from it (``except ValueError``) catches it; it is also a
+    ConfigurationError, since the root usually comes from ``configure(session_store=...)``.
+    """
+
+
 class FilesystemSessionStore(SessionStore):
     def __init__(self, root: str | os.PathLike[str]) -> None:
         super().__init__()
@@ -188,16 +197,16 @@ def _flock(fd: int, mode: int, path: Path) -> None:
 def _private_root(root: Path) -> Path:
     """Create ``root`` private, or check an existing one is a private, real directory."""
     if root.is_symlink():
-        raise ConfigurationError(f"session store root {root} is a symbolic link; point it at the real directory")
+        raise UnusableRootError(f"session store root {root} is a symbolic link; point it at the real directory")
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = root.stat()
     except OSError as exc:
-        raise ConfigurationError(f"cannot create the session store root {root}: {exc}") from None
+        raise UnusableRootError(f"cannot create the session store root {root}: {exc}") from None
     if not stat.S_ISDIR(info.st_mode):
-        raise ConfigurationError(f"session store root {root} is not a directory")
+        raise UnusableRootError(f"session store root {root} is not a directory")
     if info.st_mode & 0o077:
-        raise ConfigurationError(
+        raise UnusableRootError(
             f"session store root {root} is readable by other users (mode {stat.S_IMODE(info.st_mode):o}); "
             f"it holds conversations: chmod 700 {root}"
         )
@@ -220,4 +229,4 @@ def _quietly() -> Iterator[None]:
         pass
 
 
-__all__ = ["FilesystemSessionStore"]
+__all__ = ["FilesystemSessionStore", "UnusableRootError"]

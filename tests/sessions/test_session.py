@@ -296,6 +296,21 @@ def test_a_shared_or_symlinked_root_is_refused(tmp_path):
         FilesystemSessionStore(tmp_path / "file")
 
 
+def test_an_unusable_filesystem_root_is_the_specs_argument_error(tmp_path):
+    """Spec SessionStores::Filesystem.new: 'Raises ArgumentError when the root does not meet
+    those requirements' (ValueError in Python): code ported with ``except ValueError`` let
+    the ConfigurationError through."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o755)
+    (tmp_path / "link").symlink_to(tmp_path / "private")
+    (tmp_path / "file").write_text("x")
+    for root in (shared, tmp_path / "link", tmp_path / "file"):
+        with pytest.raises(ValueError, match="session store root") as raised:
+            FilesystemSessionStore(root)
+        assert isinstance(raised.value, ConfigurationError)
+
+
 def test_filesystem_file_names_do_not_contain_ids_and_a_corrupt_file_is_a_protocol_error(tmp_path):
     store = FilesystemSessionStore(tmp_path / "s")
     store.append("conv..secret", messages=[user("hi")], state={}, metadata={}, expected_count=0, actor_id="user-7")
