@@ -118,7 +118,10 @@ class CeleryBackend:
         self.app.send_task("lg.advance", args=[run_id], queue=queue_for("lg.advance"))
 
     def executes_here(self, run_id: str) -> bool:
-        return False  # workers execute it; the live Run object here never gets the outcome
+        """True while a thread here follows the run (workers execute it): the live Run gets
+        its outcome from that thread, and the Execution is not finished until it closed the run."""
+        with self._lock:
+            return run_id in self._followers
 
     def live_source(self, run_id: str) -> RedisLiveSource:
         return RedisLiveSource(self.redis, run_id, self.url)

@@ -367,6 +367,24 @@ def test_resources_registered_where_a_run_was_started_close_when_it_ends_on_work
         config.close()
 
 
+def test_an_execution_on_workers_still_closing_its_run_here_is_active_not_finished(dist, workers):
+    """Spec Execution#finished?: 'the Execution and all interjection calls have finished'. The
+    run's record said finished while this process was still closing what was registered on the
+    run here, and the handle said finished too."""
+    closing, release = threading.Event(), threading.Event()
+    run = dist_app.EchoAgent.build_run("Where is order 481?")
+    run.register(closer=lambda: (closing.set(), release.wait(60)))
+    execution = dist.config.runtime().start_execution(run)
+    try:
+        assert closing.wait(60) and execution.record().finished
+        assert (execution.finished, execution.active, execution.state) == (False, True, "running")
+        assert execution.run is run
+    finally:
+        release.set()
+    assert execution.wait(timeout=60) is run and run.completed
+    assert (execution.finished, execution.active, execution.state) == (True, False, "finished")
+
+
 def test_reading_events_from_one_event_loop_after_another_leaves_no_redis_connection_open(dist, workers):
     """A CLI or a sync app may asyncio.run each read: a loop's Redis connection must end with its reading."""
     import redis
