@@ -392,6 +392,7 @@ class Execution:
         """
         if on_event is not None and run._phase == "dormant":  # never redirect a running run's events
             if not callable(on_event):
+                run.close()  # it cannot start: what its hooks registered closes, as for any start failure
                 raise InvocationError(f"on_event must be a callable taking a StreamEvent, got {type(on_event).__name__}")
             run._on_event = on_event
         return run.runtime.start_execution(run)

@@ -131,8 +131,12 @@ def test_execution_start_supervises_a_dormant_run_with_an_event_consumer(config,
     with pytest.raises(Error, match="executes only once"):
         Execution.start(run, on_event=lambda event: seen.append("redirected"))
     assert "redirected" not in seen
+    refused = echo_agent(script).build_run("Hi")
+    closed = []
+    refused.register(closer=lambda: closed.append("connection"))
     with pytest.raises(InvocationError, match="on_event"):
-        Execution.start(echo_agent(script).build_run("Hi"), on_event="not callable")
+        Execution.start(refused, on_event="not callable")
+    assert closed == ["connection"]  # 'If the work cannot start, this method closes run before raising.'
 
 
 def test_an_execution_still_closing_its_run_here_is_active_not_finished(config, script):
