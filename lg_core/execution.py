@@ -692,7 +692,10 @@ def wait_timeout(timeout: float | None, deadline: datetime | None) -> float | No
         if timeout is not None:
             raise InvocationError("pass either timeout (seconds) or deadline (a datetime), not both")
         if not isinstance(deadline, datetime) or deadline.tzinfo is None:
-            raise InvocationError(f"deadline must be a timezone-aware datetime, got {deadline!r}")
+            raise InvocationError(
+                f"deadline must be a timezone-aware datetime, e.g. datetime.now(UTC) + timedelta(seconds=30) for the "
+                f"spec's Time.now + 30 (a naive one names no instant), got {deadline!r}"
+            )
         return max(0.0, deadline.timestamp() - time.time())
     if timeout is None:
         return None

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from lg_core import Agent, Configuration, with_configuration
+from lg_core import Agent, Configuration, InvocationError, with_configuration
 from lg_core.events import TERMINAL_EVENTS
 from lg_core.services import Hook
 
@@ -51,6 +51,15 @@ def test_a_run_whose_work_cannot_start_is_closed_before_the_error_is_raised(scri
         echo_agent(script).start_execution("Hi")
     configuration.close()
     assert len(FailingStart.closed) == 1
+
+
+def test_a_naive_wait_deadline_is_refused_with_the_aware_form_to_write_instead(config, script):
+    """The spec's execution.wait(deadline: Time.now + 30) ports naturally to datetime.now() +
+    timedelta(seconds=30), a naive datetime: the refusal says what to write instead."""
+    execution = echo_agent(script).start_execution("Hi")
+    with pytest.raises(InvocationError, match=r"datetime\.now\(UTC\) \+ timedelta\(seconds=30\)"):
+        execution.wait(deadline=datetime.now() + timedelta(seconds=30))
+    assert execution.wait(deadline=datetime.now(UTC) + timedelta(seconds=30)).completed
 
 
 def test_close_takes_a_deadline_like_wait(config, script):
