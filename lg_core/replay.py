@@ -182,7 +182,8 @@ def _check_session_unchanged(rt: Runtime, record: RunRecord, plan: RetryPlan) ->
     if stored != info.get("count"):
         raise RunStateError(
             f"session {record.session_id!r} has {stored} messages now, {info.get('count')} when run {record.id} "
-            "began: another run of the session completed since, so this run could not add its turn. Fork it "
+            "began: another writer changed it since (a later run of the session, or the application through "
+            "Session), so this run could not add its turn. Fork it "
             f"instead (lg runs fork {record.id} --from-step {plan.reschedule[0].key}) to continue as a new run"
         )
 

@@ -316,6 +316,22 @@ def test_a_retry_after_its_session_moved_on_is_refused_before_anything_runs(file
     assert lg_core.runtime().store.load_run(failed.id).status == "failed", "a refused retry changes nothing"
 
 
+def test_a_retry_after_the_application_wrote_to_its_session_names_that_writer_too(file_config, script, outage):
+    """The refusal said 'another run of the session completed since' when no other run existed:
+    the application had appended to the session through Session (the spec's Session#append)."""
+    from lg_core import Message
+    from lg_core.sessions import Session
+
+    model, target = outage
+    failed = ReplayAgent.ask("Record every step.", target=target, session_id="shared")
+    assert failed.outcome == "failed"
+    Session("shared").append([Message(role="user", content="Written by the application.")])
+    model.down = False
+
+    with pytest.raises(RunStateError, match=r"has 1 messages now, 0 when run .* or the application through Session"):
+        lg_core.retry(failed.id)
+
+
 def test_a_run_cancelled_while_it_waited_for_its_session_can_be_retried(file_config, script):
     release = threading.Event()
 
