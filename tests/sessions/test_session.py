@@ -340,12 +340,18 @@ class MappingStore(SessionStore):
         row = self.rows.get((id, actor_id)) or {"messages": [], "state": {}, "metadata": {}}
         if len(row["messages"]) != expected_count:
             raise ProtocolError(f"expected {expected_count} messages, found {len(row['messages'])}")
-        kept = [m.to_dict() for m in persistable(messages)]
-        self.rows[(id, actor_id)] = {"messages": row["messages"] + kept, "state": dict(state), "metadata": dict(metadata)}
+        self.replace(id, messages=[*row["messages"], *self.kept(messages)], state=state, metadata=metadata,
+                     actor_id=actor_id, kept=True)
 
-    def replace(self, id, *, messages, state, metadata, actor_id=None):
-        kept = [m.to_dict() for m in persistable(messages)]
-        self.rows[(id, actor_id)] = {"messages": kept, "state": dict(state), "metadata": dict(metadata)}
+    def replace(self, id, *, messages, state, metadata, actor_id=None, kept=False):
+        messages = messages if kept else self.kept(messages)
+        self.rows[(id, actor_id)] = {"messages": list(messages), "state": self.saved(state), "metadata": self.saved(metadata)}
+
+    def kept(self, messages):
+        return [m.to_dict() for m in persistable(messages)]
+
+    def saved(self, mapping):
+        return dict(mapping)
 
 
 def test_a_store_returning_mapping_snapshots_and_no_write_result_works_with_session():
@@ -362,24 +368,14 @@ def test_a_store_returning_mapping_snapshots_and_no_write_result_works_with_sess
     assert isinstance(reopened.load(), SessionSnapshot)
 
 
-class VerbatimStore(SessionStore):
+class VerbatimStore(MappingStore):
     """The spec's DatabaseSessionStore, saving exactly what it is handed (no sanitizing of its own)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: dict = {}
+    def kept(self, messages):
+        return list(messages)
 
-    def load(self, id, actor_id=None):
-        return self.rows.get((id, actor_id))
-
-    def append(self, id, *, messages, state, metadata, expected_count, actor_id=None):
-        row = self.rows.get((id, actor_id)) or {"messages": [], "state": {}, "metadata": {}}
-        if len(row["messages"]) != expected_count:
-            raise ProtocolError(f"expected {expected_count} messages, found {len(row['messages'])}")
-        self.rows[(id, actor_id)] = {"messages": [*row["messages"], *messages], "state": state, "metadata": metadata}
-
-    def replace(self, id, *, messages, state, metadata, actor_id=None):
-        self.rows[(id, actor_id)] = {"messages": list(messages), "state": state, "metadata": metadata}
+    def saved(self, mapping):
+        return mapping
 
 
 def test_session_hands_an_application_store_only_what_may_be_persisted():
