@@ -577,17 +577,21 @@ class Engine:
             self._give_up(run_id, key, start.attempts - 1, step.error)
             return "abandoned", []
         assert start.frame is not None
-        frame = self.frames.adopt(start.frame, start.messages, start.messages_from)
-        try:
-            run = self.run_handle(run_id)  # a cancel from another process reaches its tools' context.check()
-            with self.heartbeat.holding(run_id, key), self.cancel_watch.watching(run_id, run.cancellation_token if run else None):
-                ref = StepRef(run_id, key, step.kind, step.frame_id)
-                refs = self.execute(
-                    ref, attempt=start.attempts, claimed_by=current_holder(), frame=frame, step_input=step.input
-                )
-        except Exception as exc:
-            self._release_failed(run_id, key, start.attempts, exc)
-            raise
+        # The lease is kept alive from the claim on: rebuilding the run (its agent's import,
+        # every Hook.prepare_run) may outlast a lease, and a sweeper seeing it expire would
+        # hand a step its live holder is about to execute to another worker.
+        with self.heartbeat.holding(run_id, key):
+            try:
+                frame = self.frames.adopt(start.frame, start.messages, start.messages_from)
+                run = self.run_handle(run_id)  # a cancel from another process reaches its tools' context.check()
+                with self.cancel_watch.watching(run_id, run.cancellation_token if run else None):
+                    ref = StepRef(run_id, key, step.kind, step.frame_id)
+                    refs = self.execute(
+                        ref, attempt=start.attempts, claimed_by=current_holder(), frame=frame, step_input=step.input
+                    )
+            except Exception as exc:
+                self._release_failed(run_id, key, start.attempts, exc)
+                raise
         return "executed", refs
 
     def _release_failed(self, run_id: str, key: str, attempt: int, error: Exception) -> None:

@@ -1,0 +1,70 @@
+"""A claimed step keeps its lease from the claim on, not only once its execution starts.
+
+Between the claim and the step's execution a worker rebuilds the run
+(``Runtime.restored_run``: the agent's import and every ``Hook.prepare_run``,
+which may open a database pool, start an MCP server, fetch credentials). If
+that takes longer than the lease with no heartbeat, the sweeper sees an
+expired lease and re-dispatches a step whose holder is alive and about to
+execute it: the step runs twice (a second model call, or an ``at_most_once``
+tool reported "outcome unknown" while its first attempt runs it).
+"""
+
+from __future__ import annotations
+
+import time
+
+from lg_core import Agent, Configuration, Hook, with_configuration
+from lg_core.providers import scripted
+from lg_scheduler.recovery import sweep_leases
+from tests.engine.numbered_tool import NumberedTool, numbered_calls
+
+scripted.register("claim-to-commit-lease", numbered_calls(1))
+LEASE = 0.3
+
+
+class EchoAgent(Agent):
+    model = "scripted:claim-to-commit-lease"
+    tools = [NumberedTool]
+
+
+class Publisher:
+    def __init__(self):
+        self.sent = []
+
+    def publish(self, refs):
+        self.sent.extend(refs)
+
+    def advance(self, run_id):
+        self.sent.append(run_id)
+
+
+class SlowPrepare(Hook):
+    """A run rebuilt in a worker takes a few leases to prepare; meanwhile a scheduler sweeps."""
+
+    sweeps: list[int] = []
+    store = None
+
+    def prepare_run(self, run):
+        if SlowPrepare.store is not None:
+            time.sleep(4 * LEASE)
+            SlowPrepare.sweeps.append(sweep_leases(SlowPrepare.store, Publisher(), hold_off=LEASE))
+        return run
+
+
+def test_a_step_keeps_its_lease_while_its_run_is_rebuilt(tmp_path):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    client_config = Configuration(run_store=url)
+    worker_config = Configuration(run_store=url, lease_seconds=LEASE, hooks=[SlowPrepare])
+    client, worker = client_config.runtime(), worker_config.runtime()
+    try:
+        with with_configuration(client_config):
+            (ref,) = client.begin(EchoAgent.build_run("go"), distributed=True)
+        SlowPrepare.store, SlowPrepare.sweeps = client.store, []
+        with with_configuration(worker_config):
+            outcome, _successors = worker.engine.execute_claimed(ref.run_id, ref.key)
+        assert outcome == "executed"
+        assert SlowPrepare.sweeps == [0], "the sweeper re-dispatched a step whose live holder was preparing its run"
+    finally:
+        SlowPrepare.store = None
+        client_config.close()
+        worker_config.close()
