@@ -109,16 +109,16 @@ def sweep_leases(
 
 
 def detect_stalled(
-    store: RunStore, publisher: Publisher, *, stall_seconds: float
+    store: RunStore, publisher: Publisher, *, stall_seconds: float, limit: int = 500
 ) -> tuple[int, int]:
-    """Advance runs with no commit for ``stall_seconds``; returns (advanced, orphaned).
+    """Advance at most ``limit`` runs with no commit for ``stall_seconds``; returns (advanced, orphaned).
 
     An orphaned run is running with no open step at all, which the commit
     protocol should make impossible; it is logged (once per stall period) for
     an operator, since nothing can be re-enqueued for it.
     """
     advanced = orphaned = 0
-    for run_id in store.touch_stalled_runs(stall_seconds):
+    for run_id in store.touch_stalled_runs(stall_seconds, limit):
         if store.load_steps(run_id, open_only=True):
             publisher.advance(run_id)
             advanced += 1

@@ -131,7 +131,7 @@ class Scheduler:
 
     def _detect_stalled(self) -> tuple[int, int]:
         return recovery.detect_stalled(
-            self.runtime.store, self.publisher, stall_seconds=self.stall_seconds
+            self.runtime.store, self.publisher, stall_seconds=self.stall_seconds, limit=self.batch
         )
 
     def _activate_sessions(self) -> int:

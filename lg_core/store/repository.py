@@ -831,11 +831,12 @@ class RunStore:
             return tx.execute("release_failed_step", params).rowcount == 1
 
     @retry_transient
-    def touch_stalled_runs(self, stall_seconds: float) -> list[str]:
-        """Ids of running distributed runs with no commit for ``stall_seconds``; each is touched so it waits again."""
+    def touch_stalled_runs(self, stall_seconds: float, limit: int = 500) -> list[str]:
+        """Ids of at most ``limit`` running distributed runs with no commit for ``stall_seconds``
+        (the longest quiet first); each is touched so it waits again."""
         now = time.time()
         with self.db.transaction() as tx:
-            rows = tx.fetchall("touch_stalled_runs", {"now": now, "cutoff": now - stall_seconds})
+            rows = tx.fetchall("touch_stalled_runs", {"now": now, "cutoff": now - stall_seconds, "limit": limit})
         return [row[0] for row in rows]
 
     @retry_transient

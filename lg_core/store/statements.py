@@ -439,6 +439,20 @@ def _relay_due_steps() -> ClauseElement:
     )
 
 
+def _touch_stalled_runs() -> ClauseElement:
+    """Runs with no commit for a long time, the ``limit`` longest quiet first; touching
+    ``updated_at`` is the detector's claim (a second scheduler re-checks it on the locked rows)."""
+    quiet = runs.alias("quiet")
+    stalled = and_(runs.c.status == "running", runs.c.holder.is_(None), runs.c.updated_at < bindparam("cutoff"))
+    picked = (
+        select(quiet.c.id)
+        .where(and_(quiet.c.status == "running", quiet.c.holder.is_(None), quiet.c.updated_at < bindparam("cutoff")))
+        .order_by(quiet.c.updated_at)
+        .limit(bindparam("limit"))
+    )
+    return update(runs).where(and_(stalled, runs.c.id.in_(picked))).values(updated_at=bindparam("now")).returning(runs.c.id)
+
+
 def _not_swept_recently() -> ColumnElement[bool]:
     return or_(steps.c.dispatch_after.is_(None), steps.c.dispatch_after < store_now())
 
@@ -480,11 +494,7 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         error=bindparam("error"),
         dispatch_after=_later("delay"),
     ),
-    # Runs with no commit for a long time; touching updated_at is the detector's claim.
-    "touch_stalled_runs": lambda: update(runs)
-    .where(and_(_distributed_running(), runs.c.updated_at < bindparam("cutoff")))
-    .values(updated_at=bindparam("now"))
-    .returning(runs.c.id),
+    "touch_stalled_runs": _touch_stalled_runs,
     # Distributed runs a cancel request or a passed deadline should end; pending ones too
     # once their deadline passed while they waited for their session.
     "select_runs_to_end": lambda: select(*runs.c)

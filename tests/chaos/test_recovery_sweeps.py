@@ -285,3 +285,19 @@ def test_a_dead_claim_is_redispatched_behind_more_live_claims_than_a_pass_reads(
 
     assert _scheduler(chaos_env, batch=2).run_once()["redispatched"] == 1
     assert _queued(client, "lg.model") == 1
+
+
+def test_the_stall_detector_takes_at_most_a_batch_per_pass(chaos_env, client):
+    """Like every other sweep, one pass advances at most ``batch`` stalled runs: a fleet
+    whose runs all look stalled at once (a long broker outage) is taken a slice per pass,
+    so the pass stays short and its other sweeps keep running."""
+    for _ in range(3):
+        dist_app.StepAgent.start_execution("go")
+    client.flushall()
+    time.sleep(2.1)  # all three look stalled; the two touched by the first pass do not, for 2 s
+
+    scheduler = _scheduler(chaos_env, stall_seconds=2, batch=2)
+    assert scheduler.run_once()["advanced"] == 2
+    assert scheduler.run_once()["advanced"] == 1  # the rest, on the next pass
+    assert _queued(client, "lg.orchestrate") == 3
+
