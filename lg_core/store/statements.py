@@ -453,6 +453,15 @@ def _touch_stalled_runs() -> ClauseElement:
     return update(runs).where(and_(stalled, runs.c.id.in_(picked))).values(updated_at=bindparam("now")).returning(runs.c.id)
 
 
+def _has_leased_step() -> ColumnElement[bool]:
+    """The run has a running step whose lease has not expired (its holder may be alive)."""
+    return (
+        select(steps.c.key)
+        .where(and_(steps.c.run_id == runs.c.id, steps.c.status == "running", steps.c.lease_until >= store_now()))
+        .exists()
+    )
+
+
 def _not_swept_recently() -> ColumnElement[bool]:
     return or_(steps.c.dispatch_after.is_(None), steps.c.dispatch_after < store_now())
 
@@ -497,6 +506,8 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "touch_stalled_runs": _touch_stalled_runs,
     # Distributed runs a cancel request or a passed deadline should end; pending ones too
     # once their deadline passed while they waited for their session.
+    # Runs with a step under a valid lease come last: their live step ends them itself, and
+    # a pass that read only those (``limit``) would end nothing while others wait.
     "select_runs_to_end": lambda: select(*runs.c)
     .where(
         or_(
@@ -504,7 +515,7 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
             and_(runs.c.status == "pending", runs.c.holder.is_(None), runs.c.deadline_at < store_now()),
         )
     )
-    .order_by(runs.c.created_at)
+    .order_by(case((_has_leased_step(), 1), else_=0), runs.c.created_at)
     .limit(bindparam("limit")),
 }
 STATEMENTS.update(RECOVERY_STATEMENTS)

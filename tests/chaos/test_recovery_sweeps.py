@@ -301,3 +301,18 @@ def test_the_stall_detector_takes_at_most_a_batch_per_pass(chaos_env, client):
     assert scheduler.run_once()["advanced"] == 1  # the rest, on the next pass
     assert _queued(client, "lg.orchestrate") == 3
 
+
+def test_runs_a_live_step_will_end_do_not_keep_others_from_ending(chaos_env):
+    """A cancelled run whose step is live is left to that step; it must not take the slot
+    of a cancelled run nothing works on, or a pass (``batch``) of such runs ends nothing."""
+    store = chaos_env.config.runtime().store
+    busy = dist_app.StepAgent.start_execution("go")
+    store.claim_step(busy.run_id, FIRST, "another-host:4242:1", lease_seconds=300)
+    idle = dist_app.StepAgent.start_execution("go")
+    busy.cancel()
+    idle.cancel()
+
+    counts = _scheduler(chaos_env, batch=1).run_once()
+    assert counts["cancelled"] == 1
+    assert store.load_run(idle.run_id).status == "cancelled"
+    assert store.load_run(busy.run_id).status == "running"
