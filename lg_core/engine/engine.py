@@ -23,7 +23,7 @@ from lg_core.engine.checkpoint import AgentCheckpoint
 from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.frames import FrameCache, FrameState
-from lg_core.engine.leases import Heartbeat
+from lg_core.engine.leases import Heartbeat, StepClaimLost
 from lg_core.engine.model_turn import ModelTurn
 from lg_core.engine.opening import OPENING, Opener
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE, RecentDict
@@ -547,7 +547,8 @@ class Engine:
     def execute_claimed(self, run_id: str, key: str, *, redelivered: bool = True) -> tuple[str, list[StepRef]]:
         """The task protocol (DESIGN 4.2): look up and claim (one transaction), execute, commit.
 
-        Returns what happened (``executed``, ``done``, ``held``, ``missing``) and the
+        Returns what happened (``executed``, ``done``, ``held``, ``missing``, ``abandoned``,
+        ``lost``: another worker took the step over while this one ran it) and the
         steps to publish. A step already finished re-announces the run's open
         steps when its message is ``redelivered`` (the broker's flag: a worker took
         it before and died unacked, maybe between the commit and its publish), so
@@ -589,6 +590,9 @@ class Engine:
                     refs = self.execute(
                         ref, attempt=start.attempts, claimed_by=current_holder(), frame=frame, step_input=step.input
                     )
+            except StepClaimLost as lost:
+                log.warning("%s; this attempt (%d) stops", lost, start.attempts)
+                return "lost", []
             except Exception as exc:
                 self._release_failed(run_id, key, start.attempts, exc)
                 raise

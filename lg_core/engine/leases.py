@@ -8,6 +8,12 @@ stops, the lease expires, and the sweeper re-dispatches the step. A renewal
 sends ``lease_seconds``, not an expiry: the store times it by its own clock
 (PostgreSQL's; lg_core.store.clock), so this host's clock does not matter.
 
+A renewal that finds a step no longer held by this process (its lease expired
+while the process was slow, and another worker claimed it) marks it lost, and
+the step stops at its next check (``check``, from ``StepScope.check_interrupt``):
+its commit would be refused anyway, and meanwhile it would stream a second copy
+of the answer into the run's live stream, interleaved with the new holder's.
+
 Only the steps being executed: a step this process claimed but no longer
 executes (its attempt failed and could not be given back, a claim whose
 transaction was retried after it had committed) must see its lease expire
@@ -25,11 +31,20 @@ from lg_core.identity import current_holder
 from lg_core.store import RunStore
 
 
+class StepClaimLost(BaseException):  # noqa: N818 - a control-flow signal like CancelledError, not an error
+    """The step this process executes is held by another process now: stop working on it.
+
+    A BaseException, like CancelledError: a callback's ``except Exception`` must not
+    turn it into the run's failure (the run goes on under the new holder).
+    """
+
+
 class Heartbeat:
     def __init__(self, store: RunStore, lease_seconds: float) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
         self._held: Counter[tuple[str, str]] = Counter()  # (run id, step key) executing here
+        self._lost: set[tuple[str, str]] = set()  # executing here, but another process holds them now
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -40,6 +55,8 @@ class Heartbeat:
         """Keep the lease of step ``key`` of ``run_id`` alive while the block runs."""
         step = (run_id, key)
         with self._lock:
+            if not self._held[step]:
+                self._lost.discard(step)  # a new claim: whatever was lost before is this one's no more
             self._held[step] += 1
             self._ensure_thread()
         try:
@@ -49,6 +66,12 @@ class Heartbeat:
                 self._held[step] -= 1
                 if self._held[step] <= 0:
                     del self._held[step]
+                    self._lost.discard(step)
+
+    def check(self, run_id: str, key: str) -> None:
+        """Raise StepClaimLost when a renewal found step ``key`` held by another process."""
+        if (run_id, key) in self._lost:
+            raise StepClaimLost(f"step {key} of run {run_id} was taken over by another worker after its lease expired")
 
     def executing_runs(self) -> set[str]:
         """The runs with a step (or a Run.once block) executing in this process now."""
@@ -70,9 +93,11 @@ class Heartbeat:
                 held = list(self._held)
             if held:
                 try:
-                    self.store.renew_leases(current_holder(), self.lease_seconds, held)
+                    lost = self.store.renew_leases(current_holder(), self.lease_seconds, held)
                 except Exception:  # noqa: BLE001 - a missed beat only shortens the lease
-                    pass
+                    continue
+                with self._lock:
+                    self._lost.update(step for step in lost if step in self._held)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop beating and wait for a beat in progress: the store may be closed next."""
@@ -82,4 +107,4 @@ class Heartbeat:
             thread.join(timeout)
 
 
-__all__ = ["Heartbeat"]
+__all__ = ["Heartbeat", "StepClaimLost"]

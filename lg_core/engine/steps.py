@@ -143,6 +143,8 @@ class StepScope:
         Called for every streamed event, so the common case is three cheap tests.
         """
         run = self.run
+        if self.holder is not None:  # a worker's claim: another worker may have taken the step over
+            self.engine.heartbeat.check(run.id, self.key)
         token = run.cancellation_token
         if token.cancelled:
             token.raise_if_cancelled()

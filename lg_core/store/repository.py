@@ -548,13 +548,19 @@ class RunStore:
         )
 
     @retry_transient
-    def renew_leases(self, holder: str, lease_seconds: float, steps: Sequence[tuple[str, str]]) -> None:
+    def renew_leases(self, holder: str, lease_seconds: float, steps: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
         """Extend ``holder``'s leases on ``steps`` ((run id, key) pairs), those it still holds running,
-        to ``lease_seconds`` from now by the store's clock."""
+        to ``lease_seconds`` from now by the store's clock. Returns the steps it no longer holds
+        (another worker took them over after a lease expired, or they ended)."""
         now = time.time()
-        rows = [{"run_id": run_id, "key": key, "holder": holder, "lease_seconds": lease_seconds, "now": now} for run_id, key in steps]
-        with self.db.transaction() as tx:
-            tx.executemany("renew_lease", rows)
+        # One statement per step for its row count; pipelined on PostgreSQL, so one round trip for all.
+        with self.db.transaction(pipelined=True) as tx:
+            renewals = [
+                (step, tx.submit("renew_lease", {"run_id": step[0], "key": step[1], "holder": holder,
+                                                 "lease_seconds": lease_seconds, "now": now}))
+                for step in steps
+            ]
+            return [(run_id, key) for (run_id, key), renewal in renewals if renewal.rowcount != 1]
 
     @retry_transient
     def request_cancel(self, run_id: str) -> bool:

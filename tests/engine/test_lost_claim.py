@@ -1,0 +1,87 @@
+"""A worker that lost its claim stops working on the step.
+
+A slow but alive worker can lose its claim: its heartbeat missed a lease (a
+database hiccup on its connection, a long pause), the sweeper re-dispatched the
+step and another worker claimed it. The first worker's commit is refused (it no
+longer holds the step), but until then it went on streaming the model's answer
+into the run's live stream, interleaved with the new attempt's deltas after its
+``model_retry``: a client following the run assembled text from two attempts.
+Its heartbeat learns the claim is gone at its next beat; the step stops there.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from sqlalchemy import text
+
+from lg_core import Agent, Configuration, with_configuration
+from lg_core.providers import scripted
+
+WORDS = 40
+scripted.register("lost-claim", [{"text": " ".join(f"w{i}" for i in range(WORDS)), "delta_delay": 0.05}])
+LEASE = 0.3
+
+
+class StreamAgent(Agent):
+    model = "scripted:lost-claim"
+
+
+class Recorder:
+    """An event sink that keeps the text deltas the worker published."""
+
+    def __init__(self):
+        self.deltas: list[str] = []
+
+    def publish(self, _run_id, event):
+        if event.type == "text_delta":
+            self.deltas.append(event.data.get("text", ""))
+
+    def publish_many(self, run_id, events):
+        for event in events:
+            self.publish(run_id, event)
+
+
+def _wait_until(condition, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+def test_a_worker_that_lost_its_claim_stops_streaming(tmp_path):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    client_config = Configuration(run_store=url)
+    worker_config = Configuration(run_store=url, lease_seconds=LEASE)
+    client, worker = client_config.runtime(), worker_config.runtime()
+    recorder = Recorder()
+    worker.engine.add_sink(recorder)
+    try:
+        with with_configuration(client_config):
+            (ref,) = client.begin(StreamAgent.build_run("go"), distributed=True)
+        outcome: list[str] = []
+
+        def execute() -> None:
+            with with_configuration(worker_config):
+                outcome.append(worker.engine.execute_claimed(ref.run_id, ref.key)[0])
+
+        thread = threading.Thread(target=execute)
+        thread.start()
+        _wait_until(lambda: recorder.deltas)
+        # Another worker took the step over (the sweeper re-dispatched it after a missed lease).
+        with client.store.db.engine.begin() as connection:
+            connection.execute(
+                text("update lg_steps set holder = 'another-host:4242:1', lease_until = :until, attempts = attempts + 1 "
+                     "where run_id = :run_id and key = :key"),
+                {"until": time.time() + 300, "run_id": ref.run_id, "key": ref.key},
+            )
+        thread.join(timeout=60)
+
+        assert outcome == ["lost"]
+        assert f"w{WORDS - 1}" not in "".join(recorder.deltas), "the worker streamed the whole answer of a step it no longer held"
+        step = client.store.load_step(ref.run_id, ref.key)
+        assert (step.status, step.holder) == ("running", "another-host:4242:1")  # the new holder's, untouched
+    finally:
+        client_config.close()
+        worker_config.close()
