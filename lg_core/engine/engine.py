@@ -581,7 +581,7 @@ class Engine:
         # The lease is kept alive from the claim on: rebuilding the run (its agent's import,
         # every Hook.prepare_run) may outlast a lease, and a sweeper seeing it expire would
         # hand a step its live holder is about to execute to another worker.
-        with self.heartbeat.holding(run_id, key):
+        with self.heartbeat.holding(run_id, key, start.attempts):
             try:
                 frame = self.frames.adopt(start.frame, start.messages, start.messages_from)
                 run = self.run_handle(run_id)  # a cancel from another process reaches its tools' context.check()

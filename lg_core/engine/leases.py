@@ -8,8 +8,9 @@ stops, the lease expires, and the sweeper re-dispatches the step. A renewal
 sends ``lease_seconds``, not an expiry: the store times it by its own clock
 (PostgreSQL's; lg_core.store.clock), so this host's clock does not matter.
 
-A renewal that finds a step no longer held by this process (its lease expired
-while the process was slow, and another worker claimed it) marks it lost, and
+A renewal that finds a step no longer held by this attempt (its lease expired
+while the process was slow, and another worker, or another thread here, claimed
+it) marks it lost, and
 the step stops at its next check (``check``, from ``StepScope.check_interrupt``):
 its commit would be refused anyway, and meanwhile it would stream a second copy
 of the answer into the run's live stream, interleaved with the new holder's.
@@ -43,17 +44,19 @@ class Heartbeat:
     def __init__(self, store: RunStore, lease_seconds: float) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
-        self._held: Counter[tuple[str, str]] = Counter()  # (run id, step key) executing here
-        self._lost: set[tuple[str, str]] = set()  # executing here, but another process holds them now
+        # (run id, step key, attempt or None) executing here
+        self._held: Counter[tuple[str, str, int | None]] = Counter()
+        self._lost: set[tuple[str, str, int | None]] = set()  # executing here, but held by another claim now
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid_holder: str | None = None
 
     @contextmanager
-    def holding(self, run_id: str, key: str) -> Iterator[None]:
-        """Keep the lease of step ``key`` of ``run_id`` alive while the block runs."""
-        step = (run_id, key)
+    def holding(self, run_id: str, key: str, attempt: int | None = None) -> Iterator[None]:
+        """Keep the lease of step ``key`` of ``run_id`` alive while the block runs (only while
+        its claim is ``attempt``, when given)."""
+        step = (run_id, key, attempt)
         with self._lock:
             if not self._held[step]:
                 self._lost.discard(step)  # a new claim: whatever was lost before is this one's no more
@@ -68,15 +71,15 @@ class Heartbeat:
                     del self._held[step]
                     self._lost.discard(step)
 
-    def check(self, run_id: str, key: str) -> None:
-        """Raise StepClaimLost when a renewal found step ``key`` held by another process."""
-        if (run_id, key) in self._lost:
+    def check(self, run_id: str, key: str, attempt: int | None = None) -> None:
+        """Raise StepClaimLost when a renewal found this attempt of step ``key`` held by another claim."""
+        if (run_id, key, attempt) in self._lost:
             raise StepClaimLost(f"step {key} of run {run_id} was taken over by another worker after its lease expired")
 
     def executing_runs(self) -> set[str]:
         """The runs with a step (or a Run.once block) executing in this process now."""
         with self._lock:
-            return {run_id for run_id, _key in self._held}
+            return {run_id for run_id, _key, _attempt in self._held}
 
     def _ensure_thread(self) -> None:
         holder = current_holder()

@@ -144,7 +144,7 @@ class StepScope:
         """
         run = self.run
         if self.holder is not None:  # a worker's claim: another worker may have taken the step over
-            self.engine.heartbeat.check(run.id, self.key)
+            self.engine.heartbeat.check(run.id, self.key, self.attempt)
         token = run.cancellation_token
         if token.cancelled:
             token.raise_if_cancelled()

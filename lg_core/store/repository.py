@@ -548,19 +548,22 @@ class RunStore:
         )
 
     @retry_transient
-    def renew_leases(self, holder: str, lease_seconds: float, steps: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-        """Extend ``holder``'s leases on ``steps`` ((run id, key) pairs), those it still holds running,
-        to ``lease_seconds`` from now by the store's clock. Returns the steps it no longer holds
-        (another worker took them over after a lease expired, or they ended)."""
+    def renew_leases(
+        self, holder: str, lease_seconds: float, steps: Sequence[tuple[str, str] | tuple[str, str, int | None]]
+    ) -> list[tuple[Any, ...]]:
+        """Extend ``holder``'s leases on ``steps`` ((run id, key) pairs, or (run id, key, attempt) for
+        one attempt of a step), those it still holds running, to ``lease_seconds`` from now by the
+        store's clock. Returns the ones it no longer holds (another worker, or another thread of
+        this process, claimed them after their lease expired; or they ended)."""
         now = time.time()
         # One statement per step for its row count; pipelined on PostgreSQL, so one round trip for all.
         with self.db.transaction(pipelined=True) as tx:
             renewals = [
-                (step, tx.submit("renew_lease", {"run_id": step[0], "key": step[1], "holder": holder,
-                                                 "lease_seconds": lease_seconds, "now": now}))
+                (step, tx.submit("renew_lease", {"run_id": step[0], "key": step[1], "attempt": (*step, None)[2],
+                                                 "holder": holder, "lease_seconds": lease_seconds, "now": now}))
                 for step in steps
             ]
-            return [(run_id, key) for (run_id, key), renewal in renewals if renewal.rowcount != 1]
+            return [step for step, renewal in renewals if renewal.rowcount != 1]
 
     @retry_transient
     def request_cancel(self, run_id: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import (
     Float,
+    Integer,
     and_,
     bindparam,
     case,
@@ -342,7 +343,9 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     )
     .values(lease_until=_later("lease_seconds")),
     # Only the steps the holder is executing (Heartbeat): a claim it left behind must expire.
-    # A running step, or a Run.once claim ("started"), this holder is executing.
+    # A running step, or a Run.once claim ("started"), this holder is executing; for a step,
+    # the very attempt it executes (``attempt``; NULL: any), since a thread of the same process
+    # (the same holder) may have claimed it again after its lease expired.
     "renew_lease": lambda: update(steps)
     .where(
         and_(
@@ -350,6 +353,7 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
             steps.c.key == bindparam("key"),
             or_(steps.c.status == "running", steps.c.status == "started"),
             steps.c.holder == bindparam("holder"),
+            steps.c.attempts == func.coalesce(bindparam("attempt", type_=Integer()), steps.c.attempts),
         )
     )
     .values(lease_until=_later("lease_seconds")),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from sqlalchemy import text
 
 from lg_core import Agent, Configuration, with_configuration
@@ -50,7 +51,17 @@ def _wait_until(condition, timeout: float = 30) -> None:
         time.sleep(0.01)
 
 
-def test_a_worker_that_lost_its_claim_stops_streaming(tmp_path):
+
+
+
+@pytest.mark.parametrize(
+    "new_holder",
+    [
+        "'another-host:4242:1'",  # a worker on another host claimed it
+        "holder",  # another thread of this same process did (one holder string per process)
+    ],
+)
+def test_a_worker_that_lost_its_claim_stops_streaming(tmp_path, new_holder):
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     client_config = Configuration(run_store=url)
     worker_config = Configuration(run_store=url, lease_seconds=LEASE)
@@ -72,7 +83,7 @@ def test_a_worker_that_lost_its_claim_stops_streaming(tmp_path):
         # Another worker took the step over (the sweeper re-dispatched it after a missed lease).
         with client.store.db.engine.begin() as connection:
             connection.execute(
-                text("update lg_steps set holder = 'another-host:4242:1', lease_until = :until, attempts = attempts + 1 "
+                text(f"update lg_steps set holder = {new_holder}, lease_until = :until, attempts = attempts + 1 "
                      "where run_id = :run_id and key = :key"),
                 {"until": time.time() + 300, "run_id": ref.run_id, "key": ref.key},
             )
@@ -81,7 +92,7 @@ def test_a_worker_that_lost_its_claim_stops_streaming(tmp_path):
         assert outcome == ["lost"]
         assert f"w{WORDS - 1}" not in "".join(recorder.deltas), "the worker streamed the whole answer of a step it no longer held"
         step = client.store.load_step(ref.run_id, ref.key)
-        assert (step.status, step.holder) == ("running", "another-host:4242:1")  # the new holder's, untouched
+        assert (step.status, step.attempts) == ("running", 2)  # the new attempt's, untouched
     finally:
         client_config.close()
         worker_config.close()

@@ -198,3 +198,14 @@ def test_a_sqlite_store_keeps_its_hosts_clock(tmp_path, host):
         assert before + 30 <= lease <= after + 30  # five minutes ahead of the real time, as its host says
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite", "postgresql"])
+def test_a_renewal_names_the_claims_it_no_longer_holds(pg_store, tmp_path, store_kind):
+    """The heartbeat learns from its renewal which attempts were taken over (lg_core.engine.leases)."""
+    store = pg_store if store_kind == "postgresql" else RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    _create(store)
+    assert store.claim_step("r1", KEY, "me:1:1", lease_seconds=60) == 1
+    assert store.renew_leases("me:1:1", 60, [("r1", KEY, 1), ("r1", KEY)]) == []
+    assert store.renew_leases("me:1:1", 60, [("r1", KEY, 2)]) == [("r1", KEY, 2)]  # not the attempt it holds
+    assert store.renew_leases("other:2:1", 60, [("r1", KEY, 1)]) == [("r1", KEY, 1)]  # not the holder
