@@ -557,6 +557,7 @@ class Engine:
         while its successors still wait in their queue, and copies of them would
         each do the same at the next turn, a chain that multiplies with fan-out.
         """
+        claimed_at = time.monotonic()  # the lease runs from no earlier than this (Heartbeat.check)
         start = self._claim_and_load(run_id, key)
         step = start.step
         if step is None:
@@ -581,7 +582,7 @@ class Engine:
         # The lease is kept alive from the claim on: rebuilding the run (its agent's import,
         # every Hook.prepare_run) may outlast a lease, and a sweeper seeing it expire would
         # hand a step its live holder is about to execute to another worker.
-        with self.heartbeat.holding(run_id, key, start.attempts):
+        with self.heartbeat.holding(run_id, key, start.attempts, claimed_at):
             try:
                 frame = self.frames.adopt(start.frame, start.messages, start.messages_from)
                 run = self.run_handle(run_id)  # a cancel from another process reaches its tools' context.check()

@@ -14,6 +14,10 @@ it) marks it lost, and
 the step stops at its next check (``check``, from ``StepScope.check_interrupt``):
 its commit would be refused anyway, and meanwhile it would stream a second copy
 of the answer into the run's live stream, interleaved with the new holder's.
+A beat may come too late for that (the process was paused, or its renewals
+failed, for a whole lease): so ``check`` also knows, by this host's monotonic
+clock, until when the last claim or renewal surely holds, and past it confirms
+the claim with a renewal of its own before the step goes on.
 
 Only the steps being executed: a step this process claimed but no longer
 executes (its attempt failed and could not be given back, a claim whose
@@ -24,9 +28,11 @@ even while the process executes other steps, or nothing would ever take it over.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from lg_core.identity import current_holder
 from lg_core.store import RunStore
@@ -47,19 +53,26 @@ class Heartbeat:
         # (run id, step key, attempt or None) executing here
         self._held: Counter[tuple[str, str, int | None]] = Counter()
         self._lost: set[tuple[str, str, int | None]] = set()  # executing here, but held by another claim now
+        # Until when (time.monotonic) each one's lease surely runs: the claim's or the last renewal's
+        # start plus the lease, so never past the expiry the store wrote.
+        self._valid: dict[tuple[str, str, int | None], float] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid_holder: str | None = None
 
     @contextmanager
-    def holding(self, run_id: str, key: str, attempt: int | None = None) -> Iterator[None]:
+    def holding(
+        self, run_id: str, key: str, attempt: int | None = None, claimed_at: float | None = None
+    ) -> Iterator[None]:
         """Keep the lease of step ``key`` of ``run_id`` alive while the block runs (only while
-        its claim is ``attempt``, when given)."""
+        its claim is ``attempt``, when given). ``claimed_at``: ``time.monotonic()`` read before
+        the claim was sent (default: now)."""
         step = (run_id, key, attempt)
         with self._lock:
             if not self._held[step]:
                 self._lost.discard(step)  # a new claim: whatever was lost before is this one's no more
+                self._valid[step] = (time.monotonic() if claimed_at is None else claimed_at) + self.lease_seconds
             self._held[step] += 1
             self._ensure_thread()
         try:
@@ -70,11 +83,40 @@ class Heartbeat:
                 if self._held[step] <= 0:
                     del self._held[step]
                     self._lost.discard(step)
+                    self._valid.pop(step, None)
 
     def check(self, run_id: str, key: str, attempt: int | None = None) -> None:
-        """Raise StepClaimLost when a renewal found this attempt of step ``key`` held by another claim."""
-        if (run_id, key, attempt) in self._lost:
+        """Raise StepClaimLost when this attempt of step ``key`` is held by another claim now,
+        or its lease may have run out and a renewal cannot confirm it still holds it."""
+        step = (run_id, key, attempt)
+        if step in self._lost:
             raise StepClaimLost(f"step {key} of run {run_id} was taken over by another worker after its lease expired")
+        valid = self._valid.get(step)
+        if valid is not None and time.monotonic() >= valid:
+            self._confirm(step)
+
+    def _confirm(self, step: tuple[str, str, int | None]) -> None:
+        """Renew ``step``'s lease now, from the step's own thread; StepClaimLost if that fails."""
+        started = time.monotonic()
+        try:
+            lost = self.store.renew_leases(current_holder(), self.lease_seconds, [step])
+        except Exception as exc:  # noqa: BLE001 - unconfirmed, another worker may hold it: stop
+            raise StepClaimLost(
+                f"step {step[1]} of run {step[0]}: its lease ran out and could not be renewed ({exc!r})"
+            ) from None
+        self._renewed([step], lost, started)
+        self.check(*step)
+
+    def _renewed(self, held: list[tuple[str, str, int | None]], lost: list[Any], started: float) -> None:
+        """Record a renewal of ``held`` sent at ``started`` (monotonic) that found ``lost`` taken over."""
+        with self._lock:
+            for step in held:
+                if step not in self._held:
+                    continue
+                if step in lost:
+                    self._lost.add(step)
+                else:
+                    self._valid[step] = max(self._valid.get(step, 0.0), started + self.lease_seconds)
 
     def executing_runs(self) -> set[str]:
         """The runs with a step (or a Run.once block) executing in this process now."""
@@ -95,12 +137,12 @@ class Heartbeat:
             with self._lock:
                 held = list(self._held)
             if held:
+                started = time.monotonic()
                 try:
                     lost = self.store.renew_leases(current_holder(), self.lease_seconds, held)
                 except Exception:  # noqa: BLE001 - a missed beat only shortens the lease
                     continue
-                with self._lock:
-                    self._lost.update(step for step in lost if step in self._held)
+                self._renewed(held, lost, started)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop beating and wait for a beat in progress: the store may be closed next."""

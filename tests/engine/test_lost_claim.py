@@ -96,3 +96,43 @@ def test_a_worker_that_lost_its_claim_stops_streaming(tmp_path, new_holder):
     finally:
         client_config.close()
         worker_config.close()
+
+
+def test_a_worker_whose_lease_ran_out_unrenewed_streams_nothing_once_another_holds_the_step(tmp_path, monkeypatch):
+    """The heartbeat cannot renew (the worker's database connection hangs), the lease runs out,
+    another worker claims the step; then the first one's database is back. Not one delta of
+    the superseded attempt may follow the new claim: the step stops once its lease may have
+    ended, unless it confirms it still holds the step."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    client_config = Configuration(run_store=url)
+    worker_config = Configuration(run_store=url, lease_seconds=LEASE)
+    client, worker = client_config.runtime(), worker_config.runtime()
+    recorder = Recorder()
+    worker.engine.add_sink(recorder)
+    try:
+        with with_configuration(client_config):
+            (ref,) = client.begin(StreamAgent.build_run("go"), distributed=True)
+        outcome: list[str] = []
+
+        def execute() -> None:
+            with with_configuration(worker_config):
+                outcome.append(worker.engine.execute_claimed(ref.run_id, ref.key)[0])
+
+        def unreachable(*_args, **_kwargs):
+            raise ConnectionError("the database is unreachable")
+
+        thread = threading.Thread(target=execute)
+        thread.start()
+        _wait_until(lambda: recorder.deltas)
+        monkeypatch.setattr(worker.store, "renew_leases", unreachable)
+        _wait_until(lambda: client.store.load_step(ref.run_id, ref.key).lease_until < client.store.clock())
+        assert client.store.claim_step(ref.run_id, ref.key, "another-host:4242:1", lease_seconds=300) == 2
+        streamed_before_takeover = len(recorder.deltas)
+        monkeypatch.undo()  # the worker's database is back
+        thread.join(timeout=60)
+
+        assert outcome == ["lost"]
+        assert recorder.deltas[streamed_before_takeover:] == [], "the superseded attempt streamed after another worker claimed its step"
+    finally:
+        client_config.close()
+        worker_config.close()
