@@ -83,11 +83,7 @@ class ModelResolver:
         self._providers: dict[str, Provider] = {}
         self._lock = threading.Lock()
         for role, profile in self.profiles.items():
-            if ":" in role:
-                raise ConfigurationError(f"model role {role!r} contains ':'; that syntax is reserved for targets")
-            target = profile.get("target")
-            if not isinstance(target, str) or ":" not in target.strip(":"):
-                raise ConfigurationError(f"model role {role!r} needs a 'target' of the form 'connection:model-id', got {target!r}")
+            _check_profile(role, profile)
 
     def resolve(self, selection: Any) -> Model:
         """Resolve a role name, a ``connection:model`` target, or an inline mapping."""
@@ -173,6 +169,35 @@ class ModelResolver:
             providers, self._providers = list(self._providers.values()), {}
         for provider in providers:
             provider.close()
+
+
+# What a role's profile may hold (the spec's `{target: "primary:openai/gpt-5.6-luna", settings: {temperature: 0.2}}`).
+PROFILE_KEYS = ("target", "settings")
+
+
+def _check_profile(role: str, profile: Mapping[str, Any]) -> None:
+    """Refuse a profile the resolver would misread: a role spelled like a target, no target,
+    settings that are not a mapping (a raw ValueError at the first ask before), or a key it
+    would ignore (``temperature`` written beside ``target`` instead of under ``settings``
+    silently ran with the provider's default)."""
+    if ":" in role:
+        raise ConfigurationError(f"model role {role!r} contains ':'; that syntax is reserved for targets")
+    unknown = sorted(str(key) for key in profile if key not in PROFILE_KEYS)
+    if unknown:
+        raise ConfigurationError(
+            f"model role {role!r} has unknown key {unknown[0]!r}; a role is "
+            "{'target': 'connection:model-id', 'settings': {...}}, with model settings such as "
+            "temperature under 'settings'"
+        )
+    target = profile.get("target")
+    if not isinstance(target, str) or ":" not in target.strip(":"):
+        raise ConfigurationError(f"model role {role!r} needs a 'target' of the form 'connection:model-id', got {target!r}")
+    settings = profile.get("settings")
+    if settings is not None and not isinstance(settings, Mapping):
+        raise ConfigurationError(
+            f"model role {role!r}: settings must be a mapping such as {{'temperature': 0.2}}, "
+            f"got {type(settings).__name__} {settings!r}"
+        )
 
 
 __all__ = ["Model", "ModelResolver"]

@@ -22,3 +22,31 @@ def test_profiles_keyword_defines_roles_as_in_the_spec(script):
 def test_a_role_name_with_a_colon_is_refused(script):
     with pytest.raises(ConfigurationError, match="contains ':'"):
         ModelResolver(profiles={"support:fast": {"target": script([{"text": "unused"}])}})
+
+
+@pytest.mark.parametrize(
+    ("profile", "match"),
+    [
+        # Flat settings beside the target were ignored: the role ran at the provider's default temperature.
+        ({"target": "scripted:x", "temperature": 0.2}, r"model role 'support' has unknown key 'temperature'.*under 'settings'"),
+        # Settings that are not a mapping failed the first ask with a raw ValueError from dict().
+        ({"target": "scripted:x", "settings": "hot"}, r"model role 'support': settings must be a mapping.*got str 'hot'"),
+        ({"target": "scripted:x", "settings": [("temperature", 0.2)]}, r"settings must be a mapping"),
+    ],
+)
+def test_a_profile_the_resolver_would_misread_is_refused(profile, match):
+    """The spec's profile is ``{target: ..., settings: {temperature: 0.2}}``."""
+    with pytest.raises(ConfigurationError, match=match):
+        ModelResolver(profiles={"support": profile})
+
+
+def test_a_bad_profile_fails_the_ask_with_a_configuration_error(config):
+    from lg_core import Agent, configure
+
+    configure(models={"support": {"target": "scripted:x", "settings": "hot"}})
+
+    class HotAgent(Agent):
+        model = "support"
+
+    with pytest.raises(ConfigurationError, match="settings must be a mapping"):
+        HotAgent.ask("hi")
