@@ -30,7 +30,14 @@ from lg_core.callbacks import (
     replace,
 )
 from lg_core.cancellation import CancellationToken
-from lg_core.config import Configuration, configuration, configure, runtime, with_configuration
+from lg_core.config import (
+    Configuration,
+    configuration,
+    configure,
+    model_resolver,
+    runtime,
+    with_configuration,
+)
 from lg_core.content import Document, Image, Reasoning, Text, ToolResult, ToolUse
 from lg_core.datamap import DataMap
 from lg_core.errors import *  # noqa: F403 - the error hierarchy is public API
@@ -157,6 +164,7 @@ __all__ = [
     "get_execution_async",
     "get_run",
     "list_runs",
+    "model_resolver",
     "prune_runs",
     "replace",
     "resume",

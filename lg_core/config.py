@@ -451,6 +451,13 @@ def runtime() -> Any:
     return configuration().runtime()
 
 
+def model_resolver() -> Any:
+    """The active configuration's ModelResolver (the spec's ``LittleGhost.model_resolver``):
+    ``model_resolver().resolve("customer_support")``. It belongs to the shared Runtime, so
+    this builds the runtime (and locks the configuration) as the first agent call would."""
+    return runtime().model_resolver
+
+
 def _describe(exc: ValidationError, values: dict[str, Any] | None = None) -> str:
     parts = []
     for error in exc.errors():
@@ -500,4 +507,4 @@ def _origin(key: str, values: dict[str, Any]) -> str:
     return f" (in config file {path})" if path is not None else ""
 
 
-__all__ = ["CONFIG_FILE_ENV", "CONFIG_FILE_NAME", "Configuration", "ConfigurationWarning", "build_configuration", "config_file_path", "configuration", "configure", "runtime", "with_configuration"]
+__all__ = ["CONFIG_FILE_ENV", "CONFIG_FILE_NAME", "Configuration", "ConfigurationWarning", "build_configuration", "config_file_path", "configuration", "configure", "model_resolver", "runtime", "with_configuration"]

@@ -77,7 +77,7 @@ class Runtime:
         )
         self.resolver = ModelResolver(
             providers=configuration.providers,
-            adapters=configuration.provider_adapters,
+            provider_adapters=configuration.provider_adapters,
             profiles=configuration.models,
             default_model=configuration.default_model,
         )
@@ -97,6 +97,12 @@ class Runtime:
         self._backend_lock = threading.Lock()
         self._local_limiter = LocalLimiter()
         self.rate_limits = {name: RateLimit.parse(text) for name, text in configuration.rate_limits.items()}
+
+    @property
+    def model_resolver(self) -> ModelResolver:
+        """The resolver that turns model roles and targets into Models (the spec's
+        ``Runtime#model_resolver``; ``resolver`` is the same object)."""
+        return self.resolver
 
     def execute(self, run: Run) -> None:
         """Start ``run`` and drive it to its end in this process."""

@@ -72,21 +72,40 @@ class ModelResolver:
         providers: Mapping[str, Mapping[str, Any]] | None = None,
         profiles: Mapping[str, Mapping[str, Any]] | None = None,
         default_model: str | None = None,
-        adapters: Mapping[str, type[Provider]] | None = None,
+        provider_adapters: Mapping[str, type[Provider]] | None = None,
     ) -> None:
-        """``profiles`` are the roles (``configure(models=...)``), named as on the spec's ModelResolver."""
+        """Keywords as on the spec's ``ModelResolver.new``: ``profiles`` are the roles
+        (``configure(models=...)``), ``provider_adapters`` the application's adapters by name."""
         self.connections = {**BUILTIN_CONNECTIONS, **{str(k): dict(v) for k, v in (providers or {}).items()}}
         self.profiles = {str(k): dict(v) for k, v in (profiles or {}).items()}
         self.default_model = default_model
         self._unconfigured = not providers and not profiles
-        self.adapters = {**BUILTIN_ADAPTERS, **(adapters or {})}
+        self.adapters = {**BUILTIN_ADAPTERS, **(provider_adapters or {})}
         self._providers: dict[str, Provider] = {}
         self._lock = threading.Lock()
         for role, profile in self.profiles.items():
             _check_profile(role, profile)
 
-    def resolve(self, selection: Any) -> Model:
-        """Resolve a role name, a ``connection:model`` target, or an inline mapping."""
+    @property
+    def providers(self) -> dict[str, dict[str, Any]]:
+        """The provider connections by name (the spec's ``ModelResolver#providers``), built-in ones included."""
+        return self.connections
+
+    def resolve(
+        self,
+        selection: Any,
+        *,
+        invocation: Any = None,
+        context: Any = None,
+        profiles: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Model:
+        """Resolve a role name, a ``connection:model`` target, or an inline mapping.
+
+        As the spec's ``resolve(selection, invocation:, context:, profiles:)``: ``profiles``
+        adds or replaces roles for this call only (trusted application values, never read
+        from ``invocation``); ``invocation`` and ``context`` are accepted for resolvers that
+        subclass this one and choose by them.
+        """
         if selection is None:
             selection = self._default_selection()
         if isinstance(selection, Mapping):
@@ -95,7 +114,21 @@ class ModelResolver:
             raise ConfigurationError(f"a model selection must be a role, a target or a mapping, got {selection!r}")
         if ":" in selection:
             return self._target(selection, {}, role=None)
-        return self._role(selection)
+        return self._role(selection, self._with_call_profiles(profiles))
+
+    def _with_call_profiles(self, profiles: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
+        """The configured roles with one call's ``profiles`` over them, each checked as configured ones are."""
+        if not profiles:
+            return self.profiles
+        if not isinstance(profiles, Mapping):
+            raise ConfigurationError(f"profiles must map role names to {{'target': ..., 'settings': ...}}, got {profiles!r}")
+        extra = {}
+        for role, profile in profiles.items():
+            if not isinstance(profile, Mapping):
+                raise ConfigurationError(f"model role {role!r} must be {{'target': ..., 'settings': ...}}, got {profile!r}")
+            _check_profile(str(role), profile)
+            extra[str(role)] = dict(profile)
+        return {**self.profiles, **extra}
 
     def _default_selection(self) -> str:
         """``default_model``; with no connection or role configured, the spec's conventional default.
@@ -113,10 +146,10 @@ class ModelResolver:
             + ("" if not self._unconfigured else f", or set {CONVENTIONAL_KEY_VARIABLE} to use {CONVENTIONAL_TARGET}")
         )
 
-    def _role(self, role: str) -> Model:
-        profile = self.profiles.get(role)
+    def _role(self, role: str, profiles: Mapping[str, Mapping[str, Any]]) -> Model:
+        profile = profiles.get(role)
         if profile is None:
-            known = ", ".join(sorted(self.profiles)) or "none"
+            known = ", ".join(sorted(profiles)) or "none"
             raise ConfigurationError(
                 f"unknown model role {role!r} (configured roles: {known}); "
                 "use a 'connection:model-id' target or add the role to configure(models=...)"

@@ -50,3 +50,48 @@ def test_a_bad_profile_fails_the_ask_with_a_configuration_error(config):
 
     with pytest.raises(ConfigurationError, match="settings must be a mapping"):
         HotAgent.ask("hi")
+
+
+def test_provider_adapters_keyword_and_providers_attribute_as_in_the_spec(script):
+    """``ModelResolver.new(providers:, profiles:, default_model:, provider_adapters:)`` and ``#providers``."""
+    from lg_core.providers import ScriptedProvider
+
+    class GatewayProvider(ScriptedProvider):
+        pass
+
+    resolver = ModelResolver(providers={"gateway": {"adapter": "gateway"}}, provider_adapters={"gateway": GatewayProvider})
+    target = script([{"text": "unused"}])
+
+    model = resolver.resolve("gateway:" + target.split(":", 1)[1])
+
+    assert type(model.provider) is GatewayProvider
+    assert resolver.providers["gateway"] == {"adapter": "gateway"}
+
+
+def test_profiles_given_to_resolve_apply_to_that_call_only(script):
+    """The spec's ``resolve(selection, profiles:)``: a per-call role mapping for role selections."""
+    base, premium = script([{"text": "unused"}]), script([{"text": "unused"}])
+    resolver = ModelResolver(profiles={"support": {"target": base}}, default_model="support")
+
+    override = {"support": {"target": premium, "settings": {"temperature": 0.0}}}
+    model = resolver.resolve("support", profiles=override)
+
+    assert (model.target, model.role, model.settings) == (premium, "support", {"temperature": 0.0})
+    assert resolver.resolve(None, profiles=override).target == premium
+    assert resolver.resolve("support").target == base
+    assert resolver.resolve(base, invocation=None, context=None).target == base
+    with pytest.raises(ConfigurationError, match="model role 'support' has unknown key 'temperature'"):
+        resolver.resolve("support", profiles={"support": {"target": premium, "temperature": 0.0}})
+
+
+def test_model_resolver_returns_the_active_configurations_resolver(config, script):
+    """The spec's ``LittleGhost.model_resolver`` and ``Runtime#model_resolver``."""
+    import lg_core
+
+    target = script([{"text": "unused"}])
+    lg_core.configure(models={"customer_support": {"target": target}})
+
+    resolver = lg_core.model_resolver()
+
+    assert resolver is config.runtime().model_resolver is config.runtime().resolver
+    assert resolver.resolve("customer_support").target == target

@@ -113,6 +113,7 @@ PUBLIC_NAMES = [
     "get_execution_async",
     "get_run",
     "list_runs",
+    "model_resolver",
     "prune_runs",
     "replace",
     "resume",
