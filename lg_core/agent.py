@@ -199,7 +199,7 @@ class Agent:
         invocation = Invocation(**options) if message is None else Invocation.coerce(message, **options)
         invocation.check_storable()
         run = Run(cls, invocation, runtime, cancellation_token=run_options.get("cancellation_token"), on_event=run_options.get("on_event"))
-        run._model = runtime.resolver.resolve(cls.model_selection(invocation))
+        run._model = runtime.resolver.resolve(cls.model_selection(invocation), invocation=invocation)
         result_strategy(cls.result_spec(), run._model)  # an unsupported strategy fails here, not in a turn
         return prepared_by(run, runtime.hooks)
 

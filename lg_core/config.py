@@ -75,6 +75,15 @@ class Configuration(BaseSettings):
     )
     models: dict[str, dict[str, Any]] = Field(default_factory=dict, description="model roles: {role: {target, settings}}")
     default_model: str | None = None
+    model_resolver: Any = Field(
+        None,
+        description=(
+            "a complete resolver override (the spec's Configuration#model_resolver): a ModelResolver, or any "
+            "object whose resolve(selection, *, invocation=None, ...) returns a Model, or its import path "
+            "'module:attribute'; unset, the runtime builds a ModelResolver from providers, models, "
+            "default_model and provider_adapters. The application owns it: runtimes do not close it"
+        ),
+    )
     rate_limits: dict[str, str] = Field(
         default_factory=dict,
         description=(
@@ -228,6 +237,26 @@ class Configuration(BaseSettings):
         if isinstance(value, str):
             return import_callable(value, "session_actor")
         raise ValueError(f"session_actor must be a callable (invocation) -> actor id, or 'module:function'; got {value!r}")
+
+    @field_validator("model_resolver", mode="before")
+    @classmethod
+    def _model_resolver(cls, value: Any) -> Any:
+        """A resolver instance now (an import path imported): a class or a typo fails here, not at the first ask."""
+        from lg_core.import_path import import_attribute
+
+        if value is None:
+            return value
+        if isinstance(value, str):
+            try:
+                value = import_attribute(value)
+            except (ValueError, ImportError, AttributeError) as exc:
+                raise ValueError(f"{value!r} cannot be imported ({exc}); write it as 'module:attribute'") from None
+        if isinstance(value, type) or not callable(getattr(value, "resolve", None)):
+            raise ValueError(
+                "must be a resolver instance with a resolve(selection, *, invocation=None, ...) method, such as "
+                f"ModelResolver(providers=..., profiles=...), got {value!r}"
+            )
+        return value
 
     @field_validator("hooks")
     @classmethod

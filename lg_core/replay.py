@@ -137,7 +137,8 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
     _check_session_unchanged(rt, record, plan)
     entrypoint = import_entrypoint(record.entrypoint)  # fail before changing anything if it cannot run here
     # Its model too: an unresolvable one would reopen the run only to fail it again at once.
-    rt.resolver.resolve(entrypoint.model_selection(Invocation.from_dict(dict(record.invocation))))
+    invocation = Invocation.from_dict(dict(record.invocation))
+    rt.resolver.resolve(entrypoint.model_selection(invocation), invocation=invocation)
     distributed = _distributed(rt)  # (and the backend is built) before anything changes
     marker = reopen(rt, record, plan, holder=None if distributed else current_holder())
     return _continue(rt, record.id, _refs(record.id, plan.reschedule), marker, on_event, distributed)

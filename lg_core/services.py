@@ -75,7 +75,9 @@ class Runtime:
         self.store = RunStore(
             configuration.run_store, synchronous=configuration.sqlite_synchronous, relay_grace=configuration.relay_grace
         )
-        self.resolver = ModelResolver(
+        # An application's resolver (configure(model_resolver=...)) replaces the built one and stays its to close.
+        self._owns_resolver = configuration.model_resolver is None
+        self.resolver = configuration.model_resolver or ModelResolver(
             providers=configuration.providers,
             provider_adapters=configuration.provider_adapters,
             profiles=configuration.models,
@@ -320,7 +322,8 @@ class Runtime:
             self._backend.shutdown()
         self.dispatcher.shutdown()
         self.engine.close()
-        self.resolver.close()
+        if self._owns_resolver:
+            self.resolver.close()
         close_sessions = getattr(self.session_store, "close", None)
         if self._owns_session_store and close_sessions is not None:
             close_sessions()

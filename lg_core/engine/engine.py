@@ -209,7 +209,7 @@ class Engine:
     def resolve_model(self, run: Run) -> Any:
         if run._model is None:
             selection = run.entrypoint_class.model_selection(run.invocation)
-            run._model = self.runtime.resolver.resolve(selection)
+            run._model = self.runtime.resolver.resolve(selection, invocation=run.invocation)
         return run._model
 
     def safe_error_message(self, error: BaseException, run: Run) -> str:

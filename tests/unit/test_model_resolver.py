@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lg_core import ConfigurationError, ModelResolver
+import lg_core
+from lg_core import Agent, Configuration, ConfigurationError, ModelResolver, configure
 
 
 def test_profiles_keyword_defines_roles_as_in_the_spec(script):
@@ -41,8 +42,6 @@ def test_a_profile_the_resolver_would_misread_is_refused(profile, match):
 
 
 def test_a_bad_profile_fails_the_ask_with_a_configuration_error(config):
-    from lg_core import Agent, configure
-
     configure(models={"support": {"target": "scripted:x", "settings": "hot"}})
 
     class HotAgent(Agent):
@@ -86,8 +85,6 @@ def test_profiles_given_to_resolve_apply_to_that_call_only(script):
 
 def test_model_resolver_returns_the_active_configurations_resolver(config, script):
     """The spec's ``LittleGhost.model_resolver`` and ``Runtime#model_resolver``."""
-    import lg_core
-
     target = script([{"text": "unused"}])
     lg_core.configure(models={"customer_support": {"target": target}})
 
@@ -95,3 +92,54 @@ def test_model_resolver_returns_the_active_configurations_resolver(config, scrip
 
     assert resolver is config.runtime().model_resolver is config.runtime().resolver
     assert resolver.resolve("customer_support").target == target
+
+
+class InvocationAwareResolver(ModelResolver):
+    """An application resolver: premium invocations go to another model."""
+
+    def __init__(self, standard: str, premium: str) -> None:
+        super().__init__()
+        self.standard, self.premium, self.closed = standard, premium, False
+
+    def resolve(self, selection, *, invocation=None, **options):
+        premium = invocation is not None and invocation.fetch("premium_account", False)
+        return super().resolve(self.premium if premium else self.standard, **options)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_configure_model_resolver_installs_a_complete_override(config, script):
+    """The spec's ``config.model_resolver = ...``: runtimes use it instead of building one, and
+    it stays the application's (the runtime does not close it)."""
+    resolver = InvocationAwareResolver(script([{"text": "standard"}]), script([{"text": "premium"}]))
+    configure(model_resolver=resolver)
+
+    class AnyModelAgent(Agent):
+        model = "ignored_by_this_resolver"
+
+    assert AnyModelAgent.ask("hi", premium_account=True).response == "premium"
+    assert config.runtime().model_resolver is resolver
+    config.close()
+    assert not resolver.closed
+
+
+SHARED_RESOLVER = ModelResolver(profiles={"support": {"target": "scripted:shared"}})
+
+
+def test_model_resolver_can_be_named_by_import_path_for_workers_and_yaml():
+    configuration = Configuration(model_resolver=f"{__name__}:SHARED_RESOLVER")
+    assert configuration.model_resolver is SHARED_RESOLVER
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        (ModelResolver, r"model_resolver: must be a resolver instance"),
+        ("no_such_module:resolver", r"model_resolver: 'no_such_module:resolver' cannot be imported"),
+        (42, r"model_resolver: must be a resolver instance"),
+    ],
+)
+def test_a_model_resolver_that_is_not_one_is_a_configuration_error(value, match):
+    with pytest.raises(ConfigurationError, match=match):
+        Configuration(model_resolver=value)
