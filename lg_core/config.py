@@ -45,6 +45,8 @@ ENV_PREFIX = "LG_"
 _JSON_EXAMPLES = {
     "rate_limits": '{"openai": "600/min"}',
     "provider_adapters": '{"gateway": "myapp.providers:GatewayProvider"}',
+    "providers": '{"primary": {"adapter": "openrouter", "api_key_env": "OPENROUTER_API_KEY"}}',
+    "models": '{"customer_support": {"target": "primary:openai/gpt-5.6-luna", "settings": {"temperature": 0.2}}}',
 }
 # The broker URL schemes that both Celery (kombu) and redis-py accept.
 REDIS_SCHEMES = ("redis", "rediss")

@@ -111,6 +111,21 @@ def test_a_bad_rate_limit_in_the_file_names_the_key(tmp_path, text, message):
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "example"),
+    [
+        ("LG_PROVIDERS", """LG_PROVIDERS='{"primary": {"adapter": "openrouter"""),
+        ("LG_MODELS", """LG_MODELS='{"customer_support": {"target": "primary:openai/gpt-5.6-luna"""),
+    ],
+)
+def test_connections_and_roles_from_the_environment_show_their_json_shape(monkeypatch, name, example):
+    """A role or connection written as in a shell (``customer_support=primary:...``) gets an example to copy."""
+    monkeypatch.setenv(name, "customer_support=primary:openai/gpt-5.6-luna")
+    with pytest.raises(ConfigurationError, match="not valid JSON") as caught:
+        build_configuration()
+    assert example in str(caught.value)
+
+
 @pytest.mark.parametrize("name", ["LG_RATE_LIMITS", "LG_PROVIDERS", "LG_MODELS", "LG_HOOKS"])
 def test_a_json_setting_that_is_not_json_names_the_variable(monkeypatch, name):
     monkeypatch.setenv(name, "openai=600/min")
