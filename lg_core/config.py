@@ -282,10 +282,7 @@ class Configuration(BaseSettings):
 
     def __setattr__(self, name: str, value: Any) -> None:
         if not name.startswith("_") and getattr(self, "_runtime", None) is not None:
-            raise ConfigurationError(
-                f"the configuration is locked because its runtime is running; set {name} before the first "
-                "agent call, or use with_configuration(Configuration(...)) for an independent setup"
-            )
+            raise ConfigurationError(_locked_message(f"set {name}"))
         try:
             super().__setattr__(name, value)
         except ValidationError as exc:
@@ -315,14 +312,92 @@ class Configuration(BaseSettings):
                     from lg_core.services import Runtime
 
                     self._runtime = Runtime(self)
+                    self._set_collections(_locked)
         return self._runtime
+
+    def _set_collections(self, convert: Any) -> None:
+        """Swap every mapping and list setting for ``convert(value)``: locked copies while the
+        runtime runs, so ``config.models["x"] = ...`` raises as assigning does (the runtime
+        already read them, and the change would be silently lost), plain ones again after close."""
+        for name in type(self).model_fields:
+            value = self.__dict__[name]
+            if isinstance(value, (dict, list)):
+                self.__dict__[name] = convert(value)
 
     def close(self) -> None:
         """Shut the runtime down (tests and short-lived tools); the configuration becomes editable."""
         with self._lock:
             runtime, self._runtime = self._runtime, None
+            if runtime is not None:
+                self._set_collections(_unlocked)
         if runtime is not None:
             runtime.close()
+
+
+def _locked_message(change: str) -> str:
+    return (
+        f"the configuration is locked because its runtime is running; {change} before the first "
+        "agent call, or use with_configuration(Configuration(...)) for an independent setup"
+    )
+
+
+class _LockedDict(dict):  # type: ignore[type-arg]
+    """A mapping setting of a locked configuration: reads as a dict, refuses changes."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise ConfigurationError(_locked_message("change providers, models and the other mapping settings"))
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> Any:  # copies and pickles are ordinary, editable dicts
+        return (dict, (_unlocked(self),))
+
+    def __copy__(self) -> dict[Any, Any]:
+        return _unlocked(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[Any, Any]:
+        import copy
+
+        return copy.deepcopy(_unlocked(self), memo)
+
+
+class _LockedList(list):  # type: ignore[type-arg]
+    """A list setting (imports, hooks) of a locked configuration: reads as a list, refuses changes."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise ConfigurationError(_locked_message("change imports and hooks"))
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> Any:
+        return (list, (_unlocked(self),))
+
+    def __copy__(self) -> list[Any]:
+        return _unlocked(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        import copy
+
+        return copy.deepcopy(_unlocked(self), memo)
+
+
+def _locked(value: Any) -> Any:
+    """``value`` with its dicts and lists, at any depth, made locked copies."""
+    if isinstance(value, dict):
+        return _LockedDict({key: _locked(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return _LockedList(_locked(item) for item in value)
+    return value
+
+
+def _unlocked(value: Any) -> Any:
+    """``value`` with its dicts and lists, at any depth, made plain editable copies."""
+    if isinstance(value, dict):
+        return {key: _unlocked(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_unlocked(item) for item in value]
+    return value
 
 
 _SECRET_NAMES = re.compile(r"key|secret|token|password|credential", re.IGNORECASE)

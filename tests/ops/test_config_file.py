@@ -215,3 +215,48 @@ def test_the_repr_of_a_configuration_shows_no_secret():
         assert secret not in text
     assert "OPENAI_API_KEY" in text and "Support" in text and "app:***@db" in text
     assert config.providers["openai"]["api_key"] == "sk-live-123"  # only the repr is masked
+
+
+def test_the_running_configuration_refuses_changes_made_in_place_as_it_refuses_assignments():
+    """Spec (LittleGhost.configure): "Once the shared Runtime is ready, later mutations raise
+    ConfigurationError". Changing a mapping in place was silently lost: the runtime had read it."""
+    import copy
+
+    configuration = Configuration(
+        providers={"primary": {"adapter": "scripted"}},
+        models={"customer_support": {"target": "primary:x", "settings": {"temperature": 0.2}}},
+        imports=["myapp.agents"],
+    )
+    configuration.runtime()
+    try:
+        changes = [
+            lambda: setattr(configuration, "default_model", "customer_support"),
+            lambda: configuration.models.update(premium={"target": "primary:y"}),
+            lambda: configuration.models.__setitem__("premium", {"target": "primary:y"}),
+            lambda: configuration.models["customer_support"]["settings"].__setitem__("temperature", 0.9),
+            lambda: configuration.providers["primary"].pop("adapter"),
+            lambda: configuration.imports.append("myapp.more"),
+        ]
+        for change in changes:
+            with pytest.raises(ConfigurationError, match="the configuration is locked because its runtime is running"):
+                change()
+        assert configuration.models == {"customer_support": {"target": "primary:x", "settings": {"temperature": 0.2}}}
+        mine = copy.deepcopy(configuration.models)  # a copy is the caller's to change
+        mine["premium"] = {"target": "primary:y"}
+    finally:
+        configuration.close()
+    configuration.models["premium"] = {"target": "primary:y"}  # editable again once the runtime is closed
+    configuration.imports.append("myapp.more")
+    assert type(configuration.models) is dict and "premium" in configuration.models
+
+
+def test_a_failed_runtime_build_leaves_the_configuration_editable():
+    """Spec (Configuration#runtime): "A failed build leaves the configuration editable for a later attempt"."""
+    configuration = Configuration(models={"support": {"target": "scripted:x", "settings": "hot"}})
+    with pytest.raises(ConfigurationError, match="settings must be a mapping"):
+        configuration.runtime()
+    configuration.models["support"]["settings"] = {"temperature": 0.2}
+    try:
+        assert configuration.runtime().model_resolver.resolve("support").settings == {"temperature": 0.2}
+    finally:
+        configuration.close()
