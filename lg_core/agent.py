@@ -113,7 +113,7 @@ class Agent:
             return
         if isinstance(model, str) and model.strip() and not model.startswith(":") and not model.endswith(":"):
             return
-        if isinstance(model, Mapping) and model.get("provider") and model.get("model"):
+        if isinstance(model, Mapping) and _inline_selection(model.get("provider"), model.get("model")):
             return
         raise ConfigurationError(
             f"{cls.__qualname__}.model must be a role name, a 'connection:model-id' target or "
@@ -390,6 +390,11 @@ def _declared_id(cls: type, own: Mapping[str, Any]) -> str:
     if not isinstance(declared, str) or not _ID.fullmatch(declared):
         raise ConfigurationError(f"{cls.__qualname__}.agent_id must be 1-64 lowercase letters, digits, '_' or '-'")
     return declared
+
+
+def _inline_selection(provider: Any, model: Any) -> bool:
+    """An inline mapping's connection name (no ':', which would select another connection) and model id."""
+    return isinstance(provider, str) and bool(provider) and ":" not in provider and isinstance(model, str) and bool(model)
 
 
 def _check_select_model(chooser: Any, owner: str) -> None:

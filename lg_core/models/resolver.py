@@ -76,8 +76,8 @@ class ModelResolver:
     ) -> None:
         """Keywords as on the spec's ``ModelResolver.new``: ``profiles`` are the roles
         (``configure(models=...)``), ``provider_adapters`` the application's adapters by name."""
-        self.connections = {**BUILTIN_CONNECTIONS, **{str(k): dict(v) for k, v in (providers or {}).items()}}
-        self.profiles = {str(k): dict(v) for k, v in (profiles or {}).items()}
+        self.connections = {**BUILTIN_CONNECTIONS, **_mappings(providers, "provider connection", "{'adapter': 'openrouter'}")}
+        self.profiles = _mappings(profiles, "model role", "{'target': 'connection:model-id'}")
         self.default_model = default_model
         self._unconfigured = not providers and not profiles
         self.adapters = {**BUILTIN_ADAPTERS, **(provider_adapters or {})}
@@ -163,6 +163,12 @@ class ModelResolver:
         provider, model = selection.get("provider"), selection.get("model")
         if not provider or not model:
             raise ConfigurationError("an inline model mapping needs 'provider' and 'model'")
+        if not isinstance(provider, str) or ":" in provider or not isinstance(model, str):
+            # {"provider": "primary:openai", ...} would quietly select connection 'primary'.
+            raise ConfigurationError(
+                "an inline model mapping's 'provider' is a configured connection's name (no ':') and its "
+                f"'model' the provider's model id, both strings; got provider={provider!r}, model={model!r}"
+            )
         settings = {k: v for k, v in selection.items() if k not in ("provider", "model")}
         return self._target(f"{provider}:{model}", settings, role=None)
 
@@ -195,13 +201,32 @@ class ModelResolver:
                 f"connection {connection!r} uses unknown adapter {adapter!r}; "
                 f"available adapters: {', '.join(sorted(self.adapters))}"
             )
-        return cls(connection, {k: v for k, v in options.items() if k != "adapter"})
+        try:
+            return cls(connection, {k: v for k, v in options.items() if k != "adapter"})
+        except ConfigurationError:
+            raise  # the adapter's own words about a bad option
+        except Exception as exc:  # an application adapter's constructor failed
+            raise AdapterLoadError(
+                f"provider connection {connection!r}: the {adapter!r} adapter ({cls.__module__}.{cls.__qualname__}) "
+                f"could not be constructed: {type(exc).__name__}: {exc}; adapters are built as "
+                "Adapter(connection_name, options)"
+            ) from exc
 
     def close(self) -> None:
         with self._lock:
             providers, self._providers = list(self._providers.values()), {}
         for provider in providers:
             provider.close()
+
+
+def _mappings(values: Mapping[str, Any] | None, kind: str, example: str) -> dict[str, dict[str, Any]]:
+    """Copies of named option mappings, refusing an entry that is not one (a raw ValueError from dict() before)."""
+    copied = {}
+    for name, options in (values or {}).items():
+        if not isinstance(options, Mapping):
+            raise ConfigurationError(f"{kind} {name!r} must be a mapping such as {example}, got {options!r}")
+        copied[str(name)] = dict(options)
+    return copied
 
 
 # What a role's profile may hold (the spec's `{target: "primary:openai/gpt-5.6-luna", settings: {temperature: 0.2}}`).

@@ -588,6 +588,8 @@ def test_valid_model_declarations(good):
         ["scripted:x"],
         {"provider": "scripted"},
         {"model": "x"},
+        {"provider": "primary:openai", "model": "x"},  # would select connection 'primary'
+        {"provider": "scripted", "model": 5},
     ],
 )
 def test_invalid_model_declarations_fail_at_class_definition(bad):

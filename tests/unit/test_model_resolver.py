@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 import lg_core
-from lg_core import Agent, Configuration, ConfigurationError, ModelResolver, configure
+from lg_core import (
+    AdapterLoadError,
+    Agent,
+    Configuration,
+    ConfigurationError,
+    ModelResolver,
+    configure,
+)
+from lg_core.providers import ScriptedProvider
 
 
 def test_profiles_keyword_defines_roles_as_in_the_spec(script):
@@ -53,8 +61,6 @@ def test_a_bad_profile_fails_the_ask_with_a_configuration_error(config):
 
 def test_provider_adapters_keyword_and_providers_attribute_as_in_the_spec(script):
     """``ModelResolver.new(providers:, profiles:, default_model:, provider_adapters:)`` and ``#providers``."""
-    from lg_core.providers import ScriptedProvider
-
     class GatewayProvider(ScriptedProvider):
         pass
 
@@ -143,3 +149,33 @@ def test_model_resolver_can_be_named_by_import_path_for_workers_and_yaml():
 def test_a_model_resolver_that_is_not_one_is_a_configuration_error(value, match):
     with pytest.raises(ConfigurationError, match=match):
         Configuration(model_resolver=value)
+
+
+class UnbuildableProvider(ScriptedProvider):
+    def __init__(self, connection, options=None):
+        raise KeyError("region")
+
+
+def test_an_adapter_that_cannot_be_constructed_raises_adapter_load_error():
+    """Spec: AdapterLoadError is "raised when a configured provider adapter cannot be constructed"
+    (a raw KeyError from the application's adapter reached ask() before)."""
+    resolver = ModelResolver(providers={"gateway": {"adapter": "gateway"}}, provider_adapters={"gateway": UnbuildableProvider})
+    with pytest.raises(AdapterLoadError, match=r"provider connection 'gateway': the 'gateway' adapter .* could not be constructed: KeyError"):
+        resolver.resolve("gateway:model-x")
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [{"provider": "primary:openai", "model": "gpt-4o"}, {"provider": "primary", "model": 5}, {"provider": 5, "model": "m"}],
+)
+def test_an_inline_mapping_naming_no_connection_is_refused(selection):
+    """``provider`` names a configured connection; 'primary:openai' quietly selected connection 'primary' before."""
+    resolver = ModelResolver(providers={"primary": {"adapter": "scripted"}})
+    with pytest.raises(ConfigurationError, match=r"an inline model mapping's 'provider' is a configured connection's name"):
+        resolver.resolve(selection)
+
+
+@pytest.mark.parametrize(("keyword", "kind"), [("providers", "provider connection"), ("profiles", "model role")])
+def test_a_connection_or_role_that_is_not_a_mapping_is_a_configuration_error(keyword, kind):
+    with pytest.raises(ConfigurationError, match=f"{kind} 'support' must be a mapping such as"):
+        ModelResolver(**{keyword: {"support": "scripted"}})
