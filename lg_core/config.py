@@ -288,6 +288,16 @@ class Configuration(BaseSettings):
         except ValidationError as exc:
             raise ConfigurationError(_describe(exc)) from None
 
+    def configure(self, **values: Any) -> Configuration:
+        """Set several settings and return this configuration (the spec's ``Configuration#configure``;
+        ``lg_core.configure(...)`` is this on the active one). An unknown name is refused before any is set."""
+        unknown = [name for name in values if name not in type(self).model_fields]
+        if unknown:
+            raise ConfigurationError(f"unknown setting {unknown[0]!r}; known settings: {sorted(type(self).model_fields)}")
+        for name, value in values.items():
+            setattr(self, name, value)  # ConfigurationError for a bad value
+        return self
+
     def provider_adapter(self, name: str, adapter: Any) -> None:
         """Register a provider adapter under ``name`` (the spec's ``provider_adapter``): a Provider
         subclass or its import path ``module:Class``, built for each connection naming it."""
@@ -535,12 +545,7 @@ def configuration() -> Configuration:
 
 def configure(**values: Any) -> Configuration:
     """Change the active configuration before its first run; returns it."""
-    config = configuration()
-    for name, value in values.items():
-        if name not in Configuration.model_fields:
-            raise ConfigurationError(f"unknown setting {name!r}; known settings: {sorted(Configuration.model_fields)}")
-        setattr(config, name, value)  # ConfigurationError for a bad value
-    return config
+    return configuration().configure(**values)
 
 
 @contextmanager

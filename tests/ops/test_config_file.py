@@ -260,3 +260,13 @@ def test_a_failed_runtime_build_leaves_the_configuration_editable():
         assert configuration.runtime().model_resolver.resolve("support").settings == {"temperature": 0.2}
     finally:
         configuration.close()
+
+
+def test_configuration_configure_sets_several_settings_and_returns_itself():
+    """The spec's ``Configuration#configure`` on a configuration of one's own, as for Runtime(configuration)."""
+    configuration = Configuration()
+    assert configuration.configure(models={"support": {"target": "scripted:x"}}, default_model="support") is configuration
+    assert (configuration.default_model, list(configuration.models)) == ("support", ["support"])
+    with pytest.raises(ConfigurationError, match="unknown setting 'defualt_model'"):
+        configuration.configure(service_name="support-api", defualt_model="other")
+    assert configuration.service_name == "littleghost"  # nothing set when a name is unknown
