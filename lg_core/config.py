@@ -293,7 +293,7 @@ class Configuration(BaseSettings):
         ``lg_core.configure(...)`` is this on the active one). An unknown name is refused before any is set."""
         unknown = [name for name in values if name not in type(self).model_fields]
         if unknown:
-            raise ConfigurationError(f"unknown setting {unknown[0]!r}; known settings: {sorted(type(self).model_fields)}")
+            raise ConfigurationError(f"unknown setting {unknown[0]!r}{_did_you_mean(unknown[0])}; known settings: {sorted(type(self).model_fields)}")
         for name, value in values.items():
             setattr(self, name, value)  # ConfigurationError for a bad value
         return self
@@ -342,6 +342,12 @@ class Configuration(BaseSettings):
                 self._set_collections(_unlocked)
         if runtime is not None:
             runtime.close()
+
+
+def _did_you_mean(name: str) -> str:
+    """``; did you mean 'default_model'?`` for a near miss of a setting's name, else nothing."""
+    close = difflib.get_close_matches(str(name), list(Configuration.model_fields), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _locked_message(change: str) -> str:
@@ -503,7 +509,7 @@ class YamlFileSource(YamlConfigSettingsSource):
         unknown = sorted(str(key) for key in data if key not in Configuration.model_fields)
         if unknown:
             raise ConfigurationError(
-                f"unknown setting {unknown[0]!r} in config file {file_path}; known settings: "
+                f"unknown setting {unknown[0]!r} in config file {file_path}{_did_you_mean(unknown[0])}; known settings: "
                 f"{', '.join(sorted(Configuration.model_fields))}"
             )
         return data

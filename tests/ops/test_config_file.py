@@ -62,6 +62,7 @@ def test_no_file_means_defaults():
         ("lease_seconds: -1\n", "lease_seconds (in config file"),
         ("max_parallel_tools: many\n", "max_parallel_tools (in config file"),
         ("lease_secs: 3\n", "unknown setting 'lease_secs' in config file"),
+        ("default_models: support\n", "lg.yaml (did you mean 'default_model'?)"),
         ("run_store: [unclosed\n", "is not valid YAML at line"),
         ("- run_store\n", "must be a mapping of settings"),
     ],
@@ -267,6 +268,6 @@ def test_configuration_configure_sets_several_settings_and_returns_itself():
     configuration = Configuration()
     assert configuration.configure(models={"support": {"target": "scripted:x"}}, default_model="support") is configuration
     assert (configuration.default_model, list(configuration.models)) == ("support", ["support"])
-    with pytest.raises(ConfigurationError, match="unknown setting 'defualt_model'"):
+    with pytest.raises(ConfigurationError, match=r"unknown setting 'defualt_model' \(did you mean 'default_model'\?\)"):
         configuration.configure(service_name="support-api", defualt_model="other")
     assert configuration.service_name == "littleghost"  # nothing set when a name is unknown
