@@ -169,6 +169,14 @@ class ModelResolver:
                 "an inline model mapping's 'provider' is a configured connection's name (no ':') and its "
                 f"'model' the provider's model id, both strings; got provider={provider!r}, model={model!r}"
             )
+        if "settings" in selection:
+            # A role's profile nests its settings; an inline mapping's are flat (the spec's
+            # model(provider:, model:, reasoning_effort: "high")). Nested, they reached the
+            # provider's API as one unknown "settings" field.
+            raise ConfigurationError(
+                "an inline model mapping takes its settings flat, beside provider and model: "
+                f"{{'provider': {provider!r}, 'model': {model!r}, 'temperature': 0.2}}, not under 'settings'"
+            )
         settings = {k: v for k, v in selection.items() if k not in ("provider", "model")}
         return self._target(f"{provider}:{model}", settings, role=None)
 

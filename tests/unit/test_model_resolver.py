@@ -179,3 +179,9 @@ def test_an_inline_mapping_naming_no_connection_is_refused(selection):
 def test_a_connection_or_role_that_is_not_a_mapping_is_a_configuration_error(keyword, kind):
     with pytest.raises(ConfigurationError, match=f"{kind} 'support' must be a mapping such as"):
         ModelResolver(**{keyword: {"support": "scripted"}})
+
+
+def test_an_inline_mapping_with_nested_settings_shows_the_flat_form():
+    """Spec (Agent.model): "Inline mappings use flat settings"; nested ones went to the API as a 'settings' field."""
+    with pytest.raises(ConfigurationError, match=r"takes its settings flat.*'model': 'x', 'temperature': 0.2\}, not under 'settings'"):
+        ModelResolver().resolve({"provider": "scripted", "model": "x", "settings": {"temperature": 0.2}})
