@@ -75,6 +75,15 @@ class Configuration(BaseSettings):
             "Provider subclass itself; a connection selects one with {'adapter': 'gateway'}"
         ),
     )
+    provider_credentials: Any = Field(
+        None,
+        description=(
+            "returns credential options for a provider connection (the spec's provider_credentials): a function "
+            "(provider=NAME, adapter=ADAPTER, configuration=OPTIONS) -> {'api_key': ...} or None, or its import path "
+            "'module:function'; asked when a connection's provider is first built in a runtime, and merged over "
+            "the connection's options"
+        ),
+    )
     models: dict[str, dict[str, Any]] = Field(default_factory=dict, description="model roles: {role: {target, settings}}")
     default_model: str | None = None
     model_resolver: Any = Field(
@@ -239,6 +248,18 @@ class Configuration(BaseSettings):
         if isinstance(value, str):
             return import_callable(value, "session_actor")
         raise ValueError(f"session_actor must be a callable (invocation) -> actor id, or 'module:function'; got {value!r}")
+
+    @field_validator("provider_credentials", mode="before")
+    @classmethod
+    def _provider_credentials(cls, value: Any) -> Any:
+        if value is None or callable(value):
+            return value
+        if isinstance(value, str):
+            return import_callable(value, "provider_credentials")
+        raise ValueError(
+            "provider_credentials must be a function (provider, adapter, configuration) -> credential options, "
+            f"or 'module:function'; got {value!r}"
+        )
 
     @field_validator("model_resolver", mode="before")
     @classmethod

@@ -82,6 +82,7 @@ class Runtime:
             provider_adapters=configuration.provider_adapters,
             profiles=configuration.models,
             default_model=configuration.default_model,
+            credential_resolver=configuration.provider_credentials,
         )
         self.hooks: list[Hook] = [hook() for hook in configuration.hooks]
         # Sessions live in the run store's database unless configured otherwise (lg_core.sessions).

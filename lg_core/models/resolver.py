@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from lg_core.errors import AdapterLoadError, ConfigurationError
+from lg_core.errors import AdapterLoadError, ConfigurationError, CredentialError
 from lg_core.events import StreamEvent
 from lg_core.models.request import ModelCapabilities, ModelRequest
 from lg_core.providers import BUILTIN_ADAPTERS, Provider
@@ -73,14 +73,17 @@ class ModelResolver:
         profiles: Mapping[str, Mapping[str, Any]] | None = None,
         default_model: str | None = None,
         provider_adapters: Mapping[str, type[Provider]] | None = None,
+        credential_resolver: Callable[..., Mapping[str, Any] | None] | None = None,
     ) -> None:
         """Keywords as on the spec's ``ModelResolver.new``: ``profiles`` are the roles
-        (``configure(models=...)``), ``provider_adapters`` the application's adapters by name."""
+        (``configure(models=...)``), ``provider_adapters`` the application's adapters by name,
+        ``credential_resolver`` the application's ``provider_credentials``."""
         self.connections = {**BUILTIN_CONNECTIONS, **_mappings(providers, "provider connection", "{'adapter': 'openrouter'}")}
         self.profiles = _mappings(profiles, "model role", "{'target': 'connection:model-id'}")
         self.default_model = default_model
         self._unconfigured = not providers and not profiles
         self.adapters = {**BUILTIN_ADAPTERS, **(provider_adapters or {})}
+        self.credential_resolver = credential_resolver
         self._providers: dict[str, Provider] = {}
         self._lock = threading.Lock()
         for role, profile in self.profiles.items():
@@ -209,8 +212,10 @@ class ModelResolver:
                 f"connection {connection!r} uses unknown adapter {adapter!r}; "
                 f"available adapters: {', '.join(sorted(self.adapters))}"
             )
+        options = {k: v for k, v in options.items() if k != "adapter"}
+        options.update(self._credentials(connection, str(adapter), options))
         try:
-            return cls(connection, {k: v for k, v in options.items() if k != "adapter"})
+            return cls(connection, options)
         except ConfigurationError:
             raise  # the adapter's own words about a bad option
         except Exception as exc:  # an application adapter's constructor failed
@@ -219,6 +224,27 @@ class ModelResolver:
                 f"could not be constructed: {type(exc).__name__}: {exc}; adapters are built as "
                 "Adapter(connection_name, options)"
             ) from exc
+
+    def _credentials(self, connection: str, adapter: str, options: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The options the application's ``provider_credentials`` adds to ``connection`` (the spec's
+        Providers::Configuration#credentials): asked when the connection's provider is built, the
+        first time a model on it is resolved in this runtime, so secrets are fetched lazily."""
+        if self.credential_resolver is None:
+            return {}
+        try:
+            extra = self.credential_resolver(provider=connection, adapter=adapter, configuration=dict(options))
+        except Exception as exc:
+            raise CredentialError(
+                f"provider connection {connection!r}: provider_credentials raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if extra is None:
+            return {}
+        if not isinstance(extra, Mapping):
+            raise CredentialError(
+                f"provider connection {connection!r}: provider_credentials returned {type(extra).__name__}; return "
+                "a mapping of connection options such as {'api_key': ...}, or None to add none"
+            )
+        return extra
 
     def close(self) -> None:
         with self._lock:

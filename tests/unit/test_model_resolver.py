@@ -185,3 +185,47 @@ def test_an_inline_mapping_with_nested_settings_shows_the_flat_form():
     """Spec (Agent.model): "Inline mappings use flat settings"; nested ones went to the API as a 'settings' field."""
     with pytest.raises(ConfigurationError, match=r"takes its settings flat.*'model': 'x', 'temperature': 0.2\}, not under 'settings'"):
         ModelResolver().resolve({"provider": "scripted", "model": "x", "settings": {"temperature": 0.2}})
+
+
+def test_provider_credentials_add_options_when_a_connection_is_first_built(config):
+    """The spec's ``config.provider_credentials``: a trusted callable returns credential options for
+    a named connection, merged into its configuration when its provider is constructed."""
+    asked = []
+
+    def vault(provider, adapter, configuration):
+        asked.append((provider, adapter, configuration))
+        return {"api_key": "sk-from-vault"} if provider == "primary" else None
+
+    configure(providers={"primary": {"adapter": "openai", "organization": "org-1"}}, provider_credentials=vault)
+    resolver = lg_core.model_resolver()
+
+    model = resolver.resolve("primary:gpt-4o-mini")
+    resolver.resolve("primary:gpt-4o")
+
+    assert model.provider.settings.resolve_api_key() == "sk-from-vault"
+    assert asked == [("primary", "openai", {"organization": "org-1"})]  # once per connection and runtime
+
+
+@pytest.mark.parametrize(
+    ("credentials", "match"),
+    [
+        (lambda **_: 1 / 0, r"provider connection 'primary': provider_credentials raised ZeroDivisionError"),
+        (lambda **_: "sk-bare-key", r"provider_credentials returned str; return a mapping of connection options"),
+    ],
+)
+def test_provider_credentials_that_cannot_give_credentials_raise_credential_error(credentials, match):
+    from lg_core import CredentialError
+
+    resolver = ModelResolver(providers={"primary": {"adapter": "openai"}}, credential_resolver=credentials)
+    with pytest.raises(CredentialError, match=match):
+        resolver.resolve("primary:gpt-4o-mini")
+
+
+def vault_credentials(provider, adapter, configuration):
+    return {"api_key": "sk-from-vault"}
+
+
+def test_provider_credentials_can_be_named_by_import_path():
+    assert Configuration(provider_credentials=f"{__name__}:vault_credentials").provider_credentials is vault_credentials
+    with pytest.raises(ConfigurationError, match="provider_credentials must be a function"):
+        Configuration(provider_credentials=42)
