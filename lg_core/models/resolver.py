@@ -125,12 +125,9 @@ class ModelResolver:
             return self.profiles
         if not isinstance(profiles, Mapping):
             raise ConfigurationError(f"profiles must map role names to {{'target': ..., 'settings': ...}}, got {profiles!r}")
-        extra = {}
-        for role, profile in profiles.items():
-            if not isinstance(profile, Mapping):
-                raise ConfigurationError(f"model role {role!r} must be {{'target': ..., 'settings': ...}}, got {profile!r}")
-            _check_profile(str(role), profile)
-            extra[str(role)] = dict(profile)
+        extra = _mappings(profiles, "model role", "{'target': 'connection:model-id'}")
+        for role, profile in extra.items():
+            _check_profile(role, profile)
         return {**self.profiles, **extra}
 
     def _default_selection(self) -> str:
