@@ -56,6 +56,15 @@ class ConfigurationWarning(UserWarning):
     """A setting that is probably not what its author meant (e.g. a misspelled ``LG_*`` variable)."""
 
 
+def _function_setting(value: Any, setting: str, shape: str) -> Any:
+    """A setting that names code: a callable, or a 'module:function' import path imported now."""
+    if value is None or callable(value):
+        return value
+    if isinstance(value, str):
+        return import_callable(value, setting)
+    raise ValueError(f"{setting} must be {shape}, or 'module:function'; got {value!r}")
+
+
 class Configuration(BaseSettings):
     """Every LittleGhost setting, with its environment variable ``LG_<NAME>``."""
 
@@ -243,22 +252,13 @@ class Configuration(BaseSettings):
     @field_validator("session_actor", mode="before")
     @classmethod
     def _session_actor(cls, value: Any) -> Any:
-        if value is None or callable(value):
-            return value
-        if isinstance(value, str):
-            return import_callable(value, "session_actor")
-        raise ValueError(f"session_actor must be a callable (invocation) -> actor id, or 'module:function'; got {value!r}")
+        return _function_setting(value, "session_actor", "a callable (invocation) -> actor id")
 
     @field_validator("provider_credentials", mode="before")
     @classmethod
     def _provider_credentials(cls, value: Any) -> Any:
-        if value is None or callable(value):
-            return value
-        if isinstance(value, str):
-            return import_callable(value, "provider_credentials")
-        raise ValueError(
-            "provider_credentials must be a function (provider, adapter, configuration) -> credential options, "
-            f"or 'module:function'; got {value!r}"
+        return _function_setting(
+            value, "provider_credentials", "a function (provider, adapter, configuration) -> credential options"
         )
 
     @field_validator("model_resolver", mode="before")

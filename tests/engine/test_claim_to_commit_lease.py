@@ -16,7 +16,7 @@ import time
 from lg_core import Agent, Configuration, Hook, with_configuration
 from lg_core.providers import scripted
 from lg_scheduler.recovery import sweep_leases
-from tests.engine.numbered_tool import NumberedTool, numbered_calls
+from tests.engine.numbered_tool import NumberedTool, RecordingPublisher, numbered_calls
 
 scripted.register("claim-to-commit-lease", numbered_calls(1))
 LEASE = 0.3
@@ -25,17 +25,6 @@ LEASE = 0.3
 class EchoAgent(Agent):
     model = "scripted:claim-to-commit-lease"
     tools = [NumberedTool]
-
-
-class Publisher:
-    def __init__(self):
-        self.sent = []
-
-    def publish(self, refs):
-        self.sent.extend(refs)
-
-    def advance(self, run_id):
-        self.sent.append(run_id)
 
 
 class SlowPrepare(Hook):
@@ -47,7 +36,7 @@ class SlowPrepare(Hook):
     def prepare_run(self, run):
         if SlowPrepare.store is not None:
             time.sleep(4 * LEASE)
-            SlowPrepare.sweeps.append(sweep_leases(SlowPrepare.store, Publisher(), hold_off=LEASE))
+            SlowPrepare.sweeps.append(sweep_leases(SlowPrepare.store, RecordingPublisher(), hold_off=LEASE))
         return run
 
 

@@ -17,7 +17,7 @@ import pytest
 from lg_core import Agent, Configuration, with_configuration
 from lg_core.providers import scripted
 from lg_scheduler.recovery import sweep_leases
-from tests.engine.numbered_tool import NumberedTool, numbered_calls
+from tests.engine.numbered_tool import NumberedTool, RecordingPublisher, numbered_calls
 
 scripted.register("audit-orphan-lease", numbered_calls(1, 2))
 LEASE = 0.3
@@ -26,17 +26,6 @@ LEASE = 0.3
 class EchoAgent(Agent):
     model = "scripted:audit-orphan-lease"
     tools = [NumberedTool]
-
-
-class Publisher:
-    def __init__(self):
-        self.sent = []
-
-    def publish(self, refs):
-        self.sent.extend(refs)
-
-    def advance(self, run_id):
-        self.sent.append(run_id)
 
 
 def test_a_step_left_claimed_after_a_failed_release_is_swept_once_its_lease_expires(tmp_path, monkeypatch):
@@ -61,7 +50,7 @@ def test_a_step_left_claimed_after_a_failed_release_is_swept_once_its_lease_expi
         # The worker goes on executing other steps (here: one long one) for a few leases.
         with worker.engine.heartbeat.holding("another-run", "root/turn-0/model"):
             time.sleep(4 * LEASE)
-            publisher = Publisher()
+            publisher = RecordingPublisher()
             swept = sweep_leases(client.store, publisher, hold_off=LEASE)
             step = client.store.load_step(ref.run_id, ref.key)
 
@@ -89,7 +78,7 @@ def test_the_step_being_executed_keeps_its_lease(tmp_path):
             time.sleep(4 * LEASE)
             step = runtime.store.load_step(ref.run_id, ref.key)
             assert step.lease_until > time.time()
-            assert sweep_leases(runtime.store, Publisher(), hold_off=LEASE) == 0
+            assert sweep_leases(runtime.store, RecordingPublisher(), hold_off=LEASE) == 0
     finally:
         config.close()
 
