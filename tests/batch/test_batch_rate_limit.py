@@ -20,15 +20,18 @@ def test_a_batchs_model_calls_keep_to_its_rate_limit(file_config, inputs, model_
     """10 runs of 2 model calls each, all in flight at once, at 20 calls a second.
 
     Unlimited, the 20 calls take a few milliseconds; limited, their slots are 50 ms
-    apart, so any one-second window holds at most 20 of them.
+    apart, so they span 0.95 s and any half-second window holds at most 10 slots.
+    A call reaches the model when its thread wakes, which on a loaded machine can
+    be some way behind its slot, so the bounds leave room for that lateness while
+    staying far from the unlimited pace.
     """
     report = submit_batch(ItemAgent, inputs([f"item {n}" for n in range(10)]), concurrency=10, rate_limit="20/s", progress=False)
 
     assert report.completed == 10
     calls = [call["at"] for call in logged_model_calls(model_log)]
     assert len(calls) == 20
-    assert max(count_in_window(calls, 1.0)) <= 20 + 1  # + 1: a thread may reach the model a little late
-    assert calls[-1] - calls[0] >= 19 * 0.05 - 0.02  # slots 50 ms apart, give or take one thread's wake-up
+    assert max(count_in_window(calls, 0.5)) <= 10 + 3
+    assert calls[-1] - calls[0] >= 19 * 0.05 - 0.3  # less the first call's lateness behind its slot
     store = file_config.runtime().store
     assert {store.load_run(r["run_id"]).invocation["rate_limit"] for r in report.results} == {"20/s"}
 

@@ -150,7 +150,7 @@ def test_runs_limited_on_one_connection_share_its_budget(config, script):
     assert all(run.completed for run in runs)
     assert len(calls) == 6
     calls.sort()
-    assert calls[-1] - calls[0] >= 5 * 0.1 - 0.02  # six slots 100 ms apart, give or take a thread's wake-up
+    assert calls[-1] - calls[0] >= 5 * 0.1 - 0.2  # six slots 100 ms apart, less the first call's lateness behind its slot (unpaced: a few ms)
 
 
 def test_connections_have_their_own_budgets(script):
