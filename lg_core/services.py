@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import warnings
 from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,30 @@ class Hook:
         return None
 
 
+# The settings a built ModelResolver reads, and so the ones configure(model_resolver=...) replaces.
+_RESOLVER_SETTINGS = ("providers", "provider_adapters", "models", "default_model", "provider_credentials")
+
+
+def _warn_of_settings_the_resolver_replaces(configuration: Configuration) -> None:
+    """A ConfigurationWarning naming resolver settings that an application resolver makes inert.
+
+    ``model_resolver`` is a complete override (the spec's Configuration#model_resolver), so
+    ``models`` or ``providers`` configured beside it are never read: without a word, an
+    edited ``lg.yaml`` role would seem to have no effect.
+    """
+    from lg_core.config import ConfigurationWarning
+
+    ignored = [name for name in _RESOLVER_SETTINGS if getattr(configuration, name)]
+    if ignored:
+        warnings.warn(
+            f"configure(model_resolver=...) replaces the built resolver, so {', '.join(ignored)} "
+            f"{'is' if len(ignored) == 1 else 'are'} not read; give them to your resolver "
+            "(e.g. ModelResolver(providers=..., profiles=...)) or unset them",
+            ConfigurationWarning,
+            stacklevel=4,
+        )
+
+
 class Runtime:
     def __init__(self, configuration: Configuration) -> None:
         self.configuration = configuration
@@ -77,6 +102,8 @@ class Runtime:
         )
         # An application's resolver (configure(model_resolver=...)) replaces the built one and stays its to close.
         self._owns_resolver = configuration.model_resolver is None
+        if configuration.model_resolver is not None:
+            _warn_of_settings_the_resolver_replaces(configuration)
         self.resolver = configuration.model_resolver or ModelResolver(
             providers=configuration.providers,
             provider_adapters=configuration.provider_adapters,

@@ -184,6 +184,12 @@ class ModelResolver:
         connection, _, model_id = target.partition(":")
         if not connection or not model_id:
             raise ConfigurationError(f"model target {target!r} must look like 'connection:model-id'")
+        if connection != connection.strip() or model_id != model_id.strip() or any(c.isspace() for c in connection):
+            # 'openai:gpt-4o ' would reach the provider as an unknown model id, far from the typo.
+            raise ConfigurationError(
+                f"model target {target!r} has a space around the connection or the model id; "
+                f"write it as {connection.strip() + ':' + model_id.strip()!r}"
+            )
         return Model(self._provider(connection), target, settings, role)
 
     def _provider(self, connection: str) -> Provider:

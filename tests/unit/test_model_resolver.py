@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 import lg_core
@@ -13,6 +15,7 @@ from lg_core import (
     ModelResolver,
     configure,
 )
+from lg_core.config import ConfigurationWarning
 from lg_core.providers import ScriptedProvider
 
 
@@ -229,3 +232,27 @@ def test_provider_credentials_can_be_named_by_import_path():
     assert Configuration(provider_credentials=f"{__name__}:vault_credentials").provider_credentials is vault_credentials
     with pytest.raises(ConfigurationError, match="provider_credentials must be a function"):
         Configuration(provider_credentials=42)
+
+
+def test_settings_a_configured_resolver_replaces_are_named_in_a_warning(script):
+    """model_resolver is a complete override: roles and connections configured beside it are never
+    read, so building the runtime says which, instead of letting an edited role seem to do nothing."""
+    resolver = ModelResolver(profiles={"support": {"target": script([{"text": "hi"}])}})
+    configuration = Configuration(model_resolver=resolver, models={"support": {"target": "scripted:other"}}, default_model="support")
+    with pytest.warns(ConfigurationWarning, match=r"models, default_model are not read"):
+        assert configuration.runtime().model_resolver is resolver
+    configuration.close()
+
+
+def test_a_configured_resolver_alone_builds_without_a_warning():
+    configuration = Configuration(model_resolver=ModelResolver())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        configuration.runtime()
+    configuration.close()
+
+
+@pytest.mark.parametrize("target", ["scripted:demo ", " scripted:demo", "scripted: demo", "scripted :demo", "scri pted:demo"])
+def test_a_target_with_stray_whitespace_is_refused_with_the_fixed_spelling(target):
+    with pytest.raises(ConfigurationError, match=r"has a space around the connection or the model id"):
+        ModelResolver().resolve(target)
