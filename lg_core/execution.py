@@ -75,6 +75,11 @@ class LiveSource(Protocol):
     def read(self, position: str, block: float) -> list[tuple[str, StreamEvent]] | None:
         """Entries after ``position`` (waiting up to ``block`` seconds for one); None if unreachable."""
 
+    def locate(self, seq: int) -> str | None:
+        """A position after which the source holds what followed durable event ``seq``: that
+        event's own, or the one just before event ``seq`` + 1; None if it holds neither.
+        Optional: a source without it makes a reader from a bare seq backfill from the store."""
+
 
 class ExecutionBackend(Protocol):
     """What a way of executing runs must provide to Execution handles."""
@@ -156,6 +161,11 @@ class _Covers:
 
 
 @dataclass(frozen=True, slots=True)
+class _Locate:
+    seq: int  # -> position | None
+
+
+@dataclass(frozen=True, slots=True)
 class _ReadLive:
     position: str
     block: float  # -> list[(position, event)] | None
@@ -182,7 +192,7 @@ class _Emit:
     event: StreamEvent  # -> None
 
 
-Request = _Covers | _ReadLive | _Stored | _Status | _Pause | _Emit
+Request = _Covers | _Locate | _ReadLive | _Stored | _Status | _Pause | _Emit
 Plan = Generator[Request, Any, Any]
 
 
@@ -217,6 +227,13 @@ class _Follow:
     def run(self) -> Plan:
         record = yield _Status()
         check_event_id(str(self.seen), record)
+        if self.has_live and not self.known_position and self.seen > 0:
+            # "After durable event N": where N sits in the stream says which live-only events
+            # (token deltas) follow it. Without it the reader backfills from the store, and
+            # a run that ended meanwhile (a fork on fast workers) would show no text at all.
+            located = yield _Locate(self.seen)
+            if located is not None:
+                self.position, self.known_position = located, True
         if not (self.has_live and self.known_position and (yield _Covers(self.position))):
             if (yield from self._backfill()) or record.finished:
                 return
@@ -599,6 +616,8 @@ class Execution:
                 reply = live.read(request.position, request.block) if live is not None else None
             elif isinstance(request, _Covers):
                 reply = live is not None and live.covers(request.position)
+            elif isinstance(request, _Locate):
+                reply = _locate(live, request.seq)
             elif isinstance(request, _Stored):
                 reply = self._stored(request.after, request.until)
             elif isinstance(request, _Status):
@@ -623,6 +642,8 @@ class Execution:
                     reply = await _live_call(live, "read", request.position, request.block)
                 elif isinstance(request, _Covers):
                     reply = live is not None and await _live_call(live, "covers", request.position)
+                elif isinstance(request, _Locate):
+                    reply = await asyncio.to_thread(_locate, live, request.seq)
                 elif isinstance(request, _Stored):
                     reply = await asyncio.to_thread(self._stored, request.after, request.until)
                 elif isinstance(request, _Status):
@@ -667,6 +688,12 @@ class EventStream:
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
         live = self.execution.backend.live_source(self.execution.run_id)
         return self.execution._adrive_events(self._plan(live), live)
+
+
+def _locate(live: Any, seq: int) -> str | None:
+    """``live.locate(seq)``, or None from a source that cannot look events up (it is optional)."""
+    locate = getattr(live, "locate", None)
+    return locate(seq) if locate is not None else None
 
 
 async def _live_call(live: Any, name: str, *args: Any) -> Any:

@@ -42,6 +42,7 @@ from lg_core.events import StreamEvent
 log = logging.getLogger(__name__)
 
 MAX_EVENTS = 20_000
+LOCATE_PAGE = 1_000
 RETENTION_SECONDS = 24 * 3600
 # redis-py 8 gives every socket a 5 s timeout by default, and a quiet reader blocks
 # in XREAD for up to 5 s (lg_core.execution.MAX_QUIET_SECONDS): the socket gave up
@@ -242,6 +243,32 @@ class RedisLiveSource:
             return None
         return _entries(result)
 
+    def locate(self, seq: int) -> str | None:
+        """Where to read from to get what followed durable event ``seq``: its stream id; or, when the
+        stream does not hold it (a fork's stream starts at its ``run_forked`` marker, ``seq`` + 1),
+        the position just before event ``seq`` + 1. None when it holds neither.
+
+        Asked once per reader that resumes from a bare sequence number. Scans from the oldest
+        entry in pages of LOCATE_PAGE; the stream is capped at MAX_EVENTS entries.
+        """
+        start, following = "-", None
+        try:
+            while True:
+                page = self.client.xrange(self.key, min=start, max="+", count=LOCATE_PAGE)
+                for entry_id, fields in page:
+                    found = fields.get(b"seq", fields.get("seq"))
+                    if found is None:
+                        continue
+                    if int(_decode(found)) == seq:
+                        return _decode(entry_id)
+                    if int(_decode(found)) == seq + 1 and following is None:
+                        following = _just_before(_decode(entry_id))
+                if len(page) < LOCATE_PAGE:
+                    return following
+                start = "(" + _decode(page[-1][0])
+        except redis.RedisError:
+            return None
+
     async def acovers(self, position: str) -> bool:
         if self.async_url is None:
             return await asyncio.to_thread(self.covers, position)
@@ -279,6 +306,15 @@ def _covers(info: dict[Any, Any], position: str) -> bool:
     return first is not None and _id_le(_decode(first[0]), position)
 
 
+_MAX_ID_PART = 2**64 - 1  # a stream id is two unsigned 64-bit numbers, "<ms>-<seq>"
+
+
+def _just_before(entry_id: str) -> str:
+    """The greatest stream id below ``entry_id``: XREAD after it starts at that entry."""
+    millis, sequence = (int(part) for part in entry_id.split("-"))
+    return f"{millis}-{sequence - 1}" if sequence > 0 else f"{millis - 1}-{_MAX_ID_PART}"
+
+
 def _block_ms(block: float) -> int:
     """XREAD's block in ms, kept below the socket timeout so a quiet stream returns [] instead of raising."""
     return max(1, int(min(block, MAX_BLOCK_SECONDS) * 1000))
@@ -310,7 +346,10 @@ def _id_le(first: str, position: str) -> bool:
         b = tuple(int(x) for x in position.split("-"))
     except ValueError:
         return False
-    return a <= (b[0], b[1] + 1) if len(b) == 2 else a <= b
+    if len(b) != 2:
+        return a <= b
+    following = (b[0], b[1] + 1) if b[1] < _MAX_ID_PART else (b[0] + 1, 0)
+    return a <= following
 
 
 __all__ = [

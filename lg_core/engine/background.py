@@ -53,6 +53,14 @@ class _RunLog:
     async def acovers(self, position: str) -> bool:
         return self.covers(position)
 
+    def locate(self, seq: int) -> str | None:
+        """As RedisLiveSource.locate: after event ``seq``, else just before event ``seq`` + 1."""
+        with self.condition:
+            seqs = [event.seq for event in self.events]
+        if seq in seqs:
+            return str(seqs.index(seq) + 1)
+        return str(seqs.index(seq + 1)) if seq + 1 in seqs else None
+
     def read(self, position: str, block: float) -> list[tuple[str, StreamEvent]]:
         start = int(position) if position.isdigit() else 0
         with self.condition:

@@ -58,3 +58,45 @@ def test_a_retried_runs_stream_no_longer_expires_with_its_earlier_ending(redis_s
     finally:
         client.delete(key)
         client.close()
+
+
+def test_a_durable_event_is_located_in_the_stream_across_pages(redis_server, monkeypatch):
+    """``locate`` finds where a bare sequence number sits, so a reader resuming from it reads
+    the live-only events after it; it pages through the stream, and says None for an event
+    the stream does not hold and for a stream that does not exist."""
+    from lg_core.events import StreamEvent
+    from lg_workers import streams
+    from lg_workers.streams import RedisEventSink, stream_key
+
+    monkeypatch.setattr(streams, "LOCATE_PAGE", 3)
+    client = connect(redis_server.url)
+    sink = RedisEventSink(client)
+    key = stream_key("a-located-run")
+    try:
+        for seq in range(1, 6):
+            sink.publish("a-located-run", StreamEvent.build("text_delta", text=str(seq)))
+            sink.publish("a-located-run", StreamEvent.build("usage").with_seq(seq))
+        source = RedisLiveSource(client, "a-located-run")
+        position = source.locate(4)
+        after = source.read(position, 0.01)
+        assert [(e.type, e.seq) for _pos, e in after] == [("text_delta", None), ("usage", 5)]
+        assert source.locate(6) is None
+        # Not in the stream, but the event after it is (a fork's stream starts at its marker):
+        client.xdel(key, position)
+        after = source.read(source.locate(4), 0.01)
+        assert [(e.type, e.seq) for _pos, e in after] == [("usage", 5)]  # the deltas of unknown age are skipped
+        assert RedisLiveSource(client, "no-such-run").locate(1) is None
+    finally:
+        client.delete(key)
+        client.close()
+
+
+def test_a_position_just_before_a_new_millisecond_is_covered_by_its_entry():
+    """locate's "just before" position of an entry ``<ms>-0`` is ``<ms-1>-<2^64-1>``: the entry
+    right after it is that entry, so a stream starting there covers it (no needless backfill)."""
+    from lg_workers.streams import _id_le, _just_before
+
+    assert _just_before("1700000000005-0") == "1700000000004-18446744073709551615"
+    assert _just_before("1700000000005-3") == "1700000000005-2"
+    assert _id_le("1700000000005-0", _just_before("1700000000005-0"))
+    assert not _id_le("1700000000005-1", _just_before("1700000000005-0"))

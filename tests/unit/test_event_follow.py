@@ -21,6 +21,7 @@ from lg_core.execution import (
     _Covers,
     _Emit,
     _Follow,
+    _Locate,
     _Pause,
     _ReadLive,
     _Status,
@@ -59,6 +60,7 @@ class World:
     stored: list[StreamEvent]
     batches: list[list[tuple[str, StreamEvent]] | None] = field(default_factory=list)
     covers: bool = True
+    located: str | None = None  # where the stream holds the durable event a bare seq names
     later: list[StreamEvent] = field(default_factory=list)  # committed (ending the run) once the stream runs dry
     requests: list[str] = field(default_factory=list)
 
@@ -92,6 +94,8 @@ class World:
             return []
         elif isinstance(request, _Covers):
             return self.covers
+        elif isinstance(request, _Locate):
+            return self.located
         elif isinstance(request, _Stored):
             return [e for e in self.stored if e.seq > request.after and (request.until is None or e.seq <= request.until)]
         elif isinstance(request, _Status):
@@ -303,3 +307,36 @@ def test_a_model_retry_of_an_attempt_that_never_committed_does_not_make_the_next
 
     retries = [e for e in events if e.type == "model_retry"]
     assert len(retries) == 2, kinds(events)  # each attempt's retry once; the stored copy of attempt 3's is not repeated
+
+
+def test_a_bare_seq_found_in_the_stream_is_followed_live_with_its_deltas():
+    """A fork's reader starts "after durable event N" (the events copied before its marker);
+    its run may have ended before the reader's first query. Located in the stream, the
+    reader still gets the token deltas that followed N, which the store never holds."""
+    entries = [("1-1", live(text="Forked")), ("1-2", LOG[1]), ("1-3", LOG[2]), ("1-4", LOG[3])]
+    world = World(LOG, [entries], located="1-0")
+
+    events = world.follow("1")
+
+    assert kinds(events) == [("text_delta", None), ("usage", 2), ("message_stop", 3), (STOP, 4)]
+    assert "_Stored" not in world.requests  # nothing was missing from the stream
+
+
+def test_a_bare_seq_the_stream_no_longer_has_is_backfilled_from_the_store():
+    world = World(LOG, [], located=None)
+
+    events = world.follow("1")
+
+    assert kinds(events) == [("usage", 2), ("message_stop", 3), (STOP, 4)]  # the deltas went with the stream
+
+
+def test_the_in_process_log_locates_an_event_or_the_one_after_it():
+    from lg_core.engine.background import _RunLog
+
+    log = _RunLog()
+    for event in [durable(5, "run_forked"), live(), durable(6), durable(7, STOP)]:
+        log.append(event)
+
+    assert [e.seq for _p, e in log.read(log.locate(6), 0)] == [7]
+    assert [e.type for _p, e in log.read(log.locate(4), 0)] == ["run_forked", "text_delta", "usage", STOP]
+    assert log.locate(9) is None
