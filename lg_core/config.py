@@ -116,6 +116,17 @@ class Configuration(BaseSettings):
     relay_grace: float = Field(
         30.0, gt=0, le=3600, allow_inf_nan=False, description="seconds a scheduled step may wait for its message before the outbox relay re-sends it"
     )
+    relay_backoff_max: float = Field(
+        300.0,
+        gt=0,
+        le=86400,
+        allow_inf_nan=False,
+        description=(
+            "the longest the outbox relay waits between sends of a step no worker consumes: each send that found "
+            "no consumer doubles the wait from relay_grace up to this (never below relay_grace), so a queue without "
+            "workers gets one duplicate per step every this many seconds, not one every relay_grace"
+        ),
+    )
     max_step_attempts: int = Field(
         10,
         ge=1,

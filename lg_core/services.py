@@ -98,7 +98,10 @@ class Runtime:
     def __init__(self, configuration: Configuration) -> None:
         self.configuration = configuration
         self.store = RunStore(
-            configuration.run_store, synchronous=configuration.sqlite_synchronous, relay_grace=configuration.relay_grace
+            configuration.run_store,
+            synchronous=configuration.sqlite_synchronous,
+            relay_grace=configuration.relay_grace,
+            relay_backoff_max=configuration.relay_backoff_max,
         )
         # An application's resolver (configure(model_resolver=...)) replaces the built one and stays its to close.
         self._owns_resolver = configuration.model_resolver is None

@@ -38,6 +38,8 @@ from lg_core.engine.dispatcher import StepRef
 from lg_core.errors import CancelledError, DeadlineExceededError
 from lg_core.identity import holder_is_dead
 from lg_core.store import RunStore, StepRecord
+from lg_core.store.records import RelayedStep
+from lg_workers.queues import queue_for
 
 if TYPE_CHECKING:
     from lg_core.engine.engine import Engine
@@ -57,22 +59,46 @@ class Publisher(Protocol):
 def relay_outbox(store: RunStore, publisher: Publisher, *, limit: int = 500) -> int:
     """Re-send scheduled steps whose message is overdue; returns how many.
 
-    The store pushes each one's ``dispatch_after`` forward by the relay grace
-    in the statement that selects it, so it is re-sent at most once per grace.
+    The store pushes each one's ``dispatch_after`` forward in the transaction that
+    selects it, by a back-off that doubles with each send nobody consumed (from
+    the relay grace up to ``relay_backoff_max``; lg_core.store.relay_backoff), so
+    a queue without workers gets one duplicate per step per back-off, not one per
+    grace. A step is reported once per back-off level, naming its queue.
     """
-    steps = store.relay_due_steps(limit)
-    _send(publisher, steps)
-    for step in steps:
+    relayed = store.relay_due_steps(limit)
+    _send(publisher, [item.step for item in relayed])
+    for item in relayed:
+        _report_relayed(item)
+    return len(relayed)
+
+
+def _report_relayed(item: RelayedStep) -> None:
+    step = item.step
+    if item.missed >= 2 and item.new_level:  # its re-sent message was not consumed either
+        queue = _queue_of(step)
+        log.warning(
+            "step %s of run %s has waited at least %.0f s for a consumer on queue %s; sent again, and again in "
+            "%.0f s unless a worker takes it: start one with `lg worker --queues %s` if none runs (or it is "
+            "far behind)",
+            step.key, step.run_id, item.waited, queue, item.delay, queue,
+        )
+    elif item.missed >= 2:
+        log.debug("relayed %s of run %s again (no consumer on %s yet)", step.key, step.run_id, _queue_of(step))
+    else:
         log.info("relayed %s of run %s (%s)", step.key, step.run_id, _why_relayed(step))
-    return len(steps)
+
+
+def _queue_of(step: StepRecord) -> str:
+    """The broker queue the relay sends ``step`` to (a step kind without a task: lg.advance's)."""
+    return queue_for(StepRef(step.run_id, step.key, step.kind, step.frame_id).task_name)
 
 
 def _why_relayed(step: StepRecord) -> str:
     """Why a scheduled step needed the relay: its last attempt raised and waited out its retry delay,
     or its message never reached a worker (a log that says "not delivered" of a step that keeps
     failing sends its reader after the broker instead of the error)."""
-    error = step.error or {}
-    if step.attempts and error.get("attempt") == step.attempts:
+    if step.awaits_retry:
+        error = step.error or {}
         return f"attempt {step.attempts + 1}; attempt {step.attempts} raised {error.get('name')}: `lg runs show {step.run_id}`"
     return "its message was not delivered"
 

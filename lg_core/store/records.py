@@ -119,6 +119,29 @@ class StepRecord:
     checkpoint: dict[str, Any] | None = None
     event_seq: int | None = None
 
+    @property
+    def awaits_retry(self) -> bool:
+        """Scheduled again because its last attempt raised (lg_core.engine.step_failures): the row
+        keeps that attempt's error, and no message was sent for the next one (the relay sends it)."""
+        return self.status == "scheduled" and self.attempts > 0 and (self.error or {}).get("attempt") == self.attempts
+
+
+@dataclass(frozen=True, slots=True)
+class RelayedStep:
+    """A scheduled step the outbox relay sends now, and its back-off (lg_core.store.relay_backoff).
+
+    ``missed``: its sends that found no consumer, this one included (0: this send
+    delivers a retry). ``delay``: seconds until the relay sends it again unless a
+    worker claims it. ``waited``: at least this long it has waited for a consumer.
+    ``new_level``: this send moved it to a longer delay (report it once per level).
+    """
+
+    step: StepRecord
+    missed: int
+    delay: float
+    waited: float
+    new_level: bool
+
 
 @dataclass(frozen=True, slots=True)
 class ClaimedStep:
@@ -271,6 +294,7 @@ __all__ = [
     "RunFinish",
     "RunOutcome",
     "RunRecord",
+    "RelayedStep",
     "STEP_OPEN",
     "SessionWrite",
     "StepCommit",

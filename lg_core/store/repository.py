@@ -15,6 +15,7 @@ from typing import Any
 
 from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
 from lg_core.store import once as once_claims
+from lg_core.store import relay_backoff
 from lg_core.store.database import Database, Submitted, Transaction, retry_transient
 from lg_core.store.once import OnceClaim
 from lg_core.store.records import (
@@ -28,6 +29,7 @@ from lg_core.store.records import (
     FrameRecord,
     InterjectionAnswer,
     NewStep,
+    RelayedStep,
     RunOutcome,
     RunRecord,
     SessionWrite,
@@ -66,10 +68,13 @@ _MAX_REPLY_HOPS = 8  # reply_in links: one per repair, and a frame repairs once
 class RunStore:
     """SQLAlchemy-backed run store for SQLite (memory or file) and PostgreSQL."""
 
-    def __init__(self, url: str = "sqlite://", *, synchronous: str = "FULL", relay_grace: float = 30.0) -> None:
+    def __init__(
+        self, url: str = "sqlite://", *, synchronous: str = "FULL", relay_grace: float = 30.0, relay_backoff_max: float = 300.0
+    ) -> None:
         self.db = Database(url, synchronous=synchronous, statements=STATEMENTS)
         self.url = url
         self.relay_grace = relay_grace
+        self.relay_backoff_max = relay_backoff_max  # the longest a step's relay back-off grows (relay_backoff)
         self.db.create_schema()
 
     @property
@@ -795,16 +800,28 @@ class RunStore:
     # loser of a race simply gets nothing back.
 
     @retry_transient
-    def relay_due_steps(self, limit: int = 500) -> list[StepRecord]:
-        """Scheduled steps of running distributed runs whose ``dispatch_after`` passed.
+    def relay_due_steps(self, limit: int = 500) -> list[RelayedStep]:
+        """Scheduled steps of running distributed runs whose ``dispatch_after`` passed, with their back-off.
 
-        Their ``dispatch_after`` moves ``relay_grace`` ahead in the same statement,
-        so the caller owns re-sending them until then. Due and ahead are by the
-        store's clock (lg_core.store.clock), whichever host's messages these were.
+        Each one's ``dispatch_after`` moves ahead by its back-off delay in the same
+        transaction (a grace, doubling with each send nobody consumed, at most
+        ``relay_backoff_max``: lg_core.store.relay_backoff), so the caller owns
+        re-sending them until then. Due and ahead are by the store's clock
+        (lg_core.store.clock), whichever host's messages these were.
         """
+        grace, cap = self.relay_grace, self.relay_backoff_max
         with self.db.transaction() as tx:
-            rows = tx.fetchall("relay_due_steps", {"now": time.time(), "grace": self.relay_grace, "limit": limit})
-        return [_step_record(row) for row in rows]
+            rows = tx.fetchall("relay_due_steps", {"now": time.time(), "grace": grace, "limit": limit})
+            sends = [(_step_record(row[:-1]), int(row[-1])) for row in rows]
+            relayed = [_relayed_step(step, count, grace, cap) for step, count in sends]
+            further = [
+                {"run_id": step.run_id, "key": step.key, "relays": count, "delay": item.delay, "now": time.time()}
+                for (step, count), item in zip(sends, relayed, strict=True)
+                if item.delay > grace  # the UPDATE pushed it one grace: the rest of its back-off
+            ]
+            if further:
+                tx.executemany("push_relayed_step", further)
+        return relayed
 
     @retry_transient
     def clock(self) -> float:
@@ -1024,6 +1041,17 @@ def _idempotent(step: StepRecord) -> bool:
     if step.kind == "model":
         return True
     return step.kind == "tool" and isinstance(step.input, dict) and step.input.get("idempotent") is True
+
+
+def _relayed_step(step: StepRecord, sends: int, grace: float, cap: float) -> RelayedStep:
+    missed = relay_backoff.misses(sends, step)
+    return RelayedStep(
+        step,
+        missed,
+        relay_backoff.delay(missed, grace, cap),
+        relay_backoff.waited(missed, grace, cap),
+        relay_backoff.new_level(missed, grace, cap),
+    )
 
 
 def _step_record(row: Sequence[Any]) -> StepRecord:

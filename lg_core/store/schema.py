@@ -104,6 +104,10 @@ steps = Table(
     Column("scheduled_by", String(300)),
     Column("checkpoint", Text),
     Column("event_seq", Integer),
+    # Times the outbox relay sent this step since it last entered the outbox or was claimed:
+    # its back-off level, so a step nobody consumes is re-sent ever more rarely, not every
+    # grace (lg_core.store.relay_backoff). A claim resets it.
+    Column("relays", Integer, nullable=False, server_default="0"),
     sqlite_with_rowid=False,
 )
 # Only open steps have dispatch_after (a finished step clears it), so this

@@ -145,6 +145,8 @@ def _claim_values() -> dict[str, Any]:
         "started_at": bindparam("now"),  # the claiming host's time, as the step's finished_at
         # A fresh claim may be swept as soon as it looks dead (see resweep_step).
         "dispatch_after": null(),
+        # A consumer took it: the relay's back-off starts afresh (lg_core.store.relay_backoff).
+        "relays": 0,
     }
 
 
@@ -416,10 +418,13 @@ def _step_columns() -> list[Column[Any]]:
 
 
 def _relay_due_steps() -> ClauseElement:
-    """Scheduled steps whose message is overdue: push them forward and return them, in one UPDATE.
+    """Scheduled steps whose message is overdue: count the send, push them a grace forward and
+    return them, in one UPDATE.
 
     The UPDATE is the relay's claim: a second scheduler running it at once re-checks
-    ``dispatch_after`` on the locked rows and skips what the first one took.
+    ``dispatch_after`` on the locked rows and skips what the first one took. A step whose
+    back-off is longer than a grace is pushed further by ``push_relayed_step`` in the same
+    transaction, while the rows are still locked.
     """
     due = steps.alias("due")
     picked = (
@@ -438,8 +443,25 @@ def _relay_due_steps() -> ClauseElement:
                 tuple_(steps.c.run_id, steps.c.key).in_(picked),
             )
         )
-        .values(dispatch_after=_later("grace"))
-        .returning(*_step_columns())
+        .values(dispatch_after=_later("grace"), relays=steps.c.relays + 1)
+        .returning(*_step_columns(), steps.c.relays)
+    )
+
+
+def _push_relayed_step() -> ClauseElement:
+    """A step the relay just sent is due again ``delay`` from now (its back-off); only the very
+    send counted (``relays``), in the relay's own transaction."""
+    return (
+        update(steps)
+        .where(
+            and_(
+                steps.c.run_id == bindparam("run_id"),
+                steps.c.key == bindparam("key"),
+                steps.c.status == "scheduled",
+                steps.c.relays == bindparam("relays"),
+            )
+        )
+        .values(dispatch_after=_later("delay"))
     )
 
 
@@ -484,6 +506,7 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     # The time leases are judged by (lg_core.store.clock): a scheduler pass reads it once.
     "select_clock": lambda: select(store_now()),
     "relay_due_steps": _relay_due_steps,
+    "push_relayed_step": _push_relayed_step,
     # Running steps not re-dispatched in the last hold-off; the caller judges their leases.
     # Oldest lease first: a fleet may run more steps than one pass reads, and a live holder
     # renews its lease every third of it, so expired and unrenewed (dead) claims come first.
@@ -506,6 +529,7 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         lease_until=null(),
         error=bindparam("error"),
         dispatch_after=_later("delay"),
+        relays=0,
     ),
     "touch_stalled_runs": _touch_stalled_runs,
     # Distributed runs a cancel request or a passed deadline should end; pending ones too
@@ -570,6 +594,7 @@ REPLAY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         started_at=null(),
         finished_at=null(),
         dispatch_after=_later("grace"),
+        relays=0,
     ),
     "insert_step_copy": _insert(steps, STEP_COLUMNS + ("dispatch_after",)),
 }

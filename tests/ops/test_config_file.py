@@ -82,7 +82,7 @@ def test_a_bad_environment_value_names_the_variable(monkeypatch):
 
 
 @pytest.mark.parametrize("value", ["nan", "-nan", "inf"])
-@pytest.mark.parametrize("name", ["LG_LEASE_SECONDS", "LG_RELAY_GRACE"])
+@pytest.mark.parametrize("name", ["LG_LEASE_SECONDS", "LG_RELAY_GRACE", "LG_RELAY_BACKOFF_MAX"])
 def test_seconds_that_are_not_a_finite_number_say_so(monkeypatch, name, value):
     """nan was refused as "less than or equal to 3600", which nan is not, but which does not say what is wrong."""
     monkeypatch.setenv(name, value)
@@ -271,3 +271,12 @@ def test_configuration_configure_sets_several_settings_and_returns_itself():
     with pytest.raises(ConfigurationError, match=r"unknown setting 'defualt_model' \(did you mean 'default_model'\?\)"):
         configuration.configure(service_name="support-api", defualt_model="other")
     assert configuration.service_name == "littleghost"  # nothing set when a name is unknown
+
+
+def test_the_relay_backoff_cap_reaches_the_run_store(monkeypatch):
+    monkeypatch.setenv("LG_RELAY_BACKOFF_MAX", "120")
+    configuration = build_configuration()
+    try:
+        assert configuration.runtime().store.relay_backoff_max == 120.0
+    finally:
+        configuration.close()

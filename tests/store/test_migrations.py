@@ -100,3 +100,35 @@ def test_a_store_at_the_first_revision_is_upgraded_in_place(url):
         rows = connection.execute(text("SELECT run_id, seq, interjection_id FROM lg_interjections")).all()
     engine.dispose()
     assert [tuple(row) for row in rows] == [("r1", 1, None)]
+
+
+def test_a_store_before_relay_counts_is_upgraded_and_its_outbox_relayed(url):
+    """Steps written before the relay's back-off (revision 0003) start at no sends, and the relay counts from there."""
+    from alembic import command
+
+    from lg_core.store.migrate import alembic_config
+
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0003")
+        connection.execute(text(
+            "INSERT INTO lg_runs (id, entrypoint, kind, status, invocation, session_id, cancel_requested, event_seq, "
+            "interjections_pending, created_at, updated_at) VALUES ('r1', 'app:A', 'agent', 'running', '{}', 'r1', 0, 0, 0, 0, 0)"
+        ))
+        connection.execute(text(
+            "INSERT INTO lg_steps (run_id, key, frame_id, kind, status, attempts, created_at, dispatch_after) "
+            "VALUES ('r1', 'root/turn-0/model', 'r1/root', 'model', 'scheduled', 0, 0, 0)"
+        ))
+    engine.dispose()
+
+    store = RunStore(url, relay_grace=10, relay_backoff_max=60)
+    try:
+        assert _revision(url) == head_revision()
+        [relayed] = store.relay_due_steps()
+        assert (relayed.step.key, relayed.missed, relayed.delay) == ("root/turn-0/model", 1, 10)
+    finally:
+        store.close()
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT relays FROM lg_steps")).scalar() == 1
+    engine.dispose()

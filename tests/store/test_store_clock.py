@@ -157,7 +157,7 @@ def test_the_relay_judges_due_steps_by_the_servers_clock(pg_url, host):
             _create(store, "r2")
         _wait_past(store, store.clock() + 0.2)  # its step was due 0.2 s after it was created
         with host(BEHIND):
-            assert [(s.run_id, s.key) for s in store.relay_due_steps()] == [("r2", KEY)]
+            assert [(r.step.run_id, r.step.key) for r in store.relay_due_steps()] == [("r2", KEY)]
             assert store.relay_due_steps() == []  # pushed a grace ahead
     finally:
         store.close()
