@@ -18,7 +18,7 @@ from typing import Any
 
 from lg_core.errors import InvocationError
 from lg_core.store.records import RUN_TERMINAL
-from lg_core.store.retention import PruneReport
+from lg_core.store.retention import Position, PruneReport
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -62,13 +62,17 @@ def prune_runs(
     statuses: Iterable[str] | None = None,
     dry_run: bool = False,
     limit: int | None = None,
+    after: Position | None = None,
     runtime: Any = None,
 ) -> PruneReport:
     """Delete finished runs that finished more than ``older_than`` ago, with their steps, messages and events.
 
     ``statuses`` narrows it (e.g. ``["completed"]`` to keep failed runs for
-    longer); ``dry_run`` counts without deleting; ``limit`` stops after that many
-    runs (call again for the rest). Runs of a batch that can still be resumed are
+    longer); ``dry_run`` counts without deleting. Runs go oldest first; ``limit``
+    makes one call a bounded pass that looks at no more than that many old runs:
+    when it stops early, the report's ``resume_after`` is where it stopped, and
+    ``after=report.resume_after`` goes on from there (a call without ``after``
+    starts from the oldest again). Runs of a batch that can still be resumed are
     kept, and sessions are untouched. Returns the counts.
     """
     from lg_core.config import runtime as current_runtime
@@ -77,7 +81,20 @@ def prune_runs(
     chosen = check_statuses(statuses)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InvocationError(f"limit must be a positive integer or None, got {limit!r}")
-    return (runtime or current_runtime()).store.prune_runs(cutoff, chosen, dry_run=dry_run, limit=limit)
+    if after is not None and not _is_position(after):
+        raise InvocationError(f"after must be None or a report's resume_after (created_at, run id), got {after!r}")
+    store = (runtime or current_runtime()).store
+    return store.prune_runs(cutoff, chosen, dry_run=dry_run, limit=limit, after=after)
+
+
+def _is_position(value: Any) -> bool:
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], int | float)
+        and not isinstance(value[0], bool)
+        and isinstance(value[1], str)
+    )
 
 
 __all__ = ["PruneReport", "check_statuses", "chosen_statuses", "parse_age", "prune_runs"]

@@ -23,6 +23,7 @@ from lg_scheduler import recovery
 
 if TYPE_CHECKING:
     from lg_core.services import Runtime
+    from lg_core.store.retention import Position
 
 log = logging.getLogger("lg_scheduler.scheduler")
 
@@ -41,8 +42,10 @@ COUNT_NAMES = (
 # How often a scheduler with a run_retention prunes: old runs are not urgent, and a
 # pass deletes at most an hour's worth of finished runs.
 PRUNE_EVERY_SECONDS = 3600.0
-# The most runs one pass deletes: a backlog (retention just turned on, a scheduler that was
-# down) goes a slice per pass, so ending runs, the relay and the lease sweep keep running.
+# The most old runs one pass looks at (and so deletes), oldest first: a backlog (retention just
+# turned on, a scheduler that was down, the kept runs of a batch that never finished) goes a
+# slice per pass, each pass going on where the last one stopped, so ending runs, the relay and
+# the lease sweep keep running.
 PRUNE_LIMIT = 1000
 
 
@@ -79,6 +82,7 @@ class Scheduler:
         self.local_liveness = bool(local_liveness)
         self.batch = batch
         self._next_prune = 0.0  # monotonic time of the next retention pass: the first pass prunes
+        self._prune_after: Position | None = None  # where the last retention pass stopped (None: the oldest)
 
     def run_once(self) -> dict[str, int]:
         """One pass of every sweep; returns what each did (``errors``: sweeps that raised).
@@ -138,16 +142,17 @@ class Scheduler:
         return recovery.activate_sessions(self.runtime.engine, self.publisher, limit=self.batch)
 
     def _prune(self) -> int:
-        """Apply the configured run_retention, at most every PRUNE_EVERY_SECONDS."""
+        """Apply the configured run_retention: a slice of at most PRUNE_LIMIT old runs per pass, going
+        on each pass until a slice reaches the end, then again PRUNE_EVERY_SECONDS later from the oldest."""
         retention = self.runtime.configuration.run_retention
         if retention is None or time.monotonic() < self._next_prune:
             return 0
         from lg_core.retention import prune_runs
 
-        pruned = prune_runs(retention, limit=PRUNE_LIMIT, runtime=self.runtime).runs  # raising: tried again next pass
-        # A full slice may have left more behind: the next pass goes on with them.
-        self._next_prune = time.monotonic() + (0.0 if pruned >= PRUNE_LIMIT else PRUNE_EVERY_SECONDS)
-        return pruned
+        report = prune_runs(retention, limit=PRUNE_LIMIT, after=self._prune_after, runtime=self.runtime)  # raising: tried again next pass
+        self._prune_after = report.resume_after
+        self._next_prune = time.monotonic() + (0.0 if report.resume_after is not None else PRUNE_EVERY_SECONDS)
+        return report.runs
 
     def run_forever(self, interval: float = 1.0, stop: threading.Event | None = None) -> None:
         """Sweep every ``interval`` seconds until ``stop`` is set (forever without one)."""

@@ -38,7 +38,7 @@ from lg_core.store.records import (
     dumps,
     loads,
 )
-from lg_core.store.retention import PruneReport, prune
+from lg_core.store.retention import Position, PruneReport, prune
 from lg_core.store.sessions import (
     activate_after_txn,
     activate_next_txn,
@@ -603,10 +603,17 @@ class RunStore:
 
     @retry_transient
     def prune_runs(
-        self, cutoff: float, statuses: Sequence[str] = RUN_TERMINAL, *, dry_run: bool = False, limit: int | None = None
+        self,
+        cutoff: float,
+        statuses: Sequence[str] = RUN_TERMINAL,
+        *,
+        dry_run: bool = False,
+        limit: int | None = None,
+        after: Position | None = None,
     ) -> PruneReport:
-        """Delete finished runs that finished before ``cutoff`` (epoch seconds); see lg_core.store.retention."""
-        return prune(self.db, cutoff, statuses, dry_run=dry_run, limit=limit)
+        """Delete finished runs that finished before ``cutoff`` (epoch seconds), oldest first; ``limit``
+        bounds one pass and ``after`` resumes one (see lg_core.store.retention)."""
+        return prune(self.db, cutoff, statuses, dry_run=dry_run, limit=limit, after=after)
 
     @retry_transient
     def runs_finished_since(self, status: str, since: float, limit: int = 100) -> list[RunRecord]:

@@ -18,6 +18,7 @@ period and Celery's ``result_expires`` exist for the same reason).
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -30,33 +31,52 @@ _BATCH_RUN_ID = re.compile(r"^([^.:]+)[.:]")  # lg_scheduler.batch.run_id_for: <
 _CHILD_ROWS = ("delete_run_messages", "delete_run_frames", "delete_run_steps", "delete_run_events", "delete_run_interjections")
 
 
+Position = tuple[float, str]  # (created_at, id) of a run: where a pass stopped, oldest first
+
+
 @dataclass(frozen=True)
 class PruneReport:
-    """What a prune deleted (or, for a dry run, would delete)."""
+    """What a prune deleted (or, for a dry run, would delete).
+
+    ``resume_after``: set when a pass with a ``limit`` stopped before the end,
+    the position of the last run it looked at; pass it as ``after`` to go on.
+    """
 
     runs: int
     batches: int
     dry_run: bool = False
+    resume_after: Position | None = None
 
 
 def prune(
-    db: Database, cutoff: float, statuses: Sequence[str] = RUN_TERMINAL, *, dry_run: bool = False, limit: int | None = None
+    db: Database,
+    cutoff: float,
+    statuses: Sequence[str] = RUN_TERMINAL,
+    *,
+    dry_run: bool = False,
+    limit: int | None = None,
+    after: Position | None = None,
 ) -> PruneReport:
     """Delete the finished runs in ``statuses`` that finished before ``cutoff`` (epoch seconds).
 
-    ``limit`` stops after that many runs, so a caller with other work (the scheduler's
-    recovery loop) takes a large backlog a slice at a time; finished batches then wait
-    for the pass that gets through every run.
+    Runs are taken oldest first (by creation, whatever their status), from just
+    after ``after`` when given. ``limit`` bounds one pass: it looks at no more
+    than that many old runs, deleting those it may and skipping those a batch
+    keeps, then stops with ``resume_after`` set, so a caller with other work
+    (the scheduler's recovery loop) takes a backlog of millions a slice at a
+    time, and a slice of kept runs is not read again by the next one. Finished
+    batches go with the pass that reaches the end.
     """
     kept_batches = set(_unfinished_batches(db, cutoff))
-    count = 0
-    for status in statuses:
-        for run_id in _candidates(db, status, cutoff):
-            if limit is not None and count >= limit:
-                return PruneReport(count, 0, dry_run)
-            if _batch_of(run_id) in kept_batches:
-                continue
-            count += 1 if dry_run else _delete_run(db, run_id, status, cutoff)
+    count = examined = 0
+    page = PAGE if limit is None else max(1, min(PAGE, limit + 1))  # one more tells whether the pass ended
+    for created, run_id, status in _oldest_first(db, statuses, cutoff, after, page):
+        if limit is not None and examined >= limit:
+            return PruneReport(count, 0, dry_run, resume_after=after)
+        examined, after = examined + 1, (created, run_id)
+        if _batch_of(run_id) in kept_batches:
+            continue
+        count += 1 if dry_run else _delete_run(db, run_id, status, cutoff)
     if set(statuses) != set(RUN_TERMINAL):  # some of a batch's runs were kept: so is its row
         return PruneReport(count, 0, dry_run)
     batches = _count_finished_batches(db, cutoff) if dry_run else _delete_finished_batches(db, cutoff)
@@ -74,20 +94,30 @@ def _unfinished_batches(db: Database, cutoff: float) -> list[str]:
         return [row[0] for row in tx.fetchall("select_unfinished_batch_ids", {"cutoff": cutoff})]
 
 
-def _candidates(db: Database, status: str, cutoff: float) -> Iterator[str]:
-    """The ids of ``status`` runs finished before ``cutoff``, oldest first, a page at a time."""
-    after: tuple[float, str] = (float("-inf"), "")
+def _oldest_first(
+    db: Database, statuses: Sequence[str], cutoff: float, after: Position | None, page: int
+) -> Iterator[tuple[float, str, str]]:
+    """``(created_at, id, status)`` of the runs to prune, oldest first across ``statuses``: one keyset
+    stream per status (each an index range of lg_runs_status), merged as they are read."""
+    return heapq.merge(*(_candidates(db, status, cutoff, after, page) for status in statuses))
+
+
+def _candidates(
+    db: Database, status: str, cutoff: float, after: Position | None, page: int
+) -> Iterator[tuple[float, str, str]]:
+    """The ``status`` runs finished before ``cutoff`` and created after ``after``, oldest first, a page at a time."""
+    position = after if after is not None else (float("-inf"), "")
     while True:
-        page = _page(db, status, cutoff, after)
-        yield from (row[0] for row in page)
-        if len(page) < PAGE:
+        rows = _page(db, status, cutoff, position, page)
+        yield from ((created, run_id, status) for run_id, created in rows)
+        if len(rows) < page:
             return
-        after = (page[-1][1], page[-1][0])
+        position = (rows[-1][1], rows[-1][0])
 
 
 @retry_transient
-def _page(db: Database, status: str, cutoff: float, after: tuple[float, str]) -> list[tuple[str, float]]:
-    params = {"status": status, "cutoff": cutoff, "after_created": after[0], "after_id": after[1], "limit": PAGE}
+def _page(db: Database, status: str, cutoff: float, after: Position, size: int) -> list[tuple[str, float]]:
+    params = {"status": status, "cutoff": cutoff, "after_created": after[0], "after_id": after[1], "limit": size}
     with db.reader() as tx:
         return [(row[0], row[1]) for row in tx.fetchall("select_prunable_runs", params)]
 
@@ -115,4 +145,4 @@ def _count_finished_batches(db: Database, cutoff: float) -> int:
         return int(tx.fetchone("count_finished_batches", {"cutoff": cutoff})[0])
 
 
-__all__ = ["PruneReport", "prune"]
+__all__ = ["Position", "PruneReport", "prune"]

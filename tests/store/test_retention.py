@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from lg_core import Agent, Configuration, InvocationError, Tool, prune_runs, with_configuration
 from lg_core.cli import app
 from lg_core.providers import scripted
-from lg_core.store import retention
+from lg_core.store import NewStep, retention
 
 DAY = 86400.0
 TABLES_BY_RUN = ("lg_steps", "lg_events", "lg_frames", "lg_interjections")
@@ -291,3 +291,92 @@ def test_a_batch_whose_failed_runs_are_kept_keeps_its_row(config):
     assert prune_runs("30d", statuses=["completed"]) == retention.PruneReport(1, 0)
     assert store.load_batch(batch) is not None  # its failed run is still there, so is the batch
 
+
+
+def _stored_run(config, run_id: str, status: str, days: float) -> None:
+    """A run stored directly (a step and two events, no agent run), ``status`` and created and finished ``days`` ago."""
+    _store(config).create_run(
+        {"id": run_id, "entrypoint": "app:A", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
+         "session_id": run_id, "actor_id": None, "holder": "host:1:1", "deadline_at": None},
+        {"id": f"{run_id}/root", "run_id": run_id, "path": "root", "kind": "agent", "entrypoint": "app:A",
+         "version": 0, "checkpoint": {}},
+        [],
+        [("invocation_start", {"run_id": run_id})],
+        [NewStep(key="root/turn-0/model", frame_id=f"{run_id}/root", kind="model")],
+    )
+    then = time.time() - days * DAY
+    finished = None if status == "running" else then
+    with _store(config).db.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE lg_runs SET status = :s, created_at = :t, finished_at = :f WHERE id = :id"),
+            {"s": status, "t": then, "f": finished, "id": run_id},
+        )
+
+
+def _run_ids(config) -> set[str]:
+    with _store(config).db.engine.connect() as conn:
+        return set(conn.execute(text("SELECT id FROM lg_runs")).scalars())
+
+
+def test_a_backlog_larger_than_a_pass_is_pruned_over_several_passes_oldest_first(config, monkeypatch):
+    """Each scheduler pass looks at PRUNE_LIMIT old runs at most, from where the last one stopped:
+    a slice of runs a batch keeps is read once, not again by every pass, and nothing kept is touched."""
+    from lg_scheduler import scheduler as scheduler_module
+
+    config.run_retention = "30d"  # before the runtime starts
+    store = _store(config)
+    for batch_id in ("open", "done"):
+        store.open_batch({"id": batch_id, "agent": "app:A", "input_hash": "h", "input_path": "/in.jsonl", "total": 3, "holder": "me"})
+    store.update_batch("done", "me", {"completed": 3}, finished=True)
+    with store.db.engine.begin() as conn:
+        conn.execute(text("UPDATE lg_batches SET finished_at = :t WHERE id = 'done'"), {"t": time.time() - 90 * DAY})
+    kept = [f"open.{i}" for i in range(12)]  # the oldest: a batch that never finished keeps its runs
+    for age, run_id in enumerate(kept):
+        _stored_run(config, run_id, "completed", 200 - age)
+    _stored_run(config, "still-running", "running", 300)
+    _stored_run(config, "recent", "failed", 1)
+    # Ten old enough, every finished status among them, oldest first: old-0 (80 days) ... old-9 (71 days).
+    statuses = ["failed", "completed", "cancelled", "partial", "completed", "failed", "completed", "completed", "failed", "partial"]
+    old = [f"old-{i}" for i in range(7)] + [f"done.{i}" for i in range(3)]
+    for age, (run_id, status) in enumerate(zip(old, statuses, strict=True)):
+        _stored_run(config, run_id, status, 80 - age)
+    kept_rows = {run_id: _rows(config, run_id) for run_id in [*kept, "still-running", "recent"]}
+
+    read: list[int] = []
+    page = retention._page
+    monkeypatch.setattr(retention, "_page", lambda *args: (rows := page(*args), read.append(len(rows)))[0])
+    monkeypatch.setattr(scheduler_module, "PRUNE_LIMIT", 3)
+    scheduler = scheduler_module.Scheduler(config.runtime(), publisher=_NoBroker())
+
+    pruned, remaining, rows_read = [], [], []
+    for _ in range(9):
+        read.clear()
+        pruned.append(scheduler.run_once()["pruned"])
+        remaining.append(sorted(set(old) & _run_ids(config), key=old.index))
+        rows_read.append(sum(read))
+        if len(pruned) == 7:
+            assert store.load_batch("done") is not None  # its runs are not all gone yet: the row waits
+
+    # Four slices of kept runs, then the old runs three at a time, oldest first whatever their status;
+    # the slice that reaches the end is the last until the next retention period.
+    assert pruned == [0, 0, 0, 0, 3, 3, 3, 1, 0]
+    assert remaining[4] == old[3:] and remaining[5] == old[6:] and remaining[6] == old[9:] and remaining[7] == []
+    # A pass reads one page of PRUNE_LIMIT + 1 ids per status at most, never the whole backlog.
+    assert max(rows_read) <= len(retention.RUN_TERMINAL) * 4, rows_read
+    assert store.load_batch("done") is None and store.load_batch("open") is not None
+    assert _run_ids(config) == set(kept_rows)
+    assert {run_id: _rows(config, run_id) for run_id in kept_rows} == kept_rows
+
+
+def test_a_bounded_prune_resumes_where_it_stopped(config):
+    for age, run_id in enumerate(["a", "b", "c", "d", "e"]):
+        _stored_run(config, run_id, "completed" if age % 2 else "failed", 50 - age)
+
+    first = prune_runs("30d", limit=2, dry_run=True)
+    assert (first.runs, first.resume_after is not None) == (2, True)
+    rest = prune_runs("30d", limit=10, dry_run=True, after=first.resume_after)
+    assert (rest.runs, rest.resume_after) == (3, None)
+    assert prune_runs("30d", limit=2).runs == 2 and _run_ids(config) == {"c", "d", "e"}  # the two oldest
+
+    with pytest.raises(InvocationError, match="after must be None or a report's resume_after"):
+        prune_runs("30d", limit=2, after="e")
