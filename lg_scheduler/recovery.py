@@ -193,19 +193,22 @@ def end_runs(
 
 
 def activate_sessions(engine: Engine, publisher: Publisher, *, limit: int = 100) -> int:
-    """Start the next pending run of sessions none of whose runs is running; returns how many.
+    """Start the next pending run of sessions none of whose runs is running; returns how many it started.
 
     A run's ending commit normally does this itself; a run ended some other way
     (by ``end_runs``, or by a process without this code) leaves its session's
-    next run pending, and this picks it up.
+    next run pending, and this picks it up. A session listed here may have a
+    running run by the time it is activated (another scheduler's sweep or a
+    commit got there first): it starts nothing then and is not counted.
     """
     started = 0
     for session_id, actor_id in engine.store.stalled_sessions(limit):
-        refs = engine.activate_next_pending(session_id, actor_id)
-        if refs:
-            publisher.publish(refs)
-        started += 1
-        log.info("started the next pending run of session %s", session_id)
+        activation = engine.activate_next_pending(session_id, actor_id)
+        if activation.refs:
+            publisher.publish(activation.refs)
+        started += len(activation.runs)
+        for run_id in activation.runs:
+            log.info("started run %s, the next pending run of session %s", run_id, session_id)
     return started
 
 

@@ -25,7 +25,7 @@ from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.frames import FrameCache, FrameState
 from lg_core.engine.leases import Heartbeat, StepClaimLost
 from lg_core.engine.model_turn import ModelTurn
-from lg_core.engine.opening import OPENING, Opener
+from lg_core.engine.opening import OPENING, Activation, Opener
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE, RecentDict
 from lg_core.engine.step_failures import attempts_exhausted, failure_record, retry_delay
 from lg_core.engine.steps import StepScope, Transition, run_error_to_dict
@@ -292,11 +292,12 @@ class Engine:
         """End a run whose deadline passed while it waited for its session; False if it is not pending."""
         return self.opening.end_past_deadline(run_id)
 
-    def activate_next_pending(self, session_id: str, actor_id: str | None) -> list[StepRef]:
+    def activate_next_pending(self, session_id: str, actor_id: str | None) -> Activation:
         """Recovery: start the next pending run of a session none of whose runs is running.
 
         For sessions listed by ``store.stalled_sessions()`` (their last run ended
-        without a commit that activates the next one). Publish the returned steps.
+        without a commit that activates the next one). Returns the runs it started
+        (none when another process started one first); publish its ``refs``.
         """
         return self.opening.activate_next_pending(session_id, actor_id)
 

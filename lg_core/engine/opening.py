@@ -37,6 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lg_core.engine.checkpoint import AgentCheckpoint
@@ -56,6 +57,21 @@ if TYPE_CHECKING:
 
 OPENING = "opening"
 log = logging.getLogger("lg_core.opening")
+
+
+@dataclass(frozen=True)
+class Activation:
+    """What recovery's start of a session's next pending run did.
+
+    ``runs``: the runs it made ``running``: none when a run of the session was
+    running by then (another scheduler, or a commit, started it first) or the
+    pending run ended meanwhile. ``refs``: their distributed steps, for the caller
+    to publish (a local run is woken here or found by polling, so it has none).
+    """
+
+    runs: tuple[str, ...]
+    refs: list[StepRef]
+
 WAIT_POLL_SECONDS = 0.5  # how often a waiting local run checks the store (activation here wakes it at once)
 STUCK_CHECK_SECONDS = 10.0  # how often it checks whether the run it waits for was left by a dead process
 
@@ -278,13 +294,15 @@ class Opener:
         except Exception:  # noqa: BLE001 - the steps are in the outbox; the relay sends them
             pass
 
-    def activate_next_pending(self, session_id: str, actor_id: str | None) -> list[StepRef]:
+    def activate_next_pending(self, session_id: str, actor_id: str | None) -> Activation:
         """Recovery: start the session's next pending run if none of its runs is running.
 
-        Returns the distributed steps to publish (the caller publishes them, like
-        a task publishes successors); a local run is woken or found by polling.
+        Returns the runs started and the distributed steps to publish (the caller
+        publishes them, like a task publishes successors); a local run is woken or
+        found by polling.
         """
-        return self.activated(self.engine.store.activate_next_pending(session_id, actor_id), here=True)
+        started = self.engine.store.activate_next_pending(session_id, actor_id)
+        return Activation(tuple(item.run_id for item in started), self.activated(started, here=True))
 
 
-__all__ = ["OPENING", "Opener", "WAIT_POLL_SECONDS"]
+__all__ = ["OPENING", "Activation", "Opener", "WAIT_POLL_SECONDS"]

@@ -356,10 +356,11 @@ def test_recovery_activates_a_run_whose_predecessor_ended_without_activating_it(
         tx.cursor.execute("UPDATE lg_runs SET status = 'failed' WHERE id = ?", (first.run_id,))
 
     assert store.stalled_sessions() == [("conv-1", "user-7")]
-    assert engine.activate_next_pending("conv-1", "user-7") == []  # a local run: its own thread drives it
+    activation = engine.activate_next_pending("conv-1", "user-7")
+    assert (activation.runs, activation.refs) == ((second.run_id,), [])  # a local run: its own thread drives it
     assert second.wait(timeout=30).response == "seen: second"
     assert store.stalled_sessions() == []
-    assert engine.activate_next_pending("conv-1", "user-7") == []
+    assert engine.activate_next_pending("conv-1", "user-7").runs == ()
     session_app.release("g1")
 
 
