@@ -7,7 +7,8 @@ step goes through the task protocol (look up, claim, execute, commit) like
 any other, which is what makes a duplicate message harmless.
 
     relay_outbox       a scheduled step whose message never arrived (the process
-                       died between commit and publish, or Redis lost it)
+                       died between commit and publish, or Redis lost it); a
+                       step nobody consumes is re-sent ever more rarely
     sweep_leases       a running step whose holder died (same host: at once;
                        elsewhere: when its lease expires)
     detect_stalled     a run with no commit for a long time (a backstop; a run
@@ -73,6 +74,8 @@ def relay_outbox(store: RunStore, publisher: Publisher, *, limit: int = 500) -> 
 
 
 def _report_relayed(item: RelayedStep) -> None:
+    """One line per send, but a warning only when a step's back-off grew: at most one per level,
+    however many scheduler passes it waits through."""
     step = item.step
     if item.missed >= 2 and item.new_level:  # its re-sent message was not consumed either
         queue = _queue_of(step)
