@@ -327,6 +327,7 @@ def step_json(step: StepRecord) -> dict[str, Any]:
         "error": step.error,
         "created_at": iso(step.created_at),
         "finished_at": iso(step.finished_at),
+        "body_entered_at": iso(step.body_entered_at),  # an at_most_once call's tool started
     }
 
 

@@ -5,13 +5,14 @@ or fork a new run from a chosen step.
     lg_core.fork(run_id, "root/turn-2/model", model="x")    # lg runs fork RUN_ID --from-step KEY
 
 **retry** reopens the run itself. The step whose commit ended it goes back to
-the outbox (``scheduled``, its ``attempts`` cut to at most 1: an ``at_most_once``
-tool that had started still reports "outcome unknown" instead of running twice,
-and a step that ran out of ``max_step_attempts`` gets them again), together
-with any step the ending left open (a parallel tool call whose commit was
-refused) or closed before it ran. The frame returns to the last checkpoint committed before the ending
-(normally the checkpoint of the step that scheduled the failed one; when a
-sibling tool call committed after that, the sibling's, so its result is kept).
+the outbox (``scheduled``, its ``attempts`` cut to at most 1, so a step that ran
+out of ``max_step_attempts`` gets them again; an ``at_most_once`` call whose tool
+had started keeps its mark and reports "outcome unknown" instead of running
+twice, one that never reached its tool runs), together with any step the
+ending left open (a parallel tool call whose commit was refused) or closed
+before it ran. The frame returns to the last checkpoint committed before the
+ending (normally the checkpoint of the step that scheduled the failed one; when
+a sibling tool call committed after that, the sibling's, so its result is kept).
 Steps committed before the failure are never redone. Which runs can be retried:
 
 * ``failed``: yes, the usual case (a provider outage, a bug fixed since).

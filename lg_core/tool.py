@@ -355,20 +355,33 @@ class Tool:
             return ToolOutcome.failure(message, "validation")
         return self.execute_validated(input, context)
 
-    def execute_validated(self, input: Mapping[str, Any], context: Any = None) -> ToolOutcome:
+    def execute_validated(
+        self, input: Mapping[str, Any], context: Any = None, *, entering: Callable[[], None] | None = None
+    ) -> ToolOutcome:
         """Call the tool with input that already passed :meth:`validate`.
 
         Without a ``context`` (a test or an integration calling the tool directly) the
         tool gets a fresh RunContext, as the spec's ``execute(input, context: RunContext.new)``.
+        ``entering`` is called once the input is converted, right before the tool's own
+        code runs; what it raises propagates and the tool is not called (the engine
+        records there that an ``at_most_once`` call starts).
         """
         self.context = context if context is not None else RunContext()
         try:
-            prepared = self._prepare_input(input)
-        except ValidationError as exc:
+            try:
+                prepared = self._prepare_input(input)
+            except ValidationError as exc:
+                problems = [_describe_pydantic(error) for error in exc.errors()]
+                message = f"Invalid input for tool {self.tool_name!r}: " + "; ".join(problems[:5])
+                return ToolOutcome.failure(message, "validation", exc)
+            if entering is not None:
+                entering()
+            return self._outcome_of_call(prepared)
+        finally:
             self.context = None
-            problems = [_describe_pydantic(error) for error in exc.errors()]
-            message = f"Invalid input for tool {self.tool_name!r}: " + "; ".join(problems[:5])
-            return ToolOutcome.failure(message, "validation", exc)
+
+    def _outcome_of_call(self, prepared: Any) -> ToolOutcome:
+        """Call the tool with converted input; what it returns or raises, as an outcome."""
         try:
             # Converting the value is part of the tool's call: a value that cannot become
             # content (a bad Tool.Result, an unrenderable object) is the tool's failure,
@@ -381,8 +394,6 @@ class Tool:
         except Exception as exc:  # noqa: BLE001 - sanitized for the model, kept for the app
             message = f"Tool {self.tool_name!r} failed with an internal error ({type(exc).__name__})."
             return ToolOutcome.failure(message, "unexpected", exc)
-        finally:
-            self.context = None
 
     def _prepare_input(self, input: Mapping[str, Any]) -> Any:
         model = type(self)._input_model

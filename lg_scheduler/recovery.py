@@ -119,8 +119,9 @@ def sweep_leases(
     A holder is gone when its lease expired or, with ``local_liveness``, when it
     is a process on this host that no longer exists. The re-sent task's claim
     takes the step over; an ``at_most_once`` tool then reports "outcome unknown"
-    instead of running again. ``hold_off`` spaces out re-sends of one dead claim
-    while no worker has taken it yet.
+    instead of running again if the dead attempt had started it, and runs if it
+    had not (lg_core.engine.at_most_once). ``hold_off`` spaces out re-sends of
+    one dead claim while no worker has taken it yet.
     """
     now = store.clock()  # before the rows: a lease read later is judged no earlier than it is
     dead = [

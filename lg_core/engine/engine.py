@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lg_core.callbacks import run_chain
+from lg_core.engine.at_most_once import StartNotRecorded
 from lg_core.engine.bus import EventBus
 from lg_core.engine.cancel_watch import CancelWatch
 from lg_core.engine.checkpoint import AgentCheckpoint
@@ -331,22 +332,34 @@ class Engine:
         claimed_by: str | None = None,
         frame: FrameState | None = None,
         step_input: Any = _UNKNOWN,
+        body_entered: bool = False,
     ) -> list[StepRef]:
         """Run one step to its commit; returns the successors to publish.
 
         ``claimed_by`` is the holder that claimed the step (distributed mode): the
         commit then only applies while that holder still holds it. ``frame`` is
         the frame as the claim read it (``execute_claimed``), else it is read here;
-        ``step_input`` likewise the step's input, when the caller has it.
+        ``step_input`` likewise the step's input, when the caller has it, and
+        ``body_entered`` whether the claim found an earlier attempt's mark that the
+        step's at_most_once tool started (lg_core.engine.at_most_once).
         """
         run = self.run_handle(ref.run_id)
         if run is None:
             return []
         with applied(run.execution_state):  # tools, callbacks and hooks see the run's ExecutionState
-            return self._execute(run, ref, attempt, claimed_by, frame, step_input)
+            try:
+                return self._execute(run, ref, attempt, claimed_by, frame, step_input, body_entered)
+            except StepClaimLost as lost:
+                if claimed_by is not None:
+                    raise  # execute_claimed reports the attempt lost
+                # A local call whose run ended (a sibling's commit, recovery) before its
+                # at_most_once tool started: nothing of it is left to do.
+                log.info("%s", lost)
+                return []
 
     def _execute(
-        self, run: Run, ref: StepRef, attempt: int, claimed_by: str | None, frame: FrameState | None, step_input: Any
+        self, run: Run, ref: StepRef, attempt: int, claimed_by: str | None, frame: FrameState | None, step_input: Any,
+        body_entered: bool,
     ) -> list[StepRef]:
         if claimed_by is None and run._ended_here:
             # A sibling's commit ended the run (a tool loop, a failing callback) while this
@@ -368,6 +381,7 @@ class Engine:
             attempt=attempt,
             input=self._input_for(ref, step_input),
             holder=claimed_by,
+            body_entered=body_entered,
         )
         if scope.frame.checkpoint.phase == OPENING:  # the run's first step after its turn came
             ended = self.opening.open(scope)
@@ -380,6 +394,8 @@ class Engine:
     def _perform(self, scope: StepScope, worker: ModelTurn | ToolCall) -> Transition:
         try:
             return worker.perform()
+        except StartNotRecorded:
+            raise  # not the run's outcome: the attempt fails and a later one decides (at_most_once)
         except (CancelledError, DeadlineExceededError, Exception) as exc:  # noqa: BLE001 - becomes the outcome
             return self._ending_for(scope, exc, getattr(worker, "partial_text", ""))
 
@@ -590,7 +606,8 @@ class Engine:
                 with self.cancel_watch.watching(run_id, run.cancellation_token if run else None):
                     ref = StepRef(run_id, key, step.kind, step.frame_id)
                     refs = self.execute(
-                        ref, attempt=start.attempts, claimed_by=current_holder(), frame=frame, step_input=step.input
+                        ref, attempt=start.attempts, claimed_by=current_holder(), frame=frame, step_input=step.input,
+                        body_entered=step.body_entered_at is not None,
                     )
             except StepClaimLost as lost:
                 log.warning("%s; this attempt (%d) stops", lost, start.attempts)
@@ -690,13 +707,6 @@ class Engine:
         ]
 
     # -- claims and resume --------------------------------------------------------------
-
-    def claim_at_most_once(self, scope: StepScope) -> bool:
-        """Mark an at_most_once call started before running it; False if it started before."""
-        if scope.holder is not None:  # claimed before execution, by the task that runs it
-            return scope.attempt == 1
-        attempts = self.claim(scope.run.id, scope.key)
-        return attempts == 1
 
     def claim(self, run_id: str, key: str) -> int | None:
         """Claim a step for this process: attempts after the claim, or None if someone live holds it."""

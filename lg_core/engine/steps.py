@@ -48,6 +48,8 @@ class StepScope:
     attempt: int = 1
     input: dict[str, Any] | None = None
     holder: str | None = None
+    # A worker's claim found an earlier attempt's mark that the step's at_most_once tool started.
+    body_entered: bool = False
     durable: list[EventPair] = field(default_factory=list)
     outgoing: list[StreamEvent | None] = field(default_factory=list)
     context: RunContext | None = None

@@ -2,6 +2,9 @@
 
 Execute: find the tool (an unknown name is a model-visible error), validate
 the input, run ``before_tool``, call it, run ``after_tool``, bound the output.
+An ``at_most_once`` tool is claimed first and durably marked as started right
+before its code runs; a re-attempt that finds the mark reports "outcome
+unknown" instead of calling it (lg_core.engine.at_most_once).
 Commit: record the result; the call that completes the turn (fan-in, decided
 under the frame's optimistic version) appends one tool message with every
 result in call order and schedules the next model turn. Exclusive tools of a
@@ -16,6 +19,7 @@ from typing import Any
 from lg_core import content as content_mod
 from lg_core.callbacks import run_chain
 from lg_core.content import Text, ToolResult, ToolUse
+from lg_core.engine.at_most_once import start_guard
 from lg_core.engine.codec import error_to_dict
 from lg_core.engine.frames import FrameState
 from lg_core.engine.steps import StepScope, Transition, message_rows
@@ -65,8 +69,11 @@ class ToolCall:
             error = registry.unknown_tool(use.name, also_offered=_submit_tools(scope.agent_class, model))
             return ToolOutcome.failure(str(error), "unknown_tool", error)
         tool: Tool = registry.fetch(use.name)
-        if tool.at_most_once and not scope.engine.claim_at_most_once(scope):
-            return ToolOutcome.failure(OUTCOME_UNKNOWN, "outcome_unknown")
+        entering = None
+        if tool.at_most_once:
+            entering = start_guard(scope)  # what marks the tool started, or None when it may have run before
+            if entering is None:
+                return ToolOutcome.failure(OUTCOME_UNKNOWN, "outcome_unknown")
         scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
         problems = tool.validate(use.input)
         if problems:
@@ -75,7 +82,7 @@ class ToolCall:
         decision = run_chain(agent, "before_tool", payload, context=scope.context)
         if decision.cancelled:
             return ToolOutcome.failure(decision.reason or f"The call to {use.name!r} was not allowed.", "cancelled_by_callback")
-        outcome = tool.execute_validated(use.input, scope.context)
+        outcome = tool.execute_validated(use.input, scope.context, entering=entering)
         decision = run_chain(agent, "after_tool", {**payload, "result": outcome}, context=scope.context)
         if decision.replaced:
             outcome = _as_outcome(decision.value["result"])

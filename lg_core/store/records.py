@@ -118,6 +118,8 @@ class StepRecord:
     scheduled_by: str | None = None
     checkpoint: dict[str, Any] | None = None
     event_seq: int | None = None
+    # An at_most_once tool call: when an attempt entered the tool's own code (lg_core.engine.at_most_once).
+    body_entered_at: float | None = None
 
     @property
     def awaits_retry(self) -> bool:

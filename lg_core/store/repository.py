@@ -59,6 +59,7 @@ from lg_core.store.statements import (
 from lg_core.urls import safe_url
 
 _JSON_RUN_FIELDS = ("invocation", "error", "usage", "result", "execution_state")
+_STEP_WIDTH = len(STEP_COLUMNS)  # a claim's row: the step's columns, then its run's flags
 START_STEP = "root/start"
 
 
@@ -391,8 +392,10 @@ class RunStore:
         without waiting for its WAL flush (PostgreSQL ``synchronous_commit`` off
         for that transaction only): a database crash could lose the claim, and
         the step would only run again; the step's own commit flushes it anyway.
-        Any other claim stays durable, since an ``at_most_once`` tool must find
-        it after a crash. The claimed row tells which, before COMMIT is sent, so
+        Any other claim (an ``at_most_once`` call's) stays durable; what a
+        re-attempt of such a call decides by is the mark its attempt writes,
+        flushed, right before the tool runs (:meth:`mark_body_entered`), read
+        with the claim. The claimed row tells which, before COMMIT is sent, so
         the choice costs no round trip.
 
         A SQLite file store must choose before BEGIN, so it commits every claim
@@ -406,7 +409,7 @@ class RunStore:
             row = tx.submit("claim_step_of_running_run", params).one()  # goes out with BEGIN
             if row is None:
                 return self._unclaimed_txn(tx, run_id, key)
-            step = _step_record(row[:17])
+            step = _step_record(row[:_STEP_WIDTH])
             idempotent = _idempotent(step)
             if idempotent:
                 tx.relax_durability()
@@ -416,7 +419,8 @@ class RunStore:
         if not idempotent and self.db.defers_flush:
             self._flush_claim(params)
         frame, tail = self._frame_with_tail(run_id, step.frame_id, frame_rows.all())
-        return ClaimedStep(step, row[17], bool(row[18]), int(row[19]), step.attempts, frame, from_seq, tail)
+        status, cancel, interjections = row[_STEP_WIDTH:]
+        return ClaimedStep(step, status, bool(cancel), int(interjections), step.attempts, frame, from_seq, tail)
 
     def _flush_claim(self, params: dict[str, Any]) -> None:
         """Make a claim committed with ``defer_flush`` durable before its step starts.
@@ -428,12 +432,27 @@ class RunStore:
         with self.db.transaction() as tx:
             tx.execute("rewrite_claim_lease", params)
 
+    @retry_transient
+    def mark_body_entered(self, run_id: str, key: str, holder: str, attempt: int) -> bool:
+        """Record, durably, that attempt ``attempt`` of step ``key`` enters its at_most_once tool.
+
+        Committed with its flush (never ``defer_flush`` or relaxed durability) before the
+        tool runs, so no crash can lose it once the tool may have started: a later attempt
+        that finds it reports "outcome unknown" (lg_core.engine.at_most_once). False, with
+        nothing written, when ``holder`` no longer holds that attempt or the run has ended:
+        the caller must not call the tool.
+        """
+        params = {"run_id": run_id, "key": key, "holder": holder, "attempt": attempt, "now": time.time()}
+        with self.db.transaction() as tx:
+            return tx.execute("mark_body_entered", params).rowcount == 1
+
     @staticmethod
     def _unclaimed_txn(tx: Transaction, run_id: str, key: str) -> ClaimedStep:
         row = tx.fetchone("select_step_and_run", {"run_id": run_id, "key": key})
         if row is None:
             return ClaimedStep(None)
-        return ClaimedStep(_step_record(row[:17]), row[17], bool(row[18]), int(row[19]))
+        status, cancel, interjections = row[_STEP_WIDTH:]
+        return ClaimedStep(_step_record(row[:_STEP_WIDTH]), status, bool(cancel), int(interjections))
 
     @staticmethod
     def _frame_with_tail(run_id: str, frame_id: str, rows: list[Any]) -> tuple[FrameRecord, tuple[dict[str, Any], ...]]:
@@ -1063,10 +1082,11 @@ def _relayed_step(step: StepRecord, sends: int, grace: float, cap: float) -> Rel
 
 def _step_record(row: Sequence[Any]) -> StepRecord:
     (run_id, key, frame_id, kind, status, input_, result, error, attempts, holder, lease, created, started, finished,
-     scheduled_by, checkpoint, event_seq) = row
+     scheduled_by, checkpoint, event_seq, body_entered_at) = row
     return StepRecord(
         run_id, key, frame_id, kind, status, loads(input_), loads(result), loads(error),
         attempts, holder, lease, created, started, finished, scheduled_by, loads(checkpoint), event_seq,
+        body_entered_at,
     )
 
 

@@ -108,6 +108,10 @@ steps = Table(
     # its back-off level, so a step nobody consumes is re-sent ever more rarely, not every
     # grace (lg_core.store.relay_backoff). A claim resets it.
     Column("relays", Integer, nullable=False, server_default="0"),
+    # When an attempt of an at_most_once tool call entered the tool's own code (written,
+    # flushed, just before it runs): a later attempt that finds it reports "outcome
+    # unknown" instead of calling the tool again (lg_core.engine.at_most_once).
+    Column("body_entered_at", Float),
     sqlite_with_rowid=False,
 )
 # Only open steps have dispatch_after (a finished step clears it), so this

@@ -53,7 +53,7 @@ FRAME_COLUMNS = ("id", "run_id", "path", "kind", "entrypoint", "version", "check
 STEP_COLUMNS = (
     "run_id", "key", "frame_id", "kind", "status", "input", "result", "error",
     "attempts", "holder", "lease_until", "created_at", "started_at", "finished_at",
-    "scheduled_by", "checkpoint", "event_seq",
+    "scheduled_by", "checkpoint", "event_seq", "body_entered_at",
 )
 
 
@@ -196,6 +196,31 @@ def _claim_step_of_running_run() -> ClauseElement:
     )
 
 
+def _mark_body_entered() -> ClauseElement:
+    """Record that an at_most_once call's tool starts, only for the claim that runs it.
+
+    Conditional on the claim (``holder`` and ``attempt``: a thread of the same process
+    may have claimed the step again) and on its run still running, so an attempt whose
+    step was taken over, or closed with its ended run, marks nothing and must not call
+    the tool. An earlier mark is kept (COALESCE): a retried statement whose first try
+    applied finds its own row again instead of nothing.
+    """
+    return (
+        update(steps)
+        .where(
+            and_(
+                steps.c.run_id == bindparam("run_id"),
+                steps.c.key == bindparam("key"),
+                steps.c.status == "running",
+                steps.c.holder == bindparam("holder"),
+                steps.c.attempts == bindparam("attempt"),
+                _of_the_run(runs.c.status) == "running",
+            )
+        )
+        .values(body_entered_at=func.coalesce(steps.c.body_entered_at, bindparam("now")))
+    )
+
+
 def _frame_with_tail() -> ClauseElement:
     """A frame's row and its messages from ``from_seq`` in one statement, so one snapshot.
 
@@ -244,6 +269,7 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "complete_held_step": _complete_step(held=True),
     "claim_step": _claim_step,
     "claim_step_of_running_run": _claim_step_of_running_run,
+    "mark_body_entered": _mark_body_entered,
     "select_frame_with_tail": _frame_with_tail,
     "select_run": lambda: _select(runs, RUN_COLUMNS, runs.c.id == bindparam("run_id")),
     "select_runs": lambda: select(*runs.c).order_by(runs.c.created_at.desc()).limit(bindparam("limit")),
@@ -576,10 +602,11 @@ REPLAY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "delete_messages_from": lambda: delete(messages).where(
         and_(messages.c.frame_id == bindparam("frame_id"), messages.c.seq >= bindparam("from_seq"))
     ),
-    # Back to the outbox. ``attempts`` drops to at most 1: an at_most_once call that started
-    # stays "started" (its next claim is attempt 2), and the attempt limit counts afresh. A
-    # model turn starts from 0: its next claim is a first attempt, not a re-execution after a
-    # crash (which would announce a model_retry superseding text the retried run never streamed).
+    # Back to the outbox. ``attempts`` drops to at most 1, so the attempt limit counts afresh;
+    # ``body_entered_at`` stays: an at_most_once call whose tool started reports "outcome
+    # unknown" instead of running again. A model turn starts from 0: its next claim is a first
+    # attempt, not a re-execution after a crash (which would announce a model_retry
+    # superseding text the retried run never streamed).
     "reschedule_step": lambda: update(steps)
     .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key")))
     .values(

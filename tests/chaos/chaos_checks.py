@@ -168,8 +168,8 @@ def _check_run(
             verdict.problems.append(
                 f"{run_id}/{step.key} has an unknown outcome but no tool_outcome_unknown event"
             )
-    # Every call ran, except an at_most_once one whose process died after its claim and
-    # before the tool started: it is "unknown" without ever having run, which is allowed.
+    # Every call ran, except an at_most_once one whose process died after its start mark and
+    # before the tool's first line ran: it is "unknown" without ever having run, which is allowed.
     ran = {n for _tool, n, key in calls if key.startswith(run_id + "/")}
     expected, never_ran = set(range(count)), {step.input["input"]["n"] for step in unknown}
     if record.status == "completed" and not (ran <= expected and expected - ran <= never_ran):

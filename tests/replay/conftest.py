@@ -12,9 +12,11 @@ def calls():
     """The tool call log, empty for each test."""
     replay_app.CALLS.clear()
     replay_app.STOP_ONCE.clear()
+    replay_app.STOP_BEFORE.clear()
     yield replay_app.CALLS
     replay_app.CALLS.clear()
     replay_app.STOP_ONCE.clear()
+    replay_app.STOP_BEFORE.clear()
 
 
 @pytest.fixture

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import time
 
-from lg_core import Agent, Tool
+from lg_core import Agent, Tool, before_tool
 
 CALLS: list[tuple[str, int, str]] = []
 STEP_TOOLS = 3
 STOP_ONCE: set[str] = set()  # tool names that cancel their run the first time they are called
+STOP_BEFORE: set[str] = set()  # tool names whose before_tool cancels the run the first time (the tool never starts)
 
 
 class StepTool(Tool):
@@ -60,6 +61,15 @@ class LateTool(StepTool):
 
 class ReplayAgent(Agent):
     tools = [StepTool, ChargeTool, LateTool]
+
+    @before_tool
+    def stop_before(self, payload, **kwargs):
+        """An operator cancels the run after the call was claimed, before its tool starts."""
+        name = payload["tool_use"].name
+        if name in STOP_BEFORE:
+            STOP_BEFORE.discard(name)
+            self.run.cancel("an operator stopped the run")
+            self.run.cancellation_token.raise_if_cancelled()
 
     @classmethod
     def select_model(cls, invocation):

@@ -149,6 +149,24 @@ def test_retry_never_runs_a_started_at_most_once_call_again(file_config, script)
     assert lg_core.runtime().store.load_step(run.id, "root/turn-0/tool/c").status == "unknown"
 
 
+def test_retry_runs_an_at_most_once_call_that_never_started(file_config, script):
+    """Cancelled after its claim, in before_tool: the retried call is its second attempt, but no
+    attempt reached the tool, so it runs (once) instead of reporting an unknown outcome."""
+    replay_app.STOP_BEFORE.add("charge")
+    target = script([{"tool_calls": [{"name": "charge", "id": "c", "arguments": {"n": 7}}]}, {"text": "Charged."}])
+    cancelled = ReplayAgent.ask("Charge the card.", target=target)
+    assert cancelled.outcome == "cancelled"
+    step = lg_core.runtime().store.load_step(cancelled.id, "root/turn-0/tool/c")
+    assert (step.status, step.attempts, step.body_entered_at) == ("cancelled", 1, None)
+
+    run = lg_core.retry(cancelled.id)
+
+    assert run.outcome == "completed", run.error
+    assert step_calls("charge") == [7]
+    assert "tool_outcome_unknown" not in [e.type for e in run.events()]
+    assert lg_core.runtime().store.load_step(run.id, "root/turn-0/tool/c").status == "succeeded"
+
+
 # -- runs that cannot be retried ---------------------------------------------------------------------
 
 

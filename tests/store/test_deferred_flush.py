@@ -112,3 +112,18 @@ def test_stores_without_a_flush_to_defer_run_no_pragma(tmp_path):
             assert not any(s.startswith("PRAGMA") for s in statements)
         finally:
             store.close()
+
+
+def test_the_mark_that_an_at_most_once_tool_starts_is_flushed(file_store):
+    """A re-attempt decides from it whether the tool may have run: it must survive any crash
+    once the tool may have started, so it commits at the store's own level (FULL), never deferred."""
+    create_run(file_store)
+    claimed = file_store.claim_and_load("r1", AT_MOST_ONCE_TOOL, "worker-1", 30)
+    statements, connection = traced(file_store)
+
+    assert file_store.mark_body_entered("r1", AT_MOST_ONCE_TOOL, "worker-1", claimed.attempts)
+
+    assert statements[0] == "BEGIN IMMEDIATE" and statements[-1] == "COMMIT"
+    assert statements[1].startswith("UPDATE lg_steps SET body_entered_at")
+    assert not any(s.startswith("PRAGMA") for s in statements)
+    assert synchronous(connection) == 2  # FULL

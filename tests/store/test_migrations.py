@@ -132,3 +132,38 @@ def test_a_store_before_relay_counts_is_upgraded_and_its_outbox_relayed(url):
     with engine.connect() as connection:
         assert connection.execute(text("SELECT relays FROM lg_steps")).scalar() == 1
     engine.dispose()
+
+
+def test_tool_steps_an_older_version_claimed_keep_reporting_an_unknown_outcome(url):
+    """Revision 0005 adds the mark that an at_most_once tool started. A tool step an older version
+    claimed and that may run again cannot tell whether that claim reached the tool: it is marked,
+    so its re-attempt still reports "outcome unknown", as it did before the upgrade."""
+    from alembic import command
+
+    from lg_core.store.migrate import alembic_config
+
+    rows = [  # key, kind, status, attempts, started_at
+        ("claimed", "tool", "running", 1, 5.0),
+        ("retried", "tool", "scheduled", 1, 5.0),
+        ("ended-with-its-run", "tool", "cancelled", 2, None),
+        ("never-claimed", "tool", "scheduled", 0, None),
+        ("done", "tool", "succeeded", 1, 5.0),
+        ("a-model-turn", "model", "running", 1, 5.0),
+    ]
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0003")
+        for key, kind, status, attempts, started in rows:
+            connection.execute(
+                text("INSERT INTO lg_steps (run_id, key, frame_id, kind, status, attempts, created_at, started_at) "
+                     "VALUES ('r1', :key, 'r1/root', :kind, :status, :attempts, 1.0, :started)"),
+                {"key": key, "kind": kind, "status": status, "attempts": attempts, "started": started},
+            )
+    engine.dispose()
+
+    store = RunStore(url)
+    marks = {step.key: step.body_entered_at for step in store.load_steps("r1")}
+    store.close()
+
+    assert marks == {"claimed": 5.0, "retried": 5.0, "ended-with-its-run": 1.0, "never-claimed": None, "done": None,
+                     "a-model-turn": None}

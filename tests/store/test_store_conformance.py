@@ -492,3 +492,24 @@ def test_a_thread_ending_never_rolls_back_another_threads_transaction():
     with db.reader() as tx:
         assert tx.cursor.execute("SELECT x FROM t").fetchall() == [(1,)]
     store.close()
+
+
+# -- at_most_once calls: the mark that the tool starts (lg_core.engine.at_most_once) ------------
+
+
+def test_only_the_attempt_holding_a_step_marks_its_tool_started(store):
+    _create(store, steps=("root/turn-0/model", "root/t"))
+    assert store.claim_step("r1", "root/t", "host:1:1", lease_seconds=30) == 1
+    assert not store.mark_body_entered("r1", "root/t", "host:2:1", 1)  # not the holder
+    assert not store.mark_body_entered("r1", "root/t", "host:1:1", 2)  # not its attempt
+    assert store.load_step("r1", "root/t").body_entered_at is None
+    assert store.mark_body_entered("r1", "root/t", "host:1:1", 1)
+    first = store.load_step("r1", "root/t").body_entered_at
+    assert first is not None
+    assert store.mark_body_entered("r1", "root/t", "host:1:1", 1)  # a retried write finds its own mark
+    assert store.load_step("r1", "root/t").body_entered_at == first
+
+    taken = store.claim_and_load("r1", "root/t", "host:2:1", 30, stale_holder="host:1:1")
+
+    assert (taken.attempts, taken.step.body_entered_at) == (2, first)  # the next attempt reads it with its claim
+    assert not store.mark_body_entered("r1", "root/t", "host:1:1", 1)  # the first attempt lost its claim
