@@ -299,7 +299,7 @@ def steps_table(steps: list[StepRecord], *, attempts: bool = True) -> Table:
     for name in ("STEP", "KIND", "STATUS", *(("ATTEMPTS",) if attempts else ()), "DETAIL"):
         table.add_column(name, no_wrap=name != "DETAIL", overflow="fold")
     for step in steps:
-        style = {"succeeded": "green", "failed": "red", "unknown": "yellow"}.get(
+        style = {"succeeded": "green", "failed": "red", "unknown": "yellow", "cancelled": "magenta"}.get(
             step.status, "cyan"
         )
         counts = (str(step.attempts),) if attempts else ()

@@ -8,11 +8,12 @@ or fork a new run from a chosen step.
 the outbox (``scheduled``, its ``attempts`` cut to at most 1, so a step that ran
 out of ``max_step_attempts`` gets them again; an ``at_most_once`` call whose tool
 had started keeps its mark and reports "outcome unknown" instead of running
-twice, one that never reached its tool runs), together with any step the
-ending left open (a parallel tool call whose commit was refused) or closed
-before it ran. The frame returns to the last checkpoint committed before the
-ending (normally the checkpoint of the step that scheduled the failed one; when
-a sibling tool call committed after that, the sibling's, so its result is kept).
+twice, one that never reached its tool runs), together with every step the
+ending closed before it finished (a parallel tool call, the open steps of a run
+recovery ended, those of a run that waited for its session). The frame returns
+to the last checkpoint committed before the ending (normally the checkpoint of
+the step that scheduled the failed one; when a sibling tool call committed after
+that, the sibling's, so its result is kept).
 Steps committed before the failure are never redone. Which runs can be retried:
 
 * ``failed``: yes, the usual case (a provider outage, a bug fixed since).
@@ -261,7 +262,8 @@ def plan_retry(record: RunRecord, steps: Sequence[StepRecord]) -> RetryPlan:
     closed = [s for s in steps if s.status in ("failed", "cancelled") and s.kind in _EXECUTABLE]
     endings = [s for s in closed if s.event_seq is not None]
     ending = max(endings, key=lambda s: s.event_seq or 0) if endings else None
-    # Steps closed with their run before they ran (a run cancelled while it waited for its session).
+    # Steps closed with their run before they finished: those its ending left open (a parallel
+    # call, the open steps of a run recovery ended), or those of a run ended while it waited for its session.
     never_ran = [s for s in closed if s.event_seq is None]
     frame_id = ending.frame_id if ending else f"{record.id}/root"
     committed = [
@@ -274,6 +276,7 @@ def plan_retry(record: RunRecord, steps: Sequence[StepRecord]) -> RetryPlan:
             "start it again instead"
         )
     restore = max(committed, key=lambda s: s.event_seq or 0)
+    # Steps an ending left open: only in runs ended by a version that did not close them.
     open_steps = [s for s in steps if s.status in ("scheduled", "running") and s.kind in _EXECUTABLE]
     reschedule = tuple(([ending] if ending else []) + never_ran + open_steps)
     if not reschedule:

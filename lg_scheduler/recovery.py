@@ -14,7 +14,8 @@ any other, which is what makes a duplicate message harmless.
     detect_stalled     a run with no commit for a long time (a backstop; a run
                        with no open step at all is logged as an inconsistency)
     end_runs           a cancel request or a passed deadline that no live step
-                       will act on: the run ends ``cancelled`` or ``partial``
+                       will act on: the run ends ``cancelled`` or ``partial``, and
+                       the steps it left open close with it
     activate_sessions  a session whose runs are all pending (the run before them
                        ended without the commit that starts the next one)
 

@@ -47,7 +47,7 @@ from lg_core.errors import CancelledError, DeadlineExceededError
 from lg_core.identity import holder_is_dead
 from lg_core.run_context import RunContext
 from lg_core.store import RunFinish, StepCommit
-from lg_core.store.records import ActivatedRun
+from lg_core.store.records import ActivatedRun, ended_step_status
 
 if TYPE_CHECKING:
     from lg_core.engine.engine import Engine
@@ -154,7 +154,7 @@ class Opener:
                 expected_version=state.version,
                 checkpoint=checkpoint.to_dict(),
                 step_key=scope.key,
-                step_status="cancelled" if outcome == "cancelled" else "failed",
+                step_status=ended_step_status(outcome),
                 step_error=fields["error"],
                 holder=scope.holder,
                 events=events,

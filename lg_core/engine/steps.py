@@ -24,6 +24,7 @@ from lg_core.events import LIVE_ONLY_EVENTS, PUBLISHED_AT_ONCE, TERMINAL_EVENTS,
 from lg_core.run_context import NO_USAGE, RunContext
 from lg_core.run_result import RunResult
 from lg_core.store import NewStep, RunFinish, StepCommit
+from lg_core.store.records import ended_step_status
 from lg_core.tool import Binding
 from lg_core.usage import Usage, accumulate
 
@@ -245,7 +246,7 @@ class StepScope:
             return self.commit_for(
                 state,
                 checkpoint,
-                step_status="cancelled" if outcome == "cancelled" else "failed",
+                step_status=ended_step_status(outcome),
                 step_error=error_data,
                 finish=finish,
                 extra=[terminal],

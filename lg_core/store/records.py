@@ -12,6 +12,16 @@ RUN_TERMINAL = ("completed", "failed", "partial", "cancelled")
 STEP_OPEN = ("scheduled", "running")
 
 
+def ended_step_status(run_status: str) -> str:
+    """The status of a step that ends with its run: ``cancelled`` when the run was cancelled
+    (or completed without it), ``failed`` when it failed or ran out of time.
+
+    The step whose commit ends a run gets it, and so does every step still open
+    then (closed in that commit): the statuses ``lg runs retry`` reschedules.
+    """
+    return "failed" if run_status in ("failed", "partial") else "cancelled"
+
+
 def dumps(value: Any) -> str:
     """Compact JSON text (pydantic-core's encoder: ~5x faster than json.dumps on step records)."""
     return pydantic_core.to_json(value).decode()
@@ -302,5 +312,6 @@ __all__ = [
     "StepCommit",
     "StepRecord",
     "dumps",
+    "ended_step_status",
     "loads",
 ]

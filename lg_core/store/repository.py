@@ -36,6 +36,7 @@ from lg_core.store.records import (
     StepCommit,
     StepRecord,
     dumps,
+    ended_step_status,
     loads,
 )
 from lg_core.store.retention import Position, PruneReport, prune
@@ -160,6 +161,10 @@ class RunStore:
     def commit(self, commit: StepCommit) -> CommitResult:
         """Apply one step's effects atomically; see :class:`StepCommit`.
 
+        A commit that finishes the run (``finish``) also closes every step the run
+        still has open (``ended_step_status``), whoever ends it: the step whose
+        ending this is, a completion, or recovery (``step_key`` None).
+
         A lost race (the run already ended, another writer moved the frame, or
         the step was already completed) rolls back and is reported in the result.
         """
@@ -227,6 +232,10 @@ class RunStore:
             if commit.finish is not None and interjections_pending > 0:
                 # A user message arrived after the step looked: finishing now would drop it.
                 raise _Abort("interjection_pending")
+            if commit.finish is not None:
+                # A finished run has no open steps: those it leaves (parallel calls, a step whose
+                # live worker must now stop, all of them when recovery ends it) close with it.
+                tx.send("close_open_steps", {"run_id": commit.run_id, "status": ended_step_status(commit.finish.status), "now": now})
             if commit.session is not None:
                 self._append_session_txn(tx, commit.session, now)
             activated = () if commit.finish is None else tuple(activate_after_txn(tx, commit.run_id, now, self.relay_grace))
@@ -760,7 +769,7 @@ class RunStore:
                 return None
             first = int(row[0]) - len(events) + 1
             self._insert_events_txn(tx, run_id, first, events, now)
-            tx.execute("end_pending_steps", {"run_id": run_id, "status": status, "now": now})
+            tx.execute("end_pending_steps", {"run_id": run_id, "status": ended_step_status(status), "now": now})
             unread = tx.execute("consume_unread_interjections", {"run_id": run_id, "now": now}).rowcount
             if unread:
                 tx.execute("count_interjections", {"run_id": run_id, "delta": -unread})

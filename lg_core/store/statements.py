@@ -221,6 +221,27 @@ def _mark_body_entered() -> ClauseElement:
     )
 
 
+def _close_open_steps() -> ClauseElement:
+    """Close the steps a finishing run leaves open (``status``: lg_core.store.records.ended_step_status).
+
+    Their claims end with them (holder and lease cleared), so a live attempt's lease
+    renewal, its at_most_once mark and its commit all find nothing to update. The row
+    keeps its input, attempts, error and body mark, and no ``event_seq`` (it committed
+    nothing): ``lg runs retry`` reschedules it as a step that never finished.
+    """
+    return (
+        update(steps)
+        .where(and_(steps.c.run_id == bindparam("run_id"), _open_step()))
+        .values(
+            status=bindparam("status"),
+            finished_at=bindparam("now"),
+            holder=null(),
+            lease_until=null(),
+            dispatch_after=null(),
+        )
+    )
+
+
 def _frame_with_tail() -> ClauseElement:
     """A frame's row and its messages from ``from_seq`` in one statement, so one snapshot.
 
@@ -270,6 +291,7 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "claim_step": _claim_step,
     "claim_step_of_running_run": _claim_step_of_running_run,
     "mark_body_entered": _mark_body_entered,
+    "close_open_steps": _close_open_steps,
     "select_frame_with_tail": _frame_with_tail,
     "select_run": lambda: _select(runs, RUN_COLUMNS, runs.c.id == bindparam("run_id")),
     "select_runs": lambda: select(*runs.c).order_by(runs.c.created_at.desc()).limit(bindparam("limit")),

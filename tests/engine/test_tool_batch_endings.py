@@ -70,7 +70,8 @@ def test_a_call_queued_behind_a_sibling_that_ended_the_run_never_starts(one_thre
     assert ChargeTool.charged == [], "the at_most_once call ran for a run that had already failed"
     assert events[-1] == "run_error", f"events after the terminal one: {events[events.index('run_error'):]}"
     step = one_thread.runtime().store.load_step(run.id, "root/turn-2/tool/c")
-    assert (step.status, step.attempts) == ("scheduled", 0)  # never started: a retry runs it
+    # Closed with the run, never started: a retry runs it.
+    assert (step.status, step.attempts, step.body_entered_at) == ("failed", 0, None)
 
 
 def test_an_at_most_once_claim_needs_a_running_run(file_config, script):

@@ -97,6 +97,14 @@ def test_a_waiting_run_can_be_ended_before_it_starts(store):
     assert finish(store, "a").activated == ()
 
 
+def test_a_waiting_run_past_its_deadline_closes_its_steps_failed(store):
+    """Its steps get the status every ending gives a step (partial is a run's outcome, not a step's)."""
+    create(store, "a")
+    create(store, "b")
+    assert store.end_pending_run("b", "partial", {"name": "DeadlineExceededError"}, {}, [("run_partial", {})]) == 2
+    assert statuses(store, "b") == [("partial", "failed")]
+
+
 def test_a_completed_runs_turn_joins_its_session_in_the_same_commit(store):
     from lg_core.sessions import SqlSessionStore
 

@@ -262,7 +262,8 @@ def test_claim_and_load_claims_nothing_of_a_finished_run(store):
     _create(store, steps=("root/turn-0/model", "root/x"))
     assert store.commit(_commit(finish=RunFinish("completed", "done", None, {}, None))).applied
     late = store.claim_and_load("r1", "root/x", "host:1:1", 30)
-    assert (late.attempts, late.run_status, late.step.status) == (None, "completed", "scheduled")
+    # (closed by the finishing commit, which no step of the run outlives)
+    assert (late.attempts, late.run_status, late.step.status) == (None, "completed", "cancelled")
     assert store.load_step("r1", "root/x").attempts == 0
 
 
@@ -513,3 +514,41 @@ def test_only_the_attempt_holding_a_step_marks_its_tool_started(store):
 
     assert (taken.attempts, taken.step.body_entered_at) == (2, first)  # the next attempt reads it with its claim
     assert not store.mark_body_entered("r1", "root/t", "host:1:1", 1)  # the first attempt lost its claim
+
+
+# -- a run that ends closes the steps it leaves open -----------------------------------------------
+
+
+@pytest.mark.parametrize(("outcome", "closed"), [("cancelled", "cancelled"), ("partial", "failed"), ("failed", "failed")])
+def test_a_run_ended_outside_its_steps_closes_the_steps_it_left_open(store, outcome, closed):
+    _create(store)
+    assert store.commit(_commit(new=["root/turn-1/tool/a", "root/turn-1/tool/b"])).applied
+    assert store.claim_step("r1", "root/turn-1/tool/a", "host:1:1", lease_seconds=30) == 1
+    ending = _commit(key=None, version=1, events=1, finish=RunFinish(outcome, None, {"name": "Stop"}, {}, None))
+
+    assert store.commit(ending).applied
+
+    assert store.load_steps("r1", open_only=True) == []
+    steps = {step.key: step for step in store.load_steps("r1")}
+    for key in ("root/turn-1/tool/a", "root/turn-1/tool/b"):
+        step = steps[key]
+        assert (step.status, step.holder, step.lease_until, step.event_seq) == (closed, None, None, None)
+        assert step.finished_at is not None and step.input == {"id": key}
+    assert (steps["root/turn-1/tool/a"].attempts, steps["root/turn-1/tool/b"].attempts) == (1, 0)
+    assert steps["root/turn-0/model"].status == "succeeded"  # a finished step keeps its status
+    # The attempt still running tool a can neither renew its lease, start an at_most_once tool, nor commit.
+    held = ("r1", "root/turn-1/tool/a", 1)
+    assert store.renew_leases("host:1:1", 30, [held]) == [held]
+    assert not store.mark_body_entered("r1", "root/turn-1/tool/a", "host:1:1", 1)
+    late = _commit(key="root/turn-1/tool/a", version=2)
+    late.holder = "host:1:1"
+    assert (store.commit(late).applied, store.commit(late).reason) == (False, "run_not_running")
+    assert store.claim_step("r1", "root/turn-1/tool/b", "host:2:1", lease_seconds=30) is None
+    assert store.load_step("r1", "root/turn-1/tool/a").status == closed
+
+
+def test_a_completing_commit_leaves_no_open_step_either(store):
+    _create(store, steps=("root/turn-0/model", "root/x"))
+    assert store.commit(_commit(finish=RunFinish("completed", "done", None, {}, None))).applied
+    assert store.load_steps("r1", open_only=True) == []
+    assert store.load_step("r1", "root/x").status == "cancelled"
