@@ -124,7 +124,8 @@ class Configuration(BaseSettings):
         description=(
             "the longest the outbox relay waits between sends of a step no worker consumes: each send that found "
             "no consumer doubles the wait from relay_grace up to this (never below relay_grace), so a queue without "
-            "workers gets one duplicate per step every this many seconds, not one every relay_grace"
+            "workers gets one duplicate per step every this many seconds, not one every relay_grace; the lease "
+            "sweeper's re-sends of a step whose holder died back off the same way, from the lease"
         ),
     )
     max_step_attempts: int = Field(

@@ -10,7 +10,8 @@ any other, which is what makes a duplicate message harmless.
                        died between commit and publish, or Redis lost it); a
                        step nobody consumes is re-sent ever more rarely
     sweep_leases       a running step whose holder died (same host: at once;
-                       elsewhere: when its lease expires)
+                       elsewhere: when its lease expires); a step nobody takes
+                       over is re-sent ever more rarely
     detect_stalled     a run with no commit for a long time (a backstop; a run
                        with no open step at all is logged as an inconsistency)
     end_runs           a cancel request or a passed deadline that no live step
@@ -78,18 +79,31 @@ def _report_relayed(item: RelayedStep) -> None:
     """One line per send, but a warning only when a step's back-off grew: at most one per level,
     however many scheduler passes it waits through."""
     step = item.step
-    if item.missed >= 2 and item.new_level:  # its re-sent message was not consumed either
-        queue = _queue_of(step)
+    if not _report_backoff(item, "relayed"):
+        log.info("relayed %s of run %s (%s)", step.key, step.run_id, _why_relayed(step))
+
+
+def _report_backoff(item: RelayedStep, verb: str) -> bool:
+    """Log a send whose step's message was already re-sent once without a consumer; False otherwise.
+
+    A warning when the step's back-off grew (at most one per level: the relay's
+    and the lease sweeper's alike), naming its queue and the worker to start; a
+    debug line for the sends at an unchanged level.
+    """
+    step = item.step
+    if item.missed < 2:
+        return False
+    queue = _queue_of(step)
+    if item.new_level:  # its re-sent message was not consumed either
         log.warning(
             "step %s of run %s has waited at least %.0f s for a consumer on queue %s; sent again, and again in "
             "%.0f s unless a worker takes it: start one with `lg worker --queues %s` if none runs (or it is "
             "far behind)",
             step.key, step.run_id, item.waited, queue, item.delay, queue,
         )
-    elif item.missed >= 2:
-        log.debug("relayed %s of run %s again (no consumer on %s yet)", step.key, step.run_id, _queue_of(step))
     else:
-        log.info("relayed %s of run %s (%s)", step.key, step.run_id, _why_relayed(step))
+        log.debug("%s %s of run %s again (no consumer on %s yet)", verb, step.key, step.run_id, queue)
+    return True
 
 
 def _queue_of(step: StepRecord) -> str:
@@ -121,22 +135,42 @@ def sweep_leases(
     is a process on this host that no longer exists. The re-sent task's claim
     takes the step over; an ``at_most_once`` tool then reports "outcome unknown"
     instead of running again if the dead attempt had started it, and runs if it
-    had not (lg_core.engine.at_most_once). ``hold_off`` spaces out re-sends of
-    one dead claim while no worker has taken it yet.
+    had not (lg_core.engine.at_most_once).
+
+    The first re-send after a claim goes as soon as the holder is seen dead (a
+    killed worker costs no wait). Until a worker claims the step, later re-sends
+    back off as the relay's do, counted in the same ``relays`` column
+    (lg_core.store.relay_backoff): ``hold_off`` after the first, then doubling
+    with each re-send nobody took up to ``relay_backoff_max``. Sent every
+    ``hold_off`` regardless, a step whose whole fleet is down gained a duplicate
+    per lease period for as long as the outage lasted. Each new level is
+    reported once, naming the queue and the worker to start.
     """
     now = store.clock()  # before the rows: a lease read later is judged no earlier than it is
     dead = [
-        step
-        for step in store.running_steps(limit)
+        item
+        for step, relays in store.running_steps(limit)
         if _claim_is_dead(step, now, local_liveness)
-        and store.mark_redispatched(step.run_id, step.key, step.holder, hold_off)
+        and (item := store.mark_redispatched(step, relays, hold_off)) is not None
     ]
-    _send(publisher, dead)
-    for step in dead:
-        log.info(
-            "re-dispatched %s of run %s (holder %s is gone)", step.key, step.run_id, step.holder
-        )
+    _send(publisher, [item.step for item in dead])
+    for item in dead:
+        _report_redispatched(item)
     return len(dead)
+
+
+def _report_redispatched(item: RelayedStep) -> None:
+    """The first re-send after a claim says whose claim died; later ones are reported as the relay's."""
+    step = item.step
+    if _report_backoff(item, "re-dispatched"):
+        return
+    if item.missed == 0:
+        log.info("re-dispatched %s of run %s (holder %s is gone)", step.key, step.run_id, step.holder)
+    else:
+        log.info(
+            "re-dispatched %s of run %s again (no worker took it within %.0f s; queue %s)",
+            step.key, step.run_id, item.waited, _queue_of(step),
+        )
 
 
 def detect_stalled(

@@ -1,4 +1,4 @@
-"""How long the outbox relay waits before it sends a scheduled step again.
+"""How long the outbox relay, and the lease sweeper, wait before they send a step again.
 
 The relay (lg_scheduler.recovery.relay_outbox) sends a scheduled step whose
 ``dispatch_after`` passed. Sent every ``relay_grace`` regardless, a step whose
@@ -18,8 +18,21 @@ lookup. So each step backs off on its own, as a retried task does:
   later (grace, 2x, 4x ...), at most ``cap`` (``relay_backoff_max``) and never
   less than the grace. A delivery send is due again one grace later.
 
-The relay reports, per level, how long a step has waited for a consumer; a
-step's level is all the relay knows of its history, so that wait is the sum
+The lease sweeper (lg_scheduler.recovery.sweep_leases) re-sends a running step
+whose holder is gone, and the same flood awaited it: a step whose tools fleet is
+down was re-sent every hold-off (the lease) for as long as nobody came. So it
+backs off by the same rule, with its hold-off as the grace, and counts in the
+same ``relays`` column: a running step's count is the sweeper's re-sends since
+its last claim. One column serves both because the relay only sends scheduled
+steps and the sweeper only running ones, and every move between those statuses
+(a claim; a release for a retry) resets it. The sweeper's first re-send after a
+holder dies is a delivery, like a retry's: the dead holder had consumed the
+step's message and none is out for it, so it goes at once (a SIGKILLed worker's
+step is re-dispatched as soon as it is seen dead) and only the re-sends after it
+back off.
+
+Each sweep reports, per level, how long a step has waited for a consumer; a
+step's level is all the sweep knows of its history, so that wait is the sum
 of the delays up to its level: a lower bound (the scheduler may have been
 down meanwhile), exact when every pass ran on time.
 """
@@ -32,8 +45,14 @@ MAX_DOUBLINGS = 30  # 2**30 grace-periods is past any cap
 
 
 def misses(sends: int, step: StepRecord) -> int:
-    """How many of a step's ``sends`` (its ``relays`` after this send) found no consumer."""
-    return max(sends - (1 if step.awaits_retry else 0), 0)
+    """How many of a step's ``sends`` (its ``relays`` after this send) found no consumer.
+
+    The first send delivers, and is no miss, when no message was out for the step:
+    a retry's (its attempt raised and waited out its delay) and a running step's
+    (the lease sweeper re-sends it because the holder that consumed its message died).
+    """
+    delivered_first = step.awaits_retry or step.status == "running"
+    return max(sends - (1 if delivered_first else 0), 0)
 
 
 def delay(missed: int, grace: float, cap: float) -> float:

@@ -867,20 +867,34 @@ class RunStore:
             return float(tx.fetchone("select_clock", {"now": time.time()})[0])
 
     @retry_transient
-    def running_steps(self, limit: int = 1000) -> list[StepRecord]:
-        """Running steps of running distributed runs, except those re-dispatched within their hold-off."""
+    def running_steps(self, limit: int = 1000) -> list[tuple[StepRecord, int]]:
+        """Running steps of running distributed runs, except those re-dispatched within their back-off,
+        each with its ``relays``: the lease sweeper's re-sends of it since its last claim."""
         with self.db.reader() as tx:
             rows = tx.fetchall("select_running_steps", {"now": time.time(), "limit": limit})
-        return [_step_record(row) for row in rows]
+        return [(_step_record(row[:-1]), int(row[-1])) for row in rows]
 
     @retry_transient
-    def mark_redispatched(self, run_id: str, key: str, holder: str | None, hold_off: float) -> bool:
-        """Record that a dead claim was re-dispatched; False if it changed or another scheduler did it."""
+    def mark_redispatched(self, step: StepRecord, relays: int, hold_off: float) -> RelayedStep | None:
+        """Record that the dead claim of ``step`` (read with its ``relays``) is re-sent now, and its back-off.
+
+        The first re-send after a claim delivers the step and is due again a
+        ``hold_off`` later; each later one is a miss, and the wait doubles up to
+        ``relay_backoff_max`` (lg_core.store.relay_backoff, with ``hold_off`` as
+        the grace). None when the step changed since it was read (claimed, ended,
+        or re-sent by another scheduler): the caller must not send it.
+        """
+        item = _relayed_step(step, relays + 1, hold_off, self.relay_backoff_max)
+        params = {
+            "run_id": step.run_id,
+            "key": step.key,
+            "holder": step.holder or "",
+            "relays": relays,
+            "now": time.time(),
+            "delay": item.delay,
+        }
         with self.db.transaction() as tx:
-            cursor = tx.execute(
-                "resweep_step", {"run_id": run_id, "key": key, "holder": holder or "", "now": time.time(), "hold_off": hold_off}
-            )
-            return cursor.rowcount == 1
+            return item if tx.execute("resweep_step", params).rowcount == 1 else None
 
     @retry_transient
     def release_failed_step(self, run_id: str, key: str, holder: str, error: dict[str, Any], delay: float) -> bool:

@@ -5,7 +5,7 @@ and parameters are bound by name, so SQLite and PostgreSQL share this file.
 
 Lease and dispatch times are computed in the statement from :func:`store_now`
 (PostgreSQL's clock; the ``now`` parameter on SQLite) plus a duration parameter
-(``lease_seconds``, ``grace``, ``hold_off``, ``delay``), never bound as absolute
+(``lease_seconds``, ``grace``, ``delay``), never bound as absolute
 host times: see lg_core.store.clock for which times and why.
 """
 
@@ -555,18 +555,20 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "select_clock": lambda: select(store_now()),
     "relay_due_steps": _relay_due_steps,
     "push_relayed_step": _push_relayed_step,
-    # Running steps not re-dispatched in the last hold-off; the caller judges their leases.
+    # Running steps not re-dispatched within their back-off, with their re-sends since their
+    # claim (``relays``); the caller judges their leases.
     # Oldest lease first: a fleet may run more steps than one pass reads, and a live holder
     # renews its lease every third of it, so expired and unrenewed (dead) claims come first.
-    "select_running_steps": lambda: select(*_step_columns())
+    "select_running_steps": lambda: select(*_step_columns(), steps.c.relays)
     .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
     .where(and_(steps.c.status == "running", _not_swept_recently(), _distributed_running()))
     .order_by(func.coalesce(steps.c.lease_until, 0))
     .limit(bindparam("limit")),
-    # Mark a dead claim as re-dispatched (one scheduler wins); the next claim clears it.
+    # Mark a dead claim as re-dispatched, due again after its back-off ``delay``: only if it is
+    # still the claim and the count the caller read (one scheduler wins); the next claim clears both.
     "resweep_step": lambda: update(steps)
-    .where(and_(_held_by_holder(), _not_swept_recently()))
-    .values(dispatch_after=_later("hold_off")),
+    .where(and_(_held_by_holder(), _not_swept_recently(), steps.c.relays == bindparam("relays")))
+    .values(dispatch_after=_later("delay"), relays=steps.c.relays + 1),
     # A step whose attempt raised goes back to the outbox, due after its retry delay, with
     # the error kept for `lg runs show` and for the run's error if the attempt limit ends it.
     "release_failed_step": lambda: update(steps)

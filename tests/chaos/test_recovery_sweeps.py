@@ -97,6 +97,46 @@ def test_a_dead_holder_on_this_host_is_redispatched_at_once_and_only_once(chaos_
     assert scheduler.run_once()["redispatched"] == 0  # held off until someone claims it
 
 
+def _backoff(dist, run_id: str, before: float, after: float) -> float:
+    """How far past the store's clock (read ``before`` and ``after`` a pass) the pass pushed the first step."""
+    with dist.config.runtime().store.db.engine.connect() as connection:
+        ahead = connection.execute(
+            text("select dispatch_after from lg_steps where run_id = :run_id and key = :key"),
+            {"run_id": run_id, "key": FIRST},
+        ).scalar()
+    assert ahead - after <= ahead - before
+    return ahead - after
+
+
+def test_a_dead_holders_step_nobody_takes_is_redispatched_ever_more_rarely(chaos_env, client):
+    """The whole model fleet is down: its killed worker's step is re-sent at once, then after a
+    hold-off, then after twice as long, not every hold-off for as long as the outage lasts."""
+    execution = dist_app.StepAgent.start_execution("go")
+    client.flushall()
+    store = chaos_env.config.runtime().store
+    store.claim_step(execution.run_id, FIRST, _dead_holder(), lease_seconds=300)
+    hold_off = 100.0
+    scheduler = _scheduler(chaos_env, hold_off=hold_off)
+
+    delays = []
+    for send in range(1, 4):
+        before = store.clock()
+        assert scheduler.run_once()["redispatched"] == 1  # the first: as soon as the holder is seen dead
+        delays.append(_backoff(chaos_env, execution.run_id, before, store.clock()))
+        assert _queued(client, "lg.model") == send
+        assert scheduler.run_once()["redispatched"] == 0  # nothing until its back-off passes
+        _sql(
+            chaos_env,
+            "update lg_steps set dispatch_after = 0 where run_id = :run_id and key = :key",
+            run_id=execution.run_id,
+            key=FIRST,
+        )
+
+    # Pushed by 100, 100 and 200 s (less the moments the pass took): never back to one hold-off.
+    assert hold_off - 30 < delays[0] <= hold_off and hold_off - 30 < delays[1] <= hold_off
+    assert 2 * hold_off - 30 < delays[2] <= 2 * hold_off
+
+
 def test_an_expired_lease_on_another_host_is_redispatched(chaos_env, client):
     execution = dist_app.StepAgent.start_execution("go")
     client.flushall()

@@ -1,0 +1,221 @@
+"""The lease sweeper backs off per step, as the relay does.
+
+Runs on a SQLite file and on PostgreSQL. A dead holder is a process on this
+host that has exited (what a SIGKILLed worker leaves), under a lease that has
+not expired: only its death makes the claim sweepable, as in the benchmarked
+recovery path. A re-dispatched step is made due again by moving its
+``dispatch_after`` into the past (PostgreSQL's clock cannot be moved), and each
+back-off is read back as ``dispatch_after`` minus the store's clock around the
+sweep, so nothing here waits for a hold-off.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+
+import pytest
+from sqlalchemy import text
+
+from lg_core.identity import hostname
+from lg_core.store import NewStep, RunStore
+from lg_scheduler.recovery import sweep_leases
+from tests.engine.numbered_tool import RecordingPublisher
+
+HOLD_OFF, CAP, GRACE = 10.0, 35.0, 5.0
+MODEL_KEY, TOOL_KEY, OTHER_TOOL_KEY = "root/turn-0/model", "root/turn-1/tool/call_1", "root/turn-1/tool/call_2"
+LIVE_HOLDER = "another-host:4242:1"  # presumed alive while its lease lasts
+
+
+@pytest.fixture(params=["file", "postgres"])
+def url(request, tmp_path) -> str:
+    if request.param == "file":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def store(url):
+    opened = RunStore(url, relay_grace=GRACE, relay_backoff_max=CAP)
+    yield opened
+    opened.close()
+
+
+def _dead_holder() -> str:
+    """The holder string of a process on this host that has exited."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return f"{hostname()}:{child.pid}:1"
+
+
+def _create(store: RunStore, run_id: str = "r1", steps: tuple[tuple[str, str], ...] = (("model", MODEL_KEY),)) -> None:
+    """A distributed run (no holder) with scheduled steps, as a worker's commit leaves it."""
+    store.create_run(
+        {"id": run_id, "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
+         "session_id": run_id, "actor_id": None, "holder": None, "deadline_at": None},
+        {"id": f"{run_id}/root", "run_id": run_id, "path": "root", "kind": "agent", "entrypoint": "app:Agent",
+         "version": 0, "checkpoint": {}},
+        [],
+        [("invocation_start", {"run_id": run_id})],
+        [NewStep(key=key, frame_id=f"{run_id}/root", kind=kind) for kind, key in steps],
+    )
+
+
+def _held_by_the_dead(store: RunStore, run_id: str = "r1", key: str = MODEL_KEY, kind: str = "model") -> str:
+    """A run whose step a worker claimed and then died with (SIGKILL): its lease still runs."""
+    _create(store, run_id, ((kind, key),))
+    holder = _dead_holder()
+    assert store.claim_step(run_id, key, holder, lease_seconds=300) == 1
+    return holder
+
+
+def _sql(store: RunStore, statement: str, **params) -> None:
+    with store.db.engine.begin() as conn:
+        conn.execute(text(statement), params)
+
+
+def _make_due(store: RunStore, run_id: str = "r1", key: str = MODEL_KEY) -> None:
+    _sql(store, "UPDATE lg_steps SET dispatch_after = :t WHERE run_id = :r AND key = :k", t=store.clock() - 1, r=run_id, k=key)
+
+
+def _column(store: RunStore, column: str, run_id: str = "r1", key: str = MODEL_KEY):
+    with store.db.engine.connect() as conn:
+        return conn.execute(
+            text(f"SELECT {column} FROM lg_steps WHERE run_id = :r AND key = :k"), {"r": run_id, "k": key}
+        ).scalar()
+
+
+def _sweep_and_measure(store: RunStore, publisher: RecordingPublisher, run_id: str = "r1", key: str = MODEL_KEY) -> float:
+    """Run the sweep, which must re-send the step, and return the back-off it was pushed by (store's clock)."""
+    before = store.clock()
+    assert sweep_leases(store, publisher, hold_off=HOLD_OFF) == 1
+    after = store.clock()
+    ahead = _column(store, "dispatch_after", run_id, key)
+    fits = [d for d in (HOLD_OFF, 2 * HOLD_OFF, CAP) if ahead - after - 0.001 <= d <= ahead - before + 0.001]
+    return fits[0] if len(fits) == 1 else ahead - before
+
+
+def _resend_when_due(store: RunStore, publisher: RecordingPublisher, run_id: str = "r1", key: str = MODEL_KEY) -> float:
+    _make_due(store, run_id, key)
+    return _sweep_and_measure(store, publisher, run_id, key)
+
+
+def test_the_first_resend_after_a_holder_dies_is_immediate(store):
+    _held_by_the_dead(store)
+    publisher = RecordingPublisher()
+
+    # No wait at all: the pass that first sees the holder dead re-sends its step.
+    assert _sweep_and_measure(store, publisher) == HOLD_OFF
+    assert [ref.key for ref in publisher.sent] == [MODEL_KEY]
+    assert _column(store, "relays") == 1
+
+
+def test_a_dead_holders_step_nobody_takes_is_resent_ever_more_rarely_up_to_the_cap(store):
+    _held_by_the_dead(store)
+    publisher = RecordingPublisher()
+
+    delays = [_sweep_and_measure(store, publisher)] + [_resend_when_due(store, publisher) for _ in range(4)]
+
+    # The first re-send delivers (a hold-off), then each one nobody took doubles it: 10, 20, 40 capped at 35.
+    assert delays == [HOLD_OFF, HOLD_OFF, 2 * HOLD_OFF, CAP, CAP]
+    assert [ref.key for ref in publisher.sent] == [MODEL_KEY] * 5  # one message per re-send, not per pass
+    assert _column(store, "relays") == 5
+    assert store.load_step("r1", MODEL_KEY).status == "running"  # the sweep never touches the claim itself
+
+
+def test_passes_within_the_backoff_send_nothing(store):
+    _held_by_the_dead(store)
+    publisher = RecordingPublisher()
+    _sweep_and_measure(store, publisher)
+    _resend_when_due(store, publisher)
+
+    for _ in range(3):  # every scheduler tick until the back-off passes finds nothing to send
+        assert sweep_leases(store, publisher, hold_off=HOLD_OFF) == 0
+    assert len(publisher.sent) == 2
+
+
+def test_a_claim_resets_the_backoff(store):
+    dead = _held_by_the_dead(store)
+    publisher = RecordingPublisher()
+    assert [_sweep_and_measure(store, publisher)] + [_resend_when_due(store, publisher) for _ in range(2)] == [
+        HOLD_OFF, HOLD_OFF, 2 * HOLD_OFF,
+    ]  # fmt: skip
+
+    # A worker came up and took the step over; then it was killed too.
+    assert store.claim_step("r1", MODEL_KEY, _dead_holder(), lease_seconds=300, stale_holder=dead) == 2
+    assert (_column(store, "relays"), _column(store, "dispatch_after")) == (0, None)
+
+    # Its step is re-sent at once again, and backs off from the start.
+    assert [_sweep_and_measure(store, publisher)] + [_resend_when_due(store, publisher) for _ in range(2)] == [
+        HOLD_OFF, HOLD_OFF, 2 * HOLD_OFF,
+    ]  # fmt: skip
+
+
+def test_a_live_claim_is_not_resent(store):
+    _create(store)
+    assert store.claim_step("r1", MODEL_KEY, LIVE_HOLDER, lease_seconds=300) == 1
+    publisher = RecordingPublisher()
+    assert sweep_leases(store, publisher, hold_off=HOLD_OFF) == 0
+    assert (publisher.sent, _column(store, "relays")) == ([], 0)
+
+
+def test_each_backoff_level_is_reported_once_naming_the_queue_and_the_worker_to_start(store, caplog):
+    _held_by_the_dead(store, "r1")
+    _held_by_the_dead(store, "r2", TOOL_KEY, "tool")
+    publisher = RecordingPublisher()
+
+    with caplog.at_level(logging.DEBUG, logger="lg_scheduler.recovery"):
+        assert sweep_leases(store, publisher, hold_off=HOLD_OFF) == 2  # both holders seen dead in one pass
+        for _ in range(5):
+            _resend_when_due(store, publisher, "r1", MODEL_KEY)
+            _resend_when_due(store, publisher, "r2", TOOL_KEY)
+
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    model = [m for m in warnings if "of run r1" in m]
+    tool = [m for m in warnings if "of run r2" in m]
+    # Re-sends 3 (20 s) and 4 (35 s, the cap) moved the step to a longer delay; 5 and 6 did not.
+    assert len(model) == len(tool) == 2, warnings
+    assert f"step {MODEL_KEY} of run r1 has waited at least 20 s for a consumer on queue lg.model" in model[0]
+    assert "again in 20 s" in model[0]
+    assert "at least 40 s" in model[1] and "again in 35 s" in model[1]
+    assert all("`lg worker --queues lg.model`" in m for m in model)
+    assert all("on queue lg.tools" in m and "`lg worker --queues lg.tools`" in m for m in tool)
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "of run r1" in r.getMessage()]
+    assert len(infos) == 2  # the first re-send names the dead holder; the second says nobody took it
+    assert "holder" in infos[0] and "is gone" in infos[0]
+    assert "no worker took it within 10 s" in infos[1] and "queue lg.model" in infos[1]
+
+
+def test_two_schedulers_resend_a_dead_claim_once(url):
+    """Both read the dead claim in the same pass; the count each read decides who sends it."""
+    first, second = (RunStore(url, relay_grace=GRACE, relay_backoff_max=CAP) for _ in range(2))
+    try:
+        _held_by_the_dead(first)
+        [(seen_first, relays_first)] = first.running_steps()
+        [(seen_second, relays_second)] = second.running_steps()
+        assert first.mark_redispatched(seen_first, relays_first, HOLD_OFF) is not None
+        assert second.mark_redispatched(seen_second, relays_second, HOLD_OFF) is None
+        assert _column(first, "relays") == 1
+    finally:
+        first.close()
+        second.close()
+
+
+def test_an_hour_without_a_consumer_costs_a_handful_of_duplicates(tmp_path, monkeypatch):
+    """On SQLite the store's clock is the host's: an hour of one-second scheduler ticks after a
+    worker was killed, with the whole fleet down, simulated."""
+    clock = [time.time()]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}", relay_backoff_max=300)
+    try:
+        _held_by_the_dead(store)
+        publisher = RecordingPublisher()
+        for _tick in range(3600):
+            clock[0] += 1
+            sweep_leases(store, publisher, hold_off=15)
+    finally:
+        store.close()
+    # Re-sends at 1, 16, 31, 61, 121, 241, 481, 781, 1081 ... 3481 s: 17, where a fixed hold-off sent 240.
+    assert len(publisher.sent) == 17
