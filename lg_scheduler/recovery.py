@@ -12,8 +12,9 @@ any other, which is what makes a duplicate message harmless.
     sweep_leases       a running step whose holder died (same host: at once;
                        elsewhere: when its lease expires); a step nobody takes
                        over is re-sent ever more rarely
-    detect_stalled     a run with no commit for a long time (a backstop; a run
-                       with no open step at all is logged as an inconsistency)
+    detect_stalled     a run with no commit for a long time (a backstop for open
+                       steps no sweep or holder sees to; a run with no open step
+                       at all is logged as an inconsistency)
     end_runs           a cancel request or a passed deadline that no live step
                        will act on: the run ends ``cancelled`` or ``partial``, and
                        the steps it left open close with it
@@ -176,7 +177,17 @@ def _report_redispatched(item: RelayedStep) -> None:
 def detect_stalled(
     store: RunStore, publisher: Publisher, *, stall_seconds: float, limit: int = 500
 ) -> tuple[int, int]:
-    """Advance at most ``limit`` runs with no commit for ``stall_seconds``; returns (advanced, orphaned).
+    """Re-send the untracked open steps of at most ``limit`` runs with no commit for ``stall_seconds``;
+    returns (advanced, orphaned).
+
+    A backstop behind the relay and the lease sweeper, for open steps neither of
+    them sees to. A step one of them already sent (``relays`` > 0) is on its
+    back-off, and one running under a live lease is its holder's: a quiet run
+    whose open steps are all such is waiting (for a consumer, or a long step),
+    not stalled, and re-sending them would add a duplicate per stall period on
+    top of the back-off that holds them down. So only the other open steps are
+    re-sent (a scheduled step the relay never sent, a dead claim the sweeper has
+    not reached), and a run counts as advanced when it had any.
 
     An orphaned run is running with no open step at all, which the commit
     protocol should make impossible; it is logged (once per stall period) for
@@ -184,10 +195,16 @@ def detect_stalled(
     """
     advanced = orphaned = 0
     for run_id in store.touch_stalled_runs(stall_seconds, limit):
-        if store.load_steps(run_id, open_only=True):
-            publisher.advance(run_id)
+        steps = store.open_steps_tracked(run_id)
+        untracked = [step for step, tracked in steps if not tracked]
+        if untracked:
+            _send(publisher, untracked)
             advanced += 1
-            log.info("advanced run %s (no commit for %.0f s)", run_id, stall_seconds)
+            log.info(
+                "re-sent %d open step(s) of run %s (no commit for %.0f s)", len(untracked), run_id, stall_seconds
+            )
+        elif steps:
+            log.debug("run %s has no commit for %.0f s but its open steps are tracked", run_id, stall_seconds)
         else:
             orphaned += 1
             log.error(

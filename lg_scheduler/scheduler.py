@@ -52,8 +52,9 @@ PRUNE_LIMIT = 1000
 class Scheduler:
     """The recovery loop of one process.
 
-    ``stall_seconds``: a run with no commit for this long is advanced (a backstop
-    behind the relay and the lease sweeper). ``hold_off``: how long a dead claim that was re-dispatched waits
+    ``stall_seconds``: a run with no commit for this long has its open steps that
+    no sweep or holder sees to re-sent (a backstop behind the relay and the lease
+    sweeper). ``hold_off``: how long a dead claim that was re-dispatched waits
     before it is re-dispatched again (default: the lease), doubling with each
     re-send no worker took, up to ``relay_backoff_max``. ``local_liveness``: treat a vanished holder process on this host as
     dead at once instead of waiting for its lease (turn off only to exercise the

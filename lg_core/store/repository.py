@@ -897,6 +897,18 @@ class RunStore:
             return item if tx.execute("resweep_step", params).rowcount == 1 else None
 
     @retry_transient
+    def open_steps_tracked(self, run_id: str) -> list[tuple[StepRecord, bool]]:
+        """A run's open steps, each with whether a sweep or a holder already sees to it.
+
+        Tracked: sent by the outbox relay or the lease sweeper, which back it off
+        (``relays`` > 0), or running under a lease that has not expired (by the
+        store's clock). The stall detector re-sends only the others.
+        """
+        with self.db.reader() as tx:
+            rows = tx.fetchall("select_open_steps_tracked", {"run_id": run_id, "now": time.time()})
+        return [(_step_record(row[:-1]), bool(row[-1])) for row in rows]
+
+    @retry_transient
     def release_failed_step(self, run_id: str, key: str, holder: str, error: dict[str, Any], delay: float) -> bool:
         """Give back a step whose attempt by ``holder`` raised: scheduled again, due ``delay``
         seconds from now by the store's clock (the relay sends it then), with ``error`` kept

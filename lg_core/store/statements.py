@@ -536,6 +536,12 @@ def _has_leased_step() -> ColumnElement[bool]:
     )
 
 
+def _tracked_step() -> ColumnElement[int]:
+    """1 when an open step will be sent again or finished without the stall detector, else 0."""
+    live_lease = and_(steps.c.status == "running", steps.c.lease_until >= store_now())
+    return case((or_(steps.c.relays > 0, live_lease), 1), else_=0)
+
+
 def _not_swept_recently() -> ColumnElement[bool]:
     return or_(steps.c.dispatch_after.is_(None), steps.c.dispatch_after < store_now())
 
@@ -569,6 +575,12 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "resweep_step": lambda: update(steps)
     .where(and_(_held_by_holder(), _not_swept_recently(), steps.c.relays == bindparam("relays")))
     .values(dispatch_after=_later("delay"), relays=steps.c.relays + 1),
+    # A distributed run's open steps, each flagged when a sweep or a holder already sees to it
+    # (lg_scheduler.recovery.detect_stalled): sent by the relay or the lease sweeper, which
+    # back it off (``relays`` > 0), or running under a lease that has not expired.
+    "select_open_steps_tracked": lambda: select(*_step_columns(), _tracked_step())
+    .where(and_(steps.c.run_id == bindparam("run_id"), _open_step()))
+    .order_by(steps.c.key),
     # A step whose attempt raised goes back to the outbox, due after its retry delay, with
     # the error kept for `lg runs show` and for the run's error if the attempt limit ends it.
     "release_failed_step": lambda: update(steps)

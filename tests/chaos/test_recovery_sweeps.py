@@ -137,6 +137,26 @@ def test_a_dead_holders_step_nobody_takes_is_redispatched_ever_more_rarely(chaos
     assert 2 * hold_off - 30 < delays[2] <= 2 * hold_off
 
 
+def test_the_stall_detector_leaves_a_step_waiting_in_the_relay_backoff(chaos_env, client):
+    """A run quiet because no worker consumes its queue is not stalled: the relay re-sends its
+    step on a back-off, and the detector must not add a message per stall period on top."""
+    execution = dist_app.StepAgent.start_execution("go")
+    client.flushall()
+    _sql(
+        chaos_env,
+        "update lg_steps set dispatch_after = 0 where run_id = :run_id and key = :key",
+        run_id=execution.run_id,
+        key=FIRST,
+    )
+    assert _scheduler(chaos_env).run_once()["relayed"] == 1
+    client.flushall()
+    _sql(chaos_env, "update lg_runs set updated_at = 0 where id = :run_id", run_id=execution.run_id)
+
+    counts = _scheduler(chaos_env, stall_seconds=60).run_once()
+    assert (counts["relayed"], counts["advanced"], counts["orphaned"]) == (0, 0, 0)
+    assert _queued(client, "lg.model") == _queued(client, "lg.orchestrate") == 0
+
+
 def test_an_expired_lease_on_another_host_is_redispatched(chaos_env, client):
     execution = dist_app.StepAgent.start_execution("go")
     client.flushall()
@@ -206,7 +226,7 @@ def test_a_stalled_run_is_advanced_and_an_orphaned_one_is_reported(chaos_env, cl
 
     counts = _scheduler(chaos_env, stall_seconds=0.01).run_once()
     assert (counts["advanced"], counts["orphaned"]) == (1, 1)
-    assert _queued(client, "lg.orchestrate") == 1  # lg.advance for the stalled run
+    assert _queued(client, "lg.model") == 1  # the stalled run's step, which nothing had re-sent
     assert f"run {orphan.run_id} is running but has no open step" in caplog.text
 
 
@@ -327,6 +347,7 @@ def test_a_dead_claim_is_redispatched_behind_more_live_claims_than_a_pass_reads(
     assert _queued(client, "lg.model") == 1
 
 
+@pytest.mark.parametrize("relay_grace", [60.0])  # the relay is not due: nothing else re-sends the steps
 def test_the_stall_detector_takes_at_most_a_batch_per_pass(chaos_env, client):
     """Like every other sweep, one pass advances at most ``batch`` stalled runs: a fleet
     whose runs all look stalled at once (a long broker outage) is taken a slice per pass,
@@ -339,7 +360,7 @@ def test_the_stall_detector_takes_at_most_a_batch_per_pass(chaos_env, client):
     scheduler = _scheduler(chaos_env, stall_seconds=2, batch=2)
     assert scheduler.run_once()["advanced"] == 2
     assert scheduler.run_once()["advanced"] == 1  # the rest, on the next pass
-    assert _queued(client, "lg.orchestrate") == 3
+    assert _queued(client, "lg.model") == 3
 
 
 def test_runs_a_live_step_will_end_do_not_keep_others_from_ending(chaos_env):

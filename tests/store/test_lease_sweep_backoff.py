@@ -1,4 +1,4 @@
-"""The lease sweeper backs off per step, as the relay does.
+"""The lease sweeper backs off per step, as the relay does, and the stall detector leaves tracked steps alone.
 
 Runs on a SQLite file and on PostgreSQL. A dead holder is a process on this
 host that has exited (what a SIGKILLed worker leaves), under a lease that has
@@ -21,7 +21,7 @@ from sqlalchemy import text
 
 from lg_core.identity import hostname
 from lg_core.store import NewStep, RunStore
-from lg_scheduler.recovery import sweep_leases
+from lg_scheduler.recovery import detect_stalled, relay_outbox, sweep_leases
 from tests.engine.numbered_tool import RecordingPublisher
 
 HOLD_OFF, CAP, GRACE = 10.0, 35.0, 5.0
@@ -219,3 +219,48 @@ def test_an_hour_without_a_consumer_costs_a_handful_of_duplicates(tmp_path, monk
         store.close()
     # Re-sends at 1, 16, 31, 61, 121, 241, 481, 781, 1081 ... 3481 s: 17, where a fixed hold-off sent 240.
     assert len(publisher.sent) == 17
+
+
+# -- the stall detector -------------------------------------------------------------------
+
+
+def test_the_stall_detector_resends_only_the_open_steps_nothing_else_sees_to(store):
+    publisher = RecordingPublisher()
+    # Waiting in the relay's back-off: the relay sent it and will again.
+    _create(store, "relayed")
+    _make_due(store, "relayed")
+    assert relay_outbox(store, publisher) == 1
+    # Held by a live holder under its lease.
+    _create(store, "held")
+    store.claim_step("held", MODEL_KEY, LIVE_HOLDER, lease_seconds=300)
+    # Waiting in the lease sweeper's back-off: its holder died and it was re-sent.
+    _held_by_the_dead(store, "swept")
+    assert sweep_leases(store, publisher, hold_off=HOLD_OFF) == 1
+    # Nobody's: a scheduled step the relay never sent, a dead claim the sweeper has not reached.
+    _create(store, "lost")
+    _create(store, "expired")
+    store.claim_step("expired", MODEL_KEY, LIVE_HOLDER, lease_seconds=300)
+    _sql(store, "UPDATE lg_steps SET lease_until = 0 WHERE run_id = 'expired'")
+    # One step in the relay's back-off, one nobody sent.
+    _create(store, "mixed", (("tool", TOOL_KEY), ("tool", OTHER_TOOL_KEY)))
+    _make_due(store, "mixed", TOOL_KEY)
+    assert relay_outbox(store, publisher) == 1
+    _sql(store, "UPDATE lg_runs SET updated_at = 0")  # every run is quiet for long
+    publisher.sent.clear()
+
+    assert detect_stalled(store, publisher, stall_seconds=60) == (3, 0)
+
+    assert sorted((ref.run_id, ref.key) for ref in publisher.sent) == [
+        ("expired", MODEL_KEY), ("lost", MODEL_KEY), ("mixed", OTHER_TOOL_KEY),
+    ]  # fmt: skip
+
+
+def test_a_quiet_run_with_no_open_step_is_still_reported(store, caplog):
+    _create(store, "orphan")
+    _sql(store, "UPDATE lg_steps SET status = 'succeeded'")
+    _sql(store, "UPDATE lg_runs SET updated_at = 0")
+    publisher = RecordingPublisher()
+
+    assert detect_stalled(store, publisher, stall_seconds=60) == (0, 1)
+    assert publisher.sent == []
+    assert "run orphan is running but has no open step" in caplog.text
