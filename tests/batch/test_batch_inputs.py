@@ -255,7 +255,7 @@ def test_inputs_from_a_pipe_are_read_once_and_the_batch_runs(file_config, tmp_pa
     try:
         report = submit_batch(ItemAgent, fifo, concurrency=2, out=tmp_path / "results.jsonl", progress=False)
     finally:
-        writer.wait(timeout=10)
+        writer.wait(timeout=60)
 
     assert report.ok and report.completed == 3
     assert sorted(r["id"] for r in read_results(tmp_path / "results.jsonl")) == ["1", "2", "c"]

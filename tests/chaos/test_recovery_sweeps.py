@@ -181,7 +181,7 @@ def test_a_passed_deadline_ends_the_run_partial_with_one_terminal_event(chaos_en
 
     assert _scheduler(chaos_env).run_once()["partial"] == 1
     assert _scheduler(chaos_env).run_once()["partial"] == 0  # a second scheduler finds it ended
-    run = execution.wait(timeout=5)
+    run = execution.wait(timeout=30)
     assert run.outcome == "partial"
     events = run.events()
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
@@ -206,7 +206,7 @@ def test_a_cancel_nobody_acts_on_ends_the_run_and_drops_its_interjections(chaos_
 
     counts = _scheduler(chaos_env).run_once()
     assert counts["cancelled"] == 1
-    run = execution.wait(timeout=5)
+    run = execution.wait(timeout=30)
     assert run.outcome == "cancelled"
     assert [e.type for e in run.events()][-1] == "run_cancel"
     assert chaos_env.config.runtime().store.pending_interjections(execution.run_id) == []
@@ -290,7 +290,7 @@ def test_end_run_only_ends_runs_as_failed_partial_or_cancelled(chaos_env):
     assert engine.end_run(execution.run_id, "failed", RuntimeError("boom")) is True
     # A second ending (another scheduler, a racing step) changes nothing.
     assert engine.end_run(execution.run_id, "failed", RuntimeError("boom")) is False
-    assert execution.wait(timeout=5).outcome == "failed"
+    assert execution.wait(timeout=30).outcome == "failed"
 
 
 def test_celery_beat_drives_recovery_through_lg_recover(chaos_env):

@@ -64,9 +64,10 @@ def test_a_run_started_while_redis_is_down_is_returned_and_runs_once_redis_is_ba
     assert sorted(n for _tool, n, _key in dist.calls()) == list(range(dist_app.TURNS)), "every call ran once"
 
 
-def _relay_until_sent(scheduler: Scheduler, attempts: int = 100) -> int:
+def _relay_until_sent(scheduler: Scheduler, timeout: float = 60) -> int:
     """Run scheduler passes until the relay has sent something (the step waits out relay_grace first)."""
-    for _ in range(attempts):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         relayed = scheduler.run_once()["relayed"]
         if relayed:
             return relayed

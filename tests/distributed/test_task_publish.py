@@ -22,13 +22,13 @@ def test_the_tasks_of_one_commit_reach_their_queue_with_their_sent_events(dist):
     backend = dist.config.runtime().backend
     listener = redis.Redis.from_url(dist.redis.url).pubsub()
     listener.psubscribe("*celeryev*")
-    assert listener.get_message(timeout=5)["type"] == "psubscribe"
+    assert listener.get_message(timeout=30)["type"] == "psubscribe"
     refs = [StepRef("a-run", f"root/turn-1/tool-{n}", "tool", "a-run/root") for n in range(2)]
 
     backend.publish(refs)
 
     queued = [json.loads(raw) for raw in redis.Redis.from_url(dist.redis.url).lrange("lg.tools", 0, -1)]
-    events = [listener.get_message(timeout=5) for _ in refs]
+    events = [listener.get_message(timeout=30) for _ in refs]
     listener.close()
     assert sorted(message["headers"]["argsrepr"] for message in queued) == sorted(repr([r.run_id, r.key]) for r in refs)
     # Flower's task-sent events still go out, one per task.

@@ -588,7 +588,7 @@ def test_concurrent_asks_of_one_agent_class_are_independent_runs(config, script)
     import contextvars
     import threading
 
-    barrier = threading.Barrier(4, timeout=5)
+    barrier = threading.Barrier(4, timeout=30)
 
     class EchoTool(Tool):
         tool_name = "echo"
@@ -616,7 +616,7 @@ def test_concurrent_asks_of_one_agent_class_are_independent_runs(config, script)
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(10)
+        thread.join(60)
 
     assert sorted(runs) == [f"user-{n}" for n in range(4)]
     for actor, run in runs.items():

@@ -48,7 +48,7 @@ def test_reply_to_an_interjection_on_a_pending_run_that_is_cancelled_raises(conf
     # The ending marks it consumed unread, so the wait ends at once with the reason.
     try:
         with pytest.raises(AgentInterjectionError):
-            second.reply(number, timeout=3)
+            second.reply(number, timeout=30)
     finally:
         session_app.release("g1")
         first.wait(timeout=30)
@@ -169,7 +169,7 @@ def test_retry_gives_back_an_interjection_the_failed_turn_read(config, script):
     assert execution.wait(timeout=30).failed
     retried = lg_core.retry(execution.run_id)
     assert retried.completed, retried.error
-    assert execution.reply(number, timeout=5).text == "Noted: Please include X."
+    assert execution.reply(number, timeout=30).text == "Noted: Please include X."
 
 
 class HuntRetryAgent(Agent):
@@ -249,7 +249,7 @@ def test_a_refused_interjection_leaves_the_run_able_to_finish(config, script):
         execution.interject("x", metadata={"when": object()})
     assert execution.record().interjections_pending == 0
     model.release.set()
-    assert execution.wait(timeout=10).completed
+    assert execution.wait(timeout=30).completed
 
 
 class Recording(Held):

@@ -30,7 +30,7 @@ def test_an_agent_asked_from_every_pool_thread_still_runs_its_parallel_calls(scr
         else {"tool_calls": [{"name": "leaf", "arguments": {}}, {"name": "leaf", "arguments": {}}]}
     )
     inner = type("InnerAgent", (Agent,), {"model": inner_target, "tools": [LeafTool]})
-    both_running = threading.Barrier(2, timeout=10)
+    both_running = threading.Barrier(2, timeout=30)
 
     class AskInnerTool(Tool):
         tool_name = "ask_inner"

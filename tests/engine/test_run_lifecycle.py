@@ -352,7 +352,7 @@ def test_once_runs_its_block_once_per_run_and_persists(file_config, script, char
 
 
 def test_once_serializes_concurrent_callers(config, script):
-    barrier = threading.Barrier(2, timeout=5)
+    barrier = threading.Barrier(2, timeout=30)
     performed, returned = [], []
 
     class ParallelCharge(Tool):

@@ -129,7 +129,7 @@ def test_model_retry_is_streamed_before_the_retried_text(config, script):
 
 
 def test_the_stream_consumer_is_called_serially_during_parallel_tools(config, script):
-    tools_barrier = threading.Barrier(2, timeout=5)
+    tools_barrier = threading.Barrier(2, timeout=30)
     consumer_barrier = threading.Barrier(2, timeout=0.5)
     overlapped = []
 

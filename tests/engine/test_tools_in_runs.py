@@ -50,7 +50,7 @@ def recording_script(script, turns):
 
 
 def test_two_tool_calls_of_one_turn_run_in_parallel_and_results_keep_call_order(config, script):
-    barrier = threading.Barrier(2, timeout=5)
+    barrier = threading.Barrier(2, timeout=30)
     second_finished = threading.Event()
     finish_order = []
 
@@ -60,7 +60,7 @@ def test_two_tool_calls_of_one_turn_run_in_parallel_and_results_keep_call_order(
 
         def call(self, input):
             barrier.wait()
-            assert second_finished.wait(5)
+            assert second_finished.wait(30)
             finish_order.append("slow")
             return "slow result"
 
@@ -160,7 +160,7 @@ def test_exclusive_tools_never_overlap_yet_all_run(config, script):
 
 
 def test_an_exclusive_tool_may_overlap_a_non_exclusive_one(config, script):
-    barrier = threading.Barrier(2, timeout=5)
+    barrier = threading.Barrier(2, timeout=30)
 
     class LockedTool(Tool):
         tool_name = "locked"
@@ -348,7 +348,7 @@ def test_usage_recorded_by_parallel_tools_counts_once_each_after_a_version_confl
         return result
 
     store.commit = counting_commit
-    barrier = threading.Barrier(2, timeout=5)
+    barrier = threading.Barrier(2, timeout=30)
 
     class FirstTool(Tool):
         tool_name = "first"
@@ -365,7 +365,7 @@ def test_usage_recorded_by_parallel_tools_counts_once_each_after_a_version_confl
 
         def call(self, input):
             barrier.wait()
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 30
             while store.load_step(self.run.id, "root/turn-0/tool/c1").status != "succeeded":
                 assert time.monotonic() < deadline
                 time.sleep(0.01)

@@ -71,7 +71,7 @@ def test_a_deadline_ends_a_run_that_waits_for_its_session(config):
     results = {}
     asking = in_thread(lambda: results.setdefault(
         "run", RecallAgent.ask("second", session_id="conv-1", actor_id="user-7", deadline=0.3)))
-    asking.join(10)
+    asking.join(30)
     still_waiting = asking.is_alive()
     session_app.release("g1")
     asking.join(30)
