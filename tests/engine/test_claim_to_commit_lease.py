@@ -19,7 +19,10 @@ from lg_scheduler.recovery import sweep_leases
 from tests.engine.numbered_tool import NumberedTool, RecordingPublisher, numbered_calls
 
 scripted.register("claim-to-commit-lease", numbered_calls(1))
-LEASE = 0.3
+# Long enough that the sweep right after a renewal cannot find it expired unless this
+# thread stalls for 1.5 s (sleeping four leases of 0.3 s and then sweeping found it
+# expired whenever the heartbeat had just stalled for 0.2 s).
+LEASE = 1.5
 
 
 class EchoAgent(Agent):
@@ -28,15 +31,22 @@ class EchoAgent(Agent):
 
 
 class SlowPrepare(Hook):
-    """A run rebuilt in a worker takes a few leases to prepare; meanwhile a scheduler sweeps."""
+    """A run rebuilt in a worker takes more than a lease to prepare; meanwhile a scheduler sweeps."""
 
     sweeps: list[int] = []
     store = None
 
     def prepare_run(self, run):
-        if SlowPrepare.store is not None:
-            time.sleep(4 * LEASE)
-            SlowPrepare.sweeps.append(sweep_leases(SlowPrepare.store, RecordingPublisher(), hold_off=LEASE))
+        store = SlowPrepare.store
+        if store is not None:
+            ref = next(step for step in store.load_steps(run.id) if step.status == "running")
+            seen = ref.lease_until
+            # Until the lease is renewed past the one seen now (by then a lease has passed), or
+            # far longer than that: an unrenewed lease has then long expired, and the sweep says so.
+            deadline = time.monotonic() + 30
+            while store.load_step(run.id, ref.key).lease_until <= seen + LEASE and time.monotonic() < deadline:
+                time.sleep(0.02)
+            SlowPrepare.sweeps.append(sweep_leases(store, RecordingPublisher(), hold_off=LEASE))
         return run
 
 

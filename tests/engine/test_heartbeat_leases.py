@@ -65,22 +65,41 @@ def test_a_step_left_claimed_after_a_failed_release_is_swept_once_its_lease_expi
 
 
 def test_the_step_being_executed_keeps_its_lease(tmp_path):
+    """Renewed past the claim's own lease, and the sweeper leaves it.
+
+    Waiting for the renewal rather than sleeping a few leases and then looking: a
+    look after a sleep found the lease expired whenever the heartbeat had just
+    stalled for two thirds of a lease (0.2 s of LEASE, on a loaded machine). Right
+    after a renewal, the sweep finds it expired only if this thread stalls for
+    the whole lease.
+    """
     from lg_core.identity import current_holder
 
+    lease = 1.5
     url = f"sqlite:///{tmp_path / 'runs.db'}"
-    config = Configuration(run_store=url, lease_seconds=LEASE)
+    config = Configuration(run_store=url, lease_seconds=lease)
     runtime = config.runtime()
     try:
         with with_configuration(config):
             (ref,) = runtime.begin(EchoAgent.build_run("go"), distributed=True)
-        assert runtime.store.claim_step(ref.run_id, ref.key, current_holder(), LEASE) == 1
+        assert runtime.store.claim_step(ref.run_id, ref.key, current_holder(), lease) == 1
+        claimed_until = runtime.store.load_step(ref.run_id, ref.key).lease_until
         with runtime.engine.heartbeat.holding(ref.run_id, ref.key):
-            time.sleep(4 * LEASE)
-            step = runtime.store.load_step(ref.run_id, ref.key)
-            assert step.lease_until > time.time()
-            assert sweep_leases(runtime.store, RecordingPublisher(), hold_off=LEASE) == 0
+            renewed = wait_for_lease(runtime.store, ref, lambda until: until > claimed_until + lease)
+            assert renewed, "the heartbeat did not renew the executing step's lease past its claim's"
+            assert sweep_leases(runtime.store, RecordingPublisher(), hold_off=lease) == 0
     finally:
         config.close()
+
+
+def wait_for_lease(store, ref, condition, timeout: float = 30) -> bool:
+    """Poll the step's lease until ``condition(lease_until)`` holds; False after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not condition(store.load_step(ref.run_id, ref.key).lease_until):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def test_closing_the_runtime_stops_the_threads_that_use_its_store(tmp_path):

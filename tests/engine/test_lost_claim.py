@@ -20,7 +20,9 @@ from sqlalchemy import text
 from lg_core import Agent, Configuration, with_configuration
 from lg_core.providers import scripted
 
-WORDS = 40
+# 10 s of answer: the takeover and the stop must come before its end, which 2 s left to a
+# loaded machine's scheduling; a passing test stops it within a lease of the takeover.
+WORDS = 200
 scripted.register("lost-claim", [{"text": " ".join(f"w{i}" for i in range(WORDS)), "delta_delay": 0.05}])
 LEASE = 0.3
 
