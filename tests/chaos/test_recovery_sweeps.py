@@ -355,9 +355,11 @@ def test_the_stall_detector_takes_at_most_a_batch_per_pass(chaos_env, client):
     for _ in range(3):
         dist_app.StepAgent.start_execution("go")
     client.flushall()
-    time.sleep(2.1)  # all three look stalled; the two touched by the first pass do not, for 2 s
+    # All three quiet for a minute: they look stalled; the two touched by the first pass
+    # do not for 30 s, however long the passes take on a loaded machine.
+    _sql(chaos_env, "update lg_runs set updated_at = updated_at - 60")
 
-    scheduler = _scheduler(chaos_env, stall_seconds=2, batch=2)
+    scheduler = _scheduler(chaos_env, stall_seconds=30, batch=2)
     assert scheduler.run_once()["advanced"] == 2
     assert scheduler.run_once()["advanced"] == 1  # the rest, on the next pass
     assert _queued(client, "lg.model") == 3

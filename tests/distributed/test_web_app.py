@@ -186,7 +186,7 @@ def test_many_open_streams_do_not_stall_the_app(web, dist):
     for reader in readers:
         reader.start()
     # while a dozen idle streams wait on the held run, the app still answers at once
-    with httpx.Client(base_url=str(web.client.base_url), timeout=10) as other:
+    with httpx.Client(base_url=str(web.client.base_url), timeout=30) as other:
         assert other.get(f"/runs/{run_id}").json()["state"] == "running"
         assert other.post(f"/runs/{run_id}/interject", json={"message": "still there?"}).status_code == 202
     release(dist, 0)
