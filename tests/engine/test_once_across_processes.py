@@ -111,6 +111,21 @@ class Callers:
     def lines(self) -> list[str]:
         return self.journal.read_text().splitlines()
 
+    def wait_for_renewal(self, lease: float, timeout: float = 60) -> None:
+        """Wait until the claim on "charge-card" is renewed past the lease it has now: by then
+        an unrenewed claim would have expired, and a waiting caller would have taken it over."""
+        from lg_core.store import RunStore
+
+        store = RunStore(self.url)
+        try:
+            seen = store.load_step(self.run_id, "once/charge-card").lease_until
+            deadline = time.monotonic() + timeout
+            while store.load_step(self.run_id, "once/charge-card").lease_until <= seen + lease:
+                assert time.monotonic() < deadline, "the holder's heartbeat never renewed its claim"
+                time.sleep(0.05)
+        finally:
+            store.close()
+
     def wait_for(self, line: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while line not in self.lines():
@@ -174,18 +189,21 @@ def test_a_holder_killed_mid_block_is_taken_over_by_the_next_caller(callers):
     assert "C got None" in callers.lines() and "C performs" not in callers.lines()
 
 
-BEHIND = {"CALLER_SKEW": "-300", "CALLER_LEASE": "1"}
-AHEAD = {"CALLER_SKEW": "300", "CALLER_LEASE": "1"}
+# A claim survives a holder's heartbeat stalling for two thirds of its lease: 2 s of
+# these 3 (one second's 0.67 s was little to ask of a loaded machine).
+LEASE = 3
+BEHIND = {"CALLER_SKEW": "-300", "CALLER_LEASE": str(LEASE)}
+AHEAD = {"CALLER_SKEW": "300", "CALLER_LEASE": str(LEASE)}
 
 
 def test_a_caller_whose_clock_runs_ahead_waits_for_a_live_holder_whose_clock_runs_behind(pg_callers):
-    """Ten minutes apart, a one-second lease: by either host's clock the other's claim is
+    """Ten minutes apart, a three-second lease: by either host's clock the other's claim is
     expired or far from it, but only PostgreSQL's clock decides, and the holder renews it."""
     first = pg_callers.start("A", "hold", CALLER_HOST="host-behind", **BEHIND)
     pg_callers.wait_for("A performs")
     second = pg_callers.start("B", "quick", CALLER_HOST="host-ahead", **AHEAD)
     pg_callers.wait_for("B calls")
-    time.sleep(2.0)  # a few of A's leases: B looks at the claim meanwhile, A's heartbeat renews it
+    pg_callers.wait_for_renewal(LEASE)  # more than a lease: B looks at the claim meanwhile, A's heartbeat renews it
     pg_callers.gate.touch()
     assert first.wait(30) == 0 and second.wait(30) == 0
 
@@ -195,7 +213,7 @@ def test_a_caller_whose_clock_runs_ahead_waits_for_a_live_holder_whose_clock_run
 
 
 def test_a_dead_holder_whose_clock_ran_ahead_is_taken_over_when_its_lease_ends(pg_callers):
-    """Its host's clock five minutes ahead, a killed holder's lease still ends a second
+    """Its host's clock five minutes ahead, a killed holder's lease still ends a lease
     after its last renewal, not five minutes later."""
     first = pg_callers.start("A", "hold", CALLER_HOST="host-ahead", **AHEAD)
     pg_callers.wait_for("A performs")
