@@ -52,7 +52,7 @@ def test_a_run_workers_cannot_import_fails_after_its_attempts_and_retries_once_f
     assert f"of run {execution.run_id} (attempt 2; attempt 1 raised RunStateError" in caplog.text
     assert "not delivered" not in caplog.text
 
-    run = execution.wait(timeout=10)
+    run = execution.wait(timeout=60)
     assert run.failed and type(run.error).__name__ == "RunStateError"
     assert "did not complete in 2 attempts" in str(run.error)
     assert f"lg worker --import {module}" in str(run.error)  # what to do about it

@@ -111,7 +111,7 @@ def test_an_execution_keeps_the_state_it_was_started_with():
     class GatedAgent(WhoAskedAgent):
         @before_model
         def wait(self, payload):
-            gate.wait(10)
+            gate.wait(30)
 
     ExecutionState["request_id"] = "at-start"
     execution = GatedAgent.start_execution("Who asked?")

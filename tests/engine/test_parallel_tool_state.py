@@ -69,20 +69,20 @@ def run_turns(script, tool, *turns):
 
 
 def test_two_parallel_tools_writing_different_keys_both_survive(any_config, script):
-    tool = edit_tool(threading.Barrier(2, timeout=10))
+    tool = edit_tool(threading.Barrier(2, timeout=30))
     run = run_turns(script, tool, [edit("c1", set={"a": 1}), edit("c2", set={"b": 2})])
     assert dict(run.result.state) == {"a": 1, "b": 2}
 
 
 def test_three_parallel_tools_writing_different_keys_all_survive(any_config, script):
-    tool = edit_tool(threading.Barrier(3, timeout=10))
+    tool = edit_tool(threading.Barrier(3, timeout=30))
     calls = [edit(f"c{n}", set={key: n}) for n, key in enumerate("abc")]
     run = run_turns(script, tool, calls)
     assert dict(run.result.state) == {"a": 0, "b": 1, "c": 2}
 
 
 def test_a_key_deleted_by_one_parallel_tool_stays_deleted(any_config, script):
-    tool = edit_tool(threading.Barrier(2, timeout=10))
+    tool = edit_tool(threading.Barrier(2, timeout=30))
     run = run_turns(
         script,
         tool,
@@ -93,7 +93,7 @@ def test_a_key_deleted_by_one_parallel_tool_stays_deleted(any_config, script):
 
 
 def test_a_parallel_tool_overwrites_a_key_set_by_an_earlier_turn(any_config, script):
-    tool = edit_tool(threading.Barrier(2, timeout=10))
+    tool = edit_tool(threading.Barrier(2, timeout=30))
     run = run_turns(
         script,
         tool,
@@ -105,7 +105,7 @@ def test_a_parallel_tool_overwrites_a_key_set_by_an_earlier_turn(any_config, scr
 
 def test_the_ending_of_one_parallel_tool_keeps_what_its_sibling_committed(any_config, script):
     """A call that ends the run commits after its sibling: the ending merges, it does not overwrite."""
-    barrier = threading.Barrier(2, timeout=10)
+    barrier = threading.Barrier(2, timeout=30)
     sibling_committed = threading.Event()
     store = any_config.runtime().store
     commit = store.commit
@@ -130,7 +130,7 @@ def test_the_ending_of_one_parallel_tool_keeps_what_its_sibling_committed(any_co
         def call(self, input):
             self.context.state["b"] = 2
             barrier.wait()
-            assert sibling_committed.wait(10)
+            assert sibling_committed.wait(30)
             raise CancelledError("stop here")
 
     class EndingAgent(Agent):

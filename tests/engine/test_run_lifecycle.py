@@ -68,7 +68,7 @@ def _waiting_tool(started):
 
         def call(self, input):
             started.set()
-            self.context.cancellation_token.wait(10)
+            self.context.cancellation_token.wait(30)
             self.context.check()
             return "was never cancelled"
 
@@ -81,9 +81,9 @@ def test_cancelling_the_token_from_another_thread_cancels_the_run(config, script
     runs = []
     Waiting = agent_for(script(tool_turns("wait")), _waiting_tool(started))
     worker = start_thread(lambda: runs.append(Waiting.ask("Go", cancellation_token=token)))
-    assert started.wait(10)
+    assert started.wait(30)
     token.cancel("caller went away")
-    worker.join(10)
+    worker.join(60)
 
     assert not worker.is_alive()
     [run] = runs
@@ -103,16 +103,16 @@ def test_cancel_run_by_id_stops_the_run_at_the_next_step(config, script):
 
         def call(self, input):
             started.set()
-            assert release.wait(10)
+            assert release.wait(30)
             return "resumed"
 
     runs = []
     Paused = agent_for(script(tool_turns("pause", then="should not be reached")), PauseTool)
     worker = start_thread(lambda: runs.append(Paused.ask("Go", run_id="cancel-by-id-1")))
-    assert started.wait(10)
+    assert started.wait(30)
     assert lg_core.cancel_run("cancel-by-id-1") is True
     release.set()
-    worker.join(10)
+    worker.join(60)
 
     [run] = runs
     assert run.outcome == "cancelled"
@@ -544,7 +544,7 @@ def _parallel_waiters(started_barrier):
 
 @pytest.mark.parametrize("interrupt", ["cancel", "deadline"])
 def test_an_interrupt_during_parallel_tools_ends_the_run_once(config, script, interrupt):
-    barrier = threading.Barrier(2, timeout=5)
+    barrier = threading.Barrier(2, timeout=30)
     calls = [
         {"name": "waiter", "id": "w1", "arguments": {"cancel": interrupt == "cancel"}},
         {"name": "waiter", "id": "w2", "arguments": {}},

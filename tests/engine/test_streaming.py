@@ -367,7 +367,7 @@ def test_ask_async_prepares_its_run_off_the_loop(script):
 
     class OpensAWorkspace(Hook):
         def prepare_run(self, run):
-            saw_the_loop_run.append(ticked.wait(10))  # a hook doing I/O
+            saw_the_loop_run.append(ticked.wait(30))  # a hook doing I/O
             return run
 
     async def main():
@@ -395,12 +395,12 @@ def test_an_ask_async_cancelled_while_its_run_is_prepared_closes_that_run(script
         def prepare_run(self, run):
             run.register(closer=closed.set)
             preparing.set()
-            release.wait(10)
+            release.wait(30)
             return run
 
     async def main():
         task = asyncio.create_task(agent_for(script(TURNS), LookupTool).ask_async("Refunds?"))
-        await asyncio.to_thread(preparing.wait, 10)
+        await asyncio.to_thread(preparing.wait, 30)
         task.cancel()  # the web request went away while the run was being prepared
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -409,7 +409,7 @@ def test_an_ask_async_cancelled_while_its_run_is_prepared_closes_that_run(script
     configuration = Configuration(hooks=[SlowWorkspace])
     with with_configuration(configuration):
         asyncio.run(main())
-        assert closed.wait(10), "the prepared run's resources were left open"
+        assert closed.wait(30), "the prepared run's resources were left open"
     configuration.close()
 
 

@@ -44,7 +44,7 @@ def test_close_waits_for_a_running_statement_and_later_use_is_a_clear_error(stor
 
     thread = threading.Thread(target=reader)
     thread.start()
-    assert started.wait(10)
+    assert started.wait(30)
     store.close()
     order.append(("closed", None))
     thread.join(30)

@@ -479,16 +479,16 @@ def test_a_thread_ending_never_rolls_back_another_threads_transaction():
         with db.reader() as tx:
             tx.cursor.execute("SELECT 1").fetchall()
         used.set()
-        go.wait(10)  # ends (dropping its connection) while the main thread is inside a transaction
+        go.wait(30)  # ends (dropping its connection) while the main thread is inside a transaction
 
     thread = threading.Thread(target=other)
     thread.start()
-    assert used.wait(10)
+    assert used.wait(30)
     with db.transaction() as tx:
         tx.cursor.execute("CREATE TABLE t (x INTEGER)")
         tx.cursor.execute("INSERT INTO t VALUES (1)")
         go.set()
-        thread.join(10)
+        thread.join(30)
         gc.collect()
     with db.reader() as tx:
         assert tx.cursor.execute("SELECT x FROM t").fetchall() == [(1,)]
