@@ -205,7 +205,7 @@ def test_a_deadline_ends_the_wait_with_a_partial_run(config, script):
     calls: list[float] = []
     agent = agent_on(recording_model(script, calls, tool_turns=1))
 
-    run = agent.ask("go", rate_limit="1/min", deadline=1.0)
+    run = agent.ask("go", rate_limit="1/min", deadline=2.0)  # the first call comes well before it; the second waits a minute
 
     assert run.outcome == "partial"
     assert len(calls) == 1

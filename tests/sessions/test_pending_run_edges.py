@@ -125,7 +125,8 @@ def test_waiting_behind_a_run_left_by_a_dead_process_says_so(file_config, caplog
         tx.cursor.execute("UPDATE lg_runs SET holder = ? WHERE id = ?", (_dead_holder(), crashed.id))
 
     with caplog.at_level(logging.WARNING, logger="lg_core.opening"):
-        run = RecallAgent.ask("second", session_id="conv-1", actor_id="user-7", deadline=1.5)
+        # The warning comes at once; the deadline must not pass before the wait begins.
+        run = RecallAgent.ask("second", session_id="conv-1", actor_id="user-7", deadline=3)
 
     assert run.outcome == "partial"  # the deadline still bounds the wait
     warnings = [r.getMessage() for r in caplog.records if crashed.id in r.getMessage()]
