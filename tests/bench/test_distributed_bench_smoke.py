@@ -10,6 +10,7 @@ on 2 CPUs) prints the tables and writes the JSON document, and both are checked.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,10 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "distributed.py"
+# The tree under test, also for the benchmark's own process: a script's first path entry is
+# its folder, so it imported the installed lg_core (another clone's, with an editable install),
+# whose newer schema its workers (this tree) refused, and it then waited for runs that never ran.
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(BENCH.parents[1]), os.environ.get("PYTHONPATH", "")) if p)}
 SECTIONS = (
     "Environment",
     "1. Raw floor",
@@ -47,6 +52,7 @@ def quick_run(tmp_path_factory) -> tuple[str, dict]:
         [sys.executable, str(BENCH), "--quick", "--json-file", str(path)],
         capture_output=True,
         text=True,
+        env=ENV,
         timeout=420,
     )
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"

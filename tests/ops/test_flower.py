@@ -32,7 +32,7 @@ TASK_FOR_STEP = {"model": "lg.model_turn", "tool": "lg.tool_call"}
 
 
 def get_json(url: str):
-    with urllib.request.urlopen(url, timeout=10) as response:
+    with urllib.request.urlopen(url, timeout=30) as response:
         return json.loads(response.read())
 
 
