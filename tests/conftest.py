@@ -38,6 +38,14 @@ def pg_url(postgres) -> str:
     return postgres.create_database(f"lg_{uuid.uuid4().hex[:12]}")
 
 
+@pytest.fixture(params=["file", "postgres"])
+def durable_url(request, tmp_path) -> str:
+    """A fresh run store URL on each durable backend in turn: a SQLite file, then PostgreSQL."""
+    if request.param == "file":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    return request.getfixturevalue("pg_url")
+
+
 @pytest.fixture
 def config() -> Iterator[Configuration]:
     """A fresh in-memory configuration, current for the test, closed afterwards."""

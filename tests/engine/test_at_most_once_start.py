@@ -56,11 +56,9 @@ def amo_log(tmp_path, monkeypatch) -> Path:
     return log
 
 
-@pytest.fixture(params=["file", "postgres"])
-def store_url(request, tmp_path) -> str:
-    if request.param == "file":
-        return f"sqlite:///{tmp_path / 'runs.db'}"
-    return request.getfixturevalue("pg_url")
+@pytest.fixture
+def store_url(durable_url) -> str:
+    return durable_url
 
 
 def _die_in_child(source: str, die_at: str, *args: str) -> None:

@@ -23,11 +23,9 @@ from tests.engine.numbered_tool import RecordingPublisher
 SESSIONS = ("conv-1", "conv-2", "conv-3")
 
 
-@pytest.fixture(params=["file", "postgres"])
-def url(request, tmp_path) -> str:
-    if request.param == "file":
-        return f"sqlite:///{tmp_path / 'runs.db'}"
-    return request.getfixturevalue("pg_url")
+@pytest.fixture
+def url(durable_url) -> str:
+    return durable_url
 
 
 @pytest.fixture

@@ -29,11 +29,9 @@ MODEL_KEY, TOOL_KEY, OTHER_TOOL_KEY = "root/turn-0/model", "root/turn-1/tool/cal
 LIVE_HOLDER = "another-host:4242:1"  # presumed alive while its lease lasts
 
 
-@pytest.fixture(params=["file", "postgres"])
-def url(request, tmp_path) -> str:
-    if request.param == "file":
-        return f"sqlite:///{tmp_path / 'runs.db'}"
-    return request.getfixturevalue("pg_url")
+@pytest.fixture
+def url(durable_url) -> str:
+    return durable_url
 
 
 @pytest.fixture

@@ -15,11 +15,9 @@ from lg_core.store.migrate import VERSION_TABLE, head_revision
 from lg_core.store.schema import metadata
 
 
-@pytest.fixture(params=["file", "postgres"])
-def url(request, tmp_path) -> str:
-    if request.param == "file":
-        return f"sqlite:///{tmp_path / 'runs.db'}"
-    return request.getfixturevalue("pg_url")
+@pytest.fixture
+def url(durable_url) -> str:
+    return durable_url
 
 
 def _revision(url: str) -> str:

@@ -24,11 +24,9 @@ GRACE, CAP = 10.0, 35.0
 MODEL_KEY, TOOL_KEY = "root/turn-0/model", "root/turn-1/tool/call_1"
 
 
-@pytest.fixture(params=["file", "postgres"])
-def url(request, tmp_path) -> str:
-    if request.param == "file":
-        return f"sqlite:///{tmp_path / 'runs.db'}"
-    return request.getfixturevalue("pg_url")
+@pytest.fixture
+def url(durable_url) -> str:
+    return durable_url
 
 
 @pytest.fixture
