@@ -20,9 +20,10 @@ import pytest
 from sqlalchemy import text
 
 from lg_core.identity import hostname
-from lg_core.store import NewStep, RunStore
+from lg_core.store import RunStore
 from lg_scheduler.recovery import detect_stalled, relay_outbox, sweep_leases
 from tests.engine.numbered_tool import RecordingPublisher
+from tests.store.outbox_steps import create_distributed_run, make_due, step_column
 
 HOLD_OFF, CAP, GRACE = 10.0, 35.0, 5.0
 MODEL_KEY, TOOL_KEY, OTHER_TOOL_KEY = "root/turn-0/model", "root/turn-1/tool/call_1", "root/turn-1/tool/call_2"
@@ -48,22 +49,9 @@ def _dead_holder() -> str:
     return f"{hostname()}:{child.pid}:1"
 
 
-def _create(store: RunStore, run_id: str = "r1", steps: tuple[tuple[str, str], ...] = (("model", MODEL_KEY),)) -> None:
-    """A distributed run (no holder) with scheduled steps, as a worker's commit leaves it."""
-    store.create_run(
-        {"id": run_id, "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
-         "session_id": run_id, "actor_id": None, "holder": None, "deadline_at": None},
-        {"id": f"{run_id}/root", "run_id": run_id, "path": "root", "kind": "agent", "entrypoint": "app:Agent",
-         "version": 0, "checkpoint": {}},
-        [],
-        [("invocation_start", {"run_id": run_id})],
-        [NewStep(key=key, frame_id=f"{run_id}/root", kind=kind) for kind, key in steps],
-    )
-
-
 def _held_by_the_dead(store: RunStore, run_id: str = "r1", key: str = MODEL_KEY, kind: str = "model") -> str:
     """A run whose step a worker claimed and then died with (SIGKILL): its lease still runs."""
-    _create(store, run_id, ((kind, key),))
+    create_distributed_run(store, run_id, ((kind, key),))
     holder = _dead_holder()
     assert store.claim_step(run_id, key, holder, lease_seconds=300) == 1
     return holder
@@ -74,29 +62,18 @@ def _sql(store: RunStore, statement: str, **params) -> None:
         conn.execute(text(statement), params)
 
 
-def _make_due(store: RunStore, run_id: str = "r1", key: str = MODEL_KEY) -> None:
-    _sql(store, "UPDATE lg_steps SET dispatch_after = :t WHERE run_id = :r AND key = :k", t=store.clock() - 1, r=run_id, k=key)
-
-
-def _column(store: RunStore, column: str, run_id: str = "r1", key: str = MODEL_KEY):
-    with store.db.engine.connect() as conn:
-        return conn.execute(
-            text(f"SELECT {column} FROM lg_steps WHERE run_id = :r AND key = :k"), {"r": run_id, "k": key}
-        ).scalar()
-
-
 def _sweep_and_measure(store: RunStore, publisher: RecordingPublisher, run_id: str = "r1", key: str = MODEL_KEY) -> float:
     """Run the sweep, which must re-send the step, and return the back-off it was pushed by (store's clock)."""
     before = store.clock()
     assert sweep_leases(store, publisher, hold_off=HOLD_OFF) == 1
     after = store.clock()
-    ahead = _column(store, "dispatch_after", run_id, key)
+    ahead = step_column(store, "dispatch_after", run_id, key)
     fits = [d for d in (HOLD_OFF, 2 * HOLD_OFF, CAP) if ahead - after - 0.001 <= d <= ahead - before + 0.001]
     return fits[0] if len(fits) == 1 else ahead - before
 
 
 def _resend_when_due(store: RunStore, publisher: RecordingPublisher, run_id: str = "r1", key: str = MODEL_KEY) -> float:
-    _make_due(store, run_id, key)
+    make_due(store, run_id, key)
     return _sweep_and_measure(store, publisher, run_id, key)
 
 
@@ -107,7 +84,7 @@ def test_the_first_resend_after_a_holder_dies_is_immediate(store):
     # No wait at all: the pass that first sees the holder dead re-sends its step.
     assert _sweep_and_measure(store, publisher) == HOLD_OFF
     assert [ref.key for ref in publisher.sent] == [MODEL_KEY]
-    assert _column(store, "relays") == 1
+    assert step_column(store, "relays") == 1
 
 
 def test_a_dead_holders_step_nobody_takes_is_resent_ever_more_rarely_up_to_the_cap(store):
@@ -119,7 +96,7 @@ def test_a_dead_holders_step_nobody_takes_is_resent_ever_more_rarely_up_to_the_c
     # The first re-send delivers (a hold-off), then each one nobody took doubles it: 10, 20, 40 capped at 35.
     assert delays == [HOLD_OFF, HOLD_OFF, 2 * HOLD_OFF, CAP, CAP]
     assert [ref.key for ref in publisher.sent] == [MODEL_KEY] * 5  # one message per re-send, not per pass
-    assert _column(store, "relays") == 5
+    assert step_column(store, "relays") == 5
     assert store.load_step("r1", MODEL_KEY).status == "running"  # the sweep never touches the claim itself
 
 
@@ -143,7 +120,7 @@ def test_a_claim_resets_the_backoff(store):
 
     # A worker came up and took the step over; then it was killed too.
     assert store.claim_step("r1", MODEL_KEY, _dead_holder(), lease_seconds=300, stale_holder=dead) == 2
-    assert (_column(store, "relays"), _column(store, "dispatch_after")) == (0, None)
+    assert (step_column(store, "relays"), step_column(store, "dispatch_after")) == (0, None)
 
     # Its step is re-sent at once again, and backs off from the start.
     assert [_sweep_and_measure(store, publisher)] + [_resend_when_due(store, publisher) for _ in range(2)] == [
@@ -152,11 +129,11 @@ def test_a_claim_resets_the_backoff(store):
 
 
 def test_a_live_claim_is_not_resent(store):
-    _create(store)
+    create_distributed_run(store)
     assert store.claim_step("r1", MODEL_KEY, LIVE_HOLDER, lease_seconds=300) == 1
     publisher = RecordingPublisher()
     assert sweep_leases(store, publisher, hold_off=HOLD_OFF) == 0
-    assert (publisher.sent, _column(store, "relays")) == ([], 0)
+    assert (publisher.sent, step_column(store, "relays")) == ([], 0)
 
 
 def test_each_backoff_level_is_reported_once_naming_the_queue_and_the_worker_to_start(store, caplog):
@@ -195,7 +172,7 @@ def test_two_schedulers_resend_a_dead_claim_once(url):
         [(seen_second, relays_second)] = second.running_steps()
         assert first.mark_redispatched(seen_first, relays_first, HOLD_OFF) is not None
         assert second.mark_redispatched(seen_second, relays_second, HOLD_OFF) is None
-        assert _column(first, "relays") == 1
+        assert step_column(first, "relays") == 1
     finally:
         first.close()
         second.close()
@@ -225,23 +202,23 @@ def test_an_hour_without_a_consumer_costs_a_handful_of_duplicates(tmp_path, monk
 def test_the_stall_detector_resends_only_the_open_steps_nothing_else_sees_to(store):
     publisher = RecordingPublisher()
     # Waiting in the relay's back-off: the relay sent it and will again.
-    _create(store, "relayed")
-    _make_due(store, "relayed")
+    create_distributed_run(store, "relayed")
+    make_due(store, "relayed")
     assert relay_outbox(store, publisher) == 1
     # Held by a live holder under its lease.
-    _create(store, "held")
+    create_distributed_run(store, "held")
     store.claim_step("held", MODEL_KEY, LIVE_HOLDER, lease_seconds=300)
     # Waiting in the lease sweeper's back-off: its holder died and it was re-sent.
     _held_by_the_dead(store, "swept")
     assert sweep_leases(store, publisher, hold_off=HOLD_OFF) == 1
     # Nobody's: a scheduled step the relay never sent, a dead claim the sweeper has not reached.
-    _create(store, "lost")
-    _create(store, "expired")
+    create_distributed_run(store, "lost")
+    create_distributed_run(store, "expired")
     store.claim_step("expired", MODEL_KEY, LIVE_HOLDER, lease_seconds=300)
     _sql(store, "UPDATE lg_steps SET lease_until = 0 WHERE run_id = 'expired'")
     # One step in the relay's back-off, one nobody sent.
-    _create(store, "mixed", (("tool", TOOL_KEY), ("tool", OTHER_TOOL_KEY)))
-    _make_due(store, "mixed", TOOL_KEY)
+    create_distributed_run(store, "mixed", (("tool", TOOL_KEY), ("tool", OTHER_TOOL_KEY)))
+    make_due(store, "mixed", TOOL_KEY)
     assert relay_outbox(store, publisher) == 1
     _sql(store, "UPDATE lg_runs SET updated_at = 0")  # every run is quiet for long
     publisher.sent.clear()
@@ -254,7 +231,7 @@ def test_the_stall_detector_resends_only_the_open_steps_nothing_else_sees_to(sto
 
 
 def test_a_quiet_run_with_no_open_step_is_still_reported(store, caplog):
-    _create(store, "orphan")
+    create_distributed_run(store, "orphan")
     _sql(store, "UPDATE lg_steps SET status = 'succeeded'")
     _sql(store, "UPDATE lg_runs SET updated_at = 0")
     publisher = RecordingPublisher()

@@ -15,10 +15,11 @@ import time
 import pytest
 from sqlalchemy import text
 
-from lg_core.store import NewStep, RunStore
+from lg_core.store import RunStore
 from lg_core.store import relay_backoff as backoff
 from lg_scheduler.recovery import relay_outbox
 from tests.engine.numbered_tool import RecordingPublisher
+from tests.store.outbox_steps import create_distributed_run, make_due, step_column
 
 GRACE, CAP = 10.0, 35.0
 MODEL_KEY, TOOL_KEY = "root/turn-0/model", "root/turn-1/tool/call_1"
@@ -36,62 +37,34 @@ def store(url):
     opened.close()
 
 
-def _create(store: RunStore, run_id: str = "r1", kind: str = "model", key: str = MODEL_KEY) -> None:
-    """A distributed run (no holder) with one scheduled step, as a worker's commit leaves it."""
-    store.create_run(
-        {"id": run_id, "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
-         "session_id": run_id, "actor_id": None, "holder": None, "deadline_at": None},
-        {"id": f"{run_id}/root", "run_id": run_id, "path": "root", "kind": "agent", "entrypoint": "app:Agent",
-         "version": 0, "checkpoint": {}},
-        [],
-        [("invocation_start", {"run_id": run_id})],
-        [NewStep(key=key, frame_id=f"{run_id}/root", kind=kind)],
-    )
-
-
-def _make_due(store: RunStore, run_id: str = "r1", key: str = MODEL_KEY) -> None:
-    with store.db.engine.begin() as conn:
-        conn.execute(
-            text("UPDATE lg_steps SET dispatch_after = :t WHERE run_id = :r AND key = :k"),
-            {"t": store.clock() - 1, "r": run_id, "k": key},
-        )
-
-
-def _column(store: RunStore, column: str, run_id: str = "r1", key: str = MODEL_KEY):
-    with store.db.engine.connect() as conn:
-        return conn.execute(
-            text(f"SELECT {column} FROM lg_steps WHERE run_id = :r AND key = :k"), {"r": run_id, "k": key}
-        ).scalar()
-
-
 def _relay_and_measure(store: RunStore, publisher: RecordingPublisher, run_id: str = "r1", key: str = MODEL_KEY) -> float:
     """Make the step due, run the relay, and return the back-off it was pushed by (by the store's clock).
 
     The push is from the store's "now" during the pass, between two clock reads around it:
     the delay that fits that window is returned (the raw window's upper end if none does).
     """
-    _make_due(store, run_id, key)
+    make_due(store, run_id, key)
     before = store.clock()
     assert relay_outbox(store, publisher) == 1
     after = store.clock()
-    ahead = _column(store, "dispatch_after", run_id, key)
+    ahead = step_column(store, "dispatch_after", run_id, key)
     fits = [d for d in (GRACE, 2 * GRACE, 4 * GRACE, CAP) if ahead - after - 0.001 <= d <= ahead - before + 0.001]
     return fits[0] if len(fits) == 1 else ahead - before
 
 
 def test_a_step_nobody_consumes_is_sent_again_after_a_doubling_delay_up_to_the_cap(store):
-    _create(store)
+    create_distributed_run(store)
     publisher = RecordingPublisher()
 
     delays = [_relay_and_measure(store, publisher) for _ in range(5)]
 
     assert delays == [GRACE, 2 * GRACE, CAP, CAP, CAP]  # 10, 20, then 40 capped at 35
     assert [ref.key for ref in publisher.sent] == [MODEL_KEY] * 5  # one message per send, not per pass
-    assert _column(store, "relays") == 5
+    assert step_column(store, "relays") == 5
 
 
 def test_a_due_step_is_sent_once_until_its_backoff_passes(store):
-    _create(store)
+    create_distributed_run(store)
     publisher = RecordingPublisher()
     _relay_and_measure(store, publisher)
     _relay_and_measure(store, publisher)
@@ -102,12 +75,12 @@ def test_a_due_step_is_sent_once_until_its_backoff_passes(store):
 
 
 def test_a_claim_resets_the_backoff(store):
-    _create(store)
+    create_distributed_run(store)
     publisher = RecordingPublisher()
     assert [_relay_and_measure(store, publisher) for _ in range(3)] == [GRACE, 2 * GRACE, CAP]
 
     assert store.claim_step("r1", MODEL_KEY, "host:1:1", lease_seconds=30) == 1  # a worker came up
-    assert _column(store, "relays") == 0
+    assert step_column(store, "relays") == 0
     # Its attempt raised: scheduled again, and the relay delivers it after the retry delay.
     assert store.release_failed_step("r1", MODEL_KEY, "host:1:1", {"name": "RuntimeError", "attempt": 1}, delay=1)
 
@@ -115,22 +88,22 @@ def test_a_claim_resets_the_backoff(store):
 
 
 def test_the_send_that_delivers_a_retry_is_not_a_miss(store):
-    _create(store)
+    create_distributed_run(store)
     store.claim_step("r1", MODEL_KEY, "host:1:1", lease_seconds=30)
     store.release_failed_step("r1", MODEL_KEY, "host:1:1", {"name": "RuntimeError", "attempt": 1}, delay=1)
-    _make_due(store)
+    make_due(store)
 
     [delivery] = store.relay_due_steps()
     assert (delivery.missed, delivery.delay, delivery.new_level) == (0, GRACE, False)
     assert delivery.step.awaits_retry
-    _make_due(store)
+    make_due(store)
     [missed] = store.relay_due_steps()  # that message found no consumer within a grace either
     assert (missed.missed, missed.delay, missed.waited) == (1, GRACE, GRACE)
 
 
 def test_each_backoff_level_is_reported_once_naming_the_queue_and_the_worker_to_start(store, caplog):
-    _create(store, "r1")
-    _create(store, "r2", kind="tool", key=TOOL_KEY)
+    create_distributed_run(store, "r1")
+    create_distributed_run(store, "r2", (("tool", TOOL_KEY),))
     publisher = RecordingPublisher()
 
     with caplog.at_level(logging.DEBUG, logger="lg_scheduler.recovery"):
@@ -177,7 +150,7 @@ def test_concurrent_relays_count_every_send_once(url):
     try:
         run_ids = [f"r{i}" for i in range(40)]
         for run_id in run_ids:
-            _create(stores[0], run_id)
+            create_distributed_run(stores[0], run_id)
         for _round in range(2):
             with stores[0].db.engine.begin() as conn:
                 conn.execute(text("UPDATE lg_steps SET dispatch_after = :t WHERE status = 'scheduled'"), {"t": stores[0].clock() - 1})
@@ -195,7 +168,7 @@ def test_an_hour_without_a_consumer_costs_a_handful_of_duplicates(tmp_path, monk
     monkeypatch.setattr(time, "time", lambda: clock[0])
     store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}", relay_grace=30, relay_backoff_max=300)
     try:
-        _create(store)
+        create_distributed_run(store)
         publisher = RecordingPublisher()
         for _tick in range(3600):
             clock[0] += 1
