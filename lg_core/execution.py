@@ -235,9 +235,19 @@ class _Follow:
             if located is not None:
                 self.position, self.known_position = located, True
         if not (self.has_live and self.known_position and (yield _Covers(self.position))):
-            if (yield from self._backfill()) or record.finished:
-                return
-            self.behind = self.has_live
+            if self._from_the_start() and not record.finished:
+                # No stream yet (nothing published), or one missing its start: read it from its
+                # first entry anyway, holding live-only events until a durable one proves them
+                # current. A backfill first would race the run's first commit: its events
+                # yielded from the store, the token deltas before them in the stream would be
+                # dropped as older, and a fast turn's text never shown. A gap before the
+                # stream's first durable event is filled from the store; a stream that stays
+                # quiet is caught up from the store (_quiet).
+                self.behind = True
+            else:
+                if (yield from self._backfill()) or record.finished:
+                    return
+                self.behind = self.has_live
         quiet = 0
         while True:
             # Without a live stream the store is the only source: poll it steadily.
@@ -253,6 +263,10 @@ class _Follow:
             if entries is None:
                 yield _Pause(wait)
             quiet = min(quiet + 1, 8)
+
+    def _from_the_start(self) -> bool:
+        """A reader of the whole run (no event id given) with a live stream to read."""
+        return self.has_live and self.known_position and self.seen == 0 and self.position in ("", "0")
 
     def _live(self, entries: list[tuple[str, StreamEvent]]) -> Generator[Request, Any, bool]:
         for position, event in entries:

@@ -340,3 +340,55 @@ def test_the_in_process_log_locates_an_event_or_the_one_after_it():
     assert [e.seq for _p, e in log.read(log.locate(6), 0)] == [7]
     assert [e.type for _p, e in log.read(log.locate(4), 0)] == ["run_forked", "text_delta", "usage", STOP]
     assert log.locate(9) is None
+
+
+class CommitsAfterCovers(World):
+    """A World whose ``later`` events commit (and reach the stream) right after the reader
+    found no stream: a reader that starts before the run's first publish."""
+
+    def answer(self, request, out: list[StreamEvent]):
+        reply = super().answer(request, out)
+        if isinstance(request, _Covers):
+            self._commit_later()
+        return reply
+
+
+def test_a_reader_started_before_the_first_publish_gets_the_first_turns_deltas():
+    """``start_execution`` then ``events()`` at once, on a fast model: the stream does not exist
+    yet when the reader looks, and the first turn streams and commits before its next query.
+    Backfilling from the store first would yield the turn's durable events and then drop its
+    token deltas from the stream as older: the text would never be shown."""
+    log = [durable(1, "invocation_start"), durable(2, "message_stop"), durable(3, STOP)]
+    stream = [("1-0", live(text="Refunds")), ("1-1", live(text=" are")), ("1-2", log[0]), ("1-3", log[1]), ("1-4", log[2])]
+    world = CommitsAfterCovers([], [stream], covers=False, later=log)
+
+    events = world.follow()
+
+    assert kinds(events) == [("text_delta", None), ("text_delta", None), ("invocation_start", 1), ("message_stop", 2), (STOP, 3)]
+    assert [e.data["text"] for e in events[:2]] == ["Refunds", " are"]
+
+
+def test_a_whole_run_reader_of_a_stream_missing_its_start_fills_it_from_the_store_and_keeps_the_deltas():
+    """The stream was trimmed (or recreated after Redis lost it): what it no longer holds comes
+    from the store, before the deltas the stream still has, which precede its first durable event."""
+    stream = [("9-0", live(text="tail")), ("9-1", LOG[2]), ("9-2", LOG[3])]
+    world = World(LOG[:3], [stream], covers=False, later=LOG[3:])  # the run is still going
+
+    events = world.follow()
+
+    assert kinds(events) == [("invocation_start", 1), ("usage", 2), ("text_delta", None), ("message_stop", 3), (STOP, 4)]
+
+
+def test_a_whole_run_reader_whose_stream_is_gone_catches_up_from_the_store_once_it_stays_quiet():
+    world = World(LOG[:2], [[]], covers=False, later=LOG[2:])  # Redis lost the stream; nothing new is published
+
+    events = world.follow()
+
+    assert kinds(events) == [("invocation_start", 1), ("usage", 2), ("message_stop", 3), (STOP, 4)]
+
+
+def test_a_whole_run_reader_of_a_finished_run_without_a_stream_reads_the_store_at_once():
+    world = World(LOG, covers=False)
+
+    assert kinds(world.follow()) == [("invocation_start", 1), ("usage", 2), ("message_stop", 3), (STOP, 4)]
+    assert "_ReadLive" not in world.requests
