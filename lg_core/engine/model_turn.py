@@ -177,7 +177,11 @@ class ModelTurn:
         limit = self.scope.run.invocation.rate_limit or runtime.rate_limits.get(connection)
         if limit is None:
             return
-        until = time.monotonic() + runtime.rate_limiter.reserve(connection, limit)
+        # The wait runs from when the reservation's answer is here, not from before it was
+        # asked: the slot's "seconds from now" were counted on Redis, and starting the clock
+        # before the round trip let a call go up to one round trip before its slot.
+        wait = runtime.rate_limiter.reserve(connection, limit)
+        until = time.monotonic() + wait
         while (left := until - time.monotonic()) > 0:
             context = self.scope.context
             pause = context.remaining_time(min(left, PACE_CHECK_SECONDS)) if context else min(left, PACE_CHECK_SECONDS)

@@ -126,6 +126,39 @@ def test_a_runs_model_calls_wait_for_their_slots(config, script):
     assert stored.invocation["rate_limit"] == "10/s"  # persisted: a resumed run keeps its pace
 
 
+class FarLimiter:
+    """A limiter whose requests take ``travel`` seconds to arrive, like Redis under load: it
+    answers "your slot is N seconds from now" as of when it reads the request."""
+
+    def __init__(self, travel: float) -> None:
+        self.inner, self.travel, self.slots = LocalLimiter(), travel, []
+
+    def reserve(self, connection: str, limit: RateLimit) -> float:
+        time.sleep(self.travel)
+        wait = self.inner.reserve(connection, limit)
+        self.slots.append(time.monotonic() + wait)
+        return wait
+
+
+def test_a_call_waits_for_its_slot_however_long_the_reservation_took_to_arrive(config, script, monkeypatch):
+    """The wait a limiter answers is counted from its answer, not from the question: counted
+    from before the round trip, a call went that much before its slot (Redis on a loaded
+    machine: calls tens of ms early, more than 10 in a second at 10/s)."""
+    limiter = FarLimiter(travel=0.3)
+    monkeypatch.setattr(type(config.runtime()), "rate_limiter", property(lambda _runtime: limiter))
+    calls: list[float] = []
+
+    def turn(request):
+        calls.append(time.monotonic())
+        return {"tool_calls": [{"name": "note", "arguments": {"note": "n"}}]} if request.metadata["sequence"] < 2 else {"text": "done"}
+
+    run = agent_on(script(turn)).ask("go", rate_limit="2/s")
+
+    assert run.completed
+    assert len(calls) == len(limiter.slots) == 3
+    assert [round(call - slot, 3) for call, slot in zip(calls, limiter.slots, strict=True) if call < slot] == []
+
+
 def test_a_configured_limit_paces_every_run_on_its_connection(script):
     """configure(rate_limits=...) needs nothing from the caller."""
     config = Configuration(rate_limits={"scripted": "10/s"})
