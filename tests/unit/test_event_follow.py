@@ -62,6 +62,7 @@ class World:
     covers: bool = True
     located: str | None = None  # where the stream holds the durable event a bare seq names
     later: list[StreamEvent] = field(default_factory=list)  # committed (ending the run) once the stream runs dry
+    commit_after: type | None = None  # ... or as soon as the reader has made a request of this type
     requests: list[str] = field(default_factory=list)
 
     @property
@@ -84,6 +85,12 @@ class World:
         raise AssertionError(f"the reader never ended: {self.requests[-5:]}")
 
     def answer(self, request, out: list[StreamEvent]):
+        reply = self._reply(request, out)
+        if self.commit_after is not None and isinstance(request, self.commit_after):
+            self._commit_later()
+        return reply
+
+    def _reply(self, request, out: list[StreamEvent]):
         self.requests.append(type(request).__name__)
         if isinstance(request, _Emit):
             out.append(request.event)
@@ -265,25 +272,14 @@ def test_event_ids_with_absurdly_many_digits_are_refused():
 
 
 
-@dataclass
-class CommitsAfterBackfill(World):
-    """A World whose ``later`` events commit right after the reader's first store read."""
-
-    def answer(self, request, out: list[StreamEvent]):
-        reply = super().answer(request, out)
-        if isinstance(request, _Stored):
-            self._commit_later()
-        return reply
-
-
 def test_a_model_retry_held_after_a_backfill_is_not_yielded_again_once_its_stored_copy_fills_a_gap():
     """``lg runs retry`` on workers reads from the run_retried marker's seq (no stream position):
     after that backfill the stream's live-only events are held, the live model_retry among them,
     while its stored copy reaches the reader first, filling the gap before the next durable event."""
     retry = StreamEvent.build("model_retry", attempt=2, partial_text=True)
     log = [durable(1, "run_retried"), retry.with_seq(2), durable(3, "message_stop"), durable(4, STOP)]
-    world = CommitsAfterBackfill(log[:1], [[("1-0", retry), ("1-1", live()), ("1-2", log[2]), ("1-3", log[3])]],
-                                 covers=False, later=log[1:])
+    world = World(log[:1], [[("1-0", retry), ("1-1", live()), ("1-2", log[2]), ("1-3", log[3])]],
+                  covers=False, later=log[1:], commit_after=_Stored)  # committed right after the backfill
 
     events = world.follow(after="0")
 
@@ -342,17 +338,6 @@ def test_the_in_process_log_locates_an_event_or_the_one_after_it():
     assert log.locate(9) is None
 
 
-class CommitsAfterCovers(World):
-    """A World whose ``later`` events commit (and reach the stream) right after the reader
-    found no stream: a reader that starts before the run's first publish."""
-
-    def answer(self, request, out: list[StreamEvent]):
-        reply = super().answer(request, out)
-        if isinstance(request, _Covers):
-            self._commit_later()
-        return reply
-
-
 def test_a_reader_started_before_the_first_publish_gets_the_first_turns_deltas():
     """``start_execution`` then ``events()`` at once, on a fast model: the stream does not exist
     yet when the reader looks, and the first turn streams and commits before its next query.
@@ -360,7 +345,7 @@ def test_a_reader_started_before_the_first_publish_gets_the_first_turns_deltas()
     token deltas from the stream as older: the text would never be shown."""
     log = [durable(1, "invocation_start"), durable(2, "message_stop"), durable(3, STOP)]
     stream = [("1-0", live(text="Refunds")), ("1-1", live(text=" are")), ("1-2", log[0]), ("1-3", log[1]), ("1-4", log[2])]
-    world = CommitsAfterCovers([], [stream], covers=False, later=log)
+    world = World([], [stream], covers=False, later=log, commit_after=_Covers)  # published right after the look
 
     events = world.follow()
 
