@@ -76,10 +76,12 @@ def test_two_batches_share_one_model_call_rate_limit_through_redis(dist):
     earlier than the first model step's claim (this host's clock, as Redis's and
     the model log's are), so the k-th call comes at least k x 0.1 s after it. A call
     reaches the model when its thread wakes, which on a loaded 2-core machine can
-    be a few hundred ms behind its slot: a window count mistook that for a burst
-    (CI once saw 13 calls in a second). Lateness only makes calls later, so this
-    lower bound holds however loaded the machine is (tests.support.pacing), while
-    two unshared budgets let the calls come twice as fast (call 79 about 4 s early).
+    be a few hundred ms behind its slot, which a window count would take for a
+    burst. Lateness only makes calls later, so this lower bound holds however
+    loaded the machine is (tests.support.pacing), while two unshared budgets let
+    the calls come twice as fast (call 79 about 4 s early). It caught calls that
+    came up to one Redis round trip before their slot (the limiter's wait was
+    counted from before the reservation was asked).
     """
     dist.start_workers(**app_env(dist))
     dist.start_workers(queues=("lg.model",), **app_env(dist))

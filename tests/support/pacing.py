@@ -4,13 +4,16 @@ The limiter (lg_core.rate_limit) reserves slots ``interval`` apart and a call
 waits for its slot, so a call never reaches the model before its slot; it may
 reach it later, when its thread wakes behind other work. Counting calls in a
 sliding window mistakes that lateness for a burst: slots 0.1 s apart whose
-first calls woke 0.3 s late put 13 calls in one second (a CI failure). A lower
-bound cannot be fooled that way: the first slot is no earlier than the moment
+first calls woke 0.3 s late can put 13 calls in one second. A lower bound
+cannot be fooled that way: the first slot is no earlier than the moment
 the calls could start, and the ``k``-th call (in time order) is no earlier
 than the ``k``-th slot, so it comes at least ``k`` intervals after that
 moment. Lateness only makes calls later. A limiter that let calls through
 faster (none at all, one budget per process, a burst at the start) makes some
-``k``-th call come early, and the check names it.
+``k``-th call come early, and the check names it. It named one: the wait for a
+slot was counted from before the reservation's round trip to Redis, so calls
+came up to a round trip early (the "13 calls in one second" CI once saw, first
+put down to lateness).
 """
 
 from __future__ import annotations
