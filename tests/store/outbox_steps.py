@@ -16,11 +16,16 @@ from lg_core.store import NewStep, RunStore
 MODEL_KEY = "root/turn-0/model"
 
 
-def create_distributed_run(store: RunStore, run_id: str = "r1", steps: tuple[tuple[str, str], ...] = (("model", MODEL_KEY),)) -> None:
+def create_distributed_run(
+    store: RunStore,
+    run_id: str = "r1",
+    steps: tuple[tuple[str, str], ...] = (("model", MODEL_KEY),),
+    deadline_at: float | None = None,
+) -> None:
     """A distributed run (no holder) with scheduled steps ``(kind, key)``, as a worker's commit leaves it."""
     store.create_run(
         {"id": run_id, "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
-         "session_id": run_id, "actor_id": None, "holder": None, "deadline_at": None},
+         "session_id": run_id, "actor_id": None, "holder": None, "deadline_at": deadline_at},
         {"id": f"{run_id}/root", "run_id": run_id, "path": "root", "kind": "agent", "entrypoint": "app:Agent",
          "version": 0, "checkpoint": {}},
         [],

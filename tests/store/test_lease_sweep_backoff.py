@@ -31,13 +31,8 @@ LIVE_HOLDER = "another-host:4242:1"  # presumed alive while its lease lasts
 
 
 @pytest.fixture
-def url(durable_url) -> str:
-    return durable_url
-
-
-@pytest.fixture
-def store(url):
-    opened = RunStore(url, relay_grace=GRACE, relay_backoff_max=CAP)
+def store(durable_url):
+    opened = RunStore(durable_url, relay_grace=GRACE, relay_backoff_max=CAP)
     yield opened
     opened.close()
 
@@ -163,9 +158,9 @@ def test_each_backoff_level_is_reported_once_naming_the_queue_and_the_worker_to_
     assert "no worker took it within 10 s" in infos[1] and "queue lg.model" in infos[1]
 
 
-def test_two_schedulers_resend_a_dead_claim_once(url):
+def test_two_schedulers_resend_a_dead_claim_once(durable_url):
     """Both read the dead claim in the same pass; the count each read decides who sends it."""
-    first, second = (RunStore(url, relay_grace=GRACE, relay_backoff_max=CAP) for _ in range(2))
+    first, second = (RunStore(durable_url, relay_grace=GRACE, relay_backoff_max=CAP) for _ in range(2))
     try:
         _held_by_the_dead(first)
         [(seen_first, relays_first)] = first.running_steps()

@@ -26,13 +26,8 @@ MODEL_KEY, TOOL_KEY = "root/turn-0/model", "root/turn-1/tool/call_1"
 
 
 @pytest.fixture
-def url(durable_url) -> str:
-    return durable_url
-
-
-@pytest.fixture
-def store(url):
-    opened = RunStore(url, relay_grace=GRACE, relay_backoff_max=CAP)
+def store(durable_url):
+    opened = RunStore(durable_url, relay_grace=GRACE, relay_backoff_max=CAP)
     yield opened
     opened.close()
 
@@ -144,9 +139,9 @@ def _relay_at_once(stores: list[RunStore]) -> list[str]:
     return [run_id for part in sent for run_id in part]
 
 
-def test_concurrent_relays_count_every_send_once(url):
+def test_concurrent_relays_count_every_send_once(durable_url):
     """Several schedulers relaying at once: each due step is sent by one of them, and counted once."""
-    stores = [RunStore(url, relay_grace=GRACE, relay_backoff_max=CAP) for _ in range(4)]
+    stores = [RunStore(durable_url, relay_grace=GRACE, relay_backoff_max=CAP) for _ in range(4)]
     try:
         run_ids = [f"r{i}" for i in range(40)]
         for run_id in run_ids:

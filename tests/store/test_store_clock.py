@@ -16,11 +16,12 @@ from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 
-from lg_core.store import NewStep, RunStore
+from lg_core.store import RunStore
 from lg_scheduler.recovery import sweep_leases
+from tests.store.outbox_steps import MODEL_KEY as KEY
+from tests.store.outbox_steps import create_distributed_run
 
 BEHIND, AHEAD = -300.0, 300.0
-KEY = "root/turn-0/model"
 _real_time = time.time
 
 
@@ -55,19 +56,6 @@ class Publisher:
         self.sent.append(run_id)
 
 
-def _create(store: RunStore, run_id: str = "r1", deadline_at: float | None = None) -> None:
-    """A distributed run (no holder) with one scheduled model step."""
-    store.create_run(
-        {"id": run_id, "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
-         "session_id": run_id, "actor_id": None, "holder": None, "deadline_at": deadline_at},
-        {"id": f"{run_id}/root", "run_id": run_id, "path": "root", "kind": "agent", "entrypoint": "app:Agent",
-         "version": 0, "checkpoint": {}},
-        [],
-        [("invocation_start", {"run_id": run_id})],
-        [NewStep(key=KEY, frame_id=f"{run_id}/root", kind="model")],
-    )
-
-
 def _wait_past(store: RunStore, moment: float) -> None:
     """Wait until the store's clock has passed ``moment``."""
     deadline = time.monotonic() + 30
@@ -84,7 +72,7 @@ def test_the_store_clock_is_the_servers_whatever_the_host_says(pg_store, host):
 
 
 def test_a_lease_written_by_a_host_behind_is_not_taken_by_a_host_ahead(pg_store, host):
-    _create(pg_store)
+    create_distributed_run(pg_store)
     with host(BEHIND):
         assert pg_store.claim_step("r1", KEY, "behind:1:1", lease_seconds=30) == 1
     with host(AHEAD):
@@ -98,7 +86,7 @@ def test_a_lease_written_by_a_host_behind_is_not_taken_by_a_host_ahead(pg_store,
 
 
 def test_a_renewal_by_a_host_behind_extends_the_lease_by_the_servers_clock(pg_store, host):
-    _create(pg_store)
+    create_distributed_run(pg_store)
     with host(BEHIND):
         pg_store.claim_and_load("r1", KEY, "behind:1:1", 60)
         pg_store.renew_leases("behind:1:1", 120, [("r1", KEY)])
@@ -109,7 +97,7 @@ def test_a_renewal_by_a_host_behind_extends_the_lease_by_the_servers_clock(pg_st
 
 
 def test_a_lease_written_by_a_host_ahead_is_taken_over_once_it_expires(pg_store, host):
-    _create(pg_store)
+    create_distributed_run(pg_store)
     with host(AHEAD):
         assert pg_store.claim_step("r1", KEY, "ahead:1:1", lease_seconds=0.2) == 1
     _wait_past(pg_store, pg_store.load_step("r1", KEY).lease_until)  # the holder died: nothing renews it
@@ -122,7 +110,7 @@ def test_a_lease_written_by_a_host_ahead_is_taken_over_once_it_expires(pg_store,
 
 
 def test_a_run_once_claim_is_judged_by_the_servers_clock(pg_store, host):
-    _create(pg_store)
+    create_distributed_run(pg_store)
     with host(BEHIND):
         assert pg_store.claim_once("r1", "once/charge", "behind:1:1", 30).state == "claimed"
     with host(AHEAD):
@@ -145,7 +133,7 @@ def test_the_relay_judges_due_steps_by_the_servers_clock(pg_url, host):
     store = RunStore(pg_url, relay_grace=30)
     try:
         with host(BEHIND):
-            _create(store, "r1")  # its first step is due for the relay 30 s from now, by the server
+            create_distributed_run(store, "r1")  # its first step is due for the relay 30 s from now, by the server
         with host(AHEAD):
             assert store.relay_due_steps() == []
     finally:
@@ -154,7 +142,7 @@ def test_the_relay_judges_due_steps_by_the_servers_clock(pg_url, host):
     store = RunStore(pg_url, relay_grace=0.2)
     try:
         with host(AHEAD):
-            _create(store, "r2")
+            create_distributed_run(store, "r2")
         _wait_past(store, store.clock() + 0.2)  # its step was due 0.2 s after it was created
         with host(BEHIND):
             assert [(r.step.run_id, r.step.key) for r in store.relay_due_steps()] == [("r2", KEY)]
@@ -166,7 +154,7 @@ def test_the_relay_judges_due_steps_by_the_servers_clock(pg_url, host):
 def test_a_failed_attempt_is_due_after_its_delay_by_the_servers_clock(pg_url, host):
     store = RunStore(pg_url, relay_grace=0.1)
     try:
-        _create(store)
+        create_distributed_run(store)
         with host(BEHIND):
             store.claim_step("r1", KEY, "behind:1:1", lease_seconds=30)
             assert store.release_failed_step("r1", KEY, "behind:1:1", {"name": "RuntimeError"}, delay=30)
@@ -178,7 +166,7 @@ def test_a_failed_attempt_is_due_after_its_delay_by_the_servers_clock(pg_url, ho
 
 
 def test_a_deadline_is_judged_by_the_servers_clock(pg_store, host):
-    _create(pg_store, deadline_at=_real_time() + 60)
+    create_distributed_run(pg_store, deadline_at=_real_time() + 60)
     with host(AHEAD):
         assert pg_store.runs_to_end() == []
     with host(BEHIND):
@@ -188,7 +176,7 @@ def test_a_deadline_is_judged_by_the_servers_clock(pg_store, host):
 def test_a_sqlite_store_keeps_its_hosts_clock(tmp_path, host):
     store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
     try:
-        _create(store)
+        create_distributed_run(store)
         with host(AHEAD):
             before = time.time()
             assert store.claim_step("r1", KEY, "host:1:1", lease_seconds=30) == 1
@@ -204,7 +192,7 @@ def test_a_sqlite_store_keeps_its_hosts_clock(tmp_path, host):
 def test_a_renewal_names_the_claims_it_no_longer_holds(pg_store, tmp_path, store_kind):
     """The heartbeat learns from its renewal which attempts were taken over (lg_core.engine.leases)."""
     store = pg_store if store_kind == "postgresql" else RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
-    _create(store)
+    create_distributed_run(store)
     assert store.claim_step("r1", KEY, "me:1:1", lease_seconds=60) == 1
     assert store.renew_leases("me:1:1", 60, [("r1", KEY, 1), ("r1", KEY)]) == []
     assert store.renew_leases("me:1:1", 60, [("r1", KEY, 2)]) == [("r1", KEY, 2)]  # not the attempt it holds
