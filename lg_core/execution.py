@@ -266,7 +266,7 @@ class _Follow:
 
     def _from_the_start(self) -> bool:
         """A reader of the whole run (no event id given) with a live stream to read."""
-        return self.has_live and self.known_position and self.seen == 0 and self.position in ("", "0")
+        return self.has_live and self.known_position and self.seen == 0 and self.position == "0"
 
     def _live(self, entries: list[tuple[str, StreamEvent]]) -> Generator[Request, Any, bool]:
         for position, event in entries:
