@@ -76,6 +76,7 @@ from lg_scheduler.batch_output import (
     invalid_result,
     run_result,
 )
+from lg_scheduler.output_lock import output_locked
 
 BATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _READABLE_ITEM_ID = re.compile(r"^[A-Za-z0-9._@-]{1,63}$")
@@ -155,7 +156,8 @@ def submit_batch(
     InvocationError (BatchInputError for invalid lines) or ConfigurationError
     before anything is submitted; RunStateError when a live process is already
     submitting this batch (``force`` takes it over anyway, e.g. from a process on
-    another host that is known to be gone). ``on_start`` receives the report
+    another host that is known to be gone), and InvocationError when another batch
+    is writing to ``out`` (lg_scheduler.output_lock). ``on_start`` receives the report
     once the batch's state is known (its id and what earlier submits did),
     before the first new run starts. ``keep_results`` keeps every result line in
     ``BatchReport.results`` too (default: only when ``out`` is None); a large batch
@@ -184,9 +186,10 @@ def submit_batch(
             raise _input_error(inputs, _skipped_before(runtime.store, batch_id, inputs))
         _check_broker(runtime)
         holder = current_holder()
-        gone = _claim(runtime.store, batch_id, agent_cls, inputs, holder, force)
-        submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limit, gone)
-        return submission.run(ResultWriter(out_path, keep), progress, on_start)
+        with output_locked(out_path, batch_id, holder):
+            gone = _claim(runtime.store, batch_id, agent_cls, inputs, holder, force)
+            submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limit, gone)
+            return submission.run(ResultWriter(out_path, keep), progress, on_start)
 
 
 def _check_concurrency(value: Any) -> int:
