@@ -186,8 +186,9 @@ def detect_stalled(
     whose open steps are all such is waiting (for a consumer, or a long step),
     not stalled, and re-sending them would add a duplicate per stall period on
     top of the back-off that holds them down. So only the other open steps are
-    re-sent (a scheduled step the relay never sent, a dead claim the sweeper has
-    not reached), and a run counts as advanced when it had any.
+    re-sent (a due step the relay never sent, a dead claim the sweeper has not
+    reached), and a run counts as advanced when it had any. A step waiting out a
+    failed attempt's retry delay is not due yet, and stays where it is.
 
     An orphaned run is running with no open step at all, which the commit
     protocol should make impossible; it is logged (once per stall period) for

@@ -537,9 +537,15 @@ def _has_leased_step() -> ColumnElement[bool]:
 
 
 def _tracked_step() -> ColumnElement[int]:
-    """1 when an open step will be sent again or finished without the stall detector, else 0."""
+    """1 when an open step will be sent again or finished without the stall detector, else 0.
+
+    Tracked: the relay sent it (it is on its back-off), a live lease holds it, or it
+    is not due yet (a failed attempt's retry delay, up to a minute): the relay
+    sends it when it is due, and re-sending it before would cut the delay short.
+    """
     live_lease = and_(steps.c.status == "running", steps.c.lease_until >= store_now())
-    return case((or_(steps.c.relays > 0, live_lease), 1), else_=0)
+    waiting = steps.c.dispatch_after > store_now()
+    return case((or_(steps.c.relays > 0, live_lease, waiting), 1), else_=0)
 
 
 def _not_swept_recently() -> ColumnElement[bool]:

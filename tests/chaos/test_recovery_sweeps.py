@@ -21,6 +21,7 @@ from sqlalchemy import text
 from lg_core import Configuration
 from lg_core.errors import ConfigurationError, InvocationError
 from lg_core.identity import hostname
+from lg_scheduler import recovery
 from lg_scheduler.scheduler import COUNT_NAMES, Scheduler
 from lg_scheduler.tasks import beat_schedule
 
@@ -213,9 +214,11 @@ def test_a_cancel_nobody_acts_on_ends_the_run_and_drops_its_interjections(chaos_
 
 
 def test_a_stalled_run_is_advanced_and_an_orphaned_one_is_reported(chaos_env, client, caplog):
-    dist_app.StepAgent.start_execution("go")  # will look stalled
+    stalled = dist_app.StepAgent.start_execution("go")
     orphan = dist_app.StepAgent.start_execution("go")
     client.flushall()
+    # Due, and never sent by the relay (as when a relay pass stopped at its limit).
+    _sql(chaos_env, "update lg_steps set dispatch_after = 0 where run_id = :run_id", run_id=stalled.run_id)
     _sql(
         chaos_env,
         "update lg_steps set status = 'succeeded' where run_id = :run_id and key = :key",
@@ -224,10 +227,31 @@ def test_a_stalled_run_is_advanced_and_an_orphaned_one_is_reported(chaos_env, cl
     )
     time.sleep(0.05)
 
-    counts = _scheduler(chaos_env, stall_seconds=0.01).run_once()
-    assert (counts["advanced"], counts["orphaned"]) == (1, 1)
+    store = chaos_env.config.runtime().store
+    publisher = _scheduler(chaos_env).publisher
+    assert recovery.detect_stalled(store, publisher, stall_seconds=0.01) == (1, 1)
     assert _queued(client, "lg.model") == 1  # the stalled run's step, which nothing had re-sent
     assert f"run {orphan.run_id} is running but has no open step" in caplog.text
+
+
+def test_the_stall_detector_leaves_a_step_waiting_out_its_retry_delay(chaos_env, client):
+    """A step whose attempt failed waits its retry delay (up to a minute) before the relay sends
+    it again; a stall period shorter than that must not send it early."""
+    execution = dist_app.StepAgent.start_execution("go")
+    client.flushall()
+    store = chaos_env.config.runtime().store
+    holder = "another-host:4242:1"
+    store.claim_step(execution.run_id, FIRST, holder, lease_seconds=300)
+    assert store.release_failed_step(execution.run_id, FIRST, holder, {"class": "RuntimeError"}, delay=30)
+    time.sleep(0.05)
+
+    counts = _scheduler(chaos_env, stall_seconds=0.01).run_once()
+    assert (counts["relayed"], counts["advanced"], counts["orphaned"]) == (0, 0, 0)
+    assert _queued(client, "lg.model") == 0
+
+    _sql(chaos_env, "update lg_steps set dispatch_after = 0 where run_id = :run_id", run_id=execution.run_id)
+    assert _scheduler(chaos_env, stall_seconds=0.01).run_once()["relayed"] == 1  # once due, the relay sends it
+    assert _queued(client, "lg.model") == 1
 
 
 def test_run_forever_sweeps_until_stopped(chaos_env):
@@ -347,21 +371,23 @@ def test_a_dead_claim_is_redispatched_behind_more_live_claims_than_a_pass_reads(
     assert _queued(client, "lg.model") == 1
 
 
-@pytest.mark.parametrize("relay_grace", [60.0])  # the relay is not due: nothing else re-sends the steps
 def test_the_stall_detector_takes_at_most_a_batch_per_pass(chaos_env, client):
     """Like every other sweep, one pass advances at most ``batch`` stalled runs: a fleet
-    whose runs all look stalled at once (a long broker outage) is taken a slice per pass,
-    so the pass stays short and its other sweeps keep running."""
+    whose runs all look stalled at once is taken a slice per pass, so the pass stays short
+    and its other sweeps keep running."""
     for _ in range(3):
         dist_app.StepAgent.start_execution("go")
     client.flushall()
-    # All three quiet for a minute: they look stalled; the two touched by the first pass
-    # do not for 30 s, however long the passes take on a loaded machine.
+    # All three quiet for a minute, their steps due and never sent (as behind a relay that
+    # stopped at its own limit); the two touched by the first pass do not look stalled for
+    # 30 s, however long the passes take on a loaded machine.
     _sql(chaos_env, "update lg_runs set updated_at = updated_at - 60")
+    _sql(chaos_env, "update lg_steps set dispatch_after = 0")
 
-    scheduler = _scheduler(chaos_env, stall_seconds=30, batch=2)
-    assert scheduler.run_once()["advanced"] == 2
-    assert scheduler.run_once()["advanced"] == 1  # the rest, on the next pass
+    store = chaos_env.config.runtime().store
+    publisher = _scheduler(chaos_env).publisher
+    assert recovery.detect_stalled(store, publisher, stall_seconds=30, limit=2) == (2, 0)
+    assert recovery.detect_stalled(store, publisher, stall_seconds=30, limit=2) == (1, 0)  # the rest, next pass
     assert _queued(client, "lg.model") == 3
 
 

@@ -206,7 +206,11 @@ def test_the_stall_detector_resends_only_the_open_steps_nothing_else_sees_to(sto
     # Waiting in the lease sweeper's back-off: its holder died and it was re-sent.
     _held_by_the_dead(store, "swept")
     assert sweep_leases(store, publisher, hold_off=HOLD_OFF) == 1
-    # Nobody's: a scheduled step the relay never sent, a dead claim the sweeper has not reached.
+    # Waiting out a failed attempt's retry delay: the relay sends it when it is due.
+    create_distributed_run(store, "retrying")
+    store.claim_step("retrying", MODEL_KEY, LIVE_HOLDER, lease_seconds=300)
+    assert store.release_failed_step("retrying", MODEL_KEY, LIVE_HOLDER, {"class": "RuntimeError"}, delay=60)
+    # Nobody's: a due step the relay never sent, a dead claim the sweeper has not reached.
     create_distributed_run(store, "lost")
     create_distributed_run(store, "expired")
     store.claim_step("expired", MODEL_KEY, LIVE_HOLDER, lease_seconds=300)
@@ -215,6 +219,8 @@ def test_the_stall_detector_resends_only_the_open_steps_nothing_else_sees_to(sto
     create_distributed_run(store, "mixed", (("tool", TOOL_KEY), ("tool", OTHER_TOOL_KEY)))
     make_due(store, "mixed", TOOL_KEY)
     assert relay_outbox(store, publisher) == 1
+    make_due(store, "lost")  # due after the relay's pass: as behind a relay that stopped at its limit
+    make_due(store, "mixed", OTHER_TOOL_KEY)
     _sql(store, "UPDATE lg_runs SET updated_at = 0")  # every run is quiet for long
     publisher.sent.clear()
 
