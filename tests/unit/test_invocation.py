@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 import json
+import time
+import uuid
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -19,6 +21,7 @@ from lg_core import (
     Text,
     UnsupportedInputError,
 )
+from lg_core.invocation import new_id
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -707,3 +710,16 @@ def test_text_that_is_not_valid_unicode_fails_before_a_run_exists(config, script
 def test_a_deadline_given_as_text_names_deadline_and_points_to_deadline_at():
     with pytest.raises(InvocationError, match="deadline is a number of seconds from now .* deadline_at"):
         Invocation("x", deadline="60")
+
+
+def test_new_run_ids_are_unique_uuid7_that_sort_by_creation_time():
+    """Store tables are keyed by run id first: ids that grow with time keep new rows together."""
+    earlier = new_id()
+    time.sleep(0.002)  # a later millisecond: ids within one millisecond are in random order
+    ids = [new_id() for _ in range(1000)]
+
+    assert len(set(ids)) == 1000
+    assert all(earlier < later for later in ids)
+    parsed = uuid.UUID(earlier)
+    assert (parsed.version, parsed.variant, parsed.hex) == (7, uuid.RFC_4122, earlier)
+    assert abs(int(earlier[:12], 16) / 1000 - time.time()) < 60  # the first 48 bits are Unix milliseconds
