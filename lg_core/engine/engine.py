@@ -643,13 +643,11 @@ class Engine:
     def _claim_and_load(self, run_id: str, key: str) -> ClaimedStep:
         """Claim a step for this process with its frame (claim()'s rules, a dead holder's step included)."""
         holder = current_holder()
-        known = self.frames.known_messages
-        start = self.store.claim_and_load(run_id, key, holder, self.lease_seconds, known_messages=known)
+        cached = {"known_messages": self.frames.known_messages, "frame_guess": _frame_of(run_id, key)}
+        start = self.store.claim_and_load(run_id, key, holder, self.lease_seconds, **cached)
         step = start.step
         if start.attempts is None and step is not None and step.status == "running" and holder_is_dead(step.holder):
-            start = self.store.claim_and_load(
-                run_id, key, holder, self.lease_seconds, stale_holder=step.holder, known_messages=known
-            )
+            start = self.store.claim_and_load(run_id, key, holder, self.lease_seconds, stale_holder=step.holder, **cached)
         return start
 
     def end_run(self, run_id: str, outcome: str, error: BaseException | None) -> bool:
@@ -751,3 +749,14 @@ def entrypoint_path(cls: type) -> str:
 
 
 __all__ = ["Engine", "entrypoint_path"]
+
+
+def _frame_of(run_id: str, key: str) -> str:
+    """The frame a step most likely belongs to, for its claim to read only the messages not cached.
+
+    A step's key starts with its frame's path (``root/turn-3/model``) and a frame's id
+    is the run id and that path (``{run_id}/root``). Only a guess: when the step's
+    frame turns out to be another, the claim reads that frame's whole history.
+    """
+    path, _turn, _rest = key.partition("/turn-")
+    return f"{run_id}/{path}"

@@ -383,63 +383,48 @@ class RunStore:
         *,
         stale_holder: str | None = None,
         known_messages: Callable[[str], int] = lambda _frame_id: 0,
+        frame_guess: str | None = None,
     ) -> ClaimedStep:
-        """A worker's start of a step in one transaction: claim it, then read its frame.
+        """A worker's start of a step in one transaction: claim it and read its frame.
 
         The claim follows :meth:`claim_step`'s rules and also needs the run to be
         running. Claimed, the result carries the step as claimed, the run's cancel
-        flag and pending interjections, the frame row and its messages from
-        ``known_messages(frame_id)`` (what the caller has cached), read in one
-        statement. Not claimed, it carries the step and run as they stand, so the
-        caller can tell a missing, finished or live-held step from a dead holder's
-        (and claim again with ``stale_holder``). One transaction replaces a
-        look-up, a claim and two reads; pipelined on PostgreSQL it costs 2 round
-        trips (BEGIN with the claim; the frame read with COMMIT) instead of 6.
+        flag and pending interjections, the frame row and its messages after the
+        ``known_messages(frame_guess)`` the caller has cached (the frame is the
+        claimed step's; when it is not ``frame_guess``, all its messages are read).
+        Not claimed, it carries the step and run as they stand, so the caller can
+        tell a missing, finished or live-held step from a dead holder's (and claim
+        again with ``stale_holder``). Pipelined on PostgreSQL, BEGIN, the claim,
+        both reads and COMMIT go out together: one round trip.
 
-        The claim of an idempotent step (a model turn, or a tool call its model
-        turn marked ``idempotent``: its tool is not ``at_most_once``) commits
-        without waiting for its WAL flush (PostgreSQL ``synchronous_commit`` off
-        for that transaction only): a database crash could lose the claim, and
-        the step would only run again; the step's own commit flushes it anyway.
-        Any other claim (an ``at_most_once`` call's) stays durable; what a
-        re-attempt of such a call decides by is the mark its attempt writes,
-        flushed, right before the tool runs (:meth:`mark_body_entered`), read
-        with the claim. The claimed row tells which, before COMMIT is sent, so
-        the choice costs no round trip.
-
-        A SQLite file store must choose before BEGIN, so it commits every claim
-        without its fsync (``defer_flush``), which a step's own commit then
-        flushes; a claim that needed the flush is written again in a flushed
-        transaction before this returns, i.e. before its tool can start.
+        Every claim commits without waiting for its WAL flush (PostgreSQL
+        ``synchronous_commit`` off for this transaction, SQLite ``defer_flush``).
+        A database crash that loses a claim only makes its step look scheduled
+        again, which loses nothing: the step's own commit is flushed, and flushing
+        it flushes the claim before it (the log is written in order), so a claim
+        whose step committed is never lost. An ``at_most_once`` call relies on no
+        claim either: what a later attempt decides by is the mark the attempt
+        writes, flushed, right before the tool runs (:meth:`mark_body_entered`),
+        and that flush too makes the claim before it durable; an attempt whose
+        claim was lost cannot write its mark, as the mark needs the claim.
         """
         params = {"run_id": run_id, "key": key, "holder": holder, "lease_seconds": lease_seconds, "now": time.time(),
                   "stale_holder": stale_holder or ""}
+        guess_seq = 0 if frame_guess is None else known_messages(frame_guess)
+        reads = {"run_id": run_id, "key": key, "holder": holder, "guess_frame": frame_guess or "", "guess_seq": guess_seq}
         with self.db.transaction(pipelined=True, defer_flush=True) as tx:
-            row = tx.submit("claim_step_of_running_run", params).one()  # goes out with BEGIN
-            if row is None:
-                return self._unclaimed_txn(tx, run_id, key)
-            step = _step_record(row[:_STEP_WIDTH])
-            idempotent = _idempotent(step)
-            if idempotent:
-                tx.relax_durability()
-            from_seq = known_messages(step.frame_id)
-            # Read once COMMIT is sent with it: the frame costs no round trip of its own.
-            frame_rows = tx.submit("select_frame_with_tail", {"frame_id": step.frame_id, "from_seq": from_seq})
-        if not idempotent and self.db.defers_flush:
-            self._flush_claim(params)
+            tx.relax_durability()
+            claimed = tx.submit("claim_step_of_running_run", params)
+            frame_rows = tx.submit("select_claimed_frame_with_tail", reads)
+            as_it_stands = tx.submit("select_step_and_run", {"run_id": run_id, "key": key})
+        row = claimed.one()  # PostgreSQL: the results of everything above, COMMIT included, arrive together
+        if row is None:
+            return _unclaimed(as_it_stands.one())
+        step = _step_record(row[:_STEP_WIDTH])
+        from_seq = guess_seq if step.frame_id == frame_guess else 0
         frame, tail = self._frame_with_tail(run_id, step.frame_id, frame_rows.all())
         status, cancel, interjections = row[_STEP_WIDTH:]
         return ClaimedStep(step, status, bool(cancel), int(interjections), step.attempts, frame, from_seq, tail)
-
-    def _flush_claim(self, params: dict[str, Any]) -> None:
-        """Make a claim committed with ``defer_flush`` durable before its step starts.
-
-        Rewriting the claim's lease (to the same value: SQLite's clock is the
-        ``now`` in ``params``) in a flushed transaction syncs the WAL, and with it
-        the claim's own earlier commit.
-        """
-        with self.db.transaction() as tx:
-            tx.execute("rewrite_claim_lease", params)
 
     @retry_transient
     def mark_body_entered(self, run_id: str, key: str, holder: str, attempt: int) -> bool:
@@ -456,16 +441,8 @@ class RunStore:
             return tx.execute("mark_body_entered", params).rowcount == 1
 
     @staticmethod
-    def _unclaimed_txn(tx: Transaction, run_id: str, key: str) -> ClaimedStep:
-        row = tx.fetchone("select_step_and_run", {"run_id": run_id, "key": key})
-        if row is None:
-            return ClaimedStep(None)
-        status, cancel, interjections = row[_STEP_WIDTH:]
-        return ClaimedStep(_step_record(row[:_STEP_WIDTH]), status, bool(cancel), int(interjections))
-
-    @staticmethod
     def _frame_with_tail(run_id: str, frame_id: str, rows: list[Any]) -> tuple[FrameRecord, tuple[dict[str, Any], ...]]:
-        """The frame row and the messages after the ones the caller has, from ``select_frame_with_tail``."""
+        """The frame row and the messages after the ones the caller has, from ``select_claimed_frame_with_tail``."""
         if not rows or rows[0][0] != -1:
             raise RunNotFoundError(f"no frame {frame_id!r} for run {run_id!r}")
         _seq, checkpoint, version, path, kind, entrypoint = rows[0]
@@ -1097,11 +1074,12 @@ def _step_copy_row(step: StepRecord) -> dict[str, Any]:
     return row
 
 
-def _idempotent(step: StepRecord) -> bool:
-    """May this step run twice? Model turns always; tool calls only when marked so when scheduled."""
-    if step.kind == "model":
-        return True
-    return step.kind == "tool" and isinstance(step.input, dict) and step.input.get("idempotent") is True
+def _unclaimed(row: Sequence[Any] | None) -> ClaimedStep:
+    """A failed claim's result: the step and its run's flags as they stand, or nothing (no such step)."""
+    if row is None:
+        return ClaimedStep(None)
+    status, cancel, interjections = row[_STEP_WIDTH:]
+    return ClaimedStep(_step_record(row[:_STEP_WIDTH]), status, bool(cancel), int(interjections))
 
 
 def _relayed_step(step: StepRecord, sends: int, grace: float, cap: float) -> RelayedStep:

@@ -242,17 +242,34 @@ def _close_open_steps() -> ClauseElement:
     )
 
 
-def _frame_with_tail() -> ClauseElement:
-    """A frame's row and its messages from ``from_seq`` in one statement, so one snapshot.
+def _claimed_frame_with_tail() -> ClauseElement:
+    """The frame row then its messages (seq -1 first: checkpoint in ``data``, then version, path,
+    kind, entrypoint), one snapshot, for the frame of the step ``holder`` has just claimed, in the claim's transaction.
 
-    The frame comes first with seq -1 (checkpoint in ``data``, then version,
-    path, kind, entrypoint), then the messages in order.
+    The frame id comes from the claimed step row, so the read can be sent with the
+    claim instead of after it. The caller's cached messages are known per frame:
+    it names the frame it guesses (``guess_frame``) and how many of its messages
+    it has (``guess_seq``); another frame is read whole. Nothing is returned when
+    ``holder`` does not hold the step (the claim failed).
     """
+    frame_id = (
+        select(steps.c.frame_id)
+        .where(
+            and_(
+                steps.c.run_id == bindparam("run_id"),
+                steps.c.key == bindparam("key"),
+                steps.c.status == "running",
+                steps.c.holder == bindparam("holder"),
+            )
+        )
+        .scalar_subquery()
+    )
+    from_seq = case((frame_id == bindparam("guess_frame"), bindparam("guess_seq")), else_=0)
     row = select(
         literal(-1).label("seq"), frames.c.checkpoint.label("data"), frames.c.version, frames.c.path, frames.c.kind, frames.c.entrypoint
-    ).where(frames.c.id == bindparam("frame_id"))
+    ).where(frames.c.id == frame_id)
     tail = select(messages.c.seq, messages.c.data, null(), null(), null(), null()).where(
-        and_(messages.c.frame_id == bindparam("frame_id"), messages.c.seq >= bindparam("from_seq"))
+        and_(messages.c.frame_id == frame_id, messages.c.seq >= from_seq)
     )
     return union_all(row, tail).order_by("seq")
 
@@ -292,7 +309,7 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "claim_step_of_running_run": _claim_step_of_running_run,
     "mark_body_entered": _mark_body_entered,
     "close_open_steps": _close_open_steps,
-    "select_frame_with_tail": _frame_with_tail,
+    "select_claimed_frame_with_tail": _claimed_frame_with_tail,
     "select_run": lambda: _select(runs, RUN_COLUMNS, runs.c.id == bindparam("run_id")),
     "select_runs": lambda: select(*runs.c).order_by(runs.c.created_at.desc()).limit(bindparam("limit")),
     "select_runs_by_status": lambda: select(*runs.c)
@@ -383,15 +400,6 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         )
     )
     .values(consumed_at=None),
-    "rewrite_claim_lease": lambda: update(steps)
-    .where(
-        and_(
-            steps.c.run_id == bindparam("run_id"),
-            steps.c.key == bindparam("key"),
-            steps.c.holder == bindparam("holder"),
-        )
-    )
-    .values(lease_until=_later("lease_seconds")),
     # Only the steps the holder is executing (Heartbeat): a claim it left behind must expire.
     # A running step, or a Run.once claim ("started"), this holder is executing; for a step,
     # the very attempt it executes (``attempt``; NULL: any), since a thread of the same process

@@ -48,7 +48,7 @@ def _texts(state: FrameState) -> list[str]:
 
 
 def _claim(store: RunStore, cache: FrameCache):
-    start = store.claim_and_load("r1", "root/s", "host:1:1", 30, known_messages=cache.known_messages)
+    start = store.claim_and_load("r1", "root/s", "host:1:1", 30, known_messages=cache.known_messages, frame_guess=FRAME)
     assert start.attempts == 1
     return start
 

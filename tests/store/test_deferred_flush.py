@@ -1,12 +1,13 @@
-"""A SQLite file store claims idempotent steps without an fsync, and others with one.
+"""A SQLite file store commits every claim without waiting for an fsync.
 
 A claim only says "this process is running the step". Losing it in a power
-cut makes an idempotent step (a model turn, a tool not marked at_most_once)
-run again, which is allowed; an at_most_once tool must find its claim after
-any crash, so that claim is flushed before the tool can start. SQLite fixes
-the sync level before BEGIN, so the claim commits at ``synchronous=NORMAL``
-and a claim that turns out to need the flush is written again at the
-configured level. The statements SQLite runs are read with its trace hook.
+cut makes the step look scheduled again, and it runs again: allowed for an
+idempotent step (a model turn, a tool not marked at_most_once), and harmless
+for an at_most_once tool, whose attempt writes a flushed mark before the tool
+starts (that flush also syncs the claim written before it, and a later attempt
+decides from the mark). SQLite fixes the sync level before BEGIN, so a claim's
+transaction runs at ``synchronous=NORMAL`` and the level is put back after it.
+The statements SQLite runs are read with its trace hook.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 from lg_core.messages import Message
 from lg_core.store import NewStep, RunStore
+from lg_core.store.database import Transaction
 
 MODEL, IDEMPOTENT_TOOL, AT_MOST_ONCE_TOOL = "root/turn-0/model", "root/turn-0/tool/a", "root/turn-0/tool/b"
 
@@ -58,8 +60,8 @@ def synchronous(connection) -> int:
     return connection.execute("PRAGMA synchronous").fetchone()[0]
 
 
-@pytest.mark.parametrize("key", [MODEL, IDEMPOTENT_TOOL])
-def test_an_idempotent_claim_commits_without_waiting_for_the_disk(file_store, key):
+@pytest.mark.parametrize("key", [MODEL, IDEMPOTENT_TOOL, AT_MOST_ONCE_TOOL])
+def test_a_claim_commits_without_waiting_for_the_disk(file_store, key):
     create_run(file_store)
     statements, connection = traced(file_store)
 
@@ -69,32 +71,24 @@ def test_an_idempotent_claim_commits_without_waiting_for_the_disk(file_store, ke
     assert statements[0] == "PRAGMA synchronous=NORMAL" and statements[1] == "BEGIN IMMEDIATE"
     assert after_commit(statements) == ["PRAGMA synchronous=FULL"]
     assert synchronous(connection) == 2  # FULL again for every other transaction
-
-
-def test_an_at_most_once_claim_is_flushed_before_it_returns(file_store):
-    create_run(file_store)
-    statements, connection = traced(file_store)
-
-    claimed = file_store.claim_and_load("r1", AT_MOST_ONCE_TOOL, "worker-1", 30)
-
-    assert claimed.attempts == 1
-    rest = after_commit(statements)
-    assert rest[0] == "PRAGMA synchronous=FULL" and rest[1] == "BEGIN IMMEDIATE"
-    assert rest[2].startswith("UPDATE lg_steps SET lease_until") and rest[3] == "COMMIT"
-    step = file_store.load_step("r1", AT_MOST_ONCE_TOOL)
+    step = file_store.load_step("r1", key)
     assert (step.status, step.holder, step.lease_until) == ("running", "worker-1", claimed.step.lease_until)
-    assert synchronous(connection) == 2
 
 
-def test_a_failed_claim_leaves_the_connection_at_its_level_and_usable(file_store):
+def test_a_failed_claim_leaves_the_connection_at_its_level_and_usable(file_store, monkeypatch):
     create_run(file_store)
     _statements, connection = traced(file_store)
+    submit = Transaction.submit
 
-    def broken(_frame_id: str) -> int:
-        raise RuntimeError("cache lookup failed")
+    def failing_read(tx, name, params=None):
+        if name == "select_claimed_frame_with_tail":
+            raise RuntimeError("the frame read failed")
+        return submit(tx, name, params)
 
-    with pytest.raises(RuntimeError, match="cache lookup failed"):
-        file_store.claim_and_load("r1", MODEL, "worker-1", 30, known_messages=broken)
+    monkeypatch.setattr(Transaction, "submit", failing_read)
+    with pytest.raises(RuntimeError, match="the frame read failed"):
+        file_store.claim_and_load("r1", MODEL, "worker-1", 30)
+    monkeypatch.undo()
 
     assert synchronous(connection) == 2 and not connection.in_transaction
     assert file_store.load_step("r1", MODEL).status == "scheduled"  # rolled back

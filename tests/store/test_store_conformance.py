@@ -233,7 +233,7 @@ def test_claim_and_load_claims_and_reads_the_frame_in_one_call(store):
         seen.append(frame_id)
         return 2
 
-    start = store.claim_and_load("r1", "root/turn-1/tool/t", "host:1:1", 30, known_messages=known)
+    start = store.claim_and_load("r1", "root/turn-1/tool/t", "host:1:1", 30, known_messages=known, frame_guess="r1/root")
     assert seen == ["r1/root"]
     assert (start.attempts, start.step.status, start.step.holder, start.step.input) == (1, "running", "host:1:1", {"id": "root/turn-1/tool/t"})
     assert (start.run_status, start.cancel_requested, start.interjections_pending) == ("running", True, 1)
@@ -241,6 +241,17 @@ def test_claim_and_load_claims_and_reads_the_frame_in_one_call(store):
     assert (start.frame.path, start.frame.kind, start.frame.entrypoint) == ("root", "agent", "app:Agent")
     assert (start.messages_from, [Message.from_dict(m).text for m in start.messages]) == (2, ["turn 1", "turn 2"])
     assert store.load_step("r1", "root/turn-1/tool/t").holder == "host:1:1"
+
+
+def test_claim_and_load_reads_the_whole_history_of_a_frame_it_did_not_guess(store):
+    _create(store)
+    store.commit(_commit())  # messages 0 (input) and 1
+    store.commit(_commit(key=None, version=1, new=["root/turn-1/tool/t"]))  # message 2
+
+    start = store.claim_and_load("r1", "root/turn-1/tool/t", "host:1:1", 30, known_messages=lambda _f: 2, frame_guess="r1/other")
+
+    assert (start.frame.id, start.messages_from) == ("r1/root", 0)
+    assert [Message.from_dict(m).text for m in start.messages] == ["hi", "turn 0", "turn 1"]
 
 
 def test_claim_and_load_follows_the_claim_rules(store):
