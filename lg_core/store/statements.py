@@ -207,16 +207,7 @@ def _mark_body_entered() -> ClauseElement:
     """
     return (
         update(steps)
-        .where(
-            and_(
-                steps.c.run_id == bindparam("run_id"),
-                steps.c.key == bindparam("key"),
-                steps.c.status == "running",
-                steps.c.holder == bindparam("holder"),
-                steps.c.attempts == bindparam("attempt"),
-                _of_the_run(runs.c.status) == "running",
-            )
-        )
+        .where(and_(_held_by_holder(), steps.c.attempts == bindparam("attempt"), _of_the_run(runs.c.status) == "running"))
         .values(body_entered_at=func.coalesce(steps.c.body_entered_at, bindparam("now")))
     )
 
@@ -243,8 +234,11 @@ def _close_open_steps() -> ClauseElement:
 
 
 def _claimed_frame_with_tail() -> ClauseElement:
-    """The frame row then its messages (seq -1 first: checkpoint in ``data``, then version, path,
-    kind, entrypoint), one snapshot, for the frame of the step ``holder`` has just claimed, in the claim's transaction.
+    """The frame of the step ``holder`` has just claimed: its row, then its messages, in one snapshot.
+
+    The row comes first with seq -1 (checkpoint in ``data``, then version, path,
+    kind, entrypoint), then the messages in order. It is read in the claim's
+    transaction.
 
     The frame id comes from the claimed step row, so the read can be sent with the
     claim instead of after it. The caller's cached messages are known per frame:
@@ -252,18 +246,7 @@ def _claimed_frame_with_tail() -> ClauseElement:
     it has (``guess_seq``); another frame is read whole. Nothing is returned when
     ``holder`` does not hold the step (the claim failed).
     """
-    frame_id = (
-        select(steps.c.frame_id)
-        .where(
-            and_(
-                steps.c.run_id == bindparam("run_id"),
-                steps.c.key == bindparam("key"),
-                steps.c.status == "running",
-                steps.c.holder == bindparam("holder"),
-            )
-        )
-        .scalar_subquery()
-    )
+    frame_id = select(steps.c.frame_id).where(_held_by_holder()).scalar_subquery()
     from_seq = case((frame_id == bindparam("guess_frame"), bindparam("guess_seq")), else_=0)
     row = select(
         literal(-1).label("seq"), frames.c.checkpoint.label("data"), frames.c.version, frames.c.path, frames.c.kind, frames.c.entrypoint
