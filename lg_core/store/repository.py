@@ -52,6 +52,7 @@ from lg_core.store.sessions import (
 )
 from lg_core.store.statements import (
     BATCH_COLUMNS,
+    FRAME_COLUMNS,
     RUN_COLUMNS,
     STATEMENTS,
     STATUS_CHUNK,
@@ -62,6 +63,7 @@ from lg_core.urls import safe_url
 _JSON_RUN_FIELDS = ("invocation", "error", "usage", "result", "execution_state")
 _STEP_WIDTH = len(STEP_COLUMNS)  # a claim's row: the step's columns, then its run's flags
 START_STEP = "root/start"
+DIVISION_BY_ZERO = "22012"  # the SQLSTATE a failed guard of a commit made at once raises (statements._failing_without_a_row)
 
 
 _MAX_REPLY_HOPS = 8  # reply_in links: one per repair, and a frame repairs once
@@ -202,6 +204,8 @@ class RunStore:
     @retry_transient
     def _commit_once(self, commit: StepCommit, now: float) -> CommitResult:
         checkpoint = dumps(commit.checkpoint)
+        if self.db.dialect_name == "postgresql" and _plain(commit):
+            return self._commit_at_once(commit, checkpoint, now)
         with self.db.transaction(pipelined=True) as tx:
             # The three guarded updates go out together; their results are read in
             # order once all three have run (a failed guard rolls everything back).
@@ -241,6 +245,57 @@ class RunStore:
             activated = () if commit.finish is None else tuple(activate_after_txn(tx, commit.run_id, now, self.relay_grace))
         return CommitResult(True, None, first_seq, bool(cancel_requested), activated, interjections_pending)
 
+    def _commit_at_once(self, commit: StepCommit, checkpoint: str, now: float) -> CommitResult:
+        """A plain step commit (see ``_plain``) on PostgreSQL in one round trip.
+
+        The same guarded updates as ``_commit_once``, in their ``*_or_fail`` form:
+        a guard that matches no row fails on the server, which then skips the rest
+        and rolls back, so BEGIN, every statement and COMMIT go out together instead
+        of the inserts waiting for the guards' results. The events are numbered in
+        SQL from the run's counter the bump advanced. Which guard stopped a commit
+        is read afterwards (rare: a conflict).
+        """
+        try:
+            with self.db.transaction(pipelined=True) as tx:
+                header = tx.submit("bump_run_or_fail", {"run_id": commit.run_id, "n": len(commit.events), "now": now})
+                tx.send("update_frame_or_fail", self._frame_params(commit, checkpoint, now))
+                if commit.step_key is not None:
+                    name, params = self._step_completion(commit, checkpoint, now)
+                    tx.send(f"{name}_or_fail", params)
+                self._insert_messages_txn(tx, commit.run_id, commit.frame_id, commit.messages, now)
+                last = len(commit.events) - 1
+                tx.executemany(
+                    "insert_numbered_events",
+                    [
+                        {"run_id": commit.run_id, "back": last - i, "type": kind, "data": dumps(data), "created_at": now}
+                        for i, (kind, data) in enumerate(commit.events)
+                    ],
+                )
+                self._insert_steps_txn(tx, commit.run_id, commit.new_steps, now, scheduled_by=commit.step_key)
+            last_seq, cancel_requested, interjections_pending, _applied = header.one()
+        except Exception as exc:
+            if getattr(exc, "sqlstate", None) != DIVISION_BY_ZERO:
+                raise
+            raise _Abort(self._stopped_by(commit)) from None
+        first_seq = last_seq - len(commit.events) + 1
+        return CommitResult(True, None, first_seq, bool(cancel_requested), (), interjections_pending)
+
+    def _stopped_by(self, commit: StepCommit) -> str:
+        """Which guard a commit made at once failed on, read after it rolled back.
+
+        Each guard, once failed, stays failed (a run does not run again, a frame's
+        version only grows, a step's claim does not come back), so reading them
+        later names the one that stopped it, in ``_commit_once``'s order.
+        """
+        with self.db.reader() as tx:
+            run = tx.fetchone("select_run_flags", {"run_id": commit.run_id})
+            frame = tx.fetchone("select_frame", {"frame_id": commit.frame_id})
+        if run is None or run[0] != "running":
+            return "run_not_running"
+        if frame is None or frame[FRAME_COLUMNS.index("version")] != commit.expected_version:
+            return "frame_version_conflict"
+        return "step_already_completed"
+
     @staticmethod
     def _append_session_txn(tx: Transaction, write: SessionWrite, now: float) -> None:
         """A completed run's turn joins its session in the run's own commit (all or nothing)."""
@@ -268,19 +323,25 @@ class RunStore:
 
     def _update_frame_txn(self, tx: Transaction, commit: StepCommit, checkpoint: str, now: float) -> Submitted:
         """The frame's new checkpoint, only at the version the step started from (rowcount 1)."""
-        return tx.submit(
-            "update_frame",
-            {
-                "frame_id": commit.frame_id,
-                "expected": commit.expected_version,
-                "version": commit.expected_version + 1,
-                "checkpoint": checkpoint,
-                "now": now,
-            },
-        )
+        return tx.submit("update_frame", self._frame_params(commit, checkpoint, now))
+
+    @staticmethod
+    def _frame_params(commit: StepCommit, checkpoint: str, now: float) -> dict[str, Any]:
+        return {
+            "frame_id": commit.frame_id,
+            "expected": commit.expected_version,
+            "version": commit.expected_version + 1,
+            "checkpoint": checkpoint,
+            "now": now,
+        }
 
     def _complete_step_txn(self, tx: Transaction, commit: StepCommit, checkpoint: str, now: float) -> Submitted:
         """Finish the step (held by ``commit.holder`` when set); rowcount 1 when it applied."""
+        return tx.submit(*self._step_completion(commit, checkpoint, now))
+
+    @staticmethod
+    def _step_completion(commit: StepCommit, checkpoint: str, now: float) -> tuple[str, dict[str, Any]]:
+        """The statement that finishes the step (``complete_held_step`` when it has a holder) and its parameters."""
         params = {
             "run_id": commit.run_id,
             "key": commit.step_key,
@@ -290,10 +351,9 @@ class RunStore:
             "checkpoint": checkpoint,
             "now": now,
         }
-        if commit.holder is not None:
-            params["holder"] = commit.holder
-            return tx.submit("complete_held_step", params)
-        return tx.submit("complete_step", params)
+        if commit.holder is None:
+            return "complete_step", params
+        return "complete_held_step", {**params, "holder": commit.holder}
 
     @staticmethod
     def _insert_messages_txn(tx: Transaction, run_id: str, frame_id: str, rows: Iterable[tuple[int, Any]], now: float) -> None:
@@ -1072,6 +1132,11 @@ def _step_copy_row(step: StepRecord) -> dict[str, Any]:
         row[name] = None if row[name] is None else dumps(row[name])
     row["dispatch_after"] = None
     return row
+
+
+def _plain(commit: StepCommit) -> bool:
+    """A step commit with nothing that must read before it writes: no run ending, interjection or session."""
+    return commit.finish is None and not commit.consumed_interjections and commit.session is None
 
 
 def _unclaimed(row: Sequence[Any] | None) -> ClaimedStep:

@@ -122,6 +122,46 @@ def _complete_step(held: bool) -> Callable[[], ClauseElement]:
     return build
 
 
+def _update_frame() -> ClauseElement:
+    """The frame's new checkpoint, only at the version its step started from."""
+    return (
+        update(frames)
+        .where(and_(frames.c.id == bindparam("frame_id"), frames.c.version == bindparam("expected")))
+        .values(version=bindparam("version"), checkpoint=bindparam("checkpoint"), updated_at=bindparam("now"))
+    )
+
+
+def _failing_without_a_row(build: Callable[[], Any], *returned: ColumnElement[Any]) -> Callable[[], ClauseElement]:
+    """``build()``'s guarded UPDATE, made to fail on the server when its guard matched no row.
+
+    PostgreSQL only (a data-modifying CTE). A step commit's guards (the run still
+    running, the frame at the version its step started from, the step still held)
+    are each an UPDATE's WHERE. Read by the client, they cost the commit a round
+    trip before its inserts and COMMIT may go out; failing instead (division by
+    the CTE's row count: ``division_by_zero``, SQLSTATE 22012), they abort the
+    transaction on the server, so the whole commit goes out at once. Returns one
+    row: the UPDATE's returned columns, then ``applied`` (1).
+    """
+
+    def built() -> ClauseElement:
+        statement = build()
+        if returned:
+            statement = statement.returning(*returned)
+        guarded = statement.cte("guarded")
+        applied = literal(1) // select(func.count()).select_from(guarded).scalar_subquery()
+        values = [select(column).scalar_subquery().label(column.key) for column in guarded.c]
+        return select(*values, applied.label("applied"))
+
+    return built
+
+
+def _insert_numbered_events() -> ClauseElement:
+    """An event numbered from the run's counter this commit's bump just advanced: ``back`` before its last."""
+    last = select(runs.c.event_seq).where(runs.c.id == bindparam("run_id")).scalar_subquery()
+    # inline(): the key is computed in SQL, and nothing reads it back (no implicit RETURNING).
+    return _insert(events, ("run_id", "type", "data", "created_at"), seq=last - bindparam("back"))().inline()
+
+
 def _later(seconds: str) -> ColumnElement[float]:
     """``store_now()`` plus the duration parameter ``seconds`` (a NULL duration gives NULL)."""
     return store_now() + bindparam(seconds, type_=Float())
@@ -283,11 +323,15 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     .values(event_seq=runs.c.event_seq + bindparam("n"), updated_at=bindparam("now"))
     .returning(runs.c.event_seq),
     "finish_run": _bump_run(finish=True),
-    "update_frame": lambda: update(frames)
-    .where(and_(frames.c.id == bindparam("frame_id"), frames.c.version == bindparam("expected")))
-    .values(version=bindparam("version"), checkpoint=bindparam("checkpoint"), updated_at=bindparam("now")),
+    "update_frame": _update_frame,
     "complete_step": _complete_step(held=False),
     "complete_held_step": _complete_step(held=True),
+    # A plain step commit in one round trip (PostgreSQL: RunStore._commit_at_once).
+    "bump_run_or_fail": _failing_without_a_row(_bump_run(finish=False)),
+    "update_frame_or_fail": _failing_without_a_row(_update_frame, frames.c.version),
+    "complete_step_or_fail": _failing_without_a_row(_complete_step(held=False), steps.c.status),
+    "complete_held_step_or_fail": _failing_without_a_row(_complete_step(held=True), steps.c.status),
+    "insert_numbered_events": _insert_numbered_events,
     "claim_step": _claim_step,
     "claim_step_of_running_run": _claim_step_of_running_run,
     "mark_body_entered": _mark_body_entered,
