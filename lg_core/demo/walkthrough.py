@@ -23,7 +23,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,6 +39,7 @@ from lg_core.cli_output import EventPrinter, report_outcome, status_text, steps_
 from lg_core.config import build_configuration, with_configuration
 from lg_core.demo import support
 from lg_core.identity import holder_is_dead
+from lg_core.invocation import new_id
 
 QUESTION = "Can I get a refund for my order?"
 CHILD_TIMEOUT = 60.0
@@ -63,10 +63,10 @@ def run_demo(console: Console, directory: Path | None = None) -> int:
     console.rule("[bold]LittleGhost demo[/]: offline, a scripted model, no API key, no server")
     streamed = stream_answer(console)
     with workspace(directory) as root:
-        run_id = uuid.uuid4().hex
+        run_id = new_id()  # a UUIDv7: its first digits are the time, its last ones random
         crash = Crash(
             store=f"sqlite:///{root / 'runs.db'}",
-            journal=root / f"tool-calls-{run_id[:8]}.log",
+            journal=root / f"tool-calls-{run_id[-8:]}.log",
             run_id=run_id,
         )
         ok = crash_child(console, crash) and inspect_store(console, crash)
