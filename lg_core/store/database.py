@@ -229,6 +229,7 @@ class Transaction:
 
 
 POSTGRES_CONNECT_TIMEOUT = 10  # seconds; see Database._create_engine
+SQLITE_BUSY_SECONDS = 30  # how long a SQLite statement waits for another connection's lock
 DISPOSE_WAIT_SECONDS = 5.0
 
 
@@ -315,7 +316,7 @@ class Database:
 
     def _create_engine(self, url: str) -> Engine:
         if self.dialect_name == "sqlite":
-            options: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30}}
+            options: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": SQLITE_BUSY_SECONDS}}
             if self.in_memory:
                 options["poolclass"] = StaticPool
                 # One connection shared by every thread (under self._lock): a thread that
@@ -354,9 +355,9 @@ class Database:
         dbapi_connection.isolation_level = None  # we issue BEGIN IMMEDIATE ourselves
         cursor = dbapi_connection.cursor()
         if not self.in_memory:
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _switch_to_wal(cursor)
         cursor.execute(f"PRAGMA synchronous={self._synchronous}")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_SECONDS * 1000)}")
         cursor.close()
 
     def create_schema(self) -> None:
@@ -575,6 +576,28 @@ class Database:
                 pass
         self._opened.clear()
         self.engine.dispose()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """Put the SQLite file in WAL mode (it stays so), waiting out other openers doing the same.
+
+    SQLite answers a journal-mode change that meets another connection's lock
+    with "database is locked" at once, without its busy handler: processes that
+    open a new store together (a worker and a web app started at once) lost
+    that race about one time in twelve. Once one of them has switched the
+    file, the others' switch is a no-op.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_SECONDS
+    delay = 0.002
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except Exception as exc:  # sqlite3.OperationalError
+            if "database is locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 0.1)
 
 
 def _rollback_quietly(cursor: Any) -> None:
