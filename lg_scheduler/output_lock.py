@@ -82,16 +82,14 @@ def output_locked(out: Path | None, batch_id: str, holder: str) -> Iterator[None
     submits write one batch's lines, as ``--force`` documents.
     """
     lock = _lock_for(out)
-    if lock is None:
-        yield
-        return
-    try:
-        other = lock.acquire(batch_id, holder)
-    except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT):
-            yield  # no sibling can be made there: run unlocked
-            return
-        raise
+    other = None
+    if lock is not None:
+        try:
+            other = lock.acquire(batch_id, holder)
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT):
+                raise
+            lock = None  # no sibling can be made there: run unlocked
     if other is not None and other.get("batch_id") != batch_id:
         raise InvocationError(
             f"output file {out} is being written by batch {other.get('batch_id', '(starting)')} "
@@ -100,7 +98,8 @@ def output_locked(out: Path | None, batch_id: str, holder: str) -> Iterator[None
     try:
         yield
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
 
 
 def _lock_for(out: Path | None) -> OutputLock | None:

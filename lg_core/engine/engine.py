@@ -748,9 +748,6 @@ def entrypoint_path(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-__all__ = ["Engine", "entrypoint_path"]
-
-
 def _frame_of(run_id: str, key: str) -> str:
     """The frame a step most likely belongs to, for its claim to read only the messages not cached.
 
@@ -760,3 +757,6 @@ def _frame_of(run_id: str, key: str) -> str:
     """
     path, _turn, _rest = key.partition("/turn-")
     return f"{run_id}/{path}"
+
+
+__all__ = ["Engine", "entrypoint_path"]

@@ -584,20 +584,10 @@ def _switch_to_wal(cursor: Any) -> None:
     SQLite answers a journal-mode change that meets another connection's lock
     with "database is locked" at once, without its busy handler: processes that
     open a new store together (a worker and a web app started at once) lost
-    that race about one time in twelve. Once one of them has switched the
-    file, the others' switch is a no-op.
+    that race about one time in twelve. Retried like any transient error: once
+    one of them has switched the file, the others' switch is a no-op.
     """
-    deadline = time.monotonic() + SQLITE_BUSY_SECONDS
-    delay = 0.002
-    while True:
-        try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            return
-        except Exception as exc:  # sqlite3.OperationalError
-            if "database is locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(delay * (1 + random.random()))
-            delay = min(delay * 2, 0.1)
+    retry_transient(cursor.execute)("PRAGMA journal_mode=WAL")
 
 
 def _rollback_quietly(cursor: Any) -> None:

@@ -476,10 +476,9 @@ class RunStore:
             tx.relax_durability()
             claimed = tx.submit("claim_step_of_running_run", params)
             frame_rows = tx.submit("select_claimed_frame_with_tail", reads)
-            as_it_stands = tx.submit("select_step_and_run", {"run_id": run_id, "key": key})
         row = claimed.one()  # PostgreSQL: the results of everything above, COMMIT included, arrive together
         if row is None:
-            return _unclaimed(as_it_stands.one())
+            return self._unclaimed(run_id, key)
         step = _step_record(row[:_STEP_WIDTH])
         from_seq = guess_seq if step.frame_id == frame_guess else 0
         frame, tail = self._frame_with_tail(run_id, step.frame_id, frame_rows.all())
@@ -499,6 +498,20 @@ class RunStore:
         params = {"run_id": run_id, "key": key, "holder": holder, "attempt": attempt, "now": time.time()}
         with self.db.transaction() as tx:
             return tx.execute("mark_body_entered", params).rowcount == 1
+
+    def _unclaimed(self, run_id: str, key: str) -> ClaimedStep:
+        """A failed claim's result: the step and its run's flags as they stand now, or nothing (no such step).
+
+        Read after the claim's transaction (a rare path, so the claim does not carry the
+        read): the state can only have moved on since (the holder finished or gave the
+        step back, the run ended), and the caller's answer to that state is as right.
+        """
+        with self.db.reader() as tx:
+            row = tx.fetchone("select_step_and_run", {"run_id": run_id, "key": key})
+        if row is None:
+            return ClaimedStep(None)
+        status, cancel, interjections = row[_STEP_WIDTH:]
+        return ClaimedStep(_step_record(row[:_STEP_WIDTH]), status, bool(cancel), int(interjections))
 
     @staticmethod
     def _frame_with_tail(run_id: str, frame_id: str, rows: list[Any]) -> tuple[FrameRecord, tuple[dict[str, Any], ...]]:
@@ -1137,14 +1150,6 @@ def _step_copy_row(step: StepRecord) -> dict[str, Any]:
 def _plain(commit: StepCommit) -> bool:
     """A step commit with nothing that must read before it writes: no run ending, interjection or session."""
     return commit.finish is None and not commit.consumed_interjections and commit.session is None
-
-
-def _unclaimed(row: Sequence[Any] | None) -> ClaimedStep:
-    """A failed claim's result: the step and its run's flags as they stand, or nothing (no such step)."""
-    if row is None:
-        return ClaimedStep(None)
-    status, cancel, interjections = row[_STEP_WIDTH:]
-    return ClaimedStep(_step_record(row[:_STEP_WIDTH]), status, bool(cancel), int(interjections))
 
 
 def _relayed_step(step: StepRecord, sends: int, grace: float, cap: float) -> RelayedStep:
