@@ -452,10 +452,10 @@ class RunStore:
         flag and pending interjections, the frame row and its messages after the
         ``known_messages(frame_guess)`` the caller has cached (the frame is the
         claimed step's; when it is not ``frame_guess``, all its messages are read).
-        Not claimed, it carries the step and run as they stand, so the caller can
-        tell a missing, finished or live-held step from a dead holder's (and claim
-        again with ``stale_holder``). Pipelined on PostgreSQL, BEGIN, the claim,
-        both reads and COMMIT go out together: one round trip.
+        Not claimed, it carries the step and run as they stand (read afterwards),
+        so the caller can tell a missing, finished or live-held step from a dead
+        holder's (and claim again with ``stale_holder``). Pipelined on PostgreSQL,
+        BEGIN, the claim, the frame read and COMMIT go out together: one round trip.
 
         Every claim commits without waiting for its WAL flush (PostgreSQL
         ``synchronous_commit`` off for this transaction, SQLite ``defer_flush``).
