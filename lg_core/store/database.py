@@ -283,6 +283,23 @@ def _check_sqlite_path(url: str, database: str) -> None:
         )
 
 
+def _require_utf8(url: str, dbapi_connection: Any, _record: Any) -> None:
+    """Refuse a PostgreSQL database that is not encoded UTF8, naming the fix.
+
+    The store keeps messages and events as JSON text. In a SQL_ASCII database
+    (what ``initdb`` makes where no UTF-8 locale is set, e.g. a bare container)
+    psycopg returns text as bytes, and the first connection then failed inside
+    SQLAlchemy with "cannot use a string pattern on a bytes-like object".
+    """
+    encoding = dbapi_connection.info.parameter_status("server_encoding")
+    if encoding is not None and encoding != "UTF8":
+        raise ConfigurationError(
+            f"run_store {safe_url(url)} is a database encoded {encoding}; LittleGhost keeps JSON text and "
+            "needs UTF8: create the database with CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0 "
+            "(or initialise the server with initdb -E UTF8)"
+        )
+
+
 class Database:
     """The engine, its dialect-specific transaction handling and statement cache."""
 
@@ -340,7 +357,10 @@ class Database:
             # says otherwise (?connect_timeout=N): without one, a server or a forwarded port that
             # accepts the connection but never answers hangs every command (and a worker's step) for good.
             timeout = {} if "connect_timeout" in make_url(url).query else {"connect_timeout": POSTGRES_CONNECT_TIMEOUT}
-            return create_engine(url, pool_size=10, max_overflow=20, connect_args=timeout)
+            engine = create_engine(url, pool_size=10, max_overflow=20, connect_args=timeout)
+            # Ahead of SQLAlchemy's own first-connect work, which a non-UTF8 database breaks obscurely.
+            event.listen(engine, "first_connect", functools.partial(_require_utf8, url), insert=True)
+            return engine
         except ModuleNotFoundError as exc:
             if exc.name != "psycopg":  # another driver named in the URL (postgresql+psycopg2://, +asyncpg://)
                 raise ConfigurationError(

@@ -7,10 +7,13 @@ must be replaced by the retry of the call that drew it.
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 import pytest
 from test_store_conformance import _commit, _create  # this folder is on sys.path (no __init__.py)
 
+from lg_core.errors import ConfigurationError
 from lg_core.store import RunStore
 
 
@@ -103,3 +106,28 @@ def test_the_engine_keeps_transactions_for_sqlalchemy_users(pg_store):
             connection.execute(text("UPDATE lg_runs SET cancel_requested = 1 WHERE id = 'r1'"))
             txn.rollback()
     assert pg_store.load_run("r1").cancel_requested is False
+
+
+def test_a_database_not_encoded_utf8_is_refused_with_the_fix(postgres):
+    """A SQL_ASCII database (initdb's choice where no UTF-8 locale is set) gives a ConfigurationError naming UTF8.
+
+    Without the check the first connection failed inside SQLAlchemy with
+    "cannot use a string pattern on a bytes-like object", in every process.
+    """
+    name = f"lg_ascii_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.url().replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as admin:
+        admin.execute(
+            f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+        )
+    with pytest.raises(ConfigurationError, match=r"encoded SQL_ASCII; .* needs UTF8: create the database with"):
+        store = RunStore(postgres.url(name))
+        try:
+            store.load_run("r1")
+        finally:
+            store.close()
+    with pytest.raises(ConfigurationError, match="encoded SQL_ASCII"):  # every attempt, not only the first
+        store = RunStore(postgres.url(name))
+        try:
+            store.load_run("r1")
+        finally:
+            store.close()
