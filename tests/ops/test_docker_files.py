@@ -1,4 +1,9 @@
-"""docker/: the compose file runs the same services, commands and settings as `lg stack` (Docker is not run here)."""
+"""docker/: the compose file runs the same services, commands and settings as `lg stack`.
+
+These tests read the files; Docker itself is exercised by ops/docker-smoke.sh
+(build, every service up, a run, Flower, a killed worker), which the test
+suite does not run: it needs a Docker daemon and the images the compose file names.
+"""
 
 from __future__ import annotations
 
@@ -61,3 +66,11 @@ def test_dockerfile_builds_one_image_for_every_role():
     assert re.search(r"^USER lg$", text, re.M)
     for package in ("lg_core", "lg_workers", "lg_scheduler"):
         assert f"COPY {package} {package}" in text
+
+
+def test_the_smoke_overlay_only_mounts_the_smoke_agents_into_application_services():
+    overlay = yaml.safe_load((DOCKER.parent / "ops" / "docker-smoke" / "compose.smoke.yaml").read_text())
+    assert set(overlay["services"]) == set(APP_SERVICES)
+    for name, service in overlay["services"].items():
+        assert service == {"volumes": ["../ops/docker-smoke:/app/src:ro"]}, name
+    assert (DOCKER.parent / "ops" / "docker-smoke" / "smokeapp" / "agents.py").exists()
