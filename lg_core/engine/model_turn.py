@@ -10,6 +10,7 @@ finish the run.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from typing import Any
 
@@ -32,6 +33,10 @@ from lg_core.result_schema import ResultSchema, StructuredResult, parse_json_tex
 from lg_core.run_result import RunResult
 from lg_core.store import NewStep
 from lg_core.usage import Usage
+
+# A tool call id becomes part of its step's key (``<frame>/turn-N/tool/<id>``), which the
+# store keeps in a 300-character column; PostgreSQL refuses longer values and NUL outright.
+_TOOL_CALL_ID = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 
 RECOVERY_LIMIT = 2
 # The longest Retry-After a model turn waits for in its step (holding its claim); a provider
@@ -283,6 +288,12 @@ class ModelTurn:
         ids = [use.id for use in tool_uses]
         if len(set(ids)) != len(ids):
             raise MalformedToolCallError(f"the model used the same tool call id twice in one response: {ids}")
+        unusable = [call_id for call_id in ids if not _TOOL_CALL_ID.fullmatch(call_id)]
+        if unusable:
+            raise MalformedToolCallError(
+                f"the model's tool call id {unusable[0][:80]!r} (length {len(unusable[0])}) is not 1-128 characters "
+                "without control characters; LittleGhost keys the call's step by it"
+            )
         limit = scope.agent_class.limits["max_tool_calls"]
         already = scope.frame.checkpoint.tool_calls_total
         if already + len(tool_uses) > limit:

@@ -69,6 +69,18 @@ DIVISION_BY_ZERO = "22012"  # the SQLSTATE a failed guard of a commit made at on
 _MAX_REPLY_HOPS = 8  # reply_in links: one per repair, and a frame repairs once
 
 
+def _storable_text(text: str | None) -> str | None:
+    """``text`` for a plain text column: NUL characters become U+FFFD.
+
+    PostgreSQL text cannot hold NUL (psycopg refuses the whole statement), so a
+    model reply containing one failed the run's final commit on every attempt.
+    The exact text stays in the run's messages, events and result (JSON, where
+    NUL is escaped); only the ``response`` column, read back by runs loaded from
+    the store, carries the replacement, the same on SQLite and PostgreSQL.
+    """
+    return text.replace("\x00", "\ufffd") if text is not None and "\x00" in text else text
+
+
 class RunStore:
     """SQLAlchemy-backed run store for SQLite (memory or file) and PostgreSQL."""
 
@@ -314,7 +326,7 @@ class RunStore:
         finish = commit.finish
         params.update(
             status=finish.status,
-            response=finish.response,
+            response=_storable_text(finish.response),
             error=None if finish.error is None else dumps(finish.error),
             usage=None if finish.usage is None else dumps(finish.usage),
             result=None if finish.result is None else dumps(finish.result),
