@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -26,6 +27,21 @@ def _as_bytes(value: Any, field: str) -> bytes:
     if isinstance(value, bytes):
         return value
     raise TypeError(f"{field} must be bytes, got {type(value).__name__}")
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def well_formed_text(text: str) -> str:
+    """``text`` with each lone surrogate (``"\\udcff"``) replaced by U+FFFD.
+
+    Python strings may hold surrogates that are not valid Unicode: the file names
+    and process output that ``os.fsdecode`` and ``errors="surrogateescape"`` give
+    for bytes that are not UTF-8. No store, JSON writer or provider accepts them,
+    so a tool's output carrying one failed the run's commit. User input is refused
+    instead (``Invocation.check_storable``): its author can fix it.
+    """
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
 
 class Text(BaseModel):
@@ -202,6 +218,7 @@ __all__ = [
     "ToolResult",
     "ToolUse",
     "from_dict",
+    "well_formed_text",
     "normalize",
     "serialize",
 ]

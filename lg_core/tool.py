@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 import jsonschema
 from pydantic import BaseModel, ValidationError
 
-from lg_core.content import Document, Image, Text
+from lg_core.content import Document, Image, Text, well_formed_text
 from lg_core.datamap import deep_freeze, thaw
 from lg_core.errors import (
     CONTROL_FLOW_ERRORS,
@@ -203,7 +203,7 @@ class ToolOutcome:
 
     @classmethod
     def failure(cls, message: str, kind: str, error: BaseException | None = None) -> ToolOutcome:
-        return cls(status="error", content=(Text(text=message),), error=error, error_kind=kind)
+        return cls(status="error", content=(Text(text=well_formed_text(message)),), error=error, error_kind=kind)
 
 
 class Tool:
@@ -427,7 +427,12 @@ def render_value(value: Any) -> str:
     become text." Strings stay as they are, mappings, sequences and Pydantic models
     are JSON, None is empty and booleans are ``true``/``false`` (as JSON and the spec's
     Ruby write them); anything else is ``str(value)`` (a date reads ``2024-01-02``).
+    Lone surrogates become U+FFFD (:func:`lg_core.content.well_formed_text`).
     """
+    return well_formed_text(_rendered(value))
+
+
+def _rendered(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, BaseModel):

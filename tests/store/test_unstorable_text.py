@@ -1,4 +1,4 @@
-"""Text a PostgreSQL column cannot hold (NUL characters, over-long ids) in a run, on both durable stores.
+"""Text a store cannot hold as given (NUL, lone surrogates, over-long ids) in a run, on both durable stores.
 
 PostgreSQL text cannot hold NUL: before, a model reply containing one failed
 the run's final commit on every attempt. Everything the store keeps as JSON
@@ -7,6 +7,7 @@ escapes it; the one plain text column, the run's ``response``, gets U+FFFD.
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from lg_core import Agent, MalformedToolCallError, Message, Tool
+from lg_core import Agent, MalformedToolCallError, Message, Tool, ToolError
 from lg_core.config import Configuration, with_configuration
 from lg_core.providers import scripted
 
@@ -90,6 +91,50 @@ def test_tool_call_ids_a_step_key_cannot_hold_fail_the_run_with_malformed_tool_c
             assert isinstance(run.error, MalformedToolCallError)
             assert re.search(message, str(run.error))
             assert configuration.runtime().store.load_run(run.id).status == "failed"
+    finally:
+        configuration.close()
+        scripted.unregister(model_name)
+
+
+class ListDirectoryTool(Tool):
+    description = "List a directory whose file names are not all UTF-8."
+    input_schema = {"type": "object", "properties": {}}
+
+    def call(self, input: dict[str, Any]) -> list[str]:
+        return [os.fsdecode(b"report.txt"), os.fsdecode(b"caf\xe9.txt")]  # 'caf\udce9.txt'
+
+
+class FailingDecodeTool(Tool):
+    description = "Fail with a message that carries a name that is not UTF-8."
+    input_schema = {"type": "object", "properties": {}}
+
+    def call(self, input: dict[str, Any]) -> str:
+        raise ToolError(f"cannot open {os.fsdecode(b'caf' + bytes([0xE9]))}")
+
+
+def test_lone_surrogates_in_tool_output_become_replacement_characters(durable_url):
+    """os.fsdecode gives file names that are not UTF-8 as lone surrogates, which no store or provider accepts.
+
+    Before, the run failed at the tool call's commit with a UnicodeEncodeError.
+    """
+    model_name = f"fs-{uuid.uuid4().hex[:8]}"
+    scripted.register(
+        model_name,
+        [
+            {"tool_calls": [{"name": "list_directory", "arguments": {}}, {"name": "failing_decode", "arguments": {}}]},
+            {"text": "Two files."},
+        ],
+    )
+    agent = type("FilesAgent", (Agent,), {"model": f"scripted:{model_name}", "tools": [ListDirectoryTool, FailingDecodeTool]})
+    configuration = Configuration(run_store=durable_url)
+    try:
+        with with_configuration(configuration):
+            run = agent.ask("What is in the folder?")
+            assert run.outcome == "completed", run.error
+            store = configuration.runtime().store
+            stored = [s for m in store.load_messages(f"{run.id}/root") for s in _strings(Message.from_dict(m).to_dict())]
+            assert '["report.txt", "caf\ufffd.txt"]' in stored
+            assert "cannot open caf\ufffd" in stored
     finally:
         configuration.close()
         scripted.unregister(model_name)
