@@ -29,19 +29,22 @@ def _as_bytes(value: Any, field: str) -> bytes:
     raise TypeError(f"{field} must be bytes, got {type(value).__name__}")
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def well_formed_text(text: str) -> str:
-    """``text`` with each lone surrogate (``"\\udcff"``) replaced by U+FFFD.
+    """``text`` as valid Unicode: surrogate pairs joined, each lone surrogate replaced by U+FFFD.
 
     Python strings may hold surrogates that are not valid Unicode: the file names
     and process output that ``os.fsdecode`` and ``errors="surrogateescape"`` give
-    for bytes that are not UTF-8. No store, JSON writer or provider accepts them,
-    so a tool's output carrying one failed the run's commit. User input is refused
+    for bytes that are not UTF-8, or the two halves of an emoji decoded from
+    separate JSON escapes. No store, JSON writer or provider accepts them, so a
+    tool's output carrying one failed the run's commit. User input is refused
     instead (``Invocation.check_storable``): its author can fix it.
     """
-    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 class Text(BaseModel):

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from lg_core import Document, Image, Message, Reasoning, Text, ToolResult, ToolUse
-from lg_core.content import from_dict, normalize, serialize
+from lg_core.content import from_dict, normalize, serialize, well_formed_text
 from lg_core.messages import FORMAT_VERSION
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x01\xff binary"
@@ -313,3 +313,11 @@ def test_message_coerce():
     assert Message.coerce("hi", role="assistant").role == "assistant"
     assert Message.coerce({"role": "assistant", "content": "a"}) == Message("assistant", "a")
     assert Message.coerce(message.to_dict()) == message
+
+
+def test_well_formed_text_joins_surrogate_pairs_and_replaces_lone_surrogates():
+    assert well_formed_text("plain ascii") == "plain ascii"
+    assert well_formed_text("café ✓") == "café ✓"
+    assert well_formed_text("caf\udce9.txt") == "caf\ufffd.txt"  # os.fsdecode(b"caf\xe9.txt")
+    assert well_formed_text("a\ud83d\ude00b") == "a\U0001f600b"  # an emoji's halves from two JSON escapes
+    assert well_formed_text("x\ud83dy\ude00") == "x\ufffdy\ufffd"
