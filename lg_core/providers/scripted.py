@@ -216,8 +216,13 @@ def _tool_use(call: Mapping[str, Any], sequence: int, index: int) -> ToolUse:
 
 
 def _approximate_usage(request: ModelRequest, text: str) -> Usage:
-    prompt_bytes = len((request.system or "").encode()) + sum(len(m.text.encode()) for m in request.messages)
-    return Usage(input_tokens=max(1, prompt_bytes // 4), output_tokens=max(1, len(text.encode()) // 4))
+    prompt_bytes = _utf8_length(request.system or "") + sum(_utf8_length(m.text) for m in request.messages)
+    return Usage(input_tokens=max(1, prompt_bytes // 4), output_tokens=max(1, _utf8_length(text) // 4))
+
+
+def _utf8_length(text: str) -> int:
+    # surrogatepass: a scripted turn may hold text that is not valid Unicode, to test what the store does with it
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 __all__ = ["ScriptedProvider", "register", "unregister"]

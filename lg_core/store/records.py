@@ -7,6 +7,8 @@ from typing import Any
 
 import pydantic_core
 
+from lg_core.content import well_formed_text
+
 RUN_ACTIVE = "running"
 RUN_TERMINAL = ("completed", "failed", "partial", "cancelled")
 STEP_OPEN = ("scheduled", "running")
@@ -23,8 +25,29 @@ def ended_step_status(run_status: str) -> str:
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON text (pydantic-core's encoder: ~5x faster than json.dumps on step records)."""
-    return pydantic_core.to_json(value).decode()
+    """Compact JSON text (pydantic-core's encoder: ~5x faster than json.dumps on step records).
+
+    Text with lone surrogates, which UTF-8 cannot encode (a model's stream that
+    split an emoji's surrogate pair across two JSON escapes, a tool argument),
+    is stored with its pairs joined and the lone halves as U+FFFD instead of
+    failing the commit (lg_core.content.well_formed_text).
+    """
+    try:
+        return pydantic_core.to_json(value).decode()
+    except pydantic_core.PydanticSerializationError as exc:
+        if "surrogates not allowed" not in str(exc):
+            raise
+        return pydantic_core.to_json(_well_formed(value)).decode()
+
+
+def _well_formed(value: Any) -> Any:
+    if isinstance(value, str):
+        return well_formed_text(value)
+    if isinstance(value, dict):
+        return {_well_formed(key): _well_formed(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_well_formed(item) for item in value]
+    return value
 
 
 def loads(text: str | None) -> Any:

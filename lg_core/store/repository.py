@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from lg_core.content import well_formed_text
 from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
 from lg_core.store import once as once_claims
 from lg_core.store import relay_backoff
@@ -70,7 +71,7 @@ _MAX_REPLY_HOPS = 8  # reply_in links: one per repair, and a frame repairs once
 
 
 def _storable_text(text: str | None) -> str | None:
-    """``text`` for a plain text column: NUL characters become U+FFFD.
+    """``text`` for a plain text column: NUL characters become U+FFFD, as lone surrogates do.
 
     PostgreSQL text cannot hold NUL (psycopg refuses the whole statement), so a
     model reply containing one failed the run's final commit on every attempt.
@@ -78,7 +79,9 @@ def _storable_text(text: str | None) -> str | None:
     NUL is escaped); only the ``response`` column, read back by runs loaded from
     the store, carries the replacement, the same on SQLite and PostgreSQL.
     """
-    return text.replace("\x00", "\ufffd") if text is not None and "\x00" in text else text
+    if text is None or text.isascii() and "\x00" not in text:
+        return text
+    return well_formed_text(text).replace("\x00", "\ufffd")
 
 
 class RunStore:

@@ -138,3 +138,29 @@ def test_lone_surrogates_in_tool_output_become_replacement_characters(durable_ur
     finally:
         configuration.close()
         scripted.unregister(model_name)
+
+
+def test_a_reply_with_a_split_surrogate_pair_and_a_lone_surrogate_is_stored_well_formed(durable_url):
+    """A stream may decode an emoji's two halves from separate JSON escapes; before, the turn's commit failed."""
+    model_name = f"sp-{uuid.uuid4().hex[:8]}"
+    scripted.register(
+        model_name,
+        [
+            {"tool_calls": [{"name": "binary_read", "arguments": {"path": "smile\ud83d\ude00"}}]},
+            {"text": "smile \ud83d\ude00 and a lone \udce9"},
+        ],
+    )
+    agent = type("SmileAgent", (Agent,), {"model": f"scripted:{model_name}", "tools": [BinaryReadTool]})
+    configuration = Configuration(run_store=durable_url)
+    try:
+        with with_configuration(configuration):
+            run = agent.ask("Say it")
+            assert run.outcome == "completed", run.error
+            store = configuration.runtime().store
+            stored = [s for m in store.load_messages(f"{run.id}/root") for s in _strings(Message.from_dict(m).to_dict())]
+            assert "smile \U0001f600 and a lone \ufffd" in stored
+            assert "smile\U0001f600" in stored  # the tool call's argument
+            assert store.load_run(run.id).response == "smile \U0001f600 and a lone \ufffd"
+    finally:
+        configuration.close()
+        scripted.unregister(model_name)
