@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from lg_core.content import Document, Image, Text
+from lg_core.content import Document, Image, Text, well_formed_text
 from lg_core.datamap import to_json_value
 from lg_core.engine.background import ThreadBackend
 from lg_core.engine.engine import Engine
@@ -402,6 +402,13 @@ def _interjection_message(message: Any) -> Message:
         raise InvocationError(f"an interjection may carry only text, image or document content, got {', '.join(other)}")
     if all(isinstance(block, Text) and not block.text.strip() for block in normalized.content):
         raise InvocationError("an interjection must be a non-empty user message")
+    for block in normalized.content:
+        if isinstance(block, Text) and well_formed_text(block.text) != block.text:
+            # Refused like an invocation's (Invocation.check_storable): the caller can fix it.
+            raise InvocationError(
+                "the interjection holds text that is not valid Unicode (a lone surrogate); "
+                "fix or drop that character before sending it"
+            )
     return normalized
 
 

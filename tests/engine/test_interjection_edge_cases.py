@@ -242,6 +242,18 @@ def test_interject_with_unserializable_metadata_raises_invocation_error(config, 
         execution.close(timeout=30)
 
 
+def test_interject_with_a_lone_surrogate_raises_invocation_error(config, script):
+    """Refused like an invocation's text: before, the store's JSON encoder failed on it."""
+    model = Held(first={"text": "Done."})
+    execution = start(script, model)
+    with pytest.raises(InvocationError, match="not valid Unicode"):
+        execution.interject("file caf\udce9.txt")
+    assert execution.record().interjections_pending == 0
+    execution.interject("file caf\u00e9.txt, and a pair \U0001f600")  # valid text outside ASCII is fine
+    model.release.set()
+    assert execution.wait(timeout=30).completed
+
+
 def test_a_refused_interjection_leaves_the_run_able_to_finish(config, script):
     model = Held(first={"text": "Done."})
     execution = start(script, model)
