@@ -221,7 +221,7 @@ __all__ = [
     "ToolResult",
     "ToolUse",
     "from_dict",
-    "well_formed_text",
     "normalize",
     "serialize",
+    "well_formed_text",
 ]

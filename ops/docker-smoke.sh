@@ -33,8 +33,7 @@ if docker compose version >/dev/null 2>&1; then
     COMPOSE=(docker compose)
 elif command -v docker-compose >/dev/null; then
     # Compose 1.29 does not know the top-level `name:` (the project name is given with -p anyway).
-    V1_FILE=$(mktemp --suffix=.yaml)
-    trap 'rm -f "$V1_FILE"' EXIT
+    V1_FILE=$(mktemp --suffix=.yaml)  # removed by finish(), below
     grep -v '^name: ' docker/compose.yaml > "$V1_FILE"
     COMPOSE=(docker-compose)
     COMPOSE_FILE_ARGS=(-f "$V1_FILE")

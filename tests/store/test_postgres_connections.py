@@ -15,6 +15,8 @@ from test_store_conformance import _commit, _create  # this folder is on sys.pat
 
 from lg_core.errors import ConfigurationError
 from lg_core.store import RunStore
+from lg_core.store.database import Database
+from lg_core.store.statements import STATEMENTS
 
 
 @pytest.fixture
@@ -125,9 +127,10 @@ def test_a_database_not_encoded_utf8_is_refused_with_the_fix(postgres):
             store.load_run("r1")
         finally:
             store.close()
-    with pytest.raises(ConfigurationError, match="encoded SQL_ASCII"):  # every attempt, not only the first
-        store = RunStore(postgres.url(name))
-        try:
-            store.load_run("r1")
-        finally:
-            store.close()
+    database = Database(postgres.url(name), statements=STATEMENTS)
+    try:
+        for _ in range(2):  # every connection attempt of one engine, not only its first
+            with pytest.raises(ConfigurationError, match="encoded SQL_ASCII"), database.reader() as tx:
+                tx.fetchone("select_run_flags", {"run_id": "r1"})
+    finally:
+        database.dispose()
