@@ -57,6 +57,7 @@ from lg_core.cli_output import (
 )
 from lg_core.config import build_configuration, with_configuration
 from lg_core.errors import ConfigurationError, InvocationError, RunNotFoundError, RunStateError
+from lg_core.run_ids import run_id_to_look_up
 from lg_core.store.records import RUN_ACTIVE, RUN_TERMINAL
 from lg_core.urls import safe_url
 
@@ -453,7 +454,7 @@ def runs_show(
 ) -> None:
     """A run's status, outcome, input, steps and message count."""
     with session(ctx, store, durable=True, load_imports=False) as runtime:
-        record = runtime.store.load_run(run_id)
+        record = runtime.store.load_run(run_id_to_look_up(run_id))
         steps = [s for s in runtime.store.load_steps(run_id) if s.kind != "start"]
         message_count = sum(
             len(runtime.store.load_messages(frame.id))
@@ -490,7 +491,7 @@ def runs_events(
 ) -> None:
     """A run's durable event log (token deltas are not stored)."""
     with session(ctx, store, durable=True, load_imports=False) as runtime:
-        runtime.store.load_run(run_id)
+        runtime.store.load_run(run_id_to_look_up(run_id))
         events = runtime.store.load_events(run_id, after)
     if as_json:
         rows = [
@@ -521,7 +522,7 @@ def runs_resume(
     """Continue a run whose process died, without redoing committed steps (exit 1 unless it completes)."""
     out, info = output_console(), error_console()
     with session(ctx, store, imports, durable=True, load_imports=True) as runtime:
-        record = runtime.store.load_run(run_id)
+        record = runtime.store.load_run(run_id_to_look_up(run_id))
         if record.finished:
             info.print(
                 f"run {run_id} already finished: {status_text(record.status)}; nothing to resume",

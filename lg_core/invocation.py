@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import re
 import secrets
 import time
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ from lg_core.datamap import DataMap, canonical_items, normalize_key, to_json_val
 from lg_core.errors import InvocationError, UnsupportedInputError
 from lg_core.messages import Message
 from lg_core.rate_limit import RateLimit
+from lg_core.run_ids import ID_PATTERN, ID_RULE
 
 KNOWN_FIELDS = (
     "message",
@@ -44,7 +44,6 @@ KNOWN_FIELDS = (
     "rate_limit",
     "include_agent_events",
 )
-_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 _MISSING = object()
 
 
@@ -362,9 +361,9 @@ def _context(value: Any, name: str) -> DataMap:
 def _identifier(value: Any, name: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
-    if not isinstance(value, str) or not _ID_PATTERN.fullmatch(value):
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
         raise InvocationError(
-            f"{name} must be 1-128 characters of letters, digits and . _ : @ -, got {value!r}"
+            f"{name} must be {ID_RULE}, got {value!r}"
         )
     return value
 

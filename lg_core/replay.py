@@ -79,6 +79,7 @@ from lg_core.identity import current_holder
 from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.run import Run, import_entrypoint
+from lg_core.run_ids import run_id_to_look_up
 from lg_core.sessions.base import load_snapshot
 from lg_core.store import NewStep, RunRecord, StepRecord
 
@@ -131,7 +132,7 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
     (saying what to do instead) for a run that cannot be retried.
     """
     rt = _runtime(runtime)
-    record = rt.store.load_run(_run_id(run_id))
+    record = rt.store.load_run(run_id_to_look_up(run_id))
     _check_retryable(record)
     plan = plan_retry(record, rt.store.load_steps(record.id))
     if record.status == "partial" or (record.deadline_at is not None and record.deadline_at <= time.time()):
@@ -328,7 +329,7 @@ def fork(
     from, ConfigurationError for an unknown model.
     """
     rt = _runtime(runtime)
-    record = rt.store.load_run(_run_id(source_run_id))
+    record = rt.store.load_run(run_id_to_look_up(source_run_id))
     if not isinstance(from_step, str) or not from_step:
         raise InvocationError(f"from_step must be a step key like 'root/turn-2/model', got {from_step!r}")
     steps = rt.store.load_steps(record.id)
@@ -512,12 +513,6 @@ def _runtime(runtime: Runtime | None) -> Runtime:
     from lg_core.config import runtime as current_runtime
 
     return current_runtime()
-
-
-def _run_id(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvocationError(f"a run id must be a non-empty string, got {value!r}")
-    return value
 
 
 def _distributed(rt: Runtime) -> bool:

@@ -33,6 +33,7 @@ from lg_core.messages import Message
 from lg_core.models.resolver import ModelResolver
 from lg_core.rate_limit import Limiter, LocalLimiter, RateLimit
 from lg_core.run import Run, check_importable_elsewhere, prepared_by
+from lg_core.run_ids import run_id_to_look_up
 from lg_core.sessions import RunSessions, build_session_store
 from lg_core.store import RunRecord, RunStore
 from lg_core.store.records import RUN_ACTIVE, RUN_TERMINAL
@@ -229,8 +230,7 @@ class Runtime:
         return stored == asked
 
     def get_execution(self, run_id: str) -> Execution:
-        if not isinstance(run_id, str) or not run_id:
-            raise InvocationError(f"a run id is a non-empty string (as Execution.run_id gives it), got {run_id!r}")
+        run_id = run_id_to_look_up(run_id)
         self.store.load_run(run_id)  # RunNotFoundError for an unknown id
         return Execution(run_id, self, self.backend)
 
@@ -242,6 +242,7 @@ class Runtime:
         With ``interjection_id`` a repeated call (a retried request) returns the first
         call's number instead of adding the message twice.
         """
+        run_id = run_id_to_look_up(run_id)
         if interjection_id is not None:
             interjection_id = _identifier(interjection_id, "interjection_id")
         payload = {"message": _interjection_message(message), "metadata": _interjection_metadata(metadata)}
@@ -259,7 +260,7 @@ class Runtime:
 
         ``on_event`` receives the resumed run's events as they happen.
         """
-        record = self.store.load_run(run_id)
+        record = self.store.load_run(run_id_to_look_up(run_id))
         if record.status == "pending":
             raise RunStateError(
                 f"run {run_id} has not started: it waits for the earlier runs of session {record.session_id!r} "
@@ -316,7 +317,7 @@ class Runtime:
         return prepared_by(Run.from_record(record, self), self.hooks)
 
     def get_run(self, run_id: str) -> Run:
-        return Run.from_record(self.store.load_run(run_id), self)
+        return Run.from_record(self.store.load_run(run_id_to_look_up(run_id)), self)
 
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunRecord]:
         """Stored runs, newest first; an unknown ``status`` (a typo) is an error, not an empty list."""
@@ -334,6 +335,7 @@ class Runtime:
         run had already finished. A pending run activated between the two checks
         (its session's earlier run just ended) is asked again, so no cancel is lost.
         """
+        run_id = run_id_to_look_up(run_id)
         reason = reason or "cancellation was requested"
         live = self.engine.live_run(run_id)
         if live is not None:
