@@ -42,7 +42,8 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, HTTPException, Path, Query, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
@@ -247,14 +248,30 @@ def _add_error_handlers(app: FastAPI) -> None:
     """LittleGhost's errors become HTTP statuses here, in one place."""
 
     def status(code: int):
-        async def handler(_request: Request, exc: Exception) -> JSONResponse:
-            return JSONResponse({"detail": str(exc)}, status_code=code)
+        async def handler(_request: Request, exc: Exception) -> Response:
+            return _error_response({"detail": str(exc)}, code)
 
         return handler
+
+    async def invalid_request(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        return _error_response({"detail": jsonable_encoder(exc.errors())}, 422)
 
     app.add_exception_handler(RunNotFoundError, status(404))
     app.add_exception_handler(AgentInterjectionError, status(409))
     app.add_exception_handler(InvocationError, status(422))
+    app.add_exception_handler(RequestValidationError, invalid_request)
+
+
+def _error_response(content: Any, status_code: int) -> Response:
+    """An error as JSON with every non-ASCII character escaped.
+
+    An error may quote the request (FastAPI's validation errors echo the input,
+    ours name the bad value), and JSON may carry a lone surrogate ("\\ud800"),
+    which is no character UTF-8 can encode: JSONResponse then failed with a 500
+    instead of answering 422. Escaped, the same text is valid JSON in ASCII.
+    """
+    return Response(json.dumps(content, ensure_ascii=True), status_code=status_code, media_type="application/json")
 
 
 def load_agents(spec: str) -> dict[str, type[Agent]]:

@@ -6,6 +6,7 @@ EventSource would: reconnecting sends the last event id in ``Last-Event-ID``.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -220,6 +221,23 @@ def test_error_statuses(web):
     assert bad_header.status_code == 422 and "event id" in bad_header.json()["detail"]
     ahead = web.client.get(f"/runs/{run_id}/events", params={"after": "999999-0"})
     assert ahead.status_code == 422 and "ahead" in ahead.json()["detail"]
+
+
+def test_a_lone_surrogate_in_a_request_is_a_422_not_a_500(web):
+    """JSON may escape a lone surrogate, which UTF-8 cannot encode: echoed back in the error, the response itself failed."""
+    for body in ({"agent": "steps", "message": "\ud800"}, {"agent": "steps", "message": "x", "actor_id": "\udc00"},
+                 {"agent": "steps", "message": "x", "context": {"key": "\udc00"}}):
+        response = _post_escaped(web, "/runs", body)
+        assert response.status_code == 422, (body, response.text)
+        assert "\\ud" in response.text  # the character, escaped: the caller sees what was wrong
+    run_id = web.start("steps")
+    response = _post_escaped(web, f"/runs/{run_id}/interject", {"message": "more \ud800"})
+    assert response.status_code == 422, response.text
+
+
+def _post_escaped(web, path: str, body: dict) -> httpx.Response:
+    """POST ``body`` as ASCII JSON (httpx's ``json=`` writes UTF-8, which a lone surrogate has no encoding in)."""
+    return web.client.post(path, content=json.dumps(body).encode(), headers={"content-type": "application/json"})
 
 
 def test_a_browser_reconnecting_after_the_run_ended_is_told_to_stop(web):
