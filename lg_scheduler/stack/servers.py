@@ -70,10 +70,23 @@ class PostgresServer:
         return subprocess.run(argv, check=True, capture_output=True, text=True, **kwargs)
 
     def start(self) -> PostgresServer:
+        """Start the server, its log in ``root/postgres.log``.
+
+        Not in a pipe: nothing reads a pipe once the server is up, and a backend
+        that logs into a full one (64 KiB: every ERROR is logged with its
+        statement, and each commit that loses a race raises one) blocks in
+        write() holding its row locks, so every other transaction waits on it
+        for good.
+        """
         self.prepare()
-        self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
         self._wait_ready()
         return self
+
+    @property
+    def log_path(self) -> Path:
+        return self.root / "postgres.log"
 
     def prepare(self) -> None:
         """Create the cluster in ``root/data`` unless it exists (so a restart keeps every database)."""
@@ -102,11 +115,12 @@ class PostgresServer:
         return probe.returncode == 0
 
     def _wait_ready(self) -> None:
-        assert self.process is not None and self.process.stderr is not None
+        assert self.process is not None
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"postgres exited: {self.process.stderr.read().decode()[-2000:]}")
+                log = self.log_path.read_text(errors="replace")
+                raise RuntimeError(f"postgres exited: {log[-2000:]}")
             if self.is_ready():
                 return
             time.sleep(0.1)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+
+import psycopg
 import pytest
 
 from lg_scheduler.stack.servers import PostgresServer
@@ -23,3 +26,27 @@ def test_fsync_is_off_unless_asked_for(tmp_path):
 def test_fsync_must_be_a_bool(tmp_path):
     with pytest.raises(TypeError, match="fsync must be True or False"):
         PostgresServer(root=tmp_path, fsync="on")  # type: ignore[arg-type]
+
+
+def test_a_server_that_logs_more_than_a_pipe_holds_keeps_answering():
+    """Its log went to a pipe nobody read once it was up: past 64 KiB of ERROR lines (a commit that
+    loses a race logs one, with its statement) a backend blocked in write() holding its row locks,
+    and every transaction behind it waited for good (a turn of 60 parallel tool calls hung the suite)."""
+    server = PostgresServer().start()  # its own directory, which the postgres user can own
+    padding = "x" * 1000
+
+    def fail_often() -> None:
+        with psycopg.connect(server.url().replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+            for _ in range(200):  # about 250 KiB of log
+                with pytest.raises(psycopg.errors.DivisionByZero):
+                    conn.execute(f"SELECT 1 / 0 -- {padding}")
+            conn.execute("SELECT 1")
+
+    try:
+        worker = threading.Thread(target=fail_often, daemon=True)
+        worker.start()
+        worker.join(60)
+        assert not worker.is_alive(), "the server stopped answering: a backend is blocked writing its log"
+        assert "division by zero" in server.log_path.read_text()
+    finally:
+        server.stop()
