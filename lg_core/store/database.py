@@ -457,7 +457,7 @@ class Database:
             driver.autocommit = True
             yield raw
         except Exception as exc:
-            self._invalidate_if_disconnected(raw, exc)
+            self._discard_after_error(raw, exc)
             raise
         finally:
             try:
@@ -467,15 +467,31 @@ class Database:
                 raw.invalidate(exc)
             raw.close()
 
-    def _invalidate_if_disconnected(self, raw: Any, exc: Exception) -> None:
-        """After a dropped connection, recycle it and every pooled connection opened before it.
+    def _discard_after_error(self, raw: Any, exc: Exception) -> None:
+        """Never reuse a connection on which the database raised.
 
-        A server restart drops them all; without this each retry would draw
-        another dead connection from the pool (SQLAlchemy's own Connection does
-        the same on a disconnect, through the same pool call).
+        After a dropped connection, recycle it and every pooled connection
+        opened before it: a server restart drops them all, and without this each
+        retry would draw another dead connection from the pool (SQLAlchemy's own
+        Connection does the same on a disconnect, through the same pool call).
+
+        After any other error from the server, close just this connection.
+        psycopg prepares a statement on the server the sixth time a connection
+        runs it, and records it as prepared when it sends it. If that execution
+        fails or is skipped (in a pipeline the server skips everything after an
+        error, as it does after a commit's lost race), the record stays while
+        the server has no such statement, and every later use of it on this
+        connection fails with "prepared statement _pg3_N does not exist": a
+        step's commit then failed on every attempt until its run failed (300
+        parallel tool calls on one turn did it within seconds). Turning
+        prepared statements off avoids that but doubled PostgreSQL's CPU per
+        step (0.78 to 1.67 ms); a failed transaction is rare (a lost race), and
+        a new connection costs a few milliseconds once.
         """
         if self.engine.dialect.is_disconnect(exc, raw.driver_connection, None):
             self.engine.pool._invalidate(raw, exc)
+        elif isinstance(exc, self.engine.dialect.loaded_dbapi.Error):
+            raw.invalidate(exc)
 
     def _sqlite_connection(self) -> Any:
         held = getattr(self._local, "held", None)

@@ -134,3 +134,30 @@ def test_a_database_not_encoded_utf8_is_refused_with_the_fix(postgres):
                 tx.fetchone("select_run_flags", {"run_id": "r1"})
     finally:
         database.dispose()
+
+
+def test_a_connection_whose_pipeline_failed_is_not_reused_with_a_statement_the_server_never_prepared(pg_store):
+    """psycopg prepares a statement the sixth time a connection runs it, and records it as prepared
+    when it sends it; in a pipeline that an error aborted, the server skipped that prepare. Reused,
+    the connection then failed every later run of the statement ("prepared statement ... does not
+    exist"): a step's commit failed on every attempt (300 parallel tool calls on one turn did it)."""
+    db = pg_store.db
+    statement = "SELECT %s::int + 1"
+    for _ in range(2):  # earlier lost races: psycopg resets its records at a connection's first ROLLBACK only
+        _abort_a_pipeline(db)
+    for value in range(5):  # one pooled connection, used in turn: the statement is not prepared yet
+        with db.reader() as tx:
+            assert tx.cursor.execute(statement, (value,)).fetchone() == (value + 1,)
+    _abort_a_pipeline(db, then=(statement, (5,)))  # the sixth run: psycopg sends its prepare and records it
+    with db.reader() as tx:
+        assert tx.cursor.execute(statement, (6,)).fetchone() == (7,)
+    with db.transaction(pipelined=True) as tx:
+        assert tx.cursor.execute(statement, (7,)).fetchone() == (8,)
+
+
+def _abort_a_pipeline(db: Database, then: tuple[str, tuple[int]] | None = None) -> None:
+    """A pipelined transaction whose first statement fails, as a commit that lost a race does; ``then`` is sent after it."""
+    with pytest.raises(psycopg.errors.DivisionByZero), db.transaction(pipelined=True) as tx:
+        tx.cursor.execute("SELECT 1 / %s::int", (0,))  # aborts the pipeline: the server skips what follows
+        if then is not None:
+            tx.cursor.execute(*then)
