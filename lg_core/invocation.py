@@ -362,9 +362,7 @@ def _identifier(value: Any, name: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
-        raise InvocationError(
-            f"{name} must be {ID_RULE}, got {value!r}"
-        )
+        raise InvocationError(f"{name} must be {ID_RULE}, got {value!r}")
     return value
 
 

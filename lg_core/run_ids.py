@@ -21,24 +21,18 @@ ID_RULE = "1-128 characters of letters, digits and . _ : @ -"
 _SHOWN = 80  # characters of a refused id quoted in an error message
 
 
-def shown_id(value: str) -> str:
+def _shown(value: str) -> str:
     """``value`` quoted for an error message, cut to a readable length."""
-    return (
-        repr(value)
-        if len(value) <= _SHOWN
-        else repr(value[:_SHOWN]) + f"... ({len(value)} characters)"
-    )
+    return repr(value) if len(value) <= _SHOWN else repr(value[:_SHOWN]) + f"... ({len(value)} characters)"
 
 
 def run_id_to_look_up(value: Any) -> str:
     """``value`` as a run id to look up: InvocationError for a non-string, RunNotFoundError for an impossible id."""
     if not isinstance(value, str) or not value:
-        raise InvocationError(
-            f"a run id is a non-empty string (as Execution.run_id gives it), got {value!r}"
-        )
+        raise InvocationError(f"a run id is a non-empty string (as Execution.run_id gives it), got {value!r}")
     if not ID_PATTERN.fullmatch(value):
-        raise RunNotFoundError(f"no run has the id {shown_id(value)}: run ids are {ID_RULE}")
+        raise RunNotFoundError(f"no run has the id {_shown(value)}: run ids are {ID_RULE}")
     return value
 
 
-__all__ = ["ID_PATTERN", "ID_RULE", "run_id_to_look_up", "shown_id"]
+__all__ = ["ID_PATTERN", "ID_RULE", "run_id_to_look_up"]
