@@ -23,6 +23,7 @@ from lg_core.engine.cancel_watch import CancelWatch
 from lg_core.engine.checkpoint import AgentCheckpoint
 from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
+from lg_core.engine.frame_locks import FrameLocks
 from lg_core.engine.frames import FrameCache, FrameState
 from lg_core.engine.leases import Heartbeat, StepClaimLost
 from lg_core.engine.model_turn import ModelTurn
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from lg_core.services import Runtime
 
 _MAX_COMMIT_ATTEMPTS = 50
+
 log = logging.getLogger("lg_core.engine")
 _UNKNOWN: Any = object()  # no input remembered for a step (None is a valid input)
 CANCEL_POLL_SECONDS = 1.0
@@ -75,6 +77,7 @@ class Engine:
         self.max_step_attempts = max_step_attempts
         self.bus = EventBus()
         self.frames = FrameCache(store)
+        self._frame_locks = FrameLocks()
         self._lock = threading.Lock()
         self._live: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
         # What this process remembers about runs in flight. Only a run's final commit
@@ -424,7 +427,26 @@ class Engine:
         return step.input
 
     def _commit(self, scope: StepScope, transition: Transition) -> list[StepRef]:
-        state = scope.frame
+        if not _has_running_siblings(scope):
+            return self._commit_from(scope, transition, scope.frame)
+        with self._frame_locks.hold(scope.frame.id):  # lg_core.engine.frame_locks
+            state = self._latest_here(scope)
+            return [] if state is None else self._commit_from(scope, transition, state)
+
+    def _latest_here(self, scope: StepScope) -> FrameState | None:
+        """The frame as this process's last commit to it left it, when that is newer than the step's read.
+
+        None when a retry rewound the run since the step began (see the conflict
+        path of ``_commit_from``): the retry runs the step again itself.
+        """
+        cached = self.frames.cached(scope.frame.id)
+        if cached is None or cached.version <= scope.frame.version:
+            return scope.frame
+        if cached.checkpoint.history_epoch != scope.frame.checkpoint.history_epoch:
+            return None
+        return self.opening.still_ours(scope, cached)
+
+    def _commit_from(self, scope: StepScope, transition: Transition, state: FrameState) -> list[StepRef]:
         for _ in range(_MAX_COMMIT_ATTEMPTS):
             try:
                 commit = transition(state)
@@ -760,3 +782,8 @@ def _frame_of(run_id: str, key: str) -> str:
 
 
 __all__ = ["Engine", "entrypoint_path"]
+
+
+def _has_running_siblings(scope: StepScope) -> bool:
+    """Is ``scope`` a tool call of a turn whose other calls may be committing now (parallel, not exclusive)?"""
+    return scope.kind == "tool" and sum(1 for p in scope.frame.checkpoint.pending if p.status == "scheduled") > 1

@@ -46,6 +46,11 @@ class FrameCache:
                 return cached
         return self.reload(frame_id)
 
+    def cached(self, frame_id: str) -> FrameState | None:
+        """The frame as this process last read or committed it, without reading the store."""
+        with self._lock:
+            return self._frames.get(frame_id)
+
     def reload(self, frame_id: str) -> FrameState:
         """Read the frame, and only the messages past those cached."""
         record = self._store.load_frame(frame_id)

@@ -7,7 +7,10 @@ before its code runs; a re-attempt that finds the mark reports "outcome
 unknown" instead of calling it (lg_core.engine.at_most_once).
 Commit: record the result; the call that completes the turn (fan-in, decided
 under the frame's optimistic version) appends one tool message with every
-result in call order and schedules the next model turn. Exclusive tools of a
+result in call order and schedules the next model turn. Parallel calls in one
+process commit in turn under their frame's lock (lg_core.engine.frame_locks);
+calls in other processes may still lose the frame's race, and their commit is
+marked ``contended`` so that losing costs PostgreSQL no connection. Exclusive tools of a
 turn run one after another: each one's commit schedules the next.
 """
 
@@ -117,6 +120,7 @@ class ToolCall:
             if entry is None or entry.status == "done":
                 raise _StaleStep()
             entry.status = "done"
+            siblings_running = any(p.status == "scheduled" for p in checkpoint.pending)
             new_steps: list[NewStep] = []
             if entry.exclusive:
                 waiting = next((p for p in checkpoint.pending if p.status == "waiting"), None)
@@ -138,6 +142,7 @@ class ToolCall:
                 step_error=diagnostics,
                 messages=message_rows(state, messages),
                 new_steps=new_steps,
+                contended=siblings_running,
             )
 
         return transition

@@ -279,6 +279,9 @@ class StepCommit:
     finish: RunFinish | None = None
     consumed_interjections: list[int] = field(default_factory=list)
     session: SessionWrite | None = None  # a completed run's turn, when its session lives in this database
+    # Sibling steps may commit to the same frame at this moment (parallel tool calls of one turn),
+    # so losing the frame's race is likely: RunStore.commit then reads its guards before writing.
+    contended: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,7 +219,7 @@ class RunStore:
     @retry_transient
     def _commit_once(self, commit: StepCommit, now: float) -> CommitResult:
         checkpoint = dumps(commit.checkpoint)
-        if self.db.dialect_name == "postgresql" and _plain(commit):
+        if self.db.dialect_name == "postgresql" and _plain(commit) and not commit.contended:
             return self._commit_at_once(commit, checkpoint, now)
         with self.db.transaction(pipelined=True) as tx:
             # The three guarded updates go out together; their results are read in
@@ -1163,7 +1163,14 @@ def _step_copy_row(step: StepRecord) -> dict[str, Any]:
 
 
 def _plain(commit: StepCommit) -> bool:
-    """A step commit with nothing that must read before it writes: no run ending, interjection or session."""
+    """A step commit with nothing that must read before it writes: no run ending, interjection or session.
+
+    A contended commit (``StepCommit.contended``) is plain too, but is made in two
+    round trips anyway: its frame guard, read before the inserts go out, then fails
+    on the client, which rolls back on a healthy connection. Made at once, a failed
+    guard fails on the server, which costs the connection (Database._discard_after_error)
+    and logs an ERROR: with 60 parallel calls on a turn that was about two per call.
+    """
     return commit.finish is None and not commit.consumed_interjections and commit.session is None
 
 

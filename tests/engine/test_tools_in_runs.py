@@ -369,6 +369,9 @@ def test_usage_recorded_by_parallel_tools_counts_once_each_after_a_version_confl
             while store.load_step(self.run.id, "root/turn-0/tool/c1").status != "succeeded":
                 assert time.monotonic() < deadline
                 time.sleep(0.01)
+            # As if another process had committed the first call: this one's frame is then stale
+            # (in one process the second call would commit from the frame the first one left).
+            config.runtime().engine.frames.forget_run(self.run.id)
             self.context.record_usage(Usage(input_tokens=20))
             return "second"
 

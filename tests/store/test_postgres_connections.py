@@ -173,3 +173,25 @@ def test_a_lost_race_in_a_pipeline_logs_no_psycopg_warning(pg_store, caplog):
             tx.cursor.execute("SELECT %s::int + 1", (1,))
             tx.sync()  # the store reads a guard's result before it goes on: the error surfaces here
     assert [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")] == []
+
+
+@pytest.mark.parametrize("contended", [True, False])
+def test_a_contended_commit_that_loses_its_race_keeps_its_connection(pg_store, contended):
+    """Parallel tool calls commit to one frame and all but one lose. Such a commit (``contended``)
+    reads its guards before writing, so losing rolls back on the client; made at once, the guard
+    fails on the server and the connection is closed (one reconnect and one server ERROR each)."""
+    from dataclasses import replace
+
+    from sqlalchemy import event
+
+    _create(pg_store, steps=("root/turn-0/tool/a", "root/turn-0/tool/b"))
+    invalidated: list[BaseException | None] = []
+    event.listen(pg_store.db.engine.pool, "invalidate", lambda _raw, _record, exc: invalidated.append(exc))
+    first = replace(_commit(key="root/turn-0/tool/a"), contended=contended)
+    second = replace(_commit(key="root/turn-0/tool/b"), contended=contended)
+    assert pg_store.commit(first).applied
+    lost = pg_store.commit(second)
+    assert (lost.applied, lost.reason) == (False, "frame_version_conflict")
+    assert (invalidated == []) is contended
+    assert pg_store.commit(replace(_commit(version=1, key="root/turn-0/tool/b"), contended=contended)).applied
+    assert [s.status for s in pg_store.load_steps("r1", prefix="root/turn-0/tool/")] == ["succeeded", "succeeded"]
