@@ -17,6 +17,11 @@ from types import MappingProxyType
 from typing import Any
 
 _SCALARS = (str, int, float, bool, type(None))
+# How deep a stored value may nest. Python recurses to copy, wrap and encode a value
+# (DataMap about five frames per level, pydantic-core's encoder stops at 255), so
+# a value nested a few hundred levels deep failed far from where it came in, with
+# RecursionError or a failed commit. No real context, state or tool input comes close.
+MAX_JSON_DEPTH = 100
 _MISSING = object()
 
 
@@ -72,8 +77,28 @@ def canonical_items(mapping: Mapping[Any, Any], *, path: str = "value") -> list[
     return items
 
 
-def to_json_value(value: Any, *, path: str = "value") -> Any:
+def nests_deeper_than(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Does ``value`` hold mappings or lists more than ``limit`` levels deep? (Without recursing.)"""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
+
+
+def to_json_value(value: Any, *, path: str = "value", _depth: int = 0) -> Any:
     """Copy ``value`` into plain JSON types, raising TypeError naming the bad path."""
+    if _depth > MAX_JSON_DEPTH:
+        shown = path if len(path) <= 60 else f"{path[:60]}..."
+        raise TypeError(f"{shown} nests more than {MAX_JSON_DEPTH} levels deep; stored values may nest at most {MAX_JSON_DEPTH}")
     if isinstance(value, DataMap):
         return value.to_dict()
     if isinstance(value, enum.Enum):
@@ -83,9 +108,9 @@ def to_json_value(value: Any, *, path: str = "value") -> Any:
             raise TypeError(f"{path} is {value!r}, which JSON cannot represent")
         return value
     if isinstance(value, Mapping):
-        return {k: to_json_value(v, path=f"{path}.{k}") for k, v in canonical_items(value, path=path)}
+        return {k: to_json_value(v, path=f"{path}.{k}", _depth=_depth + 1) for k, v in canonical_items(value, path=path)}
     if isinstance(value, (list, tuple)):
-        return [to_json_value(v, path=f"{path}[{i}]") for i, v in enumerate(value)]
+        return [to_json_value(v, path=f"{path}[{i}]", _depth=_depth + 1) for i, v in enumerate(value)]
     raise TypeError(
         f"{path} is a {type(value).__name__}; only JSON-compatible values "
         "(str, int, float, bool, None, lists and mappings) can be stored"

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
+from lg_core.datamap import MAX_JSON_DEPTH, nests_deeper_than
 from lg_core.errors import MalformedToolCallError
 from lg_core.events import StreamEvent
 from lg_core.models.request import ModelCapabilities, ModelRequest
@@ -43,18 +44,22 @@ def tool_input(name: str, arguments: Any) -> dict[str, Any]:
     """A tool call's arguments as the tool's input: a JSON object, given as text or already decoded.
 
     Every provider applies the same rule, so a model's malformed call fails the same way
-    (MalformedToolCallError, which the model is told about) whichever wire API it came over.
+    (MalformedToolCallError, a provider error that ``after_model_error`` callbacks see)
+    whichever wire API it came over. Arguments nested more than MAX_JSON_DEPTH levels
+    are malformed too: stored as they came, they failed the step's commit.
     """
     if isinstance(arguments, str):
         text = arguments.strip()
         try:
             arguments = json.loads(text) if text else {}
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise MalformedToolCallError(f"tool call {name!r} has arguments that are not JSON: {text[:80]!r}") from None
     if not isinstance(arguments, Mapping):
         raise MalformedToolCallError(
             f"tool call {name!r} has {type(arguments).__name__} arguments; tool input must be a JSON object"
         )
+    if nests_deeper_than(arguments):
+        raise MalformedToolCallError(f"tool call {name!r} has arguments nested more than {MAX_JSON_DEPTH} levels deep")
     return dict(arguments)
 
 

@@ -7,6 +7,8 @@ error, the conversation in ``run.result.messages``, and the durable event log.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import lg_core
@@ -482,14 +484,24 @@ def test_after_model_error_replacement_is_bounded_by_the_recovery_limit(config, 
     assert 1 < len(attempts) <= 4
 
 
+def _nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
 @pytest.mark.parametrize(
     "calls, fragment",
     [
         ([{"name": "lookup", "arguments": [1, 2, 3]}], "list arguments"),
         ([{"name": "lookup", "arguments": "{not json"}], "not JSON"),
         ([lookup_call(id="dup"), lookup_call(id="dup")], "same tool call id"),
+        # Stored as they came, arguments this deep failed the step's commit: ask() raised and the run stayed running.
+        ([{"name": "lookup", "arguments": json.dumps(_nested(250))}], "nested more than 100 levels deep"),
+        ([{"name": "lookup", "arguments": "[" * 100_000 + "]" * 100_000}], "not JSON"),  # json.loads: RecursionError
     ],
-    ids=["non-object", "not-json", "duplicate-id"],
+    ids=["non-object", "not-json", "duplicate-id", "too-deep", "too-deep-to-parse"],
 )
 def test_malformed_tool_call_fails_with_malformed_tool_call_error(config, script, calls, fragment):
     target = script([{"tool_calls": calls}, {"text": "unreachable"}])
@@ -499,6 +511,7 @@ def test_malformed_tool_call_fails_with_malformed_tool_call_error(config, script
     assert isinstance(run.error, MalformedToolCallError)
     assert fragment in str(run.error)
     assert "tool_execution_stop" not in event_types(run)
+    assert lg_core.get_run(run.id).outcome == "failed"
 
 
 # -- conversation input and tool forms ----------------------------------------------------------

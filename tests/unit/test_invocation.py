@@ -216,6 +216,22 @@ def test_non_json_context_value_is_rejected_naming_the_path(context, path):
         Invocation("x", context=context)
 
 
+@pytest.mark.parametrize("depth", [101, 200, 5000])
+def test_context_nested_too_deep_is_an_invocation_error_not_a_recursion_error(depth):
+    context: dict = {}
+    for _ in range(depth):
+        context = {"a": context}
+    with pytest.raises(InvocationError, match=r"^context\.a\.a.*\.\.\. nests more than 100 levels deep"):
+        Invocation("x", context=context)
+
+
+def test_context_nested_100_levels_is_kept_whole():
+    context: dict = {}
+    for _ in range(99):
+        context = {"a": context}
+    assert Invocation("x", context=context).context.to_dict() == context
+
+
 def test_non_string_context_key_is_rejected():
     with pytest.raises(InvocationError, match=r"keys must be strings, got tuple"):
         Invocation("x", context={(1, 2): "pair"})
