@@ -144,6 +144,11 @@ class Runtime:
         try:
             # A run stored pending behind another run of its session waits here for its turn.
             self.dispatcher.drive(self.engine.when_active(run, self.begin(run)))
+        except BaseException:
+            # The store failed, or a tool raised KeyboardInterrupt or SystemExit: the run
+            # stays resumable, as if this process had been killed.
+            self.engine.abandon(run.id)
+            raise
         finally:
             unsubscribe()
 

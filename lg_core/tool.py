@@ -391,7 +391,10 @@ class Tool:
             raise
         except ToolError as exc:
             return ToolOutcome.failure(str(exc) or "The tool reported an error.", "tool_error", exc)
-        except Exception as exc:  # noqa: BLE001 - sanitized for the model, kept for the app
+        except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - sanitized for the model, kept for the app
+            # asyncio.CancelledError is a BaseException, but out of an async tool it can only be
+            # the tool's own: its event loop (asyncio.run) belongs to this call, and cancelling
+            # the run goes through the run's token, not that loop.
             message = f"Tool {self.tool_name!r} failed with an internal error ({type(exc).__name__})."
             return ToolOutcome.failure(message, "unexpected", exc)
 

@@ -118,6 +118,18 @@ class Engine:
     def attach(self, run: Run) -> None:
         self._live[run.id] = run
 
+    def abandon(self, run_id: str) -> None:
+        """Forget ``run_id`` here after an exception stopped its drive short of its end.
+
+        The drive returns only once none of the run's steps still executes in
+        this process, and the run did not end: like a run whose process was
+        killed, it stays running in the store and resumable, from this process
+        too (``resume`` refuses a run it finds executing here).
+        """
+        with self._lock:
+            self._live.pop(run_id, None)
+        self._forget(run_id)
+
     def live_run(self, run_id: str) -> Run | None:
         """The Run object executing ``run_id`` in this process, if any."""
         return self._live.get(run_id)

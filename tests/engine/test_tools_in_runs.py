@@ -7,10 +7,15 @@ same moment, so sequential execution breaks it and the test fails.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
+import pytest
+
+import lg_core
 from lg_core import Agent, Run, RunContext, Tool, Usage, after_invocation, before_invocation
+from lg_core.providers import scripted
 
 
 def agent_for(target, *tool_classes, **attributes):
@@ -567,3 +572,59 @@ def test_tool_instances_from_a_provider_are_bound_to_the_run_and_closed(config, 
     assert run.outcome == "completed", repr(run.error)
     assert results_of(run)[0].text == run.id
     assert built and sorted(map(id, closed)) == sorted(map(id, built)), "each provided instance closed once"
+
+
+# -- tools that raise BaseExceptions --------------------------------------------------------
+
+
+def test_an_async_tool_whose_own_task_is_cancelled_fails_as_a_tool_not_the_run(config, script):
+    """asyncio.CancelledError is a BaseException: it escaped ask() and left the run running for good."""
+
+    class FetchTool(Tool):
+        tool_name = "fetch"
+        description = "Fetch."
+
+        async def call(self, input):
+            task = asyncio.ensure_future(asyncio.sleep(10))
+            asyncio.get_running_loop().call_later(0.01, task.cancel)
+            await task
+
+    target = script([{"tool_calls": [call("fetch", "c1")]}, {"text": "Recovered."}])
+    run = agent_for(target, FetchTool).ask("Fetch")
+
+    assert (run.outcome, run.response) == ("completed", "Recovered.")
+    [result] = results_of(run)
+    assert result.status == "error" and "internal error (CancelledError)" in result.content[0].text
+
+
+class InterruptedOnceTool(Tool):
+    tool_name = "stop"
+    description = "Interrupted the first time it is called."
+    interrupt: list[bool] = []
+
+    def call(self, input):
+        if InterruptedOnceTool.interrupt:
+            InterruptedOnceTool.interrupt.pop()
+            raise KeyboardInterrupt
+        return "went on"
+
+
+class InterruptibleAgent(Agent):  # module level: resume rebuilds the run from its import path
+    model = "scripted:interruptible-agent"
+    tools = [InterruptedOnceTool]
+
+
+def test_a_run_a_tool_interrupted_stays_resumable_in_the_same_process(file_config):
+    """KeyboardInterrupt from a tool stops ask() as a killed process would; resume then refused
+    with "executing in this process", for as long as the process lived."""
+    scripted.register("interruptible-agent", [{"tool_calls": [call("stop", "c1")]}, {"text": "Resumed."}])
+    InterruptedOnceTool.interrupt = [True]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            InterruptibleAgent.ask("Stop", run_id="interrupted-1")
+        assert lg_core.get_run("interrupted-1").outcome is None  # still running in the store
+
+        resumed = lg_core.resume("interrupted-1")
+        assert (resumed.outcome, resumed.response) == ("completed", "Resumed.")
+    finally:
+        scripted.unregister("interruptible-agent")
