@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from lg_core.cancellation import CancellationToken
+from lg_core.content import Text, well_formed_text
 from lg_core.datamap import thaw
 from lg_core.messages import Message
 from lg_core.usage import Usage
@@ -115,7 +116,7 @@ class ModelResponse:
     def __post_init__(self) -> None:
         """The spec's coercion: an ``after_model`` replacement or a custom provider may give
         plain text or a dict, and the agent loop still reads an assistant Message."""
-        object.__setattr__(self, "message", Message.coerce(self.message, role="assistant"))
+        object.__setattr__(self, "message", _well_formed(Message.coerce(self.message, role="assistant")))
         object.__setattr__(self, "stop_reason", str(self.stop_reason))
 
     @property
@@ -125,6 +126,24 @@ class ModelResponse:
     @property
     def tool_uses(self) -> list[Any]:
         return self.message.tool_uses
+
+
+def _well_formed(message: Message) -> Message:
+    """``message`` with every lone surrogate of its text as U+FFFD (``well_formed_text``).
+
+    A reply decoded from JSON escapes that split an emoji's surrogate pair held
+    a lone half: the store kept U+FFFD, but the live ``run.response`` kept the
+    half, which no UTF-8 writer (``print``, a socket) accepts. Fixed here, the
+    reply is the same in the live run, its events and the stored run.
+    """
+    texts = [well_formed_text(block.text) if isinstance(block, Text) else None for block in message.content]
+    if all(text is None or text is block.text for text, block in zip(texts, message.content, strict=True)):
+        return message  # well_formed_text returns its argument itself when nothing needs replacing
+    content = tuple(
+        block if text is None or text is block.text else block.model_copy(update={"text": text})
+        for text, block in zip(texts, message.content, strict=True)
+    )
+    return message.model_copy(update={"content": content})
 
 
 __all__ = ["ModelCapabilities", "ModelRequest", "ModelResponse", "STOP_REASONS", "ToolSpecification"]

@@ -140,3 +140,7 @@ def test_a_reply_with_a_split_surrogate_pair_and_a_lone_surrogate_is_stored_well
         assert "smile \U0001f600 and a lone \ufffd" in stored
         assert "smile\U0001f600" in stored  # the tool call's argument
         assert store.load_run(run.id).response == "smile \U0001f600 and a lone \ufffd"
+        # The live run says the same as the stored one: before, it kept the lone half, which
+        # no UTF-8 writer accepts (print, a socket).
+        assert run.response == "smile \U0001f600 and a lone \ufffd"
+        assert run.result.messages[-1].text == run.response
