@@ -83,6 +83,7 @@ class Agent:
     _tool_loop_policy: ClassVar[ToolLoopPolicy | None] = None
     _result_spec: ClassVar[ResultSchema | None] = None
     _callback_chains: ClassVar[dict[str, tuple[str, ...]]] = {name: () for name in CALLBACK_NAMES}
+    _declared_limits: ClassVar[Mapping[str, int]] = {}  # the limits this class itself set (checked)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -91,6 +92,7 @@ class Agent:
         cls._check_model(own.get("model", cls.model))
         _check_select_model(own.get("select_model"), cls.__qualname__)
         cls.tools = _merge_tools(cls)
+        cls._declared_limits = _checked_limits(own.get("limits", {}), cls.__qualname__)
         cls.limits = _merge_limits(cls)
         if "result_schema" in own:
             cls._result_spec = None if own["result_schema"] is None else ResultSchema.build(own["result_schema"], cls.__qualname__)
@@ -99,8 +101,7 @@ class Agent:
         if "system_prompt" in own:
             _check_system_prompt(own["system_prompt"], cls.__qualname__)
         cls._tool_loop_policy = policy_from_declaration(cls.detect_tool_loops, cls.__qualname__)
-        parent_chains = next((b._callback_chains for b in cls.__mro__[1:] if issubclass(b, Agent)), {})
-        cls._callback_chains = collect(cls, parent_chains)
+        cls._callback_chains = _merge_callback_chains(cls)
 
     @classmethod
     def _check_model(cls, model: Any) -> None:
@@ -432,20 +433,46 @@ def _merge_tools(cls: type[Agent]) -> tuple[Any, ...]:
 
 
 def _merge_limits(cls: type[Agent]) -> dict[str, int]:
+    """The defaults, overlaid with the limits each Agent class in the MRO set itself, base first.
+
+    Each key then resolves like a class attribute: the class earliest in the MRO
+    that set it wins. Overlaying the parents' merged ``limits`` instead would let a
+    second parent's copy of a default overwrite a limit the first parent set.
+    """
     merged = dict(DEFAULT_LIMITS)
-    for base in reversed(cls.__mro__[1:]):
-        if issubclass(base, Agent) and "limits" in vars(base):
-            merged.update(base.limits)
-    own = vars(cls).get("limits", {})
+    for base in reversed(cls.__mro__):
+        if issubclass(base, Agent):
+            merged.update(vars(base).get("_declared_limits", {}))
+    return merged
+
+
+def _checked_limits(own: Any, owner: str) -> dict[str, int]:
+    """A class's own ``limits`` declaration, checked when the class is defined."""
     if not isinstance(own, Mapping):
-        raise ConfigurationError(f"{cls.__qualname__}.limits must be a dict like {{'max_turns': 10}}")
+        raise ConfigurationError(f"{owner}.limits must be a dict like {{'max_turns': 10}}")
     for name, value in own.items():
         if name not in DEFAULT_LIMITS:
-            raise ConfigurationError(f"{cls.__qualname__}.limits has unknown limit {name!r}; known limits: {sorted(DEFAULT_LIMITS)}")
+            raise ConfigurationError(f"{owner}.limits has unknown limit {name!r}; known limits: {sorted(DEFAULT_LIMITS)}")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigurationError(f"{cls.__qualname__}.limits[{name!r}] must be a positive integer, got {value!r}")
-        merged[name] = value
-    return merged
+            raise ConfigurationError(f"{owner}.limits[{name!r}] must be a positive integer, got {value!r}")
+    return dict(own)
+
+
+def _merge_callback_chains(cls: type[Agent]) -> dict[str, tuple[str, ...]]:
+    """Every Agent class's callbacks in the MRO, folded in from the base to ``cls``.
+
+    A class's callbacks run after those of all its bases, as if each called
+    ``super()`` first: single inheritance keeps parent-then-child order, and with
+    ``class C(A, B)`` B's run, then A's, then C's. Each class is folded in once and
+    chains are keyed by method name, so a base shared by two parents (a diamond)
+    contributes its callbacks once. Reading only the first parent's chain would
+    drop every callback declared on a second parent (a guard that never runs).
+    """
+    chains: dict[str, tuple[str, ...]] = {}
+    for base in reversed(cls.__mro__):
+        if issubclass(base, Agent):
+            chains = collect(base, chains)
+    return chains
 
 
 __all__ = ["Agent", "AsyncRunStream", "DEFAULT_LIMITS", "default_agent_id"]
