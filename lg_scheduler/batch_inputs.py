@@ -115,9 +115,9 @@ class BatchInputs:
 
     def item(self, index: int) -> BatchItem:
         """The ``index``-th valid item (0-based, in file order), read from the file."""
-        self._check_unchanged()
         self._handle.seek(self._offsets[index])
         raw = self._handle.readline()
+        self._check_unchanged()  # after the read: an edit the line was read from has changed the stamp
         number = self._lines[index]
         try:
             return _parsed_item(number, _decode(raw))
@@ -144,19 +144,31 @@ class BatchInputs:
         self.close()
 
     def _check_unchanged(self) -> None:
-        """Stop at an edit in place; a file only touched (its content the same) carries on."""
+        """Stop at an edit in place; a file only touched (its content the same) carries on.
+
+        A new stamp is kept only once the bytes on disk hash to the digest and
+        nothing wrote to the file meanwhile; else the next item looks again.
+        """
         stamp = _stamp(self._handle)
         if stamp == self._stamp:
             return
         if self._content_digest() != self.digest:
             raise self._changed_error()
-        self._stamp = stamp
+        if _stamp(self._handle) == stamp:
+            self._stamp = stamp
 
     def _content_digest(self) -> str:
+        """The sha256 of the open file's bytes on disk now.
+
+        Read with ``os.pread`` on its descriptor: the handle's buffer may hold bytes
+        from before an edit. The descriptor, not the path: a file renamed over this
+        one is not the batch's input.
+        """
         digest = hashlib.sha256()
-        self._handle.seek(0)
-        while chunk := self._handle.read(READ_BUFFER):
+        descriptor, offset = self._handle.fileno(), 0
+        while chunk := os.pread(descriptor, READ_BUFFER, offset):
             digest.update(chunk)
+            offset += len(chunk)
         return digest.hexdigest()
 
     def _changed_error(self) -> InvocationError:

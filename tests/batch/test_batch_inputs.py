@@ -14,7 +14,7 @@ from lg_core.identity import hostname
 from lg_core.store.records import RUN_TERMINAL
 from lg_scheduler.batch import submit_batch
 from lg_scheduler.batch_inputs import BatchInputError, read_inputs
-from tests.batch.batch_app import ItemAgent, PlainTool, logged_items
+from tests.batch.batch_app import ItemAgent, LogItemTool, PlainTool, logged_items
 from tests.batch.conftest import RawLine, read_results
 
 BAD_LINES = [
@@ -359,3 +359,32 @@ def test_an_input_file_only_touched_while_the_batch_runs_does_not_stop_it(file_c
 
     assert report.ok and report.completed == 5
     assert sorted(logged_items(batch_env)) == [f"item {n}" for n in range(1, 6)]
+
+
+def test_a_same_size_edit_in_place_while_the_batch_runs_stops_it_before_the_edited_line_runs(
+    file_config, inputs, batch_env, monkeypatch
+):
+    """Size and modification time only say to look again: the file's bytes on disk now decide, not a read buffer."""
+    path = inputs([f"item {n}" for n in range(1, 6)])
+    original = path.read_bytes()
+    stat = path.stat()  # written a while ago: a coarse file clock cannot hide the edit below
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns - 5_000_000_000))
+    log_item = LogItemTool.call
+
+    def log_then_edit(tool, input):  # while item 1 runs, before item 2 is read: "item 4" becomes "edit 4"
+        result = log_item(tool, input)
+        if input["item"] == "item 1":
+            with path.open("r+b") as handle:
+                handle.seek(original.index(b'"item 4"'))
+                handle.write(b'"edit 4"')
+        return result
+
+    monkeypatch.setattr(LogItemTool, "call", log_then_edit)
+    with pytest.raises(InvocationError, match=f"input file {path} was changed while the batch ran; the batch stopped"):
+        submit_batch(ItemAgent, path, concurrency=1, progress=False)
+    assert logged_items(batch_env) == ["item 1"]
+
+    path.write_bytes(original)  # restored: a resubmit runs the rest, item 1 not again
+    report = submit_batch(ItemAgent, path, concurrency=1, progress=False)
+    assert report.ok and report.completed == 5 and report.already_finished == 1
+    assert logged_items(batch_env) == [f"item {n}" for n in range(1, 6)]
