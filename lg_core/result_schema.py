@@ -2,7 +2,8 @@
 
 The schema is checked when the Agent class is defined (so a bad schema fails
 at import, with a ConfigurationError naming the path), and every returned
-value is validated with ``jsonschema`` before it becomes a StructuredResult.
+value is validated with ``jsonschema`` before it becomes a StructuredResult;
+a schema given as a Pydantic model also runs the model's own validation.
 
 Strict means: the top level is an object, and every object sets
 ``additionalProperties: false`` and lists every property in ``required``. That
@@ -109,20 +110,43 @@ class ResultSchema:
             raise ConfigurationError(f"{owner}.result_schema is not strict: {'; '.join(problems[:5])}{hint}")
 
     def validate(self, value: Any) -> list[str]:
-        """Messages describing why ``value`` does not match (empty when it does)."""
+        """Messages describing why ``value`` does not match (empty when it does).
+
+        A schema given as a Pydantic model is also checked by the model itself,
+        so its validators (``field_validator``, ``model_validator``, constrained
+        types) reject a value as the JSON Schema does: the model is asked to
+        repair it, with the validator's message.
+        """
         validator = jsonschema.Draft202012Validator(self.schema)
-        return [
-            f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
-            for e in sorted(validator.iter_errors(value), key=str)
-        ]
+        errors = sorted(validator.iter_errors(value), key=str)
+        messages = [f"{_path(e.absolute_path)}: {e.message}" for e in errors]
+        if self.model is None:
+            return messages
+        reported = {_path(e.absolute_path) for e in errors}
+        try:
+            _instance(self.model, value)
+        except ValidationError as exc:
+            for error in exc.errors(include_url=False):
+                path = _path(error["loc"])
+                if path not in reported and error["type"] not in _SCHEMA_CHECKED:
+                    messages.append(f"{path}: {_message(error)}")
+        return messages
 
     def output(self, value: Any) -> Any:
-        """The application-facing value: a Pydantic instance when the schema came from one."""
+        """The application-facing value: a Pydantic instance when the schema came from one.
+
+        ``value`` is the stored JSON form (``StructuredResult.value``); a live run
+        and a run rebuilt from the store both build the instance from it, so they
+        give the same output. A run only accepts a value that :meth:`validate`
+        passed; a stored value the model no longer accepts (its validators
+        changed since the run finished) is returned as stored, so the finished
+        run can still be loaded and inspected.
+        """
         if self.model is None:
             return value
         try:
-            return self.model.model_validate(value)
-        except ValidationError:
+            return _instance(self.model, value)
+        except (TypeError, ValueError):  # ValidationError is a ValueError; TypeError: not a JSON value
             return value
 
     def tool_name(self) -> str:
@@ -193,6 +217,32 @@ def _resolves(root: Any, ref: str) -> bool:
         else:
             return False
     return True
+
+
+# Pydantic error types a strict JSON Schema always reports too (every property is
+# required, no additional ones): listed once, in the JSON Schema's words.
+_SCHEMA_CHECKED = frozenset({"missing", "extra_forbidden"})
+_PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def _instance(model: type[BaseModel], value: Any) -> BaseModel:
+    """``value`` validated by ``model`` in JSON mode, as the provider sent it: a strict
+    model takes an ISO date string for a ``datetime`` there, as its JSON Schema says."""
+    return model.model_validate_json(json.dumps(value))
+
+
+def _path(location: Any) -> str:
+    """A value's location as the repair message shows it: ``items/0/name`` or ``(root)``."""
+    return "/".join(map(str, location)) or "(root)"
+
+
+def _message(error: Any) -> str:
+    """A Pydantic error's message without the prefix it adds to a validator's own."""
+    message = str(error["msg"])
+    for prefix in _PYDANTIC_PREFIXES:
+        if message.startswith(prefix):
+            return message[len(prefix):]
+    return message
 
 
 def _snake(name: str) -> str:
