@@ -23,6 +23,7 @@ from lg_core.engine.cancel_watch import CancelWatch
 from lg_core.engine.checkpoint import AgentCheckpoint
 from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
+from lg_core.engine.executing import executing
 from lg_core.engine.frame_locks import FrameLocks
 from lg_core.engine.frames import FrameCache, FrameState
 from lg_core.engine.leases import Heartbeat, StepClaimLost
@@ -361,7 +362,7 @@ class Engine:
         run = self.run_handle(ref.run_id)
         if run is None:
             return []
-        with applied(run.execution_state):  # tools, callbacks and hooks see the run's ExecutionState
+        with applied(run.execution_state), executing(run.id):  # tools, callbacks and hooks see the run's ExecutionState
             try:
                 return self._execute(run, ref, attempt, claimed_by, frame, step_input, body_entered)
             except StepClaimLost as lost:

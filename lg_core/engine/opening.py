@@ -42,9 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 from lg_core.engine.checkpoint import AgentCheckpoint
 from lg_core.engine.dispatcher import StepRef
+from lg_core.engine.executing import executing_runs
 from lg_core.engine.frames import FrameState
-from lg_core.errors import CancelledError, DeadlineExceededError
-from lg_core.identity import holder_is_dead
+from lg_core.errors import CancelledError, DeadlineExceededError, RunStateError
+from lg_core.identity import current_holder, holder_is_dead
 from lg_core.run_context import RunContext
 from lg_core.store import RunFinish, StepCommit
 from lg_core.store.records import ActivatedRun, ended_step_status
@@ -208,25 +209,45 @@ class Opener:
                 self.end_past_deadline(run.id)
                 continue
             if time.monotonic() >= next_stuck_check:
-                self._warn_if_stuck(run, warned)
+                self._check_runner(run, warned)
                 next_stuck_check = time.monotonic() + STUCK_CHECK_SECONDS
             wakeup.wait(WAIT_POLL_SECONDS if remaining is None else min(WAIT_POLL_SECONDS, remaining))
             wakeup.clear()
 
-    def _warn_if_stuck(self, run: Run, warned: set[str]) -> None:
-        """Say so when the run this one waits for was left running by a process that is gone.
+    def _check_runner(self, run: Run, warned: set[str]) -> None:
+        """Look at the run that ``run`` waits for, when nothing may ever end it.
 
-        Nothing executes such a local run until someone resumes it, so the wait
-        would otherwise be silent and endless (a deadline still ends it).
+        The runner started ``run`` from one of its tools (or callbacks) on this
+        thread: it waits for ``run``, so ``run`` fails at once instead. The
+        runner was left running by a process that is gone, or stopped in this
+        one by an exception (Ctrl-C in a tool): nothing executes it until
+        someone resumes or cancels it, so say so, once, rather than wait in
+        silence (a deadline still ends the wait).
         """
-        runner = self.engine.store.session_runner(run.invocation.session_id, run.session_actor_id)
-        if runner is None or runner[1] is None or runner[0] in warned or not holder_is_dead(runner[1]):
+        session_id = run.invocation.session_id
+        runner = self.engine.store.session_runner(session_id, run.session_actor_id)
+        if runner is None or runner[1] is None or runner[0] in warned:
             return
-        warned.add(runner[0])
+        runner_id, holder = runner
+        if runner_id in executing_runs():
+            error = RunStateError(
+                f"run {run.id} cannot wait for session {session_id!r}: the run holding it, {runner_id}, "
+                "started this one from a tool or callback and waits for it, so neither could end; "
+                "give this agent call its own session_id, or none"
+            )
+            self.end_pending(run.id, "failed", error)
+            return
+        if holder_is_dead(holder):
+            why, resume = "was left by a process that is gone", f"lg runs resume {runner_id}"
+        elif holder == current_holder() and self.engine.live_run(runner_id) is None:
+            why = "was stopped in this process by an exception (e.g. KeyboardInterrupt)"
+            resume = f"lg_core.resume({runner_id!r}) in this process"
+        else:
+            return
+        warned.add(runner_id)
         log.warning(
-            "run %s waits for session %r, whose running run %s was left by a process that is gone; "
-            "resume that run (lg runs resume %s) or cancel it, and this one starts",
-            run.id, run.invocation.session_id, runner[0], runner[0],
+            "run %s waits for session %r, whose running run %s %s; resume that run (%s) or cancel it, and this one starts",
+            run.id, session_id, runner_id, why, resume,
         )
 
     def _wake(self, run_id: str) -> None:
