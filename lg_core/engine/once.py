@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from lg_core.errors import InvocationError
 from lg_core.identity import current_holder, holder_is_dead
 
 if TYPE_CHECKING:
@@ -22,8 +23,12 @@ if TYPE_CHECKING:
 POLL_SECONDS = 0.05  # how often a waiting caller looks at the claim (a short block is the usual case)
 
 
+MAX_KEY_LENGTH = 200  # "once/" + key is a step key (at most 300 characters)
+
+
 def perform_once(run: Run, key: str, block: Callable[[], Any]) -> Any:
     """``block()`` if nobody performed ``key`` in ``run`` yet, else None (waiting for a holder first)."""
+    _check(key, block)
     engine = run.runtime.engine
     store, step_key, me = run.runtime.store, f"once/{key}", current_holder()
     while True:
@@ -34,6 +39,17 @@ def perform_once(run: Run, key: str, block: Callable[[], Any]) -> Any:
             return _perform(run, step_key, me, block)
         if _settled_elsewhere(run, step_key):
             return None
+
+
+def _check(key: Any, block: Any) -> None:
+    """A key is a non-empty string: ``None`` and ``5`` were taken as "None" and "5", so two
+    different keys could share one record."""
+    if not isinstance(key, str) or not key:
+        raise InvocationError(f"Run.once needs a non-empty string key, got {key!r}"[:200])
+    if len(key) > MAX_KEY_LENGTH:
+        raise InvocationError(f"Run.once keys are at most {MAX_KEY_LENGTH} characters, got {len(key)}")
+    if not callable(block):
+        raise InvocationError(f"Run.once needs a block to call, got {type(block).__name__}")
 
 
 def _settled_elsewhere(run: Run, step_key: str) -> bool:

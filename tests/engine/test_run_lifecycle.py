@@ -11,7 +11,7 @@ import pytest
 
 import lg_core
 from lg_core import Agent, CancellationToken, Configuration, Hook, Tool, with_configuration
-from lg_core.errors import CancelledError, DeadlineExceededError, ProviderError
+from lg_core.errors import CancelledError, DeadlineExceededError, InvocationError, ProviderError
 
 # Deadlines that work must beat first (a model turn and a tool call before the deadline
 # passes): 2 s, not 0.5 s, which a loaded machine's scheduling can use up on its own
@@ -387,6 +387,23 @@ def test_once_does_not_record_a_block_that_raised(config, script):
         run.once("charge", fail)
     assert run.once("charge", lambda: "second try") == "second try"
     assert run.once("charge", lambda: "third try") is None
+
+
+@pytest.mark.parametrize(
+    ("key", "block", "message"),
+    [
+        (None, lambda: 1, "non-empty string key, got None"),  # was recorded as "None"
+        (5, lambda: 1, "non-empty string key, got 5"),  # was recorded as "5"
+        ("", lambda: 1, "non-empty string key, got ''"),
+        ("k" * 201, lambda: 1, "at most 200 characters, got 201"),
+        ("charge", "not callable", "needs a block to call, got str"),
+    ],
+)
+def test_once_refuses_a_key_that_is_not_a_short_string_and_a_block_that_is_not_callable(config, script, key, block, message):
+    run = agent_for(script([{"text": "ok"}])).ask("Hi")
+    with pytest.raises(InvocationError, match=message):
+        run.once(key, block)
+    assert run.once("5", lambda: "the string key is still free") == "the string key is still free"
 
 
 # -- hooks --------------------------------------------------------------------------------------
