@@ -77,7 +77,12 @@ class RunContext:
         remaining = max(0.0, self.deadline.timestamp() - time.time())
         return remaining if maximum is None else min(remaining, maximum)
 
-    def record_usage(self, value: Usage) -> None:
+    def record_usage(self, value: Usage | Mapping[str, int]) -> None:
+        """Add ``value`` (a Usage, or a mapping of its counts) to the usage this run recorded."""
+        if not isinstance(value, Usage):
+            if not isinstance(value, Mapping):
+                raise TypeError(f"record_usage takes a Usage or a mapping like {{'input_tokens': 12}}, got {type(value).__name__}")
+            value = Usage(**value)  # an unknown count is a TypeError naming the known ones
         with self._lock:
             # Usage is frozen: the first value is kept as is (no new object; most steps record one).
             first = self._usage is NO_USAGE and isinstance(value, Usage)

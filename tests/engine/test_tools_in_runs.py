@@ -628,3 +628,28 @@ def test_a_run_a_tool_interrupted_stays_resumable_in_the_same_process(file_confi
         assert (resumed.outcome, resumed.response) == ("completed", "Resumed.")
     finally:
         scripted.unregister("interruptible-agent")
+
+
+def test_record_usage_takes_a_usage_or_a_mapping_of_counts_and_names_what_it_takes_otherwise(config, script):
+    outcomes: list[str] = []
+
+    class MeteredTool(Tool):
+        tool_name = "metered"
+        description = "Records usage."
+
+        def call(self, input):
+            self.context.record_usage({"input_tokens": 7})
+            for bad in (None, 12, {"tokens": 1}):
+                try:
+                    self.context.record_usage(bad)
+                except TypeError as exc:  # was "unsupported operand type(s) for +"
+                    outcomes.append(str(exc))
+            return "ok"
+
+    target = script([{"tool_calls": [call("metered", "c1")], "usage": {"input_tokens": 3}}, {"text": "Done.", "usage": {"input_tokens": 4}}])
+    run = agent_for(target, MeteredTool).ask("Meter")
+
+    assert run.usage.input_tokens == 3 + 7 + 4
+    assert outcomes[0] == "record_usage takes a Usage or a mapping like {'input_tokens': 12}, got NoneType"
+    assert outcomes[1].endswith("got int")
+    assert "unknown token counts ['tokens']" in outcomes[2]
