@@ -40,6 +40,7 @@ from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
 from lg_core.run_result import RunResult
+from lg_core.sessions.base import SessionSnapshot
 from lg_core.sessions.session import Session
 from lg_core.store import RunRecord
 from lg_core.usage import Usage
@@ -101,6 +102,10 @@ class Run:
         self._ended_here = False
         self._stored_entrypoint: str | None = None
         self._session: Session | None = None
+        # Set by RunSessions when this process opens the run's session and builds its
+        # completing turn: what the session holds once that turn is committed (_settle_session).
+        self._session_opened: SessionSnapshot | None = None
+        self._session_turn: SessionSnapshot | None = None
         # The ExecutionState of the code that built the run; current around each of its steps.
         self.execution_state: Mapping[str, Any] = ExecutionState.capture()
 
@@ -124,7 +129,9 @@ class Run:
 
         The same conversation the run continues (its invocation's ``session_id``
         and the run's persistence actor, in the runtime's store), so an
-        application can read or checkpoint it without rebuilding the key.
+        application can read or checkpoint it without rebuilding the key. Once
+        the run completed, it holds the run's turn (_settle_session), so it is
+        the base of the application's next update.
         """
         store = self.runtime.session_store
         if store is None:
@@ -252,6 +259,8 @@ class Run:
                         self.cancellation_token.cancel("the event consumer failed")
 
     def _finish_from(self, outcome: str, data: Any) -> None:
+        if self.outcome is None:
+            self._settle_session(outcome)
         self.outcome = outcome
         self.response = data.get("response")
         usage = data.get("usage")
@@ -386,7 +395,26 @@ class Run:
             run._load_outcome(record)
         return run
 
+    def _settle_session(self, outcome: str) -> None:
+        """Bring the Session this run exposes up to the run's own completed turn.
+
+        The Session reads its store once, so one read before the run ended (by a
+        hook, a tool) would never show the turn, and its next write would be
+        refused for a count its own run changed. When this process built the
+        committed turn, a snapshot read before the commit becomes the one the
+        commit left (the checkpoint of later updates, as after any successful
+        write); otherwise (the run executed elsewhere) the Session reads the
+        store again on its next use. Called once, when the run's outcome arrives.
+        """
+        committed, self._session_turn = self._session_turn, None
+        session = self._session
+        if outcome != "completed" or session is None or session.actor_id != self.session_actor_id:
+            return  # (a Session of another actor is rebuilt by the property anyway)
+        session._adopt_run_write(committed)
+
     def _load_outcome(self, record: RunRecord) -> None:
+        if self.outcome is None:
+            self._settle_session(record.status)
         self.outcome = record.status
         self.response = record.response
         self.usage = Usage.from_dict(record.usage)

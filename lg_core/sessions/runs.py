@@ -30,14 +30,21 @@ run will not complete with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lg_core.datamap import DataMap
-from lg_core.errors import ConfigurationError
+from lg_core.errors import ConfigurationError, Error
 from lg_core.messages import Message
-from lg_core.sessions.base import SessionSnapshot, SessionStore, load_snapshot, persistable
+from lg_core.run_ids import ID_PATTERN, ID_RULE
+from lg_core.sessions.base import (
+    SessionSnapshot,
+    SessionStore,
+    canonical_mapping,
+    load_snapshot,
+    persistable,
+)
 from lg_core.sessions.sql import SqlSessionStore
 from lg_core.store.records import SessionWrite
 
@@ -84,10 +91,12 @@ class RunSessions:
         if self._actor is None:
             return invocation.actor_id
         actor = self._actor(invocation)
-        if actor is not None and (not isinstance(actor, str) or not actor.strip()):
+        # The rule every actor_id follows (Invocation, session keys), checked here: a
+        # bad id must fail before the run row exists, not at the run's first session read.
+        if actor is not None and (not isinstance(actor, str) or not ID_PATTERN.fullmatch(actor)):
             raise ConfigurationError(
                 f"session_actor must return a non-empty string actor id or None, got {actor!r} "
-                f"for run {invocation.run_id}"
+                f"for run {invocation.run_id}; an actor id is {ID_RULE}"
             )
         return actor
 
@@ -109,6 +118,8 @@ class RunSessions:
         state = DataMap(stored_state)
         for key, value in invocation.context.items():
             state[key] = value
+        # What the run's turn will be appended to, for the Session the run exposes (committed_snapshot).
+        run._session_opened = SessionSnapshot(stored, stored_state, _unmarked(snapshot))
         return Opening(history, state, len(stored))
 
     @staticmethod
@@ -128,7 +139,32 @@ class RunSessions:
             return None
         invocation = run.invocation
         turn = persistable(conversation[info["skip"] :])
-        return SessionWrite(invocation.session_id, run.session_actor_id, turn, dict(state), info["count"])
+        write = SessionWrite(invocation.session_id, run.session_actor_id, turn, dict(state), info["count"])
+        # Taken up by the Run once its completion committed (Run.session), dropped otherwise.
+        run._session_turn = self.committed_snapshot(run, write)
+        return write
+
+    def committed_snapshot(self, run: Run, write: SessionWrite) -> SessionSnapshot | None:
+        """The snapshot ``run``'s session holds once ``write`` is committed: its opening's plus the turn.
+
+        None when this process did not open the run's session (a worker or an
+        earlier process did), or opened it at another count: the Run then reads
+        the session afresh instead.
+        """
+        opened: SessionSnapshot | None = getattr(run, "_session_opened", None)
+        if opened is None or opened.count != write.expected_count:
+            return None
+        try:
+            state = canonical_mapping(write.state, "state")
+        except Error:  # the store refuses it too, and the run does not complete
+            return None
+        if write.metadata is not None:
+            metadata = write.metadata
+        elif self.in_store:  # the commit keeps the stored metadata
+            metadata = opened.metadata
+        else:  # write_external marks its write
+            metadata = {**opened.metadata, TURN: _turn_record(run.id, write, opened.state)}
+        return SessionSnapshot(opened.messages + tuple(write.messages), state, metadata)
 
     def write_external(self, run_id: str, write: SessionWrite) -> None:
         """Add run ``run_id``'s turn to a store outside the run store's database.
@@ -146,8 +182,7 @@ class RunSessions:
             snapshot = load_snapshot(store, session_id, actor_id)
             stored, before = _before_turn_of(run_id, snapshot)
             count = write.expected_count
-            turn = {"run_id": run_id, "from": count, "to": count + len(write.messages), "state": before}
-            metadata = {**_unmarked(snapshot), TURN: turn}
+            metadata = {**_unmarked(snapshot), TURN: _turn_record(run_id, write, before)}
             if snapshot is not None and len(stored) == count < snapshot.count:  # this run's earlier turn
                 store.replace(session_id, messages=stored + tuple(write.messages), state=write.state,
                               metadata=metadata, actor_id=actor_id)
@@ -174,6 +209,12 @@ class RunSessions:
             assert snapshot is not None
             store.replace(session_id, messages=snapshot.messages[: turn["from"]], state=turn["state"],
                           metadata=_unmarked(snapshot), actor_id=actor_id)
+
+
+def _turn_record(run_id: str, write: SessionWrite, before: dict[str, Any]) -> dict[str, Any]:
+    """The ``lg_turn`` record of ``write``: its run, the counts before and after it, the state before it."""
+    count = write.expected_count
+    return {"run_id": run_id, "from": count, "to": count + len(write.messages), "state": before}
 
 
 def _turn_of(run_id: str, snapshot: SessionSnapshot | None) -> dict[str, Any] | None:
@@ -206,12 +247,20 @@ def _unmarked(snapshot: SessionSnapshot | None) -> dict[str, Any]:
 
 
 def _hook_history(hook: Any, chosen: Any) -> tuple[Message, ...]:
-    try:
-        return tuple(Message.coerce(m) for m in chosen)
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(
-            f"{type(hook).__name__}.session_history must return a list of Message or None: {exc}"
-        ) from None
+    """The history a ``session_history`` hook chose, as Messages; ConfigurationError otherwise.
+
+    A string, a mapping or a single Message is iterable but is no list of
+    messages (a string would become one user message per character).
+    """
+    problem = None
+    if isinstance(chosen, (str, bytes, Mapping, Message)) or not isinstance(chosen, Iterable):
+        problem = f"got {type(chosen).__name__}"
+    else:
+        try:
+            return tuple(Message.coerce(m) for m in chosen)
+        except (TypeError, ValueError) as exc:
+            problem = str(exc)
+    raise ConfigurationError(f"{type(hook).__name__}.session_history must return a list of Message or None: {problem}")
 
 
 __all__ = ["Opening", "RunSessions"]

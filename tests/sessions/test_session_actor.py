@@ -68,8 +68,9 @@ def test_without_a_resolver_the_actor_is_the_invocations(config):
     assert stored(config, "user-7") == ["Plain.", "seen: Plain."]
 
 
-@pytest.mark.parametrize("bad", [42, "", "   "])
+@pytest.mark.parametrize("bad", [42, "", "   ", "user 7", " user-7", "-user", "u" * 129])
 def test_a_resolver_returning_no_actor_id_is_refused_before_anything_is_stored(bad):
+    # The id rule an invocation's actor_id follows: a broken id is configuration, refused before the run exists.
     configuration = Configuration(session_actor=lambda invocation: bad)
     with with_configuration(configuration):
         with pytest.raises(ConfigurationError, match="session_actor must return a non-empty string actor id or None"):

@@ -117,6 +117,26 @@ def test_a_hook_returning_no_list_fails_the_run_with_configuration_error():
     assert "session_history must return a list" in str(run.error)
 
 
+@pytest.mark.parametrize(
+    "chosen",
+    ["Summary", b"Summary", {"role": "user", "content": "Summary"}, Message(role="user", content="Summary")],
+    ids=["str", "bytes", "mapping", "one-message"],
+)
+def test_a_hook_returning_a_string_or_one_message_is_no_list_either(chosen):
+    # Iterable, but not a list of messages: a string would become one user message per character.
+    class Broken(Hook):
+        def session_history(self, run, stored, fallback):
+            return chosen
+
+    configuration = Configuration(hooks=[Broken])
+    with with_configuration(configuration):
+        run = ask("hello")
+        assert stored(configuration) == []
+    configuration.close()
+    assert run.failed and isinstance(run.error, lg_core.ConfigurationError)
+    assert "session_history must return a list" in str(run.error)
+
+
 def test_state_starts_from_the_session_merged_with_the_invocation_context(config):
     first = NoteAgent.ask("plan=trial", session_id="conv-1", actor_id="user-7", context={"tier": "gold"})
     second = NoteAgent.ask("seat=12", session_id="conv-1", actor_id="user-7", context={"tier": "platinum"})
@@ -442,3 +462,65 @@ def test_a_runs_session_store_calls_run_in_the_runs_operation_context():
     configuration.close()
     assert run.completed
     assert store.calls and {operation for _call, operation in store.calls} == {run.operation_id}
+
+
+class ReadsSessionFirst(Hook):
+    """Reads ``run.session`` before the run executes, as an application's hook may."""
+
+    seen: list[int] = []
+
+    def prepare_execution(self, run):
+        self.seen.append(len(run.session.history()))
+        return run
+
+
+@pytest.mark.parametrize("kind", ["run store", "memory", "filesystem"])
+def test_a_runs_session_read_before_it_ran_holds_its_turn_once_it_completed(tmp_path, kind):
+    # Run#session is the "Session opened for this invocation", and a successful write
+    # "becomes the checkpoint used by later updates": the run's own turn too.
+    stores = {"memory": MemorySessionStore, "filesystem": lambda: FilesystemSessionStore(tmp_path / "sessions")}
+    options = {} if kind == "run store" else {"session_store": stores[kind]()}
+    ReadsSessionFirst.seen = []
+    configuration = Configuration(hooks=[ReadsSessionFirst], **options)
+    with with_configuration(configuration):
+        NoteAgent.ask("color=blue", session_id="conv-1", actor_id="user-7")
+        run = NoteAgent.ask("size=xl", session_id="conv-1", actor_id="user-7")
+        assert ReadsSessionFirst.seen == [0, 4]  # user, tool call, tool result, answer
+
+        assert run.session.load() == Session("conv-1", actor_id="user-7").load()  # messages, state, metadata
+        assert run.session.state == {"color": "blue", "size": "xl"}
+        assert lg_core.get_run(run.id).session.load() == run.session.load()
+        run.session.checkpoint_result(run)  # nothing new: the stored history is the run's conversation
+        run.session.append([Message(role="user", content="a note")])
+        assert ask("next").response == "seen: color=blue | size=xl | a note | next"
+    configuration.close()
+
+
+def test_a_session_read_by_a_hook_during_a_failed_run_stays_usable(script):
+    class Failing(Agent):
+        model = script([{"error": {"message": "the provider is down", "kind": "provider"}}])
+
+    ReadsSessionFirst.seen = []
+    configuration = Configuration(hooks=[ReadsSessionFirst])
+    with with_configuration(configuration):
+        ask("kept")
+        run = Failing.ask("lost", session_id="conv-1", actor_id="user-7")
+        assert run.failed and ReadsSessionFirst.seen == [0, 2]
+        assert [m.text for m in run.session.history()] == ["kept", "seen: kept"]
+        run.session.append([Message(role="user", content="after the failure")])
+        assert [text for _role, text in stored(configuration)] == ["kept", "seen: kept", "after the failure"]
+    configuration.close()
+
+
+def test_a_run_handle_that_read_the_session_while_the_run_executed_reads_it_again_once_completed(config):
+    execution = RecallAgent.start_execution("gate:g1 hello", session_id="conv-1", actor_id="user-7")
+    session_app.wait_until_entered("g1")
+    handle = lg_core.get_run(execution.run_id)  # a Run rebuilt from the store: it did not execute the run
+    assert handle.session.history() == ()
+    session_app.release("g1")
+    execution.wait(timeout=30)
+
+    assert handle.refresh().completed
+    assert handle.session.load() == Session("conv-1", actor_id="user-7").load()
+    handle.session.append([Message(role="user", content="a note")])
+    assert stored(config)[-1] == ("user", "a note")
