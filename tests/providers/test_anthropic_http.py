@@ -12,6 +12,8 @@ engine, so what is checked is what a user sees and what the server received.
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -32,7 +34,9 @@ from tests.providers.agents import (
 )
 from tests.providers.anthropic_server import (
     MESSAGE_STOP,
+    PING,
     delta,
+    encode,
     error,
     message,
     message_delta,
@@ -45,6 +49,7 @@ from tests.providers.anthropic_server import (
     tool_block,
     tool_message,
 )
+from tests.providers.sse_server import frames
 
 KEY = "sk-ant-api03-Zq7t0psecret"
 
@@ -134,6 +139,30 @@ def test_thinking_streams_as_reasoning_and_goes_back_signed_with_the_tool_result
     }
     stored = run.result.messages[1].content[0]
     assert stored == Reasoning(text="The user asks about refunds; look it up.", signature="EqQBCgIYAhIMsig")
+
+
+@pytest.mark.timeout(60)
+def test_message_stop_ends_the_answer_while_the_server_holds_the_connection_open(config, server):
+    """A proxy may keep the body open after ``message_stop`` (here: until a late ping): the answer is
+    complete at ``message_stop``, so waiting for the body to close would stall each turn and, past the
+    read timeout, throw the finished answer away as a timeout and ask again."""
+    connect(server, timeout=3)
+    released = threading.Event()
+    answer = [encode(event) for event in text_message("All ", "done.")]
+    server.reply(frames([*answer, PING], hold=released, hold_after=len(answer)))
+
+    started = time.monotonic()
+    try:
+        run = SupportAgent.ask("Hi")
+        elapsed = time.monotonic() - started
+    finally:
+        released.set()
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "All done."
+    assert (run.usage.input_tokens, run.usage.output_tokens) == (25, 15)
+    assert retries(run) == [] and len(server.received) == 1
+    assert elapsed < 2  # before, the run waited for the 3 s read timeout, then failed it as a ReadTimeout
 
 
 # -- tools -------------------------------------------------------------------------------------------

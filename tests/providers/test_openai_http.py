@@ -13,10 +13,12 @@ a user sees and what the server received.
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
-from lg_core import ContextWindowOverflowError, ProtocolError, ProviderError
+from lg_core import ContextWindowOverflowError, HTTPError, ProtocolError, ProviderError
 from tests.providers.agents import (
     LOOKUP_SCHEMA,
     TRIAGE,
@@ -29,7 +31,9 @@ from tests.providers.agents import (
     use_connection,
 )
 from tests.providers.openai_server import (
+    FRAMING,
     chunk,
+    error,
     json_reply,
     serve,
     stream,
@@ -37,6 +41,7 @@ from tests.providers.openai_server import (
     tool_call_chunks,
     usage_chunk,
 )
+from tests.providers.sse_server import frames
 
 KEY = "sk-test-Zq7t0psecret"
 
@@ -129,6 +134,38 @@ def test_cache_writes_reported_by_openrouter_are_not_counted_as_uncached_input(c
 
     assert (usage.input_tokens, usage.cache_write_tokens, usage.cache_read_tokens) == (94, 100, 0)
     assert usage.total_tokens == 196
+
+
+def usage_on_the_finish_chunk(*pieces):
+    """A compatible server's answer (DeepSeek, Together, Mistral): the usage on the chunk with the finish reason."""
+    *answer, finish, last = text_chunks(*pieces)
+    return [*answer, {**finish, "usage": last["usage"]}]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("chunks", [text_chunks, usage_on_the_finish_chunk], ids=["usage-chunk-after-finish", "usage-on-finish"])
+def test_the_usage_after_the_finish_reason_ends_the_answer_when_done_is_held_back(connection, chunks):
+    """The request asks for usage, which comes last (OpenAI: a chunk of its own after the finish reason,
+    before ``[DONE]``): a server that holds ``[DONE]`` back, or the body open, cannot stall the turn
+    into a read timeout that throws the finished answer away. Usage that follows the finish reason is
+    still read, so the run reports it."""
+    use_connection("local:gpt-4o-mini", {"adapter": "openai", "api_key": KEY, "timeout": 3}, connection)
+    released = threading.Event()
+    encoded = FRAMING.encoded(chunks("All ", "done."))  # ends with [DONE]
+    connection.reply(frames(encoded, hold=released, hold_after=len(encoded) - 1))
+
+    started = time.monotonic()
+    try:
+        run = SupportAgent.ask("Hi")
+        elapsed = time.monotonic() - started
+    finally:
+        released.set()
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "All done."
+    assert (run.usage.input_tokens, run.usage.output_tokens) == (12, 5)
+    assert retries(run) == [] and len(connection.received) == 1
+    assert elapsed < 2  # before, the run waited for the 3 s read timeout, then failed it as a ReadTimeout
 
 
 # -- tools -------------------------------------------------------------------------------------------
@@ -252,6 +289,20 @@ def test_a_result_schema_is_sent_as_response_format_and_the_json_answer_becomes_
     assert response_format["json_schema"]["name"]
 
 
+def test_a_result_schema_is_sent_as_a_strict_json_schema(connection):
+    """Without ``strict``, OpenAI takes the schema as a hint; result schemas are strict-mode schemas
+    (checked when the Agent class is defined), so the answer is decoded under the schema."""
+    connection.reply(stream(text_chunks(json.dumps({"category": "billing", "urgent": False}))))
+
+    run = TriageAgent.ask("I was charged twice.")
+
+    assert run.outcome == "completed", run.error
+    assert connection.received[0].body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "result", "strict": True, "schema": TRIAGE},
+    }
+
+
 def test_an_empty_answer_is_sent_back_with_string_content_when_the_result_is_repaired(connection):
     """OpenAI rejects an assistant message whose content is null without tool calls
     ("Invalid value for 'content': expected a string, got null"), so the repair request must not send one."""
@@ -281,6 +332,61 @@ def test_llama_cpp_context_size_error_is_a_context_window_overflow(connection):
 
     assert type(run.error) is ContextWindowOverflowError
     assert "8192 tokens" in str(run.error)
+
+
+ANTHROPIC_OVERFLOW = '{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 201234 tokens > 200000 maximum"}}'
+
+
+@pytest.mark.parametrize(
+    ("body", "quoted"),
+    [
+        pytest.param(
+            {"error": {"code": 400, "message": "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+                       "status": "INVALID_ARGUMENT"}},
+            "exceeds the maximum number of tokens allowed (1048576)",
+            id="gemini-openai-compatible-endpoint",
+        ),
+        pytest.param(
+            {"error": {"message": f"litellm.BadRequestError: AnthropicException - {ANTHROPIC_OVERFLOW}", "type": None, "param": None, "code": "400"}},
+            "prompt is too long: 201234 tokens > 200000 maximum",
+            id="litellm-proxy-for-anthropic",
+        ),
+        pytest.param(
+            {"error": {"code": 400, "message": "Provider returned error", "metadata": {"provider_name": "Anthropic", "raw": ANTHROPIC_OVERFLOW}}},
+            "prompt is too long: 201234 tokens > 200000 maximum",
+            id="openrouter-upstream-error",
+        ),
+    ],
+)
+def test_a_gateways_context_window_error_in_another_providers_words_is_a_context_window_overflow(connection, body, quoted):
+    """Gateways pass an upstream provider's words through this API: Google's OpenAI-compatible endpoint
+    speaks Gemini's, a LiteLLM proxy wraps Anthropic's, OpenRouter tells them only in ``metadata.raw``."""
+    connection.reply(json_reply(400, body))
+
+    run = SupportAgent.ask("Hi")
+
+    assert type(run.error) is ContextWindowOverflowError
+    assert quoted in str(run.error)
+    assert run.error.retryable is False and len(connection.received) == 1
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        error(400, "Invalid 'max_tokens': integer above maximum value. Expected a value <= 16384, but got 200000 instead."),
+        json_reply(400, {"error": {"code": 400, "message": "Provider returned error",
+                                   "metadata": {"provider_name": "Anthropic", "raw": '{"type":"error","error":{"type":"invalid_request_error",'
+                                                '"message":"messages: text content blocks must be non-empty"}}'}}}),
+    ],
+    ids=["max-tokens", "upstream-empty-message"],
+)
+def test_a_bad_request_about_something_else_stays_an_http_error(connection, reply):
+    connection.reply(reply)
+
+    run = SupportAgent.ask("Hi")
+
+    assert type(run.error) is HTTPError
+    assert run.error.status == 400
 
 
 def test_a_json_answer_instead_of_a_stream_is_a_protocol_error(connection):

@@ -81,7 +81,7 @@ def test_response_format_needs_native_structured_output_and_a_wire_safe_name():
 
     assert body(output_schema=schema)["response_format"] == {
         "type": "json_schema",
-        "json_schema": {"name": "support_triage_", "schema": {"type": "object"}, "description": "Triage."},
+        "json_schema": {"name": "support_triage_", "strict": True, "schema": {"type": "object"}, "description": "Triage."},
     }
     assert "response_format" not in body(permissive=False, output_schema=schema)
 

@@ -20,6 +20,7 @@ import pytest
 from lg_core import (
     Agent,
     ConfigurationError,
+    ContextWindowOverflowError,
     HTTPError,
     ProviderError,
     Tool,
@@ -236,6 +237,16 @@ def test_a_structured_result_routes_only_to_providers_that_take_the_schema(conne
     assert body["provider"] == {"require_parameters": True}
 
 
+def test_a_structured_result_is_sent_as_a_strict_schema(connection):
+    """Without ``strict``, OpenRouter (and the upstream behind it) takes the schema as a hint."""
+    connection.reply(stream(text_chunks('{"category": "delivery"}')))
+
+    TriageAgent.ask("My package is missing.")
+
+    json_schema = connection.received[0].body["response_format"]["json_schema"]
+    assert (json_schema["strict"], json_schema["schema"]) == (True, TRIAGE)
+
+
 def test_settings_the_model_does_not_support_are_left_out_when_routing_requires_every_parameter(config, server, monkeypatch):
     """With require_parameters, one unsupported setting would leave no provider to route to."""
     monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
@@ -285,6 +296,20 @@ def test_an_error_chunk_that_is_not_transient_fails_the_run_naming_the_upstream_
     assert type(run.error) is ProviderError and run.error.retryable is False
     assert "Provider returned error (upstream provider Anthropic: " in str(run.error)
     assert "tool_use ids must be unique" in str(run.error)
+    assert len(connection.received) == 1
+
+
+def test_a_context_window_error_told_only_by_the_upstream_provider_is_a_context_window_overflow(connection):
+    """OpenRouter's 400 says only "Provider returned error"; the upstream's own error, in ``metadata.raw``, says why."""
+    raw = '{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 201234 tokens > 200000 maximum"}}'
+    connection.reply(error(400, "Provider returned error", provider_name="Anthropic", raw=raw))
+
+    run = OrderAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert type(run.error) is ContextWindowOverflowError and run.error.retryable is False
+    assert "(upstream provider Anthropic: " in str(run.error)
+    assert "prompt is too long: 201234 tokens > 200000 maximum" in str(run.error)
     assert len(connection.received) == 1
 
 

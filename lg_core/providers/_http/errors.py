@@ -38,6 +38,23 @@ STATUS_HINTS: Mapping[int, str] = MappingProxyType(
     }
 )
 
+# How providers word a request longer than the model's context window. Every adapter checks them all:
+# gateways (OpenRouter, LiteLLM, Google's OpenAI-compatible endpoint) pass one provider's words
+# through another's API.
+CONTEXT_OVERFLOW_MARKERS = (
+    "context_length_exceeded",  # OpenAI's code
+    "maximum context length",  # OpenAI, OpenRouter, vLLM: "This model's maximum context length is ..."
+    "context window",
+    "context length",
+    "too many tokens",
+    "prompt is too long",  # Anthropic: "prompt is too long: 208310 tokens > 200000 maximum"
+    "exceed context limit",  # Anthropic: "input length and `max_tokens` exceed context limit: ..."
+    "exceeds the maximum number of tokens",  # Gemini: "The input token count (1200000) exceeds the maximum ..."
+    "input token count",  # Gemini, Vertex AI: "... the input token count is 1200000 but model only supports up to ..."
+    "exceed_context_size",  # llama.cpp's error type: "... exceeds the available context size ..."
+    "available context size",
+)
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ErrorReply:
@@ -98,6 +115,13 @@ def transport_error(cause: httpx.HTTPError, endpoint: str) -> ProviderError:
     return ProviderError(f"the request to {endpoint} failed: {cause}")
 
 
+def is_context_overflow(*texts: object) -> bool:
+    """Whether any of ``texts`` (an error's message, type, code, an upstream's own error) says the
+    request was longer than the context window; an adapter asks only of a 400 or 413, or an error frame."""
+    text = " ".join(str(part) for part in texts if part).lower()
+    return any(marker in text for marker in CONTEXT_OVERFLOW_MARKERS)
+
+
 def status_message(status: int, message: str, code: object, endpoint: str, hints: Mapping[int, str] = STATUS_HINTS) -> str:
     """``<endpoint> answered 401 Unauthorized: <the server's message> (<code>).`` and the hint ``hints``
     has for the status (by default: check the key of a refused request)."""
@@ -137,12 +161,14 @@ def quoted_body(body: str, fallback: str) -> str:
 
 
 __all__ = [
+    "CONTEXT_OVERFLOW_MARKERS",
     "ErrorReply",
     "QUOTED_BODY_CHARS",
     "REDACTED",
     "RETRYABLE_STATUSES",
     "STATUS_HINTS",
     "error_member",
+    "is_context_overflow",
     "is_retryable_status",
     "parse_body",
     "quoted_body",

@@ -21,6 +21,7 @@ from lg_core.errors import ContextWindowOverflowError, HTTPError, ProtocolError,
 from lg_core.providers._http.errors import (
     ErrorReply,
     error_member,
+    is_context_overflow,
     is_retryable_status,
     parse_body,
     quoted_body,
@@ -31,9 +32,6 @@ from lg_core.providers._http.errors import (
 
 # Error types that say "try again" rather than "this request is wrong" (mid-stream, where no status tells).
 RETRYABLE_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
-# How Anthropic words a request longer than the context window ("prompt is too long: 208310 tokens >
-# 200000 maximum"; "input length and `max_tokens` exceed context limit: ...").
-_CONTEXT_MARKERS = ("prompt is too long", "exceed context limit", "context window", "context length")
 
 
 def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret: str | None = None) -> ProviderError:
@@ -44,7 +42,7 @@ def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret
     detail = _detail(body)
     message, kind = detail["message"], detail["type"]
     facts = {"error_type": kind, "request_id": detail["request_id"]}
-    if cause.status in (None, 400, 413) and _is_context_overflow(message):
+    if cause.status in (None, 400, 413) and is_context_overflow(message):
         return ContextWindowOverflowError(
             f"{endpoint} rejected the request as longer than the model's context window: {message}",
             status=cause.status,
@@ -77,11 +75,6 @@ def _detail(body: str) -> dict[str, Any]:
     message = error.get("message") or quoted_body(body, "no error message")
     kind = error.get("type")
     return {"message": str(message), "type": str(kind) if kind else None, "request_id": request_id}
-
-
-def _is_context_overflow(message: str) -> bool:
-    text = message.lower()
-    return any(marker in text for marker in _CONTEXT_MARKERS)
 
 
 def _typed(kind: str | None) -> str:

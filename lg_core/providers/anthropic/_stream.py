@@ -248,20 +248,25 @@ def read_stream(
 ) -> Iterator[StreamEvent]:
     """The StreamEvents of an SSE stream (``events`` have ``.event`` and ``.data``), checking ``interrupt`` between events.
 
-    The stream ends after ``message_stop`` (the server closes it); events after
-    that are read, so the connection can be reused, and ignored.
+    ``message_stop`` ends the response, as ``[DONE]`` ends a Chat Completions stream:
+    reading stops there, without waiting for the server to close the body. A proxy
+    that holds the connection open after it (or keeps sending pings) would
+    otherwise make a finished answer wait for the read timeout, and then lose it
+    as a timeout to be retried.
     """
     endpoint = reader.endpoint
     for sse in events:
         interrupt()
         if sse.event == "error":  # its data is the error object; a proxy may send plain text instead
             raise on_error(ErrorReply(None, sse.data))
-        if reader.stopped or not sse.data.strip():
+        if not sse.data.strip():
             continue
         event = parse_object(sse.data, endpoint, "stream event")
         if event.get("type") == "error":
             raise on_error(ErrorReply(None, sse.data))
         yield from reader.feed(event)
+        if reader.stopped:
+            break
     if not reader.stopped:
         raise HTTPError(f"the stream from {endpoint} ended before the response was complete (no message_stop)", retryable=True)
     if not reader.answered:

@@ -22,6 +22,7 @@ import httpx
 from lg_core.errors import ContextWindowOverflowError, HTTPError, ProtocolError, ProviderError
 from lg_core.providers._http.errors import (
     ErrorReply,
+    is_context_overflow,
     is_retryable_status,
     parse_body,
     quoted_body,
@@ -32,9 +33,6 @@ from lg_core.providers._http.errors import (
 
 # Canonical codes that say "try again" rather than "this request is wrong" (mid-stream, where no status tells).
 RETRYABLE_CODES = frozenset({"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED", "ABORTED"})
-# How Gemini words a request longer than the context window ("The input token count (1200000)
-# exceeds the maximum number of tokens allowed (1048576).").
-_CONTEXT_MARKERS = ("exceeds the maximum number of tokens", "input token count", "context window", "context length")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
 KEY_HINT = " Check the connection's api_key or api_key_env."  # what status_message adds to a 401 or 403
 # Models before Gemini 3 refuse responseSchema beside function declarations.
@@ -51,7 +49,7 @@ def provider_error(
     body = redact(cause.body, secret)
     detail = _detail(body)
     message, code = detail["message"], detail["status"]
-    if cause.status in (None, 400) and _is_context_overflow(message):
+    if cause.status in (None, 400) and is_context_overflow(message):
         return ContextWindowOverflowError(
             f"{endpoint} rejected the request as longer than the model's context window: {message}",
             status=cause.status,
@@ -116,11 +114,6 @@ def _hint(status: int, message: str, reason: str | None, credential_hint: str) -
             "capabilities.native_structured_output off (result schemas then go through a tool)."
         )
     return ""
-
-
-def _is_context_overflow(message: str) -> bool:
-    text = message.lower()
-    return any(marker in text for marker in _CONTEXT_MARKERS)
 
 
 def _coded(code: str | None) -> str:

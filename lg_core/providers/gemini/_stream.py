@@ -222,7 +222,13 @@ def read_stream(
     interrupt: Callable[[], None],
     on_error: Callable[[ErrorReply], ProviderError],
 ) -> Iterator[StreamEvent]:
-    """The StreamEvents of an SSE stream (``events`` have ``.data``), checking ``interrupt`` between chunks."""
+    """The StreamEvents of an SSE stream (``events`` have ``.data``), checking ``interrupt`` between chunks.
+
+    Unlike Anthropic's ``message_stop`` and OpenAI's ``[DONE]``, the format has no end
+    marker: only the body's end says that nothing follows. A ``finishReason`` is not one,
+    since gateways translating other APIs into this one send it on more than the last
+    chunk (and usage after it), so reading goes on until the server closes the body.
+    """
     endpoint = reader.endpoint
     for sse in events:
         interrupt()

@@ -30,6 +30,7 @@ from lg_core.providers._http.errors import (
     STATUS_HINTS,
     ErrorReply,
     error_member,
+    is_context_overflow,
     is_retryable_status,
     parse_body,
     quoted_body,
@@ -41,14 +42,6 @@ from lg_core.providers._http.errors import (
 
 # In-stream error types and codes that say "try again" rather than "this request is wrong".
 _RETRYABLE_KINDS = frozenset({"server_error", "rate_limit_exceeded", "rate_limit_error", "overloaded_error", "timeout"})
-_CONTEXT_MARKERS = (
-    "context_length_exceeded",
-    "maximum context length",
-    "context window",
-    "too many tokens",
-    "exceed_context_size",  # llama.cpp's error type: "... exceeds the available context size ..."
-    "available context size",
-)
 MAX_UPSTREAM_CHARS = 300  # of an upstream provider's raw error quoted in a message
 
 
@@ -61,9 +54,11 @@ def provider_error(
         return transport_error(cause, endpoint)
     body = redact(cause.body, secret)
     detail = _detail(body)
-    if cause.status in (None, 400, 413) and _is_context_overflow(detail):
+    # A gateway's message may say only "Provider returned error": the upstream's own (``raw``) tells.
+    overflow = is_context_overflow(detail.get("code"), detail.get("type"), detail["message"], detail.get("raw"))
+    if cause.status in (None, 400, 413) and overflow:
         return ContextWindowOverflowError(
-            f"{endpoint} rejected the request as longer than the model's context window: {detail['message']}",
+            f"{endpoint} rejected the request as longer than the model's context window: {_with_upstream(detail)}",
             status=cause.status,
         )
     if cause.status is None:
@@ -147,12 +142,6 @@ def _with_upstream(detail: dict[str, Any]) -> str:
         parts.append("flagged for: " + ", ".join(detail["reasons"]))
     message = detail["message"]
     return f"{message.rstrip('. ')} ({'; '.join(parts)})" if parts else message
-
-
-def _is_context_overflow(detail: dict[str, Any]) -> bool:
-    """OpenAI says ``context_length_exceeded``; compatible servers say it in words or their own type."""
-    text = f"{detail.get('code')} {detail.get('type')} {detail['message']}".lower()
-    return any(marker in text for marker in _CONTEXT_MARKERS)
 
 
 __all__ = ["ErrorReply", "provider_error", "retry_after_seconds"]

@@ -177,9 +177,14 @@ def _tool_choice(choice: Any) -> Any:
 
 
 def _response_format(output_schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Structured output: the result schema as ``json_schema``; the name must match ``[a-zA-Z0-9_-]{1,64}``."""
+    """Structured output: the result schema as ``json_schema``; the name must match ``[a-zA-Z0-9_-]{1,64}``.
+
+    ``strict`` makes the schema a contract the model's output is decoded under, not a hint (without
+    it OpenAI and OpenRouter only try to follow it). Result schemas are strict-mode schemas already:
+    every object closed and every property required, checked when the Agent class is defined.
+    """
     name = _SCHEMA_NAME.sub("_", str(output_schema.get("name") or "result"))[:64] or "result"
-    json_schema: dict[str, Any] = {"name": name, "schema": thaw(output_schema["schema"])}
+    json_schema: dict[str, Any] = {"name": name, "strict": True, "schema": thaw(output_schema["schema"])}
     if output_schema.get("description"):
         json_schema["description"] = str(output_schema["description"])
     return {"type": "json_schema", "json_schema": json_schema}

@@ -225,7 +225,15 @@ def read_stream(
     on_error: Callable[[ErrorReply], ProviderError],
     endpoint: str,
 ) -> Iterator[StreamEvent]:
-    """The StreamEvents of an SSE stream (``events`` have ``.event`` and ``.data``), checking ``interrupt`` between chunks."""
+    """The StreamEvents of an SSE stream (``events`` have ``.event`` and ``.data``), checking ``interrupt`` between chunks.
+
+    The response ends at ``[DONE]``, or at the usage chunk that follows the finish reason:
+    the request asks for usage (``stream_options.include_usage``), which OpenAI sends in
+    the last chunk before ``[DONE]`` (compatible servers put it on the chunk with the
+    finish reason). Reading stops there, without waiting for ``[DONE]`` or for the body
+    to close, so a server that holds the connection open cannot turn a finished answer
+    into a read timeout. Usage sent after the finish reason is still read.
+    """
     done = False
     for sse in events:
         interrupt()
@@ -244,6 +252,9 @@ def read_stream(
         if reader.finish_reason == "error":  # the generation failed: no answer, whatever came before
             error = reader.error or {"message": 'the model stopped with finish_reason "error"'}
             raise on_error(ErrorReply(None, json.dumps({"error": error})))
+        if reader.finish_reason is not None and _has_usage(chunk):
+            done = True  # the last chunk the request asked for; [DONE] adds nothing
+            break
     if not done and reader.finish_reason is None:
         raise HTTPError(f"the stream from {endpoint} ended before the response was complete", retryable=True)
     if reader.finish_reason is None and not reader.answered:
@@ -256,6 +267,12 @@ def read_stream(
         )
     interrupt()
     yield from reader.finish()
+
+
+def _has_usage(chunk: Mapping[str, Any]) -> bool:
+    """Whether ``chunk`` carries the usage (not the ``"usage": null`` of every other OpenAI chunk)."""
+    usage = chunk.get("usage")
+    return isinstance(usage, Mapping) and bool(usage)
 
 
 def _is_error(chunk: Mapping[str, Any]) -> bool:
