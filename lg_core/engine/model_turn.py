@@ -21,6 +21,7 @@ from lg_core.engine.frames import FrameState
 from lg_core.engine.steps import StepScope, Transition, message_rows
 from lg_core.errors import (
     CancelledError,
+    DeadlineExceededError,
     MalformedToolCallError,
     OutputLimitError,
     ProtocolError,
@@ -86,7 +87,7 @@ class ModelTurn:
             raise CancelledError(decision.reason or "a before_model callback cancelled the invocation")
         request = decision.value["request"]
         if scope.attempt > 1:
-            scope.emit("model_retry", attempt=scope.attempt, partial_text=True, reason="step re-executed after a crash")
+            scope.emit("model_retry", attempt=scope.attempt, partial_text=True, reason="step re-executed after a crash", delay=0.0)
         response = self._stream(agent, model, request, checkpoint)
         decision = run_chain(agent, "after_model", {"request": request, "response": response, "turn": checkpoint.turn}, context=scope.context)
         if decision.cancelled:
@@ -117,7 +118,7 @@ class ModelTurn:
         if strategy == "provider":
             output_schema = {"name": spec.name, "description": spec.description, "schema": spec.schema}
         if strategy == "tool":
-            tools = tools + (ToolSpecification(spec.tool_name(), spec.description or f"Submit the final {spec.name} result.", spec.schema),)
+            tools = tools + (ToolSpecification(spec.tool_name(), spec.description or _submit_description(spec.name), spec.schema),)
         return ModelRequest(
             messages=scope.frame.messages + tuple(self.interjected),
             system=agent.render_system_prompt(),
@@ -148,27 +149,31 @@ class ModelTurn:
             raise CancelledError(decision.reason or "an after_model_error callback cancelled the invocation")
         retries = self.calls_made
         if decision.replaced and retries <= RECOVERY_LIMIT:
-            replacement = decision.value["request"]
-        elif getattr(error, "retryable", False) and retries <= RECOVERY_LIMIT:
-            replacement = request
-            self._backoff(retries, getattr(error, "retry_after", None))
+            replacement, delay = decision.value["request"], 0.0  # a replacement is sent at once
+        elif getattr(error, "retryable", False) and retries <= RECOVERY_LIMIT and not _asks_too_long(error):
+            replacement, delay = request, _retry_delay(retries, getattr(error, "retry_after", None))
         else:
             raise error
-        scope.emit("model_retry", attempt=retries + 1, partial_text=bool(self.partial_text), error_class=type(error).__name__, message=str(error))
+        # Announced before the wait, with its length: a consumer learns at once that the call
+        # failed and when it is tried again, even if the deadline or a cancel ends the wait.
+        scope.emit("model_retry", attempt=retries + 1, partial_text=bool(self.partial_text), error_class=type(error).__name__, message=str(error), delay=delay)
         self.partial_text = ""
+        if delay:
+            self._backoff(delay, error)
         return replacement
 
-    def _backoff(self, retries: int, asked: float | None = None) -> None:
-        """Wait before retry ``retries``: limited exponential backoff, or the wait the provider
-        asked for (``HTTPError.retry_after``, from ``Retry-After``) up to MAX_RETRY_AFTER, so a
-        rate limit that resets in seconds is not retried into the same refusal; never past the
-        deadline, and a cancel ends it."""
-        delay = min(0.25 * (2 ** (retries - 1)), 2.0)
-        if isinstance(asked, int | float) and asked > delay:
-            delay = min(float(asked), MAX_RETRY_AFTER)
+    def _backoff(self, delay: float, error: ProviderError) -> None:
+        """Wait ``delay`` seconds before retrying after ``error``; never past the deadline,
+        and a cancel ends it. A deadline reached meanwhile names the retry it cut short."""
         remaining = self.scope.context.remaining_time(delay) if self.scope.context else delay
         self.scope.run.cancellation_token.wait(remaining or 0)
-        self.scope.check_interrupt()
+        try:
+            self.scope.check_interrupt()
+        except DeadlineExceededError as exc:
+            raise DeadlineExceededError(
+                f"The run reached its deadline while waiting {delay:g} s to retry the model call "
+                f"after {type(error).__name__}: {error}"
+            ) from exc
 
     def _pace(self, model: Any) -> None:
         """Wait for this call's slot when the run, or the configuration for its connection,
@@ -456,6 +461,28 @@ def _with_sequence(request: ModelRequest, sequence: int) -> ModelRequest:
     if type(current) is int and current == sequence:
         return request
     return request.replace(metadata={**request.metadata, "sequence": sequence})
+
+
+def _submit_description(name: str) -> str:
+    """The submit tool's default description ("Submit the final result result." for a schema named result)."""
+    return "Submit the final result." if name == "result" else f"Submit the final {name} result."
+
+
+def _asks_too_long(error: ProviderError) -> bool:
+    """Does ``error`` ask for a wait longer than MAX_RETRY_AFTER? The turn then fails with it:
+    a retry sooner than asked would meet the same refusal."""
+    asked = getattr(error, "retry_after", None)
+    return isinstance(asked, int | float) and asked > MAX_RETRY_AFTER
+
+
+def _retry_delay(retries: int, asked: float | None = None) -> float:
+    """Seconds to wait before retry ``retries``: limited exponential backoff, or the wait the
+    provider asked for (``HTTPError.retry_after``, from ``Retry-After``) up to MAX_RETRY_AFTER,
+    so a rate limit that resets in seconds is not retried into the same refusal."""
+    delay = min(0.25 * (2 ** (retries - 1)), 2.0)
+    if isinstance(asked, int | float) and asked > delay:
+        delay = min(float(asked), MAX_RETRY_AFTER)
+    return delay
 
 
 __all__ = ["ModelTurn"]

@@ -12,8 +12,14 @@ import json
 import pytest
 
 import lg_core
-from lg_core import Agent, Tool, ToolError, Usage, after_model_error, replace
-from lg_core.errors import MalformedToolCallError, OutputLimitError, ProviderError
+from lg_core import Agent, CancellationToken, Tool, ToolError, Usage, after_model_error, replace
+from lg_core.errors import (
+    DeadlineExceededError,
+    HTTPError,
+    MalformedToolCallError,
+    OutputLimitError,
+    ProviderError,
+)
 
 LOOKUP_SCHEMA = {
     "type": "object",
@@ -432,7 +438,84 @@ def test_retryable_rate_limit_is_retried_with_model_retry_then_completes(config,
     assert retry.data["error_class"] == "HTTPError"
     assert retry.data["message"] == "slow down"
     assert retry.data["attempt"] == 2
+    assert retry.data["delay"] == 0.25  # the first step of the exponential backoff
     assert [e.type for e in streamed].count("model_retry") == 1
+
+
+class RecordingToken(CancellationToken):
+    """A cancellation token whose waits are written to ``log`` (and end at once).
+
+    The run waits on a child of the token it is given, so children record too.
+    """
+
+    def __init__(self, log, parent=None):
+        super().__init__(parent)
+        self.log = log
+
+    def child(self):
+        return RecordingToken(self.log, parent=self)
+
+    def wait(self, timeout):
+        self.log.append(("wait", timeout))
+        return super().wait(0)
+
+
+def rate_limited_once(retry_after):
+    """Turns: a 429 asking for ``retry_after`` seconds, then an answer."""
+    calls = []
+
+    def turns(request):
+        calls.append(request)
+        if len(calls) == 1:
+            raise HTTPError("slow down", status=429, retryable=True, retry_after=retry_after)
+        return {"text": "Recovered."}
+
+    return turns
+
+
+def test_model_retry_is_announced_with_its_delay_before_the_retry_after_wait(config, script):
+    log = []
+
+    def on_event(event):
+        if event.type == "model_retry":
+            log.append(("model_retry", event.data["delay"]))
+
+    run = agent_for(script(rate_limited_once(3))).ask(
+        "Hi", on_event=on_event, cancellation_token=RecordingToken(log)
+    )
+
+    assert run.outcome == "completed"
+    assert run.response == "Recovered."
+    assert ("wait", 3.0) in log
+    assert log.index(("model_retry", 3.0)) < log.index(("wait", 3.0)), log
+    [retry] = [e for e in run.events() if e.type == "model_retry"]
+    assert retry.data["delay"] == 3.0
+    assert retry.data["error_class"] == "HTTPError"
+    assert retry.data["message"] == "slow down"
+    assert retry.data["attempt"] == 2
+    assert retry.data["partial_text"] is False
+
+
+def test_a_retry_after_past_the_deadline_is_announced_before_the_run_ends_partial(config, script):
+    run = agent_for(script(rate_limited_once(30))).ask("Hi", deadline=0.3)
+
+    assert run.outcome == "partial"
+    assert isinstance(run.error, DeadlineExceededError)
+    assert "retry" in str(run.error) and "slow down" in str(run.error)
+    types = event_types(run)
+    assert types.index("model_retry") < types.index("run_partial")
+    [retry] = [e for e in run.events() if e.type == "model_retry"]
+    assert retry.data["delay"] == 30.0
+    assert retry.data["error_class"] == "HTTPError"
+
+
+def test_a_retry_after_longer_than_a_turn_waits_fails_the_turn_with_the_providers_error(config, script):
+    """A wait past MAX_RETRY_AFTER (60 s) was cut to 60 s and retried into the same refusal."""
+    run = agent_for(script(rate_limited_once(600))).ask("Hi")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, HTTPError) and run.error.retry_after == 600
+    assert "model_retry" not in event_types(run)
 
 
 def test_after_model_error_replacing_the_request_retries_with_the_replacement(config, script):
@@ -458,7 +541,8 @@ def test_after_model_error_replacing_the_request_retries_with_the_replacement(co
     assert run.outcome == "completed"
     assert run.response == "Answered by the fallback."
     assert seen == [{}, {"fallback": True}]
-    assert [e.type for e in run.events()].count("model_retry") == 1
+    [retry] = [e for e in run.events() if e.type == "model_retry"]
+    assert retry.data["delay"] == 0  # the replacement is sent at once
 
 
 def test_after_model_error_replacement_is_bounded_by_the_recovery_limit(config, script):
