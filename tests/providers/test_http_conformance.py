@@ -88,6 +88,19 @@ def test_a_streamed_answer_completes_the_run_with_its_usage(wire, connection):
     assert len(connection.received) == 1
 
 
+def test_an_answer_longer_than_max_response_bytes_fails_the_run_without_a_retry(config, wire, server):
+    """A runaway stream fails its run instead of growing the process; the spec's option, default 50 MiB."""
+    connect(wire, server, max_response_bytes=4096)
+    server.reply(wire.stream(wire.text(*["x" * 1000] * 10, usage=(40, 7))))
+
+    run = SupportAgent.ask("Say a lot")
+
+    assert run.outcome == "failed"
+    assert type(run.error) is ProviderError
+    assert "passed max_response_bytes (4096 bytes)" in str(run.error)
+    assert len(server.received) == 1
+
+
 def test_stream_ask_yields_the_text_deltas_in_order_and_the_response_says_what_answered(wire, connection):
     pieces = ["Re", "funds ", "take ", "thirty ", "days", "."]
     connection.reply(wire.stream(wire.text(*pieces)))
@@ -647,6 +660,8 @@ BAD_OPTIONS = [
     ({"headers": {"X-Retries": 3}}, lambda wire: "headers must map header names to strings"),
     ({"transport": "mock"}, lambda wire: "transport must be an httpx transport"),
     ({"capabilities": {"vision": True}}, lambda wire: "capabilities: .*vision"),
+    ({"max_response_bytes": 0}, lambda wire: "max_response_bytes must be a positive number of bytes, got 0"),
+    ({"max_response_bytes": "50MB"}, lambda wire: "max_response_bytes must be a positive number of bytes, got '50MB'"),
 ]
 
 

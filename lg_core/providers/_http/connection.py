@@ -28,10 +28,16 @@ from lg_core.models.request import ModelCapabilities
 
 DEFAULT_TIMEOUT = 120.0  # seconds to wait for each chunk (the spec's read_timeout)
 CONNECT_TIMEOUT = 10.0  # the spec's open_timeout
+# The spec's DEFAULT_MAX_RESPONSE_BYTES: the most one streamed answer may send, so a runaway
+# stream fails its run instead of growing the process until memory runs out.
+DEFAULT_MAX_RESPONSE_BYTES = 50 * 1024 * 1024
 # Many streaming calls share one client (DESIGN 4.8): allow more than httpx's 100 connections.
 POOL_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
 COMMON_OPTIONS = frozenset(
-    {"api_key", "api_key_env", "base_url", "timeout", "headers", "allow_insecure_http", "transport", "capabilities"}
+    {
+        "api_key", "api_key_env", "base_url", "timeout", "headers", "allow_insecure_http", "transport", "capabilities",
+        "max_response_bytes",
+    }
 )
 
 
@@ -56,6 +62,7 @@ class ConnectionOptions:
     allow_insecure_http: bool = False
     transport: httpx.BaseTransport | None = None
     capabilities: ModelCapabilities = dataclasses.field(default_factory=ModelCapabilities.permissive)
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     @classmethod
     def parse(cls, connection: str, options: Mapping[str, Any]) -> ConnectionOptions:
@@ -92,6 +99,11 @@ class ConnectionOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigurationError(f"provider connection {self.connection!r}: {name} must be a non-empty string")
+        size = self.max_response_bytes
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigurationError(
+                f"provider connection {self.connection!r}: max_response_bytes must be a positive number of bytes, got {size!r}"
+            )
         if not isinstance(self.allow_insecure_http, bool):
             raise ConfigurationError(f"provider connection {self.connection!r}: allow_insecure_http must be true or false")
         if self.transport is not None and not isinstance(self.transport, httpx.BaseTransport):
@@ -199,4 +211,4 @@ def _capabilities(connection: str, value: Any, default: ModelCapabilities) -> Mo
         raise ConfigurationError(f"provider connection {connection!r}: capabilities: {exc}") from None
 
 
-__all__ = ["CONNECT_TIMEOUT", "ConnectionOptions", "DEFAULT_TIMEOUT"]
+__all__ = ["CONNECT_TIMEOUT", "ConnectionOptions", "DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_TIMEOUT"]

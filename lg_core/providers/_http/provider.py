@@ -88,7 +88,8 @@ class StreamingProvider(Provider):
                 forget = abort_when_interrupted(request, response)
                 try:
                     yield StreamEvent.build("message_start", model=target, sequence=sequence_of(request))
-                    yield from self.read_stream(httpx_sse.EventSource(response).iter_sse(), request, target)
+                    events = _bounded(httpx_sse.EventSource(response).iter_sse(), response, self.settings)
+                    yield from self.read_stream(events, request, target)
                 finally:
                     forget()
         except httpx.HTTPError as exc:
@@ -142,6 +143,23 @@ def _timeout(request: ModelRequest, read_timeout: float) -> httpx.Timeout:
             raise DeadlineExceededError()
         limit = min(limit, remaining)
     return httpx.Timeout(limit, connect=min(CONNECT_TIMEOUT, limit))
+
+
+def _bounded(
+    events: Iterator[httpx_sse.ServerSentEvent], response: httpx.Response, settings: ConnectionOptions
+) -> Iterator[httpx_sse.ServerSentEvent]:
+    """``events``, failing once the response has sent more than the connection's ``max_response_bytes``.
+
+    Not retried: the same request would most likely run away again.
+    """
+    limit = settings.max_response_bytes
+    for event in events:
+        if response.num_bytes_downloaded > limit:
+            raise ProviderError(
+                f"the response from {settings.endpoint} passed max_response_bytes ({limit} bytes) and was cut off; "
+                "raise the connection's max_response_bytes if answers this long are expected"
+            )
+        yield event
 
 
 def _is_event_stream(response: httpx.Response) -> bool:
