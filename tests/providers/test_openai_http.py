@@ -96,6 +96,35 @@ def test_reasoning_deltas_from_compatible_servers_become_reasoning_events(connec
     assert run.response == "Hello!"
 
 
+def test_a_refusal_is_the_answer_and_stops_as_content_filter_like_the_other_adapters(connection):
+    """OpenAI finishes a refusal with "stop"; it was reported as end_turn, where Anthropic's says content_filter."""
+    connection.reply(stream([
+        chunk({"role": "assistant", "content": None, "refusal": ""}),
+        chunk({"refusal": "I can't help with that."}),
+        chunk({}, "stop"),
+        usage_chunk(12, 5),
+    ]))
+
+    run = SupportAgent.ask("Something I should not ask")
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "I can't help with that."
+    assert run.result.stop_reason == "content_filter"
+
+
+def test_a_429_for_an_account_out_of_quota_fails_the_run_at_once(connection):
+    """Not a rate limit: retrying cannot help until the account has credit again."""
+    connection.reply(error(429, "You exceeded your current quota, please check your plan and billing details.",
+                           type="insufficient_quota", code="insufficient_quota"))
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, HTTPError) and run.error.status == 429
+    assert "exceeded your current quota" in str(run.error)
+    assert len(connection.received) == 1
+
+
 def test_content_sent_as_parts_becomes_reasoning_and_text(connection):
     """Mistral's magistral models stream ``delta.content`` as parts: ``thinking`` parts, then ``text`` parts."""
     def thinking(text):

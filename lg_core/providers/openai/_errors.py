@@ -69,9 +69,14 @@ def provider_error(
         status_message(cause.status, _with_upstream(detail), detail.get("code") or detail.get("type"), endpoint, hints),
         status=cause.status,
         body=body,
-        retryable=is_retryable_status(cause.status),
+        retryable=is_retryable_status(cause.status) and not _out_of_quota(detail),
         retry_after=cause.retry_after,
     )
+
+
+def _out_of_quota(detail: dict[str, Any]) -> bool:
+    """OpenAI's 429 for an account without credit: no retry can succeed until someone pays."""
+    return "insufficient_quota" in (detail.get("code"), detail.get("type"))
 
 
 def _stream_error(detail: dict[str, Any], endpoint: str) -> ProviderError:

@@ -70,6 +70,7 @@ class ChunkReader:
         self.calls: dict[int, _ToolCall] = {}  # in order of arrival
         self._open: dict[int | None, int] = {}  # a fragment's ``index`` (None: absent) -> the call it continues
         self.finish_reason: str | None = None
+        self.refused = False  # the model sent a refusal: declined, as Anthropic's "refusal" stop says
         self.error: Any = None  # the error object OpenRouter puts on a choice that finished with "error"
         self.usage: Usage | None = None
         self.metadata: dict[str, Any] = {"model": target}
@@ -92,6 +93,8 @@ class ChunkReader:
             *_content_pieces(delta.get("content")),
             ("text", delta.get("refusal")),  # a refusal is what the model said instead of an answer
         ]
+        if isinstance(delta.get("refusal"), str) and delta["refusal"]:
+            self.refused = True
         for kind, piece in pieces:
             if isinstance(piece, str) and piece:
                 (self.reasoning if kind == "reasoning" else self.text).append(piece)
@@ -179,6 +182,8 @@ class ChunkReader:
             ) from exc
 
     def _stop_reason(self) -> str:
+        if self.refused and not self.calls:
+            return "content_filter"  # OpenAI finishes a refusal with "stop"; the anthropic adapter says the same
         if self.calls and self.finish_reason in (None, "stop", "tool_calls", "function_call"):
             return "tool_use"  # some compatible servers say "stop" after tool calls
         return STOP_REASONS.get(self.finish_reason or "", "other")
