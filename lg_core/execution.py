@@ -57,7 +57,8 @@ STATES = ("pending", "running", "finished")
 POLL_SECONDS = 0.5  # how long a quiet reader waits before it checks the store ...
 MAX_QUIET_SECONDS = 5.0  # ... doubling while it stays quiet, up to this (live events still arrive at once)
 # "<seq>-<position>[.<announced>]"; bounded, since int() of 5,000 digits raises.
-_EVENT_ID = re.compile(r"^(\d{1,18})(?:-(\d{1,20}(?:-\d{1,20})?)(?:\.(\d{1,4}))?)?$")
+# ASCII digits only: \d also matches other scripts' digits ("١" read as 1).
+_EVENT_ID = re.compile(r"^(\d{1,18})(?:-(\d{1,20}(?:-\d{1,20})?)(?:\.(\d{1,4}))?)?$", re.ASCII)
 _INTERJECT_OPTIONS = frozenset({"metadata", "interjection_id"})
 
 

@@ -208,7 +208,7 @@ def test_a_finished_run_read_from_its_end_yields_nothing():
     assert World(LOG, covers=False).follow(after="4-0") == []
 
 
-@pytest.mark.parametrize("bad", ["x", "1-", "-1", "1-2-3-4", "1.5", "1-a", "1-2.", "1-2.x", "1-2.12345", "1-2.1.1"])
+@pytest.mark.parametrize("bad", ["x", "1-", "-1", "1-2-3-4", "1.5", "1-a", "1-2.", "1-2.x", "1-2.12345", "1-2.1.1", "\u0661", "1-\u0662"])
 def test_malformed_event_ids_are_refused(bad):
     with pytest.raises(InvocationError, match="event id"):
         parse_event_id(bad)
