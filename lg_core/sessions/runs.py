@@ -39,6 +39,7 @@ from lg_core.errors import ConfigurationError, Error
 from lg_core.messages import Message
 from lg_core.run_ids import ID_PATTERN, ID_RULE
 from lg_core.sessions.base import (
+    TURN_RECORD,
     SessionSnapshot,
     SessionStore,
     canonical_mapping,
@@ -48,7 +49,7 @@ from lg_core.sessions.base import (
 from lg_core.sessions.sql import SqlSessionStore
 from lg_core.store.records import SessionWrite
 
-TURN = "lg_turn"  # snapshot metadata: the run whose turn an external write added (module docstring)
+TURN = TURN_RECORD  # snapshot metadata: the run whose turn an external write added (module docstring)
 
 if TYPE_CHECKING:
     from lg_core.invocation import Invocation

@@ -26,6 +26,7 @@ from lg_core.datamap import DataMap, deep_freeze
 from lg_core.errors import InvocationError
 from lg_core.messages import Message
 from lg_core.sessions.base import (
+    TURN_RECORD,
     SessionSnapshot,
     SessionStore,
     as_snapshot,
@@ -119,9 +120,16 @@ class Session:
 
     @property
     def metadata(self) -> Mapping[str, Any]:
-        """The stored metadata, else the metadata given at construction (read-only)."""
+        """The stored metadata, else the metadata given at construction (read-only).
+
+        Without the framework's record of the last run's turn (``TURN_RECORD``),
+        which holds a copy of the state before that turn: a write through this
+        Session (metadata defaults to this) drops it, so scrubbing the state
+        leaves no copy behind.
+        """
         snapshot = self.load()
-        return deep_freeze(snapshot.metadata if snapshot is not None else self._initial_metadata)
+        stored = snapshot.metadata if snapshot is not None else self._initial_metadata
+        return deep_freeze({key: value for key, value in stored.items() if key != TURN_RECORD})
 
     # -- writing ---------------------------------------------------------------------------
 

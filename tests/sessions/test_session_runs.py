@@ -4,6 +4,7 @@ into it, and runs sharing a session never interleave (embedded mode)."""
 from __future__ import annotations
 
 import contextvars
+import json
 import threading
 import time
 
@@ -237,6 +238,24 @@ def test_a_store_outside_the_run_store_gets_the_turn_too(tmp_path, kind):
     assert run.response == "seen: one | two"
     assert [m.text for m in store.load("conv-1", actor_id="user-7").messages][-1] == "meanwhile"
     assert isinstance(results["run"].error, ProtocolError)
+
+
+@pytest.mark.parametrize("kind", ["memory", "filesystem"])
+def test_the_turn_record_of_a_store_outside_the_run_store_is_not_the_applications_metadata(tmp_path, kind):
+    """The record ("lg_turn") holds a copy of the state before the run's turn: it showed in
+    Session.metadata, and an application that scrubbed the state kept that copy in the metadata."""
+    store = MemorySessionStore() if kind == "memory" else FilesystemSessionStore(tmp_path / "sessions")
+    configuration = Configuration(session_store=store)
+    with with_configuration(configuration):
+        ask("one", context={"ssn": "123-45-6789"})
+        ask("two", context={"topic": "refund"})
+        session = Session("conv-1", actor_id="user-7", store=store)
+        assert dict(session.metadata) == {}
+        session.replace(session.history(), state={"topic": "refund"})
+    configuration.close()
+    scrubbed = store.load("conv-1", actor_id="user-7")
+    assert scrubbed.state == {"topic": "refund"}
+    assert "123-45-6789" not in json.dumps(scrubbed.metadata)
 
 
 def test_with_sessions_disabled_runs_share_nothing():
