@@ -33,6 +33,7 @@ from lg_core.errors import CONTROL_FLOW_ERRORS, ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, result_strategy
 from lg_core.run import Run, prepared_by
+from lg_core.tool import Tool
 from lg_core.tool_loops import ToolLoopPolicy, policy_from_declaration
 from lg_core.tool_registry import ToolRegistry, check_declaration
 
@@ -96,6 +97,7 @@ class Agent:
         cls.limits = _merge_limits(cls)
         if "result_schema" in own:
             cls._result_spec = None if own["result_schema"] is None else ResultSchema.build(own["result_schema"], cls.__qualname__)
+        _check_reserved_tool_names(cls)
         if not isinstance(cls.description, str):
             raise ConfigurationError(f"{cls.__qualname__}.description must be a string")
         if "system_prompt" in own:
@@ -219,7 +221,7 @@ class Agent:
 
     def tool_registry(self, binding: Any) -> ToolRegistry:
         """The tools available for this step, bound to ``binding``."""
-        return ToolRegistry(type(self).tools, binding=binding)
+        return ToolRegistry(type(self).tools, binding=binding, reserved=_reserved_tool_names(type(self)))
 
     def render_system_prompt(self) -> str | None:
         prompt = type(self).system_prompt
@@ -430,6 +432,36 @@ def _merge_tools(cls: type[Agent]) -> tuple[Any, ...]:
         if declaration not in merged:
             merged.append(declaration)
     return tuple(merged)
+
+
+def _reserved_tool_names(cls: type[Agent]) -> dict[str, str]:
+    """Names no tool of ``cls`` may take, with what holds them: the result schema's submit tool.
+
+    The model is offered that tool beside the agent's (strategy ``tool``, or ``auto`` on
+    a model without native structured output), and a call to the name is taken as the
+    structured result: a same-named application tool would be offered twice and never run.
+    With strategy ``provider`` no submit tool is ever offered, so the name stays free.
+    """
+    spec = cls.result_spec()
+    if spec is None or spec.strategy == "provider":
+        return {}
+    return {spec.tool_name(): f"the submit tool of {cls.__qualname__}'s result_schema {spec.name!r}"}
+
+
+def _check_reserved_tool_names(cls: type[Agent]) -> None:
+    """Fail at class definition for a declared tool class that takes a reserved name.
+
+    Runs for every class, so a result_schema or a tool a subclass adds is checked against
+    what it inherits. Providers' tools are known only when a run builds them: the run's
+    ToolRegistry refuses those (:meth:`Agent.tool_registry`).
+    """
+    reserved = _reserved_tool_names(cls)
+    for declaration in cls.tools:
+        if isinstance(declaration, type) and issubclass(declaration, Tool) and declaration.tool_name in reserved:
+            raise ConfigurationError(
+                f"{cls.__qualname__}.tools: {declaration.__qualname__} (tool {declaration.tool_name!r}) has the name "
+                f"of {reserved[declaration.tool_name]}; set another tool_name on the tool class or another name on the result_schema"
+            )
 
 
 def _merge_limits(cls: type[Agent]) -> dict[str, int]:

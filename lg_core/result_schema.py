@@ -14,6 +14,7 @@ for both strategies (provider-native and terminal tool).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -56,6 +57,13 @@ class ResultSchema:
     strategy: Strategy = "auto"
     model: type[BaseModel] | None = None
 
+    def __post_init__(self) -> None:
+        # A recursive Pydantic model's schema is a top-level $ref into $defs: providers
+        # want the object itself there. One that cannot be resolved stays, for check() to report.
+        resolved, problem = root_resolved(self.schema)
+        if problem is None:
+            object.__setattr__(self, "schema", resolved)
+
     @classmethod
     def build(cls, declaration: Any, owner: str) -> ResultSchema:
         """Accept a ResultSchema, a dict (optionally with name/description/strategy), or a Pydantic model."""
@@ -95,6 +103,9 @@ class ResultSchema:
             raise ConfigurationError(f"{owner}.result_schema strategy must be one of {STRATEGIES}, got {self.strategy!r}")
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise ConfigurationError(f"{owner}.result_schema name must be 1-64 letters, digits, '_' or '-'")
+        _, problem = root_resolved(self.schema)
+        if problem is not None:
+            raise ConfigurationError(f"{owner}.result_schema: {problem}")
         if self.schema.get("type") != "object":
             raise ConfigurationError(f"{owner}.result_schema: the top-level type must be 'object'")
         try:
@@ -174,8 +185,38 @@ def _strict_problems(node: Any, path: str) -> Any:
         yield from _strict_problems(node["items"], f"{path}[]")
     for index, option in enumerate(node.get("anyOf", [])):
         yield from _strict_problems(option, f"{path}.anyOf[{index}]")
+    top_level = {key: value for key, value in node.items() if key != "$defs"}
     for name, definition in node.get("$defs", {}).items():
-        yield from _strict_problems(definition, f"$defs.{name}")
+        if definition != top_level:  # else the top level was inlined from it (root_resolved): checked above
+            yield from _strict_problems(definition, f"$defs.{name}")
+
+
+def root_resolved(schema: Any) -> tuple[Any, str | None]:
+    """``schema`` with a top-level ``$ref`` replaced by the definition it points to, and
+    why not when it cannot be (the schema is then returned as given).
+
+    Pydantic writes a recursive model as ``{"$defs": {"Node": {...}}, "$ref": "#/$defs/Node"}``.
+    The definition's keywords move to the top level and ``$defs`` stays, so references
+    inside (the recursion) still resolve: the schema accepts the same values, and its top
+    level shows ``type: object`` as providers require of tool parameters and result schemas.
+    """
+    if not isinstance(schema, Mapping) or "$ref" not in schema:
+        return schema, None
+    resolved: dict[str, Any] = dict(schema)
+    followed: list[str] = []
+    while "$ref" in resolved:
+        ref = resolved.pop("$ref")
+        if ref in followed:
+            return schema, f"the top-level $ref {ref!r} leads back to itself and never to an object schema"
+        followed.append(ref)
+        target = _resolve(schema, ref) if isinstance(ref, str) else None
+        if not isinstance(target, Mapping):
+            return schema, f"the top-level $ref {ref!r} does not resolve to a schema inside the schema"
+        clash = sorted(key for key in target if key in resolved and resolved[key] != target[key])
+        if clash:
+            return schema, f"the top-level $ref {ref!r} has keywords beside it that its definition sets differently: {clash}"
+        resolved = {**target, **resolved}
+    return resolved, None
 
 
 def unresolved_refs(root: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -202,11 +243,19 @@ def unresolved_refs(root: Mapping[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
+_MISSING = object()
+
+
 def _resolves(root: Any, ref: str) -> bool:
+    return _resolve(root, ref, _MISSING) is not _MISSING
+
+
+def _resolve(root: Any, ref: str, missing: Any = None) -> Any:
+    """The node the local JSON pointer ``ref`` names inside ``root``, else ``missing``."""
     if ref == "#":
-        return True
+        return root
     if not ref.startswith("#/"):
-        return False
+        return missing
     node = root
     for token in ref[2:].split("/"):
         token = token.replace("~1", "/").replace("~0", "~")
@@ -215,8 +264,8 @@ def _resolves(root: Any, ref: str) -> bool:
         elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
             node = node[int(token)]
         else:
-            return False
-    return True
+            return missing
+    return node
 
 
 # Pydantic error types a strict JSON Schema always reports too (every property is
@@ -258,9 +307,24 @@ def parse_json_text(text: str) -> tuple[Any, str | None]:
     if not stripped:
         return None, "the response was empty; it must be a JSON object"
     try:
-        return json.loads(stripped), None
+        return json.loads(stripped, parse_constant=_not_a_json_number, parse_float=_finite_float), None
     except json.JSONDecodeError as exc:
         return None, f"the response is not valid JSON ({exc.msg} at position {exc.pos})"
+    except ValueError as exc:  # the hooks below, or an integer with too many digits for int()
+        return None, f"the response is not valid JSON ({exc})"
+
+
+def _not_a_json_number(name: str) -> Any:
+    """``json.loads`` takes NaN, Infinity and -Infinity, which JSON does not have."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; one too large for a float (``1e999``) would become infinity."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"the number {text} is too large to represent")
+    return number
 
 
 def result_strategy(spec: ResultSchema | None, model: Any) -> str | None:
@@ -286,4 +350,4 @@ def result_strategy(spec: ResultSchema | None, model: Any) -> str | None:
     raise ConfigurationError(f"model {model.target} supports neither native structured output nor tools")
 
 
-__all__ = ["ResultSchema", "STRATEGIES", "StructuredResult", "parse_json_text", "result_strategy", "unresolved_refs"]
+__all__ = ["ResultSchema", "STRATEGIES", "StructuredResult", "parse_json_text", "result_strategy", "root_resolved", "unresolved_refs"]

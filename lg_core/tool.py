@@ -47,7 +47,7 @@ from lg_core.errors import (
     ToolError,
 )
 from lg_core.models.request import ToolSpecification
-from lg_core.result_schema import unresolved_refs
+from lg_core.result_schema import root_resolved, unresolved_refs
 from lg_core.run_context import RunContext
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -259,7 +259,9 @@ class Tool:
             raise ConfigurationError(
                 f"{cls.__qualname__}.input_schema must be a dict or a Pydantic model, got {type(schema).__name__}"
             )
-        schema = _normalized_schema(schema, cls.__qualname__)
+        schema, problem = root_resolved(_normalized_schema(schema, cls.__qualname__))
+        if problem is not None:  # a recursive Pydantic model's schema is a top-level $ref
+            raise ConfigurationError(f"{cls.__qualname__}.input_schema: {problem}")
         if schema.get("type") != "object":
             raise ConfigurationError(f"{cls.__qualname__}.input_schema must describe an object (type: object)")
         try:
@@ -399,10 +401,21 @@ class Tool:
             return ToolOutcome.failure(message, "unexpected", exc)
 
     def _prepare_input(self, input: Mapping[str, Any]) -> Any:
+        """The input ``call`` receives: an ``Input`` model instance, else a copy of the mapping.
+
+        The model validates in JSON mode, as the arguments arrive: the schema the model was
+        sent asks for strings for ``datetime``, ``Enum`` and ``UUID`` fields, which a strict
+        model refuses in Python mode. Input that is not JSON (an application calling
+        ``execute`` with Python objects) is validated in Python mode.
+        """
         model = type(self)._input_model
-        if model is not None:
+        if model is None:
+            return copy.deepcopy(dict(input))
+        try:
+            text = json.dumps(dict(input), allow_nan=False)
+        except (TypeError, ValueError):
             return model.model_validate(dict(input))
-        return copy.deepcopy(dict(input))
+        return model.model_validate_json(text)
 
     def _invoke(self, input: Any) -> Any:
         if inspect.iscoroutinefunction(self.call):

@@ -3,7 +3,8 @@
 Declarations are Tool classes, Tool instances, nested lists, or provider
 classes with a ``tools(binding)`` class method returning any of those (or
 None). The registry flattens them, drops tools whose ``available_if`` says no,
-binds the rest, and checks that names are valid and unique. Tools it created,
+binds the rest, and checks that names are valid and unique, and that none takes
+a ``reserved`` name (the structured-result submit tool's). Tools it created,
 and instances a provider returned (bound to this registry's binding if the
 provider left them unbound), are closed once, in reverse order. Instances
 passed to the registry directly remain the caller's. ``register`` adds entries
@@ -13,7 +14,7 @@ later, all or nothing, and with ``replace=True`` swaps out same-named tools.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from lg_core.errors import CleanupError, ConfigurationError, Error, ToolError
@@ -58,8 +59,13 @@ def _plain_method(cls: type, name: str) -> bool:
 class ToolRegistry:
     """Bound tool instances for one binding, by model-visible name."""
 
-    def __init__(self, declarations: Iterable[Any] = (), binding: Binding | None = None) -> None:
+    def __init__(
+        self, declarations: Iterable[Any] = (), binding: Binding | None = None, *, reserved: Mapping[str, str] | None = None
+    ) -> None:
+        """``reserved`` maps names no tool may take (the model is offered another tool by
+        that name) to what holds them, for the error."""
         self.binding = binding or Binding()
+        self._reserved = dict(reserved or {})
         self._tools: dict[str, Tool] = {}
         self._owned: list[Tool] = []
         self._closed = False
@@ -110,7 +116,7 @@ class ToolRegistry:
         return tool
 
     def _add(self, tool: Tool) -> None:
-        _admit(self._tools, tool)
+        _admit(self._tools, tool, self._reserved)
 
     def register(self, tool: Any, *, replace: bool = False) -> ToolRegistry:
         """Add ``tool`` (any declaration form: a Tool class or instance, a list, a provider) and return self.
@@ -141,7 +147,7 @@ class ToolRegistry:
         staged: dict[str, Tool] = {} if replace else dict(self._tools)
         for tool in tools:
             try:
-                _admit(staged, tool)
+                _admit(staged, tool, self._reserved)
             except ConfigurationError as exc:
                 if replace or tool.tool_name not in self._tools:
                     raise
@@ -213,13 +219,18 @@ class ToolRegistry:
         return first
 
 
-def _admit(tools: dict[str, Tool], tool: Tool) -> None:
+def _admit(tools: dict[str, Tool], tool: Tool, reserved: Mapping[str, str]) -> None:
     """Add ``tool`` to ``tools`` by name once its name and description are valid and the name is free."""
     name = tool.tool_name
     if not NAME_PATTERN.fullmatch(name):
         raise ConfigurationError(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
     if not tool.description:
         raise ConfigurationError(f"tool {name!r} ({type(tool).__qualname__}) needs a description for the model")
+    if name in reserved:
+        raise ConfigurationError(
+            f"tool {name!r} ({type(tool).__qualname__}) has the name of {reserved[name]}; "
+            "set another tool_name on the tool"
+        )
     existing = tools.get(name)
     if existing is not None:
         raise ConfigurationError(
