@@ -12,12 +12,25 @@ a changed result starts it again at one. The result that brings the count to
 brings it to ``terminate_at - 1`` the final warning, and the next identical call
 stops the run with ToolLoopError before the tool runs again.
 
+The calls of one model turn run in parallel, on any worker, and commit in any
+order, so no call can wait for an identical sibling's result. Two rules keep the
+outcome the same however they interleave:
+
+* Whether a call may run is decided when its turn schedules it
+  (``repeats_in_turn``): the signature's count before the turn plus the
+  identical calls earlier in the same turn, in call order, is stored with the
+  call's step input. The tool step decides from that number alone, so a retried
+  or resumed step decides as the first attempt did, and a batch of identical
+  calls always runs the same ones. Identical calls of one turn count as repeats
+  of each other: none of them can make progress on another's result.
+* The counts and warnings are brought up to date once per turn, by the call
+  that completes it, observing every result in call order (the order the
+  repeats were numbered in), never in commit order.
+
 The counts live in the frame's checkpoint, so they survive a crash and a resume
-and are the same on every worker; a tool call updates them inside its commit's
-transition (re-run on a version conflict), so parallel calls of one batch all
-count. Only the most recent ``MAX_TRACKED_SIGNATURES`` signatures are kept: the
-checkpoint is written with every step and must stay small, and a loop repeats
-recent calls.
+and are the same on every worker. Only the most recent ``MAX_TRACKED_SIGNATURES``
+signatures are kept: the checkpoint is written with every step and must stay
+small, and a loop repeats recent calls.
 """
 
 from __future__ import annotations
@@ -50,16 +63,43 @@ class ToolLoopPolicy:
     def watches(self, tool_name: str) -> bool:
         return tool_name not in self.excluded
 
-    def check_may_run(self, counts: LoopCounts, name: str, arguments: Any) -> None:
-        """Raise ToolLoopError when this call would be the terminating repeat (its body must not run)."""
-        entry = counts.get(call_signature(name, arguments))
-        if entry is not None and entry[1] >= self.terminate_at - 1:
+    def repeats_in_turn(self, counts: LoopCounts, calls: list[tuple[str, Any]]) -> list[int | None]:
+        """For each ``(name, arguments)`` of one turn, in call order: the identical calls before it.
+
+        That is the signature's count in ``counts`` (the checkpoint before the
+        turn) plus the identical calls earlier in ``calls``; None for a tool this
+        policy does not watch. It is what ``check_may_run`` decides from.
+        """
+        earlier: dict[str, int] = {}
+        numbers: list[int | None] = []
+        for name, arguments in calls:
+            if not self.watches(name):
+                numbers.append(None)
+                continue
+            signature = call_signature(name, arguments)
+            entry = counts.get(signature)
+            numbers.append((entry[1] if entry is not None else 0) + earlier.get(signature, 0))
+            earlier[signature] = earlier.get(signature, 0) + 1
+        return numbers
+
+    def check_may_run(self, repeats: int, name: str) -> None:
+        """Raise ToolLoopError when a call with ``repeats`` identical calls before it is the terminating repeat.
+
+        ``repeats`` comes from ``repeats_in_turn``; the call's body must not run.
+        """
+        if repeats >= self.terminate_at - 1:
             raise ToolLoopError(
-                f"the model called {name!r} with the same arguments {entry[1] + 1} times and got the same "
-                f"result each time (detect_tool_loops terminate_at={self.terminate_at}); the run was stopped "
-                "instead of running it again. Change the prompt or the tool so a repeat can make progress, "
-                "or exclude the tool with detect_tool_loops = {'except': [...]}"
+                f"the model called {name!r} with the same arguments {repeats + 1} times without progress, "
+                "getting the same result each time or calling it again in the same turn "
+                f"(detect_tool_loops terminate_at={self.terminate_at}); the run was stopped instead of running "
+                "it again. Change the prompt or the tool so a repeat can make progress, or exclude the tool "
+                "with detect_tool_loops = {'except': [...]}"
             )
+
+    def repeats_so_far(self, counts: LoopCounts, name: str, arguments: Any) -> int:
+        """The identical calls ``counts`` holds for one call (for a call stored without its number)."""
+        entry = counts.get(call_signature(name, arguments))
+        return entry[1] if entry is not None else 0
 
     def warning(self, count: int, name: str) -> str | None:
         """The text added to the result that brought a signature to ``count``, if any."""

@@ -225,25 +225,28 @@ class ModelTurn:
         if strategy == "tool" and spec is not None:
             terminal = [use for use in tool_uses if use.name == spec.tool_name()]
             if terminal:
-                return self._structured(agent, response, spec, terminal[0].input, terminal[0].id)
+                return self._structured(agent, response, spec, strategy, terminal[0].input, terminal[0].id)
         if tool_uses:
             return self._schedule_tools(response, exclusive)
         if strategy == "provider" and spec is not None:
             value, problem = parse_json_text(response.message.text)
-            return self._structured(agent, response, spec, value, None, problem)
+            return self._structured(agent, response, spec, strategy, value, None, problem)
         if strategy == "tool" and spec is not None:
-            return self._repair(response, spec, [f"respond by calling the tool {spec.tool_name()!r}"], None)
+            # Not taken from the text, even when it holds a valid object: with this strategy the
+            # result comes only through the submit tool (the spec: "that exact path").
+            problem = f"it answered in text instead of calling the tool {spec.tool_name()!r}"
+            return self._repair(response, spec, strategy, [problem], None)
         return self._finish(agent, response, None)
 
-    def _structured(self, agent: Any, response: ModelResponse, spec: ResultSchema, value: Any, tool_use_id: str | None, problem: str | None = None) -> Transition:
+    def _structured(self, agent: Any, response: ModelResponse, spec: ResultSchema, strategy: str, value: Any, tool_use_id: str | None, problem: str | None = None) -> Transition:
         problems = [problem] if problem else spec.validate(value)
         if problems:
-            return self._repair(response, spec, problems, tool_use_id)
+            return self._repair(response, spec, strategy, problems, tool_use_id)
         structured = StructuredResult(schema_name=spec.name, value=value)
         self.scope.context.submit_structured_result(structured)
         return self._finish(agent, response, structured, spec.output(value), submitted_by=tool_use_id)
 
-    def _repair(self, response: ModelResponse, spec: ResultSchema, problems: list[str], tool_use_id: str | None) -> Transition:
+    def _repair(self, response: ModelResponse, spec: ResultSchema, strategy: str, problems: list[str], tool_use_id: str | None) -> Transition:
         scope = self.scope
         if scope.frame.checkpoint.repairs >= 1:
             raise StructuredResultError(
@@ -252,11 +255,7 @@ class ModelTurn:
                 validation_errors=problems,
             )
         scope.emit("structured_result_repair", schema_name=spec.name, validation_errors=list(problems))
-        instruction = (
-            f"Your previous answer did not match the required result schema {spec.name!r}: "
-            + "; ".join(problems[:5])
-            + (". Call the tool again with corrected input." if tool_use_id else ". Answer again with only a corrected JSON object.")
-        )
+        instruction = _repair_instruction(spec, strategy, problems)
         followups: list[Message] = [response.message]
         if tool_use_id is not None:
             followups.append(Message(role="tool", content=[ToolResult(tool_use_id=tool_use_id, content=(Text(text=instruction),), status="error")]))
@@ -314,12 +313,14 @@ class ModelTurn:
             checkpoint.tool_calls_total += len(tool_uses)
             rows = self._rows(state, checkpoint, [response.message])
             pending, new_steps, exclusive_seen = [], [], False
-            for use in tool_uses:
+            for use, repeats in zip(tool_uses, self._loop_repeats(state, tool_uses), strict=True):
                 key = f"{state.path}/turn-{checkpoint.turn}/tool/{use.id}"
                 is_exclusive = exclusive.get(use.name, False)
                 call = {"id": use.id, "name": use.name, "input": dict(use.input)}
                 if use.name in self.idempotent_tools:
                     call["idempotent"] = True
+                if repeats is not None:
+                    call["loop_repeats"] = repeats
                 if is_exclusive and exclusive_seen:
                     pending.append(PendingTool(use.id, use.name, key, True, "waiting", call))
                     continue
@@ -337,6 +338,19 @@ class ModelTurn:
             )
 
         return transition
+
+    def _loop_repeats(self, state: FrameState, tool_uses: Any) -> list[int | None]:
+        """Each call's identical calls before it, for tool-loop detection (None where it is off).
+
+        Numbered here, where the whole batch is known, and stored with each call:
+        its step decides from that number whether it may run, so identical calls
+        running in parallel (on any worker) cannot all miss each other, and a
+        retried step decides the same way (lg_core.tool_loops).
+        """
+        policy = self.scope.agent_class._tool_loop_policy
+        if policy is None:
+            return [None] * len(tool_uses)
+        return policy.repeats_in_turn(state.checkpoint.tool_loops, [(use.name, dict(use.input)) for use in tool_uses])
 
     def _finish(
         self,
@@ -438,6 +452,20 @@ def _answers_to_final_calls(message: Message, submitted_by: str | None) -> list[
         for use in message.tool_uses
     ]
     return [Message(role="tool", content=results)]
+
+
+def _repair_instruction(spec: ResultSchema, strategy: str, problems: list[str]) -> str:
+    """What the model is told after an invalid or missing result: one request, in the active strategy's terms.
+
+    The tool strategy takes a result only through its submit tool, whether the
+    answer was text or an invalid submission, so its model is never asked for a
+    bare JSON answer (which would fail the run); the provider strategy reads the
+    answer's text as the JSON object.
+    """
+    said = f"Your previous answer did not match the required result schema {spec.name!r}: " + "; ".join(problems[:5]) + ". "
+    if strategy == "tool":
+        return said + f"Call the tool {spec.tool_name()!r} with the corrected result object as its input; do not answer in text."
+    return said + "Answer again with only a corrected JSON object."
 
 
 def _with_output(result: RunResult, spec: ResultSchema | None) -> RunResult:

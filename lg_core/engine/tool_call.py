@@ -7,7 +7,8 @@ before its code runs; a re-attempt that finds the mark reports "outcome
 unknown" instead of calling it (lg_core.engine.at_most_once).
 Commit: record the result; the call that completes the turn (fan-in, decided
 under the frame's optimistic version) appends one tool message with every
-result in call order and schedules the next model turn. Parallel calls in one
+result in call order (with the tool-loop warnings, counted there in call order)
+and schedules the next model turn. Parallel calls in one
 process commit in turn under their frame's lock (lg_core.engine.frame_locks);
 calls in other processes may still lose the frame's race, and their commit is
 marked ``contended`` so that losing costs PostgreSQL no connection. Exclusive tools of a
@@ -66,8 +67,13 @@ class ToolCall:
         scope, use = self.scope, self.tool_use
         policy = scope.agent_class._tool_loop_policy
         if policy is not None and policy.watches(use.name):
-            # The terminating repeat stops the run here, before the tool body runs again.
-            policy.check_may_run(scope.frame.checkpoint.tool_loops, use.name, use.input)
+            # The terminating repeat stops the run here, before the tool body runs again. Its number
+            # was stored when the turn scheduled it, counting identical siblings of this batch that
+            # may not have committed yet (lg_core.tool_loops); a call stored without it uses the counts.
+            repeats = self.call.get("loop_repeats")
+            if repeats is None:
+                repeats = policy.repeats_so_far(scope.frame.checkpoint.tool_loops, use.name, use.input)
+            policy.check_may_run(repeats, use.name)
         if use.name not in registry:  # the submit tool is looked up only for this message
             error = registry.unknown_tool(use.name, also_offered=_submit_tools(scope.agent_class, model))
             return ToolOutcome.failure(str(error), "unknown_tool", error)
@@ -113,8 +119,7 @@ class ToolCall:
         def transition(state: FrameState) -> Any:
             checkpoint = state.checkpoint.copy()
             checkpoint.state = scope.state_for(state)
-            final = self._with_loop_warning(block, checkpoint) if counted else block
-            result = {"tool_result": content_mod.serialize(final), "error_kind": outcome.error_kind}
+            result = {"tool_result": content_mod.serialize(block), "error_kind": outcome.error_kind}
             scope.add_step_usage(checkpoint)  # what the tool and its callbacks recorded
             entry = next((p for p in checkpoint.pending if p.key == scope.key), None)
             if entry is None or entry.status == "done":
@@ -129,7 +134,7 @@ class ToolCall:
                     new_steps.append(NewStep(key=waiting.key, frame_id=state.id, kind="tool", input=call))
             messages: list[Message] = []
             if all(p.status == "done" for p in checkpoint.pending):
-                messages.append(self._turn_results(checkpoint.pending, final))
+                messages.append(self._turn_results(checkpoint, block, counted))
                 checkpoint.pending, checkpoint.phase = [], "model"
                 checkpoint.turn += 1
                 checkpoint.message_count += 1
@@ -147,32 +152,40 @@ class ToolCall:
 
         return transition
 
-    def _with_loop_warning(self, block: ToolResult, checkpoint: Any) -> ToolResult:
-        """``block`` plus the warning its repeat count calls for; counts it in ``checkpoint``.
+    def _turn_results(self, checkpoint: Any, own: ToolResult, own_counted: bool) -> Message:
+        """One tool message with every result of the turn, in call order, with its loop warnings.
 
-        Runs inside the commit's transition, against the frame as it is at commit
-        time, so identical calls of one parallel batch each count.
+        The tool-loop counts in ``checkpoint`` are updated here, once for the
+        whole turn and in call order, by the call that completes it: commit order
+        differs from run to run, and the repeats were numbered in call order when
+        the turn was scheduled (lg_core.tool_loops).
         """
-        policy, use = self.scope.agent_class._tool_loop_policy, self.tool_use
-        if policy is None or not policy.watches(use.name):
-            return block
-        checkpoint.tool_loops, count = observe(checkpoint.tool_loops, use.name, use.input, content_mod.serialize(block))
-        warning = policy.warning(count, use.name)
-        if warning is None:
-            return block
-        return ToolResult(tool_use_id=block.tool_use_id, content=(*block.content, Text(text=warning)), status=block.status)
-
-    def _turn_results(self, pending: list[Any], own: ToolResult) -> Message:
-        """One tool message with every result of the turn, in call order."""
-        blocks = {own.tool_use_id: own}
+        pending = checkpoint.pending
+        results = {own.tool_use_id: (self.call, own, own_counted)}
         if len(pending) > 1:
             # The turn's tool prefix: the key less the call id, which may itself hold a "/".
             prefix = self.scope.key[: len(self.scope.key) - len(own.tool_use_id)]
             for step in self.scope.engine.store.load_steps(self.scope.run.id, prefix=prefix):
                 if step.result and step.key != self.scope.key:
                     block = content_mod.from_dict(step.result["tool_result"])
-                    blocks[block.tool_use_id] = block
-        return Message.of_blocks("tool", [blocks[p.id] for p in pending])
+                    counted = step.result.get("error_kind") != "outcome_unknown"  # nothing came back to compare
+                    results[block.tool_use_id] = (step.input or {}, block, counted)
+        blocks = []
+        for entry in pending:
+            call, block, counted = results[entry.id]
+            blocks.append(self._with_loop_warning(block, call, checkpoint) if counted else block)
+        return Message.of_blocks("tool", blocks)
+
+    def _with_loop_warning(self, block: ToolResult, call: dict[str, Any], checkpoint: Any) -> ToolResult:
+        """``block`` (the result of ``call``) plus the warning its repeat count calls for; counts it in ``checkpoint``."""
+        policy, name = self.scope.agent_class._tool_loop_policy, call.get("name", "")
+        if policy is None or not policy.watches(name):
+            return block
+        checkpoint.tool_loops, count = observe(checkpoint.tool_loops, name, call.get("input") or {}, content_mod.serialize(block))
+        warning = policy.warning(count, name)
+        if warning is None:
+            return block
+        return ToolResult(tool_use_id=block.tool_use_id, content=(*block.content, Text(text=warning)), status=block.status)
 
     def _bounded(self, outcome: ToolOutcome) -> ToolOutcome:
         """``outcome`` with over-long text blocks truncated (itself when none is)."""

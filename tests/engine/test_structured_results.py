@@ -240,6 +240,51 @@ def test_tool_strategy_text_answer_is_repaired_then_fails_when_still_missing(con
     assert "submit_support_triage" in str(run.error)
 
 
+def test_tool_strategy_repair_of_a_text_answer_asks_only_for_the_submit_tool(config, script):
+    """One instruction for the active strategy: never also "answer with only a JSON object"."""
+    turns = [{"text": "delivery, urgent"}, {"tool_calls": [{"name": "submit_support_triage", "arguments": VALID}]}]
+    target, requests = recording(script, turns, capabilities=NO_NATIVE)
+    run = triage_agent(target, {**TRIAGE, "strategy": "tool"}).ask("Missing package")
+
+    assert run.outcome == "completed" and run.result.output == VALID
+    instruction = requests[1].messages[-1]
+    assert instruction.role == "user"
+    assert "Call the tool 'submit_support_triage'" in instruction.text
+    assert "JSON object" not in instruction.text
+
+
+def test_tool_strategy_repair_of_an_invalid_submission_asks_for_the_submit_tool(config, script):
+    turns = [
+        {"tool_calls": [{"name": "submit_support_triage", "arguments": {"category": "delivery"}}]},
+        {"tool_calls": [{"name": "submit_support_triage", "arguments": VALID}]},
+    ]
+    target, requests = recording(script, turns, capabilities=NO_NATIVE)
+    run = triage_agent(target, {**TRIAGE, "strategy": "tool"}).ask("Missing package")
+
+    assert run.outcome == "completed"
+    [result] = requests[1].messages[-1].tool_results
+    assert "Call the tool 'submit_support_triage'" in result.text and "JSON object" not in result.text
+
+
+def test_tool_strategy_takes_no_json_answered_in_text_after_the_repair(config, script):
+    """With the terminal tool the result comes only through it (the spec: "that exact path")."""
+    target = script([{"text": "delivery, urgent"}, {"text": json.dumps(VALID)}], capabilities=NO_NATIVE)
+    run = triage_agent(target, {**TRIAGE, "strategy": "tool"}).ask("Missing package")
+
+    assert run.outcome == "failed" and isinstance(run.error, StructuredResultError)
+    assert "instead of calling the tool 'submit_support_triage'" in str(run.error)
+
+
+def test_provider_strategy_repair_asks_for_only_a_json_object(config, script):
+    target, requests = recording(script, [{"text": "delivery, urgent"}, {"structured": VALID}])
+    run = triage_agent(target).ask("Missing package")
+
+    assert run.outcome == "completed"
+    instruction = requests[1].messages[-1].text
+    assert "Answer again with only a corrected JSON object." in instruction
+    assert "Call the tool" not in instruction
+
+
 def test_provider_strategy_on_a_model_without_native_support_raises_before_a_run_starts(config, script):
     """The spec: "LittleGhost raises ConfigurationError before execution if the selected model cannot provide it"."""
     calls = []

@@ -13,10 +13,10 @@ import threading
 import pytest
 
 import lg_core
-from lg_core import Agent, Configuration, Tool, with_configuration
+from lg_core import Agent, Configuration, Tool, after_initialize, with_configuration
 from lg_core.content import ToolResult
 from lg_core.errors import ConfigurationError, ProtocolError, ToolLoopError
-from lg_core.tool_loops import MAX_TRACKED_SIGNATURES, call_signature, observe
+from lg_core.tool_loops import DEFAULT_TERMINATE_AT, MAX_TRACKED_SIGNATURES, call_signature, observe
 
 
 class CountingLookupTool(Tool):
@@ -44,15 +44,21 @@ class OtherTool(Tool):
         return "refreshed"
 
 
-class LoopAgent(Agent):
-    """Module level, so a stored run can be resumed by its import path."""
+class ToolLessLoopAgent(Agent):
+    """Detects loops and takes its model from the invocation; a subclass picks its tools
+    (they are cumulative, so a subclass of LoopAgent would keep LoopAgent's lookup)."""
 
-    tools = [CountingLookupTool, OtherTool]
     detect_tool_loops = True
 
     @classmethod
     def select_model(cls, invocation):
         return invocation["target"]
+
+
+class LoopAgent(ToolLessLoopAgent):
+    """Module level, so a stored run can be resumed by its import path."""
+
+    tools = [CountingLookupTool, OtherTool]
 
 
 @pytest.fixture(autouse=True)
@@ -158,11 +164,13 @@ def test_identical_calls_of_one_parallel_batch_all_count(config, script):
     barrier = threading.Barrier(3, timeout=30)
 
     class TogetherTool(CountingLookupTool):
+        tool_name = "lookup"
         def call(self, input):
-            barrier.wait()  # all three calls are running before any of them commits
+            if "/tool/p" in self.context.metadata["step"]:
+                barrier.wait()  # all three calls of the batch are running before any of them commits
             return super().call(input)
 
-    class BatchAgent(LoopAgent):
+    class BatchAgent(ToolLessLoopAgent):
         tools = [TogetherTool]
 
     turns = [
@@ -177,10 +185,115 @@ def test_identical_calls_of_one_parallel_batch_all_count(config, script):
     assert run.failed and isinstance(run.error, ToolLoopError)
     first_turn = seen[0]
     assert len(first_turn) == 3
-    warned = [text for text in first_turn if text != "No entry."]  # counts 1, 2 and 3, in commit order
-    assert len(warned) == 1 and warned[0].startswith("No entry.\nWarning:") and "3 times" in warned[0]
+    assert first_turn[:2] == ["No entry.", "No entry."]  # counts 1, 2 and 3, in call order
+    assert first_turn[2].startswith("No entry.\nWarning:") and "3 times" in first_turn[2]
     assert seen[1][0].startswith("No entry.\nFinal warning:") and "4 times" in seen[1][0]
     assert len(TogetherTool.calls) == 4
+
+
+@pytest.fixture
+def wide_pool():
+    """Enough tool threads for every call of the widest batch to be in flight at once."""
+    configuration = Configuration(max_parallel_tools=16)
+    with with_configuration(configuration):
+        yield configuration
+    configuration.close()
+
+
+ALLOWED = DEFAULT_TERMINATE_AT - 1  # identical calls that may run before the terminating one
+
+
+def run_identical_batch(script, size):
+    """One turn of ``size`` identical calls p0..p<size-1>, all in flight together; returns (run, bodies run).
+
+    Every call's step waits at a barrier before it decides, so none has committed
+    when any decides. The calls the fix lets run (p0..p3) are all inside their
+    bodies before the others decide, and stay there until the run has ended, so
+    a sibling that stops the run can neither cut them short nor commit first.
+    """
+    started = threading.Barrier(size, timeout=30)
+    allowed_in, ended, bodies = threading.Event(), threading.Event(), []
+
+    class HeldTool(CountingLookupTool):
+        tool_name = "lookup"
+        def call(self, input):
+            bodies.append(1)
+            if len(bodies) >= ALLOWED:
+                allowed_in.set()
+            ended.wait(timeout=10)
+            return "No entry."
+
+    class BatchAgent(ToolLessLoopAgent):
+        tools = [HeldTool]
+
+        @after_initialize
+        def decide_together(self, agent, **kwargs):
+            step = str(kwargs["context"].metadata.get("step", ""))
+            if "/tool/" in step:
+                started.wait()
+                if int(step.rsplit("/p", 1)[1]) >= ALLOWED:
+                    allowed_in.wait(timeout=10)
+
+    def on_event(event):
+        if event.type in ("run_error", "run_stop"):
+            ended.set()
+
+    turns = [{"tool_calls": [lookup(f"p{i}") for i in range(size)]}, {"text": "Done."}]
+    run = BatchAgent.ask("Refunds?", target=script(turns), on_event=on_event)
+    return run, len(bodies)
+
+
+@pytest.mark.parametrize("size", [6, 10])
+def test_identical_calls_of_one_parallel_batch_stop_at_the_same_call_every_time(wide_pool, script, size):
+    for _ in range(3):
+        run, bodies = run_identical_batch(script, size)
+        assert run.failed and isinstance(run.error, ToolLoopError), run.error
+        assert bodies == ALLOWED, f"{bodies} of {size} identical parallel calls ran their tool body"
+
+
+def test_loop_warnings_follow_call_order_not_commit_order(config, script):
+    """The calls commit last to first; the third identical call still carries the warning."""
+    committed = {name: threading.Event() for name in ("p1", "p2")}
+
+    class ReversedTool(CountingLookupTool):
+        tool_name = "lookup"
+        def call(self, input):
+            later = {"p0": "p1", "p1": "p2"}.get(self.context.metadata["step"].rsplit("/", 1)[1])
+            if later is not None:
+                assert committed[later].wait(timeout=10)
+            return super().call(input)
+
+    class BatchAgent(ToolLessLoopAgent):
+        tools = [ReversedTool]
+
+    def on_event(event):  # a durable event is published after its step's commit
+        if event.type == "tool_execution_stop" and event.data["id"] in committed:
+            committed[event.data["id"]].set()
+
+    turns = [{"tool_calls": [lookup("p0"), lookup("p1"), lookup("p2")]}, {"text": "Done."}]
+    seen: list[list[str]] = []
+    run = BatchAgent.ask("Refunds?", target=script(model_seeing_results(turns, seen)), on_event=on_event)
+
+    assert run.completed
+    assert seen[0][:2] == ["No entry.", "No entry."]
+    assert seen[0][2].startswith("No entry.\nWarning:") and "3 times" in seen[0][2]
+
+
+def test_each_call_stores_its_identical_calls_before_it(script):
+    """Counted when the turn is scheduled and kept on the step row: a retried or resumed
+    step decides from it as the first attempt did, whichever siblings have committed."""
+    configuration = Configuration(max_parallel_tools=1)
+    turns = [{"tool_calls": [lookup("s0")]}, {"tool_calls": [lookup("s1")]}]
+    turns += [{"tool_calls": [lookup("p0"), lookup("refresh", name="refresh"), lookup("p1"), lookup("p2")]}, {"text": "Done."}]
+    with with_configuration(configuration):
+        run = LoopAgent.ask("Refunds?", target=script(turns))
+        steps = {step.key.rsplit("/", 1)[1]: step for step in configuration.runtime().store.load_steps(run.id)}
+    configuration.close()
+
+    assert run.failed and isinstance(run.error, ToolLoopError)
+    assert [steps[key].input["loop_repeats"] for key in ("s0", "s1", "p0", "p1", "p2")] == [0, 1, 2, 3, 4]
+    assert steps["refresh"].input["loop_repeats"] == 0  # another signature
+    assert len(CountingLookupTool.calls) == ALLOWED
 
 
 @pytest.mark.parametrize(
