@@ -431,7 +431,26 @@ def _merge_tools(cls: type[Agent]) -> tuple[Any, ...]:
         check_declaration(declaration, cls.__qualname__)
         if declaration not in merged:
             merged.append(declaration)
+    _check_unique_tool_names(merged, cls.__qualname__)
     return tuple(merged)
+
+
+def _check_unique_tool_names(declarations: list[Any], owner: str) -> None:
+    """Two declared Tool classes with one name fail here, not at the first step of every run.
+
+    Tools are cumulative across inheritance, so a subclass's tool does not replace a
+    parent's of the same name: the registry would refuse the pair in each run.
+    (A provider's tools are known only then, and checked then.)
+    """
+    seen: dict[str, type] = {}
+    for declaration in declarations:
+        if isinstance(declaration, type) and issubclass(declaration, Tool):
+            earlier = seen.setdefault(declaration.tool_name, declaration)
+            if earlier is not declaration:
+                raise ConfigurationError(
+                    f"{owner}.tools has two tools named {declaration.tool_name!r}: {earlier.__qualname__} and "
+                    f"{declaration.__qualname__} (tools add up across inheritance); set tool_name on one of them"
+                )
 
 
 def _reserved_tool_names(cls: type[Agent]) -> dict[str, str]:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from lg_core import (
     AbstractMethodError,
+    Agent,
     Artifact,
     Binding,
     CancelledError,
@@ -857,6 +858,23 @@ def test_duplicate_names_are_rejected_naming_both_classes():
         match=r"two tools are named 'help_center_lookup'.*OtherLookupTool.*set tool_name",
     ):
         ToolRegistry([HelpCenterLookupTool, OtherLookupTool])
+
+
+def test_an_agent_whose_subclass_adds_a_tool_of_an_inherited_name_fails_when_defined():
+    """Tools add up across inheritance, so the pair failed the first step of every run instead."""
+
+    class OtherLookupTool(Tool):
+        tool_name = "help_center_lookup"
+        description = "d"
+
+    class Base(Agent):
+        model = "scripted:unused"
+        tools = [HelpCenterLookupTool]
+
+    with pytest.raises(ConfigurationError, match=r"Child.tools has two tools named 'help_center_lookup': HelpCenterLookupTool and .*OtherLookupTool"):
+
+        class Child(Base):
+            tools = [OtherLookupTool]
 
 
 def test_the_same_class_twice_is_a_duplicate():
