@@ -13,7 +13,9 @@ global or per command) and ``LG_IMPORTS`` are imported before an agent runs or
 a run resumes, so their scripted models and agent classes are registered.
 
 Rendering lives in :mod:`lg_core.cli_output`. Output: a run's answer goes to stdout; tool calls, notes and the final status
-line go to stderr, so ``lg ask ... > answer.txt`` keeps only the answer.
+line go to stderr, so ``lg ask ... > answer.txt`` keeps only the answer. On a terminal the
+text streams as it arrives; into a file or a pipe the answer is written once the run
+finished, and the text a model writes before its tool calls goes to stderr with them.
 Exit codes: 0 success, 1 a run ended without completing, 2 a usage error
 (unknown run, bad store URL, import failure, bad input), printed as one red
 line without a traceback.
@@ -54,6 +56,7 @@ from lg_core.cli_output import (
     step_json,
     steps_table,
     stream_run,
+    writes_to_terminal,
 )
 from lg_core.config import build_configuration, with_configuration
 from lg_core.errors import ConfigurationError, InvocationError, RunNotFoundError, RunStateError
@@ -140,8 +143,11 @@ def session(
     url = store or options.store
     given = {key: value for key, value in settings.items() if value is not None}
     config = build_configuration(**({"run_store": url} if url else {}), **given)
+    origin = "--store" if url else _configured_store()
     if durable:
-        require_durable_store(config.run_store, "--store" if url else _configured_store())
+        require_durable_store(config.run_store, origin)
+    else:  # a new run store may be created, but not inside another application's database
+        refuse_foreign_sqlite_store(config.run_store, origin)
     if load_imports:
         project_on_path()
         for module in config.imports:
@@ -216,6 +222,22 @@ def require_durable_store(url: str, origin: str = "--store / LG_RUN_STORE") -> N
         raise UsageError(
             f"no run store at {parsed.database}: the file does not exist (check {origin})"
         )
+    refuse_foreign_sqlite_store(url, origin)
+
+
+def refuse_foreign_sqlite_store(url: str, origin: str) -> None:
+    """Refuse a SQLite file that holds another database's tables (a typo in --store, most likely):
+    opening it as a run store would add the store's tables to it. A new or empty file is fine.
+    ``origin`` says where ``url`` came from."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return  # opening the store says what is wrong with the URL
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:") or "uri" in parsed.query:
+        return
     if _foreign_sqlite_database(Path(parsed.database)):
         raise UsageError(
             f"{parsed.database} is not a LittleGhost run store (it has tables, but no lg_runs); "
@@ -405,7 +427,8 @@ def ask(
     with session(ctx, store, imports, durable=False, load_imports=True, before_open=lambda: load_agent(target)):
         agent_class = load_agent(target)
         if stream:
-            run = stream_run(agent_class.stream_ask(message, **options), out, info)
+            answer_only = not writes_to_terminal(out)  # > answer.txt keeps only the answer
+            run = stream_run(agent_class.stream_ask(message, **options), out, info, answer_only=answer_only)
         else:
             run = agent_class.ask(message, **options)
             if run.response:
@@ -529,7 +552,8 @@ def runs_resume(
                 soft_wrap=True,
             )
             raise typer.Exit(0 if record.status == "completed" else 1)
-        run = resume_streaming(runtime, run_id, EventPrinter(out, info), force=force)
+        printer = EventPrinter(out, info, answer_only=not writes_to_terminal(out))
+        run = resume_streaming(runtime, run_id, printer, force=force)
         code = report_outcome(run, info)
     raise typer.Exit(code)
 

@@ -44,6 +44,14 @@ def error_console() -> Console:
     return _wide(Console(stderr=True, highlight=False), 200)
 
 
+def writes_to_terminal(console: Console) -> bool:
+    """Whether ``console`` writes to a terminal (not a file or a pipe), whatever FORCE_COLOR says."""
+    try:
+        return console.file.isatty()
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed file
+        return False
+
+
 def _wide(console: Console, width: int) -> Console:
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = width
@@ -56,12 +64,18 @@ class EventPrinter:
     Text goes to ``out``; tool calls and notes go to ``info`` (pass the same
     console twice to keep everything on one stream). Safe to call from the
     engine's step threads.
+
+    ``answer_only`` (``out`` is a file or a pipe): ``out`` gets only the run's
+    answer, printed by :meth:`finish`; the text a model writes before its tool
+    calls ("Let me check.") goes to ``info`` ahead of them, as narration.
     """
 
-    def __init__(self, out: Console, info: Console | None = None) -> None:
+    def __init__(self, out: Console, info: Console | None = None, *, answer_only: bool = False) -> None:
         self.out = out
         self.info = info or out
+        self.answer_only = answer_only
         self.text = ""
+        self._pending = ""  # answer_only: text not yet known to be narration or the answer
         self._mid_line = False
         self._lock = threading.Lock()
 
@@ -71,13 +85,24 @@ class EventPrinter:
             with self._lock:
                 handler(event.data)
 
-    def finish(self) -> None:
+    def finish(self, run: Any = None) -> None:
+        """End the output; with ``answer_only``, print ``run``'s answer to ``out``."""
         with self._lock:
             self._end_line()
+            if not self.answer_only:
+                return
+            response = getattr(run, "response", None)
+            if response:
+                self.out.print(response, markup=False, soft_wrap=True)
+            else:  # no answer (the run failed): what it wrote is still worth seeing
+                self._narrate()
 
     def _on_text_delta(self, data: Mapping[str, Any]) -> None:
         text = str(data.get("text", ""))
         self.text += text
+        if self.answer_only:
+            self._pending += text
+            return
         self.out.print(text, end="", markup=False, soft_wrap=True)
         self._mid_line = not text.endswith("\n")
 
@@ -100,7 +125,9 @@ class EventPrinter:
         )
 
     def _on_model_retry(self, data: Mapping[str, Any]) -> None:
-        extra = "; the text above is superseded" if data.get("partial_text") else ""
+        if self.answer_only:  # the retried call's text was never shown: drop it
+            self._pending = ""
+        extra = "; the text above is superseded" if data.get("partial_text") and not self.answer_only else ""
         self.note(f"[yellow]model call retried{extra}[/]")
 
     def _on_run_resumed(self, data: Mapping[str, Any]) -> None:
@@ -116,7 +143,14 @@ class EventPrinter:
 
     def note(self, markup: str) -> None:
         self._end_line()
+        self._narrate()
         self.info.print(markup, soft_wrap=True, highlight=False)
+
+    def _narrate(self) -> None:
+        """answer_only: the text so far was not the answer (a tool call follows): show it on ``info``."""
+        text, self._pending = self._pending.strip(), ""
+        if text:
+            self.info.print(text, markup=False, soft_wrap=True, highlight=False)
 
     def _end_line(self) -> None:
         if self._mid_line:
@@ -186,14 +220,19 @@ def report_outcome(run: Any, info: Console) -> int:
     return 1
 
 
-def stream_run(run: Any, out: Console, info: Console) -> Any:
-    """Iterate a dormant Run, rendering its events; returns the finished Run."""
-    printer = EventPrinter(out, info)
+def stream_run(run: Any, out: Console, info: Console, *, answer_only: bool = False) -> Any:
+    """Iterate a dormant Run, rendering its events; returns the finished Run.
+
+    ``answer_only``: ``out`` gets only the answer, once the run finished (see EventPrinter).
+    """
+    printer = EventPrinter(out, info, answer_only=answer_only)
+    finished = None
     try:
         for event in run:
             printer(event)
+        finished = run
     finally:
-        printer.finish()
+        printer.finish(finished)
     return run
 
 
@@ -202,11 +241,13 @@ def resume_streaming(
 ) -> Any:
     """``lg_core.resume`` with the resumed run's live events rendered by ``printer``."""
     unsubscribe = runtime.engine.bus.subscribe(run_id, printer)
+    run = None
     try:
-        return runtime.resume(run_id, force=force)
+        run = runtime.resume(run_id, force=force)
     finally:
         unsubscribe()
-        printer.finish()
+        printer.finish(run)
+    return run
 
 
 def runs_table(records: list[RunRecord]) -> Table:
@@ -302,11 +343,17 @@ def steps_table(steps: list[StepRecord], *, attempts: bool = True) -> Table:
         style = {"succeeded": "green", "failed": "red", "unknown": "yellow", "cancelled": "magenta"}.get(
             step.status, "cyan"
         )
-        counts = (str(step.attempts),) if attempts else ()
+        counts = (attempts_text(step),) if attempts else ()
         table.add_row(
             step.key, step.kind, f"[{style}]{step.status}[/]", *counts, escape(step_detail(step))
         )
     return table
+
+
+def attempts_text(step: StepRecord) -> str:
+    """ATTEMPTS: how many times workers claimed the step; ``-`` for a step none claimed (one
+    this process ran itself, in local mode, or one still waiting for a worker)."""
+    return str(step.attempts) if step.attempts else "-"
 
 
 def step_detail(step: StepRecord) -> str:

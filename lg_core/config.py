@@ -185,6 +185,15 @@ class Configuration(BaseSettings):
         """Precedence: configure()/keyword values > environment > YAML config file > defaults."""
         return (init_settings, env_settings, YamlFileSource(settings_cls))
 
+    @field_validator("run_store")
+    @classmethod
+    def _run_store_home(cls, value: str) -> str:
+        """``sqlite:///~/runs.db`` names the file in the home directory, as ``LG_CONFIG=~/lg.yaml``
+        does, for every process and check that reads the setting (SQLite would not expand it)."""
+        from lg_core.store.database import expand_sqlite_home
+
+        return expand_sqlite_home(value)
+
     @field_validator("imports", mode="before")
     @classmethod
     def _split_imports(cls, value: Any) -> Any:
@@ -318,8 +327,8 @@ class Configuration(BaseSettings):
             raise ConfigurationError(_locked_message(f"set {name}"))
         try:
             super().__setattr__(name, value)
-        except ValidationError as exc:
-            raise ConfigurationError(_describe(exc)) from None
+        except ValidationError as exc:  # the value came from the caller, not the environment or a file
+            raise ConfigurationError(_describe(exc, {name: value})) from None
 
     def configure(self, **values: Any) -> Configuration:
         """Set several settings and return this configuration (the spec's ``Configuration#configure``;

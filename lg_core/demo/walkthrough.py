@@ -17,6 +17,7 @@ Returns exit code 0 when the resumed run completed and the proof holds.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -129,7 +130,7 @@ def crash_child(console: Console, crash: Crash) -> bool:
         "--run-id",
         crash.run_id,
     ]
-    console.print(f"[dim]$ python -m lg_core.demo.crash --store ... --run-id {crash.run_id}[/]")
+    console.print(f"[dim]$ python -m lg_core.demo.crash --store ... --run-id {escape(shlex.quote(crash.run_id))}[/]")
     stderr_path = crash.journal.with_suffix(".child-stderr")
     with open(stderr_path, "w+", encoding="utf-8") as stderr:
         crash.child_pid, crash.returncode = relay_child(console, command, stderr)
@@ -255,16 +256,15 @@ def closing(console: Console, crash: Crash, keep: bool) -> None:
     if keep:
         console.print("Inspect the stored run:", soft_wrap=True)
         for command in ("show", "events"):
-            console.print(
-                f"  lg runs {command} {crash.run_id} --store {escape(crash.store)}", soft_wrap=True
-            )
+            line = shlex.join(["lg", "runs", command, crash.run_id, "--store", crash.store])  # pastes into a shell
+            console.print(f"  {escape(line)}", soft_wrap=True)
     else:
         console.print(
             "Keep the store to inspect it with `lg runs show/events`: lg demo --dir ./lg-demo",
             soft_wrap=True,
         )
     console.print(
-        f'Ask the agent yourself: lg ask lg_core.demo.support:SupportAgent "{QUESTION}"',
+        f"Ask the agent yourself: {escape(shlex.join(['lg', 'ask', 'lg_core.demo.support:SupportAgent', QUESTION]))}",
         soft_wrap=True,
     )
 

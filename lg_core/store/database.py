@@ -266,9 +266,28 @@ def _unsupported_store(url: str, dialect: str) -> str:
     )
 
 
-def _check_sqlite_path(url: str, database: str) -> None:
+def expand_sqlite_home(url: str) -> str:
+    """``url`` with a ``~`` (or ``~user``) at the start of its SQLite file path expanded, as a shell
+    would: SQLite itself opens ``~/runs.db`` as a directory named ``~``. Any other URL is returned as is
+    (a ``?uri=true`` path is SQLite's own to read)."""
+    import os
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return url  # not a URL: whoever opens it says so
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or not database.startswith("~") or "uri" in parsed.query:
+        return url
+    expanded = os.path.expanduser(database)
+    return url if expanded == database else parsed.set(database=expanded).render_as_string(hide_password=False)
+
+
+def _check_sqlite_path(url: str, database: str) -> str:
     """A SQLite file store in a missing directory (or at a directory) is a ConfigurationError that
-    says so, not SQLite's "unable to open database file" when the first connection opens."""
+    says so, not SQLite's "unable to open database file" when the first connection opens.
+
+    Returns the URL for SQLite to open: ``url`` with ``~`` expanded, the path checked here."""
     from pathlib import Path
 
     path = Path(database).expanduser()
@@ -281,6 +300,7 @@ def _check_sqlite_path(url: str, database: str) -> None:
             f"cannot open the run store {url}: the directory {path.parent} does not exist; create it "
             "(SQLite creates only the file) or fix the path"
         )
+    return expand_sqlite_home(url)
 
 
 def _require_utf8(url: str, dbapi_connection: Any, _record: Any) -> None:
@@ -314,12 +334,13 @@ class Database:
         if self.dialect_name not in ("sqlite", "postgresql"):
             raise ConfigurationError(_unsupported_store(url, self.dialect_name))
         self.in_memory = self.dialect_name == "sqlite" and parsed.database in (None, "", ":memory:")
+        opened = url
         if self.dialect_name == "sqlite" and not self.in_memory and "uri" not in parsed.query:
-            _check_sqlite_path(url, parsed.database)
+            opened = _check_sqlite_path(url, parsed.database)  # with ~ expanded, as the check read it
         self._synchronous = synchronous.upper()
         if self._synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(f"sqlite_synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
-        self.engine = self._create_engine(url)
+        self.engine = self._create_engine(opened)
         self._builders = dict(statements)
         self._prepared: dict[str, Prepared] = {}
         self._lock = threading.RLock() if self.in_memory else None

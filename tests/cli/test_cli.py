@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lg_core.cli import app
-from lg_core.cli_output import ago
+from lg_core.cli_output import ago, steps_table
 from lg_core.demo import support
 from lg_core.providers import scripted
 
@@ -93,13 +93,51 @@ def crashed_run(store: str, tmp_path: Path, run_id: str = "crashed-1") -> Path:
 # -- ask ---------------------------------------------------------------------------------
 
 
-def test_ask_streams_the_answer_to_stdout_and_tool_calls_to_stderr(store: str) -> None:
-    result = ask(store, "cli_app:LookupAgent", "When are you open?")
+def test_ask_into_a_file_writes_only_the_answer_to_stdout(store: str) -> None:
+    """``lg ask ... > answer.txt`` keeps only the answer: the text before a tool call goes to stderr."""
+    result = ask(store, "cli_app:LookupAgent", "When are you open?")  # CliRunner's stdout is no terminal
     assert result.exit_code == 0, result.output
-    assert result.stdout == "Checking. \nWe are open 9 to 5.\n"
-    assert '-> faq_lookup(topic="hours")' in result.stderr
+    assert result.stdout == "We are open 9 to 5.\n"
+    assert result.stderr.index("Checking.") < result.stderr.index('-> faq_lookup(topic="hours")')
     assert "ok Open 9:00-17:00" in result.stderr
     assert "completed run " in result.stderr
+    assert "We are open" not in result.stderr
+
+
+def test_ask_on_a_terminal_streams_the_text_as_it_arrives(store: str) -> None:
+    """On a terminal the text before a tool call is shown in its place, on stdout, as it streams."""
+    import pty
+
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(HERE), "COLUMNS": "200"}
+    env.pop("FORCE_COLOR", None)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "lg_core.cli", "ask", "cli_app:LookupAgent", "When are you open?", "--store", store],
+        stdout=secondary, stderr=subprocess.PIPE, env=env, text=True,
+    )
+    os.close(secondary)
+    terminal = b""
+    while True:
+        try:
+            chunk = os.read(primary, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        terminal += chunk
+    os.close(primary)
+    assert child.wait(timeout=60) == 0, child.stderr.read()
+    assert terminal.decode().replace("\r\n", "\n") == "Checking. \nWe are open 9 to 5.\n"
+    assert '-> faq_lookup(topic="hours")' in child.stderr.read()
+    child.stderr.close()
+
+
+def test_runs_resume_into_a_file_writes_only_the_answer_to_stdout(store: str, tmp_path: Path) -> None:
+    crashed_run(store, tmp_path)
+    result = lg("runs", "resume", "crashed-1", "--store", store)
+    assert result.exit_code == 0, result.output
+    answer = json.loads(lg("runs", "show", "crashed-1", "--store", store, "--json").stdout)["response"]
+    assert result.stdout == answer + "\n"
 
 
 def test_ask_no_stream_prints_the_response(store: str) -> None:
@@ -317,7 +355,14 @@ def test_a_store_url_with_a_bad_port_is_a_usage_error(url: str, command: tuple[s
 
 
 @pytest.mark.parametrize(
-    "command", [("runs", "list"), ("runs", "show", "r1"), ("runs", "cancel", "r1"), ("runs", "resume", "r1")]
+    "command",
+    [
+        ("runs", "list"),
+        ("runs", "show", "r1"),
+        ("runs", "cancel", "r1"),
+        ("runs", "resume", "r1"),
+        ("ask", "cli_app:EchoAgent", "hi"),
+    ],
 )
 def test_a_store_url_naming_another_apps_sqlite_database_changes_nothing_in_it(
     tmp_path: Path, command: tuple[str, ...]
@@ -335,6 +380,34 @@ def test_a_store_url_naming_another_apps_sqlite_database_changes_nothing_in_it(
     with closing(sqlite3.connect(other)) as db:
         tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     assert tables == ["customers"]
+
+
+def test_ask_makes_a_run_store_of_a_new_or_empty_sqlite_file(tmp_path: Path) -> None:
+    """Only a file that already holds another database's tables is refused."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for path in (empty, tmp_path / "new.db"):
+        result = ask(f"sqlite:///{path}", "cli_app:EchoAgent", "hi", "--run-id", "r1")
+        assert result.exit_code == 0, result.output
+        listed = lg("runs", "list", "--store", f"sqlite:///{path}", "--json")
+        assert [r["id"] for r in json.loads(listed.stdout)] == ["r1"]
+
+
+def test_a_tilde_in_a_sqlite_store_url_is_the_home_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``lg runs`` checked ~/runs.db unexpanded ("does not exist"), SQLite could not open it for ``lg ask``."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    url = "sqlite:///~/runs.db"
+    result = ask(url, "cli_app:EchoAgent", "hi", "--run-id", "r1")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "runs.db").is_file() and not Path("~").exists()
+    for listed in (lg("runs", "list", "--store", url, "--json"), lg("runs", "list", "--json", env={"LG_RUN_STORE": url})):
+        assert listed.exit_code == 0, listed.output
+        assert [r["id"] for r in json.loads(listed.stdout)] == ["r1"]
+    assert_usage_error(
+        lg("runs", "list", "--store", "sqlite:///~/missing.db"), f"no run store at {tmp_path / 'missing.db'}"
+    )
 
 
 def test_a_postgres_server_that_never_answers_is_a_usage_error_not_a_hang() -> None:
@@ -416,13 +489,15 @@ def test_runs_show_lists_outcome_steps_and_messages(store: str) -> None:
         "usage       ",
     ):
         assert fragment in out, fragment
-    steps = [line.split()[:3] for line in out.splitlines() if line.startswith("root/")]
-    assert steps == [
-        ["root/turn-0/model", "model", "succeeded"],
-        ["root/turn-0/tool/call_0_0", "tool", "succeeded"],
-        ["root/turn-1/model", "model", "succeeded"],
+    steps = [line.split()[:4] for line in out.splitlines() if line.startswith("root/")]
+    assert steps == [  # ATTEMPTS counts workers' claims: "-" for steps this process ran itself
+        ["root/turn-0/model", "model", "succeeded", "-"],
+        ["root/turn-0/tool/call_0_0", "tool", "succeeded", "-"],
+        ["root/turn-1/model", "model", "succeeded", "-"],
     ]
     assert 'faq_lookup(topic="hours")' in out
+    shown = json.loads(lg("runs", "show", "shown", "--store", store, "--json").stdout)
+    assert [step["attempts"] for step in shown["steps"]] == [0, 0, 0]
 
 
 def test_runs_show_reports_the_error_of_a_failed_run(store: str) -> None:
@@ -635,6 +710,21 @@ def test_python_dash_m_lg_core_cli_maps_plugin_usage_errors(args: tuple[str, ...
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(message), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_steps_table_counts_attempts_only_for_steps_workers_claimed() -> None:
+    """A local step is never claimed, so its attempts stay 0: shown as "-", not as "ran 0 times"."""
+    from rich.console import Console
+
+    from lg_core.store.records import StepRecord
+
+    def step(key: str, status: str, attempts: int) -> StepRecord:
+        return StepRecord("r1", key, "f1", "model", status, None, None, None, attempts, None, None, 0.0, None, None)
+
+    console = Console(width=120, record=True)
+    console.print(steps_table([step("local", "succeeded", 0), step("claimed", "succeeded", 2), step("queued", "scheduled", 0)]))
+    rows = [line.split()[:4] for line in console.export_text().splitlines()[1:]]
+    assert rows == [["local", "model", "succeeded", "-"], ["claimed", "model", "succeeded", "2"], ["queued", "model", "scheduled", "-"]]
 
 
 def test_a_misspelled_setting_variable_is_one_warning_line(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -56,11 +57,22 @@ def test_lg_demo_streams_crashes_resumes_and_proves_no_committed_call_ran_twice(
 
 def test_lg_console_script_keeps_the_demo_store_for_lg_runs(tmp_path: Path) -> None:
     assert LG.exists(), f"the lg console script is not installed next to {sys.executable}"
-    demo_dir = tmp_path / "demo"
+    demo_dir = tmp_path / "demo dir"  # a space: the commands the demo prints must quote the path
     result = run([str(LG), "demo", "--dir", str(demo_dir)])
     assert result.returncode == 0, result.stdout + result.stderr
     store = f"sqlite:///{demo_dir / 'runs.db'}"
-    assert f"--store {store}" in result.stdout
+    printed = [  # "  lg runs show ...", "Ask the agent yourself: lg ask ..."
+        re.sub(r"^.*?: (?=lg )", "", line.strip())
+        for line in result.stdout.splitlines()
+        if re.match(r"^(.*?: )?lg ", line.strip())
+    ]
+    assert len(printed) == 3, printed  # lg runs show, lg runs events, lg ask
+    for line in printed:  # each pastes into a shell as one command
+        words = shlex.split(line)
+        assert words[0] == "lg" and ("--store" not in words or words[words.index("--store") + 1] == store)
+        if words[1] == "runs":
+            assert run([str(LG), *words[1:]]).returncode == 0, line
+    assert shlex.split(printed[2])[1:] == ["ask", "lg_core.demo.support:SupportAgent", "Can I get a refund for my order?"]
 
     listed = run([str(LG), "runs", "list", "--store", store, "--json"])
     assert listed.returncode == 0, listed.stderr

@@ -256,3 +256,14 @@ def test_a_configured_resolver_alone_builds_without_a_warning():
 def test_a_target_with_stray_whitespace_is_refused_with_the_fixed_spelling(target):
     with pytest.raises(ConfigurationError, match=r"has a space around the connection or the model id"):
         ModelResolver().resolve(target)
+
+
+@pytest.mark.parametrize(("setting", "variable"), [("lease_seconds", "7"), ("max_parallel_tools", "4")])
+def test_a_bad_value_given_to_configure_is_not_blamed_on_the_environment(config, monkeypatch, setting, variable):
+    """configure(lease_seconds="x") with a good $LG_LEASE_SECONDS set said "(from $LG_LEASE_SECONDS)"."""
+    monkeypatch.setenv(f"LG_{setting.upper()}", variable)
+    with pytest.raises(ConfigurationError) as raised:
+        configure(**{setting: "x"})
+    message = str(raised.value)
+    assert message.startswith(f"invalid configuration: {setting}: "), message
+    assert "$LG_" not in message
