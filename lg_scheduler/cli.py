@@ -12,6 +12,7 @@ and writes them to ``.lg/stack/env`` for other shells to ``source``.
 from __future__ import annotations
 
 import logging
+import shlex
 import signal
 import threading
 from pathlib import Path
@@ -32,6 +33,8 @@ from lg_core.cli import (
     output_console,
     session,
 )
+from lg_core.errors import ConfigurationError
+from lg_scheduler.stack.processes import ProcessState
 from lg_scheduler.stack.stack import DEFAULT_DIR, SERVICES, LocalStack, StackError
 from lg_workers.cli import BrokerOption, LogLevel
 
@@ -106,7 +109,12 @@ def stack_up(
         report = stack.up(imports=imports, concurrency=concurrency, ports=ports, progress=info.print)
     except StackError as exc:
         info.print(f"[bold red]error:[/] [red]{escape(str(exc))}[/]", soft_wrap=True, highlight=False)
-        info.print(f"the processes that did start are still running; `lg stack down --dir {directory}` stops them")
+        running = [state.name for state in stack.status() if state.alive or state.members]
+        if running:
+            info.print(f"still running: {', '.join(running)}; `{stack.down_command}` stops them", highlight=False,
+                       soft_wrap=True)
+        else:
+            info.print("no stack process is running", highlight=False)
         raise typer.Exit(1) from None
     if report.already_running:
         info.print(f"already running: {', '.join(report.already_running)}", highlight=False)
@@ -115,7 +123,8 @@ def stack_up(
     out.print(f"run store  {settings.store_url}", highlight=False)
     out.print(f"broker     {settings.redis_url}", highlight=False)
     out.print(f"flower     {settings.flower_url}", highlight=False)
-    out.print(f"env file   {report.env_file}  (source it: . {report.env_file})", highlight=False)
+    out.print(f"env file   {report.env_file}  (source it: . {shlex.quote(str(report.env_file))})", highlight=False,
+              soft_wrap=True)
 
 
 def check_imports(stack: LocalStack, imports: list[str] | None) -> None:
@@ -139,7 +148,7 @@ def stack_down(directory: DirOption = DEFAULT_DIR) -> None:
     stopped = stack.down(progress=info.print)
     if stopped:
         info.print("stack stopped", highlight=False)
-    elif stack.load_settings() is None:
+    elif not stack.was_started():
         # Run from another directory than `up` was: the stack is still running somewhere else.
         info.print(
             f"nothing was running in {stack.root}: no stack was started there; run `lg stack down` in the "
@@ -159,15 +168,26 @@ def stack_status(directory: DirOption = DEFAULT_DIR) -> None:
         colour = "green" if state.alive else "red"
         table.add_row(state.name, f"[{colour}]{state.label}[/]", str(state.pid or "-"), str(len(state.members)))
     output_console().print(table)
-    settings = stack.load_settings()
+    try:
+        settings, problem = stack.load_settings(), None
+    except ConfigurationError as exc:  # damaged: the table above came from the pid files all the same
+        settings, problem = None, str(exc)
     if settings is not None:
         output_console().print(f"flower {settings.flower_url}   env file {stack.env_file}", highlight=False)
     else:
-        error_console().print(
-            f"no stack was started in {stack.root}; run `lg stack status` in the directory where you ran "
-            "`lg stack up`, or pass --dir", highlight=False, soft_wrap=True,
-        )
+        error_console().print(escape(problem or _missing_state(stack, states)), highlight=False, soft_wrap=True)
     raise typer.Exit(0 if all(state.alive for state in states) else 1)
+
+
+def _missing_state(stack: LocalStack, states: list[ProcessState]) -> str:
+    """What ``status`` says when stack.json is not there."""
+    if any(state.alive or state.members for state in states):
+        return (f"{stack.state_file} is missing, so the ports of these processes are unknown; "
+                f"`{stack.down_command}` stops them")
+    if stack.was_started():
+        return f"{stack.state_file} is missing; the next `lg stack up` chooses ports afresh"
+    return (f"no stack was started in {stack.root}; run `lg stack status` in the directory where you ran "
+            "`lg stack up`, or pass --dir")
 
 
 @stack_app.command("logs")

@@ -16,6 +16,11 @@ stack), ``stack.json`` (ports and imports, reused by the next ``up``), pid
 files and logs. The application services and their commands are the ones of
 ``docker/compose.yaml`` (:func:`service_commands`; a test keeps the two in
 step), so what runs in development is what runs in containers.
+
+``down`` and ``status`` need only the pid files, so a stack whose stack.json
+was deleted or damaged can still be stopped. ``up`` refuses to choose new ports
+while such a stack runs, and to change the ports, imports or concurrency of
+running processes (they keep what they started with).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import hashlib
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import socket
@@ -31,8 +37,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -53,6 +60,7 @@ WORKER_SERVICES = {
 FLOWER_COLUMNS = "name,state,args,result,received,runtime,worker"
 PREFERRED_PORTS = {"redis": 6379, "postgres": 5432, "flower": 5555}
 SERVICES = ("redis", "postgres", *WORKER_SERVICES, "scheduler", "flower")
+APP_SERVICES = (*WORKER_SERVICES, "scheduler", "flower")  # the processes given LG_IMPORTS
 
 
 class StackError(Exception):
@@ -109,35 +117,78 @@ class LocalStack:
 
     # -- settings ---------------------------------------------------------------------------
 
+    @property
+    def down_command(self) -> str:
+        """``lg stack down --dir ROOT``, quoted for a shell."""
+        return f"lg stack down --dir {shlex.quote(str(self.root))}"
+
+    def was_started(self) -> bool:
+        """Did an ``up`` ever run here (stack.json or logs left behind)?"""
+        return self.state_file.exists() or self.table.logs.is_dir()
+
     def load_settings(self) -> StackSettings | None:
         try:
-            return StackSettings(**json.loads(self.state_file.read_text()))
-        except FileNotFoundError:
+            text = self.state_file.read_text()
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read {self.state_file}: {exc.strerror or exc}") from None
+        try:
+            return StackSettings(**json.loads(text))
         except (ValueError, TypeError) as exc:
-            raise ConfigurationError(f"{self.state_file} is damaged ({exc}); delete it to choose ports afresh") from None
+            raise ConfigurationError(
+                f"{self.state_file} is damaged ({exc}); `{self.down_command}` stops the stack without it, "
+                "then delete it to choose ports afresh"
+            ) from None
 
     def resolve_settings(
         self, *, imports: list[str] | None, concurrency: int | None, ports: dict[str, int | None]
     ) -> StackSettings:
-        """Saved settings, overridden by what this ``up`` asked for; new ports only for a stopped stack."""
-        saved = self.load_settings() or StackSettings()
-        running = [s.name for s in self.status() if s.alive]
+        """Saved settings, overridden by what this ``up`` asked for; new settings only for stopped processes."""
+        states = self.status()
+        saved = self.load_settings()
+        if saved is None:
+            lingering = [s.name for s in states if s.alive or s.members]
+            if lingering:
+                raise ConfigurationError(
+                    f"{self.state_file} is missing while processes of the stack run ({', '.join(lingering)}), "
+                    f"so their ports are unknown; run `{self.down_command}` first, then `lg stack up`"
+                )
+            saved = StackSettings()
+        self._refuse_changes(saved, {s.name for s in states if s.alive}, imports, concurrency, ports)
         chosen: dict[str, int] = {}
         for name, preferred in PREFERRED_PORTS.items():
-            asked, previous = ports.get(name), saved.ports.get(name)
-            if asked and previous and asked != previous and running:
-                raise ConfigurationError(
-                    f"the stack in {self.root} is running with {name} on port {previous}; "
-                    f"run `lg stack down --dir {self.root}` before changing --{name}-port"
-                )
-            chosen[name] = asked or previous or (preferred if _port_free(preferred) else listening_port())
+            chosen[name] = ports.get(name) or saved.ports.get(name) or (
+                preferred if _port_free(preferred) else listening_port()
+            )
         return StackSettings(
             ports=chosen,
             imports=list(imports) if imports else saved.imports,
             concurrency=concurrency or saved.concurrency,
             postgres_root=saved.postgres_root or str(self._postgres_root()),
         )
+
+    def _refuse_changes(
+        self, saved: StackSettings, alive: set[str], imports: list[str] | None, concurrency: int | None,
+        ports: dict[str, int | None],
+    ) -> None:
+        """A running process keeps the settings it started with, so changing them needs a ``down`` first."""
+        # option: (asked, saved, the processes that use it, how the running stack has it)
+        changes: dict[str, tuple[object, object, tuple[str, ...], str]] = {
+            f"--{name}-port": (ports.get(name), saved.ports.get(name), SERVICES,
+                               f"{name} on port {saved.ports.get(name)}")
+            for name in PREFERRED_PORTS
+        }
+        changes["--import"] = (list(imports) if imports else None, saved.imports, APP_SERVICES,
+                               f"--import {' --import '.join(saved.imports)}" if saved.imports else "no --import")
+        changes["--concurrency"] = (concurrency, saved.concurrency, tuple(WORKER_SERVICES),
+                                    f"--concurrency {saved.concurrency or 'default'}")
+        for option, (asked, previous, users, running_with) in changes.items():
+            if asked and asked != previous and alive.intersection(users):
+                raise ConfigurationError(
+                    f"the stack in {self.root} is running with {running_with}; "
+                    f"run `{self.down_command}` before changing {option}"
+                )
 
     # -- processes --------------------------------------------------------------------------
 
@@ -146,10 +197,7 @@ class LocalStack:
         postgres = self._postgres(settings)
         specs = {
             "redis": ProcessSpec("redis", redis.command(persist=True)),
-            "postgres": ProcessSpec(
-                "postgres", postgres.command(durable=True), stop_signal=signal.SIGINT,
-                signal_pid=lambda: _postmaster_pid(postgres.data),
-            ),
+            "postgres": _postgres_spec(postgres.command(durable=True), postgres.data),
         }
         env = self.app_env(settings)
         for name, argv in service_commands(settings.concurrency).items():
@@ -176,11 +224,21 @@ class LocalStack:
         ports: dict[str, int | None] | None = None,
         progress: Callable[[str], None] = lambda _line: None,
     ) -> UpReport:
-        """Start whatever is not running, wait until it is ready, write the env file."""
-        settings = self.resolve_settings(imports=imports, concurrency=concurrency, ports=ports or {})
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Start whatever is not running, wait until it is ready, write the env file.
+
+        Nothing is saved in stack.json before the settings are known to work here: a port taken by
+        another program, or a missing binary, fails with stack.json as it was.
+        """
+        ports = ports or {}
+        self._make_root()
+        kept = self.state_file.exists()
+        settings = self.resolve_settings(imports=imports, concurrency=concurrency, ports=ports)
+        for state in self.status():
+            if state.name in PREFERRED_PORTS and not state.alive and not state.members:
+                self._check_port(state.name, settings, asked=bool(ports.get(state.name)), kept=kept)
+        with _server_errors():
+            specs = self.specs(settings)
         self.state_file.write_text(json.dumps(asdict(settings), indent=2) + "\n")
-        specs = self.specs(settings)
         started: list[str] = []
         already: list[str] = []
 
@@ -193,26 +251,29 @@ class LocalStack:
                     continue
                 if state.members:  # leader died, children live on: clear them out first
                     self.table.stop(specs[name])
-                self._check_port(name, settings)
+                    self._check_port(name, settings, asked=bool(ports.get(name)), kept=kept)
                 progress(f"starting {name}")
                 offsets[name] = self.table.start(specs[name])[1]
                 started.append(name)
             return offsets
 
         if not self.table.state("postgres").alive:
-            self._postgres(settings).prepare()  # initdb on the first up only
+            with _server_errors():
+                self._postgres(settings).prepare()  # initdb on the first up only
         self._wait(launch(["redis", "postgres"]), settings)
-        self._postgres(settings).create_database(DATABASE, exist_ok=True)
+        with _server_errors():
+            self._postgres(settings).create_database(DATABASE, exist_ok=True)
         self._wait(launch([n for n in SERVICES if n not in ("redis", "postgres")]), settings)
         self.env_file.write_text(env_file_text(settings, self.root))
         return UpReport(started, already, settings, self.env_file)
 
     def down(self, progress: Callable[[str], None] = lambda _line: None) -> list[str]:
-        """Stop every process (services first, then PostgreSQL, then Redis); returns what was running."""
-        settings = self.load_settings()
-        if settings is None:
-            return []
-        specs = self.specs(settings)
+        """Stop every process (services first, then PostgreSQL, then Redis); returns what was running.
+
+        Works from the pid files alone: stack.json may be missing or damaged.
+        """
+        specs = {name: ProcessSpec(name, []) for name in SERVICES}
+        specs["postgres"] = _postgres_spec([], self._postgres_data())
         stopped: list[str] = []
         tiers = [["flower", "scheduler", *WORKER_SERVICES], ["postgres"], ["redis"]]
         for tier in tiers:
@@ -239,22 +300,47 @@ class LocalStack:
     def _postgres(self, settings: StackSettings) -> PostgresServer:
         return PostgresServer(root=Path(settings.postgres_root or self.root / "postgres"), port=settings.ports["postgres"])
 
+    def _make_root(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigurationError(f"cannot create the stack directory {self.root}: {exc.strerror or exc}") from None
+
     def _postgres_root(self) -> Path:
         """Where the cluster lives: in the stack dir, unless we are root and the 'postgres' user cannot reach it."""
         local = self.root / "postgres"
-        self.root.mkdir(parents=True, exist_ok=True)
         if os.geteuid() != 0 or local.exists() or _reachable_by_postgres(self.root):
             return local
+        return self._shared_postgres_root()
+
+    def _shared_postgres_root(self) -> Path:
         digest = hashlib.sha1(str(self.root).encode()).hexdigest()[:12]
         return Path("/var/lib/littleghost") / f"stack-{digest}" / "postgres"
 
-    def _check_port(self, name: str, settings: StackSettings) -> None:
+    def _postgres_data(self) -> Path:
+        """The cluster's data directory: from stack.json, or without it where ``up`` puts clusters."""
+        try:
+            settings = self.load_settings()
+        except ConfigurationError:
+            settings = None
+        if settings is not None and settings.postgres_root:
+            return Path(settings.postgres_root) / "data"
+        local, shared = self.root / "postgres", self._shared_postgres_root()
+        return (shared if shared.exists() and not local.exists() else local) / "data"
+
+    def _check_port(self, name: str, settings: StackSettings, *, asked: bool, kept: bool) -> None:
+        """A port taken by another program: say whose choice it was and what to do instead."""
         port = settings.ports.get(name)
-        if port and not _port_free(port):
-            raise StackError(
-                f"port {port} for {name} is in use by another program; stop it, or pass --{name}-port "
-                f"(after `lg stack down --dir {self.root}`)"
-            )
+        if not port or _port_free(port):
+            return
+        if asked:
+            raise StackError(f"port {port} for {name} is in use by another program; stop it, or choose another "
+                             f"--{name}-port")
+        origin = " (kept from the last `lg stack up`)" if kept else ""
+        running = any(state.alive for state in self.status())
+        after = f" after `{self.down_command}`" if running else ""
+        raise StackError(f"port {port} for {name}{origin} is in use by another program; stop it, or pass "
+                         f"--{name}-port to choose another{after}")
 
     def _wait(self, offsets: dict[str, int], settings: StackSettings) -> None:
         """Wait until every process just started is ready; a process that exits is a StackError."""
@@ -296,9 +382,28 @@ def stack_variables(settings: StackSettings) -> dict[str, str]:
 
 
 def env_file_text(settings: StackSettings, root: Path) -> str:
-    lines = [f"# LittleGhost local stack in {root}: `source {root / 'env'}`", f"# Flower: {settings.flower_url}"]
-    lines += [f"export {key}={value}" for key, value in stack_variables(settings).items()]
+    """Shell lines to ``source`` (or ``.``): every value shell-quoted."""
+    lines = [f"# LittleGhost local stack in {root}: `. {shlex.quote(str(root / 'env'))}`",
+             f"# Flower: {settings.flower_url}"]
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in stack_variables(settings).items()]
     return "\n".join(lines) + "\n"
+
+
+def _postgres_spec(argv: list[str], data: Path) -> ProcessSpec:
+    """PostgreSQL stops on SIGINT (fast shutdown) sent to the postmaster, which is not the leader under runuser."""
+    return ProcessSpec("postgres", argv, stop_signal=signal.SIGINT, signal_pid=lambda: _postmaster_pid(data))
+
+
+@contextmanager
+def _server_errors() -> Iterator[None]:
+    """A server binary that is missing or fails (initdb, createdb): a StackError, not a traceback."""
+    try:
+        yield
+    except subprocess.CalledProcessError as exc:
+        output = (exc.stderr or exc.stdout or "").strip()
+        raise StackError(f"{shlex.join(map(str, exc.cmd))} failed: {output}") from None
+    except RuntimeError as exc:
+        raise StackError(str(exc)) from None
 
 
 def _local_argv(argv: list[str]) -> list[str]:

@@ -8,7 +8,7 @@ import pytest
 
 from lg_core import Configuration, with_configuration
 from lg_scheduler.stack.stack import SERVICES
-from tests.ops.support import DIST_APP_DIR, descendants, lg, live_pids
+from tests.ops.support import DIST_APP_DIR, Stack, descendants, lg, live_pids
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -121,6 +121,14 @@ def test_stack_cli_rejects_bad_input(tmp_path):
     assert damaged.returncode == 2
     assert "stack.json is damaged" in damaged.stderr
 
+    # A --dir that cannot be created used to end in a FileNotFoundError or NotADirectoryError traceback.
+    (tmp_path / "afile").write_text("")
+    for unusable in ("/proc/nope", str(tmp_path / "afile" / "sub")):
+        result = lg("stack", "up", "--dir", unusable)
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: cannot create the stack directory {unusable}"), lines
+
 
 def test_stack_up_with_an_unimportable_module_starts_nothing(stack):
     """It used to start Redis and PostgreSQL, then fail on the workers with a log tail, and keep the
@@ -132,3 +140,83 @@ def test_stack_up_with_an_unimportable_module_starts_nothing(stack):
     assert "nothing was started" in lines[0]
     assert stack.pids() == {}
     assert not (stack.root / "stack.json").exists()
+
+
+def test_a_running_stack_refuses_new_settings_and_is_found_without_stack_json(stack):
+    """Four faults of one running stack, in a directory whose path has a space.
+
+    `up --import B` on a stack whose workers import A used to exit 0 and record B in env and
+    stack.json; the printed `. ENV_FILE` was not shell-quoted; and without stack.json (deleted,
+    or damaged, whose message said to delete it) `down` said "nothing was running" and left
+    every process alive, while the next `up` chose new ports and ended in a createdb traceback.
+    """
+    import subprocess
+
+    spaced = Stack(stack.root.parent / "my stack", stack.ports)
+    quoted_down = f"lg stack down --dir '{spaced.root}'"
+    try:
+        up = spaced.up("--import", "dist_app")
+        assert up.returncode == 0, up.stderr
+        sourced = subprocess.run(
+            ["bash", "-c", f"{up.stdout.split('(source it: ')[1].split(')')[0]} && echo $LG_BROKER_URL"],
+            capture_output=True, text=True,
+        )
+        assert sourced.stdout.strip() == f"redis://127.0.0.1:{stack.ports['redis']}/0", sourced.stderr
+        state = (spaced.root / "stack.json").read_text()
+        env = (spaced.root / "env").read_text()
+
+        for change, what in ((["--import", "json"], "--import"), (["--concurrency", "2"], "--concurrency")):
+            refused = spaced.run("up", *change)
+            assert refused.returncode == 2, refused.stderr
+            lines = refused.stderr.strip().splitlines()
+            assert len(lines) == 1 and quoted_down in lines[0] and f"before changing {what}" in lines[0], lines
+            assert (spaced.root / "stack.json").read_text() == state
+            assert (spaced.root / "env").read_text() == env
+
+        pids = spaced.pids()
+        processes = set().union(*(descendants(pid) for pid in pids.values()))
+        (spaced.root / "stack.json").unlink()
+        status = spaced.run("status")
+        assert status.returncode == 0 and "dead" not in status.stdout, status.stdout
+        assert "no stack was started" not in status.stderr and quoted_down in status.stderr, status.stderr
+
+        again = spaced.up()
+        assert again.returncode == 2, again.stderr
+        lines = again.stderr.strip().splitlines()
+        assert len(lines) == 1 and "stack.json is missing" in lines[0] and quoted_down in lines[0], lines
+        assert not (spaced.root / "stack.json").exists()
+        assert spaced.pids() == pids
+
+        (spaced.root / "stack.json").write_text("{not json")
+        down = spaced.run("down")
+        assert down.returncode == 0, down.stderr
+        assert "stack stopped" in down.stderr
+        assert processes & live_pids() == set()
+    finally:
+        spaced.run("down")
+
+
+def test_a_busy_port_is_refused_before_anything_is_started_or_saved(stack):
+    """`up --redis-port N` with N taken used to save N in stack.json (so every later plain `up`
+    failed too) and said "the processes that did start are still running" when none had."""
+    import json
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", stack.ports["redis"]))
+        busy.listen()
+        asked = stack.up()
+        assert asked.returncode == 1
+        assert f"port {stack.ports['redis']} for redis" in asked.stderr
+        assert "did start" not in asked.stderr and "pass --redis-port" not in asked.stderr, asked.stderr
+        assert "another --redis-port" in asked.stderr and "no stack process is running" in asked.stderr
+        assert not (stack.root / "stack.json").exists()
+        assert stack.pids() == {}
+
+        saved = {"ports": stack.ports, "imports": [], "concurrency": 1, "postgres_root": None}
+        (stack.root / "stack.json").write_text(json.dumps(saved))
+        kept = stack.run("up")
+        assert kept.returncode == 1
+        assert "kept from the last `lg stack up`" in kept.stderr and "pass --redis-port" in kept.stderr, kept.stderr
+        assert json.loads((stack.root / "stack.json").read_text()) == saved
+        assert stack.pids() == {}
