@@ -27,6 +27,7 @@ from lg_core import (
     replace,
 )
 from lg_core.errors import CancelledError, ConfigurationError, ProviderError
+from tests.support.recording import recording
 
 
 class EchoTool(Tool):
@@ -46,16 +47,6 @@ ECHO_TURNS = [
     {"tool_calls": [{"name": "echo", "id": "call_1", "arguments": {"text": "hi"}}]},
     {"text": "All done."},
 ]
-
-
-def recording(script, turns):
-    requests = []
-
-    def serve(request):
-        requests.append(request)
-        return turns[request.metadata["sequence"]]
-
-    return script(serve), requests
 
 
 def tool_result(run):

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 import lg_core
 from lg_core import Agent, StructuredResult
 from lg_core.errors import ConfigurationError, StructuredResultError
+from tests.support.recording import recording
 
 TRIAGE = {
     "name": "support_triage",
@@ -28,16 +29,6 @@ NO_NATIVE = {"native_structured_output": False}
 
 def triage_agent(target, schema=None):
     return type("TriageAgent", (Agent,), {"model": target, "result_schema": schema or TRIAGE})
-
-
-def recording(script, turns, **options):
-    requests = []
-
-    def serve(request):
-        requests.append(request)
-        return turns[request.metadata["sequence"]]
-
-    return script(serve, **options), requests
 
 
 def event_types(run):

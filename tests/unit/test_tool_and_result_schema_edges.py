@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from lg_core import Agent, ConfigurationError, Tool, ToolRegistry
 from lg_core.result_schema import ResultSchema, parse_json_text, root_resolved
+from tests.support.recording import recording
 
 NO_NATIVE = {"native_structured_output": False}
 NUMBER = {
@@ -24,17 +25,6 @@ NUMBER = {
     "required": ["x"],
     "additionalProperties": False,
 }
-
-
-def recording(script, turns, **options):
-    """A scripted target serving ``turns`` in order, and the requests it was sent."""
-    requests = []
-
-    def serve(request):
-        requests.append(request)
-        return turns[request.metadata["sequence"]]
-
-    return script(serve, **options), requests
 
 
 def repairs(run):
