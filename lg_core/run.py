@@ -40,7 +40,6 @@ from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
 from lg_core.run_result import RunResult
-from lg_core.sessions.base import SessionSnapshot
 from lg_core.sessions.session import Session
 from lg_core.store import RunRecord
 from lg_core.usage import Usage
@@ -102,10 +101,6 @@ class Run:
         self._ended_here = False
         self._stored_entrypoint: str | None = None
         self._session: Session | None = None
-        # Set by RunSessions when this process opens the run's session and builds its
-        # completing turn: what the session holds once that turn is committed (_settle_session).
-        self._session_opened: SessionSnapshot | None = None
-        self._session_turn: SessionSnapshot | None = None
         # The ExecutionState of the code that built the run; current around each of its steps.
         self.execution_state: Mapping[str, Any] = ExecutionState.capture()
 
@@ -396,21 +391,12 @@ class Run:
         return run
 
     def _settle_session(self, outcome: str) -> None:
-        """Bring the Session this run exposes up to the run's own completed turn.
-
-        The Session reads its store once, so one read before the run ended (by a
-        hook, a tool) would never show the turn, and its next write would be
-        refused for a count its own run changed. When this process built the
-        committed turn, a snapshot read before the commit becomes the one the
-        commit left (the checkpoint of later updates, as after any successful
-        write); otherwise (the run executed elsewhere) the Session reads the
-        store again on its next use. Called once, when the run's outcome arrives.
-        """
-        committed, self._session_turn = self._session_turn, None
+        """A completed run's Session, if it was read before the run ended (by a hook, a
+        tool), reads the store again: it then holds the run's turn. Called once, when
+        the run's outcome arrives."""
         session = self._session
-        if outcome != "completed" or session is None or session.actor_id != self.session_actor_id:
-            return  # (a Session of another actor is rebuilt by the property anyway)
-        session._adopt_run_write(committed)
+        if outcome == "completed" and session is not None and session.actor_id == self.session_actor_id:
+            session._reload_after_run_write()  # (a Session of another actor is rebuilt by the property anyway)
 
     def _load_outcome(self, record: RunRecord) -> None:
         if self.outcome is None:

@@ -35,14 +35,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lg_core.datamap import DataMap
-from lg_core.errors import ConfigurationError, Error
+from lg_core.errors import ConfigurationError
 from lg_core.messages import Message
 from lg_core.run_ids import ID_PATTERN, ID_RULE
 from lg_core.sessions.base import (
     TURN_RECORD,
     SessionSnapshot,
     SessionStore,
-    canonical_mapping,
     load_snapshot,
     persistable,
 )
@@ -119,8 +118,6 @@ class RunSessions:
         state = DataMap(stored_state)
         for key, value in invocation.context.items():
             state[key] = value
-        # What the run's turn will be appended to, for the Session the run exposes (committed_snapshot).
-        run._session_opened = SessionSnapshot(stored, stored_state, _unmarked(snapshot))
         return Opening(history, state, len(stored))
 
     @staticmethod
@@ -140,32 +137,7 @@ class RunSessions:
             return None
         invocation = run.invocation
         turn = persistable(conversation[info["skip"] :])
-        write = SessionWrite(invocation.session_id, run.session_actor_id, turn, dict(state), info["count"])
-        # Taken up by the Run once its completion committed (Run.session), dropped otherwise.
-        run._session_turn = self.committed_snapshot(run, write)
-        return write
-
-    def committed_snapshot(self, run: Run, write: SessionWrite) -> SessionSnapshot | None:
-        """The snapshot ``run``'s session holds once ``write`` is committed: its opening's plus the turn.
-
-        None when this process did not open the run's session (a worker or an
-        earlier process did), or opened it at another count: the Run then reads
-        the session afresh instead.
-        """
-        opened: SessionSnapshot | None = getattr(run, "_session_opened", None)
-        if opened is None or opened.count != write.expected_count:
-            return None
-        try:
-            state = canonical_mapping(write.state, "state")
-        except Error:  # the store refuses it too, and the run does not complete
-            return None
-        if write.metadata is not None:
-            metadata = write.metadata
-        elif self.in_store:  # the commit keeps the stored metadata
-            metadata = opened.metadata
-        else:  # write_external marks its write
-            metadata = {**opened.metadata, TURN: _turn_record(run.id, write, opened.state)}
-        return SessionSnapshot(opened.messages + tuple(write.messages), state, metadata)
+        return SessionWrite(invocation.session_id, run.session_actor_id, turn, dict(state), info["count"])
 
     def write_external(self, run_id: str, write: SessionWrite) -> None:
         """Add run ``run_id``'s turn to a store outside the run store's database.

@@ -88,22 +88,12 @@ class Session:
                     self._snapshot = load_snapshot(self.store, self.id, self.actor_id)
             return self._snapshot
 
-    def _adopt_run_write(self, committed: SessionSnapshot | None) -> None:
-        """Take in the turn a completed run wrote to this session (the engine's commit, not this object).
-
-        ``committed`` is what that commit left, known when this process built the
-        turn: a snapshot read before the commit becomes it, the base of the next
-        update as after this object's own writes. None: read the store again on
-        next use. Nothing changes while nothing was read (the first read sees the turn).
-        """
+    def _reload_after_run_write(self) -> None:
+        """Read the store again on next use: a completed run wrote its turn to this session
+        through the engine's commit, not through this object, so a snapshot read before
+        would miss the turn and refuse the next write for a count the run changed."""
         with self._lock:
-            seen = self._snapshot
-            if seen is _UNLOADED:
-                return
-            if committed is None:
-                self._snapshot = _UNLOADED
-            elif seen is None or seen.count < committed.count:  # read before the commit
-                self._snapshot = committed
+            self._snapshot = _UNLOADED
 
     def history(self, fallback: Iterable[Any] = ()) -> tuple[Message, ...]:
         """The stored messages when there are any, else ``fallback`` (for a new session)."""
