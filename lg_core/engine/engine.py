@@ -794,9 +794,9 @@ def _frame_of(run_id: str, key: str) -> str:
     return f"{run_id}/{path}"
 
 
-__all__ = ["Engine", "entrypoint_path"]
-
-
 def _has_running_siblings(scope: StepScope) -> bool:
     """Is ``scope`` a tool call of a turn whose other calls may be committing now (parallel, not exclusive)?"""
     return scope.kind == "tool" and sum(1 for p in scope.frame.checkpoint.pending if p.status == "scheduled") > 1
+
+
+__all__ = ["Engine", "entrypoint_path"]

@@ -504,12 +504,13 @@ def _asks_too_long(error: ProviderError) -> bool:
 
 
 def _retry_delay(retries: int, asked: float | None = None) -> float:
-    """Seconds to wait before retry ``retries``: limited exponential backoff, or the wait the
-    provider asked for (``HTTPError.retry_after``, from ``Retry-After``) up to MAX_RETRY_AFTER,
-    so a rate limit that resets in seconds is not retried into the same refusal."""
+    """Seconds to wait before retry ``retries``: limited exponential backoff, or the longer wait
+    the provider asked for (``HTTPError.retry_after``, from ``Retry-After``; one over
+    MAX_RETRY_AFTER fails the turn first, ``_asks_too_long``), so a rate limit that resets
+    in seconds is not retried into the same refusal."""
     delay = min(0.25 * (2 ** (retries - 1)), 2.0)
     if isinstance(asked, int | float) and asked > delay:
-        delay = min(float(asked), MAX_RETRY_AFTER)
+        delay = float(asked)
     return delay
 
 
