@@ -110,9 +110,32 @@ class PostgresServer:
         return argv
 
     def is_ready(self) -> bool:
-        """Does the server accept connections now?"""
-        probe = subprocess.run([_pg_bin("pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True)
+        """Does the server accept connections now?
+
+        Probed only once the server says it is up (the status line of its
+        ``postmaster.pid``), and as the cluster's role: a probe while it starts
+        is logged as ``FATAL: the database system is starting up``, and one as
+        the OS user as ``FATAL: role "root" does not exist``, errors in the log
+        a user of ``lg stack`` watches.
+        """
+        if self._status() not in ("ready", None):
+            return False
+        probe = subprocess.run(
+            [_pg_bin("pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "lg", "-d", "postgres"],
+            capture_output=True,
+        )
         return probe.returncode == 0
+
+    def _status(self) -> str | None:
+        """The status line of ``postmaster.pid`` ("starting", "ready", ...; PostgreSQL 10 and later),
+        "" while there is no such file, None when it cannot be read here."""
+        try:
+            lines = (self.data / "postmaster.pid").read_text().splitlines()
+        except FileNotFoundError:
+            return ""
+        except OSError:
+            return None
+        return lines[7].strip() if len(lines) > 7 else None
 
     def _wait_ready(self) -> None:
         assert self.process is not None

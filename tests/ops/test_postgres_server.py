@@ -50,3 +50,15 @@ def test_a_server_that_logs_more_than_a_pipe_holds_keeps_answering():
         assert "division by zero" in server.log_path.read_text()
     finally:
         server.stop()
+
+
+def test_the_readiness_probe_leaves_no_error_in_the_server_log():
+    """pg_isready without a role connected as the OS user: `lg stack`'s postgres.log opened with
+    ``FATAL: role "root" does not exist`` on every start, an error in the log a user watches."""
+    server = PostgresServer().start()
+    try:
+        for _ in range(3):
+            assert server.is_ready()
+        assert "FATAL" not in server.log_path.read_text()
+    finally:
+        server.stop()
