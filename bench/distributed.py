@@ -47,6 +47,7 @@ from distbench.measure import (  # noqa: E402
     measure_celery_reference,
     measure_floor,
     measure_memory,
+    measure_protocol_floor,
     measure_recovery,
     measure_step_cost,
     measure_throughput,
@@ -161,8 +162,9 @@ def run_benchmark(plan: Plan, *, quick: bool, profile: bool) -> dict[str, Any]:
                 "quick": quick,
                 "environment": environment(stack, probe, plan),
             }
-            floor, reference = _floor(stack, plan)
+            floor, protocol, reference = _floor(stack, plan)
             report["floor"] = asdict(floor)
+            report["protocol_floor"] = asdict(protocol)
             primary = _on_defaults(stack, probe, plan, report, profile)
             primary.celery_only = reference
             report["throughput"] = [
@@ -177,13 +179,16 @@ def run_benchmark(plan: Plan, *, quick: bool, profile: bool) -> dict[str, Any]:
     return report
 
 
-def _floor(stack: BenchStack, plan: Plan) -> tuple[Any, Any]:
-    """Section 1, and section 3's Celery-only reference for the default model pool, on one floor worker."""
+def _floor(stack: BenchStack, plan: Plan) -> tuple[Any, Any, Any]:
+    """Section 1 (the raw floor and the protocol floor), and section 3's Celery-only reference for
+    the default model pool, on one floor worker."""
     worker = stack.start_floor_worker(*POOLS[MODEL])
     try:
         progress(f"1. raw floor: {plan.floor_chains} chains of {plan.floor_hops} hops")
         floor = measure_floor(stack, worker, chains=plan.floor_chains, hops=plan.floor_hops)
-        return floor, _reference(stack, plan, worker)
+        progress(f"1. protocol floor: {plan.floor_chains} chains of {plan.floor_hops} claim + commit hops")
+        protocol = measure_protocol_floor(stack, worker, chains=plan.floor_chains, hops=plan.floor_hops)
+        return floor, protocol, _reference(stack, plan, worker)
     finally:
         stack.stop_workers([worker])
 

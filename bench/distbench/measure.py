@@ -21,9 +21,15 @@ from typing import Any
 import redis
 
 from distbench import app as bench_app
+from distbench.floor_app import (
+    DURABLE_TASK,
+    create_floor_app,
+    create_protocol_tables,
+    done_key,
+    start_protocol_chain,
+)
 from distbench.floor_app import QUEUE as FLOOR_QUEUE
 from distbench.floor_app import TASK as FLOOR_TASK
-from distbench.floor_app import create_floor_app, done_key
 from distbench.probes import CpuMeter, StoreProbe, machine_busy, process_tree, rss_bytes
 from distbench.stack import BenchStack, Worker
 
@@ -79,6 +85,48 @@ def _chain(sender: Any, client: redis.Redis, hops: int) -> float:
     sender.send_task(FLOOR_TASK, args=[chain, hops - 1], queue=FLOOR_QUEUE)
     if client.blpop([done_key(chain)], timeout=120) is None:
         raise BenchError(f"a floor chain of {hops} hops did not finish in 120 s")
+    return time.perf_counter() - started
+
+
+@dataclass
+class ProtocolFloorResult:
+    chains: int
+    hops: int
+    per_chain_ms: list[float]
+    median_ms: float
+    cpu_ms_per_hop: dict[str, float]
+
+
+def measure_protocol_floor(stack: BenchStack, worker: Worker, *, chains: int, hops: int) -> ProtocolFloorResult:
+    """Section 1's chain with DESIGN 4.2's store work in each task (``floor_app.durable_hop``): a claim
+    and a durable commit on the run store's PostgreSQL, nothing else of LittleGhost."""
+    assert worker.group is None and stack.redis.process is not None and stack.postgres.process is not None
+    create_protocol_tables(stack.store_url)
+    sender = create_floor_app(stack.redis.url)
+    client = redis.Redis.from_url(stack.redis.url, socket_timeout=150)
+    _protocol_chain(stack, sender, client, 20)  # warm-up: each worker thread's connection
+    meter = CpuMeter(
+        {"floor worker": worker.pid, "redis": stack.redis.process.pid, "postgresql": stack.postgres.process.pid}
+    ).start()
+    per_chain = [_protocol_chain(stack, sender, client, hops) / hops * 1000 for _ in range(chains)]
+    cpu = meter.stop()
+    client.close()
+    return ProtocolFloorResult(
+        chains,
+        hops,
+        per_chain,
+        statistics.median(per_chain),
+        {name: seconds * 1000 / (chains * hops) for name, seconds in cpu.items()},
+    )
+
+
+def _protocol_chain(stack: BenchStack, sender: Any, client: redis.Redis, hops: int) -> float:
+    chain = uuid.uuid4().hex
+    start_protocol_chain(stack.store_url, chain)
+    started = time.perf_counter()
+    sender.send_task(DURABLE_TASK, args=[chain, 0, hops - 1], queue=FLOOR_QUEUE)
+    if client.blpop([done_key(chain)], timeout=120) is None:
+        raise BenchError(f"a protocol-floor chain of {hops} hops did not finish in 120 s (see the floor worker's log)")
     return time.perf_counter() - started
 
 

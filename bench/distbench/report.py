@@ -102,6 +102,7 @@ def _verdict(passed: bool | None) -> str:
 def print_report(console: Console, report: dict[str, Any]) -> None:
     _environment(console, report)
     _floor(console, report["floor"])
+    _protocol_floor(console, report["protocol_floor"], report["floor"])
     _step_cost(console, report["step_cost"], report["floor"])
     _throughput(console, report["throughput"])
     _recovery(console, report["recovery"])
@@ -142,6 +143,31 @@ def _floor(console: Console, floor: dict[str, Any]) -> None:
     console.print(
         "CPU per hop: "
         + ", ".join(f"{name} {ms:.2f} ms" for name, ms in floor["cpu_ms_per_hop"].items())
+    )
+
+
+def _protocol_floor(console: Console, protocol: dict[str, Any], floor: dict[str, Any]) -> None:
+    ratio = protocol["median_ms"] / floor["median_ms"]
+    left = TARGET_STEP_RATIO * floor["median_ms"] - protocol["median_ms"]
+    console.print(
+        "Protocol floor (reference, not a target): the same chain on the same worker, each task also doing "
+        "the least store work DESIGN 4.2 asks of a step on the run store's PostgreSQL, with no engine: a claim "
+        "(conditional UPDATE, its commit not waiting for the WAL flush) and a durable commit (step result, "
+        "frame version, next step row, one event), one pipelined round trip each."
+    )
+    table = _table("chain", "ms per hop")
+    for index, value in enumerate(protocol["per_chain_ms"], 1):
+        table.add_row(str(index), f"{value:.3f}")
+    table.add_row("[bold]median", f"[bold]{protocol['median_ms']:.3f}")
+    console.print(table)
+    console.print(
+        "CPU per hop: "
+        + ", ".join(f"{name} {ms:.2f} ms" for name, ms in protocol["cpu_ms_per_hop"].items())
+    )
+    console.print(
+        f"Protocol floor / raw floor: [bold]{ratio:.2f}x[/]; the per-step target ({TARGET_STEP_RATIO}x the raw floor) "
+        f"leaves {left:.3f} ms per step beyond it for everything else a step does (frame read, the engine, "
+        "events to Redis, the prefork pool's hand-off)."
     )
 
 

@@ -66,7 +66,7 @@ def test_every_section_and_target_is_printed(quick_run) -> None:
         assert heading in out, f"section {heading!r} missing from:\n{out}"
     fsync_row = next(line for line in out.splitlines() if "postgresql fsync" in line)
     assert "on" in fsync_row.split("postgresql fsync", 1)[1], fsync_row
-    for row in ("median", "ideal, concurrency-bound", "Celery alone", "RSS MiB"):
+    for row in ("median", "Protocol floor / raw floor", "ideal, concurrency-bound", "Celery alone", "RSS MiB"):
         assert row in out, row
     targets = out.split("Targets")[-1]
     for name in TARGETS:
@@ -79,6 +79,7 @@ def test_the_json_document_is_complete(quick_run) -> None:
 
     assert report["environment"]["postgresql fsync"] == "on"
     assert report["floor"]["median_ms"] > 0
+    assert report["protocol_floor"]["median_ms"] > 0 and len(report["protocol_floor"]["per_chain_ms"]) >= 1
     assert report["step_cost"]["steps_per_run"] == 41 and len(report["step_cost"]["wall_ms"]) >= 1
     assert [r["label"] for r in report["throughput"]] == [
         "lg worker defaults",
