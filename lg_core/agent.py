@@ -23,17 +23,18 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import inspect
 import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar
 
-from lg_core.callbacks import CALLBACK_NAMES, collect
+from lg_core.callbacks import CALLBACK_NAMES, awaited, collect
 from lg_core.errors import CONTROL_FLOW_ERRORS, ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, result_strategy
 from lg_core.run import Run, prepared_by
-from lg_core.tool import Tool
+from lg_core.tool import Tool, underscored_name
 from lg_core.tool_loops import ToolLoopPolicy, policy_from_declaration
 from lg_core.tool_registry import ToolRegistry, check_declaration
 
@@ -224,12 +225,29 @@ class Agent:
         return ToolRegistry(type(self).tools, binding=binding, reserved=_reserved_tool_names(type(self)))
 
     def render_system_prompt(self) -> str | None:
-        prompt = type(self).system_prompt
+        """The system prompt for this step: the declared string, or what the method returns.
+
+        A method may be ``async def``, a staticmethod or a classmethod, and may return None
+        for no system prompt (the spec's ``String, Proc, nil``); anything else it returns is
+        a ConfigurationError, not its ``str`` (``'None'``, ``'42'``) sent to the model.
+        """
+        cls = type(self)
+        declared = inspect.getattr_static(cls, "system_prompt")
+        if declared is None or isinstance(declared, str):
+            return declared
+        if isinstance(declared, (staticmethod, classmethod)):
+            prompt = cls.system_prompt()
+        elif callable(declared):
+            prompt = declared(self)
+        else:
+            raise ConfigurationError(f"{cls.__qualname__}.system_prompt must be {_PROMPT_FORMS}")
+        prompt = awaited(prompt, f"{cls.__qualname__}.system_prompt")
         if prompt is None or isinstance(prompt, str):
             return prompt
-        if callable(prompt):
-            return str(prompt(self))
-        raise ConfigurationError(f"{type(self).__qualname__}.system_prompt must be a string or a method returning one")
+        raise ConfigurationError(
+            f"{cls.__qualname__}.system_prompt returned {type(prompt).__name__}; "
+            "it must return a string, or None for no system prompt"
+        )
 
 
 class AsyncRunStream:
@@ -378,9 +396,11 @@ async def _until_stopped(run: Run, work: Awaitable[Run]) -> Run:
 
 
 def default_agent_id(class_name: str) -> str:
-    """``CustomerSupportAgent`` -> ``customer_support``."""
-    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", class_name).lower()
-    return snake[: -len("_agent")] if snake.endswith("_agent") and snake != "_agent" else snake
+    """``CustomerSupportAgent`` -> ``customer_support``; ``_PrivateAgent`` -> ``private``; ``RéservationAgent`` -> ``reservation``.
+
+    Leading underscores (a private class) are dropped: an agent_id starts with a letter or digit.
+    """
+    return underscored_name(class_name.lstrip("_"), "agent")
 
 
 def _declared_id(cls: type, own: Mapping[str, Any]) -> str:
@@ -389,10 +409,22 @@ def _declared_id(cls: type, own: Mapping[str, Any]) -> str:
         raise ConfigurationError(f"{cls.__qualname__}: assembly_id and agent_id name the same identifier; declare one of them")
     declared = own.get("agent_id", own.get("assembly_id"))
     if declared is None and "agent_id" not in own and "assembly_id" not in own:
-        return default_agent_id(cls.__name__)
+        return _derived_id(cls)
     if not isinstance(declared, str) or not _ID.fullmatch(declared):
         raise ConfigurationError(f"{cls.__qualname__}.agent_id must be 1-64 lowercase letters, digits, '_' or '-'")
     return declared
+
+
+def _derived_id(cls: type) -> str:
+    """The default agent_id of ``cls``, held to the rule a declared one meets; else refused, asking for one."""
+    derived = default_agent_id(cls.__name__)
+    if not _ID.fullmatch(derived):
+        raise ConfigurationError(
+            f"{cls.__qualname__}: the agent_id derived from the class name, {derived!r}, is not valid "
+            "(1-64 lowercase letters, digits, '_' or '-', starting with a letter or digit); "
+            "set agent_id = '...' on the class"
+        )
+    return derived
 
 
 def _inline_selection(provider: Any, model: Any) -> bool:
@@ -410,13 +442,36 @@ def _check_select_model(chooser: Any, owner: str) -> None:
     )
 
 
+_PROMPT_FORMS = (
+    "a string or a method returning one (or None for no prompt): `def system_prompt(self) -> str | None`, "
+    "a @staticmethod taking no arguments or a @classmethod taking cls"
+)
+
+
 def _check_system_prompt(prompt: Any, owner: str) -> None:
-    """Fail at class definition, not in the run's first turn, for a prompt that cannot render."""
-    if prompt is None or isinstance(prompt, str) or callable(prompt):
+    """Fail at class definition, not in every run's first turn, for a prompt that cannot render.
+
+    A method must accept what :meth:`Agent.render_system_prompt` passes: ``self`` for a
+    function, nothing for a staticmethod, the class for a classmethod (bound by Python).
+    """
+    if prompt is None or isinstance(prompt, str):
         return
-    raise ConfigurationError(
-        f"{owner}.system_prompt must be a string or a method returning one, got {type(prompt).__name__}"
-    )
+    if isinstance(prompt, (staticmethod, classmethod)):
+        function, arguments = prompt.__func__, (() if isinstance(prompt, staticmethod) else (object,))
+    elif callable(prompt):
+        function, arguments = prompt, (object(),)
+    else:
+        raise ConfigurationError(f"{owner}.system_prompt must be {_PROMPT_FORMS}; got {type(prompt).__name__}")
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to check
+        return
+    try:
+        signature.bind(*arguments)
+    except TypeError:
+        raise ConfigurationError(
+            f"{owner}.system_prompt{signature} takes the wrong arguments; it must be {_PROMPT_FORMS}"
+        ) from None
 
 
 def _merge_tools(cls: type[Agent]) -> tuple[Any, ...]:

@@ -3,7 +3,9 @@
 A callback returns :func:`replace` (its value becomes the payload for later
 callbacks), :func:`cancel` (stops the chain), or anything else (continue).
 Callbacks declared on a parent class run before the subclass's, unless a
-callback is declared with ``prepend=True``.
+callback is declared with ``prepend=True``. A callback may be ``async def``:
+like an async tool's ``call``, it is run to completion on the step's thread
+(:func:`awaited`).
 
     class SupportAgent(Agent):
         @before_model
@@ -13,6 +15,7 @@ callback is declared with ``prepend=True``.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import weakref
 from collections.abc import Callable, Mapping
@@ -167,12 +170,49 @@ def run_chain(receiver: Any, name: str, payload: Any, *, context: Any = None) ->
     for attr in methods:
         fn = getattr(receiver, attr)
         result = fn(current, context=context) if _accepts_context(fn) else fn(current)
+        result = awaited(result, f"{type(receiver).__qualname__}.{attr} ({name} callback)")
         if isinstance(result, Decision) and result.cancelled:
             return result
         if isinstance(result, Decision) and result.replaced:
             _check_replacement(name, attr, result.value)
             current, replaced = result.value, True
     return Decision("replace" if replaced else "continue", value=current)
+
+
+def awaited(result: Any, what: str) -> Any:
+    """``result``, or, when it is awaitable (an ``async def`` callback, predicate or prompt), its value.
+
+    Left unawaited, a coroutine is truthy and is not a Decision: an async guard that
+    returned ``cancel(...)`` let the work go on, an async ``available_if`` offered the
+    tool, and the prompt sent was the coroutine's repr. Like an async tool's ``call``,
+    it runs to completion with ``asyncio.run`` on the step's thread. That is impossible
+    while an event loop runs on this thread (``ask`` called from a coroutine), and
+    skipping the guard would be worse, so that case is a ConfigurationError.
+    ``what`` names the callable for that error.
+    """
+    if not inspect.isawaitable(result):
+        return result
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_value_of(result))
+    if inspect.iscoroutine(result):
+        result.close()  # never run: no "was never awaited" warning on top of the error
+    raise ConfigurationError(
+        f"{what} is async, but an event loop is already running in this thread, so LittleGhost "
+        "cannot run it to completion here; start the run off the loop (await ask_async(...)) "
+        "or make it a plain `def`"
+    )
+
+
+async def _value_of(awaitable: Any) -> Any:
+    """A coroutine for ``asyncio.run``, which takes nothing else (a Future, an object with ``__await__``)."""
+    return await awaitable
+
+
+def _article(word: str) -> str:
+    """The indefinite article for ``word``: "an after_model ...", "a before_model ..."."""
+    return "an" if word[:1].lower() in ("a", "e", "i", "o", "u") else "a"
 
 
 def _check_replacement(name: str, attr: str, value: Any) -> None:
@@ -188,14 +228,15 @@ def _check_replacement(name: str, attr: str, value: Any) -> None:
     if not isinstance(value, Mapping) or required not in value:
         raise ConfigurationError(
             f"{name} callback {attr!r} returned replace(...) without {required!r}; "
-            f"a {name} replacement must be a dict containing {required!r}"
+            f"{_article(name)} {name} replacement must be a dict containing {required!r}"
         )
     expected = REQUIRED_TYPES.get(name)
     given = value[required]
     if expected is not None and not isinstance(given, expected):
         raise ConfigurationError(
             f"{name} callback {attr!r} returned replace(...) with {required!r} of type "
-            f"{type(given).__name__}; a {name} replacement's {required!r} must be a {expected.__name__}"
+            f"{type(given).__name__}; {_article(name)} {name} replacement's {required!r} must be "
+            f"{_article(expected.__name__)} {expected.__name__}"
         )
 
 

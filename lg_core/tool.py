@@ -29,7 +29,9 @@ import copy
 import dataclasses
 import inspect
 import json
+import math
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -37,6 +39,7 @@ from typing import Any, ClassVar
 import jsonschema
 from pydantic import BaseModel, ValidationError
 
+from lg_core.callbacks import awaited
 from lg_core.content import Document, Image, Text, well_formed_text
 from lg_core.datamap import deep_freeze, thaw
 from lg_core.errors import (
@@ -225,7 +228,7 @@ class Tool:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "tool_name" not in vars(cls):
-            cls.tool_name = default_tool_name(cls.__name__)
+            cls.tool_name = _derived_tool_name(cls)
         if not isinstance(cls.tool_name, str) or not NAME_PATTERN.fullmatch(cls.tool_name):
             raise ConfigurationError(
                 f"{cls.__qualname__}.tool_name {cls.tool_name!r} must be 1-64 letters, digits, '_' or '-'"
@@ -288,8 +291,11 @@ class Tool:
 
     @classmethod
     def available(cls, binding: Binding) -> bool:
+        """Whether the registry offers this tool for ``binding``; an async predicate is run to completion."""
         predicate = cls.available_if
-        return True if predicate is None else bool(predicate(binding))
+        if predicate is None:
+            return True
+        return bool(awaited(predicate(binding), f"{cls.__qualname__}.available_if"))
 
     @classmethod
     def define(
@@ -427,13 +433,48 @@ class Tool:
 
 
 def success_outcome(value: Any) -> ToolOutcome:
-    """Normalize a tool's return value into model-facing content."""
+    """Normalize a tool's return value into model-facing content.
+
+    A content block (Text, Image, Document), or a list of them, is sent to the model
+    as those blocks ("Content blocks may also accompany a Tool result"); any other
+    value becomes one Text block (:func:`render_value`). A ``Tool.Result``'s
+    artifacts follow as blocks of their own.
+    """
     artifacts: tuple[Artifact, ...] = ()
     if isinstance(value, ToolReturn):
         value, artifacts = value.value, value.artifacts
-    blocks: list[Any] = [Text(text=render_value(value))]
+    blocks: list[Any] = list(_content_blocks(value) or (Text(text=render_value(value)),))
     blocks.extend(_artifact_block(artifact) for artifact in artifacts)
     return ToolOutcome(status="success", content=tuple(blocks), value=value, artifacts=artifacts)
+
+
+_BLOCK_TYPES = (Text, Image, Document)
+
+
+def _content_blocks(value: Any) -> tuple[Any, ...] | None:
+    """The blocks ``value`` is, when it is a content block or a non-empty list of them; else None.
+
+    Rendered as text instead, a block's bytes failed JSON serialization and the
+    model was told the tool had an internal error. A list mixing blocks with other
+    values is refused: its image bytes would otherwise reach the model as text.
+    """
+    if isinstance(value, _BLOCK_TYPES):
+        return (_well_formed(value),)
+    if not isinstance(value, (list, tuple)) or not any(isinstance(item, _BLOCK_TYPES) for item in value):
+        return None
+    if not all(isinstance(item, _BLOCK_TYPES) for item in value):
+        raise TypeError(
+            "a tool returned a list mixing content blocks with other values; return only "
+            "content blocks (wrap text in Text(text=...)) or only plain values"
+        )
+    return tuple(_well_formed(item) for item in value)
+
+
+def _well_formed(block: Any) -> Any:
+    """``block``, with a Text block's lone surrogates replaced as in :func:`render_value`."""
+    if isinstance(block, Text) and well_formed_text(block.text) != block.text:
+        return Text(text=well_formed_text(block.text))
+    return block
 
 
 def render_value(value: Any) -> str:
@@ -443,6 +484,10 @@ def render_value(value: Any) -> str:
     become text." Strings stay as they are, mappings, sequences and Pydantic models
     are JSON, None is empty and booleans are ``true``/``false`` (as JSON and the spec's
     Ruby write them); anything else is ``str(value)`` (a date reads ``2024-01-02``).
+    The JSON is always valid, whatever the values inside (:func:`_json_ready`):
+    NaN and infinities become ``null`` (as Pydantic writes them), bytes are decoded
+    as UTF-8 with U+FFFD for invalid sequences (bytes returned alone too), sets
+    become sorted lists and other values their ``str``.
     Lone surrogates become U+FFFD (:func:`lg_core.content.well_formed_text`).
     """
     return well_formed_text(_rendered(value))
@@ -452,27 +497,63 @@ def _rendered(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, BaseModel):
-        return value.model_dump_json()
+        try:
+            return value.model_dump_json()
+        except ValueError:  # PydanticSerializationError: bytes that are not UTF-8, say
+            return json.dumps(_json_ready(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, (builtins.bytes, bytearray, memoryview)):
+        return _decoded(value)
     if isinstance(value, (Mapping, list, tuple, set, frozenset)):
-        try:
-            return json.dumps(value, ensure_ascii=False, default=_json_default)
-        except (TypeError, ValueError):
-            return str(value)
+        return json.dumps(_json_ready(value), ensure_ascii=False, allow_nan=False)
     return str(value)
 
 
-def _json_default(value: Any) -> Any:
+def _json_ready(value: Any, path: tuple[int, ...] = ()) -> Any:
+    """``value`` as plain JSON data that ``json.dumps(..., allow_nan=False)`` accepts.
+
+    ``path`` holds the ids of the containers above ``value``: a container that holds
+    itself is written as the text ``"<circular reference>"`` at the repeat.
+    """
+    if value is None or isinstance(value, (str, int)):  # bool is an int
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (builtins.bytes, bytearray, memoryview)):
+        return _decoded(value)
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=str)
-    if isinstance(value, MappingProxyType):  # a frozen Artifact reference or metadata
-        return dict(value)
-    return str(value)
+        return _json_ready(_model_data(value), path)
+    if not isinstance(value, (Mapping, list, tuple, set, frozenset)):
+        return str(value)  # a date, a Decimal, an enum member
+    if id(value) in path:
+        return "<circular reference>"
+    inner = (*path, id(value))
+    if isinstance(value, Mapping):
+        return {_json_key(key): _json_ready(item, inner) for key, item in value.items()}
+    items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+    return [_json_ready(item, inner) for item in items]
+
+
+def _json_key(key: Any) -> Any:
+    """A key ``json.dumps`` writes as JSON writes it (str, int, bool, None, finite float), else its ``str``."""
+    if key is None or isinstance(key, (str, int)) or (isinstance(key, float) and math.isfinite(key)):
+        return key
+    return str(key)
+
+
+def _model_data(model: BaseModel) -> Any:
+    """A Pydantic model as data: JSON mode (dates as ISO text), else Python mode for what JSON mode refuses."""
+    try:
+        return model.model_dump(mode="json")
+    except ValueError:  # bytes that are not UTF-8 (UnicodeDecodeError, PydanticSerializationError)
+        return model.model_dump()
+
+
+def _decoded(data: builtins.bytes | bytearray | memoryview) -> str:
+    return builtins.bytes(data).decode("utf-8", errors="replace")
 
 
 def _artifact_block(artifact: Artifact) -> Any:
@@ -494,10 +575,38 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{where}: {error.message}" if where else error.message
 
 
+def _derived_tool_name(cls: type) -> str:
+    """The default tool_name of ``cls``; a name the class cannot give is refused, asking for ``tool_name``.
+
+    Without this the error quoted a ``tool_name`` the user never set.
+    """
+    name = default_tool_name(cls.__name__)
+    if not NAME_PATTERN.fullmatch(name):
+        raise ConfigurationError(
+            f"{cls.__qualname__}: the tool_name derived from the class name, {name!r}, is not valid "
+            "(1-64 letters, digits, '_' or '-'); set tool_name = '...' on the class"
+        )
+    return name
+
+
 def default_tool_name(class_name: str) -> str:
-    """``HelpCenterLookupTool`` -> ``help_center_lookup``."""
-    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", class_name).lower()
-    return snake[: -len("_tool")] if snake.endswith("_tool") and snake != "_tool" else snake
+    """``HelpCenterLookupTool`` -> ``help_center_lookup``; ``RésuméTool`` -> ``resume``."""
+    return underscored_name(class_name, "tool")
+
+
+def underscored_name(class_name: str, suffix: str) -> str:
+    """``class_name`` in snake case without its ``_suffix``: the default tool_name and agent_id.
+
+    Accented Latin letters lose their accents first (``RésuméTool`` -> ``resume``),
+    as a declared name must be ASCII; the suffix was kept, and the name refused,
+    when a non-ASCII letter hid the word boundary. Letters with no ASCII form stay,
+    and the caller refuses the name, asking for an explicit one.
+    """
+    decomposed = unicodedata.normalize("NFKD", class_name)
+    ascii_name = "".join(char for char in decomposed if not unicodedata.combining(char))
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", ascii_name).lower()
+    ending = f"_{suffix}"
+    return snake[: -len(ending)] if snake.endswith(ending) and snake != ending else snake
 
 
 def default_class_name(name: str) -> str:

@@ -33,6 +33,13 @@ def check_declaration(value: Any, owner: str) -> None:
             f"{value.__qualname__}.tools must be a classmethod (or staticmethod): the registry calls "
             "it on the class, as `@classmethod def tools(cls, binding)`"
         )
+    if isinstance(value, type) and issubclass(value, Tool) and value.call is Tool.call:
+        # Every call would tell the model "internal error" and the run would still complete.
+        # Checked here, not when a Tool subclass is defined: an abstract base tool is fine.
+        raise ConfigurationError(
+            f"{owner}.tools: {value.__qualname__} (tool {value.tool_name!r}) does not implement the tool; "
+            "it must define call(self, input)"
+        )
     if isinstance(value, type) and issubclass(value, Tool) and not value.description:
         # Every registry that builds it would refuse it: fail here, before any run exists.
         raise ConfigurationError(

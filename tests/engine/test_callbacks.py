@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import warnings
+
 import pytest
 
 from lg_core import (
@@ -26,6 +29,7 @@ from lg_core import (
     cancel,
     replace,
 )
+from lg_core.callbacks import run_chain
 from lg_core.errors import CancelledError, ConfigurationError, ProviderError
 from tests.support.recording import recording
 
@@ -672,3 +676,107 @@ def test_replacements_flow_through_the_chain_in_order(config, script):
 
     assert run.outcome == "completed"
     assert requests[0].settings["trail"] == "base>child"
+
+
+# -- async callbacks -----------------------------------------------------------------------------
+
+
+def test_an_async_before_tool_cancel_stops_the_call(config, script):
+    """An async guard's coroutine was taken for "continue": the tool ran despite cancel()."""
+    calls = []
+
+    class GuardedTool(EchoTool):
+        tool_name = "echo"
+
+        def call(self, input):
+            calls.append(input)
+            return super().call(input)
+
+    class AsyncGuardedAgent(Agent):
+        model = script(ECHO_TURNS)
+        tools = [GuardedTool]
+
+        @before_tool
+        async def deny(self, payload, context):
+            await asyncio.sleep(0)
+            return cancel(f"Echo is disabled (seen {payload['tool_use'].name}).")
+
+    run = AsyncGuardedAgent.ask("Go")
+
+    assert run.outcome == "completed"
+    assert calls == []
+    assert tool_result(run).status == "error"
+    assert tool_result(run).text == "Echo is disabled (seen echo)."
+
+
+@pytest.mark.parametrize(
+    "callback, turns",
+    [
+        (before_invocation, [{"text": "never"}]),
+        (before_model, [{"text": "never"}]),
+        (after_model, [{"text": "answer"}]),
+        (after_model_error, [{"error": "down"}, {"text": "never"}]),
+        (after_invocation, [{"text": "answer"}]),
+    ],
+    ids=["before_invocation", "before_model", "after_model", "after_model_error", "after_invocation"],
+)
+def test_an_async_callback_cancel_cancels_the_run(config, script, callback, turns):
+    class AsyncCancellingAgent(Agent):
+        model = script(turns)
+
+        @callback
+        async def stop(self, payload):
+            return cancel("async policy says stop")
+
+    run = AsyncCancellingAgent.ask("Hello")
+
+    assert run.outcome == "cancelled"
+    assert "async policy says stop" in str(run.error)
+
+
+def test_an_async_replacement_is_used_and_checked(config, script):
+    class AsyncReplacingAgent(Agent):
+        model = script(ECHO_TURNS)
+        tools = [EchoTool]
+
+        @after_tool
+        async def redact(self, payload):
+            return replace({**payload, "result": "[redacted]"})
+
+        @after_initialize
+        async def prepare(self, payload, context):
+            context.state["prepared"] = True
+
+    run = AsyncReplacingAgent.ask("Go")
+
+    assert run.outcome == "completed"
+    assert tool_result(run).text == "[redacted]"
+    assert run.result.state["prepared"] is True
+
+
+def test_an_async_callback_in_a_thread_running_an_event_loop_is_a_configuration_error():
+    """Running it is impossible there, and skipping it would skip the guard: refused, saying why."""
+
+    class LoopGuardedAgent(Agent):
+        @before_model
+        async def guard(self, payload):
+            return cancel("never reached")
+
+    async def in_a_coroutine():
+        return run_chain(LoopGuardedAgent(), "before_model", {"request": None})
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the unrun coroutine is closed: no "never awaited" warning
+        with pytest.raises(ConfigurationError, match=r"LoopGuardedAgent\.guard \(before_model callback\) is async, but an event loop is already running"):
+            asyncio.run(in_a_coroutine())
+
+
+@pytest.mark.parametrize("callback", [after_model, after_tool, after_invocation, after_model_error])
+def test_replacement_errors_use_the_article_of_the_callback_name(callback):
+    class ArticleAgent(Agent):
+        @callback
+        def broken(self, payload):
+            return replace({})
+
+    with pytest.raises(ConfigurationError, match=rf"; an {callback.__name__} replacement must be"):
+        run_chain(ArticleAgent(), callback.__name__, {})

@@ -79,10 +79,30 @@ def test_default_agent_id_from_class_name():
         ("Triage", "triage"),
         ("HTTPProbeAgent", "http_probe"),
         ("Agent", "agent"),
+        ("_PrivateAgent", "private"),
+        ("__DunderAgent", "dunder"),
+        ("RéservationAgent", "reservation"),
     ],
 )
 def test_default_agent_id_rules(name, expected):
     assert default_agent_id(name) == expected
+
+
+def test_a_default_agent_id_meets_the_rule_a_declared_one_meets():
+    """``_private`` and ``réservation`` were derived, yet refused when declared by hand."""
+    private = type("_PrivateAgent", (Agent,), {})
+    accented = type("RéservationAgent", (Agent,), {})
+
+    assert private.agent_id == private.assembly_id == "private"
+    assert accented.agent_id == "reservation"
+
+
+@pytest.mark.parametrize("name", ["日本Agent", "X" * 70 + "Agent"])
+def test_a_class_name_that_gives_no_valid_agent_id_asks_for_one(name):
+    with pytest.raises(ConfigurationError, match=r"the agent_id derived from the class name, .* is not valid .*set agent_id = "):
+        type(name, (Agent,), {})
+
+    assert type(name, (Agent,), {"agent_id": "named"}).agent_id == "named"
 
 
 def test_agent_id_override_is_kept_and_subclasses_derive_their_own():
@@ -825,6 +845,86 @@ def test_system_prompt_string_or_method():
     assert StaticAgent().render_system_prompt() == "Be brief."
     assert DynamicAgent().render_system_prompt() == "You are dynamic."
     assert Agent().render_system_prompt() is None
+
+
+def test_a_system_prompt_method_returning_none_means_no_system_prompt():
+    """The spec allows nil; ``str(None)`` sent the model the prompt 'None'."""
+
+    class TenantAgent(Agent):
+        def system_prompt(self):
+            return None
+
+    assert TenantAgent().render_system_prompt() is None
+
+
+@pytest.mark.parametrize("returned", [42, b"bytes", ["a list"]])
+def test_a_system_prompt_method_returning_a_non_string_is_a_configuration_error(returned):
+    class OddPromptAgent(Agent):
+        def system_prompt(self):
+            return returned
+
+    with pytest.raises(
+        ConfigurationError,
+        match=rf"OddPromptAgent\.system_prompt returned {type(returned).__name__}; it must return a string, or None",
+    ):
+        OddPromptAgent().render_system_prompt()
+
+
+def test_an_async_system_prompt_method_is_awaited():
+    """Its coroutine's repr was sent to the model as the system prompt."""
+
+    class AsyncPromptAgent(Agent):
+        async def system_prompt(self):
+            await asyncio.sleep(0)
+            return f"Be nice, {type(self).agent_id}."
+
+    class AsyncNoPromptAgent(Agent):
+        async def system_prompt(self):
+            return None
+
+    assert AsyncPromptAgent().render_system_prompt() == "Be nice, async_prompt."
+    assert AsyncNoPromptAgent().render_system_prompt() is None
+
+
+def test_staticmethod_and_classmethod_system_prompts_are_called_with_what_they_take():
+    """A staticmethod passed the class check, then every run failed with a TypeError."""
+
+    class StaticPromptAgent(Agent):
+        @staticmethod
+        def system_prompt():
+            return "static"
+
+    class ClassPromptAgent(Agent):
+        @classmethod
+        def system_prompt(cls):
+            return f"for {cls.agent_id}"
+
+    class InheritingAgent(ClassPromptAgent):
+        pass
+
+    assert StaticPromptAgent().render_system_prompt() == "static"
+    assert ClassPromptAgent().render_system_prompt() == "for class_prompt"
+    assert InheritingAgent().render_system_prompt() == "for inheriting"
+
+
+@pytest.mark.parametrize("form", ["function", "staticmethod", "classmethod"])
+def test_a_system_prompt_method_taking_the_wrong_arguments_fails_at_class_definition(form):
+    def needs_a_tenant(self, tenant):
+        return tenant
+
+    declared = {"function": needs_a_tenant, "staticmethod": staticmethod(needs_a_tenant), "classmethod": classmethod(needs_a_tenant)}
+
+    with pytest.raises(ConfigurationError, match=r"system_prompt\(self, tenant\) takes the wrong arguments; it must be a string or a method"):
+        type("TenantPromptAgent", (Agent,), {"system_prompt": declared[form]})
+
+
+def test_a_property_system_prompt_is_refused_naming_the_accepted_forms():
+    with pytest.raises(ConfigurationError, match=r"def system_prompt\(self\) -> str \| None.*@staticmethod.*@classmethod.*got property"):
+
+        class PropertyPromptAgent(Agent):
+            @property
+            def system_prompt(self):
+                return "p"
 
 
 @pytest.mark.parametrize("bad", [42, b"Be brief.", ["Be brief."]])

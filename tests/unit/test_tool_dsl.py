@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import typing
 from datetime import date
 
@@ -60,10 +61,26 @@ def test_default_tool_name_comes_from_the_class_name():
         ("Search", "search"),
         ("Tool", "tool"),
         ("Lookup2Tool", "lookup2"),
+        ("RésuméTool", "resume"),
     ],
 )
 def test_default_tool_name_rules(class_name, expected):
     assert default_tool_name(class_name) == expected
+
+
+def test_an_accented_class_name_gives_a_valid_default_tool_name():
+    """``RésuméTool`` was refused with a message about a tool_name the user never set."""
+    assert type("RésuméTool", (Tool,), {"description": "d"}).tool_name == "resume"
+
+
+@pytest.mark.parametrize("name", ["日本Tool", "X" * 70 + "Tool"])
+def test_a_class_name_that_gives_no_valid_tool_name_asks_for_one(name):
+    with pytest.raises(
+        ConfigurationError, match=r"the tool_name derived from the class name, .* is not valid .*set tool_name = "
+    ):
+        type(name, (Tool,), {"description": "d"})
+
+    assert type(name, (Tool,), {"description": "d", "tool_name": "named"}).tool_name == "named"
 
 
 def test_explicit_tool_name_is_kept():
@@ -454,6 +471,102 @@ def test_render_value_handles_models_and_sets():
     assert render_value({"tags": {"b", "a"}}) == '{"tags": ["a", "b"]}'
 
 
+def _strict_json(text):
+    """``json.loads`` refusing what Python writes but JSON does not have (NaN, Infinity)."""
+
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+class Reading(BaseModel):
+    value: float
+    raw: bytes = b""
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"x": float("nan"), "y": [float("inf"), float("-inf")]}, {"x": None, "y": [None, None]}),
+        ({"b": b"bytes", "bad": b"ok\xff"}, {"b": "bytes", "bad": "ok\ufffd"}),
+        ({"nested": Reading(value=float("inf"), raw=b"\xff")}, {"nested": {"value": None, "raw": "\ufffd"}}),
+        ({"tags": frozenset({"b", "a"}), "when": date(2024, 1, 2)}, {"tags": ["a", "b"], "when": "2024-01-02"}),
+        ({(1, 2): "tuple key", 3: "int key", None: "none key"}, {"(1, 2)": "tuple key", "3": "int key", "null": "none key"}),
+        ([bytearray(b"ab"), memoryview(b"cd")], ["ab", "cd"]),
+    ],
+    ids=["non-finite floats", "bytes", "nested model", "sets and dates", "keys", "bytes-like"],
+)
+def test_rendered_mappings_and_lists_are_valid_json_whatever_they_hold(value, expected):
+    """NaN reached the model as ``NaN`` (invalid JSON) and bytes as ``"b'bytes'"``."""
+    assert _strict_json(render_value(value)) == expected
+
+
+def test_a_model_whose_json_mode_fails_still_renders_as_valid_json():
+    assert _strict_json(render_value(Reading(value=float("nan"), raw=b"\xff"))) == {"value": None, "raw": "\ufffd"}
+
+
+def test_bytes_alone_render_as_utf8_text_and_a_cycle_does_not_break_the_json():
+    looped = {"name": "loop"}
+    looped["self"] = looped
+
+    assert render_value(b"caf\xc3\xa9 \xff") == "café \ufffd"
+    assert _strict_json(render_value(looped)) == {"name": "loop", "self": "<circular reference>"}
+
+
+# -- content blocks as results ------------------------------------------------------------------
+
+
+def test_a_tool_returning_a_content_block_gives_the_model_that_block():
+    """An Image return failed JSON rendering: the model read "internal error (PydanticSerializationError)"."""
+    photo = Image(data=b"\x89PNG\r\n\x1a\n\xff", media_type="image/png")
+
+    class PhotoTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            return photo
+
+    outcome = PhotoTool().execute({})
+
+    assert outcome.ok, outcome.text
+    assert outcome.content == (photo,)
+    assert outcome.value is photo
+
+
+def test_a_tool_returning_a_list_of_content_blocks_gives_the_model_those_blocks():
+    caption = Text(text="The damage, front view:")
+    photo = Image(data=b"\x89PNG", media_type="image/png")
+    guide = Document(data=b"%PDF", media_type="application/pdf", name="guide.pdf")
+    chart = Artifact(media_type="image/png", data=b"\x89PNG-chart", name="chart.png")
+
+    class ReviewTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            return Tool.Result(value=[caption, photo, guide], artifacts=[chart])
+
+    outcome = ReviewTool().execute({})
+
+    assert outcome.ok, outcome.text
+    assert outcome.content[:3] == (caption, photo, guide)
+    assert isinstance(outcome.content[3], Image) and outcome.content[3].data == b"\x89PNG-chart"
+    assert outcome.text == "The damage, front view:"
+
+
+def test_a_list_mixing_content_blocks_and_other_values_is_an_unexpected_tool_error():
+    class MixedTool(Tool):
+        description = "d"
+
+        def call(self, input):
+            return ["caption", Image(data=b"\x89PNG", media_type="image/png")]
+
+    outcome = MixedTool().execute({})
+
+    assert outcome.error_kind == "unexpected"
+    assert "return only content blocks" in str(outcome.error)
+
+
 def test_tool_result_with_artifacts():
     chart = Artifact(media_type="image/png", data=b"\x89PNG", name="chart.png")
     report = Artifact(media_type="application/pdf", data=b"%PDF", name="report.pdf")
@@ -729,6 +842,24 @@ def test_available_if_as_a_function_definition():
     assert not FlaggedTool.available(Binding())
 
 
+def test_an_async_available_if_is_awaited():
+    """Its coroutine was truthy: a tool whose predicate said no was offered anyway."""
+
+    class AsyncAdminTool(Tool):
+        description = "d"
+
+        async def available_if(binding):  # noqa: N805 - a predicate of the binding
+            await asyncio.sleep(0)
+            return binding.agent == "admin"
+
+        def call(self, input):
+            return "x"
+
+    assert AsyncAdminTool.available(Binding(agent="admin"))
+    assert not AsyncAdminTool.available(Binding(agent="guest"))
+    assert ToolRegistry([AsyncAdminTool], binding=Binding(agent="guest")).names == []
+
+
 @pytest.mark.parametrize("bad", [True, "admin", 1])
 def test_non_callable_available_if_fails_at_class_definition(bad):
     with pytest.raises(ConfigurationError, match="available_if must be a function of the binding"):
@@ -867,6 +998,9 @@ def test_an_agent_whose_subclass_adds_a_tool_of_an_inherited_name_fails_when_def
         tool_name = "help_center_lookup"
         description = "d"
 
+        def call(self, input):
+            return "other entry"
+
     class Base(Agent):
         model = "scripted:unused"
         tools = [HelpCenterLookupTool]
@@ -875,6 +1009,37 @@ def test_an_agent_whose_subclass_adds_a_tool_of_an_inherited_name_fails_when_def
 
         class Child(Base):
             tools = [OtherLookupTool]
+
+
+@pytest.mark.parametrize("misspelled", [None, "cal", "__call__"])
+def test_an_agent_declaring_a_tool_without_call_fails_at_class_definition(misspelled):
+    """Each call told the model "internal error" and the run still completed."""
+    namespace = {"description": "d"}
+    if misspelled is not None:
+        namespace[misspelled] = lambda self, input: "never called"
+    UnfinishedTool = type("UnfinishedTool", (Tool,), namespace)
+
+    with pytest.raises(
+        ConfigurationError, match=r"UnfinishedAgent\.tools: UnfinishedTool \(tool 'unfinished'\) .*must define call\(self, input\)"
+    ):
+        type("UnfinishedAgent", (Agent,), {"model": "scripted:unused", "tools": [UnfinishedTool]})
+
+
+def test_abstract_tool_bases_and_defined_tools_stay_allowed():
+    class AuditedTool(Tool):  # an abstract base: never declared in an agent's tools
+        description = "Audited."
+
+    class AuditedLookupTool(AuditedTool):
+        def call(self, input):
+            return "found"
+
+    Defined = Tool.define("defined", "Defined.", None, lambda input: "ok")
+
+    class AuditingAgent(Agent):
+        model = "scripted:unused"
+        tools = [AuditedLookupTool, Defined]
+
+    assert [tool.tool_name for tool in AuditingAgent.tools] == ["audited_lookup", "defined"]
 
 
 def test_the_same_class_twice_is_a_duplicate():
