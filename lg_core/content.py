@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
@@ -122,13 +122,40 @@ class ToolResult(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _content(cls, values: Any) -> Any:
-        if isinstance(values, Mapping) and isinstance(values.get("content"), str):
-            values = {**values, "content": (Text(text=values["content"]),)}
+        """``content`` in the forms Message accepts: a string, one block, or a list of blocks and strings."""
+        if isinstance(values, Mapping) and "content" in values:
+            values = {**values, "content": _result_content(values["content"])}
         return values
 
     @property
     def text(self) -> str:
         return "".join(block.text for block in self.content if isinstance(block, Text))
+
+
+_RESULT_BLOCKS = (Text, Image, Document)
+
+
+def _result_content(value: Any) -> Any:
+    """A ToolResult's content as a tuple of Text, Image and Document blocks.
+
+    Normalized as Message's content is (content.normalize): a string or a single
+    block stands for a list of one, and strings in a list become Text blocks.
+    TypeError, as Message raises, for anything else, instead of the pile of
+    pydantic errors that iterating a block as (field, value) pairs gave.
+    """
+    if isinstance(value, tuple) and all(type(block) in _RESULT_BLOCKS for block in value):
+        return value  # the engine's own results: already blocks
+    if isinstance(value, (str, Mapping)) or hasattr(value, "kind"):
+        value = [value]
+    if isinstance(value, (bytes, bytearray, memoryview)) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"ToolResult content must be a string, a Text, Image or Document block, or a list of them, got {type(value).__name__}"
+        )
+    blocks = tuple(normalize(part) for part in value)
+    other = sorted({type(block).__name__ for block in blocks if not isinstance(block, _RESULT_BLOCKS)})
+    if other:
+        raise TypeError(f"ToolResult content holds only Text, Image and Document blocks, got {', '.join(other)}")
+    return blocks
 
 
 class Reasoning(BaseModel):

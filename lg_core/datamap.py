@@ -12,7 +12,8 @@ checkpoint is written.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping, MutableMapping
+import math
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from types import MappingProxyType
 from typing import Any
 
@@ -117,6 +118,68 @@ def to_json_value(value: Any, *, path: str = "value", _depth: int = 0) -> Any:
     )
 
 
+class _NotJson(Exception):
+    """Raised inside :func:`checked_json` at a value JSON cannot hold; ``path`` grows as it unwinds."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.path: list[Any] = []  # keys and indexes, innermost first
+
+
+def checked_json(value: Any, path: str) -> Any:
+    """A plain JSON copy of ``value``, or TypeError saying where (``path`` onwards) it is not JSON.
+
+    For values checked when they were stored that may have changed since: the
+    lists and plain mappings held in a DataMap are ordinary Python containers,
+    so ``state["items"].append({"when": object()})`` reaches one unchecked, and
+    only this copy, made where the value is persisted, finds it. The place is
+    written as Python reads it (``context.state['items'][0]['when']``), and
+    found only on failure, so the usual all-JSON value costs one copy.
+    """
+    try:
+        return _json_copy(value, 0)
+    except _NotJson as bad:
+        where = path + "".join(f"[{part!r}]" for part in reversed(bad.path))
+        raise TypeError(f"{where} {bad.problem}") from None
+
+
+def _json_copy(value: Any, depth: int) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if isinstance(value, enum.Enum):
+        return _json_copy(value.value, depth)
+    if kind is float or isinstance(value, _SCALARS):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _NotJson(f"is {value!r}, which JSON cannot represent")
+        return value
+    if depth >= MAX_JSON_DEPTH:
+        raise _NotJson(f"nests more than {MAX_JSON_DEPTH} levels deep; stored values may nest at most {MAX_JSON_DEPTH}")
+    if isinstance(value, DataMap):
+        return {key: _json_child(item, key, depth) for key, item in value._data.items()}
+    if isinstance(value, Mapping):
+        try:
+            items = canonical_items(value, path="this mapping")
+        except (TypeError, ValueError) as exc:
+            raise _NotJson(f"is a mapping with a key that cannot be stored: {exc}") from None
+        return {key: _json_child(item, key, depth) for key, item in items}
+    if isinstance(value, (list, tuple)):
+        return [_json_child(item, index, depth) for index, item in enumerate(value)]
+    raise _NotJson(
+        f"is a value of type {kind.__name__}; only JSON-compatible values "
+        "(str, int, float, bool, None, lists and mappings) can be stored"
+    )
+
+
+def _json_child(value: Any, key: Any, depth: int) -> Any:
+    try:
+        return _json_copy(value, depth + 1)
+    except _NotJson as bad:
+        bad.path.append(key)
+        raise
+
+
 class DataMap(MutableMapping[str, Any]):
     """A mutable mapping with string keys and JSON-compatible values.
 
@@ -127,6 +190,8 @@ class DataMap(MutableMapping[str, Any]):
     __slots__ = ("_data",)
 
     def __init__(self, data: Mapping[Any, Any] | None = None, /, **values: Any) -> None:
+        if data is not None and not isinstance(data, Mapping):
+            raise TypeError(f"DataMap needs a mapping such as {{'plan': 'draft'}}, got {_described(data)}")
         self._data: dict[str, Any] = {}
         for source in (data or {}), values:
             self.update(source)
@@ -212,7 +277,7 @@ class DataMap(MutableMapping[str, Any]):
         ValueError, as the constructor does.
         """
         for source in other, values:
-            items = canonical_items(source, path="DataMap") if isinstance(source, Mapping) else list(source)
+            items = canonical_items(source, path="DataMap") if isinstance(source, Mapping) else _pairs(source)
             for key, value in items:
                 self[key] = value
 
@@ -250,6 +315,21 @@ class DataMap(MutableMapping[str, Any]):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> DataMap:
         return self.copy()
+
+
+def _pairs(source: Any) -> list[tuple[Any, Any]]:
+    """The (key, value) pairs of ``source``, which ``update`` takes as ``dict.update`` does;
+    TypeError saying so when it is not a mapping or an iterable of pairs."""
+    items = list(source) if isinstance(source, Iterable) and not isinstance(source, (str, bytes)) else None
+    if items is None or not all(isinstance(item, (list, tuple)) and len(item) == 2 for item in items):
+        raise TypeError(f"DataMap.update needs a mapping or (key, value) pairs, got {_described(source)}")
+    return items
+
+
+def _described(value: Any) -> str:
+    """``value``'s type and a short repr, for an error about a wrong argument."""
+    shown = repr(value)
+    return f"{type(value).__name__} {shown if len(shown) <= 40 else shown[:40] + '...'}"
 
 
 def _plain(value: Any) -> Any:

@@ -100,6 +100,19 @@ class StreamEvent:
     def __repr__(self) -> str:
         return f"StreamEvent({self.type!r}, {dict(self.data)!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle and deep-copy through plain dicts: a mapping proxy (``data``, maybe ``stored``)
+        cannot be pickled, and events cross processes (multiprocessing queues) and get copied
+        before buffering. The copy's ``data`` is read-only again (``_rebuilt_event``)."""
+        stored = None if self.stored is None else dict(self.stored)
+        return (_rebuilt_event, (self.type, dict(self.data), self.seq, self.id, stored))
+
+
+def _rebuilt_event(
+    type: str, data: dict[str, Any], seq: int | None, id: str | None, stored: dict[str, Any] | None
+) -> StreamEvent:
+    return StreamEvent(type, MappingProxyType(data), seq, id, stored)
+
 
 _TERMINAL_TYPES = frozenset(TERMINAL_EVENTS.values())
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lg_core.datamap import DataMap, canonical_items, normalize_key, to_json_value
+from lg_core.datamap import DataMap, canonical_items, checked_json, normalize_key, to_json_value
 from lg_core.errors import InvocationError, UnsupportedInputError
 from lg_core.messages import Message
 from lg_core.rate_limit import RateLimit
@@ -111,13 +111,17 @@ class Invocation:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe copy of the whole environment."""
+        return copy.deepcopy(self._plain_form())
+
+    def _plain_form(self) -> dict[str, Any]:
+        """The environment in plain types, sharing its inner containers (``to_dict`` copies them)."""
         data = dict(self._env)
         data["message"] = self.message.to_dict()
         data["history"] = [m.to_dict() for m in self.history]
         data["context"] = self.context.to_dict()
         if self.deadline_at is not None:
             data["deadline_at"] = self.deadline_at.isoformat()
-        return copy.deepcopy(data)
+        return data
 
     # -- indifferent access ---------------------------------------------------
 
@@ -248,10 +252,17 @@ class Invocation:
         return None if text is None else RateLimit.parse(text)
 
     def check_storable(self) -> Invocation:
-        """InvocationError unless every text can be stored (UTF-8): a lone surrogate such as
-        ``"\\ud800"`` passes Python's str but no database, JSON writer or provider takes it."""
+        """InvocationError unless the whole invocation can be stored, as JSON in UTF-8.
+
+        Every field was checked when it was set, but the mappings and lists inside
+        some are mutable (``settings``, ``metadata``, a list in ``context``, a
+        message's ``metadata``): a value put in one afterwards is found here, named
+        by its place (``settings['sent_at']``). And a lone surrogate such as
+        ``"\\ud800"`` passes Python's str but no database, JSON writer or provider takes it.
+        """
+        plain = self._json_form()
         try:
-            json.dumps(self.to_dict(), ensure_ascii=False).encode("utf-8")
+            json.dumps(plain, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError as exc:
             bad = exc.object[exc.start : exc.end].encode("unicode_escape").decode()
             raise InvocationError(
@@ -259,6 +270,19 @@ class Invocation:
                 "fix or drop that character before starting the run"
             ) from None
         return self
+
+    def _json_form(self) -> dict[str, Any]:
+        """The environment as plain JSON; InvocationError naming the first value that is not JSON."""
+        form = {}
+        for name, value in self._plain_form().items():
+            try:
+                form[name] = checked_json(value, name)
+            except TypeError as exc:
+                raise InvocationError(
+                    f"the invocation cannot be stored: {exc}. A value put into a field's mappings or lists "
+                    "after the field was set is checked only here; store a JSON form of it instead"
+                ) from None
+        return form
 
     def __repr__(self) -> str:
         return f"Invocation(run_id={self.run_id!r}, message={self.message.text[:40]!r})"

@@ -39,7 +39,7 @@ class RunContext:
         interjection_metadata: Mapping[str, Any] | None = None,
         interjection_ids: Sequence[str] = (),
     ) -> None:
-        self.state = state if isinstance(state, DataMap) else DataMap(state or {})
+        self.state = _checked_state(state)
         self.cancellation_token = token_or_new(cancellation_token)
         self.deadline = _checked_deadline(deadline)
         self.metadata = dict(metadata or {})
@@ -108,6 +108,18 @@ class RunContext:
         """
         with self._lock:
             return self._structured
+
+
+def _checked_state(state: Any) -> DataMap:
+    """``state`` as the context's DataMap (itself when it is one); TypeError naming what was
+    given when it is not a mapping (a string or list would otherwise fail deep in DataMap)."""
+    if isinstance(state, DataMap):
+        return state
+    if state is None:
+        return DataMap()
+    if not isinstance(state, Mapping):
+        raise TypeError(f"RunContext state must be a mapping such as {{'plan': 'draft'}} (or None), got {type(state).__name__}")
+    return DataMap(state)
 
 
 def _checked_deadline(deadline: Any) -> datetime | None:

@@ -7,8 +7,12 @@ itself lives in the append-only ``messages`` table.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from lg_core.datamap import checked_json
+from lg_core.errors import ConfigurationError
 
 FORMAT_VERSION = 1
 
@@ -104,6 +108,31 @@ class AgentCheckpoint:
             history_epoch=self.history_epoch,
             tool_loops=self.tool_loops,
         )
+
+
+def checked_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """``context.state`` (a DataMap) as a checkpoint stores it: a plain JSON copy.
+
+    DataMap checks what is stored in it, but the lists and mappings it holds are
+    plain Python containers, so a tool or callback can append anything to one
+    (``state["items"].append({"when": datetime.now()})``). Such a value would
+    fail the store's encoder inside the step's commit, leaving the run running
+    with no terminal event; found here, before the commit, it fails the step
+    like any other error, naming where the value is and its type.
+
+    ConfigurationError, because the spec describes it as invalid application
+    configuration to correct before retrying: the value comes from application
+    code (a tool, a callback), and a retry of the run would run that code again.
+    (RunStateError is about a stored run's status, InvocationError about the
+    caller's request; neither fits.)
+    """
+    try:
+        return checked_json(state, "context.state")
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"{exc}. The working state is saved with every step, so store a JSON form of the value "
+            "(a string, a number, a list or a mapping of them)"
+        ) from None
 
 
 def apply_state_changes(current: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lg_core.engine.checkpoint import AgentCheckpoint
+from lg_core.engine.checkpoint import AgentCheckpoint, checked_state
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.executing import executing_runs
 from lg_core.engine.frames import FrameState
@@ -97,6 +97,7 @@ class Opener:
         engine, run, frame = self.engine, scope.run, scope.frame
         try:
             messages, context, session = self._prepare(run)
+            state = checked_state(context.state)  # an opening callback may have put a non-JSON value in it
         except CancelledError as exc:
             return engine._commit(scope, self._ending(scope, "cancelled", exc))
         except DeadlineExceededError as exc:  # a BaseException too: an opening callback's context.check()
@@ -104,7 +105,7 @@ class Opener:
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure, as at start
             return engine._commit(scope, self._ending(scope, "failed", exc))
         # The epoch stays: a retry from the start set it, and it tells a step begun before that retry (engine._commit).
-        checkpoint = AgentCheckpoint(message_count=len(messages), state=context.state.to_dict(), session=session,
+        checkpoint = AgentCheckpoint(message_count=len(messages), state=state, session=session,
                                      history_epoch=frame.checkpoint.history_epoch)
         if context.usage.total_tokens:  # recorded by an opening callback
             checkpoint.usage = context.usage.to_dict()

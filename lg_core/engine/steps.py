@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lg_core.callbacks import run_chain
-from lg_core.engine.checkpoint import AgentCheckpoint, apply_state_changes
+from lg_core.engine.checkpoint import AgentCheckpoint, apply_state_changes, checked_state
 from lg_core.engine.codec import encode_event_data, error_to_dict
 from lg_core.engine.frames import FrameState
-from lg_core.errors import CancelledError, DeadlineExceededError, Error
+from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededError, Error
 from lg_core.events import LIVE_ONLY_EVENTS, PUBLISHED_AT_ONCE, TERMINAL_EVENTS, StreamEvent
 from lg_core.run_context import NO_USAGE, RunContext
 from lg_core.run_result import RunResult
@@ -87,8 +87,22 @@ class StepScope:
 
         Parallel tool calls commit one after another on the same frame, so each
         writes only what it changed (``apply_state_changes``), not its whole copy.
+        ConfigurationError when the context's state holds a value JSON cannot
+        (``checked_state``): the step then ends the run instead of committing.
         """
-        return apply_state_changes(state.checkpoint.state, self._state_before, self.context.state.to_dict())
+        return apply_state_changes(state.checkpoint.state, self._state_before, checked_state(self.context.state))
+
+    def _ending_state(self, state: FrameState) -> dict[str, Any]:
+        """The working state an ending writes: this step's (``state_for``), or, when that
+        cannot be stored, ``state``'s own, as the frame's last commit left it.
+
+        The step's state may be what failed it (``checked_state``): writing it again
+        would fail the ending's commit too, and leave the run running, unended.
+        """
+        try:
+            return self.state_for(state)
+        except ConfigurationError:
+            return state.checkpoint.state
 
     def add_step_usage(self, checkpoint: AgentCheckpoint) -> None:
         """Add this step's own usage to ``checkpoint.usage``.
@@ -225,7 +239,7 @@ class StepScope:
             checkpoint.phase = "done"
             self.add_step_usage(checkpoint)  # the failing step's model call counts too
             if self.context is not None:
-                checkpoint.state = self.state_for(state)
+                checkpoint.state = self._ending_state(state)
             response = None
             if outcome == "partial":
                 response = partial_text or checkpoint.last_text

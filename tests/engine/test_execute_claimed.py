@@ -12,7 +12,7 @@ from collections import deque
 
 import pytest
 
-from lg_core import Agent, Configuration, with_configuration
+from lg_core import Agent, Configuration, Tool, with_configuration
 from lg_core.identity import current_holder, hostname
 from lg_core.providers import scripted
 from tests.engine.numbered_tool import NumberedTool, numbered_calls
@@ -31,6 +31,23 @@ scripted.register(
 class EchoAgent(Agent):
     model = "scripted:execute-claimed"
     tools = [NumberedTool]
+
+
+class AppendLaterTool(Tool):
+    tool_name = "append_later"
+    description = "Append a value JSON cannot hold to a list in the working state (DataMap does not see it)."
+
+    def call(self, input):
+        self.context.state["items"].append({"when": object()})
+        return "appended"
+
+
+scripted.register("execute-claimed-bad-state", [{"tool_calls": [{"name": "append_later", "arguments": {}}]}, {"text": "done"}])
+
+
+class BadStateAgent(Agent):
+    model = "scripted:execute-claimed-bad-state"
+    tools = [AppendLaterTool]
 
 
 @pytest.fixture
@@ -78,6 +95,27 @@ def test_workers_alternating_on_one_run_see_every_message(fleet):
     for engine in (first.engine, second.engine):  # no worker cached a conversation with a hole in it
         cached = engine.frames.get(frame.id)
         assert len(cached.messages) == cached.checkpoint.message_count
+
+
+def test_a_worker_step_whose_state_cannot_be_stored_ends_the_run_failed_not_a_retried_attempt(fleet):
+    """The worker's step ends the run in its commit, as a local one does, with the state of the
+    last commit: a commit failing in the store's encoder instead raised out of the attempt,
+    which was retried until max_step_attempts, the run running meanwhile."""
+    client, worker, _ = fleet
+    with with_configuration(client.configuration):
+        (ref,) = client.begin(BadStateAgent.build_run("go", context={"items": ["kept"]}), distributed=True)
+    queue, outcomes = deque([ref]), []
+    while queue:
+        step = queue.popleft()
+        outcome, successors = worker.engine.execute_claimed(step.run_id, step.key)
+        outcomes.append(outcome)
+        queue.extend(successors)
+    assert outcomes == ["executed", "executed"]
+    record = client.store.load_run(ref.run_id)
+    assert record.status == "failed" and record.error["name"] == "ConfigurationError"
+    assert "context.state['items'][1]['when'] is a value of type object" in record.error["message"]
+    assert client.store.load_events(ref.run_id)[-1].type == "run_error"
+    assert client.store.load_frame(f"{ref.run_id}/root").checkpoint["state"] == {"items": ["kept"]}
 
 
 def test_a_redelivered_finished_step_is_done_and_reannounces_open_steps(fleet):

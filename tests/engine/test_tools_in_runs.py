@@ -14,8 +14,19 @@ import time
 import pytest
 
 import lg_core
-from lg_core import Agent, Run, RunContext, Tool, Usage, after_invocation, before_invocation
+from lg_core import (
+    Agent,
+    Run,
+    RunContext,
+    Tool,
+    Usage,
+    after_invocation,
+    before_invocation,
+    before_model,
+)
+from lg_core.errors import ConfigurationError
 from lg_core.providers import scripted
+from tests.support.recording import recording
 
 
 def agent_for(target, *tool_classes, **attributes):
@@ -303,6 +314,64 @@ def test_context_state_changes_are_visible_to_later_tools_and_in_the_result(conf
     assert dict(run.result.state) == {"plan": "gold", "fact": "sky is blue", "count": 1}
 
 
+class _Later:
+    """A value JSON cannot hold, put where DataMap's own check does not look: into a list in the state."""
+
+
+class AppendLaterTool(Tool):
+    tool_name = "append_later"
+    description = "Append a non-JSON value to a list in the working state."
+
+    def call(self, input):
+        self.context.state["items"].append({"when": _Later()})
+        return "appended"
+
+
+class _AppendingBeforeModel(Agent):
+    @before_model
+    def append_later(self, payload, context):
+        context.state["items"].append({"when": _Later()})
+
+
+class _AppendingBeforeInvocation(Agent):
+    @before_invocation
+    def append_later(self, payload, context):
+        context.state["items"].append({"when": _Later()})
+
+
+@pytest.mark.parametrize(
+    ("base", "tools", "failing_step", "state_left"),
+    [
+        pytest.param(Agent, [AppendLaterTool], "root/turn-0/tool/call_1", {"items": ["kept"]}, id="tool"),
+        pytest.param(_AppendingBeforeModel, [], "root/turn-0/model", {"items": ["kept"]}, id="before_model"),
+        # An opening that fails writes nothing of the opened frame, as any failure there.
+        pytest.param(_AppendingBeforeInvocation, [], "root/turn-0/model", {}, id="before_invocation-at-opening"),
+    ],
+)
+@pytest.mark.parametrize("store", ["memory", "sqlite_file"])
+def test_a_non_json_value_put_in_a_list_of_the_state_fails_the_run_naming_where_it_is(
+    request, script, store, base, tools, failing_step, state_left
+):
+    """The commit would fail in the store's encoder, leaving the run running with no terminal
+    event; the step finds it first, and the run ends failed like any failing step, keeping
+    the state of its last commit."""
+    config = request.getfixturevalue("config" if store == "memory" else "file_config")
+    target = script([{"tool_calls": [call("append_later", "call_1")]}, {"text": "never reached"}])
+    agent = type("StateAgent", (base,), {"model": target, "tools": tools})
+
+    run = agent.ask("Go", context={"items": ["kept"]})
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, ConfigurationError)
+    assert "context.state['items'][1]['when'] is a value of type _Later" in str(run.error)
+    store_ = config.runtime().store
+    record = store_.load_run(run.id)
+    assert (record.status, record.finished_at is not None) == ("failed", True)
+    assert [event.type for event in store_.load_events(run.id)][-1] == "run_error"
+    assert store_.load_step(run.id, failing_step).status == "failed"
+    assert store_.load_frame(f"{run.id}/root").checkpoint["state"] == state_left
+
+
 # -- usage ------------------------------------------------------------------------------------------
 
 
@@ -541,6 +610,37 @@ def test_a_tool_returning_a_bad_artifact_gets_an_unexpected_tool_error_not_a_fai
     assert report.text == "Tool 'report' failed with an internal error (TypeError)."
     assert unprintable.status == "error"
     assert unprintable.text == "Tool 'unprintable' failed with an internal error (RuntimeError)."
+
+
+def test_a_tool_returning_content_blocks_sends_them_in_its_tool_result(config, script):
+    """The spec: "Content blocks may also accompany a Tool result." The model was told
+    "internal error (PydanticSerializationError)" instead of being shown the image."""
+    from lg_core import Document, Image
+
+    photo = Image(data=b"\x89PNG\r\n\x1a\n\xff", media_type="image/png", name="damage.png")
+    guide = Document(data=b"%PDF-1.7", media_type="application/pdf", name="guide.pdf")
+
+    class PhotoTool(Tool):
+        description = "Returns the damage photo."
+
+        def call(self, input):
+            return photo
+
+    class GuideTool(Tool):
+        description = "Returns the guide and a photo."
+
+        def call(self, input):
+            return [guide, photo]
+
+    target, requests = recording(script, [{"tool_calls": [call("photo", "p"), call("guide", "g")]}, {"text": "seen"}])
+    run = agent_for(target, PhotoTool, GuideTool).ask("Go")
+
+    assert run.outcome == "completed", repr(run.error)
+    assert run.diagnostics == []
+    photo_result, guide_result = results_of(run)
+    assert (photo_result.status, photo_result.content) == ("success", (photo,))
+    assert (guide_result.status, guide_result.content) == ("success", (guide, photo))
+    assert requests[1].messages[2].tool_results[0].content == (photo,)  # what the model was sent
 
 
 # -- tool instances from a provider ---------------------------------------------------------

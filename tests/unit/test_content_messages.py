@@ -92,6 +92,34 @@ def test_tool_result_accepts_a_plain_string_as_text_content():
     assert block.text == "done"
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(Text(text="ok"), id="one-block"),
+        pytest.param(["ok"], id="list-of-strings"),
+        pytest.param({"kind": "text", "text": "ok"}, id="one-serialized-block"),
+        pytest.param([Text(text="ok")], id="list-of-blocks"),
+    ],
+)
+def test_tool_result_accepts_content_in_the_forms_message_does(content):
+    result = ToolResult(tool_use_id="c1", content=content, status="success")
+    assert result.content == (Text(text="ok"),)
+    assert Message(role="user", content=content).content == result.content
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (5, "ToolResult content must be a string, a Text, Image or Document block, or a list of them, got int"),
+        (b"raw", "got bytes"),
+        ([ToolUse(id="c", name="t", input={})], "only Text, Image and Document blocks, got ToolUse"),
+    ],
+)
+def test_tool_result_content_of_another_kind_is_one_type_error_saying_what_it_takes(content, match):
+    with pytest.raises(TypeError, match=match):
+        ToolResult(tool_use_id="c1", content=content, status="success")
+
+
 def test_redacted_reasoning_round_trips_without_text_or_signature():
     data = serialize(Reasoning(redacted_content=OPAQUE))
     assert "signature" not in data

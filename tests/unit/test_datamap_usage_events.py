@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import json
+import pickle
+import re
 
 import pytest
 
-from lg_core import EVENT_TYPES, DataMap, StreamEvent, Usage
+from lg_core import EVENT_TYPES, DataMap, InvocationError, RunContext, StreamEvent, Usage
+from lg_core.datamap import checked_json
 from lg_core.events import LIVE_ONLY_EVENTS, TERMINAL_EVENTS
 
 
@@ -166,6 +170,40 @@ def test_existing_datamap_value_is_kept():
     inner = DataMap(x=1)
     outer = DataMap(inner=inner)
     assert outer["inner"] is inner
+
+
+@pytest.mark.parametrize(("value", "shown"), [("abc", "str 'abc'"), (5, "int 5"), ([1], "list [1]")])
+def test_a_datamap_of_something_other_than_a_mapping_says_a_mapping_is_needed(value, shown):
+    with pytest.raises(TypeError, match=f"DataMap needs a mapping .*, got {re.escape(shown)}"):
+        DataMap(value)
+
+
+@pytest.mark.parametrize("value", ["ab", 5, [1], [("a", 1, 2)]])
+def test_update_with_neither_a_mapping_nor_pairs_says_what_it_takes(value):
+    data = DataMap()
+    with pytest.raises(TypeError, match="DataMap.update needs a mapping or \\(key, value\\) pairs"):
+        data.update(value)
+    data.update([("a", 1)])
+    assert data == {"a": 1}
+
+
+@pytest.mark.parametrize("state", ["abc", [1], 5])
+def test_a_run_context_state_that_is_not_a_mapping_says_so(state):
+    with pytest.raises(TypeError, match=f"RunContext state must be a mapping .*, got {type(state).__name__}"):
+        RunContext(state=state)
+    assert RunContext(state=None).state == {}
+
+
+def test_checked_json_copies_plain_json_and_names_the_place_of_a_value_put_in_a_list_later():
+    data = DataMap(items=[], plan={"status": Status.OPEN})
+    assert checked_json(data, "state") == {"items": [], "plan": {"status": "open"}}
+    data["items"].append({"when": object()})  # a plain list: DataMap does not see this
+    with pytest.raises(TypeError, match=re.escape("state['items'][0]['when'] is a value of type object")):
+        checked_json(data, "state")
+    with pytest.raises(TypeError, match=re.escape("state['x'][1] is nan")):
+        checked_json({"x": [1, float("nan")]}, "state")
+    with pytest.raises(TypeError, match=re.escape("state['x'] is a mapping with a key that cannot be stored")):
+        checked_json({"x": {1: "a", "1": "b"}}, "state")
 
 
 # -- Usage ------------------------------------------------------------------------------
@@ -337,3 +375,19 @@ def test_repr_names_type_and_data():
         repr(StreamEvent.build("text_delta", text="x"))
         == "StreamEvent('text_delta', {'text': 'x'})"
     )
+
+
+@pytest.mark.parametrize("round_trip", [copy.deepcopy, lambda event: pickle.loads(pickle.dumps(event))], ids=["deepcopy", "pickle"])
+def test_an_event_survives_pickling_and_deep_copying_with_its_data_read_only(round_trip):
+    error = InvocationError("bad input")
+    event = StreamEvent.build("run_error", outcome="failed", usage=Usage(input_tokens=3), error=error, items=[1, {"a": 2}])
+    event = event.with_stored({"outcome": "failed"}).with_seq(4)
+    copied = round_trip(event)
+    assert (copied.type, copied.seq, copied.id) == ("run_error", 4, None)
+    assert copied.stored == {"outcome": "failed"}
+    assert {**copied.data, "error": None} == {**event.data, "error": None}  # exceptions compare by identity
+    assert type(copied.data["error"]) is InvocationError and str(copied.data["error"]) == "bad input"
+    plain = StreamEvent.build("text_delta", text="Hello")
+    assert round_trip(plain) == plain
+    with pytest.raises(TypeError):
+        copied.data["outcome"] = "completed"  # type: ignore[index]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import time
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
@@ -720,6 +721,46 @@ def test_text_that_is_not_valid_unicode_fails_before_a_run_exists(config, script
 
     with pytest.raises(InvocationError, match="lone surrogate"):
         PlainAgent.ask(**options)
+    assert lg_core.list_runs() == []
+
+
+def _put_in_settings(value):
+    invocation = Invocation("hi")
+    invocation.settings["sent_at"] = value
+    return invocation, re.escape("settings['sent_at'] is a value of type datetime")
+
+
+def _put_in_metadata(value):
+    invocation = Invocation("hi")
+    invocation.metadata["sent_at"] = value
+    return invocation, re.escape("metadata['sent_at'] is a value of type datetime")
+
+
+def _put_in_a_context_list(value):
+    invocation = Invocation("hi", context={"items": []})
+    invocation.context["items"].append(value)
+    return invocation, re.escape("context['items'][0] is a value of type datetime")
+
+
+def _put_in_a_history_message(value):
+    prior = Message(role="user", content="earlier", metadata={"source": "web"})
+    prior.metadata["received_at"] = value
+    return Invocation("hi", history=[prior]), re.escape("history[0]['metadata']['received_at'] is a value of type datetime")
+
+
+@pytest.mark.parametrize("put", [_put_in_settings, _put_in_metadata, _put_in_a_context_list, _put_in_a_history_message])
+def test_a_value_put_into_a_field_after_it_was_set_is_an_invocation_error_naming_it_before_a_run_exists(config, script, put):
+    """The fields' inner mappings and lists are mutable; the storable check finds what went in later."""
+    target = script([{"text": "never used"}])
+
+    class PlainAgent(Agent):
+        model = target
+
+    invocation, where = put(datetime.now())
+    with pytest.raises(InvocationError, match=f"the invocation cannot be stored: {where}"):
+        invocation.check_storable()
+    with pytest.raises(InvocationError, match=where):
+        PlainAgent.ask(invocation)
     assert lg_core.list_runs() == []
 
 
