@@ -107,7 +107,13 @@ class ResultSchema:
         if problem is not None:
             raise ConfigurationError(f"{owner}.result_schema: {problem}")
         if self.schema.get("type") != "object":
-            raise ConfigurationError(f"{owner}.result_schema: the top-level type must be 'object'")
+            wrapped = ""
+            if isinstance(self.schema.get("schema"), Mapping):  # Ruby's result_schema(schema, name:) shape
+                wrapped = (
+                    "; the schema is given flat, its own keys at the top level with an optional 'name', "
+                    "not wrapped under a 'schema' key: {'type': 'object', 'properties': {...}, ..., 'name': 'x'}"
+                )
+            raise ConfigurationError(f"{owner}.result_schema: the top-level type must be 'object'{wrapped}")
         try:
             jsonschema.Draft202012Validator.check_schema(self.schema)
         except jsonschema.SchemaError as exc:

@@ -428,6 +428,10 @@ def _nested(inner):
             "the top-level type must be 'object'",
         ),
         (
+            {"schema": STRICT, "name": "triage"},  # the spec's result_schema(schema, name:) written as one dict
+            r"the top-level type must be 'object'; the schema is given flat, its own keys at the top level",
+        ),
+        (
             {
                 **STRICT,
                 "properties": {
