@@ -54,6 +54,17 @@ def check_declaration(value: Any, owner: str) -> None:
     )
 
 
+def _check_implemented(tool_class: type[Tool]) -> None:
+    """Refuse a tool a provider returned that never defines ``call``: the Agent's class
+    definition only saw the provider, and each call would tell the model "internal error"
+    while the run still completed."""
+    if tool_class.call is Tool.call:
+        raise ConfigurationError(
+            f"a tool provider returned {tool_class.__qualname__} (tool {tool_class.tool_name!r}), which does not "
+            "implement the tool; it must define call(self, input)"
+        )
+
+
 def _plain_method(cls: type, name: str) -> bool:
     """Whether ``cls`` defines (or inherits) ``name`` as an undecorated function: called on
     the class it would take its first argument as ``self``."""
@@ -92,8 +103,12 @@ class ToolRegistry:
             if isinstance(value, (list, tuple)):
                 yield from self._flatten(value, provided=provided)
             elif isinstance(value, Tool):
+                if provided:
+                    _check_implemented(type(value))
                 yield self._adopt(value) if provided else value
             elif isinstance(value, type) and issubclass(value, Tool):
+                if provided:
+                    _check_implemented(value)
                 if value.available(self.binding):
                     yield self._own(value(binding=self.binding))
             elif is_tool_provider(value):

@@ -27,6 +27,7 @@ from lg_core import (
     ToolOutcome,
     ToolRegistry,
 )
+from lg_core.providers import scripted
 from lg_core.run_context import RunContext
 from lg_core.tool import default_tool_name, render_value
 
@@ -1042,6 +1043,30 @@ def test_abstract_tool_bases_and_defined_tools_stay_allowed():
     assert [tool.tool_name for tool in AuditingAgent.tools] == ["audited_lookup", "defined"]
 
 
+def test_a_provider_returning_a_tool_without_call_fails_the_run_naming_it():
+    """A provider's tools escape the class-definition check: the model was told "internal error"."""
+    UnfinishedTool = type("UnfinishedTool", (Tool,), {"description": "d"})
+
+    class UnfinishedProvider:
+        @classmethod
+        def tools(cls, binding):
+            return [UnfinishedTool]
+
+    scripted.register("provider-unfinished", [{"tool_calls": [{"name": "unfinished", "arguments": {}}]}, {"text": "done"}])
+
+    class ProvidedAgent(Agent):
+        model = "scripted:provider-unfinished"
+        tools = [UnfinishedProvider]
+
+    try:
+        run = ProvidedAgent.ask("go")
+    finally:
+        scripted.unregister("provider-unfinished")
+    assert run.failed
+    assert isinstance(run.error, ConfigurationError)
+    assert "returned UnfinishedTool (tool 'unfinished'), which does not implement the tool" in str(run.error)
+
+
 def test_the_same_class_twice_is_a_duplicate():
     with pytest.raises(ConfigurationError, match="two tools are named 'order_status'"):
         ToolRegistry([OrderStatusTool, AccountTools])
@@ -1085,6 +1110,9 @@ def _closing_tools(log, fail=()):
         class ClosingTool(Tool):
             tool_name = label
             description = "d"
+
+            def call(self, input):
+                return label
 
             def close(self):
                 log.append(label)
