@@ -135,6 +135,11 @@ def _floor(console: Console, floor: dict[str, Any]) -> None:
         f"{floor['chains']} chains of {floor['hops']} hops; a hop = one task delivered, run and acked, "
         "which enqueues the next."
     )
+    _chains(console, floor)
+
+
+def _chains(console: Console, floor: dict[str, Any]) -> None:
+    """A floor's time per hop, chain by chain and the median, and its CPU per hop."""
     table = _table("chain", "ms per hop")
     for index, value in enumerate(floor["per_chain_ms"], 1):
         table.add_row(str(index), f"{value:.3f}")
@@ -155,15 +160,7 @@ def _protocol_floor(console: Console, protocol: dict[str, Any], floor: dict[str,
         "(conditional UPDATE, its commit not waiting for the WAL flush) and a durable commit (step result, "
         "frame version, next step row, one event), one pipelined round trip each."
     )
-    table = _table("chain", "ms per hop")
-    for index, value in enumerate(protocol["per_chain_ms"], 1):
-        table.add_row(str(index), f"{value:.3f}")
-    table.add_row("[bold]median", f"[bold]{protocol['median_ms']:.3f}")
-    console.print(table)
-    console.print(
-        "CPU per hop: "
-        + ", ".join(f"{name} {ms:.2f} ms" for name, ms in protocol["cpu_ms_per_hop"].items())
-    )
+    _chains(console, protocol)
     console.print(
         f"Protocol floor / raw floor: [bold]{ratio:.2f}x[/]; the per-step target ({TARGET_STEP_RATIO}x the raw floor) "
         f"leaves {left:.3f} ms per step beyond it for everything else a step does (frame read, the engine, "
