@@ -16,6 +16,7 @@ stored.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -116,4 +117,18 @@ def _rebuilt_event(
 
 _TERMINAL_TYPES = frozenset(TERMINAL_EVENTS.values())
 
-__all__ = ["EVENT_TYPES", "EventType", "StreamEvent", "TERMINAL_EVENTS"]
+
+ASYNC_CONSUMER = (
+    "on_event is an async function; it is called on the thread executing the run, where its coroutine "
+    "would never run and every event would be lost: pass a plain function, or consume the events with "
+    "`async for event in Agent.stream_ask_async(...)` (or `execution.events()`)"
+)
+
+
+def is_async_consumer(on_event: Any) -> bool:
+    """Is ``on_event`` an ``async def`` (a function, or an object whose ``__call__`` is one)?"""
+    call = inspect.getattr_static(type(on_event), "__call__", None)
+    return inspect.iscoroutinefunction(on_event) or inspect.iscoroutinefunction(call)
+
+
+__all__ = ["ASYNC_CONSUMER", "EVENT_TYPES", "EventType", "StreamEvent", "TERMINAL_EVENTS", "is_async_consumer"]

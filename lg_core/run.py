@@ -13,6 +13,7 @@ in reverse order when execution ends.
 from __future__ import annotations
 
 import contextvars
+import inspect
 import queue
 import sys
 import threading
@@ -31,7 +32,7 @@ from lg_core.errors import (
     RunNotFoundError,
     RunStateError,
 )
-from lg_core.events import TERMINAL_EVENTS, StreamEvent
+from lg_core.events import ASYNC_CONSUMER, TERMINAL_EVENTS, StreamEvent, is_async_consumer
 from lg_core.execution_state import ExecutionState
 from lg_core.execution_state import restored as restored_execution_state
 from lg_core.import_path import import_attribute
@@ -247,7 +248,11 @@ class Run:
                 self._finish_from(outcome, event.data)
             if self._on_event is not None and self._delivery_error is None:
                 try:
-                    self._on_event(event)
+                    returned = self._on_event(event)
+                    if inspect.isawaitable(returned):  # e.g. a lambda calling an async function
+                        if inspect.iscoroutine(returned):
+                            returned.close()  # never run: no "was never awaited" warning on top
+                        raise TypeError(ASYNC_CONSUMER)
                 except Exception as exc:  # noqa: BLE001 - the run stops cleanly, then ask() raises it
                     self._delivery_error = exc
                     if outcome is None:  # after the terminal event there is nothing left to stop
@@ -518,7 +523,10 @@ def _checked_consumer(on_event: Any) -> Callable[[StreamEvent], None] | None:
     """``on_event`` when it can be called with each event (TypeError before a Run exists otherwise)."""
     if on_event is not None and not callable(on_event):
         raise TypeError(f"on_event must be callable with each StreamEvent, got {type(on_event).__name__}")
+    if on_event is not None and is_async_consumer(on_event):
+        raise TypeError(ASYNC_CONSUMER)
     return on_event
+
 
 
 def _frozen(data: dict[str, Any]) -> Any:

@@ -15,6 +15,7 @@ be freed. It waits briefly, then runs a step still queued in its own thread.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import threading
@@ -47,6 +48,22 @@ def _in_this_context(function: Callable[[StepRef], list[StepRef]]) -> Callable[[
     return functools.partial(contextvars.copy_context().run, function)
 
 
+def _event_loop_running() -> bool:
+    """Is an asyncio event loop running on this thread (a sync ``ask()`` inside a coroutine)?
+
+    A step must not run on such a thread: an async tool, callback or prompt runs
+    with ``asyncio.run``, which refuses to start there, so a turn with one tool
+    call failed its tool ("internal error") while the same call in a parallel
+    batch, on pool threads, succeeded. The drive then sends every step to the
+    pool and waits (the loop is blocked either way: that is what a sync call does).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class LocalDispatcher:
     def __init__(self, engine: Engine, max_workers: int = 8) -> None:
         self.engine = engine
@@ -60,8 +77,9 @@ class LocalDispatcher:
         in_flight: dict[Future[list[StepRef]], StepRef] = {}
         failure: BaseException | None = None
         nested = getattr(_pool_thread, "active", False)
+        inline = not _event_loop_running()
         while ready or in_flight:
-            if not in_flight and len(ready) == 1 and failure is None:
+            if inline and not in_flight and len(ready) == 1 and failure is None:
                 try:
                     ready.extend(self.engine.execute(ready.popleft()))
                 except BaseException as exc:  # noqa: BLE001 - re-raised once the run is quiet

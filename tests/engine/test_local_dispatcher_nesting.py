@@ -67,3 +67,31 @@ def test_an_agent_asked_from_every_pool_thread_still_runs_its_parallel_calls(scr
     (run,) = finished
     assert run.outcome == "completed"
     assert [result.text for result in run.result.messages[2].tool_results] == ["inner done", "inner done"]
+
+
+def test_a_sync_ask_inside_a_coroutine_runs_an_async_tool_alone_in_its_turn(config, script):
+    """Called from a coroutine (a FastAPI handler's mistake), ask() ran a turn's only step on
+    the loop's thread, where the async tool's asyncio.run refused to start: the model was told
+    "internal error" and the run completed, while two calls in a turn (pool threads) succeeded."""
+    import asyncio
+
+    class AsyncLookupTool(Tool):
+        tool_name = "lookup"
+        description = "Look a key up."
+
+        async def call(self, input):
+            await asyncio.sleep(0)
+            return "found"
+
+    agent = type("LoopAgent", (Agent,), {
+        "model": script([{"tool_calls": [{"name": "lookup", "arguments": {}}]}, {"text": "done"}]),
+        "tools": [AsyncLookupTool],
+    })
+
+    async def handler():
+        return agent.ask("look it up")
+
+    run = asyncio.run(handler())
+    assert run.completed
+    [result] = [block for message in run.result.messages for block in message.content if block.kind == "tool_result"]
+    assert result.status == "success" and result.content[0].text == "found"

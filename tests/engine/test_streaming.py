@@ -457,3 +457,30 @@ def test_a_scripted_turn_with_a_bad_delay_fails_the_run_with_a_clear_message(con
     run = agent_for(script(lambda request: {"text": "hi", "delta_delay": bad})).ask("Go")
     assert run.failed
     assert "delta_delay must be a number of seconds >= 0" in str(run.error)
+
+
+class _AsyncConsumer:
+    async def __call__(self, event):
+        pass
+
+
+async def _async_consumer(event):
+    pass
+
+
+@pytest.mark.parametrize("consumer", [_async_consumer, _AsyncConsumer()], ids=["function", "callable object"])
+def test_an_async_on_event_is_refused_before_a_run_exists(config, script, consumer):
+    """Its coroutine was never awaited: every event was lost, with a RuntimeWarning each."""
+    agent = agent_for(script([{"text": "hi"}]))
+
+    with pytest.raises(TypeError, match="on_event is an async function"):
+        agent.ask("hi", on_event=consumer)
+    assert config.runtime().store.list_runs() == []
+
+
+def test_an_on_event_returning_a_coroutine_stops_the_run_with_that_error(config, script):
+    """A plain function that calls an async one (a lambda) passes the check; its first event stops the run."""
+    agent = agent_for(script([{"text": "hi"}]))
+
+    with pytest.raises(TypeError, match="on_event is an async function"):
+        agent.ask("hi", on_event=lambda event: _async_consumer(event))
