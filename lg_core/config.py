@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -37,7 +37,7 @@ from pydantic_settings import (
 
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
-from lg_core.import_path import import_callable
+from lg_core.import_path import import_callable, import_failure
 from lg_core.urls import safe_url
 
 ENV_PREFIX = "LG_"
@@ -194,6 +194,20 @@ class Configuration(BaseSettings):
 
         return expand_sqlite_home(value)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """Refuse True/False for a number: pydantic would take it as 1 or 0, and YAML reads
+        ``yes``, ``on`` and ``true`` as booleans, so a typo became a 1-second lease or a single
+        step attempt. ``LG_MAX_STEP_ATTEMPTS=true`` was already refused; now every source is."""
+        if isinstance(value, bool) and info.field_name in _NUMERIC_FIELDS:
+            kind = _NUMERIC_FIELDS[info.field_name]
+            raise ValueError(
+                f"Input should be a valid {kind}, not the boolean {value} (YAML reads yes, no, on, off, "
+                "true and false as booleans): write a number"
+            )
+        return value
+
     @field_validator("imports", mode="before")
     @classmethod
     def _split_imports(cls, value: Any) -> Any:
@@ -295,6 +309,8 @@ class Configuration(BaseSettings):
                 value = import_attribute(value)
             except (ValueError, ImportError, AttributeError) as exc:
                 raise ValueError(f"{value!r} cannot be imported ({exc}); write it as 'module:attribute'") from None
+            except Exception as exc:  # noqa: BLE001 - the module's own code failed: a bad setting, not a crash
+                raise ValueError(import_failure(value, exc)) from exc
         if isinstance(value, type) or not callable(getattr(value, "resolve", None)):
             raise ValueError(
                 "must be a resolver instance with a resolve(selection, *, invocation=None, ...) method, such as "
@@ -317,7 +333,7 @@ class Configuration(BaseSettings):
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            raise ConfigurationError(_describe(exc, values)) from None
+            raise ConfigurationError(_describe(exc, values)) from _import_cause(exc)
         except SettingsError as exc:  # an environment variable that should hold JSON does not
             raise ConfigurationError(_describe_settings_error(exc)) from None
         _warn_of_misspelled_variables(os.environ)
@@ -328,7 +344,7 @@ class Configuration(BaseSettings):
         try:
             super().__setattr__(name, value)
         except ValidationError as exc:  # the value came from the caller, not the environment or a file
-            raise ConfigurationError(_describe(exc, {name: value})) from None
+            raise ConfigurationError(_describe(exc, {name: value})) from _import_cause(exc)
 
     def configure(self, **values: Any) -> Configuration:
         """Set several settings and return this configuration (the spec's ``Configuration#configure``;
@@ -384,6 +400,24 @@ class Configuration(BaseSettings):
                 self._set_collections(_unlocked)
         if runtime is not None:
             runtime.close()
+
+
+# The numeric settings and the word pydantic uses for each ("integer", "number"): a bool is refused for them.
+_NUMERIC_FIELDS = {
+    name: {int: "integer", float: "number"}[field.annotation]
+    for name, field in Configuration.model_fields.items()
+    if field.annotation in (int, float)
+}
+
+
+def _import_cause(exc: ValidationError) -> BaseException | None:
+    """What a setting's module raised while it was imported (chained by the validator), so the
+    ConfigurationError keeps that traceback for a debugger; None for an ordinary bad value."""
+    for error in exc.errors():
+        raised = (error.get("ctx") or {}).get("error")
+        if isinstance(raised, BaseException) and raised.__cause__ is not None:
+            return raised.__cause__
+    return None
 
 
 def _did_you_mean(name: str) -> str:
@@ -501,6 +535,8 @@ def _provider_class(name: Any, adapter: Any) -> Any:
             adapter = import_attribute(adapter)
         except (ValueError, ImportError, AttributeError) as exc:
             raise ValueError(f"adapter {name!r}: {adapter!r} cannot be imported ({exc}); write it as 'module:Class'") from None
+        except Exception as exc:  # noqa: BLE001 - the module's own code failed: a bad setting, not a crash
+            raise ValueError(f"adapter {name!r}: {import_failure(adapter, exc)}") from exc
     if not (isinstance(adapter, type) and issubclass(adapter, Provider)):
         raise ValueError(f"adapter {name!r} must be a lg_core.providers.Provider subclass, got {adapter!r}")
     return adapter

@@ -280,3 +280,91 @@ def test_the_relay_backoff_cap_reaches_the_run_store(monkeypatch):
         assert configuration.runtime().store.relay_backoff_max == 120.0
     finally:
         configuration.close()
+
+
+@pytest.fixture
+def broken_modules(tmp_path, monkeypatch):
+    """Importable modules whose own code fails: one raises at import, one is not valid Python."""
+    (tmp_path / "cfg_raises_at_import.py").write_text("raise RuntimeError('boom at import')\n")
+    (tmp_path / "cfg_bad_syntax.py").write_text("def f(:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("session_actor", "cfg_raises_at_import:f", "session_actor: importing session_actor 'cfg_raises_at_import:f'"),
+        ("provider_credentials", "cfg_raises_at_import:f", "importing provider_credentials 'cfg_raises_at_import:f'"),
+        ("model_resolver", "cfg_raises_at_import:resolver", "model_resolver: importing 'cfg_raises_at_import:resolver'"),
+        ("provider_adapters", {"gw": "cfg_raises_at_import:Gateway"}, "adapter 'gw': importing 'cfg_raises_at_import"),
+    ],
+)
+def test_a_setting_naming_a_module_that_raises_is_a_configuration_error(broken_modules, setting, value, message):
+    """A RuntimeError inside the named module escaped as itself: `lg runs list` printed a traceback."""
+    for make in (lambda: Configuration(**{setting: value}), lambda: Configuration().configure(**{setting: value})):
+        with pytest.raises(ConfigurationError) as caught:
+            make()
+        assert message in str(caught.value)
+        assert "failed: RuntimeError: boom at import (at " in str(caught.value)
+        assert "cfg_raises_at_import.py:1)" in str(caught.value)
+        assert isinstance(caught.value.__cause__, RuntimeError)  # still there for a debugger
+
+
+def test_a_setting_naming_a_module_with_a_syntax_error_names_the_file_and_line(broken_modules):
+    with pytest.raises(ConfigurationError) as caught:
+        Configuration(model_resolver="cfg_bad_syntax:resolver")
+    assert "importing 'cfg_bad_syntax:resolver' failed: SyntaxError: " in str(caught.value)
+    assert f"(at {broken_modules / 'cfg_bad_syntax.py'}:1)" in str(caught.value)
+    assert isinstance(caught.value.__cause__, SyntaxError)
+
+
+def test_a_module_that_raises_names_its_variable_or_file(broken_modules, monkeypatch):
+    monkeypatch.setenv("LG_SESSION_ACTOR", "cfg_raises_at_import:f")
+    with pytest.raises(ConfigurationError, match=r"session_actor \(from \$LG_SESSION_ACTOR\): importing"):
+        build_configuration()
+    monkeypatch.delenv("LG_SESSION_ACTOR")
+    (broken_modules / "lg.yaml").write_text("model_resolver: cfg_raises_at_import:resolver\n")
+    with pytest.raises(ConfigurationError, match=r"model_resolver \(in config file .*lg.yaml\): importing"):
+        build_configuration()
+
+
+def test_the_cli_reports_a_setting_naming_a_module_that_raises_in_one_line(broken_modules):
+    from typer.testing import CliRunner
+
+    from lg_core.cli import app
+
+    store = f"sqlite:///{broken_modules / 'runs.db'}"
+    CliRunner().invoke(app, ["runs", "list", "--store", store])  # creates the store
+    result = CliRunner().invoke(
+        app, ["runs", "list", "--store", store], env={"LG_SESSION_ACTOR": "cfg_raises_at_import:f"}
+    )
+    assert result.exit_code == 2, result.output
+    assert "RuntimeError: boom at import" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("name", ["lease_seconds", "relay_grace", "relay_backoff_max", "max_step_attempts", "max_parallel_tools", "run_cache_size"])
+@pytest.mark.parametrize("text", ["yes", "on", "true", "off"])
+def test_a_yaml_boolean_is_not_taken_as_a_number(tmp_path, name, text):
+    """YAML reads yes/on/true as True, which pydantic took as 1: a one-second lease from a typo."""
+    (tmp_path / "lg.yaml").write_text(f"{name}: {text}\n")
+    with pytest.raises(ConfigurationError, match=rf"{name} \(in config file .*lg.yaml\): Input should be a valid (integer|number), not the boolean"):
+        build_configuration()
+
+
+@pytest.mark.parametrize("name", ["lease_seconds", "relay_grace", "relay_backoff_max", "max_step_attempts", "max_parallel_tools", "run_cache_size"])
+def test_a_boolean_given_for_a_number_is_refused(name):
+    with pytest.raises(ConfigurationError, match=rf"{name}: Input should be a valid (integer|number), not the boolean True"):
+        Configuration(**{name: True})
+    config = Configuration()
+    with pytest.raises(ConfigurationError, match=rf"{name}: Input should be a valid (integer|number), not the boolean False"):
+        config.configure(**{name: False})
+    assert getattr(config, name) == Configuration.model_fields[name].default
+
+
+def test_numbers_are_still_taken_from_every_source(tmp_path, monkeypatch):
+    (tmp_path / "lg.yaml").write_text("max_step_attempts: 3\nrelay_grace: 2\n")
+    monkeypatch.setenv("LG_RUN_CACHE_SIZE", "7")
+    config = build_configuration(lease_seconds=5)
+    assert (config.max_step_attempts, config.relay_grace, config.run_cache_size, config.lease_seconds) == (3, 2.0, 7, 5.0)
