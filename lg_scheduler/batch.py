@@ -43,6 +43,7 @@ How it works:
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import re
 import threading
@@ -65,7 +66,7 @@ from lg_core.identity import current_holder, holder_is_dead
 from lg_core.rate_limit import RateLimit
 from lg_core.store.records import RUN_TERMINAL, BatchRecord
 from lg_core.store.statements import STATUS_CHUNK
-from lg_scheduler.batch_inputs import BatchInputError, BatchInputs, ItemKey, read_inputs
+from lg_scheduler.batch_inputs import BatchInputError, BatchInputs, ItemKey, input_path, read_inputs
 from lg_scheduler.batch_output import (
     BatchProgress,
     ResultWriter,
@@ -169,10 +170,12 @@ def submit_batch(
     limit = None if rate_limit is None else RateLimit.parse(rate_limit)
     if batch_id is not None and (not isinstance(batch_id, str) or not BATCH_ID.fullmatch(batch_id)):
         raise InvocationError(f"batch id must be 1-64 letters, digits, '_' or '-' (starting with a letter or digit), got {batch_id!r}")
+    in_path = input_path(inputs_path)
     out_path = check_writable(out)
+    _check_options(progress=progress, skip_invalid=skip_invalid, force=force, keep_results=keep_results, on_start=on_start)
     runtime = current_runtime()
     if out_path is not None:
-        protected = [Path(inputs_path), *_store_files(runtime.configuration.run_store)]
+        protected = [in_path, *_store_files(runtime.configuration.run_store)]
         check_not_overwriting(out_path, protected)
     keep = out_path is None if keep_results is None else bool(keep_results)
     checking = ScanProgress(progress, f"checking {inputs_path}")
@@ -196,6 +199,20 @@ def _check_concurrency(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
         raise InvocationError(f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, got {value!r}")
     return value
+
+
+def _check_options(*, on_start: Any, keep_results: Any, **flags: Any) -> None:
+    """Refuse a wrong type now: a truthy non-bool (``force="no"``) would act as True, and a
+    non-callable ``on_start`` would fail only once the batch's row was written."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise InvocationError(f"{name} must be True or False, got {value!r}")
+    if keep_results is not None and not isinstance(keep_results, bool):
+        raise InvocationError(f"keep_results must be True, False or None (the default), got {keep_results!r}")
+    if on_start is not None and not callable(on_start):
+        raise InvocationError(f"on_start must be None or a function called with the BatchReport, got {type(on_start).__name__}")
+    if on_start is not None and inspect.iscoroutinefunction(on_start):
+        raise InvocationError("on_start must be a plain function: it is called without an event loop, so an async one never runs")
 
 
 def _skipped_before(store: Any, batch_id: str, inputs: BatchInputs) -> str | None:

@@ -201,9 +201,19 @@ class _Invalid(Exception):
         self.error_class = error_class
 
 
+def input_path(value: Any) -> Path:
+    """``value`` as a Path, or an InvocationError naming the argument (pathlib's TypeError names neither)."""
+    try:
+        return Path(value)
+    except TypeError:
+        raise InvocationError(
+            f"inputs_path must be the path of a JSONL file (a str or os.PathLike), got {type(value).__name__}"
+        ) from None
+
+
 def open_input(path: str | os.PathLike[str]) -> tuple[Path, IO[bytes]]:
     """The input file, open for reading, or an InvocationError naming what is wrong with the path."""
-    path = Path(path)
+    path = input_path(path)
     if not path.exists():
         raise InvocationError(f"input file {path} does not exist")
     if path.is_dir():

@@ -94,7 +94,12 @@ def check_writable(out: str | os.PathLike[str] | None) -> Path | None:
     """Refuse an output path that cannot be written, before anything starts (nothing is created)."""
     if out is None:
         return None
-    path = Path(out)
+    try:
+        path = Path(out)
+    except TypeError:  # pathlib's message names neither the argument nor what it takes
+        raise InvocationError(
+            f"out must be the path of the results file (a str or os.PathLike) or None, got {type(out).__name__}"
+        ) from None
     if path.is_dir():
         raise InvocationError(f"output path {path} is a directory; pass a file name such as {path / 'results.jsonl'}")
     if path.exists():

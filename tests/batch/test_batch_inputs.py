@@ -153,6 +153,37 @@ def test_output_paths_that_cannot_be_written(file_config, inputs, batch_env, tmp
     assert_nothing_submitted(batch_env)
 
 
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        ({"inputs_path": None}, "inputs_path must be the path of a JSONL file .* got NoneType"),
+        ({"inputs_path": 5}, "inputs_path must be the path of a JSONL file .* got int"),
+        ({"out": 5}, "out must be the path of the results file .* got int"),
+        ({"on_start": 5}, "on_start must be None or a function .* got int"),
+        ({"on_start": lambda report: None, "progress": "no"}, "progress must be True or False"),
+        ({"force": 1}, "force must be True or False"),
+        ({"skip_invalid": None}, "skip_invalid must be True or False"),
+        ({"keep_results": "yes"}, "keep_results must be True, False or None"),
+    ],
+)
+def test_arguments_of_the_wrong_type_are_refused_before_anything_is_written(
+    file_config, inputs, batch_env, tmp_path, arguments, fragment
+):
+    arguments = {"inputs_path": inputs(["x"]), "progress": False, **arguments}
+    with pytest.raises(InvocationError, match=fragment):
+        submit_batch(ItemAgent, concurrency=1, **arguments)
+    assert_nothing_submitted(batch_env)
+
+
+def test_an_async_on_start_is_refused_before_anything_is_written(file_config, inputs, batch_env):
+    async def on_start(report):
+        pass
+
+    with pytest.raises(InvocationError, match="on_start must be a plain function"):
+        submit_batch(ItemAgent, inputs(["x"]), concurrency=1, progress=False, on_start=on_start)
+    assert_nothing_submitted(batch_env)
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
 def test_an_output_directory_without_write_permission(file_config, inputs, batch_env, tmp_path):
     locked = tmp_path / "locked"

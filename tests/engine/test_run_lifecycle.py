@@ -588,7 +588,9 @@ def test_an_interrupt_during_parallel_tools_ends_the_run_once(config, script, in
         assert run.response == "Working."
 
 
-@pytest.mark.parametrize(("status", "limit"), [("complete", 10), ("completed", 0), (None, True)])
+@pytest.mark.parametrize(
+    ("status", "limit"), [("complete", 10), ("completed", 0), (None, True), (None, 2**63), pytest.param(None, 10**400, id="None-10**400")]
+)
 def test_list_runs_refuses_an_unknown_status_or_a_bad_limit(config, status, limit):
     from lg_core import InvocationError, list_runs
 

@@ -146,6 +146,10 @@ def test_the_start_marker_is_not_a_step_to_fork_from(finished):
         lg_core.fork(finished.id, "root/start")
 
 
+async def async_consumer(event):
+    pass
+
+
 @pytest.mark.parametrize(
     ("options", "error", "fragment"),
     [
@@ -154,6 +158,10 @@ def test_the_start_marker_is_not_a_step_to_fork_from(finished):
         ({"settings": ["temperature", 0.2]}, InvocationError, "settings must be a mapping"),
         ({"run_id": "bad id!"}, InvocationError, "run_id"),
         ({"deadline": -1}, InvocationError, "deadline"),
+        ({"deadline": 10**400}, InvocationError, "deadline is too far in the future"),
+        ({"deadline": -(10**400)}, InvocationError, "deadline is negative"),
+        ({"on_event": 5}, InvocationError, "on_event must be callable with each StreamEvent, got int"),
+        ({"on_event": async_consumer}, InvocationError, "on_event is an async function"),
     ],
 )
 def test_bad_fork_options_raise_before_anything_is_written(finished, options, error, fragment):

@@ -181,6 +181,29 @@ def test_retrying_a_bad_run_id_raises_invocation_error(file_config, bad):
         lg_core.retry(bad)
 
 
+async def async_consumer(event):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("on_event", "fragment"),
+    [(5, "on_event must be callable with each StreamEvent, got int"), (async_consumer, "on_event is an async function")],
+)
+def test_a_bad_on_event_is_refused_before_the_failed_run_changes(file_config, outage, on_event, fragment):
+    """Found only while the run executed, it cancelled the reopened run and replaced its error."""
+    model, target = outage
+    failed = ReplayAgent.ask("Record every step.", target=target)
+    assert failed.outcome == "failed", failed.error
+    events = len(failed.events())
+
+    with pytest.raises(InvocationError, match=fragment):
+        lg_core.retry(failed.id, on_event=on_event)
+
+    stored = lg_core.get_run(failed.id)
+    assert stored.outcome == "failed" and repr(stored.error) == repr(failed.error)
+    assert len(stored.events()) == events, "a refused retry writes nothing"
+
+
 def test_retrying_a_completed_run_says_to_fork_it(file_config, outage):
     model, target = outage
     model.down = False

@@ -160,13 +160,13 @@ def test_a_run_retried_after_it_was_selected_is_left_whole(config):
     assert _rows(config, run_id)["lg_steps"] > 0
 
 
-@pytest.mark.parametrize("age", [-1, "30 days", "abc", float("nan"), True, None, "5y"])
+@pytest.mark.parametrize("age", [-1, "30 days", "abc", float("nan"), True, None, "5y", 2**63, pytest.param(10**400, id="10**400"), pytest.param(-(10**400), id="-10**400")])
 def test_bad_ages_are_refused(config, age):
     with pytest.raises(InvocationError, match="older_than"):
         prune_runs(age)
 
 
-@pytest.mark.parametrize("statuses", [["running"], ["pending"], [], ["completed", "nope"]])
+@pytest.mark.parametrize("statuses", [["running"], ["pending"], [], ["completed", "nope"], 5, [5], [["completed"]]])
 def test_unfinished_or_unknown_statuses_are_refused(config, statuses):
     with pytest.raises(InvocationError, match="only finished runs can be pruned"):
         prune_runs("1d", statuses=statuses)
@@ -380,3 +380,16 @@ def test_a_bounded_prune_resumes_where_it_stopped(config):
 
     with pytest.raises(InvocationError, match="after must be None or a report's resume_after"):
         prune_runs("30d", limit=2, after="e")
+
+
+@pytest.mark.parametrize("after", [(2**63, "x"), (float("inf"), "x"), pytest.param((10**400, "x"), id="10**400"), pytest.param((-(10**400), "x"), id="-10**400")])
+def test_a_resume_position_the_store_cannot_compare_is_refused(config, after):
+    """A huge int overflowed in the database driver (OverflowError), not an InvocationError."""
+    with pytest.raises(InvocationError, match="after must be None or a report's resume_after"):
+        prune_runs("30d", after=after, dry_run=True)
+
+
+@pytest.mark.parametrize("limit", [0, True, 2**63, pytest.param(10**400, id="10**400")])
+def test_a_limit_the_store_cannot_take_is_refused(config, limit):
+    with pytest.raises(InvocationError, match=f"limit must be an integer from 1 to {2**63 - 1} or None"):
+        prune_runs("30d", limit=limit, dry_run=True)
