@@ -74,12 +74,6 @@ __version__ = "0.1.0"
 
 def list_runs(status: str | None = None, limit: int = 100) -> list[RunRecord]:
     """Stored runs, newest first; ``status`` filters (pending, running, completed, failed, partial, cancelled)."""
-    from lg_core.errors import InvocationError
-    from lg_core.retention import MAX_COUNT
-
-    # A larger limit overflows the store's integer (a driver's OverflowError); it lists every run anyway.
-    if isinstance(limit, int) and not isinstance(limit, bool) and limit > MAX_COUNT:
-        raise InvocationError(f"limit must be an integer from 1 to {MAX_COUNT}, got a larger one")
     return runtime().list_runs(status=status, limit=limit)
 
 

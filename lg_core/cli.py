@@ -61,7 +61,7 @@ from lg_core.cli_output import (
 from lg_core.config import build_configuration, with_configuration
 from lg_core.errors import ConfigurationError, InvocationError, RunNotFoundError, RunStateError
 from lg_core.run_ids import run_id_to_look_up
-from lg_core.store.records import RUN_ACTIVE, RUN_TERMINAL
+from lg_core.store.records import MAX_COUNT, RUN_ACTIVE, RUN_TERMINAL
 from lg_core.urls import safe_url
 
 
@@ -69,7 +69,6 @@ class UsageError(Exception):
     """A problem with what the user asked for: one red line on stderr, exit code 2."""
 
 
-MAX_COUNT = 2**63 - 1  # the largest integer the stores take (--limit, --after)
 _USAGE_ERRORS = (UsageError, ConfigurationError, InvocationError, RunNotFoundError, RunStateError)
 
 

@@ -125,10 +125,20 @@ ASYNC_CONSUMER = (
 )
 
 
+def checked_consumer(on_event: Any, error: type[Exception] = TypeError) -> Any:
+    """``on_event`` when it can take each event: ``error`` (the entry point's class) for a value
+    that is not callable or is async, before the run it would consume exists or changes."""
+    if on_event is not None and not callable(on_event):
+        raise error(f"on_event must be callable with each StreamEvent, got {type(on_event).__name__}")
+    if on_event is not None and is_async_consumer(on_event):
+        raise error(ASYNC_CONSUMER)
+    return on_event
+
+
 def is_async_consumer(on_event: Any) -> bool:
     """Is ``on_event`` an ``async def`` (a function, or an object whose ``__call__`` is one)?"""
     call = inspect.getattr_static(type(on_event), "__call__", None)
     return inspect.iscoroutinefunction(on_event) or inspect.iscoroutinefunction(call)
 
 
-__all__ = ["ASYNC_CONSUMER", "EVENT_TYPES", "EventType", "StreamEvent", "TERMINAL_EVENTS", "is_async_consumer"]
+__all__ = ["ASYNC_CONSUMER", "EVENT_TYPES", "EventType", "StreamEvent", "TERMINAL_EVENTS", "checked_consumer", "is_async_consumer"]

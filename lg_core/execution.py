@@ -45,7 +45,7 @@ from lg_core.errors import (
     InvocationError,
     RunNotFoundError,
 )
-from lg_core.events import ASYNC_CONSUMER, PUBLISHED_AT_ONCE, StreamEvent, is_async_consumer
+from lg_core.events import PUBLISHED_AT_ONCE, StreamEvent, checked_consumer
 from lg_core.interjections import InterjectionResult, ReplyWait
 from lg_core.store import RunRecord
 
@@ -423,12 +423,11 @@ class Execution:
         raises Error.
         """
         if on_event is not None and run._phase == "dormant":  # never redirect a running run's events
-            if not callable(on_event):
+            try:
+                checked_consumer(on_event, InvocationError)
+            except InvocationError:
                 run.close()  # it cannot start: what its hooks registered closes, as for any start failure
-                raise InvocationError(f"on_event must be a callable taking a StreamEvent, got {type(on_event).__name__}")
-            if is_async_consumer(on_event):
-                run.close()
-                raise InvocationError(ASYNC_CONSUMER)
+                raise
             run._on_event = on_event
         return run.runtime.start_execution(run)
 

@@ -73,7 +73,7 @@ from lg_core.broker import check_broker
 from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
 from lg_core.errors import InvocationError, RunStateError
-from lg_core.events import ASYNC_CONSUMER, StreamEvent, is_async_consumer
+from lg_core.events import StreamEvent, checked_consumer
 from lg_core.execution import Execution
 from lg_core.identity import current_holder
 from lg_core.invocation import Invocation
@@ -131,7 +131,7 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
     is configured. Raises RunNotFoundError for an unknown id and RunStateError
     (saying what to do instead) for a run that cannot be retried.
     """
-    _check_on_event(on_event)
+    checked_consumer(on_event, InvocationError)  # before anything is written: a consumer failing later would cancel the run
     rt = _runtime(runtime)
     record = rt.store.load_run(run_id_to_look_up(run_id))
     _check_retryable(record)
@@ -329,7 +329,7 @@ def fork(
     InvocationError (listing the valid keys) for a step that cannot be forked
     from, ConfigurationError for an unknown model.
     """
-    _check_on_event(on_event)
+    checked_consumer(on_event, InvocationError)  # before anything is written: a consumer failing later would cancel the run
     _check_deadline(deadline)
     rt = _runtime(runtime)
     record = rt.store.load_run(run_id_to_look_up(source_run_id))
@@ -531,18 +531,6 @@ def _distributed(rt: Runtime) -> bool:
     check_broker(url)
     rt.backend  # noqa: B018 - builds it (ConfigurationError) and attaches the Redis event sink
     return True
-
-
-def _check_on_event(on_event: Any) -> None:
-    """Refuse an ``on_event`` Agent.ask would refuse, with its words, before anything is written.
-
-    Found only once the run executes, the consumer's failure would cancel the
-    reopened (retry) or new (fork) run, overwriting a retried run's error.
-    """
-    if on_event is not None and not callable(on_event):
-        raise InvocationError(f"on_event must be callable with each StreamEvent, got {type(on_event).__name__}")
-    if on_event is not None and is_async_consumer(on_event):
-        raise InvocationError(ASYNC_CONSUMER)
 
 
 def _check_deadline(deadline: Any) -> None:

@@ -17,13 +17,12 @@ from datetime import timedelta
 from typing import Any
 
 from lg_core.errors import InvocationError
-from lg_core.store.records import RUN_TERMINAL
+from lg_core.store.records import MAX_COUNT, RUN_TERMINAL
 from lg_core.store.retention import Position, PruneReport
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _HINT = "give a timedelta, a number of seconds, or text like 90m, 12h, 30d or 2w"
-MAX_COUNT = 2**63 - 1  # the largest integer the stores take (a signed 64-bit column); a larger one overflows in the driver
 
 
 def parse_age(value: Any, name: str = "older_than") -> float:
@@ -116,4 +115,4 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-__all__ = ["MAX_COUNT", "PruneReport", "check_statuses", "chosen_statuses", "parse_age", "prune_runs"]
+__all__ = ["PruneReport", "check_statuses", "chosen_statuses", "parse_age", "prune_runs"]

@@ -32,7 +32,7 @@ from lg_core.errors import (
     RunNotFoundError,
     RunStateError,
 )
-from lg_core.events import ASYNC_CONSUMER, TERMINAL_EVENTS, StreamEvent, is_async_consumer
+from lg_core.events import ASYNC_CONSUMER, TERMINAL_EVENTS, StreamEvent, checked_consumer
 from lg_core.execution_state import ExecutionState
 from lg_core.execution_state import restored as restored_execution_state
 from lg_core.import_path import import_attribute
@@ -87,7 +87,7 @@ class Run:
         self.result: RunResult | None = None
         self.diagnostics: list[dict[str, Any]] = []
         self.tool_errors: list[BaseException] = []
-        self._on_event = _checked_consumer(on_event)
+        self._on_event: Callable[[StreamEvent], None] | None = checked_consumer(on_event)
         self._phase = "dormant"
         self._lock = threading.Lock()
         self._closers: list[Callable[[], Any]] = []
@@ -517,16 +517,6 @@ def check_importable_elsewhere(cls: type) -> None:
         "configured, define it at module level in an importable module (e.g. myapp/agents.py) that workers "
         "import (lg worker --import myapp.agents), or unset broker_url to run executions on threads here"
     )
-
-
-def _checked_consumer(on_event: Any) -> Callable[[StreamEvent], None] | None:
-    """``on_event`` when it can be called with each event (TypeError before a Run exists otherwise)."""
-    if on_event is not None and not callable(on_event):
-        raise TypeError(f"on_event must be callable with each StreamEvent, got {type(on_event).__name__}")
-    if on_event is not None and is_async_consumer(on_event):
-        raise TypeError(ASYNC_CONSUMER)
-    return on_event
-
 
 
 def _frozen(data: dict[str, Any]) -> Any:

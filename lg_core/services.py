@@ -36,7 +36,7 @@ from lg_core.run import Run, check_importable_elsewhere, prepared_by
 from lg_core.run_ids import run_id_to_look_up
 from lg_core.sessions import RunSessions, build_session_store
 from lg_core.store import RunRecord, RunStore
-from lg_core.store.records import RUN_ACTIVE, RUN_TERMINAL
+from lg_core.store.records import MAX_COUNT, RUN_ACTIVE, RUN_TERMINAL
 
 if TYPE_CHECKING:
     from lg_core.config import Configuration
@@ -329,8 +329,10 @@ class Runtime:
         statuses = ("pending", RUN_ACTIVE, *RUN_TERMINAL)
         if status is not None and status not in statuses:
             raise InvocationError(f"status must be one of {', '.join(statuses)} or None, got {status!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvocationError(f"limit must be a positive integer, got {limit!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_COUNT:
+            # (a larger one would overflow the store's integer in the driver)
+            shown = repr(limit) if not isinstance(limit, int) or limit <= MAX_COUNT else "a larger one"
+            raise InvocationError(f"limit must be an integer from 1 to {MAX_COUNT}, got {shown}")
         return self.store.list_runs(status=status, limit=limit)
 
     def cancel(self, run_id: str, reason: str | None = None) -> bool:

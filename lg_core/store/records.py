@@ -11,6 +11,9 @@ from lg_core.content import well_formed_text
 
 RUN_ACTIVE = "running"
 RUN_TERMINAL = ("completed", "failed", "partial", "cancelled")
+# The largest integer the stores take (a signed 64-bit column): a limit, a sequence number or a
+# time beyond it overflows in the driver, so entry points refuse it first.
+MAX_COUNT = 2**63 - 1
 STEP_OPEN = ("scheduled", "running")
 
 
@@ -320,6 +323,7 @@ class CommitResult:
 
 
 __all__ = [
+    "MAX_COUNT",
     "ActivatedRun",
     "BatchRecord",
     "ClaimedStep",
