@@ -95,84 +95,65 @@ def nests_deeper_than(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def to_json_value(value: Any, *, path: str = "value", _depth: int = 0) -> Any:
-    """Copy ``value`` into plain JSON types, raising TypeError naming the bad path."""
-    if _depth > MAX_JSON_DEPTH:
-        shown = path if len(path) <= 60 else f"{path[:60]}..."
-        raise TypeError(f"{shown} nests more than {MAX_JSON_DEPTH} levels deep; stored values may nest at most {MAX_JSON_DEPTH}")
-    if isinstance(value, DataMap):
-        return value.to_dict()
-    if isinstance(value, enum.Enum):
-        value = value.value
-    if isinstance(value, _SCALARS):
-        if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-            raise TypeError(f"{path} is {value!r}, which JSON cannot represent")
-        return value
-    if isinstance(value, Mapping):
-        return {k: to_json_value(v, path=f"{path}.{k}", _depth=_depth + 1) for k, v in canonical_items(value, path=path)}
-    if isinstance(value, (list, tuple)):
-        return [to_json_value(v, path=f"{path}[{i}]", _depth=_depth + 1) for i, v in enumerate(value)]
-    raise TypeError(
-        f"{path} is a {type(value).__name__}; only JSON-compatible values "
-        "(str, int, float, bool, None, lists and mappings) can be stored"
-    )
+def to_json_value(value: Any, *, path: str = "value") -> Any:
+    """Copy ``value`` into plain JSON types; TypeError naming where (``path`` onwards) it is not JSON.
 
-
-class _NotJson(Exception):
-    """Raised inside :func:`checked_json` at a value JSON cannot hold; ``path`` grows as it unwinds."""
-
-    def __init__(self, problem: str) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.path: list[Any] = []  # keys and indexes, innermost first
-
-
-def checked_json(value: Any, path: str) -> Any:
-    """A plain JSON copy of ``value``, or TypeError saying where (``path`` onwards) it is not JSON.
-
-    For values checked when they were stored that may have changed since: the
-    lists and plain mappings held in a DataMap are ordinary Python containers,
-    so ``state["items"].append({"when": object()})`` reaches one unchecked, and
-    only this copy, made where the value is persisted, finds it. The place is
-    written as Python reads it (``context.state['items'][0]['when']``), and
-    found only on failure, so the usual all-JSON value costs one copy.
+    A DataMap's contents are copied and checked like any other mapping, not
+    trusted: its values were checked when they were stored, but the lists and
+    mappings among them are ordinary containers, so ``state["items"].append(
+    {"when": object()})`` reaches one unchecked, and only a copy made where the
+    value is persisted finds it. The place (``context.state.items[0].when``) is
+    worked out only on failure, so an all-JSON value costs one copy. Two keys of
+    one canonical form are a ValueError (:func:`canonical_items`).
     """
     try:
         return _json_copy(value, 0)
     except _NotJson as bad:
-        where = path + "".join(f"[{part!r}]" for part in reversed(bad.path))
-        raise TypeError(f"{where} {bad.problem}") from None
+        where = path + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in reversed(bad.path))
+        if bad.too_deep and len(where) > 60:
+            where = f"{where[:60]}..."
+        raise bad.error(f"{where} {bad.problem}") from None
+
+
+class _NotJson(Exception):
+    """Raised inside :func:`to_json_value` at a value JSON cannot hold; ``path`` grows as it unwinds."""
+
+    def __init__(self, problem: str, error: type[Exception] = TypeError, *, too_deep: bool = False) -> None:
+        super().__init__(problem)
+        self.problem, self.error, self.too_deep = problem, error, too_deep
+        self.path: list[str | int] = []  # keys and indexes, innermost first
 
 
 def _json_copy(value: Any, depth: int) -> Any:
+    if depth > MAX_JSON_DEPTH:
+        raise _NotJson(f"nests more than {MAX_JSON_DEPTH} levels deep; stored values may nest at most {MAX_JSON_DEPTH}",
+                       too_deep=True)
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return value
     if isinstance(value, enum.Enum):
-        return _json_copy(value.value, depth)
-    if kind is float or isinstance(value, _SCALARS):
+        value = value.value
+    if isinstance(value, _SCALARS):
         if isinstance(value, float) and not math.isfinite(value):
             raise _NotJson(f"is {value!r}, which JSON cannot represent")
         return value
-    if depth >= MAX_JSON_DEPTH:
-        raise _NotJson(f"nests more than {MAX_JSON_DEPTH} levels deep; stored values may nest at most {MAX_JSON_DEPTH}")
     if isinstance(value, DataMap):
         return {key: _json_child(item, key, depth) for key, item in value._data.items()}
     if isinstance(value, Mapping):
         try:
-            items = canonical_items(value, path="this mapping")
-        except (TypeError, ValueError) as exc:
-            raise _NotJson(f"is a mapping with a key that cannot be stored: {exc}") from None
+            items = canonical_items(value, path="")
+        except ValueError as exc:  # two keys of one canonical form
+            raise _NotJson(str(exc).strip(), ValueError) from None
         return {key: _json_child(item, key, depth) for key, item in items}
     if isinstance(value, (list, tuple)):
         return [_json_child(item, index, depth) for index, item in enumerate(value)]
     raise _NotJson(
-        f"is a value of type {kind.__name__}; only JSON-compatible values "
+        f"is a {kind.__name__}; only JSON-compatible values "
         "(str, int, float, bool, None, lists and mappings) can be stored"
     )
 
 
-def _json_child(value: Any, key: Any, depth: int) -> Any:
+def _json_child(value: Any, key: str | int, depth: int) -> Any:
     try:
         return _json_copy(value, depth + 1)
     except _NotJson as bad:

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lg_core.datamap import DataMap, canonical_items, checked_json, normalize_key, to_json_value
+from lg_core.datamap import DataMap, canonical_items, normalize_key, to_json_value
 from lg_core.errors import InvocationError, UnsupportedInputError
 from lg_core.messages import Message
 from lg_core.rate_limit import RateLimit
@@ -276,8 +276,8 @@ class Invocation:
         form = {}
         for name, value in self._plain_form().items():
             try:
-                form[name] = checked_json(value, name)
-            except TypeError as exc:
+                form[name] = to_json_value(value, path=name)
+            except (TypeError, ValueError) as exc:
                 raise InvocationError(
                     f"the invocation cannot be stored: {exc}. A value put into a field's mappings or lists "
                     "after the field was set is checked only here; store a JSON form of it instead"

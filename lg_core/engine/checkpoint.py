@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lg_core.datamap import checked_json
+from lg_core.datamap import to_json_value
 from lg_core.errors import ConfigurationError
 
 FORMAT_VERSION = 1
@@ -127,8 +127,8 @@ def checked_state(state: Mapping[str, Any]) -> dict[str, Any]:
     caller's request; neither fits.)
     """
     try:
-        return checked_json(state, "context.state")
-    except TypeError as exc:
+        return to_json_value(state, path="context.state")
+    except (TypeError, ValueError) as exc:
         raise ConfigurationError(
             f"{exc}. The working state is saved with every step, so store a JSON form of the value "
             "(a string, a number, a list or a mapping of them)"

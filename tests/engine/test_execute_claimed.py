@@ -113,7 +113,7 @@ def test_a_worker_step_whose_state_cannot_be_stored_ends_the_run_failed_not_a_re
     assert outcomes == ["executed", "executed"]
     record = client.store.load_run(ref.run_id)
     assert record.status == "failed" and record.error["name"] == "ConfigurationError"
-    assert "context.state['items'][1]['when'] is a value of type object" in record.error["message"]
+    assert "context.state.items[1].when is a object" in record.error["message"]
     assert client.store.load_events(ref.run_id)[-1].type == "run_error"
     assert client.store.load_frame(f"{ref.run_id}/root").checkpoint["state"] == {"items": ["kept"]}
 

@@ -363,7 +363,7 @@ def test_a_non_json_value_put_in_a_list_of_the_state_fails_the_run_naming_where_
 
     assert run.outcome == "failed"
     assert isinstance(run.error, ConfigurationError)
-    assert "context.state['items'][1]['when'] is a value of type _Later" in str(run.error)
+    assert "context.state.items[1].when is a _Later" in str(run.error)
     store_ = config.runtime().store
     record = store_.load_run(run.id)
     assert (record.status, record.finished_at is not None) == ("failed", True)

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from lg_core import EVENT_TYPES, DataMap, InvocationError, RunContext, StreamEvent, Usage
-from lg_core.datamap import checked_json
+from lg_core.datamap import to_json_value
 from lg_core.events import LIVE_ONLY_EVENTS, TERMINAL_EVENTS
 
 
@@ -194,16 +194,16 @@ def test_a_run_context_state_that_is_not_a_mapping_says_so(state):
     assert RunContext(state=None).state == {}
 
 
-def test_checked_json_copies_plain_json_and_names_the_place_of_a_value_put_in_a_list_later():
+def test_to_json_value_checks_a_datamaps_contents_and_names_the_place_of_a_value_put_in_a_list_later():
     data = DataMap(items=[], plan={"status": Status.OPEN})
-    assert checked_json(data, "state") == {"items": [], "plan": {"status": "open"}}
+    assert to_json_value(data, path="state") == {"items": [], "plan": {"status": "open"}}
     data["items"].append({"when": object()})  # a plain list: DataMap does not see this
-    with pytest.raises(TypeError, match=re.escape("state['items'][0]['when'] is a value of type object")):
-        checked_json(data, "state")
-    with pytest.raises(TypeError, match=re.escape("state['x'][1] is nan")):
-        checked_json({"x": [1, float("nan")]}, "state")
-    with pytest.raises(TypeError, match=re.escape("state['x'] is a mapping with a key that cannot be stored")):
-        checked_json({"x": {1: "a", "1": "b"}}, "state")
+    with pytest.raises(TypeError, match=re.escape("state.items[0].when is a object")):
+        to_json_value(data, path="state")
+    with pytest.raises(TypeError, match=re.escape("state.x[1] is nan")):
+        to_json_value({"x": [1, float("nan")]}, path="state")
+    with pytest.raises(ValueError, match=re.escape("state.x has the keys 1 and '1'")):
+        to_json_value({"x": {1: "a", "1": "b"}}, path="state")
 
 
 # -- Usage ------------------------------------------------------------------------------

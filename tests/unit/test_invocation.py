@@ -727,25 +727,25 @@ def test_text_that_is_not_valid_unicode_fails_before_a_run_exists(config, script
 def _put_in_settings(value):
     invocation = Invocation("hi")
     invocation.settings["sent_at"] = value
-    return invocation, re.escape("settings['sent_at'] is a value of type datetime")
+    return invocation, re.escape("settings.sent_at is a datetime")
 
 
 def _put_in_metadata(value):
     invocation = Invocation("hi")
     invocation.metadata["sent_at"] = value
-    return invocation, re.escape("metadata['sent_at'] is a value of type datetime")
+    return invocation, re.escape("metadata.sent_at is a datetime")
 
 
 def _put_in_a_context_list(value):
     invocation = Invocation("hi", context={"items": []})
     invocation.context["items"].append(value)
-    return invocation, re.escape("context['items'][0] is a value of type datetime")
+    return invocation, re.escape("context.items[0] is a datetime")
 
 
 def _put_in_a_history_message(value):
     prior = Message(role="user", content="earlier", metadata={"source": "web"})
     prior.metadata["received_at"] = value
-    return Invocation("hi", history=[prior]), re.escape("history[0]['metadata']['received_at'] is a value of type datetime")
+    return Invocation("hi", history=[prior]), re.escape("history[0].metadata.received_at is a datetime")
 
 
 @pytest.mark.parametrize("put", [_put_in_settings, _put_in_metadata, _put_in_a_context_list, _put_in_a_history_message])
