@@ -244,8 +244,8 @@ def _sized_throughput(stack: BenchStack, probe: StoreProbe, plan: Plan, primary:
         reference = _reference(stack, plan, floor_worker)
     finally:
         stack.stop_workers([floor_worker])
-    workers = stack.start_workers((MODEL,), concurrency=threads) + stack.start_workers(
-        (ORCHESTRATE, TOOLS)
+    workers = stack.start_workers((MODEL, TOOLS), concurrency=threads) + stack.start_workers(
+        (ORCHESTRATE,)
     )
     progress(f"3. throughput: {plan.throughput_runs} concurrent runs on {threads} model threads")
     try:
@@ -254,7 +254,7 @@ def _sized_throughput(stack: BenchStack, probe: StoreProbe, plan: Plan, primary:
             probe,
             _cpu_groups(stack, workers),
             label="model threads sized to the CPU",
-            deployment=f"`lg worker -Q lg.model -c {threads}` + `lg worker -Q lg.orchestrate,lg.tools`: {deployment(workers)}",
+            deployment=f"`lg worker -Q lg.model,lg.tools -c {threads}` + `lg worker -Q lg.orchestrate`: {deployment(workers)}",
             runs=plan.throughput_runs,
             model_threads=threads,
             cpus=os.cpu_count() or 1,
@@ -308,7 +308,7 @@ def _cpu_groups(stack: BenchStack, workers: list[Worker]) -> dict[str, int | tup
     groups: dict[str, int | tuple[int, ...]] = {}
     for worker in workers:
         assert worker.group is not None
-        groups["model worker" if MODEL in worker.group.queues else "tools worker"] = worker.pid
+        groups["model worker" if MODEL in worker.group.queues else "orchestrate worker"] = worker.pid
     assert stack.postgres.process is not None and stack.redis.process is not None
     groups["postgresql"] = stack.postgres.process.pid
     groups["redis"] = stack.redis.process.pid

@@ -4,7 +4,7 @@
 |------------------|------------------------------|------------------------------|
 | lg.orchestrate   | lg.advance                   | prefork, small               |
 | lg.model         | lg.model_turn                | threads, high concurrency    |
-| lg.tools         | lg.tool_call                 | prefork (threads with --pool)|
+| lg.tools         | lg.tool_call                 | threads (prefork with --pool)|
 | lg.sandbox       | lg.code_exec, sandboxed tools| prefork on Bubblewrap hosts  |
 """
 
@@ -26,10 +26,14 @@ TASK_QUEUES = {
 }
 
 # The pool each queue wants, and its default concurrency per worker process.
+# Tools share the model queue's thread pool by default: agent tools mostly wait
+# on I/O, and one worker consuming both queues runs a model turn's tool call and
+# the next turn in the same task (lg_workers.continuation) instead of a broker hop
+# apiece. CPU-bound or crash-prone tools belong on `lg worker -Q lg.tools --pool prefork`.
 POOLS = {
     ORCHESTRATE: ("prefork", 2),
     MODEL: ("threads", 64),
-    TOOLS: ("prefork", 4),
+    TOOLS: ("threads", 16),
     SANDBOX: ("prefork", 2),
 }
 

@@ -1,8 +1,10 @@
-"""The task definitions: ids in, one engine call, ack.
+"""The task definitions: ids in, engine calls, ack.
 
 Each task is the protocol of DESIGN 4.2 for one step, implemented once in
 ``Engine.execute_claimed``; the body here only finds this process's runtime,
-runs it and publishes what the commit scheduled. Exceptions other than the
+runs it and publishes what the commit scheduled, except a successor this
+worker would take anyway, which it runs next in the same task
+(lg_workers.continuation). Exceptions other than the
 run's own (which the engine records as the run's outcome) are infrastructure
 failures: the task raises, the message is not acknowledged (acks_late), and
 the step is retried by redelivery or by the sweeper.
@@ -18,20 +20,36 @@ from celery import Task, shared_task
 from lg_core.errors import RunNotFoundError
 from lg_core.urls import safe_url
 from lg_workers import faults
+from lg_workers.continuation import Chain, announced, consumed_queues
 from lg_workers.runtime import worker_runtime
 
 log = logging.getLogger("lg_workers.tasks")
 
 
-def run_step(run_id: str, step_key: str, redelivered: bool = True) -> str:
+def run_step(run_id: str, step_key: str, redelivered: bool = True, task: Task | None = None) -> str:
+    """Run the step, then each successor this worker would take anyway (lg_workers.continuation).
+
+    ``task`` is the Celery task running this (None: no worker context, nothing
+    runs inline). Returns what happened to the task's own step, and how many
+    steps followed it here.
+    """
     runtime = worker_runtime()
     outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered)
-    if outcome == "executed":
-        faults.point("after_commit")  # test-only crash window (LG_FAULT); inert otherwise
-    elif outcome == "missing":
-        warn_if_unknown_run(runtime, run_id, step_key)
-    runtime.backend.publish(successors)
-    return outcome
+    first = outcome
+    chain = Chain(consumed_queues(task) if task is not None else frozenset())
+    while True:
+        if outcome == "executed":
+            faults.point("after_commit")  # test-only crash window (LG_FAULT); inert otherwise
+        elif outcome == "missing":
+            warn_if_unknown_run(runtime, run_id, step_key)
+        following, others = chain.take(successors) if outcome == "executed" else (None, successors)
+        runtime.backend.publish(others)
+        if following is None:
+            break
+        step_key = following.key
+        with announced(task, following):
+            outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=False)
+    return first if chain.steps == 1 else f"{first} +{chain.steps - 1} inline"  # short: Flower's result column
 
 
 def warn_if_unknown_run(runtime: Any, run_id: str, step_key: str) -> None:
@@ -62,12 +80,12 @@ def redelivered(task: Task) -> bool:
 
 @shared_task(name="lg.model_turn", bind=True)
 def model_turn(self: Task, run_id: str, step_key: str) -> str:
-    return run_step(run_id, step_key, redelivered(self))
+    return run_step(run_id, step_key, redelivered(self), self)
 
 
 @shared_task(name="lg.tool_call", bind=True)
 def tool_call(self: Task, run_id: str, step_key: str) -> str:
-    return run_step(run_id, step_key, redelivered(self))
+    return run_step(run_id, step_key, redelivered(self), self)
 
 
 @shared_task(name="lg.advance")

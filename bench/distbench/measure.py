@@ -390,13 +390,14 @@ def measure_recovery(
 
 def _kill_and_recover(stack: BenchStack, probe: StoreProbe, victim: str, runs: int) -> list[float]:
     hang = {"BENCH_HANG_DIR": str(stack.hang_dir)}
-    [tools] = stack.start_workers(("lg.tools",), env=hang)
+    # `lg worker -Q lg.tools --pool prefork`: a pool child to kill (the default tools pool is threads)
+    [tools] = stack.start_workers(("lg.tools",), pool="prefork", env=hang)
     since = time.time()
     ids = [bench_app.HangAgent.start_execution(f"Hang {n}.").run_id for n in range(runs)]
     pids = _wait_hanging(stack.hang_dir, ids, timeout=60)
     standby: list[Worker] = []
     if victim == "whole worker":  # the surviving worker that takes the steps over
-        standby = stack.start_workers(("lg.tools",), env=hang)
+        standby = stack.start_workers(("lg.tools",), pool="prefork", env=hang)
     killed_at = time.time()
     if victim == "pool child":
         for pid in pids:

@@ -625,7 +625,7 @@ class Engine:
         self._flag_polls[run_id] = time.monotonic()
         if start.attempts is None:
             if step.status not in ("scheduled", "running"):
-                return "done", self.open_steps(run_id, scheduled_only=True) if redelivered else []
+                return "done", self.open_steps(run_id, unattended_only=True) if redelivered else []
             return "held", []
         if start.attempts > self.max_step_attempts:
             self._give_up(run_id, key, start.attempts - 1, step.error)
@@ -731,12 +731,19 @@ class Engine:
             record = self.store.load_run(run_id)
             return None if record.finished else Run.from_record(record, self.runtime, to_end=True)
 
-    def open_steps(self, run_id: str, *, scheduled_only: bool = False) -> list[StepRef]:
+    def open_steps(self, run_id: str, *, unattended_only: bool = False) -> list[StepRef]:
+        """The run's open model and tool steps; ``unattended_only``: those no live process has.
+
+        That is a scheduled step, or a running one whose holder is a dead process on
+        this host: the step a task ran after its own (lg_workers.continuation) when
+        the process died, which the task's redelivered message must bring back at once.
+        """
         steps = self.store.load_steps(run_id, open_only=True)
         return [
             StepRef(run_id, s.key, s.kind, s.frame_id)
             for s in steps
-            if s.kind in ("model", "tool") and (s.status == "scheduled" or not scheduled_only)
+            if s.kind in ("model", "tool")
+            and (not unattended_only or s.status == "scheduled" or (s.status == "running" and holder_is_dead(s.holder)))
         ]
 
     # -- claims and resume --------------------------------------------------------------

@@ -48,7 +48,7 @@ def _assert_sound(verdict) -> None:
 
 def test_a_killed_pool_child_mid_tool_call_is_taken_over(dist, scheduler):
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
-    dist.start_workers(queues=("lg.tools",), concurrency=2, **HANG_TOOLS)
+    dist.start_workers(queues=("lg.tools",), pool="prefork", concurrency=2, **HANG_TOOLS)
     executions, turns = _start(dist_app.StepAgent, dist_app.ChargeAgent)
     children = wait_ready(dist, "step-2", 1) + wait_ready(dist, "charge-2", 1)
 
@@ -65,6 +65,26 @@ def test_a_killed_pool_child_mid_tool_call_is_taken_over(dist, scheduler):
     ]
     assert [k.split("/", 1)[0] for k in verdict.unknown_outcomes] == [charge_run]
     _report("pool child killed mid tool call", dist, list(turns), killed_at)
+
+
+def test_a_pool_child_killed_in_a_step_it_ran_itself_comes_back_without_a_scheduler(dist):
+    """A prefork worker consuming both step queues runs each run's steps in one task
+    (lg_workers.continuation), so the tool call hangs in a step no message was sent for.
+    Killed there, the child's redelivered message (its own step long done) re-announces
+    the step its dead holder left: the run goes on with no scheduler running."""
+    dist.start_workers(queues=("lg.orchestrate",), pool="threads", concurrency=2)
+    dist.start_workers(queues=("lg.model", "lg.tools"), pool="prefork", concurrency=2, **HANG_TOOLS)
+    executions, turns = _start(dist_app.StepAgent, dist_app.ChargeAgent)
+    children = wait_ready(dist, "step-2", 1) + wait_ready(dist, "charge-2", 1)
+
+    killed_at = time.time()
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+    wait_all(executions, timeout=90)
+
+    verdict = check_runs(dist, turns)
+    _assert_sound(verdict)
+    _report("pool child killed in a step it took itself, no scheduler", dist, list(turns), killed_at)
 
 
 def test_a_whole_worker_killed_mid_model_turn_is_redispatched(dist, scheduler):

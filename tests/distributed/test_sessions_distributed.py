@@ -116,7 +116,7 @@ def test_runs_started_at_once_from_two_processes_each_see_all_earlier_turns(dist
 @pytest.mark.chaos
 def test_a_pool_child_killed_in_the_middle_of_the_first_run_delays_the_session_but_loses_nothing(dist):
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
-    dist.start_workers(queues=("lg.tools",), concurrency=2)  # prefork: the tool runs in a pool child
+    dist.start_workers(queues=("lg.tools",), pool="prefork", concurrency=2)  # prefork: the tool runs in a pool child
     (dist.ready_dir / "hold-1").touch()
 
     first = dist_app.SessionAgent.start_execution("first question", session_id="conv-42", actor_id="user-7")

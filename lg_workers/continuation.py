@@ -1,0 +1,152 @@
+"""Eager continuation: a task runs its step's successor itself when this worker consumes its queue.
+
+Why: a Celery hop (publish, broker, pick-up, ack) costs more than a step of
+the engine, so a run whose every step waited for one spent most of its time
+in the queue (bench/distributed.py: the hop alone was 2.8 ms, the claim and
+durable commit DESIGN 4.2 asks of a step 1.7 ms more, so a step could not come
+near 1.5 hops). A worker that consumes the successor's queue would take the
+message itself a hop later; running the successor at once saves the hop and
+changes nothing else: the successor is claimed, executed and committed through
+the same protocol (``Engine.execute_claimed``), with its lease, its holder and
+its attempt count, exactly as if its message had arrived. Temporal's "eager
+activity execution" makes the same trade.
+
+What stays as it was:
+
+* Steps of other queues (a tool call on a prefork ``lg.tools`` worker) and the
+  other successors of a step (the parallel tool calls of one turn) are
+  published as usual, before the inline step starts, so they run in parallel.
+* Recovery: an inline step has a claimed row like any other. If the process
+  dies, a prefork child's message is redelivered (its step is done, and the
+  redelivered copy re-announces steps held by a dead process on this host),
+  and a whole worker's steps come back through the sweeper.
+* Flower: each inline step is announced with task events under its own task
+  id and name (``lg.tool_call`` ...), ids only, so it is listed like a
+  delivered task, with its state, runtime and worker.
+
+Bounds: a chain stops (and publishes what comes next) after ``MAX_CHAIN_STEPS``
+steps or ``MAX_CHAIN_SECONDS``, because the first step's message stays unacked
+until the task returns (``acks_late``), and as soon as the worker is shutting
+down, so a warm shutdown does not wait for a whole run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from lg_core.engine.dispatcher import StepRef
+from lg_workers.queues import queue_for
+
+log = logging.getLogger(__name__)
+
+MAX_CHAIN_STEPS = 100
+MAX_CHAIN_SECONDS = 60.0
+_STEP_TASKS = ("lg.model_turn", "lg.tool_call")
+
+
+def consumed_queues(task: Any) -> frozenset[str]:
+    """The queues this worker process consumes (``-Q``); empty outside a worker."""
+    try:
+        return frozenset(task.app.amqp.queues.consume_from or ())
+    except Exception:  # noqa: BLE001 - no worker context (a task called directly): run nothing inline
+        return frozenset()
+
+
+def shutting_down() -> bool:
+    """Has the worker been asked to stop (warm or cold shutdown)?
+
+    Celery stores the exit code there, which is 0 for a clean stop: only None and
+    False mean "keep going" (as in ``celery.worker.state.maybe_shutdown``).
+    """
+    from celery.worker import state
+
+    return any(flag is not None and flag is not False for flag in (state.should_stop, state.should_terminate))
+
+
+class Chain:
+    """The steps one task runs: its own, then successors it may take itself."""
+
+    def __init__(self, queues: frozenset[str], *, max_steps: int = MAX_CHAIN_STEPS, max_seconds: float = MAX_CHAIN_SECONDS) -> None:
+        self.queues = queues
+        self.max_steps = max_steps
+        self.deadline = time.monotonic() + max_seconds
+        self.steps = 1
+
+    def take(self, successors: list[StepRef]) -> tuple[StepRef | None, list[StepRef]]:
+        """Split ``successors`` into the one to run here next (or None) and the ones to publish."""
+        if self.steps >= self.max_steps or time.monotonic() >= self.deadline or shutting_down():
+            return None, successors
+        for index, ref in enumerate(successors):
+            if ref.task_name in _STEP_TASKS and queue_for(ref.task_name) in self.queues:
+                self.steps += 1
+                return ref, successors[:index] + successors[index + 1 :]
+        return None, successors
+
+
+@contextmanager
+def announced(task: Any, ref: StepRef) -> Iterator[None]:
+    """Send the task events a delivered ``ref`` would have produced, so Flower lists the step.
+
+    Two messages per step (received and started together, then the result), each
+    a batch of task events like the ones Celery's own worker sends. Monitoring
+    only: an event that cannot be sent (Redis down) never fails the step.
+    """
+    request = task.request
+    task_id = str(uuid.uuid4())
+    started = time.monotonic()
+    events = _events(task.app, request.hostname)
+    events.send(
+        [("task-received", {"name": ref.task_name, "args": repr([ref.run_id, ref.key]), "kwargs": "{}",
+                            "root_id": request.root_id or request.id, "parent_id": request.id, "retries": 0,
+                            "eta": None, "expires": None}),
+         ("task-started", {})],
+        task_id,
+    )
+    try:
+        yield
+    except BaseException as exc:
+        events.send([("task-failed", {"exception": f"{type(exc).__name__} in step {ref.key} of run {ref.run_id}",
+                                      "traceback": None})], task_id)
+        raise
+    events.send([("task-succeeded", {"result": "'executed'", "runtime": time.monotonic() - started})], task_id)
+
+
+class _TaskEvents:
+    """This process's dispatcher of task events, batching each step's events into one message."""
+
+    def __init__(self, app: Any, hostname: str | None) -> None:
+        self.dispatcher = app.events.Dispatcher(
+            connection=app.connection_for_write(), hostname=hostname, buffer_group=["task"], buffer_limit=8,
+            buffer_while_offline=False,
+        )
+
+    def send(self, events: list[tuple[str, dict[str, Any]]], task_id: str) -> None:
+        try:
+            for event, fields in events:
+                self.dispatcher.send(event, uuid=task_id, **fields)
+            self.dispatcher.flush(errors=False)
+        except Exception as exc:  # noqa: BLE001 - see announced()
+            log.debug("task events for %s not sent: %r", task_id, exc)
+
+
+_dispatchers: dict[tuple[int, str | None], _TaskEvents] = {}
+_dispatchers_lock = threading.Lock()
+
+
+def _events(app: Any, hostname: str | None) -> _TaskEvents:
+    key = (os.getpid(), hostname)  # a prefork child builds its own: a connection must not cross a fork
+    with _dispatchers_lock:
+        found = _dispatchers.get(key)
+        if found is None:
+            found = _dispatchers[key] = _TaskEvents(app, hostname)
+        return found
+
+
+__all__ = ["MAX_CHAIN_SECONDS", "MAX_CHAIN_STEPS", "Chain", "announced", "consumed_queues", "shutting_down"]

@@ -1,0 +1,71 @@
+"""A worker consuming both step queues runs a run's successive steps in one task (lg_workers.continuation)."""
+
+from __future__ import annotations
+
+import ast
+import threading
+import time
+from collections import Counter
+
+import dist_app
+
+
+class TaskEvents(threading.Thread):
+    """Celery's task events as Flower receives them, captured while the test runs."""
+
+    def __init__(self, app) -> None:
+        super().__init__(name="task-events", daemon=True)
+        self.app, self.events, self.ready = app, [], threading.Event()
+        self.receiver = None
+
+    def run(self) -> None:
+        with self.app.connection_for_read() as connection:
+            self.receiver = self.app.events.Receiver(connection, handlers={"*": self.record})
+            self.receiver.capture(limit=None, timeout=None, wakeup=False)
+
+    def record(self, event: dict) -> None:
+        self.events.append(event)
+        self.ready.set()  # the receiver's queue is bound (a worker heartbeat came through)
+
+    def stop(self) -> None:
+        if self.receiver is not None:
+            self.receiver.should_stop = True
+        self.join(timeout=10)
+
+
+def test_a_run_on_one_worker_for_both_queues_runs_in_one_task_and_flower_sees_every_step(dist):
+    dist.start_workers(queues=("lg.orchestrate",), pool="threads", concurrency=2)
+    [steps_worker] = dist.start_workers(queues=("lg.model", "lg.tools"), pool="threads", concurrency=4)
+    watcher = TaskEvents(dist.config.runtime().backend.app)
+    watcher.start()
+    assert watcher.ready.wait(30)
+
+    run = dist_app.StepAgent.start_execution("Record every step.").wait(timeout=60)
+    assert run.completed, run.error
+    keys = {s.key for s in dist.config.runtime().store.load_steps(run.id)} - {"root/start"}
+    assert len(keys) == 2 * dist_app.TURNS + 1
+
+    # Every committed step ran once, and the broker delivered a single message for the whole run.
+    assert Counter(n for _tool, n, _key in dist.calls()) == Counter(range(dist_app.TURNS))
+    log = steps_worker.log.read_text()
+    assert log.count(" received") == 1, log[-3000:]
+    assert f"'executed +{len(keys) - 1} inline'" in log
+
+    def announced():
+        received = {e["uuid"]: e for e in watcher.events if e["type"] == "task-received" and run.id in e["args"]}
+        succeeded = {e["uuid"] for e in watcher.events if e["type"] == "task-succeeded"}
+        return received if set(received) <= succeeded and len(received) == len(keys) else None
+
+    deadline = time.monotonic() + 30
+    while (received := announced()) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    watcher.stop()
+    assert received is not None, [e for e in watcher.events if e["type"].startswith("task-")][:5]
+    by_key = {ast.literal_eval(e["args"])[1]: e for e in received.values()}
+    assert set(by_key) == keys
+    for key, event in by_key.items():
+        assert ast.literal_eval(event["args"]) == [run.id, key]  # ids only, as for a delivered task
+        assert event["name"] == ("lg.tool_call" if "/tool/" in key else "lg.model_turn")
+    first = [e for e in received.values() if e.get("parent_id") is None]
+    assert len(first) == 1  # the delivered task; every inline step names it as its parent and root
+    assert {e["root_id"] for e in received.values() if e.get("parent_id")} == {first[0]["uuid"]}

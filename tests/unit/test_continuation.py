@@ -1,0 +1,69 @@
+"""Which successor a task runs itself (lg_workers.continuation.Chain), and when it stops doing so."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from celery.worker import state
+
+from lg_core.engine.dispatcher import StepRef
+from lg_workers.continuation import Chain, consumed_queues
+
+BOTH = frozenset({"lg.model", "lg.tools"})
+
+
+def ref(key: str, kind: str) -> StepRef:
+    return StepRef("run-1", key, kind, "run-1/root")
+
+
+MODEL = ref("root/turn-2/model", "model")
+TOOL_A = ref("root/turn-1/tool/call_a", "tool")
+TOOL_B = ref("root/turn-1/tool/call_b", "tool")
+
+
+def test_the_first_successor_on_a_consumed_queue_runs_here_and_the_others_are_published():
+    chain = Chain(BOTH)
+    assert chain.take([TOOL_A, TOOL_B]) == (TOOL_A, [TOOL_B])
+    assert chain.steps == 2
+    assert Chain(frozenset({"lg.model"})).take([TOOL_A, MODEL]) == (MODEL, [TOOL_A])
+
+
+def test_nothing_runs_here_when_this_worker_does_not_consume_the_queue():
+    chain = Chain(frozenset({"lg.model"}))
+    assert chain.take([TOOL_A, TOOL_B]) == (None, [TOOL_A, TOOL_B])
+    assert Chain(frozenset()).take([MODEL]) == (None, [MODEL])
+    assert chain.steps == 1
+
+
+def test_a_recovery_ref_is_never_run_inline():
+    advance = StepRef("run-1", "root/advance", "advance", "run-1/root")
+    assert Chain(frozenset({"lg.orchestrate", *BOTH})).take([advance]) == (None, [advance])
+
+
+def test_a_chain_stops_after_its_step_limit():
+    chain = Chain(BOTH, max_steps=3)
+    assert chain.take([MODEL])[0] is MODEL
+    assert chain.take([TOOL_A])[0] is TOOL_A
+    assert chain.take([MODEL]) == (None, [MODEL])  # the first message has waited unacked long enough
+
+
+def test_a_chain_stops_after_its_time_limit():
+    chain = Chain(BOTH, max_seconds=0.01)
+    time.sleep(0.02)
+    assert chain.take([MODEL]) == (None, [MODEL])
+
+
+@pytest.mark.parametrize("flag", ["should_stop", "should_terminate"])
+def test_a_chain_stops_when_the_worker_shuts_down(monkeypatch, flag):
+    monkeypatch.setattr(state, flag, 0)  # warm shutdown sets the exit code, which may be 0
+    assert Chain(BOTH).take([MODEL]) == (None, [MODEL])
+
+
+def test_outside_a_worker_no_queue_is_consumed():
+    class NoWorker:
+        @property
+        def app(self):
+            raise RuntimeError("no app")
+
+    assert consumed_queues(NoWorker()) == frozenset()
