@@ -46,7 +46,7 @@ def run_step(run_id: str, step_key: str, redelivered: bool = True, task: Task | 
         runtime.backend.publish(others)
         if following is None:
             break
-        step_key = following.key
+        run_id, step_key = following.run_id, following.key  # another run's, when an ending started the session's next
         with announced(task, following):
             outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=False)
     return first if chain.steps == 1 else f"{first} +{chain.steps - 1} inline"  # short: Flower's result column

@@ -164,7 +164,7 @@ def _protocol_floor(console: Console, protocol: dict[str, Any], floor: dict[str,
     console.print(
         f"Protocol floor / raw floor: [bold]{ratio:.2f}x[/]; the per-step target ({TARGET_STEP_RATIO}x the raw floor) "
         f"leaves {left:.3f} ms per step beyond it for everything else a step does (frame read, the engine, "
-        "events to Redis, the prefork pool's hand-off)."
+        "events to Redis)."
     )
 
 
@@ -221,8 +221,8 @@ def _throughput(console: Console, results: list[dict[str, Any]]) -> None:
         console.print(f"  [bold]{result['label']}[/]: {result['deployment']}", highlight=False)
     console.print(
         f"Ideal (concurrency-bound) = model threads / (model turns per run x model latency) = T / ({turns} x {delay:g} s): "
-        "every model thread busy with a model call all the time, and everything else (tool calls on the prefork pool, "
-        "commits, dispatch) free. Achieved = steady state: model turns committed between the 10th and the 90th percentile "
+        "every model thread busy with a model call all the time, and everything else (tool calls, which share the "
+        "model threads, commits, dispatch) free. Achieved = steady state: model turns committed between the 10th and the 90th percentile "
         "of their commit times, over that interval, / model turns per run (runs started together advance in lockstep "
         "and finish in a burst, so counting finished runs would not measure a rate). The CPU-bound ceiling is what the machine could do if every CPU did nothing "
         "but this workload: CPUs / CPU time per run (all processes, measured). The second deployment's model threads "
@@ -294,7 +294,7 @@ def _recovery(console: Console, scenarios: list[dict[str, Any]]) -> None:
     console.rule("[bold]4. Recovery: SIGKILL mid tool call -> the run's next committed step")
     console.print(
         "Each scenario starts runs whose tool call blocks (once), kills what runs it, and reads from the store when each "
-        "run's next step committed. Pool child: one prefork child per run is killed; Celery requeues its message "
+        "run's next step committed. Tools run on `lg worker -Q lg.tools --pool prefork` here. Pool child: one prefork child per run is killed; Celery requeues its message "
         "(reject_on_worker_lost) and a sibling takes the step over (its holder is a dead process on this host). Whole "
         "worker: the tools worker and its children are killed together, a second tools worker is up, and only the "
         "scheduler brings the steps back. Same host: `lg scheduler` (a vanished holder on this host is dead at once); "
