@@ -236,17 +236,22 @@ def _on_defaults(
 
 def _sized_throughput(stack: BenchStack, probe: StoreProbe, plan: Plan, primary: Any) -> Any:
     """Section 3 again, with as many model threads as this machine's CPU can keep busy (half its ceiling)."""
-    threads = sized_model_threads(
+    per_worker = max(1, round(sized_model_threads(
         primary.cpu_ceiling_runs_per_s, primary.model_turns_per_run, primary.model_delay_s
-    )
+    ) / 2))
+    threads = 2 * per_worker
     floor_worker = stack.start_floor_worker("threads", threads)
     try:
         reference = _reference(stack, plan, floor_worker)
     finally:
         stack.stop_workers([floor_worker])
-    workers = stack.start_workers((MODEL, TOOLS), concurrency=threads) + stack.start_workers(
-        (ORCHESTRATE,)
-    )
+    # Two worker processes (one per CPU: a process runs Python on one core at a time), each
+    # consuming every queue on threads, so each runs its runs' steps one after the other.
+    workers = [
+        worker
+        for _ in range(2)
+        for worker in stack.start_workers(ALL_QUEUES, pool="threads", concurrency=per_worker)
+    ]
     progress(f"3. throughput: {plan.throughput_runs} concurrent runs on {threads} model threads")
     try:
         result = measure_throughput(
@@ -254,7 +259,7 @@ def _sized_throughput(stack: BenchStack, probe: StoreProbe, plan: Plan, primary:
             probe,
             _cpu_groups(stack, workers),
             label="model threads sized to the CPU",
-            deployment=f"`lg worker -Q lg.model,lg.tools -c {threads}` + `lg worker -Q lg.orchestrate`: {deployment(workers)}",
+            deployment=f"2 x `lg worker --pool threads -c {per_worker}` (every queue): {deployment(workers)}",
             runs=plan.throughput_runs,
             model_threads=threads,
             cpus=os.cpu_count() or 1,
@@ -308,7 +313,11 @@ def _cpu_groups(stack: BenchStack, workers: list[Worker]) -> dict[str, int | tup
     groups: dict[str, int | tuple[int, ...]] = {}
     for worker in workers:
         assert worker.group is not None
-        groups["model worker" if MODEL in worker.group.queues else "orchestrate worker"] = worker.pid
+        kind = "model worker" if MODEL in worker.group.queues else "orchestrate worker"
+        name, number = kind, 2
+        while name in groups:  # a second worker of the same kind
+            name, number = f"{kind} {number}", number + 1
+        groups[name] = worker.pid
     assert stack.postgres.process is not None and stack.redis.process is not None
     groups["postgresql"] = stack.postgres.process.pid
     groups["redis"] = stack.redis.process.pid

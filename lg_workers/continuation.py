@@ -37,8 +37,6 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from lg_core.engine.dispatcher import StepRef
@@ -90,32 +88,50 @@ class Chain:
         return None, successors
 
 
-@contextmanager
-def announced(task: Any, ref: StepRef) -> Iterator[None]:
-    """Send the task events a delivered ``ref`` would have produced, so Flower lists the step.
+class Announcer:
+    """Sends the task events a delivered step would have produced, so Flower lists each inline step.
 
-    Two messages per step (received and started together, then the result), each
-    a batch of task events like the ones Celery's own worker sends. Monitoring
-    only: an event that cannot be sent (Redis down) never fails the step.
+    One message per inline step: the previous inline step's result goes out
+    with the next one's "received" and "started" (a batch of task events, like
+    the ones Celery's own worker sends); the chain's last result when the chain
+    ends. Monitoring only: an event that cannot be sent (Redis down) never
+    fails a step.
     """
-    request = task.request
-    task_id = str(uuid.uuid4())
-    started = time.monotonic()
-    events = _events(task.app, request.hostname)
-    events.send(
-        [("task-received", {"name": ref.task_name, "args": repr([ref.run_id, ref.key]), "kwargs": "{}",
-                            "root_id": request.root_id or request.id, "parent_id": request.id, "retries": 0,
-                            "eta": None, "expires": None}),
-         ("task-started", {})],
-        task_id,
-    )
-    try:
-        yield
-    except BaseException as exc:
-        events.send([("task-failed", {"exception": f"{type(exc).__name__} in step {ref.key} of run {ref.run_id}",
-                                      "traceback": None})], task_id)
-        raise
-    events.send([("task-succeeded", {"result": "'executed'", "runtime": time.monotonic() - started})], task_id)
+
+    def __init__(self, task: Any) -> None:
+        self.task = task
+        self._pending: list[tuple[str, str, dict[str, Any]]] = []  # (task id, event, fields)
+        self._current: tuple[str, StepRef, float] | None = None
+
+    def start(self, ref: StepRef) -> None:
+        request = self.task.request
+        task_id = str(uuid.uuid4())
+        self._current = (task_id, ref, time.monotonic())
+        received = {"name": ref.task_name, "args": repr([ref.run_id, ref.key]), "kwargs": "{}",
+                    "root_id": request.root_id or request.id, "parent_id": request.id, "retries": 0,
+                    "eta": None, "expires": None}
+        self._pending += [(task_id, "task-received", received), (task_id, "task-started", {})]
+        self.flush()
+
+    def succeeded(self, outcome: str) -> None:
+        """Queue the current step's result; it leaves with the next start or the final flush."""
+        if self._current is not None:
+            task_id, _ref, started = self._current
+            self._pending.append((task_id, "task-succeeded", {"result": repr(outcome), "runtime": time.monotonic() - started}))
+            self._current = None
+
+    def failed(self, error: BaseException) -> None:
+        if self._current is not None:
+            task_id, ref, _started = self._current
+            message = f"{type(error).__name__} in step {ref.key} of run {ref.run_id}"  # ids only, no content
+            self._pending.append((task_id, "task-failed", {"exception": message, "traceback": None}))
+            self._current = None
+        self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            pending, self._pending = self._pending, []
+            _events(self.task.app, self.task.request.hostname).send(pending)
 
 
 class _TaskEvents:
@@ -127,13 +143,13 @@ class _TaskEvents:
             buffer_while_offline=False,
         )
 
-    def send(self, events: list[tuple[str, dict[str, Any]]], task_id: str) -> None:
+    def send(self, events: list[tuple[str, str, dict[str, Any]]]) -> None:
         try:
-            for event, fields in events:
+            for task_id, event, fields in events:
                 self.dispatcher.send(event, uuid=task_id, **fields)
             self.dispatcher.flush(errors=False)
-        except Exception as exc:  # noqa: BLE001 - see announced()
-            log.debug("task events for %s not sent: %r", task_id, exc)
+        except Exception as exc:  # noqa: BLE001 - see Announcer
+            log.debug("task events not sent: %r", exc)
 
 
 _dispatchers: dict[tuple[int, str | None], _TaskEvents] = {}
@@ -149,4 +165,4 @@ def _events(app: Any, hostname: str | None) -> _TaskEvents:
         return found
 
 
-__all__ = ["MAX_CHAIN_SECONDS", "MAX_CHAIN_STEPS", "Chain", "announced", "consumed_queues", "shutting_down"]
+__all__ = ["MAX_CHAIN_SECONDS", "MAX_CHAIN_STEPS", "Announcer", "Chain", "consumed_queues", "shutting_down"]

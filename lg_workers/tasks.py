@@ -20,7 +20,7 @@ from celery import Task, shared_task
 from lg_core.errors import RunNotFoundError
 from lg_core.urls import safe_url
 from lg_workers import faults
-from lg_workers.continuation import Chain, announced, consumed_queues
+from lg_workers.continuation import Announcer, Chain, consumed_queues
 from lg_workers.runtime import worker_runtime
 
 log = logging.getLogger("lg_workers.tasks")
@@ -37,6 +37,7 @@ def run_step(run_id: str, step_key: str, redelivered: bool = True, task: Task | 
     outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered)
     first = outcome
     chain = Chain(consumed_queues(task) if task is not None else frozenset())
+    announcer = Announcer(task)
     while True:
         if outcome == "executed":
             faults.point("after_commit")  # test-only crash window (LG_FAULT); inert otherwise
@@ -47,8 +48,14 @@ def run_step(run_id: str, step_key: str, redelivered: bool = True, task: Task | 
         if following is None:
             break
         run_id, step_key = following.run_id, following.key  # another run's, when an ending started the session's next
-        with announced(task, following):
+        announcer.start(following)
+        try:
             outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=False)
+        except BaseException as exc:
+            announcer.failed(exc)
+            raise
+        announcer.succeeded(outcome)
+    announcer.flush()
     return first if chain.steps == 1 else f"{first} +{chain.steps - 1} inline"  # short: Flower's result column
 
 

@@ -215,7 +215,7 @@ def _throughput(console: Console, results: list[dict[str, Any]]) -> None:
     turns, delay = first["model_turns_per_run"], first["model_delay_s"]
     console.print(
         f"{first['runs']} LoadAgent runs started at once ({turns} model turns of {delay * 1000:.0f} ms + {turns - 1} tool "
-        "calls each), on two deployments of 2 Celery worker processes (one per pool kind):"
+        "calls each), on two deployments of 2 Celery worker processes:"
     )
     for result in results:
         console.print(f"  [bold]{result['label']}[/]: {result['deployment']}", highlight=False)
@@ -259,7 +259,7 @@ def _throughput(console: Console, results: list[dict[str, Any]]) -> None:
             lambda r: f"{r['model_worker_busy_pct']:.0f}%",
         ),
         ("CPU per run, all processes", lambda r: f"{sum(r['cpu_ms_per_run'].values()):.1f} ms"),
-        *[(f"  {name}", _cpu_cell(name)) for name in first["cpu_ms_per_run"]],
+        *[(f"  {name}", _cpu_cell(name)) for name in dict.fromkeys(n for r in results for n in r["cpu_ms_per_run"])],
         (
             "CPU-bound ceiling = CPUs / CPU per run",
             lambda r: f"{r['cpu_ceiling_runs_per_s']:.1f} runs/s",
