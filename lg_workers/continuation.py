@@ -138,18 +138,26 @@ class _TaskEvents:
     """This process's dispatcher of task events, batching each step's events into one message."""
 
     def __init__(self, app: Any, hostname: str | None) -> None:
+        self.connection = app.connection_for_write()
         self.dispatcher = app.events.Dispatcher(
-            connection=app.connection_for_write(), hostname=hostname, buffer_group=["task"], buffer_limit=8,
+            connection=self.connection, hostname=hostname, buffer_group=["task"], buffer_limit=8,
             buffer_while_offline=False,
         )
+        self.broken = False
 
     def send(self, events: list[tuple[str, str, dict[str, Any]]]) -> None:
+        """Send ``events`` in one message; on failure give up this connection (the next send opens one)."""
         try:
             for task_id, event, fields in events:
                 self.dispatcher.send(event, uuid=task_id, **fields)
             self.dispatcher.flush(errors=False)
         except Exception as exc:  # noqa: BLE001 - see Announcer
             log.debug("task events not sent: %r", exc)
+            self.broken = True  # e.g. Redis restarted: this connection stays dead
+            try:
+                self.connection.release()
+            except Exception:  # noqa: BLE001 - closing a dead connection may fail too
+                pass
 
 
 _dispatchers: dict[tuple[int, str | None], _TaskEvents] = {}
@@ -160,7 +168,7 @@ def _events(app: Any, hostname: str | None) -> _TaskEvents:
     key = (os.getpid(), hostname)  # a prefork child builds its own: a connection must not cross a fork
     with _dispatchers_lock:
         found = _dispatchers.get(key)
-        if found is None:
+        if found is None or found.broken:
             found = _dispatchers[key] = _TaskEvents(app, hostname)
         return found
 

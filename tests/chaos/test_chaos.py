@@ -46,9 +46,10 @@ def _assert_sound(verdict) -> None:
     )
 
 
-def test_a_killed_pool_child_mid_tool_call_is_taken_over(dist, scheduler):
-    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
-    dist.start_workers(queues=("lg.tools",), pool="prefork", concurrency=2, **HANG_TOOLS)
+def _kill_the_pool_children_in_tool_calls(dist, name: str) -> None:
+    """Run a StepAgent and a ChargeAgent until their third tool call hangs, SIGKILL the pool
+    children running those calls, and check both runs: the idempotent call ran again, the
+    at_most_once one ended with an unknown outcome, nothing else repeated or went missing."""
     executions, turns = _start(dist_app.StepAgent, dist_app.ChargeAgent)
     children = wait_ready(dist, "step-2", 1) + wait_ready(dist, "charge-2", 1)
 
@@ -64,7 +65,13 @@ def test_a_killed_pool_child_mid_tool_call_is_taken_over(dist, scheduler):
         next(k for _t, n, k in dist.calls() if k.startswith(step_run) and n == 2)
     ]
     assert [k.split("/", 1)[0] for k in verdict.unknown_outcomes] == [charge_run]
-    _report("pool child killed mid tool call", dist, list(turns), killed_at)
+    _report(name, dist, list(turns), killed_at)
+
+
+def test_a_killed_pool_child_mid_tool_call_is_taken_over(dist, scheduler):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
+    dist.start_workers(queues=("lg.tools",), pool="prefork", concurrency=2, **HANG_TOOLS)
+    _kill_the_pool_children_in_tool_calls(dist, "pool child killed mid tool call")
 
 
 def test_a_pool_child_killed_in_a_step_it_ran_itself_comes_back_without_a_scheduler(dist):
@@ -74,17 +81,7 @@ def test_a_pool_child_killed_in_a_step_it_ran_itself_comes_back_without_a_schedu
     the step its dead holder left: the run goes on with no scheduler running."""
     dist.start_workers(queues=("lg.orchestrate",), pool="threads", concurrency=2)
     dist.start_workers(queues=("lg.model", "lg.tools"), pool="prefork", concurrency=2, **HANG_TOOLS)
-    executions, turns = _start(dist_app.StepAgent, dist_app.ChargeAgent)
-    children = wait_ready(dist, "step-2", 1) + wait_ready(dist, "charge-2", 1)
-
-    killed_at = time.time()
-    for pid in children:
-        os.kill(pid, signal.SIGKILL)
-    wait_all(executions, timeout=90)
-
-    verdict = check_runs(dist, turns)
-    _assert_sound(verdict)
-    _report("pool child killed in a step it took itself, no scheduler", dist, list(turns), killed_at)
+    _kill_the_pool_children_in_tool_calls(dist, "pool child killed in a step it took itself, no scheduler")
 
 
 def test_a_whole_worker_killed_mid_model_turn_is_redispatched(dist, scheduler):

@@ -67,3 +67,22 @@ def test_outside_a_worker_no_queue_is_consumed():
             raise RuntimeError("no app")
 
     assert consumed_queues(NoWorker()) == frozenset()
+
+
+def test_task_events_that_cannot_be_sent_are_dropped_and_the_next_send_reconnects():
+    from celery import Celery
+
+    from lg_workers import continuation
+
+    app = Celery("events-test", broker="memory://", set_as_current=False)
+    first = continuation._events(app, "worker@test")
+    assert continuation._events(app, "worker@test") is first  # one dispatcher per process and worker name
+
+    def refuse(*_args, **_kwargs):
+        raise ConnectionError("Redis restarted")
+
+    first.dispatcher.send = refuse
+    first.send([("task-1", "task-started", {})])  # monitoring only: no exception reaches the step
+    assert first.broken
+    second = continuation._events(app, "worker@test")
+    assert second is not first and not second.broken
