@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import signal
 import threading
 import time
 from collections import Counter
@@ -69,3 +70,29 @@ def test_a_run_on_one_worker_for_both_queues_runs_in_one_task_and_flower_sees_ev
     first = [e for e in received.values() if e.get("parent_id") is None]
     assert len(first) == 1  # the delivered task; every inline step names it as its parent and root
     assert {e["root_id"] for e in received.values() if e.get("parent_id")} == {first[0]["uuid"]}
+
+
+def test_a_worker_asked_to_stop_ends_its_chain_after_the_current_step_and_another_worker_goes_on(dist):
+    """A warm shutdown waits for running tasks; a chain stops at its next step instead of running
+    the whole run first, and publishes that step for the other workers."""
+    dist.start_workers(queues=("lg.orchestrate",), pool="threads", concurrency=2)
+    slow = {"DIST_APP_MODEL_DELAY": "0.5"}
+    [first] = dist.start_workers(queues=("lg.model", "lg.tools"), pool="threads", concurrency=2, **slow)
+    execution = dist_app.HangStepAgent.start_execution("Record every step.")
+    store = dist.config.runtime().store
+
+    def finished_steps() -> list:
+        return [s for s in store.load_steps(execution.run_id) if s.status == "succeeded" and s.key != "root/start"]
+
+    deadline = time.monotonic() + 60
+    while len(finished_steps()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first.kill(signal.SIGTERM)
+    assert first.process.wait(timeout=60) == 0, first.log.read_text()[-3000:]
+    [second] = dist.start_workers(queues=("lg.model", "lg.tools"), pool="threads", concurrency=2, **slow)
+
+    run = execution.wait(timeout=60)
+    assert run.completed, run.error
+    assert Counter(n for _tool, n, _key in dist.calls()) == Counter(range(dist_app.TURNS))
+    # The first worker stopped mid-run and sent the next step; the second took it and finished.
+    assert "Task lg.model_turn" in second.log.read_text() or "Task lg.tool_call" in second.log.read_text()
