@@ -91,11 +91,12 @@ class Chain:
 class Announcer:
     """Sends the task events a delivered step would have produced, so Flower lists each inline step.
 
-    One message per inline step: the previous inline step's result goes out
-    with the next one's "received" and "started" (a batch of task events, like
-    the ones Celery's own worker sends); the chain's last result when the chain
-    ends. Monitoring only: an event that cannot be sent (Redis down) never
-    fails a step.
+    One batch per inline step: the previous inline step's result goes with the
+    next one's "received" and "started" (a batch of task events, like the ones
+    Celery's own worker sends); the chain's last result when the chain ends.
+    A sender thread publishes them, so a step does not wait for Redis (nor
+    spend its thread on kombu) between its commit and its successor's claim.
+    Monitoring only: an event that cannot be sent (Redis down) never fails a step.
     """
 
     def __init__(self, task: Any) -> None:
@@ -131,7 +132,7 @@ class Announcer:
     def flush(self) -> None:
         if self._pending:
             pending, self._pending = self._pending, []
-            _events(self.task.app, self.task.request.hostname).send(pending)
+            _sender(self.task.app, self.task.request.hostname).put(pending)
 
 
 class _TaskEvents:
@@ -173,4 +174,70 @@ def _events(app: Any, hostname: str | None) -> _TaskEvents:
         return found
 
 
-__all__ = ["MAX_CHAIN_SECONDS", "MAX_CHAIN_STEPS", "Announcer", "Chain", "consumed_queues", "shutting_down"]
+class _Sender:
+    """This process's thread sending queued task events, several steps' batches in one message.
+
+    A daemon thread: it must not hold a worker's exit. At a worker's shutdown
+    ``drain`` gives it a moment to send what the last steps queued.
+    """
+
+    def __init__(self, app: Any, hostname: str | None) -> None:
+        self.app, self.hostname = app, hostname
+        self._queue: list[tuple[str, str, dict[str, Any]]] = []
+        self._busy = False
+        self._ready = threading.Condition()
+        threading.Thread(target=self._run, name="lg-task-events", daemon=True).start()
+
+    def put(self, events: list[tuple[str, str, dict[str, Any]]]) -> None:
+        with self._ready:
+            self._queue += events
+            self._ready.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until everything queued is sent (True) or ``timeout`` seconds passed (False)."""
+        with self._ready:
+            return self._ready.wait_for(lambda: not self._queue and not self._busy, timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                self._ready.wait_for(lambda: self._queue)
+                batch, self._queue, self._busy = self._queue, [], True
+            try:
+                _events(self.app, self.hostname).send(batch)
+            finally:
+                with self._ready:
+                    self._busy = False
+                    self._ready.notify_all()
+
+
+_senders: dict[tuple[int, str | None], _Sender] = {}
+
+
+def _sender(app: Any, hostname: str | None) -> _Sender:
+    key = (os.getpid(), hostname)  # threads do not survive a fork: a prefork child starts its own
+    with _dispatchers_lock:
+        found = _senders.get(key)
+        if found is None:
+            found = _senders[key] = _Sender(app, hostname)
+        return found
+
+
+def drain_task_events(timeout: float = 2.0, **_signal: Any) -> None:
+    """Send what this process's inline steps queued for Flower (Celery's shutdown signals)."""
+    for (pid, _hostname), sender in list(_senders.items()):
+        if pid == os.getpid():
+            sender.drain(timeout)
+
+
+def _connect_shutdown_signals() -> None:
+    from celery import signals
+
+    signals.worker_process_shutdown.connect(drain_task_events, weak=False)
+    signals.worker_shutdown.connect(drain_task_events, weak=False)
+
+
+_connect_shutdown_signals()
+
+
+__all__ = ["MAX_CHAIN_SECONDS", "MAX_CHAIN_STEPS", "Announcer", "Chain", "consumed_queues", "drain_task_events", "shutting_down"]

@@ -86,3 +86,19 @@ def test_task_events_that_cannot_be_sent_are_dropped_and_the_next_send_reconnect
     assert first.broken
     second = continuation._events(app, "worker@test")
     assert second is not first and not second.broken
+
+
+def test_queued_task_events_are_sent_by_the_sender_thread_and_drained_at_shutdown(monkeypatch):
+    from celery import Celery
+
+    from lg_workers import continuation
+
+    sent: list = []
+    monkeypatch.setattr(continuation._TaskEvents, "send", lambda self, events: sent.extend(events))
+    app = Celery("sender-test", broker="memory://", set_as_current=False)
+    sender = continuation._sender(app, "worker@sender-test")
+    assert continuation._sender(app, "worker@sender-test") is sender
+    sender.put([("task-1", "task-received", {"name": "lg.tool_call"})])
+    sender.put([("task-1", "task-succeeded", {"result": "'executed'"})])
+    continuation.drain_task_events(timeout=5)
+    assert [event for _id, event, _fields in sent] == ["task-received", "task-succeeded"]
