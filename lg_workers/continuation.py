@@ -136,7 +136,7 @@ class Announcer:
 
 
 class _TaskEvents:
-    """This process's dispatcher of task events, batching each step's events into one message."""
+    """A dispatcher of task events on its own connection, each batch of events sent as one message."""
 
     def __init__(self, app: Any, hostname: str | None) -> None:
         self.connection = app.connection_for_write()
@@ -147,7 +147,7 @@ class _TaskEvents:
         self.broken = False
 
     def send(self, events: list[tuple[str, str, dict[str, Any]]]) -> None:
-        """Send ``events`` in one message; on failure give up this connection (the next send opens one)."""
+        """Send ``events`` in one message; on failure mark this connection broken (see _Sender)."""
         try:
             for task_id, event, fields in events:
                 self.dispatcher.send(event, uuid=task_id, **fields)
@@ -161,28 +161,18 @@ class _TaskEvents:
                 pass
 
 
-_dispatchers: dict[tuple[int, str | None], _TaskEvents] = {}
-_dispatchers_lock = threading.Lock()
-
-
-def _events(app: Any, hostname: str | None) -> _TaskEvents:
-    key = (os.getpid(), hostname)  # a prefork child builds its own: a connection must not cross a fork
-    with _dispatchers_lock:
-        found = _dispatchers.get(key)
-        if found is None or found.broken:
-            found = _dispatchers[key] = _TaskEvents(app, hostname)
-        return found
-
-
 class _Sender:
     """This process's thread sending queued task events, several steps' batches in one message.
 
-    A daemon thread: it must not hold a worker's exit. At a worker's shutdown
-    ``drain`` gives it a moment to send what the last steps queued.
+    It owns its dispatcher and opens a new one after a failed send (Redis
+    restarted); a batch that cannot be sent, even because Redis cannot be
+    reached to open one, is dropped, so the queue never grows. A daemon thread:
+    it must not hold a worker's exit; ``drain`` gives it a moment at shutdown.
     """
 
     def __init__(self, app: Any, hostname: str | None) -> None:
         self.app, self.hostname = app, hostname
+        self.events: _TaskEvents | None = None  # only the sender thread uses it
         self._queue: list[tuple[str, str, dict[str, Any]]] = []
         self._busy = False
         self._ready = threading.Condition()
@@ -204,40 +194,40 @@ class _Sender:
                 self._ready.wait_for(lambda: self._queue)
                 batch, self._queue, self._busy = self._queue, [], True
             try:
-                _events(self.app, self.hostname).send(batch)
+                self._send(batch)
             finally:
                 with self._ready:
                     self._busy = False
                     self._ready.notify_all()
 
+    def _send(self, batch: list[tuple[str, str, dict[str, Any]]]) -> None:
+        try:
+            if self.events is None or self.events.broken:
+                self.events = _TaskEvents(self.app, self.hostname)
+        except Exception as exc:  # noqa: BLE001 - no dispatcher now (Redis down): drop the batch, try at the next
+            log.debug("task events not sent: %r", exc)
+            return
+        self.events.send(batch)
+
 
 _senders: dict[tuple[int, str | None], _Sender] = {}
+_senders_lock = threading.Lock()
 
 
 def _sender(app: Any, hostname: str | None) -> _Sender:
-    key = (os.getpid(), hostname)  # threads do not survive a fork: a prefork child starts its own
-    with _dispatchers_lock:
+    key = (os.getpid(), hostname)  # neither threads nor connections survive a fork: a prefork child starts its own
+    with _senders_lock:
         found = _senders.get(key)
         if found is None:
             found = _senders[key] = _Sender(app, hostname)
         return found
 
 
-def drain_task_events(timeout: float = 2.0, **_signal: Any) -> None:
-    """Send what this process's inline steps queued for Flower (Celery's shutdown signals)."""
+def drain_task_events(timeout: float = 2.0) -> None:
+    """Send what this process's inline steps queued for Flower (at worker shutdown, lg_workers.runtime)."""
     for (pid, _hostname), sender in list(_senders.items()):
         if pid == os.getpid():
             sender.drain(timeout)
-
-
-def _connect_shutdown_signals() -> None:
-    from celery import signals
-
-    signals.worker_process_shutdown.connect(drain_task_events, weak=False)
-    signals.worker_shutdown.connect(drain_task_events, weak=False)
-
-
-_connect_shutdown_signals()
 
 
 __all__ = ["MAX_CHAIN_SECONDS", "MAX_CHAIN_STEPS", "Announcer", "Chain", "consumed_queues", "drain_task_events", "shutting_down"]

@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 from lg_core.config import configuration
+from lg_workers.continuation import drain_task_events
 
 _lock = threading.Lock()
 _runtime: tuple[int, Any] | None = None
@@ -38,10 +39,12 @@ def close_worker_runtime(**_signal: Any) -> None:
     """Close this process's runtime as the worker (or its pool child) shuts down.
 
     Connected to Celery's ``worker_process_shutdown`` and ``worker_shutdown``:
-    the runs a worker rebuilt keep the resources their ``prepare_run`` hooks
-    registered until then, and the heartbeat must stop before the store closes.
+    the task events of the steps a task ran itself are sent first; the runs a
+    worker rebuilt keep the resources their ``prepare_run`` hooks registered
+    until then, and the heartbeat must stop before the store closes.
     """
     global _runtime
+    drain_task_events()  # the last inline steps' Flower events, while Redis is still in use
     with _lock:
         current, _runtime = _runtime, None
     if current is not None and current[0] == os.getpid():

@@ -69,23 +69,51 @@ def test_outside_a_worker_no_queue_is_consumed():
     assert consumed_queues(NoWorker()) == frozenset()
 
 
-def test_task_events_that_cannot_be_sent_are_dropped_and_the_next_send_reconnects():
+def test_a_failed_send_marks_its_connection_broken_and_the_sender_opens_another():
     from celery import Celery
 
     from lg_workers import continuation
 
     app = Celery("events-test", broker="memory://", set_as_current=False)
-    first = continuation._events(app, "worker@test")
-    assert continuation._events(app, "worker@test") is first  # one dispatcher per process and worker name
+    broken = continuation._TaskEvents(app, "worker@test")
 
     def refuse(*_args, **_kwargs):
         raise ConnectionError("Redis restarted")
 
-    first.dispatcher.send = refuse
-    first.send([("task-1", "task-started", {})])  # monitoring only: no exception reaches the step
-    assert first.broken
-    second = continuation._events(app, "worker@test")
-    assert second is not first and not second.broken
+    broken.dispatcher.send = refuse
+    broken.send([("task-1", "task-started", {})])  # monitoring only: no exception reaches the step
+    assert broken.broken
+
+    sender = continuation._Sender(app, "worker@test")
+    sender.events = broken
+    sender.put([("task-2", "task-started", {})])
+    assert sender.drain(timeout=5)
+    assert sender.events is not broken and not sender.events.broken
+
+
+def test_a_sender_that_cannot_reach_redis_drops_the_batch_and_keeps_going(monkeypatch):
+    from celery import Celery
+
+    from lg_workers import continuation
+
+    sent: list = []
+    opened = {"count": 0}
+    real_init = continuation._TaskEvents.__init__
+
+    def first_fails(self, app, hostname):
+        opened["count"] += 1
+        if opened["count"] == 1:
+            raise ConnectionError("Redis is down")
+        real_init(self, app, hostname)
+
+    monkeypatch.setattr(continuation._TaskEvents, "__init__", first_fails)
+    monkeypatch.setattr(continuation._TaskEvents, "send", lambda self, events: sent.extend(events))
+    sender = continuation._Sender(Celery("down-test", broker="memory://", set_as_current=False), "worker@down")
+    sender.put([("task-1", "task-received", {})])
+    assert sender.drain(timeout=5)
+    sender.put([("task-2", "task-received", {})])
+    assert sender.drain(timeout=5)
+    assert [task_id for task_id, _event, _fields in sent] == ["task-2"]  # the thread survived the outage
 
 
 def test_queued_task_events_are_sent_by_the_sender_thread_and_drained_at_shutdown(monkeypatch):
