@@ -63,7 +63,8 @@ class CeleryBackend:
         url = str(runtime.configuration.broker_url)  # create_app refused a missing one
         self.redis = connect(url)
         self.url = url
-        runtime.engine.add_sink(RedisEventSink(self.redis))
+        self.events = RedisEventSink(self.redis)
+        runtime.engine.add_sink(self.events)
         self.rate_limiter = RedisLimiter(self.redis, errors=(redis.RedisError,))
         self._followers: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
@@ -100,9 +101,13 @@ class CeleryBackend:
         round trip for each of them. If the pipeline fails, every task is sent
         again the ordinary way, with Celery's publish retries; a duplicate task is
         harmless (its claim finds the step taken or done).
+
+        The events this process queued go first (RedisEventSink.deferring): the
+        steps sent here may run elsewhere, and their events must follow these.
         """
         if not refs:
             return
+        self.events.flush()
         try:
             with self.app.producer_or_acquire() as producer, producer.batch():
                 for ref in refs:

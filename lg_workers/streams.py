@@ -24,12 +24,14 @@ run store's durable event log (see lg_core.execution) and no run is lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import threading
 import time
 import weakref
+from collections.abc import Iterator
 from types import MappingProxyType
 from typing import Any
 
@@ -82,6 +84,13 @@ class RedisEventSink:
     (``publish_many``), wait until everything queued before them and they
     themselves are in Redis: the step's successor is published only after that,
     so the next step's events (from any process) always follow this step's.
+
+    Inside ``deferring()`` (a worker task running the steps that follow its own,
+    lg_workers.continuation) a commit's events are queued like deltas instead:
+    the next step runs in this process and queues its own events behind them,
+    so their order holds without the step waiting for Redis. What leaves for
+    another process must still follow them: ``flush()`` comes first
+    (CeleryBackend.publish), and leaving ``deferring()`` flushes too.
     """
 
     def __init__(self, client: redis.Redis) -> None:
@@ -98,17 +107,42 @@ class RedisEventSink:
         self._sent = 0  # tickets whose events have been sent (or given up on)
         self._sending = False  # a batch is on its way: the next one waits for it (order)
         self._sender: threading.Thread | None = None
+        self._local = threading.local()
 
     def publish(self, run_id: str, event: StreamEvent) -> None:
-        if event.seq is None:
+        if event.seq is None or self._deferring():
             self._enqueue(run_id, [event])
         else:
             self._flush(run_id, [event])
 
     def publish_many(self, run_id: str, events: list[StreamEvent]) -> None:
-        """Append ``events`` to the run's stream in order; returns once they are in Redis."""
-        if events:
+        """Append ``events`` to the run's stream in order; returns once they are in Redis
+        (inside ``deferring()``: at once, with the events queued)."""
+        if not events:
+            return
+        if self._deferring():
+            self._enqueue(run_id, events)
+        else:
             self._flush(run_id, events)
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[None]:
+        """Queue this thread's durable events instead of waiting for each commit's; flush at the end."""
+        outer = self._deferring()
+        self._local.deferring = True
+        try:
+            yield
+        finally:
+            self._local.deferring = outer
+            if not outer:
+                self.flush()
+
+    def flush(self) -> None:
+        """Return once every event queued so far (by any thread of this process) is in Redis."""
+        self._flush(None, [])
+
+    def _deferring(self) -> bool:
+        return getattr(self._local, "deferring", False)
 
     def _enqueue(self, run_id: str, events: list[StreamEvent]) -> None:
         """Queue ``events`` for the sender thread."""
@@ -125,7 +159,7 @@ class RedisEventSink:
         self._queued += len(events)
         return self._queued
 
-    def _flush(self, run_id: str, events: list[StreamEvent]) -> None:
+    def _flush(self, run_id: str | None, events: list[StreamEvent]) -> None:
         """Queue ``events`` and return once they and everything before them are sent.
 
         The caller sends the queue itself when no send is in progress, rather than

@@ -34,6 +34,11 @@ def run_step(run_id: str, step_key: str, redelivered: bool = True, task: Task | 
     steps followed it here.
     """
     runtime = worker_runtime()
+    with runtime.backend.events.deferring():  # the chain's steps queue their events (streams)
+        return _run_chain(runtime, run_id, step_key, redelivered, task)
+
+
+def _run_chain(runtime: Any, run_id: str, step_key: str, redelivered: bool, task: Task | None) -> str:
     outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered)
     first = outcome
     chain = Chain(consumed_queues(task) if task is not None else frozenset())

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 
 import dist_app
+import pytest
 import redis
 
+from lg_core.engine.dispatcher import StepRef
 from lg_core.events import StreamEvent
+from lg_workers.queues import MODEL, ORCHESTRATE, TOOLS
 from lg_workers.streams import RETENTION_SECONDS, RedisEventSink, connect, stream_key
 
 
@@ -63,8 +67,18 @@ def test_one_commits_events_reach_the_stream_in_one_round_trip_in_order(redis_se
     assert 0 < ttl <= RETENTION_SECONDS  # the terminal event in the batch starts the stream's expiry
 
 
-def test_a_runs_stream_holds_its_durable_events_in_commit_order(dist):
-    dist.start_workers()
+@pytest.mark.parametrize(
+    "deployment",
+    [
+        pytest.param({"one": (ORCHESTRATE, MODEL, TOOLS)}, id="steps-follow-in-one-task"),
+        pytest.param({"model": (ORCHESTRATE, MODEL), "tools": (TOOLS,)}, id="steps-alternate-between-workers"),
+    ],
+)
+def test_a_runs_stream_holds_its_durable_events_in_commit_order(dist, deployment):
+    # One worker: each task runs the steps that follow its own, their events queued behind
+    # each other. Two: every step's events must be in Redis before its successor is sent.
+    for queues in deployment.values():
+        dist.start_workers(queues)
     execution = dist_app.StepAgent.start_execution("Record every step.")
     run = execution.wait(timeout=60)
     assert run.completed, run.error
@@ -138,3 +152,129 @@ def test_a_forked_child_publishes_with_its_own_sender(redis_server):
 
     assert os.waitstatus_to_exitcode(status) == 0
     assert [f[b"type"] for _id, f in entries] == [b"invocation_start", b"text_delta", b"message_stop"]
+
+
+class GatedClient:
+    """A real client whose pipelines wait until the test opens the gate (Redis slow to answer)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.gate = threading.Event()
+
+    def pipeline(self, **options: object) -> object:
+        pipe = self.client.pipeline(**options)
+        execute = pipe.execute
+
+        def gated(*args, **kwargs):
+            assert self.gate.wait(60), "the test never opened the gate"
+            return execute(*args, **kwargs)
+
+        pipe.execute = gated
+        return pipe
+
+
+def _returns_within(seconds: float, action) -> bool:
+    thread = threading.Thread(target=action, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return not thread.is_alive()
+
+
+def test_inside_deferring_a_commit_does_not_wait_for_redis_and_leaving_it_sends_everything_in_order(redis_server):
+    client = connect(redis_server.url)
+    gated = GatedClient(client)
+    sink = RedisEventSink(gated)  # type: ignore[arg-type]
+    first = [StreamEvent.build("message_stop", text="one").with_seq(1)]
+    second = [StreamEvent.build("tool_call_stop", tool_call_id="call-1").with_seq(2)]
+    try:
+        assert not _returns_within(0.5, lambda: sink.publish_many("plain-run", first))  # outside: waits for Redis
+        gated.gate.set()
+        time.sleep(0.2)
+        gated.gate.clear()
+        left = threading.Event()
+
+        def chain() -> None:
+            with sink.deferring():
+                sink.publish_many("deferred-run", first)  # returns at once: queued
+                sink.publish("deferred-run", StreamEvent.build("text_delta", text="next turn"))
+                sink.publish_many("deferred-run", second)
+                left.set()
+
+        thread = threading.Thread(target=chain, daemon=True)
+        thread.start()
+        assert left.wait(5), "a commit inside deferring() waited for Redis"
+        time.sleep(0.2)
+        assert thread.is_alive(), "leaving deferring() did not wait for the queued events"
+        gated.gate.set()
+        thread.join(60)
+        entries = client.xrange(stream_key("deferred-run"))  # no wait: leaving deferring() flushed
+    finally:
+        gated.gate.set()
+        client.close()
+
+    assert [f[b"type"] for _id, f in entries] == [b"message_stop", b"text_delta", b"tool_call_stop"]
+    assert [int(f[b"seq"]) for _id, f in entries if b"seq" in f] == [1, 2]
+
+
+def test_flush_waits_for_events_another_thread_deferred(redis_server):
+    client = connect(redis_server.url)
+    sink = RedisEventSink(client)
+    deferred = threading.Event()
+    release = threading.Event()
+
+    def chain() -> None:
+        with sink.deferring():
+            sink.publish_many("other-thread-run", [StreamEvent.build("message_stop", text="x").with_seq(1)])
+            deferred.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=chain, daemon=True)
+    thread.start()
+    try:
+        assert deferred.wait(5)
+        sink.flush()  # what CeleryBackend.publish does before sending a step
+        length = client.xlen(stream_key("other-thread-run"))
+    finally:
+        release.set()
+        thread.join(60)
+        client.close()
+
+    assert length == 1
+
+
+def test_a_step_leaves_for_its_queue_only_after_the_events_queued_before_it(dist):
+    """CeleryBackend.publish flushes first: the step sent may run on another worker at
+    once, and its events must follow the ones this process still has queued."""
+    backend = dist.config.runtime().backend
+    gated = GatedClient(backend.events.client)
+    backend.events.client = gated
+    queued, release = threading.Event(), threading.Event()
+
+    def chain() -> None:
+        with backend.events.deferring():
+            backend.events.publish_many("sent-run", [StreamEvent.build("message_stop", text="x").with_seq(1)])
+            queued.set()
+            release.wait(60)
+
+    chaining = threading.Thread(target=chain, daemon=True)
+    chaining.start()
+    client = connect(dist.redis.url)
+    try:
+        assert queued.wait(5)
+        publishing = threading.Thread(
+            target=backend.publish, args=([StepRef("sent-run", "root/turn-0/tool-0", "tool", "sent-run/root")],), daemon=True
+        )
+        publishing.start()
+        publishing.join(0.5)
+        waiting, sent_early = publishing.is_alive(), client.llen(TOOLS)
+        gated.gate.set()
+        publishing.join(60)
+        events, sent = client.xlen(stream_key("sent-run")), client.llen(TOOLS)
+    finally:
+        gated.gate.set()
+        release.set()
+        chaining.join(60)
+        client.close()
+
+    assert waiting and sent_early == 0  # held back while the event could not reach Redis
+    assert (events, sent) == (1, 1)
