@@ -9,7 +9,9 @@ message itself a hop later; running the successor at once saves the hop and
 changes nothing else: the successor is claimed, executed and committed through
 the same protocol (``Engine.execute_claimed``), with its lease, its holder and
 its attempt count, exactly as if its message had arrived. Temporal's "eager
-activity execution" makes the same trade.
+activity execution" makes the same trade. The claim itself rides on the commit
+that schedules the successor (``Chain.pick``, lg_core.engine.preclaim), which
+saves the step its own claim transaction.
 
 What stays as it was:
 
@@ -76,16 +78,31 @@ class Chain:
         self.max_steps = max_steps
         self.deadline = time.monotonic() + max_seconds
         self.steps = 1
+        self.picked: StepRef | None = None  # pre-claimed by the last commit (pick)
+
+    def pick(self, offered: list[StepRef]) -> StepRef | None:
+        """The step of ``offered`` this chain will run next, asked while its commit is built.
+
+        The engine has the commit claim it (lg_core.engine.preclaim), so ``take``
+        must then return it: the claim holds it for this thread, and nobody else
+        would run it before its lease ran out.
+        """
+        self.picked = self._first_of_ours(offered)
+        return self.picked
 
     def take(self, successors: list[StepRef]) -> tuple[StepRef | None, list[StepRef]]:
         """Split ``successors`` into the one to run here next (or None) and the ones to publish."""
-        if self.steps >= self.max_steps or time.monotonic() >= self.deadline or shutting_down():
+        picked, self.picked = self.picked, None
+        following = picked if picked is not None and picked in successors else self._first_of_ours(successors)
+        if following is None:
             return None, successors
-        for index, ref in enumerate(successors):
-            if ref.task_name in _STEP_TASKS and queue_for(ref.task_name) in self.queues:
-                self.steps += 1
-                return ref, successors[:index] + successors[index + 1 :]
-        return None, successors
+        self.steps += 1
+        return following, [ref for ref in successors if ref != following]
+
+    def _first_of_ours(self, successors: list[StepRef]) -> StepRef | None:
+        if self.steps >= self.max_steps or time.monotonic() >= self.deadline or shutting_down():
+            return None
+        return next((ref for ref in successors if ref.task_name in _STEP_TASKS and queue_for(ref.task_name) in self.queues), None)
 
 
 class Announcer:

@@ -39,9 +39,10 @@ def run_step(run_id: str, step_key: str, redelivered: bool = True, task: Task | 
 
 
 def _run_chain(runtime: Any, run_id: str, step_key: str, redelivered: bool, task: Task | None) -> str:
-    outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered)
-    first = outcome
     chain = Chain(consumed_queues(task) if task is not None else frozenset())
+    # chain.pick: each commit also claims the successor that runs next here (lg_core.engine.preclaim)
+    outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered, follow=chain.pick)
+    first = outcome
     announcer = Announcer(task)
     while True:
         if outcome == "executed":
@@ -55,7 +56,7 @@ def _run_chain(runtime: Any, run_id: str, step_key: str, redelivered: bool, task
         run_id, step_key = following.run_id, following.key  # another run's, when an ending started the session's next
         announcer.start(following)
         try:
-            outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=False)
+            outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=False, follow=chain.pick)
         except BaseException as exc:
             announcer.failed(exc)
             raise

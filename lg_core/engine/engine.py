@@ -13,6 +13,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from lg_core.engine.frames import FrameCache, FrameState
 from lg_core.engine.leases import Heartbeat, StepClaimLost
 from lg_core.engine.model_turn import ModelTurn
 from lg_core.engine.opening import OPENING, Activation, Opener
+from lg_core.engine.preclaim import Follow, Preclaimed, PreclaimSlot
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE, RecentDict
 from lg_core.engine.step_failures import attempts_exhausted, failure_record, retry_delay
 from lg_core.engine.steps import StepScope, Transition, run_error_to_dict
@@ -88,6 +90,7 @@ class Engine:
         self._cancel_flags: RecentDict[str, bool] = RecentDict(run_cache_size)  # missing: poll the flag
         self._step_inputs: RecentDict[tuple[str, str], dict[str, Any] | None] = RecentDict(run_cache_size)  # missing: load the step
         self._resumed: set[tuple[str, str]] = set()
+        self._preclaims = PreclaimSlot()  # lg_core.engine.preclaim
         self._flag_polls: RecentDict[str, float] = RecentDict(run_cache_size)  # missing: poll now
         # run -> interjections pending, as of its last commit here; missing: may be pending
         self._interjections: RecentDict[str, int] = RecentDict(run_cache_size)
@@ -349,6 +352,7 @@ class Engine:
         frame: FrameState | None = None,
         step_input: Any = _UNKNOWN,
         body_entered: bool = False,
+        follow: Follow | None = None,
     ) -> list[StepRef]:
         """Run one step to its commit; returns the successors to publish.
 
@@ -357,14 +361,16 @@ class Engine:
         the frame as the claim read it (``execute_claimed``), else it is read here;
         ``step_input`` likewise the step's input, when the caller has it, and
         ``body_entered`` whether the claim found an earlier attempt's mark that the
-        step's at_most_once tool started (lg_core.engine.at_most_once).
+        step's at_most_once tool started (lg_core.engine.at_most_once). ``follow``
+        (claimed steps only) picks the successor the caller runs next, which the
+        commit then claims for it (lg_core.engine.preclaim).
         """
         run = self.run_handle(ref.run_id)
         if run is None:
             return []
         with applied(run.execution_state), executing(run.id):  # tools, callbacks and hooks see the run's ExecutionState
             try:
-                return self._execute(run, ref, attempt, claimed_by, frame, step_input, body_entered)
+                return self._execute(run, ref, attempt, claimed_by, frame, step_input, body_entered, follow)
             except StepClaimLost as lost:
                 if claimed_by is not None:
                     raise  # execute_claimed reports the attempt lost
@@ -375,7 +381,7 @@ class Engine:
 
     def _execute(
         self, run: Run, ref: StepRef, attempt: int, claimed_by: str | None, frame: FrameState | None, step_input: Any,
-        body_entered: bool,
+        body_entered: bool, follow: Follow | None = None,
     ) -> list[StepRef]:
         if claimed_by is None and run._ended_here:
             # A sibling's commit ended the run (a tool loop, a failing callback) while this
@@ -398,6 +404,7 @@ class Engine:
             input=self._input_for(ref, step_input),
             holder=claimed_by,
             body_entered=body_entered,
+            follow=follow if claimed_by else None,
         )
         if scope.frame.checkpoint.phase == OPENING:  # the run's first step after its turn came
             ended = self.opening.open(scope)
@@ -474,10 +481,15 @@ class Engine:
                 if failure is not None:
                     transition = self._ending_for(scope, failure)
                     continue
+            self._claim_successor(scope, commit)
+            committed_at = time.monotonic()
             result = self.store.commit(self.opening.with_opening(scope, commit))
             if result.applied:
                 scope.opening = None
-                return self._applied(scope, state, commit, result)
+                refs = self._applied(scope, state, commit, result)
+                if commit.claimed_successor is not None:
+                    self._preclaims.put(self._preclaimed(commit, committed_at, result))
+                return refs
             if written and result.reason == "interjection_pending":  # the run goes on: the turn is not done
                 self._withdraw_session(scope.run)
             if result.reason == "session_conflict":  # another writer changed the session: fail loudly
@@ -495,6 +507,25 @@ class Engine:
                 return []
             state = self.opening.still_ours(scope, fresh)
         raise RunStateError(f"step {scope.key!r} could not commit after {_MAX_COMMIT_ATTEMPTS} version conflicts")
+
+    def _claim_successor(self, scope: StepScope, commit: StepCommit) -> None:
+        """Have ``commit`` claim the new step the caller runs next (lg_core.engine.preclaim).
+
+        Offered: the steps of the committing frame, whose state the commit leaves
+        in this process's cache. A commit that ends the run schedules nothing.
+        """
+        commit.claimed_successor = None
+        if scope.follow is None or commit.finish is not None:
+            return
+        offered = [StepRef(commit.run_id, s.key, s.kind, s.frame_id) for s in commit.new_steps if s.frame_id == commit.frame_id]
+        picked = scope.follow(offered) if offered else None
+        if picked is not None:
+            commit.claimed_successor, commit.lease_seconds = picked.key, self.lease_seconds
+
+    def _preclaimed(self, commit: StepCommit, committed_at: float, result: CommitResult) -> Preclaimed:
+        step = next(step for step in commit.new_steps if step.key == commit.claimed_successor)
+        ref = StepRef(commit.run_id, step.key, step.kind, step.frame_id)
+        return Preclaimed(ref, step.input, self.frames.cached(step.frame_id), committed_at, result.cancel_requested)
 
     def _applied(self, scope: StepScope, state: FrameState, commit: StepCommit, result: CommitResult) -> list[StepRef]:
         first_seq, cancel_requested = result.first_seq, result.cancel_requested
@@ -596,7 +627,9 @@ class Engine:
 
     # -- distributed execution ------------------------------------------------------------
 
-    def execute_claimed(self, run_id: str, key: str, *, redelivered: bool = True) -> tuple[str, list[StepRef]]:
+    def execute_claimed(
+        self, run_id: str, key: str, *, redelivered: bool = True, follow: Follow | None = None
+    ) -> tuple[str, list[StepRef]]:
         """The task protocol (DESIGN 4.2): look up and claim (one transaction), execute, commit.
 
         Returns what happened (``executed``, ``done``, ``held``, ``missing``, ``abandoned``,
@@ -608,7 +641,14 @@ class Engine:
         announces nothing: under a backlog the copy arrives after the step ran,
         while its successors still wait in their queue, and copies of them would
         each do the same at the next turn, a chain that multiplies with fan-out.
+
+        ``follow`` picks the successor the caller runs next on this thread; the
+        commit claims it, and that call then starts with no claim of its own
+        (lg_core.engine.preclaim).
         """
+        preclaimed = self._preclaims.take(run_id, key)
+        if preclaimed is not None:
+            return self._execute_preclaimed(preclaimed, follow)
         claimed_at = time.monotonic()  # the lease runs from no earlier than this (Heartbeat.check)
         start = self._claim_and_load(run_id, key)
         step = start.step
@@ -630,25 +670,48 @@ class Engine:
         if start.attempts > self.max_step_attempts:
             self._give_up(run_id, key, start.attempts - 1, step.error)
             return "abandoned", []
-        assert start.frame is not None
+        frame_record = start.frame
+        assert frame_record is not None
+        ref = StepRef(run_id, key, step.kind, step.frame_id)
+        return self._execute_held(
+            ref, start.attempts, claimed_at, lambda: self.frames.adopt(frame_record, start.messages, start.messages_from),
+            step.input, step.body_entered_at is not None, follow,
+        )
+
+    def _execute_preclaimed(self, preclaimed: Preclaimed, follow: Follow | None) -> tuple[str, list[StepRef]]:
+        """A step its scheduling commit claimed for this thread: what the claim would have read, the commit did."""
+        ref = preclaimed.ref
+        self._flag_polls[ref.run_id] = preclaimed.claimed_at  # the commit read the cancel flag
+        if not preclaimed.cancel_requested:
+            self._clear_stale_cancel(ref.run_id)
+        frame = preclaimed.frame
+        return self._execute_held(
+            ref, 1, preclaimed.claimed_at, lambda: frame if frame is not None else self.frames.reload(ref.frame_id),
+            preclaimed.input, False, follow,
+        )
+
+    def _execute_held(
+        self, ref: StepRef, attempt: int, claimed_at: float, frame_of: Callable[[], FrameState], step_input: Any,
+        body_entered: bool, follow: Follow | None,
+    ) -> tuple[str, list[StepRef]]:
+        """Execute a step this process holds (attempt ``attempt``) to its commit, keeping its lease alive."""
         # The lease is kept alive from the claim on: rebuilding the run (its agent's import,
         # every Hook.prepare_run) may outlast a lease, and a sweeper seeing it expire would
         # hand a step its live holder is about to execute to another worker.
-        with self.heartbeat.holding(run_id, key, start.attempts, claimed_at):
+        with self.heartbeat.holding(ref.run_id, ref.key, attempt, claimed_at):
             try:
-                frame = self.frames.adopt(start.frame, start.messages, start.messages_from)
-                run = self.run_handle(run_id)  # a cancel from another process reaches its tools' context.check()
-                with self.cancel_watch.watching(run_id, run.cancellation_token if run else None):
-                    ref = StepRef(run_id, key, step.kind, step.frame_id)
+                frame = frame_of()
+                run = self.run_handle(ref.run_id)  # a cancel from another process reaches its tools' context.check()
+                with self.cancel_watch.watching(ref.run_id, run.cancellation_token if run else None):
                     refs = self.execute(
-                        ref, attempt=start.attempts, claimed_by=current_holder(), frame=frame, step_input=step.input,
-                        body_entered=step.body_entered_at is not None,
+                        ref, attempt=attempt, claimed_by=current_holder(), frame=frame, step_input=step_input,
+                        body_entered=body_entered, follow=follow,
                     )
             except StepClaimLost as lost:
-                log.warning("%s; this attempt (%d) stops", lost, start.attempts)
+                log.warning("%s; this attempt (%d) stops", lost, attempt)
                 return "lost", []
             except Exception as exc:
-                self._release_failed(run_id, key, start.attempts, exc)
+                self._release_failed(ref.run_id, ref.key, attempt, exc)
                 raise
         return "executed", refs
 

@@ -30,6 +30,7 @@ from lg_core.usage import Usage, accumulate
 
 if TYPE_CHECKING:
     from lg_core.engine.engine import Engine
+    from lg_core.engine.preclaim import Follow
     from lg_core.run import Run
 
 Transition = Callable[[FrameState], StepCommit]
@@ -51,6 +52,8 @@ class StepScope:
     holder: str | None = None
     # A worker's claim found an earlier attempt's mark that the step's at_most_once tool started.
     body_entered: bool = False
+    # Picks the successor the worker runs next, which the commit claims for it (engine/preclaim.py).
+    follow: Follow | None = None
     durable: list[EventPair] = field(default_factory=list)
     outgoing: list[StreamEvent | None] = field(default_factory=list)
     context: RunContext | None = None

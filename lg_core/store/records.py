@@ -285,6 +285,10 @@ class StepCommit:
     # Sibling steps may commit to the same frame at this moment (parallel tool calls of one turn),
     # so losing the frame's race is likely: RunStore.commit then reads its guards before writing.
     contended: bool = False
+    # The new step this commit also claims for ``holder`` (attempt 1, a lease of
+    # ``lease_seconds``), which the committing worker runs next itself: no claim of its own.
+    claimed_successor: str | None = None
+    lease_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

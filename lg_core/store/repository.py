@@ -240,7 +240,7 @@ class RunStore:
             self._insert_messages_txn(tx, commit.run_id, commit.frame_id, commit.messages, now)
             first_seq = last_seq - len(commit.events) + 1
             self._insert_events_txn(tx, commit.run_id, first_seq, commit.events, now)
-            self._insert_steps_txn(tx, commit.run_id, commit.new_steps, now, scheduled_by=commit.step_key)
+            self._insert_new_steps_txn(tx, commit, now)
             for seq in commit.consumed_interjections:
                 cursor = tx.execute("consume_interjection", {"run_id": commit.run_id, "seq": seq, "now": now, "step": commit.step_key})
                 if cursor.rowcount != 1:
@@ -286,7 +286,7 @@ class RunStore:
                         for i, (kind, data) in enumerate(commit.events)
                     ],
                 )
-                self._insert_steps_txn(tx, commit.run_id, commit.new_steps, now, scheduled_by=commit.step_key)
+                self._insert_new_steps_txn(tx, commit, now)
             last_seq, cancel_requested, interjections_pending, _applied = header.one()
         except Exception as exc:
             if getattr(exc, "sqlstate", None) != DIVISION_BY_ZERO:
@@ -390,6 +390,32 @@ class RunStore:
                 {"run_id": run_id, "seq": first_seq + i, "type": kind, "data": dumps(data), "created_at": now}
                 for i, (kind, data) in enumerate(rows)
             ],
+        )
+
+    def _insert_new_steps_txn(self, tx: Transaction, commit: StepCommit, now: float) -> None:
+        """The steps a commit schedules: in the outbox, but for the one it claims (``claimed_successor``)."""
+        scheduled = [step for step in commit.new_steps if step.key != commit.claimed_successor]
+        self._insert_steps_txn(tx, commit.run_id, scheduled, now, scheduled_by=commit.step_key)
+        if len(scheduled) == len(commit.new_steps):
+            return
+        step = next(step for step in commit.new_steps if step.key == commit.claimed_successor)
+        tx.send(
+            "insert_claimed_step",
+            {
+                "run_id": commit.run_id,
+                "key": step.key,
+                "frame_id": step.frame_id,
+                "kind": step.kind,
+                "status": "running",
+                "input": None if step.input is None else dumps(step.input),
+                "attempts": 1,
+                "created_at": now,
+                "scheduled_by": commit.step_key,
+                "holder": commit.holder,
+                "started_at": now,
+                "now": now,
+                "lease_seconds": commit.lease_seconds,
+            },
         )
 
     def _insert_steps_txn(

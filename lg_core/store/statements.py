@@ -313,6 +313,13 @@ STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         ("run_id", "key", "frame_id", "kind", "status", "input", "attempts", "created_at", "scheduled_by"),
         dispatch_after=_later("dispatch_delay"),
     ),
+    # A successor its scheduling commit also claims, for the committing worker to run next
+    # (lg_workers.continuation): as a claim leaves it, attempt 1, out of the outbox.
+    "insert_claimed_step": _insert(
+        steps,
+        ("run_id", "key", "frame_id", "kind", "status", "input", "attempts", "created_at", "scheduled_by", "holder", "started_at"),
+        lease_until=_later("lease_seconds"),
+    ),
     "insert_done_step": _insert(
         steps,
         ("run_id", "key", "frame_id", "kind", "status", "attempts", "created_at", "finished_at", "checkpoint", "event_seq"),

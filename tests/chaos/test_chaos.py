@@ -199,6 +199,34 @@ def test_c_a_crash_between_commit_and_publish_is_relayed(dist, scheduler):
     _report("worker killed between commit and publish", dist, list(turns), killed_at)
 
 
+def test_c_a_crash_after_a_commit_that_claimed_the_next_step_is_redispatched(dist, scheduler):
+    """A worker consuming every queue runs each run's steps one after another, and each commit
+    claims the next step for it (lg_core.engine.preclaim). Killed right after such a commit, it
+    leaves that step held by a dead process rather than in the outbox: the sweeper brings it back."""
+    marker = dist.tmp_path / "fault-fired"
+    every_queue = ("lg.orchestrate", "lg.model", "lg.tools")
+    # One thread: the only step in flight at the kill is the one the killed commit claimed.
+    dist.start_workers(queues=every_queue, pool="threads", concurrency=1, LG_FAULT="after_commit", LG_FAULT_ONCE=str(marker))
+    executions, turns = _start(dist_app.StepAgent, dist_app.ChargeAgent)
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.exists(), "the worker never reached the fault point"
+    killed_at = marker.stat().st_mtime
+    dist.start_workers(queues=every_queue, pool="threads", concurrency=4)
+    wait_all(executions, timeout=90)
+
+    verdict = check_runs(dist, turns)
+    _assert_sound(verdict)
+    assert verdict.repeated_calls == [] and verdict.unknown_outcomes == []
+    # The killed commit's successor was claimed by it, not left in the outbox for the relay to
+    # send (as a commit that claims nothing leaves it): its second attempt ran it.
+    retried = [s for run_id in turns for s in store_of(dist).load_steps(run_id) if s.attempts > 1]
+    assert [s.attempts for s in retried] == [2], retried
+    assert "re-dispatched" in scheduler.text()
+    _report("worker killed after a commit that claimed the next step", dist, list(turns), killed_at)
+
+
 def _queued_messages(dist) -> int:
     import redis
 

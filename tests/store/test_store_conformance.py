@@ -563,3 +563,32 @@ def test_a_completing_commit_leaves_no_open_step_either(store):
     assert store.commit(_commit(finish=RunFinish("completed", "done", None, {}, None))).applied
     assert store.load_steps("r1", open_only=True) == []
     assert store.load_step("r1", "root/x").status == "cancelled"
+
+
+# -- a commit that claims the successor its worker runs next (lg_core.engine.preclaim) ---------------
+
+
+def test_a_commit_claims_the_successor_its_worker_runs_next_and_leaves_the_others_in_the_outbox(store_url):
+    store = RunStore(store_url, relay_grace=0.0)
+    try:
+        _create(store)
+        assert store.claim_step("r1", "root/turn-0/model", "host:1:1", lease_seconds=30) == 1
+        commit = _commit(new=["root/turn-0/tool/a", "root/turn-0/tool/b"])
+        commit.holder = "host:1:1"
+        commit.claimed_successor, commit.lease_seconds = "root/turn-0/tool/a", 30.0
+        assert store.commit(commit).applied
+
+        claimed, scheduled = (store.load_step("r1", f"root/turn-0/tool/{name}") for name in ("a", "b"))
+        assert (claimed.status, claimed.holder, claimed.attempts) == ("running", "host:1:1", 1)
+        assert claimed.input == {"id": "root/turn-0/tool/a"} and claimed.scheduled_by == "root/turn-0/model"
+        assert store.clock() + 20 < claimed.lease_until <= store.clock() + 30
+        assert (scheduled.status, scheduled.holder, scheduled.attempts) == ("scheduled", None, 0)
+        time.sleep(0.02)
+        assert [due.step.key for due in store.relay_due_steps()] == ["root/turn-0/tool/b"]  # the claimed one is not due
+        # Held like any claim: nobody else takes it while its lease runs; its attempt may start its tool.
+        assert store.claim_step("r1", "root/turn-0/tool/a", "host:2:1", lease_seconds=30) is None
+        assert store.mark_body_entered("r1", "root/turn-0/tool/a", "host:1:1", 1)
+        # A dead holder's claimed successor is taken over like any step it held.
+        assert store.claim_step("r1", "root/turn-0/tool/a", "host:2:1", 30, stale_holder="host:1:1") == 2
+    finally:
+        store.close()

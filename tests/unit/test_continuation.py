@@ -130,3 +130,25 @@ def test_queued_task_events_are_sent_by_the_sender_thread_and_drained_at_shutdow
     sender.put([("task-1", "task-succeeded", {"result": "'executed'"})])
     continuation.drain_task_events(timeout=5)
     assert [event for _id, event, _fields in sent] == ["task-received", "task-succeeded"]
+
+
+def test_the_step_a_commit_claimed_is_taken_even_if_the_worker_began_to_stop_since(monkeypatch):
+    chain = Chain(BOTH)
+    assert chain.pick([TOOL_A, TOOL_B]) == TOOL_A  # the commit claims it for this thread
+    monkeypatch.setattr(state, "should_stop", 0)
+    # Nobody else would run it before its lease ran out: the chain runs it, then stops.
+    assert chain.take([TOOL_A, TOOL_B]) == (TOOL_A, [TOOL_B])
+    assert chain.take([MODEL]) == (None, [MODEL])
+
+
+def test_a_pick_whose_commit_did_not_apply_is_forgotten():
+    chain = Chain(BOTH)
+    assert chain.pick([TOOL_A]) == TOOL_A
+    assert chain.take([]) == (None, [])  # the commit lost a race: nothing was scheduled or claimed
+    assert chain.take([MODEL]) == (MODEL, [])  # no stale pick: the ordinary choice, claimed by the task
+
+
+def test_nothing_is_picked_past_the_chains_bounds():
+    chain = Chain(BOTH, max_steps=1)
+    assert chain.pick([MODEL]) is None
+    assert chain.take([MODEL]) == (None, [MODEL])
