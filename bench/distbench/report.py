@@ -190,15 +190,15 @@ def _step_cost(console: Console, step: dict[str, Any], floor: dict[str, Any]) ->
     )
     split = _table("where a step's time goes (store timestamps, medians)", "ms")
     split.add_row(
-        "commit -> next step claimed (publish events + task, broker, worker pick-up, look-up, claim)",
+        "commit -> next step claimed (0 when that commit claimed it for its own worker; else publish, broker, pick-up, claim)",
         f"{step['gap_ms']:.3f}",
     )
     split.add_row(
-        "model turn: claimed -> committed (frame read, model call, commit)",
+        "model turn: claimed -> committed (frame read or cache, model call, commit)",
         f"{step['model_exec_ms']:.3f}",
     )
     split.add_row(
-        "tool call: claimed -> committed (frame read, tool call, commit)",
+        "tool call: claimed -> committed (frame read or cache, tool call, commit)",
         f"{step['tool_exec_ms']:.3f}",
     )
     console.print(split)
