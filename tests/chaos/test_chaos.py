@@ -173,6 +173,17 @@ def test_b_redis_wiped_while_runs_are_in_flight(dist, scheduler):
     _report("redis-server restarted with its data wiped", dist, list(turns), wiped_at)
 
 
+def _start_until_the_fault(marker) -> tuple[list, dict[str, int], float]:
+    """Start a StepAgent and a ChargeAgent and wait until a worker died at its LG_FAULT point
+    (it created ``marker``); returns the executions, their turns and when it died."""
+    executions, turns = _start(dist_app.StepAgent, dist_app.ChargeAgent)
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.exists(), "no worker reached the fault point"
+    return executions, turns, marker.stat().st_mtime
+
+
 def test_c_a_crash_between_commit_and_publish_is_relayed(dist, scheduler):
     marker = dist.tmp_path / "fault-fired"
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
@@ -183,12 +194,7 @@ def test_c_a_crash_between_commit_and_publish_is_relayed(dist, scheduler):
         LG_FAULT="after_commit",
         LG_FAULT_ONCE=str(marker),
     )
-    executions, turns = _start(dist_app.StepAgent, dist_app.ChargeAgent)
-    deadline = time.monotonic() + 60
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert marker.exists(), "the tools worker never reached the fault point"
-    killed_at = marker.stat().st_mtime
+    executions, turns, killed_at = _start_until_the_fault(marker)
     dist.start_workers(queues=("lg.tools",), concurrency=2)
     wait_all(executions, timeout=90)
 
@@ -207,12 +213,7 @@ def test_c_a_crash_after_a_commit_that_claimed_the_next_step_is_redispatched(dis
     every_queue = ("lg.orchestrate", "lg.model", "lg.tools")
     # One thread: the only step in flight at the kill is the one the killed commit claimed.
     dist.start_workers(queues=every_queue, pool="threads", concurrency=1, LG_FAULT="after_commit", LG_FAULT_ONCE=str(marker))
-    executions, turns = _start(dist_app.StepAgent, dist_app.ChargeAgent)
-    deadline = time.monotonic() + 60
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert marker.exists(), "the worker never reached the fault point"
-    killed_at = marker.stat().st_mtime
+    executions, turns, killed_at = _start_until_the_fault(marker)
     dist.start_workers(queues=every_queue, pool="threads", concurrency=4)
     wait_all(executions, timeout=90)
 
