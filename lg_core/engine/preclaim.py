@@ -54,11 +54,15 @@ class PreclaimSlot(threading.local):
         self.current = preclaimed
 
     def take(self, run_id: str, key: str) -> Preclaimed | None:
-        """The pre-claim of step ``key`` of ``run_id`` made on this thread, once."""
-        current = self.current
+        """The pre-claim of step ``key`` of ``run_id`` made on this thread, once.
+
+        The slot is emptied whatever the step: a pre-claim is for the thread's very
+        next step. One left behind (its task failed before running it) is not used
+        later, when its step may come back by the sweeper with another frame.
+        """
+        current, self.current = self.current, None
         if current is None or (current.ref.run_id, current.ref.key) != (run_id, key):
             return None
-        self.current = None
         return current
 
 

@@ -8,6 +8,7 @@ import pytest
 from celery.worker import state
 
 from lg_core.engine.dispatcher import StepRef
+from lg_core.engine.preclaim import Preclaimed, PreclaimSlot
 from lg_workers.continuation import Chain, consumed_queues
 
 BOTH = frozenset({"lg.model", "lg.tools"})
@@ -152,3 +153,13 @@ def test_nothing_is_picked_past_the_chains_bounds():
     chain = Chain(BOTH, max_steps=1)
     assert chain.pick([MODEL]) is None
     assert chain.take([MODEL]) == (None, [MODEL])
+
+
+def test_a_pre_claim_serves_only_the_threads_very_next_step():
+    slot = PreclaimSlot()
+    slot.put(Preclaimed(MODEL, None, None, 0.0, False))
+    assert slot.take(MODEL.run_id, MODEL.key).ref == MODEL
+    assert slot.take(MODEL.run_id, MODEL.key) is None  # once
+    slot.put(Preclaimed(TOOL_A, None, None, 0.0, False))
+    assert slot.take("run-2", "root/turn-0/model") is None  # another step came first (the chain's task failed)
+    assert slot.take(TOOL_A.run_id, TOOL_A.key) is None  # left behind: never used later
