@@ -394,29 +394,14 @@ class RunStore:
 
     def _insert_new_steps_txn(self, tx: Transaction, commit: StepCommit, now: float) -> None:
         """The steps a commit schedules: in the outbox, but for the one it claims (``claimed_successor``)."""
-        scheduled = [step for step in commit.new_steps if step.key != commit.claimed_successor]
+        claimed = commit.claimed_successor
+        scheduled = [step for step in commit.new_steps if step.key != claimed]
         self._insert_steps_txn(tx, commit.run_id, scheduled, now, scheduled_by=commit.step_key)
-        if len(scheduled) == len(commit.new_steps):
-            return
-        step = next(step for step in commit.new_steps if step.key == commit.claimed_successor)
-        tx.send(
-            "insert_claimed_step",
-            {
-                "run_id": commit.run_id,
-                "key": step.key,
-                "frame_id": step.frame_id,
-                "kind": step.kind,
-                "status": "running",
-                "input": None if step.input is None else dumps(step.input),
-                "attempts": 1,
-                "created_at": now,
-                "scheduled_by": commit.step_key,
-                "holder": commit.holder,
-                "started_at": now,
-                "now": now,
-                "lease_seconds": commit.lease_seconds,
-            },
-        )
+        for step in commit.new_steps:
+            if step.key == claimed:  # as a claim leaves a step: running, held, attempt 1, out of the outbox
+                row = _step_row(commit.run_id, step, now, commit.step_key, status="running", attempts=1)
+                tx.send("insert_claimed_step", {**row, "holder": commit.holder, "started_at": now,
+                                                "lease_seconds": commit.lease_seconds})
 
     def _insert_steps_txn(
         self,
@@ -431,19 +416,10 @@ class RunStore:
             "insert_steps",
             [
                 {
-                    "run_id": run_id,
-                    "key": step.key,
-                    "frame_id": step.frame_id,
-                    "kind": step.kind,
-                    "status": status,
-                    "input": None if step.input is None else dumps(step.input),
-                    "attempts": 0,
+                    **_step_row(run_id, step, now, scheduled_by, status=status, attempts=0),
                     # Due for the relay a grace from now by the store's clock; a pending step is
                     # not in the outbox yet (NULL: activation sets its dispatch_after).
                     "dispatch_delay": self.relay_grace if status == "scheduled" else None,
-                    "now": now,
-                    "created_at": now,
-                    "scheduled_by": scheduled_by,
                 }
                 for step in rows
             ],
@@ -1209,6 +1185,22 @@ def _relayed_step(step: StepRecord, sends: int, grace: float, cap: float) -> Rel
         relay_backoff.waited(missed, grace, cap),
         relay_backoff.new_level(missed, grace, cap),
     )
+
+
+def _step_row(run_id: str, step: NewStep, now: float, scheduled_by: str | None, *, status: str, attempts: int) -> dict[str, Any]:
+    """The columns every inserted step row has (``now`` also feeds the store clock's expressions)."""
+    return {
+        "run_id": run_id,
+        "key": step.key,
+        "frame_id": step.frame_id,
+        "kind": step.kind,
+        "status": status,
+        "input": None if step.input is None else dumps(step.input),
+        "attempts": attempts,
+        "now": now,
+        "created_at": now,
+        "scheduled_by": scheduled_by,
+    }
 
 
 def _step_record(row: Sequence[Any]) -> StepRecord:
