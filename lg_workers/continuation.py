@@ -111,8 +111,9 @@ class Announcer:
     One batch per inline step: the previous inline step's result goes with the
     next one's "received" and "started" (a batch of task events, like the ones
     Celery's own worker sends); the chain's last result when the chain ends.
-    A sender thread publishes them, so a step does not wait for Redis (nor
-    spend its thread on kombu) between its commit and its successor's claim.
+    A sender thread publishes them, at most every ``TASK_EVENTS_LINGER``, so a
+    step does not wait for Redis (nor spend its thread on kombu) between its
+    commit and its successor's claim.
     Monitoring only: an event that cannot be sent (Redis down) never fails a step.
     """
 
@@ -178,6 +179,13 @@ class _TaskEvents:
                 pass
 
 
+# How long the sender gathers task events after a send before it sends again. Flower
+# refreshes in seconds, so 50 ms is invisible there, and it turns a message (and a
+# wake-up of the sender thread) per inline step into one per 50 ms for the whole process:
+# sending once per step cost a chain about 0.4 ms per step (bench/README.md).
+TASK_EVENTS_LINGER = 0.05
+
+
 class _Sender:
     """This process's thread sending queued task events, several steps' batches in one message.
 
@@ -185,34 +193,51 @@ class _Sender:
     restarted); a batch that cannot be sent, even because Redis cannot be
     reached to open one, is dropped, so the queue never grows. A daemon thread:
     it must not hold a worker's exit; ``drain`` gives it a moment at shutdown.
+
+    Sends are at least ``linger`` seconds apart: events queued meanwhile wait and
+    leave together. Each send costs the process's CPU (kombu builds and
+    publishes a message) and wakes this thread while the steps' threads want
+    the GIL, so one send per step was a measurable share of a worker's time
+    (bench/README.md). ``drain`` ends a linger at once.
     """
 
-    def __init__(self, app: Any, hostname: str | None) -> None:
-        self.app, self.hostname = app, hostname
+    def __init__(self, app: Any, hostname: str | None, linger: float = TASK_EVENTS_LINGER) -> None:
+        self.app, self.hostname, self.linger = app, hostname, linger
         self.events: _TaskEvents | None = None  # only the sender thread uses it
         self._queue: list[tuple[str, str, dict[str, Any]]] = []
         self._busy = False
         self._ready = threading.Condition()
+        self._hurry = threading.Event()  # set by drain: stop lingering
+        self._last_send = time.monotonic() - linger
         threading.Thread(target=self._run, name="lg-task-events", daemon=True).start()
 
     def put(self, events: list[tuple[str, str, dict[str, Any]]]) -> None:
         with self._ready:
+            idle = not self._queue  # a sender with queued events is lingering or sending: no need to wake it
             self._queue += events
-            self._ready.notify_all()
+            if idle:
+                self._ready.notify_all()
 
     def drain(self, timeout: float) -> bool:
         """Wait until everything queued is sent (True) or ``timeout`` seconds passed (False)."""
-        with self._ready:
-            return self._ready.wait_for(lambda: not self._queue and not self._busy, timeout)
+        self._hurry.set()
+        try:
+            with self._ready:
+                return self._ready.wait_for(lambda: not self._queue and not self._busy, timeout)
+        finally:
+            self._hurry.clear()
 
     def _run(self) -> None:
         while True:
             with self._ready:
                 self._ready.wait_for(lambda: self._queue)
+            self._hurry.wait(max(0.0, self._last_send + self.linger - time.monotonic()))  # at once when due
+            with self._ready:
                 batch, self._queue, self._busy = self._queue, [], True
             try:
                 self._send(batch)
             finally:
+                self._last_send = time.monotonic()
                 with self._ready:
                     self._busy = False
                     self._ready.notify_all()

@@ -163,3 +163,43 @@ def test_a_pre_claim_serves_only_the_threads_very_next_step():
     slot.put(Preclaimed(TOOL_A, None, None, 0.0, False))
     assert slot.take("run-2", "root/turn-0/model") is None  # another step came first (the chain's task failed)
     assert slot.take(TOOL_A.run_id, TOOL_A.key) is None  # left behind: never used later
+
+
+def test_task_events_queued_while_the_sender_lingers_leave_in_one_send(monkeypatch):
+    from celery import Celery
+
+    from lg_workers import continuation
+
+    sends: list[list] = []
+    monkeypatch.setattr(continuation._TaskEvents, "send", lambda self, events: sends.append(list(events)))
+    sender = continuation._Sender(Celery("linger-test", broker="memory://", set_as_current=False), "worker@linger", linger=0.5)
+    sender.put([("task-1", "task-received", {})])
+    deadline = time.monotonic() + 5
+    while not sends and time.monotonic() < deadline:
+        time.sleep(0.01)  # the first send goes out at once
+    for index in range(2, 6):  # steps that follow within the linger
+        sender.put([(f"task-{index}", "task-started", {})])
+    time.sleep(0.2)
+    assert len(sends) == 1, "the sender sent again before its linger was over"
+    assert sender.drain(timeout=5)
+
+    assert [[task_id for task_id, _event, _fields in batch] for batch in sends] == [
+        ["task-1"],
+        ["task-2", "task-3", "task-4", "task-5"],
+    ]
+
+
+def test_draining_at_shutdown_does_not_wait_for_the_linger(monkeypatch):
+    from celery import Celery
+
+    from lg_workers import continuation
+
+    sent: list = []
+    monkeypatch.setattr(continuation._TaskEvents, "send", lambda self, events: sent.extend(events))
+    sender = continuation._Sender(Celery("hurry-test", broker="memory://", set_as_current=False), "worker@hurry", linger=60)
+    sender.put([("task-1", "task-received", {})])
+    sender.put([("task-1", "task-succeeded", {})])
+    started = time.monotonic()
+    assert sender.drain(timeout=5)
+    assert time.monotonic() - started < 5
+    assert [event for _id, event, _fields in sent] == ["task-received", "task-succeeded"]
