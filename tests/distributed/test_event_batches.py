@@ -278,3 +278,48 @@ def test_a_step_leaves_for_its_queue_only_after_the_events_queued_before_it(dist
 
     assert waiting and sent_early == 0  # held back while the event could not reach Redis
     assert (events, sent) == (1, 1)
+
+
+def test_live_events_queued_while_the_sender_lingers_leave_together_within_the_linger(redis_server):
+    client = connect(redis_server.url)
+    counting = CountingClient(client)
+    sink = RedisEventSink(counting, linger=1.0)  # type: ignore[arg-type]
+    key = stream_key("lingering-run")
+
+    def wait_for_length(length: int, seconds: float) -> float:
+        started = time.monotonic()
+        while client.xlen(key) < length and time.monotonic() - started < seconds:
+            time.sleep(0.01)
+        return time.monotonic() - started
+
+    try:
+        sink.publish("lingering-run", StreamEvent.build("text_delta", text="first "))
+        wait_for_length(1, 5)  # the first leaves at once
+        for word in ("two ", "three ", "four"):
+            sink.publish("lingering-run", StreamEvent.build("text_delta", text=word))
+        early = client.xlen(key)
+        waited = wait_for_length(4, 5)
+        entries = client.xrange(key)
+    finally:
+        client.close()
+
+    assert early == 1 and waited < 5  # held back, then sent once the linger was over
+    assert [json.loads(f[b"data"])["text"] for _id, f in entries] == ["first ", "two ", "three ", "four"]
+    assert counting.round_trips == 2
+
+
+def test_a_commits_flush_does_not_wait_for_the_senders_linger(redis_server):
+    client = connect(redis_server.url)
+    sink = RedisEventSink(client, linger=60)
+    try:
+        sink.publish("hurried-run", StreamEvent.build("text_delta", text="a"))  # starts the sender's linger
+        sink.publish("hurried-run", StreamEvent.build("text_delta", text="b"))
+        finished = _returns_within(
+            10, lambda: sink.publish_many("hurried-run", [StreamEvent.build("message_stop", text="ab").with_seq(1)])
+        )
+        entries = client.xrange(stream_key("hurried-run"))
+    finally:
+        client.close()
+
+    assert finished, "a durable publish waited for the sender's linger"
+    assert [f[b"type"] for _id, f in entries] == [b"text_delta", b"text_delta", b"message_stop"]
