@@ -64,7 +64,7 @@ class CpuMeter:
     until the eighteenth session: a worker with more threads than its
     connection pool keeps opens and closes connections, and the backends that
     closed took their CPU with them, so the default deployment's PostgreSQL
-    CPU read 0.6-0.9 ms per run instead of about 5.)
+    CPU read 0.6-0.9 ms per run instead of about 6.)
     """
 
     def __init__(self, groups: dict[str, int | tuple[int, ...]]) -> None:
