@@ -283,7 +283,7 @@ def test_a_step_leaves_for_its_queue_only_after_the_events_queued_before_it(dist
 def test_live_events_queued_while_the_sender_lingers_leave_together_within_the_linger(redis_server):
     client = connect(redis_server.url)
     counting = CountingClient(client)
-    sink = RedisEventSink(counting, linger=1.0)  # type: ignore[arg-type]
+    sink = RedisEventSink(counting, linger=2.0)  # type: ignore[arg-type]
     key = stream_key("lingering-run")
 
     def wait_for_length(length: int, seconds: float) -> float:
