@@ -8,6 +8,7 @@ must be replaced by the retry of the call that drew it.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 
 import psycopg
@@ -16,7 +17,7 @@ from test_store_conformance import _commit, _create  # this folder is on sys.pat
 
 from lg_core.errors import ConfigurationError
 from lg_core.store import RunStore
-from lg_core.store.database import Database
+from lg_core.store.database import POSTGRES_POOL_SIZE, Database
 from lg_core.store.statements import STATEMENTS
 
 
@@ -71,6 +72,39 @@ def test_one_drop_recycles_the_pool_at_once(pg_store, pg_url, caplog):
         assert pg_store.load_run("r1").status == "running"
         _fill_pool(pg_store, 5)  # five live connections: the dead ones were replaced, not drawn
     assert [r.getMessage() for r in caplog.records if r.name.startswith("sqlalchemy.pool")] == []
+
+
+def _backends_of_a_burst(store: RunStore, threads: int) -> set[int]:
+    """``threads`` threads each use a store connection at the same moment; the server backends they used."""
+    barrier = threading.Barrier(threads, timeout=30)
+    backends: set[int] = set()
+
+    def use_a_connection() -> None:
+        with store.db.reader() as tx:
+            tx.cursor.execute("SELECT pg_backend_pid()")
+            backends.add(tx.cursor.fetchone()[0])
+            barrier.wait()  # every thread holds its connection here at once
+
+    workers = [threading.Thread(target=use_a_connection) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert len(backends) == threads
+    return backends
+
+
+def test_a_burst_of_concurrent_steps_reuses_the_connections_of_the_last_one(pg_store):
+    """A worker's threads come and go in bursts: the connections a burst opened stay open for the next.
+
+    With a small pool and overflow, every connection beyond the pool's size
+    was closed when it was returned, and the next burst opened a new server
+    session for each (a fork and an authentication on the server every time).
+    """
+    burst = min(POSTGRES_POOL_SIZE, 25)
+    assert burst > 10  # beyond the pool size that used to close its overflow
+    first = _backends_of_a_burst(pg_store, burst)
+    assert _backends_of_a_burst(pg_store, burst) == first
 
 
 def _in_transaction(tx) -> bool:
