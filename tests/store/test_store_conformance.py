@@ -191,6 +191,40 @@ def test_a_commit_with_many_rows_stores_each_of_them_once_in_order(store):
     ]
 
 
+# Characters that SQL, JSON and PostgreSQL's array and text formats quote or escape, the word NULL,
+# an empty string and text outside ASCII.
+AWKWARD_TEXTS = ('{"a": [1, 2]}', 'back\\slash "quoted", comma', "NULL", "", "line\nbreak\ttab", "ünïcødé ✓ 🎉")
+
+
+def test_text_with_quotes_braces_and_null_words_reaches_the_store_unchanged(store):
+    _create(store)
+    commit = _commit(events=0, new=[f"root/turn-0/tool/{i}" for i in range(len(AWKWARD_TEXTS))])
+    commit.events = [("note", {"text": text}) for text in AWKWARD_TEXTS]
+    commit.messages = [(1 + i, Message(role="assistant", content=text or " ")) for i, text in enumerate(AWKWARD_TEXTS)]
+    commit.new_steps = [
+        NewStep(key=f"root/turn-0/tool/{i}", frame_id="r1/root", kind="tool", input={"text": text})
+        for i, text in enumerate(AWKWARD_TEXTS)
+    ]
+    commit.new_steps.append(NewStep(key="root/turn-0/tool/none", frame_id="r1/root", kind="tool", input=None))
+
+    assert store.commit(commit).applied
+
+    assert [e.data["text"] for e in store.load_events("r1")[1:]] == list(AWKWARD_TEXTS)
+    assert [m["content"][0]["text"] for m in store.load_messages("r1/root")[1:]] == [t or " " for t in AWKWARD_TEXTS]
+    inputs = {s.key: s.input for s in store.load_steps("r1", prefix="root/turn-0/tool/")}
+    assert inputs == {**{f"root/turn-0/tool/{i}": {"text": t} for i, t in enumerate(AWKWARD_TEXTS)}, "root/turn-0/tool/none": None}
+
+
+def test_a_commit_with_no_message_and_no_event_still_finishes_its_step(store):
+    _create(store)
+    commit = _commit(events=0)
+    commit.messages = []
+    result = store.commit(commit)
+    assert result.applied and result.first_seq == 2  # the next event's number: none was added
+    assert store.load_step("r1", "root/turn-0/model").event_seq == 1
+    assert store.load_frame("r1/root").version == 1 and len(store.load_messages("r1/root")) == 1
+
+
 def test_a_finished_run_accepts_no_more_commits(store):
     _create(store, steps=("root/turn-0/model", "root/x"))
     finish = RunFinish("completed", "done", None, {"input_tokens": 1}, {"stop_reason": "end_turn"})
