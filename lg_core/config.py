@@ -38,6 +38,7 @@ from pydantic_settings import (
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
 from lg_core.import_path import import_callable, import_failure
+from lg_core.store.database import DEFAULT_POOL_SIZE
 from lg_core.urls import safe_url
 
 ENV_PREFIX = "LG_"
@@ -145,6 +146,16 @@ class Configuration(BaseSettings):
         ),
     )
     sqlite_synchronous: str = Field("FULL", description="SQLite synchronous pragma for file stores")
+    store_pool_size: int = Field(
+        DEFAULT_POOL_SIZE,
+        ge=1,
+        le=1000,
+        description=(
+            "PostgreSQL connections a process opens at most and keeps for its next burst (a thread holds one "
+            "only while it reads or writes the store, never across a model call; more threads than this wait "
+            "their turn): size the server's max_connections for this many per process"
+        ),
+    )
     max_parallel_tools: int = Field(8, ge=1, le=256)
     run_cache_size: int = Field(
         DEFAULT_RUN_CACHE_SIZE,

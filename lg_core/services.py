@@ -103,6 +103,7 @@ class Runtime:
             synchronous=configuration.sqlite_synchronous,
             relay_grace=configuration.relay_grace,
             relay_backoff_max=configuration.relay_backoff_max,
+            pool_size=configuration.store_pool_size,
         )
         # An application's resolver (configure(model_resolver=...)) replaces the built one and stays its to close.
         self._owns_resolver = configuration.model_resolver is None

@@ -25,7 +25,7 @@ from lg_core.sessions.base import (
     count_conflict,
     session_key,
 )
-from lg_core.store.database import Database, retry_transient
+from lg_core.store.database import DEFAULT_POOL_SIZE, Database, retry_transient
 from lg_core.store.sessions import append_session_txn, load_session_txn, replace_session_txn
 from lg_core.store.statements import STATEMENTS
 
@@ -37,12 +37,23 @@ class SqlSessionStore(SessionStore):
     run store's (what the runtime does by default).
     """
 
-    def __init__(self, url: str | None = None, *, database: Database | None = None, synchronous: str = "FULL") -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        database: Database | None = None,
+        synchronous: str = "FULL",
+        pool_size: int = DEFAULT_POOL_SIZE,
+    ) -> None:
         super().__init__()
         if (url is None) == (database is None):
             raise ConfigurationError("SqlSessionStore needs exactly one of url= (a database URL) or database=")
         self.owns_database = database is None
-        self.database = database if database is not None else Database(url, synchronous=synchronous, statements=STATEMENTS)  # type: ignore[arg-type]
+        self.database = (
+            database
+            if database is not None
+            else Database(url, synchronous=synchronous, pool_size=pool_size, statements=STATEMENTS)  # type: ignore[arg-type]
+        )
         if self.owns_database:
             self.database.create_schema()
 

@@ -229,13 +229,14 @@ class Transaction:
 
 
 POSTGRES_CONNECT_TIMEOUT = 10  # seconds; see Database._create_engine
-# Most PostgreSQL connections one process holds at once, and keeps open between uses.
-# No overflow beyond it: SQLAlchemy closes an overflow connection as soon as it is
-# returned, so the 64 threads of a default ``lg worker`` over a pool of 10 (+20
-# overflow) opened a new server session every two or three runs, and each new
-# backend (fork, authentication, statements prepared again) cost PostgreSQL about
-# 5 ms of CPU per run. The peak is the same 30 as before; the pool now keeps them.
-POSTGRES_POOL_SIZE = 30
+# Most PostgreSQL connections one process holds at once, and keeps open between uses
+# (the store_pool_size setting). No overflow beyond it: SQLAlchemy closes an overflow
+# connection as soon as it is returned, so the 64 threads of a default ``lg worker``
+# over a pool of 10 (+20 overflow) opened a new server session every two or three
+# runs, and each new backend (fork, authentication, statements prepared again) cost
+# PostgreSQL about 5 ms of CPU per run. The peak is the same 30 as before; the pool
+# now keeps them.
+DEFAULT_POOL_SIZE = 30
 SQLITE_BUSY_SECONDS = 30  # how long a SQLite statement waits for another connection's lock
 DISPOSE_WAIT_SECONDS = 5.0
 
@@ -330,7 +331,14 @@ def _require_utf8(url: str, dbapi_connection: Any, _record: Any) -> None:
 class Database:
     """The engine, its dialect-specific transaction handling and statement cache."""
 
-    def __init__(self, url: str, *, synchronous: str = "FULL", statements: Mapping[str, Callable[[], ClauseElement]]) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        synchronous: str = "FULL",
+        pool_size: int = DEFAULT_POOL_SIZE,
+        statements: Mapping[str, Callable[[], ClauseElement]],
+    ) -> None:
         parsed = parse_store_url(
             url,
             "run_store {url!r} is not a database URL{reason}; use 'sqlite://' (in memory), "
@@ -347,6 +355,7 @@ class Database:
         self._synchronous = synchronous.upper()
         if self._synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(f"sqlite_synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
+        self._pool_size = pool_size
         self.engine = self._create_engine(opened)
         self._builders = dict(statements)
         self._prepared: dict[str, Prepared] = {}
@@ -385,7 +394,7 @@ class Database:
             # says otherwise (?connect_timeout=N): without one, a server or a forwarded port that
             # accepts the connection but never answers hangs every command (and a worker's step) for good.
             timeout = {} if "connect_timeout" in make_url(url).query else {"connect_timeout": POSTGRES_CONNECT_TIMEOUT}
-            engine = create_engine(url, pool_size=POSTGRES_POOL_SIZE, max_overflow=0, connect_args=timeout)
+            engine = create_engine(url, pool_size=self._pool_size, max_overflow=0, connect_args=timeout)
             # Ahead of SQLAlchemy's own first-connect work, which a non-UTF8 database breaks obscurely.
             event.listen(engine, "first_connect", functools.partial(_require_utf8, url), insert=True)
             return engine

@@ -17,7 +17,13 @@ from lg_core.content import well_formed_text
 from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
 from lg_core.store import once as once_claims
 from lg_core.store import relay_backoff
-from lg_core.store.database import Database, Submitted, Transaction, retry_transient
+from lg_core.store.database import (
+    DEFAULT_POOL_SIZE,
+    Database,
+    Submitted,
+    Transaction,
+    retry_transient,
+)
 from lg_core.store.once import OnceClaim
 from lg_core.store.records import (
     RUN_TERMINAL,
@@ -88,9 +94,15 @@ class RunStore:
     """SQLAlchemy-backed run store for SQLite (memory or file) and PostgreSQL."""
 
     def __init__(
-        self, url: str = "sqlite://", *, synchronous: str = "FULL", relay_grace: float = 30.0, relay_backoff_max: float = 300.0
+        self,
+        url: str = "sqlite://",
+        *,
+        synchronous: str = "FULL",
+        relay_grace: float = 30.0,
+        relay_backoff_max: float = 300.0,
+        pool_size: int = DEFAULT_POOL_SIZE,
     ) -> None:
-        self.db = Database(url, synchronous=synchronous, statements=STATEMENTS)
+        self.db = Database(url, synchronous=synchronous, pool_size=pool_size, statements=STATEMENTS)
         self.url = url
         self.relay_grace = relay_grace
         self.relay_backoff_max = relay_backoff_max  # the longest a step's relay back-off grows (relay_backoff)

@@ -141,6 +141,7 @@ def test_a_json_setting_that_is_not_json_names_the_variable(monkeypatch, name):
         (lambda: Configuration(lease_seconds="soon"), "lease_seconds"),
         (lambda: setattr(Configuration(), "session_store", 42), "session_store must be a provider name"),
         (lambda: setattr(Configuration(), "max_parallel_tools", "many"), "max_parallel_tools"),
+        (lambda: Configuration(store_pool_size=0), "store_pool_size: Input should be greater than or equal to 1"),
     ],
 )
 def test_a_bad_value_given_to_configuration_directly_is_a_configuration_error(make, message):
@@ -344,7 +345,9 @@ def test_the_cli_reports_a_setting_naming_a_module_that_raises_in_one_line(broke
     assert "Traceback" not in result.output
 
 
-@pytest.mark.parametrize("name", ["lease_seconds", "relay_grace", "relay_backoff_max", "max_step_attempts", "max_parallel_tools", "run_cache_size"])
+@pytest.mark.parametrize(
+    "name", ["lease_seconds", "relay_grace", "relay_backoff_max", "max_step_attempts", "max_parallel_tools", "run_cache_size", "store_pool_size"]
+)
 @pytest.mark.parametrize("text", ["yes", "on", "true", "off"])
 def test_a_yaml_boolean_is_not_taken_as_a_number(tmp_path, name, text):
     """YAML reads yes/on/true as True, which pydantic took as 1: a one-second lease from a typo."""
@@ -353,7 +356,9 @@ def test_a_yaml_boolean_is_not_taken_as_a_number(tmp_path, name, text):
         build_configuration()
 
 
-@pytest.mark.parametrize("name", ["lease_seconds", "relay_grace", "relay_backoff_max", "max_step_attempts", "max_parallel_tools", "run_cache_size"])
+@pytest.mark.parametrize(
+    "name", ["lease_seconds", "relay_grace", "relay_backoff_max", "max_step_attempts", "max_parallel_tools", "run_cache_size", "store_pool_size"]
+)
 def test_a_boolean_given_for_a_number_is_refused(name):
     with pytest.raises(ConfigurationError, match=rf"{name}: Input should be a valid (integer|number), not the boolean True"):
         Configuration(**{name: True})

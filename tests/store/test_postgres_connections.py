@@ -17,7 +17,7 @@ from test_store_conformance import _commit, _create  # this folder is on sys.pat
 
 from lg_core.errors import ConfigurationError
 from lg_core.store import RunStore
-from lg_core.store.database import POSTGRES_POOL_SIZE, Database
+from lg_core.store.database import DEFAULT_POOL_SIZE, Database
 from lg_core.store.statements import STATEMENTS
 
 
@@ -101,10 +101,37 @@ def test_a_burst_of_concurrent_steps_reuses_the_connections_of_the_last_one(pg_s
     was closed when it was returned, and the next burst opened a new server
     session for each (a fork and an authentication on the server every time).
     """
-    burst = min(POSTGRES_POOL_SIZE, 25)
+    burst = min(DEFAULT_POOL_SIZE, 25)
     assert burst > 10  # beyond the pool size that used to close its overflow
     first = _backends_of_a_burst(pg_store, burst)
     assert _backends_of_a_burst(pg_store, burst) == first
+
+
+def test_store_pool_size_bounds_the_connections_and_more_threads_wait_their_turn(pg_url, monkeypatch):
+    """LG_STORE_POOL_SIZE=3: six threads each holding a connection for a moment share three backends."""
+    from lg_core.config import build_configuration
+
+    monkeypatch.setenv("LG_RUN_STORE", pg_url)
+    monkeypatch.setenv("LG_STORE_POOL_SIZE", "3")
+    configuration = build_configuration()
+    try:
+        store = configuration.runtime().store
+        backends: list[int] = []
+
+        def hold_a_connection() -> None:
+            with store.db.reader() as tx:
+                tx.cursor.execute("SELECT pg_backend_pid(), pg_sleep(0.2)")
+                backends.append(tx.cursor.fetchone()[0])
+
+        threads = [threading.Thread(target=hold_a_connection) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert len(backends) == 6  # every thread got its turn
+        assert len(set(backends)) <= 3
+    finally:
+        configuration.close()
 
 
 def _in_transaction(tx) -> bool:
