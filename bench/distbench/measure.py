@@ -288,10 +288,28 @@ class ThroughputResult:
     cpu_ceiling_runs_per_s: float
     model_worker_busy_pct: float
     celery_only: CeleryReference | None = None
+    # achieved / ideal of every round of this deployment, in the order run; this result is the median one
+    round_ratios: list[float] = field(default_factory=list)
     ratio: float = field(init=False)
 
     def __post_init__(self) -> None:
         self.ratio = self.achieved_runs_per_s / self.ideal_runs_per_s
+
+
+def median_round(rounds: list[ThroughputResult]) -> ThroughputResult:
+    """The round whose achieved / ideal is the median of ``rounds`` (an odd number), with every round's ratio.
+
+    Why rounds: one round of 500 runs lasts about 25 s on the sized deployment,
+    and this VM has slow stretches of that order that took 5-10 points off a
+    single figure. The median of three rounds, each the full workload, is the
+    figure a slow stretch in one of them does not move (bench/engine_overhead.py
+    reports its median round for the same reason).
+    """
+    if not rounds or len(rounds) % 2 == 0:
+        raise ValueError(f"median_round needs an odd number of rounds, got {len(rounds)}")
+    chosen = sorted(rounds, key=lambda result: result.ratio)[len(rounds) // 2]
+    chosen.round_ratios = [result.ratio for result in rounds]
+    return chosen
 
 
 def measure_throughput(

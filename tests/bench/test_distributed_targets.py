@@ -2,7 +2,7 @@
 
 A throughput deployment whose ideal is beyond its CPUs is a reference row,
 never a PASS or a FAIL, and ``--strict`` does not count it; every other row is
-judged against its target.
+judged against its target. The sized deployment's figure is its median round.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+from distbench.measure import ThroughputResult, median_round  # noqa: E402
 from distbench.report import cpu_bound, targets  # noqa: E402
 
 
@@ -72,3 +73,27 @@ def test_strict_counts_only_the_rows_that_are_targets() -> None:
     )
 
     assert not any(t.passed is False for t in rows)
+
+
+def _round(achieved: float) -> ThroughputResult:
+    return ThroughputResult(
+        label="sized", deployment="", runs=500, model_threads=4, model_turns_per_run=3, model_delay_s=0.05,
+        ideal_runs_per_s=26.67, achieved_runs_per_s=achieved, overall_runs_per_s=achieved, submit_s=1.0,
+        window_s=20.0, latency_median_s=1.0, latency_p95_s=2.0, machine_busy_pct=40.0, cpu_ms_per_run={},
+        cpu_ceiling_runs_per_s=60.0, model_worker_busy_pct=20.0,
+    )
+
+
+def test_the_sized_deployment_reports_its_median_round_with_every_rounds_ratio() -> None:
+    slow, middle, fast = _round(19.0), _round(21.8), _round(22.4)
+
+    chosen = median_round([fast, slow, middle])
+
+    assert chosen is middle  # a slow stretch in one round does not decide the figure, nor a lucky one
+    assert chosen.round_ratios == [fast.ratio, slow.ratio, middle.ratio]  # in the order they ran
+
+
+@pytest.mark.parametrize("count", [0, 2])
+def test_a_median_round_needs_an_odd_number_of_rounds(count: int) -> None:
+    with pytest.raises(ValueError, match="odd number of rounds"):
+        median_round([_round(20.0) for _ in range(count)])
