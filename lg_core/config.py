@@ -38,7 +38,7 @@ from pydantic_settings import (
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
 from lg_core.import_path import import_callable, import_failure
-from lg_core.store.database import DEFAULT_POOL_SIZE
+from lg_core.store.database import DEFAULT_POOL_SIZE, expand_sqlite_home
 from lg_core.urls import safe_url
 
 ENV_PREFIX = "LG_"
@@ -201,8 +201,6 @@ class Configuration(BaseSettings):
     def _run_store_home(cls, value: str) -> str:
         """``sqlite:///~/runs.db`` names the file in the home directory, as ``LG_CONFIG=~/lg.yaml``
         does, for every process and check that reads the setting (SQLite would not expand it)."""
-        from lg_core.store.database import expand_sqlite_home
-
         return expand_sqlite_home(value)
 
     @field_validator("*", mode="before")

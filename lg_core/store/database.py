@@ -355,8 +355,7 @@ class Database:
         self._synchronous = synchronous.upper()
         if self._synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(f"sqlite_synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
-        self._pool_size = pool_size
-        self.engine = self._create_engine(opened)
+        self.engine = self._create_engine(opened, pool_size)
         self._builders = dict(statements)
         self._prepared: dict[str, Prepared] = {}
         self._lock = threading.RLock() if self.in_memory else None
@@ -368,7 +367,7 @@ class Database:
         self._in_use = 0
         self._disposed = False
 
-    def _create_engine(self, url: str) -> Engine:
+    def _create_engine(self, url: str, pool_size: int) -> Engine:
         if self.dialect_name == "sqlite":
             options: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": SQLITE_BUSY_SECONDS}}
             if self.in_memory:
@@ -394,7 +393,7 @@ class Database:
             # says otherwise (?connect_timeout=N): without one, a server or a forwarded port that
             # accepts the connection but never answers hangs every command (and a worker's step) for good.
             timeout = {} if "connect_timeout" in make_url(url).query else {"connect_timeout": POSTGRES_CONNECT_TIMEOUT}
-            engine = create_engine(url, pool_size=self._pool_size, max_overflow=0, connect_args=timeout)
+            engine = create_engine(url, pool_size=pool_size, max_overflow=0, connect_args=timeout)
             # Ahead of SQLAlchemy's own first-connect work, which a non-UTF8 database breaks obscurely.
             event.listen(engine, "first_connect", functools.partial(_require_utf8, url), insert=True)
             return engine
