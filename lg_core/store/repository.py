@@ -269,7 +269,7 @@ class RunStore:
                 tx.send("close_open_steps", {"run_id": commit.run_id, "status": ended_step_status(commit.finish.status), "now": now})
             if commit.session is not None:
                 self._append_session_txn(tx, commit.session, now)
-            activated = () if commit.finish is None else tuple(activate_after_txn(tx, commit.run_id, now, self.relay_grace))
+            activated = () if commit.finish is None else tuple(activate_after_txn(tx, commit.run_id, now, self.relay_grace, _session_of(commit)))
         return CommitResult(True, None, first_seq, bool(cancel_requested), activated, interjections_pending)
 
     def _commit_at_once(self, commit: StepCommit, checkpoint: str, now: float) -> CommitResult:
@@ -1174,6 +1174,12 @@ def _step_copy_row(step: StepRecord) -> dict[str, Any]:
         row[name] = None if row[name] is None else dumps(row[name])
     row["dispatch_after"] = None
     return row
+
+
+def _session_of(commit: StepCommit) -> tuple[str, str | None] | None:
+    """The run's ``(session_id, actor_id)`` when the commit writes its session's turn (the run's
+    own session and actor, as its row holds them), else None: the row is read."""
+    return None if commit.session is None else (commit.session.session_id, commit.session.actor_id)
 
 
 def _plain(commit: StepCommit) -> bool:

@@ -57,6 +57,18 @@ def session_busy_txn(tx: Transaction, session_id: str, actor_id: str | None) -> 
     return tx.fetchone("select_session_open_runs", _key(session_id, actor_id)) is not None
 
 
+def session_open_runs_txn(tx: Transaction, session_id: str, actor_id: str | None) -> list[Any]:
+    """``(run id, status, holder)`` of the session's running and pending runs, oldest first,
+    under the session's lock (:func:`lock_session_txn`).
+
+    The lock goes out without waiting for its answer: the read after it waits
+    for both, so a pipelined transaction makes one round trip for the two.
+    """
+    if tx.dialect_name == "postgresql":
+        tx.send("lock_session", _lock_params(session_id, actor_id))
+    return tx.fetchall("select_session_open_runs", _key(session_id, actor_id))
+
+
 def session_busy_submit(tx: Transaction, session_id: str, actor_id: str | None) -> Submitted:
     """:func:`lock_session_txn` then :func:`session_busy_txn`, sent without waiting (one row: busy).
 
@@ -77,8 +89,7 @@ def activate_next_txn(tx: Transaction, session_id: str, actor_id: str | None, no
     runs and none running (only the scheduler's stalled-session sweep would
     start them, and local runs have none).
     """
-    lock_session_txn(tx, session_id, actor_id)
-    open_runs = tx.fetchall("select_session_open_runs", _key(session_id, actor_id))
+    open_runs = session_open_runs_txn(tx, session_id, actor_id)
     if not open_runs or any(status == RUNNING for _id, status, _holder in open_runs):
         return []
     for run_id, _status, holder in open_runs:
@@ -91,12 +102,21 @@ def activate_next_txn(tx: Transaction, session_id: str, actor_id: str | None, no
     return []
 
 
-def activate_after_txn(tx: Transaction, run_id: str, now: float, grace: float) -> list[ActivatedRun]:
-    """A run just ended in this transaction: let the next run of its session start."""
-    row = tx.fetchone("select_run_session", {"run_id": run_id})
-    if row is None:
-        return []
-    return activate_next_txn(tx, row[0], row[1], now, grace)
+def activate_after_txn(
+    tx: Transaction, run_id: str, now: float, grace: float, session: tuple[str, str | None] | None = None
+) -> list[ActivatedRun]:
+    """A run just ended in this transaction: let the next run of its session start.
+
+    ``session`` is the run's ``(session_id, actor_id)`` when the caller has it
+    (a completion writing the session's turn), which spares reading it from the
+    run's row: in a pipelined commit each read is a round trip of its own.
+    """
+    if session is None:
+        row = tx.fetchone("select_run_session", {"run_id": run_id})
+        if row is None:
+            return []
+        session = (row[0], row[1])
+    return activate_next_txn(tx, session[0], session[1], now, grace)
 
 
 def stalled_sessions_txn(tx: Transaction, limit: int) -> list[tuple[str, str | None]]:
@@ -132,12 +152,18 @@ def append_session_txn(
 ) -> int | None:
     """Append while the session holds ``expected`` messages; None on success, else the stored count.
 
-    ``metadata`` None keeps the stored metadata (``{}`` for a new session). A
-    new session racing another creator loses on the primary key and is retried
-    by the caller's transaction retry, which then sees the winner's count.
+    ``metadata`` None keeps the stored metadata (``{}`` for a new session). An
+    append expecting 0 messages inserts the session's row unless it exists; a
+    creator racing another finds the winner's row and, when the winner added
+    messages, its count.
     """
     key = _key(session_id, actor_id)
     params = {**key, "expected": expected, "count": expected + len(messages), "state": dumps(state), "now": now}
+    if expected == 0 and _created(tx, key, len(messages), params["state"], dumps(metadata or {}), now):
+        # A first append usually makes the session: one statement, where the update below would
+        # find no row and then read it back before inserting (three round trips in a pipelined commit).
+        _insert_messages_txn(tx, key, 0, messages)
+        return None
     if metadata is None:
         moved = tx.execute("append_session_keep_metadata", params).rowcount
     else:
@@ -155,6 +181,13 @@ def append_session_txn(
         )
     _insert_messages_txn(tx, key, expected, messages)
     return None
+
+
+def _created(tx: Transaction, key: dict[str, str], count: int, state: str, metadata: str, now: float) -> bool:
+    """Insert the session's row unless it exists; did this insert it? (Its creator racing
+    another: the loser finds the row and goes on as an append to an existing session.)"""
+    row = {**key, "message_count": count, "state": state, "metadata": metadata, "created_at": now, "updated_at": now}
+    return tx.execute("insert_session_if_absent", row).rowcount == 1
 
 
 def replace_session_txn(
@@ -192,5 +225,6 @@ __all__ = [
     "lock_session_txn",
     "replace_session_txn",
     "session_busy_txn",
+    "session_open_runs_txn",
     "stalled_sessions_txn",
 ]

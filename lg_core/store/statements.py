@@ -31,6 +31,7 @@ from sqlalchemy import (
     union_all,
     update,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.schema import Column
@@ -73,6 +74,15 @@ def _open_step() -> ClauseElement:
 def _insert(table: object, columns: tuple[str, ...], **computed: ColumnElement[Any]) -> Callable[[], ClauseElement]:
     """An INSERT binding ``columns`` by name, and ``computed`` columns from SQL expressions."""
     return lambda: insert(table).values({**{name: bindparam(name) for name in columns}, **computed})  # type: ignore[arg-type]
+
+
+def _insert_if_absent(table: object, columns: tuple[str, ...]) -> Callable[[], ClauseElement]:
+    """An INSERT of ``columns`` that does nothing when the primary key exists (row count 0).
+
+    Built with PostgreSQL's construct, which compiles to the same ``ON CONFLICT
+    DO NOTHING`` for SQLite (3.24 and later).
+    """
+    return lambda: postgresql.insert(table).values({name: bindparam(name) for name in columns}).on_conflict_do_nothing()  # type: ignore[arg-type]
 
 
 def _bump_run(finish: bool) -> Callable[[], ClauseElement]:
@@ -801,6 +811,7 @@ SESSION_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "load_session": _load_session,
     "select_session_runner": _session_runner,
     "insert_session": _insert(sessions, SESSION_COLUMNS),
+    "insert_session_if_absent": _insert_if_absent(sessions, SESSION_COLUMNS),
     "append_session": _append_session(keep_metadata=False),
     "append_session_keep_metadata": _append_session(keep_metadata=True),
     "replace_session": lambda: update(sessions)

@@ -126,6 +126,16 @@ def test_a_new_session_accepts_only_expected_count_zero(store):
     assert store.load("conv-1", actor_id="user-7") is None
 
 
+def test_an_emptied_session_accepts_an_append_expecting_zero(store):
+    # The session exists with no messages: a first append finds it instead of creating it.
+    store.replace("conv-1", messages=[], state={"n": 0}, metadata={"channel": "web"}, actor_id="user-7")
+    snapshot = append(store, [user("again")], 0, state={"n": 1}, metadata={"channel": "app"})
+    assert ([m.text for m in snapshot.messages], snapshot.state, snapshot.metadata) == (["again"], {"n": 1}, {"channel": "app"})
+    assert store.load("conv-1", actor_id="user-7") == snapshot
+    with pytest.raises(ProtocolError, match="has 1 messages but the append expected 0"):
+        append(store, [user("late")], 0)
+
+
 def test_an_empty_append_updates_state_and_keeps_the_messages(store):
     append(store, [user("one")], 0, state={"step": 1})
     snapshot = append(store, [], 1, state={"step": 2})
