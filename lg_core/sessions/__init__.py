@@ -90,6 +90,10 @@ def build_session_store(declaration: Any, run_store: RunStore) -> tuple[SessionS
     provider = PROVIDERS.get(declaration["provider"], declaration["provider"])
     if provider is SqlSessionStore and options.get("url", run_store.url) == run_store.url:
         return SqlSessionStore(database=run_store.db), True
+    if provider is SqlSessionStore:
+        # Its own database: a pool as large as the run store's (store_pool_size), so that setting
+        # bounds every pool a process opens unless the declaration gives its own pool_size.
+        options.setdefault("pool_size", run_store.pool_size)
     try:
         return provider(**options), True
     except TypeError as exc:

@@ -104,6 +104,7 @@ class RunStore:
     ) -> None:
         self.db = Database(url, synchronous=synchronous, pool_size=pool_size, statements=STATEMENTS)
         self.url = url
+        self.pool_size = pool_size  # a SQL session store in another database opens as many (build_session_store)
         self.relay_grace = relay_grace
         self.relay_backoff_max = relay_backoff_max  # the longest a step's relay back-off grows (relay_backoff)
         self.db.create_schema()

@@ -215,6 +215,19 @@ def test_a_sql_declaration_with_the_run_store_url_shares_its_database(run_store)
     assert store.database is run_store.db
 
 
+def test_a_sql_store_in_its_own_database_opens_a_pool_as_large_as_the_run_stores(pg_url):
+    # store_pool_size bounds the connections a process opens: a session store in another
+    # PostgreSQL database must not add a pool of the default size beside a smaller one.
+    run_store = RunStore("sqlite://", pool_size=4)
+    sized, _owned = build_session_store({"provider": "sql", "url": pg_url}, run_store)
+    chosen, _owned = build_session_store({"provider": "sql", "url": pg_url, "pool_size": 2}, run_store)
+    try:
+        assert sized.database.engine.pool.size() == 4
+        assert chosen.database.engine.pool.size() == 2  # the declaration's own pool_size wins
+    finally:
+        sized.close(), chosen.close(), run_store.close()
+
+
 @pytest.mark.parametrize(
     "declaration, kind",
     [
