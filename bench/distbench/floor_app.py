@@ -14,11 +14,10 @@ builds its own sending app with :func:`create_floor_app`.
 ``durable_hop`` is the *protocol floor*: the same chain, but each task also
 does the least store work DESIGN 4.2 asks of a step, on the run store's
 PostgreSQL, with no engine around it: a claim (a conditional UPDATE of the
-step row, committed without waiting for the WAL flush, as the engine's claim
-of an idempotent step) and a durable commit (the step's result, the frame's
-version, the next step's row and one event, flushed), each one pipelined round
-trip, before it enqueues the next hop. Its time per hop is what the protocol
-costs on this machine before LittleGhost adds anything; the tables it uses
+step row, flushed, as the engine's claim) and a durable commit (the step's
+result, the frame's version, the next step's row and one event, flushed), each
+one pipelined round trip, before it enqueues the next hop. Its time per hop is
+what the protocol costs on this machine before LittleGhost adds anything; the tables it uses
 (``bench_protocol_*``) are created by :func:`create_protocol_tables`.
 """
 
@@ -123,7 +122,6 @@ def _claim(conn: psycopg.Connection, chain: str, key: int) -> None:
     with conn.pipeline():
         cursor = conn.cursor()
         cursor.execute("BEGIN")
-        cursor.execute("SET LOCAL synchronous_commit TO off")
         cursor.execute(
             "UPDATE bench_protocol_steps SET status = 'running', attempts = attempts + 1, holder = %s"
             " WHERE chain = %s AND key = %s AND status = 'scheduled' RETURNING attempts",

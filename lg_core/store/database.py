@@ -208,16 +208,6 @@ class Transaction:
     def fetchall(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         return self.execute(name, params).fetchall()
 
-    def relax_durability(self) -> None:
-        """Let this transaction's COMMIT return before its WAL is flushed (PostgreSQL only).
-
-        For writes whose loss in a database crash is harmless (e.g. the claim of an
-        idempotent step); SQLite cannot change this inside a transaction and keeps
-        its setting.
-        """
-        if self._db.dialect_name == "postgresql":
-            self.cursor.execute("SET LOCAL synchronous_commit TO OFF")
-
     def sync(self) -> None:
         """Send what is queued and wait for its results (a no-op unless pipelined)."""
         if self._pipeline is not None:
@@ -560,7 +550,7 @@ class Database:
         fixes the level before BEGIN, so the choice cannot depend on what the
         transaction reads: a caller that finds it needed the flush after all
         follows with a flushed write (RunStore.claim_and_load). PostgreSQL
-        decides inside the transaction instead (:meth:`Transaction.relax_durability`).
+        transactions always wait for their flush (see RunStore.claim_and_load why).
         """
         if pipelined and self.dialect_name == "postgresql":
             with self._pipelined_transaction() as tx:

@@ -487,23 +487,25 @@ class RunStore:
         holder's (and claim again with ``stale_holder``). Pipelined on PostgreSQL,
         BEGIN, the claim, the frame read and COMMIT go out together: one round trip.
 
-        Every claim commits without waiting for its WAL flush (PostgreSQL
-        ``synchronous_commit`` off for this transaction, SQLite ``defer_flush``).
-        A database crash that loses a claim only makes its step look scheduled
-        again, which loses nothing: the step's own commit is flushed, and flushing
-        it flushes the claim before it (the log is written in order), so a claim
-        whose step committed is never lost. An ``at_most_once`` call relies on no
-        claim either: what a later attempt decides by is the mark the attempt
-        writes, flushed, right before the tool runs (:meth:`mark_body_entered`),
-        and that flush too makes the claim before it durable; an attempt whose
-        claim was lost cannot write its mark, as the mark needs the claim.
+        On PostgreSQL the claim is flushed like every commit. The database server
+        can crash while its clients live on: a claim lost there would let the step
+        look scheduled again while its first holder is still running it, so the
+        relay would send it to a second worker, the first holder's result could no
+        longer commit (its claim is gone), and the step's attempts would count one
+        execution fewer than ran (tests/chaos/test_postgres_crash.py).
+
+        On a SQLite file store the claim commits without waiting for its fsync
+        (``defer_flush``): it survives any killed process at once, and only a power
+        loss, which also ends every holder on that host, can lose it. An
+        ``at_most_once`` call relies on no claim either way: what a later attempt
+        decides by is the mark the attempt writes, flushed, right before the tool
+        runs (:meth:`mark_body_entered`).
         """
         params = {"run_id": run_id, "key": key, "holder": holder, "lease_seconds": lease_seconds, "now": time.time(),
                   "stale_holder": stale_holder or ""}
         guess_seq = 0 if frame_guess is None else known_messages(frame_guess)
         reads = {"run_id": run_id, "key": key, "holder": holder, "guess_frame": frame_guess or "", "guess_seq": guess_seq}
         with self.db.transaction(pipelined=True, defer_flush=True) as tx:
-            tx.relax_durability()
             claimed = tx.submit("claim_step_of_running_run", params)
             frame_rows = tx.submit("select_claimed_frame_with_tail", reads)
         row = claimed.one()  # PostgreSQL: the results of everything above, COMMIT included, arrive together

@@ -4,7 +4,8 @@ Tools log each call to $DIST_APP_LOG ("<tool> <n> <idempotency key>") so tests
 can prove which calls ran and how often. $DIST_APP_HANG names a call
 ("<tool>:<n>") that blocks after logging, and $DIST_APP_READY_DIR receives a
 file "<tool>-<n>-<pid>" when it does, so a test can kill the process that
-runs it mid-call. $DIST_APP_CLOCK_SKEW (seconds) shifts time.time in the
+runs it mid-call ($DIST_APP_HANG_SECONDS: how long it blocks, 300 by default,
+i.e. until killed). $DIST_APP_CLOCK_SKEW (seconds) shifts time.time in the
 process that imports this module: a worker on a host whose clock is off.
 """
 
@@ -61,7 +62,7 @@ def _maybe_hang(tool: str, n: int, key: str = "") -> None:
     draft = ready_dir / f".{tool}-{n}-{os.getpid()}{suffix}"
     draft.write_text(str(os.getpid()))
     draft.rename(ready_dir / draft.name[1:])  # renamed into place: a reader never sees it empty
-    threading.Event().wait(300)
+    threading.Event().wait(float(os.environ.get("DIST_APP_HANG_SECONDS") or 300))
 
 
 class StepTool(Tool):

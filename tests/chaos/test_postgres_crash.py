@@ -1,0 +1,132 @@
+"""Chaos: the run store's PostgreSQL crashes (every server process SIGKILLed) with runs in flight.
+
+Each test gets a PostgreSQL server of its own (the session's server is shared
+by every other test), kills the postmaster and all its backends at once,
+leaves it down for a moment, and starts it again on the same data directory:
+the server replays its WAL, as after a host crash. Workers, the scheduler and
+the client lose their connections meanwhile and must carry on. The invariants
+are those of every chaos test (chaos_checks): every run completes, no
+committed step runs again (each execution of a step has its own claim), an
+at_most_once tool never runs twice, and the event log has no gaps or
+duplicates.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import dist_app
+import pytest
+from chaos_checks import check_runs, describe, recovery_times, store_of, wait_all, wait_ready
+
+from lg_scheduler.stack.servers import PostgresServer
+
+pytestmark = pytest.mark.chaos
+
+DOWN_SECONDS = 1.5
+
+
+class CrashablePostgres(PostgresServer):
+    """The test suite's server, but its WAL writer sleeps 10 s (PostgreSQL's longest) instead of 0.2 s.
+
+    A transaction that commits without waiting for its WAL flush then stays in
+    the server's memory until another commit flushes it, so a crash right after
+    one loses it every time instead of only when the crash beats the WAL
+    writer: what the claim test below relies on to fail for such a claim.
+    """
+
+    def command(self, *, durable: bool | None = None) -> list[str]:
+        return [*super().command(durable=durable), "-c", "wal_writer_delay=10s"]
+
+
+@pytest.fixture
+def own_postgres():
+    server = CrashablePostgres().start()  # in a directory of its own: the postgres user cannot enter tmp_path
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(own_postgres) -> str:
+    """Overrides the session server's database: these tests crash their server."""
+    return own_postgres.create_database(f"lg_{uuid.uuid4().hex[:12]}")
+
+
+def _cluster_pids(server: PostgresServer) -> list[int]:
+    """The postmaster (first line of postmaster.pid) and every process it started."""
+    postmaster = int((server.data / "postmaster.pid").read_text().splitlines()[0])
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if parent == postmaster:
+                children.append(int(entry.name))
+    return [postmaster, *children]
+
+
+def _crash_and_restart(server: PostgresServer) -> float:
+    """SIGKILL the whole cluster at once (no shutdown checkpoint, no goodbye to any client),
+    wait DOWN_SECONDS, start it again; returns when it was restarted."""
+    for pid in _cluster_pids(server):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert server.process is not None
+    server.process.wait(timeout=10)
+    time.sleep(DOWN_SECONDS)
+    server.start()
+    assert "database system was interrupted" in server.log_path.read_text(), "PostgreSQL did not recover from a crash"
+    return time.time()
+
+
+def _assert_sound(verdict) -> None:
+    assert verdict.unfinished == [] and verdict.problems == [], "\n".join(verdict.unfinished + verdict.problems)
+
+
+def test_d_a_tool_call_running_across_a_postgres_crash_commits_once(dist, scheduler, own_postgres):
+    """The crash comes right after a tool step's claim, which must have been flushed: the call
+    outlives the outage and its holder commits its result. Had the crash lost the claim, the
+    step would look scheduled again, the relay would send it to the other tools worker (this
+    one's only thread is busy with it), and the call would run twice on one recorded claim."""
+    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=4)
+    hang = {"DIST_APP_HANG": "step:2", "DIST_APP_HANG_ONCE": "1", "DIST_APP_HANG_SECONDS": str(DOWN_SECONDS + 4)}
+    for _ in range(2):
+        dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=1, **hang)
+    execution = dist_app.StepAgent.start_execution("Run StepAgent to the end.")
+    wait_ready(dist, "step-2", 1)
+
+    _crash_and_restart(own_postgres)
+    wait_all([execution], timeout=90)
+
+    verdict = check_runs(dist, {execution.run_id: dist_app.TURNS})
+    _assert_sound(verdict)
+    assert verdict.repeated_calls == []
+    step = store_of(dist).load_step(execution.run_id, "root/turn-2/tool/call_2_0")
+    assert step is not None and step.attempts == 1, step
+
+
+def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgres):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
+    dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=4, DIST_APP_TOOL_DELAY="0.3")
+    agents = [dist_app.StepAgent, dist_app.ChargeAgent] * 3
+    executions = [agent.start_execution(f"Run {agent.__name__} to the end.") for agent in agents]
+    turns = {e.run_id: dist_app.TURNS for e in executions}
+    deadline = time.monotonic() + 60
+    while len(dist.calls()) < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(dist.calls()) >= 6, "the runs did not reach their tool calls"
+
+    restarted_at = _crash_and_restart(own_postgres)
+    wait_all(executions, timeout=120)
+
+    _assert_sound(check_runs(dist, turns))
+    print(f"\n[chaos] PostgreSQL crashed, down {DOWN_SECONDS} s: restart -> next committed step: "
+          f"{describe(recovery_times(store_of(dist), list(turns), restarted_at))}")
