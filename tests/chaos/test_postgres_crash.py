@@ -27,7 +27,10 @@ from lg_scheduler.stack.servers import PostgresServer
 
 pytestmark = pytest.mark.chaos
 
-DOWN_SECONDS = 1.5
+DOWN_SECONDS = 1.5  # shorter than the lease (3 s here): a holder keeps its step
+# Longer than a store transaction's retries (lg_core.store.database.retry_transient, about 4-9 s):
+# a worker's commit gives up, and the step comes back when its lease runs out.
+LONG_DOWN_SECONDS = 12.0
 
 
 class CrashablePostgres(PostgresServer):
@@ -71,9 +74,9 @@ def _cluster_pids(server: PostgresServer) -> list[int]:
     return [postmaster, *children]
 
 
-def _crash_and_restart(server: PostgresServer) -> float:
+def _crash_and_restart(server: PostgresServer, down_seconds: float = DOWN_SECONDS) -> float:
     """SIGKILL the whole cluster at once (no shutdown checkpoint, no goodbye to any client),
-    wait DOWN_SECONDS, start it again; returns when it was restarted."""
+    wait ``down_seconds``, start it again; returns when it was restarted."""
     for pid in _cluster_pids(server):
         try:
             os.kill(pid, signal.SIGKILL)
@@ -81,7 +84,7 @@ def _crash_and_restart(server: PostgresServer) -> float:
             pass
     assert server.process is not None
     server.process.wait(timeout=10)
-    time.sleep(DOWN_SECONDS)
+    time.sleep(down_seconds)
     server.start()
     assert "database system was interrupted" in server.log_path.read_text(), "PostgreSQL did not recover from a crash"
     return time.time()
@@ -113,7 +116,10 @@ def test_d_a_tool_call_running_across_a_postgres_crash_commits_once(dist, schedu
     assert step is not None and step.attempts == 1, step
 
 
-def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgres):
+@pytest.mark.parametrize("down_seconds", [DOWN_SECONDS, LONG_DOWN_SECONDS])
+def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgres, down_seconds):
+    """Six runs (three with an at_most_once tool) mid tool calls; the server is down briefly, or
+    long enough that the workers' commits give up and their steps come back through the scheduler."""
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
     dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=4, DIST_APP_TOOL_DELAY="0.3")
     agents = [dist_app.StepAgent, dist_app.ChargeAgent] * 3
@@ -124,9 +130,11 @@ def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgr
         time.sleep(0.05)
     assert len(dist.calls()) >= 6, "the runs did not reach their tool calls"
 
-    restarted_at = _crash_and_restart(own_postgres)
+    restarted_at = _crash_and_restart(own_postgres, down_seconds)
     wait_all(executions, timeout=120)
 
     _assert_sound(check_runs(dist, turns))
-    print(f"\n[chaos] PostgreSQL crashed, down {DOWN_SECONDS} s: restart -> next committed step: "
+    if down_seconds == LONG_DOWN_SECONDS:  # steps whose commit gave up came back through the scheduler
+        assert "raised OperationalError" in scheduler.text()
+    print(f"\n[chaos] PostgreSQL crashed, down {down_seconds} s: restart -> next committed step: "
           f"{describe(recovery_times(store_of(dist), list(turns), restarted_at))}")
