@@ -48,6 +48,7 @@ from lg_core.errors import (
 from lg_core.events import PUBLISHED_AT_ONCE, StreamEvent, checked_consumer
 from lg_core.interjections import InterjectionResult, ReplyWait
 from lg_core.store import RunRecord
+from lg_core.store.outage import StoreOutage
 
 if TYPE_CHECKING:
     from lg_core.run import Run
@@ -493,8 +494,9 @@ class Execution:
         An exception raised by the ``on_event`` consumer is re-raised here.
         """
         timeout = wait_timeout(timeout, deadline)
+        limit = None if timeout is None else time.monotonic() + timeout
         if not self.backend.wait_local(self.run_id, timeout):
-            for _event in self._drive(_wait_plan(self.run_id, timeout)):
+            for _event in self._drive(_wait_plan(self.run_id, timeout), limit=limit):
                 pass
         return self._finished_run()
 
@@ -509,7 +511,7 @@ class Execution:
         """
         timeout = wait_timeout(timeout, deadline)
         limit = None if timeout is None else time.monotonic() + timeout
-        await self._adrive(_wait_plan(self.run_id, timeout))
+        await self._adrive(_wait_plan(self.run_id, timeout), limit)
         left = None if limit is None else max(0.0, limit - time.monotonic())
         await asyncio.to_thread(self.backend.wait_local, self.run_id, left)
         return await asyncio.to_thread(self._finished_run)
@@ -618,8 +620,42 @@ class Execution:
             if until is None or r.seq <= until
         ]
 
-    def _drive(self, plan: Plan, live: LiveSource | None = None) -> Iterator[StreamEvent]:
-        """Run ``plan`` with blocking I/O, yielding what it emits; returns the plan's value."""
+    def _read_store(self, request: _Stored | _Status) -> Any:
+        return self._stored(request.after, request.until) if isinstance(request, _Stored) else self.record()
+
+    def _read_store_through_outage(self, request: _Stored | _Status, limit: float | None) -> Any:
+        """``request`` from the store, trying again while it cannot be reached (lg_core.store.outage)."""
+        outage: StoreOutage | None = None
+        while True:
+            try:
+                reply = self._read_store(request)
+            except Exception as error:  # noqa: BLE001 - StoreOutage re-raises what is not transient
+                outage = outage or StoreOutage(self.run_id, limit)
+                time.sleep(outage.pause_after(error))
+                continue
+            if outage is not None:
+                outage.ended()
+            return reply
+
+    async def _aread_store_through_outage(self, request: _Stored | _Status, limit: float | None) -> Any:
+        """:meth:`_read_store_through_outage` with the reads on a worker thread and the pauses awaited."""
+        outage: StoreOutage | None = None
+        while True:
+            try:
+                reply = await asyncio.to_thread(self._read_store, request)
+            except Exception as error:  # noqa: BLE001 - StoreOutage re-raises what is not transient
+                outage = outage or StoreOutage(self.run_id, limit)
+                await asyncio.sleep(outage.pause_after(error))
+                continue
+            if outage is not None:
+                outage.ended()
+            return reply
+
+    def _drive(self, plan: Plan, live: LiveSource | None = None, *, limit: float | None = None) -> Iterator[StreamEvent]:
+        """Run ``plan`` with blocking I/O, yielding what it emits; returns the plan's value.
+
+        A store read waits out an outage of the database, up to ``limit`` (monotonic) if given.
+        """
         reply: Any = None
         while True:
             try:
@@ -635,16 +671,15 @@ class Execution:
                 reply = live is not None and live.covers(request.position)
             elif isinstance(request, _Locate):
                 reply = _locate(live, request.seq)
-            elif isinstance(request, _Stored):
-                reply = self._stored(request.after, request.until)
-            elif isinstance(request, _Status):
-                reply = self.record()
+            elif isinstance(request, (_Stored, _Status)):
+                reply = self._read_store_through_outage(request, limit)
             else:
                 time.sleep(request.seconds)
 
-    async def _adrive_events(self, plan: Plan, live: Any = None) -> AsyncIterator[StreamEvent]:
-        """Run ``plan`` with awaitables: the live source's async reads, store queries on threads.
-        The source's connection is closed, on the loop that opened it, however the iteration ends."""
+    async def _adrive_events(self, plan: Plan, live: Any = None, limit: float | None = None) -> AsyncIterator[StreamEvent]:
+        """Run ``plan`` with awaitables: the live source's async reads, store queries on threads
+        (waiting out a database outage, up to ``limit``). The source's connection is closed, on
+        the loop that opened it, however the iteration ends."""
         reply: Any = None
         try:
             while True:
@@ -661,10 +696,8 @@ class Execution:
                     reply = live is not None and await _live_call(live, "covers", request.position)
                 elif isinstance(request, _Locate):
                     reply = await asyncio.to_thread(_locate, live, request.seq)
-                elif isinstance(request, _Stored):
-                    reply = await asyncio.to_thread(self._stored, request.after, request.until)
-                elif isinstance(request, _Status):
-                    reply = await asyncio.to_thread(self.record)
+                elif isinstance(request, (_Stored, _Status)):
+                    reply = await self._aread_store_through_outage(request, limit)
                 else:
                     await asyncio.sleep(request.seconds)
         finally:
@@ -672,8 +705,8 @@ class Execution:
             if closing is not None:
                 await closing()
 
-    async def _adrive(self, plan: Plan) -> None:
-        async for _event in self._adrive_events(plan):
+    async def _adrive(self, plan: Plan, limit: float | None = None) -> None:
+        async for _event in self._adrive_events(plan, limit=limit):
             pass
 
 

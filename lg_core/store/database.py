@@ -58,6 +58,8 @@ _TRANSIENT_MARKERS = (
     "the connection is lost",
     "connection reset by peer",
     "could not receive data from server",
+    # PostgreSQL refusing connections while it starts, recovers from a crash or shuts down (57P03)
+    "the database system is",
     # a lost race on a computed key (e.g. the next interjection number): retrying re-reads it
     "unique constraint failed",
     "duplicate key value",

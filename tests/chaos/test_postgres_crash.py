@@ -13,8 +13,10 @@ duplicates.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -90,6 +92,42 @@ def _crash_and_restart(server: PostgresServer, down_seconds: float = DOWN_SECOND
     return time.time()
 
 
+class _Watchers:
+    """Three readers of three runs, on threads: ``events()``, ``async for`` over it, and ``wait()``.
+
+    Each records what it ended with (the last event's type, the run's outcome) or what it raised.
+    """
+
+    def __init__(self, executions: list) -> None:
+        self._results: dict[str, str] = {}
+        readers = {
+            "events": lambda: [event.type for event in executions[0].events()][-1],
+            "async events": lambda: asyncio.run(_last_event_async(executions[1])),
+            "wait": lambda: executions[2].wait(timeout=120).outcome,
+        }
+        self._threads = [threading.Thread(target=self._watch, args=item, daemon=True) for item in readers.items()]
+        for thread in self._threads:
+            thread.start()
+
+    def _watch(self, name: str, read) -> None:
+        try:
+            self._results[name] = read()
+        except BaseException as exc:  # noqa: BLE001 - reported by results()
+            self._results[name] = f"raised {exc!r}"
+
+    def results(self, timeout: float) -> dict[str, str]:
+        for thread in self._threads:
+            thread.join(timeout)
+        return self._results
+
+
+async def _last_event_async(execution) -> str:
+    last = None
+    async for event in execution.events():
+        last = event.type
+    return last
+
+
 def _assert_sound(verdict) -> None:
     assert verdict.unfinished == [] and verdict.problems == [], "\n".join(verdict.unfinished + verdict.problems)
 
@@ -119,7 +157,8 @@ def test_d_a_tool_call_running_across_a_postgres_crash_commits_once(dist, schedu
 @pytest.mark.parametrize("down_seconds", [DOWN_SECONDS, LONG_DOWN_SECONDS])
 def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgres, down_seconds):
     """Six runs (three with an at_most_once tool) mid tool calls; the server is down briefly, or
-    long enough that the workers' commits give up and their steps come back through the scheduler."""
+    long enough that the workers' commits give up and their steps come back through the scheduler.
+    Readers that follow or wait for runs in this process meanwhile wait the outage out."""
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
     dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=4, DIST_APP_TOOL_DELAY="0.3")
     agents = [dist_app.StepAgent, dist_app.ChargeAgent] * 3
@@ -130,10 +169,12 @@ def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgr
         time.sleep(0.05)
     assert len(dist.calls()) >= 6, "the runs did not reach their tool calls"
 
+    watchers = _Watchers(executions[:3])  # readers in this process, following through the outage
     restarted_at = _crash_and_restart(own_postgres, down_seconds)
     wait_all(executions, timeout=120)
 
     _assert_sound(check_runs(dist, turns))
+    assert watchers.results(timeout=60) == {"events": "run_stop", "async events": "run_stop", "wait": "completed"}
     if down_seconds == LONG_DOWN_SECONDS:  # steps whose commit gave up came back through the scheduler
         assert "raised OperationalError" in scheduler.text()
     print(f"\n[chaos] PostgreSQL crashed, down {down_seconds} s: restart -> next committed step: "

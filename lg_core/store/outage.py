@@ -1,0 +1,68 @@
+"""How a reader waits out a run store it cannot reach for a while (a database restart or failover).
+
+A store transaction retries transient errors for a few seconds
+(:func:`~lg_core.store.database.retry_transient`), which covers a dropped
+connection but not a database that takes ten seconds to come back. A reader
+that follows a run (``Execution.events()``, a Server-Sent Events endpoint) or
+waits for it (``Execution.wait``) can afford to wait longer: the run goes on
+as soon as the database is back, so giving up would only turn an outage the
+workers ride out into an error in every web request watching a run. So the
+reader keeps trying, pausing longer each time, until the database answers or
+its own time runs out (a ``wait`` timeout). Errors that are not transient
+(a wrong password, a missing table) are raised at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from lg_core.errors import DeadlineExceededError
+from lg_core.store.database import is_transient
+
+log = logging.getLogger(__name__)
+
+FIRST_PAUSE_SECONDS = 0.1  # the pause after the first failed try, doubling ...
+MAX_PAUSE_SECONDS = 2.0  # ... up to this: a database back from a restart is seen within 2 s
+
+
+class StoreOutage:
+    """One reader's tries at a store read that keeps failing, and the pauses between them.
+
+    ``limit`` (a ``time.monotonic()`` instant, or None for no limit) is the
+    reader's own deadline: a pause that would end after it raises
+    DeadlineExceededError instead, as the reader would have raised at that
+    instant had the store answered.
+    """
+
+    def __init__(self, run_id: str, limit: float | None) -> None:
+        self.run_id = run_id
+        self.limit = limit
+        self.started = time.monotonic()
+        self.failures = 0
+        self._pause = FIRST_PAUSE_SECONDS
+
+    def pause_after(self, error: Exception) -> float:
+        """Seconds to wait before the next try after ``error``; raises it when it is not transient."""
+        if not is_transient(error):
+            raise error
+        self.failures += 1
+        pause, self._pause = self._pause, min(self._pause * 2, MAX_PAUSE_SECONDS)
+        if self.limit is not None and time.monotonic() + pause >= self.limit:
+            raise DeadlineExceededError(
+                f"run {self.run_id}: the run store could not be read for {self.elapsed():.1f} s ({error}) "
+                "and the wait's time is up; the run keeps going once the database is back"
+            ) from error
+        if self.failures == 1:
+            log.warning("run %s: the run store cannot be read (%s); trying again until it answers", self.run_id, error)
+        return pause
+
+    def ended(self) -> None:
+        """The store answered again after this outage."""
+        log.info("run %s: the run store answers again after %.1f s", self.run_id, self.elapsed())
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+__all__ = ["FIRST_PAUSE_SECONDS", "MAX_PAUSE_SECONDS", "StoreOutage"]

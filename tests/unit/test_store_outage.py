@@ -1,0 +1,65 @@
+"""StoreOutage: how a reader of a run waits out a database it cannot reach.
+
+tests/chaos/test_postgres_crash.py covers the same with a PostgreSQL server
+crashed under readers that follow and wait for runs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from lg_core.errors import DeadlineExceededError
+from lg_core.store.database import is_transient
+from lg_core.store.outage import FIRST_PAUSE_SECONDS, MAX_PAUSE_SECONDS, StoreOutage
+
+
+def _refused() -> OperationalError:
+    return OperationalError("SELECT 1", {}, Exception('connection to server at "127.0.0.1" failed: Connection refused'))
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "FATAL:  the database system is starting up",
+        "FATAL:  the database system is in recovery mode",
+        "FATAL:  the database system is shutting down",
+        "FATAL:  the database system is not yet accepting connections",
+    ],
+)
+def test_a_postgresql_that_is_starting_or_stopping_is_transient(message):
+    assert is_transient(Exception(message))
+
+
+def test_the_pauses_double_up_to_a_cap():
+    outage = StoreOutage("run-1", limit=None)
+    pauses = [outage.pause_after(_refused()) for _ in range(8)]
+    assert pauses[0] == FIRST_PAUSE_SECONDS
+    assert pauses == sorted(pauses) and pauses[-1] == MAX_PAUSE_SECONDS
+    assert all(later <= 2 * earlier for earlier, later in zip(pauses, pauses[1:], strict=False))
+
+
+def test_an_error_that_is_not_transient_is_raised_at_once():
+    wrong = OperationalError("SELECT 1", {}, Exception('password authentication failed for user "lg"'))
+    with pytest.raises(OperationalError, match="password authentication failed"):
+        StoreOutage("run-1", limit=None).pause_after(wrong)
+
+
+def test_a_pause_past_the_readers_deadline_raises_the_deadline_error_with_the_cause():
+    outage = StoreOutage("run-7", limit=time.monotonic() + FIRST_PAUSE_SECONDS / 2)
+    with pytest.raises(DeadlineExceededError, match="run run-7: the run store could not be read") as raised:
+        outage.pause_after(_refused())
+    assert isinstance(raised.value.__cause__, OperationalError)
+
+
+def test_a_reader_with_time_left_keeps_trying(caplog):
+    outage = StoreOutage("run-1", limit=time.monotonic() + 60)
+    with caplog.at_level("INFO", logger="lg_core.store.outage"):
+        assert outage.pause_after(_refused()) == FIRST_PAUSE_SECONDS
+        outage.pause_after(_refused())
+        outage.ended()
+    messages = [record.getMessage() for record in caplog.records]
+    assert len([m for m in messages if "cannot be read" in m]) == 1  # one warning per outage, not per try
+    assert any("answers again" in m for m in messages)
