@@ -34,6 +34,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,7 +49,7 @@ from lg_core.errors import (
 from lg_core.events import PUBLISHED_AT_ONCE, StreamEvent, checked_consumer
 from lg_core.interjections import InterjectionResult, ReplyWait
 from lg_core.store import RunRecord
-from lg_core.store.outage import StoreOutage
+from lg_core.store.outage import aread_through_outage, read_through_outage
 
 if TYPE_CHECKING:
     from lg_core.run import Run
@@ -623,34 +624,6 @@ class Execution:
     def _read_store(self, request: _Stored | _Status) -> Any:
         return self._stored(request.after, request.until) if isinstance(request, _Stored) else self.record()
 
-    def _read_store_through_outage(self, request: _Stored | _Status, limit: float | None) -> Any:
-        """``request`` from the store, trying again while it cannot be reached (lg_core.store.outage)."""
-        outage: StoreOutage | None = None
-        while True:
-            try:
-                reply = self._read_store(request)
-            except Exception as error:  # noqa: BLE001 - StoreOutage re-raises what is not transient
-                outage = outage or StoreOutage(self.run_id, limit)
-                time.sleep(outage.pause_after(error))
-                continue
-            if outage is not None:
-                outage.ended()
-            return reply
-
-    async def _aread_store_through_outage(self, request: _Stored | _Status, limit: float | None) -> Any:
-        """:meth:`_read_store_through_outage` with the reads on a worker thread and the pauses awaited."""
-        outage: StoreOutage | None = None
-        while True:
-            try:
-                reply = await asyncio.to_thread(self._read_store, request)
-            except Exception as error:  # noqa: BLE001 - StoreOutage re-raises what is not transient
-                outage = outage or StoreOutage(self.run_id, limit)
-                await asyncio.sleep(outage.pause_after(error))
-                continue
-            if outage is not None:
-                outage.ended()
-            return reply
-
     def _drive(self, plan: Plan, live: LiveSource | None = None, *, limit: float | None = None) -> Iterator[StreamEvent]:
         """Run ``plan`` with blocking I/O, yielding what it emits; returns the plan's value.
 
@@ -672,7 +645,7 @@ class Execution:
             elif isinstance(request, _Locate):
                 reply = _locate(live, request.seq)
             elif isinstance(request, (_Stored, _Status)):
-                reply = self._read_store_through_outage(request, limit)
+                reply = read_through_outage(partial(self._read_store, request), self.run_id, limit)
             else:
                 time.sleep(request.seconds)
 
@@ -697,7 +670,7 @@ class Execution:
                 elif isinstance(request, _Locate):
                     reply = await asyncio.to_thread(_locate, live, request.seq)
                 elif isinstance(request, (_Stored, _Status)):
-                    reply = await self._aread_store_through_outage(request, limit)
+                    reply = await aread_through_outage(partial(self._read_store, request), self.run_id, limit)
                 else:
                     await asyncio.sleep(request.seconds)
         finally:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lg_core.cancellation import CancellationToken
 from lg_core.content import ToolUse
 from lg_core.errors import AgentInterjectionError, CancelledError, DeadlineExceededError
 from lg_core.messages import Message
+from lg_core.store.outage import aread_through_outage, read_through_outage
 from lg_core.store.records import InterjectionAnswer
 
 if TYPE_CHECKING:
@@ -92,26 +93,35 @@ class ReplyWait:
         self._delay = FIRST_POLL_SECONDS
 
     def block(self) -> InterjectionResult:
+        """Poll until answered; a database outage is waited out (lg_core.store.outage) up to the timeout."""
         while True:
-            result = result_of(self.run_id, self.number, self.store.interjection_answer(self.run_id, self.number))
+            answer = read_through_outage(self._read, self.run_id, self._limit, self._sleep)
+            result = result_of(self.run_id, self.number, answer)
             if result is not None:
                 return result
-            pause, token = self._next_pause(), self.cancellation_token
-            if token is None:
-                time.sleep(pause)
-            elif token.wait(pause):
-                raise self._stopped()
+            self._sleep(self._next_pause())
 
     async def until_answered(self) -> InterjectionResult:
         """:meth:`block` for async code: store reads on a worker thread, never blocking the loop."""
         while True:
-            answer = await asyncio.to_thread(self.store.interjection_answer, self.run_id, self.number)
+            answer = await aread_through_outage(self._read, self.run_id, self._limit)
             result = result_of(self.run_id, self.number, answer)
             if result is not None:
                 return result
             if self.cancellation_token is not None and self.cancellation_token.cancelled:
                 raise self._stopped()
             await asyncio.sleep(self._next_pause())
+
+    def _read(self) -> Any:
+        return self.store.interjection_answer(self.run_id, self.number)
+
+    def _sleep(self, seconds: float) -> None:
+        """Pause, or raise CancelledError as soon as the cancellation token is cancelled."""
+        token = self.cancellation_token
+        if token is None:
+            time.sleep(seconds)
+        elif token.wait(seconds):
+            raise self._stopped()
 
     def _next_pause(self) -> float:
         pause, self._delay = self._delay, min(self._delay * 1.5, LONGEST_POLL_SECONDS)

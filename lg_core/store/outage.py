@@ -14,11 +14,16 @@ its own time runs out (a ``wait`` timeout). Errors that are not transient
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from lg_core.errors import DeadlineExceededError
 from lg_core.store.database import is_transient
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -65,4 +70,40 @@ class StoreOutage:
         return time.monotonic() - self.started
 
 
-__all__ = ["FIRST_PAUSE_SECONDS", "MAX_PAUSE_SECONDS", "StoreOutage"]
+def read_through_outage(
+    read: Callable[[], T], run_id: str, limit: float | None, sleep: Callable[[float], object] = time.sleep
+) -> T:
+    """``read()``, tried again after a transient failure until it answers or ``limit`` passes.
+
+    ``sleep`` pauses between tries (a caller with a cancellation token passes one that
+    raises when the token is cancelled).
+    """
+    outage: StoreOutage | None = None
+    while True:
+        try:
+            answer = read()
+        except Exception as error:  # noqa: BLE001 - pause_after re-raises what is not transient
+            outage = outage or StoreOutage(run_id, limit)
+            sleep(outage.pause_after(error))
+            continue
+        if outage is not None:
+            outage.ended()
+        return answer
+
+
+async def aread_through_outage(read: Callable[[], T], run_id: str, limit: float | None) -> T:
+    """:func:`read_through_outage` for async code: ``read`` runs on a worker thread, pauses are awaited."""
+    outage: StoreOutage | None = None
+    while True:
+        try:
+            answer = await asyncio.to_thread(read)
+        except Exception as error:  # noqa: BLE001 - pause_after re-raises what is not transient
+            outage = outage or StoreOutage(run_id, limit)
+            await asyncio.sleep(outage.pause_after(error))
+            continue
+        if outage is not None:
+            outage.ended()
+        return answer
+
+
+__all__ = ["FIRST_PAUSE_SECONDS", "MAX_PAUSE_SECONDS", "StoreOutage", "aread_through_outage", "read_through_outage"]

@@ -6,14 +6,23 @@ crashed under readers that follow and wait for runs.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from lg_core.errors import DeadlineExceededError
+from lg_core.cancellation import CancellationToken
+from lg_core.errors import CancelledError, DeadlineExceededError
+from lg_core.interjections import ReplyWait
 from lg_core.store.database import is_transient
-from lg_core.store.outage import FIRST_PAUSE_SECONDS, MAX_PAUSE_SECONDS, StoreOutage
+from lg_core.store.outage import (
+    FIRST_PAUSE_SECONDS,
+    MAX_PAUSE_SECONDS,
+    StoreOutage,
+    aread_through_outage,
+    read_through_outage,
+)
 
 
 def _refused() -> OperationalError:
@@ -63,3 +72,53 @@ def test_a_reader_with_time_left_keeps_trying(caplog):
     messages = [record.getMessage() for record in caplog.records]
     assert len([m for m in messages if "cannot be read" in m]) == 1  # one warning per outage, not per try
     assert any("answers again" in m for m in messages)
+
+
+class FlakyRead:
+    """A store read that fails transiently ``failures`` times, then answers."""
+
+    def __init__(self, failures: int, error=_refused) -> None:
+        self.failures, self.error, self.calls = failures, error, 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error()
+        return "answer"
+
+
+def test_a_read_is_tried_again_until_the_store_answers():
+    read, pauses = FlakyRead(3), []
+    assert read_through_outage(read, "run-1", limit=None, sleep=pauses.append) == "answer"
+    assert read.calls == 4 and pauses == [FIRST_PAUSE_SECONDS, 2 * FIRST_PAUSE_SECONDS, 4 * FIRST_PAUSE_SECONDS]
+
+
+def test_an_async_read_is_tried_again_until_the_store_answers(monkeypatch):
+    pauses = []
+
+    async def no_pause(seconds):
+        pauses.append(seconds)
+
+    monkeypatch.setattr("lg_core.store.outage.asyncio.sleep", no_pause)
+    read = FlakyRead(2)
+    assert asyncio.run(aread_through_outage(read, "run-1", limit=None)) == "answer"
+    assert read.calls == 3 and len(pauses) == 2
+
+
+def test_a_read_that_fails_for_good_is_not_retried():
+    read = FlakyRead(5, error=lambda: ValueError("no such table: lg_runs"))
+    with pytest.raises(ValueError, match="no such table"):
+        read_through_outage(read, "run-1", limit=None, sleep=lambda _s: None)
+    assert read.calls == 1
+
+
+def test_a_reply_wait_cancelled_during_an_outage_stops_with_cancelled_error():
+    class DownStore:
+        def interjection_answer(self, run_id, number):
+            raise _refused()
+
+    token = CancellationToken()
+    token.cancel("the user left")
+    wait = ReplyWait(DownStore(), "run-1", 1, timeout=30, cancellation_token=token)
+    with pytest.raises(CancelledError, match="the user left"):
+        wait.block()
