@@ -13,9 +13,11 @@ only if its first execution was interrupted before its commit (attempts > 1).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import statistics
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -40,6 +42,42 @@ class Verdict:
     # runs that did not complete (lost or stuck) / broken invariants (duplicates, gaps)
     unfinished: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+
+
+class Watchers:
+    """Three readers of three runs, on threads: ``events()``, ``async for`` over it, and ``wait()``.
+
+    Each records what it ended with (the last event's type, the run's outcome) or what it raised.
+    """
+
+    def __init__(self, executions: list) -> None:
+        self._results: dict[str, str] = {}
+        readers = {
+            "events": lambda: [event.type for event in executions[0].events()][-1],
+            "async events": lambda: asyncio.run(_last_event_async(executions[1])),
+            "wait": lambda: executions[2].wait(timeout=120).outcome,
+        }
+        self._threads = [threading.Thread(target=self._watch, args=item, daemon=True) for item in readers.items()]
+        for thread in self._threads:
+            thread.start()
+
+    def _watch(self, name: str, read) -> None:
+        try:
+            self._results[name] = read()
+        except BaseException as exc:  # noqa: BLE001 - reported by results()
+            self._results[name] = f"raised {exc!r}"
+
+    def results(self, timeout: float) -> dict[str, str]:
+        for thread in self._threads:
+            thread.join(timeout)
+        return self._results
+
+
+async def _last_event_async(execution) -> str:
+    last = None
+    async for event in execution.events():
+        last = event.type
+    return last
 
 
 def store_of(dist: Any) -> Any:
@@ -198,6 +236,7 @@ def _check_models(dist: Any, store: Any, turns: dict[str, int], verdict: Verdict
 __all__ = [
     "TERMINAL",
     "Verdict",
+    "Watchers",
     "check_runs",
     "describe",
     "kill_whole",

@@ -15,6 +15,7 @@ import time
 import dist_app
 import pytest
 from chaos_checks import (
+    Watchers,
     check_runs,
     describe,
     kill_whole,
@@ -26,6 +27,7 @@ from chaos_checks import (
 
 pytestmark = pytest.mark.chaos
 
+REDIS_DOWN_SECONDS = 12.0
 HANG_TOOLS = {"DIST_APP_HANG": "step:2,charge:2", "DIST_APP_HANG_ONCE": "1"}
 
 
@@ -171,6 +173,30 @@ def test_b_redis_wiped_while_runs_are_in_flight(dist, scheduler):
     assert "relayed" in scheduler.text()  # the lost messages came back from the outbox
     assert all(store_of(dist).load_run(run_id).finished_at > wiped_at for run_id in turns)
     _report("redis-server restarted with its data wiped", dist, list(turns), wiped_at)
+
+
+def test_b_redis_down_for_a_while_then_back_empty_while_runs_and_readers_go_on(dist, scheduler):
+    """Redis is gone for 12 s (workers cannot fetch or publish, readers lose the live stream),
+    then comes back with nothing in it: every run completes from the store's outbox, and the
+    readers in this process (events, async events, wait) see each run to its end."""
+    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8, supervised=True)
+    dist.start_workers(queues=("lg.tools",), concurrency=2, supervised=True, DIST_APP_TOOL_DELAY="0.3")
+    executions, turns = _start(*[dist_app.StepAgent, dist_app.ChargeAgent] * 3)
+    deadline = time.monotonic() + 60
+    while len(dist.calls()) < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    watchers = Watchers(executions[:3])
+
+    dist.redis.process.kill()
+    dist.redis.process.wait()
+    time.sleep(REDIS_DOWN_SECONDS)
+    dist.redis.restart(wipe=True)
+    back_at = time.time()
+    wait_all(executions, timeout=180)
+
+    _assert_sound(check_runs(dist, turns))
+    assert watchers.results(timeout=60) == {"events": "run_stop", "async events": "run_stop", "wait": "completed"}
+    _report(f"redis-server down {REDIS_DOWN_SECONDS:.0f} s, back empty", dist, list(turns), back_at)
 
 
 def _start_until_the_fault(marker) -> tuple[list, dict[str, int], float]:

@@ -13,17 +13,23 @@ duplicates.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import threading
 import time
 import uuid
 from pathlib import Path
 
 import dist_app
 import pytest
-from chaos_checks import check_runs, describe, recovery_times, store_of, wait_all, wait_ready
+from chaos_checks import (
+    Watchers,
+    check_runs,
+    describe,
+    recovery_times,
+    store_of,
+    wait_all,
+    wait_ready,
+)
 
 from lg_scheduler.stack.servers import PostgresServer
 
@@ -92,42 +98,6 @@ def _crash_and_restart(server: PostgresServer, down_seconds: float = DOWN_SECOND
     return time.time()
 
 
-class _Watchers:
-    """Three readers of three runs, on threads: ``events()``, ``async for`` over it, and ``wait()``.
-
-    Each records what it ended with (the last event's type, the run's outcome) or what it raised.
-    """
-
-    def __init__(self, executions: list) -> None:
-        self._results: dict[str, str] = {}
-        readers = {
-            "events": lambda: [event.type for event in executions[0].events()][-1],
-            "async events": lambda: asyncio.run(_last_event_async(executions[1])),
-            "wait": lambda: executions[2].wait(timeout=120).outcome,
-        }
-        self._threads = [threading.Thread(target=self._watch, args=item, daemon=True) for item in readers.items()]
-        for thread in self._threads:
-            thread.start()
-
-    def _watch(self, name: str, read) -> None:
-        try:
-            self._results[name] = read()
-        except BaseException as exc:  # noqa: BLE001 - reported by results()
-            self._results[name] = f"raised {exc!r}"
-
-    def results(self, timeout: float) -> dict[str, str]:
-        for thread in self._threads:
-            thread.join(timeout)
-        return self._results
-
-
-async def _last_event_async(execution) -> str:
-    last = None
-    async for event in execution.events():
-        last = event.type
-    return last
-
-
 def _assert_sound(verdict) -> None:
     assert verdict.unfinished == [] and verdict.problems == [], "\n".join(verdict.unfinished + verdict.problems)
 
@@ -169,7 +139,7 @@ def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgr
         time.sleep(0.05)
     assert len(dist.calls()) >= 6, "the runs did not reach their tool calls"
 
-    watchers = _Watchers(executions[:3])  # readers in this process, following through the outage
+    watchers = Watchers(executions[:3])  # readers in this process, following through the outage
     restarted_at = _crash_and_restart(own_postgres, down_seconds)
     wait_all(executions, timeout=120)
 
