@@ -37,7 +37,7 @@ pytestmark = pytest.mark.chaos
 
 DOWN_SECONDS = 1.5  # shorter than the lease (3 s here): a holder keeps its step
 # Longer than a store transaction's retries (lg_core.store.database.retry_transient, about 4-9 s):
-# a worker's commit gives up, and the step comes back when its lease runs out.
+# a worker's commit gives up, and its step comes back through the scheduler.
 LONG_DOWN_SECONDS = 12.0
 
 
@@ -47,7 +47,8 @@ class CrashablePostgres(PostgresServer):
     A transaction that commits without waiting for its WAL flush then stays in
     the server's memory until another commit flushes it, so a crash right after
     one loses it every time instead of only when the crash beats the WAL
-    writer: what the claim test below relies on to fail for such a claim.
+    writer, and the claim test below fails every time against claims committed
+    that way.
     """
 
     def command(self, *, durable: bool | None = None) -> list[str]:
