@@ -150,3 +150,28 @@ def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgr
         assert "raised OperationalError" in scheduler.text()
     print(f"\n[chaos] PostgreSQL crashed, down {down_seconds} s: restart -> next committed step: "
           f"{describe(recovery_times(store_of(dist), list(turns), restarted_at))}")
+
+
+def test_d_runs_queued_on_one_session_go_on_in_turn_after_a_postgres_crash(dist, scheduler, own_postgres):
+    """Three runs on one session; the server crashes while the first is in the middle of its turn
+    (a tool call held open, checking its context): the runs still go one after another, each seeing
+    every earlier run's turn, and the session holds each turn once."""
+    from test_sessions_distributed import assert_never_interleaved, session_turns
+
+    dist.start_workers(pool="threads", concurrency=8)
+    (dist.ready_dir / "hold-1").touch()
+    texts = ["first question", "second question", "third question"]
+    executions = [dist_app.SessionAgent.start_execution(text, session_id="conv-42", actor_id="user-7") for text in texts]
+    dist.wait_for_hang("gate-1")
+    assert [e.state for e in executions] == ["running", "pending", "pending"]
+
+    _crash_and_restart(own_postgres)
+    (dist.ready_dir / "hold-1").unlink()
+    runs = [e.wait(timeout=90) for e in executions]
+
+    assert [run.outcome for run in runs] == ["completed"] * 3, [run.error for run in runs]
+    assert_never_interleaved(store_of(dist), [run.id for run in runs])
+    assert [run.response for run in runs] == [
+        "seen: first question", "seen: first question | second question", "seen: first question | second question | third question",
+    ]
+    assert [role for role, _text in session_turns(dist)] == ["user", "assistant", "tool", "assistant"] * 3
