@@ -17,7 +17,8 @@
     GET  /healthz
 
 Errors: 404 unknown run, 409 interjection into a finished run, 422 bad body or
-event id. Every handler is ``async`` and uses LittleGhost's async forms
+event id, 503 (with Retry-After) while the run store cannot be reached; an
+event stream already open waits a database outage out instead. Every handler is ``async`` and uses LittleGhost's async forms
 (``start_execution_async``, ``async for ... in execution.events()``, which reads
 Redis with redis.asyncio), so a slow run never blocks the event loop; a request
 never waits for a run (the reply long poll waits at most its ``wait``). Start it (see README.md here) with
@@ -45,6 +46,7 @@ from fastapi import FastAPI, Header, HTTPException, Path, Query, Request, Respon
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.exc import OperationalError as StoreOperationalError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 import lg_core
@@ -64,6 +66,16 @@ from lg_core.execution import (
 )
 
 DEFAULT_AGENTS = "support=examples.web_agents:SupportAgent"
+STORE_RETRY_AFTER_SECONDS = 2  # Retry-After of a 503 while the run store cannot be reached
+# What a store call raises when the database cannot be reached: SQLAlchemy's error, or
+# psycopg's own from a PostgreSQL transaction sent in pipeline mode.
+STORE_UNREACHABLE: tuple[type[Exception], ...] = (StoreOperationalError,)
+try:
+    from psycopg import OperationalError as PostgresOperationalError
+except ImportError:  # a SQLite-only install
+    pass
+else:
+    STORE_UNREACHABLE += (PostgresOperationalError,)
 RunId = Annotated[str, Path(min_length=1, max_length=200, description="The run id POST /runs returned.")]
 _RESUME = "Resume after this event id (the id of the last SSE event received)."
 AfterQuery = Annotated[str | None, Query(max_length=200, description=_RESUME)]
@@ -257,6 +269,16 @@ def _add_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return _error_response({"detail": jsonable_encoder(exc.errors())}, 422)
 
+    async def store_unavailable(_request: Request, _exc: Exception) -> Response:
+        # The database is restarting or out of reach for longer than a store transaction
+        # retries (a few seconds). Nothing was started; the driver's message names the
+        # server, so it stays in the log. Event streams already open wait the outage out.
+        response = _error_response({"detail": "the run store cannot be reached right now; try again shortly"}, 503)
+        response.headers["Retry-After"] = str(STORE_RETRY_AFTER_SECONDS)
+        return response
+
+    for error in STORE_UNREACHABLE:
+        app.add_exception_handler(error, store_unavailable)
     app.add_exception_handler(RunNotFoundError, status(404))
     app.add_exception_handler(AgentInterjectionError, status(409))
     app.add_exception_handler(InvocationError, status(422))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -83,9 +84,8 @@ def _cluster_pids(server: PostgresServer) -> list[int]:
     return [postmaster, *children]
 
 
-def _crash_and_restart(server: PostgresServer, down_seconds: float = DOWN_SECONDS) -> float:
-    """SIGKILL the whole cluster at once (no shutdown checkpoint, no goodbye to any client),
-    wait ``down_seconds``, start it again; returns when it was restarted."""
+def _crash(server: PostgresServer) -> None:
+    """SIGKILL the whole cluster at once: no shutdown checkpoint, no goodbye to any client."""
     for pid in _cluster_pids(server):
         try:
             os.kill(pid, signal.SIGKILL)
@@ -93,6 +93,11 @@ def _crash_and_restart(server: PostgresServer, down_seconds: float = DOWN_SECOND
             pass
     assert server.process is not None
     server.process.wait(timeout=10)
+
+
+def _crash_and_restart(server: PostgresServer, down_seconds: float = DOWN_SECONDS) -> float:
+    """:func:`_crash`, wait ``down_seconds``, start the server again; returns when it was restarted."""
+    _crash(server)
     time.sleep(down_seconds)
     server.start()
     assert "database system was interrupted" in server.log_path.read_text(), "PostgreSQL did not recover from a crash"
@@ -175,3 +180,33 @@ def test_d_runs_queued_on_one_session_go_on_in_turn_after_a_postgres_crash(dist,
         "seen: first question", "seen: first question | second question", "seen: first question | second question | third question",
     ]
     assert [role for role, _text in session_turns(dist)] == ["user", "assistant", "tool", "assistant"] * 3
+
+
+def test_d_a_web_app_answers_503_while_postgres_is_down_and_its_event_streams_go_on(dist, scheduler, own_postgres):
+    """examples/web_app.py during an outage: a new run is refused with 503 and Retry-After (and
+    no server address in the body), while an SSE stream opened before the crash follows its run
+    through the outage to its terminal event."""
+    from test_web_app import WebApp
+
+    dist.start_workers(pool="threads", concurrency=8)
+    web = WebApp(dist)
+    try:
+        (dist.ready_dir / "hold-1").touch()
+        run_id = web.start("gates")
+        streamed: list = []
+        reader = threading.Thread(target=lambda: streamed.extend(web.events(run_id)), daemon=True)
+        reader.start()
+        dist.wait_for_hang("gate-1")
+
+        _crash(own_postgres)
+        refused = web.client.post("/runs", json={"agent": "gates", "message": "Go."})
+        own_postgres.start()
+        (dist.ready_dir / "hold-1").unlink()
+        reader.join(90)
+
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["Retry-After"] == "2" and "127.0.0.1" not in refused.text
+        assert streamed and streamed[-1].event == "run_stop", [sse.event for sse in streamed]
+        assert web.client.get(f"/runs/{run_id}").json()["outcome"] == "completed"
+    finally:
+        web.stop()
