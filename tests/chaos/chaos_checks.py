@@ -97,6 +97,15 @@ def wait_ready(dist: Any, prefix: str, count: int, timeout: float = 60) -> list[
     )
 
 
+def wait_for_calls(dist: Any, count: int, timeout: float = 60) -> None:
+    """Wait until ``count`` tool calls were logged, i.e. the runs are in the middle of their tool calls."""
+    deadline = time.monotonic() + timeout
+    while len(dist.calls()) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"only {len(dist.calls())} of {count} tool calls started in {timeout} s")
+        time.sleep(0.05)
+
+
 def kill_whole(worker: Any) -> None:
     """SIGKILL a worker and every pool child at once, as when its host or container dies."""
     children = worker.children()
@@ -244,5 +253,6 @@ __all__ = [
     "recovery_times",
     "store_of",
     "wait_all",
+    "wait_for_calls",
     "wait_ready",
 ]

@@ -22,6 +22,7 @@ from chaos_checks import (
     recovery_times,
     store_of,
     wait_all,
+    wait_for_calls,
     wait_ready,
 )
 
@@ -151,16 +152,19 @@ def test_a_whole_worker_killed_mid_tool_call_is_redispatched(dist, scheduler):
     )
 
 
-def test_b_redis_wiped_while_runs_are_in_flight(dist, scheduler):
-    # Deployed as `lg worker`: Celery sometimes gives up when the broker restarts under
-    # it (kombu fails to restore its unacked messages: "Unrecoverable error"), and
-    # the supervisor starts it again; bare Celery workers would stay down.
+def _six_runs_on_supervised_workers(dist) -> tuple[list, dict[str, int]]:
+    """Workers deployed as `lg worker` (tools slowed to 0.3 s a call) and six runs on them, three
+    with an at_most_once tool. Supervised because Celery sometimes gives up when the broker
+    restarts under it (kombu fails to restore its unacked messages: "Unrecoverable error"),
+    and the supervisor starts it again; bare Celery workers would stay down."""
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8, supervised=True)
     dist.start_workers(queues=("lg.tools",), concurrency=2, supervised=True, DIST_APP_TOOL_DELAY="0.3")
-    executions, turns = _start(*[dist_app.StepAgent, dist_app.ChargeAgent] * 3)
-    deadline = time.monotonic() + 60
-    while len(dist.calls()) < 6 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    return _start(*[dist_app.StepAgent, dist_app.ChargeAgent] * 3)
+
+
+def test_b_redis_wiped_while_runs_are_in_flight(dist, scheduler):
+    executions, turns = _six_runs_on_supervised_workers(dist)
+    wait_for_calls(dist, 6)
 
     queued = _queued_messages(dist)
     wiped_at = time.time()
@@ -179,12 +183,8 @@ def test_b_redis_down_for_a_while_then_back_empty_while_runs_and_readers_go_on(d
     """Redis is gone for 12 s (workers cannot fetch or publish, readers lose the live stream),
     then comes back with nothing in it: every run completes from the store's outbox, and the
     readers in this process (events, async events, wait) see each run to its end."""
-    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8, supervised=True)
-    dist.start_workers(queues=("lg.tools",), concurrency=2, supervised=True, DIST_APP_TOOL_DELAY="0.3")
-    executions, turns = _start(*[dist_app.StepAgent, dist_app.ChargeAgent] * 3)
-    deadline = time.monotonic() + 60
-    while len(dist.calls()) < 6 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    executions, turns = _six_runs_on_supervised_workers(dist)
+    wait_for_calls(dist, 6)
     watchers = Watchers(executions[:3])
 
     dist.redis.process.kill()

@@ -20,17 +20,9 @@ import time
 import uuid
 from pathlib import Path
 
+import chaos_checks as chaos
 import dist_app
 import pytest
-from chaos_checks import (
-    Watchers,
-    check_runs,
-    describe,
-    recovery_times,
-    store_of,
-    wait_all,
-    wait_ready,
-)
 
 from lg_scheduler.stack.servers import PostgresServer
 
@@ -118,15 +110,15 @@ def test_d_a_tool_call_running_across_a_postgres_crash_commits_once(dist, schedu
     for _ in range(2):
         dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=1, **hang)
     execution = dist_app.StepAgent.start_execution("Run StepAgent to the end.")
-    wait_ready(dist, "step-2", 1)
+    chaos.wait_ready(dist, "step-2", 1)
 
     _crash_and_restart(own_postgres)
-    wait_all([execution], timeout=90)
+    chaos.wait_all([execution], timeout=90)
 
-    verdict = check_runs(dist, {execution.run_id: dist_app.TURNS})
+    verdict = chaos.check_runs(dist, {execution.run_id: dist_app.TURNS})
     _assert_sound(verdict)
     assert verdict.repeated_calls == []
-    step = store_of(dist).load_step(execution.run_id, "root/turn-2/tool/call_2_0")
+    step = chaos.store_of(dist).load_step(execution.run_id, "root/turn-2/tool/call_2_0")
     assert step is not None and step.attempts == 1, step
 
 
@@ -140,21 +132,18 @@ def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgr
     agents = [dist_app.StepAgent, dist_app.ChargeAgent] * 3
     executions = [agent.start_execution(f"Run {agent.__name__} to the end.") for agent in agents]
     turns = {e.run_id: dist_app.TURNS for e in executions}
-    deadline = time.monotonic() + 60
-    while len(dist.calls()) < 6 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(dist.calls()) >= 6, "the runs did not reach their tool calls"
+    chaos.wait_for_calls(dist, 6)
 
-    watchers = Watchers(executions[:3])  # readers in this process, following through the outage
+    watchers = chaos.Watchers(executions[:3])  # readers in this process, following through the outage
     restarted_at = _crash_and_restart(own_postgres, down_seconds)
-    wait_all(executions, timeout=120)
+    chaos.wait_all(executions, timeout=120)
 
-    _assert_sound(check_runs(dist, turns))
+    _assert_sound(chaos.check_runs(dist, turns))
     assert watchers.results(timeout=60) == {"events": "run_stop", "async events": "run_stop", "wait": "completed"}
     if down_seconds == LONG_DOWN_SECONDS:  # steps whose commit gave up came back through the scheduler
         assert "raised OperationalError" in scheduler.text()
     print(f"\n[chaos] PostgreSQL crashed, down {down_seconds} s: restart -> next committed step: "
-          f"{describe(recovery_times(store_of(dist), list(turns), restarted_at))}")
+          f"{chaos.describe(chaos.recovery_times(chaos.store_of(dist), list(turns), restarted_at))}")
 
 
 def test_d_runs_queued_on_one_session_go_on_in_turn_after_a_postgres_crash(dist, scheduler, own_postgres):
@@ -175,7 +164,7 @@ def test_d_runs_queued_on_one_session_go_on_in_turn_after_a_postgres_crash(dist,
     runs = [e.wait(timeout=90) for e in executions]
 
     assert [run.outcome for run in runs] == ["completed"] * 3, [run.error for run in runs]
-    assert_never_interleaved(store_of(dist), [run.id for run in runs])
+    assert_never_interleaved(chaos.store_of(dist), [run.id for run in runs])
     assert [run.response for run in runs] == [
         "seen: first question", "seen: first question | second question", "seen: first question | second question | third question",
     ]
