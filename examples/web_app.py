@@ -67,8 +67,8 @@ from lg_core.execution import (
 
 DEFAULT_AGENTS = "support=examples.web_agents:SupportAgent"
 STORE_RETRY_AFTER_SECONDS = 2  # Retry-After of a 503 while the run store cannot be reached
-# What a store call raises when the database cannot be reached: SQLAlchemy's error, or
-# psycopg's own from a PostgreSQL transaction sent in pipeline mode.
+# What a store call raises when the database cannot be reached: the store runs its statements
+# on the driver's own connections, so psycopg's error reaches the caller as often as SQLAlchemy's.
 STORE_UNREACHABLE: tuple[type[Exception], ...] = (StoreOperationalError,)
 try:
     from psycopg import OperationalError as PostgresOperationalError

@@ -552,7 +552,7 @@ class Database:
         fixes the level before BEGIN, so the choice cannot depend on what the
         transaction reads: a caller that finds it needed the flush after all
         follows with a flushed write (RunStore.claim_and_load). PostgreSQL
-        transactions always wait for their flush (see RunStore.claim_and_load why).
+        transactions always wait for their flush (RunStore.claim_and_load says why).
         """
         if pipelined and self.dialect_name == "postgresql":
             with self._pipelined_transaction() as tx:
