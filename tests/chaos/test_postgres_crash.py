@@ -140,8 +140,11 @@ def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgr
 
     _assert_sound(chaos.check_runs(dist, turns))
     assert watchers.results(timeout=60) == {"events": "run_stop", "async events": "run_stop", "wait": "completed"}
-    if down_seconds == LONG_DOWN_SECONDS:  # steps whose commit gave up came back through the scheduler
-        assert "raised OperationalError" in scheduler.text()
+    if down_seconds == LONG_DOWN_SECONDS:
+        # Some step's store call gave up during the outage (Celery logs the attempt's error). Which
+        # sweep then brought the step back (relay, dead holder, released attempt) varies from run to run.
+        worker_logs = "".join(log.read_text() for log in dist.tmp_path.glob("w*.log"))
+        assert "raised unexpected: OperationalError" in worker_logs
     print(f"\n[chaos] PostgreSQL crashed, down {down_seconds} s: restart -> next committed step: "
           f"{chaos.describe(chaos.recovery_times(chaos.store_of(dist), list(turns), restarted_at))}")
 
