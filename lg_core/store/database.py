@@ -60,6 +60,10 @@ _TRANSIENT_MARKERS = (
     "could not receive data from server",
     # PostgreSQL refusing connections while it starts, recovers from a crash or shuts down (57P03)
     "the database system is",
+    # libpq's whole message when the server answers its SSL request with an error: a backend
+    # forked as the postmaster died says "terminating connection due to unexpected postmaster
+    # exit" there (seen when PostgreSQL crashed under a reader that was connecting)
+    "error response during ssl exchange",
     # a lost race on a computed key (e.g. the next interjection number): retrying re-reads it
     "unique constraint failed",
     "duplicate key value",

@@ -36,9 +36,15 @@ def _refused() -> OperationalError:
         "FATAL:  the database system is in recovery mode",
         "FATAL:  the database system is shutting down",
         "FATAL:  the database system is not yet accepting connections",
+        # what psycopg reported while a test crashed the server (tests/chaos/test_postgres_crash.py)
+        'connection failed: connection to server at "127.0.0.1", port 33721 failed: '
+        "server sent an error response during SSL exchange",
+        "terminating connection due to unexpected postmaster exit",
+        "consuming input failed: server closed the connection unexpectedly",
+        'connection failed: connection to server at "127.0.0.1", port 5432 failed: Connection refused',
     ],
 )
-def test_a_postgresql_that_is_starting_or_stopping_is_transient(message):
+def test_a_postgresql_that_is_starting_crashing_or_stopping_is_transient(message):
     assert is_transient(Exception(message))
 
 
