@@ -149,24 +149,24 @@ def sweep_leases(
     """
     now = store.clock()  # before the rows: a lease read later is judged no earlier than it is
     dead = [
-        item
+        (item, why)
         for step, relays in store.running_steps(limit)
-        if _claim_is_dead(step, now, local_liveness)
+        if (why := _why_claim_is_dead(step, now, local_liveness)) is not None
         and (item := store.mark_redispatched(step, relays, hold_off)) is not None
     ]
-    _send(publisher, [item.step for item in dead])
-    for item in dead:
-        _report_redispatched(item)
+    _send(publisher, [item.step for item, _ in dead])
+    for item, why in dead:
+        _report_redispatched(item, why)
     return len(dead)
 
 
-def _report_redispatched(item: RelayedStep) -> None:
-    """The first re-send after a claim says whose claim died; later ones are reported as the relay's."""
+def _report_redispatched(item: RelayedStep, why: str) -> None:
+    """The first re-send after a claim says why the claim died; later ones are reported as the relay's."""
     step = item.step
     if _report_backoff(item, "re-dispatched"):
         return
     if item.missed == 0:
-        log.info("re-dispatched %s of run %s (holder %s is gone)", step.key, step.run_id, step.holder)
+        log.info("re-dispatched %s of run %s (%s)", step.key, step.run_id, why)
     else:
         log.info(
             "re-dispatched %s of run %s again (no worker took it within %.0f s; queue %s)",
@@ -270,8 +270,24 @@ def activate_sessions(engine: Engine, publisher: Publisher, *, limit: int = 100)
 
 
 def _claim_is_dead(step: StepRecord, now: float, local_liveness: bool) -> bool:
-    expired = step.lease_until is None or step.lease_until < now
-    return expired or (local_liveness and holder_is_dead(step.holder))
+    return _why_claim_is_dead(step, now, local_liveness) is not None
+
+
+def _why_claim_is_dead(step: StepRecord, now: float, local_liveness: bool) -> str | None:
+    """Why the scheduler may take this claim over, for its log; None while the claim holds.
+
+    A dead process and an expired lease are told apart: a lease also expires
+    under a holder that is alive but could not renew it (its database was
+    down, its host was paused), and an operator reading "gone" there would
+    look for a crash that never happened.
+    """
+    if local_liveness and holder_is_dead(step.holder):
+        return f"holder {step.holder} is gone"
+    if step.lease_until is None:
+        return f"holder {step.holder} left no lease"
+    if step.lease_until < now:
+        return f"the lease of holder {step.holder} expired {now - step.lease_until:.1f} s ago"
+    return None
 
 
 def _has_live_step(steps: Iterable[StepRecord], now: float, local_liveness: bool) -> bool:

@@ -158,6 +158,20 @@ def test_each_backoff_level_is_reported_once_naming_the_queue_and_the_worker_to_
     assert "no worker took it within 10 s" in infos[1] and "queue lg.model" in infos[1]
 
 
+def test_an_expired_lease_is_reported_as_expired_not_as_a_dead_holder(store, caplog):
+    """A lease also runs out under a live holder that could not renew it (its database was down)."""
+    create_distributed_run(store, "r1", (("model", MODEL_KEY),))
+    assert store.claim_step("r1", MODEL_KEY, LIVE_HOLDER, lease_seconds=300) == 1
+    _sql(store, "UPDATE lg_steps SET lease_until = :t WHERE run_id = 'r1'", t=store.clock() - 30)
+
+    with caplog.at_level(logging.INFO, logger="lg_scheduler.recovery"):
+        assert sweep_leases(store, RecordingPublisher(), hold_off=HOLD_OFF) == 1
+
+    [message] = [r.getMessage() for r in caplog.records if "of run r1" in r.getMessage()]
+    assert f"the lease of holder {LIVE_HOLDER} expired 3" in message and " s ago" in message
+    assert "is gone" not in message
+
+
 def test_two_schedulers_resend_a_dead_claim_once(durable_url):
     """Both read the dead claim in the same pass; the count each read decides who sends it."""
     first, second = (RunStore(durable_url, relay_grace=GRACE, relay_backoff_max=CAP) for _ in range(2))
