@@ -46,7 +46,6 @@ from fastapi import FastAPI, Header, HTTPException, Path, Query, Request, Respon
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy.exc import OperationalError as StoreOperationalError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 import lg_core
@@ -57,6 +56,7 @@ from lg_core.errors import (
     DeadlineExceededError,
     InvocationError,
     RunNotFoundError,
+    StoreUnavailableError,
 )
 from lg_core.execution import (
     MAX_INTERJECTION_NUMBER,
@@ -67,15 +67,6 @@ from lg_core.execution import (
 
 DEFAULT_AGENTS = "support=examples.web_agents:SupportAgent"
 STORE_RETRY_AFTER_SECONDS = 2  # Retry-After of a 503 while the run store cannot be reached
-# What a store call raises when the database cannot be reached: the store runs its statements
-# on the driver's own connections, so psycopg's error reaches the caller as often as SQLAlchemy's.
-STORE_UNREACHABLE: tuple[type[Exception], ...] = (StoreOperationalError,)
-try:
-    from psycopg import OperationalError as PostgresOperationalError
-except ImportError:  # a SQLite-only install
-    pass
-else:
-    STORE_UNREACHABLE += (PostgresOperationalError,)
 RunId = Annotated[str, Path(min_length=1, max_length=200, description="The run id POST /runs returned.")]
 _RESUME = "Resume after this event id (the id of the last SSE event received)."
 AfterQuery = Annotated[str | None, Query(max_length=200, description=_RESUME)]
@@ -271,14 +262,13 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     async def store_unavailable(_request: Request, _exc: Exception) -> Response:
         # The database is restarting or out of reach for longer than a store transaction
-        # retries (a few seconds). Nothing was started; the driver's message names the
+        # retries (a few seconds). Nothing was started; the error's message names the
         # server, so it stays in the log. Event streams already open wait the outage out.
         response = _error_response({"detail": "the run store cannot be reached right now; try again shortly"}, 503)
         response.headers["Retry-After"] = str(STORE_RETRY_AFTER_SECONDS)
         return response
 
-    for error in STORE_UNREACHABLE:
-        app.add_exception_handler(error, store_unavailable)
+    app.add_exception_handler(StoreUnavailableError, store_unavailable)
     app.add_exception_handler(RunNotFoundError, status(404))
     app.add_exception_handler(AgentInterjectionError, status(409))
     app.add_exception_handler(InvocationError, status(422))

@@ -32,6 +32,7 @@
         ├── ReplayDivergenceError
         ├── RunNotFoundError
         ├── RunStateError
+        ├── StoreUnavailableError
         ├── CleanupError
         ├── ToolError
         └── AbstractMethodError
@@ -237,6 +238,16 @@ class RunStateError(Error):
     """The stored run is not in a state that allows the operation."""
 
 
+class StoreUnavailableError(Error):
+    """The run or session store's database could not be reached, even after retrying for a few seconds.
+
+    Raised by whatever needed the store (``start_execution``, ``get_execution``,
+    ``resume``, a session read); the driver's error is its ``__cause__``. What
+    was stored is intact: the same call succeeds once the database is back, and
+    runs in flight go on by themselves. A web app answers it with 503.
+    """
+
+
 class CleanupError(Error):
     """One or more managed resources failed to close."""
 
@@ -308,6 +319,7 @@ __all__ = [
     "RunNotFoundError",
     "RunStateError",
     "SandboxConfigurationError",
+    "StoreUnavailableError",
     "StructuredResultError",
     "ToolError",
     "ToolLoopError",

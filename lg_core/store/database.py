@@ -40,19 +40,21 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql import ClauseElement
 
-from lg_core.errors import ConfigurationError, RunStateError
+from lg_core.errors import ConfigurationError, RunStateError, StoreUnavailableError
 from lg_core.urls import safe_url
 
 T = TypeVar("T")
-_TRANSIENT_MARKERS = (
-    "database is locked",
-    "database table is locked",
-    "could not serialize access",
-    "deadlock detected",
+# A database that cannot be reached now: the server is down, restarting, recovering or failing
+# over, or the connection to it was dropped. A call still failing so after its retries raises
+# StoreUnavailableError.
+_UNREACHABLE_MARKERS = (
     "server closed the connection",
     "connection already closed",
     "terminating connection",
     "connection refused",
+    "connection timeout expired",  # libpq's connect_timeout: a server or network that does not answer
+    "no route to host",
+    "network is unreachable",
     # psycopg 3 on a connection the server dropped (restart, pg_terminate_backend, idle timeout)
     "the connection is closed",
     "the connection is lost",
@@ -64,34 +66,75 @@ _TRANSIENT_MARKERS = (
     # forked as the postmaster died says "terminating connection due to unexpected postmaster
     # exit" there (seen when PostgreSQL crashed under a reader that was connecting)
     "error response during ssl exchange",
+)
+# Contention that a second try of the whole transaction resolves.
+_CONTENTION_MARKERS = (
+    "database is locked",
+    "database table is locked",
+    "could not serialize access",
+    "deadlock detected",
     # a lost race on a computed key (e.g. the next interjection number): retrying re-reads it
     "unique constraint failed",
     "duplicate key value",
 )
+RETRIES = 12  # tries of one call; with the pauses below, about 4-9 s in all
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Is ``exc`` the database being out of reach (as opposed to busy, or refusing the statement)?"""
+    if isinstance(exc, StoreUnavailableError):
+        return True
+    text = str(exc).lower()
+    return any(marker in text for marker in _UNREACHABLE_MARKERS)
 
 
 def is_transient(exc: BaseException) -> bool:
+    """Would the same call succeed if tried again a little later?"""
+    if is_unreachable(exc):
+        return True
     text = str(exc).lower()
-    return any(marker in text for marker in _TRANSIENT_MARKERS)
+    return any(marker in text for marker in _CONTENTION_MARKERS)
 
 
 def retry_transient(fn: Callable[..., T]) -> Callable[..., T]:
-    """Retry a whole transaction on transient database errors (jittered backoff)."""
+    """Retry a whole transaction on transient database errors (jittered backoff).
+
+    When the database is still out of reach after the last try, the call raises
+    StoreUnavailableError (the driver's error as its ``__cause__``): one class
+    for callers to catch whichever driver the store uses, SQLAlchemy's or
+    psycopg's own. A StoreUnavailableError from a call inside this one is not
+    tried again: that call has spent its retries already.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
+        started = time.monotonic()
         delay = 0.005
-        for attempt in range(12):
+        for attempt in range(RETRIES):
             try:
                 return fn(*args, **kwargs)
+            except StoreUnavailableError:
+                raise
             except Exception as exc:
-                if attempt == 11 or not is_transient(exc):
+                if not is_transient(exc):
+                    raise
+                if attempt == RETRIES - 1:
+                    if is_unreachable(exc):
+                        raise _unavailable(exc, time.monotonic() - started) from exc
                     raise
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")
 
     return wrapper
+
+
+def _unavailable(exc: Exception, seconds: float) -> StoreUnavailableError:
+    reason = " ".join(str(getattr(exc, "orig", None) or exc).split())  # one line: libpq's message has several
+    return StoreUnavailableError(
+        f"the store's database could not be reached for {seconds:.1f} s ({RETRIES} tries): {reason}. "
+        "Nothing stored was lost; try again once the database is back"
+    )
 
 
 class Prepared:
@@ -692,4 +735,13 @@ class _ThreadConnection:
                 pass
 
 
-__all__ = ["Database", "Prepared", "StoreClosedError", "Submitted", "Transaction", "is_transient", "retry_transient"]
+__all__ = [
+    "Database",
+    "Prepared",
+    "StoreClosedError",
+    "Submitted",
+    "Transaction",
+    "is_transient",
+    "is_unreachable",
+    "retry_transient",
+]

@@ -9,7 +9,9 @@ as soon as the database is back, so giving up would only turn an outage the
 workers ride out into an error in every web request watching a run. So the
 reader keeps trying, pausing longer each time, until the database answers or
 its own time runs out (a ``wait`` timeout). Errors that are not transient
-(a wrong password, a missing table) are raised at once.
+(a wrong password, a missing table) are raised at once. A store call that
+spent its own retries raises StoreUnavailableError, which counts as transient
+here: the reader's wait is longer than the call's.
 """
 
 from __future__ import annotations

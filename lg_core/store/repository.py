@@ -732,6 +732,7 @@ class RunStore:
             rows = tx.fetchall("select_runs_finished_since", {"status": status, "since": since, "limit": limit})
         return [_run_record(row) for row in rows]
 
+    @retry_transient
     def list_runs(self, status: str | None = None, limit: int = 100) -> list[RunRecord]:
         with self.db.reader() as tx:
             if status is None:

@@ -12,6 +12,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -162,9 +163,30 @@ class PostgresServer:
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://lg@127.0.0.1:{self.port}/{database}"
 
+    def halt(self, timeout: float = 20.0) -> None:
+        """Stop the server and keep its data (``start()`` brings it back): PostgreSQL's fast shutdown.
+
+        SIGINT to the postmaster rolls back and disconnects every client, then
+        checkpoints and exits. SIGTERM, what ``runuser`` would pass on, is the
+        smart shutdown: it waits for clients to leave, and a pooled connection
+        never does, so ``runuser`` SIGKILLed the server after 2 s, and a backend
+        could still answer its client for a moment after that.
+        """
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            postmaster = int((self.data / "postmaster.pid").read_text().splitlines()[0])
+            os.kill(postmaster, signal.SIGINT)
+        except (OSError, ValueError, IndexError):  # not up yet, or already gone: the wrapper's way
+            stop_gracefully(self.process, timeout)
+            return
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop_gracefully(self.process, timeout)
+
     def stop(self) -> None:
-        if self.process is not None:
-            stop_gracefully(self.process)
+        self.halt()
         if self._owns_root:
             shutil.rmtree(self.root, ignore_errors=True)
 

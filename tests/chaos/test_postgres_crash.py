@@ -144,7 +144,7 @@ def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgr
         # Some step's store call gave up during the outage (Celery logs the attempt's error). Which
         # sweep then brought the step back (relay, dead holder, released attempt) varies from run to run.
         worker_logs = "".join(log.read_text() for log in dist.tmp_path.glob("w*.log"))
-        assert "raised unexpected: OperationalError" in worker_logs
+        assert "raised unexpected: StoreUnavailableError" in worker_logs
     print(f"\n[chaos] PostgreSQL crashed, down {down_seconds} s: restart -> next committed step: "
           f"{chaos.describe(chaos.recovery_times(chaos.store_of(dist), list(turns), restarted_at))}")
 

@@ -45,6 +45,7 @@ EXPECTED_PARENTS = {
     "ReplayDivergenceError": "Error",
     "RunNotFoundError": "Error",
     "RunStateError": "Error",
+    "StoreUnavailableError": "Error",
     "CleanupError": "Error",
     "ToolError": "Error",
     "AbstractMethodError": "Error",

@@ -81,6 +81,7 @@ PUBLIC_NAMES = [
     "SessionSnapshot",
     "SessionStore",
     "SqlSessionStore",
+    "StoreUnavailableError",
     "StreamEvent",
     "StructuredResult",
     "StructuredResultError",

@@ -1,4 +1,5 @@
-"""StoreOutage: how a reader of a run waits out a database it cannot reach.
+"""StoreOutage: how a reader of a run waits out a database it cannot reach, and the
+StoreUnavailableError a store call raises when its own retries are spent.
 
 tests/chaos/test_postgres_crash.py covers the same with a PostgreSQL server
 crashed under readers that follow and wait for runs.
@@ -12,10 +13,11 @@ import time
 import pytest
 from sqlalchemy.exc import OperationalError
 
+import lg_core
 from lg_core.cancellation import CancellationToken
-from lg_core.errors import CancelledError, DeadlineExceededError
+from lg_core.errors import CancelledError, DeadlineExceededError, StoreUnavailableError
 from lg_core.interjections import ReplyWait
-from lg_core.store.database import is_transient
+from lg_core.store.database import RETRIES, is_transient, retry_transient
 from lg_core.store.outage import (
     FIRST_PAUSE_SECONDS,
     MAX_PAUSE_SECONDS,
@@ -128,3 +130,72 @@ def test_a_reply_wait_cancelled_during_an_outage_stops_with_cancelled_error():
     wait = ReplyWait(DownStore(), "run-1", 1, timeout=30, cancellation_token=token)
     with pytest.raises(CancelledError, match="the user left"):
         wait.block()
+
+
+# -- StoreUnavailableError: what a store call raises once its retries are spent ----------------
+
+
+def _always(error: Exception):
+    tries = []
+
+    @retry_transient
+    def call():
+        tries.append(1)
+        raise error
+
+    return call, tries
+
+
+def test_a_database_out_of_reach_after_every_retry_raises_store_unavailable(monkeypatch):
+    monkeypatch.setattr("lg_core.store.database.time.sleep", lambda _seconds: None)
+    call, tries = _always(_refused())
+    with pytest.raises(StoreUnavailableError, match=r"could not be reached for .* s \(12 tries\): .*Connection refused") as raised:
+        call()
+    assert len(tries) == RETRIES
+    assert isinstance(raised.value.__cause__, OperationalError)  # the driver's error is kept
+    assert isinstance(raised.value, lg_core.Error) and "try again once the database is back" in str(raised.value)
+
+
+def test_libpqs_message_on_several_lines_becomes_one():
+    call, _ = _always(OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly\n\tThis probably means")))
+    with pytest.raises(StoreUnavailableError) as raised:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("lg_core.store.database.time.sleep", lambda _seconds: None)
+            call()
+    assert "\n" not in str(raised.value) and "unexpectedly This probably means" in str(raised.value)
+
+
+def test_contention_that_outlasts_the_retries_keeps_the_drivers_error(monkeypatch):
+    """A lock held too long is no outage: the caller sees the driver's own error."""
+    monkeypatch.setattr("lg_core.store.database.time.sleep", lambda _seconds: None)
+    call, tries = _always(OperationalError("BEGIN IMMEDIATE", {}, Exception("database is locked")))
+    with pytest.raises(OperationalError, match="database is locked"):
+        call()
+    assert len(tries) == RETRIES
+
+
+def test_an_inner_calls_store_unavailable_is_not_retried_again(monkeypatch):
+    """Its retries are spent: the outer call passes it on instead of trying 12 x 12 times."""
+    monkeypatch.setattr("lg_core.store.database.time.sleep", lambda _seconds: None)
+    inner, inner_tries = _always(_refused())
+
+    @retry_transient
+    def outer():
+        inner()
+
+    with pytest.raises(StoreUnavailableError):
+        outer()
+    assert len(inner_tries) == RETRIES
+
+
+def test_readers_wait_out_a_store_unavailable_error_like_the_drivers():
+    assert is_transient(StoreUnavailableError("the store's database could not be reached"))
+    answers = iter([StoreUnavailableError("down"), "the run"])
+
+    def read():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert read_through_outage(read, "run-1", limit=None, sleep=lambda _seconds: None) == "the run"

@@ -1,0 +1,60 @@
+"""A PostgreSQL run store that is down: the public calls raise StoreUnavailableError, and nothing is lost.
+
+The server is stopped (not crashed: tests/chaos/test_postgres_crash.py does
+that, with workers) after a run completed, so the runtime and its pooled
+connections exist when it goes away. Store calls retry for about 4-9 s before
+they give up; the pauses are skipped here (``time.sleep`` patched in the
+store's module), the tries and the server's refusals are real.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import lg_core
+from lg_core import Agent, Configuration, StoreUnavailableError, with_configuration
+from lg_core.providers import scripted
+from lg_scheduler.stack.servers import PostgresServer
+
+scripted.register("store-unavailable", lambda _request: {"text": "Stored."})
+
+
+class StoredAgent(Agent):
+    model = "scripted:store-unavailable"
+
+
+@pytest.fixture
+def own_postgres():
+    server = PostgresServer().start()  # stopped and started again below: not the session's server
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def no_retry_pauses(monkeypatch):
+    monkeypatch.setattr("lg_core.store.database.time.sleep", lambda _seconds: None)
+
+
+def test_calls_that_need_a_stopped_store_raise_store_unavailable_and_work_again_once_it_is_back(
+    own_postgres, no_retry_pauses
+):
+    configuration = Configuration(run_store=own_postgres.create_database("lg_down"))
+    try:
+        with with_configuration(configuration):
+            run = StoredAgent.ask("Remember this.")
+            assert run.outcome == "completed"
+            own_postgres.halt()
+
+            with pytest.raises(StoreUnavailableError, match="could not be reached") as raised:
+                lg_core.get_execution(run.id)
+            assert raised.value.__cause__ is not None  # the driver's error, for the log
+            with pytest.raises(StoreUnavailableError):
+                lg_core.list_runs()
+            with pytest.raises(StoreUnavailableError):
+                StoredAgent.ask("Lost while the store is down?")
+
+            own_postgres.start()
+            assert lg_core.get_execution(run.id).wait(timeout=10).response == "Stored."
+            assert [r.id for r in lg_core.list_runs()] == [run.id]  # the refused ask left no run behind
+    finally:
+        configuration.close()
