@@ -38,6 +38,12 @@ How it works:
 * The ``lg_batches`` row (id, agent, input hash, counts, submitting process,
   created/updated) lets ``lg batch status`` show progress from any process. Two
   live submitters of one batch are refused.
+* A database outage does not stop a submit: a store call that gives up
+  (StoreUnavailableError) pauses the loop, as a reader of a run pauses
+  (:mod:`lg_core.store.outage`), and the loop goes on from where it was once
+  the database answers. An item whose start failed that way is started again
+  (finding its run if the start had in fact created it); a result is written
+  only after its read succeeded, so none is lost or written twice.
 """
 
 from __future__ import annotations
@@ -61,9 +67,10 @@ from sqlalchemy.engine import make_url
 from lg_core.agent import Agent
 from lg_core.broker import check_broker
 from lg_core.config import runtime as current_runtime
-from lg_core.errors import InvocationError, RunStateError
+from lg_core.errors import InvocationError, RunStateError, StoreUnavailableError
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.rate_limit import RateLimit
+from lg_core.store.outage import StoreOutage
 from lg_core.store.records import RUN_TERMINAL, BatchRecord
 from lg_core.store.statements import STATUS_CHUNK
 from lg_scheduler.batch_inputs import BatchInputError, BatchInputs, ItemKey, input_path, read_inputs
@@ -312,6 +319,7 @@ class _Submission:
         self._sessions: dict[str, tuple[str, str | None]] = {}  # run id -> (session id, actor id), read once
         self._resume_failures: list[tuple[str, BaseException]] = []  # appended by resume threads
         self.progress: BatchProgress | None = None  # the bar, started once on_start has printed
+        self._outage: StoreOutage | None = None  # while the store cannot be reached
         self._saved_at = 0.0
         # On threads a run's terminal event wakes the loop; on workers, on_event would
         # start a reader thread per run, so the loop only polls the store.
@@ -335,14 +343,19 @@ class _Submission:
             self._show()
             while self.pending or self.orphans or self.in_flight:
                 self.wake.clear()  # before looking, so a run ending from here on cuts the wait short
-                self._fill()
-                changed = self._collect()
+                try:
+                    self._fill()
+                    changed = self._collect()
+                except StoreUnavailableError as error:
+                    self._wait_out(error)
+                    continue
+                self._store_answers()
                 self._show()
                 if not changed:
                     self.wake.wait(POLL_SECONDS)
             finished = True
         finally:
-            kept = self._save(final=True, finished=finished)
+            kept = self._save_last(finished)
             if self.progress is not None:
                 self.progress.close()
             writer.close()
@@ -351,6 +364,16 @@ class _Submission:
         self.report.out, self.report.results = writer.path, writer.results
         self.report.outcomes = dict(self.outcomes)
         return self.report
+
+    def _wait_out(self, error: StoreUnavailableError) -> None:
+        """Pause the loop while the store cannot be reached (pauses grow from 0.1 s to 2 s)."""
+        self._outage = self._outage or StoreOutage(f"batch {self.report.batch_id}", limit=None)
+        time.sleep(self._outage.pause_after(error))
+
+    def _store_answers(self) -> None:
+        if self._outage is not None:
+            self._outage.ended()
+            self._outage = None
 
     def _classify(self, on_progress: Callable[[int, int, int], Any]) -> None:
         """Sort items by what their run's state says: finished, in flight, orphaned, or not started.
@@ -363,22 +386,31 @@ class _Submission:
             self._finish(invalid_result(invalid))
         looked_up = 0
         for chunk in _chunks(self.inputs.keys(), CLASSIFY_CHUNK):
-            self._classify_chunk(chunk)
+            while True:
+                try:
+                    self._classify_chunk(chunk)
+                    break
+                except StoreUnavailableError as error:  # nothing of the chunk was kept: look it up again
+                    self._wait_out(error)
+            self._store_answers()
             looked_up += len(chunk)
             on_progress(len(self.inputs), looked_up, looked_up)
             self._save_when_due()
 
     def _classify_chunk(self, chunk: list[ItemKey]) -> None:
+        """Every read first (statuses, then the results of finished runs), then the changes:
+        a store outage in the middle leaves nothing half done."""
         run_ids = {run_id_for(self.report.batch_id, item.id): item for item in chunk}
         known = self.store.run_statuses(list(run_ids))
-        finished: dict[str, ItemKey] = {}
+        finished_ids = [run_id for run_id in run_ids if known.get(run_id, (None, None))[0] in RUN_TERMINAL]
+        outcomes = self._outcomes(finished_ids)
         for run_id, item in run_ids.items():
             status, holder = known.get(run_id, (None, None))
             if status is None:
                 self.pending.append(item.position)
             elif status in RUN_TERMINAL:
                 self.report.already_finished += 1
-                finished[run_id] = item
+                self._finish(run_result(item, outcomes[run_id]))
             elif status != "pending" and self._orphaned(holder):
                 self.report.waited += 1
                 self.report.resumed += 1
@@ -388,15 +420,26 @@ class _Submission:
                 self.in_flight[run_id] = item
                 if status == "pending":
                     self._waiting.add(run_id)
-        self._write_finished(finished)
 
-    def _write_finished(self, finished: dict[str, ItemKey]) -> None:
-        """The result lines of runs that finished, read STATUS_CHUNK runs a statement (and held no more)."""
-        run_ids = list(finished)
+    def _outcomes(self, run_ids: list[str]) -> dict[str, Any]:
+        """The stored outcomes of finished runs, STATUS_CHUNK runs a statement."""
+        outcomes: dict[str, Any] = {}
         for start in range(0, len(run_ids), STATUS_CHUNK):
-            outcomes = self.store.run_outcomes(run_ids[start : start + STATUS_CHUNK])
-            for run_id in run_ids[start : start + STATUS_CHUNK]:
-                self._finish(run_result(finished[run_id], outcomes[run_id]))
+            outcomes.update(self.store.run_outcomes(run_ids[start : start + STATUS_CHUNK]))
+        return outcomes
+
+    def _write_finished(self, finished: list[str]) -> None:
+        """The result lines of in-flight runs that finished, read STATUS_CHUNK runs a statement (and held no more).
+
+        A chunk's runs leave ``in_flight`` as their lines are written, after the
+        chunk's read: when the store fails in the middle, the runs not written
+        yet are still in flight, and the next look writes them, once.
+        """
+        for start in range(0, len(finished), STATUS_CHUNK):
+            chunk = finished[start : start + STATUS_CHUNK]
+            outcomes = self.store.run_outcomes(chunk)
+            for run_id in chunk:
+                self._finish(run_result(self.in_flight.pop(run_id), outcomes[run_id]))
 
     def _orphaned(self, holder: str | None) -> bool:
         """Held by a submitter's thread that will never finish it: a dead process, or the one taken over."""
@@ -435,14 +478,28 @@ class _Submission:
         item = self.inputs.item(index)  # read from the file now: only started items' text is in memory
         run_id = run_id_for(self.report.batch_id, item.id)
         try:
+            started = self._start_run(item, run_id)
+        except StoreUnavailableError:
+            # Started again once the store answers; a run this try did create is found then
+            # (start_execution refuses its id, and the run is in the store).
+            self.pending.unpop(index)
+            raise
+        if started:
+            self.report.started += 1
+            self.in_flight[run_id] = ItemKey(index, item.line, item.id)
+
+    def _start_run(self, item: Any, run_id: str) -> bool:
+        """Start one item's run; False when it could not start (its error line is written)."""
+        try:
             options = {**item.options, **self.limit_options, **self._start_options}
             self.agent_cls.start_execution(item.message, run_id=run_id, **options)
+        except StoreUnavailableError:
+            raise
         except Exception as exc:  # noqa: BLE001 - one item's failure to start must not stop the batch
             if run_id not in self.store.run_statuses([run_id]):
                 self._finish(error_result(item, run_id, exc))
-                return
-        self.report.started += 1
-        self.in_flight[run_id] = ItemKey(index, item.line, item.id)
+                return False
+        return True
 
     def _resume_orphan(self, run_id: str, item: ItemKey) -> None:
         """Continue, on a thread here, a run whose process (a submitter's thread) died."""
@@ -452,9 +509,10 @@ class _Submission:
         def resume() -> None:
             try:
                 self.runtime.resume(run_id, force=self.gone is not None)
-            except RunStateError:
+            except (RunStateError, StoreUnavailableError):
                 # Another process took it over (the loop waits for its end in the store), or it
-                # cannot start yet: looked at again, and resumed if still orphaned, once it can.
+                # cannot start yet, or the store is down: looked at again, and resumed if still
+                # orphaned, once it can.
                 self._resumed.discard(run_id)
             except Exception as exc:  # noqa: BLE001 - reported as the item's result; the next submit retries
                 self._resume_failures.append((run_id, exc))
@@ -473,14 +531,14 @@ class _Submission:
             return False
         changed = self._collect_resume_failures()
         statuses = self.store.run_statuses(list(self.in_flight))
-        finished: dict[str, ItemKey] = {}
+        finished: list[str] = []
         for run_id, (status, holder) in statuses.items():
             if status == "pending":
                 self._waiting.add(run_id)
             else:
                 self._waiting.discard(run_id)
             if status in RUN_TERMINAL:
-                finished[run_id] = self.in_flight.pop(run_id)
+                finished.append(run_id)
             elif status != "pending" and run_id not in self._resumed and self._orphaned(holder):
                 # e.g. a run that waited for its session and was activated holding a dead submitter
                 self.report.resumed += 1
@@ -544,6 +602,14 @@ class _Submission:
             raise self._taken_over()
         return kept
 
+    def _save_last(self, finished: bool) -> bool:
+        """The final save; a finished batch's row must say so, so it waits out a store outage."""
+        while True:
+            try:
+                return self._save(final=True, finished=finished)
+            except StoreUnavailableError as error:
+                self._wait_out(error)
+
     def _taken_over(self) -> RunStateError:
         batch_id = self.report.batch_id
         return RunStateError(
@@ -566,6 +632,12 @@ class _IndexQueue:
         index = self._indices[self._next]
         self._next += 1
         return index
+
+    def unpop(self, index: int) -> None:
+        """Put back the index ``popleft`` returned last (its item could not be started yet)."""
+        if self._next == 0 or self._indices[self._next - 1] != index:
+            raise ValueError(f"item index {index} was not the last one taken")
+        self._next -= 1
 
     def __len__(self) -> int:
         return len(self._indices) - self._next

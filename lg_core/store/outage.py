@@ -34,16 +34,16 @@ MAX_PAUSE_SECONDS = 2.0  # ... up to this: a database back from a restart is see
 
 
 class StoreOutage:
-    """One reader's tries at a store read that keeps failing, and the pauses between them.
+    """One reader's tries at a store call that keeps failing, and the pauses between them.
 
-    ``limit`` (a ``time.monotonic()`` instant, or None for no limit) is the
+    ``subject`` names the reader in its messages ("run R", "batch B"). ``limit`` (a ``time.monotonic()`` instant, or None for no limit) is the
     reader's own deadline: a pause that would end after it raises
     DeadlineExceededError instead, as the reader would have raised at that
     instant had the store answered.
     """
 
-    def __init__(self, run_id: str, limit: float | None) -> None:
-        self.run_id = run_id
+    def __init__(self, subject: str, limit: float | None) -> None:
+        self.subject = subject
         self.limit = limit
         self.started = time.monotonic()
         self.failures = 0
@@ -57,16 +57,16 @@ class StoreOutage:
         pause, self._pause = self._pause, min(self._pause * 2, MAX_PAUSE_SECONDS)
         if self.limit is not None and time.monotonic() + pause >= self.limit:
             raise DeadlineExceededError(
-                f"run {self.run_id}: the run store could not be read for {self.elapsed():.1f} s ({error}) "
+                f"{self.subject}: the run store could not be reached for {self.elapsed():.1f} s ({error}) "
                 "and the wait's time is up; the run keeps going once the database is back"
             ) from error
         if self.failures == 1:
-            log.warning("run %s: the run store cannot be read (%s); trying again until it answers", self.run_id, error)
+            log.warning("%s: the run store cannot be reached (%s); trying again until it answers", self.subject, error)
         return pause
 
     def ended(self) -> None:
         """The store answered again after this outage."""
-        log.info("run %s: the run store answers again after %.1f s", self.run_id, self.elapsed())
+        log.info("%s: the run store answers again after %.1f s", self.subject, self.elapsed())
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -85,7 +85,7 @@ def read_through_outage(
         try:
             answer = read()
         except Exception as error:  # noqa: BLE001 - pause_after re-raises what is not transient
-            outage = outage or StoreOutage(run_id, limit)
+            outage = outage or StoreOutage(f"run {run_id}", limit)
             sleep(outage.pause_after(error))
             continue
         if outage is not None:
@@ -100,7 +100,7 @@ async def aread_through_outage(read: Callable[[], T], run_id: str, limit: float 
         try:
             answer = await asyncio.to_thread(read)
         except Exception as error:  # noqa: BLE001 - pause_after re-raises what is not transient
-            outage = outage or StoreOutage(run_id, limit)
+            outage = outage or StoreOutage(f"run {run_id}", limit)
             await asyncio.sleep(outage.pause_after(error))
             continue
         if outage is not None:

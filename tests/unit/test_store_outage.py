@@ -51,7 +51,7 @@ def test_a_postgresql_that_is_starting_crashing_or_stopping_is_transient(message
 
 
 def test_the_pauses_double_up_to_a_cap():
-    outage = StoreOutage("run-1", limit=None)
+    outage = StoreOutage("run run-1", limit=None)
     pauses = [outage.pause_after(_refused()) for _ in range(8)]
     assert pauses[0] == FIRST_PAUSE_SECONDS
     assert pauses == sorted(pauses) and pauses[-1] == MAX_PAUSE_SECONDS
@@ -61,24 +61,24 @@ def test_the_pauses_double_up_to_a_cap():
 def test_an_error_that_is_not_transient_is_raised_at_once():
     wrong = OperationalError("SELECT 1", {}, Exception('password authentication failed for user "lg"'))
     with pytest.raises(OperationalError, match="password authentication failed"):
-        StoreOutage("run-1", limit=None).pause_after(wrong)
+        StoreOutage("run run-1", limit=None).pause_after(wrong)
 
 
 def test_a_pause_past_the_readers_deadline_raises_the_deadline_error_with_the_cause():
-    outage = StoreOutage("run-7", limit=time.monotonic() + FIRST_PAUSE_SECONDS / 2)
-    with pytest.raises(DeadlineExceededError, match="run run-7: the run store could not be read") as raised:
+    outage = StoreOutage("run run-7", limit=time.monotonic() + FIRST_PAUSE_SECONDS / 2)
+    with pytest.raises(DeadlineExceededError, match="run run-7: the run store could not be reached") as raised:
         outage.pause_after(_refused())
     assert isinstance(raised.value.__cause__, OperationalError)
 
 
 def test_a_reader_with_time_left_keeps_trying(caplog):
-    outage = StoreOutage("run-1", limit=time.monotonic() + 60)
+    outage = StoreOutage("run run-1", limit=time.monotonic() + 60)
     with caplog.at_level("INFO", logger="lg_core.store.outage"):
         assert outage.pause_after(_refused()) == FIRST_PAUSE_SECONDS
         outage.pause_after(_refused())
         outage.ended()
     messages = [record.getMessage() for record in caplog.records]
-    assert len([m for m in messages if "cannot be read" in m]) == 1  # one warning per outage, not per try
+    assert len([m for m in messages if "cannot be reached" in m]) == 1  # one warning per outage, not per try
     assert any("answers again" in m for m in messages)
 
 
