@@ -132,8 +132,8 @@ def retry_transient(fn: Callable[..., T]) -> Callable[..., T]:
 def _unavailable(exc: Exception, seconds: float) -> StoreUnavailableError:
     reason = " ".join(str(getattr(exc, "orig", None) or exc).split())  # one line: libpq's message has several
     return StoreUnavailableError(
-        f"the store's database could not be reached for {seconds:.1f} s ({RETRIES} tries): {reason}. "
-        "Nothing stored was lost; try again once the database is back"
+        f"the store's database could not be reached for {seconds:.1f} s ({RETRIES} tries); nothing stored "
+        f"was lost, and the same call works again once the database is back. The driver said: {reason}"
     )
 
 

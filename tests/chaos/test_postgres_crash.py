@@ -13,6 +13,7 @@ duplicates.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -202,3 +203,48 @@ def test_d_a_web_app_answers_503_while_postgres_is_down_and_its_event_streams_go
         assert web.client.get(f"/runs/{run_id}").json()["outcome"] == "completed"
     finally:
         web.stop()
+
+
+def test_d_a_batch_submit_rides_out_a_postgres_crash(dist, scheduler, own_postgres, tmp_path, caplog):
+    """``lg batch submit`` on workers, with the server down longer than a store call retries: the
+    submitter's polls and starts give up (StoreUnavailableError), it pauses and goes on, and every
+    item ends with one result line, its run completed and the batch row finished."""
+    from test_batch_distributed import app_env, write_inputs
+
+    from lg_scheduler.batch import run_id_for, submit_batch
+    from tests.batch.batch_app import ItemAgent, logged_items
+
+    items = 24
+    dist.start_workers(**app_env(dist, BATCH_APP_DELAY="0.2"))
+    path = write_inputs(tmp_path / "inputs.jsonl", items)
+    out = tmp_path / "results.jsonl"
+    submitted: dict = {}
+
+    def submit() -> None:
+        try:
+            submitted["report"] = submit_batch(ItemAgent, path, concurrency=6, out=out, progress=False)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            submitted["error"] = exc
+
+    submitter = threading.Thread(target=submit, daemon=True)
+    submitter.start()
+    calls = dist.tmp_path / "batch-calls.log"
+    deadline = time.monotonic() + 60
+    while len(logged_items(calls) if calls.exists() else []) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    with caplog.at_level("INFO", logger="lg_core.store.outage"):
+        _crash_and_restart(own_postgres, LONG_DOWN_SECONDS)
+        submitter.join(180)
+
+    assert "error" not in submitted, repr(submitted.get("error"))
+    report = submitted["report"]
+    assert report.ok and report.outcomes == {"completed": items}, report.outcomes
+    lines = [json.loads(line)["line"] for line in out.read_text().splitlines()]
+    assert sorted(lines) == list(range(1, items + 1))  # one result each
+    store = chaos.store_of(dist)
+    assert store.load_batch(report.batch_id).status == "finished"
+    assert all(store.load_run(run_id_for(report.batch_id, str(n))).status == "completed" for n in range(1, items + 1))
+    assert set(logged_items(calls)) == {f"item {n}" for n in range(1, items + 1)}
+    outage = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"batch {report.batch_id}:")]
+    assert any("cannot be reached" in m for m in outage) and any("answers again" in m for m in outage), outage
