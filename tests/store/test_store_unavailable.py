@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 import lg_core
-from lg_core import Agent, Configuration, StoreUnavailableError, with_configuration
+from lg_core import Agent, Configuration, StoreUnavailableError, Tool, with_configuration
 from lg_core.providers import scripted
 from lg_scheduler.stack.servers import PostgresServer
 
@@ -56,5 +56,50 @@ def test_calls_that_need_a_stopped_store_raise_store_unavailable_and_work_again_
             own_postgres.start()
             assert lg_core.get_execution(run.id).wait(timeout=10).response == "Stored."
             assert [r.id for r in lg_core.list_runs()] == [run.id]  # the refused ask left no run behind
+    finally:
+        configuration.close()
+
+
+class HaltingTool(Tool):
+    """Stops the store's server while its call runs, once: the call's commit cannot reach it."""
+
+    tool_name = "halting"
+    description = "Stops the database."
+    input_schema = {"type": "object", "properties": {}}
+    server: PostgresServer | None = None
+    calls: list[str] = []
+
+    def call(self, input):
+        HaltingTool.calls.append(self.idempotency_key)
+        if HaltingTool.server is not None:
+            HaltingTool.server.halt()
+            HaltingTool.server = None
+        return "halted"
+
+
+scripted.register("store-unavailable-tool", [{"tool_calls": [{"name": "halting", "arguments": {}}]}, {"text": "Went on."}])
+
+
+class HaltingAgent(Agent):  # module level: resume rebuilds the run from its import path
+    model = "scripted:store-unavailable-tool"
+    tools = [HaltingTool]
+
+
+def test_a_local_run_whose_commit_cannot_reach_the_store_raises_and_resumes_once_it_is_back(own_postgres, no_retry_pauses):
+    """ask() on threads of this process: the step's commit gives up, ask raises, the run stays
+    running in the store (as if this process had been killed), and resume() finishes it later."""
+    configuration = Configuration(run_store=own_postgres.create_database("lg_local"))
+    HaltingTool.server, HaltingTool.calls = own_postgres, []
+    try:
+        with with_configuration(configuration):
+            with pytest.raises(StoreUnavailableError):
+                HaltingAgent.ask("Stop the database.", run_id="halted-1")
+
+            own_postgres.start()
+            assert lg_core.get_run("halted-1").outcome is None  # running: nothing of it was lost
+            run = lg_core.resume("halted-1")
+
+            assert (run.outcome, run.response) == ("completed", "Went on.")
+            assert len(HaltingTool.calls) == 2 and len(set(HaltingTool.calls)) == 1  # its commit failed: run again, same key
     finally:
         configuration.close()
