@@ -36,7 +36,8 @@ MAX_PAUSE_SECONDS = 2.0  # ... up to this: a database back from a restart is see
 class StoreOutage:
     """One reader's tries at a store call that keeps failing, and the pauses between them.
 
-    ``subject`` names the reader in its messages ("run R", "batch B"). ``limit`` (a ``time.monotonic()`` instant, or None for no limit) is the
+    ``subject`` names the reader in its messages ("run R", "batch B").
+    ``limit`` (a ``time.monotonic()`` instant, or None for no limit) is the
     reader's own deadline: a pause that would end after it raises
     DeadlineExceededError instead, as the reader would have raised at that
     instant had the store answered.
