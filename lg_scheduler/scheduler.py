@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from lg_core.errors import ConfigurationError
+from lg_core.errors import ConfigurationError, StoreUnavailableError
 from lg_scheduler import recovery
 
 if TYPE_CHECKING:
@@ -90,6 +90,9 @@ class Scheduler:
 
         A sweep that fails (database or broker briefly unreachable) is logged and
         the others still run; nothing it skipped is lost, the next pass retries it.
+        A sweep that found the run store out of reach (StoreUnavailableError,
+        after its own few seconds of retries) ends the pass with one line in the
+        log: every other sweep would wait out the same outage, each logging it.
         """
         counts = dict.fromkeys(COUNT_NAMES, 0)
         sweeps: list[tuple[tuple[str, ...], Callable[[], int | tuple[int, ...]]]] = [
@@ -103,6 +106,10 @@ class Scheduler:
         for names, sweep in sweeps:
             try:
                 result = sweep()
+            except StoreUnavailableError as exc:
+                log.warning("recovery sweep %s: %s; this pass stops, the next one retries", "/".join(names), exc)
+                counts["errors"] += 1
+                break
             except Exception:  # noqa: BLE001 - one failing sweep must not stop the others
                 log.exception(
                     "recovery sweep %s failed; retrying on the next pass", "/".join(names)

@@ -103,3 +103,27 @@ def test_a_local_run_whose_commit_cannot_reach_the_store_raises_and_resumes_once
             assert len(HaltingTool.calls) == 2 and len(set(HaltingTool.calls)) == 1  # its commit failed: run again, same key
     finally:
         configuration.close()
+
+
+def test_a_scheduler_pass_stops_at_the_first_sweep_that_finds_the_store_down(own_postgres, no_retry_pauses, caplog):
+    """One line in the log per pass, not a traceback per sweep; the next pass after the outage runs them all."""
+    from lg_scheduler.scheduler import Scheduler
+    from tests.engine.numbered_tool import RecordingPublisher
+
+    configuration = Configuration(run_store=own_postgres.create_database("lg_sweeps"))
+    try:
+        with with_configuration(configuration):
+            scheduler = Scheduler(configuration.runtime(), publisher=RecordingPublisher())
+            assert scheduler.run_once()["errors"] == 0
+            own_postgres.halt()
+
+            with caplog.at_level("WARNING", logger="lg_scheduler.scheduler"):
+                assert scheduler.run_once()["errors"] == 1
+            [line] = [r for r in caplog.records if r.name == "lg_scheduler.scheduler"]
+            assert line.exc_info is None and "could not be reached" in line.getMessage()
+            assert "this pass stops, the next one retries" in line.getMessage()
+
+            own_postgres.start()
+            assert scheduler.run_once()["errors"] == 0
+    finally:
+        configuration.close()
