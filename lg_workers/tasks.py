@@ -6,8 +6,10 @@ runs it and publishes what the commit scheduled, except a successor this
 worker would take anyway, which it runs next in the same task
 (lg_workers.continuation). Exceptions other than the
 run's own (which the engine records as the run's outcome) are infrastructure
-failures: the task raises, the message is not acknowledged (acks_late), and
-the step is retried by redelivery or by the sweeper.
+failures: the task raises (Celery then acknowledges its message), and the step
+comes back through the engine's retry of a failed attempt or the scheduler's
+sweeps; a killed worker's message is redelivered (acks_late). A step that
+could not be claimed at all is sent again by the task itself (``run_step``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from lg_core.engine.leases import StepNotClaimed
 from lg_core.errors import RunNotFoundError
 from lg_core.urls import safe_url
 from lg_workers import faults
@@ -25,6 +28,9 @@ from lg_workers.runtime import worker_runtime
 
 log = logging.getLogger("lg_workers.tasks")
 
+CLAIM_RETRY_SECONDS = 1.0  # each try already waits 4-9 s for the store (retry_transient)
+CLAIM_RETRIES = 60  # about 5-10 minutes of outage; after that the outbox relay sends the step
+
 
 def run_step(run_id: str, step_key: str, redelivered: bool = True, task: Task | None = None) -> str:
     """Run the step, then each successor this worker would take anyway (lg_workers.continuation).
@@ -32,10 +38,23 @@ def run_step(run_id: str, step_key: str, redelivered: bool = True, task: Task | 
     ``task`` is the Celery task running this (None: no worker context, nothing
     runs inline). Returns what happened to the task's own step, and how many
     steps followed it here.
+
+    A task whose step could not even be claimed (the run store was out of
+    reach past its retries) is sent again after CLAIM_RETRY_SECONDS, up to
+    CLAIM_RETRIES times: nothing of the step ran, and without this its step
+    would wait for the outbox relay, ``relay_grace`` (30 s by default) after
+    its dispatch, once the database is back.
     """
     runtime = worker_runtime()
-    with runtime.backend.events.deferring():  # the chain's steps queue their events (streams)
-        return _run_chain(runtime, run_id, step_key, redelivered, task)
+    try:
+        with runtime.backend.events.deferring():  # the chain's steps queue their events (streams)
+            return _run_chain(runtime, run_id, step_key, redelivered, task)
+    except StepNotClaimed as exc:
+        own_step = (exc.run_id, exc.key) == (run_id, step_key)  # not a successor run inline after it
+        if task is None or not own_step or task.request.retries >= CLAIM_RETRIES:
+            raise
+        log.warning("step %s of run %s: %s; sent again in %.0f s", step_key, run_id, exc, CLAIM_RETRY_SECONDS)
+        raise task.retry(exc=exc, countdown=CLAIM_RETRY_SECONDS, max_retries=CLAIM_RETRIES) from exc
 
 
 def _run_chain(runtime: Any, run_id: str, step_key: str, redelivered: bool, task: Task | None) -> str:

@@ -27,7 +27,7 @@ from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.executing import executing
 from lg_core.engine.frame_locks import FrameLocks
 from lg_core.engine.frames import FrameCache, FrameState
-from lg_core.engine.leases import Heartbeat, StepClaimLost
+from lg_core.engine.leases import Heartbeat, StepClaimLost, StepNotClaimed
 from lg_core.engine.model_turn import ModelTurn
 from lg_core.engine.opening import OPENING, Activation, Opener
 from lg_core.engine.preclaim import Follow, Preclaimed, PreclaimSlot
@@ -44,6 +44,7 @@ from lg_core.errors import (
     InvocationError,
     RunNotFoundError,
     RunStateError,
+    StoreUnavailableError,
 )
 from lg_core.events import TERMINAL_EVENTS, StreamEvent
 from lg_core.execution_state import applied, stored_form
@@ -650,7 +651,10 @@ class Engine:
         if preclaimed is not None:
             return self._execute_preclaimed(preclaimed, follow)
         claimed_at = time.monotonic()  # the lease runs from no earlier than this (Heartbeat.check)
-        start = self._claim_and_load(run_id, key)
+        try:
+            start = self._claim_and_load(run_id, key)
+        except StoreUnavailableError as exc:
+            raise StepNotClaimed(str(exc), run_id=run_id, key=key) from exc.__cause__
         step = start.step
         if step is None:
             return "missing", []

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from lg_core.errors import StoreUnavailableError
 from lg_core.identity import current_holder
 from lg_core.store import RunStore
 
@@ -44,6 +45,18 @@ class StepClaimLost(BaseException):  # noqa: N818 - a control-flow signal like C
     A BaseException, like CancelledError: a callback's ``except Exception`` must not
     turn it into the run's failure (the run goes on under the new holder).
     """
+
+
+class StepNotClaimed(StoreUnavailableError):
+    """The store could not be reached to claim a step: nothing of the step ran here.
+
+    The claim is the first thing an attempt writes, so a task that raised this
+    may simply be sent again (lg_workers retries it after a short pause) rather
+    than wait for the outbox relay's ``relay_grace`` once the database is back.
+    """
+
+    run_id: str  # set by the engine (lg_core.errors.Error keeps keyword attributes, pickling too)
+    key: str
 
 
 class Heartbeat:
@@ -152,4 +165,4 @@ class Heartbeat:
             thread.join(timeout)
 
 
-__all__ = ["Heartbeat", "StepClaimLost"]
+__all__ = ["Heartbeat", "StepClaimLost", "StepNotClaimed"]

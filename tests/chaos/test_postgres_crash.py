@@ -248,3 +248,31 @@ def test_d_a_batch_submit_rides_out_a_postgres_crash(dist, scheduler, own_postgr
     assert set(logged_items(calls)) == {f"item {n}" for n in range(1, items + 1)}
     outage = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"batch {report.batch_id}:")]
     assert any("cannot be reached" in m for m in outage) and any("answers again" in m for m in outage), outage
+
+
+# Long enough that a task taken from the queue during the outage cannot claim its step in a store
+# call's 4-9 s of retries: that call starts only after the tools worker's one thread gave up on the
+# commit of the call it ran when the server crashed (another 4-9 s).
+CLAIM_OUTAGE_SECONDS = 25.0
+
+
+@pytest.mark.parametrize("relay_grace", [90.0])
+def test_d_a_step_whose_claim_gave_up_is_sent_again_by_its_task_not_left_to_the_relay(dist, scheduler, own_postgres, relay_grace):
+    """Two runs share one single-thread tools worker; one's tool call is running when the server
+    crashes, the other's waits in the queue. That one is taken while the server is still down and
+    cannot be claimed: its task sends itself again (lg_workers.tasks.run_step), so it runs as
+    soon as the server is back, where it used to wait for the outbox relay (``relay_grace``)."""
+    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=4)
+    hang = {"DIST_APP_HANG": "step:2", "DIST_APP_HANG_ONCE": "1", "DIST_APP_HANG_SECONDS": "3"}
+    [tools] = dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=1, **hang)
+    executions = [dist_app.StepAgent.start_execution(f"Run {n} to the end.") for n in (1, 2)]
+    chaos.wait_ready(dist, "step-2", 1)
+    time.sleep(1.0)  # the other run's second tool call reaches the queue behind the hanging one
+
+    restarted_at = _crash_and_restart(own_postgres, CLAIM_OUTAGE_SECONDS)
+    chaos.wait_all(executions, timeout=40)  # well before relay_grace after the restart
+
+    _assert_sound(chaos.check_runs(dist, {e.run_id: dist_app.TURNS for e in executions}))
+    log = tools.log.read_text()
+    assert "could not be reached" in log and "sent again in 1 s" in log, log[-3000:]
+    assert time.time() - restarted_at < relay_grace
