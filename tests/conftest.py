@@ -22,6 +22,26 @@ def _no_real_provider_credentials(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _no_process_default_left_on_a_test_server():
+    """A test's servers go away with it; the process-wide default configuration must not point at them.
+
+    The default is built from the environment the first time code runs outside any
+    ``with_configuration`` block: a thread a test starts does not inherit the block
+    (context variables stay with their thread), so while the test's LG_RUN_STORE
+    names its own PostgreSQL, that thread builds a default on it, and every later
+    test using the default found a stopped server. Such a default is dropped here.
+    """
+    from lg_core import config as config_module
+
+    before = config_module._default
+    yield
+    after = config_module._default
+    if after is not None and after is not before and (after.run_store != "sqlite://" or after.broker_url):
+        config_module._default = before
+        after.close()
+
+
 @pytest.fixture(scope="session")
 def postgres():
     """One real PostgreSQL server for the whole session."""

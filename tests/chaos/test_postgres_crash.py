@@ -13,6 +13,7 @@ duplicates.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import signal
@@ -226,7 +227,8 @@ def test_d_a_batch_submit_rides_out_a_postgres_crash(dist, scheduler, own_postgr
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             submitted["error"] = exc
 
-    submitter = threading.Thread(target=submit, daemon=True)
+    # In this test's configuration: a plain thread would build the process default from LG_RUN_STORE.
+    submitter = threading.Thread(target=contextvars.copy_context().run, args=(submit,), daemon=True)
     submitter.start()
     calls = dist.tmp_path / "batch-calls.log"
     deadline = time.monotonic() + 60
