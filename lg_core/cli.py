@@ -59,7 +59,13 @@ from lg_core.cli_output import (
     writes_to_terminal,
 )
 from lg_core.config import build_configuration, with_configuration
-from lg_core.errors import ConfigurationError, InvocationError, RunNotFoundError, RunStateError
+from lg_core.errors import (
+    ConfigurationError,
+    InvocationError,
+    RunNotFoundError,
+    RunStateError,
+    StoreUnavailableError,
+)
 from lg_core.run_ids import run_id_to_look_up
 from lg_core.store.records import MAX_COUNT, RUN_ACTIVE, RUN_TERMINAL
 from lg_core.urls import safe_url
@@ -70,6 +76,9 @@ class UsageError(Exception):
 
 
 _USAGE_ERRORS = (UsageError, ConfigurationError, InvocationError, RunNotFoundError, RunStateError)
+# sysexits' EX_TEMPFAIL: the database went away in the middle of the command; the same command
+# works once it is back (a script or supervisor can tell this from a usage error and retry).
+EXIT_STORE_UNAVAILABLE = 75
 
 
 class _Group(TyperGroup):
@@ -80,6 +89,8 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except _USAGE_ERRORS as exc:
             fail(str(exc) or type(exc).__name__)
+        except StoreUnavailableError as exc:
+            fail(str(exc), code=EXIT_STORE_UNAVAILABLE)
         except KeyboardInterrupt:
             error_console().print("[yellow]interrupted[/]")
             raise typer.Exit(130) from None

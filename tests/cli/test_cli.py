@@ -736,3 +736,21 @@ def test_a_misspelled_setting_variable_is_one_warning_line(tmp_path: Path) -> No
     lines = result.stderr.strip().splitlines()
     assert lines[0] == "warning: $LG_RUNSTORE is not a LittleGhost setting and is ignored; did you mean $LG_RUN_STORE?"
     assert lines[1].startswith("error: no run store configured")  # the warning explains the error after it
+
+
+def test_a_store_that_goes_away_mid_command_is_one_line_and_exit_75(store: str, monkeypatch) -> None:
+    """Not a usage error (2) and no traceback: EX_TEMPFAIL, the same command works once the database is back."""
+    from lg_core.errors import StoreUnavailableError
+    from lg_core.store import RunStore
+
+    def down(*_args, **_kwargs):
+        raise StoreUnavailableError("the store's database could not be reached for 6.1 s (12 tries)")
+
+    assert ask(store, "cli_app:EchoAgent", "hi").exit_code == 0
+    monkeypatch.setattr(RunStore, "list_runs", down)
+
+    result = lg("runs", "list", "--store", store)
+
+    assert result.exit_code == 75, (result.exit_code, result.output)
+    assert result.stderr.strip().splitlines() == ["error: the store's database could not be reached for 6.1 s (12 tries)"]
+    assert "Traceback" not in result.output
