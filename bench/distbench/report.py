@@ -182,7 +182,7 @@ def _protocol_floor(console: Console, protocol: dict[str, Any], floor: dict[str,
     console.print(
         "Protocol floor (reference, not a target): the same chain on the same worker, each task also doing "
         "the least store work DESIGN 4.2 asks of a step on the run store's PostgreSQL, with no engine: a claim "
-        "(conditional UPDATE, its commit not waiting for the WAL flush) and a durable commit (step result, "
+        "(conditional UPDATE, flushed like every commit since the twenty-first session) and a durable commit (step result, "
         "frame version, next step row, one event), one pipelined round trip each."
     )
     _chains(console, protocol)
