@@ -334,14 +334,15 @@ def test_d_soak_random_kills_and_postgres_crashes(dist, scheduler, own_postgres,
 
 
 def _wait_until_finished(store, run_ids: list[str], timeout: float) -> None:
-    """Until every run finished or ``timeout``; a store that is down meanwhile answers later."""
+    """test_soak's wait, with a store that may be down meanwhile (it answers later)."""
+    from test_soak import _open, _wait_for
+
     from lg_core.errors import StoreUnavailableError
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def finished() -> bool:
         try:
-            if all(store.load_run(run_id).finished for run_id in run_ids):
-                return
+            return _open(store, run_ids) == 0
         except StoreUnavailableError:
-            pass
-        time.sleep(0.5)
+            return False
+
+    _wait_for(finished, timeout=timeout)
