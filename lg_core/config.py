@@ -138,6 +138,18 @@ class Configuration(BaseSettings):
             "instead of retrying forever; `lg runs retry` then gives it as many again"
         ),
     )
+    store_outage_patience: float = Field(
+        300.0,
+        ge=0,
+        le=86400,
+        allow_inf_nan=False,
+        description=(
+            "seconds a step whose commit cannot reach the run store (a database restart or failover) keeps its "
+            "result and tries again, after the store's own few seconds of retries: the model turn or tool call "
+            "is committed once the database is back, not run again; 0 gives up at once (the attempt fails and "
+            "the step runs again, or a local ask raises StoreUnavailableError)"
+        ),
+    )
     run_retention: str | None = Field(
         None,
         description=(

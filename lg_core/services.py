@@ -126,6 +126,7 @@ class Runtime:
             lease_seconds=configuration.lease_seconds,
             run_cache_size=configuration.run_cache_size,
             max_step_attempts=configuration.max_step_attempts,
+            store_outage_patience=configuration.store_outage_patience,
         )
         self.dispatcher = LocalDispatcher(self.engine, max_workers=configuration.max_parallel_tools)
         self._backend: Any = None

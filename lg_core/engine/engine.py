@@ -53,6 +53,7 @@ from lg_core.messages import Message
 from lg_core.run_context import RunContext
 from lg_core.sessions.runs import RunSessions
 from lg_core.store import ClaimedStep, CommitResult, NewStep, RunStore, StepCommit
+from lg_core.store.outage import write_through_outage
 from lg_core.usage import Usage
 
 if TYPE_CHECKING:
@@ -74,11 +75,13 @@ class Engine:
         lease_seconds: float = 15.0,
         run_cache_size: int = DEFAULT_RUN_CACHE_SIZE,
         max_step_attempts: int = 10,
+        store_outage_patience: float = 300.0,
     ) -> None:
         self.runtime = runtime
         self.store = store
         self.lease_seconds = lease_seconds
         self.max_step_attempts = max_step_attempts
+        self.store_outage_patience = store_outage_patience
         self.bus = EventBus()
         self.frames = FrameCache(store)
         self._frame_locks = FrameLocks()
@@ -484,7 +487,7 @@ class Engine:
                     continue
             self._claim_successor(scope, commit)
             committed_at = time.monotonic()
-            result = self.store.commit(self.opening.with_opening(scope, commit))
+            result = self._store_commit(scope, self.opening.with_opening(scope, commit))
             if result.applied:
                 scope.opening = None
                 refs = self._applied(scope, state, commit, result)
@@ -508,6 +511,24 @@ class Engine:
                 return []
             state = self.opening.still_ours(scope, fresh)
         raise RunStateError(f"step {scope.key!r} could not commit after {_MAX_COMMIT_ATTEMPTS} version conflicts")
+
+    def _store_commit(self, scope: StepScope, commit: StepCommit) -> CommitResult:
+        """Send ``commit`` to the store, waiting out an outage for up to ``store_outage_patience`` seconds.
+
+        The step's work is done and would be lost with the attempt (a model turn
+        paid for again, an at_most_once call ending "outcome unknown"), so a
+        database restart or failover is waited out here (lg_core.store.outage).
+        Every try sends the same commit with the same ``now``: a try applied
+        although its answer was lost is recognised as this commit's. A claimed
+        step's commit still applies only while its holder holds it; one that a
+        sweep handed to another worker meanwhile is refused as before.
+        """
+        now = time.time()
+        return write_through_outage(
+            lambda: self.store.commit(commit, now),
+            f"the commit of step {scope.key} of run {scope.run.id}",
+            self.store_outage_patience,
+        )
 
     def _claim_successor(self, scope: StepScope, commit: StepCommit) -> None:
         """Have ``commit`` claim the new step the caller runs next (lg_core.engine.preclaim).

@@ -1,4 +1,4 @@
-"""How a reader waits out a run store it cannot reach for a while (a database restart or failover).
+"""How a reader, or a step's commit, waits out a run store it cannot reach for a while (a database restart or failover).
 
 A store transaction retries transient errors for a few seconds
 (:func:`~lg_core.store.database.retry_transient`), which covers a dropped
@@ -12,6 +12,15 @@ its own time runs out (a ``wait`` timeout). Errors that are not transient
 (a wrong password, a missing table) are raised at once. A store call that
 spent its own retries raises StoreUnavailableError, which counts as transient
 here: the reader's wait is longer than the call's.
+
+A step's commit waits too (:func:`write_through_outage`), for the same
+reason and one more: the step's work is done. A model turn that streamed
+its answer, or a tool call that charged a card, just before the database
+went away is committed once it is back, instead of its attempt failing and
+the step running again (paid for twice, or an ``at_most_once`` call ending
+"outcome unknown"). The commit is safe to send again: it is guarded by the
+step's claim and the frame's version, and a try that was applied although
+its answer was lost is recognised (``RunStore.commit``'s ``now``).
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from lg_core.errors import DeadlineExceededError
+from lg_core.errors import DeadlineExceededError, StoreUnavailableError
 from lg_core.store.database import is_transient
 
 T = TypeVar("T")
@@ -109,4 +118,37 @@ async def aread_through_outage(read: Callable[[], T], run_id: str, limit: float 
         return answer
 
 
-__all__ = ["FIRST_PAUSE_SECONDS", "MAX_PAUSE_SECONDS", "StoreOutage", "aread_through_outage", "read_through_outage"]
+def write_through_outage(
+    write: Callable[[], T], subject: str, patience: float, sleep: Callable[[float], object] = time.sleep
+) -> T:
+    """``write()``, tried again while the store is out of reach, for up to ``patience`` seconds.
+
+    Only StoreUnavailableError is waited out: ``write`` has retried contention
+    and short drops itself, and any other error is the write's own answer.
+    Past ``patience`` the last StoreUnavailableError is raised (0: at once,
+    as ``write`` raised it). ``write`` must be safe to call again after it
+    raised: that call may have been applied.
+    """
+    outage: StoreOutage | None = None
+    while True:
+        try:
+            answer = write()
+        except StoreUnavailableError as error:
+            outage = outage or StoreOutage(subject, None)
+            if outage.elapsed() >= patience:
+                raise
+            sleep(min(outage.pause_after(error), max(patience - outage.elapsed(), 0.0)))
+            continue
+        if outage is not None:
+            outage.ended()
+        return answer
+
+
+__all__ = [
+    "FIRST_PAUSE_SECONDS",
+    "MAX_PAUSE_SECONDS",
+    "StoreOutage",
+    "aread_through_outage",
+    "read_through_outage",
+    "write_through_outage",
+]

@@ -188,7 +188,7 @@ class RunStore:
             self._insert_steps_txn(tx, row["id"], new_steps, now, scheduled_by=START_STEP, status=step_status)
         return str(row["status"])
 
-    def commit(self, commit: StepCommit) -> CommitResult:
+    def commit(self, commit: StepCommit, now: float | None = None) -> CommitResult:
         """Apply one step's effects atomically; see :class:`StepCommit`.
 
         A commit that finishes the run (``finish``) also closes every step the run
@@ -197,8 +197,13 @@ class RunStore:
 
         A lost race (the run already ended, another writer moved the frame, or
         the step was already completed) rolls back and is reported in the result.
+
+        ``now`` (default: the time now) marks the step row as this commit's: a
+        caller sending the same commit again after StoreUnavailableError passes
+        the first call's value, so a call that was applied although its answer
+        was lost is recognised as this commit's, not reported as a lost race.
         """
-        now = time.time()  # one value for every try: it marks the step row as this commit's
+        now = time.time() if now is None else now  # one value for every try
         try:
             return self._commit_once(commit, now)
         except _Abort as abort:

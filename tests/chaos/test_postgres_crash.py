@@ -32,7 +32,7 @@ pytestmark = pytest.mark.chaos
 
 DOWN_SECONDS = 1.5  # shorter than the lease (3 s here): a holder keeps its step
 # Longer than a store transaction's retries (lg_core.store.database.retry_transient, about 4-9 s):
-# a worker's commit gives up, and its step comes back through the scheduler.
+# a worker's commit waits the rest out (store_outage_patience), and a claim sends its task again.
 LONG_DOWN_SECONDS = 12.0
 
 
@@ -124,10 +124,36 @@ def test_d_a_tool_call_running_across_a_postgres_crash_commits_once(dist, schedu
     assert step is not None and step.attempts == 1, step
 
 
+@pytest.mark.parametrize("agent_name, tool", [("StepAgent", "step"), ("ChargeAgent", "charge")])
+def test_d_a_tool_call_that_finishes_during_a_long_outage_commits_when_postgres_is_back(
+    dist, scheduler, own_postgres, agent_name, tool
+):
+    """The call finishes while the server is down for longer than a store call's retries; its
+    commit waits (store_outage_patience) and lands once the server is back: one attempt, one call,
+    and an at_most_once call keeps its result instead of ending "outcome unknown". The tools
+    worker's lease (30 s) outlasts the outage: no sweep may take the step over meanwhile."""
+    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=4)
+    hang = {"DIST_APP_HANG": f"{tool}:2", "DIST_APP_HANG_ONCE": "1", "DIST_APP_HANG_SECONDS": "3"}
+    [tools] = dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=1, LG_LEASE_SECONDS="30", **hang)
+    execution = getattr(dist_app, agent_name).start_execution("Run to the end.")
+    chaos.wait_ready(dist, f"{tool}-2", 1)
+
+    _crash_and_restart(own_postgres, LONG_DOWN_SECONDS)
+    chaos.wait_all([execution], timeout=90)
+
+    verdict = chaos.check_runs(dist, {execution.run_id: dist_app.TURNS})
+    _assert_sound(verdict)
+    assert verdict.repeated_calls == [] and verdict.unknown_outcomes == []
+    step = chaos.store_of(dist).load_step(execution.run_id, "root/turn-2/tool/call_2_0")
+    assert step is not None and step.attempts == 1 and step.status == "succeeded", step
+    log = tools.log.read_text()
+    assert "the commit of step root/turn-2/tool/call_2_0" in log and "the run store answers again after" in log, log[-3000:]
+
+
 @pytest.mark.parametrize("down_seconds", [DOWN_SECONDS, LONG_DOWN_SECONDS])
 def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgres, down_seconds):
     """Six runs (three with an at_most_once tool) mid tool calls; the server is down briefly, or
-    long enough that the workers' commits give up and their steps come back through the scheduler.
+    longer than a store call's retries, so the workers' commits and claims wait it out.
     Readers that follow or wait for runs in this process meanwhile wait the outage out."""
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
     dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=4, DIST_APP_TOOL_DELAY="0.3")
@@ -143,10 +169,10 @@ def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgr
     _assert_sound(chaos.check_runs(dist, turns))
     assert watchers.results(timeout=60) == {"events": "run_stop", "async events": "run_stop", "wait": "completed"}
     if down_seconds == LONG_DOWN_SECONDS:
-        # Some step's store call gave up during the outage (Celery logs the attempt's error). Which
-        # sweep then brought the step back (relay, dead holder, released attempt) varies from run to run.
+        # Some step's store call spent its retries during the outage: a commit then waited for the
+        # server (lg_core.store.outage), a claim's task sent itself again (lg_workers.tasks).
         worker_logs = "".join(log.read_text() for log in dist.tmp_path.glob("w*.log"))
-        assert "raised unexpected: StoreUnavailableError" in worker_logs
+        assert "trying again until it answers" in worker_logs or "sent again in 1 s" in worker_logs
     print(f"\n[chaos] PostgreSQL crashed, down {down_seconds} s: restart -> next committed step: "
           f"{chaos.describe(chaos.recovery_times(chaos.store_of(dist), list(turns), restarted_at))}")
 
@@ -254,7 +280,8 @@ def test_d_a_batch_submit_rides_out_a_postgres_crash(dist, scheduler, own_postgr
 
 # Long enough that a task taken from the queue during the outage cannot claim its step in a store
 # call's 4-9 s of retries: that call starts only after the tools worker's one thread gave up on the
-# commit of the call it ran when the server crashed (another 4-9 s).
+# commit of the call it ran when the server crashed (another 4-9 s; the worker has no
+# store_outage_patience, or its thread would wait in that commit until the server is back).
 CLAIM_OUTAGE_SECONDS = 25.0
 
 
@@ -266,7 +293,7 @@ def test_d_a_step_whose_claim_gave_up_is_sent_again_by_its_task_not_left_to_the_
     soon as the server is back, where it used to wait for the outbox relay (``relay_grace``)."""
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=4)
     hang = {"DIST_APP_HANG": "step:2", "DIST_APP_HANG_ONCE": "1", "DIST_APP_HANG_SECONDS": "3"}
-    [tools] = dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=1, **hang)
+    [tools] = dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=1, LG_STORE_OUTAGE_PATIENCE="0", **hang)
     executions = [dist_app.StepAgent.start_execution(f"Run {n} to the end.") for n in (1, 2)]
     chaos.wait_ready(dist, "step-2", 1)
     time.sleep(1.0)  # the other run's second tool call reaches the queue behind the hanging one

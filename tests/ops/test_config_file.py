@@ -346,7 +346,7 @@ def test_the_cli_reports_a_setting_naming_a_module_that_raises_in_one_line(broke
 
 
 @pytest.mark.parametrize(
-    "name", ["lease_seconds", "relay_grace", "relay_backoff_max", "max_step_attempts", "max_parallel_tools", "run_cache_size", "store_pool_size"]
+    "name", ["lease_seconds", "relay_grace", "relay_backoff_max", "max_step_attempts", "max_parallel_tools", "run_cache_size", "store_pool_size", "store_outage_patience"]
 )
 @pytest.mark.parametrize("text", ["yes", "on", "true", "off"])
 def test_a_yaml_boolean_is_not_taken_as_a_number(tmp_path, name, text):
@@ -357,7 +357,7 @@ def test_a_yaml_boolean_is_not_taken_as_a_number(tmp_path, name, text):
 
 
 @pytest.mark.parametrize(
-    "name", ["lease_seconds", "relay_grace", "relay_backoff_max", "max_step_attempts", "max_parallel_tools", "run_cache_size", "store_pool_size"]
+    "name", ["lease_seconds", "relay_grace", "relay_backoff_max", "max_step_attempts", "max_parallel_tools", "run_cache_size", "store_pool_size", "store_outage_patience"]
 )
 def test_a_boolean_given_for_a_number_is_refused(name):
     with pytest.raises(ConfigurationError, match=rf"{name}: Input should be a valid (integer|number), not the boolean True"):

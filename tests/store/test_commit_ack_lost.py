@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from lg_core import Agent
-from lg_core.errors import InvocationError
+from lg_core.errors import InvocationError, StoreUnavailableError
 from lg_core.providers import scripted
 from lg_core.store import RunStore
 from lg_core.store.database import retry_transient
@@ -46,6 +46,31 @@ def test_a_local_run_whose_commit_acknowledgement_was_lost_still_completes(file_
 
     record = file_config.runtime().store.load_run(run.id)
     assert lost and (run.outcome, record.status) == ("completed", "completed"), (run.outcome, record.status)
+
+
+def test_a_step_commit_sent_again_after_an_outage_it_was_applied_in_is_recognised(file_config, monkeypatch):
+    """The commit applied, then its answer was lost and the store's retries gave up
+    (StoreUnavailableError): the engine sends it again once the store answers
+    (store_outage_patience), with the first call's time, so the store recognises
+    the step it finished as this commit's rather than a lost race."""
+    inner = RunStore._commit_once.__wrapped__
+    lost: list[str] = []
+
+    def applied_then_unreachable(self, commit, *now):
+        result = inner(self, commit, *now)
+        if commit.step_key == "root/turn-0/model" and not lost:
+            lost.append(commit.step_key)
+            raise StoreUnavailableError("the store's database could not be reached for 6.0 s (12 tries)")
+        return result
+
+    monkeypatch.setattr(RunStore, "_commit_once", retry_transient(applied_then_unreachable))
+    monkeypatch.setattr("lg_core.store.outage.FIRST_PAUSE_SECONDS", 0.001)
+
+    run = EchoAgent.ask("go")
+
+    store = file_config.runtime().store
+    assert lost and (run.outcome, store.load_run(run.id).status) == ("completed", "completed")
+    assert store.load_step(run.id, "root/turn-0/model").attempts <= 1
 
 
 def test_a_run_whose_creation_answer_was_lost_is_created_once_and_reported_created(file_config, monkeypatch):

@@ -9,6 +9,8 @@ store's module), the tries and the server's refusals are real.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import lg_core
@@ -85,10 +87,34 @@ class HaltingAgent(Agent):  # module level: resume rebuilds the run from its imp
     tools = [HaltingTool]
 
 
+def test_a_local_run_whose_commit_waits_out_the_outage_commits_its_step_once(own_postgres, no_retry_pauses, caplog):
+    """The tool's commit finds the server stopped; it keeps the result and tries again until the
+    server is back (store_outage_patience), so ask() finishes and the tool ran once."""
+    configuration = Configuration(run_store=own_postgres.create_database("lg_patient"))
+    HaltingTool.server, HaltingTool.calls = own_postgres, []
+    restart = threading.Timer(3.0, own_postgres.start)
+    try:
+        with with_configuration(configuration), caplog.at_level("INFO", logger="lg_core.store.outage"):
+            restart.start()
+            run = HaltingAgent.ask("Stop the database.")
+
+            assert (run.outcome, run.response) == ("completed", "Went on.")
+            assert len(HaltingTool.calls) == 1
+            step = configuration.runtime().store.load_step(run.id, "root/turn-0/tool/call_0_0")
+            assert step is not None and step.status == "succeeded" and step.error is None, step
+        messages = [record.getMessage() for record in caplog.records]
+        assert any(m.startswith(f"the commit of step root/turn-0/tool/call_0_0 of run {run.id}: the run store "
+                                "cannot be reached") for m in messages), messages
+        assert any("the run store answers again after" in m for m in messages), messages
+    finally:
+        restart.join()
+        configuration.close()
+
+
 def test_a_local_run_whose_commit_cannot_reach_the_store_raises_and_resumes_once_it_is_back(own_postgres, no_retry_pauses):
-    """ask() on threads of this process: the step's commit gives up, ask raises, the run stays
-    running in the store (as if this process had been killed), and resume() finishes it later."""
-    configuration = Configuration(run_store=own_postgres.create_database("lg_local"))
+    """Without patience: the step's commit gives up after the store's own retries, ask raises, the
+    run stays running in the store (as if this process had been killed), and resume() finishes it later."""
+    configuration = Configuration(run_store=own_postgres.create_database("lg_local"), store_outage_patience=0)
     HaltingTool.server, HaltingTool.calls = own_postgres, []
     try:
         with with_configuration(configuration):
