@@ -110,8 +110,8 @@ def test_the_ending_of_one_parallel_tool_keeps_what_its_sibling_committed(any_co
     store = any_config.runtime().store
     commit = store.commit
 
-    def watched_commit(step_commit):
-        result = commit(step_commit)
+    def watched_commit(step_commit, *now):
+        result = commit(step_commit, *now)
         if result.applied and (step_commit.step_key or "").endswith("/tool/c1"):
             sibling_committed.set()
         return result

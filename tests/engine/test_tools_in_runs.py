@@ -415,8 +415,8 @@ def test_usage_recorded_by_parallel_tools_counts_once_each_after_a_version_confl
     conflicts = []
     commit = store.commit
 
-    def counting_commit(step_commit):
-        result = commit(step_commit)
+    def counting_commit(step_commit, *now):
+        result = commit(step_commit, *now)
         if result.reason == "frame_version_conflict":
             conflicts.append(step_commit.step_key)
         return result

@@ -40,8 +40,8 @@ def test_sixty_parallel_tool_calls_complete_and_each_runs_once(durable_url, monk
     lost: list[str | None] = []
     commit = RunStore.commit
 
-    def counting_commit(self: RunStore, step_commit: Any) -> Any:
-        result = commit(self, step_commit)
+    def counting_commit(self: RunStore, step_commit: Any, *now: float) -> Any:
+        result = commit(self, step_commit, *now)
         if not result.applied:
             lost.append(result.reason)
         return result

@@ -58,10 +58,10 @@ def crash_before_final_commit(tmp_path, agent, message, **options):
         store = first.runtime().store
         real_commit = store.commit
 
-        def crashing_commit(commit):
+        def crashing_commit(commit, *now):
             if commit.finish is not None:
                 raise Crash()  # the session file is written; the run's final commit never happens
-            return real_commit(commit)
+            return real_commit(commit, *now)
 
         store.commit = crashing_commit
         with pytest.raises(Crash):
