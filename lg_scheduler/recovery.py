@@ -10,8 +10,9 @@ any other, which is what makes a duplicate message harmless.
                        died between commit and publish, or Redis lost it); a
                        step nobody consumes is re-sent ever more rarely
     sweep_leases       a running step whose holder died (same host: at once;
-                       elsewhere: when its lease expires); a step nobody takes
-                       over is re-sent ever more rarely
+                       elsewhere: when its lease expires, or a lease period
+                       after a store outage that let it expire); a step nobody
+                       takes over is re-sent ever more rarely
     detect_stalled     a run with no commit for a long time (a backstop for open
                        steps no sweep or holder sees to; a run with no open step
                        at all is logged as an inconsistency)
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from lg_core.engine.dispatcher import StepRef
@@ -122,6 +124,30 @@ def _why_relayed(step: StepRecord) -> str:
     return "its message was not delivered"
 
 
+@dataclass(frozen=True, slots=True)
+class OutageGrace:
+    """Leases that ran out while the run store could not be reached, and how long their holders get.
+
+    During a database outage no holder can renew its lease, so every lease
+    running then expires, the live holders' as well as the dead ones'. A live
+    holder whose step finished meanwhile is waiting to commit it
+    (``store_outage_patience``); re-sending its step the moment the database is
+    back would race that commit and usually win, running the step again (an
+    ``at_most_once`` call then ends "outcome unknown" although its holder had
+    the result). So a lease that expired at or after ``began`` (store clock: the
+    last lease sweep before the outage, which judged every earlier expiry) is
+    not taken as a sign of death until ``until`` (the store answering again,
+    plus a lease period: time for a live holder's heartbeat to renew it). A
+    holder on this host seen dead is still taken over at once.
+    """
+
+    began: float
+    until: float
+
+    def spares(self, step: StepRecord, now: float) -> bool:
+        return now < self.until and step.lease_until is not None and step.lease_until >= self.began
+
+
 def sweep_leases(
     store: RunStore,
     publisher: Publisher,
@@ -129,6 +155,8 @@ def sweep_leases(
     hold_off: float,
     local_liveness: bool = True,
     limit: int = 1000,
+    now: float | None = None,
+    grace: OutageGrace | None = None,
 ) -> int:
     """Re-send running steps whose holder is gone; returns how many.
 
@@ -146,12 +174,16 @@ def sweep_leases(
     ``hold_off`` regardless, a step whose whole fleet is down gained a duplicate
     per lease period for as long as the outage lasted. Each new level is
     reported once, naming the queue and the worker to start.
+
+    ``now``: the store's clock read before this call (default: read here).
+    ``grace``: the leases an outage of the store let expire, spared for a while
+    (:class:`OutageGrace`).
     """
-    now = store.clock()  # before the rows: a lease read later is judged no earlier than it is
+    now = store.clock() if now is None else now  # before the rows: a lease read later is judged no earlier than it is
     dead = [
         (item, why)
         for step, relays in store.running_steps(limit)
-        if (why := _why_claim_is_dead(step, now, local_liveness)) is not None
+        if (why := _why_claim_is_dead(step, now, local_liveness, grace)) is not None
         and (item := store.mark_redispatched(step, relays, hold_off)) is not None
     ]
     _send(publisher, [item.step for item, _ in dead])
@@ -273,19 +305,20 @@ def _claim_is_dead(step: StepRecord, now: float, local_liveness: bool) -> bool:
     return _why_claim_is_dead(step, now, local_liveness) is not None
 
 
-def _why_claim_is_dead(step: StepRecord, now: float, local_liveness: bool) -> str | None:
+def _why_claim_is_dead(step: StepRecord, now: float, local_liveness: bool, grace: OutageGrace | None = None) -> str | None:
     """Why the scheduler may take this claim over, for its log; None while the claim holds.
 
     A dead process and an expired lease are told apart: a lease also expires
     under a holder that is alive but could not renew it (its database was
     down, its host was paused), and an operator reading "gone" there would
-    look for a crash that never happened.
+    look for a crash that never happened. A lease the store's own outage let
+    expire is spared while ``grace`` lasts.
     """
     if local_liveness and holder_is_dead(step.holder):
         return f"holder {step.holder} is gone"
     if step.lease_until is None:
         return f"holder {step.holder} left no lease"
-    if step.lease_until < now:
+    if step.lease_until < now and not (grace is not None and grace.spares(step, now)):
         return f"the lease of holder {step.holder} expired {now - step.lease_until:.1f} s ago"
     return None
 

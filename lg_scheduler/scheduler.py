@@ -83,6 +83,11 @@ class Scheduler:
         self.local_liveness = bool(local_liveness)
         self.batch = batch
         self._next_prune = 0.0  # monotonic time of the next retention pass: the first pass prunes
+        # Leases and the store's outages (recovery.OutageGrace): the store's clock at the last lease
+        # sweep; whether a pass found the store out of reach since; the grace that outage earned.
+        self._last_lease_sweep: float | None = None
+        self._store_was_down = False
+        self._grace: recovery.OutageGrace | None = None
         self._prune_after: Position | None = None  # where the last retention pass stopped (None: the oldest)
 
     def run_once(self) -> dict[str, int]:
@@ -109,6 +114,7 @@ class Scheduler:
             except StoreUnavailableError as exc:
                 log.warning("recovery sweep %s: %s; this pass stops, the next one retries", "/".join(names), exc)
                 counts["errors"] += 1
+                self._store_was_down = True
                 break
             except Exception:  # noqa: BLE001 - one failing sweep must not stop the others
                 log.exception(
@@ -133,13 +139,35 @@ class Scheduler:
         return recovery.relay_outbox(self.runtime.store, self.publisher, limit=self.batch)
 
     def _sweep_leases(self) -> int:
-        return recovery.sweep_leases(
+        now = self.runtime.store.clock()
+        self._grant_outage_grace(now)
+        swept = recovery.sweep_leases(
             self.runtime.store,
             self.publisher,
             hold_off=self.hold_off,
             local_liveness=self.local_liveness,
             limit=self.batch,
+            now=now,
+            grace=self._grace,
         )
+        self._last_lease_sweep = now
+        return swept
+
+    def _grant_outage_grace(self, now: float) -> None:
+        """After a pass found the store out of reach, spare the leases that outage let expire for one
+        lease period from now (recovery.OutageGrace); drop a grace that has run out."""
+        if self._store_was_down:
+            self._store_was_down = False
+            began = self._last_lease_sweep if self._last_lease_sweep is not None else float("-inf")
+            lease = self.runtime.configuration.lease_seconds
+            self._grace = recovery.OutageGrace(began=began, until=now + lease)
+            log.info(
+                "the run store answers again: leases that expired while it could not be reached are "
+                "taken over only if not renewed within %.0f s (their holders could not renew them)",
+                lease,
+            )
+        elif self._grace is not None and now >= self._grace.until:
+            self._grace = None
 
     def _detect_stalled(self) -> tuple[int, int]:
         return recovery.detect_stalled(

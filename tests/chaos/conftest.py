@@ -36,10 +36,18 @@ def relay_grace() -> float:
 
 
 @pytest.fixture
-def chaos_env(dist, relay_grace, monkeypatch):  # noqa: F811 - dist is the imported fixture
-    """The dist stack with the lowered relay grace, here and in every process started later."""
+def lease_seconds() -> float:
+    return 3.0
+
+
+@pytest.fixture
+def chaos_env(dist, relay_grace, lease_seconds, monkeypatch):  # noqa: F811 - dist is the imported fixture
+    """The dist stack with the lowered relay grace and its lease (a test may parametrize either), here
+    and in every process started later."""
     monkeypatch.setenv("LG_RELAY_GRACE", str(relay_grace))
     dist.config.relay_grace = relay_grace
+    monkeypatch.setenv("LG_LEASE_SECONDS", str(lease_seconds))
+    dist.lease_seconds = dist.config.lease_seconds = lease_seconds
     return dist
 
 

@@ -94,7 +94,8 @@ class DistributedStack:
         self.ready_dir = tmp_path / "ready"
         self.ready_dir.mkdir()
         self.workers: list[WorkerProcess] = []
-        self.config = Configuration(run_store=pg_url, broker_url=redis.url, imports=["dist_app"], lease_seconds=3)
+        self.lease_seconds = 3.0  # every process's lease (a chaos test may set another: chaos_env)
+        self.config = Configuration(run_store=pg_url, broker_url=redis.url, imports=["dist_app"], lease_seconds=self.lease_seconds)
 
     def env(self, **extra: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -102,7 +103,7 @@ class DistributedStack:
             LG_RUN_STORE=self.pg_url,
             LG_BROKER_URL=self.redis.url,
             LG_IMPORTS="dist_app",
-            LG_LEASE_SECONDS="3",
+            LG_LEASE_SECONDS=str(self.lease_seconds),
             PYTHONPATH=os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]),
             DIST_APP_LOG=str(self.log),
             DIST_APP_READY_DIR=str(self.ready_dir),

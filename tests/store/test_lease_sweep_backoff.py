@@ -22,7 +22,7 @@ from sqlalchemy import text
 
 from lg_core.identity import hostname
 from lg_core.store import RunStore
-from lg_scheduler.recovery import detect_stalled, relay_outbox, sweep_leases
+from lg_scheduler.recovery import OutageGrace, detect_stalled, relay_outbox, sweep_leases
 from tests.engine.numbered_tool import RecordingPublisher
 from tests.store.outbox_steps import create_distributed_run, make_due, step_column
 
@@ -171,6 +171,36 @@ def test_an_expired_lease_is_reported_as_expired_not_as_a_dead_holder(store, cap
     [message] = [r.getMessage() for r in caplog.records if "of run r1" in r.getMessage()]
     assert re.search(rf"the lease of holder {re.escape(LIVE_HOLDER)} expired 3\d\.\d s ago", message), message
     assert "is gone" not in message
+
+
+def test_a_lease_that_expired_during_an_outage_is_spared_while_the_grace_lasts(store):
+    """A live holder could not renew its lease while the store was down: it gets the grace to do so."""
+    create_distributed_run(store, "r1", (("model", MODEL_KEY),))
+    assert store.claim_step("r1", MODEL_KEY, LIVE_HOLDER, lease_seconds=300) == 1
+    now = store.clock()
+    _sql(store, "UPDATE lg_steps SET lease_until = :t WHERE run_id = 'r1'", t=now - 5)
+    publisher = RecordingPublisher()
+
+    during = OutageGrace(began=now - 20, until=now + 60)  # the outage began before the lease ran out
+    assert sweep_leases(store, publisher, hold_off=HOLD_OFF, grace=during) == 0
+    before = OutageGrace(began=now - 2, until=now + 60)  # it ran out before the outage: judged as ever
+    assert sweep_leases(store, publisher, hold_off=HOLD_OFF, grace=before) == 1
+    assert [ref.key for ref in publisher.sent] == [MODEL_KEY]
+
+
+def test_an_outage_grace_that_ran_out_spares_nothing(store):
+    create_distributed_run(store, "r1", (("model", MODEL_KEY),))
+    assert store.claim_step("r1", MODEL_KEY, LIVE_HOLDER, lease_seconds=300) == 1
+    now = store.clock()
+    _sql(store, "UPDATE lg_steps SET lease_until = :t WHERE run_id = 'r1'", t=now - 5)
+    assert sweep_leases(store, RecordingPublisher(), hold_off=HOLD_OFF, grace=OutageGrace(began=now - 20, until=now - 1)) == 1
+
+
+def test_a_holder_seen_dead_is_taken_over_during_an_outage_grace(store):
+    _held_by_the_dead(store)
+    now = store.clock()
+    grace = OutageGrace(began=float("-inf"), until=now + 60)
+    assert sweep_leases(store, RecordingPublisher(), hold_off=HOLD_OFF, grace=grace) == 1
 
 
 def test_two_schedulers_resend_a_dead_claim_once(durable_url):

@@ -37,6 +37,11 @@ def no_retry_pauses(monkeypatch):
     monkeypatch.setattr("lg_core.store.database.time.sleep", lambda _seconds: None)
 
 
+def _pause(seconds: float) -> None:
+    """A real pause (no_retry_pauses patches time.sleep itself)."""
+    threading.Event().wait(seconds)
+
+
 def test_calls_that_need_a_stopped_store_raise_store_unavailable_and_work_again_once_it_is_back(
     own_postgres, no_retry_pauses
 ):
@@ -151,5 +156,35 @@ def test_a_scheduler_pass_stops_at_the_first_sweep_that_finds_the_store_down(own
 
             own_postgres.start()
             assert scheduler.run_once()["errors"] == 0
+    finally:
+        configuration.close()
+
+
+def test_after_an_outage_the_scheduler_gives_a_lease_that_ran_out_during_it_one_lease_period(own_postgres, no_retry_pauses, caplog):
+    """No holder can renew its lease while the database is down: a live one gets a lease period after
+    the outage to renew it (or commit), before the sweep takes its step over (lg_scheduler.recovery.OutageGrace)."""
+    from lg_scheduler.scheduler import Scheduler
+    from tests.engine.numbered_tool import RecordingPublisher
+    from tests.store.outbox_steps import create_distributed_run
+
+    configuration = Configuration(run_store=own_postgres.create_database("lg_grace"), lease_seconds=2)
+    key = "root/turn-0/model"
+    try:
+        with with_configuration(configuration):
+            store = configuration.runtime().store
+            scheduler = Scheduler(configuration.runtime(), publisher=RecordingPublisher())
+            create_distributed_run(store, "r1", (("model", key),))
+            assert store.claim_step("r1", key, "another-host:4242:1", lease_seconds=1) == 1
+            assert scheduler.run_once()["redispatched"] == 0
+            own_postgres.halt()
+            assert scheduler.run_once()["errors"] == 1
+            _pause(1.5)  # the lease runs out while the store is down
+            own_postgres.start()
+
+            with caplog.at_level("INFO", logger="lg_scheduler.scheduler"):
+                assert scheduler.run_once()["redispatched"] == 0  # spared: its holder could not renew it
+            assert any("taken over only if not renewed within 2 s" in r.getMessage() for r in caplog.records)
+            _pause(2.2)
+            assert scheduler.run_once()["redispatched"] == 1  # not renewed within a lease period: taken over
     finally:
         configuration.close()
