@@ -53,6 +53,7 @@ from lg_core.messages import Message
 from lg_core.run_context import RunContext
 from lg_core.sessions.runs import RunSessions
 from lg_core.store import ClaimedStep, CommitResult, NewStep, RunStore, StepCommit
+from lg_core.store.database import is_transient
 from lg_core.store.outage import write_through_outage
 from lg_core.usage import Usage
 
@@ -101,7 +102,7 @@ class Engine:
         self._recent: OrderedDict[str, Run] = OrderedDict()  # the Run cache, up to run_cache_size
         self._retired: list[Run] = []  # dropped from the cache while a step used them; closed by close()
         self.sinks: list[Any] = []
-        self.heartbeat = Heartbeat(store, lease_seconds)
+        self.heartbeat = Heartbeat(store, lease_seconds, store_outage_patience)
         self.opening = Opener(self)
         # How runs load and save their sessions; the Runtime builds it from the configuration.
         self.sessions: RunSessions = getattr(runtime, "sessions", None) or RunSessions(None, store)
@@ -205,7 +206,13 @@ class Engine:
                     sink.publish(run_id, event)
 
     def cancel_requested(self, run_id: str) -> bool:
-        """Has anyone (any process) asked to cancel? Polls the store at most once a second."""
+        """Has anyone (any process) asked to cancel? Polls the store at most once a second.
+
+        A poll the store cannot answer (an outage, a lock) counts as "no cancel
+        seen yet": the next poll, a second later, asks again. It used to retry
+        for seconds and then raise, which failed a run streaming through a
+        database restart although nothing was wrong with it.
+        """
         if run_id in self._cancel_flags:
             return True
         now = time.monotonic()
@@ -213,8 +220,13 @@ class Engine:
             return False
         self._flag_polls[run_id] = now
         try:
-            _status, cancel, _holder = self.store.run_flags(run_id)
+            _status, cancel, _holder = self.store.run_flags_once(run_id)
         except RunNotFoundError:
+            return False
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            log.debug("the cancel flag of run %s could not be read (%s); asked again in %.0f s", run_id, exc, CANCEL_POLL_SECONDS)
             return False
         if cancel:
             self.note_cancel_requested(run_id)

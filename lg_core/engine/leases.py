@@ -19,6 +19,15 @@ failed, for a whole lease): so ``check`` also knows, by this host's monotonic
 clock, until when the last claim or renewal surely holds, and past it confirms
 the claim with a renewal of its own before the step goes on.
 
+A confirmation the store cannot answer (a database restart or failover, a
+lock) pauses the step instead of stopping it: the confirmation is tried
+again every CONFIRM_RETRY_SECONDS, for up to the engine's
+``store_outage_patience``, and the step goes on once a renewal says it still
+holds the step (or stops if another claim holds it now). The step streams
+nothing meanwhile, so no delta of a superseded attempt can follow another
+worker's claim. Stopping at once used to abandon every model turn that
+streamed for longer than its lease through a database outage.
+
 Only the steps being executed: a step this process claimed but no longer
 executes (its attempt failed and could not be given back, a claim whose
 transaction was retried after it had committed) must see its lease expire
@@ -27,6 +36,7 @@ even while the process executes other steps, or nothing would ever take it over.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -37,6 +47,12 @@ from typing import Any
 from lg_core.errors import StoreUnavailableError
 from lg_core.identity import current_holder
 from lg_core.store import RunStore
+from lg_core.store.database import is_transient
+
+log = logging.getLogger(__name__)
+
+CONFIRM_RETRY_SECONDS = 1.0  # a step's confirmation the store could not answer is tried again after this
+DEFAULT_PATIENCE_SECONDS = 300.0  # how long a step waits for that (the engine passes store_outage_patience)
 
 
 class StepClaimLost(BaseException):  # noqa: N818 - a control-flow signal like CancelledError, not an error
@@ -60,9 +76,10 @@ class StepNotClaimed(StoreUnavailableError):
 
 
 class Heartbeat:
-    def __init__(self, store: RunStore, lease_seconds: float) -> None:
+    def __init__(self, store: RunStore, lease_seconds: float, patience: float = DEFAULT_PATIENCE_SECONDS) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
+        self.patience = patience  # how long a step's confirmation waits for a store out of reach
         # (run id, step key, attempt or None) executing here
         self._held: Counter[tuple[str, str, int | None]] = Counter()
         self._lost: set[tuple[str, str, int | None]] = set()  # executing here, but held by another claim now
@@ -109,14 +126,35 @@ class Heartbeat:
             self._confirm(step)
 
     def _confirm(self, step: tuple[str, str, int | None]) -> None:
-        """Renew ``step``'s lease now, from the step's own thread; StepClaimLost if that fails."""
-        started = time.monotonic()
-        try:
-            lost = self.store.renew_leases(current_holder(), self.lease_seconds, [step])
-        except Exception as exc:  # noqa: BLE001 - unconfirmed, another worker may hold it: stop
-            raise StepClaimLost(
-                f"step {step[1]} of run {step[0]}: its lease ran out and could not be renewed ({exc!r})"
-            ) from None
+        """Renew ``step``'s lease now, from the step's own thread; StepClaimLost if it is not held here.
+
+        While the store cannot answer (see the module's docstring) the step
+        waits here, trying again every CONFIRM_RETRY_SECONDS for up to
+        ``patience`` seconds; any other failure, or a store still out of reach
+        after that, stops it with StepClaimLost, since another worker may hold it.
+        """
+        waiting_since: float | None = None
+        while True:
+            started = time.monotonic()
+            try:
+                lost = self.store.renew_leases_once(current_holder(), self.lease_seconds, [step])
+                break
+            except Exception as exc:  # noqa: BLE001 - sorted below
+                first = waiting_since is None
+                waiting_since = started if waiting_since is None else waiting_since
+                if not is_transient(exc) or started - waiting_since >= self.patience:
+                    raise StepClaimLost(
+                        f"step {step[1]} of run {step[0]}: its lease ran out and could not be renewed ({exc!r})"
+                    ) from None
+                if first:
+                    log.warning(
+                        "step %s of run %s: its lease ran out and the store cannot renew it now (%s); the step "
+                        "waits until the store confirms it still holds it",
+                        step[1], step[0], " ".join(str(exc).split()),
+                    )
+            time.sleep(CONFIRM_RETRY_SECONDS)
+        if waiting_since is not None:
+            log.info("step %s of run %s: the store answers again after %.1f s", step[1], step[0], time.monotonic() - waiting_since)
         self._renewed([step], lost, started)
         self.check(*step)
 

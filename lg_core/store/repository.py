@@ -675,6 +675,13 @@ class RunStore:
         one attempt of a step), those it still holds running, to ``lease_seconds`` from now by the
         store's clock. Returns the ones it no longer holds (another worker, or another thread of
         this process, claimed them after their lease expired; or they ended)."""
+        return self.renew_leases_once(holder, lease_seconds, steps)
+
+    def renew_leases_once(
+        self, holder: str, lease_seconds: float, steps: Sequence[tuple[str, str] | tuple[str, str, int | None]]
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`renew_leases` in one try, raising the driver's error: for a step's own check between
+        streamed chunks, which must not stall the step for the retries' seconds (lg_core.engine.leases)."""
         now = time.time()
         # One statement per step for its row count; pipelined on PostgreSQL, so one round trip for all.
         with self.db.transaction(pipelined=True) as tx:
@@ -710,6 +717,13 @@ class RunStore:
 
     @retry_transient
     def run_flags(self, run_id: str) -> tuple[str, bool, str | None]:
+        """The run's status, whether a cancel was requested, and its holder."""
+        return self.run_flags_once(run_id)
+
+    def run_flags_once(self, run_id: str) -> tuple[str, bool, str | None]:
+        """:meth:`run_flags` in one try, raising the driver's error: for a poll that the next poll
+        repeats anyway (a step's cancel check between streamed chunks), which must neither stall
+        its step for the retries' seconds nor fail it while the store is out of reach."""
         with self.db.reader() as tx:
             row = tx.fetchone("select_run_flags", {"run_id": run_id})
         if row is None:

@@ -162,6 +162,26 @@ def test_d_a_tool_call_that_finishes_during_a_long_outage_commits_when_postgres_
     assert granted in scheduler.text(), scheduler.text()[-3000:]
 
 
+def test_d_a_model_turn_streaming_through_a_long_outage_waits_and_commits_once(dist, scheduler, own_postgres):
+    """An answer streamed for about 15 s (1,500 words) while the server is down for 12 s: the
+    turn's lease (3 s) runs out and it cannot be confirmed, so the turn pauses until the server is
+    back, confirms it still holds its step, streams the rest and commits it: one attempt, the
+    whole answer once. It used to stop at the unconfirmed lease and run the whole turn again."""
+    dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=4)
+    message = " ".join(f"w{n}" for n in range(1500))
+    execution = dist_app.EchoAgent.start_execution(message)
+    time.sleep(2.0)  # streaming (0.01 s a word)
+
+    _crash_and_restart(own_postgres, LONG_DOWN_SECONDS)
+    run = execution.wait(timeout=90)
+
+    assert (run.outcome, run.response) == ("completed", "You said: " + message)
+    step = chaos.store_of(dist).load_step(execution.run_id, "root/turn-0/model")
+    assert step is not None and (step.status, step.attempts) == ("succeeded", 1), step
+    worker_log = "".join(log.read_text() for log in dist.tmp_path.glob("w*.log"))
+    assert "the step waits until the store confirms it still holds it" in worker_log, worker_log[-3000:]
+
+
 @pytest.mark.parametrize("down_seconds", [DOWN_SECONDS, LONG_DOWN_SECONDS])
 def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgres, down_seconds):
     """Six runs (three with an at_most_once tool) mid tool calls; the server is down briefly, or

@@ -16,6 +16,7 @@ import time
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from lg_core import Agent, Configuration, with_configuration
 from lg_core.providers import scripted
@@ -127,6 +128,7 @@ def test_a_worker_whose_lease_ran_out_unrenewed_streams_nothing_once_another_hol
         thread.start()
         _wait_until(lambda: recorder.deltas)
         monkeypatch.setattr(worker.store, "renew_leases", unreachable)
+        monkeypatch.setattr(worker.store, "renew_leases_once", unreachable)
         _wait_until(lambda: client.store.load_step(ref.run_id, ref.key).lease_until < client.store.clock())
         assert client.store.claim_step(ref.run_id, ref.key, "another-host:4242:1", lease_seconds=300) == 2
         streamed_before_takeover = len(recorder.deltas)
@@ -135,6 +137,120 @@ def test_a_worker_whose_lease_ran_out_unrenewed_streams_nothing_once_another_hol
 
         assert outcome == ["lost"]
         assert recorder.deltas[streamed_before_takeover:] == [], "the superseded attempt streamed after another worker claimed its step"
+    finally:
+        client_config.close()
+        worker_config.close()
+
+
+def _refused(*_args, **_kwargs):
+    """What psycopg raises while the run store's server is down or restarting (a transient error)."""
+    raise OperationalError("UPDATE lg_steps", {}, Exception('connection to server at "127.0.0.1" failed: Connection refused'))
+
+
+def _streaming_worker(tmp_path, **settings):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    client_config = Configuration(run_store=url)
+    worker_config = Configuration(run_store=url, lease_seconds=LEASE, **settings)
+    return client_config, worker_config
+
+
+def test_a_step_whose_lease_ran_out_while_the_store_was_down_waits_and_goes_on_once_it_confirms(tmp_path, monkeypatch):
+    """The store cannot be reached for several leases (a database restart): the step cannot confirm
+    its claim, so it streams nothing more, waits, and goes on once a renewal says it still holds the
+    step. It used to stop there, abandoning a model turn that was fine."""
+    client_config, worker_config = _streaming_worker(tmp_path)
+    client, worker = client_config.runtime(), worker_config.runtime()
+    recorder = Recorder()
+    worker.engine.add_sink(recorder)
+    try:
+        with with_configuration(client_config):
+            (ref,) = client.begin(StreamAgent.build_run("go"), distributed=True)
+        outcome: list[str] = []
+
+        def execute() -> None:
+            with with_configuration(worker_config):
+                outcome.append(worker.engine.execute_claimed(ref.run_id, ref.key)[0])
+
+        thread = threading.Thread(target=execute)
+        thread.start()
+        _wait_until(lambda: recorder.deltas)
+        monkeypatch.setattr(worker.store, "renew_leases", _refused)
+        monkeypatch.setattr(worker.store, "renew_leases_once", _refused)
+        _wait_until(lambda: client.store.load_step(ref.run_id, ref.key).lease_until < client.store.clock())
+        time.sleep(5 * LEASE)
+        paused_at = len(recorder.deltas)
+        time.sleep(5 * LEASE)
+        assert len(recorder.deltas) == paused_at, "the step streamed on without confirming its claim"
+        monkeypatch.undo()  # the store is back
+        thread.join(timeout=60)
+
+        assert outcome == ["executed"]
+        assert "".join(recorder.deltas).split() == [f"w{i}" for i in range(WORDS)]
+        step = client.store.load_step(ref.run_id, ref.key)
+        assert (step.status, step.attempts) == ("succeeded", 1)
+    finally:
+        client_config.close()
+        worker_config.close()
+
+
+def test_a_step_that_waited_for_the_store_stops_if_another_worker_claimed_it_meanwhile(tmp_path, monkeypatch):
+    """Only this worker lost the store (a partition): another claims the step after the lease ran
+    out. Once this worker's renewal gets through it learns that and stops, and not one delta of its
+    attempt follows the new claim."""
+    client_config, worker_config = _streaming_worker(tmp_path)
+    client, worker = client_config.runtime(), worker_config.runtime()
+    recorder = Recorder()
+    worker.engine.add_sink(recorder)
+    try:
+        with with_configuration(client_config):
+            (ref,) = client.begin(StreamAgent.build_run("go"), distributed=True)
+        outcome: list[str] = []
+
+        def execute() -> None:
+            with with_configuration(worker_config):
+                outcome.append(worker.engine.execute_claimed(ref.run_id, ref.key)[0])
+
+        thread = threading.Thread(target=execute)
+        thread.start()
+        _wait_until(lambda: recorder.deltas)
+        monkeypatch.setattr(worker.store, "renew_leases", _refused)
+        monkeypatch.setattr(worker.store, "renew_leases_once", _refused)
+        _wait_until(lambda: client.store.load_step(ref.run_id, ref.key).lease_until < client.store.clock())
+        assert client.store.claim_step(ref.run_id, ref.key, "another-host:4242:1", lease_seconds=300) == 2
+        streamed_before_takeover = len(recorder.deltas)
+        monkeypatch.undo()
+        thread.join(timeout=60)
+
+        assert outcome == ["lost"]
+        assert recorder.deltas[streamed_before_takeover:] == [], "the superseded attempt streamed after another worker claimed its step"
+    finally:
+        client_config.close()
+        worker_config.close()
+
+
+def test_without_patience_a_step_that_cannot_confirm_its_claim_stops(tmp_path, monkeypatch):
+    client_config, worker_config = _streaming_worker(tmp_path, store_outage_patience=0)
+    client, worker = client_config.runtime(), worker_config.runtime()
+    recorder = Recorder()
+    worker.engine.add_sink(recorder)
+    try:
+        with with_configuration(client_config):
+            (ref,) = client.begin(StreamAgent.build_run("go"), distributed=True)
+        outcome: list[str] = []
+
+        def execute() -> None:
+            with with_configuration(worker_config):
+                outcome.append(worker.engine.execute_claimed(ref.run_id, ref.key)[0])
+
+        thread = threading.Thread(target=execute)
+        thread.start()
+        _wait_until(lambda: recorder.deltas)
+        monkeypatch.setattr(worker.store, "renew_leases", _refused)
+        monkeypatch.setattr(worker.store, "renew_leases_once", _refused)
+        thread.join(timeout=60)
+
+        assert outcome == ["lost"]
+        assert f"w{WORDS - 1}" not in "".join(recorder.deltas)
     finally:
         client_config.close()
         worker_config.close()

@@ -136,6 +136,46 @@ def test_a_local_run_whose_commit_cannot_reach_the_store_raises_and_resumes_once
         configuration.close()
 
 
+LONG_ANSWER = " ".join(f"word{n}" for n in range(40))
+
+
+class StreamHalts:
+    """The store's server, stopped by the model call that streams LONG_ANSWER, once."""
+
+    server: PostgresServer | None = None
+
+
+def _halting_stream(_request):
+    if StreamHalts.server is not None:
+        StreamHalts.server.halt()
+        StreamHalts.server = None
+    return {"text": LONG_ANSWER, "delta_delay": 0.1}  # about 4 s of streaming
+
+
+scripted.register("store-unavailable-stream", _halting_stream)
+
+
+class StreamingAgent(Agent):
+    model = "scripted:store-unavailable-stream"
+
+
+def test_a_model_turn_streaming_through_an_outage_goes_on_and_commits_once_the_store_is_back(own_postgres, no_retry_pauses):
+    """Between streamed chunks the turn polls the run's cancel flag. A poll that cannot reach the
+    store is a missed poll (the flag is read again a second later), not the run's failure."""
+    configuration = Configuration(run_store=own_postgres.create_database("lg_stream"))
+    StreamHalts.server = own_postgres
+    restart = threading.Timer(6.0, own_postgres.start)
+    try:
+        with with_configuration(configuration):
+            restart.start()
+            run = StreamingAgent.ask("Talk for a while.")
+
+            assert (run.outcome, run.response) == ("completed", LONG_ANSWER), run.error
+    finally:
+        restart.join()
+        configuration.close()
+
+
 def test_a_scheduler_pass_stops_at_the_first_sweep_that_finds_the_store_down(own_postgres, no_retry_pauses, caplog):
     """One line in the log per pass, not a traceback per sweep; the next pass after the outage runs them all."""
     from lg_scheduler.scheduler import Scheduler
