@@ -15,7 +15,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lg_core.callbacks import run_chain
 from lg_core.engine.at_most_once import StartNotRecorded
@@ -54,7 +54,7 @@ from lg_core.run_context import RunContext
 from lg_core.sessions.runs import RunSessions
 from lg_core.store import ClaimedStep, CommitResult, NewStep, RunStore, StepCommit
 from lg_core.store.database import is_transient
-from lg_core.store.outage import write_through_outage
+from lg_core.store.outage import call_through_outage
 from lg_core.usage import Usage
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from lg_core.services import Runtime
 
 _MAX_COMMIT_ATTEMPTS = 50
+T = TypeVar("T")
 
 log = logging.getLogger("lg_core.engine")
 _UNKNOWN: Any = object()  # no input remembered for a step (None is a valid input)
@@ -433,8 +434,11 @@ class Engine:
     def _perform(self, scope: StepScope, worker: ModelTurn | ToolCall) -> Transition:
         try:
             return worker.perform()
-        except StartNotRecorded:
-            raise  # not the run's outcome: the attempt fails and a later one decides (at_most_once)
+        except (StartNotRecorded, StoreUnavailableError):
+            # Not the run's outcome: the attempt fails and a later one decides (at_most_once), or
+            # the store was out of reach past its patience (a worker's step comes back through the
+            # scheduler, a local run through resume()).
+            raise
         except (CancelledError, DeadlineExceededError, Exception) as exc:  # noqa: BLE001 - becomes the outcome
             return self._ending_for(scope, exc, getattr(worker, "partial_text", ""))
 
@@ -488,6 +492,8 @@ class Engine:
                 commit = transition(state)
             except _StaleStep:
                 return []
+            except StoreUnavailableError:
+                raise  # not the run's outcome (see _perform)
             except (CancelledError, DeadlineExceededError, Exception) as exc:  # noqa: BLE001 - e.g. an after_invocation callback
                 transition = self._ending_for(scope, exc)
                 commit = transition(state)
@@ -524,6 +530,12 @@ class Engine:
             state = self.opening.still_ours(scope, fresh)
         raise RunStateError(f"step {scope.key!r} could not commit after {_MAX_COMMIT_ATTEMPTS} version conflicts")
 
+    def patiently(self, call: Callable[[], T], subject: str) -> T:
+        """``call()``, a store call a step makes on its way, tried again while the store is out of
+        reach for up to ``store_outage_patience`` seconds (lg_core.store.outage): the step's work so
+        far (a streamed answer) would be lost with its attempt."""
+        return call_through_outage(call, subject, self.store_outage_patience)
+
     def _store_commit(self, scope: StepScope, commit: StepCommit) -> CommitResult:
         """Send ``commit`` to the store, waiting out an outage for up to ``store_outage_patience`` seconds.
 
@@ -536,7 +548,7 @@ class Engine:
         sweep handed to another worker meanwhile is refused as before.
         """
         now = time.time()
-        return write_through_outage(
+        return call_through_outage(
             lambda: self.store.commit(commit, now),
             f"the commit of step {scope.key} of run {scope.run.id}",
             self.store_outage_patience,

@@ -99,7 +99,7 @@ class ModelTurn:
         """User messages interjected since the last turn join the conversation here."""
         if not self.scope.engine.interjections_may_be_pending(self.scope.run.id):
             return
-        for seq, data, metadata in self.scope.engine.store.pending_interjections(self.scope.run.id):
+        for seq, data, metadata in self._pending_interjections():
             message = Message.from_dict(data)
             self.interjected.append(message)
             self.interjection_seqs.append(seq)
@@ -395,7 +395,13 @@ class ModelTurn:
         if not self.scope.engine.interjections_may_be_pending(self.scope.run.id):
             return False
         taken = set(self.interjection_seqs)
-        return any(seq not in taken for seq, _m, _meta in self.scope.engine.store.pending_interjections(self.scope.run.id))
+        return any(seq not in taken for seq, _m, _meta in self._pending_interjections())
+
+    def _pending_interjections(self) -> list[Any]:
+        """The run's pending interjections, read through a store outage (Engine.patiently)."""
+        scope = self.scope
+        store, run_id = scope.engine.store, scope.run.id
+        return scope.engine.patiently(lambda: store.pending_interjections(run_id), f"step {scope.key} of run {run_id}")
 
     def _continue_for_interjection(self, state: FrameState, checkpoint: AgentCheckpoint, response: ModelResponse) -> Any:
         """Keep the run going for a user message that arrived while this turn ran.

@@ -280,7 +280,9 @@ class StepScope:
         """
         if not self.engine.interjections_may_be_pending(self.run.id):
             return []
-        return [seq for seq, _message, _metadata in self.engine.store.pending_interjections(self.run.id)]
+        store, run_id = self.engine.store, self.run.id
+        pending = self.engine.patiently(lambda: store.pending_interjections(run_id), f"step {self.key} of run {run_id}")
+        return [seq for seq, _message, _metadata in pending]
 
     def completion(
         self, state: FrameState, checkpoint: AgentCheckpoint, result: RunResult, messages: list[Any], consumed: list[int]

@@ -13,7 +13,8 @@ its own time runs out (a ``wait`` timeout). Errors that are not transient
 spent its own retries raises StoreUnavailableError, which counts as transient
 here: the reader's wait is longer than the call's.
 
-A step's commit waits too (:func:`write_through_outage`), for the same
+A step's commit waits too (:func:`call_through_outage`), as do the store
+reads a step makes on its way (interjections that arrived), for the same
 reason and one more: the step's work is done. A model turn that streamed
 its answer, or a tool call that charged a card, just before the database
 went away is committed once it is back, instead of its attempt failing and
@@ -118,15 +119,15 @@ async def aread_through_outage(read: Callable[[], T], run_id: str, limit: float 
         return answer
 
 
-def write_through_outage(
+def call_through_outage(
     write: Callable[[], T], subject: str, patience: float, sleep: Callable[[float], object] = time.sleep
 ) -> T:
-    """``write()``, tried again while the store is out of reach, for up to ``patience`` seconds.
+    """``write()`` (a store call), tried again while the store is out of reach, for up to ``patience`` seconds.
 
     Only StoreUnavailableError is waited out: ``write`` has retried contention
-    and short drops itself, and any other error is the write's own answer.
+    and short drops itself, and any other error is the call's own answer.
     Past ``patience`` the last StoreUnavailableError is raised (0: at once,
-    as ``write`` raised it). ``write`` must be safe to call again after it
+    as ``write`` raised it). A write must be safe to send again after it
     raised: that call may have been applied.
     """
     outage: StoreOutage | None = None
@@ -150,5 +151,5 @@ __all__ = [
     "StoreOutage",
     "aread_through_outage",
     "read_through_outage",
-    "write_through_outage",
+    "call_through_outage",
 ]

@@ -23,8 +23,8 @@ from lg_core.store.outage import (
     MAX_PAUSE_SECONDS,
     StoreOutage,
     aread_through_outage,
+    call_through_outage,
     read_through_outage,
-    write_through_outage,
 )
 
 
@@ -209,7 +209,7 @@ def _unavailable() -> StoreUnavailableError:
 def test_a_write_is_sent_again_while_the_store_is_out_of_reach(caplog):
     write, pauses = FlakyRead(3, error=_unavailable), []
     with caplog.at_level("INFO", logger="lg_core.store.outage"):
-        assert write_through_outage(write, "the commit of step s", patience=60, sleep=pauses.append) == "answer"
+        assert call_through_outage(write, "the commit of step s", patience=60, sleep=pauses.append) == "answer"
     assert write.calls == 4 and pauses == [FIRST_PAUSE_SECONDS, 2 * FIRST_PAUSE_SECONDS, 4 * FIRST_PAUSE_SECONDS]
     messages = [record.getMessage() for record in caplog.records]
     assert [m for m in messages if "cannot be reached" in m] == [
@@ -221,7 +221,7 @@ def test_a_write_is_sent_again_while_the_store_is_out_of_reach(caplog):
 def test_a_write_without_patience_raises_the_first_store_unavailable_error():
     write = FlakyRead(1, error=_unavailable)
     with pytest.raises(StoreUnavailableError, match="could not be reached"):
-        write_through_outage(write, "the commit of step s", patience=0, sleep=lambda _s: None)
+        call_through_outage(write, "the commit of step s", patience=0, sleep=lambda _s: None)
     assert write.calls == 1
 
 
@@ -229,7 +229,7 @@ def test_a_write_whose_patience_runs_out_raises_the_last_store_unavailable_error
     write = FlakyRead(1000, error=_unavailable)
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError):
-        write_through_outage(write, "the commit of step s", patience=0.3)
+        call_through_outage(write, "the commit of step s", patience=0.3)
     assert 0.3 <= time.monotonic() - started < 5  # the last pause is cut to the patience left
     assert 2 <= write.calls <= 4
 
@@ -239,5 +239,5 @@ def test_a_write_is_not_sent_again_after_any_other_error(error):
     """A driver error reaching here outlasted the write's own retries (contention), or is the write's answer."""
     write = FlakyRead(1, error=error)
     with pytest.raises(type(error())):
-        write_through_outage(write, "the commit of step s", patience=60, sleep=lambda _s: None)
+        call_through_outage(write, "the commit of step s", patience=60, sleep=lambda _s: None)
     assert write.calls == 1
