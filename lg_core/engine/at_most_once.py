@@ -72,10 +72,15 @@ def start_guard(scope: StepScope) -> Callable[[], None] | None:
 
 def _recorder(scope: StepScope, holder: str, attempt: int) -> Callable[[], None]:
     def record_start() -> None:
-        """Write the mark, flushed, before the tool's code runs; raise rather than let it run unmarked."""
-        run_id, key = scope.run.id, scope.key
+        """Write the mark, flushed, before the tool's code runs; raise rather than let it run unmarked.
+
+        The mark waits out a store outage (Engine.patiently; writing it twice is harmless).
+        """
+        run_id, key, store = scope.run.id, scope.key, scope.engine.store
         try:
-            marked = scope.engine.store.mark_body_entered(run_id, key, holder, attempt)
+            marked = scope.engine.patiently(
+                lambda: store.mark_body_entered(run_id, key, holder, attempt), f"step {key} of run {run_id}"
+            )
         except Exception as exc:
             raise StartNotRecorded(
                 f"step {key} of run {run_id}: could not record that its at_most_once tool starts "

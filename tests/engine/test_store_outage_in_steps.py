@@ -1,7 +1,8 @@
 """A store call a step makes on its way (not its commit) while the store is out of reach.
 
 A model turn reads the run's pending interjections when it starts and again
-before it completes the run. A read that found the store out of reach past
+before it completes the run; an at_most_once tool's call writes the mark that
+it starts before the tool runs. A read that found the store out of reach past
 its retries (StoreUnavailableError) used to become the run's outcome: the run
 failed although nothing was wrong with it. Now the read waits the outage out
 (``store_outage_patience``); past that, the attempt fails as an
@@ -14,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 import lg_core
-from lg_core import Agent, Configuration, StoreUnavailableError, with_configuration
+from lg_core import Agent, Configuration, StoreUnavailableError, Tool, with_configuration
 from lg_core.engine.engine import Engine
 from lg_core.providers import scripted
 from lg_core.store import RunStore
@@ -77,3 +78,41 @@ def test_without_patience_the_attempt_fails_and_the_run_stays_running_for_resume
             assert (run.outcome, run.response) == ("completed", "Answered.")
     finally:
         configuration.close()
+
+
+class ChargeTool(Tool):
+    description = "Charge the card; must never run twice."
+    input_schema = {"type": "object", "properties": {}}
+    at_most_once = True
+    calls: list[str] = []
+
+    def call(self, input):
+        ChargeTool.calls.append(self.idempotency_key)
+        return "charged"
+
+
+scripted.register("outage-in-steps-charge", [{"tool_calls": [{"name": "charge", "arguments": {}}]}, {"text": "Done."}])
+
+
+class ChargingAgent(Agent):
+    model = "scripted:outage-in-steps-charge"
+    tools = [ChargeTool]
+
+
+def test_an_at_most_once_tool_waits_for_its_start_mark_through_the_outage_and_runs_once(file_config, monkeypatch, quick_pauses):
+    store = file_config.runtime().store
+    real, tries = store.mark_body_entered, []
+
+    def down_twice(*args):
+        tries.append(args)
+        if len(tries) <= 2:
+            raise StoreUnavailableError("the store's database could not be reached for 6.0 s (12 tries)")
+        return real(*args)
+
+    monkeypatch.setattr(store, "mark_body_entered", down_twice)
+    ChargeTool.calls = []
+
+    run = ChargingAgent.ask("Charge it.")
+
+    assert (run.outcome, run.response) == ("completed", "Done.")
+    assert len(tries) == 3 and len(ChargeTool.calls) == 1
