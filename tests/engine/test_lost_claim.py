@@ -54,7 +54,83 @@ def _wait_until(condition, timeout: float = 30) -> None:
         time.sleep(0.01)
 
 
+class StreamingStep:
+    """A distributed run whose model turn streams on a thread of this process, as a worker runs it.
 
+    ``client`` and ``worker`` are two runtimes on one SQLite file; the worker's
+    lease is LEASE. ``cut_renewals`` makes the worker's lease renewals fail
+    (the database out of reach for it), ``restore`` brings them back.
+    """
+
+    def __init__(self, tmp_path, monkeypatch, **settings) -> None:
+        url = f"sqlite:///{tmp_path / 'runs.db'}"
+        self.monkeypatch = monkeypatch
+        self.client_config = Configuration(run_store=url)
+        self.worker_config = Configuration(run_store=url, lease_seconds=LEASE, **settings)
+        self.client, self.worker = self.client_config.runtime(), self.worker_config.runtime()
+        self.recorder = Recorder()
+        self.worker.engine.add_sink(self.recorder)
+        with with_configuration(self.client_config):
+            (self.ref,) = self.client.begin(StreamAgent.build_run("go"), distributed=True)
+        self.outcome: list[str] = []
+        self.thread = threading.Thread(target=self._execute)
+        self.thread.start()
+        _wait_until(lambda: self.recorder.deltas)
+
+    def _execute(self) -> None:
+        with with_configuration(self.worker_config):
+            self.outcome.append(self.worker.engine.execute_claimed(self.ref.run_id, self.ref.key)[0])
+
+    def step(self):
+        return self.client.store.load_step(self.ref.run_id, self.ref.key)
+
+    def cut_renewals(self, failing) -> None:
+        self.monkeypatch.setattr(self.worker.store, "renew_leases", failing)
+        self.monkeypatch.setattr(self.worker.store, "renew_leases_once", failing)
+
+    def restore(self) -> None:
+        self.monkeypatch.undo()
+
+    def wait_lease_out(self) -> None:
+        _wait_until(lambda: self.step().lease_until < self.client.store.clock())
+
+    def take_over(self) -> int:
+        """Another worker claims the step (after its lease ran out); returns the deltas streamed so far."""
+        assert self.client.store.claim_step(self.ref.run_id, self.ref.key, "another-host:4242:1", lease_seconds=300) == 2
+        return len(self.recorder.deltas)
+
+    def finish(self) -> str:
+        self.thread.join(timeout=60)
+        [outcome] = self.outcome
+        return outcome
+
+    def close(self) -> None:
+        self.thread.join(timeout=60)
+        self.client_config.close()
+        self.worker_config.close()
+
+
+@pytest.fixture
+def streaming(tmp_path, monkeypatch):
+    started: list[StreamingStep] = []
+
+    def start(**settings) -> StreamingStep:
+        started.append(StreamingStep(tmp_path, monkeypatch, **settings))
+        return started[-1]
+
+    yield start
+    for step in started:
+        step.close()
+
+
+def _unreachable(*_args, **_kwargs):
+    """The worker's database connection hangs up: not an error the store knows as transient."""
+    raise ConnectionError("the database is unreachable")
+
+
+def _refused(*_args, **_kwargs):
+    """What psycopg raises while the run store's server is down or restarting (a transient error)."""
+    raise OperationalError("UPDATE lg_steps", {}, Exception('connection to server at "127.0.0.1" failed: Connection refused'))
 
 
 @pytest.mark.parametrize(
@@ -64,193 +140,59 @@ def _wait_until(condition, timeout: float = 30) -> None:
         "holder",  # another thread of this same process did (one holder string per process)
     ],
 )
-def test_a_worker_that_lost_its_claim_stops_streaming(tmp_path, new_holder):
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    client_config = Configuration(run_store=url)
-    worker_config = Configuration(run_store=url, lease_seconds=LEASE)
-    client, worker = client_config.runtime(), worker_config.runtime()
-    recorder = Recorder()
-    worker.engine.add_sink(recorder)
-    try:
-        with with_configuration(client_config):
-            (ref,) = client.begin(StreamAgent.build_run("go"), distributed=True)
-        outcome: list[str] = []
+def test_a_worker_that_lost_its_claim_stops_streaming(streaming, new_holder):
+    run = streaming()
+    # Another worker took the step over (the sweeper re-dispatched it after a missed lease).
+    with run.client.store.db.engine.begin() as connection:
+        connection.execute(
+            text(f"update lg_steps set holder = {new_holder}, lease_until = :until, attempts = attempts + 1 "
+                 "where run_id = :run_id and key = :key"),
+            {"until": time.time() + 300, "run_id": run.ref.run_id, "key": run.ref.key},
+        )
 
-        def execute() -> None:
-            with with_configuration(worker_config):
-                outcome.append(worker.engine.execute_claimed(ref.run_id, ref.key)[0])
-
-        thread = threading.Thread(target=execute)
-        thread.start()
-        _wait_until(lambda: recorder.deltas)
-        # Another worker took the step over (the sweeper re-dispatched it after a missed lease).
-        with client.store.db.engine.begin() as connection:
-            connection.execute(
-                text(f"update lg_steps set holder = {new_holder}, lease_until = :until, attempts = attempts + 1 "
-                     "where run_id = :run_id and key = :key"),
-                {"until": time.time() + 300, "run_id": ref.run_id, "key": ref.key},
-            )
-        thread.join(timeout=60)
-
-        assert outcome == ["lost"]
-        assert f"w{WORDS - 1}" not in "".join(recorder.deltas), "the worker streamed the whole answer of a step it no longer held"
-        step = client.store.load_step(ref.run_id, ref.key)
-        assert (step.status, step.attempts) == ("running", 2)  # the new attempt's, untouched
-    finally:
-        client_config.close()
-        worker_config.close()
+    assert run.finish() == "lost"
+    assert f"w{WORDS - 1}" not in "".join(run.recorder.deltas), "the worker streamed the whole answer of a step it no longer held"
+    assert (run.step().status, run.step().attempts) == ("running", 2)  # the new attempt's, untouched
 
 
-def test_a_worker_whose_lease_ran_out_unrenewed_streams_nothing_once_another_holds_the_step(tmp_path, monkeypatch):
-    """The heartbeat cannot renew (the worker's database connection hangs), the lease runs out,
-    another worker claims the step; then the first one's database is back. Not one delta of
-    the superseded attempt may follow the new claim: the step stops once its lease may have
-    ended, unless it confirms it still holds the step."""
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    client_config = Configuration(run_store=url)
-    worker_config = Configuration(run_store=url, lease_seconds=LEASE)
-    client, worker = client_config.runtime(), worker_config.runtime()
-    recorder = Recorder()
-    worker.engine.add_sink(recorder)
-    try:
-        with with_configuration(client_config):
-            (ref,) = client.begin(StreamAgent.build_run("go"), distributed=True)
-        outcome: list[str] = []
+@pytest.mark.parametrize("failing", [_unreachable, _refused])
+def test_a_worker_whose_lease_ran_out_unrenewed_streams_nothing_once_another_holds_the_step(streaming, failing):
+    """The heartbeat cannot renew (the worker's database connection hangs, or its server refuses
+    connections), the lease runs out, another worker claims the step; then the first one's database
+    is back. Not one delta of the superseded attempt may follow the new claim: the step stops once
+    its lease may have ended, or pauses while the store cannot answer, until it confirms it still
+    holds the step; here it learns it does not."""
+    run = streaming()
+    run.cut_renewals(failing)
+    run.wait_lease_out()
+    streamed_before_takeover = run.take_over()
+    run.restore()  # the worker's database is back
 
-        def execute() -> None:
-            with with_configuration(worker_config):
-                outcome.append(worker.engine.execute_claimed(ref.run_id, ref.key)[0])
-
-        def unreachable(*_args, **_kwargs):
-            raise ConnectionError("the database is unreachable")
-
-        thread = threading.Thread(target=execute)
-        thread.start()
-        _wait_until(lambda: recorder.deltas)
-        monkeypatch.setattr(worker.store, "renew_leases", unreachable)
-        monkeypatch.setattr(worker.store, "renew_leases_once", unreachable)
-        _wait_until(lambda: client.store.load_step(ref.run_id, ref.key).lease_until < client.store.clock())
-        assert client.store.claim_step(ref.run_id, ref.key, "another-host:4242:1", lease_seconds=300) == 2
-        streamed_before_takeover = len(recorder.deltas)
-        monkeypatch.undo()  # the worker's database is back
-        thread.join(timeout=60)
-
-        assert outcome == ["lost"]
-        assert recorder.deltas[streamed_before_takeover:] == [], "the superseded attempt streamed after another worker claimed its step"
-    finally:
-        client_config.close()
-        worker_config.close()
+    assert run.finish() == "lost"
+    assert run.recorder.deltas[streamed_before_takeover:] == [], "the superseded attempt streamed after another worker claimed its step"
 
 
-def _refused(*_args, **_kwargs):
-    """What psycopg raises while the run store's server is down or restarting (a transient error)."""
-    raise OperationalError("UPDATE lg_steps", {}, Exception('connection to server at "127.0.0.1" failed: Connection refused'))
-
-
-def _streaming_worker(tmp_path, **settings):
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
-    client_config = Configuration(run_store=url)
-    worker_config = Configuration(run_store=url, lease_seconds=LEASE, **settings)
-    return client_config, worker_config
-
-
-def test_a_step_whose_lease_ran_out_while_the_store_was_down_waits_and_goes_on_once_it_confirms(tmp_path, monkeypatch):
+def test_a_step_whose_lease_ran_out_while_the_store_was_down_waits_and_goes_on_once_it_confirms(streaming):
     """The store cannot be reached for several leases (a database restart): the step cannot confirm
     its claim, so it streams nothing more, waits, and goes on once a renewal says it still holds the
     step. It used to stop there, abandoning a model turn that was fine."""
-    client_config, worker_config = _streaming_worker(tmp_path)
-    client, worker = client_config.runtime(), worker_config.runtime()
-    recorder = Recorder()
-    worker.engine.add_sink(recorder)
-    try:
-        with with_configuration(client_config):
-            (ref,) = client.begin(StreamAgent.build_run("go"), distributed=True)
-        outcome: list[str] = []
+    run = streaming()
+    run.cut_renewals(_refused)
+    run.wait_lease_out()
+    time.sleep(5 * LEASE)
+    paused_at = len(run.recorder.deltas)
+    time.sleep(5 * LEASE)
+    assert len(run.recorder.deltas) == paused_at, "the step streamed on without confirming its claim"
+    run.restore()  # the store is back
 
-        def execute() -> None:
-            with with_configuration(worker_config):
-                outcome.append(worker.engine.execute_claimed(ref.run_id, ref.key)[0])
-
-        thread = threading.Thread(target=execute)
-        thread.start()
-        _wait_until(lambda: recorder.deltas)
-        monkeypatch.setattr(worker.store, "renew_leases", _refused)
-        monkeypatch.setattr(worker.store, "renew_leases_once", _refused)
-        _wait_until(lambda: client.store.load_step(ref.run_id, ref.key).lease_until < client.store.clock())
-        time.sleep(5 * LEASE)
-        paused_at = len(recorder.deltas)
-        time.sleep(5 * LEASE)
-        assert len(recorder.deltas) == paused_at, "the step streamed on without confirming its claim"
-        monkeypatch.undo()  # the store is back
-        thread.join(timeout=60)
-
-        assert outcome == ["executed"]
-        assert "".join(recorder.deltas).split() == [f"w{i}" for i in range(WORDS)]
-        step = client.store.load_step(ref.run_id, ref.key)
-        assert (step.status, step.attempts) == ("succeeded", 1)
-    finally:
-        client_config.close()
-        worker_config.close()
+    assert run.finish() == "executed"
+    assert "".join(run.recorder.deltas).split() == [f"w{i}" for i in range(WORDS)]
+    assert (run.step().status, run.step().attempts) == ("succeeded", 1)
 
 
-def test_a_step_that_waited_for_the_store_stops_if_another_worker_claimed_it_meanwhile(tmp_path, monkeypatch):
-    """Only this worker lost the store (a partition): another claims the step after the lease ran
-    out. Once this worker's renewal gets through it learns that and stops, and not one delta of its
-    attempt follows the new claim."""
-    client_config, worker_config = _streaming_worker(tmp_path)
-    client, worker = client_config.runtime(), worker_config.runtime()
-    recorder = Recorder()
-    worker.engine.add_sink(recorder)
-    try:
-        with with_configuration(client_config):
-            (ref,) = client.begin(StreamAgent.build_run("go"), distributed=True)
-        outcome: list[str] = []
+def test_without_patience_a_step_that_cannot_confirm_its_claim_stops(streaming):
+    run = streaming(store_outage_patience=0)
+    run.cut_renewals(_refused)
 
-        def execute() -> None:
-            with with_configuration(worker_config):
-                outcome.append(worker.engine.execute_claimed(ref.run_id, ref.key)[0])
-
-        thread = threading.Thread(target=execute)
-        thread.start()
-        _wait_until(lambda: recorder.deltas)
-        monkeypatch.setattr(worker.store, "renew_leases", _refused)
-        monkeypatch.setattr(worker.store, "renew_leases_once", _refused)
-        _wait_until(lambda: client.store.load_step(ref.run_id, ref.key).lease_until < client.store.clock())
-        assert client.store.claim_step(ref.run_id, ref.key, "another-host:4242:1", lease_seconds=300) == 2
-        streamed_before_takeover = len(recorder.deltas)
-        monkeypatch.undo()
-        thread.join(timeout=60)
-
-        assert outcome == ["lost"]
-        assert recorder.deltas[streamed_before_takeover:] == [], "the superseded attempt streamed after another worker claimed its step"
-    finally:
-        client_config.close()
-        worker_config.close()
-
-
-def test_without_patience_a_step_that_cannot_confirm_its_claim_stops(tmp_path, monkeypatch):
-    client_config, worker_config = _streaming_worker(tmp_path, store_outage_patience=0)
-    client, worker = client_config.runtime(), worker_config.runtime()
-    recorder = Recorder()
-    worker.engine.add_sink(recorder)
-    try:
-        with with_configuration(client_config):
-            (ref,) = client.begin(StreamAgent.build_run("go"), distributed=True)
-        outcome: list[str] = []
-
-        def execute() -> None:
-            with with_configuration(worker_config):
-                outcome.append(worker.engine.execute_claimed(ref.run_id, ref.key)[0])
-
-        thread = threading.Thread(target=execute)
-        thread.start()
-        _wait_until(lambda: recorder.deltas)
-        monkeypatch.setattr(worker.store, "renew_leases", _refused)
-        monkeypatch.setattr(worker.store, "renew_leases_once", _refused)
-        thread.join(timeout=60)
-
-        assert outcome == ["lost"]
-        assert f"w{WORDS - 1}" not in "".join(recorder.deltas)
-    finally:
-        client_config.close()
-        worker_config.close()
+    assert run.finish() == "lost"
+    assert f"w{WORDS - 1}" not in "".join(run.recorder.deltas)
