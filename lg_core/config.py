@@ -144,10 +144,11 @@ class Configuration(BaseSettings):
         le=86400,
         allow_inf_nan=False,
         description=(
-            "seconds a step whose commit cannot reach the run store (a database restart or failover) keeps its "
-            "result and tries again, after the store's own few seconds of retries: the model turn or tool call "
-            "is committed once the database is back, not run again; 0 gives up at once (the attempt fails and "
-            "the step runs again, or a local ask raises StoreUnavailableError)"
+            "seconds a step keeps trying a run store it cannot reach (a database restart or failover), after the "
+            "store's own few seconds of retries: its commit, the reads and marks on its way, and the confirmation "
+            "of its lease once that ran out. The model turn or tool call goes on and is committed once the "
+            "database is back, not run again; 0 gives up at once (the attempt fails and the step runs again, or "
+            "a local ask raises StoreUnavailableError)"
         ),
     )
     run_retention: str | None = Field(
