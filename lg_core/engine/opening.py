@@ -44,7 +44,12 @@ from lg_core.engine.checkpoint import AgentCheckpoint, checked_state
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.executing import executing_runs
 from lg_core.engine.frames import FrameState
-from lg_core.errors import CancelledError, DeadlineExceededError, RunStateError
+from lg_core.errors import (
+    CancelledError,
+    DeadlineExceededError,
+    RunStateError,
+    StoreUnavailableError,
+)
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.run_context import RunContext
 from lg_core.store import RunFinish, StepCommit
@@ -102,6 +107,8 @@ class Opener:
             return engine._commit(scope, self._ending(scope, "cancelled", exc))
         except DeadlineExceededError as exc:  # a BaseException too: an opening callback's context.check()
             return engine._commit(scope, self._ending(scope, "partial", exc))
+        except StoreUnavailableError:
+            raise  # loading the session found the store out of reach: the attempt fails, not the run
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure, as at start
             return engine._commit(scope, self._ending(scope, "failed", exc))
         # The epoch stays: a retry from the start set it, and it tells a step begun before that retry (engine._commit).

@@ -116,3 +116,27 @@ def test_an_at_most_once_tool_waits_for_its_start_mark_through_the_outage_and_ru
 
     assert (run.outcome, run.response) == ("completed", "Done.")
     assert len(tries) == 3 and len(ChargeTool.calls) == 1
+
+
+def test_a_session_the_opening_cannot_load_fails_the_attempt_not_the_run(tmp_path, monkeypatch):
+    """A run's first step loads its session: a store out of reach there leaves the run running."""
+    configuration = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}")
+    try:
+        with with_configuration(configuration):
+            sessions = configuration.runtime().engine.sessions
+            real = sessions.open
+
+            def unreachable(*_args, **_kwargs):
+                raise StoreUnavailableError("the store's database could not be reached for 6.0 s (12 tries)")
+
+            monkeypatch.setattr(sessions, "open", unreachable)
+            with pytest.raises(StoreUnavailableError):
+                AnsweringAgent.ask("Hello?", run_id="outage-2", session_id="conversation-2")
+            assert lg_core.get_run("outage-2").outcome is None  # running: not failed by the outage
+
+            monkeypatch.setattr(sessions, "open", real)  # the store is back
+            run = lg_core.resume("outage-2")
+
+            assert (run.outcome, run.response) == ("completed", "Answered.")
+    finally:
+        configuration.close()
