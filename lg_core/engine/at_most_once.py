@@ -78,9 +78,7 @@ def _recorder(scope: StepScope, holder: str, attempt: int) -> Callable[[], None]
         """
         run_id, key, store = scope.run.id, scope.key, scope.engine.store
         try:
-            marked = scope.engine.patiently(
-                lambda: store.mark_body_entered(run_id, key, holder, attempt), f"step {key} of run {run_id}"
-            )
+            marked = scope.patiently(lambda: store.mark_body_entered(run_id, key, holder, attempt))
         except Exception as exc:
             raise StartNotRecorded(
                 f"step {key} of run {run_id}: could not record that its at_most_once tool starts "

@@ -548,11 +548,7 @@ class Engine:
         sweep handed to another worker meanwhile is refused as before.
         """
         now = time.time()
-        return call_through_outage(
-            lambda: self.store.commit(commit, now),
-            f"the commit of step {scope.key} of run {scope.run.id}",
-            self.store_outage_patience,
-        )
+        return self.patiently(lambda: self.store.commit(commit, now), f"the commit of step {scope.key} of run {scope.run.id}")
 
     def _claim_successor(self, scope: StepScope, commit: StepCommit) -> None:
         """Have ``commit`` claim the new step the caller runs next (lg_core.engine.preclaim).

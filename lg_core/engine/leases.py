@@ -52,7 +52,6 @@ from lg_core.store.database import is_transient
 log = logging.getLogger(__name__)
 
 CONFIRM_RETRY_SECONDS = 1.0  # a step's confirmation the store could not answer is tried again after this
-DEFAULT_PATIENCE_SECONDS = 300.0  # how long a step waits for that (the engine passes store_outage_patience)
 
 
 class StepClaimLost(BaseException):  # noqa: N818 - a control-flow signal like CancelledError, not an error
@@ -76,10 +75,10 @@ class StepNotClaimed(StoreUnavailableError):
 
 
 class Heartbeat:
-    def __init__(self, store: RunStore, lease_seconds: float, patience: float = DEFAULT_PATIENCE_SECONDS) -> None:
+    def __init__(self, store: RunStore, lease_seconds: float, patience: float) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
-        self.patience = patience  # how long a step's confirmation waits for a store out of reach
+        self.patience = patience  # how long a step's confirmation waits for a store out of reach (store_outage_patience)
         # (run id, step key, attempt or None) executing here
         self._held: Counter[tuple[str, str, int | None]] = Counter()
         self._lost: set[tuple[str, str, int | None]] = set()  # executing here, but held by another claim now
@@ -141,7 +140,8 @@ class Heartbeat:
                 break
             except Exception as exc:  # noqa: BLE001 - sorted below
                 first = waiting_since is None
-                waiting_since = started if waiting_since is None else waiting_since
+                if first:
+                    waiting_since = started
                 if not is_transient(exc) or started - waiting_since >= self.patience:
                     raise StepClaimLost(
                         f"step {step[1]} of run {step[0]}: its lease ran out and could not be renewed ({exc!r})"

@@ -399,9 +399,8 @@ class ModelTurn:
 
     def _pending_interjections(self) -> list[Any]:
         """The run's pending interjections, read through a store outage (Engine.patiently)."""
-        scope = self.scope
-        store, run_id = scope.engine.store, scope.run.id
-        return scope.engine.patiently(lambda: store.pending_interjections(run_id), f"step {scope.key} of run {run_id}")
+        store, run_id = self.scope.engine.store, self.scope.run.id
+        return self.scope.patiently(lambda: store.pending_interjections(run_id))
 
     def _continue_for_interjection(self, state: FrameState, checkpoint: AgentCheckpoint, response: ModelResponse) -> Any:
         """Keep the run going for a user message that arrived while this turn ran.

@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lg_core.callbacks import run_chain
 from lg_core.engine.checkpoint import AgentCheckpoint, apply_state_changes, checked_state
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from lg_core.run import Run
 
 Transition = Callable[[FrameState], StepCommit]
+T = TypeVar("T")
 _NO_DEADLINE = math.inf
 EventPair = tuple["StreamEvent | None", tuple[str, dict[str, Any]]]
 
@@ -281,8 +282,11 @@ class StepScope:
         if not self.engine.interjections_may_be_pending(self.run.id):
             return []
         store, run_id = self.engine.store, self.run.id
-        pending = self.engine.patiently(lambda: store.pending_interjections(run_id), f"step {self.key} of run {run_id}")
-        return [seq for seq, _message, _metadata in pending]
+        return [seq for seq, _message, _metadata in self.patiently(lambda: store.pending_interjections(run_id))]
+
+    def patiently(self, call: Callable[[], T]) -> T:
+        """``call()``, a store call this step makes on its way, through a store outage (Engine.patiently)."""
+        return self.engine.patiently(call, f"step {self.key} of run {self.run.id}")
 
     def completion(
         self, state: FrameState, checkpoint: AgentCheckpoint, result: RunResult, messages: list[Any], consumed: list[int]

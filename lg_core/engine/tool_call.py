@@ -166,8 +166,7 @@ class ToolCall:
             # The turn's tool prefix: the key less the call id, which may itself hold a "/".
             prefix = self.scope.key[: len(self.scope.key) - len(own.tool_use_id)]
             store, run_id = self.scope.engine.store, self.scope.run.id
-            siblings = self.scope.engine.patiently(lambda: store.load_steps(run_id, prefix=prefix), f"step {self.scope.key} of run {run_id}")
-            for step in siblings:
+            for step in self.scope.patiently(lambda: store.load_steps(run_id, prefix=prefix)):
                 if step.result and step.key != self.scope.key:
                     block = content_mod.from_dict(step.result["tool_result"])
                     counted = step.result.get("error_kind") != "outcome_unknown"  # nothing came back to compare

@@ -29,18 +29,25 @@ class EchoAgent(Agent):
     tools = [NumberedTool]
 
 
-def test_a_local_run_whose_commit_acknowledgement_was_lost_still_completes(file_config, monkeypatch):
+def _lose_the_answer_of_the_first_model_commit(monkeypatch, error: Exception) -> list[str]:
+    """The first model turn's commit applies, then raises ``error`` as if its answer was lost;
+    returns the keys of the commits it did that to."""
     inner = RunStore._commit_once.__wrapped__
     lost: list[str] = []
 
-    def ack_lost_once(self, commit, *now):
+    def applied_then_lost(self, commit, *now):
         result = inner(self, commit, *now)
         if commit.step_key == "root/turn-0/model" and not lost:
             lost.append(commit.step_key)
-            raise OSError("server closed the connection unexpectedly")  # after the COMMIT was applied
+            raise error
         return result
 
-    monkeypatch.setattr(RunStore, "_commit_once", retry_transient(ack_lost_once))
+    monkeypatch.setattr(RunStore, "_commit_once", retry_transient(applied_then_lost))
+    return lost
+
+
+def test_a_local_run_whose_commit_acknowledgement_was_lost_still_completes(file_config, monkeypatch):
+    lost = _lose_the_answer_of_the_first_model_commit(monkeypatch, OSError("server closed the connection unexpectedly"))
 
     run = EchoAgent.ask("go")
 
@@ -53,17 +60,8 @@ def test_a_step_commit_sent_again_after_an_outage_it_was_applied_in_is_recognise
     (StoreUnavailableError): the engine sends it again once the store answers
     (store_outage_patience), with the first call's time, so the store recognises
     the step it finished as this commit's rather than a lost race."""
-    inner = RunStore._commit_once.__wrapped__
-    lost: list[str] = []
-
-    def applied_then_unreachable(self, commit, *now):
-        result = inner(self, commit, *now)
-        if commit.step_key == "root/turn-0/model" and not lost:
-            lost.append(commit.step_key)
-            raise StoreUnavailableError("the store's database could not be reached for 6.0 s (12 tries)")
-        return result
-
-    monkeypatch.setattr(RunStore, "_commit_once", retry_transient(applied_then_unreachable))
+    unreachable = StoreUnavailableError("the store's database could not be reached for 6.0 s (12 tries)")
+    lost = _lose_the_answer_of_the_first_model_commit(monkeypatch, unreachable)
     monkeypatch.setattr("lg_core.store.outage.FIRST_PAUSE_SECONDS", 0.001)
 
     run = EchoAgent.ask("go")
