@@ -168,18 +168,20 @@ class Submitted:
     already and its result is kept here.
     """
 
-    __slots__ = ("_tx", "_cursor", "_rows", "_rowcount")
+    __slots__ = ("_tx", "_cursor", "_rows", "_rowcount", "_sent_after")
 
     def __init__(self, tx: Transaction, cursor: Any, rows: list[Any] | None = None, rowcount: int = -1) -> None:
         self._tx = tx
         self._cursor = cursor  # None once the result is in _rows/_rowcount
         self._rows = rows
         self._rowcount = rowcount
+        self._sent_after = tx.syncs  # a sync after this one has brought the result
 
     def _result(self) -> None:
         if self._cursor is None:
             return
-        self._tx.sync()
+        if self._tx.syncs == self._sent_after:
+            self._tx.sync()
         cursor, self._cursor = self._cursor, None
         self._rows = cursor.fetchall() if cursor.description is not None else []
         self._rowcount = cursor.rowcount
@@ -215,6 +217,11 @@ class Transaction:
         self._db = database
         self.cursor = cursor
         self._pipeline = pipeline  # psycopg's Pipeline in a pipelined PostgreSQL transaction
+        # Statements queued since the last sync (BEGIN, when pipelined), and the syncs so far. A
+        # sync with nothing queued, or one for a result an earlier sync brought, would still wait
+        # for the server: psycopg sends a Sync message and reads its answer.
+        self._unsynced = pipeline is not None
+        self.syncs = 0
 
     @property
     def dialect_name(self) -> str:
@@ -225,7 +232,7 @@ class Transaction:
         prepared = self._db.prepared(name)
         self.cursor.execute(prepared.sql, prepared.bind(params or {}))
         if self._pipeline is not None:
-            self._pipeline.sync()  # callers read rowcount or rows right away
+            self._synced()  # callers read rowcount or rows right away
         return self.cursor
 
     def submit(self, name: str, params: Mapping[str, Any] | None = None) -> Submitted:
@@ -234,6 +241,7 @@ class Transaction:
         if self._pipeline is not None:
             cursor = self.cursor.connection.cursor()
             cursor.execute(prepared.sql, prepared.bind(params or {}))
+            self._unsynced = True
             return Submitted(self, cursor)
         cursor = self.cursor
         cursor.execute(prepared.sql, prepared.bind(params or {}))
@@ -244,12 +252,14 @@ class Transaction:
         """Run a statement whose result nobody reads (an insert): queued when pipelined."""
         prepared = self._db.prepared(name)
         self.cursor.execute(prepared.sql, prepared.bind(params or {}))
+        self._unsynced = self._pipeline is not None
 
     def executemany(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
         if not rows:
             return
         prepared = self._db.prepared(name)
         self.cursor.executemany(prepared.sql, [prepared.bind(row) for row in rows])
+        self._unsynced = self._pipeline is not None
 
     def fetchone(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
         return self.execute(name, params).fetchone()
@@ -258,9 +268,15 @@ class Transaction:
         return self.execute(name, params).fetchall()
 
     def sync(self) -> None:
-        """Send what is queued and wait for its results (a no-op unless pipelined)."""
-        if self._pipeline is not None:
-            self._pipeline.sync()
+        """Send what is queued and wait for its results (a no-op unless pipelined, or when nothing
+        was queued since the last sync: every result sent before it has arrived then)."""
+        if self._pipeline is not None and self._unsynced:
+            self._synced()
+
+    def _synced(self) -> None:
+        self._pipeline.sync()
+        self._unsynced = False
+        self.syncs += 1
 
     def pipeline_closing(self) -> None:
         """The pipeline ends now (its exit syncs everything queued): results are read as is."""
