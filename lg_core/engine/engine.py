@@ -504,6 +504,8 @@ class Engine:
                     transition = self._ending_for(scope, failure)
                     continue
             self._claim_successor(scope, commit)
+            if commit.finish is not None:  # the store need not read the run's row for the session its end may start
+                commit.run_session = (scope.run.invocation.session_id, scope.run.session_actor_id)
             committed_at = time.monotonic()
             result = self._store_commit(scope, self.opening.with_opening(scope, commit))
             if result.applied:

@@ -282,6 +282,9 @@ class StepCommit:
     finish: RunFinish | None = None
     consumed_interjections: list[int] = field(default_factory=list)
     session: SessionWrite | None = None  # a completed run's turn, when its session lives in this database
+    # The run's (session_id, actor_id) as its row holds them, set on a commit that ends the run: the
+    # store then reads the runs its end may start with its guards instead of reading the row first.
+    run_session: tuple[str, str | None] | None = None
     # Sibling steps may commit to the same frame at this moment (parallel tool calls of one turn),
     # so losing the frame's race is likely: RunStore.commit then reads its guards before writing.
     contended: bool = False

@@ -53,8 +53,8 @@ from lg_core.store.sessions import (
     actor_key,
     append_session_txn,
     lock_session_txn,
-    session_busy_submit,
     session_busy_txn,
+    session_open_runs_submit,
     stalled_sessions_txn,
 )
 from lg_core.store.statements import (
@@ -169,7 +169,7 @@ class RunStore:
             existing = tx.submit("select_run_flags", {"run_id": row["id"]})
             busy = None
             if serialize and row["status"] == "running":
-                busy = session_busy_submit(tx, row["session_id"], row["actor_id"])
+                busy = session_open_runs_submit(tx, row["session_id"], row["actor_id"])
             if existing.one() is not None:
                 raise _RunExists
             if busy is not None and busy.one() is not None:
@@ -247,6 +247,10 @@ class RunStore:
             header_result = self._bump_run_txn(tx, commit, now)
             frame_result = self._update_frame_txn(tx, commit, checkpoint, now)
             step_result = None if commit.step_key is None else self._complete_step_txn(tx, commit, checkpoint, now)
+            # A run's end may start the next run of its session: that session's lock and open
+            # runs go out with the guards when the commit names the session (no round trips of their own).
+            session = _session_of(commit)
+            open_runs = None if commit.finish is None or session is None else session_open_runs_submit(tx, *session)
             header = header_result.one()
             if header is None:
                 raise _Abort("run_not_running")
@@ -275,7 +279,11 @@ class RunStore:
                 tx.send("close_open_steps", {"run_id": commit.run_id, "status": ended_step_status(commit.finish.status), "now": now})
             if commit.session is not None:
                 self._append_session_txn(tx, commit.session, now)
-            activated = () if commit.finish is None else tuple(activate_after_txn(tx, commit.run_id, now, self.relay_grace, _session_of(commit)))
+            activated: tuple[ActivatedRun, ...] = ()
+            if open_runs is not None:
+                activated = tuple(activate_next_txn(tx, *session, now, self.relay_grace, open_runs))
+            elif commit.finish is not None:
+                activated = tuple(activate_after_txn(tx, commit.run_id, now, self.relay_grace))
         return CommitResult(True, None, first_seq, bool(cancel_requested), activated, interjections_pending)
 
     def _commit_at_once(self, commit: StepCommit, checkpoint: str, now: float) -> CommitResult:
@@ -1200,8 +1208,10 @@ def _step_copy_row(step: StepRecord) -> dict[str, Any]:
 
 
 def _session_of(commit: StepCommit) -> tuple[str, str | None] | None:
-    """The run's ``(session_id, actor_id)`` when the commit writes its session's turn (the run's
-    own session and actor, as its row holds them), else None: the row is read."""
+    """The run's ``(session_id, actor_id)`` as its row holds them, when the commit knows them: it
+    names them (``run_session``) or writes the session's turn. Else None: the row is read."""
+    if commit.run_session is not None:
+        return commit.run_session
     return None if commit.session is None else (commit.session.session_id, commit.session.actor_id)
 
 

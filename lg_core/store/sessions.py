@@ -69,18 +69,25 @@ def session_open_runs_txn(tx: Transaction, session_id: str, actor_id: str | None
     return tx.fetchall("select_session_open_runs", _key(session_id, actor_id))
 
 
-def session_busy_submit(tx: Transaction, session_id: str, actor_id: str | None) -> Submitted:
-    """:func:`lock_session_txn` then :func:`session_busy_txn`, sent without waiting (one row: busy).
+def session_open_runs_submit(tx: Transaction, session_id: str, actor_id: str | None) -> Submitted:
+    """:func:`session_open_runs_txn` sent without waiting: its rows are read later (``all()``).
 
-    For a pipelined transaction that reads the answer together with other results.
+    For a pipelined transaction that reads the answer together with other
+    results: a run's creation (any row: the session is busy) and a run's
+    finishing commit (the runs it may activate), one round trip fewer each.
     """
     if tx.dialect_name == "postgresql":
         tx.send("lock_session", _lock_params(session_id, actor_id))
     return tx.submit("select_session_open_runs", _key(session_id, actor_id))
 
 
-def activate_next_txn(tx: Transaction, session_id: str, actor_id: str | None, now: float, grace: float) -> list[ActivatedRun]:
+def activate_next_txn(
+    tx: Transaction, session_id: str, actor_id: str | None, now: float, grace: float, open_runs: Submitted | None = None
+) -> list[ActivatedRun]:
     """Start the oldest pending run of the session when none is running; the activated runs.
+
+    ``open_runs`` is the session's open runs if the caller already sent their
+    read (:func:`session_open_runs_submit`, which also took the session's lock).
 
     A run read as pending may have ended meanwhile without the session lock (a
     cancel or deadline of a waiting run, ``end_pending_run``): on PostgreSQL its
@@ -89,10 +96,10 @@ def activate_next_txn(tx: Transaction, session_id: str, actor_id: str | None, no
     runs and none running (only the scheduler's stalled-session sweep would
     start them, and local runs have none).
     """
-    open_runs = session_open_runs_txn(tx, session_id, actor_id)
-    if not open_runs or any(status == RUNNING for _id, status, _holder in open_runs):
+    runs = session_open_runs_txn(tx, session_id, actor_id) if open_runs is None else open_runs.all()
+    if not runs or any(status == RUNNING for _id, status, _holder in runs):
         return []
-    for run_id, _status, holder in open_runs:
+    for run_id, _status, holder in runs:
         if tx.execute("activate_run", {"run_id": run_id, "now": now}).rowcount == 1:
             released = tx.fetchall("release_pending_steps", {"run_id": run_id, "now": now, "grace": grace})
             return [ActivatedRun(run_id, holder, tuple((key, kind, frame_id) for key, kind, frame_id in released))]
@@ -225,6 +232,7 @@ __all__ = [
     "lock_session_txn",
     "replace_session_txn",
     "session_busy_txn",
+    "session_open_runs_submit",
     "session_open_runs_txn",
     "stalled_sessions_txn",
 ]

@@ -97,3 +97,29 @@ def test_a_bad_resolver_setting_is_a_configuration_error(value, message):
     with pytest.raises(ConfigurationError, match=message):
         build_configuration(session_actor=value)
 
+
+
+@pytest.mark.parametrize("store", ["memory", "postgres"])
+def test_a_run_waiting_on_a_derived_actors_session_starts_when_the_run_before_it_ends(request, store):
+    """The finishing commit names the session its end may start by the stored (derived) actor,
+    not the invocation's: with the invocation's the waiting run would never start."""
+    from tests.sessions import session_app
+
+    url = "sqlite://" if store == "memory" else request.getfixturevalue("pg_url")
+    configuration = Configuration(run_store=url, session_actor=tenant_of)
+    session_app.reset()
+    try:
+        with with_configuration(configuration):
+            first = RecallAgent.start_execution("gate:g1 first", session_id="conv-1", actor_id="user-1", context={"tenant": "acme"})
+            session_app.wait_until_entered("g1")
+            second = RecallAgent.start_execution("second", session_id="conv-1", actor_id="user-2", context={"tenant": "acme"})
+            assert second.state == "pending"
+
+            session_app.release("g1")
+            assert first.wait(timeout=30).completed
+            run = second.wait(timeout=30)
+    finally:
+        session_app.release("g1")
+        configuration.close()
+
+    assert run.completed and run.response == "seen: gate:g1 first | second"
