@@ -280,8 +280,9 @@ class RunStore:
             if commit.session is not None:
                 self._append_session_txn(tx, commit.session, now)
             activated: tuple[ActivatedRun, ...] = ()
-            if open_runs is not None:
-                activated = tuple(activate_next_txn(tx, *session, now, self.relay_grace, open_runs))
+            if open_runs is not None and session is not None:
+                session_id, actor_id = session
+                activated = tuple(activate_next_txn(tx, session_id, actor_id, now, self.relay_grace, open_runs))
             elif commit.finish is not None:
                 activated = tuple(activate_after_txn(tx, commit.run_id, now, self.relay_grace))
         return CommitResult(True, None, first_seq, bool(cancel_requested), activated, interjections_pending)
