@@ -27,7 +27,7 @@ import inspect
 import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, cast
 
 from lg_core.callbacks import CALLBACK_NAMES, awaited, collect
 from lg_core.errors import CONTROL_FLOW_ERRORS, ConfigurationError
@@ -55,7 +55,8 @@ class _entrypoint(Generic[_P, _R]):
 
     def __init__(self, function: Callable[Concatenate[Any, _P], _R]) -> None:
         self.function = function
-        functools.update_wrapper(self, function)
+        # typeshed wants a callable wrapper; this one is a descriptor that binds like a classmethod.
+        functools.update_wrapper(self, function)  # type: ignore[arg-type]
 
     def __get__(self, instance: Any, owner: type) -> Callable[_P, _R]:
         bound: Callable[_P, _R] = self.function.__get__(owner, type(owner))
@@ -170,7 +171,8 @@ class Agent:
         waits for it to stop before the cancellation goes on, as leaving
         ``stream_ask_async`` does.
         """
-        run = await _built_off_the_loop(cls, message, options)
+        # _entrypoint binds the function to the class, which mypy reads as an instance.
+        run = await _built_off_the_loop(cast("type[Agent]", cls), message, options)
         return await _until_stopped(run, _on_own_thread(run.call, f"lg-ask-{run.id[:8]}"))
 
     @_entrypoint
@@ -212,7 +214,8 @@ class Agent:
     def __init__(self, run: Run | None = None, runtime: Any = None, model: Any = None, context: Any = None) -> None:
         self.run = run
         self.runtime = runtime
-        self.model = model
+        # The run's resolved model on the run-scoped instance, as in the spec; the class keeps its selection.
+        self.model = model  # type: ignore[misc]
         self.context = context
 
     @property
@@ -456,6 +459,7 @@ def _check_system_prompt(prompt: Any, owner: str) -> None:
     """
     if prompt is None or isinstance(prompt, str):
         return
+    arguments: tuple[object, ...]
     if isinstance(prompt, (staticmethod, classmethod)):
         function, arguments = prompt.__func__, (() if isinstance(prompt, staticmethod) else (object,))
     elif callable(prompt):

@@ -425,8 +425,9 @@ class Configuration(BaseSettings):
 
 
 # The numeric settings and the word pydantic uses for each ("integer", "number"): a bool is refused for them.
+_NUMERIC_WORDS: dict[Any, str] = {int: "integer", float: "number"}
 _NUMERIC_FIELDS = {
-    name: {int: "integer", float: "number"}[field.annotation]
+    name: _NUMERIC_WORDS[field.annotation]
     for name, field in Configuration.model_fields.items()
     if field.annotation in (int, float)
 }

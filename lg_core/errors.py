@@ -286,6 +286,9 @@ Error.register(CancelledError)
 Error.register(DeadlineExceededError)
 
 CONTROL_FLOW_ERRORS: tuple[type[BaseException], ...] = (CancelledError, DeadlineExceededError)
+# What a cleanup step swallows: every ordinary error, and the control-flow ones too,
+# which are BaseExceptions here but ordinary errors in the spec.
+ERRORS_INCLUDING_CONTROL_FLOW: tuple[type[BaseException], ...] = (Exception, *CONTROL_FLOW_ERRORS)
 
 __all__ = [
     "AbstractMethodError",

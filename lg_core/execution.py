@@ -375,7 +375,7 @@ ANNOUNCED_EARLIER: Any = None  # an event published at once that an earlier read
 
 def _is_copy_of(stored: StreamEvent, announced: StreamEvent | None) -> bool:
     """Is ``stored`` the stored copy of ``announced``, which was yielded when published at once?"""
-    if announced is ANNOUNCED_EARLIER:
+    if announced is None:  # ANNOUNCED_EARLIER: an earlier reader yielded it
         return stored.type in PUBLISHED_AT_ONCE
     return stored.type == announced.type and dict(stored.data) == dict(announced.data)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
 
@@ -105,10 +105,12 @@ class Message(BaseModel):
         A message is usually serialized twice per step (its row and the event that
         carries it); messages are frozen, so the first result can serve both.
         """
-        cached = self.__pydantic_private__.get("_stored") if self.__pydantic_private__ else None
+        # Declared with a private attribute (``_stored``), so pydantic keeps a dict here.
+        private = cast("dict[str, Any]", self.__pydantic_private__)
+        cached = private.get("_stored") if private else None
         if cached is None:
             cached = self.to_dict()
-            self.__pydantic_private__["_stored"] = cached
+            private["_stored"] = cached
         return cached
 
     @classmethod

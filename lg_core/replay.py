@@ -139,7 +139,7 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
     if record.status == "partial" or (record.deadline_at is not None and record.deadline_at <= time.time()):
         raise RunStateError(_deadline_message(record, plan.reschedule[0].key))
     _check_session_unchanged(rt, record, plan)
-    entrypoint = import_entrypoint(record.entrypoint)  # fail before changing anything if it cannot run here
+    entrypoint: Any = import_entrypoint(record.entrypoint)  # fail before changing anything if it cannot run here
     # Its model too: an unresolvable one would reopen the run only to fail it again at once.
     invocation = Invocation.from_dict(dict(record.invocation))
     rt.resolver.resolve(entrypoint.model_selection(invocation), invocation=invocation)
@@ -180,9 +180,10 @@ def _check_session_unchanged(rt: Runtime, record: RunRecord, plan: RetryPlan) ->
     the session's ProtocolError. A fork continues from the same step as a new run.
     """
     info = (plan.restore.checkpoint or {}).get("session")
-    if not info or not rt.engine.sessions.enabled:
+    store = rt.engine.sessions.store
+    if not info or store is None:  # (sessions disabled)
         return
-    snapshot = load_snapshot(rt.engine.sessions.store, record.session_id, record.actor_id)
+    snapshot = load_snapshot(store, record.session_id, record.actor_id)
     stored = 0 if snapshot is None else len(snapshot.messages)
     if stored != info.get("count"):
         raise RunStateError(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from lg_core.cancellation import CancellationToken, token_or_new
 from lg_core.engine.codec import decode_event_data, error_from_dict
 from lg_core.errors import (
-    CONTROL_FLOW_ERRORS,
+    ERRORS_INCLUDING_CONTROL_FLOW,
     AgentInterjectionError,
     CleanupError,
     ConfigurationError,
@@ -46,6 +46,7 @@ from lg_core.store import RunRecord
 from lg_core.usage import Usage
 
 if TYPE_CHECKING:
+    from lg_core.agent import Agent
     from lg_core.services import Runtime
 
 _OUTCOMES = tuple(TERMINAL_EVENTS)
@@ -113,7 +114,7 @@ class Run:
         return self._stored_entrypoint or f"{cls.__module__}:{cls.__qualname__}"
 
     @property
-    def agent_class(self) -> type | None:
+    def agent_class(self) -> type[Agent] | None:
         from lg_core.agent import Agent
 
         cls = self.entrypoint_class
@@ -445,7 +446,7 @@ def prepared_by(run: Run, hooks: Sequence[Any]) -> Run:
     except BaseException:
         try:
             run.close()
-        except (Exception, *CONTROL_FLOW_ERRORS):  # noqa: BLE001 - the hook's failure is the error worth raising
+        except ERRORS_INCLUDING_CONTROL_FLOW:  # the hook's failure is the error worth raising
             pass
         raise
     return run
@@ -461,7 +462,7 @@ def _run_closers(closers: list[Callable[[], Any]]) -> list[BaseException]:
             closer()
         # Every closer runs. A closer checking the run's (cancelled) token raises
         # CancelledError, a BaseException here but an ordinary error in the spec.
-        except (Exception, *CONTROL_FLOW_ERRORS) as exc:  # noqa: BLE001
+        except ERRORS_INCLUDING_CONTROL_FLOW as exc:
             failures.append(exc)
     return failures
 

@@ -20,7 +20,7 @@ from lg_core.engine.background import ThreadBackend
 from lg_core.engine.engine import Engine
 from lg_core.engine.local import LocalDispatcher
 from lg_core.errors import (
-    CONTROL_FLOW_ERRORS,
+    ERRORS_INCLUDING_CONTROL_FLOW,
     ConfigurationError,
     InvocationError,
     RunNotFoundError,
@@ -209,7 +209,7 @@ class Runtime:
             # The spec: "If the work cannot start, this method closes run before raising."
             try:
                 run.close()
-            except (Exception, *CONTROL_FLOW_ERRORS):  # noqa: BLE001 - the start failure is the error worth raising
+            except ERRORS_INCLUDING_CONTROL_FLOW:  # the start failure is the error worth raising
                 pass
             if isinstance(exc, InvocationError) and self._started_as(run):
                 return self._reattached(run)
@@ -252,7 +252,7 @@ class Runtime:
         run_id = run_id_to_look_up(run_id)
         if interjection_id is not None:
             interjection_id = _identifier(interjection_id, "interjection_id")
-        payload = {"message": _interjection_message(message), "metadata": _interjection_metadata(metadata)}
+        payload: dict[str, Any] = {"message": _interjection_message(message), "metadata": _interjection_metadata(metadata)}
         if self.hooks:
             # The Run executing here if there is one (hooks may register resources on it).
             run = self.engine.live_run(run_id) or self.get_run(run_id)

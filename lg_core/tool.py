@@ -34,7 +34,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import jsonschema
 from pydantic import BaseModel, ValidationError
@@ -54,6 +54,8 @@ from lg_core.result_schema import root_resolved, unresolved_refs
 from lg_core.run_context import RunContext
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Raised through a tool's call rather than reported to the model: they end or clean up the run.
+_RUN_LEVEL_ERRORS: tuple[type[BaseException], ...] = (*CONTROL_FLOW_ERRORS, CleanupError)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -189,7 +191,7 @@ class ToolReturn:
 class ToolOutcome:
     """The normalized result of one execution, for the model and the application."""
 
-    status: str  # "success" or "error"
+    status: Literal["success", "error"]
     content: tuple[Any, ...]
     value: Any = None
     artifacts: tuple[Artifact, ...] = ()
@@ -395,7 +397,7 @@ class Tool:
             # content (a bad Tool.Result, an unrenderable object) is the tool's failure,
             # reported to the model like any unexpected exception, not the run's.
             return success_outcome(self._invoke(prepared))
-        except (*CONTROL_FLOW_ERRORS, CleanupError):
+        except _RUN_LEVEL_ERRORS:
             raise
         except ToolError as exc:
             return ToolOutcome.failure(str(exc) or "The tool reported an error.", "tool_error", exc)
@@ -558,11 +560,12 @@ def _decoded(data: builtins.bytes | bytearray | memoryview) -> str:
 
 def _artifact_block(artifact: Artifact) -> Any:
     label = artifact.name or "artifact"
-    if not artifact.inline:
+    data = artifact.data
+    if data is None:  # not inline: a deferred reference
         return Text(text=f"[artifact {label} ({artifact.media_type}) stored as {render_value(artifact.reference)}]")
     if artifact.media_type.startswith("image/"):
-        return Image(data=artifact.data, media_type=artifact.media_type, name=artifact.name)
-    return Document(data=artifact.data, media_type=artifact.media_type, name=label)
+        return Image(data=data, media_type=artifact.media_type, name=artifact.name)
+    return Document(data=data, media_type=artifact.media_type, name=label)
 
 
 def _describe_pydantic(error: Mapping[str, Any]) -> str:

@@ -181,6 +181,8 @@ class ResultWriter:
     def _abandon(self) -> None:
         """Close after a failed write; the unwritten line is dropped (the next submit rewrites the file)."""
         handle, self._handle = self._handle, None
+        if handle is None:
+            return
         try:
             handle.close()
         except OSError:

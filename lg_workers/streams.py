@@ -33,7 +33,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio
@@ -149,7 +149,7 @@ class RedisEventSink:
 
     def flush(self) -> None:
         """Return once every event queued so far (by any thread of this process) is in Redis."""
-        self._flush(None, [])
+        self._flush("", [])  # no events of its own: the run id is not used
 
     def _deferring(self) -> bool:
         return getattr(self._local, "deferring", False)
@@ -172,7 +172,7 @@ class RedisEventSink:
         self._queued += len(events)
         return self._queued
 
-    def _flush(self, run_id: str | None, events: list[StreamEvent]) -> None:
+    def _flush(self, run_id: str, events: list[StreamEvent]) -> None:
         """Queue ``events`` and return once they and everything before them are sent.
 
         The caller sends the queue itself when no send is in progress, rather than
@@ -306,7 +306,8 @@ class RedisLiveSource:
         start, following = "-", None
         try:
             while True:
-                page = self.client.xrange(self.key, min=start, max="+", count=LOCATE_PAGE)
+                # (redis-py types it Optional, for its async client)
+                page = cast("list[Any]", self.client.xrange(self.key, min=start, max="+", count=LOCATE_PAGE))
                 for entry_id, fields in page:
                     found = fields.get(b"seq", fields.get("seq"))
                     if found is None:

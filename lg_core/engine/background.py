@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from lg_core.errors import CONTROL_FLOW_ERRORS
+from lg_core.errors import ERRORS_INCLUDING_CONTROL_FLOW
 from lg_core.events import StreamEvent
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ class ThreadBackend:
                 run._phase = "finished"
                 try:
                     run.close()
-                except (Exception, *CONTROL_FLOW_ERRORS):  # noqa: BLE001 - kept as run.cleanup_error; Execution.wait raises it
+                except ERRORS_INCLUDING_CONTROL_FLOW:  # kept as run.cleanup_error; Execution.wait raises it
                     pass
                 self._forget(run.id)
 

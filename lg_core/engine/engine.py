@@ -36,7 +36,7 @@ from lg_core.engine.step_failures import attempts_exhausted, failure_record, ret
 from lg_core.engine.steps import StepScope, Transition, run_error_to_dict
 from lg_core.engine.tool_call import ToolCall, _StaleStep
 from lg_core.errors import (
-    CONTROL_FLOW_ERRORS,
+    ERRORS_INCLUDING_CONTROL_FLOW,
     CancelledError,
     ConfigurationError,
     DeadlineExceededError,
@@ -245,7 +245,8 @@ class Engine:
 
     def resolve_model(self, run: Run) -> Any:
         if run._model is None:
-            selection = run.entrypoint_class.model_selection(run.invocation)
+            agent_cls: Any = run.entrypoint_class  # Run types it as a plain class
+            selection = agent_cls.model_selection(run.invocation)
             run._model = self.runtime.resolver.resolve(selection, invocation=run.invocation)
         return run._model
 
@@ -259,7 +260,7 @@ class Engine:
         for hook in self.runtime.hooks:
             try:
                 message = hook.error_message(error, run)
-            except (Exception, *CONTROL_FLOW_ERRORS) as exc:  # noqa: BLE001 - see above
+            except ERRORS_INCLUDING_CONTROL_FLOW as exc:  # see above
                 log.warning("%s.error_message raised %s for run %s; using the next hook or the default message",
                             type(hook).__name__, type(exc).__name__, run.id if run is not None else None, exc_info=exc)
                 continue
@@ -278,7 +279,7 @@ class Engine:
         the process dies); a distributed run is held step by step by workers.
         """
         invocation = run.invocation
-        agent_cls = run.entrypoint_class
+        agent_cls: Any = run.entrypoint_class
         frame_id = f"{run.id}/root"
         start_event = StreamEvent.build(
             "invocation_start", run_id=run.id, agent_id=agent_cls.agent_id, input=invocation.message

@@ -140,7 +140,7 @@ class Heartbeat:
                 break
             except Exception as exc:  # noqa: BLE001 - sorted below
                 first = waiting_since is None
-                if first:
+                if waiting_since is None:  # ``first``, spelled out so that mypy narrows waiting_since
                     waiting_since = started
                 if not is_transient(exc) or started - waiting_since >= self.patience:
                     raise StepClaimLost(

@@ -45,7 +45,9 @@ def _in_this_context(function: Callable[[StepRef], list[StepRef]]) -> Callable[[
     same tool called alone (inline, on the driving thread). One copy per step:
     a Context cannot be entered by two threads at once.
     """
-    return functools.partial(contextvars.copy_context().run, function)
+    # Typed as what it returns here: mypy's partial cannot bind Context.run's ParamSpec callable.
+    run: Callable[..., list[StepRef]] = contextvars.copy_context().run
+    return functools.partial(run, function)
 
 
 def _event_loop_running() -> bool:

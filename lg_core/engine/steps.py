@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from lg_core.callbacks import run_chain
 from lg_core.engine.checkpoint import AgentCheckpoint, apply_state_changes, checked_state
@@ -94,7 +94,8 @@ class StepScope:
         ConfigurationError when the context's state holds a value JSON cannot
         (``checked_state``): the step then ends the run instead of committing.
         """
-        return apply_state_changes(state.checkpoint.state, self._state_before, checked_state(self.context.state))
+        context = cast(RunContext, self.context)  # callers run after build_context, or test for a context
+        return apply_state_changes(state.checkpoint.state, self._state_before, checked_state(context.state))
 
     def _ending_state(self, state: FrameState) -> dict[str, Any]:
         """The working state an ending writes: this step's (``state_for``), or, when that

@@ -137,10 +137,11 @@ def _well_formed(message: Message) -> Message:
     reply is the same in the live run, its events and the stored run.
     """
     texts = [well_formed_text(block.text) if isinstance(block, Text) else None for block in message.content]
-    if all(text is None or text is block.text for text, block in zip(texts, message.content, strict=True)):
+    # A text is not None only for a Text block, which mypy cannot tie to ``block``: hence the ignores.
+    if all(text is None or text is block.text for text, block in zip(texts, message.content, strict=True)):  # type: ignore[union-attr]
         return message  # well_formed_text returns its argument itself when nothing needs replacing
     content = tuple(
-        block if text is None or text is block.text else block.model_copy(update={"text": text})
+        block if text is None or text is block.text else block.model_copy(update={"text": text})  # type: ignore[union-attr]
         for text, block in zip(texts, message.content, strict=True)
     )
     return message.model_copy(update={"content": content})

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from lg_core.datamap import DataMap, deep_freeze
 from lg_core.errors import InvocationError
@@ -216,7 +216,7 @@ class Session:
         if written is None:
             snapshot = SessionSnapshot(messages(), canonical_mapping(state, "state"), canonical_mapping(metadata, "metadata"))
         else:
-            snapshot = as_snapshot(written, self.store)
+            snapshot = cast(SessionSnapshot, as_snapshot(written, self.store))  # not None for a value
         self._snapshot = snapshot
         return snapshot
 

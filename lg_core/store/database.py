@@ -32,13 +32,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from lg_core.errors import ConfigurationError, RunStateError, StoreUnavailableError
 from lg_core.urls import safe_url
@@ -496,8 +497,10 @@ class Database:
         prepared = self._prepared.get(name)
         if prepared is None:
             statement = self._builders[name]()
-            compiled = statement.compile(dialect=self.engine.dialect)
-            names = tuple(compiled.positiontup) if self.engine.dialect.positional else None
+            # Every statement is a SELECT or DML, compiled by the dialect's SQLCompiler (not a DDLCompiler).
+            compiled = cast(SQLCompiler, statement.compile(dialect=self.engine.dialect))
+            # A positional dialect's compiler always records the order of the parameters.
+            names = tuple(cast("list[str]", compiled.positiontup)) if self.engine.dialect.positional else None
             fixed = {name: bind.value for name, bind in compiled.binds.items() if not bind.required}
             prepared = Prepared(str(compiled), names, fixed)
             self._prepared[name] = prepared
@@ -543,7 +546,7 @@ class Database:
         which sends nothing on an idle connection.
         """
         raw = self.engine.raw_connection()
-        driver = raw.driver_connection
+        driver: Any = raw.driver_connection  # psycopg's Connection (None only for an invalidated connection)
         try:
             driver.autocommit = True
             yield raw
@@ -579,7 +582,8 @@ class Database:
         step (0.78 to 1.67 ms); a failed transaction is rare (a lost race), and
         a new connection costs a few milliseconds once.
         """
-        if self.engine.dialect.is_disconnect(exc, raw.driver_connection, None):
+        # The stubs take only a DBAPI Error; the dialects check the exception's type themselves.
+        if self.engine.dialect.is_disconnect(exc, raw.driver_connection, None):  # type: ignore[arg-type]
             self.engine.pool._invalidate(raw, exc)
         elif isinstance(exc, self.engine.dialect.loaded_dbapi.Error):
             raw.invalidate(exc)

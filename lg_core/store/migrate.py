@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from alembic import command
 from alembic.config import Config
@@ -28,6 +29,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from lg_core.errors import ConfigurationError
 from lg_core.store.schema import metadata
+
+if TYPE_CHECKING:
+    import sqlite3
 
 VERSION_TABLE = "lg_alembic_version"
 _ADVISORY_LOCK = 0x6C67_7374  # "lgst"
@@ -42,7 +46,8 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 
 def head_revision() -> str:
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+    # None only for a script directory without revisions: the package ships its migrations.
+    return cast(str, ScriptDirectory.from_config(alembic_config()).get_current_head())
 
 
 def migrate(engine: Engine, *, in_memory: bool = False) -> None:
@@ -95,7 +100,7 @@ def _lock_schema(connection: Connection) -> None:
     """
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK})
-    elif not connection.connection.driver_connection.in_transaction:
+    elif not cast("sqlite3.Connection", connection.connection.driver_connection).in_transaction:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 

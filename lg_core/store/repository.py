@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from lg_core.content import well_formed_text
 from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
@@ -657,7 +657,7 @@ class RunStore:
                 found = None if key is None else tx.fetchone("select_step", {"run_id": run_id, "key": key})
                 step = None if found is None else _step_record(found)
                 result = step.result if step is not None and isinstance(step.result, dict) else {}
-                if "reply_in" not in result or step.status != "succeeded":
+                if step is None or "reply_in" not in result or step.status != "succeeded":
                     break
                 key = result["reply_in"]
             if step is not None and step.status in STEP_OPEN:
@@ -665,7 +665,8 @@ class RunStore:
             reply = result.get("reply_message") if step is not None and step.status == "succeeded" else None
             if reply is None:
                 return InterjectionAnswer("unanswered", step=key)
-            message = tx.fetchone("select_message", {"frame_id": step.frame_id, "seq": reply})
+            # A reply is only read from a step (above), so ``step`` is not None here.
+            message = tx.fetchone("select_message", {"frame_id": cast(StepRecord, step).frame_id, "seq": reply})
             read = tx.fetchall("select_interjections_of_step", {"run_id": run_id, "step": reader_key})
         return InterjectionAnswer(
             "answered",
@@ -772,7 +773,7 @@ class RunStore:
     @retry_transient
     def load_frame(self, frame_id: str) -> FrameRecord:
         with self.db.reader() as tx:
-            row = tx.fetchone("select_frame", {"frame_id": frame_id})
+            row: tuple[str, str, str, str, str, int, str] | None = tx.fetchone("select_frame", {"frame_id": frame_id})
         if row is None:
             raise RunNotFoundError(f"no frame {frame_id!r}")
         return FrameRecord(*row[:6], loads(row[6]))
@@ -780,7 +781,7 @@ class RunStore:
     @retry_transient
     def load_frames(self, run_id: str) -> list[FrameRecord]:
         with self.db.reader() as tx:
-            rows = tx.fetchall("select_frames_of_run", {"run_id": run_id})
+            rows: list[tuple[str, str, str, str, str, int, str]] = tx.fetchall("select_frames_of_run", {"run_id": run_id})
         return [FrameRecord(*row[:6], loads(row[6])) for row in rows]
 
     @retry_transient
@@ -1175,7 +1176,7 @@ def _same_interjection(run_id: str, interjection_id: str, earlier: Sequence[Any]
 
 def _new_run_row(run: dict[str, Any], event_count: int, now: float) -> dict[str, Any]:
     """The lg_runs row of a new run (created or forked) with ``event_count`` first events."""
-    row = {name: None for name in RUN_COLUMNS}
+    row: dict[str, Any] = {name: None for name in RUN_COLUMNS}
     row.update(run, event_seq=event_count, cancel_requested=0, interjections_pending=0, created_at=now, updated_at=now)
     for name in _JSON_RUN_FIELDS:
         if row[name] is not None:

@@ -165,7 +165,7 @@ def append_session_txn(
     messages, its count.
     """
     key = _key(session_id, actor_id)
-    params = {**key, "expected": expected, "count": expected + len(messages), "state": dumps(state), "now": now}
+    params: dict[str, Any] = {**key, "expected": expected, "count": expected + len(messages), "state": dumps(state), "now": now}
     if expected == 0 and _created(tx, key, len(messages), params["state"], dumps(metadata or {}), now):
         # A first append usually makes the session: one statement, where the update below would
         # find no row and then read it back before inserting (three round trips in a pipelined commit).

@@ -33,8 +33,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.schema import Column
+from sqlalchemy.sql.selectable import Select
 
 from lg_core.store.clock import store_now
 from lg_core.store.schema import (
@@ -65,13 +67,13 @@ STATUS_CHUNK = 16
 OUTCOME_COLUMNS = ("id", "status", "response", "error", "usage", "result")  # a RunOutcome, not the invocation
 
 
-def _open_step() -> ClauseElement:
+def _open_step() -> ColumnElement[bool]:
     # Two comparisons rather than IN (...): IN with literals needs SQLAlchemy's
     # post-compile expansion, which the compiled-once statements skip.
     return or_(steps.c.status == "scheduled", steps.c.status == "running")
 
 
-def _insert(table: object, columns: tuple[str, ...], **computed: ColumnElement[Any]) -> Callable[[], ClauseElement]:
+def _insert(table: object, columns: tuple[str, ...], **computed: ColumnElement[Any]) -> Callable[[], Insert]:
     """An INSERT binding ``columns`` by name, and ``computed`` columns from SQL expressions."""
     return lambda: insert(table).values({**{name: bindparam(name) for name in columns}, **computed})  # type: ignore[arg-type]
 
@@ -307,7 +309,7 @@ def _claimed_frame_with_tail() -> ClauseElement:
     return union_all(row, tail).order_by("seq")
 
 
-def _select(table: object, columns: tuple[str, ...], *conditions: ClauseElement) -> ClauseElement:
+def _select(table: object, columns: tuple[str, ...], *conditions: ColumnElement[bool]) -> Select[*tuple[Any, ...]]:
     cols = [table.c[name] for name in columns]  # type: ignore[attr-defined]
     return select(*cols).where(and_(*conditions))
 
@@ -729,11 +731,11 @@ STATEMENTS.update(REPLAY_STATEMENTS)
 SESSION_COLUMNS = tuple(c.name for c in sessions.columns)
 
 
-def _session_row(table: object) -> ClauseElement:
+def _session_row(table: object) -> ColumnElement[bool]:
     return and_(table.c.session_id == bindparam("session_id"), table.c.actor_key == bindparam("actor_key"))  # type: ignore[attr-defined]
 
 
-def _session_runs(table: object = runs) -> ClauseElement:
+def _session_runs(table: object = runs) -> ColumnElement[bool]:
     return and_(
         table.c.session_id == bindparam("session_id"),  # type: ignore[attr-defined]
         func.coalesce(table.c.actor_id, "") == bindparam("actor_key"),  # type: ignore[attr-defined]
@@ -747,7 +749,7 @@ def _session_runner() -> ClauseElement:
 
 def _append_session(keep_metadata: bool) -> Callable[[], ClauseElement]:
     def build() -> ClauseElement:
-        values = {"message_count": bindparam("count"), "state": bindparam("state"), "updated_at": bindparam("now")}
+        values: dict[str, Any] = {"message_count": bindparam("count"), "state": bindparam("state"), "updated_at": bindparam("now")}
         if not keep_metadata:
             values["metadata"] = bindparam("metadata")
         # The expected_count check and the move happen in one UPDATE: a concurrent
