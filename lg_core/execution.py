@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from lg_core.cancellation import CancellationToken
 from lg_core.engine.codec import decode_event_data, encode_event_data
@@ -370,12 +370,12 @@ class _Follow:
         return _Emit(replace(event, id=f"{self.seen}-{position}{pending}"))
 
 
-ANNOUNCED_EARLIER: Any = None  # an event published at once that an earlier reader yielded (resume ids)
+ANNOUNCED_EARLIER: Final = None  # an event published at once that an earlier reader yielded (resume ids)
 
 
 def _is_copy_of(stored: StreamEvent, announced: StreamEvent | None) -> bool:
     """Is ``stored`` the stored copy of ``announced``, which was yielded when published at once?"""
-    if announced is None:  # ANNOUNCED_EARLIER: an earlier reader yielded it
+    if announced is ANNOUNCED_EARLIER:
         return stored.type in PUBLISHED_AT_ONCE
     return stored.type == announced.type and dict(stored.data) == dict(announced.data)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from typing import Any, cast
+from typing import Any
 
 from lg_core.callbacks import run_chain
 from lg_core.content import Text, ToolResult
@@ -31,7 +31,6 @@ from lg_core.errors import (
 from lg_core.messages import Message
 from lg_core.models.request import ModelRequest, ModelResponse, ToolSpecification
 from lg_core.result_schema import ResultSchema, StructuredResult, parse_json_text, result_strategy
-from lg_core.run_context import RunContext
 from lg_core.run_result import RunResult
 from lg_core.store import NewStep
 from lg_core.usage import Usage
@@ -116,11 +115,10 @@ class ModelTurn:
         scope = self.scope
         invocation = scope.run.invocation
         output_schema = None
-        if strategy == "provider":
-            spec = cast(ResultSchema, spec)  # a strategy is chosen only for a spec (result_strategy)
+        # (result_strategy chooses a strategy only for a spec)
+        if spec is not None and strategy == "provider":
             output_schema = {"name": spec.name, "description": spec.description, "schema": spec.schema}
-        if strategy == "tool":
-            spec = cast(ResultSchema, spec)
+        if spec is not None and strategy == "tool":
             tools = tools + (ToolSpecification(spec.tool_name(), spec.description or _submit_description(spec.name), spec.schema),)
         return ModelRequest(
             messages=scope.frame.messages + tuple(self.interjected),
@@ -211,7 +209,7 @@ class ModelTurn:
             if event.type == "message_stop":
                 response = event.data.get("response")
                 if response is not None:  # counted even if the turn then fails the run
-                    cast(RunContext, scope.context).record_usage(response.usage)  # built by perform
+                    scope.built_context.record_usage(response.usage)
             scope.emit_event(event)
         if response is None:
             # A protocol violation, not a malformed tool call: the stream may hold no tool call at all.
@@ -246,7 +244,7 @@ class ModelTurn:
         if problems:
             return self._repair(response, spec, strategy, problems, tool_use_id)
         structured = StructuredResult(schema_name=spec.name, value=value)
-        cast(RunContext, self.scope.context).submit_structured_result(structured)  # built by perform
+        self.scope.built_context.submit_structured_result(structured)
         return self._finish(agent, response, structured, spec.output(value), submitted_by=tool_use_id)
 
     def _repair(self, response: ModelResponse, spec: ResultSchema, strategy: str, problems: list[str], tool_use_id: str | None) -> Transition:
@@ -377,7 +375,7 @@ class ModelTurn:
                 stop_reason=response.stop_reason,
                 usage=Usage.from_dict(checkpoint.usage),
                 messages=state.messages + tuple(message for _seq, message in rows),
-                state=cast(RunContext, scope.context).state.to_dict(),  # built by perform
+                state=scope.built_context.state.to_dict(),
                 structured_result=structured,
                 output_value=output,
             )

@@ -74,6 +74,11 @@ class StepScope:
     def agent_class(self) -> Any:
         return self.run.entrypoint_class
 
+    @property
+    def built_context(self) -> RunContext:
+        """``context``, for code that runs after ``build_context`` (a step's perform and what it calls)."""
+        return cast(RunContext, self.context)
+
     def build_context(self, checkpoint: AgentCheckpoint) -> RunContext:
         self._state_before = checkpoint.state  # never mutated in place (AgentCheckpoint.copy)
         self.context = _StepContext(
@@ -94,8 +99,7 @@ class StepScope:
         ConfigurationError when the context's state holds a value JSON cannot
         (``checked_state``): the step then ends the run instead of committing.
         """
-        context = cast(RunContext, self.context)  # callers run after build_context, or test for a context
-        return apply_state_changes(state.checkpoint.state, self._state_before, checked_state(context.state))
+        return apply_state_changes(state.checkpoint.state, self._state_before, checked_state(self.built_context.state))
 
     def _ending_state(self, state: FrameState) -> dict[str, Any]:
         """The working state an ending writes: this step's (``state_for``), or, when that
