@@ -166,12 +166,16 @@ def describe(times: list[float]) -> str:
 def check_runs(dist: Any, turns: dict[str, int]) -> Verdict:
     """Check every invariant for the runs in ``turns`` (run id -> tool calls its script makes)."""
     store, verdict = store_of(dist), Verdict(runs=len(turns))
+    # The records first, the call log after: a tool logs its call before its step commits, so
+    # every call of a run read as completed is in the log even while other runs still execute
+    # (read the other way round, a run finishing in between looked as if it skipped a call).
+    records = {run_id: store.load_run(run_id) for run_id in turns}
     calls = [row for row in dist.calls() if row[2].split("/", 1)[0] in turns]
     verdict.tool_calls = len(calls)
     by_key = Counter(key for _tool, _n, key in calls)
     tools = {key: tool for tool, _n, key in calls}
     for run_id, count in turns.items():
-        _check_run(store, run_id, count, calls, verdict)
+        _check_run(store, records[run_id], count, calls, verdict)
     for key, n in by_key.items():
         run_id, step_key = key.split("/", 1)
         step = store.load_step(run_id, step_key)
@@ -188,9 +192,9 @@ def check_runs(dist: Any, turns: dict[str, int]) -> Verdict:
 
 
 def _check_run(
-    store: Any, run_id: str, count: int, calls: list[tuple[str, int, str]], verdict: Verdict
+    store: Any, record: Any, count: int, calls: list[tuple[str, int, str]], verdict: Verdict
 ) -> None:
-    record = store.load_run(run_id)
+    run_id = record.id
     if record.status != "completed":
         verdict.unfinished.append(f"run {run_id} is {record.status}: {record.error}")
     events = store.load_events(run_id)
