@@ -52,7 +52,7 @@ from lg_core.identity import current_holder, holder_is_dead
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
 from lg_core.sessions.runs import RunSessions
-from lg_core.store import ClaimedStep, CommitResult, NewStep, RunStore, StepCommit
+from lg_core.store import ClaimedStep, CommitResult, NewStep, RunRecord, RunStore, StepCommit
 from lg_core.store.database import is_transient
 from lg_core.store.outage import call_through_outage
 from lg_core.usage import Usage
@@ -144,7 +144,8 @@ class Engine:
         """The Run object executing ``run_id`` in this process, if any."""
         return self._live.get(run_id)
 
-    def run_handle(self, run_id: str) -> Run | None:
+    def run_handle(self, run_id: str, record: RunRecord | None = None) -> Run | None:
+        """The run executing or cached here, else rebuilt from ``record`` (read from the store when None)."""
         run = self._live.get(run_id)
         if run is not None:
             return run
@@ -153,7 +154,8 @@ class Engine:
             if cached is not None:
                 self._recent.move_to_end(run_id)
                 return cached
-        record = self.store.load_run(run_id)
+        if record is None:
+            record = self.store.load_run(run_id)
         if record.finished:
             return None
         run = self.runtime.restored_run(record)
@@ -163,6 +165,10 @@ class Engine:
         for old in evicted:  # not under the lock: closers are application code and may be slow
             _close_rebuilt(old)
         return run
+
+    def has_run(self, run_id: str) -> bool:
+        """Does ``run_handle`` have the run without reading it? (A claim then need not read its row.)"""
+        return run_id in self._live or run_id in self._recent
 
     def _evict_idle(self, keep: str) -> list[Run]:
         """Drop the least recently used cached runs beyond ``run_cache_size`` (under ``_lock``).
@@ -723,7 +729,7 @@ class Engine:
         ref = StepRef(run_id, key, step.kind, step.frame_id)
         return self._execute_held(
             ref, start.attempts, claimed_at, lambda: self.frames.adopt(frame_record, start.messages, start.messages_from),
-            step.input, step.body_entered_at is not None, follow,
+            step.input, step.body_entered_at is not None, follow, run_record=start.run,
         )
 
     def _execute_preclaimed(self, preclaimed: Preclaimed, follow: Follow | None) -> tuple[str, list[StepRef]]:
@@ -740,16 +746,19 @@ class Engine:
 
     def _execute_held(
         self, ref: StepRef, attempt: int, claimed_at: float, frame_of: Callable[[], FrameState], step_input: Any,
-        body_entered: bool, follow: Follow | None,
+        body_entered: bool, follow: Follow | None, run_record: RunRecord | None = None,
     ) -> tuple[str, list[StepRef]]:
-        """Execute a step this process holds (attempt ``attempt``) to its commit, keeping its lease alive."""
+        """Execute a step this process holds (attempt ``attempt``) to its commit, keeping its lease alive.
+
+        ``run_record`` is the run's row when the claim read it (a run not rebuilt here yet).
+        """
         # The lease is kept alive from the claim on: rebuilding the run (its agent's import,
         # every Hook.prepare_run) may outlast a lease, and a sweeper seeing it expire would
         # hand a step its live holder is about to execute to another worker.
         with self.heartbeat.holding(ref.run_id, ref.key, attempt, claimed_at):
             try:
                 frame = frame_of()
-                run = self.run_handle(ref.run_id)  # a cancel from another process reaches its tools' context.check()
+                run = self.run_handle(ref.run_id, run_record)  # a cancel from another process reaches its tools' context.check()
                 with self.cancel_watch.watching(ref.run_id, run.cancellation_token if run else None):
                     refs = self.execute(
                         ref, attempt=attempt, claimed_by=current_holder(), frame=frame, step_input=step_input,
@@ -789,7 +798,9 @@ class Engine:
     def _claim_and_load(self, run_id: str, key: str) -> ClaimedStep:
         """Claim a step for this process with its frame (claim()'s rules, a dead holder's step included)."""
         holder = current_holder()
-        cached = {"known_messages": self.frames.known_messages, "frame_guess": _frame_of(run_id, key)}
+        # A run this process has not rebuilt yet (a task's first step, mostly) comes with its row.
+        cached = {"known_messages": self.frames.known_messages, "frame_guess": _frame_of(run_id, key),
+                  "with_run": not self.has_run(run_id)}
         start = self.store.claim_and_load(run_id, key, holder, self.lease_seconds, **cached)
         step = start.step
         if start.attempts is None and step is not None and step.status == "running" and holder_is_dead(step.holder):

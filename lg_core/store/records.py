@@ -189,7 +189,8 @@ class ClaimedStep:
     the claim started, or None when nothing was claimed (the run is not
     running, the step is finished, or a live holder has it); ``step`` is then
     the row as it stands, for the caller to tell those cases apart. A claimed
-    step comes with its frame and the frame's messages from ``messages_from``.
+    step comes with its frame and the frame's messages from ``messages_from``,
+    and with its run's row when the claim was asked for it (``with_run``).
     """
 
     step: StepRecord | None
@@ -200,6 +201,7 @@ class ClaimedStep:
     frame: FrameRecord | None = None
     messages_from: int = 0
     messages: tuple[dict[str, Any], ...] = ()
+    run: RunRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -488,6 +488,7 @@ class RunStore:
         stale_holder: str | None = None,
         known_messages: Callable[[str], int] = lambda _frame_id: 0,
         frame_guess: str | None = None,
+        with_run: bool = False,
     ) -> ClaimedStep:
         """A worker's start of a step in one transaction: claim it and read its frame.
 
@@ -498,8 +499,10 @@ class RunStore:
         claimed step's; when it is not ``frame_guess``, all its messages are read).
         Not claimed, it carries the step and run as they stand (read afterwards),
         so the caller can tell a missing, finished or live-held step from a dead
-        holder's (and claim again with ``stale_holder``). Pipelined on PostgreSQL,
-        BEGIN, the claim, the frame read and COMMIT go out together: one round trip.
+        holder's (and claim again with ``stale_holder``). ``with_run`` adds the
+        run's row, for a worker that has not rebuilt the run yet. Pipelined on
+        PostgreSQL, BEGIN, the claim, the reads and COMMIT go out together: one
+        round trip.
 
         On PostgreSQL the claim is flushed like every commit. The database server
         can crash while its clients live on: a claim lost there would let the step
@@ -522,6 +525,7 @@ class RunStore:
         with self.db.transaction(pipelined=True, defer_flush=True) as tx:
             claimed = tx.submit("claim_step_of_running_run", params)
             frame_rows = tx.submit("select_claimed_frame_with_tail", reads)
+            run_row = tx.submit("select_run", {"run_id": run_id}) if with_run else None
         row = claimed.one()  # PostgreSQL: the results of everything above, COMMIT included, arrive together
         if row is None:
             return self._unclaimed(run_id, key)
@@ -529,7 +533,9 @@ class RunStore:
         from_seq = guess_seq if step.frame_id == frame_guess else 0
         frame, tail = self._frame_with_tail(run_id, step.frame_id, frame_rows.all())
         status, cancel, interjections = row[_STEP_WIDTH:]
-        return ClaimedStep(step, status, bool(cancel), int(interjections), step.attempts, frame, from_seq, tail)
+        run_values = None if run_row is None else run_row.one()
+        run = None if run_values is None else _run_record(run_values)
+        return ClaimedStep(step, status, bool(cancel), int(interjections), step.attempts, frame, from_seq, tail, run)
 
     @retry_transient
     def mark_body_entered(self, run_id: str, key: str, holder: str, attempt: int) -> bool:

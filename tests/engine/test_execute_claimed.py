@@ -97,6 +97,48 @@ def test_workers_alternating_on_one_run_see_every_message(fleet):
         assert len(cached.messages) == cached.checkpoint.message_count
 
 
+def test_a_workers_claim_reads_the_run_it_has_not_rebuilt_and_no_separate_read_follows(fleet, monkeypatch):
+    """The first step of a run on a worker gets the run's row with its claim (one round trip on
+    PostgreSQL) instead of a load_run of its own; once the worker has the run, claims skip it."""
+    client, worker, _ = fleet
+    store = worker.store
+    asked, loads = [], []
+    claim_and_load, load_run = store.claim_and_load, store.load_run
+
+    def claim(*args, **kwargs):
+        start = claim_and_load(*args, **kwargs)
+        asked.append((kwargs["with_run"], start.run is not None))
+        return start
+
+    def load(run_id):
+        loads.append(run_id)
+        return load_run(run_id)
+
+    monkeypatch.setattr(store, "claim_and_load", claim)
+    monkeypatch.setattr(store, "load_run", load)
+    queue = deque([_start(client)])
+    while queue:
+        ref = queue.popleft()
+        outcome, successors = worker.engine.execute_claimed(ref.run_id, ref.key)
+        assert outcome == "executed"
+        queue.extend(successors)
+    assert asked[0] == (True, True)  # the run's row came with the first claim
+    assert all(entry == (False, False) for entry in asked[1:])
+    assert loads == []
+    assert client.store.load_run(ref.run_id).status == "completed"
+
+
+def test_a_claim_asked_for_its_run_returns_its_row_and_a_failed_claim_returns_none(fleet):
+    client, worker, _ = fleet
+    ref = _start(client)
+    start = worker.store.claim_and_load(ref.run_id, ref.key, current_holder(), 30, with_run=True)
+    assert start.attempts == 1 and start.run is not None
+    assert start.run.id == ref.run_id and start.run.status == "running" and start.run.invocation
+    again = worker.store.claim_and_load(ref.run_id, ref.key, current_holder(), 30, with_run=True)
+    assert again.attempts is None and again.run is None  # held: nothing claimed, nothing read
+    assert worker.store.claim_and_load(ref.run_id, ref.key, current_holder(), 30).run is None
+
+
 def test_a_worker_step_whose_state_cannot_be_stored_ends_the_run_failed_not_a_retried_attempt(fleet):
     """The worker's step ends the run in its commit, as a local one does, with the state of the
     last commit: a commit failing in the store's encoder instead raised out of the attempt,

@@ -91,3 +91,24 @@ def test_a_runs_finishing_commit_reads_its_session_with_its_guards(pg_url, syncs
     # One for the guards with the session's lock and open runs, one for the session's new row;
     # COMMIT is the pipeline's exit, not a sync.
     assert finishing == 2
+
+
+def test_a_claim_that_also_reads_its_run_waits_no_more_than_one_that_does_not(pg_url, syncs):
+    """A worker's first step of a run reads the run's row with its claim: no sync of its own."""
+    scripted.register("pipelined-round-trips", lambda request: {"text": "done"})
+    configuration = Configuration(run_store=pg_url)
+    try:
+        runtime = configuration.runtime()
+        with with_configuration(configuration):
+            (first,) = runtime.begin(OneTurnAgent.build_run("one"), distributed=True)
+            (second,) = runtime.begin(OneTurnAgent.build_run("two"), distributed=True)
+        made = []
+        for ref, with_run in ((first, False), (second, True)):
+            before = len(syncs)
+            start = runtime.store.claim_and_load(ref.run_id, ref.key, "host:1:1", 30, with_run=with_run)
+            assert start.attempts == 1 and (start.run is not None) == with_run
+            made.append(len(syncs) - before)
+        assert made[1] == made[0], made
+    finally:
+        configuration.close()
+        scripted.unregister("pipelined-round-trips")

@@ -288,6 +288,17 @@ def test_claim_and_load_reads_the_whole_history_of_a_frame_it_did_not_guess(stor
     assert [Message.from_dict(m).text for m in start.messages] == ["hi", "turn 0", "turn 1"]
 
 
+def test_claim_and_load_with_run_brings_the_runs_row_in_the_same_transaction(store):
+    _create(store, steps=("root/a", "root/b"))
+    store.request_cancel("r1")
+    start = store.claim_and_load("r1", "root/a", "host:1:1", 30, with_run=True)
+    assert start.attempts == 1 and start.run == store.load_run("r1")
+    assert (start.run.status, start.run.cancel_requested, start.run.invocation) == ("running", True, {"message": "hi"})
+    assert store.claim_and_load("r1", "root/b", "host:1:1", 30).run is None  # not asked for
+    held = store.claim_and_load("r1", "root/a", "host:2:1", 30, with_run=True)
+    assert (held.attempts, held.run) == (None, None)  # nothing claimed: the caller does not start the step
+
+
 def test_claim_and_load_follows_the_claim_rules(store):
     _create(store, steps=("root/a", "root/b"))
     key = "root/a"
