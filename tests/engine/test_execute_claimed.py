@@ -128,17 +128,6 @@ def test_a_workers_claim_reads_the_run_it_has_not_rebuilt_and_no_separate_read_f
     assert client.store.load_run(ref.run_id).status == "completed"
 
 
-def test_a_claim_asked_for_its_run_returns_its_row_and_a_failed_claim_returns_none(fleet):
-    client, worker, _ = fleet
-    ref = _start(client)
-    start = worker.store.claim_and_load(ref.run_id, ref.key, current_holder(), 30, with_run=True)
-    assert start.attempts == 1 and start.run is not None
-    assert start.run.id == ref.run_id and start.run.status == "running" and start.run.invocation
-    again = worker.store.claim_and_load(ref.run_id, ref.key, current_holder(), 30, with_run=True)
-    assert again.attempts is None and again.run is None  # held: nothing claimed, nothing read
-    assert worker.store.claim_and_load(ref.run_id, ref.key, current_holder(), 30).run is None
-
-
 def test_a_worker_step_whose_state_cannot_be_stored_ends_the_run_failed_not_a_retried_attempt(fleet):
     """The worker's step ends the run in its commit, as a local one does, with the state of the
     last commit: a commit failing in the store's encoder instead raised out of the attempt,
