@@ -10,7 +10,8 @@
 Everything runs in one go on processes this script starts and stops: a
 PostgreSQL server with fsync ON (a durable engine is measured durable), a
 redis-server, Celery workers started as ``lg worker`` starts them, and
-schedulers. The sections (bench/README.md explains each, with its findings):
+schedulers. The sections (bench/README.md explains each, and bench/FINDINGS.md
+has what each run found):
 
 1. The raw floor: a chain of Celery tasks on the same Redis, each enqueuing
    the next, with lg_workers' broker settings on the lg.model queue's pool.

@@ -182,7 +182,7 @@ class _TaskEvents:
 # How long the sender gathers task events after a send before it sends again. Flower
 # refreshes in seconds, so 50 ms is invisible there, and it turns a message (and a
 # wake-up of the sender thread) per inline step into one per 50 ms for the whole process:
-# sending once per step cost a chain about 0.4 ms per step (bench/README.md).
+# sending once per step cost a chain about 0.4 ms per step (bench/FINDINGS.md).
 TASK_EVENTS_LINGER = 0.05
 
 
@@ -198,7 +198,7 @@ class _Sender:
     leave together. Each send costs the process's CPU (kombu builds and
     publishes a message) and wakes this thread while the steps' threads want
     the GIL, so one send per step was a measurable share of a worker's time
-    (bench/README.md). ``drain`` ends a linger at once.
+    (bench/FINDINGS.md). ``drain`` ends a linger at once.
     """
 
     def __init__(self, app: Any, hostname: str | None, linger: float = TASK_EVENTS_LINGER) -> None:

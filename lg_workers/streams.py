@@ -64,7 +64,7 @@ REOPENING_EVENTS = frozenset({"run_retried"})
 # again (a flush never waits for it). Every send wakes that thread, which then
 # holds the GIL the steps' threads want back after each of their database round
 # trips: sending once per step cost a chain about 0.6 ms per step
-# (bench/README.md, eighteenth session). 10 ms is shorter than the time between
+# (bench/FINDINGS.md, eighteenth session). 10 ms is shorter than the time between
 # two tokens of a streaming model, so a live reader sees no difference.
 SENDER_LINGER_SECONDS = 0.01
 

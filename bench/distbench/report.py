@@ -370,7 +370,7 @@ def _memory(console: Console, memory: dict[str, Any]) -> None:
     console.print(
         f"Growth over the second half of the runs: {memory['late_bytes_per_run'] / 1024:.2f} KiB per run, all worker "
         "processes together (bounded caches, up to 512 frames and run_cache_size runs (default 1024) per process, "
-        "fill during the first runs, so this slope still includes them; see bench/README.md for a longer run)."
+        "fill during the first runs, so this slope still includes them; see bench/FINDINGS.md for a longer run)."
     )
 
 
