@@ -318,7 +318,12 @@ def load_agent(target: str) -> type[Agent]:
             )
             hint = f"; agents there: {', '.join(agents)}" if agents else ""
             raise UsageError(f"module {module_name!r} has no attribute {qualname!r}{hint}")
-    if not (isinstance(value, type) and issubclass(value, Agent)) or value is Agent:
+    if value is Agent:
+        raise UsageError(
+            f"{target} is the Agent base class, which has no model or prompt of its own; name a "
+            "subclass of it (for example myapp.agents:SupportAgent)"
+        )
+    if not (isinstance(value, type) and issubclass(value, Agent)):
         raise UsageError(
             f"{target} is not an Agent subclass (it is {type(value).__name__} {preview(repr(value), 60)})"
         )

@@ -194,6 +194,7 @@ def test_ask_exits_1_with_outcome_and_error_when_the_run_fails(store: str) -> No
         ("cli_app:Missing", ("has no attribute 'Missing'", "agents there: BrokenAgent, EchoAgent")),
         ("cli_app:NOT_AN_AGENT", ("is not an Agent subclass",)),
         ("cli_app:FaqLookupTool", ("is not an Agent subclass",)),
+        ("lg_core:Agent", ("is the Agent base class", "name a subclass of it")),
         ("cli_app", ("expected MODULE:CLASS",)),
     ],
 )
