@@ -441,8 +441,8 @@ def _wait_hanging(folder: Path, run_ids: list[str], timeout: float) -> list[int]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         # The name says it all (hang-{run_id}-{pid}): the file's content may not be written yet.
-        found = dict(path.name[len("hang-") :].rsplit("-", 1) for path in folder.glob("hang-*"))
-        found = {run_id: int(pid) for run_id, pid in found.items()}
+        names = dict(path.name[len("hang-") :].rsplit("-", 1) for path in folder.glob("hang-*"))
+        found = {run_id: int(pid) for run_id, pid in names.items()}
         if all(run_id in found for run_id in run_ids):
             return [found[run_id] for run_id in run_ids]
         time.sleep(0.05)

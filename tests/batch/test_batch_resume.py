@@ -36,6 +36,7 @@ def wait_for_results(out: Path, child: subprocess.Popen, count: int, timeout: fl
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if child.poll() is not None:
+            assert child.stderr is not None
             raise AssertionError(f"the batch exited early:\n{child.stderr.read().decode()}")
         if out.exists() and len(out.read_text().splitlines()) >= count:
             return

@@ -73,7 +73,7 @@ class Watchers:
         return self._results
 
 
-async def _last_event_async(execution) -> str:
+async def _last_event_async(execution) -> str | None:
     last = None
     async for event in execution.events():
         last = event.type

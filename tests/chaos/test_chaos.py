@@ -26,13 +26,15 @@ from chaos_checks import (
     wait_ready,
 )
 
+from lg_core import Agent
+
 pytestmark = pytest.mark.chaos
 
 REDIS_DOWN_SECONDS = 12.0
 HANG_TOOLS = {"DIST_APP_HANG": "step:2,charge:2", "DIST_APP_HANG_ONCE": "1"}
 
 
-def _start(*agents: type) -> tuple[list, dict[str, int]]:
+def _start(*agents: type[Agent]) -> tuple[list, dict[str, int]]:
     executions = [agent.start_execution(f"Run {agent.__name__} to the end.") for agent in agents]
     return executions, {e.run_id: dist_app.TURNS for e in executions}
 

@@ -115,6 +115,7 @@ def test_ask_on_a_terminal_streams_the_text_as_it_arrives(store: str) -> None:
         [sys.executable, "-m", "lg_core.cli", "ask", "cli_app:LookupAgent", "When are you open?", "--store", store],
         stdout=secondary, stderr=subprocess.PIPE, env=env, text=True,
     )
+    assert child.stderr is not None
     os.close(secondary)
     terminal = b""
     while True:

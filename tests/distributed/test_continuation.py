@@ -7,6 +7,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 import dist_app
 
@@ -16,8 +17,9 @@ class TaskEvents(threading.Thread):
 
     def __init__(self, app) -> None:
         super().__init__(name="task-events", daemon=True)
-        self.app, self.events, self.ready = app, [], threading.Event()
-        self.receiver = None
+        self.app, self.ready = app, threading.Event()
+        self.events: list[dict] = []
+        self.receiver: Any = None
 
     def run(self) -> None:
         with self.app.connection_for_read() as connection:

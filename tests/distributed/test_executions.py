@@ -92,12 +92,14 @@ class Reader:
     def __init__(self, dist, run_id: str, *, after: str | None = None, mode: str = "sync", stop_at: str = "") -> None:
         argv = [sys.executable, "-c", READER, run_id, after or "", mode, stop_at]
         self.process = subprocess.Popen(argv, env=dist.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None and self.process.stderr is not None
+        self.stdout, self.stderr = self.process.stdout, self.process.stderr
         self.lines: list[dict] = []
         self._arrived: queue.Queue = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
-        for line in self.process.stdout:
+        for line in self.stdout:
             item = json.loads(line)
             self.lines.append(item)
             self._arrived.put(item)
@@ -111,7 +113,7 @@ class Reader:
             except queue.Empty:
                 break
             if item is None:
-                raise AssertionError(f"the reader ended before {event_type}: {self.lines[-3:]} {self.process.stderr.read()}")
+                raise AssertionError(f"the reader ended before {event_type}: {self.lines[-3:]} {self.stderr.read()}")
             if item.get("type") == event_type:
                 return item
         raise AssertionError(f"no {event_type} from the reader in {timeout} s: {self.lines[-3:]}")
@@ -122,7 +124,7 @@ class Reader:
         except subprocess.TimeoutExpired:
             self.process.kill()
             raise AssertionError(f"the reader did not end: {self.lines[-3:]}") from None
-        assert self.process.returncode == 0, self.process.stderr.read()
+        assert self.process.returncode == 0, self.stderr.read()
         assert not any("error" in line for line in self.lines), self.lines[-1]
         return self.lines
 

@@ -77,7 +77,7 @@ class Held:
 
 
 def start(script, model, **attrs):
-    agent = type("HuntAgent", (Agent,), {"model": script(model), "tools": [NoopTool], **attrs})
+    agent: type[Agent] = type("HuntAgent", (Agent,), {"model": script(model), "tools": [NoopTool], **attrs})
     execution = agent.start_execution("Start.")
     assert model.entered.wait(30)
     return execution
@@ -126,7 +126,7 @@ def test_interject_with_a_hook_on_an_agent_class_that_cannot_be_imported(config,
 
 def structured_reply(target: str, model: Held, schema: dict):
     """Interject while turn 1 runs; (the reply, its number) once the run completed with VALID."""
-    agent = type("HuntAgent", (Agent,), {"model": target, "tools": [NoopTool], "result_schema": schema})
+    agent: type[Agent] = type("HuntAgent", (Agent,), {"model": target, "tools": [NoopTool], "result_schema": schema})
     execution = agent.start_execution("Start.")
     assert model.entered.wait(30)
     number = execution.interject("Decide now.")
@@ -278,7 +278,7 @@ def test_a_late_interjection_after_a_result_tool_submission_gives_the_call_its_r
     """The run continues for the late message; the submission's tool call gets a tool result first."""
     submit = {"tool_calls": [{"name": "submit_support_triage", "arguments": VALID}]}
     model = Recording(first=submit, later=[submit])
-    agent = type("HuntAgent", (Agent,), {"model": script(model, capabilities={"native_structured_output": False}),
+    agent: type[Agent] = type("HuntAgent", (Agent,), {"model": script(model, capabilities={"native_structured_output": False}),
                                          "result_schema": {**TRIAGE, "strategy": "tool"}})
     execution = agent.start_execution("Start.")
     assert model.entered.wait(30)

@@ -54,7 +54,7 @@ def started(config, script):
 
     def start(later: list[dict] | None = None):
         model = TwoTurns(later)
-        agent = type("ReplyAgent", (Agent,), {"model": script(model), "tools": [NumberedTool]})
+        agent: type[Agent] = type("ReplyAgent", (Agent,), {"model": script(model), "tools": [NumberedTool]})
         execution = agent.start_execution("Start.")
         executions.append(execution)
         assert model.entered.wait(30)

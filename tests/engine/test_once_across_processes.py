@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,13 +119,19 @@ class Callers:
 
         store = RunStore(self.url)
         try:
-            seen = store.load_step(self.run_id, "once/charge-card").lease_until
+            seen = self._lease_until(store)
             deadline = time.monotonic() + timeout
-            while store.load_step(self.run_id, "once/charge-card").lease_until <= seen + lease:
+            while self._lease_until(store) <= seen + lease:
                 assert time.monotonic() < deadline, "the holder's heartbeat never renewed its claim"
                 time.sleep(0.05)
         finally:
             store.close()
+
+    def _lease_until(self, store: Any) -> float:
+        """The lease of the claim on "charge-card" (the test waits while one is held)."""
+        step = store.load_step(self.run_id, "once/charge-card")
+        assert step is not None and step.lease_until is not None, f"charge-card is not claimed: {step}"
+        return float(step.lease_until)
 
     def wait_for(self, line: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout

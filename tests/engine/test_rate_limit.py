@@ -131,7 +131,8 @@ class FarLimiter:
     answers "your slot is N seconds from now" as of when it reads the request."""
 
     def __init__(self, travel: float) -> None:
-        self.inner, self.travel, self.slots = LocalLimiter(), travel, []
+        self.inner, self.travel = LocalLimiter(), travel
+        self.slots: list[float] = []
 
     def reserve(self, connection: str, limit: RateLimit) -> float:
         time.sleep(self.travel)

@@ -43,7 +43,7 @@ def message_start(input_tokens: int = 25, *, cache_read: int = 0, cache_write: i
         "output_tokens": 1,
         "service_tier": "standard",
     }
-    message = {
+    message: dict[str, Any] = {
         "id": MESSAGE_ID, "type": "message", "role": "assistant", "model": MODEL, "content": [],
         "stop_reason": None, "stop_sequence": None, "usage": usage,
     }

@@ -240,6 +240,7 @@ class FakeServer:
     @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)  # a TCP server's address, never a Unix socket's bytes
         return f"http://{host}:{port}{self._base_path}"
 
     def reply(self, *replies: Reply) -> FakeServer:

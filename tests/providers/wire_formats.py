@@ -302,7 +302,7 @@ class OpenAIFormat(WireFormat):
 
     adapter = "openai"
     default_base_url = "https://api.openai.com/v1"
-    provider_class = OpenAIProvider
+    provider_class: ClassVar[type[StreamingProvider]] = OpenAIProvider
     framing = openai_server.FRAMING
     default_url = f"{default_base_url}/chat/completions"
     key_variable = "OPENAI_API_KEY"

@@ -47,10 +47,12 @@ class Backend:
             store = self._shared = self._shared or MemorySessionStore()
         elif self.kind == "sqlite-memory":
             store = self._shared = self._shared or SqlSessionStore("sqlite://")
-        elif self.kind == "filesystem":
-            store = FilesystemSessionStore(self.location)
         else:
-            store = SqlSessionStore(self.location)
+            assert self.location is not None, f"the {self.kind} backend needs a location"
+            if self.kind == "filesystem":
+                store = FilesystemSessionStore(self.location)
+            else:
+                store = SqlSessionStore(self.location)
         self._opened.append(store)
         return store
 

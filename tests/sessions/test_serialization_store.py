@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from lg_core.messages import Message
-from lg_core.store import NewStep, RunFinish, RunStore, StepCommit
+from lg_core.store import NewStep, RunFinish, RunStore, StepCommit, StepRecord
 from lg_core.store.records import SessionWrite
 
 
@@ -44,7 +44,13 @@ def finish(store: RunStore, run_id: str, session: SessionWrite | None = None):
 
 
 def statuses(store: RunStore, *run_ids: str) -> list[tuple[str, str]]:
-    return [(store.load_run(r).status, store.load_step(r, "root/turn-0/model").status) for r in run_ids]
+    return [(store.load_run(r).status, _first_turn(store, r).status) for r in run_ids]
+
+
+def _first_turn(store: RunStore, run_id: str) -> StepRecord:
+    step = store.load_step(run_id, "root/turn-0/model")
+    assert step is not None, f"run {run_id} has no first model turn"
+    return step
 
 
 def test_a_run_waits_while_its_session_has_a_running_or_waiting_run(store):

@@ -12,6 +12,8 @@ Run without an outcome, and the run stays ``running``, held by a live process.
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from lg_core import Agent
@@ -32,7 +34,7 @@ class EchoAgent(Agent):
 def _lose_the_answer_of_the_first_model_commit(monkeypatch, error: Exception) -> list[str]:
     """The first model turn's commit applies, then raises ``error`` as if its answer was lost;
     returns the keys of the commits it did that to."""
-    inner = RunStore._commit_once.__wrapped__
+    inner = inspect.unwrap(RunStore._commit_once)  # the attempt itself, without retry_transient
     lost: list[str] = []
 
     def applied_then_lost(self, commit, *now):

@@ -25,6 +25,7 @@ def _revision(url: str) -> str:
     with engine.connect() as connection:
         value = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
     engine.dispose()
+    assert isinstance(value, str), f"no migration revision recorded in {VERSION_TABLE}"
     return value
 
 

@@ -53,7 +53,7 @@ def _asked(url: str, turns: list[dict[str, Any]], tools: list[type[Tool]], messa
     """Ask an agent with these scripted ``turns`` and ``tools`` on a store at ``url``: the Run and the store."""
     model_name = f"text-{uuid.uuid4().hex[:8]}"
     scripted.register(model_name, turns)
-    agent = type("TextAgent", (Agent,), {"model": f"scripted:{model_name}", "tools": tools})
+    agent: type[Agent] = type("TextAgent", (Agent,), {"model": f"scripted:{model_name}", "tools": tools})
     configuration = Configuration(run_store=url)
     try:
         with with_configuration(configuration):

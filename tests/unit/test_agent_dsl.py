@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict
@@ -49,7 +50,7 @@ class BillingTools:
         return [RefundTool]
 
 
-STRICT = {
+STRICT: dict[str, Any] = {
     "type": "object",
     "properties": {
         "category": {"type": "string", "enum": ["billing", "delivery", "other"]},

@@ -31,6 +31,12 @@ from lg_core.execution import (
 )
 
 
+def _seq(event: StreamEvent) -> int:
+    """A stored event's number (every durable event in these fakes has one)."""
+    assert event.seq is not None
+    return event.seq
+
+
 def durable(seq: int, type: str = "usage", **data) -> StreamEvent:
     return StreamEvent.build(type, **data).with_seq(seq)
 
@@ -104,9 +110,9 @@ class World:
         elif isinstance(request, _Locate):
             return self.located
         elif isinstance(request, _Stored):
-            return [e for e in self.stored if e.seq > request.after and (request.until is None or e.seq <= request.until)]
+            return [e for e in self.stored if request.after < _seq(e) and (request.until is None or _seq(e) <= request.until)]
         elif isinstance(request, _Status):
-            last = max((e.seq for e in self.stored), default=0)
+            last = max((_seq(e) for e in self.stored), default=0)
             return Record(last, "completed" if self.finished else "running")
         elif isinstance(request, _Pause):
             self._commit_later()
