@@ -117,7 +117,7 @@ def stack_up(
             info.print("no stack process is running", highlight=False)
         raise typer.Exit(1) from None
     if report.already_running:
-        info.print(f"already running: {', '.join(report.already_running)}", highlight=False)
+        info.print(f"already running: {', '.join(report.already_running)}", highlight=False, soft_wrap=True)
     settings = report.settings
     out = output_console()
     out.print(f"run store  {settings.store_url}", highlight=False)
