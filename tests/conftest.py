@@ -23,6 +23,17 @@ def _no_real_provider_credentials(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _no_terminal_size_from_the_test_runner(monkeypatch):
+    """The ``lg`` commands a test runs see the same environment under pytest-xdist as without it.
+
+    xdist's workers set COLUMNS=80 and LINES=24, which rich honours over its
+    200-column width for piped output: a CLI's output would wrap only there.
+    """
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _no_process_default_left_on_a_test_server():
     """A test's servers go away with it; the process-wide default configuration must not point at them.
 
