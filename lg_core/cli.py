@@ -190,13 +190,14 @@ def _configured_imports() -> str:
 def open_runtime(config: Any) -> Any:
     from sqlalchemy.exc import SQLAlchemyError
 
+    from lg_core.store.database import driver_reason
+
     try:
         return config.runtime()
     except SQLAlchemyError as exc:
         config.close()
-        reason = getattr(exc, "orig", None) or exc
         raise UsageError(
-            f"cannot open the run store {safe_url(config.run_store)}: {reason}"
+            f"cannot open the run store {safe_url(config.run_store)}: {driver_reason(exc)}"
         ) from None
 
 

@@ -130,8 +130,13 @@ def retry_transient(fn: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def driver_reason(exc: BaseException) -> str:
+    """The database driver's message for ``exc`` on one line (libpq's spans several, with hints)."""
+    return " ".join(str(getattr(exc, "orig", None) or exc).split())
+
+
 def _unavailable(exc: Exception, seconds: float) -> StoreUnavailableError:
-    reason = " ".join(str(getattr(exc, "orig", None) or exc).split())  # one line: libpq's message has several
+    reason = driver_reason(exc)
     return StoreUnavailableError(
         f"the store's database could not be reached for {seconds:.1f} s ({RETRIES} tries); nothing stored "
         f"was lost, and the same call works again once the database is back. The driver said: {reason}"
@@ -489,7 +494,7 @@ class Database:
         except OperationalError as exc:
             raise ConfigurationError(
                 f"cannot open the run store {safe_url(self.url)} (check run_store or LG_RUN_STORE, that its "
-                f"server is running and that the database exists): {str(exc.orig or exc).strip()}"
+                f"server is running and that the database exists): {driver_reason(exc)}"
             ) from exc
         migrate(self.engine, in_memory=self.in_memory)
 
@@ -761,6 +766,7 @@ __all__ = [
     "StoreClosedError",
     "Submitted",
     "Transaction",
+    "driver_reason",
     "is_transient",
     "is_unreachable",
     "retry_transient",
