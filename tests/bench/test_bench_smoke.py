@@ -7,17 +7,13 @@ those depend on the machine (bench/README.md says how to read them).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "engine_overhead.py"
-# The tree under test, also for the benchmark's process: a script's first path entry is its
-# folder, so it imported the installed lg_core (another clone's, with an editable install).
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(BENCH.parents[1]), os.environ.get("PYTHONPATH", "")) if p)}
+from tests.bench.support import run_quick
+
 SECTIONS = (
     "Environment",
     "1. Floor A",
@@ -37,15 +33,7 @@ pytestmark = pytest.mark.slow
 
 
 def run_bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path), *args],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=240,
-    )
-    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-    return result
+    return run_quick("engine_overhead.py", tmp_path, *args)
 
 
 def test_quick_run_prints_every_section(tmp_path: Path) -> None:

@@ -10,18 +10,18 @@ on 2 CPUs) prints the tables and writes the JSON document, and both are checked.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.bench.support import bench_env
+
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "distributed.py"
-# The tree under test, also for the benchmark's own process: a script's first path entry is
-# its folder, so it imported the installed lg_core (another clone's, with an editable install),
-# whose newer schema its workers (this tree) refused, and it then waited for runs that never ran.
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(BENCH.parents[1]), os.environ.get("PYTHONPATH", "")) if p)}
+# Run under bench_env(), the tree under test first on PYTHONPATH: without it the script imported
+# the installed lg_core (another clone's), whose newer schema its workers (this tree) refused,
+# and it then waited for runs that never ran.
 SECTIONS = (
     "Environment",
     "1. Raw floor",
@@ -52,7 +52,7 @@ def quick_run(tmp_path_factory) -> tuple[str, dict]:
         [sys.executable, str(BENCH), "--quick", "--json-file", str(path)],
         capture_output=True,
         text=True,
-        env=ENV,
+        env=bench_env(),
         timeout=420,
     )
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"

@@ -7,30 +7,21 @@ the machine (bench/README.md says how to read them).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "file_store_bounds.py"
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(BENCH.parents[1]), os.environ.get("PYTHONPATH", "")) if p)}
+from tests.bench.support import BENCH_DIR, run_quick
+
 VARIANTS = {"engine_memory", "engine_file", "no_commit", "journal_row", "file_normal"}
 
 pytestmark = pytest.mark.slow
 
 
 def run_bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path), *args],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=240,
-    )
-    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-    return result
+    return run_quick("file_store_bounds.py", tmp_path, *args)
 
 
 def test_quick_json_reports_every_variant(tmp_path: Path) -> None:
@@ -56,11 +47,11 @@ def test_quick_tables_name_the_target(tmp_path: Path) -> None:
 
 def test_the_stand_in_commit_is_put_back(tmp_path: Path) -> None:
     """The module's context manager restores RunStore.commit, also when the block raises."""
-    sys.path.insert(0, str(BENCH.parent))
+    sys.path.insert(0, str(BENCH_DIR))
     try:
         import file_store_bounds as bounds
     finally:
-        sys.path.remove(str(BENCH.parent))
+        sys.path.remove(str(BENCH_DIR))
     from lg_core.store.repository import RunStore
 
     original = RunStore.commit
