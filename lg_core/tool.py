@@ -211,6 +211,13 @@ class ToolOutcome:
         return cls(status="error", content=(Text(text=well_formed_text(message)),), error=error, error_kind=kind)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PreparedInput:
+    """Tool input converted for ``call``: an ``Input`` model instance, else a copy of the mapping."""
+
+    value: Any
+
+
 class Tool:
     """Base class for application tools."""
 
@@ -376,17 +383,40 @@ class Tool:
         code runs; what it raises propagates and the tool is not called (the engine
         records there that an ``at_most_once`` call starts).
         """
+        prepared = self.prepare(input)
+        if isinstance(prepared, ToolOutcome):
+            return prepared
+        return self.execute_prepared(prepared, context, entering=entering)
+
+    def prepare(self, input: Mapping[str, Any]) -> PreparedInput | ToolOutcome:
+        """Convert validated input for ``call``, or the failure the model gets instead.
+
+        This is the last step of validation for a tool with an ``Input`` model: what the
+        model refuses is a validation failure, and what one of its validators raises is
+        reported like the same error raised by ``call`` (a ToolError's message, or a
+        sanitized internal error), so a validator cannot fail the run. The engine runs
+        ``before_tool`` only after this, as the spec orders it.
+        """
+        try:
+            return PreparedInput(self._prepare_input(input))
+        except ValidationError as exc:
+            problems = [_describe_pydantic(error) for error in exc.errors()]
+            message = f"Invalid input for tool {self.tool_name!r}: " + "; ".join(problems[:5])
+            return ToolOutcome.failure(message, "validation", exc)
+        except _RUN_LEVEL_ERRORS:
+            raise
+        except Exception as exc:  # noqa: BLE001 - sanitized for the model, kept for the app
+            return self._failure_of(exc)
+
+    def execute_prepared(
+        self, prepared: PreparedInput, context: Any = None, *, entering: Callable[[], None] | None = None
+    ) -> ToolOutcome:
+        """Call the tool with input from :meth:`prepare`; see :meth:`execute_validated`."""
         self.context = context if context is not None else RunContext()
         try:
-            try:
-                prepared = self._prepare_input(input)
-            except ValidationError as exc:
-                problems = [_describe_pydantic(error) for error in exc.errors()]
-                message = f"Invalid input for tool {self.tool_name!r}: " + "; ".join(problems[:5])
-                return ToolOutcome.failure(message, "validation", exc)
             if entering is not None:
                 entering()
-            return self._outcome_of_call(prepared)
+            return self._outcome_of_call(prepared.value)
         finally:
             self.context = None
 
@@ -399,14 +429,18 @@ class Tool:
             return success_outcome(self._invoke(prepared))
         except _RUN_LEVEL_ERRORS:
             raise
-        except ToolError as exc:
-            return ToolOutcome.failure(str(exc) or "The tool reported an error.", "tool_error", exc)
         except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - sanitized for the model, kept for the app
             # asyncio.CancelledError is a BaseException, but out of an async tool it can only be
             # the tool's own: its event loop (asyncio.run) belongs to this call, and cancelling
             # the run goes through the run's token, not that loop.
-            message = f"Tool {self.tool_name!r} failed with an internal error ({type(exc).__name__})."
-            return ToolOutcome.failure(message, "unexpected", exc)
+            return self._failure_of(exc)
+
+    def _failure_of(self, exc: BaseException) -> ToolOutcome:
+        """A ToolError's message for the model; any other error only by its class name."""
+        if isinstance(exc, ToolError):
+            return ToolOutcome.failure(str(exc) or "The tool reported an error.", "tool_error", exc)
+        message = f"Tool {self.tool_name!r} failed with an internal error ({type(exc).__name__})."
+        return ToolOutcome.failure(message, "unexpected", exc)
 
     def _prepare_input(self, input: Mapping[str, Any]) -> Any:
         """The input ``call`` receives: an ``Input`` model instance, else a copy of the mapping.
@@ -619,6 +653,7 @@ def default_class_name(name: str) -> str:
 __all__ = [
     "Artifact",
     "Binding",
+    "PreparedInput",
     "Tool",
     "ToolOutcome",
     "ToolReturn",

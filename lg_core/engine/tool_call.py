@@ -1,7 +1,8 @@
 """One tool call of the agent loop (step key ``<frame>/turn-N/tool/<call id>``).
 
 Execute: find the tool (an unknown name is a model-visible error), validate
-the input, run ``before_tool``, call it, run ``after_tool``, bound the output.
+the input (and convert it for an ``Input`` model), run ``before_tool``, call
+it, run ``after_tool``, bound the output.
 An ``at_most_once`` tool is claimed first and durably marked as started right
 before its code runs; a re-attempt that finds the mark reports "outcome
 unknown" instead of calling it (lg_core.engine.at_most_once).
@@ -87,11 +88,14 @@ class ToolCall:
         problems = tool.validate(use.input)
         if problems:
             return ToolOutcome.failure(f"Invalid input for tool {use.name!r}: " + "; ".join(problems[:5]), "validation")
+        prepared = tool.prepare(use.input)  # an Input model's own checks are validation too
+        if isinstance(prepared, ToolOutcome):
+            return prepared
         payload = {"tool_use": use, "tool": tool, "operation_id": scope.key, "parent_operation_id": scope.frame.id}
         decision = run_chain(agent, "before_tool", payload, context=scope.context)
         if decision.cancelled:
             return ToolOutcome.failure(decision.reason or f"The call to {use.name!r} was not allowed.", "cancelled_by_callback")
-        outcome = tool.execute_validated(use.input, scope.context, entering=entering)
+        outcome = tool.execute_prepared(prepared, scope.context, entering=entering)
         decision = run_chain(agent, "after_tool", {**payload, "result": outcome}, context=scope.context)
         if decision.replaced:
             outcome = _as_outcome(decision.value["result"])
