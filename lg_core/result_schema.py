@@ -23,6 +23,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, ConfigDict, PydanticUserError, ValidationError
 
+from lg_core.datamap import MAX_JSON_DEPTH, nests_deeper_than
 from lg_core.errors import ConfigurationError
 
 Strategy = Literal["auto", "provider", "tool"]
@@ -313,11 +314,18 @@ def parse_json_text(text: str) -> tuple[Any, str | None]:
     if not stripped:
         return None, "the response was empty; it must be a JSON object"
     try:
-        return json.loads(stripped, parse_constant=_not_a_json_number, parse_float=_finite_float), None
+        value = json.loads(stripped, parse_constant=_not_a_json_number, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         return None, f"the response is not valid JSON ({exc.msg} at position {exc.pos})"
     except ValueError as exc:  # the hooks below, or an integer with too many digits for int()
         return None, f"the response is not valid JSON ({exc})"
+    except RecursionError:
+        return None, f"the response nests more than {MAX_JSON_DEPTH} levels deep"
+    # Deeper values than a run may store would fail validation or the step's commit with a
+    # RecursionError; as a problem, the answer gets its repair attempt like any invalid one.
+    if nests_deeper_than(value):
+        return None, f"the response nests more than {MAX_JSON_DEPTH} levels deep"
+    return value, None
 
 
 def _not_a_json_number(name: str) -> Any:

@@ -124,6 +124,26 @@ def test_non_json_answer_is_repaired(config, script):
     assert "not valid JSON" in repair.data["validation_errors"][0]
 
 
+@pytest.mark.parametrize("depth", [101, 1_500, 50_000])
+def test_an_answer_nested_too_deep_is_repaired_then_fails_with_structured_result_error(config, script, depth):
+    # 1,500 levels parse but overflow validation; 50,000 overflow the parser itself.
+    deep = "[" * depth + "]" * depth
+    repaired = script([{"text": deep}, {"structured": VALID}])
+    run = triage_agent(repaired).ask("Where is my parcel?")
+
+    assert run.outcome == "completed", run.error
+    assert run.result.output == VALID
+    [repair] = [e for e in run.events() if e.type == "structured_result_repair"]
+    assert list(repair.data["validation_errors"]) == ["the response nests more than 100 levels deep"]
+
+    twice = script([{"text": deep}, {"text": deep}])
+    run = triage_agent(twice).ask("Where is my parcel?")
+
+    assert run.outcome == "failed"
+    assert isinstance(run.error, StructuredResultError)
+    assert list(run.error.validation_errors) == ["the response nests more than 100 levels deep"]
+
+
 def test_invalid_twice_fails_with_structured_result_error(config, script):
     target = script(
         [
