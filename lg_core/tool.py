@@ -311,7 +311,7 @@ class Tool:
         cls,
         name: str,
         description: str,
-        input_schema: Mapping[str, Any] | None = None,
+        input_schema: Mapping[str, Any] | type[BaseModel] | None = None,
         implementation: Callable[..., Any] | None = None,
         **attributes: Any,
     ) -> type[Tool]:
@@ -326,7 +326,8 @@ class Tool:
         namespace = {
             "tool_name": name,
             "description": description,
-            "input_schema": dict(input_schema or {"type": "object"}),
+            # As given: the class form's checks apply (a mapping or a Pydantic model, anything else refused).
+            "input_schema": {"type": "object"} if input_schema is None else input_schema,
             "call": call,
             **attributes,
         }

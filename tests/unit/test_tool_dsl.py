@@ -788,6 +788,23 @@ def test_define_accepts_extra_class_attributes():
     assert Tool.at_most_once is False
 
 
+def test_define_takes_a_pydantic_input_model_like_the_class_form():
+    class EchoInput(BaseModel):
+        text: str
+
+    Echo = Tool.define("echo", "Echo text.", EchoInput, lambda input: f"{type(input).__name__}: {input.text}")
+
+    assert Echo.specification().input_schema["required"] == ("text",)
+    assert Echo().execute({"text": "hi"}).text == "EchoInput: hi"
+    assert Echo().execute({}).error_kind == "validation"
+
+
+@pytest.mark.parametrize("schema", [[1], "object", 5])
+def test_define_refuses_a_schema_that_is_neither_a_mapping_nor_a_pydantic_model(schema):
+    with pytest.raises(ConfigurationError, match=r"input_schema must be a dict or a Pydantic model, got "):
+        Tool.define("echo", "Echo text.", schema, lambda input: input)
+
+
 def test_define_with_async_implementation_awaits_it():
     async def implementation(input):
         await asyncio.sleep(0)
