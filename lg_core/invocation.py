@@ -89,10 +89,27 @@ class Invocation:
         if isinstance(value, Invocation):
             if options:
                 data = value.to_dict()
+                override = data.pop("model_override", None)  # the invocation's own (a fork's), kept
                 data.update(options)
-                return cls.from_dict(data)
+                return cls.from_dict(data)._overriding_model(override)
             return value
         return cls(value, **options)
+
+    @classmethod
+    def restore(cls, data: Mapping[str, Any]) -> Invocation:
+        """An invocation as the run store recorded it, a fork's ``model_override`` included.
+
+        Only for the store's own records: caller input goes through the constructor or
+        :meth:`from_dict`, which refuse ``model_override`` (see :func:`_normalize_into`).
+        """
+        fields = dict(data)
+        override = fields.pop("model_override", None)
+        return cls.from_dict(fields)._overriding_model(override)
+
+    def _overriding_model(self, override: Any) -> Invocation:
+        if override is not None:
+            self._env["model_override"] = _model_override(override, "model_override")
+        return self
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Invocation:
@@ -311,6 +328,14 @@ def _normalize_into(env: dict[str, Any], values: Mapping[str, Any], partial: boo
         name = normalize_key(key)
         if value is None and name in _GENERATED and not partial:
             continue  # None means "generate it", as when the id is missing
+        if name == "model_override" and not partial:
+            # Not a field a caller may pass: an app forwarding request fields (ask(**payload))
+            # would let its client replace the model select_model chose. Forks set it
+            # through Invocation.restore.
+            raise InvocationError(
+                "model_override is not an invocation field a caller can pass: lg_core.fork(run_id, model=...) "
+                "records it for a fork; to choose a model per request, define select_model on the agent"
+            )
         normalizer = _NORMALIZERS.get(name, _extra_field)
         env[name] = normalizer(value, name)
     if partial:

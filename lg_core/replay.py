@@ -141,7 +141,7 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
     _check_session_unchanged(rt, record, plan)
     entrypoint: Any = import_entrypoint(record.entrypoint)  # fail before changing anything if it cannot run here
     # Its model too: an unresolvable one would reopen the run only to fail it again at once.
-    invocation = Invocation.from_dict(dict(record.invocation))
+    invocation = Invocation.restore(record.invocation)
     rt.resolver.resolve(entrypoint.model_selection(invocation), invocation=invocation)
     distributed = _distributed(rt)  # (and the backend is built) before anything changes
     marker = reopen(rt, record, plan, holder=None if distributed else current_holder())
@@ -434,7 +434,7 @@ def _fork_invocation(record: RunRecord, run_id: str | None, model: Any, settings
     if deadline is not _KEEP:
         data.pop("deadline_at", None)
         data["deadline"] = deadline
-    invocation = Invocation.from_dict(data)
+    invocation = Invocation.restore(data)
     passed = invocation.deadline_at
     if passed is not None and passed.timestamp() <= time.time():
         raise InvocationError(

@@ -386,7 +386,7 @@ class Run:
             if not (record.finished or to_end):
                 raise
             entrypoint = None
-        run = cls(entrypoint, Invocation.from_dict(record.invocation), runtime)
+        run = cls(entrypoint, Invocation.restore(record.invocation), runtime)
         run._stored_entrypoint = record.entrypoint
         run.session_actor_id = record.actor_id
         run.execution_state = restored_execution_state(record.execution_state)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import lg_core
+from lg_core import Invocation
 from lg_core.errors import ConfigurationError, InvocationError, RunNotFoundError
 from tests.replay.conftest import gapless
 from tests.replay.replay_app import CALLS, ReplayAgent, step_calls
@@ -184,15 +185,26 @@ def test_a_taken_run_id_raises_and_keeps_the_existing_run(finished):
     assert lg_core.runtime().store.load_run(finished.id).parent_run_id is None
 
 
-def test_model_override_is_an_invocation_field_every_run_honours(file_config, script):
-    own, other = script([{"text": "own model"}]), script([{"text": "other model"}])
+def test_a_caller_cannot_pass_model_override_only_a_fork_records_it(file_config, script):
+    """An app forwarding request fields (ask(**payload)) must not let its client pick the model."""
+    own, other = script([{"text": "own model"}]), script([{"text": "other model"}, {"text": "other model"}])
 
-    run = ReplayAgent.ask("Which model?", target=own, model_override=other)
+    for passing in (
+        lambda: ReplayAgent.ask("Which model?", target=own, model_override=other),
+        lambda: ReplayAgent.ask(**{"message": "Which model?", "target": own, "model_override": other}),
+        lambda: Invocation.from_dict({"message": "Which model?", "model_override": other}),
+    ):
+        with pytest.raises(InvocationError, match="model_override is not an invocation field a caller can pass"):
+            passing()
 
-    assert run.response == "other model"
-    assert lg_core.get_run(run.id).invocation.model_override == other
-    with pytest.raises(InvocationError, match="model_override"):
-        ReplayAgent.ask("Which model?", target=own, model_override=42)
+    original = ReplayAgent.ask("Which model?", target=own)
+    fork = lg_core.fork(original.id, "root/turn-0/model", model=other)
+
+    assert (original.response, fork.response) == ("own model", "other model")
+    assert lg_core.get_run(fork.id).invocation.model_override == other
+    resumed = Invocation.restore(lg_core.runtime().store.load_run(fork.id).invocation)
+    assert resumed.model_override == other
+    assert Invocation.coerce(resumed, settings={"temperature": 0}).model_override == other
 
 
 def test_a_fork_keeps_the_execution_state_of_the_original_request(file_config, outage, script):
