@@ -325,6 +325,10 @@ class Run:
             if resource is None or not callable(getattr(resource, "close", None)):
                 raise TypeError("register() needs a resource with close() or a closer callable")
             closer = resource.close
+        elif not callable(closer):
+            raise TypeError(f"register(closer=...) needs a callable, got {type(closer).__name__}")
+        if inspect.iscoroutinefunction(closer):
+            raise TypeError(ASYNC_CLOSER)
         with self._lock:
             if self._closed:
                 raise Error(f"run {self.id} has closed; it cannot register more resources")
@@ -452,6 +456,15 @@ def prepared_by(run: Run, hooks: Sequence[Any]) -> Run:
     return run
 
 
+# Why not run it with asyncio.run: an async resource (an asyncpg connection, an aiohttp
+# session) belongs to the event loop that opened it, and closing it on a new loop fails.
+ASYNC_CLOSER = (
+    "the closer is async, and the run closes its resources on the thread executing the run, where its "
+    "coroutine would never run: register a plain function that closes the resource on its own event loop, "
+    "e.g. closer=lambda: asyncio.run_coroutine_threadsafe(connection.close(), loop).result()"
+)
+
+
 def _run_closers(closers: list[Callable[[], Any]]) -> list[BaseException]:
     """Empty ``closers`` in place (so they run once) and run them newest first; returns the failures."""
     pending = list(reversed(closers))
@@ -459,7 +472,11 @@ def _run_closers(closers: list[Callable[[], Any]]) -> list[BaseException]:
     failures: list[BaseException] = []
     for closer in pending:
         try:
-            closer()
+            returned = closer()
+            if inspect.isawaitable(returned):  # e.g. a lambda calling an async close
+                if inspect.iscoroutine(returned):
+                    returned.close()  # never run: no "was never awaited" warning on top
+                raise TypeError(ASYNC_CLOSER)
         # Every closer runs. A closer checking the run's (cancelled) token raises
         # CancelledError, a BaseException here but an ordinary error in the spec.
         except ERRORS_INCLUDING_CONTROL_FLOW as exc:

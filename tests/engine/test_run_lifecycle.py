@@ -300,6 +300,54 @@ def test_a_failing_closer_raises_cleanup_error_at_the_end_of_a_stream(config, sc
     assert seen[-1] == "run_stop"
 
 
+class AsyncResource:
+    async def close(self) -> None:  # never awaited by the run: refused when registered
+        raise AssertionError("an async close must not run on a new event loop")
+
+
+async def async_closer() -> None:
+    raise AssertionError("an async closer must not run on a new event loop")
+
+
+@pytest.mark.parametrize(
+    "register",
+    [
+        lambda run: run.register(AsyncResource()),
+        lambda run: run.register(closer=async_closer),
+    ],
+    ids=["resource with an async close", "async closer"],
+)
+def test_an_async_closer_is_refused_when_registered_not_silently_skipped(config, script, register):
+    run = agent_for(script([{"text": "ok"}])).stream_ask("Hi")
+
+    with pytest.raises(TypeError, match="the closer is async.*run_coroutine_threadsafe"):
+        register(run)
+    run.call()
+    assert run.completed and run.cleanup_error is None
+
+
+def test_a_closer_returning_a_coroutine_fails_cleanup_and_the_other_closers_still_run(config, script, recwarn):
+    closed = []
+    run = agent_for(script([{"text": "ok"}])).stream_ask("Hi")
+    run.register(closer=lambda: closed.append("first"))
+    run.register(closer=lambda: AsyncResource().close())
+    run.register(closer=lambda: closed.append("last"))
+
+    with pytest.raises(TypeError, match="the closer is async"):
+        run.call()
+
+    assert closed == ["last", "first"]
+    assert isinstance(run.cleanup_error, TypeError)
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]
+
+
+def test_register_refuses_a_closer_that_is_not_callable(config, script):
+    run = agent_for(script([{"text": "ok"}])).stream_ask("Hi")
+
+    with pytest.raises(TypeError, match=r"register\(closer=...\) needs a callable, got str"):
+        run.register(closer="close it")
+
+
 # -- once -----------------------------------------------------------------------------------------
 
 
