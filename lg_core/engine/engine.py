@@ -259,9 +259,10 @@ class Engine:
     def safe_error_message(self, error: BaseException, run: Run) -> str:
         """The caller-safe message of the error that ends ``run``: the first hook's answer, else the default.
 
-        A hook that raises defers, as one returning None does, and is logged: the
-        message is asked for while the run's ending is written, so its failure would
-        otherwise leave the run 'running' in the store, with no terminal event.
+        A hook that raises or returns something other than a str defers, as one
+        returning None does, and is logged: the message is asked for while the
+        run's ending is written, so its failure would otherwise leave the run
+        'running' in the store, with no terminal event.
         """
         for hook in self.runtime.hooks:
             try:
@@ -270,8 +271,11 @@ class Engine:
                 log.warning("%s.error_message raised %s for run %s; using the next hook or the default message",
                             type(hook).__name__, type(exc).__name__, run.id if run is not None else None, exc_info=exc)
                 continue
-            if message is not None:
-                return str(message)
+            if isinstance(message, str):
+                return message
+            if message is not None:  # str() of it could show the caller what the hook meant to hide
+                log.warning("%s.error_message returned %s, not a str or None, for run %s; using the next hook or the default message",
+                            type(hook).__name__, type(message).__name__, run.id if run is not None else None)
         if isinstance(error, (Error, CancelledError, DeadlineExceededError)) and str(error):
             return str(error)
         return f"The run failed with an unexpected error ({type(error).__name__})."

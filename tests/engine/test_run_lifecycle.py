@@ -538,6 +538,29 @@ def test_a_hook_whose_error_message_raises_defers_and_the_run_still_ends_failed(
     assert "BrokenMessageHook.error_message raised RuntimeError" in caplog.text
 
 
+class DictMessageHook(Hook):
+    def error_message(self, error, run):
+        return {"internal": "db host 10.0.0.5"}
+
+
+@pytest.mark.parametrize(
+    ("hooks", "message"),
+    [([DictMessageHook], "upstream detail"), ([DictMessageHook, LaterHook], "Support is busy.")],
+)
+def test_a_hook_whose_error_message_is_not_a_str_defers_instead_of_showing_it(script, caplog, hooks, message):
+    """The hook "returns a caller-safe error message, or nil": str() of anything else could
+    show the caller what the hook was written to hide."""
+    configuration = Configuration(hooks=hooks)
+    with with_configuration(configuration):
+        events = []
+        run = agent_for(script([{"error": "upstream detail"}])).ask("Hi", on_event=events.append)
+    configuration.close()
+
+    assert run.outcome == "failed"
+    assert events[-1].data["message"] == message
+    assert "DictMessageHook.error_message returned dict, not a str or None" in caplog.text
+
+
 def test_without_a_hook_an_unexpected_error_gets_a_generic_message(config, script):
     class CrashingAgent(Agent):
         model = script([{"text": "ok"}])
