@@ -363,7 +363,7 @@ def _message(value: Any, name: str) -> Message:
     try:
         message = Message.coerce(value)
     except (ValidationError, TypeError, ValueError) as exc:
-        raise UnsupportedInputError(f"message could not be read as a Message: {_brief(exc)}") from None
+        raise UnsupportedInputError(f"message could not be read as a Message: {brief_error(exc)}") from None
     if message.role != "user":
         raise InvocationError(f"the invocation message must have role 'user', got {message.role!r}")
     if not message.content or (
@@ -383,7 +383,7 @@ def _history(value: Any, name: str) -> tuple[Message, ...]:
         try:
             message = Message.coerce(item)
         except (ValidationError, TypeError, ValueError) as exc:
-            raise InvocationError(f"history[{index}] is not a valid message: {_brief(exc)}") from None
+            raise InvocationError(f"history[{index}] is not a valid message: {brief_error(exc)}") from None
         if message.role == "system":
             raise InvocationError(
                 f"history[{index}] is a system message; the agent's system_prompt supplies system text"
@@ -442,8 +442,12 @@ def _relative_deadline(value: Any) -> Any:
             f"deadline is a number of seconds from now (or a datetime), got the text {value!r}; "
             "give ISO 8601 text as deadline_at"
         )
+    if value is None or isinstance(value, datetime):
+        return value  # no deadline, or an absolute one: deadline_at's own rules apply
     if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
-        return value
+        raise InvocationError(
+            f"deadline must be a number of seconds from now, a timedelta or a datetime, got {type(value).__name__}"
+        )
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
     if not math.isfinite(seconds) or seconds < 0:
         raise InvocationError(f"deadline must be a non-negative number of seconds, got {value!r}")
@@ -491,7 +495,8 @@ def _extra_field(value: Any, name: str) -> Any:
         raise InvocationError(str(exc)) from None
 
 
-def _brief(exc: BaseException) -> str:
+def brief_error(exc: BaseException) -> str:
+    """One line for a refused value: a Pydantic error's first problem and where, else the message."""
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
@@ -515,4 +520,4 @@ _NORMALIZERS = {
     "include_agent_events": _include_agent_events,
 }
 
-__all__ = ["Invocation", "KNOWN_FIELDS", "new_id"]
+__all__ = ["Invocation", "KNOWN_FIELDS", "brief_error", "new_id"]

@@ -28,7 +28,7 @@ from lg_core.errors import (
 )
 from lg_core.execution import Execution
 from lg_core.identity import current_holder, holder_is_dead
-from lg_core.invocation import _identifier  # the one id rule shared with invocations
+from lg_core.invocation import _identifier, brief_error  # the one id rule shared with invocations
 from lg_core.messages import Message
 from lg_core.models.resolver import ModelResolver
 from lg_core.rate_limit import Limiter, LocalLimiter, RateLimit
@@ -402,10 +402,12 @@ def _interjection_message(message: Any) -> Message:
     calls, tool results and reasoning belong to the model's turns; a caller that
     could send them could forge a tool's result.
     """
+    if message is None:
+        raise InvocationError("an interjection needs a message: interject('your text', ...)")
     try:
         normalized = Message.coerce(message)
     except (ValueError, TypeError) as exc:
-        raise InvocationError(f"the interjection is not a valid message: {exc}") from None
+        raise InvocationError(f"the interjection is not a valid message: {brief_error(exc)}") from None
     if normalized.role != "user":
         raise InvocationError(f"an interjection must be a non-empty user message, got a {normalized.role} message")
     other = sorted({type(block).__name__ for block in normalized.content if not isinstance(block, _INTERJECTION_CONTENT)})

@@ -347,6 +347,17 @@ def test_an_interjection_carries_only_text_image_or_document_content(config, gat
     assert execution.wait(timeout=30).completed
 
 
+def test_an_interjection_that_is_no_message_gets_a_one_line_error(config, gates):
+    execution = RecallAgent.start_execution("gate:g1 first", session_id="conv-9", actor_id="user-7")
+    session_app.wait_until_entered("g1")
+    with pytest.raises(InvocationError, match=r"^an interjection needs a message: interject\('your text', ...\)$"):
+        execution.interject(None)
+    with pytest.raises(InvocationError, match=r"^the interjection is not a valid message: content: Field required$"):
+        execution.interject({"role": "user"})
+    session_app.release("g1")
+    assert execution.wait(timeout=30).completed
+
+
 @pytest.mark.parametrize(
     "change, match",
     [

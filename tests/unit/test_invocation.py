@@ -365,6 +365,20 @@ def test_negative_or_non_finite_relative_deadline_is_rejected(bad):
         Invocation("x", deadline=bad)
 
 
+@pytest.mark.parametrize(("bad", "kind"), [(True, "bool"), ([1], "list"), ({"seconds": 5}, "dict")])
+def test_a_deadline_of_another_type_is_rejected_naming_deadline(bad, kind):
+    with pytest.raises(
+        InvocationError, match=f"^deadline must be a number of seconds from now, a timedelta or a datetime, got {kind}$"
+    ):
+        Invocation("x", deadline=bad)
+
+
+def test_an_absolute_or_no_deadline_passes_through_deadline():
+    at = datetime.now(UTC) + timedelta(minutes=5)
+    assert Invocation("x", deadline=at).deadline_at == at
+    assert Invocation("x", deadline=None).deadline_at is None
+
+
 def test_relative_deadline_too_far_away_is_rejected():
     with pytest.raises(InvocationError, match="too far in the future"):
         Invocation("x", deadline=1e18)
