@@ -478,20 +478,36 @@ def _check_system_prompt(prompt: Any, owner: str) -> None:
         ) from None
 
 
+def _declaring_bases(cls: type) -> list[type]:
+    """The classes whose declarations ``cls`` inherits, base first: Agent classes and plain mixins.
+
+    A mixin (``class Guarded(ApprovalMixin, Agent)``) declares tools, limits and
+    callbacks as an Agent class does; skipping it would silently drop a guard.
+    """
+    return [base for base in reversed(cls.__mro__[1:]) if base is not object]
+
+
 def _merge_tools(cls: type[Agent]) -> tuple[Any, ...]:
     merged: list[Any] = []
-    for base in reversed(cls.__mro__[1:]):
-        if issubclass(base, Agent) and "tools" in vars(base):
-            merged.extend(t for t in base.tools if t not in merged)
-    own = vars(cls).get("tools", ())
-    if isinstance(own, (str, bytes)) or not hasattr(own, "__iter__"):
-        own = (own,)
-    for declaration in own:
-        check_declaration(declaration, cls.__qualname__)
-        if declaration not in merged:
-            merged.append(declaration)
+    for base in _declaring_bases(cls):
+        if "tools" not in vars(base):
+            continue
+        if issubclass(base, Agent):
+            merged.extend(t for t in base.tools if t not in merged)  # already checked and merged
+        else:
+            _add_declarations(merged, vars(base)["tools"], base.__qualname__)
+    _add_declarations(merged, vars(cls).get("tools", ()), cls.__qualname__)
     _check_unique_tool_names(merged, cls.__qualname__)
     return tuple(merged)
+
+
+def _add_declarations(merged: list[Any], declared: Any, owner: str) -> None:
+    if isinstance(declared, (str, bytes)) or not hasattr(declared, "__iter__"):
+        declared = (declared,)
+    for declaration in declared:
+        check_declaration(declaration, owner)
+        if declaration not in merged:
+            merged.append(declaration)
 
 
 def _check_unique_tool_names(declarations: list[Any], owner: str) -> None:
@@ -543,16 +559,18 @@ def _check_reserved_tool_names(cls: type[Agent]) -> None:
 
 
 def _merge_limits(cls: type[Agent]) -> dict[str, int]:
-    """The defaults, overlaid with the limits each Agent class in the MRO set itself, base first.
+    """The defaults, overlaid with the limits each class in the MRO set itself (mixins too), base first.
 
     Each key then resolves like a class attribute: the class earliest in the MRO
     that set it wins. Overlaying the parents' merged ``limits`` instead would let a
     second parent's copy of a default overwrite a limit the first parent set.
     """
     merged = dict(DEFAULT_LIMITS)
-    for base in reversed(cls.__mro__):
+    for base in [*_declaring_bases(cls), cls]:
         if issubclass(base, Agent):
             merged.update(vars(base).get("_declared_limits", {}))
+        elif "limits" in vars(base):
+            merged.update(_checked_limits(vars(base)["limits"], base.__qualname__))
     return merged
 
 
@@ -569,7 +587,7 @@ def _checked_limits(own: Any, owner: str) -> dict[str, int]:
 
 
 def _merge_callback_chains(cls: type[Agent]) -> dict[str, tuple[str, ...]]:
-    """Every Agent class's callbacks in the MRO, folded in from the base to ``cls``.
+    """Every class's callbacks in the MRO (Agent classes and mixins), folded in from the base to ``cls``.
 
     A class's callbacks run after those of all its bases, as if each called
     ``super()`` first: single inheritance keeps parent-then-child order, and with
@@ -579,9 +597,8 @@ def _merge_callback_chains(cls: type[Agent]) -> dict[str, tuple[str, ...]]:
     drop every callback declared on a second parent (a guard that never runs).
     """
     chains: dict[str, tuple[str, ...]] = {}
-    for base in reversed(cls.__mro__):
-        if issubclass(base, Agent):
-            chains = collect(base, chains)
+    for base in [*_declaring_bases(cls), cls]:
+        chains = collect(base, chains)
     return chains
 
 

@@ -1,4 +1,4 @@
-"""An Agent with several Agent parents keeps every parent's callbacks, limits and tools.
+"""An Agent with several parents (Agent classes or plain mixins) keeps every parent's callbacks, limits and tools.
 
 Callbacks run base first, in reverse MRO order (each class after all its
 bases, as if each called ``super()`` first); limits resolve per key like class
@@ -7,7 +7,20 @@ attributes (the class earliest in the MRO that set one wins).
 
 from __future__ import annotations
 
-from lg_core import DEFAULT_LIMITS, Agent, Tool, before_model, before_tool, cancel
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import pytest
+
+from lg_core import (
+    DEFAULT_LIMITS,
+    Agent,
+    ConfigurationError,
+    Tool,
+    before_model,
+    before_tool,
+    cancel,
+)
 
 DELETE_TURNS = [
     {"tool_calls": [{"name": "delete", "id": "call_1", "arguments": {}}]},
@@ -218,3 +231,64 @@ def test_tools_of_both_parents_are_kept():
         pass
 
     assert set(Both.tools) == {DeleteTool, LookupTool}
+
+
+# -- plain mixins ------------------------------------------------------------------------------
+
+
+class ApprovalMixin:
+    """A reusable guard written as a plain mixin, not an Agent subclass."""
+
+    @before_tool
+    def require_approval(self, payload):
+        return cancel("Needs human approval.")
+
+
+class DeletingMixin:
+    tools: ClassVar[Sequence[Any]] = [DeleteTool]
+    limits: ClassVar[Mapping[str, int]] = {"max_turns": 3}
+
+
+def test_a_guard_declared_on_a_plain_mixin_blocks_a_tool_in_a_real_run(config, script):
+    DeleteTool.deleted.clear()
+
+    class Guarded(ApprovalMixin, Agent):
+        model = script(DELETE_TURNS)
+        tools = [DeleteTool]
+
+    run = Guarded.ask("Delete it all.")
+
+    assert chains(Guarded) == {"before_tool": ("require_approval",)}
+    assert run.completed
+    assert run.result.messages[2].tool_results[0].content[0].text == "Needs human approval."
+    assert DeleteTool.deleted == []
+
+
+def test_tools_and_limits_declared_on_a_plain_mixin_are_inherited():
+    class Cleaner(DeletingMixin, Agent):
+        tools = [LookupTool]
+
+    class Stricter(Cleaner):
+        limits = {"max_turns": 2}
+
+    assert Cleaner.tools == (DeleteTool, LookupTool)
+    assert Cleaner.limits == {**DEFAULT_LIMITS, "max_turns": 3}
+    assert Stricter.limits == {**DEFAULT_LIMITS, "max_turns": 2}
+
+
+def test_a_plain_mixin_with_bad_declarations_fails_at_class_definition_naming_it():
+    class BadLimits:
+        limits = {"max_turns": 0}
+
+    class BadTools:
+        tools = ["not a tool"]
+
+    with pytest.raises(ConfigurationError, match=r"BadLimits.limits\['max_turns'\] must be a positive integer"):
+
+        class _LimitedAgent(BadLimits, Agent):
+            pass
+
+    with pytest.raises(ConfigurationError, match="BadTools"):
+
+        class _ToolAgent(BadTools, Agent):
+            pass
