@@ -596,8 +596,11 @@ def _decoded(data: builtins.bytes | bytearray | memoryview) -> str:
 def _artifact_block(artifact: Artifact) -> Any:
     label = artifact.name or "artifact"
     data = artifact.data
-    if data is None:  # not inline: a deferred reference
-        return Text(text=f"[artifact {label} ({artifact.media_type}) stored as {render_value(artifact.reference)}]")
+    if data is None:
+        # A deferred reference is the application's (a bucket key, a signed URL): the spec keeps
+        # it out of diagnostics and treats it as no proof of access, so the model learns only that
+        # the artifact exists. A tool that wants the model to cite it puts the id in its value.
+        return Text(text=f"[artifact {label} ({artifact.media_type}) is stored by the application and not included here]")
     if artifact.media_type.startswith("image/"):
         return Image(data=data, media_type=artifact.media_type, name=artifact.name)
     return Document(data=data, media_type=artifact.media_type, name=label)

@@ -589,7 +589,8 @@ def test_tool_result_with_artifacts():
     assert image == Image(data=b"\x89PNG", media_type="image/png", name="chart.png")
     assert document == Document(data=b"%PDF", media_type="application/pdf", name="report.pdf")
     assert csv == Document(data=b"a,b", media_type="text/csv", name="artifact")
-    assert reference == Text(text="[artifact big.mp4 (video/mp4) stored as s3://bucket/big.mp4]")
+    assert reference == Text(text="[artifact big.mp4 (video/mp4) is stored by the application and not included here]")
+    assert "s3://" not in reference.text  # the application's reference is not the model's to see
     assert stored.metadata == {"size": 10} and not stored.inline
 
 
@@ -630,7 +631,7 @@ def test_deferred_artifact_keeps_metadata_as_given():
             return Tool.Result(value="ok", artifacts=[artifact])
 
     assert ExportTool().execute({}).content[1] == Text(
-        text='[artifact report.pdf (application/pdf) stored as {"file_id": "file-481"}]'
+        text="[artifact report.pdf (application/pdf) is stored by the application and not included here]"
     )
 
 
