@@ -37,7 +37,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
 import jsonschema
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, PydanticUserError, ValidationError
 
 from lg_core.callbacks import awaited
 from lg_core.content import Document, Image, Text, well_formed_text
@@ -248,12 +248,16 @@ class Tool:
             if not isinstance(getattr(cls, flag), bool):
                 raise ConfigurationError(f"{cls.__qualname__}.{flag} must be True or False, got {getattr(cls, flag)!r}")
         predicate = vars(cls).get("available_if")
-        if predicate is not None and not isinstance(predicate, staticmethod):
-            if not callable(predicate):
+        if predicate is not None:
+            function = predicate.__func__ if isinstance(predicate, staticmethod) else predicate
+            if not callable(function) or not _takes_arguments(function, 1):
                 raise ConfigurationError(
-                    f"{cls.__qualname__}.available_if must be a function of the binding, got {predicate!r}"
+                    f"{cls.__qualname__}.available_if must be a function of the binding alone, "
+                    f"`def available_if(binding): ...` (no self), got {predicate!r}"
                 )
-            cls.available_if = staticmethod(predicate)  # type: ignore[assignment]
+            cls.available_if = staticmethod(function)  # type: ignore[assignment]
+        if "call" in vars(cls):
+            _check_call(cls, vars(cls)["call"])
         if "input_schema" in vars(cls) or "Input" in vars(cls):
             cls._compile_schema()
 
@@ -261,10 +265,18 @@ class Tool:
     def _compile_schema(cls) -> None:
         schema: Any = cls.input_schema
         model = cls.Input if "Input" in vars(cls) else None
+        if model is not None and not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise ConfigurationError(
+                f"{cls.__qualname__}.Input must be a Pydantic model class, got {model!r}; "
+                "a JSON Schema dict goes in input_schema"
+            )
         if isinstance(schema, type) and issubclass(schema, BaseModel):
             model, schema = schema, None
         if model is not None:
-            schema = model.model_json_schema()
+            try:
+                schema = model.model_json_schema()
+            except PydanticUserError as exc:  # a field type with no JSON Schema (a Callable, an arbitrary class)
+                raise ConfigurationError(f"{cls.__qualname__}'s input model {model.__qualname__} has no JSON Schema: {str(exc).splitlines()[0]}") from None
         if schema is None or (isinstance(schema, Mapping) and not schema):
             schema = {"type": "object"}
         if not isinstance(schema, Mapping):
@@ -467,6 +479,29 @@ class Tool:
         if inspect.iscoroutine(result):  # e.g. Tool.define with an async implementation
             return asyncio.run(result)
         return result
+
+
+def _takes_arguments(function: Callable[..., Any], count: int) -> bool:
+    """Whether ``function`` can be called with ``count`` positional arguments (True when unknowable)."""
+    try:
+        inspect.signature(function).bind(*([None] * count))
+    except TypeError:
+        return False
+    except ValueError:  # a builtin without a signature
+        return True
+    return True
+
+
+def _check_call(cls: type, call: Any) -> None:
+    """``call`` must take the input: a wrong signature would fail every call, reported to the model."""
+    if isinstance(call, staticmethod):
+        function, count = call.__func__, 1
+    elif isinstance(call, classmethod):
+        function, count = call.__func__, 2
+    else:
+        function, count = call, 2
+    if not callable(function) or not _takes_arguments(function, count):
+        raise ConfigurationError(f"{cls.__qualname__}.call must be a method taking the input, `def call(self, input)`, got {call!r}")
 
 
 def success_outcome(value: Any) -> ToolOutcome:

@@ -1204,3 +1204,56 @@ def test_a_failing_registry_closes_the_tools_it_already_built_or_adopted():
     with pytest.raises(ConfigurationError, match="two tools are named 'first'"):
         ToolRegistry([first_cls, DuplicateProvider])
     assert log == ["first", "second", "first"], "the rejected duplicate too, each once, in reverse"
+
+
+# -- definition errors a run would only meet at every call -------------------------------------------
+
+
+def test_input_that_is_not_a_pydantic_model_fails_at_class_definition():
+    with pytest.raises(ConfigurationError, match=r"DictInputTool.Input must be a Pydantic model class, got \{'type': 'object'\}"):
+
+        class DictInputTool(Tool):
+            Input = {"type": "object"}  # type: ignore[assignment]
+
+            def call(self, input):
+                return "ok"
+
+
+def test_an_input_model_without_a_json_schema_fails_at_class_definition():
+    class CallbackInput(BaseModel):
+        on_done: typing.Callable[[], None]
+
+    with pytest.raises(ConfigurationError, match=r"input model \S*CallbackInput has no JSON Schema: Cannot generate a JsonSchema"):
+
+        class CallbackTool(Tool):
+            input_schema = CallbackInput
+
+            def call(self, input):
+                return "ok"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda self: "no input parameter", "ok", staticmethod(lambda: "no input")],
+    ids=["no input parameter", "not callable", "static without input"],
+)
+def test_a_call_that_cannot_take_the_input_fails_at_class_definition(call):
+    with pytest.raises(ConfigurationError, match=r"BrokenTool.call must be a method taking the input, `def call\(self, input\)`"):
+        type("BrokenTool", (Tool,), {"description": "d", "call": call})
+
+
+def test_call_forms_that_take_the_input_are_accepted():
+    assert type("KeywordTool", (Tool,), {"call": lambda self, input, context=None: "ok"})().execute({}).text == "ok"
+    assert type("StaticTool", (Tool,), {"call": staticmethod(lambda input: "ok")})().execute({}).text == "ok"
+    assert type("StarTool", (Tool,), {"call": lambda *args: "ok"})().execute({}).text == "ok"
+
+
+def test_a_method_style_available_if_fails_at_class_definition():
+    with pytest.raises(ConfigurationError, match=r"SlackTool.available_if must be a function of the binding alone, `def available_if\(binding\): ...` \(no self\)"):
+
+        class SlackTool(Tool):
+            def available_if(self, binding):
+                return True
+
+            def call(self, input):
+                return "ok"
