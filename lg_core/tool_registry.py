@@ -33,6 +33,11 @@ def check_declaration(value: Any, owner: str) -> None:
             f"{value.__qualname__}.tools must be a classmethod (or staticmethod): the registry calls "
             "it on the class, as `@classmethod def tools(cls, binding)`"
         )
+    if isinstance(value, type) and is_tool_provider(value) and not _takes_binding(value.tools):
+        raise ConfigurationError(
+            f"{value.__qualname__}.tools must take the binding: the registry calls it as "
+            "`@classmethod def tools(cls, binding)`, once per run"
+        )
     if isinstance(value, type) and issubclass(value, Tool) and value.call is Tool.call:
         # Every call would tell the model "internal error" and the run would still complete.
         # Checked here, not when a Tool subclass is defined: an abstract base tool is fine.
@@ -52,6 +57,17 @@ def check_declaration(value: Any, owner: str) -> None:
         f"{owner}.tools entries must be Tool subclasses or provider classes with a "
         f"tools(binding) class method, got {value!r}"
     )
+
+
+def _takes_binding(tools: Any) -> bool:
+    """Whether a provider's (bound) ``tools`` can be called with the binding (True when unknowable)."""
+    try:
+        inspect.signature(tools).bind(None)
+    except TypeError:
+        return False
+    except ValueError:  # a builtin without a signature
+        return True
+    return True
 
 
 def _check_implemented(tool_class: type[Tool]) -> None:

@@ -234,6 +234,18 @@ def test_a_provider_whose_tools_is_a_plain_method_fails_at_class_definition():
             tools = [InstanceMethodTools]
 
 
+def test_a_provider_whose_tools_takes_no_binding_fails_at_class_definition():
+    class ForgotTheBinding:
+        @classmethod
+        def tools(cls):
+            return [RefundTool]
+
+    with pytest.raises(ConfigurationError, match=r"ForgotTheBinding.tools must take the binding: .*def tools\(cls, binding\)"):
+
+        class ForgetfulAgent(Agent):
+            tools = [ForgotTheBinding]
+
+
 def test_a_provider_with_a_static_or_inherited_tools_method_is_accepted():
     class StaticTools:
         @staticmethod
