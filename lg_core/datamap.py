@@ -298,6 +298,66 @@ class DataMap(MutableMapping[str, Any]):
         return self.copy()
 
 
+class FrozenDataMap(Mapping[str, Any]):
+    """A read-only DataMap: string keys (an enum member reads as its value), deeply frozen JSON values.
+
+    What a frozen object (a Message) holds: nested mappings are FrozenDataMaps and
+    lists are tuples, so nothing reachable from it can be changed, and a message's
+    cached serialized form cannot go stale. :meth:`to_dict` gives a plain copy.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[Any, Any] | None = None, /) -> None:
+        plain = to_json_value(dict(data or {}))
+        self._data: dict[str, Any] = {key: _frozen(value) for key, value in plain.items()}
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._data[normalize_key(key)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            return normalize_key(key) in self._data
+        except TypeError:
+            return False
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            try:
+                return self.to_dict() == to_json_value(other)
+            except (TypeError, ValueError):
+                return False
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to plain dicts, which are not hashable
+
+    def __repr__(self) -> str:
+        return f"FrozenDataMap({self.to_dict()!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDataMap, (self.to_dict(),))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, mutable copy (dicts and lists)."""
+        return thaw(self._data)
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, dict):
+        frozen = FrozenDataMap.__new__(FrozenDataMap)
+        frozen._data = {key: _frozen(item) for key, item in value.items()}
+        return frozen
+    if isinstance(value, list):
+        return tuple(_frozen(item) for item in value)
+    return value
+
+
 def _pairs(source: Any) -> list[tuple[Any, Any]]:
     """The (key, value) pairs of ``source``, which ``update`` takes as ``dict.update`` does;
     TypeError saying so when it is not a mapping or an iterable of pairs."""

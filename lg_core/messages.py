@@ -10,25 +10,26 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, field_serializer, field_validator
 
 from lg_core import content as content_mod
 from lg_core.content import Reasoning, Text, ToolResult, ToolUse
-from lg_core.datamap import to_json_value
+from lg_core.datamap import FrozenDataMap, to_json_value
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+NO_METADATA = FrozenDataMap()  # shared: it cannot change
 FORMAT_VERSION = 1
 
 
 class Message(BaseModel):
     """A frozen message with a role, normalized content blocks and metadata."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
     ROLES: ClassVar[tuple[str, ...]] = ROLES  # the roles Message accepts (spec Message::ROLES)
     role: Role
     content: tuple[content_mod.Content, ...]
-    metadata: dict[str, Any] = {}
+    metadata: FrozenDataMap = NO_METADATA
     _stored: dict[str, Any] | None = PrivateAttr(default=None)
 
     def __init__(self, role: str | None = None, content: Any = None, **data: Any) -> None:
@@ -51,10 +52,17 @@ class Message(BaseModel):
 
     @field_validator("metadata", mode="before")
     @classmethod
-    def _metadata(cls, value: Any) -> dict[str, Any]:
-        if value is None:
-            return {}
-        return to_json_value(value, path="metadata")
+    def _metadata(cls, value: Any) -> FrozenDataMap:
+        """Frozen like the message (the spec: "Metadata becomes a frozen DataMap")."""
+        if isinstance(value, FrozenDataMap):
+            return value
+        if not value:
+            return NO_METADATA
+        return FrozenDataMap(to_json_value(value, path="metadata"))
+
+    @field_serializer("metadata")
+    def _plain_metadata(self, metadata: FrozenDataMap) -> dict[str, Any]:
+        return metadata.to_dict()
 
     def __eq__(self, other: object) -> bool:
         # Field equality only: the serialization cache (a private attribute) must not count.
@@ -62,7 +70,7 @@ class Message(BaseModel):
             return NotImplemented
         return (self.role, self.content, self.metadata) == (other.role, other.content, other.metadata)
 
-    __hash__ = None  # type: ignore[assignment]  # metadata is a dict: messages are not hashable
+    __hash__ = None  # type: ignore[assignment]  # metadata compares equal to dicts: messages are not hashable
 
     @property
     def text(self) -> str:
@@ -92,7 +100,7 @@ class Message(BaseModel):
             "content": [content_mod.serialize(block) for block in self.content],
         }
         if self.metadata:
-            data["metadata"] = dict(self.metadata)
+            data["metadata"] = self.metadata.to_dict()
         return data
 
     def to_json(self, **options: Any) -> str:

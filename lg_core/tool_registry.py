@@ -33,7 +33,7 @@ def check_declaration(value: Any, owner: str) -> None:
             f"{value.__qualname__}.tools must be a classmethod (or staticmethod): the registry calls "
             "it on the class, as `@classmethod def tools(cls, binding)`"
         )
-    if isinstance(value, type) and is_tool_provider(value) and not _takes_binding(value.tools):
+    if isinstance(value, type) and is_tool_provider(value) and not _takes_binding(value.tools):  # type: ignore[attr-defined]
         raise ConfigurationError(
             f"{value.__qualname__}.tools must take the binding: the registry calls it as "
             "`@classmethod def tools(cls, binding)`, once per run"

@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from lg_core import EVENT_TYPES, DataMap, InvocationError, RunContext, StreamEvent, Usage
-from lg_core.datamap import to_json_value
+from lg_core import EVENT_TYPES, DataMap, InvocationError, Message, RunContext, StreamEvent, Usage
+from lg_core.datamap import FrozenDataMap, to_json_value
 from lg_core.events import LIVE_ONLY_EVENTS, TERMINAL_EVENTS
 
 
@@ -391,3 +391,39 @@ def test_an_event_survives_pickling_and_deep_copying_with_its_data_read_only(rou
     assert round_trip(plain) == plain
     with pytest.raises(TypeError):
         copied.data["outcome"] = "completed"  # type: ignore[index]
+
+
+# -- FrozenDataMap: a message's metadata ---------------------------------------------------------
+
+
+class Channel(enum.Enum):
+    KEY = "channel"
+
+
+def test_frozen_data_map_reads_like_a_data_map_and_cannot_change():
+    frozen = FrozenDataMap({"channel": "web", "tags": ["a", {"b": 1}]})
+
+    assert frozen[Channel.KEY] == "web" and Channel.KEY in frozen
+    assert frozen["tags"] == ("a", FrozenDataMap({"b": 1}))
+    assert frozen == {"channel": "web", "tags": ["a", {"b": 1}]}
+    assert frozen.to_dict() == {"channel": "web", "tags": ["a", {"b": 1}]}
+    assert pickle.loads(pickle.dumps(frozen)) == frozen
+    with pytest.raises(TypeError):
+        frozen["channel"] = "api"  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        frozen["tags"][1].update({"b": 2})
+    with pytest.raises(TypeError, match="when"):
+        FrozenDataMap({"when": object()})
+
+
+def test_a_message_s_metadata_is_frozen_with_the_message():
+    """The spec's Message: "Creates a frozen message ... Metadata becomes a frozen DataMap"."""
+    message = Message(role="user", content="hi", metadata={Channel.KEY: "web", "path": ["a"]})
+
+    assert isinstance(message.metadata, FrozenDataMap)
+    assert message.metadata[Channel.KEY] == message.metadata["channel"] == "web"
+    with pytest.raises(TypeError):
+        message.metadata["channel"] = "mutated"  # type: ignore[index]
+    assert json.loads(message.to_json())["metadata"] == {"channel": "web", "path": ["a"]}
+    assert Message.from_dict(message.to_dict()) == message
+    assert message.model_dump()["metadata"] == {"channel": "web", "path": ["a"]}

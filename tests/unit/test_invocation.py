@@ -756,13 +756,17 @@ def _put_in_a_context_list(value):
     return invocation, re.escape("context.items[0] is a datetime")
 
 
-def _put_in_a_history_message(value):
-    prior = Message(role="user", content="earlier", metadata={"source": "web"})
-    prior.metadata["received_at"] = value
-    return Invocation("hi", history=[prior]), re.escape("history[0].metadata.received_at is a datetime")
+def test_a_history_message_s_metadata_cannot_be_changed_after_it_was_set():
+    """Messages are frozen, their metadata too (the spec's frozen DataMap), so nothing unstorable gets in later."""
+    prior = Message(role="user", content="earlier", metadata={"source": "web", "tags": ["a"]})
+
+    with pytest.raises(TypeError):
+        prior.metadata["received_at"] = datetime.now()  # type: ignore[index]
+    assert prior.metadata["tags"] == ("a",)
+    assert Invocation("hi", history=[prior]).history[0].metadata == {"source": "web", "tags": ["a"]}
 
 
-@pytest.mark.parametrize("put", [_put_in_settings, _put_in_metadata, _put_in_a_context_list, _put_in_a_history_message])
+@pytest.mark.parametrize("put", [_put_in_settings, _put_in_metadata, _put_in_a_context_list])
 def test_a_value_put_into_a_field_after_it_was_set_is_an_invocation_error_naming_it_before_a_run_exists(config, script, put):
     """The fields' inner mappings and lists are mutable; the storable check finds what went in later."""
     target = script([{"text": "never used"}])
