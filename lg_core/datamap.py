@@ -47,12 +47,14 @@ def thaw(value: Any) -> Any:
 
 
 def normalize_key(key: Any) -> str:
-    """The canonical string form of a key."""
+    """The canonical string form of a key: a string, an enum member's value, or a number or bool as JSON writes it."""
     if isinstance(key, enum.Enum):
         key = key.value
     if isinstance(key, str):
         return str(key)
-    if isinstance(key, (int, float, bool)):
+    if isinstance(key, bool):  # as JSON writes it ("true"), not as str() does ("True")
+        return "true" if key else "false"
+    if isinstance(key, (int, float)):
         return str(key)
     raise TypeError(f"DataMap keys must be strings, got {type(key).__name__}: {key!r}")
 

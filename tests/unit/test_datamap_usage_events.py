@@ -427,3 +427,8 @@ def test_a_message_s_metadata_is_frozen_with_the_message():
     assert json.loads(message.to_json())["metadata"] == {"channel": "web", "path": ["a"]}
     assert Message.from_dict(message.to_dict()) == message
     assert message.model_dump()["metadata"] == {"channel": "web", "path": ["a"]}
+
+
+@pytest.mark.parametrize("key", [True, False, 7, 2.5])
+def test_a_number_or_bool_key_is_stored_as_json_writes_it(key):
+    assert list(DataMap({key: 1})) == list(json.loads(json.dumps({key: 1})))
