@@ -202,15 +202,27 @@ class ModelTurn:
     def _stream_once(self, model: Any, request: ModelRequest) -> ModelResponse:
         scope = self.scope
         response: ModelResponse | None = None
-        for event in model.stream(request):
-            scope.check_interrupt()
-            if event.type == "text_delta":
-                self.partial_text += event.data.get("text", "")
-            if event.type == "message_stop":
-                response = event.data.get("response")
-                if response is not None:  # counted even if the turn then fails the run
-                    scope.built_context.record_usage(response.usage)
-            scope.emit_event(event)
+        # A provider reports usage before it checks the answer it assembled (a tool call cut
+        # off by the output limit, malformed arguments): those tokens were spent, and are
+        # counted when that check fails the call, as they are when message_stop arrives.
+        reported: Any = None
+        try:
+            for event in model.stream(request):
+                scope.check_interrupt()
+                if event.type == "text_delta":
+                    self.partial_text += event.data.get("text", "")
+                if event.type == "usage":
+                    reported = event.data.get("usage")
+                if event.type == "message_stop":
+                    response = event.data.get("response")
+                    if response is not None:  # counted even if the turn then fails the run
+                        reported = None
+                        scope.built_context.record_usage(response.usage)
+                scope.emit_event(event)
+        except BaseException:
+            if isinstance(reported, Usage):
+                scope.built_context.record_usage(reported)
+            raise
         if response is None:
             # A protocol violation, not a malformed tool call: the stream may hold no tool call at all.
             raise ProtocolError(

@@ -409,6 +409,7 @@ def test_a_tool_call_cut_off_by_the_output_limit_is_an_output_limit_error(wire, 
     assert type(run.error) is OutputLimitError
     assert "lookup" in str(run.error) and "max_tokens" in str(run.error)
     assert len(connection.received) == 1
+    assert run.usage.output_tokens > 0, "the cut answer's tokens were spent: its usage counts though the turn failed"
 
 
 # -- cancellation and deadlines ------------------------------------------------------------------------

@@ -178,7 +178,12 @@ class EventReader:
         return self.stop_reason is not None or any(block.pieces or block.kind == "tool_use" for block in self.blocks.values())
 
     def finish(self) -> Iterator[StreamEvent]:
-        """Close the tool calls, report usage, and end with ``message_stop`` carrying the response."""
+        """Report usage, close the tool calls, and end with ``message_stop`` carrying the response.
+
+        Usage goes first: a tool call the checks below refuse still spent its tokens.
+        """
+        usage = usage_from(self.usage)
+        yield StreamEvent.build("usage", usage=usage)
         blocks: list[Any] = []
         for index in sorted(self.blocks):
             block = self.blocks[index]
@@ -187,8 +192,6 @@ class EventReader:
                 yield StreamEvent.build("tool_call_stop", id=content.id, name=content.name, input=content.input)
             if content is not None:
                 blocks.append(content)
-        usage = usage_from(self.usage)
-        yield StreamEvent.build("usage", usage=usage)
         stop_reason = self._stop_reason(blocks)
         self.metadata["provider_stop_reason"] = self.stop_reason
         response = ModelResponse(

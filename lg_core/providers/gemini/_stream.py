@@ -149,7 +149,12 @@ class ChunkReader:
         yield StreamEvent.build("tool_call_delta", id=use.id, arguments=json.dumps(use.input, separators=(",", ":"), ensure_ascii=False))
 
     def finish(self) -> Iterator[StreamEvent]:
-        """Close the tool calls, report usage, and end with ``message_stop`` carrying the response."""
+        """Report usage, close the tool calls, and end with ``message_stop`` carrying the response.
+
+        Usage goes first: a function call the checks below refuse still spent its tokens.
+        """
+        usage = usage_from(self.usage)
+        yield StreamEvent.build("usage", usage=usage)
         content: list[Any] = []
         for block in self.blocks:
             if block.call is not None:
@@ -157,8 +162,6 @@ class ChunkReader:
             item = _content(block)
             if item is not None:
                 content.append(item)
-        usage = usage_from(self.usage)
-        yield StreamEvent.build("usage", usage=usage)
         stop_reason = self._stop_reason(content)
         self.metadata["provider_stop_reason"] = self.finish_reason
         response = ModelResponse(message=Message(role="assistant", content=content), stop_reason=stop_reason, usage=usage, metadata=self.metadata)

@@ -143,7 +143,12 @@ class ChunkReader:
         return bool(self.text or self.calls)
 
     def finish(self) -> Iterator[StreamEvent]:
-        """Close the tool calls, report usage, and end with ``message_stop`` carrying the response."""
+        """Report usage, close the tool calls, and end with ``message_stop`` carrying the response.
+
+        Usage goes first: a tool call the checks below refuse still spent its tokens.
+        """
+        usage = self.usage or Usage()
+        yield StreamEvent.build("usage", usage=usage)
         blocks: list[Any] = []
         reasoning = self.reasoning_block()
         if reasoning is not None:
@@ -156,8 +161,6 @@ class ChunkReader:
                 yield StreamEvent.build("tool_call_start", id=use.id, name=use.name)
             yield StreamEvent.build("tool_call_stop", id=use.id, name=use.name, input=use.input)
             blocks.append(use)
-        usage = self.usage or Usage()
-        yield StreamEvent.build("usage", usage=usage)
         stop_reason = self._stop_reason()
         self.metadata["finish_reason"] = self.finish_reason
         response = ModelResponse(
