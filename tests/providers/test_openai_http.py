@@ -196,6 +196,24 @@ def test_the_usage_after_the_finish_reason_ends_the_answer_when_done_is_held_bac
 # -- tools -------------------------------------------------------------------------------------------
 
 
+def test_a_tool_call_cut_off_by_done_without_a_finish_reason_is_asked_again(connection):
+    """A gateway that closes the stream with [DONE] in the middle of a call: the arguments are cut,
+    not malformed by the model, so the call is retried rather than failing the run."""
+    cut = tool_call_chunks(("call_1", "lookup", ['{"topic": "ref']))[:-2]  # no finish reason, no usage
+    connection.reply(stream(cut))
+    connection.reply(stream(text_chunks("Refunds take 30 days.")))
+
+    run = SupportAgent.ask("Refunds?")
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Refunds take 30 days."
+    [retry] = retries(run)
+    assert retry.data["error_class"] == "ProtocolError"
+    assert "without a finish_reason in the middle of tool call 'lookup'" in retry.data["message"]
+    assert len(connection.received) == 2
+
+
+
 def test_a_tool_call_streams_its_arguments_in_fragments_and_its_result_goes_back_as_a_tool_message(connection):
     connection.reply(
         stream(tool_call_chunks(lookup_call("call_Abc1", "refunds", split_at=5))),

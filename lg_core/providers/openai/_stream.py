@@ -173,10 +173,18 @@ class ChunkReader:
         return Reasoning(text="".join(self.reasoning)) if self.reasoning else None
 
     def _tool_use(self, call: _ToolCall) -> ToolUse:
-        """The finished call; one whose arguments the output limit cut off is an OutputLimitError."""
+        """The finished call; one whose arguments the output limit cut off is an OutputLimitError,
+        and one a stream without a finish reason cut off a retryable ProtocolError."""
         try:
             return call.tool_use()
         except MalformedToolCallError as exc:
+            if self.finish_reason is None:
+                # No finish reason: the stream was cut inside the call (a gateway that closed with
+                # [DONE] anyway), not a model that wrote bad JSON. Asking again may get it whole.
+                raise ProtocolError(
+                    f"the stream ended without a finish_reason in the middle of tool call {call.name or call.id!r}",
+                    retryable=True,
+                ) from exc
             if self.finish_reason != "length":
                 raise
             raise OutputLimitError(
