@@ -193,6 +193,22 @@ def test_the_usage_after_the_finish_reason_ends_the_answer_when_done_is_held_bac
     assert retries(run) == [] and len(connection.received) == 1
 
 
+@pytest.mark.parametrize(
+    "bad_chunk",
+    [{**chunk({}), "choices": [{"index": 0, "delta": "oops"}]}, chunk({"tool_calls": {"index": 0, "function": {"name": "lookup"}}})],
+    ids=["delta-is-a-string", "tool-calls-is-an-object"],
+)
+def test_a_chunk_of_an_unexpected_shape_is_a_protocol_error(connection, bad_chunk):
+    """The spec: "response-shape failures become ProviderError subclasses", which after_model_error sees."""
+    connection.reply(stream([bad_chunk, *text_chunks("Never read.")]))
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "failed"
+    assert type(run.error) is ProtocolError
+    assert "sent a stream of an unexpected shape, which the openai adapter could not read" in str(run.error)
+
+
 # -- tools -------------------------------------------------------------------------------------------
 
 

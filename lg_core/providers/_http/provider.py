@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import httpx
 import httpx_sse
 
-from lg_core.errors import CredentialError, DeadlineExceededError, ProviderError
+from lg_core.errors import CredentialError, DeadlineExceededError, Error, ProtocolError, ProviderError
 from lg_core.events import StreamEvent
 from lg_core.models.request import ModelCapabilities, ModelRequest
 from lg_core.providers._http.connection import CONNECT_TIMEOUT, ConnectionOptions
@@ -89,12 +89,26 @@ class StreamingProvider(Provider):
                 try:
                     yield StreamEvent.build("message_start", model=target, sequence=sequence_of(request))
                     events = _bounded(httpx_sse.EventSource(response).iter_sse(), response, self.settings)
-                    yield from self.read_stream(events, request, target)
+                    yield from self._read_checked(events, request, target)
                 finally:
                     forget()
         except httpx.HTTPError as exc:
             check_interrupt(request)  # a read cut short by the deadline is the deadline, not a network fault
             raise self.error(exc) from exc
+
+    def _read_checked(self, events: Iterable[httpx_sse.ServerSentEvent], request: ModelRequest, target: str) -> Iterator[StreamEvent]:
+        """:meth:`read_stream`, where a chunk of a shape the reader does not expect (a string where
+        an object goes) is the provider's ProtocolError, which ``after_model_error`` sees, not a
+        bare AttributeError or TypeError from deep in the reader that failed the run."""
+        try:
+            yield from self.read_stream(events, request, target)
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            if isinstance(exc, Error):
+                raise
+            raise ProtocolError(
+                f"{self.endpoint} sent a stream of an unexpected shape, which the {self.adapter} adapter "
+                f"could not read ({type(exc).__name__}: {exc})"
+            ) from exc
 
     def error(self, cause: httpx.HTTPError | ErrorReply) -> ProviderError:
         """:meth:`provider_error` with the connection's key, so that the key is redacted wherever it shows."""
