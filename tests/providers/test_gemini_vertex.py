@@ -180,6 +180,9 @@ def test_the_default_endpoint_is_the_locations_vertex_host(config, location, url
         ({"project": PROJECT, "credential_resolver": "os:sep"}, "credential_resolver 'os:sep' is not a function"),
         ({"project": PROJECT, "credential_resolver": 42}, "credential_resolver must be a function or an import path"),
         ({"project": PROJECT, "region": "us"}, r"unknown option 'region'; the vertex_ai adapter accepts: .*credential_resolver.*location.*project"),
+        ({"project": PROJECT, "max_response_bytes": "1MB"}, "max_response_bytes must be a positive number of bytes, got '1MB'"),
+        ({"project": PROJECT, "max_response_bytes": 0}, "max_response_bytes must be a positive number of bytes, got 0"),
+        ({"project": PROJECT, "allow_insecure_http": "yes"}, "allow_insecure_http must be true or false"),
     ],
 )
 def test_bad_connection_options_are_configuration_errors_naming_the_option(config, options, problem):

@@ -95,10 +95,18 @@ class ConnectionOptions:
         return ModelCapabilities.permissive()
 
     def _check_types(self) -> None:
+        self._check_credential_options()
+        self._check_shared_options()
+
+    def _check_credential_options(self) -> None:
+        """The key and the adapter's own string options; an adapter that authenticates otherwise overrides this."""
         for name in ("api_key", "api_key_env", *sorted(self.extra_options)):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigurationError(f"provider connection {self.connection!r}: {name} must be a non-empty string")
+
+    def _check_shared_options(self) -> None:
+        """The options every HTTP adapter takes: the answer's size bound, plain HTTP, the transport."""
         size = self.max_response_bytes
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigurationError(

@@ -24,7 +24,13 @@ from typing import Any, ClassVar
 import httpx
 import httpx_sse
 
-from lg_core.errors import CredentialError, DeadlineExceededError, Error, ProtocolError, ProviderError
+from lg_core.errors import (
+    CredentialError,
+    DeadlineExceededError,
+    Error,
+    ProtocolError,
+    ProviderError,
+)
 from lg_core.events import StreamEvent
 from lg_core.models.request import ModelCapabilities, ModelRequest
 from lg_core.providers._http.connection import CONNECT_TIMEOUT, ConnectionOptions

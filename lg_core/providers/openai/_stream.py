@@ -178,9 +178,9 @@ class ChunkReader:
         try:
             return call.tool_use()
         except MalformedToolCallError as exc:
-            if self.finish_reason is None:
-                # No finish reason: the stream was cut inside the call (a gateway that closed with
-                # [DONE] anyway), not a model that wrote bad JSON. Asking again may get it whole.
+            if self.finish_reason is None and not _is_json("".join(call.arguments)):
+                # No finish reason and arguments that stop mid-JSON: the stream was cut inside the call
+                # (a gateway that closed with [DONE] anyway). Asking again may get it whole.
                 raise ProtocolError(
                     f"the stream ended without a finish_reason in the middle of tool call {call.name or call.id!r}",
                     retryable=True,
@@ -198,6 +198,14 @@ class ChunkReader:
         if self.calls and self.finish_reason in (None, "stop", "tool_calls", "function_call"):
             return "tool_use"  # some compatible servers say "stop" after tool calls
         return STOP_REASONS.get(self.finish_reason or "", "other")
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _content_pieces(content: Any) -> list[tuple[str, Any]]:

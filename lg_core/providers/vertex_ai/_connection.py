@@ -21,8 +21,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-import httpx
-
 from lg_core.errors import ConfigurationError, CredentialError
 from lg_core.import_path import import_callable
 from lg_core.providers._http.connection import ConnectionOptions
@@ -71,8 +69,8 @@ class VertexConnection(GeminiConnection):
         values["credential_resolver"] = _resolver(connection, values.get("credential_resolver"))
         return super().parse(connection, values)
 
-    def _check_types(self) -> None:
-        """The shared checks, except that ``credential_resolver`` is a function, not a string."""
+    def _check_credential_options(self) -> None:
+        """An OAuth token instead of a key, and ``credential_resolver`` is a function, not a string."""
         if self.api_key is not None or self.api_key_env is not None:
             raise ConfigurationError(
                 f"provider connection {self.connection!r}: Vertex AI takes an OAuth access token, not an API key; "
@@ -84,12 +82,6 @@ class VertexConnection(GeminiConnection):
                 raise ConfigurationError(f"provider connection {self.connection!r}: {name} must be a non-empty string")
         if self.project is None:
             raise ConfigurationError(f"provider connection {self.connection!r}: the vertex_ai adapter needs project, the Google Cloud project id")
-        if not isinstance(self.allow_insecure_http, bool):
-            raise ConfigurationError(f"provider connection {self.connection!r}: allow_insecure_http must be true or false")
-        if self.transport is not None and not isinstance(self.transport, httpx.BaseTransport):
-            raise ConfigurationError(
-                f"provider connection {self.connection!r}: transport must be an httpx transport, got {type(self.transport).__name__}"
-            )
 
     def resolve_api_key(self) -> str:
         """A current access token (CredentialError if none can be had); the last one is kept for redaction."""
