@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from lg_core.datamap import to_json_value
 from lg_core.errors import AdapterLoadError, ConfigurationError, CredentialError
 from lg_core.events import StreamEvent
 from lg_core.models.request import ModelCapabilities, ModelRequest
@@ -190,7 +191,7 @@ class ModelResolver:
                 f"model target {target!r} has a space around the connection or the model id; "
                 f"write it as {connection.strip() + ':' + model_id.strip()!r}"
             )
-        return Model(self._provider(connection), target, settings, role)
+        return Model(self._provider(connection), target, _json_settings(settings, f"model {target!r}"), role)
 
     def _provider(self, connection: str) -> Provider:
         with self._lock:
@@ -293,6 +294,20 @@ def _check_profile(role: str, profile: Mapping[str, Any]) -> None:
             f"model role {role!r}: settings must be a mapping such as {{'temperature': 0.2}}, "
             f"got {type(settings).__name__} {settings!r}"
         )
+    _json_settings(settings or {}, f"model role {role!r}")
+
+
+def _json_settings(settings: Mapping[str, Any], owner: str) -> Mapping[str, Any]:
+    """``settings`` unchanged if they are JSON values (they go into the request body), else ConfigurationError.
+
+    Checked when the role is configured or the model resolved, not when the body is encoded
+    inside a run, where a Decimal or a set failed it with a bare TypeError.
+    """
+    try:
+        to_json_value(dict(settings), path="settings")
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{owner}: {exc}") from None
+    return settings
 
 
 __all__ = ["Model", "ModelResolver"]

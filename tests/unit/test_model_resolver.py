@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from decimal import Decimal
 
 import pytest
 
@@ -44,6 +45,9 @@ def test_a_role_name_with_a_colon_is_refused(script):
         # Settings that are not a mapping failed the first ask with a raw ValueError from dict().
         ({"target": "scripted:x", "settings": "hot"}, r"model role 'support': settings must be a mapping.*got str 'hot'"),
         ({"target": "scripted:x", "settings": [("temperature", 0.2)]}, r"settings must be a mapping"),
+        # Not JSON: the request body's encoding failed inside the run with a bare TypeError.
+        ({"target": "scripted:x", "settings": {"temperature": Decimal("0.2")}}, r"model role 'support': settings.temperature is a Decimal"),
+        ({"target": "scripted:x", "settings": {"stop": {"END"}}}, r"model role 'support': settings.stop is a set"),
     ],
 )
 def test_a_profile_the_resolver_would_misread_is_refused(profile, match):
@@ -182,6 +186,11 @@ def test_an_inline_mapping_naming_no_connection_is_refused(selection):
 def test_a_connection_or_role_that_is_not_a_mapping_is_a_configuration_error(keyword, kind):
     with pytest.raises(ConfigurationError, match=f"{kind} 'support' must be a mapping such as"):
         ModelResolver(**{keyword: {"support": "scripted"}})
+
+
+def test_an_inline_mapping_with_settings_that_are_not_json_is_refused():
+    with pytest.raises(ConfigurationError, match=r"model 'scripted:x': settings.temperature is a Decimal"):
+        ModelResolver().resolve({"provider": "scripted", "model": "x", "temperature": Decimal("0.2")})
 
 
 def test_an_inline_mapping_with_nested_settings_shows_the_flat_form():
