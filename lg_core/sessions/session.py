@@ -97,6 +97,9 @@ class Session:
 
     def history(self, fallback: Iterable[Any] = ()) -> tuple[Message, ...]:
         """The stored messages when there are any, else ``fallback`` (for a new session)."""
+        if isinstance(fallback, (str, bytes, Mapping, Message)) or not isinstance(fallback, Iterable):
+            # A string would be taken one message per character, a Message (or its dict) one per field.
+            raise TypeError(f"history(fallback=...) takes a list of messages, got {type(fallback).__name__}")
         snapshot = self.load()
         if snapshot is not None and snapshot.messages:
             return snapshot.messages

@@ -85,6 +85,13 @@ def test_history_uses_the_stored_messages_or_the_fallback_for_a_new_session():
     assert [m.text for m in Session("c", store=store).history(fallback)] == ["stored"]
 
 
+@pytest.mark.parametrize("fallback", ["abc", {"role": "user", "content": "hi"}, user("one message"), 5])
+def test_history_refuses_a_fallback_that_is_not_a_list_of_messages(fallback):
+    """A string was taken one message per character."""
+    with pytest.raises(TypeError, match=r"history\(fallback=...\) takes a list of messages, got "):
+        Session("c", store=MemorySessionStore()).history(fallback)
+
+
 def test_state_is_a_mutable_copy_that_append_persists():
     store = MemorySessionStore()
     Session("c", store=store).append([user("hi")], state={"plan": {"status": "trial"}})
