@@ -633,7 +633,9 @@ class Engine:
         """
         try:
             self.sessions.withdraw(run)
-        except Exception:  # noqa: BLE001 - see above
+        except Error as exc:  # the store's own words (a corrupt file, a conflict): the run already reports them
+            log.warning("could not restore session %r after run %s: %s", run.invocation.session_id, run.id, exc)
+        except Exception:  # noqa: BLE001 - see above; an unexpected failure keeps its traceback
             log.warning("could not restore session %r after run %s", run.invocation.session_id, run.id, exc_info=True)
 
     def _session_conflict(self, commit: StepCommit) -> BaseException:

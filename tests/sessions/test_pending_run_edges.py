@@ -156,3 +156,19 @@ def test_an_undecodable_session_file_is_a_protocol_error(tmp_path):
     store._path(("conv-1", None)).write_bytes(b"\xff\xfe not utf-8 \x80")
     with pytest.raises(ProtocolError, match="is not a valid snapshot"):
         store.load("conv-1")
+
+
+def test_a_run_on_a_corrupt_session_file_fails_and_logs_the_reason_without_a_traceback(tmp_path, caplog):
+    """The run reports the store's ProtocolError; restoring the session after it is logged in one line."""
+    store = FilesystemSessionStore(tmp_path / "s")
+    store.append("conv-1", messages=[Message(role="user", content="hi")], state={}, metadata={}, expected_count=0)
+    store._path(("conv-1", None)).write_text("{not json")
+    configuration = Configuration(session_store=store)
+    with with_configuration(configuration), caplog.at_level(logging.WARNING):
+        run = RecallAgent.ask("hello", session_id="conv-1")
+    configuration.close()
+
+    assert run.outcome == "failed" and isinstance(run.error, ProtocolError)
+    [record] = [r for r in caplog.records if "could not restore session 'conv-1'" in r.getMessage()]
+    assert "is not a valid snapshot" in record.getMessage()
+    assert record.exc_info is None
