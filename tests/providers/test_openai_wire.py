@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lg_core import ConfigurationError, HTTPError, MalformedToolCallError
+from lg_core import ConfigurationError, HTTPError, MalformedToolCallError, ProviderError
 from lg_core.content import Document, Image, Text, ToolResult, ToolUse
 from lg_core.messages import Message
 from lg_core.models.request import ModelCapabilities, ModelRequest, ToolSpecification
@@ -174,3 +174,23 @@ def test_retry_after_is_read_from_the_headers_openai_and_http_use(headers, secon
     from lg_core.providers.openai._errors import retry_after_seconds
 
     assert retry_after_seconds(headers) == seconds
+
+
+def test_the_response_body_is_cut_off_as_its_bytes_arrive_not_per_event():
+    """One endless SSE line never ends an event: the bound counts bytes as they come, so it stops
+    reading after max_response_bytes instead of holding the whole line in memory first."""
+    from lg_core.providers._http.provider import _BoundedStream
+    from lg_core.providers.openai._connection import OpenAIConnection
+
+    read = []
+
+    def body():
+        for _ in range(1000):
+            read.append(1)
+            yield b"x" * 1024
+
+    settings = OpenAIConnection.parse("remote", {"api_key": "k", "max_response_bytes": 10 * 1024})
+    with pytest.raises(ProviderError, match=r"passed max_response_bytes \(10240 bytes\)"):
+        for _ in _BoundedStream(body(), settings):
+            pass
+    assert len(read) == 11

@@ -94,7 +94,8 @@ class StreamingProvider(Provider):
                 forget = abort_when_interrupted(request, response)
                 try:
                     yield StreamEvent.build("message_start", model=target, sequence=sequence_of(request))
-                    events = _bounded(httpx_sse.EventSource(response).iter_sse(), response, self.settings)
+                    response.stream = _BoundedStream(response.stream, self.settings)
+                    events = httpx_sse.EventSource(response).iter_sse()
                     yield from self._read_checked(events, request, target)
                 finally:
                     forget()
@@ -165,21 +166,30 @@ def _timeout(request: ModelRequest, read_timeout: float) -> httpx.Timeout:
     return httpx.Timeout(limit, connect=min(CONNECT_TIMEOUT, limit))
 
 
-def _bounded(
-    events: Iterator[httpx_sse.ServerSentEvent], response: httpx.Response, settings: ConnectionOptions
-) -> Iterator[httpx_sse.ServerSentEvent]:
-    """``events``, failing once the response has sent more than the connection's ``max_response_bytes``.
+class _BoundedStream(httpx.SyncByteStream):
+    """A response body that fails once it has sent more than the connection's ``max_response_bytes``.
 
-    Not retried: the same request would most likely run away again.
+    Counted as the bytes arrive, not per event: a server sending one endless line
+    would otherwise be read whole before its first event ends. Not retried: the
+    same request would most likely run away again.
     """
-    limit = settings.max_response_bytes
-    for event in events:
-        if response.num_bytes_downloaded > limit:
-            raise ProviderError(
-                f"the response from {settings.endpoint} passed max_response_bytes ({limit} bytes) and was cut off; "
-                "raise the connection's max_response_bytes if answers this long are expected"
-            )
-        yield event
+
+    def __init__(self, inner: Any, settings: ConnectionOptions) -> None:
+        self.inner, self.settings = inner, settings
+
+    def __iter__(self) -> Iterator[bytes]:
+        limit, received = self.settings.max_response_bytes, 0
+        for chunk in self.inner:
+            received += len(chunk)
+            if received > limit:
+                raise ProviderError(
+                    f"the response from {self.settings.endpoint} passed max_response_bytes ({limit} bytes) and was cut off; "
+                    "raise the connection's max_response_bytes if answers this long are expected"
+                )
+            yield chunk
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def _is_event_stream(response: httpx.Response) -> bool:
