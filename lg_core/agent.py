@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, cast
 from lg_core.callbacks import CALLBACK_NAMES, awaited, collect
 from lg_core.errors import CONTROL_FLOW_ERRORS, ConfigurationError
 from lg_core.invocation import Invocation
-from lg_core.result_schema import ResultSchema, result_strategy
+from lg_core.result_schema import ResultSchema, check_tools_accepted, result_strategy
 from lg_core.run import Run, prepared_by
 from lg_core.tool import Tool, underscored_name
 from lg_core.tool_loops import ToolLoopPolicy, policy_from_declaration
@@ -207,6 +207,7 @@ class Agent:
         run = Run(cls, invocation, runtime, cancellation_token=run_options.get("cancellation_token"), on_event=run_options.get("on_event"))
         run._model = runtime.resolver.resolve(cls.model_selection(invocation), invocation=invocation)
         result_strategy(cls.result_spec(), run._model)  # an unsupported strategy fails here, not in a turn
+        check_tools_accepted(run._model, _static_tool_names(cls), cls.__qualname__)  # and so do tools the model refuses
         return prepared_by(run, runtime.hooks)
 
     # -- run-scoped instance ----------------------------------------------------------------
@@ -476,6 +477,16 @@ def _check_system_prompt(prompt: Any, owner: str) -> None:
         raise ConfigurationError(
             f"{owner}.system_prompt{signature} takes the wrong arguments; it must be {_PROMPT_FORMS}"
         ) from None
+
+
+def _static_tool_names(cls: type[Agent]) -> list[str]:
+    """The tools every run of ``cls`` offers: declared Tool classes without ``available_if``
+    (a provider's or a conditional tool's are known only in the run's turns, and checked there)."""
+    return [
+        declaration.tool_name
+        for declaration in cls.tools
+        if isinstance(declaration, type) and issubclass(declaration, Tool) and declaration.available_if is None
+    ]
 
 
 def _declaring_bases(cls: type) -> list[type]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -24,7 +24,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, PydanticUserError, ValidationError
 
 from lg_core.datamap import MAX_JSON_DEPTH, nests_deeper_than
-from lg_core.errors import ConfigurationError
+from lg_core.errors import ConfigurationError, ProviderError
 
 Strategy = Literal["auto", "provider", "tool"]
 STRATEGIES: tuple[str, ...] = ("auto", "provider", "tool")
@@ -364,4 +364,26 @@ def result_strategy(spec: ResultSchema | None, model: Any) -> str | None:
     raise ConfigurationError(f"model {model.target} supports neither native structured output nor tools")
 
 
-__all__ = ["ResultSchema", "STRATEGIES", "StructuredResult", "parse_json_text", "result_strategy", "root_resolved", "unresolved_refs"]
+def check_tools_accepted(model: Any, tool_names: Iterable[str], owner: str) -> None:
+    """ConfigurationError when ``model`` is known not to accept tool definitions and ``owner`` offers some.
+
+    The spec's capabilities exist so tool selection does not rely on guesswork: sending
+    the definitions anyway gets a request the provider refuses, or tools the model ignores.
+    Unknown capabilities (``known`` false) are not held against a model.
+    """
+    names = sorted(tool_names)
+    if not names:
+        return
+    try:
+        capabilities = model.capabilities
+    except ProviderError:  # e.g. a scripted model not registered yet: its first turn reports that
+        return
+    if capabilities.known and not capabilities.tools:
+        raise ConfigurationError(
+            f"model {model.target} does not accept tools (its capabilities say tools: false), but {owner} offers "
+            f"{', '.join(repr(name) for name in names[:5])}; choose a model that accepts tools, or correct the "
+            "connection's capabilities option if it does"
+        )
+
+
+__all__ = ["ResultSchema", "STRATEGIES", "StructuredResult", "check_tools_accepted", "parse_json_text", "result_strategy", "root_resolved", "unresolved_refs"]

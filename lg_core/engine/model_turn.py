@@ -30,7 +30,13 @@ from lg_core.errors import (
 )
 from lg_core.messages import Message
 from lg_core.models.request import ModelRequest, ModelResponse, ToolSpecification
-from lg_core.result_schema import ResultSchema, StructuredResult, parse_json_text, result_strategy
+from lg_core.result_schema import (
+    ResultSchema,
+    StructuredResult,
+    check_tools_accepted,
+    parse_json_text,
+    result_strategy,
+)
 from lg_core.run_result import RunResult
 from lg_core.store import NewStep
 from lg_core.usage import Usage
@@ -76,7 +82,9 @@ class ModelTurn:
         strategy = result_strategy(spec, model)
         registry = agent.tool_registry(scope.binding(agent, model))
         try:
-            request = self._request(agent, model, registry.specifications(), spec, strategy, checkpoint)
+            specifications = registry.specifications()
+            check_tools_accepted(model, (tool.name for tool in specifications), agent_cls.__qualname__)
+            request = self._request(agent, model, specifications, spec, strategy, checkpoint)
             exclusive = {tool.tool_name: bool(tool.exclusive) for tool in registry}
             # Marked on their step rows, so a worker's claim of such a call need not be durable.
             self.idempotent_tools = frozenset(tool.tool_name for tool in registry if not tool.at_most_once)

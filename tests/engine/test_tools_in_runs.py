@@ -755,3 +755,43 @@ def test_record_usage_takes_a_usage_or_a_mapping_of_counts_and_names_what_it_tak
     assert outcomes[0] == "record_usage takes a Usage or a mapping like {'input_tokens': 12}, got NoneType"
     assert outcomes[1].endswith("got int")
     assert "unknown token counts ['tokens']" in outcomes[2]
+
+
+# -- a model that accepts no tools --------------------------------------------------------------------
+
+
+class ConditionalLookupTool(Tool):
+    tool_name = "conditional_lookup"
+    description = "Look up, only when the context asks for it."
+
+    @staticmethod
+    def available_if(binding):
+        return bool(binding.run.invocation.context.get("lookups"))
+
+    def call(self, input):
+        return "found"
+
+
+def test_tools_on_a_model_whose_capabilities_refuse_them_raise_before_a_run_exists(config, script):
+    """The spec's ModelCapabilities#tools: "Whether the model accepts tool definitions"; they were sent anyway."""
+    calls = []
+    target = script(lambda request: calls.append(request) or {"text": "ok"}, capabilities={"tools": False})
+    agent = agent_for(target, AccountStatusTool)
+
+    for start in (agent.ask, agent.stream_ask, agent.start_execution):
+        with pytest.raises(ConfigurationError, match=r"does not accept tools \(its capabilities say tools: false\), but ToolAgent offers 'account_status'"):
+            start("Count")
+    assert calls == [] and lg_core.list_runs() == []
+
+
+def test_a_conditional_tool_on_such_a_model_fails_the_turn_that_would_offer_it(config, script):
+    calls = []
+    target = script(lambda request: calls.append(request) or {"text": "ok"}, capabilities={"tools": False})
+    agent = agent_for(target, ConditionalLookupTool)
+
+    assert agent.ask("No lookups needed").completed  # offers no tool: nothing to refuse
+    run = agent.ask("Look it up", context={"lookups": True})
+
+    assert run.outcome == "failed" and isinstance(run.error, ConfigurationError)
+    assert "offers 'conditional_lookup'" in str(run.error)
+    assert len(calls) == 1
