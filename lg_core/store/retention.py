@@ -13,7 +13,11 @@ period and Celery's ``result_expires`` exist for the same reason).
   are kept: re-submitting it resumes from its runs, and would start pruned
   items again. A batch that finished before the cutoff goes with its runs, so
   submitting the same file later is a new batch.
-* Sessions are not touched: a session's conversation lives in its own tables.
+* Sessions the application named (``session_id=``) are not touched: a
+  conversation outlives its runs. A run asked without one has a session of its
+  own, keyed by its run id, holding its messages and working state; that goes
+  with the run (from the SQL session store in this database), unless a run
+  still in the store continues it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ from lg_core.store.records import RUN_TERMINAL
 
 PAGE = 200
 _BATCH_RUN_ID = re.compile(r"^([^.:]+)[.:]")  # lg_scheduler.batch.run_id_for: <batch>.<item> or <batch>:<hash>
-_CHILD_ROWS = ("delete_run_messages", "delete_run_frames", "delete_run_steps", "delete_run_events", "delete_run_interjections")
+_CHILD_ROWS = (
+    "delete_run_messages", "delete_run_frames", "delete_run_steps", "delete_run_events", "delete_run_interjections",
+    "delete_own_session_messages", "delete_own_session",
+)
 
 
 Position = tuple[float, str]  # (created_at, id) of a run: where a pass stopped, oldest first

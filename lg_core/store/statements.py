@@ -51,6 +51,11 @@ from lg_core.store.schema import (
     steps,
 )
 
+def _no_run_of_session() -> ColumnElement[bool]:
+    """No run in the store (the one being pruned is already deleted) has the session ``run_id``."""
+    return ~select(runs.c.id).where(runs.c.session_id == bindparam("run_id")).exists()
+
+
 RUN_COLUMNS = tuple(c.name for c in runs.columns)
 FRAME_COLUMNS = ("id", "run_id", "path", "kind", "entrypoint", "version", "checkpoint")
 STEP_COLUMNS = (
@@ -895,6 +900,12 @@ RETENTION_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "delete_run_steps": lambda: delete(steps).where(steps.c.run_id == bindparam("run_id")),
     "delete_run_events": lambda: delete(events).where(events.c.run_id == bindparam("run_id")),
     "delete_run_interjections": lambda: delete(interjections).where(interjections.c.run_id == bindparam("run_id")),
+    # A run asked without a session_id has a session of its own, keyed by the run's id; it goes
+    # with the run, unless another run still in the store continues it (asked with that id).
+    "delete_own_session": lambda: delete(sessions).where(and_(sessions.c.session_id == bindparam("run_id"), _no_run_of_session())),
+    "delete_own_session_messages": lambda: delete(session_messages).where(
+        and_(session_messages.c.session_id == bindparam("run_id"), _no_run_of_session())
+    ),
     # Only while still finished: a run retried since it was selected is left alone.
     "delete_finished_run": lambda: delete(runs).where(
         and_(runs.c.id == bindparam("run_id"), runs.c.status == bindparam("status"), runs.c.finished_at < bindparam("cutoff"))

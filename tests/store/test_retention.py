@@ -111,6 +111,33 @@ def test_old_finished_runs_go_with_every_row_and_the_rest_stay(config):
     assert [r.id for r in config.runtime().list_runs()] == [recent]
 
 
+def _session_rows(config, session_id: str) -> tuple[int, int]:
+    with _store(config).db.engine.connect() as conn:
+        return tuple(  # type: ignore[return-value]
+            conn.execute(text(f"SELECT count(*) FROM {table} WHERE session_id = :id"), {"id": session_id}).scalar()
+            for table in ("lg_sessions", "lg_session_messages")
+        )
+
+
+def test_a_run_s_own_session_goes_with_it_and_a_named_or_continued_one_stays(config):
+    """A run asked without a session_id keeps its messages and context as a session of its own,
+    keyed by its id: pruning the run deleted everything but that, so retention never ended it."""
+    own = _ask()
+    continued = _ask()
+    later = _ask(session_id=continued)  # a later run continues the second run's session
+    named = _ask(session_id="conversation-42")
+    assert _session_rows(config, own)[0] == 1 and _session_rows(config, own)[1] > 0
+    for run_id in (own, continued, later, named):
+        _age(config, run_id, 40)
+    _age(config, later, 1)  # still in the store: it continues `continued`'s session
+
+    assert prune_runs(timedelta(days=30)).runs == 3
+
+    assert _session_rows(config, own) == (0, 0)
+    assert _session_rows(config, continued)[0] == 1, "a run still in the store continues it"
+    assert _session_rows(config, "conversation-42")[0] == 1, "a named session outlives its runs"
+
+
 def test_statuses_narrow_and_dry_run_deletes_nothing(config):
     completed, failed = _ask(), _ask(FailingAgent)
     _age(config, completed, 10)
