@@ -21,6 +21,7 @@ from lg_core.engine.engine import Engine
 from lg_core.engine.local import LocalDispatcher
 from lg_core.errors import (
     ERRORS_INCLUDING_CONTROL_FLOW,
+    CancelledError,
     ConfigurationError,
     InvocationError,
     RunNotFoundError,
@@ -276,6 +277,11 @@ class Runtime:
         if record.finished:
             return Run.from_record(record, self)
         self._check_holder(record, force)
+        if record.cancel_requested:
+            # Cancelled while its process was gone: ending it runs none of the agent's code, so it
+            # ends even where the agent cannot be imported (a script's __main__ agent).
+            self.engine.end_run(record.id, "cancelled", CancelledError("the run was cancelled while its process was gone"))
+            return Run.from_record(self.store.load_run(record.id), self)
         run = self.restored_run(record)
         run._on_event = on_event
         run._begin()

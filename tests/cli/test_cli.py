@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import lg_core
 from lg_core.cli import app
 from lg_core.cli_output import ago, steps_table
 from lg_core.demo import support
@@ -756,3 +757,38 @@ def test_a_store_that_goes_away_mid_command_is_one_line_and_exit_75(store: str, 
     assert result.exit_code == 75, (result.exit_code, result.output)
     assert result.stderr.strip().splitlines() == ["error: the store's database could not be reached for 6.1 s (12 tries)"]
     assert "Traceback" not in result.output
+
+
+ABANDONING_SCRIPT = """
+import sys
+import lg_core
+from lg_core import Agent
+from lg_core.providers import scripted
+
+lg_core.configure(run_store=sys.argv[1])
+scripted.register("abandoned", lambda request: {"text": "w " * 50, "delta_delay": 0.2})
+
+class ScriptAgent(Agent):  # defined in __main__: no other process can import it
+    model = "scripted:abandoned"
+
+ScriptAgent.start_execution("go", run_id="abandoned", session_id="conv", actor_id="u")
+"""
+
+
+def test_a_cancelled_run_whose_script_exited_ends_on_resume_without_importing_its_agent(store: str, tmp_path: Path) -> None:
+    """`lg runs cancel` says `lg runs resume` will end such a run as cancelled; resume imported the
+    agent first, which a script's __main__ agent never is, so the run (and its session) stayed stuck."""
+    script = tmp_path / "abandon.py"
+    script.write_text(ABANDONING_SCRIPT)
+    subprocess.run([sys.executable, str(script), store], check=True, timeout=60)
+    cancelled = lg("runs", "cancel", "abandoned", "--store", store)
+    assert "`lg runs resume abandoned` will end it as cancelled" in cancelled.stderr, cancelled.output
+
+    resumed = lg("runs", "resume", "abandoned", "--store", store)
+
+    assert "cancelled run abandoned: CancelledError: the run was cancelled while its process was gone" in resumed.output
+    configuration = lg_core.Configuration(run_store=store)
+    try:
+        assert configuration.runtime().store.load_run("abandoned").status == "cancelled"
+    finally:
+        configuration.close()
