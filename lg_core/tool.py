@@ -265,6 +265,10 @@ class Tool:
     def _compile_schema(cls) -> None:
         schema: Any = cls.input_schema
         model = cls.Input if "Input" in vars(cls) else None
+        if model is not None and "input_schema" in vars(cls):
+            raise ConfigurationError(
+                f"{cls.__qualname__} declares both Input and input_schema; keep one (input_schema may be the Pydantic model itself)"
+            )
         if model is not None and not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise ConfigurationError(
                 f"{cls.__qualname__}.Input must be a Pydantic model class, got {model!r}; "

@@ -51,6 +51,7 @@ from lg_core.store.schema import (
     steps,
 )
 
+
 def _no_run_of_session() -> ColumnElement[bool]:
     """No run in the store (the one being pruned is already deleted) has the session ``run_id``."""
     return ~select(runs.c.id).where(runs.c.session_id == bindparam("run_id")).exists()

@@ -1257,3 +1257,19 @@ def test_a_method_style_available_if_fails_at_class_definition():
 
             def call(self, input):
                 return "ok"
+
+
+def test_declaring_both_input_and_input_schema_fails_at_class_definition():
+    """Only Input was used, so the model was offered another schema than the one written beside it."""
+
+    class Query(BaseModel):
+        topic: str
+
+    with pytest.raises(ConfigurationError, match="BothTool declares both Input and input_schema; keep one"):
+
+        class BothTool(Tool):
+            input_schema = {"type": "object", "properties": {"order_id": {"type": "integer"}}}
+            Input = Query
+
+            def call(self, input):
+                return "ok"
