@@ -163,7 +163,30 @@ def _json_child(value: Any, key: str | int, depth: int) -> Any:
         raise
 
 
-class DataMap(MutableMapping[str, Any]):
+class _StringKeyed:
+    """Reads by key for the DataMap classes: a key is looked up by its canonical string
+    (an enum member by its value), and a key that can be none is simply absent."""
+
+    __slots__ = ()
+    _data: dict[str, Any]
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._data[normalize_key(key)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            return normalize_key(key) in self._data
+        except TypeError:
+            return False
+
+
+class DataMap(_StringKeyed, MutableMapping[str, Any]):
     """A mutable mapping with string keys and JSON-compatible values.
 
     Nested mappings become DataMaps too, so ``state["plan"]["status"]`` and
@@ -217,9 +240,6 @@ class DataMap(MutableMapping[str, Any]):
             return [DataMap._wrap(v) for v in value]
         return value
 
-    def __getitem__(self, key: Any) -> Any:
-        return self._data[normalize_key(key)]
-
     def __setitem__(self, key: Any, value: Any) -> None:
         name = normalize_key(key)
         to_json_value(value, path=name)
@@ -227,18 +247,6 @@ class DataMap(MutableMapping[str, Any]):
 
     def __delitem__(self, key: Any) -> None:
         del self._data[normalize_key(key)]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __contains__(self, key: object) -> bool:
-        try:
-            return normalize_key(key) in self._data
-        except TypeError:
-            return False
 
     def __repr__(self) -> str:
         return f"DataMap({self.to_dict()!r})"
@@ -300,7 +308,7 @@ class DataMap(MutableMapping[str, Any]):
         return self.copy()
 
 
-class FrozenDataMap(Mapping[str, Any]):
+class FrozenDataMap(_StringKeyed, Mapping[str, Any]):
     """A read-only DataMap: string keys (an enum member reads as its value), deeply frozen JSON values.
 
     What a frozen object (a Message) holds: nested mappings are FrozenDataMaps and
@@ -313,21 +321,6 @@ class FrozenDataMap(Mapping[str, Any]):
     def __init__(self, data: Mapping[Any, Any] | None = None, /) -> None:
         plain = to_json_value(dict(data or {}))
         self._data: dict[str, Any] = {key: _frozen(value) for key, value in plain.items()}
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._data[normalize_key(key)]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __contains__(self, key: object) -> bool:
-        try:
-            return normalize_key(key) in self._data
-        except TypeError:
-            return False
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Mapping):
