@@ -318,8 +318,10 @@ class FrozenDataMap(_StringKeyed, Mapping[str, Any]):
 
     __slots__ = ("_data",)
 
-    def __init__(self, data: Mapping[Any, Any] | None = None, /) -> None:
-        plain = to_json_value(dict(data or {}))
+    def __init__(self, data: Mapping[Any, Any] | None = None, /, *, path: str = "value") -> None:
+        if data is not None and not isinstance(data, Mapping):
+            raise TypeError(f"{path} must be a mapping such as {{'channel': 'web'}}, got {_described(data)}")
+        plain = to_json_value(dict(data or {}), path=path)
         self._data: dict[str, Any] = {key: _frozen(value) for key, value in plain.items()}
 
     def __eq__(self, other: object) -> bool:

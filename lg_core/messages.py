@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr, field_serializer, field
 
 from lg_core import content as content_mod
 from lg_core.content import Reasoning, Text, ToolResult, ToolUse
-from lg_core.datamap import FrozenDataMap, to_json_value
+from lg_core.datamap import FrozenDataMap
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
@@ -58,7 +58,7 @@ class Message(BaseModel):
             return value
         if not value:
             return NO_METADATA
-        return FrozenDataMap(to_json_value(value, path="metadata"))
+        return FrozenDataMap(value, path="metadata")
 
     @field_serializer("metadata")
     def _plain_metadata(self, metadata: FrozenDataMap) -> dict[str, Any]:

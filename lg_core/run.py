@@ -32,7 +32,13 @@ from lg_core.errors import (
     RunNotFoundError,
     RunStateError,
 )
-from lg_core.events import ASYNC_CONSUMER, TERMINAL_EVENTS, StreamEvent, checked_consumer
+from lg_core.events import (
+    ASYNC_CONSUMER,
+    TERMINAL_EVENTS,
+    StreamEvent,
+    checked_consumer,
+    is_async_consumer,
+)
 from lg_core.execution_state import ExecutionState
 from lg_core.execution_state import restored as restored_execution_state
 from lg_core.import_path import import_attribute
@@ -249,11 +255,7 @@ class Run:
                 self._finish_from(outcome, event.data)
             if self._on_event is not None and self._delivery_error is None:
                 try:
-                    returned = self._on_event(event)
-                    if inspect.isawaitable(returned):  # e.g. a lambda calling an async function
-                        if inspect.iscoroutine(returned):
-                            returned.close()  # never run: no "was never awaited" warning on top
-                        raise TypeError(ASYNC_CONSUMER)
+                    _refuse_awaitable(self._on_event(event), ASYNC_CONSUMER)  # e.g. a lambda calling an async function
                 except Exception as exc:  # noqa: BLE001 - the run stops cleanly, then ask() raises it
                     self._delivery_error = exc
                     if outcome is None:  # after the terminal event there is nothing left to stop
@@ -327,7 +329,7 @@ class Run:
             closer = resource.close
         elif not callable(closer):
             raise TypeError(f"register(closer=...) needs a callable, got {type(closer).__name__}")
-        if inspect.iscoroutinefunction(closer):
+        if is_async_consumer(closer):  # an async def, or an object whose __call__ is one
             raise TypeError(ASYNC_CLOSER)
         with self._lock:
             if self._closed:
@@ -465,6 +467,14 @@ ASYNC_CLOSER = (
 )
 
 
+def _refuse_awaitable(returned: Any, problem: str) -> None:
+    """TypeError(``problem``) when a plain callback returned an awaitable: nothing here would await it."""
+    if inspect.isawaitable(returned):
+        if inspect.iscoroutine(returned):
+            returned.close()  # never run: no "was never awaited" warning on top
+        raise TypeError(problem)
+
+
 def _run_closers(closers: list[Callable[[], Any]]) -> list[BaseException]:
     """Empty ``closers`` in place (so they run once) and run them newest first; returns the failures."""
     pending = list(reversed(closers))
@@ -472,11 +482,7 @@ def _run_closers(closers: list[Callable[[], Any]]) -> list[BaseException]:
     failures: list[BaseException] = []
     for closer in pending:
         try:
-            returned = closer()
-            if inspect.isawaitable(returned):  # e.g. a lambda calling an async close
-                if inspect.iscoroutine(returned):
-                    returned.close()  # never run: no "was never awaited" warning on top
-                raise TypeError(ASYNC_CLOSER)
+            _refuse_awaitable(closer(), ASYNC_CLOSER)  # e.g. a lambda calling an async close
         # Every closer runs. A closer checking the run's (cancelled) token raises
         # CancelledError, a BaseException here but an ordinary error in the spec.
         except ERRORS_INCLUDING_CONTROL_FLOW as exc:

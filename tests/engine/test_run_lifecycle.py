@@ -305,6 +305,11 @@ class AsyncResource:
         raise AssertionError("an async close must not run on a new event loop")
 
 
+class AsyncCallableCloser:
+    async def __call__(self) -> None:
+        raise AssertionError("an async closer must not run on a new event loop")
+
+
 async def async_closer() -> None:
     raise AssertionError("an async closer must not run on a new event loop")
 
@@ -314,8 +319,9 @@ async def async_closer() -> None:
     [
         lambda run: run.register(AsyncResource()),
         lambda run: run.register(closer=async_closer),
+        lambda run: run.register(closer=AsyncCallableCloser()),
     ],
-    ids=["resource with an async close", "async closer"],
+    ids=["resource with an async close", "async closer", "object with an async __call__"],
 )
 def test_an_async_closer_is_refused_when_registered_not_silently_skipped(config, script, register):
     run = agent_for(script([{"text": "ok"}])).stream_ask("Hi")

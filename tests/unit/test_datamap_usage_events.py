@@ -432,3 +432,10 @@ def test_a_message_s_metadata_is_frozen_with_the_message():
 @pytest.mark.parametrize("key", [True, False, 7, 2.5])
 def test_a_number_or_bool_key_is_stored_as_json_writes_it(key):
     assert list(DataMap({key: 1})) == list(json.loads(json.dumps({key: 1})))
+
+
+def test_a_message_s_metadata_that_is_no_mapping_is_refused_naming_it():
+    with pytest.raises(TypeError, match=r"^metadata must be a mapping such as \{'channel': 'web'\}, got int 5$"):
+        Message(role="user", content="hi", metadata=5)
+    with pytest.raises(TypeError, match=r"^metadata.when is a object"):
+        Message(role="user", content="hi", metadata={"when": object()})
