@@ -250,7 +250,7 @@ class Tool:
         predicate = vars(cls).get("available_if")
         if predicate is not None:
             function = predicate.__func__ if isinstance(predicate, staticmethod) else predicate
-            if not callable(function) or not _takes_arguments(function, 1):
+            if not callable(function) or not takes_arguments(function, 1):
                 raise ConfigurationError(
                     f"{cls.__qualname__}.available_if must be a function of the binding alone, "
                     f"`def available_if(binding): ...` (no self), got {predicate!r}"
@@ -485,7 +485,7 @@ class Tool:
         return result
 
 
-def _takes_arguments(function: Callable[..., Any], count: int) -> bool:
+def takes_arguments(function: Callable[..., Any], count: int) -> bool:
     """Whether ``function`` can be called with ``count`` positional arguments (True when unknowable)."""
     try:
         inspect.signature(function).bind(*([None] * count))
@@ -504,7 +504,7 @@ def _check_call(cls: type, call: Any) -> None:
         function, count = call.__func__, 2
     else:
         function, count = call, 2
-    if not callable(function) or not _takes_arguments(function, count):
+    if not callable(function) or not takes_arguments(function, count):
         raise ConfigurationError(f"{cls.__qualname__}.call must be a method taking the input, `def call(self, input)`, got {call!r}")
 
 
@@ -703,4 +703,5 @@ __all__ = [
     "default_tool_name",
     "render_value",
     "success_outcome",
+    "takes_arguments",
 ]

@@ -19,7 +19,7 @@ from typing import Any
 
 from lg_core.errors import CleanupError, ConfigurationError, Error, ToolError
 from lg_core.models.request import ToolSpecification
-from lg_core.tool import NAME_PATTERN, Binding, Tool
+from lg_core.tool import NAME_PATTERN, Binding, Tool, takes_arguments
 
 
 def is_tool_provider(value: Any) -> bool:
@@ -33,7 +33,7 @@ def check_declaration(value: Any, owner: str) -> None:
             f"{value.__qualname__}.tools must be a classmethod (or staticmethod): the registry calls "
             "it on the class, as `@classmethod def tools(cls, binding)`"
         )
-    if isinstance(value, type) and is_tool_provider(value) and not _takes_binding(value.tools):  # type: ignore[attr-defined]
+    if isinstance(value, type) and is_tool_provider(value) and not takes_arguments(value.tools, 1):  # type: ignore[attr-defined]  # the binding
         raise ConfigurationError(
             f"{value.__qualname__}.tools must take the binding: the registry calls it as "
             "`@classmethod def tools(cls, binding)`, once per run"
@@ -57,17 +57,6 @@ def check_declaration(value: Any, owner: str) -> None:
         f"{owner}.tools entries must be Tool subclasses or provider classes with a "
         f"tools(binding) class method, got {value!r}"
     )
-
-
-def _takes_binding(tools: Any) -> bool:
-    """Whether a provider's (bound) ``tools`` can be called with the binding (True when unknowable)."""
-    try:
-        inspect.signature(tools).bind(None)
-    except TypeError:
-        return False
-    except ValueError:  # a builtin without a signature
-        return True
-    return True
 
 
 def _check_implemented(tool_class: type[Tool]) -> None:
