@@ -32,6 +32,7 @@
         ├── ReplayDivergenceError
         ├── RunNotFoundError
         ├── RunStateError
+        ├── SessionActorError
         ├── StoreUnavailableError
         ├── CleanupError
         ├── ToolError
@@ -238,6 +239,25 @@ class RunStateError(Error):
     """The stored run is not in a state that allows the operation."""
 
 
+class SessionActorError(Error):
+    """A session was named by an actor other than the one it belongs to.
+
+    A session belongs to the actor whose write created it, in every store
+    (spec: a store raises Error on an actor mismatch), so a session id alone
+    never reaches another actor's conversation. The message names the session,
+    never its owner.
+    """
+
+    @classmethod
+    def for_session(cls, session_id: str) -> SessionActorError:
+        """The error every store raises for ``session_id``, with one wording."""
+        return cls(
+            f"session {session_id!r} belongs to another actor; a session id names one actor's conversation, "
+            "so continue it as the actor that created it or use another session id",
+            session_id=session_id,
+        )
+
+
 class StoreUnavailableError(Error):
     """The run or session store's database could not be reached, even after retrying for a few seconds.
 
@@ -322,6 +342,7 @@ __all__ = [
     "RunNotFoundError",
     "RunStateError",
     "SandboxConfigurationError",
+    "SessionActorError",
     "StoreUnavailableError",
     "StructuredResultError",
     "ToolError",

@@ -44,6 +44,7 @@ from lg_core.errors import (
     InvocationError,
     RunNotFoundError,
     RunStateError,
+    SessionActorError,
     StoreUnavailableError,
 )
 from lg_core.events import TERMINAL_EVENTS, StreamEvent
@@ -639,12 +640,16 @@ class Engine:
             log.warning("could not restore session %r after run %s", run.invocation.session_id, run.id, exc_info=True)
 
     def _session_conflict(self, commit: StepCommit) -> BaseException:
-        """The ProtocolError of a commit whose session append found another writer's messages."""
+        """Why a commit's session append was refused: the ProtocolError of another writer's
+        messages, or the SessionActorError of a session another actor created meanwhile."""
         from lg_core.sessions.base import count_conflict
 
         write = commit.session
         assert write is not None and self.sessions.store is not None
-        stored = self.sessions.store.load(write.session_id, actor_id=write.actor_id)
+        try:
+            stored = self.sessions.store.load(write.session_id, actor_id=write.actor_id)
+        except SessionActorError as exc:
+            return exc
         return count_conflict((write.session_id, write.actor_id), 0 if stored is None else stored.count, write.expected_count)
 
     def _forget(self, run_id: str) -> None:

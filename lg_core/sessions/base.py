@@ -1,16 +1,19 @@
 """SessionStore: the contract between LittleGhost conversations and persistence.
 
-A session is keyed by ``(id, actor_id)``. The same id under another actor, or
-under no actor, is a different session: a session id alone proves nothing
-about who is asking, so a store never lets one actor read another's
-conversation. A snapshot holds the session's messages, its application state
-and its metadata.
+A session belongs to the actor whose write created it (``actor_id``, or None
+for a store that serves one actor). Naming its id with any other actor, None
+included, raises SessionActorError on every read and write: a session id alone
+proves nothing about who is asking, so a store never lets one actor read or
+extend another's conversation. Two actors racing to create one session end
+with one owner; the other gets the error. A snapshot holds the session's
+messages, its application state and its metadata.
 
 Every store (memory, filesystem, SQL, or an application's own subclass)
 follows the same rules, checked by one conformance suite
 (``tests/sessions/test_conformance.py``):
 
-* ``load(id, actor_id=None)`` returns the snapshot or None before the first write.
+* ``load(id, actor_id=None)`` returns the snapshot or None before the first
+  write; SessionActorError when another actor's write created the session.
 * ``append(id, messages=, state=, metadata=, expected_count=, actor_id=None)``
   adds messages only while the stored history still has ``expected_count``
   messages, checked atomically; otherwise it raises ProtocolError and writes

@@ -11,8 +11,9 @@ A Session reads its store once (lazily, on first use) and remembers the
 snapshot it saw; ``append`` then expects the store to still hold that many
 messages, so a write based on a stale view fails with ProtocolError instead
 of silently dropping someone else's turn. ``actor_id`` must come from
-authenticated application state: the same id under another actor is another
-session, and no actor means no tenant isolation.
+authenticated application state: the session belongs to the actor whose write
+created it, another actor naming it gets SessionActorError, and no actor means
+no tenant isolation.
 """
 
 from __future__ import annotations

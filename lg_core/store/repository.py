@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 
 from lg_core.content import well_formed_text
-from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
+from lg_core.errors import InvocationError, RunNotFoundError, RunStateError, SessionActorError
 from lg_core.store import once as once_claims
 from lg_core.store import relay_backoff
 from lg_core.store.database import (
@@ -340,11 +340,19 @@ class RunStore:
 
     @staticmethod
     def _append_session_txn(tx: Transaction, write: SessionWrite, now: float) -> None:
-        """A completed run's turn joins its session in the run's own commit (all or nothing)."""
+        """A completed run's turn joins its session in the run's own commit (all or nothing).
+
+        Another writer's messages, or another actor owning the session (it made the
+        session while this run ran), roll the commit back as a session conflict; the
+        engine then reads the session to tell the run which it was.
+        """
         messages = [m.to_dict() for m in write.messages]
-        stored = append_session_txn(
-            tx, write.session_id, write.actor_id, messages, write.state, write.metadata, write.expected_count, now
-        )
+        try:
+            stored = append_session_txn(
+                tx, write.session_id, write.actor_id, messages, write.state, write.metadata, write.expected_count, now
+            )
+        except SessionActorError:
+            raise _Abort("session_conflict") from None
         if stored is not None:
             raise _Abort("session_conflict")
 

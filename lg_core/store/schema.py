@@ -181,11 +181,13 @@ batches = Table(
 )
 
 # -- sessions (lg_core.sessions) ---------------------------------------------------------------
-#   sessions          one row per (session id, actor): message count, state, metadata. The
-#                     count is what an append's expected_count is checked against, in the
-#                     same UPDATE that moves it (SqlSessionStore).
+#   sessions          one row per session id, with the actor that owns it: message count,
+#                     state, metadata. The count is what an append's expected_count is
+#                     checked against, in the same UPDATE that moves it (SqlSessionStore).
 #   session_messages  the session's conversation, append-only except for a replace.
-# ``actor_key`` is the actor id, or "" for none, so the key is never NULL.
+# ``actor_key`` is the actor id, or "" for none, so the key is never NULL. It stays in the
+# primary key, so every read and write names the owner; lg_sessions_owner (unique by session
+# id) is what leaves one owner when two actors race to create a session.
 # lg_runs_session finds a session's running and pending runs: runs sharing a
 # session are serialized (a run started while another is active waits as
 # ``pending``; the finishing run's commit activates the next one).
@@ -203,6 +205,7 @@ sessions = Table(
     Column("updated_at", Float, nullable=False),
     sqlite_with_rowid=False,
 )
+Index("lg_sessions_owner", sessions.c.session_id, unique=True)
 
 session_messages = Table(
     "lg_session_messages",

@@ -5,7 +5,10 @@ Two things live here because they must happen inside other transactions:
 * **Session rows** (``lg_sessions`` / ``lg_session_messages``): the
   SqlSessionStore's reads and writes, which the RunStore also runs inside a
   completing run's commit when the session store shares its database. The
-  ``expected_count`` check is the append's own conditional UPDATE.
+  ``expected_count`` check is the append's own conditional UPDATE. A session
+  id has one row, its owner's (a unique index): a read or write that names it
+  with another actor raises SessionActorError, and of two actors inserting
+  one new session the index lets one in and the other finds the winner's row.
 * **Serialization of runs sharing a session** (``lg_runs`` by session id and
   actor): a run created while another run of its session is running or
   pending is stored ``pending`` with its first steps ``pending`` too (not in
@@ -24,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from lg_core.errors import SessionActorError
 from lg_core.store.database import Submitted, Transaction
 from lg_core.store.records import ActivatedRun, dumps, loads
 
@@ -142,6 +146,7 @@ def load_session_txn(tx: Transaction, session_id: str, actor_id: str | None) -> 
     """
     rows = tx.fetchall("load_session", _key(session_id, actor_id))
     if not rows:
+        _refuse_another_owner(tx, session_id, actor_id)
         return None
     _seq, state, metadata, _count = rows[0]
     return [loads(data) for _seq, data, _m, _c in rows[1:]], loads(state), loads(metadata)
@@ -179,6 +184,7 @@ def append_session_txn(
         row = tx.fetchone("select_session", key)
         if row is not None:
             return int(row[0])
+        _refuse_another_owner(tx, session_id, actor_id)
         if expected != 0:
             return 0
         tx.execute(
@@ -208,15 +214,24 @@ def replace_session_txn(
 ) -> None:
     """Swap the whole snapshot: the row first (it is what concurrent loads lock), then the messages."""
     key = _key(session_id, actor_id)
-    params = {**key, "count": len(messages), "state": dumps(state), "metadata": dumps(metadata), "now": now}
-    if tx.execute("replace_session", params).rowcount != 1:
-        tx.execute(
-            "insert_session",
-            {**key, "message_count": len(messages), "state": params["state"], "metadata": params["metadata"],
-             "created_at": now, "updated_at": now},
-        )
+    stored_state, stored_metadata = dumps(state), dumps(metadata)
+    params = {**key, "count": len(messages), "state": stored_state, "metadata": stored_metadata, "now": now}
+    if tx.execute("replace_session", params).rowcount != 1 and not _created(
+        tx, key, len(messages), stored_state, stored_metadata, now
+    ):
+        # The id has a row after all: another actor's (refused), or this actor's, made by a
+        # writer that committed after the update looked (PostgreSQL), which is replaced now.
+        _refuse_another_owner(tx, session_id, actor_id)
+        tx.execute("replace_session", params)
     tx.execute("delete_session_messages", key)
     _insert_messages_txn(tx, key, 0, messages)
+
+
+def _refuse_another_owner(tx: Transaction, session_id: str, actor_id: str | None) -> None:
+    """SessionActorError when another actor owns ``session_id`` (its row is not under this key)."""
+    owner = tx.fetchone("select_session_owner", {"session_id": session_id})
+    if owner is not None and owner[0] != actor_key(actor_id):
+        raise SessionActorError.for_session(session_id)
 
 
 def _insert_messages_txn(tx: Transaction, key: dict[str, str], first: int, messages: Sequence[dict[str, Any]]) -> None:

@@ -731,8 +731,9 @@ STATEMENTS.update(REPLAY_STATEMENTS)
 
 
 # -- sessions (lg_core.sessions, lg_core.store.sessions) ------------------------------------
-# A session row is keyed by (session_id, actor_key); a run matches it through
-# coalesce(actor_id, '') so a run without an actor meets the session's "" key.
+# A session row is keyed by (session_id, actor_key), and a session id has one row (its
+# owner's: lg_sessions_owner); a run matches it through coalesce(actor_id, '') so a run
+# without an actor meets the session's "" key.
 
 SESSION_COLUMNS = tuple(c.name for c in sessions.columns)
 
@@ -817,6 +818,7 @@ SESSION_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         _session_row(sessions)
     ),
     "load_session": _load_session,
+    "select_session_owner": lambda: select(sessions.c.actor_key).where(sessions.c.session_id == bindparam("session_id")),
     "select_session_runner": _session_runner,
     "insert_session": _insert(sessions, SESSION_COLUMNS),
     "insert_session_if_absent": _insert_if_absent(sessions, SESSION_COLUMNS),

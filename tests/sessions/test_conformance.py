@@ -5,11 +5,14 @@ interface, several backends, one shared suite)."""
 from __future__ import annotations
 
 import enum
+import json
 import multiprocessing
 import threading
 from collections import Counter
+from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from lg_core import (
     Image,
@@ -17,6 +20,7 @@ from lg_core import (
     Message,
     ProtocolError,
     Reasoning,
+    SessionActorError,
     Text,
     ToolResult,
     ToolUse,
@@ -162,15 +166,39 @@ def test_replace_creates_a_missing_session(store):
     assert store.load("fresh").metadata == {"k": "v"}
 
 
-def test_a_session_id_under_another_actor_is_another_session(store):
+def test_a_session_belongs_to_the_actor_whose_write_created_it(store):
     append(store, [user("from user-7")], 0, actor="user-7", state={"owner": "7"})
-    append(store, [user("from user-8")], 0, actor="user-8", state={"owner": "8"})
-    append(store, [user("from nobody")], 0, actor=None, state={"owner": None})
 
-    assert [m.text for m in store.load("conv-1", actor_id="user-7").messages] == ["from user-7"]
-    assert store.load("conv-1", actor_id="user-8").state == {"owner": "8"}
-    assert [m.text for m in store.load("conv-1").messages] == ["from nobody"]
-    assert store.load("conv-1", actor_id="user-9") is None
+    for other in ("user-8", None):
+        with pytest.raises(SessionActorError, match="'conv-1' belongs to another actor") as refused:
+            store.load("conv-1", actor_id=other)
+        assert "user-7" not in str(refused.value)  # the owner is not the caller's business
+        with pytest.raises(SessionActorError):
+            append(store, [user(f"from {other}")], 0, actor=other, state={"owner": other})
+        with pytest.raises(SessionActorError):
+            append(store, [user(f"from {other}")], 1, actor=other)
+        with pytest.raises(SessionActorError):
+            store.replace("conv-1", messages=[user("taken over")], state={}, metadata={}, actor_id=other)
+
+    kept = store.load("conv-1", actor_id="user-7")
+    assert ([m.text for m in kept.messages], kept.state) == (["from user-7"], {"owner": "7"})
+
+
+def test_a_session_created_without_an_actor_refuses_every_actor(store):
+    store.replace("shared", messages=[user("one-actor store")], state={}, metadata={}, actor_id=None)
+    with pytest.raises(SessionActorError):
+        store.load("shared", actor_id="user-7")
+    with pytest.raises(SessionActorError):
+        store.append("shared", messages=[user("mine now?")], state={}, metadata={}, expected_count=1, actor_id="user-7")
+    assert [m.text for m in store.load("shared").messages] == ["one-actor store"]
+
+
+def test_another_actor_is_refused_while_the_owner_emptied_the_session(store):
+    append(store, [user("soon gone")], 0)
+    store.replace("conv-1", messages=[], state={}, metadata={}, actor_id="user-7")
+    with pytest.raises(SessionActorError):
+        append(store, [user("an empty session is still owned")], 0, actor="user-8")
+    assert store.load("conv-1", actor_id="user-7").count == 0
 
 
 # -- what is persisted -------------------------------------------------------------------------
@@ -320,6 +348,79 @@ def test_contended_writers_that_reload_and_retry_lose_no_turn(backend):
     assert sorted(texts) == sorted(f"w{i} t{t}" for i in range(writers) for t in range(turns))
     for index in range(writers):  # each writer's own turns stay in its order
         assert [t for t in texts if t.startswith(f"w{index} ")] == [f"w{index} t{t}" for t in range(turns)]
+
+
+def _stored_owners(backend, session_id: str) -> list[str | None]:
+    """The owners the storage itself holds for ``session_id``: its rows, its files or its entry."""
+    store = backend.open()
+    if isinstance(store, SqlSessionStore):
+        with store.database.engine.connect() as connection:
+            keys = connection.execute(
+                text("SELECT actor_key FROM lg_sessions WHERE session_id = :id"), {"id": session_id}
+            ).scalars().all()
+        return [key or None for key in keys]
+    if isinstance(store, FilesystemSessionStore):
+        files = [json.loads(path.read_text()) for path in Path(store.root).glob("*.json")]
+        return [data["actor_id"] for data in files if data["id"] == session_id]
+    entry = store._data.get(session_id)  # the memory store's storage is its dict
+    return [] if entry is None else [entry[0]]
+
+
+def _claim(store, actor: str, write: str) -> None:
+    """Create session "contested" as ``actor`` with an append expecting 0 or with a replace."""
+    message = [user(f"from {actor}")]
+    if write == "append":
+        store.append("contested", messages=message, state={"by": actor}, metadata=None, expected_count=0, actor_id=actor)
+    else:
+        store.replace("contested", messages=message, state={"by": actor}, metadata={}, actor_id=actor)
+
+
+@pytest.mark.parametrize("write", ["append", "replace"])
+def test_actors_racing_from_threads_to_create_one_session_leave_exactly_one_owner(backend, write):
+    actors = [f"actor-{i}" for i in range(6)]
+    stores = [backend.open() for _ in actors]  # one instance each where the backend allows it
+    barrier = threading.Barrier(len(actors))
+    outcomes: dict[str, str] = {}
+
+    def claim(index: int) -> None:
+        barrier.wait(30)
+        try:
+            _claim(stores[index], actors[index], write)
+            outcomes[actors[index]] = "won"
+        except SessionActorError:
+            outcomes[actors[index]] = "refused"
+
+    _threads(len(actors), claim)
+
+    assert len(outcomes) == len(actors), "a racer failed with another error"
+    [winner] = [actor for actor, outcome in outcomes.items() if outcome == "won"]
+    assert _stored_owners(backend, "contested") == [winner]
+    stored = backend.open().load("contested", actor_id=winner)
+    assert ([m.text for m in stored.messages], stored.state) == ([f"from {winner}"], {"by": winner})
+
+
+def test_actors_racing_from_processes_to_create_one_session_leave_exactly_one_owner(backend):
+    if backend.kind not in DURABLE:
+        pytest.skip(f"{backend.kind} is not shared between processes")
+    backend.open()  # create the schema / root once before the racers start
+    actors = [f"actor-{i}" for i in range(4)]
+    context = multiprocessing.get_context("fork")  # a fresh store per process; nothing shared but the storage
+    barrier = context.Barrier(len(actors))
+    results = context.Queue()
+    racers = [
+        context.Process(target=race_worker.claim, args=(backend.kind, backend.location, actor, barrier, results))
+        for actor in actors
+    ]
+    for racer in racers:
+        racer.start()
+    outcomes = dict(results.get(timeout=120) for _ in actors)
+    for racer in racers:
+        racer.join(60)
+
+    assert sorted(outcomes.values()) == ["refused"] * (len(actors) - 1) + ["won"], outcomes
+    [winner] = [actor for actor, outcome in outcomes.items() if outcome == "won"]
+    assert _stored_owners(backend, "contested") == [winner]
+    assert [m.text for m in backend.open().load("contested", actor_id=winner).messages] == [f"from {winner}"]
 
 
 def test_synchronize_serializes_work_on_one_session_within_a_store(store):

@@ -4,8 +4,12 @@ configuration, and the filesystem store's own rules."""
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
+import json
 import os
 import stat
+import threading
 
 import pytest
 
@@ -18,6 +22,7 @@ from lg_core import (
     Message,
     ProtocolError,
     Reasoning,
+    SessionActorError,
     Text,
     configure,
 )
@@ -31,6 +36,7 @@ from lg_core.sessions import (
     build_session_store,
     persistable,
 )
+from lg_core.sessions.filesystem import UnusableRootError
 from lg_core.store import RunStore
 
 
@@ -342,6 +348,57 @@ def test_filesystem_file_names_do_not_contain_ids_and_a_corrupt_file_is_a_protoc
         store.load("conv..secret", actor_id="user-7")
 
 
+def _earlier_layout_file(root, session_id: str, actor_id: str | None, text: str):
+    """A session file as versions before session owners wrote it: named by the digest of (actor, id)."""
+    name = hashlib.sha256(f"{actor_id or ''}\x00{session_id}".encode()).hexdigest() + ".json"
+    data = {"v": 1, "id": session_id, "actor_id": actor_id, "messages": [user(text).to_dict()], "state": {"by": text},
+            "metadata": {}}
+    (root / name).write_text(json.dumps(data))
+    return root / name
+
+
+def test_a_root_of_the_earlier_per_actor_layout_is_renamed_once_and_its_sessions_keep_their_actor(tmp_path):
+    root = tmp_path / "s"
+    root.mkdir(mode=0o700)
+    earlier = [_earlier_layout_file(root, "conv-1", "user-7", "seven"), _earlier_layout_file(root, "conv-2", None, "nobody")]
+    opened = []
+    threads = [threading.Thread(target=lambda: opened.append(FilesystemSessionStore(root))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert len(opened) == 4  # every opener, racing the upgrade, opened the store
+    store = opened[0]
+    assert not any(path.exists() for path in earlier)
+    assert sorted(p.name for p in root.glob("*.json")) == sorted(
+        hashlib.sha256(session_id.encode()).hexdigest() + ".json" for session_id in ("conv-1", "conv-2")
+    )
+    assert json.loads((root / ".layout").read_text()) == {"layout": 2}
+    assert store.load("conv-1", actor_id="user-7").state == {"by": "seven"}
+    assert [m.text for m in store.load("conv-2").messages] == ["nobody"]
+    with pytest.raises(SessionActorError):  # the id stays its actor's: no one else claims it after the upgrade
+        store.append("conv-1", messages=[user("mine")], state={}, metadata={}, expected_count=0, actor_id="user-8")
+
+
+def test_a_root_where_one_session_id_has_several_actors_is_refused_until_one_is_moved_out(tmp_path):
+    root = tmp_path / "s"
+    root.mkdir(mode=0o700)
+    seven = _earlier_layout_file(root, "conv-1", "user-7", "seven")
+    eight = _earlier_layout_file(root, "conv-1", "user-8", "eight")
+
+    with pytest.raises(UnusableRootError, match="several actors") as refused:
+        FilesystemSessionStore(root)
+    assert seven.name in str(refused.value) and eight.name in str(refused.value)
+    assert seven.exists() and eight.exists() and not (root / ".layout").exists()
+
+    eight.rename(tmp_path / eight.name)  # the application keeps user-7's conversation under the id
+    store = FilesystemSessionStore(root)
+    assert store.load("conv-1", actor_id="user-7").state == {"by": "seven"}
+    with pytest.raises(SessionActorError):
+        store.load("conv-1", actor_id="user-8")
+
+
 # -- a custom store written as the spec's example is ----------------------------------------------
 
 
@@ -437,16 +494,25 @@ def test_a_store_returning_something_that_is_no_snapshot_is_a_protocol_error():
         Session("c", store=Odd()).history()
 
 
-def test_a_filesystem_snapshot_that_cannot_be_written_is_a_protocol_error(tmp_path):
+def test_a_filesystem_snapshot_that_cannot_be_written_is_a_protocol_error(tmp_path, monkeypatch):
     # The spec: "Raises ProtocolError when ... the snapshot cannot be read or written."
     store = FilesystemSessionStore(tmp_path / "s")
     store.replace("c", messages=[user("kept")], state={}, metadata={}, actor_id="user-7")
     path = store._path(("c", "user-7"))
     blocked = store._path(("blocked", "user-7"))
-    blocked.mkdir()  # the snapshot's file name is taken by a directory: the rename fails
-    with pytest.raises(ProtocolError, match="cannot write session file"):
+    blocked.mkdir()  # the snapshot's file name is taken by a directory: not even its owner can be read
+    with pytest.raises(ProtocolError, match="cannot read session file"):
         store.replace("blocked", messages=[user("hi")], state={}, metadata={}, actor_id="user-7")
+
+    def disk_full(source, target):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "replace", disk_full)  # the rename into place fails
+        with pytest.raises(ProtocolError, match="cannot write session file"):
+            store.replace("c", messages=[user("lost")], state={}, metadata={}, actor_id="user-7")
     assert [p.name for p in (tmp_path / "s").iterdir() if p.name.startswith(".tmp-")] == []
+    assert [m.text for m in store.load("c", actor_id="user-7").messages] == ["kept"]
 
     path.with_suffix(".lock").unlink()
     path.with_suffix(".lock").mkdir()  # its lock file cannot be opened

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import lg_core
-from lg_core import Configuration, ConfigurationError, with_configuration
+from lg_core import Configuration, ConfigurationError, SessionActorError, with_configuration
 from lg_core.config import build_configuration
 from tests.sessions.session_app import RecallAgent
 
@@ -35,16 +35,20 @@ def test_runs_whose_resolver_gives_one_actor_share_the_session_whatever_their_ac
 
     assert second.response == "seen: Hello from Ada. | Who spoke?"
     assert stored(tenant_config, "acme") == ["Hello from Ada.", "seen: Hello from Ada.", "Who spoke?", second.response]
-    assert stored(tenant_config, "user-1") == [] and stored(tenant_config, "user-2") == []
+    for user in ("user-1", "user-2"):  # the session is the tenant's, not its users'
+        with pytest.raises(SessionActorError):
+            stored(tenant_config, user)
     # The tools still see the application's actor: only persistence uses the derived one.
     assert second.invocation.actor_id == "user-2"
 
 
-def test_another_derived_actor_is_another_conversation(tenant_config):
+def test_another_derived_actor_naming_the_session_is_refused(tenant_config):
     RecallAgent.ask("Acme's secret.", session_id="conv-1", actor_id="user-1", context={"tenant": "acme"})
     other = RecallAgent.ask("Anything stored?", session_id="conv-1", actor_id="user-1", context={"tenant": "globex"})
 
-    assert other.response == "seen: Anything stored?"
+    assert other.failed and isinstance(other.error, SessionActorError)
+    assert other.response is None
+    assert stored(tenant_config, "acme") == ["Acme's secret.", "seen: Acme's secret."]
 
 
 def test_the_derived_actor_is_stored_with_the_run_and_used_after_a_new_runtime(tmp_path):

@@ -18,9 +18,11 @@ from lg_core import (
     Message,
     ProtocolError,
     RunStateError,
+    SessionActorError,
     before_invocation,
     with_configuration,
 )
+from lg_core.execution import event_json
 from lg_core.sessions import FilesystemSessionStore, MemorySessionStore, Session
 from tests.sessions import session_app
 from tests.sessions.session_app import NoteAgent, RecallAgent
@@ -170,14 +172,36 @@ def test_system_transient_and_reasoning_content_never_reach_the_session(config):
     assert all(m.role != "system" for m in snapshot.messages)
 
 
-def test_a_session_id_under_another_actor_is_another_conversation(config):
+def test_a_run_naming_another_actors_session_fails_and_leaves_it_unchanged(config):
     ask("I am user seven.", actor_id="user-7")
-    other = ask("Who am I?", actor_id="user-8")
-    anonymous = ask("And me?", actor_id=None)
+    before = stored(config)
 
-    assert other.response == "seen: Who am I?"
-    assert anonymous.response == "seen: And me?"
-    assert stored(config, actor_id="user-8") == [("user", "Who am I?"), ("assistant", "seen: Who am I?")]
+    for other in ("user-8", None):
+        run = ask("Who am I?", actor_id=other)
+        assert run.failed and isinstance(run.error, SessionActorError)
+        assert run.response is None
+        assert "user seven" not in json.dumps([event_json(event) for event in run.events()])
+    assert stored(config) == before
+
+
+@pytest.mark.parametrize("store", ["sql", "memory", "filesystem"])
+def test_a_run_whose_session_another_actor_created_meanwhile_fails_and_the_winner_keeps_it(store, tmp_path):
+    """Both runs open the new session empty; the one that finishes first owns it."""
+    declaration = {"provider": "filesystem", "root": str(tmp_path / "sessions")} if store == "filesystem" else store
+    configuration = Configuration(session_store=declaration)
+    with with_configuration(configuration):
+        held = RecallAgent.start_execution("gate:g1 from seven", session_id="conv-1", actor_id="user-7")
+        session_app.wait_until_entered("g1")
+        winner = ask("from eight", actor_id="user-8")
+        session_app.release("g1")
+        loser = held.wait(timeout=30)
+
+        assert winner.response == "seen: from eight"
+        assert loser.failed and isinstance(loser.error, SessionActorError)
+        assert stored(configuration, actor_id="user-8") == [("user", "from eight"), ("assistant", "seen: from eight")]
+        with pytest.raises(SessionActorError):
+            stored(configuration, actor_id="user-7")
+    configuration.close()
 
 
 def test_failed_and_cancelled_runs_leave_the_session_unchanged(config, script):
@@ -325,7 +349,7 @@ def test_runs_of_other_sessions_do_not_wait(config):
     first = RecallAgent.start_execution("gate:g1 first", session_id="conv-1", actor_id="user-7")
     session_app.wait_until_entered("g1")
     assert ask("elsewhere", session_id="conv-2").response == "seen: elsewhere"
-    assert ask("other actor", actor_id="user-8").response == "seen: other actor"
+    assert ask("other actor", session_id="conv-3", actor_id="user-8").response == "seen: other actor"
     assert first.state == "running"
     session_app.release("g1")
     assert first.wait(timeout=30).completed

@@ -7,7 +7,7 @@ import threading
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 
 from lg_core import ConfigurationError
 from lg_core.store import RunStore
@@ -180,3 +180,82 @@ def test_tool_steps_an_older_version_claimed_keep_reporting_an_unknown_outcome(u
 
     assert marks == {"claimed": 5.0, "retried": 5.0, "ended-with-its-run": 1.0, "never-claimed": None, "done": None,
                      "a-model-turn": None}
+
+
+def _sessions_at_0005(url: str, rows: list[tuple[str, str]]) -> None:
+    """A store at revision 0005 holding one single-message session per ``(session_id, actor_key)``."""
+    from alembic import command
+
+    from lg_core import Message
+    from lg_core.store.migrate import alembic_config
+    from lg_core.store.records import dumps
+
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0005")
+        for session_id, actor_key in rows:
+            message = Message(role="user", content=actor_key or "nobody")
+            params = {"id": session_id, "actor": actor_key, "data": dumps(message.to_dict())}
+            connection.execute(text(
+                "INSERT INTO lg_sessions (session_id, actor_key, message_count, state, metadata, created_at, updated_at) "
+                "VALUES (:id, :actor, 1, '{}', '{}', 0, 0)"
+            ), params)
+            connection.execute(text(
+                "INSERT INTO lg_session_messages (session_id, actor_key, seq, data) VALUES (:id, :actor, 0, :data)"
+            ), params)
+    engine.dispose()
+
+
+def _session_rows(url: str) -> list[tuple[str, str]]:
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT session_id, actor_key FROM lg_sessions ORDER BY session_id, actor_key")).all()
+    engine.dispose()
+    return [tuple(row) for row in rows]
+
+
+def test_sessions_stored_before_owners_keep_their_actor_and_refuse_others(url):
+    """Revision 0006 makes a session id belong to one actor; sessions of distinct ids upgrade as they are."""
+    from lg_core import Message, SessionActorError
+    from lg_core.sessions import SqlSessionStore
+
+    _sessions_at_0005(url, [("conv-1", "user-7"), ("conv-2", "")])
+
+    sessions = SqlSessionStore(url)
+    try:
+        assert _revision(url) == head_revision()
+        assert [m.text for m in sessions.load("conv-1", actor_id="user-7").messages] == ["user-7"]
+        assert [m.text for m in sessions.load("conv-2").messages] == ["nobody"]
+        with pytest.raises(SessionActorError):
+            sessions.load("conv-1", actor_id="user-8")
+        with pytest.raises(SessionActorError):
+            sessions.append("conv-2", messages=[Message(role="user", content="mine?")], state={}, metadata=None,
+                            expected_count=0, actor_id="user-8")
+    finally:
+        sessions.close()
+    assert _session_rows(url) == [("conv-1", "user-7"), ("conv-2", "")]
+    engine = create_engine(url)
+    indexes = {index["name"]: index for index in inspect(engine).get_indexes("lg_sessions")}
+    engine.dispose()
+    assert indexes["lg_sessions_owner"]["column_names"] == ["session_id"] and indexes["lg_sessions_owner"]["unique"]
+
+
+def test_a_session_id_stored_under_several_actors_stops_the_upgrade_until_it_is_split(url):
+    """The migration does not choose whose conversation keeps a shared id: it names the id and changes nothing."""
+    _sessions_at_0005(url, [("conv-1", "user-7"), ("conv-1", "user-8"), ("conv-1", ""), ("conv-2", "user-7")])
+
+    with pytest.raises(ConfigurationError, match=r"session ids 'conv-1' each hold the conversations of several actors"):
+        RunStore(url)
+    assert _revision(url) == "0005"
+    assert len(_session_rows(url)) == 4
+
+    engine = create_engine(url)
+    with engine.begin() as connection:  # what the error says to do, for every actor but one
+        for actor, new_id in (("user-8", "conv-1-user-8"), ("", "conv-1-nobody")):
+            for table in ("lg_session_messages", "lg_sessions"):
+                connection.execute(text(f"UPDATE {table} SET session_id = :new WHERE session_id = 'conv-1' AND actor_key = :actor"),
+                                   {"new": new_id, "actor": actor})
+    engine.dispose()
+    RunStore(url).close()
+    assert _revision(url) == head_revision()
+    assert _session_rows(url) == [("conv-1", "user-7"), ("conv-1-nobody", ""), ("conv-1-user-8", "user-8"), ("conv-2", "user-7")]

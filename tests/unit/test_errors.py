@@ -45,6 +45,7 @@ EXPECTED_PARENTS = {
     "ReplayDivergenceError": "Error",
     "RunNotFoundError": "Error",
     "RunStateError": "Error",
+    "SessionActorError": "Error",
     "StoreUnavailableError": "Error",
     "CleanupError": "Error",
     "ToolError": "Error",

@@ -78,6 +78,7 @@ PUBLIC_NAMES = [
     "Runtime",
     "SandboxConfigurationError",
     "Session",
+    "SessionActorError",
     "SessionSnapshot",
     "SessionStore",
     "SqlSessionStore",
