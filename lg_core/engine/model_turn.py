@@ -55,11 +55,18 @@ PACE_CHECK_SECONDS = 0.5  # a rate-limited call waiting for its slot checks canc
 class ModelTurn:
     def __init__(self, scope: StepScope) -> None:
         self.scope = scope
-        self.partial_text = ""
+        # The text streamed so far by the current model call, in pieces: joined once, when
+        # read, since appending to one string copies it and costs quadratic time.
+        self._partial_pieces: list[str] = []
         self.calls_made = 0
         self.idempotent_tools: frozenset[str] = frozenset()  # tools not declared at_most_once
         self.interjected: list[Message] = []
         self.interjection_seqs: list[int] = []
+
+    @property
+    def partial_text(self) -> str:
+        """The text the current model call has streamed so far (a partial run's response)."""
+        return "".join(self._partial_pieces)
 
     # -- execute -------------------------------------------------------------------
 
@@ -165,8 +172,8 @@ class ModelTurn:
             raise error
         # Announced before the wait, with its length: a consumer learns at once that the call
         # failed and when it is tried again, even if the deadline or a cancel ends the wait.
-        scope.emit("model_retry", attempt=retries + 1, partial_text=bool(self.partial_text), error_class=type(error).__name__, message=str(error), delay=delay)
-        self.partial_text = ""
+        scope.emit("model_retry", attempt=retries + 1, partial_text=bool(self._partial_pieces), error_class=type(error).__name__, message=str(error), delay=delay)
+        self._partial_pieces.clear()
         if delay:
             self._backoff(delay, error)
         return replacement
@@ -218,7 +225,8 @@ class ModelTurn:
             for event in model.stream(request):
                 scope.check_interrupt()
                 if event.type == "text_delta":
-                    self.partial_text += event.data.get("text", "")
+                    if text := event.data.get("text"):
+                        self._partial_pieces.append(text)
                 if event.type == "usage":
                     reported = event.data.get("usage")
                 if event.type == "message_stop":
