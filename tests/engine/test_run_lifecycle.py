@@ -151,6 +151,47 @@ def test_a_deadline_during_a_slow_model_turn_ends_partial_with_the_text_so_far(c
     assert run.events()[-1].data["response"] == "Let me check the order."
 
 
+@pytest.mark.timeout(30)
+def test_a_scripted_delay_longer_than_the_deadline_ends_partial_at_the_deadline(config, script):
+    """The scripted model waits as an HTTP provider does: the deadline ends the wait, not the delay."""
+    run = agent_for(script([{"text": "Far too late.", "delay": 120}])).ask("Where is my order?", deadline=RUN_DEADLINE)
+
+    assert run.outcome == "partial"
+    assert isinstance(run.error, DeadlineExceededError)
+    assert "message_start" not in event_types(run)
+    record = config.runtime().store.load_run(run.id)
+    assert record.status == "partial"
+    assert record.error["name"] == "DeadlineExceededError"
+
+
+@pytest.mark.timeout(30)
+def test_a_scripted_delay_between_deltas_ends_partial_at_the_deadline_with_the_text_so_far(config, script):
+    run = agent_for(script([{"text": "Checking the order now.", "delta_delay": 120}])).ask("Where is my order?", deadline=RUN_DEADLINE)
+
+    assert run.outcome == "partial"
+    assert run.response == "Checking "
+    assert config.runtime().store.load_run(run.id).response == "Checking "
+
+
+@pytest.mark.timeout(30)
+def test_cancelling_during_a_scripted_delay_ends_the_run_cancelled_at_once(config, script):
+    waiting = threading.Event()
+
+    def slow_turn(request):
+        waiting.set()
+        return {"text": "Far too late.", "delay": 120}
+
+    run = agent_for(script(slow_turn)).stream_ask("Where is my order?")
+    canceller = start_thread(lambda: waiting.wait(30) and run.cancel("the user left"))
+    events = [event.type for event in run]
+    canceller.join(30)
+
+    assert run.outcome == "cancelled"
+    assert "the user left" in str(run.error)
+    assert "message_start" not in events
+    assert config.runtime().store.load_run(run.id).status == "cancelled"
+
+
 def test_a_slow_tool_checking_its_context_ends_partial_at_the_deadline(config, script):
     loops = []
 

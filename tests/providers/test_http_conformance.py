@@ -21,6 +21,7 @@ from http import HTTPStatus
 import httpx
 import pytest
 
+import lg_core
 from lg_core import (
     ConfigurationError,
     ContextWindowOverflowError,
@@ -535,6 +536,114 @@ def test_a_deadline_ends_a_stream_that_sends_nothing_more_as_partial(wire, conne
     assert run.outcome == "partial"
     assert isinstance(run.error, DeadlineExceededError)
     assert "model_retry" not in types(run)
+
+
+# -- keep-alives without data ------------------------------------------------------------------------------
+
+IDLE_TIMEOUT = 1  # the connection's timeout in these tests: a kept-alive stream is given up after it
+
+
+def only_keep_alives(wire, released, after=0):
+    """A stream that sends ``after`` events of an answer, then only keep-alive comments (Anthropic: pings),
+    every 50 ms, until ``released`` is set or the client goes away."""
+    return wire.keep_alive(wire.text("First ", "never sent."), until=released, after=after)
+
+
+def stored(run):
+    """The run as the run store recorded it."""
+    return lg_core.runtime().store.load_run(run.id)
+
+
+@pytest.mark.timeout(30)
+def test_a_stream_sending_only_keep_alives_for_the_timeout_is_given_up_and_retried(config, wire, server):
+    """Each keep-alive restarts httpx's read timeout: without a deadline only the idle limit ends the wait."""
+    connect(wire, server, timeout=IDLE_TIMEOUT)
+    released = threading.Event()
+    server.reply(only_keep_alives(wire, released), wire.stream(wire.text("Answered.")))
+    try:
+        run = SupportAgent.ask("Hi")
+    finally:
+        released.set()
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Answered."
+    [retry] = retries(run)
+    assert retry.data["error_class"] == "HTTPError"
+    assert f"sent no data for {IDLE_TIMEOUT} s (the connection's timeout), only keep-alives" in retry.data["message"]
+    assert retry.data["partial_text"] is False
+    assert len(server.received) == 2
+
+
+@pytest.mark.timeout(30)
+def test_keep_alives_after_some_text_are_given_up_and_the_partial_text_announced(config, wire, server):
+    connect(wire, server, timeout=IDLE_TIMEOUT)
+    released = threading.Event()
+    server.reply(only_keep_alives(wire, released, after=wire.first_piece_at), wire.stream(wire.text("Answered.")))
+    try:
+        run = SupportAgent.ask("Hi")
+    finally:
+        released.set()
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Answered."
+    [retry] = retries(run)
+    assert "only keep-alives" in retry.data["message"]
+    assert retry.data["partial_text"] is True
+
+
+@pytest.mark.timeout(30)
+def test_a_stream_that_keeps_sending_only_keep_alives_fails_the_run_after_the_retries(config, wire, server):
+    connect(wire, server, timeout=IDLE_TIMEOUT)
+    released = threading.Event()
+    server.reply(*[only_keep_alives(wire, released) for _ in range(3)])
+    try:
+        run = SupportAgent.ask("Hi")
+    finally:
+        released.set()
+
+    assert run.outcome == "failed"
+    assert type(run.error) is HTTPError
+    assert run.error.retryable is True and run.error.status is None
+    assert "only keep-alives" in str(run.error)
+    assert types(run).count("model_retry") == 2
+    assert len(server.received) == 3
+    record = stored(run)
+    assert record.status == "failed"
+    assert record.error["name"] == "HTTPError"
+
+
+def test_keep_alives_between_pieces_of_data_never_add_up_to_the_timeout(config, wire, server):
+    """The idle time starts again with every event that carries data: four waits of 0.6 s (2.4 s in all)
+    under a 2 s timeout do not end the stream, whatever keep-alives fill them."""
+    connect(wire, server, timeout=2)
+    server.reply(_keep_alive_before_each_event(wire, wire.text("Slow ", "but ", "steady."), pause=0.6, events=4))
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Slow but steady."
+    assert retries(run) == []
+
+
+def _keep_alive_before_each_event(wire, answer, *, pause, events):
+    """A stream of ``answer`` where the first ``events`` frames that carry data each come after ``pause`` seconds
+    of keep-alives, sent every 50 ms."""
+    frames, keep_alive = wire.framing.encoded(answer), wire.framing.comment
+
+    def reply(handler):
+        handler.start_stream()
+        paused = 0
+        for frame in frames:
+            if frame != keep_alive and paused < events:
+                paused += 1
+                until = time.monotonic() + pause
+                while time.monotonic() < until:
+                    handler.write_chunk(keep_alive)
+                    time.sleep(0.05)
+            handler.write_chunk(frame)
+        handler.end_chunks()
+
+    return reply
 
 
 # -- credentials -----------------------------------------------------------------------------------------
