@@ -35,6 +35,7 @@ a smoke test can run ``--quick`` on any machine. See bench/README.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import platform
@@ -51,7 +52,7 @@ from rich.console import Console
 from rich.table import Table
 
 import lg_core
-from lg_core import Agent, Configuration, with_configuration
+from lg_core import Agent, Configuration, Message, with_configuration
 from lg_core.events import StreamEvent
 from lg_core.models.request import ModelRequest
 from lg_core.providers import scripted
@@ -101,7 +102,7 @@ def cpu_seconds(action: Callable[[], Any]) -> float:
 def floor(text: str) -> None:
     """The scripted stream of ``text`` through a plain loop keeping its pieces: no engine."""
     provider = ScriptedProvider("scripted")
-    request = ModelRequest(messages=({"role": "user", "content": "go"},), metadata={"sequence": 0})
+    request = ModelRequest(messages=(Message(role="user", content="go"),), metadata={"sequence": 0})
     pieces = []
     for event in provider.stream(request, MODEL):
         if event.type == "text_delta":
@@ -204,13 +205,14 @@ def assembled(response: Any, text: str) -> bool:
 # -- measuring -----------------------------------------------------------------------------
 
 
+def least_per_mb(measure: Callable[[str], Any], text: str, rounds: int) -> float:
+    """CPU seconds per MB of ``measure(text)``: the least of ``rounds`` rounds."""
+    return min(cpu_seconds(lambda: measure(text)) for _ in range(rounds)) / (len(text) / MB)
+
+
 def per_mb(measure: Callable[[str], Any], make: Callable[[float], str], plan: Plan) -> list[float]:
-    """CPU seconds per MB of ``measure(make(size))`` for each size of ``plan``: the least of its rounds."""
-    figures = []
-    for size, rounds in zip(plan.sizes, plan.rounds, strict=True):
-        text = make(size)
-        figures.append(min(cpu_seconds(lambda: measure(text)) for _ in range(rounds)) / (len(text) / MB))
-    return figures
+    """CPU seconds per MB of ``measure(make(size))`` for each size of ``plan``."""
+    return [least_per_mb(measure, make(size), rounds) for size, rounds in zip(plan.sizes, plan.rounds, strict=True)]
 
 
 def measure_engine(plan: Plan, workdir: Path) -> dict[str, list[float]]:
@@ -225,9 +227,8 @@ def measure_engine(plan: Plan, workdir: Path) -> dict[str, list[float]]:
         results: dict[str, list[float]] = {"floor": [], "engine": []}
         for size, rounds in zip(plan.sizes, plan.rounds, strict=True):
             text = streamed["text"] = answer(size)
-            megabytes = len(text) / MB
-            results["floor"].append(min(cpu_seconds(lambda: floor(text)) for _ in range(rounds)) / megabytes)
-            results["engine"].append(min(cpu_seconds(lambda: engine(configuration, text)) for _ in range(rounds)) / megabytes)
+            results["floor"].append(least_per_mb(floor, text, rounds))
+            results["engine"].append(least_per_mb(functools.partial(engine, configuration), text, rounds))
     finally:
         scripted.unregister(MODEL)
         configuration.close()
