@@ -192,6 +192,24 @@ def test_cancelling_during_a_scripted_delay_ends_the_run_cancelled_at_once(confi
     assert config.runtime().store.load_run(run.id).status == "cancelled"
 
 
+def test_deadline_at_text_is_read_when_the_run_starts_and_stored_parsed(config, script):
+    run = agent_for(script([{"text": "Shipped."}])).ask("Where is my order?", deadline_at="2999-01-02T03:04:05+02:00")
+
+    assert run.completed, run.error
+    record = config.runtime().store.load_run(run.id)
+    assert record.deadline_at == datetime(2999, 1, 2, 1, 4, 5, tzinfo=UTC).timestamp()
+    assert record.invocation["deadline_at"] == "2999-01-02T01:04:05+00:00"
+
+
+def test_deadline_at_text_that_is_not_iso_8601_fails_the_request_before_a_run_exists(config, script):
+    agent = agent_for(script([{"text": "never"}]))
+
+    with pytest.raises(InvocationError, match="^deadline_at 'end of day' is not ISO 8601 text$"):
+        agent.ask("Where is my order?", deadline_at="end of day", run_id="bad-deadline-1")
+
+    assert lg_core.list_runs() == []
+
+
 def test_a_slow_tool_checking_its_context_ends_partial_at_the_deadline(config, script):
     loops = []
 
