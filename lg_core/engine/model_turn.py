@@ -257,14 +257,21 @@ class ModelTurn:
                 return self._structured(agent, response, spec, strategy, terminal[0].input, terminal[0].id)
         if tool_uses:
             return self._schedule_tools(response, exclusive)
+        cut_off = response.stop_reason == "max_tokens"
         if strategy == "provider" and spec is not None:
             value, problem = parse_json_text(response.message.text)
+            if cut_off and (problem or spec.validate(value)):
+                raise _cut_off_before_answering(spec)
             return self._structured(agent, response, spec, strategy, value, None, problem)
         if strategy == "tool" and spec is not None:
+            if cut_off:
+                raise _cut_off_before_answering(spec)
             # Not taken from the text, even when it holds a valid object: with this strategy the
             # result comes only through the submit tool (the spec: "that exact path").
             problem = f"it answered in text instead of calling the tool {spec.tool_name()!r}"
             return self._repair(response, spec, strategy, [problem], None)
+        if cut_off and not response.message.text.strip():
+            raise _cut_off_before_answering(None)
         return self._finish(agent, response, None)
 
     def _structured(self, agent: Any, response: ModelResponse, spec: ResultSchema, strategy: str, value: Any, tool_use_id: str | None, problem: str | None = None) -> Transition:
@@ -486,6 +493,24 @@ def _answers_to_final_calls(message: Message, submitted_by: str | None) -> list[
         for use in message.tool_uses
     ]
     return [Message(role="tool", content=results)]
+
+
+def _cut_off_before_answering(spec: ResultSchema | None) -> OutputLimitError:
+    """The error of a model turn the output token limit stopped before it answered.
+
+    "Before it answered": no tool call and no text but whitespace (a reasoning model
+    may spend the whole limit thinking), or, for a structured agent, no valid result
+    (a JSON answer cut short; with the tool strategy, no call of the submit tool).
+    Another attempt under the same limit would most likely be cut off again, so the
+    run fails (the spec's OutputLimitError: generation limits stopped the agent
+    before completion) rather than repairing. Text cut off after it began is an
+    answer: the run completes with stop reason ``max_tokens``.
+    """
+    wanted = "an answer (no text and no tool call)" if spec is None else f"a valid result for the schema {spec.name!r}"
+    return OutputLimitError(
+        f"the model stopped at its output token limit (stop reason max_tokens) before it gave {wanted}; "
+        "raise the output limit in the request settings (max_tokens, or the provider's name for it)"
+    )
 
 
 def _repair_instruction(spec: ResultSchema, strategy: str, problems: list[str]) -> str:

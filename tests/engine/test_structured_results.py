@@ -181,6 +181,25 @@ def test_a_failed_run_counts_the_usage_of_its_second_invalid_result(config, scri
     assert lg_core.Usage.from_dict(run.runtime.store.load_run(run.id).usage) == both
 
 
+@pytest.mark.parametrize("capabilities", [None, NO_NATIVE], ids=["provider strategy", "tool strategy"])
+def test_a_result_the_output_limit_cut_off_fails_with_output_limit_error_not_a_repair(config, script, capabilities):
+    target, requests = recording(script, [{"text": '{"category": "deliv', "stop_reason": "max_tokens"}, {"structured": VALID}], capabilities=capabilities)
+    run = triage_agent(target).ask("Missing package")
+
+    assert run.outcome == "failed"
+    assert type(run.error) is lg_core.OutputLimitError
+    assert "before it gave a valid result for the schema 'support_triage'" in str(run.error)
+    assert len(requests) == 1 and "structured_result_repair" not in event_types(run)
+    assert config.runtime().store.load_run(run.id).error["name"] == "OutputLimitError"
+
+
+def test_a_valid_result_that_reached_the_output_limit_is_accepted(config, script):
+    run = triage_agent(script([{"structured": VALID, "stop_reason": "max_tokens"}])).ask("Missing package")
+
+    assert run.outcome == "completed", run.error
+    assert run.result.output == VALID
+
+
 # -- tool strategy -------------------------------------------------------------------------------
 
 
@@ -366,3 +385,4 @@ def test_a_structured_agent_may_call_tools_before_answering(config, script):
         "a tool turn is not an invalid result"
     )
     assert [m.role for m in run.result.messages] == ["user", "assistant", "tool", "assistant"]
+

@@ -33,7 +33,14 @@ from lg_core import (
     ProtocolError,
     ProviderError,
 )
-from tests.providers.agents import SupportAgent, ToolAgent, retries, types, use_connection
+from tests.providers.agents import (
+    SupportAgent,
+    ToolAgent,
+    TriageAgent,
+    retries,
+    types,
+    use_connection,
+)
 from tests.providers.sse_server import html_reply, json_reply
 from tests.providers.wire_formats import FORMATS, KEY, MODEL_ID
 
@@ -411,6 +418,52 @@ def test_a_tool_call_cut_off_by_the_output_limit_is_an_output_limit_error(wire, 
     assert "lookup" in str(run.error) and "max_tokens" in str(run.error)
     assert len(connection.received) == 1
     assert run.usage.output_tokens > 0, "the cut answer's tokens were spent: its usage counts though the turn failed"
+
+
+def test_an_answer_the_output_limit_stopped_while_reasoning_fails_the_run_with_an_output_limit_error(wire, connection):
+    """No text and no tool call: the limit stopped the agent before it answered (the spec's OutputLimitError),
+    so the run fails instead of completing with an empty answer, and is not repaired or retried."""
+    connection.reply(wire.stream(wire.reasoning_cut_off("The customer asks about refunds; ", "policy says")))
+
+    run = SupportAgent.ask("Refunds?", settings={"max_tokens": 400})
+
+    assert run.outcome == "failed"
+    assert type(run.error) is OutputLimitError
+    assert "output token limit (stop reason max_tokens) before it gave an answer" in str(run.error)
+    assert len(connection.received) == 1
+    record = stored(run)
+    assert record.status == "failed" and record.response is None
+    assert record.error["name"] == "OutputLimitError"
+    assert run.usage.output_tokens > 0 or run.usage.reasoning_tokens > 0, "the spent tokens are counted"
+
+
+def test_text_the_output_limit_cut_off_is_an_answer_the_run_completes_with(wire, connection):
+    """Text that began is what the model answered; the stop reason tells the caller it was cut off."""
+    connection.reply(wire.stream(wire.text_cut_off("Refunds are available within ", "thirty")))
+
+    run = SupportAgent.stream_ask("Refunds?", settings={"max_tokens": 8})
+    events = list(run)
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Refunds are available within thirty"
+    assert run.result.stop_reason == "max_tokens"
+    assert next(e for e in events if e.type == "message_stop").data["stop_reason"] == "max_tokens"
+    assert stored(run).status == "completed"
+
+
+def test_a_structured_result_cut_off_by_the_output_limit_fails_the_run_without_a_repair(wire, connection):
+    """A JSON answer cut short (provider strategy), or text before any submit call (tool strategy): another
+    attempt under the same limit would be cut off again, so the limit is named, not a repair asked for."""
+    connection.reply(wire.stream(wire.text_cut_off('{"category": "deliv')))
+
+    run = TriageAgent.ask("My package is missing.", settings={"max_tokens": 6})
+
+    assert run.outcome == "failed"
+    assert type(run.error) is OutputLimitError
+    assert "output token limit (stop reason max_tokens) before it gave a valid result for the schema 'result'" in str(run.error)
+    assert "structured_result_repair" not in types(run)
+    assert len(connection.received) == 1
+    assert stored(run).error["name"] == "OutputLimitError"
 
 
 # -- cancellation and deadlines ------------------------------------------------------------------------
