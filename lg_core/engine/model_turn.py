@@ -60,6 +60,7 @@ class ModelTurn:
         self._partial_pieces: list[str] = []
         self.calls_made = 0
         self.idempotent_tools: frozenset[str] = frozenset()  # tools not declared at_most_once
+        self.repairing = False  # this turn is a structured result's repair turn
         self.interjected: list[Message] = []
         self.interjection_seqs: list[int] = []
 
@@ -87,16 +88,9 @@ class ModelTurn:
         self._take_interjections()
         spec = agent_cls.result_spec()
         strategy = result_strategy(spec, model)
-        registry = agent.tool_registry(scope.binding(agent, model))
-        try:
-            specifications = registry.specifications()
-            check_tools_accepted(model, (tool.name for tool in specifications), agent_cls.__qualname__)
-            request = self._request(agent, model, specifications, spec, strategy, checkpoint)
-            exclusive = {tool.tool_name: bool(tool.exclusive) for tool in registry}
-            # Marked on their step rows, so a worker's claim of such a call need not be durable.
-            self.idempotent_tools = frozenset(tool.tool_name for tool in registry if not tool.at_most_once)
-        finally:
-            registry.close()
+        self.repairing = checkpoint.repairing and spec is not None
+        specifications, exclusive = ((), {}) if self.repairing else self._offered_tools(agent, model)
+        request = self._request(agent, model, specifications, spec, strategy, checkpoint)
         decision = run_chain(agent, "before_model", {"request": request, "turn": checkpoint.turn, "parent_operation_id": None}, context=scope.context)
         if decision.cancelled:
             raise CancelledError(decision.reason or "a before_model callback cancelled the invocation")
@@ -109,6 +103,24 @@ class ModelTurn:
             raise CancelledError(decision.reason or "an after_model callback cancelled the invocation")
         response = decision.value["response"]
         return self._decide(agent, response, spec, strategy, exclusive)
+
+    def _offered_tools(self, agent: Any, model: Any) -> tuple[tuple[ToolSpecification, ...], dict[str, bool]]:
+        """The agent's tools for this turn, as the model sees them, and which of them are exclusive.
+
+        Not asked in a structured result's repair turn: the spec allows it one repair
+        attempt, so it is offered only the way to answer, never more tool work.
+        """
+        scope = self.scope
+        registry = agent.tool_registry(scope.binding(agent, model))
+        try:
+            specifications = registry.specifications()
+            check_tools_accepted(model, (tool.name for tool in specifications), scope.agent_class.__qualname__)
+            exclusive = {tool.tool_name: bool(tool.exclusive) for tool in registry}
+            # Marked on their step rows, so a worker's claim of such a call need not be durable.
+            self.idempotent_tools = frozenset(tool.tool_name for tool in registry if not tool.at_most_once)
+        finally:
+            registry.close()
+        return specifications, exclusive
 
     def _take_interjections(self) -> None:
         """User messages interjected since the last turn join the conversation here."""
@@ -251,6 +263,8 @@ class ModelTurn:
 
     def _decide(self, agent: Any, response: ModelResponse, spec: ResultSchema | None, strategy: str | None, exclusive: dict[str, bool]) -> Transition:
         tool_uses = response.message.tool_uses
+        if self.repairing and spec is not None:
+            _refuse_tool_work_in_repair(tool_uses, spec, strategy)
         if strategy == "tool" and spec is not None:
             terminal = [use for use in tool_uses if use.name == spec.tool_name()]
             if terminal:
@@ -305,6 +319,7 @@ class ModelTurn:
         def transition(state: FrameState) -> Any:
             checkpoint = self._advanced(state, response, calls)
             checkpoint.repairs += 1
+            checkpoint.repairing = True
             checkpoint.turn += 1
             rows = self._rows(state, checkpoint, followups)
             repairing = scope.model_step(state, checkpoint.turn)
@@ -464,6 +479,7 @@ class ModelTurn:
         """The checkpoint after this turn's model calls, before the branch's own changes."""
         checkpoint = state.checkpoint.copy()
         checkpoint.model_calls += calls
+        checkpoint.repairing = False  # a repair turn is one turn: whatever follows it is not
         self.scope.add_step_usage(checkpoint)  # the response's usage, recorded as it arrived
         checkpoint.last_text = response.message.text or checkpoint.last_text
         if self.scope.context is not None:
@@ -493,6 +509,27 @@ def _answers_to_final_calls(message: Message, submitted_by: str | None) -> list[
         for use in message.tool_uses
     ]
     return [Message(role="tool", content=results)]
+
+
+def _refuse_tool_work_in_repair(tool_uses: Any, spec: ResultSchema, strategy: str | None) -> None:
+    """StructuredResultError for a repair turn's answer that calls a tool other than the submit tool.
+
+    The repair turn offers only the way to answer (the submit tool, or none with
+    the provider strategy), so such a call is the second invalid response, which
+    the spec ends the run with. It never runs. A valid submission beside it is
+    still taken, as in any turn; the other calls are then answered as not run.
+    """
+    submit = spec.tool_name() if strategy == "tool" else None
+    others = [use.name for use in tool_uses if use.name != submit]
+    if not others or (submit is not None and len(others) < len(tool_uses)):
+        return
+    offered = f"only the tool {submit!r}" if submit else "no tools"
+    problem = f"in its repair turn, which offers {offered}, it called the tool {others[0]!r}"
+    raise StructuredResultError(
+        f"the model's structured result for {spec.name!r} was invalid twice: {problem}",
+        schema_name=spec.name,
+        validation_errors=[problem],
+    )
 
 
 def _cut_off_before_answering(spec: ResultSchema | None) -> OutputLimitError:
