@@ -19,8 +19,9 @@ answer's length.
 2. Engine: ``Agent.ask`` on a SQLite file store, the scripted model answering
    1, 4 and 16 MB in 4-character deltas: the real model-turn path. CPU s per
    MB, and per MB over the floor's.
-3. Stream readers: each HTTP adapter's reader fed 1, 4 and 16 MB of text, and
-   of tool-call arguments, in 64-character pieces as already-decoded chunks
+3. Stream readers: each HTTP adapter's reader fed 1, 4 and 16 MB of text, of
+   tool-call arguments and of OpenRouter's reasoning details, in 64-character
+   pieces as already-decoded chunks
    (no HTTP or JSON decoding is measured). A quadratic assembly still copies
    the whole text at every piece, so it shows at this piece size too.
 4. Targets: for every path, CPU s per MB at 16 MB / at 1 MB <= 1.5.
@@ -59,6 +60,7 @@ from lg_core.providers import scripted
 from lg_core.providers.anthropic._stream import EventReader
 from lg_core.providers.gemini._stream import ChunkReader as GeminiChunkReader
 from lg_core.providers.openai._stream import ChunkReader as OpenAIChunkReader
+from lg_core.providers.openrouter._stream import OpenRouterChunkReader
 from lg_core.providers.scripted import ScriptedProvider
 
 MB = 1 << 20
@@ -158,6 +160,17 @@ def openai_arguments(text: str) -> Any:
     return drain(reader.finish())
 
 
+def openrouter_reasoning(text: str) -> Any:
+    """Reasoning as OpenRouter streams it: each piece both as ``reasoning`` and as a ``reasoning_details``
+    fragment, which the reader merges into one detail; then a short answer."""
+    reader = OpenRouterChunkReader("bench:model", 0)
+    for piece in pieces_of(text):
+        detail = {"type": "reasoning.text", "text": piece, "index": 0}
+        drain(reader.feed({"choices": [{"index": 0, "delta": {"reasoning": piece, "reasoning_details": [detail]}}]}))
+    drain(reader.feed({"choices": [{"index": 0, "delta": {"content": "Done."}, "finish_reason": "stop"}]}))
+    return drain(reader.finish())
+
+
 def anthropic(block: dict[str, Any], delta: str, field: str, text: str) -> Any:
     reader = EventReader("bench:model", 0, "bench")
     drain(reader.feed({"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 1}}}))
@@ -188,6 +201,7 @@ def gemini_text(text: str) -> Any:
 READERS: dict[str, tuple[Callable[[str], Any], Callable[[float], str]]] = {
     "OpenAI chunks, text": (openai_text, answer),
     "OpenAI chunks, tool-call arguments": (openai_arguments, arguments),
+    "OpenRouter chunks, reasoning details": (openrouter_reasoning, answer),
     "Anthropic events, text": (anthropic_text, answer),
     "Anthropic events, tool-call arguments": (anthropic_arguments, arguments),
     "Gemini chunks, text": (gemini_text, answer),
@@ -195,10 +209,14 @@ READERS: dict[str, tuple[Callable[[str], Any], Callable[[float], str]]] = {
 
 
 def assembled(response: Any, text: str) -> bool:
-    """Whether the reader's response holds ``text`` whole, as its text or its tool call's arguments."""
+    """Whether the reader's response holds ``text`` whole: as its text, its tool call's arguments, or
+    its reasoning and that reasoning's one detail."""
     uses = response.message.tool_uses
     if uses:
         return json.dumps(uses[0].input) == text
+    reasoning = [block for block in response.message.content if block.kind == "reasoning"]
+    if reasoning:
+        return reasoning[0].text == text and [detail["text"] for detail in reasoning[0].details] == [text]
     return response.message.text == text
 
 

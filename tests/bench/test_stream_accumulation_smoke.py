@@ -19,6 +19,7 @@ PATHS = (
     "Engine: Agent.ask, SQLite file store",
     "Reader: OpenAI chunks, text",
     "Reader: OpenAI chunks, tool-call arguments",
+    "Reader: OpenRouter chunks, reasoning details",
     "Reader: Anthropic events, text",
     "Reader: Anthropic events, tool-call arguments",
     "Reader: Gemini chunks, text",
