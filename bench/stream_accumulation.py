@@ -20,17 +20,20 @@ answer's length.
    1, 4 and 16 MB in 4-character deltas: the real model-turn path. CPU s per
    MB, and per MB over the floor's.
 3. Stream readers: each HTTP adapter's reader fed 1, 4 and 16 MB of text, of
-   tool-call arguments and of OpenRouter's reasoning details, in 64-character
-   pieces as already-decoded chunks
-   (no HTTP or JSON decoding is measured). A quadratic assembly still copies
-   the whole text at every piece, so it shows at this piece size too.
+   tool-call arguments and of OpenRouter's reasoning details, in 256-character
+   pieces as already-decoded chunks (no HTTP or JSON decoding is measured).
+   A quadratic assembly still copies the whole text at every piece, so it
+   shows at this piece size too (ratios of 10 and more).
 4. Targets: for every path, CPU s per MB at 16 MB / at 1 MB <= 1.5.
 
 CPU time is the process's (``time.process_time``: every thread, not the wall
-clock), after ``gc.collect()``; each size runs one or more rounds and the
-least CPU time counts, since other load only ever adds to it. The exit status
-is 0 whatever the figures are (``--strict`` makes a missed target exit 1), so
-a smoke test can run ``--quick`` on any machine. See bench/README.md.
+clock), after ``gc.collect()``. Rounds are interleaved (every size and path in
+turn, so a busy spell of the machine falls on all of them) and the least CPU
+time of a size's rounds counts, since other load only ever adds to it: the
+floor and the engine run 3, 2 and 1 rounds of 1, 4 and 16 MB, the readers 5
+of each. The exit status is 0 whatever the figures are (``--strict`` makes a
+missed target exit 1), so a smoke test can run ``--quick`` on any machine.
+See bench/README.md.
 """
 
 from __future__ import annotations
@@ -39,12 +42,13 @@ import argparse
 import functools
 import gc
 import json
+import math
 import platform
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,21 +69,22 @@ from lg_core.providers.scripted import ScriptedProvider
 
 MB = 1 << 20
 DELTA = "abc "  # one 4-character delta: the scripted provider streams word by word
-PIECE = 64  # characters per chunk fed to the stream readers
+PIECE = 256  # characters per chunk fed to the stream readers
 TARGET_RATIO = 1.5
 MODEL = "lg-bench-stream"
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The answer sizes measured, in MB, and how many rounds each one runs."""
+    """The answer sizes measured, in MB, and how many rounds each runs."""
 
     sizes: tuple[float, ...]
-    rounds: tuple[int, ...]  # per size: more for the small ones, whose figure noise moves most
+    engine_rounds: tuple[int, ...]  # per size, for the floor and the engine: fewer for the long answers
+    reader_rounds: int  # for every size, for the readers (they cost a fortieth of the engine per MB)
 
 
-FULL = Plan(sizes=(1, 4, 16), rounds=(3, 2, 1))
-QUICK = Plan(sizes=(1 / 16, 1 / 4, 1), rounds=(1, 1, 1))
+FULL = Plan(sizes=(1, 4, 16), engine_rounds=(3, 2, 1), reader_rounds=5)
+QUICK = Plan(sizes=(1 / 16, 1 / 4, 1), engine_rounds=(1, 1, 1), reader_rounds=1)
 
 
 class StreamAgent(Agent):
@@ -223,42 +228,53 @@ def assembled(response: Any, text: str) -> bool:
 # -- measuring -----------------------------------------------------------------------------
 
 
-def least_per_mb(measure: Callable[[str], Any], text: str, rounds: int) -> float:
-    """CPU seconds per MB of ``measure(text)``: the least of ``rounds`` rounds."""
-    return min(cpu_seconds(lambda: measure(text)) for _ in range(rounds)) / (len(text) / MB)
-
-
-def per_mb(measure: Callable[[str], Any], make: Callable[[float], str], plan: Plan) -> list[float]:
-    """CPU seconds per MB of ``measure(make(size))`` for each size of ``plan``."""
-    return [least_per_mb(measure, make(size), rounds) for size, rounds in zip(plan.sizes, plan.rounds, strict=True)]
+def interleaved(measures: dict[str, Callable[[str], Any]], texts: list[str], rounds: Sequence[int]) -> dict[str, list[float]]:
+    """CPU seconds per MB of each measure on each text (``rounds[i]`` rounds for ``texts[i]``): the least
+    of its rounds. A round takes every size and every measure in turn, so that a busy spell of the
+    machine falls on all of them alike rather than on one size."""
+    best = {name: [math.inf] * len(texts) for name in measures}
+    for round_index in range(max(rounds)):
+        for index, text in enumerate(texts):
+            if round_index >= rounds[index]:
+                continue
+            for name, measure in measures.items():
+                seconds = cpu_seconds(functools.partial(measure, text))
+                best[name][index] = min(best[name][index], seconds / (len(text) / MB))
+    return best
 
 
 def measure_engine(plan: Plan, workdir: Path) -> dict[str, list[float]]:
-    """The floor's and the engine's CPU seconds per MB, size by size; the scripted model answers
+    """The floor's and the engine's CPU seconds per MB for each size; the scripted model answers
     whatever ``streamed["text"]`` holds when it is called."""
     configuration = Configuration(run_store=f"sqlite:///{workdir / 'runs.db'}")
     streamed = {"text": answer(plan.sizes[0])}
+
+    def answering(action: Callable[[str], Any]) -> Callable[[str], Any]:
+        def measure(text: str) -> Any:
+            streamed["text"] = text
+            return action(text)
+
+        return measure
+
     scripted.register(MODEL, lambda request: {"text": streamed["text"]})
     try:
         engine(configuration, streamed["text"])  # warm-up: imports, schema, statement caches
         floor(streamed["text"])
-        results: dict[str, list[float]] = {"floor": [], "engine": []}
-        for size, rounds in zip(plan.sizes, plan.rounds, strict=True):
-            text = streamed["text"] = answer(size)
-            results["floor"].append(least_per_mb(floor, text, rounds))
-            results["engine"].append(least_per_mb(functools.partial(engine, configuration), text, rounds))
+        measures = {"floor": answering(floor), "engine": answering(functools.partial(engine, configuration))}
+        return interleaved(measures, [answer(size) for size in plan.sizes], plan.engine_rounds)
     finally:
         scripted.unregister(MODEL)
         configuration.close()
-    return results
 
 
 def measure_readers(plan: Plan) -> dict[str, list[float]]:
-    for name, (read, make) in READERS.items():  # each reader assembles what it was fed
-        text = make(plan.sizes[0])
-        if not assembled(read(text), text):
+    results = {}
+    for name, (read, make) in READERS.items():
+        texts = [make(size) for size in plan.sizes]
+        if not assembled(read(texts[0]), texts[0]):  # each reader assembles what it was fed
             raise AssertionError(f"{name}: the reader did not assemble the whole stream")
-    return {name: per_mb(read, make, plan) for name, (read, make) in READERS.items()}
+        results[name] = interleaved({name: read}, texts, [plan.reader_rounds] * len(texts))[name]
+    return results
 
 
 def run_benchmark(plan: Plan, workdir: Path) -> dict[str, Any]:
@@ -275,7 +291,7 @@ def run_benchmark(plan: Plan, workdir: Path) -> dict[str, Any]:
             "python": f"{platform.python_implementation()} {platform.python_version()}",
             "littleghost": lg_core.__version__,
             "platform": platform.platform(),
-            "plan": {"sizes_mb": list(plan.sizes), "rounds": list(plan.rounds)},
+            "plan": {"sizes_mb": list(plan.sizes), "engine_rounds": list(plan.engine_rounds), "reader_rounds": plan.reader_rounds},
             "engine_delta_chars": len(DELTA),
             "reader_piece_chars": PIECE,
         },
@@ -312,8 +328,8 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
     console.rule("[bold]Environment")
     console.print(
         f"{env['python']}, LittleGhost {env['littleghost']}, {env['platform']}; sizes {env['plan']['sizes_mb']} MB, "
-        f"rounds {env['plan']['rounds']}; engine deltas of {env['engine_delta_chars']} characters, "
-        f"reader pieces of {env['reader_piece_chars']}"
+        f"rounds {env['plan']['engine_rounds']} (floor, engine) and {env['plan']['reader_rounds']} (readers); "
+        f"engine deltas of {env['engine_delta_chars']} characters, reader pieces of {env['reader_piece_chars']}"
     )
     sizes = list(report["paths"][0]["cpu_s_per_mb"])
 
