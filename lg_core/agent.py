@@ -91,6 +91,7 @@ class Agent:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own = vars(cls)
+        _refuse_unsupported_declarations(cls)
         cls.agent_id = cls.assembly_id = _declared_id(cls, own)
         cls._check_model(own.get("model", cls.model))
         _check_select_model(own.get("select_model"), cls.__qualname__)
@@ -106,6 +107,7 @@ class Agent:
             _check_system_prompt(own["system_prompt"], cls.__qualname__)
         cls._tool_loop_policy = policy_from_declaration(cls.detect_tool_loops, cls.__qualname__)
         cls._callback_chains = _merge_callback_chains(cls)
+        _refuse_undeclared_callbacks(cls)
 
     @classmethod
     def _check_model(cls, model: Any) -> None:
@@ -595,6 +597,48 @@ def _checked_limits(own: Any, owner: str) -> dict[str, int]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{owner}.limits[{name!r}] must be a positive integer, got {value!r}")
     return dict(own)
+
+
+# The spec's Agent declarations that this project does not build yet, with what each names. As plain
+# class attributes they would be accepted and silently ignored (an agent declaring a sandbox would run
+# its tools without one), so declaring one fails at class definition instead.
+_NOT_SUPPORTED_YET = {
+    "sandbox": "sandboxes",
+    "workspace": "workspaces",
+    "code_mode": "code mode",
+    "subagent": "subagents",
+    "subagents": "subagents",
+    "agent_as_tool": "agents exposed as tools",
+    "skills": "skills",
+    "manage_context": "context management",
+    "system_template": "prompt templates",
+    "prompt_local": "prompt templates",
+}
+
+
+def _refuse_unsupported_declarations(cls: type[Agent]) -> None:
+    """ConfigurationError for a declaration in :data:`_NOT_SUPPORTED_YET`, made by ``cls`` or a plain
+    mixin it inherits from (an Agent base was checked when it was defined)."""
+    for base in [cls, *(base for base in _declaring_bases(cls) if not issubclass(base, Agent))]:
+        declared = sorted(set(vars(base)) & set(_NOT_SUPPORTED_YET))
+        if declared:
+            name = declared[0]
+            raise ConfigurationError(
+                f"{cls.__qualname__} declares {name} (in {base.__qualname__}), but {_NOT_SUPPORTED_YET[name]} "
+                f"are not supported yet, so nothing would act on it; remove the declaration"
+            )
+
+
+def _refuse_undeclared_callbacks(cls: type[Agent]) -> None:
+    """A method named like a callback (``def before_model(self, payload)``) but not declared as one
+    fails at class definition: it would never run. A callback is declared with its decorator."""
+    chained = {name for chain in cls._callback_chains.values() for name in chain}
+    for name in CALLBACK_NAMES:
+        if name in vars(cls) and name not in chained:
+            raise ConfigurationError(
+                f"{cls.__qualname__}.{name} is not declared as a callback, so it would never run; "
+                f"decorate it with @lg_core.{name}"
+            )
 
 
 def _merge_callback_chains(cls: type[Agent]) -> dict[str, tuple[str, ...]]:

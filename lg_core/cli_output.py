@@ -74,10 +74,17 @@ class EventPrinter:
         self.out = out
         self.info = info or out
         self.answer_only = answer_only
-        self.text = ""
-        self._pending = ""  # answer_only: text not yet known to be narration or the answer
+        # Text arrives in many small deltas: kept in pieces and joined when read, since
+        # appending to one string attribute copies it every time (quadratic in the answer).
+        self._pieces: list[str] = []
+        self._pending: list[str] = []  # answer_only: text not yet known to be narration or the answer
         self._mid_line = False
         self._lock = threading.Lock()
+
+    @property
+    def text(self) -> str:
+        """Everything the model has written so far."""
+        return "".join(self._pieces)
 
     def __call__(self, event: StreamEvent) -> None:
         handler = getattr(self, f"_on_{event.type}", None)
@@ -99,9 +106,9 @@ class EventPrinter:
 
     def _on_text_delta(self, data: Mapping[str, Any]) -> None:
         text = str(data.get("text", ""))
-        self.text += text
+        self._pieces.append(text)
         if self.answer_only:
-            self._pending += text
+            self._pending.append(text)
             return
         self.out.print(text, end="", markup=False, soft_wrap=True)
         self._mid_line = not text.endswith("\n")
@@ -126,7 +133,7 @@ class EventPrinter:
 
     def _on_model_retry(self, data: Mapping[str, Any]) -> None:
         if self.answer_only:  # the retried call's text was never shown: drop it
-            self._pending = ""
+            self._pending.clear()
         extra = "; the text above is superseded" if data.get("partial_text") and not self.answer_only else ""
         self.note(f"[yellow]model call retried{extra}[/]")
 
@@ -148,7 +155,8 @@ class EventPrinter:
 
     def _narrate(self) -> None:
         """answer_only: the text so far was not the answer (a tool call follows): show it on ``info``."""
-        text, self._pending = self._pending.strip(), ""
+        text = "".join(self._pending).strip()
+        self._pending.clear()
         if text:
             self.info.print(text, markup=False, soft_wrap=True, highlight=False)
 

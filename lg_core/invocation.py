@@ -8,6 +8,12 @@ through ``invocation["name"]`` and ``invocation.name`` (the spec's
 invocation is persisted with the run. Every field, known or not, is written
 with ``invocation["name"] = value`` or ``invocation.name = value``; both
 normalize and validate the value the way the constructor does.
+
+One field waits: ``deadline_at`` given as ISO 8601 text is kept as text and
+parsed when it is first read (the spec: "parsing is deferred until
+``deadline_at`` is read"), so unparsable text raises its InvocationError
+there. Starting a run reads it (:meth:`Invocation.check_storable`), so such a
+request still fails before its Run exists.
 """
 
 from __future__ import annotations
@@ -136,8 +142,9 @@ class Invocation:
         data["message"] = self.message.to_dict()
         data["history"] = [m.to_dict() for m in self.history]
         data["context"] = self.context.to_dict()
-        if self.deadline_at is not None:
-            data["deadline_at"] = self.deadline_at.isoformat()
+        deadline = data.get("deadline_at")
+        if isinstance(deadline, datetime):  # text not read yet stays as it was given
+            data["deadline_at"] = deadline.isoformat()
         return data
 
     # -- indifferent access ---------------------------------------------------
@@ -251,7 +258,14 @@ class Invocation:
 
     @property
     def deadline_at(self) -> datetime | None:
-        return self._env.get("deadline_at")
+        """The deadline, in UTC. ISO 8601 text is parsed here, the first time it is read (the spec's
+        lazy parse), and kept parsed; text that is not ISO 8601 raises InvocationError here, not when
+        it was given. A run reads it before it exists (``check_storable``), so a bad deadline still
+        fails the request and never a stored run."""
+        value = self._env.get("deadline_at")
+        if isinstance(value, str):
+            value = self._env["deadline_at"] = _parsed_deadline(value)
+        return value
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -277,6 +291,7 @@ class Invocation:
         by its place (``settings['sent_at']``). And a lone surrogate such as
         ``"\\ud800"`` passes Python's str but no database, JSON writer or provider takes it.
         """
+        _ = self.deadline_at  # parsed now: a run stores its deadline, so bad text fails the request here
         plain = self._json_form()
         try:
             json.dumps(plain, ensure_ascii=False).encode("utf-8")
@@ -419,18 +434,28 @@ def _actor(value: Any, name: str) -> str | None:
     return None if value is None else _identifier(value, name)
 
 
-def _deadline(value: Any, name: str) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            raise InvocationError(f"deadline_at {value!r} is not ISO 8601 text") from None
+def _deadline(value: Any, name: str) -> datetime | str | None:
+    """A datetime in UTC; text is kept as given, parsed when ``deadline_at`` is read (the spec's
+    "parsing is deferred until deadline_at is read"). A value of another type is refused now."""
+    if value is None or isinstance(value, str):
+        return value
     if not isinstance(value, datetime):
         raise InvocationError(
             f"deadline_at must be a datetime or ISO 8601 text, got {type(value).__name__}"
         )
+    return _in_utc(value)
+
+
+def _parsed_deadline(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvocationError(f"deadline_at {text!r} is not ISO 8601 text") from None
+    return _in_utc(value)
+
+
+def _in_utc(value: datetime) -> datetime:
+    """``value`` in UTC; a naive datetime is read as local time."""
     if value.tzinfo is None:
         value = value.astimezone()
     return value.astimezone(UTC)

@@ -236,6 +236,7 @@ class Tool:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        _refuse_shadowed_bindings(cls)
         if "tool_name" not in vars(cls):
             cls.tool_name = _derived_tool_name(cls)
         if not isinstance(cls.tool_name, str) or not NAME_PATTERN.fullmatch(cls.tool_name):
@@ -653,6 +654,37 @@ def _describe_pydantic(error: Mapping[str, Any]) -> str:
 def _describe(error: jsonschema.ValidationError) -> str:
     where = "/".join(str(part) for part in error.absolute_path)
     return f"{where}: {error.message}" if where else error.message
+
+
+# What a tool reads from its run-scoped Binding (Tool.agent ... Tool.idempotency_key).
+_BINDING_ACCESSORS = ("agent", "run", "runtime", "model", "workspace", "sandbox", "idempotency_key")
+# Run-scoped objects the spec configures that this project does not build yet, with what the declaration
+# would leave the tool doing: running in the worker's process, with the process's access.
+_NOT_SUPPORTED_YET = {"sandbox": "sandboxes", "workspace": "workspaces"}
+
+
+def _refuse_shadowed_bindings(cls: type[Tool]) -> None:
+    """A class attribute named like a binding accessor fails at class definition.
+
+    It would replace the accessor, so the tool would read its own value instead of
+    the run's. For ``sandbox`` and ``workspace`` it reads as a declaration
+    (``sandbox = {"network": "none"}``) that nothing enforces: the tool would run in
+    the worker's process with all of its access, so it is refused as unsupported.
+    A property (an accessor written on purpose) is left alone.
+    """
+    for name in _BINDING_ACCESSORS:
+        if name not in vars(cls) or isinstance(vars(cls)[name], property):
+            continue
+        if name in _NOT_SUPPORTED_YET:
+            raise ConfigurationError(
+                f"{cls.__qualname__} declares {name} = ..., but {_NOT_SUPPORTED_YET[name]} are not supported yet: "
+                f"nothing would enforce it, and the tool would run in the worker's process with all of its access. "
+                f"Remove the {name} declaration; isolate the work inside call() yourself if it needs isolation"
+            )
+        raise ConfigurationError(
+            f"{cls.__qualname__}.{name} would hide the tool's run-scoped {name} (self.{name} comes from its binding); "
+            "give the class attribute another name"
+        )
 
 
 def _derived_tool_name(cls: type) -> str:

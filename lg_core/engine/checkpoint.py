@@ -37,6 +37,8 @@ class AgentCheckpoint:
     model_calls: int = 0
     tool_calls_total: int = 0
     repairs: int = 0
+    # The next model turn is the structured result's repair turn: it offers only the way to answer.
+    repairing: bool = False
     pending: list[PendingTool] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
@@ -71,6 +73,8 @@ class AgentCheckpoint:
         }
         if self.tool_loops:  # only agents with detect_tool_loops write it
             data["tool_loops"] = self.tool_loops
+        if self.repairing:  # only while a repair turn is due
+            data["repairing"] = True
         return data
 
     @classmethod
@@ -82,6 +86,7 @@ class AgentCheckpoint:
             model_calls=data["model_calls"],
             tool_calls_total=data["tool_calls_total"],
             repairs=data.get("repairs", 0),
+            repairing=bool(data.get("repairing", False)),
             pending=[PendingTool(**item) for item in data.get("pending", ())],
             usage=dict(data.get("usage") or {}),
             state=data.get("state") or {},
@@ -100,6 +105,7 @@ class AgentCheckpoint:
             model_calls=self.model_calls,
             tool_calls_total=self.tool_calls_total,
             repairs=self.repairs,
+            repairing=self.repairing,
             pending=[PendingTool(p.id, p.name, p.key, p.exclusive, p.status, p.input) for p in self.pending],
             usage=dict(self.usage),
             state=self.state,

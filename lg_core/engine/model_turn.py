@@ -55,11 +55,19 @@ PACE_CHECK_SECONDS = 0.5  # a rate-limited call waiting for its slot checks canc
 class ModelTurn:
     def __init__(self, scope: StepScope) -> None:
         self.scope = scope
-        self.partial_text = ""
+        # The text streamed so far by the current model call, in pieces: joined once, when
+        # read, since appending to one string copies it and costs quadratic time.
+        self._partial_pieces: list[str] = []
         self.calls_made = 0
         self.idempotent_tools: frozenset[str] = frozenset()  # tools not declared at_most_once
+        self.repairing = False  # this turn is a structured result's repair turn
         self.interjected: list[Message] = []
         self.interjection_seqs: list[int] = []
+
+    @property
+    def partial_text(self) -> str:
+        """The text the current model call has streamed so far (a partial run's response)."""
+        return "".join(self._partial_pieces)
 
     # -- execute -------------------------------------------------------------------
 
@@ -80,16 +88,9 @@ class ModelTurn:
         self._take_interjections()
         spec = agent_cls.result_spec()
         strategy = result_strategy(spec, model)
-        registry = agent.tool_registry(scope.binding(agent, model))
-        try:
-            specifications = registry.specifications()
-            check_tools_accepted(model, (tool.name for tool in specifications), agent_cls.__qualname__)
-            request = self._request(agent, model, specifications, spec, strategy, checkpoint)
-            exclusive = {tool.tool_name: bool(tool.exclusive) for tool in registry}
-            # Marked on their step rows, so a worker's claim of such a call need not be durable.
-            self.idempotent_tools = frozenset(tool.tool_name for tool in registry if not tool.at_most_once)
-        finally:
-            registry.close()
+        self.repairing = checkpoint.repairing and spec is not None
+        specifications, exclusive = ((), {}) if self.repairing else self._offered_tools(agent, model)
+        request = self._request(agent, model, specifications, spec, strategy, checkpoint)
         decision = run_chain(agent, "before_model", {"request": request, "turn": checkpoint.turn, "parent_operation_id": None}, context=scope.context)
         if decision.cancelled:
             raise CancelledError(decision.reason or "a before_model callback cancelled the invocation")
@@ -102,6 +103,24 @@ class ModelTurn:
             raise CancelledError(decision.reason or "an after_model callback cancelled the invocation")
         response = decision.value["response"]
         return self._decide(agent, response, spec, strategy, exclusive)
+
+    def _offered_tools(self, agent: Any, model: Any) -> tuple[tuple[ToolSpecification, ...], dict[str, bool]]:
+        """The agent's tools for this turn, as the model sees them, and which of them are exclusive.
+
+        Not asked in a structured result's repair turn: the spec allows it one repair
+        attempt, so it is offered only the way to answer, never more tool work.
+        """
+        scope = self.scope
+        registry = agent.tool_registry(scope.binding(agent, model))
+        try:
+            specifications = registry.specifications()
+            check_tools_accepted(model, (tool.name for tool in specifications), scope.agent_class.__qualname__)
+            exclusive = {tool.tool_name: bool(tool.exclusive) for tool in registry}
+            # Marked on their step rows, so a worker's claim of such a call need not be durable.
+            self.idempotent_tools = frozenset(tool.tool_name for tool in registry if not tool.at_most_once)
+        finally:
+            registry.close()
+        return specifications, exclusive
 
     def _take_interjections(self) -> None:
         """User messages interjected since the last turn join the conversation here."""
@@ -165,8 +184,8 @@ class ModelTurn:
             raise error
         # Announced before the wait, with its length: a consumer learns at once that the call
         # failed and when it is tried again, even if the deadline or a cancel ends the wait.
-        scope.emit("model_retry", attempt=retries + 1, partial_text=bool(self.partial_text), error_class=type(error).__name__, message=str(error), delay=delay)
-        self.partial_text = ""
+        scope.emit("model_retry", attempt=retries + 1, partial_text=bool(self._partial_pieces), error_class=type(error).__name__, message=str(error), delay=delay)
+        self._partial_pieces.clear()
         if delay:
             self._backoff(delay, error)
         return replacement
@@ -218,7 +237,8 @@ class ModelTurn:
             for event in model.stream(request):
                 scope.check_interrupt()
                 if event.type == "text_delta":
-                    self.partial_text += event.data.get("text", "")
+                    if text := event.data.get("text"):
+                        self._partial_pieces.append(text)
                 if event.type == "usage":
                     reported = event.data.get("usage")
                 if event.type == "message_stop":
@@ -243,20 +263,29 @@ class ModelTurn:
 
     def _decide(self, agent: Any, response: ModelResponse, spec: ResultSchema | None, strategy: str | None, exclusive: dict[str, bool]) -> Transition:
         tool_uses = response.message.tool_uses
+        if self.repairing and spec is not None:
+            _refuse_tool_work_in_repair(tool_uses, spec, strategy)
         if strategy == "tool" and spec is not None:
             terminal = [use for use in tool_uses if use.name == spec.tool_name()]
             if terminal:
                 return self._structured(agent, response, spec, strategy, terminal[0].input, terminal[0].id)
         if tool_uses:
             return self._schedule_tools(response, exclusive)
+        cut_off = response.stop_reason == "max_tokens"
         if strategy == "provider" and spec is not None:
             value, problem = parse_json_text(response.message.text)
+            if cut_off and (problem or spec.validate(value)):
+                raise _cut_off_before_answering(spec)
             return self._structured(agent, response, spec, strategy, value, None, problem)
         if strategy == "tool" and spec is not None:
+            if cut_off:
+                raise _cut_off_before_answering(spec)
             # Not taken from the text, even when it holds a valid object: with this strategy the
             # result comes only through the submit tool (the spec: "that exact path").
             problem = f"it answered in text instead of calling the tool {spec.tool_name()!r}"
             return self._repair(response, spec, strategy, [problem], None)
+        if cut_off and not response.message.text.strip():
+            raise _cut_off_before_answering(None)
         return self._finish(agent, response, None)
 
     def _structured(self, agent: Any, response: ModelResponse, spec: ResultSchema, strategy: str, value: Any, tool_use_id: str | None, problem: str | None = None) -> Transition:
@@ -290,6 +319,7 @@ class ModelTurn:
         def transition(state: FrameState) -> Any:
             checkpoint = self._advanced(state, response, calls)
             checkpoint.repairs += 1
+            checkpoint.repairing = True
             checkpoint.turn += 1
             rows = self._rows(state, checkpoint, followups)
             repairing = scope.model_step(state, checkpoint.turn)
@@ -449,6 +479,7 @@ class ModelTurn:
         """The checkpoint after this turn's model calls, before the branch's own changes."""
         checkpoint = state.checkpoint.copy()
         checkpoint.model_calls += calls
+        checkpoint.repairing = False  # a repair turn is one turn: whatever follows it is not
         self.scope.add_step_usage(checkpoint)  # the response's usage, recorded as it arrived
         checkpoint.last_text = response.message.text or checkpoint.last_text
         if self.scope.context is not None:
@@ -478,6 +509,45 @@ def _answers_to_final_calls(message: Message, submitted_by: str | None) -> list[
         for use in message.tool_uses
     ]
     return [Message(role="tool", content=results)]
+
+
+def _refuse_tool_work_in_repair(tool_uses: Any, spec: ResultSchema, strategy: str | None) -> None:
+    """StructuredResultError for a repair turn's answer that calls a tool other than the submit tool.
+
+    The repair turn offers only the way to answer (the submit tool, or none with
+    the provider strategy), so such a call is the second invalid response, which
+    the spec ends the run with. It never runs. A valid submission beside it is
+    still taken, as in any turn; the other calls are then answered as not run.
+    """
+    submit = spec.tool_name() if strategy == "tool" else None
+    others = [use.name for use in tool_uses if use.name != submit]
+    if not others or (submit is not None and len(others) < len(tool_uses)):
+        return
+    offered = f"only the tool {submit!r}" if submit else "no tools"
+    problem = f"in its repair turn, which offers {offered}, it called the tool {others[0]!r}"
+    raise StructuredResultError(
+        f"the model's structured result for {spec.name!r} was invalid twice: {problem}",
+        schema_name=spec.name,
+        validation_errors=[problem],
+    )
+
+
+def _cut_off_before_answering(spec: ResultSchema | None) -> OutputLimitError:
+    """The error of a model turn the output token limit stopped before it answered.
+
+    "Before it answered": no tool call and no text but whitespace (a reasoning model
+    may spend the whole limit thinking), or, for a structured agent, no valid result
+    (a JSON answer cut short; with the tool strategy, no call of the submit tool).
+    Another attempt under the same limit would most likely be cut off again, so the
+    run fails (the spec's OutputLimitError: generation limits stopped the agent
+    before completion) rather than repairing. Text cut off after it began is an
+    answer: the run completes with stop reason ``max_tokens``.
+    """
+    wanted = "an answer (no text and no tool call)" if spec is None else f"a valid result for the schema {spec.name!r}"
+    return OutputLimitError(
+        f"the model stopped at its output token limit (stop reason max_tokens) before it gave {wanted}; "
+        "raise the output limit in the request settings (max_tokens, or the provider's name for it)"
+    )
 
 
 def _repair_instruction(spec: ResultSchema, strategy: str, problems: list[str]) -> str:

@@ -15,7 +15,8 @@ the benchmarks. Register a script, then point an agent at it::
 A turn is a dict with any of ``text``, ``tool_calls``, ``reasoning``,
 ``structured`` (a value sent as JSON text), ``usage``, ``stop_reason``,
 ``delay`` (seconds before the first token), ``delta_delay`` (seconds between
-text deltas, for a model that takes time to stream), or ``error`` (a message, or a dict
+text deltas, for a model that takes time to stream; both waits end at the
+run's deadline or its cancellation, as an HTTP provider's do), or ``error`` (a message, or a dict
 with ``message``, ``kind`` in {"provider", "http", "rate_limit",
 "context_window", "protocol"}, ``status`` and ``retryable``). Instead of a
 list, ``turns`` may be a callable ``(request) -> dict``.
@@ -38,6 +39,7 @@ from typing import Any
 from lg_core.content import Reasoning, Text, ToolUse
 from lg_core.errors import (
     ContextWindowOverflowError,
+    DeadlineExceededError,
     HTTPError,
     ProtocolError,
     ProviderError,
@@ -143,12 +145,19 @@ class ScriptedProvider(Provider):
 
 
 def _pause(request: ModelRequest, seconds: float) -> None:
-    """Take time like a model does, but stop at once when the run is cancelled (as a closed stream would)."""
+    """Take time like a model does, but stop as an HTTP provider's wait stops: at once when the run is
+    cancelled (CancelledError), and at the run's deadline (DeadlineExceededError), whichever comes first."""
     token = request.cancellation_token
+    left = seconds if request.deadline is None else request.deadline.timestamp() - time.time()
+    overdue = left < seconds  # the deadline comes first: the pause ends there
+    left = max(min(left, seconds), 0.0)
     if token is None:
-        time.sleep(seconds)
+        time.sleep(left)
     else:
-        token.wait(seconds)
+        token.wait(left)
+        token.raise_if_cancelled()
+    if overdue:
+        raise DeadlineExceededError()
 
 
 def _pick_turn(script: Script, request: ModelRequest, model_id: str, sequence: int) -> Turn:

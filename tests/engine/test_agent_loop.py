@@ -356,6 +356,41 @@ def test_exceeding_max_turns_fails_with_output_limit_error(config, script):
     assert event_types(run)[-1] == "run_error"
 
 
+@pytest.mark.parametrize(
+    "turn",
+    [
+        {"reasoning": "The customer wants a refund; policy says", "text": "", "stop_reason": "max_tokens"},
+        {"text": " \n ", "stop_reason": "max_tokens"},
+    ],
+    ids=["reasoning only", "whitespace only"],
+)
+def test_a_turn_the_output_limit_stopped_before_any_answer_fails_with_output_limit_error(config, script, turn):
+    run = agent_for(script([{**turn, "usage": {"input_tokens": 10, "output_tokens": 400}}]), LookupTool).ask("Refunds?")
+
+    assert run.outcome == "failed"
+    assert type(run.error) is OutputLimitError
+    assert "before it gave an answer (no text and no tool call)" in str(run.error)
+    assert run.usage == Usage(input_tokens=10, output_tokens=400), "the tokens the limit stopped are counted"
+    record = config.runtime().store.load_run(run.id)
+    assert (record.status, record.error["name"], record.response) == ("failed", "OutputLimitError", None)
+
+
+def test_text_the_output_limit_cut_off_completes_the_run_with_stop_reason_max_tokens(config, script):
+    run = agent_for(script([{"text": "Refunds are available within", "stop_reason": "max_tokens"}])).ask("Refunds?")
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Refunds are available within"
+    assert run.result.stop_reason == "max_tokens"
+
+
+def test_tool_calls_stopped_by_the_output_limit_after_they_were_whole_still_run(config, script):
+    target = script([{"tool_calls": [lookup_call()], "stop_reason": "max_tokens"}, {"text": "Thirty days."}])
+    run = agent_for(target, LookupTool).ask("Refunds?")
+
+    assert run.outcome == "completed", run.error
+    assert event_types(run).count("tool_execution_stop") == 1
+
+
 def test_exceeding_max_tool_calls_fails_with_output_limit_error(config, script):
     target = script(
         [

@@ -151,6 +151,65 @@ def test_a_deadline_during_a_slow_model_turn_ends_partial_with_the_text_so_far(c
     assert run.events()[-1].data["response"] == "Let me check the order."
 
 
+@pytest.mark.timeout(30)
+def test_a_scripted_delay_longer_than_the_deadline_ends_partial_at_the_deadline(config, script):
+    """The scripted model waits as an HTTP provider does: the deadline ends the wait, not the delay."""
+    run = agent_for(script([{"text": "Far too late.", "delay": 120}])).ask("Where is my order?", deadline=RUN_DEADLINE)
+
+    assert run.outcome == "partial"
+    assert isinstance(run.error, DeadlineExceededError)
+    assert "message_start" not in event_types(run)
+    record = config.runtime().store.load_run(run.id)
+    assert record.status == "partial"
+    assert record.error["name"] == "DeadlineExceededError"
+
+
+@pytest.mark.timeout(30)
+def test_a_scripted_delay_between_deltas_ends_partial_at_the_deadline_with_the_text_so_far(config, script):
+    run = agent_for(script([{"text": "Checking the order now.", "delta_delay": 120}])).ask("Where is my order?", deadline=RUN_DEADLINE)
+
+    assert run.outcome == "partial"
+    assert run.response == "Checking "
+    assert config.runtime().store.load_run(run.id).response == "Checking "
+
+
+@pytest.mark.timeout(30)
+def test_cancelling_during_a_scripted_delay_ends_the_run_cancelled_at_once(config, script):
+    waiting = threading.Event()
+
+    def slow_turn(request):
+        waiting.set()
+        return {"text": "Far too late.", "delay": 120}
+
+    run = agent_for(script(slow_turn)).stream_ask("Where is my order?")
+    canceller = start_thread(lambda: waiting.wait(30) and run.cancel("the user left"))
+    events = [event.type for event in run]
+    canceller.join(30)
+
+    assert run.outcome == "cancelled"
+    assert "the user left" in str(run.error)
+    assert "message_start" not in events
+    assert config.runtime().store.load_run(run.id).status == "cancelled"
+
+
+def test_deadline_at_text_is_read_when_the_run_starts_and_stored_parsed(config, script):
+    run = agent_for(script([{"text": "Shipped."}])).ask("Where is my order?", deadline_at="2999-01-02T03:04:05+02:00")
+
+    assert run.completed, run.error
+    record = config.runtime().store.load_run(run.id)
+    assert record.deadline_at == datetime(2999, 1, 2, 1, 4, 5, tzinfo=UTC).timestamp()
+    assert record.invocation["deadline_at"] == "2999-01-02T01:04:05+00:00"
+
+
+def test_deadline_at_text_that_is_not_iso_8601_fails_the_request_before_a_run_exists(config, script):
+    agent = agent_for(script([{"text": "never"}]))
+
+    with pytest.raises(InvocationError, match="^deadline_at 'end of day' is not ISO 8601 text$"):
+        agent.ask("Where is my order?", deadline_at="end of day", run_id="bad-deadline-1")
+
+    assert lg_core.list_runs() == []
+
+
 def test_a_slow_tool_checking_its_context_ends_partial_at_the_deadline(config, script):
     loops = []
 

@@ -181,6 +181,25 @@ def test_a_failed_run_counts_the_usage_of_its_second_invalid_result(config, scri
     assert lg_core.Usage.from_dict(run.runtime.store.load_run(run.id).usage) == both
 
 
+@pytest.mark.parametrize("capabilities", [None, NO_NATIVE], ids=["provider strategy", "tool strategy"])
+def test_a_result_the_output_limit_cut_off_fails_with_output_limit_error_not_a_repair(config, script, capabilities):
+    target, requests = recording(script, [{"text": '{"category": "deliv', "stop_reason": "max_tokens"}, {"structured": VALID}], capabilities=capabilities)
+    run = triage_agent(target).ask("Missing package")
+
+    assert run.outcome == "failed"
+    assert type(run.error) is lg_core.OutputLimitError
+    assert "before it gave a valid result for the schema 'support_triage'" in str(run.error)
+    assert len(requests) == 1 and "structured_result_repair" not in event_types(run)
+    assert config.runtime().store.load_run(run.id).error["name"] == "OutputLimitError"
+
+
+def test_a_valid_result_that_reached_the_output_limit_is_accepted(config, script):
+    run = triage_agent(script([{"structured": VALID, "stop_reason": "max_tokens"}])).ask("Missing package")
+
+    assert run.outcome == "completed", run.error
+    assert run.result.output == VALID
+
+
 # -- tool strategy -------------------------------------------------------------------------------
 
 
@@ -366,3 +385,106 @@ def test_a_structured_agent_may_call_tools_before_answering(config, script):
         "a tool turn is not an invalid result"
     )
     assert [m.role for m in run.result.messages] == ["user", "assistant", "tool", "assistant"]
+
+
+# -- the repair turn --------------------------------------------------------------------------------
+
+
+class OrderTool(lg_core.Tool):
+    """Records each call: a tool called in a repair turn must never run."""
+
+    tool_name = "order_status"
+    description = "Order status."
+    calls: list[dict] = []
+
+    def call(self, input):
+        OrderTool.calls.append(dict(input))
+        return "lost in transit"
+
+
+def triage_agent_with_tools(target, schema=None):
+    return type("ToolTriage", (Agent,), {"model": target, "result_schema": schema or TRIAGE, "tools": [OrderTool]})
+
+
+@pytest.fixture
+def order_calls():
+    OrderTool.calls = []
+    return OrderTool.calls
+
+
+SUBMIT = {"name": "submit_support_triage", "arguments": VALID}
+STRATEGIES = [
+    pytest.param(None, {"structured": VALID}, [], id="provider strategy"),
+    pytest.param(NO_NATIVE, {"tool_calls": [SUBMIT]}, ["submit_support_triage"], id="tool strategy"),
+]
+
+
+@pytest.mark.parametrize(("capabilities", "answer", "offered"), STRATEGIES)
+def test_the_repair_turn_offers_only_the_way_to_answer(config, script, capabilities, answer, offered):
+    target, requests = recording(script, [{"text": "delivery, urgent"}, answer], capabilities=capabilities)
+    run = triage_agent_with_tools(target).ask("Missing package")
+
+    assert run.outcome == "completed", run.error
+    assert run.result.output == VALID
+    first, repair = requests
+    assert "order_status" in [tool.name for tool in first.tools]
+    assert [tool.name for tool in repair.tools] == offered
+
+
+@pytest.mark.parametrize(("capabilities", "answer", "offered"), STRATEGIES)
+def test_an_ordinary_tool_called_in_the_repair_turn_fails_the_run_and_never_runs(config, script, order_calls, capabilities, answer, offered):
+    """The spec allows one repair attempt, not more tool work: the call is the second invalid response."""
+    turns = [{"text": "delivery, urgent"}, {"tool_calls": [{"name": "order_status", "arguments": {}}]}, answer]
+    target, requests = recording(script, turns, capabilities=capabilities)
+    run = triage_agent_with_tools(target).ask("Missing package")
+
+    assert run.outcome == "failed"
+    assert type(run.error) is StructuredResultError
+    assert "in its repair turn, which offers" in str(run.error) and "it called the tool 'order_status'" in str(run.error)
+    assert run.error.schema_name == "support_triage"
+    assert order_calls == [] and "tool_execution_start" not in event_types(run)
+    assert len(requests) == 2
+    record = config.runtime().store.load_run(run.id)
+    assert (record.status, record.error["name"]) == ("failed", "StructuredResultError")
+
+
+def test_a_valid_submission_in_the_repair_turn_is_taken_and_a_call_beside_it_never_runs(config, script, order_calls):
+    turns = [{"text": "delivery, urgent"}, {"tool_calls": [{"name": "order_status", "arguments": {}}, SUBMIT]}]
+    target, _ = recording(script, turns, capabilities=NO_NATIVE)
+    run = triage_agent_with_tools(target).ask("Missing package")
+
+    assert run.outcome == "completed", run.error
+    assert run.result.output == VALID
+    assert order_calls == []
+    [not_run] = [r for r in run.result.messages[-1].tool_results if r.status == "error"]
+    assert "Not run" in not_run.text
+
+
+def test_tools_are_offered_again_in_a_turn_after_the_repair_turn(config, script, order_calls):
+    """A user message that arrives while the repair turn runs continues the run: its next turn is an ordinary one."""
+
+    def serve(request):
+        sequence = request.metadata["sequence"]
+        if sequence == 1:  # the repair turn: a user message arrives meanwhile
+            lg_core.get_execution(request.metadata["run_id"]).interject("And check order 42, please.")
+            return {"tool_calls": [SUBMIT]}
+        if sequence == 2:
+            return {"tool_calls": [{"name": "order_status", "arguments": {"order": 42}}]}
+        return {"text": "delivery, urgent"} if sequence == 0 else {"tool_calls": [SUBMIT]}
+
+    requests = []
+
+    def recorded(request):
+        requests.append(request)
+        return serve(request)
+
+    run = triage_agent_with_tools(script(recorded, capabilities=NO_NATIVE)).ask("Missing package")
+
+    assert run.outcome == "completed", run.error
+    assert [sorted(tool.name for tool in request.tools) for request in requests] == [
+        ["order_status", "submit_support_triage"],
+        ["submit_support_triage"],
+        ["order_status", "submit_support_triage"],
+        ["order_status", "submit_support_triage"],
+    ]
+    assert order_calls == [{"order": 42}]

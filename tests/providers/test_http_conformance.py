@@ -21,6 +21,7 @@ from http import HTTPStatus
 import httpx
 import pytest
 
+import lg_core
 from lg_core import (
     ConfigurationError,
     ContextWindowOverflowError,
@@ -32,7 +33,14 @@ from lg_core import (
     ProtocolError,
     ProviderError,
 )
-from tests.providers.agents import SupportAgent, ToolAgent, retries, types, use_connection
+from tests.providers.agents import (
+    SupportAgent,
+    ToolAgent,
+    TriageAgent,
+    retries,
+    types,
+    use_connection,
+)
 from tests.providers.sse_server import html_reply, json_reply
 from tests.providers.wire_formats import FORMATS, KEY, MODEL_ID
 
@@ -412,6 +420,52 @@ def test_a_tool_call_cut_off_by_the_output_limit_is_an_output_limit_error(wire, 
     assert run.usage.output_tokens > 0, "the cut answer's tokens were spent: its usage counts though the turn failed"
 
 
+def test_an_answer_the_output_limit_stopped_while_reasoning_fails_the_run_with_an_output_limit_error(wire, connection):
+    """No text and no tool call: the limit stopped the agent before it answered (the spec's OutputLimitError),
+    so the run fails instead of completing with an empty answer, and is not repaired or retried."""
+    connection.reply(wire.stream(wire.reasoning_cut_off("The customer asks about refunds; ", "policy says")))
+
+    run = SupportAgent.ask("Refunds?", settings={"max_tokens": 400})
+
+    assert run.outcome == "failed"
+    assert type(run.error) is OutputLimitError
+    assert "output token limit (stop reason max_tokens) before it gave an answer" in str(run.error)
+    assert len(connection.received) == 1
+    record = stored(run)
+    assert record.status == "failed" and record.response is None
+    assert record.error["name"] == "OutputLimitError"
+    assert run.usage.output_tokens > 0 or run.usage.reasoning_tokens > 0, "the spent tokens are counted"
+
+
+def test_text_the_output_limit_cut_off_is_an_answer_the_run_completes_with(wire, connection):
+    """Text that began is what the model answered; the stop reason tells the caller it was cut off."""
+    connection.reply(wire.stream(wire.text_cut_off("Refunds are available within ", "thirty")))
+
+    run = SupportAgent.stream_ask("Refunds?", settings={"max_tokens": 8})
+    events = list(run)
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Refunds are available within thirty"
+    assert run.result.stop_reason == "max_tokens"
+    assert next(e for e in events if e.type == "message_stop").data["stop_reason"] == "max_tokens"
+    assert stored(run).status == "completed"
+
+
+def test_a_structured_result_cut_off_by_the_output_limit_fails_the_run_without_a_repair(wire, connection):
+    """A JSON answer cut short (provider strategy), or text before any submit call (tool strategy): another
+    attempt under the same limit would be cut off again, so the limit is named, not a repair asked for."""
+    connection.reply(wire.stream(wire.text_cut_off('{"category": "deliv')))
+
+    run = TriageAgent.ask("My package is missing.", settings={"max_tokens": 6})
+
+    assert run.outcome == "failed"
+    assert type(run.error) is OutputLimitError
+    assert "output token limit (stop reason max_tokens) before it gave a valid result for the schema 'result'" in str(run.error)
+    assert "structured_result_repair" not in types(run)
+    assert len(connection.received) == 1
+    assert stored(run).error["name"] == "OutputLimitError"
+
+
 # -- cancellation and deadlines ------------------------------------------------------------------------
 
 
@@ -535,6 +589,114 @@ def test_a_deadline_ends_a_stream_that_sends_nothing_more_as_partial(wire, conne
     assert run.outcome == "partial"
     assert isinstance(run.error, DeadlineExceededError)
     assert "model_retry" not in types(run)
+
+
+# -- keep-alives without data ------------------------------------------------------------------------------
+
+IDLE_TIMEOUT = 1  # the connection's timeout in these tests: a kept-alive stream is given up after it
+
+
+def only_keep_alives(wire, released, after=0):
+    """A stream that sends ``after`` events of an answer, then only keep-alive comments (Anthropic: pings),
+    every 50 ms, until ``released`` is set or the client goes away."""
+    return wire.keep_alive(wire.text("First ", "never sent."), until=released, after=after)
+
+
+def stored(run):
+    """The run as the run store recorded it."""
+    return lg_core.runtime().store.load_run(run.id)
+
+
+@pytest.mark.timeout(30)
+def test_a_stream_sending_only_keep_alives_for_the_timeout_is_given_up_and_retried(config, wire, server):
+    """Each keep-alive restarts httpx's read timeout: without a deadline only the idle limit ends the wait."""
+    connect(wire, server, timeout=IDLE_TIMEOUT)
+    released = threading.Event()
+    server.reply(only_keep_alives(wire, released), wire.stream(wire.text("Answered.")))
+    try:
+        run = SupportAgent.ask("Hi")
+    finally:
+        released.set()
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Answered."
+    [retry] = retries(run)
+    assert retry.data["error_class"] == "HTTPError"
+    assert f"sent no data for {IDLE_TIMEOUT} s (the connection's timeout), only keep-alives" in retry.data["message"]
+    assert retry.data["partial_text"] is False
+    assert len(server.received) == 2
+
+
+@pytest.mark.timeout(30)
+def test_keep_alives_after_some_text_are_given_up_and_the_partial_text_announced(config, wire, server):
+    connect(wire, server, timeout=IDLE_TIMEOUT)
+    released = threading.Event()
+    server.reply(only_keep_alives(wire, released, after=wire.first_piece_at), wire.stream(wire.text("Answered.")))
+    try:
+        run = SupportAgent.ask("Hi")
+    finally:
+        released.set()
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Answered."
+    [retry] = retries(run)
+    assert "only keep-alives" in retry.data["message"]
+    assert retry.data["partial_text"] is True
+
+
+@pytest.mark.timeout(30)
+def test_a_stream_that_keeps_sending_only_keep_alives_fails_the_run_after_the_retries(config, wire, server):
+    connect(wire, server, timeout=IDLE_TIMEOUT)
+    released = threading.Event()
+    server.reply(*[only_keep_alives(wire, released) for _ in range(3)])
+    try:
+        run = SupportAgent.ask("Hi")
+    finally:
+        released.set()
+
+    assert run.outcome == "failed"
+    assert type(run.error) is HTTPError
+    assert run.error.retryable is True and run.error.status is None
+    assert "only keep-alives" in str(run.error)
+    assert types(run).count("model_retry") == 2
+    assert len(server.received) == 3
+    record = stored(run)
+    assert record.status == "failed"
+    assert record.error["name"] == "HTTPError"
+
+
+def test_keep_alives_between_pieces_of_data_never_add_up_to_the_timeout(config, wire, server):
+    """The idle time starts again with every event that carries data: four waits of 0.6 s (2.4 s in all)
+    under a 2 s timeout do not end the stream, whatever keep-alives fill them."""
+    connect(wire, server, timeout=2)
+    server.reply(_keep_alive_before_each_event(wire, wire.text("Slow ", "but ", "steady."), pause=0.6, events=4))
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.outcome == "completed", run.error
+    assert run.response == "Slow but steady."
+    assert retries(run) == []
+
+
+def _keep_alive_before_each_event(wire, answer, *, pause, events):
+    """A stream of ``answer`` where the first ``events`` frames that carry data each come after ``pause`` seconds
+    of keep-alives, sent every 50 ms."""
+    frames, keep_alive = wire.framing.encoded(answer), wire.framing.comment
+
+    def reply(handler):
+        handler.start_stream()
+        paused = 0
+        for frame in frames:
+            if frame != keep_alive and paused < events:
+                paused += 1
+                until = time.monotonic() + pause
+                while time.monotonic() < until:
+                    handler.write_chunk(keep_alive)
+                    time.sleep(0.05)
+            handler.write_chunk(frame)
+        handler.end_chunks()
+
+    return reply
 
 
 # -- credentials -----------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from lg_core.providers.openai._request import build_body as openai_body
 from lg_core.providers.openrouter._connection import capabilities_option
 from lg_core.providers.openrouter._errors import STATUS_HINTS
 from lg_core.providers.openrouter._request import build_body
-from lg_core.providers.openrouter._stream import OpenRouterChunkReader, merge_details
+from lg_core.providers.openrouter._stream import OpenRouterChunkReader, ReasoningDetails
 
 SCHEMA = {"name": "triage", "schema": {"type": "object"}}
 SIGNED = {"type": "reasoning.text", "text": "Check the order.", "signature": "sig-1", "format": "anthropic-claude-v1", "index": 0}
@@ -34,23 +34,30 @@ def body(routing=None, capabilities=None, **fields):
 
 
 def test_text_fragments_of_one_block_become_one_detail_with_the_late_signature():
-    details = []
-    merge_details(details, [{"type": "reasoning.text", "text": "Check ", "signature": None, "index": 0}])
-    merge_details(details, [{"type": "reasoning.text", "text": "the order.", "index": 0}])
-    merge_details(details, [{"type": "reasoning.text", "text": "", "signature": "sig-1", "index": 0}])
+    details = ReasoningDetails()
+    details.add([{"type": "reasoning.text", "text": "Check ", "signature": None, "index": 0}])
+    details.add([{"type": "reasoning.text", "text": "the order.", "index": 0}])
+    details.add([{"type": "reasoning.text", "text": "", "signature": "sig-1", "index": 0}])
 
-    assert details == [{"type": "reasoning.text", "text": "Check the order.", "signature": "sig-1", "index": 0}]
+    assert details.collected() == [{"type": "reasoning.text", "text": "Check the order.", "signature": "sig-1", "index": 0}]
 
 
 def test_separate_blocks_and_encrypted_reasoning_stay_separate():
     encrypted = {"type": "reasoning.encrypted", "data": "EqQB", "index": 1}
-    details = []
-    merge_details(details, [{"type": "reasoning.text", "text": "First.", "index": 0}])
-    merge_details(details, [{"type": "reasoning.text", "text": "Second.", "index": 1}, encrypted])
-    merge_details(details, [{"type": "reasoning.summary", "summary": "In short.", "index": 2}, "not a detail"])
-    merge_details(details, {"type": "reasoning.text"})  # not a list: ignored
+    details = ReasoningDetails()
+    details.add([{"type": "reasoning.text", "text": "First.", "index": 0}])
+    details.add([{"type": "reasoning.text", "text": "Second.", "index": 1}, encrypted])
+    details.add([{"type": "reasoning.summary", "summary": "In short.", "index": 2}, "not a detail"])
+    details.add({"type": "reasoning.text"})  # not a list: ignored
 
-    assert [d.get("text") or d.get("summary") or d.get("data") for d in details] == ["First.", "Second.", "EqQB", "In short."]
+    assert [d.get("text") or d.get("summary") or d.get("data") for d in details.collected()] == ["First.", "Second.", "EqQB", "In short."]
+
+
+def test_a_detail_no_fragment_continued_is_kept_as_it_came():
+    details = ReasoningDetails()
+    details.add([{"type": "reasoning.text", "text": None, "index": 0}])
+
+    assert details.collected() == [{"type": "reasoning.text", "text": None, "index": 0}]
 
 
 def test_a_response_with_only_encrypted_reasoning_still_keeps_it():

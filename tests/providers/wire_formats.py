@@ -114,6 +114,14 @@ class WireFormat(abc.ABC):
         return None
 
     @abc.abstractmethod
+    def reasoning_cut_off(self, *pieces: str) -> list[Any]:
+        """An answer the output limit stopped while the model was still reasoning (``pieces``): no text, no tool call."""
+
+    @abc.abstractmethod
+    def text_cut_off(self, *pieces: str) -> list[Any]:
+        """A text answer the output limit stopped after ``pieces``."""
+
+    @abc.abstractmethod
     def not_json(self) -> bytes:
         """An event frame whose data is broken JSON."""
 
@@ -212,6 +220,13 @@ class AnthropicFormat(WireFormat):
         blocks = anthropic_server.tool_block(0, "toolu_1", name, ['{"topic": ', '"refu'])
         return anthropic_server.message(blocks, stop_reason="max_tokens")
 
+    def reasoning_cut_off(self, *pieces: str) -> list[Any]:
+        """``stop_reason: max_tokens`` after a thinking block."""
+        return anthropic_server.message(anthropic_server.thinking_block(0, *pieces, signature="c2lnbmF0dXJl"), stop_reason="max_tokens")
+
+    def text_cut_off(self, *pieces: str) -> list[Any]:
+        return anthropic_server.message(anthropic_server.text_block(0, *pieces), stop_reason="max_tokens")
+
     def not_json(self) -> bytes:
         return b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,\n\n'
 
@@ -279,6 +294,14 @@ class GeminiFormat(WireFormat):
 
     def malformed_tool_call(self, name: str) -> list[Any]:
         return gemini_server.calls_answer(gemini_server.call(name, ["refunds"]))  # type: ignore[arg-type]
+
+    def reasoning_cut_off(self, *pieces: str) -> list[Any]:
+        """Thought parts, then ``finishReason: MAX_TOKENS`` with the thoughts counted."""
+        thoughts = [gemini_server.chunk(gemini_server.thought(piece)) for piece in pieces]
+        return [*thoughts, gemini_server.chunk(finish="MAX_TOKENS", counts=gemini_server.usage(12, 0, thoughts=400))]
+
+    def text_cut_off(self, *pieces: str) -> list[Any]:
+        return gemini_server.text_answer(*pieces, finish="MAX_TOKENS")
 
     def not_json(self) -> bytes:
         return b'data: {"candidates": [{"content": {"parts": [{"text": "lo"}\r\n\r\n'
@@ -359,6 +382,21 @@ class OpenAIFormat(WireFormat):
     def cut_tool_call(self, name: str) -> list[Any]:
         """``finish_reason: length`` inside the call's arguments."""
         answer = openai_server.tool_call_chunks(("call_1", name, ['{"topic": ', '"refu']))
+        answer[-2] = openai_server.chunk({}, "length")
+        return answer
+
+    def reasoning_cut_off(self, *pieces: str) -> list[Any]:
+        """``finish_reason: length`` after reasoning deltas (``reasoning_content``, as compatible servers
+        stream it; OpenAI itself streams none, so its answer is then empty)."""
+        return [
+            openai_server.chunk({"role": "assistant", "content": "", "refusal": None}),
+            *(openai_server.chunk({"reasoning_content": piece}) for piece in pieces),
+            openai_server.chunk({}, "length"),
+            openai_server.usage_chunk(12, 400, reasoning=400),
+        ]
+
+    def text_cut_off(self, *pieces: str) -> list[Any]:
+        answer = openai_server.text_chunks(*pieces)
         answer[-2] = openai_server.chunk({}, "length")
         return answer
 

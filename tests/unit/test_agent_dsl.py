@@ -957,3 +957,65 @@ def test_system_prompt_of_the_wrong_type_fails_at_class_definition(config, bad):
             system_prompt = bad
 
     assert lg_core.list_runs() == []
+
+
+# -- declarations nothing would act on -------------------------------------------------------------
+
+
+UNSUPPORTED = [
+    ("sandbox", {"backend": "native"}, "sandboxes"),
+    ("workspace", {"root": "/srv"}, "workspaces"),
+    ("code_mode", {"engine": "python"}, "code mode"),
+    ("subagent", object, "subagents"),
+    ("subagents", [object], "subagents"),
+    ("agent_as_tool", object, "agents exposed as tools"),
+    ("skills", {"paths": ["skills"]}, "skills"),
+    ("manage_context", {"compression_threshold": 0.75}, "context management"),
+    ("system_template", "support/system", "prompt templates"),
+    ("prompt_local", {"tone": "calm"}, "prompt templates"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "noun"), UNSUPPORTED, ids=[row[0] for row in UNSUPPORTED])
+def test_a_spec_declaration_that_is_not_supported_yet_fails_at_class_definition(name, value, noun):
+    with pytest.raises(ConfigurationError, match=f"SupportAgent declares {name} .*{noun} are not supported yet"):
+        type("SupportAgent", (Agent,), {name: value})
+
+
+def test_an_unsupported_declaration_in_a_mixin_fails_too():
+    class Sandboxed:
+        sandbox = {"backend": "native"}
+
+    with pytest.raises(ConfigurationError, match=r"declares sandbox \(in .*Sandboxed\), but sandboxes are not supported yet"):
+        type("SupportAgent", (Sandboxed, Agent), {})
+
+
+def test_a_method_named_like_a_callback_but_not_declared_fails_at_class_definition():
+    def before_model(self, payload):
+        return None
+
+    with pytest.raises(ConfigurationError, match=r"SupportAgent.before_model is not declared as a callback.*@lg_core.before_model"):
+        type("SupportAgent", (Agent,), {"before_model": before_model})
+
+
+def test_a_declared_callback_named_after_its_kind_and_its_override_run(config):
+    seen = []
+    target = "scripted:dsl-callback-names"
+    lg_core.providers.scripted.register("dsl-callback-names", [{"text": "Hi."}, {"text": "Hi."}])
+    try:
+
+        class Parent(Agent):
+            model = target
+
+            @lg_core.before_model
+            def before_model(self, payload):
+                seen.append("parent")
+
+        class Child(Parent):
+            def before_model(self, payload):  # overrides the declared callback: still one
+                seen.append("child")
+
+        assert Parent.ask("Hi").completed and Child.ask("Hi").completed
+    finally:
+        lg_core.providers.scripted.unregister("dsl-callback-names")
+    assert seen == ["parent", "child"]

@@ -336,12 +336,55 @@ def test_deadline_at_defaults_to_none():
     assert Invocation("x", deadline_at=None).deadline_at is None
 
 
-@pytest.mark.parametrize(
-    ("bad", "match"), [("tomorrow", "not ISO 8601 text"), (12345, "got int"), ([2030], "got list")]
-)
-def test_bad_deadline_at_is_rejected(bad, match):
+@pytest.mark.parametrize(("bad", "match"), [(12345, "got int"), ([2030], "got list")])
+def test_a_deadline_at_that_is_neither_text_nor_a_datetime_is_rejected_when_given(bad, match):
     with pytest.raises(InvocationError, match=f"deadline_at.*{match}"):
         Invocation("x", deadline_at=bad)
+
+
+@pytest.mark.parametrize("text", ["tomorrow", "", "2030-13-01T00:00:00Z"])
+def test_deadline_at_text_is_parsed_when_read_and_bad_text_raises_there(text):
+    inv = Invocation("x", deadline_at=text)  # the spec: parsing is deferred until deadline_at is read
+
+    assert inv["deadline_at"] == text
+    with pytest.raises(InvocationError, match=f"^deadline_at {re.escape(repr(text))} is not ISO 8601 text$"):
+        _ = inv.deadline_at
+    with pytest.raises(InvocationError, match="is not ISO 8601 text"):
+        _ = inv.deadline_at  # every read, not only the first
+
+
+def test_deadline_at_text_is_parsed_once_on_first_read_and_kept_parsed():
+    inv = Invocation("x", deadline_at="2030-01-02T03:04:05+02:00")
+    assert inv["deadline_at"] == "2030-01-02T03:04:05+02:00"
+
+    parsed = inv.deadline_at
+
+    assert parsed == datetime(2030, 1, 2, 1, 4, 5, tzinfo=UTC)
+    assert inv["deadline_at"] is parsed and inv.deadline_at is parsed
+    assert inv.to_dict()["deadline_at"] == "2030-01-02T01:04:05+00:00"
+
+
+@pytest.mark.parametrize("assign", [lambda inv: setattr(inv, "deadline_at", "soon"), lambda inv: inv.__setitem__("deadline_at", "soon")])
+def test_assigning_deadline_at_text_defers_its_parse_to_the_next_read(assign):
+    inv = Invocation("x", deadline_at="2030-01-01T00:00:00Z")
+    assert inv.deadline_at is not None
+
+    assign(inv)  # the spec's deadline_at=: "parsing is deferred until deadline_at is read"
+
+    with pytest.raises(InvocationError, match="deadline_at 'soon' is not ISO 8601 text"):
+        _ = inv.deadline_at
+
+
+def test_unread_deadline_at_text_round_trips_as_given():
+    inv = Invocation("x", deadline_at="soon")
+
+    assert Invocation.from_dict(inv.to_dict())["deadline_at"] == "soon"
+    assert Invocation.coerce(inv, metadata={"channel": "web"})["deadline_at"] == "soon"
+
+
+def test_check_storable_reads_the_deadline_so_bad_text_fails_before_a_run_exists():
+    with pytest.raises(InvocationError, match="deadline_at 'soon' is not ISO 8601 text"):
+        Invocation("x", deadline_at="soon").check_storable()
 
 
 @pytest.mark.parametrize("relative", [30, 30.0, timedelta(seconds=30)])
@@ -501,7 +544,7 @@ def test_relative_deadline_may_be_assigned_too():
         ("message", "   ", "must not be blank"),
         ("history", "text", "history must be a list"),
         ("settings", {"when": datetime.now()}, r"settings\.when is a datetime"),
-        ("deadline_at", "next tuesday", "not ISO 8601"),
+        ("deadline_at", 12345, "deadline_at must be a datetime or ISO 8601 text, got int"),
         ("account", object(), "account is a object"),
     ],
 )

@@ -1273,3 +1273,47 @@ def test_declaring_both_input_and_input_schema_fails_at_class_definition():
 
             def call(self, input):
                 return "ok"
+
+
+# -- declarations nothing would enforce ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "value", "noun"), [("sandbox", {"network": "none", "files": ["/tmp"]}, "sandboxes"), ("workspace", "/srv/tickets", "workspaces")])
+def test_a_tool_declaring_a_sandbox_or_workspace_fails_at_class_definition(name, value, noun):
+    with pytest.raises(ConfigurationError, match=f"ShellTool declares {name} = ..., but {noun} are not supported yet"):
+        type("ShellTool", (Tool,), {"description": "Run a command.", name: value, "call": lambda self, input: "ran"})
+
+
+def test_tool_define_refuses_a_sandbox_declaration_too():
+    with pytest.raises(ConfigurationError, match="sandboxes are not supported yet"):
+        Tool.define("shell", "Run a command.", implementation=lambda input: "ran", sandbox={"network": "none"})
+
+
+@pytest.mark.parametrize("name", ["agent", "run", "runtime", "model", "idempotency_key"])
+def test_a_class_attribute_hiding_a_binding_accessor_fails_at_class_definition(name):
+    with pytest.raises(ConfigurationError, match=f"NotesTool.{name} would hide the tool's run-scoped {name}"):
+        type("NotesTool", (Tool,), {"description": "Take notes.", name: "openai:gpt-4o"})
+
+
+def test_a_tool_inheriting_from_one_that_hides_nothing_keeps_its_bound_sandbox():
+    """The accessor still reads the binding: what a sandbox delegation would use once sandboxes exist."""
+
+    class ReadTool(Tool):
+        description = "Read a file."
+
+    class ReadTwiceTool(ReadTool):
+        description = "Read a file twice."
+
+    tool = ReadTwiceTool(binding=Binding(sandbox="the run's sandbox", workspace="the run's workspace"))
+    assert (tool.sandbox, tool.workspace) == ("the run's sandbox", "the run's workspace")
+
+
+def test_an_accessor_written_as_a_property_is_accepted():
+    class AuditedTool(Tool):
+        description = "Audit."
+
+        @property
+        def model(self):
+            return f"audited {self.binding.model}"
+
+    assert AuditedTool(binding=Binding(model="m")).model == "audited m"

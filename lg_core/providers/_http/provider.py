@@ -35,6 +35,7 @@ from lg_core.events import StreamEvent
 from lg_core.models.request import ModelCapabilities, ModelRequest
 from lg_core.providers._http.connection import CONNECT_TIMEOUT, ConnectionOptions
 from lg_core.providers._http.errors import ErrorReply, retry_after_seconds
+from lg_core.providers._http.idle import IdleWatch
 from lg_core.providers._http.interrupt import (
     PendingResponse,
     abort_when_interrupted,
@@ -50,6 +51,8 @@ class StreamingProvider(Provider):
 
     options_class: ClassVar[type[ConnectionOptions]]
     path: ClassVar[str]  # relative to the connection's base_url
+    # Named events that only keep a stream alive (Anthropic's "ping"): like SSE comments, they are no data.
+    keep_alive_events: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, connection: str, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(connection, options)
@@ -94,8 +97,9 @@ class StreamingProvider(Provider):
                 forget = abort_when_interrupted(request, response)
                 try:
                     yield StreamEvent.build("message_start", model=target, sequence=sequence_of(request))
-                    response.stream = _BoundedStream(response.stream, self.settings)
-                    events = httpx_sse.EventSource(response).iter_sse()
+                    idle = IdleWatch(self.settings.timeout, self.endpoint, self.keep_alive_events)
+                    response.stream = _BoundedStream(idle.body(response.stream), self.settings)
+                    events = idle.events(httpx_sse.EventSource(response).iter_sse())
                     yield from self._read_checked(events, request, target)
                 finally:
                     forget()

@@ -32,6 +32,7 @@ class AnthropicProvider(StreamingProvider):
     adapter = "anthropic"
     options_class = AnthropicConnection
     path = "v1/messages"
+    keep_alive_events = frozenset({"ping"})
 
     def build_body(self, request: ModelRequest, model_id: str) -> dict[str, Any]:
         return build_body(request, model_id, self.capabilities(model_id))

@@ -57,7 +57,7 @@ class _Block:
 
     kind: str  # text, tool_use, thinking, redacted_thinking, or another type we keep nothing of
     pieces: list[str] = dataclasses.field(default_factory=list)  # text, thinking or partial JSON
-    signature: str = ""
+    signature: list[str] = dataclasses.field(default_factory=list)  # a thinking block's signature, in pieces
     id: str = ""
     name: str = ""
     start_input: Any = None  # a tool_use block's ``input`` as it started (``{}`` when deltas follow)
@@ -120,7 +120,7 @@ class EventReader:
         elif block.kind == "redacted_thinking":
             block.data = str(start.get("data") or "")
         elif block.kind in ("text", "thinking"):
-            block.signature = str(start.get("signature") or "")
+            block.signature.append(str(start.get("signature") or ""))
             yield from self._piece(block, start.get(block.kind))
 
     def _block_delta(self, event: Mapping[str, Any]) -> Iterator[StreamEvent]:
@@ -136,7 +136,7 @@ class EventReader:
         if block.kind not in _DELTAS[kind]:
             raise ProtocolError(f"{self.endpoint} sent a {kind} for content block {event['index']}, a {block.kind} block")
         if kind == "signature_delta":
-            block.signature += str(delta.get("signature") or "")
+            block.signature.append(str(delta.get("signature") or ""))
         elif kind == "input_json_delta":
             yield from self._json_piece(block, delta.get("partial_json"))
         else:
@@ -205,7 +205,7 @@ class EventReader:
         if block.kind == "text":
             return Text(text=text) if text else None
         if block.kind == "thinking":
-            return Reasoning(text=text, signature=block.signature or None)
+            return Reasoning(text=text, signature="".join(block.signature) or None)
         if block.kind == "redacted_thinking":
             return Reasoning(redacted_content=block.data.encode("utf-8"))
         if block.kind == "tool_use":

@@ -30,7 +30,7 @@ class OpenRouterChunkReader(ChunkReader):
 
     def __init__(self, target: str, sequence: int) -> None:
         super().__init__(target, sequence)
-        self.details: list[dict[str, Any]] = []
+        self.details = ReasoningDetails()
 
     def feed(self, chunk: Mapping[str, Any]) -> Iterator[StreamEvent]:
         if isinstance(chunk.get("provider"), str):
@@ -45,7 +45,7 @@ class OpenRouterChunkReader(ChunkReader):
     def _note_choice(self, choice: Mapping[str, Any]) -> None:
         delta = choice.get("delta")
         if isinstance(delta, Mapping):
-            merge_details(self.details, delta.get("reasoning_details"))
+            self.details.add(delta.get("reasoning_details"))
         if isinstance(choice.get("native_finish_reason"), str):
             self.metadata["native_finish_reason"] = choice["native_finish_reason"]
 
@@ -53,32 +53,59 @@ class OpenRouterChunkReader(ChunkReader):
         """The reasoning text (from the details' text when no ``reasoning`` delta carried it) and the details."""
         if not self.reasoning and not self.details:
             return None
-        text = "".join(self.reasoning) or "".join(_visible_text(detail) for detail in self.details)
-        return Reasoning(text=text, details=tuple(self.details) or None)
+        details = self.details.collected()
+        text = "".join(self.reasoning) or "".join(_visible_text(detail) for detail in details)
+        return Reasoning(text=text, details=tuple(details) or None)
 
 
-def merge_details(details: list[dict[str, Any]], fragments: Any) -> None:
-    """Add one delta's ``reasoning_details`` to ``details``.
+class ReasoningDetails:
+    """One response's ``reasoning_details``, merged as their fragments stream in.
 
     A text or summary fragment continues the last detail when it has the same type and
-    ``index`` (or either has none): its text is appended, and fields the detail lacks
-    (the ``signature`` comes with the last fragment) are taken. Other details (encrypted
-    reasoning) arrive whole and are kept as they are.
+    ``index`` (or either has none): its text is added, and fields the detail lacks (the
+    ``signature`` comes with the last fragment) are taken. Other details (encrypted
+    reasoning) arrive whole and are kept as they are. A continued detail's text is kept
+    in pieces and joined once, in :meth:`collected`: appending each fragment to the
+    detail's string copied all the reasoning so far, for every fragment.
     """
-    if not isinstance(fragments, list):
-        return
-    for fragment in fragments:
-        if not isinstance(fragment, Mapping):
-            continue
-        last = details[-1] if details else None
+
+    def __init__(self) -> None:
+        self._details: list[dict[str, Any]] = []
+        self._pieces: list[list[str] | None] = []  # per detail: its text's pieces, once a fragment continued it
+
+    def __bool__(self) -> bool:
+        return bool(self._details)
+
+    def add(self, fragments: Any) -> None:
+        """Add one delta's ``reasoning_details`` (anything but a list of objects adds nothing)."""
+        if not isinstance(fragments, list):
+            return
+        for fragment in fragments:
+            if isinstance(fragment, Mapping):
+                self._add(fragment)
+
+    def _add(self, fragment: Mapping[str, Any]) -> None:
+        last = self._details[-1] if self._details else None
         field = _TEXT_FIELDS.get(str(fragment.get("type")))
-        if field is not None and last is not None and _continues(last, fragment):
-            last[field] = f"{last.get(field) or ''}{fragment.get(field) or ''}"
-            for key, value in fragment.items():
-                if value is not None and last.get(key) is None:
-                    last[key] = value
-        else:
-            details.append(dict(fragment))
+        if field is None or last is None or not _continues(last, fragment):
+            self._details.append(dict(fragment))
+            self._pieces.append(None)
+            return
+        pieces = self._pieces[-1]
+        if pieces is None:
+            pieces = self._pieces[-1] = [last.get(field) or ""]
+        pieces.append(fragment.get(field) or "")
+        for key, value in fragment.items():
+            if key != field and value is not None and last.get(key) is None:
+                last[key] = value
+
+    def collected(self) -> list[dict[str, Any]]:
+        """The merged details, each continued text joined."""
+        merged = []
+        for detail, pieces in zip(self._details, self._pieces, strict=True):
+            field = _TEXT_FIELDS.get(str(detail.get("type")))
+            merged.append(detail if pieces is None or field is None else {**detail, field: "".join(pieces)})
+        return merged
 
 
 def _visible_text(detail: Mapping[str, Any]) -> str:
@@ -106,4 +133,4 @@ def _accounting(usage: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
-__all__ = ["OpenRouterChunkReader", "merge_details"]
+__all__ = ["OpenRouterChunkReader", "ReasoningDetails"]
