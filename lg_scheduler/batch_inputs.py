@@ -230,14 +230,22 @@ def input_path(value: Any) -> Path:
 def open_input(path: str | os.PathLike[str]) -> tuple[Path, IO[bytes]]:
     """The input file, open for reading, or an InvocationError naming what is wrong with the path."""
     path = input_path(path)
-    if not path.exists():
-        raise InvocationError(f"input file {path} does not exist")
-    if path.is_dir():
-        raise InvocationError(f"input file {path} is a directory; pass a JSONL file with one input per line")
     try:
+        if not path.exists():
+            raise InvocationError(f"input file {path} does not exist")
+        if path.is_dir():
+            raise InvocationError(f"input file {path} is a directory; pass a JSONL file with one input per line")
         return path, path.open("rb", buffering=READ_BUFFER)
-    except OSError as exc:
-        raise InvocationError(f"cannot read input file {path}: {exc.strerror or exc}") from None
+    except OSError as exc:  # a name longer than the file system allows, a directory that cannot be searched
+        raise InvocationError(f"cannot read input file {shown_path(path)}: {exc.strerror or exc}") from None
+
+
+def shown_path(path: Path, limit: int = 120) -> str:
+    """``path`` for a one-line message: one thousands of characters long is cut in the middle."""
+    text = str(path)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit // 2]}...{text[-limit // 2:]} ({len(text)} characters)"
 
 
 def read_inputs(
@@ -570,5 +578,5 @@ def bounded_message(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES", "BatchInputError", "BatchInputs", "BatchItem", "ITEM_FIELDS", "InvalidLine", "ItemKey",
-    "bounded_message", "check_max_line_bytes", "excerpt", "open_input", "parse_size", "read_inputs",
+    "bounded_message", "check_max_line_bytes", "excerpt", "open_input", "parse_size", "read_inputs", "shown_path",
 ]

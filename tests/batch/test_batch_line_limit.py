@@ -119,3 +119,31 @@ def test_a_pipe_without_newlines_costs_bounded_memory(tmp_path):
     peak_mib = int(peak.read_text()) / 1024
     print(f"\n{size // MiB} MiB line without a newline: {elapsed:.1f} s, peak RSS {peak_mib:.0f} MiB")
     assert peak_mib < 200, peak_mib  # the whole interpreter, imports and store included; the line alone is 512
+
+
+def test_a_line_nested_too_deeply_for_the_json_decoder_is_its_own_error(tmp_path):
+    path = tmp_path / "inputs.jsonl"
+    path.write_text("[" * 200_000 + "]" * 200_000 + '\n"after"\n')
+    out = tmp_path / "results.jsonl"
+
+    result = submit(str(path), "--skip-invalid", "--out", str(out), "--store", f"sqlite:///{tmp_path / 'runs.db'}")
+
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    results = {r["line"]: r for r in read_results(out)}
+    assert results[1]["outcome"] == "invalid" and results[2]["outcome"] == "completed"
+    assert results[1]["error"]["message"].startswith("nested too deeply to decode: '[[[[")
+    assert len(results[1]["error"]["message"]) < 120
+
+
+@pytest.mark.parametrize("option", ["inputs", "--out"])
+def test_a_path_longer_than_the_file_system_allows_is_one_line(tmp_path, option):
+    fine, long = tmp_path / "inputs.jsonl", str(tmp_path / ("q" * 300))
+    fine.write_text('"hello"\n')
+    args = [long, "--out", str(tmp_path / "r.jsonl")] if option == "inputs" else [str(fine), "--out", long]
+
+    result = submit(*args, "--store", f"sqlite:///{tmp_path / 'runs.db'}")
+
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and lines[0].endswith("File name too long"), result.stderr
+    assert "characters)" in lines[0]  # the path is cut in the middle
