@@ -40,6 +40,7 @@ from pydantic_settings import (
 from lg_core.datamap import MAX_JSON_DEPTH, nests_deeper_than
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
+from lg_core.events import is_async_consumer
 from lg_core.import_path import import_callable, import_failure
 from lg_core.store.database import DEFAULT_POOL_SIZE, expand_sqlite_home
 from lg_core.urls import safe_url
@@ -63,7 +64,7 @@ def _check_takes_one_argument(function: Any, setting_value: Any, shape: str) -> 
     if function is None:
         return
     named = setting_value if isinstance(setting_value, str) else getattr(function, "__qualname__", repr(function))
-    if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(getattr(function, "__call__", None)):
+    if is_async_consumer(function):
         raise ValueError(f"{named!r} is async; it must be a plain function: {shape}")
     try:
         signature = inspect.signature(function)
