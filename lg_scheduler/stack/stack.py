@@ -340,8 +340,17 @@ class LocalStack:
         )
 
     def _make_root(self) -> None:
+        """The stack directory, and its directories that hold data readable by this user only.
+
+        Redis's append-only file holds every key (event streams included) and the logs may quote
+        what a run did: a password on the server is no use if another user can read its files.
+        PostgreSQL keeps its data directory at mode 0700 itself.
+        """
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+            for private in (self.root / "redis", self.table.logs):
+                private.mkdir(mode=0o700, exist_ok=True)
+                private.chmod(0o700)  # a directory made before the stack had passwords
         except OSError as exc:
             raise ConfigurationError(f"cannot create the stack directory {self.root}: {exc.strerror or exc}") from None
 

@@ -94,6 +94,8 @@ def test_every_server_refuses_a_client_without_the_password_and_the_stack_runs_w
     assert all(value not in up.stdout + up.stderr for value in passwords.values())
     redis_conf = stack.root / "redis" / "redis.conf"
     assert stat.S_IMODE(redis_conf.stat().st_mode) == 0o600
+    for data in (stack.root / "redis", stack.root / "logs"):  # Redis's append-only file holds every key
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700, data
     processes = set().union(*(descendants(pid) for pid in stack.pids().values()))
     for pid in processes:
         try:
@@ -164,6 +166,8 @@ def test_a_stack_made_without_passwords_gets_them_at_its_next_up_and_keeps_its_d
         cluster.halt()
     (stack.root / "stack.json").write_text(json.dumps(
         {"ports": stack.ports, "imports": [], "concurrency": 1, "postgres_root": str(stack.root / "postgres")}))
+    (stack.root / "logs").mkdir(mode=0o755)
+    (stack.root / "logs").chmod(0o755)
     (stack.root / "env").write_text(
         f"export LG_RUN_STORE=postgresql+psycopg://lg@127.0.0.1:{port}/lg\n"
         f"export LG_BROKER_URL=redis://127.0.0.1:{stack.ports['redis']}/0\n"
@@ -173,6 +177,7 @@ def test_a_stack_made_without_passwords_gets_them_at_its_next_up_and_keeps_its_d
 
     assert up.returncode == 0, up.stderr
     assert stat.S_IMODE((stack.root / "env").stat().st_mode) == 0o600
+    assert stat.S_IMODE((stack.root / "logs").stat().st_mode) == 0o700
     env = stack.env()
     assert all(len(value) >= 32 for value in passwords_of(env).values())
     assert "no password supplied" in postgres_refusal(f"host=127.0.0.1 port={port} user=lg dbname=lg")
