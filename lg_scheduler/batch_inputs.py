@@ -61,7 +61,7 @@ ITEM_FIELDS = (
 MAX_ITEM_ID = 200
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 MAX_LINE_LIMIT = 1 << 30
-MAX_MESSAGE_CHARS = 500  # an invalid line's message, content excerpts included
+MAX_MESSAGE_CHARS = 400  # an invalid line's message, content excerpts included
 EXCERPT_CHARS = 80
 READ_BUFFER = 1 << 18  # items are read back in file order, mostly from this buffer
 PROGRESS_LINES = 1000  # how often the scan reports its progress
@@ -565,15 +565,29 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     return repr(text[:shortest]) + "..."
 
 
+# A quoted value (repr's quotes follow no letter, an apostrophe does); a long one may have been cut open.
+_QUOTED = re.compile(r"(?<!\w)(?:'(?:[^'\\]|\\.)*(?:'|$)|\"(?:[^\"\\]|\\.)*(?:\"|$))")
+_CUT_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]?|u[0-9a-fA-F]{0,3}|U[0-9a-fA-F]{0,7})?$")
+
+
 def bounded_message(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """``message`` with control characters escaped and cut to ``limit`` characters.
+    """``message`` with control characters escaped, each quoted value cut to an excerpt, and at most ``limit`` long.
 
     The checks' own messages quote content through :func:`excerpt`; this bounds
-    the ones that quote it otherwise (an invocation field's value, an exception
-    raised by the application's select_model).
+    the ones that quote it otherwise (an invocation field's value, as in
+    ``actor_id must be ..., got '...'``, or an exception raised by the
+    application's select_model).
     """
-    safe = "".join(char if char.isprintable() else repr(char)[1:-1] for char in message[: limit * 4])
+    safe = "".join(char if char.isprintable() else repr(char)[1:-1] for char in message[: limit * 8])
+    safe = _QUOTED.sub(_shortened_quote, safe)
     return safe if len(safe) <= limit else safe[: limit - 3] + "..."
+
+
+def _shortened_quote(match: re.Match[str]) -> str:
+    quoted = match.group(0)
+    if len(quoted) <= EXCERPT_CHARS:
+        return quoted
+    return _CUT_ESCAPE.sub("", quoted[: EXCERPT_CHARS - 4]) + quoted[0] + "..."
 
 
 __all__ = [

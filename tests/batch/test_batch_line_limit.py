@@ -147,3 +147,19 @@ def test_a_path_longer_than_the_file_system_allows_is_one_line(tmp_path, option)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and lines[0].endswith("File name too long"), result.stderr
     assert "characters)" in lines[0]  # the path is cut in the middle
+
+
+def test_a_long_invalid_value_is_quoted_as_a_short_escaped_excerpt(tmp_path):
+    path = tmp_path / "inputs.jsonl"
+    long_values = [{"message": "hi", "actor_id": ESCAPE + "a b" * 50_000}, {"message": "hi", "deadline_at": "x" * 200_000}]
+    path.write_text("".join(json.dumps(value) + "\n" for value in long_values))
+    out = tmp_path / "results.jsonl"
+
+    result = submit(str(path), "--skip-invalid", "--out", str(out), "--store", f"sqlite:///{tmp_path / 'runs.db'}")
+
+    assert result.returncode == 1, result.stderr
+    messages = {r["line"]: r["error"]["message"] for r in read_results(out)}
+    assert messages[1].startswith("actor_id must be ") and messages[2].startswith("deadline_at 'xxx")
+    for message in messages.values():
+        quoted = message[message.index("'"):].split("'...")[0] + "'..."
+        assert len(quoted) <= 80 and "\x1b" not in message and len(message) <= 400, message
