@@ -84,6 +84,8 @@ class PostgresServer:
         self._owns_root = root is None
         self.process: subprocess.Popen | None = None
         self._user = "postgres" if os.geteuid() == 0 else None
+        if password is not None and (not password or not password.isprintable()):
+            raise ValueError("a PostgreSQL password must be printable text (no newline: it ends a statement)")
         self.password = password
 
     def _run_as(self, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -153,19 +155,21 @@ class PostgresServer:
         in no command line; a cluster another server still runs on is refused by
         PostgreSQL itself (its postmaster.pid), and nothing is changed.
         """
-        assert self.password is not None
-        statement = f"ALTER ROLE lg WITH PASSWORD '{self.password}'\n"
+        password = self.password or ""
+        statement = "ALTER ROLE lg WITH PASSWORD '{}'\n".format(password.replace("'", "''"))
         single = [_pg_bin("postgres"), "--single", "-D", str(self.data), "-c", "password_encryption=scram-sha-256",
                   "-c", "log_statement=none", "-c", "log_min_error_statement=panic", "postgres"]
         try:
             done = self._run_as(single, input=statement)
         except subprocess.CalledProcessError as exc:
-            output = f"{exc.stdout or ''}{exc.stderr or ''}".replace(self.password, "***").strip()
-            raise RuntimeError(f"setting the password of the PostgreSQL cluster in {self.data} failed: {output[-2000:]}") from None
+            raise self._password_failure(f"{exc.stdout or ''}{exc.stderr or ''}") from None
         if "ERROR:" in done.stderr or "FATAL:" in done.stderr:  # single-user mode exits 0 after a failed statement
-            output = done.stderr.replace(self.password, "***").strip()
-            raise RuntimeError(f"setting the password of the PostgreSQL cluster in {self.data} failed: {output[-2000:]}")
+            raise self._password_failure(done.stderr)
         write_private(self.data / "pg_hba.conf", PASSWORD_HBA, owner=self._owner())
+
+    def _password_failure(self, output: str) -> RuntimeError:
+        shown = output.replace(self.password or "", "***").strip()[-2000:]
+        return RuntimeError(f"setting the password of the PostgreSQL cluster in {self.data} failed: {shown}")
 
     def _owner(self) -> tuple[int, int] | None:
         """The uid and gid of the user the server runs as, when that is not us."""

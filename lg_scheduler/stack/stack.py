@@ -13,7 +13,9 @@
 
 and writes ``env`` (``source`` it to point any shell, web app or test at the
 stack), ``stack.json`` (ports and imports, reused by the next ``up``), pid
-files and logs.
+files and logs. The application services and their commands are the ones of
+``docker/compose.yaml`` (:func:`service_commands`; a test keeps the two in
+step), so what runs in development is what runs in containers.
 
 Every server asks for a password (:mod:`lg_scheduler.stack.credentials`):
 PostgreSQL's role ``lg``, Redis and Flower's user ``lg`` each get one at the
@@ -21,9 +23,7 @@ first ``up``, kept in ``env`` (mode 0600) and given to the stack's own
 processes in their environment. What ``up`` prints masks them and says where
 they are. A stack started before it had passwords gets them at its next
 ``up`` (its cluster, created to trust every local user, is switched to
-scram-sha-256 while stopped); one still running is asked to go ``down`` first. The application services and their commands are the ones of
-``docker/compose.yaml`` (:func:`service_commands`; a test keeps the two in
-step), so what runs in development is what runs in containers.
+scram-sha-256 while stopped); one still running is asked to go ``down`` first.
 
 ``down`` and ``status`` need only the pid files, so a stack whose stack.json
 was deleted or damaged can still be stopped. ``up`` refuses to choose new ports
