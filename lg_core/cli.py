@@ -23,9 +23,11 @@ line without a traceback.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import os
+import stat
 import sys
 import traceback
 import warnings
@@ -229,11 +231,33 @@ def require_durable_store(url: str, origin: str = "--store / LG_RUN_STORE") -> N
             "or postgresql+psycopg://USER@HOST/DB (or set LG_RUN_STORE) naming the store your runs were "
             "written to; for the local stack, `. .lg/stack/env` in the directory of `lg stack up` sets it"
         )
-    if not Path(parsed.database).exists():
+    if _store_file_stat(Path(parsed.database), origin) is None:
         raise UsageError(
             f"no run store at {parsed.database}: the file does not exist (check {origin})"
         )
     refuse_foreign_sqlite_store(url, origin)
+
+
+def _store_file_stat(path: Path, origin: str) -> os.stat_result | None:
+    """The SQLite store file's status, None if it does not exist; a path the system refuses (a name
+    longer than the file system allows, a directory that cannot be searched) is a UsageError."""
+    try:
+        return path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        advice = "; choose a shorter path" if exc.errno == errno.ENAMETOOLONG else ""
+        raise UsageError(
+            f"cannot use the run store file {_short_path(path)} (from {origin}): {exc.strerror or exc}{advice}"
+        ) from None
+
+
+def _short_path(path: Path, limit: int = 120) -> str:
+    """``path`` for a one-line message: a path thousands of characters long is cut in the middle."""
+    text = str(path)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit // 2]}...{text[-limit // 2:]} ({len(text)} characters)"
 
 
 def refuse_foreign_sqlite_store(url: str, origin: str) -> None:
@@ -249,19 +273,20 @@ def refuse_foreign_sqlite_store(url: str, origin: str) -> None:
         return  # opening the store says what is wrong with the URL
     if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:") or "uri" in parsed.query:
         return
-    if _foreign_sqlite_database(Path(parsed.database)):
+    if _foreign_sqlite_database(Path(parsed.database), origin):
         raise UsageError(
             f"{parsed.database} is not a LittleGhost run store (it has tables, but no lg_runs); "
             f"check {origin}: opening it would add the run store's tables to it"
         )
 
 
-def _foreign_sqlite_database(path: Path) -> bool:
+def _foreign_sqlite_database(path: Path, origin: str) -> bool:
     """A SQLite database with tables but none of a run store's: most likely a typo in --store."""
     import sqlite3
     from contextlib import closing
 
-    if not path.is_file() or path.stat().st_size == 0:
+    status = _store_file_stat(path, origin)
+    if status is None or not stat.S_ISREG(status.st_mode) or status.st_size == 0:
         return False  # an empty file holds nobody's data; a directory is the store's own error
     try:
         with closing(sqlite3.connect(path)) as db:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextvars
 import difflib
+import inspect
+import json
 import os
 import re
 import threading
@@ -35,8 +37,10 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from lg_core.datamap import MAX_JSON_DEPTH, nests_deeper_than
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
+from lg_core.events import is_async_consumer
 from lg_core.import_path import import_callable, import_failure
 from lg_core.store.database import DEFAULT_POOL_SIZE, expand_sqlite_home
 from lg_core.urls import safe_url
@@ -51,6 +55,25 @@ _JSON_EXAMPLES = {
 }
 # The broker URL schemes that both Celery (kombu) and redis-py accept.
 REDIS_SCHEMES = ("redis", "rediss")
+
+
+def _check_takes_one_argument(function: Any, setting_value: Any, shape: str) -> None:
+    """Refuse a callable that cannot be called with one positional argument, or an async one (its
+    coroutine would be taken for the result); one whose signature Python cannot read (some
+    builtins) is accepted as it is."""
+    if function is None:
+        return
+    named = setting_value if isinstance(setting_value, str) else getattr(function, "__qualname__", repr(function))
+    if is_async_consumer(function):
+        raise ValueError(f"{named!r} is async; it must be a plain function: {shape}")
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None)
+    except TypeError:
+        raise ValueError(f"{named!r} takes {signature}, but it is called as {shape}") from None
 
 
 class ConfigurationWarning(UserWarning):
@@ -230,6 +253,16 @@ class Configuration(BaseSettings):
             )
         return value
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _not_too_deep(cls, value: Any) -> Any:
+        """Refuse a value nested deeper than stored JSON may be: settings are a few levels of
+        mappings, and a value hundreds of levels deep would end in a RecursionError wherever it is
+        next walked (copied, compared, sent) rather than in a message naming the setting."""
+        if nests_deeper_than(value, MAX_JSON_DEPTH):
+            raise ValueError(f"nests too deeply: a setting may nest at most {MAX_JSON_DEPTH} levels of mappings and lists")
+        return value
+
     @field_validator("imports", mode="before")
     @classmethod
     def _split_imports(cls, value: Any) -> Any:
@@ -309,7 +342,11 @@ class Configuration(BaseSettings):
     @field_validator("session_actor", mode="before")
     @classmethod
     def _session_actor(cls, value: Any) -> Any:
-        return _function_setting(value, "session_actor", "a callable (invocation) -> actor id")
+        """A callable taking the invocation, checked now: one of another shape would fail every run's
+        start with a TypeError from inside the engine, far from the setting that caused it."""
+        function = _function_setting(value, "session_actor", "a callable (invocation) -> actor id")
+        _check_takes_one_argument(function, value, "session_actor(invocation) -> actor id or None")
+        return function
 
     @field_validator("provider_credentials", mode="before")
     @classmethod
@@ -358,6 +395,8 @@ class Configuration(BaseSettings):
             raise ConfigurationError(_describe(exc, values)) from _import_cause(exc)
         except SettingsError as exc:  # an environment variable that should hold JSON does not
             raise ConfigurationError(_describe_settings_error(exc)) from None
+        except RecursionError:  # json.loads of an LG_* variable nested too deeply to decode
+            raise ConfigurationError(_too_deep_variable(os.environ)) from None
         _warn_of_misspelled_variables(os.environ)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -595,6 +634,11 @@ class YamlFileSource(YamlConfigSettingsSource):
 
         try:
             data = super()._read_file(file_path)
+        except RecursionError:
+            raise ConfigurationError(
+                f"config file {file_path} nests too deeply to read: a setting may nest at most {MAX_JSON_DEPTH} "
+                "levels of mappings and lists"
+            ) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -685,6 +729,20 @@ def _describe(exc: ValidationError, values: dict[str, Any] | None = None) -> str
         message = str(error.get("msg", "")).removeprefix("Value error, ")  # our validators' own words
         parts.append(f"{where}{origin}: {message}")
     return "invalid configuration: " + "; ".join(parts)
+
+
+def _too_deep_variable(environ: Mapping[str, str]) -> str:
+    """The message for a JSON-valued ``LG_*`` variable nested too deeply to decode, naming it."""
+    for name, text in environ.items():
+        if name.startswith(ENV_PREFIX):
+            try:
+                json.loads(text)
+            except RecursionError:
+                return (f"invalid configuration: ${name} nests too deeply to decode: a setting may nest at most "
+                        f"{MAX_JSON_DEPTH} levels of mappings and lists")
+            except ValueError:
+                continue
+    return f"invalid configuration: a setting may nest at most {MAX_JSON_DEPTH} levels of mappings and lists"
 
 
 _warned_variables: set[str] = set()

@@ -100,6 +100,10 @@ class ToolUse(BaseModel):
     id: str = Field(min_length=1)
     name: str = Field(min_length=1)
     input: dict[str, Any]
+    # Why the arguments the model wrote are not valid input although they decoded (NaN or Infinity,
+    # which JSON has no value for, kept in ``input`` as the text the model wrote): the call is
+    # answered with this error, as a schema violation is, instead of running the tool.
+    input_error: str | None = None
 
     @field_validator("input", mode="before")
     @classmethod

@@ -73,7 +73,15 @@ from lg_core.rate_limit import RateLimit
 from lg_core.store.outage import StoreOutage
 from lg_core.store.records import RUN_TERMINAL, BatchRecord
 from lg_core.store.statements import STATUS_CHUNK
-from lg_scheduler.batch_inputs import BatchInputError, BatchInputs, ItemKey, input_path, read_inputs
+from lg_scheduler.batch_inputs import (
+    DEFAULT_MAX_LINE_BYTES,
+    BatchInputError,
+    BatchInputs,
+    ItemKey,
+    check_max_line_bytes,
+    input_path,
+    read_inputs,
+)
 from lg_scheduler.batch_output import (
     BatchProgress,
     ResultWriter,
@@ -157,6 +165,7 @@ def submit_batch(
     force: bool = False,
     on_start: Callable[[BatchReport], Any] | None = None,
     keep_results: bool | None = None,
+    max_line_bytes: int | str = DEFAULT_MAX_LINE_BYTES,
 ) -> BatchReport:
     """Run every line of ``inputs_path`` as a run of ``agent_cls``; resumes if submitted before.
 
@@ -170,10 +179,13 @@ def submit_batch(
     before the first new run starts. ``keep_results`` keeps every result line in
     ``BatchReport.results`` too (default: only when ``out`` is None); a large batch
     should write to ``out`` and keep none, so its memory stays bounded by ``concurrency``.
+    ``max_line_bytes`` (bytes, or text such as ``"4MiB"``) caps an input line: a longer
+    one is that line's error, as an invalid line is.
     """
     if not (isinstance(agent_cls, type) and issubclass(agent_cls, Agent)) or agent_cls is Agent:
         raise InvocationError(f"a batch runs an Agent subclass, got {agent_cls!r}")
     concurrency = _check_concurrency(concurrency)
+    max_line_bytes = check_max_line_bytes(max_line_bytes)
     limit = None if rate_limit is None else RateLimit.parse(rate_limit)
     if batch_id is not None and (not isinstance(batch_id, str) or not BATCH_ID.fullmatch(batch_id)):
         raise InvocationError(f"batch id must be 1-64 letters, digits, '_' or '-' (starting with a letter or digit), got {batch_id!r}")
@@ -187,7 +199,7 @@ def submit_batch(
     keep = out_path is None if keep_results is None else bool(keep_results)
     checking = ScanProgress(progress, f"checking {inputs_path}")
     try:
-        scanned = read_inputs(inputs_path, agent_cls, runtime.resolver, on_progress=checking)
+        scanned = read_inputs(inputs_path, agent_cls, runtime.resolver, on_progress=checking, max_line_bytes=max_line_bytes)
     finally:
         checking.close()
     with scanned as inputs:

@@ -71,6 +71,10 @@ def submit(
         bool, typer.Option("--force", help="Take the batch over even if its previous submitter looks alive (e.g. on another host).")
     ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")] = True,
+    max_line_bytes: Annotated[
+        str,
+        typer.Option("--max-line-bytes", metavar="SIZE", help="Longest input line, e.g. 1048576 or 4MiB; a longer line is that item's error."),
+    ] = "1MiB",
     store: StoreOption = None,
     broker: BrokerOption = None,
     imports: ImportOption = None,
@@ -90,6 +94,7 @@ def submit(
                 agent_class, inputs, concurrency=concurrency, rate_limit=rate_limit, out=out, batch_id=batch_id,
                 progress=progress, skip_invalid=skip_invalid, force=force, on_start=lambda r: _announce(r, info),
                 keep_results=False,  # the report printed here has none: the lines go to --out only
+                max_line_bytes=max_line_bytes,
             )
         except ResultWriteError as exc:
             fail(

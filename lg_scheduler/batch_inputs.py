@@ -18,6 +18,13 @@ Every line is checked the way ``Agent.start_execution`` would check it (the
 invocation is built and the agent's model resolved), so a batch either starts
 with every item valid or reports each bad line with its number.
 
+A line may be at most ``max_line_bytes`` long (1 MiB by default; ``--max-line-bytes``):
+a longer one is that line's error, read past in pieces without being held, so a
+file with no newline at all (``/dev/zero``) costs bounded memory. What a message
+about a line quotes of its content is a short escaped excerpt
+(:func:`excerpt`), and a message is cut to MAX_MESSAGE_CHARS, so neither the
+terminal nor the results file receives a line's text.
+
 Memory: the file is read line by line, never whole. What stays in memory is
 where each valid line starts (12 bytes a line) and the invalid lines' reasons;
 an item's text is read again from the file when the batch needs it
@@ -36,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from array import array
 from collections.abc import Callable, Iterator
@@ -51,6 +59,10 @@ ITEM_FIELDS = (
     "message", "id", "context", "actor_id", "session_id", "settings", "metadata", "history", "deadline", "deadline_at", "rate_limit",
 )
 MAX_ITEM_ID = 200
+DEFAULT_MAX_LINE_BYTES = 1 << 20
+MAX_LINE_LIMIT = 1 << 30
+MAX_MESSAGE_CHARS = 400  # an invalid line's message, content excerpts included
+EXCERPT_CHARS = 80
 READ_BUFFER = 1 << 18  # items are read back in file order, mostly from this buffer
 PROGRESS_LINES = 1000  # how often the scan reports its progress
 ScanCallback = Callable[[int | None, int, int], Any]  # (file size or None, bytes read, lines read)
@@ -95,11 +107,15 @@ class BatchInputs:
     """
 
     def __init__(self, path: Path, handle: IO[bytes], digest: str, invalid: list[InvalidLine],
-                 offsets: array[int], lines: array[int], stamp: tuple[int, int] | None = None) -> None:
+                 offsets: array[int], lines: array[int], stamp: tuple[int, int] | None = None, *,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, handle_digest: str | None = None) -> None:
         self.path = path
         self.digest = digest  # sha256 of the file's bytes
         self.invalid = invalid
+        self.max_line_bytes = max_line_bytes
         self._handle = handle
+        # A spool leaves over-long lines out, so its own bytes hash to another digest than the file's.
+        self._handle_digest = handle_digest or digest
         self._offsets = offsets  # byte offset of each valid line, in file order
         self._lines = lines  # its line number
         self._stamp = stamp or _stamp(handle)  # a spool's own stamp is taken once it is written
@@ -116,7 +132,7 @@ class BatchInputs:
     def item(self, index: int) -> BatchItem:
         """The ``index``-th valid item (0-based, in file order), read from the file."""
         self._handle.seek(self._offsets[index])
-        raw = self._handle.readline()
+        raw = self._handle.readline(self.max_line_bytes + 1)  # a line edited in place to be longer is cut: changed
         self._check_unchanged()  # after the read: an edit the line was read from has changed the stamp
         number = self._lines[index]
         try:
@@ -152,7 +168,7 @@ class BatchInputs:
         stamp = _stamp(self._handle)
         if stamp == self._stamp:
             return
-        if self._content_digest() != self.digest:
+        if self._content_digest() != self._handle_digest:
             raise self._changed_error()
         if _stamp(self._handle) == stamp:
             self._stamp = stamp
@@ -214,30 +230,41 @@ def input_path(value: Any) -> Path:
 def open_input(path: str | os.PathLike[str]) -> tuple[Path, IO[bytes]]:
     """The input file, open for reading, or an InvocationError naming what is wrong with the path."""
     path = input_path(path)
-    if not path.exists():
-        raise InvocationError(f"input file {path} does not exist")
-    if path.is_dir():
-        raise InvocationError(f"input file {path} is a directory; pass a JSONL file with one input per line")
     try:
+        if not path.exists():
+            raise InvocationError(f"input file {path} does not exist")
+        if path.is_dir():
+            raise InvocationError(f"input file {path} is a directory; pass a JSONL file with one input per line")
         return path, path.open("rb", buffering=READ_BUFFER)
-    except OSError as exc:
-        raise InvocationError(f"cannot read input file {path}: {exc.strerror or exc}") from None
+    except OSError as exc:  # a name longer than the file system allows, a directory that cannot be searched
+        raise InvocationError(f"cannot read input file {shown_path(path)}: {exc.strerror or exc}") from None
+
+
+def shown_path(path: Path, limit: int = 120) -> str:
+    """``path`` for a one-line message: one thousands of characters long is cut in the middle."""
+    text = str(path)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit // 2]}...{text[-limit // 2:]} ({len(text)} characters)"
 
 
 def read_inputs(
-    path: str | os.PathLike[str], agent_cls: type, resolver: Any, on_progress: ScanCallback | None = None
+    path: str | os.PathLike[str], agent_cls: type, resolver: Any, on_progress: ScanCallback | None = None,
+    *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> BatchInputs:
     """Parse and validate every line of ``path`` for ``agent_cls`` (models resolved with ``resolver``).
 
     The returned inputs keep the file open: close them (or use ``with``).
     ``on_progress(size, read, lines)`` is called every PROGRESS_LINES lines and
-    at the end, ``size`` being the file's size (None for a pipe).
+    at the end, ``size`` being the file's size (None for a pipe). A line longer
+    than ``max_line_bytes`` (its newline not counted) is an invalid line.
     """
+    max_line_bytes = check_max_line_bytes(max_line_bytes)
     path, source = open_input(path)
     spool = None if source.seekable() else tempfile.TemporaryFile(prefix="lg-batch-inputs-")
     try:
         stamp = _stamp(source) if spool is None else None  # before reading: an edit during the scan shows later
-        scan = _Scan(agent_cls, resolver, on_progress, None if stamp is None else stamp[0])
+        scan = _Scan(agent_cls, resolver, on_progress, None if stamp is None else stamp[0], max_line_bytes)
         scan.read(path, source, spool)
         if spool is not None:
             source.close()
@@ -250,18 +277,47 @@ def read_inputs(
             spool.close()
         raise
     handle = source if spool is None else spool
-    return BatchInputs(path, handle, scan.digest.hexdigest(), scan.invalid, scan.offsets, scan.lines, stamp)
+    return BatchInputs(
+        path, handle, scan.digest.hexdigest(), scan.invalid, scan.offsets, scan.lines, stamp,
+        max_line_bytes=max_line_bytes, handle_digest=None if scan.spooled is None else scan.spooled.hexdigest(),
+    )
+
+
+def check_max_line_bytes(value: Any) -> int:
+    """``value`` as a line limit in bytes: an integer, or text such as ``4MiB``; InvocationError otherwise."""
+    size = parse_size(value) if isinstance(value, str) else value
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_LINE_LIMIT:
+        raise InvocationError(
+            f"max_line_bytes (--max-line-bytes) must be a size from 1 byte to 1GiB (e.g. 1048576 or 4MiB), got {excerpt(str(value), 40)}"
+        )
+    return size
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30}
+_SIZE = re.compile(r"\s*(\d{1,12})\s*([a-z]*)\s*")
+
+
+def parse_size(text: str) -> int | None:
+    """``"4MiB"`` -> 4194304 (K, M and G are powers of 1024, as in KiB); None for anything else."""
+    match = _SIZE.fullmatch(text.lower())
+    if match is None or match.group(2) not in _SIZE_UNITS:
+        return None
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
 
 
 class _Scan:
     """One pass over the file: hash it, validate each line, remember where the valid ones start."""
 
-    def __init__(self, agent_cls: type, resolver: Any, on_progress: ScanCallback | None, size: int | None) -> None:
+    def __init__(
+        self, agent_cls: type, resolver: Any, on_progress: ScanCallback | None, size: int | None, max_line_bytes: int
+    ) -> None:
         self.agent_cls = agent_cls
         self.resolver = resolver
         self.on_progress = on_progress
         self.size = size
+        self.max_line_bytes = max_line_bytes
         self.digest = hashlib.sha256()
+        self.spooled: Any = None  # the spool's own sha256, when there is one
         self.offsets: array[int] = array("Q")
         self.lines: array[int] = array("I")
         self.invalid: list[InvalidLine] = []
@@ -272,16 +328,29 @@ class _Scan:
         return len(self.offsets) + len(self.invalid)
 
     def read(self, path: Path, source: IO[bytes], spool: IO[bytes] | None) -> None:
-        """Scan ``source``, copying it to ``spool`` if given (a pipe, which cannot be read twice)."""
-        offset = number = 0
+        """Scan ``source``, copying it to ``spool`` if given (a pipe, which cannot be read twice).
+
+        An over-long line is copied to the spool as an empty line: it is never read
+        back, and a pipe with no newline must not fill the disk either.
+        """
+        offset = position = number = 0  # bytes read from source; where the next line starts in the handle kept
+        if spool is not None:
+            self.spooled = hashlib.sha256()
         try:
-            for number, raw in enumerate(source, start=1):
+            while (line := _read_line(source, self.max_line_bytes, self.digest.update)) is not None:
+                number += 1
+                start, offset = position, offset + line.length
                 if spool is not None:
-                    spool.write(raw)
-                self.digest.update(raw)
-                start, offset = offset, offset + len(raw)
-                if raw.strip():
-                    self._line(number, start, raw)
+                    kept = b"\n" if line.over_long else line.head
+                    spool.write(kept)
+                    self.spooled.update(kept)
+                    position += len(kept)
+                else:
+                    position = offset
+                if line.over_long:
+                    self.invalid.append(_over_long(number, line, self.max_line_bytes))
+                elif line.head.strip():
+                    self._line(number, start, line.head)
                 if self.on_progress is not None and number % PROGRESS_LINES == 0:
                     self.on_progress(self.size, offset, number)
         except OSError as exc:
@@ -296,6 +365,51 @@ class _Scan:
             self.lines.append(number)
         else:
             self.invalid.append(problem)
+
+
+class _Line(NamedTuple):
+    """A line as the scan read it: whole, or only its head when it is over the limit."""
+
+    head: bytes  # the line with its newline, or its first limit + 1 bytes
+    length: int  # every byte of it, the newline included
+    over_long: bool
+
+    @property
+    def text_length(self) -> int:
+        """Its length without the newline."""
+        return self.length - 1 if self.length > len(self.head) or self.head.endswith(b"\n") else self.length
+
+
+def _read_line(source: IO[bytes], limit: int, consume: Callable[[bytes], Any]) -> _Line | None:
+    """The next line of ``source``, None at its end.
+
+    A line longer than ``limit`` (its newline not counted) comes back as its first
+    ``limit + 1`` bytes with its whole length: the rest is read in READ_BUFFER
+    pieces and dropped, so its size costs time, not memory. Every byte read is
+    passed to ``consume`` (the file's digest).
+    """
+    raw = source.readline(limit + 1)
+    if not raw:
+        return None
+    consume(raw)
+    if len(raw) <= limit or raw.endswith(b"\n"):
+        return _Line(raw, len(raw), False)
+    length = len(raw)
+    while piece := source.readline(READ_BUFFER):
+        consume(piece)
+        length += len(piece)
+        if piece.endswith(b"\n"):
+            break
+    return _Line(raw, length, True)
+
+
+def _over_long(number: int, line: _Line, limit: int) -> InvalidLine:
+    text = line.head[:EXCERPT_CHARS].decode("utf-8", errors="replace")
+    return InvalidLine(
+        number, None, "InvocationError",
+        f"the line is {line.text_length:,} bytes long, over the limit of {limit:,} (--max-line-bytes / "
+        f"max_line_bytes raises it); it starts with {excerpt(text)}",
+    )
 
 
 class _IdClaims:
@@ -346,7 +460,7 @@ def _check_line(
         if first[0] != number:
             raise _Invalid(_duplicate(item_id, "id" in data, *first))
     except _Invalid as exc:
-        return InvalidLine(number, item_id, exc.error_class, str(exc))
+        return InvalidLine(number, item_id, exc.error_class, bounded_message(str(exc)))
     return None
 
 
@@ -359,7 +473,9 @@ def _decode(raw: bytes) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise _Invalid(f"not valid JSON ({exc.msg} at column {exc.colno}): {_preview(text)}") from None
+        raise _Invalid(f"not valid JSON ({exc.msg} at column {exc.colno}): {excerpt(text.strip())}") from None
+    except RecursionError:  # json's decoder recurses once per level: [[[[...]]]] a million deep
+        raise _Invalid(f"nested too deeply to decode: {excerpt(text.strip())}") from None
     if isinstance(value, str):
         return {"message": value}
     if not isinstance(value, dict):
@@ -377,7 +493,7 @@ def _item_id(data: dict[str, Any], number: int) -> str:
         return str(value)
     if isinstance(value, str) and value and len(value) <= MAX_ITEM_ID and value.isprintable():
         return value
-    raise _Invalid(f"id must be a non-empty string (at most {MAX_ITEM_ID} printable characters) or an integer, got {_preview(json.dumps(value))}")
+    raise _Invalid(f"id must be a non-empty string (at most {MAX_ITEM_ID} printable characters) or an integer, got {excerpt(json.dumps(value))}")
 
 
 def _duplicate(item_id: str, named: bool, first_line: int, first_named: bool) -> str:
@@ -396,7 +512,8 @@ def _validate(data: dict[str, Any], agent_cls: type, resolver: Any) -> None:
         raise _Invalid('"run_id" is not allowed: the batch derives each run id from the batch id and the item id (name items with "id")')
     unknown = sorted(set(data) - set(ITEM_FIELDS))
     if unknown:
-        raise _Invalid(f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; an input may have {', '.join(ITEM_FIELDS)}")
+        named = ", ".join(excerpt(name, 40) for name in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise _Invalid(f"unknown field{'s' if len(unknown) > 1 else ''} {named}; an input may have {', '.join(ITEM_FIELDS)}")
     if "message" not in data:
         raise _Invalid('missing "message"')
     try:
@@ -429,9 +546,51 @@ def _json_type(value: Any) -> str:
     return {list: "an array", int: "a number", float: "a number", bool: "a boolean", type(None): "null"}.get(type(value), type(value).__name__)
 
 
-def _preview(text: str, limit: int = 60) -> str:
-    text = text.strip()
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """``repr(text)``, cut to at most ``limit`` characters (ending in ``...``) without splitting an escape.
+
+    What a message quotes of an input line: escaped, so a control character or a
+    terminal escape sequence in the file reaches neither the terminal nor the results.
+    """
+    quoted = repr(text)
+    if len(quoted) <= limit:
+        return quoted
+    shortest, longest = 0, min(len(text), limit)  # the longest prefix whose repr fits, by bisection
+    while shortest < longest:
+        middle = (shortest + longest + 1) // 2
+        if len(repr(text[:middle])) + 3 <= limit:
+            shortest = middle
+        else:
+            longest = middle - 1
+    return repr(text[:shortest]) + "..."
 
 
-__all__ = ["BatchInputError", "BatchInputs", "BatchItem", "ITEM_FIELDS", "InvalidLine", "ItemKey", "open_input", "read_inputs"]
+# A quoted value (repr's quotes follow no letter, an apostrophe does); a long one may have been cut open.
+_QUOTED = re.compile(r"(?<!\w)(?:'(?:[^'\\]|\\.)*(?:'|$)|\"(?:[^\"\\]|\\.)*(?:\"|$))")
+_CUT_ESCAPE = re.compile(r"\\(?:x[0-9a-fA-F]?|u[0-9a-fA-F]{0,3}|U[0-9a-fA-F]{0,7})?$")
+
+
+def bounded_message(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``message`` with control characters escaped, each quoted value cut to an excerpt, and at most ``limit`` long.
+
+    The checks' own messages quote content through :func:`excerpt`; this bounds
+    the ones that quote it otherwise (an invocation field's value, as in
+    ``actor_id must be ..., got '...'``, or an exception raised by the
+    application's select_model).
+    """
+    safe = "".join(char if char.isprintable() else repr(char)[1:-1] for char in message[: limit * 8])
+    safe = _QUOTED.sub(_shortened_quote, safe)
+    return safe if len(safe) <= limit else safe[: limit - 3] + "..."
+
+
+def _shortened_quote(match: re.Match[str]) -> str:
+    quoted = match.group(0)
+    if len(quoted) <= EXCERPT_CHARS:
+        return quoted
+    return _CUT_ESCAPE.sub("", quoted[: EXCERPT_CHARS - 4]) + quoted[0] + "..."
+
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES", "BatchInputError", "BatchInputs", "BatchItem", "ITEM_FIELDS", "InvalidLine", "ItemKey",
+    "bounded_message", "check_max_line_bytes", "excerpt", "open_input", "parse_size", "read_inputs", "shown_path",
+]

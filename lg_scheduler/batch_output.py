@@ -45,7 +45,7 @@ from rich.progress import (
 from lg_core.errors import InvocationError
 from lg_core.store import RunRecord
 from lg_core.store.records import RunOutcome
-from lg_scheduler.batch_inputs import PROGRESS_LINES, BatchItem, InvalidLine, ItemKey
+from lg_scheduler.batch_inputs import PROGRESS_LINES, BatchItem, InvalidLine, ItemKey, shown_path
 
 
 def run_result(item: BatchItem | ItemKey, record: RunRecord | RunOutcome) -> dict[str, Any]:
@@ -100,6 +100,13 @@ def check_writable(out: str | os.PathLike[str] | None) -> Path | None:
         raise InvocationError(
             f"out must be the path of the results file (a str or os.PathLike) or None, got {type(out).__name__}"
         ) from None
+    try:
+        return _writable(path)
+    except OSError as exc:  # a name longer than the file system allows, a directory that cannot be searched
+        raise InvocationError(f"cannot write {shown_path(path)}: {exc.strerror or exc}") from None
+
+
+def _writable(path: Path) -> Path:
     if path.is_dir():
         raise InvocationError(f"output path {path} is a directory; pass a file name such as {path / 'results.jsonl'}")
     if path.exists():

@@ -34,6 +34,8 @@ from lg_core.cli import (
     session,
 )
 from lg_core.errors import ConfigurationError
+from lg_core.urls import safe_url
+from lg_scheduler.stack.credentials import FLOWER_USER
 from lg_scheduler.stack.processes import ProcessState
 from lg_scheduler.stack.stack import DEFAULT_DIR, SERVICES, LocalStack, StackError
 from lg_workers.cli import BrokerOption, LogLevel
@@ -118,13 +120,16 @@ def stack_up(
         raise typer.Exit(1) from None
     if report.already_running:
         info.print(f"already running: {', '.join(report.already_running)}", highlight=False, soft_wrap=True)
-    settings = report.settings
+    settings, credentials = report.settings, report.credentials
     out = output_console()
-    out.print(f"run store  {settings.store_url}", highlight=False)
-    out.print(f"broker     {settings.redis_url}", highlight=False)
-    out.print(f"flower     {settings.flower_url}", highlight=False)
+    # The passwords are printed nowhere: the env file holds them (mode 0600), and sourcing it is the way to use them.
+    out.print(f"run store  {safe_url(settings.store_url(credentials.postgres))}", highlight=False)
+    out.print(f"broker     {safe_url(settings.redis_url(credentials.redis))}", highlight=False)
+    out.print(f"flower     {settings.flower_url}  (user {FLOWER_USER})", highlight=False)
     out.print(f"env file   {report.env_file}  (source it: . {shlex.quote(str(report.env_file))})", highlight=False,
               soft_wrap=True)
+    out.print("passwords  in the env file, readable by you only: LG_RUN_STORE, LG_BROKER_URL and FLOWER_BASIC_AUTH",
+              highlight=False, soft_wrap=True)
 
 
 def check_imports(stack: LocalStack, imports: list[str] | None) -> None:

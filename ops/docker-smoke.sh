@@ -23,6 +23,8 @@ KEEP=0
 [ "${1:-}" = "--keep" ] && KEEP=1
 PROJECT=lg-smoke
 export FLOWER_BASIC_AUTH="smoke:$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+export REDIS_PASSWORD="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+export POSTGRES_PASSWORD="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 export LG_IMPORTS=smokeapp.agents
 
 say() { printf 'docker-smoke: %s\n' "$*"; }

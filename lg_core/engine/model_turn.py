@@ -368,6 +368,8 @@ class ModelTurn:
                 key = f"{state.path}/turn-{checkpoint.turn}/tool/{use.id}"
                 is_exclusive = exclusive.get(use.name, False)
                 call: dict[str, Any] = {"id": use.id, "name": use.name, "input": dict(use.input)}
+                if use.input_error:
+                    call["input_error"] = use.input_error
                 if use.name in self.idempotent_tools:
                     call["idempotent"] = True
                 if repeats is not None:

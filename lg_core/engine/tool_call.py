@@ -46,7 +46,10 @@ class ToolCall:
     def __init__(self, scope: StepScope) -> None:
         self.scope = scope
         self.call: dict[str, Any] = dict(scope.input or {})
-        self.tool_use = ToolUse(id=self.call["id"], name=self.call["name"], input=self.call.get("input") or {})
+        self.tool_use = ToolUse(
+            id=self.call["id"], name=self.call["name"], input=self.call.get("input") or {},
+            input_error=self.call.get("input_error"),
+        )
 
     # -- execute -------------------------------------------------------------------
 
@@ -85,7 +88,7 @@ class ToolCall:
             if entering is None:
                 return ToolOutcome.failure(OUTCOME_UNKNOWN, "outcome_unknown")
         scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
-        problems = tool.validate(use.input)
+        problems = [use.input_error] if use.input_error else tool.validate(use.input)
         if problems:
             return ToolOutcome.failure(f"Invalid input for tool {use.name!r}: " + "; ".join(problems[:5]), "validation")
         prepared = tool.prepare(use.input)  # an Input model's own checks are validation too

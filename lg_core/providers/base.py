@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import abc
 import json
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
+from lg_core.content import ToolUse
 from lg_core.datamap import MAX_JSON_DEPTH, nests_deeper_than
 from lg_core.errors import MalformedToolCallError
 from lg_core.events import StreamEvent
@@ -63,4 +65,34 @@ def tool_input(name: str, arguments: Any) -> dict[str, Any]:
     return dict(arguments)
 
 
-__all__ = ["Provider", "tool_input"]
+def tool_use(call_id: str, name: str, arguments: Any) -> ToolUse:
+    """The ToolUse of a model's call, its arguments decoded by :func:`tool_input`.
+
+    Python's json decodes ``NaN``, ``Infinity`` and ``-Infinity``, which JSON has no
+    value for and no store or provider accepts back. Such a number is kept in the
+    input as the text the model wrote, and the call carries ``input_error``: the
+    model is told its input was invalid, as for a schema violation, and the run
+    goes on (the number could not even be stored, so the run used to fail).
+    """
+    problems: list[str] = []
+    arguments = _finite(tool_input(name, arguments), "input", problems)
+    error = None
+    if problems:
+        error = "; ".join(problems[:5]) + " (JSON numbers are finite: send a number, or leave the field out)"
+    return ToolUse(id=call_id, name=name, input=arguments, input_error=error)
+
+
+def _finite(value: Any, path: str, problems: list[str]) -> Any:
+    """``value`` with each non-finite float replaced by its JSON-like text; ``problems`` names where."""
+    if isinstance(value, float) and not math.isfinite(value):
+        text = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        problems.append(f"{path} is {text}, which is not a JSON number")
+        return text
+    if isinstance(value, Mapping):
+        return {key: _finite(item, f"{path}.{key}", problems) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item, f"{path}[{index}]", problems) for index, item in enumerate(value)]
+    return value
+
+
+__all__ = ["Provider", "tool_input", "tool_use"]

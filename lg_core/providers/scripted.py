@@ -47,7 +47,7 @@ from lg_core.errors import (
 from lg_core.events import StreamEvent
 from lg_core.messages import Message
 from lg_core.models.request import ModelCapabilities, ModelRequest, ModelResponse
-from lg_core.providers.base import Provider, tool_input
+from lg_core.providers.base import Provider, tool_use
 from lg_core.usage import Usage
 
 Turn = Mapping[str, Any]
@@ -219,9 +219,8 @@ def _stream_turn(turn: Turn, request: ModelRequest, model_id: str, sequence: int
 
 
 def _tool_use(call: Mapping[str, Any], sequence: int, index: int) -> ToolUse:
-    arguments = tool_input(str(call["name"]), call.get("arguments", {}))
     call_id = call.get("id") or f"call_{sequence}_{index}"
-    return ToolUse(id=str(call_id), name=str(call["name"]), input=arguments)
+    return tool_use(str(call_id), str(call["name"]), call.get("arguments", {}))
 
 
 def _approximate_usage(request: ModelRequest, text: str) -> Usage:

@@ -17,6 +17,14 @@ files and logs. The application services and their commands are the ones of
 ``docker/compose.yaml`` (:func:`service_commands`; a test keeps the two in
 step), so what runs in development is what runs in containers.
 
+Every server asks for a password (:mod:`lg_scheduler.stack.credentials`):
+PostgreSQL's role ``lg``, Redis and Flower's user ``lg`` each get one at the
+first ``up``, kept in ``env`` (mode 0600) and given to the stack's own
+processes in their environment. What ``up`` prints masks them and says where
+they are. A stack started before it had passwords gets them at its next
+``up`` (its cluster, created to trust every local user, is switched to
+scram-sha-256 while stopped); one still running is asked to go ``down`` first.
+
 ``down`` and ``status`` need only the pid files, so a stack whose stack.json
 was deleted or damaged can still be stopped. ``up`` refuses to choose new ports
 while such a stack runs, and to change the ports, imports or concurrency of
@@ -44,6 +52,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lg_core.errors import ConfigurationError
+from lg_scheduler.stack.credentials import (
+    FLOWER_USER,
+    StackCredentials,
+    load_credentials,
+    write_private,
+)
 from lg_scheduler.stack.processes import ProcessSpec, ProcessState, ProcessTable
 from lg_scheduler.stack.servers import PostgresServer, RedisServer, free_port
 
@@ -85,13 +99,11 @@ class StackSettings:
     concurrency: int | None = None
     postgres_root: str | None = None
 
-    @property
-    def redis_url(self) -> str:
-        return f"redis://127.0.0.1:{self.ports['redis']}/0"
+    def redis_url(self, password: str) -> str:
+        return f"redis://:{password}@127.0.0.1:{self.ports['redis']}/0"
 
-    @property
-    def store_url(self) -> str:
-        return f"postgresql+psycopg://lg@127.0.0.1:{self.ports['postgres']}/{DATABASE}"
+    def store_url(self, password: str) -> str:
+        return f"postgresql+psycopg://lg:{password}@127.0.0.1:{self.ports['postgres']}/{DATABASE}"
 
     @property
     def flower_url(self) -> str:
@@ -104,6 +116,7 @@ class UpReport:
     already_running: list[str]
     settings: StackSettings
     env_file: Path
+    credentials: StackCredentials
 
 
 class LocalStack:
@@ -192,27 +205,31 @@ class LocalStack:
 
     # -- processes --------------------------------------------------------------------------
 
-    def specs(self, settings: StackSettings) -> dict[str, ProcessSpec]:
-        redis = self._redis(settings)
-        postgres = self._postgres(settings)
+    def specs(self, settings: StackSettings, credentials: StackCredentials) -> dict[str, ProcessSpec]:
+        redis = self._redis(settings, credentials)
+        postgres = self._postgres(settings, credentials)
         specs = {
             "redis": ProcessSpec("redis", redis.command(persist=True)),
             "postgres": _postgres_spec(postgres.command(durable=True), postgres.data),
         }
-        env = self.app_env(settings)
+        env = self.app_env(settings, credentials)
         for name, argv in service_commands(settings.concurrency).items():
             argv = _local_argv(argv)
             if name == "flower":
+                # Basic auth from the environment (Flower reads FLOWER_* variables): on the command line,
+                # every local user would read the password in `ps`.
                 argv += [f"--port={settings.ports['flower']}", "--address=127.0.0.1"]
-                specs[name] = ProcessSpec(name, argv, {**env, "FLOWER_UNAUTHENTICATED_API": "true"}, Path.cwd())
+                flower_env = {k: v for k, v in env.items() if k != "FLOWER_UNAUTHENTICATED_API"}
+                specs[name] = ProcessSpec(name, argv, {**flower_env, "FLOWER_BASIC_AUTH": credentials.flower_basic_auth},
+                                          Path.cwd())
             else:
                 specs[name] = ProcessSpec(name, argv, env, Path.cwd())
         return specs
 
-    def app_env(self, settings: StackSettings) -> dict[str, str]:
+    def app_env(self, settings: StackSettings, credentials: StackCredentials) -> dict[str, str]:
         """The environment of workers, scheduler and Flower: this shell's, pointed at the stack."""
-        env = dict(os.environ)
-        env.update(stack_variables(settings))
+        env = {k: v for k, v in os.environ.items() if k != "FLOWER_BASIC_AUTH"}
+        env.update(stack_variables(settings, credentials))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
         return env
 
@@ -233,12 +250,15 @@ class LocalStack:
         self._make_root()
         kept = self.state_file.exists()
         settings = self.resolve_settings(imports=imports, concurrency=concurrency, ports=ports)
+        credentials, new_passwords = self._credentials()
         for state in self.status():
             if state.name in PREFERRED_PORTS and not state.alive and not state.members:
                 self._check_port(state.name, settings, asked=bool(ports.get(state.name)), kept=kept)
         with _server_errors():
-            specs = self.specs(settings)
+            specs = self.specs(settings, credentials)
         self.state_file.write_text(json.dumps(asdict(settings), indent=2) + "\n")
+        # Before any server starts with the passwords: where they are is never lost.
+        write_private(self.env_file, env_file_text(settings, credentials, self.root))
         started: list[str] = []
         already: list[str] = []
 
@@ -257,15 +277,16 @@ class LocalStack:
                 started.append(name)
             return offsets
 
-        if not self.table.state("postgres").alive:
-            with _server_errors():
-                self._postgres(settings).prepare()  # initdb on the first up only
-        self._wait(launch(["redis", "postgres"]), settings)
         with _server_errors():
-            self._postgres(settings).create_database(DATABASE, exist_ok=True)
-        self._wait(launch([n for n in SERVICES if n not in ("redis", "postgres")]), settings)
-        self.env_file.write_text(env_file_text(settings, self.root))
-        return UpReport(started, already, settings, self.env_file)
+            if not self.table.state("redis").alive:
+                self._redis(settings, credentials).prepare()  # its config file, holding the password
+            if not self.table.state("postgres").alive:  # initdb on the first up only; a password when it needs one
+                self._postgres(settings, credentials).prepare(new_password="postgres" in new_passwords)
+        self._wait(launch(["redis", "postgres"]), settings, credentials)
+        with _server_errors():
+            self._postgres(settings, credentials).create_database(DATABASE, exist_ok=True)
+        self._wait(launch([n for n in SERVICES if n not in ("redis", "postgres")]), settings, credentials)
+        return UpReport(started, already, settings, self.env_file, credentials)
 
     def down(self, progress: Callable[[str], None] = lambda _line: None) -> list[str]:
         """Stop every process (services first, then PostgreSQL, then Redis); returns what was running.
@@ -294,15 +315,42 @@ class LocalStack:
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _redis(self, settings: StackSettings) -> RedisServer:
-        return RedisServer(root=self.root / "redis", port=settings.ports["redis"])
+    def _credentials(self) -> tuple[StackCredentials, set[str]]:
+        """The passwords of the env file, new ones for those it lacks (which no running process may be using).
 
-    def _postgres(self, settings: StackSettings) -> PostgresServer:
-        return PostgresServer(root=Path(settings.postgres_root or self.root / "postgres"), port=settings.ports["postgres"])
+        A stack whose processes run without passwords (started before the stack had them) would be
+        left open, and its workers could not use new ones: it must be stopped first.
+        """
+        credentials, new = load_credentials(self.env_file)
+        running = [state.name for state in self.status() if state.alive or state.members]
+        if new and running:
+            raise ConfigurationError(
+                f"the stack in {self.root} runs ({', '.join(running)}) without passwords in {self.env_file}; "
+                f"run `{self.down_command}`, then `lg stack up` to start it with passwords (the data is kept)"
+            )
+        return credentials, new
+
+    def _redis(self, settings: StackSettings, credentials: StackCredentials) -> RedisServer:
+        return RedisServer(root=self.root / "redis", port=settings.ports["redis"], password=credentials.redis)
+
+    def _postgres(self, settings: StackSettings, credentials: StackCredentials) -> PostgresServer:
+        return PostgresServer(
+            root=Path(settings.postgres_root or self.root / "postgres"), port=settings.ports["postgres"],
+            password=credentials.postgres,
+        )
 
     def _make_root(self) -> None:
+        """The stack directory, and its directories that hold data readable by this user only.
+
+        Redis's append-only file holds every key (event streams included) and the logs may quote
+        what a run did: a password on the server is no use if another user can read its files.
+        PostgreSQL keeps its data directory at mode 0700 itself.
+        """
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+            for private in (self.root / "redis", self.table.logs):
+                private.mkdir(mode=0o700, exist_ok=True)
+                private.chmod(0o700)  # a directory made before the stack had passwords
         except OSError as exc:
             raise ConfigurationError(f"cannot create the stack directory {self.root}: {exc.strerror or exc}") from None
 
@@ -342,9 +390,9 @@ class LocalStack:
         raise StackError(f"port {port} for {name}{origin} is in use by another program; stop it, or pass "
                          f"--{name}-port to choose another{after}")
 
-    def _wait(self, offsets: dict[str, int], settings: StackSettings) -> None:
+    def _wait(self, offsets: dict[str, int], settings: StackSettings, credentials: StackCredentials) -> None:
         """Wait until every process just started is ready; a process that exits is a StackError."""
-        checks = {name: self._readiness(name, offset, settings) for name, offset in offsets.items()}
+        checks = {name: self._readiness(name, offset, settings, credentials) for name, offset in offsets.items()}
         deadline = time.monotonic() + READY_TIMEOUT
         while checks:
             for name in list(checks):
@@ -357,11 +405,13 @@ class LocalStack:
                 raise StackError(f"{name} not ready after {READY_TIMEOUT:.0f} s:\n{self._tail(name, offsets[name])}")
             time.sleep(0.1)
 
-    def _readiness(self, name: str, offset: int, settings: StackSettings) -> Callable[[], bool]:
+    def _readiness(
+        self, name: str, offset: int, settings: StackSettings, credentials: StackCredentials
+    ) -> Callable[[], bool]:
         if name == "redis":
-            return self._redis(settings).is_ready
+            return self._redis(settings, credentials).is_ready
         if name == "postgres":
-            return self._postgres(settings).is_ready
+            return self._postgres(settings, credentials).is_ready
         if name == "flower":
             return lambda: _http_ok(f"{settings.flower_url}/healthcheck")
         if name in WORKER_SERVICES:
@@ -373,19 +423,27 @@ class LocalStack:
         return "\n".join(text) + f"\n(full log: {self.table.log_file(name)})"
 
 
-def stack_variables(settings: StackSettings) -> dict[str, str]:
+def stack_variables(settings: StackSettings, credentials: StackCredentials) -> dict[str, str]:
     """The LG_* variables that point a process at the stack (the env file holds the same)."""
-    variables = {"LG_RUN_STORE": settings.store_url, "LG_BROKER_URL": settings.redis_url}
+    variables = {
+        "LG_RUN_STORE": settings.store_url(credentials.postgres),
+        "LG_BROKER_URL": settings.redis_url(credentials.redis),
+    }
     if settings.imports:
         variables["LG_IMPORTS"] = ",".join(settings.imports)
     return variables
 
 
-def env_file_text(settings: StackSettings, root: Path) -> str:
-    """Shell lines to ``source`` (or ``.``): every value shell-quoted."""
-    lines = [f"# LittleGhost local stack in {root}: `. {shlex.quote(str(root / 'env'))}`",
-             f"# Flower: {settings.flower_url}"]
-    lines += [f"export {key}={shlex.quote(value)}" for key, value in stack_variables(settings).items()]
+def env_file_text(settings: StackSettings, credentials: StackCredentials, root: Path) -> str:
+    """Shell lines to ``source`` (or ``.``): every value shell-quoted, the passwords inside them."""
+    lines = [
+        f"# LittleGhost local stack in {root}: `. {shlex.quote(str(root / 'env'))}`",
+        "# The passwords of its PostgreSQL (user lg), Redis and Flower (user lg) are in the values below:",
+        "# keep this file readable by you only (mode 0600).",
+        f"# Flower: {settings.flower_url} (user {FLOWER_USER}, the password after '{FLOWER_USER}:' in FLOWER_BASIC_AUTH)",
+    ]
+    variables = {**stack_variables(settings, credentials), "FLOWER_BASIC_AUTH": credentials.flower_basic_auth}
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in variables.items()]
     return "\n".join(lines) + "\n"
 
 

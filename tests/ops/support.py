@@ -7,6 +7,7 @@ Flower, Chromium) exactly as a developer or an operator would.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -75,10 +76,11 @@ class Stack:
         return self.run("up", *ports, "--concurrency", "1", *extra)
 
     def env(self) -> dict[str, str]:
+        """The variables of the env file, as a shell that sources it would have them."""
         values = {}
         for line in (self.root / "env").read_text().splitlines():
             if line.startswith("export "):
-                key, _, value = line[len("export "):].partition("=")
+                key, _, value = shlex.split(line[len("export "):])[0].partition("=")
                 values[key] = value
         return values
 

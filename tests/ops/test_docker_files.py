@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from lg_scheduler.stack.credentials import StackCredentials
 from lg_scheduler.stack.stack import (
     SERVICES,
     WORKER_SERVICES,
@@ -34,13 +35,15 @@ def test_compose_has_every_stack_service():
 
 def test_application_services_run_the_stack_commands_with_the_same_variables():
     services = compose()["services"]
-    variables = set(stack_variables(StackSettings(ports={"redis": 1, "postgres": 2, "flower": 3}, imports=["app"])))
+    settings = StackSettings(ports={"redis": 1, "postgres": 2, "flower": 3}, imports=["app"])
+    variables = set(stack_variables(settings, StackCredentials("pg", "redis", "flower")))
     for name, command in service_commands().items():
         service = services[name]
         assert service["command"][: len(command)] == command, name
         assert variables <= set(service["environment"]), name
-        assert service["environment"]["LG_RUN_STORE"].startswith("postgresql+psycopg://"), name
-        assert service["environment"]["LG_BROKER_URL"] == "redis://redis:6379/0", name
+        assert service["environment"]["LG_RUN_STORE"].startswith("postgresql+psycopg://lg:${POSTGRES_PASSWORD:?"), name
+        assert service["environment"]["LG_BROKER_URL"].startswith("redis://:${REDIS_PASSWORD:?"), name
+        assert service["environment"]["LG_BROKER_URL"].endswith("}@redis:6379/0"), name
         assert service["build"]["dockerfile"] == "docker/Dockerfile", name
         for dependency in ("redis", "postgres"):
             assert service["depends_on"][dependency]["condition"] == "service_healthy", name
@@ -56,6 +59,21 @@ def test_healthchecks_and_sandbox_settings():
     assert "seccomp=unconfined" in services["worker-sandbox"]["security_opt"]
     assert "FLOWER_BASIC_AUTH" in services["flower"]["environment"]  # Flower can shut workers down: never open
     assert services["flower"]["ports"] == ["127.0.0.1:5555:5555"]
+
+
+def test_every_server_requires_a_password_that_compose_refuses_to_start_without():
+    """The compose network's addresses are reachable from the host: no server may be open there."""
+    services = compose()["services"]
+    redis, postgres = services["redis"], services["postgres"]
+    assert redis["command"][-2:] == ["--requirepass", "${REDIS_PASSWORD:?set REDIS_PASSWORD for Redis}"]
+    assert "protected-mode" not in " ".join(redis["command"])
+    health = " ".join(redis["healthcheck"]["test"])
+    assert 'REDISCLI_AUTH="$$REDIS_PASSWORD"' in health and "grep -q PONG" in health  # not in redis-cli's argv
+    assert postgres["environment"]["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+    assert "POSTGRES_HOST_AUTH_METHOD" not in postgres["environment"]  # never "trust"
+    assert services["flower"]["environment"]["FLOWER_BASIC_AUTH"].startswith("${FLOWER_BASIC_AUTH:?")
+    for name in ("redis", "postgres"):
+        assert "ports" not in services[name], name  # reachable from the compose network only
 
 
 def test_dockerfile_builds_one_image_for_every_role():

@@ -8,6 +8,7 @@ screenshot is taken by Debian's Chromium driven through Playwright.
 from __future__ import annotations
 
 import ast
+import base64
 import json
 import sys
 import time
@@ -31,8 +32,10 @@ CHROMIUM_FLAGS = [
 TASK_FOR_STEP = {"model": "lg.model_turn", "tool": "lg.tool_call"}
 
 
-def get_json(url: str):
-    with urllib.request.urlopen(url, timeout=30) as response:
+def get_json(url: str, basic_auth: str):
+    """GET ``url`` as Flower's user (``basic_auth`` is ``user:password``, FLOWER_BASIC_AUTH of the env file)."""
+    request = urllib.request.Request(url, headers={"Authorization": "Basic " + base64.b64encode(basic_auth.encode()).decode()})
+    with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
 
 
@@ -54,8 +57,9 @@ def test_flower_shows_the_tasks_of_a_run_without_its_content(stack, tmp_path):
     up = stack.up("--import", "dist_app")
     assert up.returncode == 0, up.stderr
     env, flower = stack.env(), f"http://127.0.0.1:{stack.ports['flower']}"
+    auth = env["FLOWER_BASIC_AUTH"]
     # Flower only knows tasks whose events it received: wait until it hears every worker.
-    wait_until(lambda: len(get_json(f"{flower}/workers?json=1")["data"]) >= len(WORKER_SERVICES), what="workers")
+    wait_until(lambda: len(get_json(f"{flower}/workers?json=1", auth)["data"]) >= len(WORKER_SERVICES), what="workers")
 
     sys.path.insert(0, str(DIST_APP_DIR))
     import dist_app
@@ -70,7 +74,7 @@ def test_flower_shows_the_tasks_of_a_run_without_its_content(stack, tmp_path):
     assert steps
 
     def run_tasks():
-        tasks = [t for t in get_json(f"{flower}/api/tasks?limit=1000").values() if run.id in (t["args"] or "")]
+        tasks = [t for t in get_json(f"{flower}/api/tasks?limit=1000", auth).values() if run.id in (t["args"] or "")]
         keys = {ast.literal_eval(t["args"])[1] for t in tasks if t["name"] != "lg.advance"}
         done = keys == steps and any(t["name"] == "lg.advance" for t in tasks)
         return tasks if done and all(t["state"] == "SUCCESS" for t in tasks) else None
@@ -91,7 +95,7 @@ def test_flower_shows_the_tasks_of_a_run_without_its_content(stack, tmp_path):
     for content in (SECRET, "4242 4242", "Lovelace", "All steps recorded", "step 0 done", "Record one numbered step"):
         assert content not in dump
 
-    screenshot, page_text = take_screenshot(f"{flower}/tasks", run.id, tmp_path / "flower-tasks.png")
+    screenshot, page_text = take_screenshot(f"{flower}/tasks", run.id, tmp_path / "flower-tasks.png", auth)
     assert run.id in page_text and "lg.model_turn" in page_text and "SUCCESS" in page_text
     assert "Lovelace" not in page_text
     with Image.open(screenshot) as image:
@@ -102,13 +106,15 @@ def test_flower_shows_the_tasks_of_a_run_without_its_content(stack, tmp_path):
         assert colours is not None and len(colours) > 50  # text, badges and table rules, not a blank page
 
 
-def take_screenshot(url: str, run_id: str, path):
+def take_screenshot(url: str, run_id: str, path, basic_auth: str):
     from playwright.sync_api import sync_playwright
 
+    user, _, password = basic_auth.partition(":")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page = browser.new_page(viewport={"width": 1600, "height": 1000},
+                                    http_credentials={"username": user, "password": password})
             page.goto(url)
             page.fill("input[type=search]", run_id)  # the task table's search box: only this run's tasks
             page.wait_for_selector("td:has-text('lg.model_turn')", timeout=30_000)

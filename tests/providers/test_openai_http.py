@@ -315,6 +315,39 @@ def test_tool_arguments_sent_as_a_json_object_are_the_tool_input(connection):
     assert tool_messages == [{"role": "tool", "tool_call_id": "call_o", "content": "entry for refunds"}]
 
 
+def test_nan_and_infinity_in_tool_arguments_are_invalid_input_the_model_is_told_about(connection):
+    """Python's json decodes NaN and Infinity, which JSON has no value for: the call is answered with an
+    input error and the model tries again, as for any invalid input, and the run goes on."""
+    as_text = ("call_nan", "lookup", ['{"topic": "refunds", ', '"page": NaN}'])
+    as_object = {"index": 1, "id": "call_inf", "type": "function",
+                 "function": {"name": "lookup", "arguments": {"topic": "shipping", "limits": [1, float("-inf")]}}}
+    first = tool_call_chunks(as_text)
+    first.insert(-2, chunk({"tool_calls": [as_object]}))
+    connection.reply(
+        stream(first),  # json.dumps writes the float as -Infinity, as a server written in Python would
+        stream(tool_call_chunks(lookup_call("call_ok", "refunds"))),
+        stream(text_chunks("Refunds: entry for refunds.")),
+    )
+
+    run = ToolAgent.ask("Refunds and shipping?")
+
+    assert run.outcome == "completed", run.error
+    answers = {m["tool_call_id"]: m["content"] for m in connection.received[1].body["messages"] if m["role"] == "tool"}
+    assert answers == {
+        "call_nan": "Error: Invalid input for tool 'lookup': input.page is NaN, which is not a JSON number "
+                    "(JSON numbers are finite: send a number, or leave the field out)",
+        "call_inf": "Error: Invalid input for tool 'lookup': input.limits[1] is -Infinity, which is not a JSON number "
+                    "(JSON numbers are finite: send a number, or leave the field out)",
+    }
+    calls = connection.received[1].body["messages"][-3]["tool_calls"]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [
+        {"topic": "refunds", "page": "NaN"},
+        {"topic": "shipping", "limits": [1, "-Infinity"]},
+    ]
+    assert [m["content"] for m in connection.received[2].body["messages"] if m["role"] == "tool"][-1] == "entry for refunds"
+    assert run.response == "Refunds: entry for refunds."
+
+
 def test_an_image_a_tool_returns_reaches_the_model(connection):
     """Chat Completions tool messages hold text only, so a tool's image follows them in a user message."""
     connection.reply(

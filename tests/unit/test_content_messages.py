@@ -28,6 +28,10 @@ BLOCKS = [
         id="tool-use",
     ),
     pytest.param(
+        ToolUse(id="call_9", name="lookup", input={"n": "NaN"}, input_error="input.n is NaN, which is not a JSON number"),
+        id="tool-use-invalid-input",
+    ),
+    pytest.param(
         ToolResult(
             tool_use_id="call_1",
             status="success",

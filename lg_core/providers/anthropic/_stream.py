@@ -30,7 +30,7 @@ from lg_core.messages import Message
 from lg_core.models.request import ModelResponse
 from lg_core.providers._http.errors import ErrorReply
 from lg_core.providers._http.stream import brief, parse_object, token_count
-from lg_core.providers.base import tool_input
+from lg_core.providers.base import tool_use
 from lg_core.usage import Usage
 
 STOP_REASONS = {
@@ -215,7 +215,7 @@ class EventReader:
     def _tool_use(self, block: _Block, arguments: str) -> ToolUse:
         """The finished call; one whose input the output limit cut off is an OutputLimitError."""
         try:
-            return ToolUse(id=block.id, name=block.name, input=tool_input(block.name, arguments if block.pieces else block.start_input or {}))
+            return tool_use(block.id, block.name, arguments if block.pieces else block.start_input or {})
         except MalformedToolCallError as exc:
             if self.stop_reason not in ("max_tokens", "model_context_window_exceeded"):
                 raise

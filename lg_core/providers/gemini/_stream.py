@@ -28,7 +28,7 @@ from lg_core.messages import Message
 from lg_core.models.request import ModelResponse
 from lg_core.providers._http.errors import ErrorReply
 from lg_core.providers._http.stream import brief, parse_object, token_count
-from lg_core.providers.base import tool_input
+from lg_core.providers.base import tool_use
 from lg_core.providers.gemini._signatures import Part, Signature, generated_id
 from lg_core.usage import Usage
 
@@ -143,7 +143,7 @@ class ChunkReader:
             call_id = generated_id(self.sequence, self.unnamed_calls)
             self.unnamed_calls += 1
         arguments = call.get("args")
-        use = ToolUse(id=call_id, name=name, input=tool_input(name, {} if arguments is None else arguments))
+        use = tool_use(call_id, name, {} if arguments is None else arguments)
         self.blocks.append(_Block("functionCall", call=use))
         yield StreamEvent.build("tool_call_start", id=use.id, name=use.name)
         yield StreamEvent.build("tool_call_delta", id=use.id, arguments=json.dumps(use.input, separators=(",", ":"), ensure_ascii=False))

@@ -30,7 +30,7 @@ from lg_core.messages import Message
 from lg_core.models.request import ModelResponse
 from lg_core.providers._http.errors import ErrorReply
 from lg_core.providers._http.stream import parse_object, token_count
-from lg_core.providers.base import tool_input
+from lg_core.providers.base import tool_use
 from lg_core.usage import Usage
 
 DONE = "[DONE]"
@@ -56,7 +56,7 @@ class _ToolCall:
     def tool_use(self) -> ToolUse:
         if not self.name:
             raise MalformedToolCallError(f"the model sent tool call {self.id!r} without a function name")
-        return ToolUse(id=self.id, name=self.name, input=tool_input(self.name, "".join(self.arguments)))
+        return tool_use(self.id, self.name, "".join(self.arguments))
 
 
 class ChunkReader:
