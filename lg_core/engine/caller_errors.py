@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from lg_core.engine.codec import class_path
 from lg_core.errors import (
     CancelledError,
     ConfigurationError,
@@ -78,7 +79,7 @@ def caller_error_dict(error: BaseException, message: str) -> dict[str, Any]:
     """The stored form of ``error`` a caller may see: its class, ``message`` (the caller-safe one)
     and the :data:`CALLER_ATTRIBUTES` it has; the form a terminal event carries."""
     cls = type(error)
-    data: dict[str, Any] = {"class": f"{cls.__module__}:{cls.__qualname__}", "name": cls.__name__, "message": message}
+    data: dict[str, Any] = {"class": class_path(cls), "name": cls.__name__, "message": message}
     attributes = getattr(error, "_attributes", None) or {}
     kept = {name: attributes[name] for name in CALLER_ATTRIBUTES if _plain(attributes.get(name))}
     if kept:
