@@ -40,6 +40,7 @@ from lg_core.config import (
 )
 from lg_core.content import Document, Image, Reasoning, Text, ToolResult, ToolUse
 from lg_core.datamap import DataMap
+from lg_core.engine.codec import register_error_class
 from lg_core.errors import *  # noqa: F403 - the error hierarchy is public API
 from lg_core.errors import __all__ as _error_names
 from lg_core.events import EVENT_TYPES, StreamEvent
@@ -166,6 +167,7 @@ __all__ = [
     "list_runs",
     "model_resolver",
     "prune_runs",
+    "register_error_class",
     "replace",
     "resume",
     "retry",

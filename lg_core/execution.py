@@ -142,9 +142,13 @@ def check_event_id(value: str | None, record: RunRecord) -> tuple[int, str | Non
 def event_json(event: StreamEvent) -> dict[str, Any]:
     """The event's data as JSON-safe values, e.g. for an SSE ``data:`` line.
 
-    Events can carry inputs, tool arguments and results, and error details:
-    check that the destination may see the whole run (the spec's safety note).
+    Events can carry inputs, tool arguments and results: check that the destination
+    may see the whole run (the spec's safety note). A durable event is given as stored,
+    so an error is in its caller-safe form (lg_core.engine.caller_errors) here too,
+    never the live exception's own text.
     """
+    if event.stored is not None:
+        return dict(event.stored)
     return encode_event_data(event.data)
 
 

@@ -252,7 +252,7 @@ class Run:
         with self._deliver_lock:
             outcome = _TERMINAL_TYPES.get(event.type)
             if outcome is not None:
-                self._finish_from(outcome, event.data)
+                self._finish_from(outcome, event.data, read_back=event.stored is None)
             if self._on_event is not None and self._delivery_error is None:
                 try:
                     _refuse_awaitable(self._on_event(event), ASYNC_CONSUMER)  # e.g. a lambda calling an async function
@@ -261,18 +261,31 @@ class Run:
                     if outcome is None:  # after the terminal event there is nothing left to stop
                         self.cancellation_token.cancel("the event consumer failed")
 
-    def _finish_from(self, outcome: str, data: Any) -> None:
+    def _finish_from(self, outcome: str, data: Any, read_back: bool = False) -> None:
         if self.outcome is None:
             self._settle_session(outcome)
         self.outcome = outcome
         self.response = data.get("response")
         usage = data.get("usage")
         self.usage = usage if isinstance(usage, Usage) else Usage.from_dict(usage)
-        error = data.get("error")
-        self.error = error_from_dict(error) if isinstance(error, dict) else error
+        self.error = self._error_from(data.get("error"), read_back)
         result = data.get("result")
         if isinstance(result, RunResult):
             self.result = result
+
+    def _error_from(self, error: Any, read_back: bool) -> BaseException | None:
+        """The error a terminal event reports: the exception itself when the event is live in this
+        process; for an event ``read_back`` from the store or a broker, whose ``error`` is only the
+        caller-safe form, the stored run's error, which keeps what the application may see."""
+        if isinstance(error, Mapping):
+            error = error_from_dict(error)
+        if not read_back or error is None:
+            return error
+        try:
+            stored = self.runtime.store.load_run(self.id).error
+        except Exception:  # noqa: BLE001 - the event's own form is still an answer
+            return error
+        return error_from_dict(stored) if stored else error
 
     def cancel(self, reason: str | None = None) -> Run:
         """Request cooperative cancellation, here and for other processes via the store.

@@ -68,7 +68,9 @@ class Hook:
         return None
 
     def error_message(self, error: BaseException, run: Run) -> str | None:
-        """A caller-safe message for ``error``, or None to defer to later hooks."""
+        """A caller-safe message for ``error``, or None to defer to later hooks and the default (the
+        error's class and a fixed sentence). Asked for the error that ends a run and for the error of
+        each retried model call; the message is what their events tell every stream consumer."""
         return None
 
 

@@ -3,13 +3,23 @@
 Live in-process events carry rich objects (a ModelResponse, a Usage, the
 exception); the durable event log and other processes see these JSON forms,
 and :func:`decode_event_data` turns the well-known keys back into objects.
+
+A stored error names its class (``module:QualName``), but the store and the
+broker are not trusted to choose code: a forged row or Redis event could name
+any module, and importing it runs it. So :func:`error_from_dict` imports
+nothing. It rebuilds a class from an allow-list: LittleGhost's own errors (the
+:mod:`lg_core.errors` hierarchy and the project's subclasses of it), Python's
+built-in exceptions, and the classes the application registered with
+:func:`register_error_class`. Any other class becomes an
+:class:`~lg_core.errors.Error` whose message starts with the class's name.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping
-from typing import Any
+import builtins
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeVar
 
 from lg_core import errors as errors_mod
 from lg_core.datamap import to_json_value
@@ -22,7 +32,7 @@ from lg_core.usage import Usage
 def error_to_dict(error: BaseException, *, include_message: bool = True) -> dict[str, Any]:
     """The stored form of an exception: its class path, message and safe attributes."""
     cls = type(error)
-    data: dict[str, Any] = {"class": f"{cls.__module__}:{cls.__qualname__}", "name": cls.__name__}
+    data: dict[str, Any] = {"class": class_path(cls), "name": cls.__name__}
     data["message"] = str(error) if include_message else ""
     attributes = getattr(error, "_attributes", None)
     if attributes:
@@ -33,30 +43,82 @@ def error_to_dict(error: BaseException, *, include_message: bool = True) -> dict
     return data
 
 
+E = TypeVar("E", bound=type[Exception])
+PROJECT_PACKAGES = frozenset({"lg_core", "lg_workers", "lg_scheduler"})  # whose Error subclasses decode unregistered
+_registered: dict[str, type[Exception]] = {}
+_registry_lock = threading.Lock()
+
+
+def class_path(cls: type) -> str:
+    """How a stored error names its class: ``module:QualName``."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def register_error_class(cls: E) -> E:
+    """Let a stored or broker error of class ``cls`` decode as ``cls`` (see the module docstring).
+
+    An application's own exception classes decode as themselves only once registered,
+    in the process that reads them: call it where the class is defined (it returns
+    ``cls``, so it also serves as a class decorator), so that importing the application
+    (``lg worker --import``, ``LG_IMPORTS``) registers it. Until then such an error reads
+    back as ``Error("<ClassName>: <message>")``.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        raise TypeError(f"register_error_class takes an exception class, got {cls!r}")
+    with _registry_lock:
+        _registered[class_path(cls)] = cls
+    return cls
+
+
+def _allowed_class(path: str) -> type[BaseException] | None:
+    """The class ``path`` names if it is on the allow-list; never imports anything."""
+    with _registry_lock:
+        registered = _registered.get(path)
+    if registered is not None:
+        return registered
+    module, _, qualname = path.partition(":")
+    if module == "builtins":
+        found = getattr(builtins, qualname, None)
+        return found if isinstance(found, type) and issubclass(found, Exception) else None
+    return next((cls for cls in _project_errors() if class_path(cls) == path), None)
+
+
+def _project_errors() -> Iterator[type[BaseException]]:
+    """The control-flow errors and every loaded subclass of Error that one of PROJECT_PACKAGES defines."""
+    yield from errors_mod.CONTROL_FLOW_ERRORS
+    pending: list[type] = [errors_mod.Error]
+    while pending:
+        cls = pending.pop()
+        if cls.__module__.partition(".")[0] in PROJECT_PACKAGES:
+            yield cls
+        pending.extend(cls.__subclasses__())
+
+
 def error_from_dict(data: Mapping[str, Any] | None) -> BaseException | None:
-    """Rebuild an exception from :func:`error_to_dict`; unknown classes become ``Error``."""
+    """Rebuild an exception from :func:`error_to_dict`, from the allow-list only (see the module
+    docstring); any other class, or one that cannot be rebuilt, becomes ``Error`` naming it."""
     if not data:
         return None
-    message = data.get("message", "")
-    module_name, _, qualname = str(data.get("class", "")).partition(":")
-    cls: Any = None
-    try:
-        cls = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            cls = getattr(cls, part)
-    except (ImportError, AttributeError, ValueError):
-        cls = None
-    if isinstance(cls, type) and issubclass(cls, BaseException):
+    message = str(data.get("message", ""))
+    path = str(data.get("class", ""))
+    cls = _allowed_class(path)
+    if cls is not None:
         try:
-            if issubclass(cls, errors_mod.Error):
-                attributes = dict(data.get("attributes") or {})
-                if "validation_errors" in attributes:
-                    attributes["validation_errors"] = tuple(attributes["validation_errors"])
-                return cls(message, **attributes)
-            return cls(message)
+            return _rebuilt(cls, message, data.get("attributes"))
         except Exception:  # noqa: BLE001 - a class with an unusual constructor
             pass
-    return errors_mod.Error(f"{data.get('name', 'Error')}: {message}")
+    name = data.get("name") or path.rpartition(":")[2] or "Error"
+    return errors_mod.Error(f"{name}: {message}")
+
+
+def _rebuilt(cls: type[BaseException], message: str, attributes: Any) -> BaseException:
+    """``cls(message)``, with the stored attributes for an Error (none that is private: ``_attributes``...)."""
+    if not issubclass(cls, errors_mod.Error):
+        return cls(message)
+    kept = {str(name): value for name, value in dict(attributes or {}).items() if not str(name).startswith("_")}
+    if "validation_errors" in kept:
+        kept["validation_errors"] = tuple(kept["validation_errors"])
+    return cls(message, **kept)
 
 
 def usage_from(value: Any) -> Usage:
@@ -155,11 +217,14 @@ def decode_event_data(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
+    "PROJECT_PACKAGES",
+    "class_path",
     "decode_event_data",
     "encode_event_data",
     "encode_value",
     "error_from_dict",
     "error_to_dict",
+    "register_error_class",
     "response_from_dict",
     "response_to_dict",
     "usage_from",

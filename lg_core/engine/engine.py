@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from lg_core.callbacks import run_chain
 from lg_core.engine.at_most_once import StartNotRecorded
 from lg_core.engine.bus import EventBus
+from lg_core.engine.caller_errors import caller_error_dict, default_error_message
 from lg_core.engine.cancel_watch import CancelWatch
 from lg_core.engine.checkpoint import AgentCheckpoint
 from lg_core.engine.codec import encode_event_data
@@ -258,7 +259,8 @@ class Engine:
         return run._model
 
     def safe_error_message(self, error: BaseException, run: Run) -> str:
-        """The caller-safe message of the error that ends ``run``: the first hook's answer, else the default.
+        """The caller-safe message of the error that ends ``run`` (or makes its model call retry): the
+        first hook's answer, else the error's class and a fixed sentence (lg_core.engine.caller_errors).
 
         A hook that raises or returns something other than a str defers, as one
         returning None does, and is logged: the message is asked for while the
@@ -277,9 +279,7 @@ class Engine:
             if message is not None:  # str() of it could show the caller what the hook meant to hide
                 log.warning("%s.error_message returned %s, not a str or None, for run %s; using the next hook or the default message",
                             type(hook).__name__, type(message).__name__, run.id if run is not None else None)
-        if isinstance(error, (Error, CancelledError, DeadlineExceededError)) and str(error):
-            return str(error)
-        return f"The run failed with an unexpected error ({type(error).__name__})."
+        return default_error_message(error)
 
     # -- start -------------------------------------------------------------------------
 
@@ -365,8 +365,9 @@ class Engine:
 
     def _ending_fields(self, run: Run, outcome: str, error: BaseException, *, events: list[Any], deferred: list[StreamEvent]) -> dict[str, Any]:
         error_data = run_error_to_dict(error, None if run is None else run.entrypoint_class)
-        data = {"outcome": outcome, "response": None, "usage": Usage(), "message": self.safe_error_message(error, run), "error_class": type(error).__name__}
-        stored = encode_event_data({**data, "error": error_data})
+        message = self.safe_error_message(error, run)
+        data = {"outcome": outcome, "response": None, "usage": Usage(), "message": message, "error_class": type(error).__name__}
+        stored = encode_event_data({**data, "error": caller_error_dict(error, message)})
         events.append((TERMINAL_EVENTS[outcome], stored))
         deferred.append(StreamEvent.build(TERMINAL_EVENTS[outcome], **data, error=error).with_stored(stored))
         return {"status": outcome, "error": error_data, "usage": Usage().to_dict()}

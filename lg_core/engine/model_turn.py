@@ -10,6 +10,7 @@ finish the run.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import time
 from typing import Any
@@ -18,7 +19,7 @@ from lg_core.callbacks import run_chain
 from lg_core.content import Text, ToolResult
 from lg_core.engine.checkpoint import AgentCheckpoint, PendingTool
 from lg_core.engine.frames import FrameState
-from lg_core.engine.steps import StepScope, Transition, message_rows
+from lg_core.engine.steps import StepScope, Transition, message_rows, run_error_to_dict
 from lg_core.errors import (
     CancelledError,
     DeadlineExceededError,
@@ -45,6 +46,7 @@ from lg_core.usage import Usage
 # store keeps in a 300-character column; PostgreSQL refuses longer values and NUL outright.
 _TOOL_CALL_ID = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 
+log = logging.getLogger("lg_core.engine")
 RECOVERY_LIMIT = 2
 # The longest Retry-After a model turn waits for in its step (holding its claim); a provider
 # asking for more fails the turn, and the run can be retried once the limit has reset.
@@ -182,13 +184,23 @@ class ModelTurn:
             replacement, delay = request, _retry_delay(retries, getattr(error, "retry_after", None))
         else:
             raise error
+        self._note_retry(error, retries + 1, delay)
         # Announced before the wait, with its length: a consumer learns at once that the call
         # failed and when it is tried again, even if the deadline or a cancel ends the wait.
-        scope.emit("model_retry", attempt=retries + 1, partial_text=bool(self._partial_pieces), error_class=type(error).__name__, message=str(error), delay=delay)
+        message = scope.engine.safe_error_message(error, scope.run)  # the error's own text is the operator's
+        scope.emit("model_retry", attempt=retries + 1, partial_text=bool(self._partial_pieces), error_class=type(error).__name__, message=message, delay=delay)
         self._partial_pieces.clear()
         if delay:
             self._backoff(delay, error)
         return replacement
+
+    def _note_retry(self, error: ProviderError, attempt: int, delay: float) -> None:
+        """Why the model call is retried, for operators: the log and the run's diagnostics (a caller's
+        ``model_retry`` event carries the caller-safe message only)."""
+        scope = self.scope
+        scope.run.record_diagnostic({"kind": "model_retry", "step": scope.key, "attempt": attempt, **run_error_to_dict(error, scope.agent_class)})
+        log.info("the model call of step %s of run %s is retried (attempt %d, in %.2f s) after %s: %s",
+                 scope.key, scope.run.id, attempt, delay, type(error).__name__, error)
 
     def _backoff(self, delay: float, error: ProviderError) -> None:
         """Wait ``delay`` seconds before retrying after ``error``; never past the deadline,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from lg_core.callbacks import run_chain
+from lg_core.engine.caller_errors import caller_error_dict
 from lg_core.engine.checkpoint import AgentCheckpoint, apply_state_changes, checked_state
 from lg_core.engine.codec import encode_event_data, error_to_dict
 from lg_core.engine.frames import FrameState
@@ -253,11 +254,11 @@ class StepScope:
             if outcome == "partial":
                 response = partial_text or checkpoint.last_text
             usage = Usage.from_dict(checkpoint.usage)
-            error_data = None if error is None else run_error_to_dict(error, run.entrypoint_class)
-            message = engine.safe_error_message(error, run) if error is not None else None
+            error_data = None if error is None else run_error_to_dict(error, run.entrypoint_class)  # for operators
+            message = engine.safe_error_message(error, run) if error is not None else None  # for callers
             terminal = self.pair(
                 TERMINAL_EVENTS[outcome],
-                {"error": error_data},
+                {"error": None if error is None else caller_error_dict(error, message or "")},
                 outcome=outcome,
                 response=response,
                 usage=usage,

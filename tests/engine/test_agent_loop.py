@@ -471,7 +471,8 @@ def test_retryable_rate_limit_is_retried_with_model_retry_then_completes(config,
     assert run.response == "Recovered."
     [retry] = [e for e in run.events() if e.type == "model_retry"]
     assert retry.data["error_class"] == "HTTPError"
-    assert retry.data["message"] == "slow down"
+    assert retry.data["message"] == "HTTPError: the model provider returned an error."  # the caller-safe default
+    assert [d["message"] for d in run.diagnostics if d["kind"] == "model_retry"] == ["slow down"]  # the operator's
     assert retry.data["attempt"] == 2
     assert retry.data["delay"] == 0.25  # the first step of the exponential backoff
     assert [e.type for e in streamed].count("model_retry") == 1
@@ -526,7 +527,7 @@ def test_model_retry_is_announced_with_its_delay_before_the_retry_after_wait(con
     [retry] = [e for e in run.events() if e.type == "model_retry"]
     assert retry.data["delay"] == 3.0
     assert retry.data["error_class"] == "HTTPError"
-    assert retry.data["message"] == "slow down"
+    assert retry.data["message"] == "HTTPError: the model provider returned an error."
     assert retry.data["attempt"] == 2
     assert retry.data["partial_text"] is False
 

@@ -570,6 +570,9 @@ def test_hook_error_message_is_the_caller_safe_message_of_a_failed_run(hooked_co
     assert terminal.data["error_class"] == "ProviderError"
 
 
+SAFE_PROVIDER_MESSAGE = "ProviderError: the request to the model provider failed."  # the default without a hook
+
+
 class BrokenMessageHook(Hook):
     def error_message(self, error, run):
         raise RuntimeError("the hook's own bug")
@@ -582,7 +585,7 @@ class LaterHook(Hook):
 
 @pytest.mark.parametrize(
     ("hooks", "message"),
-    [([BrokenMessageHook], "upstream detail"), ([BrokenMessageHook, LaterHook], "Support is busy.")],
+    [([BrokenMessageHook], SAFE_PROVIDER_MESSAGE), ([BrokenMessageHook, LaterHook], "Support is busy.")],
 )
 def test_a_hook_whose_error_message_raises_defers_and_the_run_still_ends_failed(script, caplog, hooks, message):
     """Runtime::Hook#error_message returns a message "or nil to defer to later hooks and the
@@ -610,7 +613,7 @@ class DictMessageHook(Hook):
 
 @pytest.mark.parametrize(
     ("hooks", "message"),
-    [([DictMessageHook], "upstream detail"), ([DictMessageHook, LaterHook], "Support is busy.")],
+    [([DictMessageHook], SAFE_PROVIDER_MESSAGE), ([DictMessageHook, LaterHook], "Support is busy.")],
 )
 def test_a_hook_whose_error_message_is_not_a_str_defers_instead_of_showing_it(script, caplog, hooks, message):
     """The hook "returns a caller-safe error message, or nil": str() of anything else could

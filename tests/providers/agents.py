@@ -90,3 +90,10 @@ def types(run):
 def retries(run):
     """A finished run's ``model_retry`` events."""
     return [event for event in run.events() if event.type == "model_retry"]
+
+
+def retry_reasons(run):
+    """Why each model call of a run executed in this process was retried: the error's own text, which
+    the run's diagnostics keep for the application and its operators (a ``model_retry`` event carries
+    the caller-safe message only)."""
+    return [entry["message"] for entry in run.diagnostics if entry["kind"] == "model_retry"]

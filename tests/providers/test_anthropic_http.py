@@ -29,6 +29,7 @@ from tests.providers.agents import (
     TriageAgent,
     lookup_call,
     retries,
+    retry_reasons,
     use_connection,
 )
 from tests.providers.anthropic_server import (
@@ -315,7 +316,7 @@ def test_an_overloaded_answer_is_retried_and_announced_with_model_retry(connecti
     assert len(connection.received) == 2
     [retry] = retries(run)
     assert retry.data["error_class"] == "HTTPError"
-    assert "529 Overloaded: Overloaded (overloaded_error)" in retry.data["message"]
+    assert "529 Overloaded: Overloaded (overloaded_error)" in retry_reasons(run)[0]
 
 
 # -- malformed streams ----------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from tests.providers.agents import (
     SupportAgent,
     ToolAgent,
     retries,
+    retry_reasons,
     types,
     use_connection,
 )
@@ -386,7 +387,7 @@ def test_a_malformed_function_call_is_retried(connection):
     assert run.outcome == "completed", run.error
     [retry] = retries(run)
     assert retry.data["error_class"] == "MalformedToolCallError"
-    assert "MALFORMED_FUNCTION_CALL" in retry.data["message"] and "default_api.lookup" in retry.data["message"]
+    assert "MALFORMED_FUNCTION_CALL" in retry_reasons(run)[0] and "default_api.lookup" in retry_reasons(run)[0]
 
 
 # -- malformed streams ----------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from tests.providers.agents import (
     ToolAgent,
     TriageAgent,
     retries,
+    retry_reasons,
     types,
     use_connection,
 )
@@ -168,8 +169,8 @@ def test_a_rate_limit_is_retried_and_announced_with_model_retry(wire, connection
     assert len(connection.received) == 2
     [retry] = retries(run)
     assert retry.data["error_class"] == "HTTPError"
-    assert f"429 Too Many Requests: {message.rstrip('.')}" in retry.data["message"]
-    assert 429 not in wire.kinds or f"({wire.kinds[429]})" in retry.data["message"]
+    assert f"429 Too Many Requests: {message.rstrip('.')}" in retry_reasons(run)[0]
+    assert 429 not in wire.kinds or f"({wire.kinds[429]})" in retry_reasons(run)[0]
 
 
 def test_a_rate_limit_waits_as_long_as_retry_after_asks(wire, connection):
@@ -255,7 +256,7 @@ def test_a_transient_error_mid_stream_is_retried_and_the_partial_text_announced(
     assert retry.data["partial_text"] is True
     assert retry.data["error_class"] == "ProviderError"
     kind = wire.event_kinds[0]
-    assert "reported an error mid-stream: The model is overloaded" + (f" ({kind})" if kind else "") in retry.data["message"]
+    assert "reported an error mid-stream: The model is overloaded" + (f" ({kind})" if kind else "") in retry_reasons(run)[0]
 
 
 def test_an_error_mid_stream_that_is_not_transient_fails_the_run(wire, connection):
@@ -282,7 +283,7 @@ def test_a_connection_dropped_mid_stream_is_retried(wire, connection):
     kinds = [e.type for e in events]
     retry = events[kinds.index("model_retry")]
     assert retry.data["partial_text"] is True
-    assert f"the connection to provider connection '{CONNECTION}'" in retry.data["message"]
+    assert f"the connection to provider connection '{CONNECTION}'" in retry_reasons(run)[0]
     assert kinds.index("text_delta") < kinds.index("model_retry")  # the superseded deltas came first
 
 
@@ -359,7 +360,7 @@ def test_a_stream_that_ends_early_is_retried(wire, connection):
     assert run.outcome == "completed", run.error
     assert run.response == "Full answer."
     [retry] = retries(run)
-    assert wire.incomplete_says in retry.data["message"]
+    assert wire.incomplete_says in retry_reasons(run)[0]
 
 
 def test_a_stream_that_keeps_ending_early_fails_the_run_after_the_retries(wire, connection):
@@ -383,7 +384,7 @@ def test_a_stream_that_ends_without_an_answer_is_retried_not_completed_empty(wir
     assert run.response == "Full answer."
     [retry] = retries(run)
     assert retry.data["error_class"] == "ProtocolError"
-    assert "ended without an answer" in retry.data["message"]
+    assert "ended without an answer" in retry_reasons(run)[0]
 
 
 def test_a_stream_that_keeps_ending_without_an_answer_fails_the_run(wire, connection):

@@ -27,6 +27,7 @@ from tests.providers.agents import (
     TriageAgent,
     lookup_call,
     retries,
+    retry_reasons,
     use_connection,
 )
 from tests.providers.openai_server import (
@@ -225,7 +226,7 @@ def test_a_tool_call_cut_off_by_done_without_a_finish_reason_is_asked_again(conn
     assert run.response == "Refunds take 30 days."
     [retry] = retries(run)
     assert retry.data["error_class"] == "ProtocolError"
-    assert "without a finish_reason in the middle of tool call 'lookup'" in retry.data["message"]
+    assert "without a finish_reason in the middle of tool call 'lookup'" in retry_reasons(run)[0]
     assert len(connection.received) == 2
 
 
@@ -513,7 +514,7 @@ def test_a_json_error_answered_with_200_is_retried_when_its_code_says_so(connect
 
     assert run.outcome == "completed", run.error
     [retry] = retries(run)
-    assert "The server is overloaded" in retry.data["message"]
+    assert "The server is overloaded" in retry_reasons(run)[0]
 
 
 def test_a_finish_reason_error_is_a_provider_error_not_an_answer(connection):
@@ -530,7 +531,7 @@ def test_a_finish_reason_error_is_a_provider_error_not_an_answer(connection):
     assert run.outcome == "completed", run.error
     assert run.response == "Full answer."
     [retry] = retries(run)
-    assert "Upstream provider returned an invalid response" in retry.data["message"]
+    assert "Upstream provider returned an invalid response" in retry_reasons(run)[0]
 
 
 def test_an_empty_answer_with_a_finish_reason_is_an_answer(connection):
@@ -579,7 +580,7 @@ def test_an_error_frame_without_an_error_key_is_retried_by_its_status_code(conne
     assert run.outcome == "completed", run.error
     assert run.response == "Full answer."
     [retry] = retries(run)
-    assert "Model overloaded, try later" in retry.data["message"]
+    assert "Model overloaded, try later" in retry_reasons(run)[0]
 
 
 def test_chunks_with_a_null_error_field_are_ordinary_chunks(connection):

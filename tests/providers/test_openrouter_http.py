@@ -27,7 +27,7 @@ from lg_core import (
     after_model_error,
     configure,
 )
-from tests.providers.agents import retries, types
+from tests.providers.agents import retries, retry_reasons, types
 from tests.providers.openai_server import drop_after, stream
 from tests.providers.openrouter_server import (
     PROCESSING,
@@ -346,9 +346,9 @@ def test_transient_statuses_are_retried_after_the_wait_retry_after_asks_for(conn
     [seen] = ErrorWatchingAgent.seen
     assert (seen.status, seen.retryable, seen.retry_after) == (status, True, 0.5)
     [retry] = retries(run)
-    assert f"answered {status} " in retry.data["message"] and message in retry.data["message"]
+    assert f"answered {status} " in retry_reasons(run)[0] and message in retry_reasons(run)[0]
     if metadata:
-        assert "(upstream provider Anthropic: " in retry.data["message"] and "Overloaded" in retry.data["message"]
+        assert "(upstream provider Anthropic: " in retry_reasons(run)[0] and "Overloaded" in retry_reasons(run)[0]
 
 
 def test_flagged_input_fails_with_the_moderation_reasons(connection):

@@ -117,6 +117,7 @@ PUBLIC_NAMES = [
     "list_runs",
     "model_resolver",
     "prune_runs",
+    "register_error_class",
     "replace",
     "resume",
     "retry",

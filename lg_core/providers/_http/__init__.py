@@ -11,6 +11,9 @@ Ownership, one concern per module:
   same way (``Retry-After``, the status phrase, redaction of the API key).
   It also reads the first layer of an error body (its JSON, its ``error`` member).
 * ``interrupt``: ending a cancelled or overdue run's waits at once.
+* ``redaction``: the connection's secrets (key, header values, the base URL's userinfo
+  and query values), cleaned from every error that leaves the adapter and from the
+  HTTP stack's log records.
 * ``request``: what request builders share: settings that may not replace a body key,
   the system prompt of a two-role API, joined turns, the tool a ``tool_choice`` names.
 * ``stream``: what stream readers share: an event's data as a JSON object, token counts.

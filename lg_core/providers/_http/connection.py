@@ -4,7 +4,15 @@ Options come from ``configure(providers={"name": {"adapter": ..., ...}})`` and
 are checked when the connection is first built, so a misspelled option fails
 with its name instead of being ignored. The API key is read at first use
 (``api_key``, or the environment variable named by ``api_key_env``) and never
-appears in a repr or an error message.
+appears in a repr or an error message; nor do the values of ``headers``.
+
+A ``base_url`` may carry credentials of a gateway: userinfo
+(``https://user:secret@host``) and query parameters (``?key=...``). httpx is
+given the address without them: the userinfo becomes the client's ``Basic``
+authentication (as httpx itself would make it, but out of every logged URL),
+and the query is added to each request's own (so ``/v1?key=k`` and
+``chat/completions`` make ``/v1/chat/completions?key=k``). All of them are
+:meth:`ConnectionOptions.secret_values`, which the adapter redacts.
 
 An adapter subclasses :class:`ConnectionOptions`: it names itself, its default
 base URL and key variable (read without configuration when
@@ -19,12 +27,13 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from lg_core.errors import ConfigurationError, CredentialError
 from lg_core.models.request import ModelCapabilities
+from lg_core.providers._http.redaction import REDACTED, basic_token
 
 DEFAULT_TIMEOUT = 120.0  # seconds to wait for each chunk (the spec's read_timeout)
 CONNECT_TIMEOUT = 10.0  # the spec's open_timeout
@@ -54,11 +63,11 @@ class ConnectionOptions:
     other_options: ClassVar[frozenset[str]] = frozenset()  # the subclass's own options of other types
 
     connection: str
-    base_url: str
+    base_url: str = dataclasses.field(repr=False)  # may hold userinfo or a key in its query
     api_key: str | None = dataclasses.field(default=None, repr=False)
     api_key_env: str | None = None
     timeout: float = DEFAULT_TIMEOUT
-    headers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    headers: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
     allow_insecure_http: bool = False
     transport: httpx.BaseTransport | None = None
     capabilities: ModelCapabilities = dataclasses.field(default_factory=ModelCapabilities.permissive)
@@ -146,13 +155,40 @@ class ConnectionOptions:
         """The headers that carry ``api_key`` (and any other adapter header); a subclass's choice."""
         raise NotImplementedError
 
-    def request_headers(self) -> dict[str, str]:
-        """The configured headers, then the adapter's: a configured header cannot replace the key's."""
-        return {**self.headers, **self.auth_headers(self.resolve_api_key()), "Accept": "text/event-stream"}
+    def request_headers(self, api_key: str | None = None) -> dict[str, str]:
+        """The configured headers, then the adapter's: a configured header cannot replace the key's.
+        ``api_key`` is the key already resolved for this request (resolved here when None)."""
+        key = self.resolve_api_key() if api_key is None else api_key
+        return {**self.headers, **self.auth_headers(key), "Accept": "text/event-stream"}
+
+    def secret_values(self) -> list[str]:
+        """What no text leaving the adapter may hold, as configured: the ``api_key``, every value of
+        ``headers``, the ``base_url``'s userinfo (and its Basic token) and query values. A key read
+        from the environment or a resolver is known only per request (the provider adds it then)."""
+        url = httpx.URL(self.base_url)
+        values = [value for value in (self.api_key, *self.headers.values()) if isinstance(value, str)]
+        if url.username or url.password:
+            values += [url.username, url.password, basic_token(url.username, url.password)]
+        values += [value for _name, value in url.params.multi_items()]
+        raw_pairs = (pair.partition("=") for pair in url.query.decode("ascii", "replace").split("&"))
+        values += [value for _name, _sep, value in raw_pairs]  # as written, e.g. with "+" for a space
+        return [value for value in values if value]
+
+    def request_target(self, path: str) -> str:
+        """``path`` (relative to the base URL, maybe with its own query) with the ``base_url``'s query
+        parameters first: httpx would append the path to the query instead."""
+        query = httpx.URL(self.base_url).query.decode("ascii")
+        if not query:
+            return path
+        return f"{path}{'&' if '?' in path else '?'}{query}"
 
     def build_client(self) -> httpx.Client:
+        """The client for this connection: the base URL without userinfo or query (see the module docstring)."""
+        url = httpx.URL(self.base_url)
+        auth = httpx.BasicAuth(url.username, url.password) if url.username or url.password else None
         return httpx.Client(
-            base_url=self.base_url,
+            base_url=url.copy_with(username=None, password=None, query=None, fragment=None),
+            auth=auth,
             transport=self.transport,
             timeout=httpx.Timeout(self.timeout, connect=min(CONNECT_TIMEOUT, self.timeout)),
             limits=POOL_LIMITS,
@@ -161,18 +197,40 @@ class ConnectionOptions:
 
 
 def _base_url(connection: str, value: Any, insecure_ok: bool, example: str) -> str:
-    """HTTPS unless ``allow_insecure_http`` (the spec's default: plain HTTP exposes the key)."""
+    """HTTPS unless ``allow_insecure_http`` (the spec's default: plain HTTP exposes the key); a message
+    quotes it only as :func:`shown_url` shows it."""
     if not isinstance(value, str) or "://" not in value:
-        raise ConfigurationError(f"provider connection {connection!r}: base_url must be a URL like {example}, got {value!r}")
-    scheme = urlsplit(value).scheme.lower()
-    if scheme == "http" and not insecure_ok:
+        shown = shown_url(value) if isinstance(value, str) else repr(value)
+        raise ConfigurationError(f"provider connection {connection!r}: base_url must be a URL like {example}, got {shown}")
+    shown = shown_url(value)
+    try:
+        url = httpx.URL(value)
+    except httpx.InvalidURL:
+        raise ConfigurationError(f"provider connection {connection!r}: base_url {shown} is not a valid URL") from None
+    if url.scheme == "http" and not insecure_ok:
         raise ConfigurationError(
-            f"provider connection {connection!r}: base_url {value!r} is plain HTTP, which would send the API key "
+            f"provider connection {connection!r}: base_url {shown} is plain HTTP, which would send the API key "
             "unencrypted; use https, or set allow_insecure_http: true for a local development server"
         )
-    if scheme not in ("http", "https"):
-        raise ConfigurationError(f"provider connection {connection!r}: base_url must be an http(s) URL, got {value!r}")
+    if url.scheme not in ("http", "https"):
+        raise ConfigurationError(f"provider connection {connection!r}: base_url must be an http(s) URL, got {shown}")
+    if url.fragment:
+        raise ConfigurationError(f"provider connection {connection!r}: base_url {shown} has a fragment (#...), which no request sends")
+    if url.query:
+        return value  # a trailing "/" of the path stays: the query is not part of it
     return value.rstrip("/")
+
+
+def shown_url(value: str) -> str:
+    """``value`` quoted for a message, its userinfo and query values replaced by ``[redacted]``."""
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return "(an unreadable URL)"
+    netloc = f"{REDACTED}@{parts.netloc.rpartition('@')[2]}" if "@" in parts.netloc else parts.netloc
+    pairs = (pair.partition("=") for pair in parts.query.split("&")) if parts.query else ()
+    query = "&".join(f"{name}={REDACTED}" if sep else name for name, sep, _value in pairs)
+    return repr(urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)))
 
 
 def _seconds(connection: str, value: Any) -> float:
@@ -219,4 +277,4 @@ def _capabilities(connection: str, value: Any, default: ModelCapabilities) -> Mo
         raise ConfigurationError(f"provider connection {connection!r}: capabilities: {exc}") from None
 
 
-__all__ = ["CONNECT_TIMEOUT", "ConnectionOptions", "DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_TIMEOUT"]
+__all__ = ["CONNECT_TIMEOUT", "ConnectionOptions", "DEFAULT_MAX_RESPONSE_BYTES", "DEFAULT_TIMEOUT", "shown_url"]

@@ -4,7 +4,8 @@ Each adapter keeps one ``provider_error`` function (CONVENTIONS: one boundary
 per integration) that reads its API's error bodies; what does not depend on
 the API lives here: a transport failure (no response, a broken stream, a
 timeout), the wait ``Retry-After`` asks for, which statuses are worth
-repeating, the message of an error status, keeping the API key out of it, and
+repeating, the message of an error status, keeping the API key out of it (the
+provider cleans every secret of the connection too: ``redaction``), and
 the first steps of reading an error body (its JSON, if it is JSON; its
 ``error`` member; its text, when it holds no message of its own).
 """
@@ -24,10 +25,10 @@ import httpx
 import httpx_sse
 
 from lg_core.errors import HTTPError, ProtocolError, ProviderError
+from lg_core.providers._http.redaction import MIN_SECRET_CHARS, REDACTED
 
 # 408 timeout, 409 conflict (OpenAI's "please retry"), 429 rate limit; every 5xx (Anthropic's 529 overloaded) too.
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
-REDACTED = "[redacted]"
 QUOTED_BODY_CHARS = 300  # of an error body that is not the API's JSON, quoted in a message
 # What a user can do about a status, added to its message; an adapter may give its own
 # (OpenRouter's 402 means out of credits).
@@ -135,8 +136,9 @@ def status_message(status: int, message: str, code: object, endpoint: str, hints
 
 
 def redact(text: str, secret: str | None) -> str:
-    """``text`` without ``secret``: an endpoint may echo the key it refused."""
-    if secret and secret in text:
+    """``text`` without ``secret``: an endpoint may echo the key it refused. A value shorter than
+    MIN_SECRET_CHARS is no credential and is left alone, so that ordinary text is not garbled."""
+    if secret and len(secret) >= MIN_SECRET_CHARS and secret in text:
         return text.replace(secret, REDACTED)
     return text
 

@@ -10,12 +10,19 @@ An adapter supplies four things: its connection options class, the request
 path and body, the reader that folds SSE events into StreamEvents, and the
 mapping of failures to ProviderErrors. The path is ``path`` unless the adapter
 overrides :meth:`request_path` (Gemini names the model in the URL).
+
+Every exception leaving :meth:`StreamingProvider.stream` is cleaned of the
+connection's secrets first (``redaction``): the adapter's own errors, a
+reader's ProtocolError quoting a chunk, an httpx error and what it was raised
+from. An error body is cleaned before the adapter reads it, so that no cut of
+it (a quoted excerpt, HTTPError's bounded ``body``) keeps part of a secret.
 """
 
 from __future__ import annotations
 
 import abc
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -25,7 +32,6 @@ import httpx
 import httpx_sse
 
 from lg_core.errors import (
-    CredentialError,
     DeadlineExceededError,
     Error,
     ProtocolError,
@@ -41,6 +47,7 @@ from lg_core.providers._http.interrupt import (
     abort_when_interrupted,
     check_interrupt,
 )
+from lg_core.providers._http.redaction import Secrets, watch_http_logs
 from lg_core.providers.base import Provider
 
 MAX_ERROR_BODY_BYTES = 64 * 1024  # read of an error response; HTTPError keeps less
@@ -57,6 +64,8 @@ class StreamingProvider(Provider):
     def __init__(self, connection: str, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(connection, options)
         self.settings = self.options_class.parse(connection, self.options)
+        self.secrets = Secrets(self.settings.secret_values())
+        watch_http_logs(self.secrets)  # httpx logs each request's URL, which may hold the base_url's query
         self._client: httpx.Client | None = None
         self._lock = threading.Lock()
 
@@ -81,14 +90,28 @@ class StreamingProvider(Provider):
         """The ProviderError for ``cause``; ``secret`` (the API key) must not appear in it."""
 
     def stream(self, request: ModelRequest, model_id: str) -> Iterator[StreamEvent]:
-        """Stream one response; errors arrive as ProviderError (``retryable`` for transient ones)."""
+        """Stream one response; errors arrive as ProviderError (``retryable`` for transient ones),
+        cleaned of the connection's secrets (see the module docstring)."""
+        try:
+            yield from self._stream(request, model_id)
+        except Exception as exc:
+            self.secrets.scrub(exc)  # in place: the same exception goes on, with its traceback and cause
+            raise
+
+    def _stream(self, request: ModelRequest, model_id: str) -> Iterator[StreamEvent]:
         body = self.build_body(request, model_id)
-        headers = self.settings.request_headers()  # CredentialError before any request is made
+        key = self.settings.resolve_api_key()  # CredentialError before any request is made
+        self.secrets.add(key)
+        headers = self.settings.request_headers(key)
         target = f"{self.connection}:{model_id}"
         try:
             client = self._http()
             http_request = client.build_request(
-                "POST", self.request_path(model_id), json=body, headers=headers, timeout=_timeout(request, self.settings.timeout)
+                "POST",
+                self.settings.request_target(self.request_path(model_id)),
+                json=body,
+                headers=headers,
+                timeout=_timeout(request, self.settings.timeout),
             )
             with contextlib.closing(PendingResponse(client, http_request).wait(request)) as response:
                 if response.status_code >= 400 or not _is_event_stream(response):
@@ -122,8 +145,10 @@ class StreamingProvider(Provider):
             ) from exc
 
     def error(self, cause: httpx.HTTPError | ErrorReply) -> ProviderError:
-        """:meth:`provider_error` with the connection's key, so that the key is redacted wherever it shows."""
-        return self.provider_error(cause, self._known_key())
+        """:meth:`provider_error` of ``cause``, an error body cleaned of the connection's secrets first."""
+        if isinstance(cause, ErrorReply):
+            cause = dataclasses.replace(cause, body=self.secrets.redact(cause.body))
+        return self.secrets.scrub(self.provider_error(cause, self.secrets.latest))
 
     @staticmethod
     def interrupter(request: ModelRequest) -> Callable[[], None]:
@@ -133,12 +158,6 @@ class StreamingProvider(Provider):
     @property
     def endpoint(self) -> str:
         return self.settings.endpoint
-
-    def _known_key(self) -> str | None:
-        try:
-            return self.settings.resolve_api_key()
-        except CredentialError:  # no key, so none can leak
-            return None
 
     def _http(self) -> httpx.Client:
         """The shared client, built on first use (and again after ``close``)."""

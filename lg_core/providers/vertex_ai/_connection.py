@@ -52,7 +52,6 @@ class VertexConnection(GeminiConnection):
     access_token: str | None = dataclasses.field(default=None, repr=False)
     access_token_env: str | None = None
     credential_resolver: Any = dataclasses.field(default=None, repr=False)
-    _issued: dict[str, str] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def parse(cls, connection: str, options: Mapping[str, Any]) -> ConnectionOptions:
@@ -84,12 +83,7 @@ class VertexConnection(GeminiConnection):
             raise ConfigurationError(f"provider connection {self.connection!r}: the vertex_ai adapter needs project, the Google Cloud project id")
 
     def resolve_api_key(self) -> str:
-        """A current access token (CredentialError if none can be had); the last one is kept for redaction."""
-        token = self._token()
-        self._issued["token"] = token
-        return token
-
-    def _token(self) -> str:
+        """A current access token (CredentialError if none can be had); the provider redacts it from its errors."""
         if self.access_token:
             return self.access_token.strip()
         if self.access_token_env:
@@ -121,9 +115,9 @@ class VertexConnection(GeminiConnection):
             )
         return token.strip()
 
-    def last_token(self) -> str | None:
-        """The token of the latest request, so that an error can be cleaned of it without asking again."""
-        return self._issued.get("token")
+    def secret_values(self) -> list[str]:
+        """The shared ones and a fixed ``access_token`` (a resolved token is added per request)."""
+        return [*super().secret_values(), *([self.access_token] if self.access_token else [])]
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"}

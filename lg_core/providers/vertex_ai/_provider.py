@@ -25,10 +25,6 @@ class VertexAIProvider(GeminiProvider):
     options_class = VertexConnection
     settings: VertexConnection
 
-    def error(self, cause: httpx.HTTPError | ErrorReply) -> ProviderError:
-        """The error without the token the failed request carried (the resolver is not asked again)."""
-        return self.provider_error(cause, self.settings.last_token())
-
     def provider_error(self, cause: httpx.HTTPError | ErrorReply, secret: str | None) -> ProviderError:
         return provider_error(cause, endpoint=self.endpoint, secret=secret, credential_hint=CREDENTIAL_HINT)
 
