@@ -558,15 +558,33 @@ _SECRET_NAMES = re.compile(r"key|secret|token|password|credential", re.IGNORECAS
 
 
 def _masked(options: Any) -> Any:
-    """Provider connection options with the values of secret-looking names replaced by ``***``
-    (``api_key``, ``client_secret``, ``headers.Authorization`` ...); ``api_key_env`` names a variable."""
+    """Provider connection options as a repr may show them: the values of secret-looking names
+    (``api_key``, ``client_secret`` ...) and of every header are ``***``, and so are a
+    ``base_url``'s password and query values; ``api_key_env`` names a variable, so it stays."""
     if not isinstance(options, Mapping):
         return options
-    return {
-        name: "***" if _SECRET_NAMES.search(str(name)) and not str(name).endswith("_env") and isinstance(value, str)
-        else ("***" if str(name).lower() == "authorization" else _masked(value))
-        for name, value in options.items()
-    }
+    return {name: _masked_option(str(name), value) for name, value in options.items()}
+
+
+def _masked_option(name: str, value: Any) -> Any:
+    if name.lower() == "headers" and isinstance(value, Mapping):
+        return {header: "***" for header in value}  # a gateway's key travels in any header
+    if name == "base_url" and isinstance(value, str):
+        return _masked_base_url(value)
+    if isinstance(value, str) and _SECRET_NAMES.search(name) and not name.endswith("_env"):
+        return "***"
+    if name.lower() == "authorization":
+        return "***"
+    return _masked(value)
+
+
+def _masked_base_url(url: str) -> str:
+    """``url`` with the password of its userinfo and every query value replaced by ``***``."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(safe_url(url))
+    query = urlencode([(key, "***") for key, _value in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+    return urlunsplit(parts._replace(query=query))
 
 
 def _redis_url_problem(url: str) -> str | None:
