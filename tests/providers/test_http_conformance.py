@@ -42,24 +42,11 @@ from tests.providers.agents import (
     types,
     use_connection,
 )
+from tests.providers.conftest import adapter_id
 from tests.providers.sse_server import html_reply, json_reply
 from tests.providers.wire_formats import FORMATS, KEY, MODEL_ID
 
 CONNECTION = "remote"
-
-
-def adapter_id(wire):
-    return wire.adapter
-
-
-@pytest.fixture(params=FORMATS, ids=adapter_id)
-def wire(request):
-    return request.param
-
-
-@pytest.fixture
-def server(wire):
-    yield from wire.serve()
 
 
 def connect(wire, server=None, **options):

@@ -21,26 +21,12 @@ from lg_core import ConfigurationError, HTTPError
 from lg_core.providers import OpenAIProvider
 from tests.providers.agents import SupportAgent, use_connection
 from tests.providers.sse_server import body_reply
-from tests.providers.wire_formats import FORMATS, KEY, MODEL_ID
+from tests.providers.wire_formats import KEY, MODEL_ID
 
 SECRET = "gw-SENTINEL-7f3a9c2e51"  # what no byte of the store and no log line may hold
 CONNECTION = "gateway"
 API_PATHS = {"anthropic": "/v1/messages", "gemini": f"/v1beta/models/{MODEL_ID}:streamGenerateContent",
              "openai": "/v1/chat/completions", "openrouter": "/api/v1/chat/completions"}
-
-
-def adapter_id(wire):
-    return wire.adapter
-
-
-@pytest.fixture(params=FORMATS, ids=adapter_id)
-def wire(request):
-    return request.param
-
-
-@pytest.fixture
-def server(wire):
-    yield from wire.serve()
 
 
 @pytest.fixture

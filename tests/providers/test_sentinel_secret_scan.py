@@ -20,13 +20,11 @@ import logging
 import traceback
 from pathlib import Path
 
-import pytest
-
 import lg_core
 from lg_core.execution import event_json
 from tests.providers.agents import SupportAgent, use_connection
 from tests.providers.sse_server import body_reply, json_reply
-from tests.providers.wire_formats import FORMATS, MODEL_ID
+from tests.providers.wire_formats import MODEL_ID
 
 SENTINELS = {
     "api_key": "sk-SENTINEL-apikey-4b7e19d2",
@@ -35,20 +33,6 @@ SENTINELS = {
     "query": "SENTINEL-query-0f4a7c91",
 }
 ECHO = " ".join(SENTINELS.values())  # what the server quotes back, as a gateway echoing the request would
-
-
-def adapter_id(wire):
-    return wire.adapter
-
-
-@pytest.fixture(params=FORMATS, ids=adapter_id)
-def wire(request):
-    return request.param
-
-
-@pytest.fixture
-def server(wire):
-    yield from wire.serve()
 
 
 def malformed_status_line(handler):
