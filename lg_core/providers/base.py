@@ -72,7 +72,7 @@ def tool_use(call_id: str, name: str, arguments: Any) -> ToolUse:
     value for and no store or provider accepts back. Such a number is kept in the
     input as the text the model wrote, and the call carries ``input_error``: the
     model is told its input was invalid, as for a schema violation, and the run
-    goes on (the number could not even be stored, so the run used to fail).
+    goes on (the number could not be stored, so a run would otherwise fail).
     """
     problems: list[str] = []
     arguments = _finite(tool_input(name, arguments), "input", problems)

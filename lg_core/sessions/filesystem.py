@@ -9,8 +9,8 @@ actor whose write created it, and every read and write compares it under the
 lock: of two actors racing to create one session, one writes it and the other
 gets SessionActorError, in one process or several.
 
-Earlier versions named a file by the digest of (actor, session id), so one id
-could hold several actors' sessions. Opening such a root renames its files
+A root in the per-actor layout names a file by the digest of (actor, session id),
+so one id can hold several actors' sessions. Opening such a root renames its files
 once, under a root-wide lock, and records the layout in ``.layout``; a root
 where one session id has files of several actors is refused, naming the files,
 because which conversation keeps the id is the application's decision.
