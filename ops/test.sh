@@ -2,7 +2,7 @@
 # Sets up everything and runs the whole test suite: system programs (Redis,
 # PostgreSQL, Bubblewrap), a virtualenv with the project and its test
 # dependencies, then pytest. Extra arguments go to pytest, e.g.
-#   ops/test.sh -m "not chaos"     # skip the slow crash tests
+#   ops/test.sh -m "not slow"      # the fast tier: no crash, stack or benchmark tests
 #   ops/test.sh -n 0               # one process, no pytest-xdist workers
 #
 # The suite runs on LG_TEST_WORKERS (default 2) pytest-xdist processes; each test

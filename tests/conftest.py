@@ -109,3 +109,10 @@ def script() -> Iterator:
     yield register
     for name in names:
         scripted.unregister(name)
+
+
+def pytest_collection_modifyitems(items):
+    """A chaos test is also a slow one, so ``-m "not slow"`` (the fast tier) leaves every crash test out."""
+    for item in items:
+        if item.get_closest_marker("chaos") is not None:
+            item.add_marker(pytest.mark.slow)

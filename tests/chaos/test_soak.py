@@ -9,6 +9,8 @@ duplicated work (a committed step run again, an at_most_once call run twice,
 event logs with gaps or extra terminal events); all must be 0.
 
     LG_SOAK_RUNS=200 LG_SOAK_SEED=7 pytest -s -m chaos tests/chaos/test_soak.py
+
+The seed is 7 unless LG_SOAK_SEED names another, so CI kills on the same schedule every time.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from chaos_checks import check_runs, kill_whole, store_of
 pytestmark = pytest.mark.chaos
 
 RUNS = int(os.environ.get("LG_SOAK_RUNS", "200"))
-SEED = int(os.environ.get("LG_SOAK_SEED", str(random.SystemRandom().randrange(10_000))))
+# A fixed seed, so a failing CI run replays with the same kill schedule; LG_SOAK_SEED explores others.
+SEED = int(os.environ.get("LG_SOAK_SEED", "7"))
 # Kill until every run finished, or this long: 100 s for CI's 200 runs, longer for a bigger
 # soak (this VM finishes 6-11 soak runs a second under the kills), so that its runs are not
 # counted as stuck merely because they were still queued when the time ran out.
