@@ -205,17 +205,21 @@ def test_other_lg_variables_are_not_reported(monkeypatch):
 
 
 def test_the_repr_of_a_configuration_shows_no_secret():
-    """A configuration lands in tracebacks, test failures and logs."""
+    """A configuration lands in tracebacks, test failures and logs: every value the provider
+    adapters treat as a secret (any header value, a base_url's password and query values) is masked."""
     config = Configuration(
         run_store="postgresql+psycopg://app:store-pw@db/lg",
         broker_url="redis://:broker-pw@redis:6379/0",
         providers={"openai": {"adapter": "openai", "api_key": "sk-live-123", "api_key_env": "OPENAI_API_KEY",
-                              "headers": {"Authorization": "Bearer sk-live-456", "X-Title": "Support"}}},
+                              "headers": {"Authorization": "Bearer sk-live-456", "X-Gateway-Key": "gw-key-789"}},
+                   "gateway": {"adapter": "openai",
+                               "base_url": "https://gw-user:userinfo-pw@gw.example/v1?key=query-pw&region=eu"}},
     )
     text = repr(config)
-    for secret in ("store-pw", "broker-pw", "sk-live-123", "sk-live-456"):
+    for secret in ("store-pw", "broker-pw", "sk-live-123", "sk-live-456", "gw-key-789", "userinfo-pw", "query-pw"):
         assert secret not in text
-    assert "OPENAI_API_KEY" in text and "Support" in text and "app:***@db" in text
+    assert "OPENAI_API_KEY" in text and "app:***@db" in text
+    assert "'X-Gateway-Key': '***'" in text and "https://gw-user:***@gw.example/v1?key=***&region=***" in text
     assert config.providers["openai"]["api_key"] == "sk-live-123"  # only the repr is masked
 
 
