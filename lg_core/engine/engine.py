@@ -1,9 +1,10 @@
 """The engine: starts runs, executes steps, commits transitions, resumes.
 
-One engine serves every dispatcher (DESIGN 4.7): ``execute`` is the five
-moves of DESIGN 4.2 for one step: look up, claim (when the dispatcher needs
-it), execute outside any transaction, commit in one transaction, and return
-the successors for the dispatcher to publish.
+One engine serves every dispatcher (in-process or Celery, so there is one code
+path for transitions): ``execute`` is the step protocol's five moves for one
+step: look up, claim (when the dispatcher needs it), execute outside any
+transaction, commit in one transaction, and return the successors for the
+dispatcher to publish.
 """
 
 from __future__ import annotations
@@ -693,7 +694,7 @@ class Engine:
     def execute_claimed(
         self, run_id: str, key: str, *, redelivered: bool = True, follow: Follow | None = None
     ) -> tuple[str, list[StepRef]]:
-        """The task protocol (DESIGN 4.2): look up and claim (one transaction), execute, commit.
+        """The step protocol: look up and claim (one transaction), execute, commit.
 
         Returns what happened (``executed``, ``done``, ``held``, ``missing``, ``abandoned``,
         ``lost``: another worker took the step over while this one ran it) and the

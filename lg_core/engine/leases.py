@@ -1,4 +1,4 @@
-"""Lease renewal for steps this process is executing (DESIGN 4.2).
+"""Lease renewal for steps this process is executing.
 
 A claim gives the holder a lease of ``lease_seconds``. A step that runs longer
 (a long streamed answer, a slow tool) keeps its lease alive from this

@@ -1,6 +1,6 @@
 """What every HTTP adapter must do, whatever its wire format: one suite, run against each adapter.
 
-As the run stores share one conformance suite (CONVENTIONS: one interface,
+As the run stores share one conformance suite (one interface,
 several backends), the HTTP adapters share this one. Every test runs whole
 agent runs against a local server speaking the adapter's format over real HTTP,
 built by the adapter's :class:`~tests.providers.wire_formats.WireFormat`; what
@@ -790,7 +790,7 @@ def test_a_configured_key_that_is_not_ascii_names_the_option(config, wire, serve
 
 
 def test_the_default_endpoint_is_the_providers_and_the_transport_replaces_the_network(config, wire):
-    """The transport is the extension point (CONVENTIONS): an httpx.MockTransport needs no server."""
+    """The transport is the extension point: an httpx.MockTransport needs no server."""
     body = wire.framing.body(wire.text("Mocked."))
     seen = []
 
