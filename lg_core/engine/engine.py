@@ -219,9 +219,9 @@ class Engine:
         """Has anyone (any process) asked to cancel? Polls the store at most once a second.
 
         A poll the store cannot answer (an outage, a lock) counts as "no cancel
-        seen yet": the next poll, a second later, asks again. It used to retry
-        for seconds and then raise, which failed a run streaming through a
-        database restart although nothing was wrong with it.
+        seen yet": the next poll, a second later, asks again. Retrying for
+        seconds and then raising would fail a run streaming through a database
+        restart although nothing is wrong with it.
         """
         if run_id in self._cancel_flags:
             return True

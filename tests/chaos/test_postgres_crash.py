@@ -166,7 +166,7 @@ def test_a_model_turn_streaming_through_a_long_outage_waits_and_commits_once(dis
     """An answer streamed for about 15 s (1,500 words) while the server is down for 12 s: the
     turn's lease (3 s) runs out and it cannot be confirmed, so the turn pauses until the server is
     back, confirms it still holds its step, streams the rest and commits it: one attempt, the
-    whole answer once. It used to stop at the unconfirmed lease and run the whole turn again."""
+    whole answer once, never stopping at the unconfirmed lease to run the whole turn again."""
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=4)
     message = " ".join(f"w{n}" for n in range(1500))
     execution = dist_app.EchoAgent.start_execution(message)
@@ -322,7 +322,7 @@ def test_a_step_whose_claim_gave_up_is_sent_again_by_its_task_not_left_to_the_re
     """Two runs share one single-thread tools worker; one's tool call is running when the server
     crashes, the other's waits in the queue. That one is taken while the server is still down and
     cannot be claimed: its task sends itself again (lg_workers.tasks.run_step), so it runs as
-    soon as the server is back, where it used to wait for the outbox relay (``relay_grace``)."""
+    soon as the server is back, without waiting for the outbox relay (``relay_grace``)."""
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=4)
     hang = {"DIST_APP_HANG": "step:2", "DIST_APP_HANG_ONCE": "1", "DIST_APP_HANG_SECONDS": "3"}
     [tools] = dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=1, LG_STORE_OUTAGE_PATIENCE="0", **hang)

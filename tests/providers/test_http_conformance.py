@@ -753,8 +753,8 @@ def test_a_header_value_that_is_not_valid_http_fails_the_run_without_showing_it(
 
 @pytest.mark.parametrize("headers", [{"X-Title": "Café Support"}, {"X-Titlé": "Support"}])
 def test_a_header_that_is_not_ascii_is_a_configuration_error(config, wire, server, headers):
-    """httpx sends header values as ASCII: anything else used to surface as a bare UnicodeEncodeError
-    when the first request was built, in the middle of a run."""
+    """httpx sends header values as ASCII: anything else is a ConfigurationError naming the header,
+    raised before any request is sent, not a bare UnicodeEncodeError in the middle of a run."""
     connect(wire, server, headers=headers)
 
     with pytest.raises(ConfigurationError, match=r"header 'X-Titl.' must be ASCII text"):
