@@ -1,11 +1,11 @@
 #!/usr/bin/env python
 """LittleGhost on real Celery workers: the floor, per-step cost, throughput, recovery, memory.
 
-    /work/venv/bin/python bench/distributed.py            # full run (~4 minutes on 2 CPUs)
-    /work/venv/bin/python bench/distributed.py --quick    # smoke run of every measurement (~80 s)
-    /work/venv/bin/python bench/distributed.py --json     # one JSON document instead of tables
-    /work/venv/bin/python bench/distributed.py --json-file report.json   # tables, and the JSON in a file
-    /work/venv/bin/python bench/distributed.py --profile  # adds py-spy's view of the workers in section 2
+    .venv/bin/python bench/distributed.py            # full run (~4 minutes on 2 CPUs)
+    .venv/bin/python bench/distributed.py --quick    # smoke run of every measurement (~80 s)
+    .venv/bin/python bench/distributed.py --json     # one JSON document instead of tables
+    .venv/bin/python bench/distributed.py --json-file report.json   # tables, and the JSON in a file
+    .venv/bin/python bench/distributed.py --profile  # adds py-spy's view of the workers in section 2
 
 Everything runs in one go on processes this script starts and stops: a
 PostgreSQL server with fsync ON (a durable engine is measured durable), a

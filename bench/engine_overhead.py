@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """What durability costs per step: the engine against two floors, in one process.
 
-    /work/venv/bin/python bench/engine_overhead.py            # full run (~20 s)
-    /work/venv/bin/python bench/engine_overhead.py --quick    # smoke run (a few seconds)
-    /work/venv/bin/python bench/engine_overhead.py --json     # machine-readable output
+    .venv/bin/python bench/engine_overhead.py            # full run (~20 s)
+    .venv/bin/python bench/engine_overhead.py --quick    # smoke run (a few seconds)
+    .venv/bin/python bench/engine_overhead.py --json     # machine-readable output
 
 A *step* is one model turn or one tool call. The workload is a 20-turn
 conversation with one tool call per turn and a final text turn (41 steps)
@@ -17,8 +17,10 @@ Python or storage, never a model.
    timed, like the file store, once its WAL has reached its working size.
 3. The engine: ``Agent.ask`` over the in-memory store and over a SQLite file
    store; overhead per step = engine per step - floor A per step.
-4. Targets: in-memory overhead <= 0.3 ms per step; file-store overhead
-   <= 2.5 x one bare commit.
+4. Targets: in-memory overhead <= 0.3 ms per step. The file store's
+   overhead per step is printed in bare commits (floor B) as a figure, not a
+   target: it is bounded by the disk's fsync, so it says how many durable
+   writes' worth a step costs on this machine, not whether the engine is fast.
 5. Bytes written per turn in one 500-turn conversation on a file store,
    turn 10 against turn 500, counted two ways: the row images each commit
    writes (read back from the database) and the WAL growth across the turn
@@ -73,7 +75,6 @@ SHORT_MODEL = "lg-bench-short"
 LONG_MODEL = "lg-bench-long"
 
 TARGET_MEMORY_OVERHEAD_MS = 0.3
-TARGET_FILE_OVERHEAD_COMMITS = 2.5
 TARGET_BYTES_RATIO = 1.5
 
 
@@ -544,9 +545,7 @@ def environment(workdir: Path, synchronous: str, plan: Plan) -> dict[str, Any]:
 
 def targets(series: dict[str, Series], bytes_report: dict[str, Any]) -> list[dict[str, Any]]:
     floor_a = series["floor_a"].median
-    floor_b = series["floor_b"].median
     memory_overhead = series["engine_memory"].median - floor_a
-    file_overhead = series["engine_file"].median - floor_a
     rows = [
         {
             "name": "in-memory overhead per step",
@@ -554,13 +553,6 @@ def targets(series: dict[str, Series], bytes_report: dict[str, Any]) -> list[dic
             "unit": "ms",
             "target": f"<= {TARGET_MEMORY_OVERHEAD_MS} ms",
             "passed": memory_overhead * 1e3 <= TARGET_MEMORY_OVERHEAD_MS,
-        },
-        {
-            "name": "file-store overhead per step / bare commit (floor B)",
-            "value": file_overhead / floor_b,
-            "unit": "x",
-            "target": f"<= {TARGET_FILE_OVERHEAD_COMMITS}",
-            "passed": file_overhead / floor_b <= TARGET_FILE_OVERHEAD_COMMITS,
         },
         {
             "name": f"row bytes, turn {bytes_report['late_turn']} / turn {bytes_report['early_turn']}",
@@ -769,7 +761,7 @@ def run_benchmark(plan: Plan, workdir: Path, with_profile: bool) -> dict[str, An
         "engine file / floor A (per step)": series["engine_file"].median / floor_a,
         "engine file / engine in-memory (per step)": series["engine_file"].median / series["engine_memory"].median,
         "in-memory overhead / 0.3 ms target": overhead["engine_memory"] * 1e3 / TARGET_MEMORY_OVERHEAD_MS,
-        "file overhead / bare commit (floor B)": overhead["engine_file"] / series["floor_b"].median,
+        "file-store overhead per step, in bare commits (floor B; a figure, not a target)": overhead["engine_file"] / series["floor_b"].median,
         "storage cost per step (engine file - engine in-memory), in bare commits": (overhead["engine_file"] - overhead["engine_memory"]) / series["floor_b"].median,
         "file overhead / bare commit on a fresh, growing WAL (reference only)": overhead["engine_file"] * 1e3 / warmup["floor_b_fresh_wal_ms"],
         f"bare commit into {STORE_BTREES} tables / bare commit (reference only)": series["floor_b_shaped"].median / series["floor_b"].median,

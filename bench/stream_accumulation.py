@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """What a streamed answer costs per megabyte: it must stay flat from 1 MB to 16 MB.
 
-    /work/venv/bin/python bench/stream_accumulation.py            # full run (~1 minute)
-    /work/venv/bin/python bench/stream_accumulation.py --quick    # smoke run (a few seconds)
-    /work/venv/bin/python bench/stream_accumulation.py --json     # machine-readable output
+    .venv/bin/python bench/stream_accumulation.py            # full run (~1 minute)
+    .venv/bin/python bench/stream_accumulation.py --quick    # smoke run (a few seconds)
+    .venv/bin/python bench/stream_accumulation.py --json     # machine-readable output
 
 A model streams its answer in small deltas (a token is about 4 characters).
 The model turn keeps the text streamed so far (a run stopped at its deadline

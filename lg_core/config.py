@@ -243,8 +243,8 @@ class Configuration(BaseSettings):
     @classmethod
     def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
         """Refuse True/False for a number: pydantic would take it as 1 or 0, and YAML reads
-        ``yes``, ``on`` and ``true`` as booleans, so a typo became a 1-second lease or a single
-        step attempt. ``LG_MAX_STEP_ATTEMPTS=true`` was already refused; now every source is."""
+        ``yes``, ``on`` and ``true`` as booleans, so a typo would become a 1-second lease or a
+        single step attempt. Refused from every source: arguments, variables and lg.yaml."""
         if isinstance(value, bool) and info.field_name in _NUMERIC_FIELDS:
             kind = _NUMERIC_FIELDS[info.field_name]
             raise ValueError(

@@ -4,7 +4,7 @@ Event names are the spec's. Provider events describe one model response;
 agent events bracket an invocation and its tool executions; run events end a
 top-level run (exactly one terminal event per run).
 
-Durability (DESIGN 4.6): deltas and "start" markers are live-only; every other
+Durability: deltas and "start" markers are live-only; every other
 event is written to the run store's event log in the commit of the step that
 produced it and is published, with its sequence number, only after that
 commit. So a consumer never sees a durable event that a crash could take back,

@@ -21,7 +21,7 @@ The resume algorithm is written once, as a generator that *asks* for I/O
 never performs it. ``for event in execution.events()`` drives it with blocking
 calls; ``async for event in execution.events()`` drives it with awaitables
 (``redis.asyncio`` for the live stream, the short store queries on worker
-threads), so the sync and async forms cannot drift apart (CONVENTIONS: no two
+threads), so the sync and async forms cannot drift apart (there are no two
 hand-maintained pipelines). ``wait`` is a plan of the same kind. Every other
 blocking method has an ``_async`` twin for web apps (``examples/web_app.py``).
 """

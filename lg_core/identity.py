@@ -2,8 +2,8 @@
 
 A holder string names one process incarnation, so a reused pid is not
 mistaken for the original process. On the same host we can tell at once
-whether a holder is gone (DESIGN 4.2: a killed process must not cost a whole
-lease period); on another host we can only wait for its lease to expire.
+whether a holder is gone (so a killed process does not cost a whole lease
+period); on another host we can only wait for its lease to expire.
 """
 
 from __future__ import annotations

@@ -132,8 +132,8 @@ return string.format('%.6f', slot - now)
 class RedisLimiter:
     """GCRA state in Redis, shared by every process using the same Redis.
 
-    Redis is transport here as everywhere (DESIGN 4.1): if it cannot be reached,
-    the call goes ahead unpaced (logged), because failing a run over a limiter
+    Redis is transport here as everywhere (the run store is the source of truth): if it cannot
+    be reached, the call goes ahead unpaced (logged), because failing a run over a limiter
     would lose more than a provider's 429, which is retried.
     """
 

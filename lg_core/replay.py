@@ -1,4 +1,4 @@
-"""Replay (DESIGN 4.9): retry a finished run from its last committed checkpoint,
+"""Replay: retry a finished run from its last committed checkpoint,
 or fork a new run from a chosen step.
 
     lg_core.retry(run_id)                                   # lg runs retry RUN_ID

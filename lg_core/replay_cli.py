@@ -1,4 +1,4 @@
-"""``lg runs retry`` and ``lg runs fork``: replay from the command line (DESIGN 4.9).
+"""``lg runs retry`` and ``lg runs fork``: replay from the command line.
 
     lg runs retry RUN_ID
     lg runs retry-failed --since 2h [--status cancelled] [--limit N] [--dry-run]

@@ -14,7 +14,7 @@ is checked with ``jsonschema`` before ``call`` runs. A :class:`ToolError`
 message goes back to the model; any other exception is replaced by its class
 name for the model and kept for the application (callbacks, diagnostics).
 
-Retry policy (DESIGN 4.3): a tool is re-run if the process running it dies
+Retry policy: a tool is re-run if the process running it dies
 (``at_most_once = False``, the default). Declare ``at_most_once = True`` for a
 side effect that must never repeat; after a crash mid-call the model is told
 the outcome is unknown instead. Either way ``self.idempotency_key`` is stable

@@ -1,10 +1,10 @@
 """Recovery sweeps: what brings a distributed run back when a process or Redis lets it down.
 
-The run store is the source of truth and the broker only transport (DESIGN
-4.1), so every sweep reads the store, decides from it alone, and then either
-re-enqueues work or ends a run. None of them executes a step: a re-enqueued
-step goes through the task protocol (look up, claim, execute, commit) like
-any other, which is what makes a duplicate message harmless.
+The run store is the source of truth and the broker only transport, so every
+sweep reads the store, decides from it alone, and then either re-enqueues work
+or ends a run. None of them executes a step: a re-enqueued step goes through
+the task protocol (look up, claim, execute, commit) like any other, which is
+what makes a duplicate message harmless.
 
     relay_outbox       a scheduled step whose message never arrived (the process
                        died between commit and publish, or Redis lost it); a

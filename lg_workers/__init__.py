@@ -1,4 +1,5 @@
-"""lg_workers: LittleGhost runs on Celery workers (DESIGN 4.2, 4.4).
+"""lg_workers: LittleGhost runs on Celery workers: the tasks, queues and routing, the
+``lg worker`` command and the Celery dispatch backend.
 
 Importing this package builds nothing: the Celery app is created by
 ``lg_workers.app`` (for ``celery -A lg_workers.app ...``) or per runtime by

@@ -2,7 +2,8 @@
 
 Installed as the ``celery`` entry point of ``littleghost.backends``; the
 lg_core Runtime loads it when ``broker_url`` is configured, so lg_core never
-imports Celery or Redis itself (CONVENTIONS: dependency direction).
+imports Celery or Redis itself (dependencies point
+``lg_scheduler -> lg_workers -> lg_core``, never back).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Building the Celery app from a LittleGhost Configuration.
 
-The settings follow from the durable protocol (DESIGN 4.2): a message is
+The settings follow from the durable step protocol: a message is
 acknowledged only after its step committed (``acks_late``), a killed pool child
 puts its message back at once (``reject_on_worker_lost``), a worker takes one
 message at a time per process slot (``prefetch_multiplier=1``), Redis waits far

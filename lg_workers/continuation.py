@@ -3,7 +3,7 @@
 Why: a Celery hop (publish, broker, pick-up, ack) costs more than a step of
 the engine, so a run whose every step waited for one spent most of its time
 in the queue (bench/distributed.py: the hop alone was 2.8 ms, the claim and
-durable commit DESIGN 4.2 asks of a step 1.7 ms more, so a step could not come
+durable commit the step protocol asks of a step 1.7 ms more, so a step could not come
 near 1.5 hops). A worker that consumes the successor's queue would take the
 message itself a hop later; running the successor at once saves the hop and
 changes nothing else: the successor is claimed, executed and committed through

@@ -1,4 +1,4 @@
-"""Queues, task names and routing (DESIGN 4.4).
+"""Queues, task names and routing.
 
 | queue            | tasks                        | pool                         |
 |------------------|------------------------------|------------------------------|

@@ -17,8 +17,9 @@ Every Redis key this project uses, with its lifetime:
     (Celery's own keys)  the broker queues ``lg.orchestrate``, ``lg.model``,
                          ``lg.tools``, ``lg.sandbox`` and their unacked sets.
 
-Redis is transport only (DESIGN 4.1): if it is lost, readers fall back to the
-run store's durable event log (see lg_core.execution) and no run is lost.
+Redis is transport only (the run store is the source of truth): if it is lost,
+readers fall back to the run store's durable event log (see lg_core.execution)
+and no run is lost.
 """
 
 from __future__ import annotations

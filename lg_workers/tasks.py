@@ -1,15 +1,15 @@
 """The task definitions: ids in, engine calls, ack.
 
-Each task is the protocol of DESIGN 4.2 for one step, implemented once in
-``Engine.execute_claimed``; the body here only finds this process's runtime,
-runs it and publishes what the commit scheduled, except a successor this
-worker would take anyway, which it runs next in the same task
-(lg_workers.continuation). Exceptions other than the
-run's own (which the engine records as the run's outcome) are infrastructure
-failures: the task raises (Celery then acknowledges its message), and the step
-comes back through the engine's retry of a failed attempt or the scheduler's
-sweeps; a killed worker's message is redelivered (acks_late). A step that
-could not be claimed at all is sent again by the task itself (``run_step``).
+Each task is the step protocol (look up, claim, execute, commit, publish) for
+one step, implemented once in ``Engine.execute_claimed``; the body here only
+finds this process's runtime, runs it and publishes what the commit scheduled,
+except a successor this worker would take anyway, which it runs next in the
+same task (lg_workers.continuation). Exceptions other than the run's own (which
+the engine records as the run's outcome) are infrastructure failures: the task
+raises (Celery then acknowledges its message), and the step comes back through
+the engine's retry of a failed attempt or the scheduler's sweeps; a killed
+worker's message is redelivered (acks_late). A step that could not be claimed
+at all is sent again by the task itself (``run_step``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``lg worker``: start Celery workers with the right pool for each queue.
 
 One ``lg worker --queues lg.orchestrate,lg.model,lg.tools`` starts one Celery
-worker per pool kind (DESIGN 4.4): the model and tools queues share a thread
+worker per pool kind: the model and tools queues share a thread
 pool wide enough for many streaming calls (so a step's successor can run in
 the same task, lg_workers.continuation), orchestration gets a prefork pool.
 The command supervises them: a signal is forwarded to every worker and it

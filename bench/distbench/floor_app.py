@@ -12,7 +12,7 @@ from ``LG_BROKER_URL`` like every other LittleGhost process; the benchmark
 builds its own sending app with :func:`create_floor_app`.
 
 ``durable_hop`` is the *protocol floor*: the same chain, but each task also
-does the least store work DESIGN 4.2 asks of a step, on the run store's
+does the least store work the step protocol asks of a step, on the run store's
 PostgreSQL, with no engine around it: a claim (a conditional UPDATE of the
 step row, flushed, as the engine's claim) and a durable commit (the step's
 result, the frame's version, the next step's row and one event, flushed), each

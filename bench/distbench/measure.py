@@ -98,7 +98,7 @@ class ProtocolFloorResult:
 
 
 def measure_protocol_floor(stack: BenchStack, worker: Worker, *, chains: int, hops: int) -> ProtocolFloorResult:
-    """Section 1's chain with DESIGN 4.2's store work in each task (``floor_app.durable_hop``): a claim
+    """Section 1's chain with the step protocol's store work in each task (``floor_app.durable_hop``): a claim
     and a durable commit on the run store's PostgreSQL, nothing else of LittleGhost."""
     assert worker.group is None and stack.redis.process is not None and stack.postgres.process is not None
     create_protocol_tables(stack.store_url)

@@ -60,11 +60,10 @@ class CpuMeter:
 
     Trees are re-read at both ends, so PostgreSQL backends and pool children
     that appear meanwhile count, and a tree's figure includes its members'
-    reaped children, so one that exits in between keeps its time. (It did not
-    until the eighteenth session: a worker with more threads than its
-    connection pool keeps opens and closes connections, and the backends that
-    closed took their CPU with them, so the default deployment's PostgreSQL
-    CPU read 0.6-0.9 ms per run instead of about 6.)
+    reaped children, so one that exits in between keeps its time (a backend
+    that closed would otherwise take its CPU with it: with a worker that opens
+    and closes connections, the PostgreSQL CPU would read 0.6-0.9 ms per run
+    instead of about 6).
     """
 
     def __init__(self, groups: dict[str, int | tuple[int, ...]]) -> None:

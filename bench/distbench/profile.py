@@ -52,7 +52,7 @@ class PySpy:
     def __init__(self, workers: dict[str, int], rate: int = 250) -> None:
         binary = py_spy()
         if binary is None:
-            raise RuntimeError("--profile needs py-spy: /work/venv/bin/pip install py-spy")
+            raise RuntimeError("--profile needs py-spy: .venv/bin/pip install py-spy")
         self.binary, self.workers, self.rate = binary, workers, rate
         self.folder = Path(tempfile.mkdtemp(prefix="lg-bench-spy-"))
         self.processes: dict[str, subprocess.Popen] = {}

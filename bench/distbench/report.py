@@ -181,8 +181,8 @@ def _protocol_floor(console: Console, protocol: dict[str, Any], floor: dict[str,
     left = TARGET_STEP_RATIO * floor["median_ms"] - protocol["median_ms"]
     console.print(
         "Protocol floor (reference, not a target): the same chain on the same worker, each task also doing "
-        "the least store work DESIGN 4.2 asks of a step on the run store's PostgreSQL, with no engine: a claim "
-        "(conditional UPDATE, flushed like every commit since the twenty-first session) and a durable commit (step result, "
+        "the least store work the step protocol asks of a step on the run store's PostgreSQL, with no engine: a claim "
+        "(conditional UPDATE, flushed, as the engine's claim) and a durable commit (step result, "
         "frame version, next step row, one event), one pipelined round trip each."
     )
     _chains(console, protocol)

@@ -1,4 +1,4 @@
-"""An ``at_most_once`` tool call never runs twice (DESIGN 4.3): does an attempt run it?
+"""An ``at_most_once`` tool call never runs twice: does an attempt run it?
 
 An attempt of the call's step may die anywhere (SIGKILL, a worker shutdown, a
 database error, a claim lost to another worker) and another attempt then runs

@@ -1,6 +1,7 @@
 """The dispatcher protocol: how a committed step's successors get executed.
 
-A StepRef carries ids only (DESIGN 4.2): everything else is read from the run
+A StepRef carries ids only (so a broker message holds no prompt or user data):
+everything else is read from the run
 store by whoever executes it. The LocalDispatcher executes refs in this
 process; the Celery dispatcher (lg_workers) publishes them as tasks. The
 transitions are the same engine code either way.

@@ -1,9 +1,10 @@
 """The engine: starts runs, executes steps, commits transitions, resumes.
 
-One engine serves every dispatcher (DESIGN 4.7): ``execute`` is the five
-moves of DESIGN 4.2 for one step: look up, claim (when the dispatcher needs
-it), execute outside any transaction, commit in one transaction, and return
-the successors for the dispatcher to publish.
+One engine serves every dispatcher (in-process or Celery, so there is one code
+path for transitions): ``execute`` is the step protocol's five moves for one
+step: look up, claim (when the dispatcher needs it), execute outside any
+transaction, commit in one transaction, and return the successors for the
+dispatcher to publish.
 """
 
 from __future__ import annotations
@@ -218,9 +219,9 @@ class Engine:
         """Has anyone (any process) asked to cancel? Polls the store at most once a second.
 
         A poll the store cannot answer (an outage, a lock) counts as "no cancel
-        seen yet": the next poll, a second later, asks again. It used to retry
-        for seconds and then raise, which failed a run streaming through a
-        database restart although nothing was wrong with it.
+        seen yet": the next poll, a second later, asks again. Retrying for
+        seconds and then raising would fail a run streaming through a database
+        restart although nothing is wrong with it.
         """
         if run_id in self._cancel_flags:
             return True
@@ -693,7 +694,7 @@ class Engine:
     def execute_claimed(
         self, run_id: str, key: str, *, redelivered: bool = True, follow: Follow | None = None
     ) -> tuple[str, list[StepRef]]:
-        """The task protocol (DESIGN 4.2): look up and claim (one transaction), execute, commit.
+        """The step protocol: look up and claim (one transaction), execute, commit.
 
         Returns what happened (``executed``, ``done``, ``held``, ``missing``, ``abandoned``,
         ``lost``: another worker took the step over while this one ran it) and the

@@ -1,7 +1,7 @@
 """One lock per frame for this process's commits to it, taken by parallel tool calls.
 
 The tool calls of one turn run on several threads and each commit moves their
-shared frame, under its optimistic version (DESIGN 4.1). Without a lock they
+shared frame, under its optimistic version. Without a lock they
 commit all at once and all but one lose: each loser re-reads the frame, builds
 its commit again and tries again, and on a turn of 60 calls on 16 threads that
 was 5 lost races per call. Holding the frame's lock, a call builds its commit

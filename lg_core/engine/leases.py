@@ -1,4 +1,4 @@
-"""Lease renewal for steps this process is executing (DESIGN 4.2).
+"""Lease renewal for steps this process is executing.
 
 A claim gives the holder a lease of ``lease_seconds``. A step that runs longer
 (a long streamed answer, a slow tool) keeps its lease alive from this
@@ -25,8 +25,8 @@ again every CONFIRM_RETRY_SECONDS, for up to the engine's
 ``store_outage_patience``, and the step goes on once a renewal says it still
 holds the step (or stops if another claim holds it now). The step streams
 nothing meanwhile, so no delta of a superseded attempt can follow another
-worker's claim. Stopping at once used to abandon every model turn that
-streamed for longer than its lease through a database outage.
+worker's claim. Stopping at once would abandon every model turn that
+streams for longer than its lease through a database outage.
 
 Only the steps being executed: a step this process claimed but no longer
 executes (its attempt failed and could not be given back, a claim whose

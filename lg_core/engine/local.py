@@ -1,4 +1,4 @@
-"""LocalDispatcher: runs a run's steps in this process (embedded mode, DESIGN 4.7).
+"""LocalDispatcher: runs a run's steps in this process (embedded mode, no broker).
 
 The caller's thread drives the run. A step with one successor runs inline (no
 thread hop); independent successors (the tool calls of one turn) run in

@@ -3,7 +3,7 @@
 A provider turns a ModelRequest into StreamEvents. The last event is
 ``message_stop`` carrying the ModelResponse in ``data["response"]``. Errors are
 raised as ProviderError subclasses (mapped from the transport in one place per
-provider, see CONVENTIONS).
+provider, so the rest of the code sees one error hierarchy).
 """
 
 from __future__ import annotations

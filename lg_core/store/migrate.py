@@ -1,4 +1,4 @@
-"""Bringing a run store's schema up to date, with Alembic (DESIGN 4.1).
+"""Bringing a run store's schema up to date, with Alembic.
 
 Opening a store migrates it: a new database gets the current schema directly
 (``create_all``, then stamped with the latest revision, faster than replaying

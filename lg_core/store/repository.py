@@ -1,4 +1,4 @@
-"""RunStore: the durable source of truth for runs (DESIGN 4.1).
+"""RunStore: the durable source of truth for runs.
 
 Public methods each open one transaction; private ``_..._txn`` helpers compose
 inside it. The central write is :meth:`RunStore.commit`: a step's result, its

@@ -70,7 +70,8 @@ WORKER_SERVICES = {
     "worker-tools": "lg.tools",
     "worker-sandbox": "lg.sandbox",
 }
-# Flower's task list shows args (run id and step key) and results (short outcomes): see DESIGN 4.2.
+# Flower's task list shows args (run id and step key) and results (short outcomes); task
+# arguments carry ids only, so no content shows.
 FLOWER_COLUMNS = "name,state,args,result,received,runtime,worker"
 PREFERRED_PORTS = {"redis": 6379, "postgres": 5432, "flower": 5555}
 SERVICES = ("redis", "postgres", *WORKER_SERVICES, "scheduler", "flower")

@@ -30,17 +30,15 @@ def test_quick_json_reports_every_variant(tmp_path: Path) -> None:
     assert set(report["series"]) == {"floor_a", "floor_b", *VARIANTS}
     assert all(series["median_ms"] > 0 for series in report["series"].values())
     assert {row["name"] for row in report["variants"]} == VARIANTS
-    assert report["target_bare_commits"] == 2.5
     for row in report["variants"]:
         assert row["bare_commits"] == pytest.approx(row["overhead_ms"] / report["series"]["floor_b"]["median_ms"])
-        assert row["within_target"] is (row["bare_commits"] <= 2.5)
     assert list(tmp_path.iterdir()) == [], "the benchmark left its SQLite files behind"
 
 
-def test_quick_tables_name_the_target(tmp_path: Path) -> None:
+def test_quick_tables_name_every_variant(tmp_path: Path) -> None:
     out = run_bench(tmp_path).stdout
 
-    assert "issue 2's file-store target: <= 2.5" in out
+    assert "Overhead per step in bare commits (floor B)" in out
     for label in ("Floor A", "Floor B", "Bound: no store commit", "Bound: one journal row per step (FULL)", "Bound: file store at NORMAL"):
         assert label in out, f"{label!r} missing from:\n{out}"
 

@@ -1,6 +1,6 @@
 """What every chaos test proves about its runs, and how it kills and measures.
 
-The invariants (issue 3, acceptance): every run completes; no committed step
+The invariants every chaos test checks: every run completes; no committed step
 ran again; an at_most_once tool never ran twice (its interrupted call got the
 "outcome unknown" result and a tool_outcome_unknown event); the durable event
 log is gapless 1..N with exactly one terminal event, at the end.

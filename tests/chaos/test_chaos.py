@@ -164,7 +164,7 @@ def _six_runs_on_supervised_workers(dist) -> tuple[list, dict[str, int]]:
     return _start(*[dist_app.StepAgent, dist_app.ChargeAgent] * 3)
 
 
-def test_b_redis_wiped_while_runs_are_in_flight(dist, scheduler):
+def test_runs_in_flight_complete_when_redis_is_wiped(dist, scheduler):
     executions, turns = _six_runs_on_supervised_workers(dist)
     wait_for_calls(dist, 6)
 
@@ -181,7 +181,7 @@ def test_b_redis_wiped_while_runs_are_in_flight(dist, scheduler):
     _report("redis-server restarted with its data wiped", dist, list(turns), wiped_at)
 
 
-def test_b_redis_down_for_a_while_then_back_empty_while_runs_and_readers_go_on(dist, scheduler):
+def test_runs_and_readers_go_on_while_redis_is_down_and_comes_back_empty(dist, scheduler):
     """Redis is gone for 12 s (workers cannot fetch or publish, readers lose the live stream),
     then comes back with nothing in it: every run completes from the store's outbox, and the
     readers in this process (events, async events, wait) see each run to its end."""
@@ -212,7 +212,7 @@ def _start_until_the_fault(marker) -> tuple[list, dict[str, int], float]:
     return executions, turns, marker.stat().st_mtime
 
 
-def test_c_a_crash_between_commit_and_publish_is_relayed(dist, scheduler):
+def test_a_crash_between_commit_and_publish_is_relayed(dist, scheduler):
     marker = dist.tmp_path / "fault-fired"
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=8)
     dist.start_workers(
@@ -233,7 +233,7 @@ def test_c_a_crash_between_commit_and_publish_is_relayed(dist, scheduler):
     _report("worker killed between commit and publish", dist, list(turns), killed_at)
 
 
-def test_c_a_crash_after_a_commit_that_claimed_the_next_step_is_redispatched(dist, scheduler):
+def test_a_crash_after_a_commit_that_claimed_the_next_step_is_redispatched(dist, scheduler):
     """A worker consuming every queue runs each run's steps one after another, and each commit
     claims the next step for it (lg_core.engine.preclaim). Killed right after such a commit, it
     leaves that step held by a dead process rather than in the outbox: the sweeper brings it back."""

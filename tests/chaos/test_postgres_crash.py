@@ -102,7 +102,7 @@ def _assert_sound(verdict) -> None:
     assert verdict.unfinished == [] and verdict.problems == [], "\n".join(verdict.unfinished + verdict.problems)
 
 
-def test_d_a_tool_call_running_across_a_postgres_crash_commits_once(dist, scheduler, own_postgres):
+def test_a_tool_call_running_across_a_postgres_crash_commits_once(dist, scheduler, own_postgres):
     """The crash comes right after a tool step's claim, which must have been flushed: the call
     outlives the outage and its holder commits its result. Had the crash lost the claim, the
     step would look scheduled again, the relay would send it to the other tools worker (this
@@ -127,7 +127,7 @@ def test_d_a_tool_call_running_across_a_postgres_crash_commits_once(dist, schedu
 @pytest.mark.parametrize(
     "agent_name, tool, lease_seconds", [("StepAgent", "step", 30.0), ("StepAgent", "step", 9.0), ("ChargeAgent", "charge", 9.0)]
 )
-def test_d_a_tool_call_that_finishes_during_a_long_outage_commits_when_postgres_is_back(
+def test_a_tool_call_that_finishes_during_a_long_outage_commits_when_postgres_is_back(
     dist, scheduler, own_postgres, agent_name, tool, lease_seconds
 ):
     """The call finishes while the server is down for longer than a store call's retries; its
@@ -162,11 +162,11 @@ def test_d_a_tool_call_that_finishes_during_a_long_outage_commits_when_postgres_
     assert granted in scheduler.text(), scheduler.text()[-3000:]
 
 
-def test_d_a_model_turn_streaming_through_a_long_outage_waits_and_commits_once(dist, scheduler, own_postgres):
+def test_a_model_turn_streaming_through_a_long_outage_waits_and_commits_once(dist, scheduler, own_postgres):
     """An answer streamed for about 15 s (1,500 words) while the server is down for 12 s: the
     turn's lease (3 s) runs out and it cannot be confirmed, so the turn pauses until the server is
     back, confirms it still holds its step, streams the rest and commits it: one attempt, the
-    whole answer once. It used to stop at the unconfirmed lease and run the whole turn again."""
+    whole answer once, never stopping at the unconfirmed lease to run the whole turn again."""
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=4)
     message = " ".join(f"w{n}" for n in range(1500))
     execution = dist_app.EchoAgent.start_execution(message)
@@ -183,7 +183,7 @@ def test_d_a_model_turn_streaming_through_a_long_outage_waits_and_commits_once(d
 
 
 @pytest.mark.parametrize("down_seconds", [DOWN_SECONDS, LONG_DOWN_SECONDS])
-def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgres, down_seconds):
+def test_runs_in_flight_complete_across_a_postgres_crash(dist, scheduler, own_postgres, down_seconds):
     """Six runs (three with an at_most_once tool) mid tool calls; the server is down briefly, or
     longer than a store call's retries, so the workers' commits and claims wait it out.
     Readers that follow or wait for runs in this process meanwhile wait the outage out."""
@@ -209,7 +209,7 @@ def test_d_postgres_crashes_while_runs_are_in_flight(dist, scheduler, own_postgr
           f"{chaos.describe(chaos.recovery_times(chaos.store_of(dist), list(turns), restarted_at))}")
 
 
-def test_d_runs_queued_on_one_session_go_on_in_turn_after_a_postgres_crash(dist, scheduler, own_postgres):
+def test_runs_queued_on_one_session_go_on_in_turn_after_a_postgres_crash(dist, scheduler, own_postgres):
     """Three runs on one session; the server crashes while the first is in the middle of its turn
     (a tool call held open, checking its context): the runs still go one after another, each seeing
     every earlier run's turn, and the session holds each turn once."""
@@ -234,7 +234,7 @@ def test_d_runs_queued_on_one_session_go_on_in_turn_after_a_postgres_crash(dist,
     assert [role for role, _text in session_turns(dist)] == ["user", "assistant", "tool", "assistant"] * 3
 
 
-def test_d_a_web_app_answers_503_while_postgres_is_down_and_its_event_streams_go_on(dist, scheduler, own_postgres):
+def test_a_web_app_answers_503_while_postgres_is_down_and_its_event_streams_go_on(dist, scheduler, own_postgres):
     """examples/web_app.py during an outage: a new run is refused with 503 and Retry-After (and
     no server address in the body), while an SSE stream opened before the crash follows its run
     through the outage to its terminal event."""
@@ -264,7 +264,7 @@ def test_d_a_web_app_answers_503_while_postgres_is_down_and_its_event_streams_go
         web.stop()
 
 
-def test_d_a_batch_submit_rides_out_a_postgres_crash(dist, scheduler, own_postgres, tmp_path, caplog):
+def test_a_batch_submit_rides_out_a_postgres_crash(dist, scheduler, own_postgres, tmp_path, caplog):
     """``lg batch submit`` on workers, with the server down longer than a store call retries: the
     submitter's polls and starts give up (StoreUnavailableError), it pauses and goes on, and every
     item ends with one result line, its run completed and the batch row finished."""
@@ -318,11 +318,11 @@ CLAIM_OUTAGE_SECONDS = 25.0
 
 
 @pytest.mark.parametrize("relay_grace", [90.0])
-def test_d_a_step_whose_claim_gave_up_is_sent_again_by_its_task_not_left_to_the_relay(dist, scheduler, own_postgres, relay_grace):
+def test_a_step_whose_claim_gave_up_is_sent_again_by_its_task_not_left_to_the_relay(dist, scheduler, own_postgres, relay_grace):
     """Two runs share one single-thread tools worker; one's tool call is running when the server
     crashes, the other's waits in the queue. That one is taken while the server is still down and
     cannot be claimed: its task sends itself again (lg_workers.tasks.run_step), so it runs as
-    soon as the server is back, where it used to wait for the outbox relay (``relay_grace``)."""
+    soon as the server is back, without waiting for the outbox relay (``relay_grace``)."""
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=4)
     hang = {"DIST_APP_HANG": "step:2", "DIST_APP_HANG_ONCE": "1", "DIST_APP_HANG_SECONDS": "3"}
     [tools] = dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=1, LG_STORE_OUTAGE_PATIENCE="0", **hang)
@@ -344,7 +344,7 @@ SOAK_RUNS = 60
 
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("relay_grace", [5.0])  # as the soak: a backlog is not re-sent every 2 s
-def test_d_soak_random_kills_and_postgres_crashes(dist, scheduler, own_postgres, relay_grace):
+def test_every_run_completes_through_random_worker_kills_and_postgres_crashes(dist, scheduler, own_postgres, relay_grace):
     """tests/chaos/test_soak.py's killer (pool children and whole workers SIGKILLed at random),
     and meanwhile the run store's PostgreSQL crashed every few seconds and down for 0.5-5 s:
     no run lost, stuck or duplicated."""

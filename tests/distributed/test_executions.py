@@ -464,8 +464,8 @@ def test_bad_inputs_raise_the_spec_errors(dist, workers):
 
 def test_an_agent_no_worker_can_import_is_refused_before_its_run_exists(dist):
     """Workers load a run's agent by its import path: one defined in a function or in the script
-    run as __main__ used to be stored and enqueued, and then stay 'running' forever while every
-    worker failed to import it and the scheduler sent its step again each lease."""
+    run as __main__ is refused at start, rather than stored and enqueued to stay 'running' while
+    every worker fails to import it and the scheduler sends its step again each lease."""
 
     class LocalAgent(dist_app.EchoAgent):
         pass

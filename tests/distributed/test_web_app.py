@@ -283,8 +283,8 @@ def example_web(dist):
 
 
 def test_the_examples_readme_can_interject_and_cancel_its_own_agent(example_web):
-    """The README's interject and cancel commands used to meet a run that had already ended (its
-    agent answers in well under a second): 409 and a finished run, whatever one typed."""
+    """The README's interject and cancel commands ask about an order, whose slow lookup keeps the
+    run in progress: a quick question ends in well under a second (409 and a finished run)."""
     web = example_web
     quick = web.start("support", "Can I get a refund?")
     assert web.events(quick)[-1].event == "run_stop"

@@ -1,5 +1,5 @@
 """An at_most_once call whose earlier attempt died is run again only if that attempt never
-reached the tool (DESIGN 4.3; lg_core.engine.at_most_once).
+reached the tool (lg_core.engine.at_most_once).
 
 The first attempt runs in a child process that dies (``os._exit``, as abrupt as SIGKILL)
 at a chosen point: building the tool step's agent, in ``before_tool``, or inside the tool.

@@ -19,12 +19,12 @@ from lg_core.providers import scripted
 from lg_scheduler.recovery import sweep_leases
 from tests.engine.numbered_tool import NumberedTool, RecordingPublisher, numbered_calls
 
-scripted.register("audit-orphan-lease", numbered_calls(1, 2))
+scripted.register("orphan-lease", numbered_calls(1, 2))
 LEASE = 0.3
 
 
 class EchoAgent(Agent):
-    model = "scripted:audit-orphan-lease"
+    model = "scripted:orphan-lease"
     tools = [NumberedTool]
 
 

@@ -70,9 +70,9 @@ def test_an_agent_asked_from_every_pool_thread_still_runs_its_parallel_calls(scr
 
 
 def test_a_sync_ask_inside_a_coroutine_runs_an_async_tool_alone_in_its_turn(config, script):
-    """Called from a coroutine (a FastAPI handler's mistake), ask() ran a turn's only step on
-    the loop's thread, where the async tool's asyncio.run refused to start: the model was told
-    "internal error" and the run completed, while two calls in a turn (pool threads) succeeded."""
+    """Called from a coroutine (a FastAPI handler's mistake), ask() runs a turn's only step off
+    the loop's thread, so the async tool's asyncio.run can start, as two calls in a turn (on
+    pool threads) do; on the loop's thread the model would be told "internal error"."""
     import asyncio
 
     class AsyncLookupTool(Tool):

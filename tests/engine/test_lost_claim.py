@@ -175,7 +175,7 @@ def test_a_worker_whose_lease_ran_out_unrenewed_streams_nothing_once_another_hol
 def test_a_step_whose_lease_ran_out_while_the_store_was_down_waits_and_goes_on_once_it_confirms(streaming):
     """The store cannot be reached for several leases (a database restart): the step cannot confirm
     its claim, so it streams nothing more, waits, and goes on once a renewal says it still holds the
-    step. It used to stop there, abandoning a model turn that was fine."""
+    step, rather than abandoning a model turn that is fine."""
     run = streaming()
     run.cut_renewals(_refused)
     run.wait_lease_out()

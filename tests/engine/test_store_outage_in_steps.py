@@ -2,9 +2,9 @@
 
 A model turn reads the run's pending interjections when it starts and again
 before it completes the run; an at_most_once tool's call writes the mark that
-it starts before the tool runs. A read that found the store out of reach past
-its retries (StoreUnavailableError) used to become the run's outcome: the run
-failed although nothing was wrong with it. Now the read waits the outage out
+it starts before the tool runs. Such a read that finds the store out of reach
+past its retries (StoreUnavailableError) must not become the run's outcome,
+since nothing is wrong with the run: the read waits the outage out
 (``store_outage_patience``); past that, the attempt fails as an
 infrastructure error and the run stays running for recovery (here a local
 run: ``resume()``), never ``failed``.

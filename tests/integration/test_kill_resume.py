@@ -1,5 +1,5 @@
 """A run killed with SIGKILL mid-tool-call resumes in another process
-without re-running any tool call that committed (DESIGN 4.3, 4.7)."""
+without re-running any tool call that committed."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Flower on the local stack shows a run's tasks by name, state and run id, and no prompt or user data.
 
 Task arguments are ids only ([run_id, step_key]) and results are short outcome
-strings (DESIGN 4.2), so Flower and the broker never see content. The
+strings, so Flower and the broker never see content. The
 screenshot is taken by Debian's Chromium driven through Playwright.
 """
 

@@ -103,8 +103,8 @@ def test_stack_cli_rejects_bad_input(tmp_path):
     assert down.returncode == 0
     assert "nothing was running" in down.stderr
 
-    # `lg stack down` in another directory than `up` ran in: it used to say only
-    # "nothing was running in .lg/stack" while the stack ran on elsewhere.
+    # `lg stack down` in another directory than `up` ran in names the directory it looked in,
+    # so a stack running elsewhere is not mistaken for no stack at all.
     elsewhere = lg("stack", "down", cwd=tmp_path)
     assert elsewhere.returncode == 0
     assert f"nothing was running in {tmp_path / '.lg' / 'stack'}: no stack was started there" in elsewhere.stderr
@@ -121,7 +121,8 @@ def test_stack_cli_rejects_bad_input(tmp_path):
     assert damaged.returncode == 2
     assert "stack.json is damaged" in damaged.stderr
 
-    # A --dir that cannot be created used to end in a FileNotFoundError or NotADirectoryError traceback.
+    # A --dir that cannot be created is a usage error (exit 2), not a FileNotFoundError or
+    # NotADirectoryError traceback.
     (tmp_path / "afile").write_text("")
     for unusable in ("/proc/nope", str(tmp_path / "afile" / "sub")):
         result = lg("stack", "up", "--dir", unusable)
@@ -131,8 +132,8 @@ def test_stack_cli_rejects_bad_input(tmp_path):
 
 
 def test_stack_up_with_an_unimportable_module_starts_nothing(stack):
-    """It used to start Redis and PostgreSQL, then fail on the workers with a log tail, and keep the
-    bad module in stack.json for every later `up`."""
+    """The import is checked before Redis and PostgreSQL start, and the bad module is not kept in
+    stack.json for a later `up`."""
     up = stack.up("--import", "no_such_module")
     assert up.returncode == 2, up.stderr
     lines = up.stderr.strip().splitlines()
@@ -145,10 +146,11 @@ def test_stack_up_with_an_unimportable_module_starts_nothing(stack):
 def test_a_running_stack_refuses_new_settings_and_is_found_without_stack_json(stack):
     """Four faults of one running stack, in a directory whose path has a space.
 
-    `up --import B` on a stack whose workers import A used to exit 0 and record B in env and
-    stack.json; the printed `. ENV_FILE` was not shell-quoted; and without stack.json (deleted,
-    or damaged, whose message said to delete it) `down` said "nothing was running" and left
-    every process alive, while the next `up` chose new ports and ended in a createdb traceback.
+    `up` with other settings (`--import`, `--concurrency`) is refused in one line naming the
+    `down` command, and changes nothing in env or stack.json; the printed `. ENV_FILE` is
+    shell-quoted; without stack.json `status` and `up` still find the running stack (`up`
+    refuses, starting nothing beside it); and with a damaged stack.json `down` stops every
+    process.
     """
     import subprocess
 
@@ -198,8 +200,9 @@ def test_a_running_stack_refuses_new_settings_and_is_found_without_stack_json(st
 
 
 def test_a_busy_port_is_refused_before_anything_is_started_or_saved(stack):
-    """`up --redis-port N` with N taken used to save N in stack.json (so every later plain `up`
-    failed too) and said "the processes that did start are still running" when none had."""
+    """`up` with the Redis port taken starts nothing, saves nothing in stack.json (so a later plain
+    `up` is not held to that port) and says that no stack process is running; ports kept in
+    stack.json are named as kept from the last `up`."""
     import json
     import socket
 

@@ -180,7 +180,7 @@ def test_lg_scheduler_refuses_a_malformed_redis_url(tmp_path, broker, reason):
 
 
 def test_lg_scheduler_refuses_a_broker_it_cannot_reach(tmp_path):
-    """It used to start and sweep silently, never saying that nothing it relays can arrive."""
+    """It exits 2 at start naming the broker, instead of sweeping while nothing it relays can arrive."""
     (tmp_path / "runs.db").touch()
     result = lg("scheduler", "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--broker", "redis://127.0.0.1:1/0",
                 cwd=tmp_path, timeout=60)

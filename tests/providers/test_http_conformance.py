@@ -1,6 +1,6 @@
 """What every HTTP adapter must do, whatever its wire format: one suite, run against each adapter.
 
-As the run stores share one conformance suite (CONVENTIONS: one interface,
+As the run stores share one conformance suite (one interface,
 several backends), the HTTP adapters share this one. Every test runs whole
 agent runs against a local server speaking the adapter's format over real HTTP,
 built by the adapter's :class:`~tests.providers.wire_formats.WireFormat`; what
@@ -753,8 +753,8 @@ def test_a_header_value_that_is_not_valid_http_fails_the_run_without_showing_it(
 
 @pytest.mark.parametrize("headers", [{"X-Title": "Café Support"}, {"X-Titlé": "Support"}])
 def test_a_header_that_is_not_ascii_is_a_configuration_error(config, wire, server, headers):
-    """httpx sends header values as ASCII: anything else used to surface as a bare UnicodeEncodeError
-    when the first request was built, in the middle of a run."""
+    """httpx sends header values as ASCII: anything else is a ConfigurationError naming the header,
+    raised before any request is sent, not a bare UnicodeEncodeError in the middle of a run."""
     connect(wire, server, headers=headers)
 
     with pytest.raises(ConfigurationError, match=r"header 'X-Titl.' must be ASCII text"):
@@ -790,7 +790,7 @@ def test_a_configured_key_that_is_not_ascii_names_the_option(config, wire, serve
 
 
 def test_the_default_endpoint_is_the_providers_and_the_transport_replaces_the_network(config, wire):
-    """The transport is the extension point (CONVENTIONS): an httpx.MockTransport needs no server."""
+    """The transport is the extension point: an httpx.MockTransport needs no server."""
     body = wire.framing.body(wire.text("Mocked."))
     seen = []
 

@@ -1,5 +1,5 @@
 """One conformance suite for every SessionStore: memory, filesystem, SQLite in
-memory and in a file, and a real PostgreSQL server (CONVENTIONS: one
+memory and in a file, and a real PostgreSQL server (one
 interface, several backends, one shared suite)."""
 
 from __future__ import annotations

@@ -23,11 +23,11 @@ from lg_core.store import RunStore
 from lg_core.store.database import retry_transient
 from tests.engine.numbered_tool import NumberedTool, numbered_calls
 
-scripted.register("audit-ack-lost", numbered_calls(1, 2))
+scripted.register("commit-ack-lost", numbered_calls(1, 2))
 
 
 class EchoAgent(Agent):
-    model = "scripted:audit-ack-lost"
+    model = "scripted:commit-ack-lost"
     tools = [NumberedTool]
 
 

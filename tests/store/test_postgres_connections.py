@@ -102,7 +102,7 @@ def test_a_burst_of_concurrent_steps_reuses_the_connections_of_the_last_one(pg_s
     session for each (a fork and an authentication on the server every time).
     """
     burst = min(DEFAULT_POOL_SIZE, 25)
-    assert burst > 10  # beyond the pool size that used to close its overflow
+    assert burst > 10  # beyond a 10-connection pool, whose overflow would be closed on return
     first = _backends_of_a_burst(pg_store, burst)
     assert _backends_of_a_burst(pg_store, burst) == first
 

@@ -1,5 +1,5 @@
 """One conformance suite for every run-store backend: SQLite in memory,
-SQLite file, and a real PostgreSQL server (CONVENTIONS: one interface,
+SQLite file, and a real PostgreSQL server (one interface,
 several backends, one shared suite)."""
 
 from __future__ import annotations

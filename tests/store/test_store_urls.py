@@ -1,8 +1,9 @@
 """A run store URL that cannot work fails where the runtime is built, saying what to write instead.
 
-These used to escape as a riddle ("supports SQLite and PostgreSQL, got 'postgres'"),
-as advice that could not help (installing littleghost[postgres] for a psycopg2
-URL) or as SQLAlchemy's OperationalError out of ``start_execution``.
+The message names the URL's problem and the URL to write, rather than a riddle
+("supports SQLite and PostgreSQL, got 'postgres'"), advice that cannot help
+(installing littleghost[postgres] for a psycopg2 URL) or SQLAlchemy's
+OperationalError out of ``start_execution``.
 """
 
 from __future__ import annotations

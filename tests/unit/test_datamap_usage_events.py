@@ -322,7 +322,7 @@ def test_with_seq_returns_a_new_event():
     assert numbered.type == "run_stop" and numbered.data["response"] == "done"
 
 
-# Deltas and "start" markers are live-only (DESIGN 4.6); everything else is durable.
+# Deltas and "start" markers are live-only; everything else is durable.
 LIVE_ONLY = {
     "message_start",
     "text_delta",

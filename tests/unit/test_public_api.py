@@ -161,7 +161,7 @@ def test_version_is_a_string():
 
 
 def test_importing_lg_core_has_no_side_effects():
-    """Import builds no runtime and pulls in no broker client (DESIGN: no import-time singletons)."""
+    """Import builds no runtime and pulls in no broker client (no import-time singletons)."""
     code = (
         "import sys, lg_core, lg_core.config as c; "
         "assert c._default is None, 'a configuration was built at import'; "

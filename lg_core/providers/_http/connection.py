@@ -40,7 +40,8 @@ CONNECT_TIMEOUT = 10.0  # the spec's open_timeout
 # The spec's DEFAULT_MAX_RESPONSE_BYTES: the most one streamed answer may send, so a runaway
 # stream fails its run instead of growing the process until memory runs out.
 DEFAULT_MAX_RESPONSE_BYTES = 50 * 1024 * 1024
-# Many streaming calls share one client (DESIGN 4.8): allow more than httpx's 100 connections.
+# Many streaming calls share one client (the engine is synchronous, with threads): allow
+# more than httpx's 100 connections.
 POOL_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
 COMMON_OPTIONS = frozenset(
     {

@@ -1,13 +1,13 @@
 """The failures every HTTP adapter meets the same way, and the parts of an error reply they share.
 
-Each adapter keeps one ``provider_error`` function (CONVENTIONS: one boundary
-per integration) that reads its API's error bodies; what does not depend on
-the API lives here: a transport failure (no response, a broken stream, a
-timeout), the wait ``Retry-After`` asks for, which statuses are worth
-repeating, the message of an error status, keeping the API key out of it (the
-provider cleans every secret of the connection too: ``redaction``), and
-the first steps of reading an error body (its JSON, if it is JSON; its
-``error`` member; its text, when it holds no message of its own).
+Each adapter keeps one ``provider_error`` function (one boundary per
+integration, so httpx errors are translated in one place) that reads its API's
+error bodies; what does not depend on the API lives here: a transport failure
+(no response, a broken stream, a timeout), the wait ``Retry-After`` asks for,
+which statuses are worth repeating, the message of an error status, keeping the
+API key out of it (the provider cleans every secret of the connection too:
+``redaction``), and the first steps of reading an error body (its JSON, if it
+is JSON; its ``error`` member; its text, when it holds no message of its own).
 """
 
 from __future__ import annotations

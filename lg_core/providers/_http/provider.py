@@ -1,10 +1,11 @@
 """StreamingProvider: one POST answered with a Server-Sent Events stream, the flow every HTTP adapter shares.
 
 It owns the connection's one ``httpx.Client`` (thread-safe and pooled: every
-model step of the process that uses this connection shares it, DESIGN 4.8),
-sends the request so that a cancelled or overdue run stops waiting at once
-(``interrupt``), turns an error status or a body that is not an event stream
-into the adapter's error, and hands the SSE events to the adapter's reader.
+model step of the process that uses this connection shares it, so connections
+are pooled across steps), sends the request so that a cancelled or overdue run
+stops waiting at once (``interrupt``), turns an error status or a body that is
+not an event stream into the adapter's error, and hands the SSE events to the
+adapter's reader.
 
 An adapter supplies four things: its connection options class, the request
 path and body, the reader that folds SSE events into StreamEvents, and the

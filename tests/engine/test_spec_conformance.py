@@ -1,4 +1,4 @@
-"""Spec-conformance checks found by the events, limits, errors and Tool API audit."""
+"""Spec conformance of events, limits, errors and the Tool API."""
 
 from __future__ import annotations
 
