@@ -149,6 +149,12 @@ class EchoAgent(Agent):
     model = "scripted:dist-echo"
 
 
+class GatewayAgent(Agent):
+    """Answers through the ``gateway`` connection, which the process's LG_PROVIDERS configures."""
+
+    model = "gateway:gpt-test"
+
+
 class SameAnswerTool(Tool):
     """Always the same answer: a model that keeps calling it is in a tool loop."""
 

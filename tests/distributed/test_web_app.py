@@ -461,3 +461,52 @@ def test_the_app_does_not_start_without_a_private_token_file(dist, tmp_path):
     assert missing.returncode != 0 and "LG_WEB_TOKENS_FILE is not set" in missing.stderr
     assert readable.returncode != 0 and "chmod 600" in readable.stderr
     assert token not in readable.stderr  # the error never shows a token
+
+
+def test_a_provider_echoing_its_credentials_reaches_no_caller_no_stored_row_and_no_log(dist):
+    """A gateway that quotes every credential it was sent in a 400 body: the run fails, and no
+    credential is in the app's SSE stream or run view, in PostgreSQL's rows, or in any log."""
+    from tests.providers import openai_server
+
+    sentinels = {
+        "api_key": "sentinel-api-key-" + secrets.token_hex(8),
+        "header": "sentinel-header-" + secrets.token_hex(8),
+        "password": "sentinel-password-" + secrets.token_hex(8),
+        "query": "sentinel-query-" + secrets.token_hex(8),
+    }
+    server_context = openai_server.serve()
+    server = next(server_context)
+    try:
+        echoed = " ".join(f"{place}={value}" for place, value in sentinels.items())
+        server.reply(openai_server.error(400, f"Rejected by gw.internal.example: {echoed}"))
+        base_url = server.base_url.replace("://", f"://relay:{sentinels['password']}@", 1) + f"?key={sentinels['query']}"
+        providers = json.dumps({"gateway": {
+            "adapter": "openai", "base_url": base_url, "allow_insecure_http": True, "api_key": sentinels["api_key"],
+            "headers": {"X-Gateway-Key": sentinels["header"]},
+        }})
+        dist.start_workers(pool="threads", concurrency=2, LG_PROVIDERS=providers)
+        web = WebApp(dist, agents="gateway=dist_app:GatewayAgent", LG_PROVIDERS=providers)
+        try:
+            run_id = web.start("gateway")
+            events = web.events(run_id)
+            streamed = [f"{sse.event} {sse.data}" for sse in events]
+            view = web.client.get(f"/runs/{run_id}").text
+        finally:
+            web.stop()
+    finally:
+        server_context.close()
+
+    assert [r.headers.get("x-gateway-key") for r in server.received] == [sentinels["header"]]  # it was sent
+    assert events[-1].event == "run_error"
+    assert json.loads(events[-1].data)["data"]["error_class"] == "HTTPError", events[-1].data
+    assert json.loads(view)["outcome"] == "failed"
+    [(stored_error,)] = rows(dist, "SELECT CAST(error AS TEXT) FROM lg_runs WHERE id = :id", id=run_id)
+    assert "gw.internal.example" in stored_error and "[redacted]" in stored_error  # operators keep the detail
+    stored = "\n".join(
+        str(row) for table in ("lg_runs", "lg_steps", "lg_events") for row in rows(dist, f"SELECT * FROM {table}")
+    )
+    logs = "\n".join(path.read_text(errors="replace") for path in dist.tmp_path.glob("*.log"))
+    for place, sentinel in sentinels.items():
+        for where, text in (("SSE stream", "\n".join(streamed)), ("run view", view), ("run store", stored), ("logs", logs)):
+            assert sentinel not in text, f"the {place} sentinel is in the {where}"
+    assert "gw.internal.example" not in "\n".join(streamed) + view  # the provider's own words stay with operators
