@@ -56,7 +56,14 @@ def test_every_import_is_measured_against_its_floor(report: dict) -> None:
 def test_every_worker_figure_has_a_sample_per_round(report: dict) -> None:
     start, memory = report["workers"]["start"], report["workers"]["memory"]
 
-    assert set(start) == {"bare_ready_s", "lg_restart_s", "lg_ready_s", "lg_redispatch_s"}
+    assert set(start) == {
+        "bare_ready_s",
+        "lg_restart_s",
+        "lg_restart_tools_ready_s",
+        "lg_restart_ready_to_commit_s",
+        "lg_ready_s",
+        "lg_redispatch_s",
+    }
     assert all(_is_series(data, 2) for data in start.values())
     for side in ("lg", "bare"):
         figures = memory[side]
