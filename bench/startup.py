@@ -42,6 +42,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import redis
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the distbench helpers
 
 from distbench import app as bench_app  # noqa: E402
@@ -54,6 +56,7 @@ from rich.table import Table  # noqa: E402
 
 from lg_core import with_configuration  # noqa: E402
 from lg_workers.cli import DEFAULT_QUEUES  # noqa: E402
+from lg_workers.queues import TOOLS  # noqa: E402
 from lg_workers.worker import plan as worker_plan  # noqa: E402
 
 TREE = Path(__file__).resolve().parents[1]
@@ -163,7 +166,7 @@ def bare_round(stack: BenchStack, plan: Plan) -> tuple[float, dict[str, Any]]:
 
 
 def lg_round(
-    stack: BenchStack, probe: StoreProbe, scheduler: Scheduler, plan: Plan, groups: int
+    stack: BenchStack, probe: StoreProbe, scheduler: Scheduler, broker: redis.Redis, plan: Plan, groups: int
 ) -> dict[str, Any]:
     """An ``lg worker``: ready and idle memory; then one run interrupted by SIGKILL and the restart."""
     hang = {"BENCH_HANG_DIR": str(stack.hang_dir)}
@@ -186,6 +189,16 @@ def lg_round(
             raise BenchError(f"the scheduler did not re-dispatch run {run_id}'s step:\n{scheduler.text()[-3000:]}")
         time.sleep(0.02)
     redispatched = time.time() - killed_at
+    # A re-dispatch sent within a few ms of the kill can be handed by Redis to the dead worker's
+    # blocked BRPOP before Redis has seen its connection close, and is lost; the sweeper sends the
+    # step again a lease later. The restart is timed once the step's message waits in the queue.
+    lost = _queued(broker, TOOLS) == 0
+    deadline = time.monotonic() + 3 * LEASE_SECONDS
+    while _queued(broker, TOOLS) == 0:
+        if time.monotonic() > deadline:
+            raise BenchError(f"run {run_id}'s step never reached {TOOLS}:\n{scheduler.text()[-3000:]}")
+        time.sleep(0.05)
+    queued = time.time() - killed_at
 
     started = time.time()
     restarted = stack.start_lg_worker(env=hang)
@@ -203,9 +216,16 @@ def lg_round(
         "ready_s": ready,
         "memory": memory,
         "redispatch_s": redispatched,
+        "queued_s": queued,
+        "redispatch_lost": lost,
         "restart_s": first - started,
         "restart_tools_ready_s": tools_ready - started,
     }
+
+
+def _queued(broker: redis.Redis, queue: str) -> int:
+    """Messages waiting in ``queue``: kombu keeps one Redis list per priority step."""
+    return sum(int(broker.llen(queue if step == 0 else f"{queue}\x06\x16{step}")) for step in (0, 3, 6, 9))
 
 
 def _first_commit_after(probe: StoreProbe, run_id: str, after: float, timeout: float) -> float:
@@ -221,22 +241,24 @@ def _first_commit_after(probe: StoreProbe, run_id: str, after: float, timeout: f
 def measure_workers(stack: BenchStack, probe: StoreProbe, plan: Plan) -> dict[str, Any]:
     groups = len(worker_plan(DEFAULT_QUEUES.split(",")))
     scheduler = stack.start_scheduler(local_liveness=True, interval=SCHEDULER_INTERVAL)
+    broker = redis.Redis.from_url(stack.redis.url)
     bare: list[tuple[float, dict[str, Any]]] = []
     lg: list[dict[str, Any]] = []
     try:
         if plan.warmup:
             progress("workers: warm-up round")
             bare_round(stack, plan)
-            lg_round(stack, probe, scheduler, plan, groups)
+            lg_round(stack, probe, scheduler, broker, plan, groups)
         for number in range(plan.rounds):
             progress(f"workers: round {number + 1} of {plan.rounds}")
             if number % 2 == 0:
                 bare.append(bare_round(stack, plan))
-                lg.append(lg_round(stack, probe, scheduler, plan, groups))
+                lg.append(lg_round(stack, probe, scheduler, broker, plan, groups))
             else:
-                lg.append(lg_round(stack, probe, scheduler, plan, groups))
+                lg.append(lg_round(stack, probe, scheduler, broker, plan, groups))
                 bare.append(bare_round(stack, plan))
     finally:
+        broker.close()
         stack.stop_scheduler(scheduler)
     return {
         "start": {
@@ -244,9 +266,11 @@ def measure_workers(stack: BenchStack, probe: StoreProbe, plan: Plan) -> dict[st
             "lg_restart_s": series([r["restart_s"] for r in lg]),
             "lg_ready_s": series([r["ready_s"] for r in lg]),
             "lg_redispatch_s": series([r["redispatch_s"] for r in lg]),
+            "lg_queued_s": series([r["queued_s"] for r in lg]),
             "lg_restart_tools_ready_s": series([r["restart_tools_ready_s"] for r in lg]),
             "lg_restart_ready_to_commit_s": series([r["restart_s"] - r["restart_tools_ready_s"] for r in lg]),
         },
+        "redispatches_lost": sum(r["redispatch_lost"] for r in lg),
         "memory": {
             "bare": _memory_series([memory for _, memory in bare]),
             "lg": _memory_series([r["memory"] for r in lg]),
@@ -395,10 +419,17 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
             ("  of which: ready -> the step committed", start["lg_restart_ready_to_commit_s"]),
             ("reference: a fresh lg worker's start -> every Celery worker ready", start["lg_ready_s"]),
             ("reference: SIGKILL -> step re-dispatched by lg scheduler", start["lg_redispatch_s"]),
+            ("reference: SIGKILL -> the step's message waiting in lg.tools", start["lg_queued_s"]),
         ],
         ".3f",
     )
     console.print(table)
+    lost = report["workers"]["redispatches_lost"]
+    console.print(
+        f"Re-dispatches lost to the killed worker's connection: {lost} of {len(start['lg_restart_s']['samples'])} "
+        "rounds (Redis handed the message to the dead worker's blocked BRPOP; the sweeper sent it again a lease "
+        "later, before the restart was timed)."
+    )
 
     memory = report["workers"]["memory"]
     console.rule("[bold]3. Idle worker memory")

@@ -63,8 +63,10 @@ def test_every_worker_figure_has_a_sample_per_round(report: dict) -> None:
         "lg_restart_ready_to_commit_s",
         "lg_ready_s",
         "lg_redispatch_s",
+        "lg_queued_s",
     }
     assert all(_is_series(data, 2) for data in start.values())
+    assert report["workers"]["redispatches_lost"] in (0, 1, 2)
     for side in ("lg", "bare"):
         figures = memory[side]
         assert all(_is_series(figures[name], 2) for name in ("processes", "per_process_mib", "total_mib"))
