@@ -11,9 +11,10 @@
 2. Restart: an ``lg worker`` (default queues) is SIGKILLed, with every process
    under it, in the middle of a run's tool call; once ``lg scheduler`` has
    re-dispatched the step (it sees at once that the holder on this host is
-   dead), a new ``lg worker`` is started, and the time from starting it to the
-   run's next committed step (the store's timestamp) is set against a bare
-   Celery worker's start to ready (its " ready." log line). Target <= 1.2x.
+   dead) and the step's message waits in lg.tools, a new ``lg worker`` is
+   started, and the time from starting it to the run's next committed step
+   (the store's timestamp) is set against a bare Celery worker's start to
+   ready (its " ready." log line). Target <= 1.2x.
 3. Idle memory: RSS per process of an ``lg worker`` (default queues: the
    command, its Celery workers and their pool children) after it is ready and
    has settled, against a bare Celery worker's (prefork, concurrency 2).
@@ -406,7 +407,8 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
     console.print(
         "lg worker restart: `lg worker` (default queues) is SIGKILLed with every process under it while a run's tool "
         "call runs; once `lg scheduler` has re-dispatched the step (its holder, a dead process on this host, loses "
-        "the step at once: no lease to wait for), a new `lg worker` is started. Measured: its start -> the run's "
+        "the step at once: no lease to wait for) and its message waits in lg.tools, a new `lg worker` is started. "
+        "Measured: its start -> the run's "
         "next step committed (the store's timestamp). Floor: a bare Celery worker's start -> its ' ready.' log line."
     )
     table = _table("seconds", "median", "min", "max", "rounds")
