@@ -412,7 +412,7 @@ def _kill_and_recover(stack: BenchStack, probe: StoreProbe, victim: str, runs: i
     [tools] = stack.start_workers(("lg.tools",), pool="prefork", env=hang)
     since = time.time()
     ids = [bench_app.HangAgent.start_execution(f"Hang {n}.").run_id for n in range(runs)]
-    pids = _wait_hanging(stack.hang_dir, ids, timeout=60)
+    pids = wait_hanging(stack.hang_dir, ids, timeout=60)
     standby: list[Worker] = []
     if victim == "whole worker":  # the surviving worker that takes the steps over
         standby = stack.start_workers(("lg.tools",), pool="prefork", env=hang)
@@ -437,7 +437,7 @@ def _kill_and_recover(stack: BenchStack, probe: StoreProbe, victim: str, runs: i
     return sorted(seconds)
 
 
-def _wait_hanging(folder: Path, run_ids: list[str], timeout: float) -> list[int]:
+def wait_hanging(folder: Path, run_ids: list[str], timeout: float) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         # The name says it all (hang-{run_id}-{pid}): the file's content may not be written yet.

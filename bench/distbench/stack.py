@@ -8,6 +8,7 @@ one temporary directory that :meth:`BenchStack.close` removes.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import signal
@@ -72,10 +73,10 @@ class Worker:
         return self.log.read_text(errors="replace")[-3000:]
 
     def kill_whole(self) -> None:
-        """SIGKILL the worker and its pool children at once, as when its host or container dies."""
-        children = self.children()
+        """SIGKILL the worker and every process under it at once, as when its host or container dies."""
+        descendants = _descendants(self.pid)
         _kill(self.pid)
-        for pid in children:
+        for pid in descendants:
             _kill(pid)
         self.process.wait()
 
@@ -190,19 +191,22 @@ class BenchStack:
             worker.wait_ready()
         return started
 
-    def start_floor_worker(self, pool: str, concurrency: int) -> Worker:
-        from distbench.floor_app import QUEUE
-
-        name = f"w{len(self.workers)}-floor"
+    def start_floor_worker(
+        self, pool: str, concurrency: int, *, app: str = "distbench.floor_app", wait: bool = True
+    ) -> Worker:
+        """A plain ``celery worker`` of a bench-only app (``app``: a distbench module with ``QUEUE``);
+        ``wait``: return once it is ready (else at once, for the caller to time its start)."""
+        queue = importlib.import_module(app).QUEUE
+        name = f"w{len(self.workers)}-{app.rsplit('_', 1)[0].rsplit('.', 1)[-1]}"
         argv = [
             sys.executable,
             "-m",
             "celery",
             "-A",
-            "distbench.floor_app",
+            app,
             "worker",
             "-Q",
-            QUEUE,
+            queue,
             "--pool",
             pool,
             "--concurrency",
@@ -219,7 +223,17 @@ class BenchStack:
             name, None, argv, self.env(), self.root / f"{name}.log", pool=(pool, concurrency)
         )
         self.workers.append(worker)
-        return worker.wait_ready()
+        return worker.wait_ready() if wait else worker
+
+    def start_lg_worker(self, *args: str, env: dict[str, str] | None = None) -> Worker:
+        """The ``lg worker`` command itself (``args``: its options), returned at once: the process is
+        the command, which starts one Celery worker per pool kind under it (``Worker.pids`` lists
+        only its direct children; ``probes.process_tree`` lists every process)."""
+        name = f"w{len(self.workers)}-lg"
+        argv = [sys.executable, "-m", "lg_core.cli", "worker", "--loglevel", self.loglevel, *args]
+        worker = Worker(name, None, argv, self.env(**(env or {})), self.root / f"{name}.log", pool=("lg worker", 0))
+        self.workers.append(worker)
+        return worker
 
     def stop_workers(self, workers: list[Worker] | None = None) -> None:
         for worker in list(self.workers if workers is None else workers):
@@ -269,6 +283,13 @@ def _children(pid: int) -> list[int]:
             found += [int(p) for p in (task / "children").read_text().split()]
         except OSError:
             continue
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    for child in _children(pid):
+        found += [child, *_descendants(child)]
     return found
 
 
