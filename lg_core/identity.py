@@ -19,7 +19,7 @@ _UNREADABLE = "?"  # the process exists but its start time is hidden from us (/p
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _start_time(pid: int) -> str | None:
+def process_start_time(pid: int) -> str | None:
     """The process start time in clock ticks since boot; None if it is gone or a zombie;
     ``_UNREADABLE`` if it exists but the system does not show it to us (``hidepid``)."""
     try:
@@ -83,7 +83,7 @@ def current_holder() -> str:
     pid = os.getpid()
     cached = getattr(_local, "holder", None)
     if cached is None or cached[0] != pid:
-        cached = (pid, f"{hostname()}:{pid}:{_start_time(pid) or '0'}")
+        cached = (pid, f"{hostname()}:{pid}:{process_start_time(pid) or '0'}")
         _local.holder = cached
     return cached[1]
 
@@ -99,10 +99,10 @@ def holder_is_dead(holder: str | None) -> bool:
     pid = int(pid_text)
     if pid == os.getpid():
         return holder != current_holder()
-    actual = _start_time(pid)
+    actual = process_start_time(pid)
     if actual == _UNREADABLE:  # alive; a reused pid cannot be told apart here, so presume it is the holder
         return False
     return actual is None or (start not in ("", "0") and actual != start)
 
 
-__all__ = ["current_holder", "holder_is_dead", "hostname"]
+__all__ = ["current_holder", "holder_is_dead", "hostname", "process_start_time"]

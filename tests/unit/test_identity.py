@@ -40,5 +40,5 @@ def test_a_process_that_proc_hides_from_us_is_alive(monkeypatch):
 
     monkeypatch.setattr("builtins.open", hidden)
     assert os.path.exists("/proc/1")  # pid 1 exists; kill(1, 0) says so even when /proc would not
-    assert identity._start_time(1) == identity._UNREADABLE
+    assert identity.process_start_time(1) == identity._UNREADABLE
     assert not holder_is_dead(f"{hostname()}:1:12345")
