@@ -13,24 +13,35 @@ import socket
 import threading
 from functools import lru_cache
 
-_UNREADABLE = "?"  # /proc hides the process (hidepid): it exists, its start time is unknown
+import psutil
+
+_UNREADABLE = "?"  # the process exists but its start time is hidden from us (/proc mounted hidepid)
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _start_time(pid: int) -> str | None:
-    """The process start time (clock ticks since boot); None if it is gone or a zombie;
-    ``_UNREADABLE`` if it exists but /proc does not show it to us (``hidepid``)."""
+def process_start_time(pid: int) -> str | None:
+    """The process start time in clock ticks since boot; None if it is gone or a zombie;
+    ``_UNREADABLE`` if it exists but the system does not show it to us (``hidepid``)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return _UNREADABLE if _exists(pid) else None
-    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
+        process = psutil.Process(pid)
+        if process.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+            return None
+        # Since boot, not since the epoch: create_time() moves when the wall clock is set, the difference does not.
+        since_boot = process.create_time() - psutil.boot_time()
+    except psutil.ZombieProcess:
         return None
-    return fields[19].decode()  # field 22 of stat
+    except psutil.AccessDenied:
+        return _UNREADABLE
+    except (psutil.NoSuchProcess, OSError):
+        return _UNREADABLE if _exists(pid) else None
+    return str(round(since_boot * _CLOCK_TICKS))
 
 
 def _exists(pid: int) -> bool:
-    """Whether a process ``pid`` exists, even one of another user that /proc hides."""
+    """Whether a process ``pid`` exists, even one of another user that /proc hides.
+
+    Hand-written: psutil.pid_exists() falls back to listing /proc, which hidepid hides.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -41,6 +52,7 @@ def _exists(pid: int) -> bool:
 
 
 def _pid_namespace() -> str | None:
+    """Linux's PID namespace of this process (hand-written: psutil does not report namespaces)."""
     try:
         link = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
     except OSError:
@@ -71,7 +83,7 @@ def current_holder() -> str:
     pid = os.getpid()
     cached = getattr(_local, "holder", None)
     if cached is None or cached[0] != pid:
-        cached = (pid, f"{hostname()}:{pid}:{_start_time(pid) or '0'}")
+        cached = (pid, f"{hostname()}:{pid}:{process_start_time(pid) or '0'}")
         _local.holder = cached
     return cached[1]
 
@@ -87,10 +99,10 @@ def holder_is_dead(holder: str | None) -> bool:
     pid = int(pid_text)
     if pid == os.getpid():
         return holder != current_holder()
-    actual = _start_time(pid)
+    actual = process_start_time(pid)
     if actual == _UNREADABLE:  # alive; a reused pid cannot be told apart here, so presume it is the holder
         return False
     return actual is None or (start not in ("", "0") and actual != start)
 
 
-__all__ = ["current_holder", "holder_is_dead", "hostname"]
+__all__ = ["current_holder", "holder_is_dead", "hostname", "process_start_time"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 import traceback
 from typing import Any
 
@@ -10,8 +10,9 @@ from typing import Any
 def import_attribute(path: str) -> Any:
     """The object at ``module:Qual.Name``.
 
-    Raises ValueError when ``path`` lacks its module or its attribute part, and
-    ImportError or AttributeError as importing and looking it up raise them;
+    Raises ValueError when ``path`` lacks its module or its attribute part or
+    either is not a dotted Python name, and ImportError or AttributeError as
+    importing and looking it up raise them;
     callers turn those into their own error with advice for their setting.
     Whatever else the module's own code raises while it is imported (RuntimeError,
     SyntaxError ...) propagates too: describe it with :func:`import_failure`.
@@ -19,10 +20,7 @@ def import_attribute(path: str) -> Any:
     module_name, _, qualname = path.partition(":")
     if not module_name or not qualname:
         raise ValueError(f"{path!r} is not an import path; write it as 'module:Name'")
-    target: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        target = getattr(target, part)
-    return target
+    return pkgutil.resolve_name(path)
 
 
 def import_callable(path: str, setting: str) -> Any:

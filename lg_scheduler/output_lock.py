@@ -6,9 +6,9 @@ results: the first keeps writing to the file it opened, which no longer has a
 name. The second batch is refused up front instead, naming the batch that holds
 the file.
 
-The lock is an ``flock`` on a hidden sibling file (``.results.jsonl.lock`` for
-``results.jsonl``), not on the results file itself, because that file is
-replaced while the batch runs. The kernel releases it when the process dies, so
+The lock is a filelock ``FileLock`` (an ``flock``) on a hidden sibling file
+(``.results.jsonl.lock`` for ``results.jsonl``), not on the results file itself,
+because that file is replaced while the batch runs. The kernel releases it when the process dies, so
 a killed batch never leaves its file locked; the sibling is removed when the
 batch ends. A path that is not a regular file (``/dev/stdout``, a FIFO) is not
 locked, and neither is one whose directory refuses the sibling (the batch then
@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from lg_core.errors import InvocationError
 
@@ -36,7 +37,7 @@ class OutputLock:
     def __init__(self, out: Path) -> None:
         self.out = out
         self.path = out.with_name(f".{out.name}.lock")
-        self._fd: int | None = None
+        self._lock: FileLock | None = None
 
     def acquire(self, batch_id: str, holder: str) -> dict[str, str] | None:
         """Take the lock, recording who holds it; returns the other holder's record if it is taken.
@@ -44,32 +45,37 @@ class OutputLock:
         A record of ``{}`` means the lock is held by a process that has not yet
         written who it is (it writes that right after taking the lock).
         """
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                record = _read_record(fd)
-                os.close(fd)
-                return record
-            if not _still_named(fd, self.path):  # its last holder removed it between our open and flock
-                os.close(fd)
-                continue
+        record = json.dumps({"batch_id": batch_id, "holder": holder}).encode()
+
+        def write_holder(fd: int) -> None:
             os.ftruncate(fd, 0)
-            os.write(fd, json.dumps({"batch_id": batch_id, "holder": holder}).encode())
-            self._fd = fd
+            os.pwrite(fd, record, 0)
+
+        while True:
+            lock = FileLock(
+                self.path, blocking=False, thread_local=False, fallback_to_soft=False, mode=0o644,
+                on_acquired=write_holder,
+            )
+            try:
+                lock.acquire()
+            except Timeout:
+                other = _read_record(self.path)
+                if other is None:  # its holder let go and removed it just now: try again
+                    continue
+                return other
+            self._lock = lock
             return None
 
     def release(self) -> None:
-        """Remove the sibling file while still holding it, then let go (the order keeps a waiter safe)."""
-        fd, self._fd = self._fd, None
-        if fd is None:
+        """Remove the sibling file while still holding it, then let go (filelock retries an unlinked file)."""
+        lock, self._lock = self._lock, None
+        if lock is None:
             return
         try:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
         finally:
-            os.close(fd)
+            lock.release()
 
 
 @contextlib.contextmanager
@@ -108,21 +114,18 @@ def _lock_for(out: Path | None) -> OutputLock | None:
     return OutputLock(out)
 
 
-def _read_record(fd: int) -> dict[str, str]:
+def _read_record(path: Path) -> dict[str, str] | None:
+    """The holder record in the lock file; None if the file is gone."""
     try:
-        record = json.loads(os.pread(fd, HOLDER_BYTES, 0) or b"{}")
+        with path.open("rb") as handle:
+            data = handle.read(HOLDER_BYTES)
+    except FileNotFoundError:
+        return None
+    try:
+        record = json.loads(data or b"{}")
     except ValueError:  # half-written by a holder that is writing it right now
         return {}
     return record if isinstance(record, dict) else {}
-
-
-def _still_named(fd: int, path: Path) -> bool:
-    try:
-        named = os.stat(path)
-    except FileNotFoundError:
-        return False
-    held = os.fstat(fd)
-    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
 
 __all__ = ["OutputLock", "output_locked"]

@@ -132,6 +132,8 @@ class Heartbeat:
         ``patience`` seconds; any other failure, or a store still out of reach
         after that, stops it with StepClaimLost, since another worker may hold it.
         """
+        # Hand-written, not tenacity: a failure is sorted into StepClaimLost, not re-raised, and its patience
+        # counts from the first failure, not the first try.
         waiting_since: float | None = None
         while True:
             started = time.monotonic()

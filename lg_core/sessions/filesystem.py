@@ -18,6 +18,8 @@ because which conversation keeps the id is the application's decision.
 The root holds readable, unencrypted session data, so it must be a private
 directory (no group or other permissions) that is not a symbolic link; the
 store creates it that way when it is missing.
+
+Locks are ``fcntl.flock`` by hand: reads share them, and filelock has no shared flock (its ReadWriteLock is SQLite).
 """
 
 from __future__ import annotations

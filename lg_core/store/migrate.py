@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -26,6 +25,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import Connection, Engine
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_incrementing
 
 from lg_core.errors import ConfigurationError
 from lg_core.store.schema import metadata
@@ -54,18 +54,20 @@ def migrate(engine: Engine, *, in_memory: bool = False) -> None:
     if in_memory:
         metadata.create_all(engine)
         return
-    for attempt in range(5):
-        try:
-            with engine.begin() as connection:
-                _migrate(connection)
-            return
-        except ConfigurationError:
-            raise
-        except Exception as exc:
-            text_ = str(exc).lower()
-            if attempt == 4 or not any(m in text_ for m in ("already exists", "duplicate key", "locked")):
-                raise
-            time.sleep(0.05 * (attempt + 1))
+    for attempt in Retrying(
+        stop=stop_after_attempt(5), wait=wait_incrementing(start=0.05, increment=0.05),
+        retry=retry_if_exception(_lost_a_race), reraise=True,
+    ):
+        with attempt, engine.begin() as connection:
+            _migrate(connection)
+
+
+def _lost_a_race(exc: BaseException) -> bool:
+    """Whether another process opening the store at once made ``exc`` (worth trying again)."""
+    if isinstance(exc, ConfigurationError):
+        return False
+    text_ = str(exc).lower()
+    return any(m in text_ for m in ("already exists", "duplicate key", "locked"))
 
 
 def _migrate(connection: Connection) -> None:

@@ -83,6 +83,8 @@ class StoreOutage:
         return time.monotonic() - self.started
 
 
+# The loops below are hand-written, not tenacity: StoreOutage.pause_after makes "try again?", "how long?" and
+# "past the reader's deadline?" one decision, raising the error or DeadlineExceededError in place of a pause.
 def read_through_outage(
     read: Callable[[], T], run_id: str, limit: float | None, sleep: Callable[[float], object] = time.sleep
 ) -> T:

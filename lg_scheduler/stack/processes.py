@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import psutil
+
+from lg_core.identity import process_start_time
+
 STOP_TIMEOUT = 20.0
 
 
@@ -74,7 +78,7 @@ class ProcessTable:
         if recorded is None:
             return ProcessState(name, None, False)
         pid, start = recorded
-        alive = _start_time(pid) == start
+        alive = process_start_time(pid) == start
         return ProcessState(name, pid, alive, group_members(pid))
 
     def start(self, spec: ProcessSpec) -> tuple[int, int]:
@@ -90,7 +94,7 @@ class ProcessTable:
                 spec.argv, env=spec.env, cwd=spec.cwd, stdin=subprocess.DEVNULL, stdout=handle,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )
-        start = _start_time(process.pid) or "0"
+        start = process_start_time(process.pid) or "0"
         pid_file = self.pid_file(spec.name)
         draft = pid_file.with_name(f".{pid_file.name}")
         draft.write_text(f"{process.pid} {start}\n")
@@ -122,20 +126,6 @@ class ProcessTable:
             return None
 
 
-def _stat(pid: int | str) -> list[bytes] | None:
-    """Fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...), None if gone or a zombie."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return None if len(fields) < 20 or fields[0] in (b"Z", b"X") else fields
-
-
-def _start_time(pid: int) -> str | None:
-    fields = _stat(pid)
-    return fields[19].decode() if fields else None  # field 22 of stat: start time in clock ticks
-
-
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes of session ``pgid`` and their descendants.
 
@@ -144,19 +134,32 @@ def group_members(pgid: int) -> list[int]:
     """
     parents: dict[int, int] = {}
     members: set[int] = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _stat(entry.name)
-            if fields:
-                parents[int(entry.name)] = int(fields[1])
-                if int(fields[2]) == pgid and int(fields[3]) == pgid:
-                    members.add(int(entry.name))
+    for process in psutil.process_iter(["ppid", "status"]):
+        if process.info["status"] in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD) or process.info["ppid"] is None:
+            continue
+        parents[process.pid] = process.info["ppid"]
+        if _group_and_session(process.pid) == (pgid, pgid):
+            members.add(process.pid)
     grew = True
     while grew:
         found = {pid for pid, parent in parents.items() if parent in members and pid not in members}
         members |= found
         grew = bool(found)
     return sorted(members)
+
+
+def _group_and_session(pid: int) -> tuple[int, int] | None:
+    """``pid``'s process group and session; the group stands for both where the session is not shown to us."""
+    try:
+        group = os.getpgid(pid)
+    except OSError:
+        return None
+    try:
+        return group, os.getsid(pid)
+    except PermissionError:  # macOS may refuse getsid for a process of another session
+        return group, group
+    except OSError:
+        return None
 
 
 def _signal(pid: int, signum: int) -> None:

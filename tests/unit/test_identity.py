@@ -40,5 +40,26 @@ def test_a_process_that_proc_hides_from_us_is_alive(monkeypatch):
 
     monkeypatch.setattr("builtins.open", hidden)
     assert os.path.exists("/proc/1")  # pid 1 exists; kill(1, 0) says so even when /proc would not
-    assert identity._start_time(1) == identity._UNREADABLE
+    assert identity.process_start_time(1) == identity._UNREADABLE
     assert not holder_is_dead(f"{hostname()}:1:12345")
+
+
+def test_a_process_whose_start_time_psutil_cannot_read_is_alive(monkeypatch):
+    """hidepid=2 hides another user's process (NoSuchProcess although it runs); macOS may deny access."""
+    import psutil
+
+    for error in (psutil.NoSuchProcess(1), psutil.AccessDenied(1)):
+
+        def refuse(pid, error=error):
+            raise error
+
+        monkeypatch.setattr(psutil, "Process", refuse)
+        assert identity.process_start_time(1) == identity._UNREADABLE
+        assert not holder_is_dead(f"{hostname()}:1:12345")
+
+
+def test_the_start_time_is_procs_clock_ticks_since_boot():
+    """The holder strings of processes that read /proc themselves name the same incarnation."""
+    with open("/proc/self/stat", "rb") as handle:
+        ticks = handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    assert identity.process_start_time(os.getpid()) == ticks
