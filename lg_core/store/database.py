@@ -40,7 +40,6 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from lg_core.errors import ConfigurationError, RunStateError, StoreUnavailableError
 from lg_core.urls import safe_url
@@ -111,28 +110,24 @@ def retry_transient(fn: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
         started = time.monotonic()
-        try:
-            return _TRANSIENT_RETRIES.copy()(fn, *args, **kwargs)  # a copy per call, as tenacity's @retry makes
-        except Exception as exc:
-            if _retried(exc) and is_unreachable(exc):  # a retried error raised here failed the last try
-                raise _unavailable(exc, time.monotonic() - started) from exc
-            raise
+        delay = 0.005
+        for attempt in range(RETRIES):
+            try:
+                return fn(*args, **kwargs)
+            except StoreUnavailableError:
+                raise
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                if attempt == RETRIES - 1:
+                    if is_unreachable(exc):
+                        raise _unavailable(exc, time.monotonic() - started) from exc
+                    raise
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 1.0)
+        raise AssertionError("unreachable")
 
     return wrapper
-
-
-def _retried(exc: BaseException) -> bool:
-    return not isinstance(exc, StoreUnavailableError) and isinstance(exc, Exception) and is_transient(exc)
-
-
-def _jittered_pause(state: RetryCallState) -> float:
-    """5 ms after the first try, doubling up to 1 s, each stretched by up to as much again at random."""
-    return min(0.005 * 2 ** (state.attempt_number - 1), 1.0) * (1 + random.random())
-
-
-_TRANSIENT_RETRIES = Retrying(
-    stop=stop_after_attempt(RETRIES), wait=_jittered_pause, retry=retry_if_exception(_retried), reraise=True
-)
 
 
 def driver_reason(exc: BaseException) -> str:
