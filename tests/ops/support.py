@@ -10,11 +10,23 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 DIST_APP_DIR = Path(__file__).parent.parent / "distributed"
 LG = [str(Path(sys.executable).with_name("lg"))]
+
+
+def wait_until(condition, timeout: float = 90, what: str = "condition"):
+    """``condition()``'s first truthy value, polled every 0.2 s; AssertionError naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def lg_env(**extra: str) -> dict[str, str]:

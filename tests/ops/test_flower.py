@@ -11,7 +11,6 @@ import ast
 import base64
 import json
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -19,7 +18,7 @@ from PIL import Image
 
 from lg_core import Configuration, with_configuration
 from lg_scheduler.stack.stack import WORKER_SERVICES
-from tests.ops.support import DIST_APP_DIR
+from tests.ops.support import DIST_APP_DIR, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -37,16 +36,6 @@ def get_json(url: str, basic_auth: str):
     request = urllib.request.Request(url, headers={"Authorization": "Basic " + base64.b64encode(basic_auth.encode()).decode()})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
-
-
-def wait_until(condition, timeout: float = 90, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def task_of(step_key: str) -> str:

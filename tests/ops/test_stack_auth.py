@@ -16,7 +16,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -28,7 +27,7 @@ import redis
 
 from lg_core import Configuration, with_configuration
 from lg_scheduler.stack.servers import PostgresServer
-from tests.ops.support import DIST_APP_DIR, descendants
+from tests.ops.support import DIST_APP_DIR, descendants, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
@@ -63,16 +62,6 @@ def flower_status(url: str, basic_auth: str | None = None) -> int:
             return response.status
     except urllib.error.HTTPError as exc:
         return exc.code
-
-
-def wait_until(condition, timeout: float = 90, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_every_server_refuses_a_client_without_the_password_and_the_stack_runs_with_it(stack, monkeypatch):
