@@ -73,11 +73,11 @@ from lg_core.errors import (
     StoreUnavailableError,
 )
 from lg_core.execution import (
-    MAX_INTERJECTION_NUMBER,
     check_event_id,
     event_json,
     state_of,
 )
+from lg_core.interjections import MAX_INTERJECTION_NUMBER
 from lg_core.run_ids import ID_PATTERN
 
 DEFAULT_AGENTS = "support=examples.web_agents:SupportAgent"
@@ -204,7 +204,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # Build the runtime (store, broker connection) now, so bad settings fail at startup.
-        await asyncio.to_thread(lambda: lg_core.runtime().backend)
+        await asyncio.to_thread(lambda: lg_core.current_runtime().backend)
         yield
 
     # max_body_size: 413 for a longer body, declared or chunked, counted as it is read.
@@ -333,7 +333,7 @@ def session_actor(invocation: Invocation) -> str:
 
 def _persist_as_the_caller() -> None:
     """Make :func:`session_actor` the configuration's (unless it already is)."""
-    configuration = lg_core.configuration()
+    configuration = lg_core.current_configuration()
     if configuration.session_actor is not session_actor:
         configuration.configure(session_actor=session_actor)
 

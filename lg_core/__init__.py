@@ -13,6 +13,7 @@ The names below are the public API; a test pins them so it changes only on purpo
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from lg_core import callbacks
@@ -30,22 +31,16 @@ from lg_core.callbacks import (
     replace,
 )
 from lg_core.cancellation import CancellationToken
-from lg_core.config import (
-    Configuration,
-    configuration,
-    configure,
-    model_resolver,
-    runtime,
-    with_configuration,
-)
+from lg_core.config import Configuration, configure, current_configuration, with_configuration
 from lg_core.content import Document, Image, Reasoning, Text, ToolResult, ToolUse
 from lg_core.datamap import DataMap
 from lg_core.engine.codec import register_error_class
 from lg_core.errors import *  # noqa: F403 - the error hierarchy is public API
 from lg_core.errors import __all__ as _error_names
 from lg_core.events import EVENT_TYPES, StreamEvent
-from lg_core.execution import Execution, get_execution_async
+from lg_core.execution import Execution
 from lg_core.execution_state import ExecutionState
+from lg_core.hooks import Hook
 from lg_core.interjections import InterjectionResult
 from lg_core.invocation import Invocation
 from lg_core.messages import Message
@@ -56,7 +51,7 @@ from lg_core.retention import PruneReport, prune_runs
 from lg_core.run import Run
 from lg_core.run_context import RunContext
 from lg_core.run_result import RunResult
-from lg_core.services import Hook, Runtime
+from lg_core.runtime import Runtime, current_runtime, model_resolver
 from lg_core.sessions import (
     FilesystemSessionStore,
     MemorySessionStore,
@@ -75,12 +70,12 @@ __version__ = "0.1.0"
 
 def list_runs(status: str | None = None, limit: int = 100) -> list[RunRecord]:
     """Stored runs, newest first; ``status`` filters (pending, running, completed, failed, partial, cancelled)."""
-    return runtime().list_runs(status=status, limit=limit)
+    return current_runtime().list_runs(status=status, limit=limit)
 
 
 def get_run(run_id: str) -> Run:
     """The stored run ``run_id`` as a Run (finished or not)."""
-    return runtime().get_run(run_id)
+    return current_runtime().get_run(run_id)
 
 
 def resume(run_id: str, *, force: bool = False, on_event: Any = None) -> Run:
@@ -88,17 +83,22 @@ def resume(run_id: str, *, force: bool = False, on_event: Any = None) -> Run:
 
     ``on_event`` receives each event of the resumed part as it happens.
     """
-    return runtime().resume(run_id, force=force, on_event=on_event)
+    return current_runtime().resume(run_id, force=force, on_event=on_event)
 
 
 def get_execution(run_id: str) -> Execution:
     """Re-attach to a background run from any process or request."""
-    return runtime().get_execution(run_id)
+    return current_runtime().get_execution(run_id)
+
+
+async def get_execution_async(run_id: str) -> Execution:
+    """``get_execution`` for async code (the store lookup runs on a worker thread)."""
+    return await asyncio.to_thread(lambda: current_runtime().get_execution(run_id))
 
 
 def cancel_run(run_id: str) -> bool:
     """Ask the process running ``run_id`` to stop it; True if the run had not finished (running or pending)."""
-    return runtime().cancel(run_id)
+    return current_runtime().cancel(run_id)
 
 
 __all__ = [
@@ -158,8 +158,9 @@ __all__ = [
     "callbacks",
     "cancel",
     "cancel_run",
-    "configuration",
     "configure",
+    "current_configuration",
+    "current_runtime",
     "fork",
     "get_execution",
     "get_execution_async",
@@ -171,7 +172,6 @@ __all__ = [
     "replace",
     "resume",
     "retry",
-    "runtime",
     "with_configuration",
     *_error_names,
 ]

@@ -299,8 +299,10 @@ def _runtime_for(runtime: Any) -> Any:
     A Configuration passed by mistake failed later with an AttributeError
     ('no attribute resolver'), far from the call that passed it.
     """
-    from lg_core.config import runtime as current_runtime
-    from lg_core.services import Runtime  # services imports this module's Run
+    from lg_core.runtime import (
+        Runtime,  # services imports this module's Run
+        current_runtime,
+    )
 
     if runtime is None:
         return current_runtime()

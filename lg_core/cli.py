@@ -648,7 +648,8 @@ def runs_prune(
     store: StoreOption = None,
 ) -> None:
     """Delete finished runs older than AGE with their steps, messages and events (a retention period)."""
-    from lg_core.retention import check_statuses, parse_age, prune_runs
+    from lg_core.retention import check_statuses, prune_runs
+    from lg_core.run_selection import parse_age
 
     parse_age(older_than, "--older-than")  # a bad age or status is refused before the store is opened
     check_statuses(status or None)

@@ -19,13 +19,14 @@ import difflib
 import inspect
 import json
 import os
+import pkgutil
 import re
 import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
@@ -41,9 +42,20 @@ from lg_core.datamap import MAX_JSON_DEPTH, nests_deeper_than
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
 from lg_core.events import is_async_consumer
+from lg_core.hooks import Hook
 from lg_core.import_path import import_callable, import_failure
+from lg_core.run_selection import parse_age
+from lg_core.sessions.declaration import check_declaration
 from lg_core.store.database import DEFAULT_POOL_SIZE, expand_sqlite_home
 from lg_core.urls import safe_url
+
+if TYPE_CHECKING:
+    from lg_core.runtime import Runtime
+
+# The Runtime a configuration builds, named by import path as the other components it builds are
+# (session store providers, provider adapters, the Celery backend's entry point): settings sit
+# below the layers they configure, so this module imports none of them.
+RUNTIME_CLASS = "lg_core.runtime:Runtime"
 
 ENV_PREFIX = "LG_"
 # What a JSON-valued environment variable looks like, for the error message of a bad one.
@@ -322,8 +334,6 @@ class Configuration(BaseSettings):
     @classmethod
     def _run_retention(cls, value: str | None) -> str | None:
         from lg_core.errors import InvocationError
-        from lg_core.retention import parse_age
-
         if value is None:
             return value
         try:
@@ -335,8 +345,6 @@ class Configuration(BaseSettings):
     @field_validator("session_store", mode="before")
     @classmethod
     def _session_store(cls, value: Any) -> Any:
-        from lg_core.sessions import check_declaration
-
         return check_declaration(value)
 
     @field_validator("session_actor", mode="before")
@@ -380,8 +388,6 @@ class Configuration(BaseSettings):
     @field_validator("hooks")
     @classmethod
     def _hook_classes(cls, value: list[Any]) -> list[Any]:
-        from lg_core.services import Hook
-
         for hook in value:
             if not (isinstance(hook, type) and issubclass(hook, Hook)):
                 raise ValueError(f"hooks must be Hook subclasses, got {hook!r}")
@@ -433,16 +439,14 @@ class Configuration(BaseSettings):
             else:
                 yield name, value
 
-    def runtime(self) -> Any:
+    def runtime(self) -> Runtime:
         """The shared Runtime for this configuration, built (and the configuration locked) on first use."""
         if self._runtime is None:
             with self._lock:
                 if self._runtime is None:
-                    from lg_core.services import Runtime
-
-                    self._runtime = Runtime(self)
+                    self._runtime = _runtime_class()(self)
                     self._set_collections(_locked)
-        return self._runtime
+        return cast("Runtime", self._runtime)
 
     def _set_collections(self, convert: Any) -> None:
         """Swap every mapping and list setting for ``convert(value)``: locked copies while the
@@ -678,6 +682,10 @@ class YamlFileSource(YamlConfigSettingsSource):
         return data
 
 
+def _runtime_class() -> Any:
+    return pkgutil.resolve_name(RUNTIME_CLASS)
+
+
 def build_configuration(**values: Any) -> Configuration:
     """A Configuration from keyword values, with ConfigurationError for bad ones."""
     return Configuration(**values)
@@ -699,7 +707,7 @@ _default_lock = threading.Lock()
 _current: contextvars.ContextVar[Configuration | None] = contextvars.ContextVar("lg_configuration", default=None)
 
 
-def configuration() -> Configuration:
+def current_configuration() -> Configuration:
     """The configuration active here: ``with_configuration``'s, else the process default."""
     current = _current.get()
     if current is not None:
@@ -714,7 +722,7 @@ def configuration() -> Configuration:
 
 def configure(**values: Any) -> Configuration:
     """Change the active configuration before its first run; returns it."""
-    return configuration().configure(**values)
+    return current_configuration().configure(**values)
 
 
 @contextmanager
@@ -725,17 +733,6 @@ def with_configuration(config: Configuration) -> Iterator[Configuration]:
         yield config
     finally:
         _current.reset(token)
-
-
-def runtime() -> Any:
-    return configuration().runtime()
-
-
-def model_resolver() -> Any:
-    """The active configuration's ModelResolver (the spec's ``LittleGhost.model_resolver``):
-    ``model_resolver().resolve("customer_support")``. It belongs to the shared Runtime, so
-    this builds the runtime (and locks the configuration) as the first agent call would."""
-    return runtime().model_resolver
 
 
 def _describe(exc: ValidationError, values: dict[str, Any] | None = None) -> str:
@@ -801,4 +798,4 @@ def _origin(key: str, values: dict[str, Any]) -> str:
     return f" (in config file {path})" if path is not None else ""
 
 
-__all__ = ["CONFIG_FILE_ENV", "CONFIG_FILE_NAME", "Configuration", "ConfigurationWarning", "build_configuration", "config_file_path", "configuration", "configure", "model_resolver", "runtime", "with_configuration"]
+__all__ = ["CONFIG_FILE_ENV", "CONFIG_FILE_NAME", "Configuration", "ConfigurationWarning", "build_configuration", "config_file_path", "configure", "current_configuration", "with_configuration"]

@@ -29,7 +29,9 @@ blocking method has an ``_async`` twin for web apps (``examples/web_app.py``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -44,16 +46,17 @@ from lg_core.errors import (
     AgentInterjectionError,
     DeadlineExceededError,
     InvocationError,
-    RunNotFoundError,
 )
 from lg_core.events import PUBLISHED_AT_ONCE, StreamEvent, checked_consumer
-from lg_core.interjections import InterjectionResult, ReplyWait
+from lg_core.interjections import InterjectionResult, reply_wait, wait_timeout
 from lg_core.store import RunRecord
 from lg_core.store.outage import aread_through_outage, read_through_outage
 
 if TYPE_CHECKING:
     from lg_core.run import Run
-    from lg_core.services import Runtime
+    from lg_core.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 STATES = ("pending", "running", "finished")
 POLL_SECONDS = 0.5  # how long a quiet reader waits before it checks the store ...
@@ -733,52 +736,6 @@ async def _live_call(live: Any, name: str, *args: Any) -> Any:
     return await asyncio.to_thread(getattr(live, name), *args)
 
 
-async def get_execution_async(run_id: str) -> Execution:
-    """``lg_core.get_execution`` for async code (the store lookup runs on a worker thread)."""
-    from lg_core.config import runtime
-
-    return await asyncio.to_thread(lambda: runtime().get_execution(run_id))
-
-
-def wait_timeout(timeout: float | None, deadline: datetime | None) -> float | None:
-    """Seconds to wait from a relative ``timeout`` or an absolute ``deadline`` (one of them, or neither)."""
-    if deadline is not None:
-        if timeout is not None:
-            raise InvocationError("pass either timeout (seconds) or deadline (a datetime), not both")
-        if not isinstance(deadline, datetime) or deadline.tzinfo is None:
-            raise InvocationError(
-                f"deadline must be a timezone-aware datetime, e.g. datetime.now(UTC) + timedelta(seconds=30) for the "
-                f"spec's Time.now + 30 (a naive one names no instant), got {deadline!r}"
-            )
-        return max(0.0, deadline.timestamp() - time.time())
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
-        raise InvocationError(f"timeout must be a non-negative number of seconds or None, got {timeout!r}")
-    return float(timeout)
-
-
-MAX_INTERJECTION_NUMBER = 2**31 - 1  # lg_interjections.seq is a 32-bit integer
-
-
-def reply_wait(
-    store: Any, run_id: str, number: Any, timeout: float | None, deadline: datetime | None, cancellation_token: Any
-) -> ReplyWait:
-    """A checked wait for the reply to interjection ``number``: InvocationError for bad arguments."""
-    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-        raise InvocationError(f"an interjection number is a positive int (what interject returned), got {number!r}")
-    if number > MAX_INTERJECTION_NUMBER:  # beyond the store's column: no run has it
-        raise RunNotFoundError(f"run {run_id!r} has no interjection number {number}")
-    return ReplyWait(store, run_id, number, reply_seconds(timeout, deadline, cancellation_token), cancellation_token)
-
-
-def reply_seconds(timeout: float | None, deadline: datetime | None, cancellation_token: Any) -> float | None:
-    """Check how a reply wait may end (InvocationError for bad values); the seconds it may take."""
-    if cancellation_token is not None and not isinstance(cancellation_token, CancellationToken):
-        raise InvocationError(f"cancellation_token must be a CancellationToken, got {type(cancellation_token).__name__}")
-    return wait_timeout(timeout, deadline)
-
-
 def _interjection(message: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """Accept the spec's ``{"message": ..., **options}`` payload as well as a bare message."""
     if isinstance(message, Mapping) and "message" in message and "role" not in message:
@@ -791,20 +748,34 @@ def _interjection(message: Any, options: dict[str, Any]) -> tuple[Any, dict[str,
     return message, options  # the runtime checks the message and metadata
 
 
+def follow_events(execution: Execution, callback: Any) -> None:
+    """Deliver every event of ``execution``'s run to ``callback``, from its first, on a thread.
+
+    Nobody waits on this thread: a consumer that raises, or a runtime closed under
+    it (the process shutting down), ends it with a log line instead of a traceback.
+    """
+
+    def follow() -> None:
+        try:
+            for event in execution.events():
+                callback(event)
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            log.warning("stopped following the events of run %s: %r", execution.run_id, exc)
+
+    threading.Thread(target=follow, name=f"lg-follow-{execution.run_id[:8]}", daemon=True).start()
+
+
+
 __all__ = [
+    "follow_events",
     "EventStream",
     "Execution",
     "ExecutionBackend",
     "LiveSource",
-    "MAX_INTERJECTION_NUMBER",
     "STATES",
     "check_event_id",
     "event_json",
-    "get_execution_async",
     "parse_event_id",
     "parse_resume_point",
-    "reply_seconds",
-    "reply_wait",
     "state_of",
-    "wait_timeout",
 ]

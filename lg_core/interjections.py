@@ -13,11 +13,18 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lg_core.cancellation import CancellationToken
 from lg_core.content import ToolUse
-from lg_core.errors import AgentInterjectionError, CancelledError, DeadlineExceededError
+from lg_core.errors import (
+    AgentInterjectionError,
+    CancelledError,
+    DeadlineExceededError,
+    InvocationError,
+    RunNotFoundError,
+)
 from lg_core.messages import Message
 from lg_core.store.outage import aread_through_outage, read_through_outage
 from lg_core.store.records import InterjectionAnswer
@@ -143,4 +150,51 @@ class ReplyWait:
         )
 
 
-__all__ = ["InterjectionResult", "ReplyWait", "result_of"]
+def wait_timeout(timeout: float | None, deadline: datetime | None) -> float | None:
+    """Seconds to wait from a relative ``timeout`` or an absolute ``deadline`` (one of them, or neither)."""
+    if deadline is not None:
+        if timeout is not None:
+            raise InvocationError("pass either timeout (seconds) or deadline (a datetime), not both")
+        if not isinstance(deadline, datetime) or deadline.tzinfo is None:
+            raise InvocationError(
+                f"deadline must be a timezone-aware datetime, e.g. datetime.now(UTC) + timedelta(seconds=30) for the "
+                f"spec's Time.now + 30 (a naive one names no instant), got {deadline!r}"
+            )
+        return max(0.0, deadline.timestamp() - time.time())
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+        raise InvocationError(f"timeout must be a non-negative number of seconds or None, got {timeout!r}")
+    return float(timeout)
+
+
+MAX_INTERJECTION_NUMBER = 2**31 - 1  # lg_interjections.seq is a 32-bit integer
+
+
+def reply_wait(
+    store: Any, run_id: str, number: Any, timeout: float | None, deadline: datetime | None, cancellation_token: Any
+) -> ReplyWait:
+    """A checked wait for the reply to interjection ``number``: InvocationError for bad arguments."""
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise InvocationError(f"an interjection number is a positive int (what interject returned), got {number!r}")
+    if number > MAX_INTERJECTION_NUMBER:  # beyond the store's column: no run has it
+        raise RunNotFoundError(f"run {run_id!r} has no interjection number {number}")
+    return ReplyWait(store, run_id, number, reply_seconds(timeout, deadline, cancellation_token), cancellation_token)
+
+
+def reply_seconds(timeout: float | None, deadline: datetime | None, cancellation_token: Any) -> float | None:
+    """Check how a reply wait may end (InvocationError for bad values); the seconds it may take."""
+    if cancellation_token is not None and not isinstance(cancellation_token, CancellationToken):
+        raise InvocationError(f"cancellation_token must be a CancellationToken, got {type(cancellation_token).__name__}")
+    return wait_timeout(timeout, deadline)
+
+
+__all__ = [
+    "MAX_INTERJECTION_NUMBER",
+    "InterjectionResult",
+    "ReplyWait",
+    "reply_seconds",
+    "reply_wait",
+    "result_of",
+    "wait_timeout",
+]

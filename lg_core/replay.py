@@ -67,24 +67,23 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lg_core.broker import check_broker
 from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
 from lg_core.errors import InvocationError, RunStateError
 from lg_core.events import StreamEvent, checked_consumer
-from lg_core.execution import Execution
+from lg_core.execution import Execution, follow_events
 from lg_core.identity import current_holder
 from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.run import Run, import_entrypoint
 from lg_core.run_ids import run_id_to_look_up
+from lg_core.run_selection import chosen_statuses, parse_age
+from lg_core.runtime import Runtime, current_runtime
 from lg_core.sessions.base import load_snapshot
 from lg_core.store import NewStep, RunRecord, StepRecord
-
-if TYPE_CHECKING:
-    from lg_core.services import Runtime
 
 EventCallback = Callable[[StreamEvent], None]
 RETRYABLE = ("failed", "cancelled")
@@ -150,8 +149,6 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
 
 def check_retry_statuses(statuses: str | Sequence[str]) -> tuple[str, ...]:
     """The statuses to retry, a bare ``"cancelled"`` included; only failed and cancelled runs can be."""
-    from lg_core.retention import chosen_statuses
-
     return chosen_statuses(statuses, RETRYABLE, "only failed and cancelled runs can be retried")
 
 
@@ -160,8 +157,6 @@ def runs_to_retry(
 ) -> list[RunRecord]:
     """The runs that ended with one of ``statuses`` in the last ``since`` (an age: ``"2h"``, seconds,
     a timedelta), oldest first: what to retry after an outage (``lg runs retry-failed``)."""
-    from lg_core.retention import parse_age
-
     window = parse_age(since, "since")
     chosen = check_retry_statuses(statuses)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -512,11 +507,7 @@ def _rekey(frame_id: str, old: str, new: str) -> str:
 
 
 def _runtime(runtime: Runtime | None) -> Runtime:
-    if runtime is not None:
-        return runtime
-    from lg_core.config import runtime as current_runtime
-
-    return current_runtime()
+    return runtime if runtime is not None else current_runtime()
 
 
 def _distributed(rt: Runtime) -> bool:
@@ -562,9 +553,7 @@ def _continue(
         backend.publish(refs)
         execution = ReplayExecution(run_id, rt, backend, marker.seq or 0)
         if on_event is not None:
-            from lg_core.services import _follow_events  # services builds on this module's callers
-
-            _follow_events(execution, on_event)
+            follow_events(execution, on_event)
         return execution
     run = rt.restored_run(rt.store.load_run(run_id))
     run._on_event = on_event

@@ -88,7 +88,7 @@ def runs_retry_failed(
     A run that cannot be retried (its session moved on, it was retried already)
     is reported and skipped.
     """
-    from lg_core.retention import parse_age
+    from lg_core.run_selection import parse_age
 
     statuses = tuple(status or ("failed",))
     parse_age(since, "--since")  # refused before the store is opened

@@ -42,7 +42,7 @@ from lg_core.events import (
 from lg_core.execution_state import ExecutionState
 from lg_core.execution_state import restored as restored_execution_state
 from lg_core.import_path import import_attribute
-from lg_core.interjections import InterjectionResult, ReplyWait
+from lg_core.interjections import InterjectionResult, ReplyWait, reply_seconds
 from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
@@ -53,7 +53,7 @@ from lg_core.usage import Usage
 
 if TYPE_CHECKING:
     from lg_core.agent import Agent
-    from lg_core.services import Runtime
+    from lg_core.runtime import Runtime
 
 _OUTCOMES = tuple(TERMINAL_EVENTS)
 _TERMINAL_TYPES = {v: k for k, v in TERMINAL_EVENTS.items()}
@@ -121,10 +121,9 @@ class Run:
 
     @property
     def agent_class(self) -> type[Agent] | None:
-        from lg_core.agent import Agent
-
+        """The entrypoint when it is an Agent (its ``assembly_kind`` says so), else None."""
         cls = self.entrypoint_class
-        return cls if isinstance(cls, type) and issubclass(cls, Agent) else None
+        return cls if isinstance(cls, type) and getattr(cls, "assembly_kind", None) == "agent" else None
 
     @property
     def session(self) -> Session | None:
@@ -321,8 +320,6 @@ class Run:
         end only the wait. Raises AgentInterjectionError before the run has started
         and after it finished (or when it ends without reading the message).
         """
-        from lg_core.execution import reply_seconds  # execution imports this module
-
         seconds = reply_seconds(timeout, deadline, cancellation_token)  # checked before anything is added
         try:
             number = self.runtime.interject(self.id, message, metadata=metadata, interjection_id=interjection_id)

@@ -66,10 +66,10 @@ from sqlalchemy.engine import make_url
 
 from lg_core.agent import Agent
 from lg_core.broker import check_broker
-from lg_core.config import runtime as current_runtime
 from lg_core.errors import InvocationError, RunStateError, StoreUnavailableError
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.rate_limit import RateLimit
+from lg_core.runtime import current_runtime
 from lg_core.store.outage import StoreOutage
 from lg_core.store.records import RUN_TERMINAL, BatchRecord
 from lg_core.store.statements import STATUS_CHUNK

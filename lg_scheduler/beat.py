@@ -5,15 +5,15 @@
 
 It reads the same settings as every other process (``LG_BROKER_URL``,
 ``LG_RUN_STORE``, ``LG_IMPORTS`` or the YAML config file); creating it connects
-to nothing. For another interval build your own: ``install(create_app(configuration()), 0.5)``.
+to nothing. For another interval build your own: ``install(create_app(current_configuration()), 0.5)``.
 """
 
 from __future__ import annotations
 
-from lg_core.config import configuration
+from lg_core.config import current_configuration
 from lg_scheduler.tasks import install
 from lg_workers.celery_app import create_app
 
-app = install(create_app(configuration()))
+app = install(create_app(current_configuration()))
 
 __all__ = ["app"]

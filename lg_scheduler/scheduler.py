@@ -1,6 +1,6 @@
 """Scheduler: runs the recovery sweeps over one runtime, once or in a loop.
 
-    scheduler = Scheduler(lg_core.runtime())
+    scheduler = Scheduler(lg_core.current_runtime())
     scheduler.run_once()              # {"cancelled": 0, "partial": 0, "relayed": 2, ...}
     scheduler.run_forever(interval=1.0, stop=event)
 
@@ -22,7 +22,7 @@ from lg_core.errors import ConfigurationError, StoreUnavailableError
 from lg_scheduler import recovery
 
 if TYPE_CHECKING:
-    from lg_core.services import Runtime
+    from lg_core.runtime import Runtime
     from lg_core.store.retention import Position
 
 log = logging.getLogger("lg_scheduler.scheduler")

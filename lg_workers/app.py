@@ -10,9 +10,9 @@ to nothing; Celery connects when a worker starts or a task is sent.
 
 from __future__ import annotations
 
-from lg_core.config import configuration
+from lg_core.config import current_configuration
 from lg_workers.celery_app import create_app
 
-app = create_app(configuration())
+app = create_app(current_configuration())
 
 __all__ = ["app"]

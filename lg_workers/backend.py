@@ -36,7 +36,7 @@ PUBLISH_ERRORS = (
 
 if TYPE_CHECKING:
     from lg_core.run import Run
-    from lg_core.services import Runtime
+    from lg_core.runtime import Runtime
 
 
 def check_shared_store(store: Any) -> None:

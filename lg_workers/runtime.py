@@ -11,7 +11,7 @@ import os
 import threading
 from typing import Any
 
-from lg_core.config import configuration
+from lg_core.config import current_configuration
 from lg_workers.continuation import drain_task_events
 
 _lock = threading.Lock()
@@ -26,7 +26,7 @@ def worker_runtime() -> Any:
         return current[1]
     with _lock:
         if _runtime is None or _runtime[0] != pid:
-            config = configuration()
+            config = current_configuration()
             if _runtime is not None:
                 config._runtime = None  # inherited across fork: build our own
             runtime = config.runtime()

@@ -17,7 +17,7 @@ import logging
 import signal
 import threading
 
-from lg_core.config import configuration
+from lg_core.config import current_configuration
 from lg_scheduler.scheduler import Scheduler
 
 
@@ -31,7 +31,7 @@ def main() -> None:
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    scheduler = Scheduler(configuration().runtime(), local_liveness=not args.no_local_liveness)
+    scheduler = Scheduler(current_configuration().runtime(), local_liveness=not args.no_local_liveness)
     print("scheduler ready", flush=True)
     scheduler.run_forever(interval=args.interval, stop=stop)
 

@@ -41,6 +41,7 @@ from lg_core.config import build_configuration, with_configuration
 from lg_core.demo import support
 from lg_core.identity import holder_is_dead
 from lg_core.invocation import new_id
+from lg_core.store import StepRecord
 
 QUESTION = "Can I get a refund for my order?"
 CHILD_TIMEOUT = 60.0
@@ -179,10 +180,8 @@ def inspect_store(console: Console, crash: Crash) -> bool:
     console.print(f"held by {escape(str(record.holder))}{gone}", soft_wrap=True)
     console.print(steps_table(steps, attempts=False))
     tools = [s for s in steps if s.kind == "tool"]
-    crash.committed = tuple(s.input["input"]["topic"] for s in tools if s.status == "succeeded")
-    crash.interrupted = tuple(
-        s.input["input"]["topic"] for s in tools if s.status in ("scheduled", "running")
-    )
+    crash.committed = tuple(_topic(s) for s in tools if s.status == "succeeded")
+    crash.interrupted = tuple(_topic(s) for s in tools if s.status in ("scheduled", "running"))
     console.print(
         f"{sum(s.status == 'succeeded' for s in steps)} steps committed "
         f"(tool calls: {', '.join(crash.committed) or 'none'}); open: {', '.join(crash.interrupted) or 'none'}"
@@ -198,7 +197,7 @@ def resume_and_prove(console: Console, crash: Crash) -> bool:
     config = build_configuration(run_store=crash.store)
     try:
         with with_configuration(config):
-            runtime = lg_core.runtime()
+            runtime = lg_core.current_runtime()
             printer = EventPrinter(console)
             unsubscribe = runtime.engine.bus.subscribe(crash.run_id, printer)
             try:
@@ -267,6 +266,12 @@ def closing(console: Console, crash: Crash, keep: bool) -> None:
         f"Ask the agent yourself: {escape(shlex.join(['lg', 'ask', 'lg_core.demo.support:SupportAgent', QUESTION]))}",
         soft_wrap=True,
     )
+
+
+def _topic(step: StepRecord) -> str:
+    """The topic a tool step of the demo looked up (every demo tool call records its input)."""
+    assert step.input is not None
+    return str(step.input["input"]["topic"])
 
 
 __all__ = ["run_demo"]

@@ -21,7 +21,7 @@ from lg_core.events import StreamEvent
 
 if TYPE_CHECKING:
     from lg_core.run import Run
-    from lg_core.services import Runtime
+    from lg_core.runtime import Runtime
 
 
 class _RunLog:

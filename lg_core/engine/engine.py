@@ -62,7 +62,7 @@ from lg_core.usage import Usage
 
 if TYPE_CHECKING:
     from lg_core.run import Run
-    from lg_core.services import Runtime
+    from lg_core.runtime import Runtime
 
 _MAX_COMMIT_ATTEMPTS = 50
 T = TypeVar("T")

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
 
+from lg_core.config import current_configuration
 from lg_core.datamap import DataMap, deep_freeze
 from lg_core.errors import InvocationError
 from lg_core.messages import Message
@@ -69,9 +70,7 @@ class Session:
     def store(self) -> SessionStore:
         """The store; without one given, the current runtime's (resolved on first use)."""
         if self._store is None:
-            from lg_core.config import runtime
-
-            self._store = runtime().session_store
+            self._store = current_configuration().runtime().session_store
             if self._store is None:
                 raise InvocationError("sessions are disabled in this configuration (session_store='none'); pass store=")
         return self._store

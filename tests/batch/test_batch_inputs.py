@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lg_core import Agent, ConfigurationError, InvocationError, RunStateError, runtime
+from lg_core import Agent, ConfigurationError, InvocationError, RunStateError, current_runtime
 from lg_core.identity import hostname
 from lg_core.store.records import RUN_TERMINAL
 from lg_scheduler.batch import submit_batch
@@ -50,7 +50,7 @@ EXPECTED = {
 
 
 def assert_nothing_submitted(batch_env, out=None) -> None:
-    store = runtime().store
+    store = current_runtime().store
     assert store.list_runs() == [] and store.list_batches() == []
     assert logged_items(batch_env) == []
     assert out is None or not out.exists()
@@ -84,7 +84,7 @@ def test_skip_invalid_runs_the_rest_and_reports_invalid_lines_as_results(file_co
     assert results[5]["error"]["class"] == "InvocationError"
     assert results[9]["outcome"] == "completed" and results[10]["id"] == "dup"
     assert sorted(logged_items(batch_env)) == ["a good line", "another good line", "first"]
-    assert runtime().store.load_batch(report.batch_id).invalid == 11
+    assert current_runtime().store.load_batch(report.batch_id).invalid == 11
 
 
 def test_a_line_without_an_id_goes_by_its_line_number_and_a_clash_says_so(file_config, inputs, batch_env):
@@ -204,7 +204,7 @@ def test_a_batch_id_cannot_be_reused_for_other_inputs(file_config, inputs):
     submit_batch(ItemAgent, inputs(["x"]), concurrency=1, batch_id="nightly", progress=False)
     with pytest.raises(InvocationError, match="batch nightly was submitted with a different input file"):
         submit_batch(ItemAgent, inputs(["y"], name="other.jsonl"), concurrency=1, batch_id="nightly", progress=False)
-    assert [r.status in RUN_TERMINAL for r in runtime().store.list_runs()] == [True]
+    assert [r.status in RUN_TERMINAL for r in current_runtime().store.list_runs()] == [True]
 
 
 def holder_of(pid: int, start_time: str | None = None) -> str:
@@ -215,7 +215,7 @@ def holder_of(pid: int, start_time: str | None = None) -> str:
 
 
 def open_batch_held_by(path: Path, batch_id: str, holder: str) -> None:
-    runtime().store.open_batch({"id": batch_id, "agent": "tests.batch.batch_app:ItemAgent", "input_path": str(path),
+    current_runtime().store.open_batch({"id": batch_id, "agent": "tests.batch.batch_app:ItemAgent", "input_path": str(path),
                                 "input_hash": hashlib.sha256(path.read_bytes()).hexdigest(), "total": 1, "holder": holder})
 
 
@@ -227,7 +227,7 @@ def test_a_live_submitter_is_not_joined_by_a_second_one(file_config, inputs):
         open_batch_held_by(path, "shared", holder)
         with pytest.raises(RunStateError, match=f"is being submitted by process {holder}, which looks alive"):
             submit_batch(ItemAgent, path, concurrency=1, batch_id="shared", progress=False)
-        assert runtime().store.list_runs() == []
+        assert current_runtime().store.list_runs() == []
         assert submit_batch(ItemAgent, path, concurrency=1, batch_id="shared", progress=False, force=True).completed == 1
     finally:
         other.kill()
@@ -308,7 +308,7 @@ def test_an_input_file_edited_while_the_batch_runs_stops_it_and_a_resubmit_of_th
     with pytest.raises(InvocationError, match=f"input file {path} was changed while the batch ran; the batch stopped"):
         submit_batch(ItemAgent, path, concurrency=2, out=out, progress=False, on_start=append_a_line)
     assert logged_items(batch_env) == []
-    record = runtime().store.list_batches()[0]
+    record = current_runtime().store.list_batches()[0]
     assert record.holder is None and record.status == "running"  # released: a resubmit may take it
 
     path.write_bytes(original)
@@ -369,7 +369,7 @@ def test_read_inputs_reports_its_progress_every_thousand_lines(file_config, tmp_
     path.write_text("".join(f'"item {n}"\n' for n in range(2500)))
     calls = []
 
-    with read_inputs(path, ItemAgent, runtime().resolver, on_progress=lambda *call: calls.append(call)) as scanned:
+    with read_inputs(path, ItemAgent, current_runtime().resolver, on_progress=lambda *call: calls.append(call)) as scanned:
         assert scanned.total == 2500
 
     size = path.stat().st_size

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from lg_core import runtime
+from lg_core import current_runtime
 from lg_scheduler.batch import submit_batch
 from lg_scheduler.batch_inputs import READ_BUFFER, read_inputs
 from tests.batch.batch_app import ItemAgent
@@ -54,7 +54,7 @@ def warm_up(inputs, tmp_path) -> None:
 
 def test_reading_the_inputs_keeps_ids_not_text(file_config, inputs, big_inputs, tmp_path):
     warm_up(inputs, tmp_path)
-    size, resolver = big_inputs.stat().st_size, runtime().resolver
+    size, resolver = big_inputs.stat().st_size, current_runtime().resolver
     with traced() as memory:
         with read_inputs(big_inputs, ItemAgent, resolver) as scanned:
             keys = list(scanned.keys())
@@ -102,7 +102,7 @@ def test_checking_ids_for_duplicates_holds_a_bit_per_line_without_an_id(file_con
     warm_up(inputs, tmp_path)
     path = tmp_path / "many.jsonl"
     path.write_text("".join(f'"{n}"\n' for n in range(10_000)))
-    resolver = runtime().resolver
+    resolver = current_runtime().resolver
 
     with traced() as memory:
         read_inputs(path, ItemAgent, resolver).close()

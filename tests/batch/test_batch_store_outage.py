@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from lg_core import StoreUnavailableError, runtime
+from lg_core import StoreUnavailableError, current_runtime
 from lg_core.store import RunStore
 from lg_scheduler.batch import run_id_for, submit_batch
 from tests.batch.batch_app import ItemAgent, logged_items
@@ -61,8 +61,9 @@ def _assert_each_item_once(report, out, batch_env) -> None:
     assert report.ok and report.outcomes == {"completed": ITEMS}, report.outcomes
     assert sorted(r["line"] for r in read_results(out)) == list(range(1, ITEMS + 1))  # once each
     assert Counter(logged_items(batch_env)) == Counter(f"item {n}" for n in range(1, ITEMS + 1))
-    store = runtime().store
-    assert store.load_batch(report.batch_id).status == "finished"
+    store = current_runtime().store
+    batch = store.load_batch(report.batch_id)
+    assert batch is not None and batch.status == "finished"
     assert all(store.load_run(run_id_for(report.batch_id, str(n))).status == "completed" for n in range(1, ITEMS + 1))
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 from rich.console import Console
 
-from lg_core import Configuration, Hook, runtime, with_configuration
+from lg_core import Configuration, Hook, current_runtime, with_configuration
 from lg_scheduler.batch import default_batch_id, run_id_for, submit_batch
 from lg_scheduler.batch_output import BatchProgress, ScanProgress
 from tests.batch.batch_app import ItemAgent, logged_items
@@ -40,7 +40,7 @@ def test_thirty_items_with_concurrency_five_each_complete_once(file_config, inpu
     assert all(r["response"] == f"done: item {r['line']}" and r["usage"]["total_tokens"] > 0 for r in results)
     assert Counter(logged_items(batch_env)) == Counter(f"item {n}" for n in range(1, 31))
 
-    records = [runtime().store.load_run(run_id_for(report.batch_id, str(n))) for n in range(1, 31)]
+    records = [current_runtime().store.load_run(run_id_for(report.batch_id, str(n))) for n in range(1, 31)]
     assert all(r.status == "completed" for r in records)
     assert 1 < max_overlap(records) <= 5
 
@@ -73,7 +73,7 @@ def test_invocation_fields_reach_the_run(file_config, inputs):
     }
     report = submit_batch(ItemAgent, inputs([line]), concurrency=1, progress=False)
 
-    record = runtime().store.load_run(report.results[0]["run_id"])
+    record = current_runtime().store.load_run(report.results[0]["run_id"])
     invocation = record.invocation
     assert record.status == "completed"
     assert invocation["context"] == {"account_id": "a-2"}
@@ -110,12 +110,12 @@ def test_submitting_a_finished_batch_again_runs_nothing(file_config, inputs, bat
 def test_the_batch_record_tracks_counts(file_config, inputs):
     report = submit_batch(ItemAgent, inputs(["a", "b", "explode"]), concurrency=2, progress=False)
 
-    record = runtime().store.load_batch(report.batch_id)
+    record = current_runtime().store.load_batch(report.batch_id)
     assert (record.status, record.total, record.completed, record.failed, record.invalid, record.running) == (
         "finished", 3, 2, 1, 0, 0)
     assert record.agent == "tests.batch.batch_app:ItemAgent"
     assert record.holder is None and record.finished_at is not None
-    assert runtime().store.list_batches()[0].id == report.batch_id
+    assert current_runtime().store.list_batches()[0].id == report.batch_id
 
 
 def test_the_progress_bar_shows_counts_on_a_terminal():
@@ -244,7 +244,7 @@ def test_a_resubmit_saves_the_counts_it_finds_while_it_looks_up_its_runs(file_co
     """A submitter killed between saves left counts behind; ``lg batch status`` catches up before the first start."""
     path = inputs(["a", "b", "explode"])
     first = submit_batch(ItemAgent, path, concurrency=3, progress=False)
-    store = runtime().store
+    store = current_runtime().store
     with store.db.transaction() as tx:  # as a submitter SIGKILLed after its last save would leave them
         tx.cursor.execute("UPDATE lg_batches SET completed = 0, failed = 0, status = 'running'")
     seen = []

@@ -130,9 +130,9 @@ def wait_all(executions: list[Any], timeout: float) -> None:
 
 
 def _stuck_report(run_id: str) -> str:
-    from lg_core.config import runtime
+    from lg_core.runtime import current_runtime
 
-    store = runtime().store
+    store = current_runtime().store
     record = store.load_run(run_id)
     open_steps = [
         (s.key, s.status, s.holder, s.attempts) for s in store.load_steps(run_id) if s.status not in ("succeeded",)

@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 
-from lg_core.config import configuration
+from lg_core.config import current_configuration
 from lg_scheduler.scheduler import Scheduler
 
 
@@ -38,7 +38,7 @@ def main() -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     scheduler = Scheduler(
-        configuration().runtime(),
+        current_configuration().runtime(),
         stall_seconds=args.stall,
         local_liveness=not args.no_local_liveness,
     )

@@ -54,7 +54,7 @@ def test_retry_and_fork_execute_on_the_workers(dist, tmp_path):
     assert fork_events[0].type == "run_forked" and fork_events[-1].type == "run_stop"
     late = [event.type for event in fork.events()]  # a reader that comes after the fork ended
     assert late[0] == "run_forked" and "text_delta" in late, "the fork's deltas are read from its live stream"
-    store = lg_core.runtime().store
+    store = lg_core.current_runtime().store
     assert store.load_run(forked.id).parent_run_id == failed.id
     assert store.load_messages(f"{forked.id}/root")[:3] == store.load_messages(f"{failed.id}/root")[:3]
     assert gapless(forked)

@@ -9,7 +9,7 @@ import pytest
 
 from lg_core import Agent, Configuration, InvocationError, with_configuration
 from lg_core.events import TERMINAL_EVENTS
-from lg_core.services import Hook
+from lg_core.hooks import Hook
 
 
 class Broken(Exception):

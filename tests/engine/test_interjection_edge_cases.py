@@ -192,7 +192,7 @@ def test_interjection_to_a_pending_run_is_answered_by_its_first_turn(config, gat
 
 
 def test_interjection_from_another_process_to_a_pending_run_reaches_its_first_turn(file_config, gates):
-    from lg_core.services import Runtime
+    from lg_core.runtime import Runtime
 
     first = RecallAgent.start_execution("gate:g1 first", session_id="conv-1", actor_id="user-7")
     session_app.wait_until_entered("g1")

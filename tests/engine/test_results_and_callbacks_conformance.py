@@ -192,4 +192,4 @@ def test_a_result_submitted_through_the_result_tool_leaves_no_unanswered_call(co
     assert ToolAnswerAgent.ask("Second", session_id="conv-1").completed
 
     assert _unanswered(requests[-1].messages) == set()
-    assert len(lg_core.runtime().session_store.load("conv-1").messages) == 6  # 2 x (user, assistant, tool)
+    assert len(lg_core.current_runtime().session_store.load("conv-1").messages) == 6  # 2 x (user, assistant, tool)

@@ -159,7 +159,7 @@ class ContextReadingTool(Tool):
     seen: list = []
 
     def call(self, input):
-        self.seen.append((REQUEST_ID.get(), lg_core.configuration() is self.runtime.configuration))
+        self.seen.append((REQUEST_ID.get(), lg_core.current_configuration() is self.runtime.configuration))
         return "read"
 
 

@@ -361,7 +361,7 @@ def test_wait_async_on_an_embedded_execution_leaves_the_loops_worker_threads_fre
 def test_ask_async_prepares_its_run_off_the_loop(script):
     """Building the run (the runtime and its store on first use, the hooks' prepare_run) may wait on I/O."""
     from lg_core import Configuration, with_configuration
-    from lg_core.services import Hook
+    from lg_core.hooks import Hook
 
     ticked, saw_the_loop_run = threading.Event(), []
 
@@ -387,7 +387,7 @@ def test_ask_async_prepares_its_run_off_the_loop(script):
 def test_an_ask_async_cancelled_while_its_run_is_prepared_closes_that_run(script):
     """The build goes on on its thread; the Run it makes never starts, so its resources are closed."""
     from lg_core import Configuration, with_configuration
-    from lg_core.services import Hook
+    from lg_core.hooks import Hook
 
     preparing, release, closed = threading.Event(), threading.Event(), threading.Event()
 

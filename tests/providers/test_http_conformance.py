@@ -592,7 +592,7 @@ def only_keep_alives(wire, released, after=0):
 
 def stored(run):
     """The run as the run store recorded it."""
-    return lg_core.runtime().store.load_run(run.id)
+    return lg_core.current_runtime().store.load_run(run.id)
 
 
 @pytest.mark.timeout(30)

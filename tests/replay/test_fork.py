@@ -22,7 +22,7 @@ def finished(file_config, outage):
 
 
 def stored_messages(run_id):
-    return lg_core.runtime().store.load_messages(f"{run_id}/root")
+    return lg_core.current_runtime().store.load_messages(f"{run_id}/root")
 
 
 def test_fork_from_a_model_step_continues_with_another_model(finished, script):
@@ -38,12 +38,12 @@ def test_fork_from_a_model_step_continues_with_another_model(finished, script):
     original, forked = stored_messages(finished.id), stored_messages(fork.id)
     assert forked[:5] == original[:5], "the fork's history is the original's up to turn 2"
     assert len(forked) == 6 and forked[5] != original[5]
-    record = lg_core.runtime().store.load_run(fork.id)
+    record = lg_core.current_runtime().store.load_run(fork.id)
     assert record.parent_run_id == finished.id
     assert fork.invocation.model_override == alternative
     assert fork.invocation.settings == {"tone": "dry"}
     assert fork.invocation.session_id == fork.id, "a fork has its own session"
-    sessions = lg_core.runtime().session_store
+    sessions = lg_core.current_runtime().session_store
     assert len(sessions.load(fork.id).messages) == 6, "holding the fork's whole conversation"
     assert len(sessions.load("conversation-1").messages) == 8, "the original's session is unchanged"
     assert gapless(fork)
@@ -75,7 +75,7 @@ def test_fork_from_a_tool_call_runs_it_and_its_siblings_again(file_config, scrip
     keys = {key for _tool, _n, key in CALLS}
     assert keys == {f"{original.id}/root/turn-0/tool/a", f"{original.id}/root/turn-0/tool/b",
                     "fork-of-two/root/turn-0/tool/a", "fork-of-two/root/turn-0/tool/b"}
-    steps = {s.key: s for s in lg_core.runtime().store.load_steps(fork.id)}
+    steps = {s.key: s for s in lg_core.current_runtime().store.load_steps(fork.id)}
     assert steps["root/turn-0/tool/a"].scheduled_by == steps["root/turn-0/tool/b"].scheduled_by == "root/turn-0/model"
     assert fork.invocation.session_id == "fork-of-two"
 
@@ -106,7 +106,7 @@ def test_a_fork_can_be_retried_and_forked_again(finished, script):
     grandchild = lg_core.fork(fork.id, "root/turn-0/tool/call_0_0")  # a step the fork copied
     assert grandchild.outcome == "completed", grandchild.error
     assert grandchild.response == "Second try.", "the fork's model override is inherited"
-    assert lg_core.runtime().store.load_run(grandchild.id).parent_run_id == fork.id
+    assert lg_core.current_runtime().store.load_run(grandchild.id).parent_run_id == fork.id
     assert stored_messages(grandchild.id)[:2] == stored_messages(finished.id)[:2]
     assert step_calls() == [0, 0, 1, 2], "the grandchild ran turn 0's call again, nothing else"
     assert gapless(retried) and gapless(grandchild)
@@ -182,7 +182,7 @@ def test_a_taken_run_id_raises_and_keeps_the_existing_run(finished):
     with pytest.raises(InvocationError, match="already exists"):
         lg_core.fork(finished.id, "root/turn-1/model", run_id=finished.id)
     assert lg_core.get_run(finished.id).outcome == "completed"
-    assert lg_core.runtime().store.load_run(finished.id).parent_run_id is None
+    assert lg_core.current_runtime().store.load_run(finished.id).parent_run_id is None
 
 
 def test_a_caller_cannot_pass_model_override_only_a_fork_records_it(file_config, script):
@@ -202,7 +202,7 @@ def test_a_caller_cannot_pass_model_override_only_a_fork_records_it(file_config,
 
     assert (original.response, fork.response) == ("own model", "other model")
     assert lg_core.get_run(fork.id).invocation.model_override == other
-    resumed = Invocation.restore(lg_core.runtime().store.load_run(fork.id).invocation)
+    resumed = Invocation.restore(lg_core.current_runtime().store.load_run(fork.id).invocation)
     assert resumed.model_override == other
     assert Invocation.coerce(resumed, settings={"temperature": 0}).model_override == other
 
@@ -216,5 +216,5 @@ def test_a_fork_keeps_the_execution_state_of_the_original_request(file_config, o
     with lg_core.ExecutionState.with_({"request_id": "forking-request"}):
         fork = lg_core.fork(original.id, "root/turn-2/model", model=script(lambda request: {"text": "forked"}))
     assert fork.completed
-    assert lg_core.runtime().store.load_run(fork.id).execution_state == {"request_id": "original-request"}
+    assert lg_core.current_runtime().store.load_run(fork.id).execution_state == {"request_id": "original-request"}
     assert fork.execution_state["request_id"] == "original-request"

@@ -58,8 +58,8 @@ def stored(store: str, run_id: str):
     configuration = Configuration(run_store=store)
     try:
         with with_configuration(configuration):
-            record = lg_core.runtime().store.load_run(run_id)
-            return record, [(e.seq, e.type) for e in lg_core.runtime().store.load_events(run_id)]
+            record = lg_core.current_runtime().store.load_run(run_id)
+            return record, [(e.seq, e.type) for e in lg_core.current_runtime().store.load_events(run_id)]
     finally:
         configuration.close()
 
@@ -189,7 +189,7 @@ def _age_run(store: str, run_id: str, seconds: float) -> None:
     from sqlalchemy import text
 
     configuration = Configuration(run_store=store)
-    with with_configuration(configuration), lg_core.runtime().store.db.engine.begin() as conn:
+    with with_configuration(configuration), lg_core.current_runtime().store.db.engine.begin() as conn:
         conn.execute(text("UPDATE lg_runs SET finished_at = finished_at - :s WHERE id = :id"), {"s": seconds, "id": run_id})
     configuration.close()
 

@@ -9,9 +9,9 @@ import pytest
 
 import lg_core
 from lg_core import Agent, Configuration, before_invocation, replay
-from lg_core.config import runtime
 from lg_core.errors import InvocationError, RunNotFoundError, RunStateError
 from lg_core.providers import scripted
+from lg_core.runtime import current_runtime
 from tests.replay import replay_app
 from tests.replay.conftest import gapless
 from tests.replay.replay_app import ReplayAgent, step_calls
@@ -86,7 +86,7 @@ def test_an_interjection_the_failed_turn_took_reaches_the_retried_turn(file_conf
 
     assert run.completed, run.error
     assert seen[-1] == ["Record every step.", "Also include the ledger entry"]
-    assert runtime().store.pending_interjections(run.id) == []
+    assert current_runtime().store.pending_interjections(run.id) == []
 
 
 def test_a_run_that_fails_again_can_be_retried_again(file_config, outage):
@@ -104,7 +104,7 @@ def test_a_run_that_fails_again_can_be_retried_again(file_config, outage):
     assert types.count("run_retried") == 2 and types.count("run_error") == 2
     assert gapless(run)
     # Each retry starts a new history epoch, so no process reuses messages it cached before it.
-    frame = runtime().store.load_frame(f"{failed.id}/root")
+    frame = current_runtime().store.load_frame(f"{failed.id}/root")
     assert frame.checkpoint["history_epoch"] == 2
 
 
@@ -116,7 +116,7 @@ def test_retry_keeps_a_parallel_call_that_committed_after_the_turn(file_config, 
     target = script([{"tool_calls": calls}, {"text": "Both recorded."}])
     cancelled = ReplayAgent.ask("Record two steps.", target=target)
     assert cancelled.outcome == "cancelled", cancelled.error
-    assert lg_core.runtime().store.load_run(cancelled.id).cancel_requested
+    assert lg_core.current_runtime().store.load_run(cancelled.id).cancel_requested
 
     run = lg_core.retry(cancelled.id)
 
@@ -130,7 +130,7 @@ def test_retry_keeps_a_parallel_call_that_committed_after_the_turn(file_config, 
     assert retried.data["previous_outcome"] == "cancelled"
     tool_message = run.result.messages[2]
     assert [block.tool_use_id for block in tool_message.content] == ["a", "b"]
-    assert not lg_core.runtime().store.load_run(run.id).cancel_requested
+    assert not lg_core.current_runtime().store.load_run(run.id).cancel_requested
     assert gapless(run)
 
 
@@ -146,7 +146,7 @@ def test_retry_never_runs_a_started_at_most_once_call_again(file_config, script)
     assert step_calls("charge") == [7], "an at_most_once call that started is never run twice"
     types = [e.type for e in run.events()]
     assert "tool_outcome_unknown" in types[types.index("run_retried"):]
-    assert lg_core.runtime().store.load_step(run.id, "root/turn-0/tool/c").status == "unknown"
+    assert lg_core.current_runtime().store.load_step(run.id, "root/turn-0/tool/c").status == "unknown"
 
 
 def test_retry_runs_an_at_most_once_call_that_never_started(file_config, script):
@@ -156,7 +156,7 @@ def test_retry_runs_an_at_most_once_call_that_never_started(file_config, script)
     target = script([{"tool_calls": [{"name": "charge", "id": "c", "arguments": {"n": 7}}]}, {"text": "Charged."}])
     cancelled = ReplayAgent.ask("Charge the card.", target=target)
     assert cancelled.outcome == "cancelled"
-    step = lg_core.runtime().store.load_step(cancelled.id, "root/turn-0/tool/c")
+    step = lg_core.current_runtime().store.load_step(cancelled.id, "root/turn-0/tool/c")
     assert (step.status, step.attempts, step.body_entered_at) == ("cancelled", 1, None)
 
     run = lg_core.retry(cancelled.id)
@@ -164,7 +164,7 @@ def test_retry_runs_an_at_most_once_call_that_never_started(file_config, script)
     assert run.outcome == "completed", run.error
     assert step_calls("charge") == [7]
     assert "tool_outcome_unknown" not in [e.type for e in run.events()]
-    assert lg_core.runtime().store.load_step(run.id, "root/turn-0/tool/c").status == "succeeded"
+    assert lg_core.current_runtime().store.load_step(run.id, "root/turn-0/tool/c").status == "succeeded"
 
 
 # -- runs that cannot be retried ---------------------------------------------------------------------
@@ -280,7 +280,7 @@ def test_a_run_that_failed_while_opening_is_retried_from_the_start(file_config, 
 def test_two_retries_of_one_run_cannot_both_reopen_it(file_config, outage):
     model, target = outage
     failed = ReplayAgent.ask("Record every step.", target=target)
-    store = lg_core.runtime().store
+    store = lg_core.current_runtime().store
     record = store.load_run(failed.id)
     frame = store.load_frame(f"{failed.id}/root")
     checkpoint = store.load_step(failed.id, "root/turn-2/tool/call_2_0").checkpoint
@@ -303,7 +303,7 @@ def test_a_worker_that_saw_the_old_cancel_does_not_stop_the_retried_run(file_con
     target = script([{"tool_calls": [{"name": "step", "id": "s", "arguments": {"n": 1}}]}, {"text": "Recorded."}])
     cancelled = ReplayAgent.ask("Record a step.", target=target)
     assert cancelled.outcome == "cancelled"
-    runtime = lg_core.runtime()
+    runtime = lg_core.current_runtime()
     record = runtime.store.load_run(cancelled.id)
     replay.reopen(runtime, record, replay.plan_retry(record, runtime.store.load_steps(record.id)), holder=None)
     worker = Configuration(run_store=file_config.run_store)  # another process on the same store
@@ -339,7 +339,7 @@ def test_a_retry_waits_for_no_other_run_of_its_session(file_config, script, outa
     finally:
         release.set()
         assert other.wait(timeout=30).outcome == "completed"
-    assert lg_core.runtime().store.load_run(failed.id).status == "failed", "a refused retry changes nothing"
+    assert lg_core.current_runtime().store.load_run(failed.id).status == "failed", "a refused retry changes nothing"
 
 
 def test_a_retry_after_its_session_moved_on_is_refused_before_anything_runs(file_config, script, outage):
@@ -354,7 +354,7 @@ def test_a_retry_after_its_session_moved_on_is_refused_before_anything_runs(file
     with pytest.raises(RunStateError, match=r"session 'shared' has 2 messages now, 0 when run .*lg runs fork"):
         lg_core.retry(failed.id)
     assert step_calls() == calls_before
-    assert lg_core.runtime().store.load_run(failed.id).status == "failed", "a refused retry changes nothing"
+    assert lg_core.current_runtime().store.load_run(failed.id).status == "failed", "a refused retry changes nothing"
 
 
 def test_a_retry_after_the_application_wrote_to_its_session_names_that_writer_too(file_config, script, outage):

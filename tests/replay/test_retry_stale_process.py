@@ -13,7 +13,7 @@ import threading
 import time
 
 from lg_core import Configuration, Tool, replay
-from lg_core.config import runtime
+from lg_core.runtime import current_runtime
 from tests.replay.replay_app import ReplayAgent
 
 FIRST_RELEASE = threading.Event()
@@ -67,7 +67,7 @@ def test_a_late_result_of_the_replaced_attempt_does_not_cancel_the_retried_run(f
     StopperTool.stopped = False
     calls = [{"name": "stopper", "id": "a", "arguments": {}}, {"name": "slow", "id": "b", "arguments": {}}]
     target = script([{"tool_calls": calls}, {"text": "Both recorded."}])
-    store = runtime().store
+    store = current_runtime().store
 
     execution = SlowAgent.start_execution("Record two steps.", target=target)  # this process executes it
     _wait_for(lambda: store.load_run(execution.run_id).status == "cancelled" and len(SLOW_CALLS) == 1)

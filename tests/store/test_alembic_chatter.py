@@ -8,8 +8,8 @@ import sys
 OPEN_TWICE = """
 import logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-from lg_core import configure, runtime
-configure(run_store=sys.argv[1]); runtime()
+from lg_core import configure, current_runtime
+configure(run_store=sys.argv[1]); current_runtime()
 """
 
 

@@ -28,7 +28,7 @@ LOOKUPS: dict[str, Callable[[Any], Any]] = {
     "get_execution": lg_core.get_execution,
     "resume": lg_core.resume,
     "cancel_run": lg_core.cancel_run,
-    "interject": lambda run_id: lg_core.config.runtime().interject(run_id, "more"),
+    "interject": lambda run_id: lg_core.current_runtime().interject(run_id, "more"),
     "retry": replay.retry,
     "fork": lambda run_id: replay.fork(run_id, from_step="root/turn-1/model"),
 }

@@ -108,8 +108,9 @@ PUBLIC_NAMES = [
     "callbacks",
     "cancel",
     "cancel_run",
-    "configuration",
     "configure",
+    "current_configuration",
+    "current_runtime",
     "fork",
     "get_execution",
     "get_execution_async",
@@ -121,7 +122,6 @@ PUBLIC_NAMES = [
     "replace",
     "resume",
     "retry",
-    "runtime",
     "with_configuration",
 ]
 
@@ -132,6 +132,15 @@ def test_all_is_pinned():
 
 def test_all_has_no_duplicates():
     assert len(lg_core.__all__) == len(set(lg_core.__all__))
+
+
+def test_no_two_public_names_differ_only_by_case():
+    """``runtime`` beside ``Runtime`` reads as one name; a reader (and a case-insensitive
+    search) cannot tell a function from the class it returns."""
+    folded: dict[str, list[str]] = {}
+    for name in lg_core.__all__:
+        folded.setdefault(name.casefold(), []).append(name)
+    assert [names for names in folded.values() if len(names) > 1] == []
 
 
 @pytest.mark.parametrize("name", PUBLIC_NAMES)

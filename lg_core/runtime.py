@@ -2,7 +2,7 @@
 
 It owns the run store, the model resolver, the engine, the local dispatcher
 and the hooks. Build one explicitly only for an isolated setup; normally
-``lg_core.runtime()`` builds it lazily from the active configuration.
+``lg_core.current_runtime()`` builds it lazily from the active configuration.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
+from lg_core.config import ConfigurationWarning, current_configuration
 from lg_core.content import Document, Image, Text, well_formed_text
 from lg_core.datamap import to_json_value
 from lg_core.engine.background import ThreadBackend
@@ -27,7 +28,8 @@ from lg_core.errors import (
     RunNotFoundError,
     RunStateError,
 )
-from lg_core.execution import Execution
+from lg_core.execution import Execution, follow_events
+from lg_core.hooks import Hook
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.invocation import _identifier, brief_error  # the one id rule shared with invocations
 from lg_core.messages import Message
@@ -35,7 +37,8 @@ from lg_core.models.resolver import ModelResolver
 from lg_core.rate_limit import Limiter, LocalLimiter, RateLimit
 from lg_core.run import Run, check_importable_elsewhere, prepared_by
 from lg_core.run_ids import run_id_to_look_up
-from lg_core.sessions import RunSessions, build_session_store
+from lg_core.sessions.declaration import build_session_store
+from lg_core.sessions.runs import RunSessions
 from lg_core.store import RunRecord, RunStore
 from lg_core.store.records import MAX_COUNT, RUN_ACTIVE, RUN_TERMINAL
 
@@ -43,35 +46,6 @@ if TYPE_CHECKING:
     from lg_core.config import Configuration
 
 _log = logging.getLogger(__name__)
-
-
-class Hook:
-    """Application hooks, instantiated once per Runtime; override what you need."""
-
-    def prepare_run(self, run: Run) -> Run:
-        """A newly built Run; register run-scoped resources here.
-
-        Also called in each process that continues a stored run (a worker
-        executing its steps, ``resume``, ``retry``), since resources do not
-        travel with the run; there they close when that process is done with it.
-        """
-        return run
-
-    def prepare_execution(self, run: Run) -> Run:
-        """Called right before the run starts executing."""
-        return run
-
-    def prepare_interjection(self, run: Run, payload: Any) -> Any:
-        return payload
-
-    def session_history(self, run: Run, stored: Any, fallback: Any) -> Any:
-        return None
-
-    def error_message(self, error: BaseException, run: Run) -> str | None:
-        """A caller-safe message for ``error``, or None to defer to later hooks and the default (the
-        error's class and a fixed sentence). Asked for the error that ends a run and for the error of
-        each retried model call; the message is what their events tell every stream consumer."""
-        return None
 
 
 # The settings a built ModelResolver reads, and so the ones configure(model_resolver=...) replaces.
@@ -85,8 +59,6 @@ def _warn_of_settings_the_resolver_replaces(configuration: Configuration) -> Non
     ``models`` or ``providers`` configured beside it are never read: without a word, an
     edited ``lg.yaml`` role would seem to have no effect.
     """
-    from lg_core.config import ConfigurationWarning
-
     ignored = [name for name in _RESOLVER_SETTINGS if getattr(configuration, name)]
     if ignored:
         warnings.warn(
@@ -223,7 +195,7 @@ class Runtime:
         """The Execution of the run a repeated request started; its ``on_event`` follows that run."""
         execution = Execution(run.id, self, self.backend)
         if run._on_event is not None:
-            _follow_events(execution, run._on_event)
+            follow_events(execution, run._on_event)
         return execution
 
     def _started_as(self, run: Run) -> bool:
@@ -386,23 +358,6 @@ _CANCEL_ATTEMPTS = 5  # each retry follows a pending run's activation, which hap
 _INTERJECTION_CONTENT = (Text, Image, Document)
 
 
-def _follow_events(execution: Execution, callback: Any) -> None:
-    """Deliver every event of ``execution``'s run to ``callback``, from its first, on a thread.
-
-    Nobody waits on this thread: a consumer that raises, or a runtime closed under
-    it (the process shutting down), ends it with a log line instead of a traceback.
-    """
-
-    def follow() -> None:
-        try:
-            for event in execution.events():
-                callback(event)
-        except Exception as exc:  # noqa: BLE001 - see the docstring
-            _log.warning("stopped following the events of run %s: %r", execution.run_id, exc)
-
-    threading.Thread(target=follow, name=f"lg-follow-{execution.run_id[:8]}", daemon=True).start()
-
-
 def _interjection_message(message: Any) -> Message:
     """The interjection as a user Message of text, image or document content (InvocationError otherwise).
 
@@ -463,4 +418,17 @@ def _interjection_metadata(metadata: Any) -> dict[str, Any]:
         raise InvocationError(f"interjection {exc}") from None
 
 
-__all__ = ["Hook", "RunNotFoundError", "Runtime"]
+def current_runtime() -> Runtime:
+    """The Runtime of the configuration active here (``with_configuration``'s, else the process
+    default), built on first use."""
+    return current_configuration().runtime()
+
+
+def model_resolver() -> ModelResolver:
+    """The active configuration's ModelResolver (the spec's ``LittleGhost.model_resolver``):
+    ``model_resolver().resolve("customer_support")``. It belongs to the shared Runtime, so
+    this builds the runtime (and locks the configuration) as the first agent call would."""
+    return current_runtime().model_resolver
+
+
+__all__ = ["Runtime", "current_runtime", "model_resolver"]
