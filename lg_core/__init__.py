@@ -52,10 +52,10 @@ from lg_core.run import Run
 from lg_core.run_context import RunContext
 from lg_core.run_result import RunResult
 from lg_core.runtime import Runtime, current_runtime, model_resolver
+from lg_core.session import Session
 from lg_core.sessions import (
     FilesystemSessionStore,
     MemorySessionStore,
-    Session,
     SessionSnapshot,
     SessionStore,
     SqlSessionStore,

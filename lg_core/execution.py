@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from lg_core.cancellation import CancellationToken
 from lg_core.engine.codec import decode_event_data, encode_event_data
@@ -48,6 +48,7 @@ from lg_core.errors import (
     InvocationError,
 )
 from lg_core.events import PUBLISHED_AT_ONCE, StreamEvent, checked_consumer
+from lg_core.execution_backend import ExecutionBackend, LiveSource
 from lg_core.interjections import InterjectionResult, reply_wait, wait_timeout
 from lg_core.store import RunRecord
 from lg_core.store.outage import aread_through_outage, read_through_outage
@@ -65,39 +66,6 @@ MAX_QUIET_SECONDS = 5.0  # ... doubling while it stays quiet, up to this (live e
 # ASCII digits only: \d also matches other scripts' digits ("١" read as 1).
 _EVENT_ID = re.compile(r"^(\d{1,18})(?:-(\d{1,20}(?:-\d{1,20})?)(?:\.(\d{1,4}))?)?$", re.ASCII)
 _INTERJECT_OPTIONS = frozenset({"metadata", "interjection_id"})
-
-
-class LiveSource(Protocol):
-    """Where live events of one run can be read in order (a Redis Stream, an in-process log).
-
-    A source may also offer ``async def acovers(position)`` and ``async def
-    aread(position, block)``; async readers use them instead of a worker thread,
-    and await its ``aclose()`` (if it has one) when their iteration ends.
-    """
-
-    def covers(self, position: str) -> bool:
-        """True if every entry after ``position`` is still available."""
-
-    def read(self, position: str, block: float) -> list[tuple[str, StreamEvent]] | None:
-        """Entries after ``position`` (waiting up to ``block`` seconds for one); None if unreachable."""
-
-    def locate(self, seq: int) -> str | None:
-        """A position after which the source holds what followed durable event ``seq``: that
-        event's own, or the one just before event ``seq`` + 1; None if it holds neither.
-        Optional: a source without it makes a reader from a bare seq backfill from the store."""
-
-
-class ExecutionBackend(Protocol):
-    """What a way of executing runs must provide to Execution handles."""
-
-    def start(self, run: Run) -> None: ...
-
-    def live_source(self, run_id: str) -> LiveSource | None: ...
-
-    def wait_local(self, run_id: str, timeout: float | None) -> bool: ...
-
-    def executes_here(self, run_id: str) -> bool:
-        """True while this process executes the run (so its live Run object is the truth)."""
 
 
 def parse_event_id(value: str | None) -> tuple[int, str | None]:

@@ -69,7 +69,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from lg_core.broker import check_broker
 from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
 from lg_core.errors import InvocationError, RunStateError
@@ -520,8 +519,7 @@ def _distributed(rt: Runtime) -> bool:
     url = rt.configuration.broker_url
     if not url:
         return False
-    check_broker(url)
-    rt.backend  # noqa: B018 - builds it (ConfigurationError) and attaches the Redis event sink
+    rt.backend.check_reachable()  # builds it (ConfigurationError) and attaches the Redis event sink
     return True
 
 
@@ -548,7 +546,7 @@ def _continue(
 ) -> Run | Execution:
     """Execute a reopened or new run's open steps: on the workers, or here until it ends."""
     if distributed:
-        backend = rt.backend
+        backend = rt.distributed_backend()
         rt.engine.publish(run_id, marker)
         backend.publish(refs)
         execution = ReplayExecution(run_id, rt, backend, marker.seq or 0)

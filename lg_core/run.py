@@ -47,7 +47,7 @@ from lg_core.invocation import Invocation
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
 from lg_core.run_result import RunResult
-from lg_core.sessions.session import Session
+from lg_core.session import Session
 from lg_core.store import RunRecord
 from lg_core.usage import Usage
 

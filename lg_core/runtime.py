@@ -29,6 +29,7 @@ from lg_core.errors import (
     RunStateError,
 )
 from lg_core.execution import Execution, follow_events
+from lg_core.execution_backend import DistributedBackend, ExecutionBackend
 from lg_core.hooks import Hook
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.invocation import _identifier, brief_error  # the one id rule shared with invocations
@@ -104,7 +105,7 @@ class Runtime:
             store_outage_patience=configuration.store_outage_patience,
         )
         self.dispatcher = LocalDispatcher(self.engine, max_workers=configuration.max_parallel_tools)
-        self._backend: Any = None
+        self._backend: ExecutionBackend | None = None
         self._backend_lock = threading.Lock()
         self._local_limiter = LocalLimiter()
         self.rate_limits = {name: RateLimit.parse(text) for name, text in configuration.rate_limits.items()}
@@ -140,7 +141,7 @@ class Runtime:
     # -- background executions ------------------------------------------------------
 
     @property
-    def backend(self) -> Any:
+    def backend(self) -> ExecutionBackend:
         """How ``start_execution`` runs work: Celery workers when a broker is configured, else threads."""
         if self._backend is None:
             with self._backend_lock:
@@ -148,7 +149,7 @@ class Runtime:
                     self._backend = self._build_backend()
         return self._backend
 
-    def _build_backend(self) -> Any:
+    def _build_backend(self) -> ExecutionBackend:
         if not self.configuration.broker_url:
             return ThreadBackend(self)
         entry = next((e for e in entry_points(group="littleghost.backends") if e.name == "celery"), None)
@@ -159,12 +160,24 @@ class Runtime:
             )
         return entry.load()(self)
 
+    def distributed_backend(self, user: str = "this") -> DistributedBackend:
+        """The backend when it sends steps to other processes (Celery workers); else a
+        ConfigurationError saying that ``user`` needs broker_url, and how to set it."""
+        backend = self.backend
+        if not isinstance(backend, DistributedBackend):
+            raise ConfigurationError(
+                f"{user} needs broker_url (or LG_BROKER_URL), the Celery workers' broker, e.g. "
+                "redis://127.0.0.1:6379/0; runs executed in-process are resumed with `lg runs resume`"
+            )
+        return backend
+
     @property
     def rate_limiter(self) -> Limiter:
         """Paces rate-limited model calls: shared through Redis with a broker, else in this runtime."""
         if not self.configuration.broker_url:
             return self._local_limiter
-        return self.backend.rate_limiter
+        backend = self.backend
+        return backend.rate_limiter if isinstance(backend, DistributedBackend) else self._local_limiter
 
     def start_execution(self, run: Run) -> Execution:
         """Persist and start ``run``; the same request again under its run id re-attaches.
@@ -302,6 +315,11 @@ class Runtime:
         run cache drops the run between steps, or when it shuts down (Engine).
         """
         return prepared_by(Run.from_record(record, self), self.hooks)
+
+    def run_to_end(self, record: RunRecord) -> Run:
+        """A Run rebuilt from its record alone, without ``Hook.prepare_run``: enough to end it
+        (cancel, deadline, out of attempts) when its prepared form cannot be built here."""
+        return Run.from_record(record, self, to_end=True)
 
     def get_run(self, run_id: str) -> Run:
         return Run.from_record(self.store.load_run(run_id_to_look_up(run_id)), self)

@@ -65,7 +65,6 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from lg_core.agent import Agent
-from lg_core.broker import check_broker
 from lg_core.errors import InvocationError, RunStateError, StoreUnavailableError
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.rate_limit import RateLimit
@@ -93,6 +92,7 @@ from lg_scheduler.batch_output import (
     run_result,
 )
 from lg_scheduler.output_lock import output_locked
+from lg_workers.broker_check import check_broker
 
 BATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _READABLE_ITEM_ID = re.compile(r"^[A-Za-z0-9._@-]{1,63}$")

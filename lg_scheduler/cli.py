@@ -22,7 +22,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from lg_core.broker import check_broker
 from lg_core.cli import (
     ImportOption,
     StoreOption,
@@ -38,6 +37,7 @@ from lg_core.urls import safe_url
 from lg_scheduler.stack.credentials import FLOWER_USER
 from lg_scheduler.stack.processes import ProcessState
 from lg_scheduler.stack.stack import DEFAULT_DIR, SERVICES, LocalStack, StackError
+from lg_workers.broker_check import check_broker
 from lg_workers.cli import BrokerOption, LogLevel
 
 DirOption = Annotated[

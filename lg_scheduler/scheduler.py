@@ -203,13 +203,7 @@ class Scheduler:
 
 
 def _backend_publisher(runtime: Runtime) -> recovery.Publisher:
-    backend = runtime.backend
-    if not (hasattr(backend, "publish") and hasattr(backend, "advance")):
-        raise ConfigurationError(
-            "the scheduler re-enqueues steps on Celery workers and needs broker_url (or LG_BROKER_URL), "
-            "e.g. redis://127.0.0.1:6379/0; runs executed in-process are resumed with `lg runs resume`"
-        )
-    return backend  # type: ignore[no-any-return]
+    return runtime.distributed_backend("the scheduler, which re-enqueues steps on Celery workers,")
 
 
 def _positive(name: str, value: Any) -> None:

@@ -18,6 +18,7 @@ import redis
 from lg_core.engine.dispatcher import StepRef
 from lg_core.errors import ConfigurationError
 from lg_core.rate_limit import RedisLimiter
+from lg_workers.broker_check import check_broker
 from lg_workers.celery_app import create_app
 from lg_workers.queues import queue_for
 from lg_workers.streams import RedisEventSink, RedisLiveSource, connect
@@ -119,6 +120,11 @@ class CeleryBackend:
 
     def _send(self, ref: StepRef, producer: Any = None) -> None:
         self.app.send_task(ref.task_name, args=[ref.run_id, ref.key], queue=queue_for(ref.task_name), producer=producer)
+
+    def check_reachable(self) -> None:
+        """ConfigurationError unless the broker answers: a run handed over now would otherwise
+        sit with nobody to run it until a scheduler's relay re-sent its steps."""
+        check_broker(self.url)
 
     def advance(self, run_id: str) -> None:
         self.app.send_task("lg.advance", args=[run_id], queue=queue_for("lg.advance"))

@@ -172,6 +172,9 @@ class ThreadBackend:
             if self._threads.get(run_id) is threading.current_thread():
                 del self._threads[run_id]
 
+    def check_reachable(self) -> None:
+        """Threads of this process are always there."""
+
     def executes_here(self, run_id: str) -> bool:
         with self._lock:
             thread = self._threads.get(run_id)

@@ -858,13 +858,11 @@ class Engine:
         try:
             return self.run_handle(run_id)
         except Exception as exc:  # noqa: BLE001 - the ending matters more than the run's resources
-            from lg_core.run import Run
-
             if not isinstance(exc, RunStateError):
                 log.warning("ending run %s without its prepared resources: rebuilding it raised %r", run_id, exc)
 
             record = self.store.load_run(run_id)
-            return None if record.finished else Run.from_record(record, self.runtime, to_end=True)
+            return None if record.finished else self.runtime.run_to_end(record)
 
     def open_steps(self, run_id: str, *, unattended_only: bool = False) -> list[StepRef]:
         """The run's open model and tool steps; ``unattended_only``: those no live process has.

@@ -7,7 +7,6 @@ transaction helpers that serialize runs sharing a session live with the run
 store (``lg_core.store.sessions``), because they run inside its transactions.
 
     base.py        SessionStore, SessionSnapshot, the input rules every store applies
-    session.py     Session: one conversation as applications use it
     memory.py      MemorySessionStore (one process)
     filesystem.py  FilesystemSessionStore (JSON files, file locks)
     sql.py         SqlSessionStore (SQLite / PostgreSQL; the default, in the run store's database)
@@ -31,14 +30,12 @@ from lg_core.sessions.declaration import build_session_store, check_declaration
 from lg_core.sessions.filesystem import FilesystemSessionStore
 from lg_core.sessions.memory import MemorySessionStore
 from lg_core.sessions.runs import RunSessions
-from lg_core.sessions.session import Session
 from lg_core.sessions.sql import SqlSessionStore
 
 __all__ = [
     "FilesystemSessionStore",
     "MemorySessionStore",
     "RunSessions",
-    "Session",
     "SessionSnapshot",
     "SessionStore",
     "SqlSessionStore",

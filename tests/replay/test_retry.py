@@ -361,7 +361,7 @@ def test_a_retry_after_the_application_wrote_to_its_session_names_that_writer_to
     """The refusal said 'another run of the session completed since' when no other run existed:
     the application had appended to the session through Session (the spec's Session#append)."""
     from lg_core import Message
-    from lg_core.sessions import Session
+    from lg_core.session import Session
 
     model, target = outage
     failed = ReplayAgent.ask("Record every step.", target=target, session_id="shared")

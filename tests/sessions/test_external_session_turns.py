@@ -14,7 +14,8 @@ import pytest
 import lg_core
 from lg_core import Agent, Configuration, Message, ProtocolError, Tool, with_configuration
 from lg_core.providers import scripted
-from lg_core.sessions import MemorySessionStore, Session
+from lg_core.session import Session
+from lg_core.sessions import MemorySessionStore
 from tests.sessions import session_app
 from tests.sessions.session_app import NoteAgent, RecallAgent
 

@@ -26,10 +26,10 @@ from lg_core import (
     Text,
     configure,
 )
+from lg_core.session import Session
 from lg_core.sessions import (
     FilesystemSessionStore,
     MemorySessionStore,
-    Session,
     SessionSnapshot,
     SessionStore,
     SqlSessionStore,

@@ -23,7 +23,8 @@ from lg_core import (
     with_configuration,
 )
 from lg_core.execution import event_json
-from lg_core.sessions import FilesystemSessionStore, MemorySessionStore, Session
+from lg_core.session import Session
+from lg_core.sessions import FilesystemSessionStore, MemorySessionStore
 from tests.sessions import session_app
 from tests.sessions.session_app import NoteAgent, RecallAgent
 

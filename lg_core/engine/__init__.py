@@ -1,0 +1,1 @@
+"""The engine: executing and committing steps (look up, claim, execute, commit, publish)."""
