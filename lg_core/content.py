@@ -201,7 +201,7 @@ def serialize(block: Any) -> dict[str, Any]:
             "content": [serialize(part) for part in block.content],
             "status": block.status,
         }
-    data = block.model_dump(exclude_none=True)
+    data: dict[str, Any] = block.model_dump(exclude_none=True)
     for field in _BINARY_FIELDS.get(data["kind"], ()):
         if data.get(field) is not None:
             data[field] = base64.b64encode(data[field]).decode("ascii")

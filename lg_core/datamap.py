@@ -15,7 +15,7 @@ import enum
 import math
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 _SCALARS = (str, int, float, bool, type(None))
 # How deep a stored value may nest. Python recurses to copy, wrap and encode a value
@@ -256,7 +256,7 @@ class DataMap(_StringKeyed, MutableMapping[str, Any]):
             return self.to_dict() == other.to_dict()
         if isinstance(other, Mapping):
             try:
-                return self.to_dict() == to_json_value(other)
+                return bool(self.to_dict() == to_json_value(other))
             except TypeError:
                 return False
         return NotImplemented
@@ -327,7 +327,7 @@ class FrozenDataMap(_StringKeyed, Mapping[str, Any]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Mapping):
             try:
-                return self.to_dict() == to_json_value(other)
+                return bool(self.to_dict() == to_json_value(other))
             except (TypeError, ValueError):
                 return False
         return NotImplemented
@@ -342,7 +342,7 @@ class FrozenDataMap(_StringKeyed, Mapping[str, Any]):
 
     def to_dict(self) -> dict[str, Any]:
         """A plain, mutable copy (dicts and lists)."""
-        return thaw(self._data)
+        return cast(dict[str, Any], thaw(self._data))
 
 
 def _frozen(value: Any) -> Any:

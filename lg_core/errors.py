@@ -54,7 +54,7 @@ process boundaries (Celery results, the run store).
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, cast
 
 
 class Error(Exception, metaclass=abc.ABCMeta):
@@ -75,7 +75,7 @@ class Error(Exception, metaclass=abc.ABCMeta):
 
 
 def _rebuild_error(cls: type, message: str, attributes: dict[str, Any]) -> BaseException:
-    return cls(message, **attributes)
+    return cast(BaseException, cls(message, **attributes))
 
 
 class ConfigurationError(Error):

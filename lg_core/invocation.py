@@ -23,9 +23,9 @@ import json
 import math
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -73,6 +73,7 @@ class Invocation:
     """The normalized request carried by a Run."""
 
     __slots__ = ("_env",)
+    _env: dict[str, Any]
 
     def __init__(self, message: Any = _MISSING, /, **env: Any) -> None:
         if message is not _MISSING:
@@ -226,35 +227,35 @@ class Invocation:
 
     @property
     def message(self) -> Message:
-        return self._env["message"]
+        return cast("Message", self._env["message"])
 
     @property
     def history(self) -> tuple[Message, ...]:
-        return self._env["history"]
+        return cast("tuple[Message, ...]", self._env["history"])
 
     @property
     def context(self) -> DataMap:
-        return self._env["context"]
+        return cast("DataMap", self._env["context"])
 
     @property
     def actor_id(self) -> str | None:
-        return self._env.get("actor_id")
+        return cast("str | None", self._env.get("actor_id"))
 
     @property
     def session_id(self) -> str:
-        return self._env["session_id"]
+        return cast("str", self._env["session_id"])
 
     @property
     def run_id(self) -> str:
-        return self._env["run_id"]
+        return cast("str", self._env["run_id"])
 
     @property
     def invocation_id(self) -> str:
-        return self._env["invocation_id"]
+        return cast("str", self._env["invocation_id"])
 
     @property
     def settings(self) -> dict[str, Any]:
-        return self._env["settings"]
+        return cast("dict[str, Any]", self._env["settings"])
 
     @property
     def deadline_at(self) -> datetime | None:
@@ -269,12 +270,12 @@ class Invocation:
 
     @property
     def metadata(self) -> dict[str, Any]:
-        return self._env["metadata"]
+        return cast("dict[str, Any]", self._env["metadata"])
 
     @property
     def model_override(self) -> str | dict[str, Any] | None:
         """A model role, target or mapping used instead of the agent's own (``lg_core.fork(..., model=)``)."""
-        return self._env.get("model_override")
+        return cast("dict[str, Any]", self._env.get("model_override"))
 
     @property
     def rate_limit(self) -> RateLimit | None:
@@ -413,7 +414,7 @@ def _json_mapping(value: Any, name: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise InvocationError(f"{name} must be a mapping, got {type(value).__name__}")
     try:
-        return to_json_value(value, path=name)
+        return cast(dict[str, Any], to_json_value(value, path=name))
     except (TypeError, ValueError) as exc:
         raise InvocationError(str(exc)) from None
 
@@ -515,7 +516,7 @@ def _include_agent_events(value: Any, name: str) -> bool:
 
 def _extra_field(value: Any, name: str) -> Any:
     try:
-        return to_json_value(value, path=name)
+        return cast(dict[str, Any], to_json_value(value, path=name))
     except (TypeError, ValueError) as exc:
         raise InvocationError(str(exc)) from None
 
@@ -529,7 +530,7 @@ def brief_error(exc: BaseException) -> str:
     return str(exc)
 
 
-_NORMALIZERS = {
+_NORMALIZERS: dict[str, Callable[[Any, str], Any]] = {
     "message": _message,
     "history": _history,
     "context": _context,

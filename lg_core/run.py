@@ -272,12 +272,11 @@ class Run:
         if isinstance(result, RunResult):
             self.result = result
 
-    def _error_from(self, error: Any, read_back: bool) -> BaseException | None:
+    def _error_from(self, raw: Any, read_back: bool) -> BaseException | None:
         """The error a terminal event reports: the exception itself when the event is live in this
         process; for an event ``read_back`` from the store or a broker, whose ``error`` is only the
         caller-safe form, the stored run's error, which keeps what the application may see."""
-        if isinstance(error, Mapping):
-            error = error_from_dict(error)
+        error: BaseException | None = error_from_dict(raw) if isinstance(raw, Mapping) else raw
         if not read_back or error is None:
             return error
         try:

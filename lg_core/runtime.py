@@ -12,7 +12,7 @@ import threading
 import warnings
 from collections.abc import Mapping
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lg_core.config import ConfigurationWarning, current_configuration
 from lg_core.content import Document, Image, Text, well_formed_text
@@ -158,7 +158,7 @@ class Runtime:
                 "broker_url is set but no distributed backend is installed; install littleghost with its "
                 "workers (lg_workers) or unset broker_url to run executions on threads"
             )
-        return entry.load()(self)
+        return cast(ExecutionBackend, entry.load()(self))
 
     def distributed_backend(self, user: str = "this") -> DistributedBackend:
         """The backend when it sends steps to other processes (Celery workers); else a
@@ -431,7 +431,7 @@ def _interjection_metadata(metadata: Any) -> dict[str, Any]:
     if not isinstance(metadata, Mapping):
         raise InvocationError(f"interjection metadata must be a mapping, got {type(metadata).__name__}")
     try:
-        return to_json_value(dict(metadata), path="metadata")
+        return cast("dict[str, Any]", to_json_value(dict(metadata), path="metadata"))
     except (TypeError, ValueError) as exc:
         raise InvocationError(f"interjection {exc}") from None
 

@@ -86,7 +86,7 @@ class Session:
             if self._snapshot is _UNLOADED:
                 with self.store.with_operation_context(operation_id):
                     self._snapshot = load_snapshot(self.store, self.id, self.actor_id)
-            return self._snapshot
+            return cast("SessionSnapshot | None", self._snapshot)
 
     def _reload_after_run_write(self) -> None:
         """Read the store again on next use: a completed run wrote its turn to this session
@@ -122,7 +122,7 @@ class Session:
         """
         snapshot = self.load()
         stored = snapshot.metadata if snapshot is not None else self._initial_metadata
-        return deep_freeze({key: value for key, value in stored.items() if key != TURN_RECORD})
+        return cast("Mapping[str, Any]", deep_freeze({key: value for key, value in stored.items() if key != TURN_RECORD}))
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -114,7 +114,7 @@ def canonical_mapping(value: Any, name: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise InvocationError(f"session {name} must be a mapping, got {type(value).__name__}")
     try:
-        return to_json_value(value, path=name)
+        return cast(dict[str, Any], to_json_value(value, path=name))
     except (TypeError, ValueError) as exc:
         raise ProtocolError(f"session {name} cannot be stored as JSON: {exc}") from None
 

@@ -24,6 +24,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from lg_scheduler.stack.credentials import write_private
 
@@ -40,10 +41,10 @@ host    all       all   ::1/128       scram-sha-256
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
-def stop_gracefully(process: subprocess.Popen, timeout: float = 20.0) -> None:
+def stop_gracefully(process: subprocess.Popen[Any], timeout: float = 20.0) -> None:
     """SIGTERM a child process and wait for it; SIGKILL it if it is still there after ``timeout``."""
     if process.poll() is not None:
         return
@@ -82,13 +83,13 @@ class PostgresServer:
         self.root.mkdir(parents=True, exist_ok=True)
         self.data = self.root / "data"
         self._owns_root = root is None
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self._user = "postgres" if os.geteuid() == 0 else None
         if password is not None and (not password or not password.isprintable()):
             raise ValueError("a PostgreSQL password must be printable text (no newline: it ends a statement)")
         self.password = password
 
-    def _run_as(self, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    def _run_as(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
         if self._user:
             argv = ["runuser", "-u", self._user, "--", *argv]
         return subprocess.run(argv, check=True, capture_output=True, text=True, **kwargs)
@@ -292,7 +293,7 @@ class RedisServer:
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="lg-redis-"))
         self.root.mkdir(parents=True, exist_ok=True)
         self._owns_root = root is None
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.password = password
 
     @property

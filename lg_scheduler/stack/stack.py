@@ -510,7 +510,7 @@ def _port_free(port: int) -> bool:
 def _http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1) as response:
-            return response.status == 200
+            return bool(response.status == 200)
     except OSError:
         return False
 

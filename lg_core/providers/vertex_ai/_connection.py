@@ -18,7 +18,7 @@ import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 from urllib.parse import quote
 
 from lg_core.errors import ConfigurationError, CredentialError
@@ -135,14 +135,14 @@ class VertexConnection(GeminiConnection):
 def _resolver(connection: str, value: Any) -> Callable[[], Any] | None:
     """The resolver function, imported now when given as a path, so that a wrong path fails at configuration."""
     if value is None or callable(value):
-        return value
+        return cast("Callable[[], Any] | None", value)
     if not isinstance(value, str):
         raise ConfigurationError(
             f"provider connection {connection!r}: credential_resolver must be a function or an import path "
             f"'module:function', got {type(value).__name__}"
         )
     try:
-        return import_callable(value, "credential_resolver")
+        return cast("Callable[[], Any]", import_callable(value, "credential_resolver"))
     except ValueError as exc:
         raise ConfigurationError(f"provider connection {connection!r}: {exc}") from None
 
