@@ -42,7 +42,8 @@ from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
 from lg_core.events import is_async_consumer
 from lg_core.import_path import import_callable, import_failure
-from lg_core.store.database import DEFAULT_POOL_SIZE, expand_sqlite_home
+from lg_core.store.database import DEFAULT_POOL_SIZE
+from lg_core.store.store_urls import expand_sqlite_home
 from lg_core.urls import safe_url
 
 ENV_PREFIX = "LG_"

@@ -49,7 +49,7 @@ from lg_core.errors import (
 from lg_core.events import PUBLISHED_AT_ONCE, StreamEvent, checked_consumer
 from lg_core.interjections import InterjectionResult, ReplyWait
 from lg_core.store import RunRecord
-from lg_core.store.outage import aread_through_outage, read_through_outage
+from lg_core.store.outage_waits import aread_through_outage, read_through_outage
 
 if TYPE_CHECKING:
     from lg_core.run import Run
