@@ -31,8 +31,11 @@ STATUS_CHUNK = 16
 
 
 def open_step() -> ColumnElement[bool]:
-    # Two comparisons rather than IN (...): IN with literals needs SQLAlchemy's
-    # post-compile expansion, which the compiled-once statements skip.
+    """The step is open: scheduled or running.
+
+    Two comparisons rather than IN (...): IN with literals needs SQLAlchemy's
+    post-compile expansion, which the compiled-once statements skip.
+    """
     return or_(steps.c.status == "scheduled", steps.c.status == "running")
 
 
@@ -47,6 +50,7 @@ def later(seconds: str) -> ColumnElement[float]:
 
 
 def select_of(table: object, columns: tuple[str, ...], *conditions: ColumnElement[bool]) -> Select[*tuple[Any, ...]]:
+    """A SELECT of ``table``'s ``columns`` (in that order, as the records unpack them) where all ``conditions`` hold."""
     cols = [table.c[name] for name in columns]  # type: ignore[attr-defined]
     return select(*cols).where(and_(*conditions))
 
