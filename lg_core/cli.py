@@ -192,7 +192,7 @@ def _configured_imports() -> str:
 def open_runtime(config: Any) -> Any:
     from sqlalchemy.exc import SQLAlchemyError
 
-    from lg_core.store.database import driver_reason
+    from lg_core.store.transient_errors import driver_reason
 
     try:
         return config.runtime()
@@ -218,7 +218,7 @@ def require_durable_store(url: str, origin: str = "--store / LG_RUN_STORE") -> N
 
     ``origin`` says where ``url`` came from (``--store``, ``$LG_RUN_STORE``, a config file).
     """
-    from lg_core.store.database import parse_store_url
+    from lg_core.store.store_urls import parse_store_url
 
     parsed = parse_store_url(
         url, "{url!r} is not a database URL{reason} (from " + origin + "); use sqlite:///path/to/runs.db", UsageError

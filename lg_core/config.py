@@ -46,7 +46,8 @@ from lg_core.hooks import Hook
 from lg_core.import_path import import_callable, import_failure
 from lg_core.run_selection import parse_age
 from lg_core.sessions.declaration import check_declaration
-from lg_core.store.database import DEFAULT_POOL_SIZE, expand_sqlite_home
+from lg_core.store.database import DEFAULT_POOL_SIZE
+from lg_core.store.store_urls import expand_sqlite_home
 from lg_core.urls import safe_url
 
 if TYPE_CHECKING:

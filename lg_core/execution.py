@@ -51,7 +51,7 @@ from lg_core.events import PUBLISHED_AT_ONCE, StreamEvent, checked_consumer
 from lg_core.execution_backend import ExecutionBackend, LiveSource
 from lg_core.interjections import InterjectionResult, reply_wait, wait_timeout
 from lg_core.store import RunRecord
-from lg_core.store.outage import aread_through_outage, read_through_outage
+from lg_core.store.outage_waits import aread_through_outage, read_through_outage
 
 if TYPE_CHECKING:
     from lg_core.run import Run

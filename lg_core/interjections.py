@@ -26,7 +26,7 @@ from lg_core.errors import (
     RunNotFoundError,
 )
 from lg_core.messages import Message
-from lg_core.store.outage import aread_through_outage, read_through_outage
+from lg_core.store.outage_waits import aread_through_outage, read_through_outage
 from lg_core.store.records import InterjectionAnswer
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class ReplyWait:
         self._delay = FIRST_POLL_SECONDS
 
     def block(self) -> InterjectionResult:
-        """Poll until answered; a database outage is waited out (lg_core.store.outage) up to the timeout."""
+        """Poll until answered; a database outage is waited out (lg_core.store.outage_waits) up to the timeout."""
         while True:
             answer = read_through_outage(self._read, self.run_id, self._limit, self._sleep)
             result = result_of(self.run_id, self.number, answer)

@@ -40,7 +40,7 @@ How it works:
   live submitters of one batch are refused.
 * A database outage does not stop a submit: a store call that gives up
   (StoreUnavailableError) pauses the loop, as a reader of a run pauses
-  (:mod:`lg_core.store.outage`), and the loop goes on from where it was once
+  (:mod:`lg_core.store.outage_waits`), and the loop goes on from where it was once
   the database answers. An item whose start failed that way is started again
   (finding its run if the start had in fact created it); a result is written
   only after its read succeeded, so none is lost or written twice.
@@ -69,7 +69,7 @@ from lg_core.errors import InvocationError, RunStateError, StoreUnavailableError
 from lg_core.identity import current_holder, holder_is_dead
 from lg_core.rate_limit import RateLimit
 from lg_core.runtime import current_runtime
-from lg_core.store.outage import StoreOutage
+from lg_core.store.outage_waits import StoreOutage
 from lg_core.store.records import RUN_TERMINAL, BatchRecord
 from lg_core.store.statements import STATUS_CHUNK
 from lg_scheduler.batch_inputs import (

@@ -30,7 +30,7 @@ Only distributed runs are swept; a local run belongs to the process holding it
 Leases, the relay's due times and deadlines are judged by the store's clock
 (``RunStore.clock``: the PostgreSQL server's), never by this host's, which may
 run ahead of the workers' (re-dispatching live steps) or behind (leaving dead
-ones): see lg_core.store.clock.
+ones): see lg_core.store._clock.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def relay_outbox(store: RunStore, publisher: Publisher, *, limit: int = 500) -> 
 
     The store pushes each one's ``dispatch_after`` forward in the transaction that
     selects it, by a back-off that doubles with each send nobody consumed (from
-    the relay grace up to ``relay_backoff_max``; lg_core.store.relay_backoff), so
+    the relay grace up to ``relay_backoff_max``; lg_core.store.resend_backoff), so
     a queue without workers gets one duplicate per step per back-off, not one per
     grace. A step is reported once per back-off level, naming its queue.
     """
@@ -169,7 +169,7 @@ def sweep_leases(
     The first re-send after a claim goes as soon as the holder is seen dead (a
     killed worker costs no wait). Until a worker claims the step, later re-sends
     back off as the relay's do, counted in the same ``relays`` column
-    (lg_core.store.relay_backoff): ``hold_off`` after the first, then doubling
+    (lg_core.store.resend_backoff): ``hold_off`` after the first, then doubling
     with each re-send nobody took up to ``relay_backoff_max``. Sent every
     ``hold_off`` regardless, a step whose whole fleet is down gained a duplicate
     per lease period for as long as the outage lasted. Each new level is

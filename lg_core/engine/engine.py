@@ -56,8 +56,8 @@ from lg_core.messages import Message
 from lg_core.run_context import RunContext
 from lg_core.sessions.runs import RunSessions
 from lg_core.store import ClaimedStep, CommitResult, NewStep, RunRecord, RunStore, StepCommit
-from lg_core.store.database import is_transient
-from lg_core.store.outage import call_through_outage
+from lg_core.store.outage_waits import call_through_outage
+from lg_core.store.transient_errors import is_transient
 from lg_core.usage import Usage
 
 if TYPE_CHECKING:
@@ -548,7 +548,7 @@ class Engine:
 
     def patiently(self, call: Callable[[], T], subject: str) -> T:
         """``call()``, a store call a step makes on its way, tried again while the store is out of
-        reach for up to ``store_outage_patience`` seconds (lg_core.store.outage): the step's work so
+        reach for up to ``store_outage_patience`` seconds (lg_core.store.outage_waits): the step's work so
         far (a streamed answer) would be lost with its attempt."""
         return call_through_outage(call, subject, self.store_outage_patience)
 
@@ -557,7 +557,7 @@ class Engine:
 
         The step's work is done and would be lost with the attempt (a model turn
         paid for again, an at_most_once call ending "outcome unknown"), so a
-        database restart or failover is waited out here (lg_core.store.outage).
+        database restart or failover is waited out here (lg_core.store.outage_waits).
         Every try sends the same commit with the same ``now``: a try applied
         although its answer was lost is recognised as this commit's. A claimed
         step's commit still applies only while its holder holds it; one that a

@@ -6,7 +6,7 @@ heartbeat, which renews the leases of the steps this process is executing, in
 one transaction every third of a lease. If the process dies the heartbeat
 stops, the lease expires, and the sweeper re-dispatches the step. A renewal
 sends ``lease_seconds``, not an expiry: the store times it by its own clock
-(PostgreSQL's; lg_core.store.clock), so this host's clock does not matter.
+(PostgreSQL's; lg_core.store._clock), so this host's clock does not matter.
 
 A renewal that finds a step no longer held by this attempt (its lease expired
 while the process was slow, and another worker, or another thread here, claimed
@@ -47,7 +47,7 @@ from typing import Any
 from lg_core.errors import StoreUnavailableError
 from lg_core.identity import current_holder
 from lg_core.store import RunStore
-from lg_core.store.database import is_transient
+from lg_core.store.transient_errors import is_transient
 
 log = logging.getLogger(__name__)
 

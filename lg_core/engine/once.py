@@ -4,7 +4,7 @@ The spec: "Concurrent callers are serialized. The caller that performs the
 block receives its value; later callers receive nil. If the block raises, the
 key is not recorded and a later call may retry it." A run's tool calls execute
 on several threads and workers, so callers are serialized through a claim in
-the store (lg_core.store.once), and a caller that finds the key claimed waits
+the store (lg_core.store._once_claims), and a caller that finds the key claimed waits
 until the claim settles: performed (it gets None), or given up because the
 block raised (it claims the key and tries itself).
 """

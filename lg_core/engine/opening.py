@@ -15,7 +15,7 @@ It happens in whichever process executes the run's first step:
   actor) never interleave: a run started while another one is running or
   waiting is stored ``pending`` with its first step held back, and the commit
   that ends the run before it makes it ``running`` and releases that step
-  (decided in the database, ``lg_core.store.sessions``). Whoever executes the
+  (decided in the database, ``lg_core.store.session_transactions``). Whoever executes the
   step (a worker, or the process waiting in ``ask()``) opens the frame first,
   so the history includes every turn before it.
 

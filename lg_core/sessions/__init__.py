@@ -4,7 +4,7 @@ Ownership: this package owns the SessionStore contract and its built-in
 stores, the Session object, and the bridge the engine uses to load a run's
 history and append its turn (``runs.py``). The SQL tables and the
 transaction helpers that serialize runs sharing a session live with the run
-store (``lg_core.store.sessions``), because they run inside its transactions.
+store (``lg_core.store.session_transactions``), because they run inside its transactions.
 
     base.py        SessionStore, SessionSnapshot, the input rules every store applies
     memory.py      MemorySessionStore (one process)

@@ -25,9 +25,14 @@ from lg_core.sessions.base import (
     count_conflict,
     session_key,
 )
-from lg_core.store.database import DEFAULT_POOL_SIZE, Database, retry_transient
-from lg_core.store.sessions import append_session_txn, load_session_txn, replace_session_txn
+from lg_core.store.database import DEFAULT_POOL_SIZE, Database
+from lg_core.store.session_transactions import (
+    append_session_txn,
+    load_session_txn,
+    replace_session_txn,
+)
 from lg_core.store.statements import STATEMENTS
+from lg_core.store.transient_errors import retry_transient
 
 
 class SqlSessionStore(SessionStore):

@@ -1,4 +1,4 @@
-"""Connections, transactions and compiled statements for the run store.
+"""The run store's database: its engine and connections, and how transactions open and end.
 
 SQLAlchemy owns the schema, the dialect and the connection pool. The hot path
 (one commit per step) executes statements that SQLAlchemy compiled once per
@@ -18,279 +18,31 @@ statements costs two round trips instead of eight (measured with fsync on: half
 the wall time of the commit, ~40 % less client and server CPU). SQLite runs in
 process and executes every statement at once either way.
 
-Transient errors (SQLite "database is locked", PostgreSQL serialization
-failures, deadlocks and dropped connections) are retried by one decorator,
-:func:`retry_transient`, around whole transactions and reads.
+The statements' cursor is lg_core.store.transactions; which errors a whole
+transaction is tried again for is lg_core.store.transient_errors; the URL a
+store is opened from is checked by lg_core.store.store_urls.
 """
 
 from __future__ import annotations
 
 import functools
-import operator
-import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from lg_core.errors import ConfigurationError, RunStateError, StoreUnavailableError
+from lg_core.errors import ConfigurationError, RunStateError
+from lg_core.store.store_urls import check_sqlite_path, parse_store_url, unsupported_store
+from lg_core.store.transactions import Prepared, Transaction
+from lg_core.store.transient_errors import driver_reason, retry_transient
 from lg_core.urls import safe_url
-
-T = TypeVar("T")
-# A database that cannot be reached now: the server is down, restarting, recovering or failing
-# over, or the connection to it was dropped. A call still failing so after its retries raises
-# StoreUnavailableError.
-_UNREACHABLE_MARKERS = (
-    "server closed the connection",
-    "connection already closed",
-    "terminating connection",
-    "connection refused",
-    "connection timeout expired",  # libpq's connect_timeout: a server or network that does not answer
-    "no route to host",
-    "network is unreachable",
-    # psycopg 3 on a connection the server dropped (restart, pg_terminate_backend, idle timeout)
-    "the connection is closed",
-    "the connection is lost",
-    "connection reset by peer",
-    "could not receive data from server",
-    # PostgreSQL refusing connections while it starts, recovers from a crash or shuts down (57P03)
-    "the database system is",
-    # libpq's whole message when the server answers its SSL request with an error: a backend
-    # forked as the postmaster died says "terminating connection due to unexpected postmaster
-    # exit" there (seen when PostgreSQL crashed under a reader that was connecting)
-    "error response during ssl exchange",
-)
-# Contention that a second try of the whole transaction resolves.
-_CONTENTION_MARKERS = (
-    "database is locked",
-    "database table is locked",
-    "could not serialize access",
-    "deadlock detected",
-    # a lost race on a computed key (e.g. the next interjection number): retrying re-reads it
-    "unique constraint failed",
-    "duplicate key value",
-)
-RETRIES = 12  # tries of one call; with the pauses below, about 4-9 s in all
-
-
-def is_unreachable(exc: BaseException) -> bool:
-    """Is ``exc`` the database being out of reach (as opposed to busy, or refusing the statement)?"""
-    if isinstance(exc, StoreUnavailableError):
-        return True
-    text = str(exc).lower()
-    return any(marker in text for marker in _UNREACHABLE_MARKERS)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Would the same call succeed if tried again a little later?"""
-    if is_unreachable(exc):
-        return True
-    text = str(exc).lower()
-    return any(marker in text for marker in _CONTENTION_MARKERS)
-
-
-def retry_transient(fn: Callable[..., T]) -> Callable[..., T]:
-    """Retry a whole transaction on transient database errors (jittered backoff).
-
-    When the database is still out of reach after the last try, the call raises
-    StoreUnavailableError (the driver's error as its ``__cause__``): one class
-    for callers to catch whichever driver the store uses, SQLAlchemy's or
-    psycopg's own. A StoreUnavailableError from a call inside this one is not
-    tried again: that call has spent its retries already.
-    """
-
-    # Hand-written, not tenacity: this wraps every store transaction, and a tenacity Retrying
-    # costs about 18 µs per call where this loop costs 0.2 µs when the first try succeeds.
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        started = time.monotonic()
-        delay = 0.005
-        for attempt in range(RETRIES):
-            try:
-                return fn(*args, **kwargs)
-            except StoreUnavailableError:
-                raise
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                if attempt == RETRIES - 1:
-                    if is_unreachable(exc):
-                        raise _unavailable(exc, time.monotonic() - started) from exc
-                    raise
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 1.0)
-        raise AssertionError("unreachable")
-
-    return wrapper
-
-
-def driver_reason(exc: BaseException) -> str:
-    """The database driver's message for ``exc`` on one line (libpq's spans several, with hints)."""
-    return " ".join(str(getattr(exc, "orig", None) or exc).split())
-
-
-def _unavailable(exc: Exception, seconds: float) -> StoreUnavailableError:
-    reason = driver_reason(exc)
-    return StoreUnavailableError(
-        f"the store's database could not be reached for {seconds:.1f} s ({RETRIES} tries); nothing stored "
-        f"was lost, and the same call works again once the database is back. The driver said: {reason}"
-    )
-
-
-class Prepared:
-    """One statement's text for this dialect and how to order its parameters."""
-
-    __slots__ = ("sql", "names", "fixed", "_getter")
-
-    def __init__(self, sql: str, names: tuple[str, ...] | None, fixed: Mapping[str, Any]) -> None:
-        self.sql = sql
-        self.names = names  # parameter order for positional paramstyles
-        self.fixed = dict(fixed)  # literal values SQLAlchemy turned into parameters
-        self._getter = None
-        if names:
-            getter = operator.itemgetter(*names)
-            self._getter = getter if len(names) > 1 else (lambda params: (getter(params),))
-
-    def bind(self, params: Mapping[str, Any]) -> Any:
-        if self.fixed:
-            params = {**self.fixed, **params}
-        if self.names is None:
-            return params
-        return self._getter(params) if self._getter is not None else ()
-
-
-class Submitted:
-    """A statement sent inside a transaction whose result is read later.
-
-    In a pipelined PostgreSQL transaction the statement is only queued: reading
-    its rows or row count first sends everything queued and waits for the
-    results (one round trip for all of them). Elsewhere the statement has run
-    already and its result is kept here.
-    """
-
-    __slots__ = ("_tx", "_cursor", "_rows", "_rowcount", "_sent_after")
-
-    def __init__(self, tx: Transaction, cursor: Any, rows: list[Any] | None = None, rowcount: int = -1) -> None:
-        self._tx = tx
-        self._cursor = cursor  # None once the result is in _rows/_rowcount
-        self._rows = rows
-        self._rowcount = rowcount
-        self._sent_after = tx.syncs  # a sync after this one has brought the result
-
-    def _result(self) -> None:
-        if self._cursor is None:
-            return
-        if self._tx.syncs == self._sent_after:
-            self._tx.sync()
-        cursor, self._cursor = self._cursor, None
-        self._rows = cursor.fetchall() if cursor.description is not None else []
-        self._rowcount = cursor.rowcount
-        cursor.close()
-
-    def one(self) -> Any:
-        """The first row returned, or None."""
-        self._result()
-        assert self._rows is not None
-        return self._rows[0] if self._rows else None
-
-    def all(self) -> list[Any]:
-        self._result()
-        assert self._rows is not None
-        return self._rows
-
-    @property
-    def rowcount(self) -> int:
-        self._result()
-        return self._rowcount
-
-
-class Transaction:
-    """A DBAPI cursor inside one transaction, running prepared statements.
-
-    ``execute`` and the fetch helpers return their result at once. ``submit``,
-    ``send`` and ``executemany`` may be deferred in a pipelined transaction (see
-    :class:`Submitted`); a deferred statement's error surfaces at the next
-    result read or at COMMIT, and rolls the transaction back either way.
-    """
-
-    def __init__(self, database: Database, cursor: Any, pipeline: Any = None) -> None:
-        self._db = database
-        self.cursor = cursor
-        self._pipeline = pipeline  # psycopg's Pipeline in a pipelined PostgreSQL transaction
-        # Statements queued since the last sync (BEGIN, when pipelined), and the syncs so far. A
-        # sync with nothing queued, or one for a result an earlier sync brought, would still wait
-        # for the server: psycopg sends a Sync message and reads its answer.
-        self._unsynced = pipeline is not None
-        self.syncs = 0
-
-    @property
-    def dialect_name(self) -> str:
-        """``sqlite`` or ``postgresql``, for the few statements only one dialect has."""
-        return self._db.dialect_name
-
-    def execute(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
-        prepared = self._db.prepared(name)
-        self.cursor.execute(prepared.sql, prepared.bind(params or {}))
-        if self._pipeline is not None:
-            self._synced()  # callers read rowcount or rows right away
-        return self.cursor
-
-    def submit(self, name: str, params: Mapping[str, Any] | None = None) -> Submitted:
-        """Send a statement now and read its result later (queued when pipelined)."""
-        prepared = self._db.prepared(name)
-        if self._pipeline is not None:
-            cursor = self.cursor.connection.cursor()
-            cursor.execute(prepared.sql, prepared.bind(params or {}))
-            self._unsynced = True
-            return Submitted(self, cursor)
-        cursor = self.cursor
-        cursor.execute(prepared.sql, prepared.bind(params or {}))
-        rows = cursor.fetchall() if cursor.description is not None else []
-        return Submitted(self, None, rows, cursor.rowcount)
-
-    def send(self, name: str, params: Mapping[str, Any] | None = None) -> None:
-        """Run a statement whose result nobody reads (an insert): queued when pipelined."""
-        prepared = self._db.prepared(name)
-        self.cursor.execute(prepared.sql, prepared.bind(params or {}))
-        self._unsynced = self._pipeline is not None
-
-    def executemany(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        if not rows:
-            return
-        prepared = self._db.prepared(name)
-        self.cursor.executemany(prepared.sql, [prepared.bind(row) for row in rows])
-        self._unsynced = self._pipeline is not None
-
-    def fetchone(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
-        return self.execute(name, params).fetchone()
-
-    def fetchall(self, name: str, params: Mapping[str, Any] | None = None) -> list[Any]:
-        return self.execute(name, params).fetchall()
-
-    def sync(self) -> None:
-        """Send what is queued and wait for its results (a no-op unless pipelined, or when nothing
-        was queued since the last sync: every result sent before it has arrived then)."""
-        if self._pipeline is not None and self._unsynced:
-            self._synced()
-
-    def _synced(self) -> None:
-        self._pipeline.sync()
-        self._unsynced = False
-        self.syncs += 1
-
-    def pipeline_closing(self) -> None:
-        """The pipeline ends now (its exit syncs everything queued): results are read as is."""
-        self._pipeline = None
-
 
 POSTGRES_CONNECT_TIMEOUT = 10  # seconds; see Database._create_engine
 # Most PostgreSQL connections one process holds at once, and keeps open between uses
@@ -307,72 +59,6 @@ DISPOSE_WAIT_SECONDS = 5.0
 
 class StoreClosedError(RunStateError):
     """The run store was closed (with its runtime or configuration) while something still used it."""
-
-
-def parse_store_url(url: str, message: str, error: type[Exception] = ConfigurationError) -> Any:
-    """``url`` parsed by SQLAlchemy, else ``error(message)``.
-
-    ``message`` is formatted with ``url`` (its password hidden) and ``reason``:
-    SQLAlchemy refuses a URL it cannot split with ArgumentError, but a port that
-    is not a number (``host:abc``, an unclosed ``[::1``) escapes as ValueError.
-    """
-    try:
-        return make_url(url)
-    except ArgumentError:
-        reason = ""
-    except ValueError:
-        reason = " (its port is not a number)"
-    raise error(message.format(url=safe_url(url), reason=reason)) from None
-
-
-def _unsupported_store(url: str, dialect: str) -> str:
-    """Why ``url`` cannot be a run store, with the URL to write instead."""
-    if dialect == "postgres":  # Heroku-style URLs: SQLAlchemy knows only the postgresql scheme
-        return (
-            f"run_store {safe_url(url)} uses the scheme postgres://, which SQLAlchemy does not accept; "
-            "write it as postgresql+psycopg://user@host/db"
-        )
-    return (
-        f"run_store supports SQLite and PostgreSQL, got {dialect!r} ({safe_url(url)}); use "
-        "'sqlite:///path/to/runs.db' or 'postgresql+psycopg://user@host/db'"
-    )
-
-
-def expand_sqlite_home(url: str) -> str:
-    """``url`` with a ``~`` (or ``~user``) at the start of its SQLite file path expanded, as a shell
-    would: SQLite itself opens ``~/runs.db`` as a directory named ``~``. Any other URL is returned as is
-    (a ``?uri=true`` path is SQLite's own to read)."""
-    import os
-
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        return url  # not a URL: whoever opens it says so
-    database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not database or not database.startswith("~") or "uri" in parsed.query:
-        return url
-    expanded = os.path.expanduser(database)
-    return url if expanded == database else parsed.set(database=expanded).render_as_string(hide_password=False)
-
-
-def _check_sqlite_path(url: str, database: str) -> str:
-    """A SQLite file store in a missing directory (or at a directory) is a ConfigurationError that
-    says so, not SQLite's "unable to open database file" when the first connection opens.
-
-    Returns the URL for SQLite to open: ``url`` with ``~`` expanded, the path checked here."""
-    from pathlib import Path
-
-    path = Path(database).expanduser()
-    if path.is_dir():
-        raise ConfigurationError(
-            f"cannot open the run store {url}: {path} is a directory; name a file in it, e.g. sqlite:///{path / 'runs.db'}"
-        )
-    if not path.parent.is_dir():
-        raise ConfigurationError(
-            f"cannot open the run store {url}: the directory {path.parent} does not exist; create it "
-            "(SQLite creates only the file) or fix the path"
-        )
-    return expand_sqlite_home(url)
 
 
 def _require_utf8(url: str, dbapi_connection: Any, _record: Any) -> None:
@@ -411,11 +97,11 @@ class Database:
         self.url = url
         self.dialect_name = parsed.get_backend_name()
         if self.dialect_name not in ("sqlite", "postgresql"):
-            raise ConfigurationError(_unsupported_store(url, self.dialect_name))
+            raise ConfigurationError(unsupported_store(url, self.dialect_name))
         self.in_memory = self.dialect_name == "sqlite" and parsed.database in (None, "", ":memory:")
         opened = url
         if self.dialect_name == "sqlite" and not self.in_memory and "uri" not in parsed.query:
-            opened = _check_sqlite_path(url, parsed.database)  # with ~ expanded, as the check read it
+            opened = check_sqlite_path(url, parsed.database)  # with ~ expanded, as the check read it
         self._synchronous = synchronous.upper()
         if self._synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(f"sqlite_synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
@@ -763,14 +449,4 @@ class _ThreadConnection:
                 pass
 
 
-__all__ = [
-    "Database",
-    "Prepared",
-    "StoreClosedError",
-    "Submitted",
-    "Transaction",
-    "driver_reason",
-    "is_transient",
-    "is_unreachable",
-    "retry_transient",
-]
+__all__ = ["DEFAULT_POOL_SIZE", "POSTGRES_CONNECT_TIMEOUT", "Database", "StoreClosedError"]

@@ -166,7 +166,7 @@ class StepRecord:
 
 @dataclass(frozen=True, slots=True)
 class RelayedStep:
-    """A scheduled step the outbox relay sends now, and its back-off (lg_core.store.relay_backoff).
+    """A scheduled step the outbox relay sends now, and its back-off (lg_core.store.resend_backoff).
 
     ``missed``: its sends that found no consumer, this one included (0: this send
     delivers a retry). ``delay``: seconds until the relay sends it again unless a

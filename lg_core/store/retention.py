@@ -27,8 +27,10 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from lg_core.store.database import Database, retry_transient
+from lg_core.store._store_part import StorePart
+from lg_core.store.database import Database
 from lg_core.store.records import RUN_TERMINAL
+from lg_core.store.transient_errors import retry_transient
 
 PAGE = 200
 _BATCH_RUN_ID = re.compile(r"^([^.:]+)[.:]")  # lg_scheduler.batch.run_id_for: <batch>.<item> or <batch>:<hash>
@@ -152,4 +154,22 @@ def _count_finished_batches(db: Database, cutoff: float) -> int:
         return int(tx.fetchone("count_finished_batches", {"cutoff": cutoff})[0])
 
 
-__all__ = ["Position", "PruneReport", "prune"]
+class RunRetention(StorePart):
+    """RunStore's deletion of finished runs (:func:`prune`, on the store's database)."""
+
+    @retry_transient
+    def prune_runs(
+        self,
+        cutoff: float,
+        statuses: Sequence[str] = RUN_TERMINAL,
+        *,
+        dry_run: bool = False,
+        limit: int | None = None,
+        after: Position | None = None,
+    ) -> PruneReport:
+        """Delete finished runs that finished before ``cutoff`` (epoch seconds), oldest first; ``limit``
+        bounds one pass and ``after`` resumes one (see lg_core.store.retention)."""
+        return prune(self.db, cutoff, statuses, dry_run=dry_run, limit=limit, after=after)
+
+
+__all__ = ["Position", "PruneReport", "RunRetention", "prune"]

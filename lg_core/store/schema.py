@@ -106,7 +106,7 @@ steps = Table(
     Column("event_seq", Integer),
     # Times the outbox relay sent this step since it last entered the outbox or was claimed:
     # its back-off level, so a step nobody consumes is re-sent ever more rarely, not every
-    # grace (lg_core.store.relay_backoff). A claim resets it.
+    # grace (lg_core.store.resend_backoff). A claim resets it.
     Column("relays", Integer, nullable=False, server_default="0"),
     # When an attempt of an at_most_once tool call entered the tool's own code (written,
     # flushed, just before it runs): a later attempt that finds it reports "outcome

@@ -31,7 +31,7 @@ from lg_scheduler.stack.servers import PostgresServer
 pytestmark = pytest.mark.chaos
 
 DOWN_SECONDS = 1.5  # shorter than the lease (3 s here): a holder keeps its step
-# Longer than a store transaction's retries (lg_core.store.database.retry_transient, about 4-9 s):
+# Longer than a store transaction's retries (lg_core.store.transient_errors.retry_transient, about 4-9 s):
 # a worker's commit waits the rest out (store_outage_patience), and a claim sends its task again.
 LONG_DOWN_SECONDS = 12.0
 
@@ -202,7 +202,7 @@ def test_runs_in_flight_complete_across_a_postgres_crash(dist, scheduler, own_po
     assert watchers.results(timeout=60) == {"events": "run_stop", "async events": "run_stop", "wait": "completed"}
     if down_seconds == LONG_DOWN_SECONDS:
         # Some step's store call spent its retries during the outage: a commit then waited for the
-        # server (lg_core.store.outage), a claim's task sent itself again (lg_workers.tasks).
+        # server (lg_core.store.outage_waits), a claim's task sent itself again (lg_workers.tasks).
         worker_logs = "".join(log.read_text() for log in dist.tmp_path.glob("w*.log"))
         assert "trying again until it answers" in worker_logs or "sent again in 1 s" in worker_logs
     print(f"\n[chaos] PostgreSQL crashed, down {down_seconds} s: restart -> next committed step: "
@@ -293,7 +293,7 @@ def test_a_batch_submit_rides_out_a_postgres_crash(dist, scheduler, own_postgres
     while len(logged_items(calls) if calls.exists() else []) < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
 
-    with caplog.at_level("INFO", logger="lg_core.store.outage"):
+    with caplog.at_level("INFO", logger="lg_core.store.outage_waits"):
         _crash_and_restart(own_postgres, LONG_DOWN_SECONDS)
         submitter.join(180)
 

@@ -43,8 +43,8 @@ class DownFor:
 
 @pytest.fixture
 def quick_pauses(monkeypatch):
-    monkeypatch.setattr("lg_core.store.outage.FIRST_PAUSE_SECONDS", 0.001)
-    monkeypatch.setattr("lg_core.store.outage.MAX_PAUSE_SECONDS", 0.001)
+    monkeypatch.setattr("lg_core.store.outage_waits.FIRST_PAUSE_SECONDS", 0.001)
+    monkeypatch.setattr("lg_core.store.outage_waits.MAX_PAUSE_SECONDS", 0.001)
     # As when another process may have interjected: this process does not know there are none.
     monkeypatch.setattr(Engine, "interjections_may_be_pending", lambda _engine, _run_id: True)
 

@@ -20,7 +20,7 @@ from lg_core import Agent
 from lg_core.errors import InvocationError, StoreUnavailableError
 from lg_core.providers import scripted
 from lg_core.store import RunStore
-from lg_core.store.database import retry_transient
+from lg_core.store.transient_errors import retry_transient
 from tests.engine.numbered_tool import NumberedTool, numbered_calls
 
 scripted.register("commit-ack-lost", numbered_calls(1, 2))
@@ -64,7 +64,7 @@ def test_a_step_commit_sent_again_after_an_outage_it_was_applied_in_is_recognise
     the step it finished as this commit's rather than a lost race."""
     unreachable = StoreUnavailableError("the store's database could not be reached for 6.0 s (12 tries)")
     lost = _lose_the_answer_of_the_first_model_commit(monkeypatch, unreachable)
-    monkeypatch.setattr("lg_core.store.outage.FIRST_PAUSE_SECONDS", 0.001)
+    monkeypatch.setattr("lg_core.store.outage_waits.FIRST_PAUSE_SECONDS", 0.001)
 
     run = EchoAgent.ask("go")
 

@@ -16,7 +16,7 @@ import pytest
 
 from lg_core.messages import Message
 from lg_core.store import NewStep, RunStore
-from lg_core.store.database import Transaction
+from lg_core.store.transactions import Transaction
 
 MODEL, IDEMPOTENT_TOOL, AT_MOST_ONCE_TOOL = "root/turn-0/model", "root/turn-0/tool/a", "root/turn-0/tool/b"
 

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from lg_core.store import RunStore
-from lg_core.store import relay_backoff as backoff
+from lg_core.store import resend_backoff as backoff
 from lg_scheduler.recovery import relay_outbox
 from tests.engine.numbered_tool import RecordingPublisher
 from tests.store.outbox_steps import create_distributed_run, make_due, step_column

@@ -4,7 +4,7 @@ Each "host" here is this process with ``time.time`` shifted by five minutes
 while it calls the store, as a worker or a scheduler on a host whose clock
 runs behind or ahead would. On PostgreSQL a lease written behind is not taken
 by a claim or a sweep ahead, and a lease written ahead is not kept past its
-expiry by a host behind (lg_core.store.clock). A SQLite store is on one host
+expiry by a host behind (lg_core.store._clock). A SQLite store is on one host
 and keeps that host's clock.
 """
 

@@ -34,7 +34,7 @@ def own_postgres():
 
 @pytest.fixture
 def no_retry_pauses(monkeypatch):
-    monkeypatch.setattr("lg_core.store.database.time.sleep", lambda _seconds: None)
+    monkeypatch.setattr("lg_core.store.transient_errors.time.sleep", lambda _seconds: None)
 
 
 def _pause(seconds: float) -> None:
@@ -99,7 +99,7 @@ def test_a_local_run_whose_commit_waits_out_the_outage_commits_its_step_once(own
     HaltingTool.server, HaltingTool.calls = own_postgres, []
     restart = threading.Timer(3.0, own_postgres.start)
     try:
-        with with_configuration(configuration), caplog.at_level("INFO", logger="lg_core.store.outage"):
+        with with_configuration(configuration), caplog.at_level("INFO", logger="lg_core.store.outage_waits"):
             restart.start()
             run = HaltingAgent.ask("Stop the database.")
 

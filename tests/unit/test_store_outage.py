@@ -17,8 +17,7 @@ import lg_core
 from lg_core.cancellation import CancellationToken
 from lg_core.errors import CancelledError, DeadlineExceededError, StoreUnavailableError
 from lg_core.interjections import ReplyWait
-from lg_core.store.database import RETRIES, is_transient, retry_transient
-from lg_core.store.outage import (
+from lg_core.store.outage_waits import (
     FIRST_PAUSE_SECONDS,
     MAX_PAUSE_SECONDS,
     StoreOutage,
@@ -26,6 +25,7 @@ from lg_core.store.outage import (
     call_through_outage,
     read_through_outage,
 )
+from lg_core.store.transient_errors import RETRIES, is_transient, retry_transient
 
 
 def _refused() -> OperationalError:
@@ -74,7 +74,7 @@ def test_a_pause_past_the_readers_deadline_raises_the_deadline_error_with_the_ca
 
 def test_a_reader_with_time_left_keeps_trying(caplog):
     outage = StoreOutage("run run-1", limit=time.monotonic() + 60)
-    with caplog.at_level("INFO", logger="lg_core.store.outage"):
+    with caplog.at_level("INFO", logger="lg_core.store.outage_waits"):
         assert outage.pause_after(_refused()) == FIRST_PAUSE_SECONDS
         outage.pause_after(_refused())
         outage.ended()
@@ -108,7 +108,7 @@ def test_an_async_read_is_tried_again_until_the_store_answers(monkeypatch):
     async def no_pause(seconds):
         pauses.append(seconds)
 
-    monkeypatch.setattr("lg_core.store.outage.asyncio.sleep", no_pause)
+    monkeypatch.setattr("lg_core.store.outage_waits.asyncio.sleep", no_pause)
     read = FlakyRead(2)
     assert asyncio.run(aread_through_outage(read, "run-1", limit=None)) == "answer"
     assert read.calls == 3 and len(pauses) == 2
@@ -148,7 +148,7 @@ def _always(error: Exception):
 
 
 def test_a_database_out_of_reach_after_every_retry_raises_store_unavailable(monkeypatch):
-    monkeypatch.setattr("lg_core.store.database.time.sleep", lambda _seconds: None)
+    monkeypatch.setattr("lg_core.store.transient_errors.time.sleep", lambda _seconds: None)
     call, tries = _always(_refused())
     with pytest.raises(StoreUnavailableError, match=r"could not be reached for .* s \(12 tries\);.*The driver said: .*Connection refused") as raised:
         call()
@@ -161,14 +161,14 @@ def test_libpqs_message_on_several_lines_becomes_one():
     call, _ = _always(OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly\n\tThis probably means")))
     with pytest.raises(StoreUnavailableError) as raised:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("lg_core.store.database.time.sleep", lambda _seconds: None)
+            patch.setattr("lg_core.store.transient_errors.time.sleep", lambda _seconds: None)
             call()
     assert "\n" not in str(raised.value) and "unexpectedly This probably means" in str(raised.value)
 
 
 def test_contention_that_outlasts_the_retries_keeps_the_drivers_error(monkeypatch):
     """A lock held too long is no outage: the caller sees the driver's own error."""
-    monkeypatch.setattr("lg_core.store.database.time.sleep", lambda _seconds: None)
+    monkeypatch.setattr("lg_core.store.transient_errors.time.sleep", lambda _seconds: None)
     call, tries = _always(OperationalError("BEGIN IMMEDIATE", {}, Exception("database is locked")))
     with pytest.raises(OperationalError, match="database is locked"):
         call()
@@ -177,7 +177,7 @@ def test_contention_that_outlasts_the_retries_keeps_the_drivers_error(monkeypatc
 
 def test_an_inner_calls_store_unavailable_is_not_retried_again(monkeypatch):
     """Its retries are spent: the outer call passes it on instead of trying 12 x 12 times."""
-    monkeypatch.setattr("lg_core.store.database.time.sleep", lambda _seconds: None)
+    monkeypatch.setattr("lg_core.store.transient_errors.time.sleep", lambda _seconds: None)
     inner, inner_tries = _always(_refused())
 
     @retry_transient
@@ -208,7 +208,7 @@ def _unavailable() -> StoreUnavailableError:
 
 def test_a_write_is_sent_again_while_the_store_is_out_of_reach(caplog):
     write, pauses = FlakyRead(3, error=_unavailable), []
-    with caplog.at_level("INFO", logger="lg_core.store.outage"):
+    with caplog.at_level("INFO", logger="lg_core.store.outage_waits"):
         assert call_through_outage(write, "the commit of step s", patience=60, sleep=pauses.append) == "answer"
     assert write.calls == 4 and pauses == [FIRST_PAUSE_SECONDS, 2 * FIRST_PAUSE_SECONDS, 4 * FIRST_PAUSE_SECONDS]
     messages = [record.getMessage() for record in caplog.records]

@@ -10,7 +10,7 @@ may try again. Another caller finds the row and waits for it to settle,
 unless its holder is gone (a dead process on this host, or a lease that
 expired), in which case the claim is taken over.
 
-Whether a lease expired is decided by the store's clock (lg_core.store.clock):
+Whether a lease expired is decided by the store's clock (lg_core.store._clock):
 the claim's lease is written and compared in SQL, so a waiting caller on a
 host whose clock runs ahead cannot take a live claim over.
 """
@@ -20,7 +20,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from lg_core.store.database import Database, Transaction, retry_transient
+from lg_core.store._store_part import StorePart
+from lg_core.store.database import Database
+from lg_core.store.transactions import Transaction
+from lg_core.store.transient_errors import retry_transient
 
 
 @dataclass(frozen=True)
@@ -95,4 +98,22 @@ def drop(db: Database, run_id: str, key: str, holder: str | None, *, expired_onl
         return tx.execute(name, {"run_id": run_id, "key": key, "holder": holder, "now": time.time()}).rowcount == 1
 
 
-__all__ = ["OnceClaim", "claim", "drop", "finish", "look"]
+class OnceClaims(StorePart):
+    """RunStore's ``Run.once`` claims: the functions above, on the store's database."""
+
+    def claim_once(self, run_id: str, key: str, holder: str, lease_seconds: float) -> OnceClaim:
+        """Claim ``Run.once``'s ``key`` for ``holder``, or say who holds it (lg_core.store._once_claims)."""
+        return claim(self.db, run_id, key, holder, lease_seconds)
+
+    def look_once(self, run_id: str, key: str) -> OnceClaim | None:
+        """The ``Run.once`` claim on ``key`` as it stands (``done`` or ``held``), None when free."""
+        return look(self.db, run_id, key)
+
+    def finish_once(self, run_id: str, key: str, holder: str) -> bool:
+        return finish(self.db, run_id, key, holder)
+
+    def drop_once(self, run_id: str, key: str, holder: str | None, *, expired_only: bool = False) -> bool:
+        return drop(self.db, run_id, key, holder, expired_only=expired_only)
+
+
+__all__ = ["OnceClaim", "OnceClaims", "claim", "drop", "finish", "look"]

@@ -1,7 +1,7 @@
 """How a reader, or a step's commit, waits out a run store it cannot reach for a while (a database restart or failover).
 
 A store transaction retries transient errors for a few seconds
-(:func:`~lg_core.store.database.retry_transient`), which covers a dropped
+(:func:`~lg_core.store.transient_errors.retry_transient`), which covers a dropped
 connection but not a database that takes ten seconds to come back. A reader
 that follows a run (``Execution.events()``, a Server-Sent Events endpoint) or
 waits for it (``Execution.wait``) can afford to wait longer: the run goes on
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from lg_core.errors import DeadlineExceededError, StoreUnavailableError
-from lg_core.store.database import is_transient
+from lg_core.store.transient_errors import is_transient
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ Two things live here because they must happen inside other transactions:
   session key, so a starting run and a finishing run cannot each miss the
   other (SQLite's BEGIN IMMEDIATE already serializes every writer).
 
-Helpers take an open :class:`~lg_core.store.database.Transaction` and never
+Helpers take an open :class:`~lg_core.store.transactions.Transaction` and never
 commit; the public methods that call them (RunStore, SqlSessionStore) do.
 """
 
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from lg_core.errors import SessionActorError
-from lg_core.store.database import Submitted, Transaction
 from lg_core.store.records import ActivatedRun, dumps, loads
+from lg_core.store.transactions import Submitted, Transaction
 
 RUNNING, PENDING = "running", "pending"
 
