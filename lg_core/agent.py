@@ -46,7 +46,7 @@ from lg_core.errors import ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, check_tools_accepted, result_strategy
 from lg_core.run import Run, prepared_by
-from lg_core.tool import underscored_name
+from lg_core.tool_declarations import underscored_name
 from lg_core.tool_loops import ToolLoopPolicy, policy_from_declaration
 from lg_core.tool_registry import ToolRegistry
 
