@@ -40,7 +40,9 @@ def compiled_input_schema(
         try:
             schema = model.model_json_schema()
         except PydanticUserError as exc:  # a field type with no JSON Schema (a Callable, an arbitrary class)
-            raise ConfigurationError(f"{owner}'s input model {model.__qualname__} has no JSON Schema: {str(exc).splitlines()[0]}") from None
+            raise ConfigurationError(
+                f"{owner}'s input model {model.__qualname__} has no JSON Schema: {str(exc).splitlines()[0]}"
+            ) from None
     if schema is None or (isinstance(schema, Mapping) and not schema):
         schema = {"type": "object"}
     if not isinstance(schema, Mapping):
