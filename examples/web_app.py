@@ -73,10 +73,10 @@ from lg_core.errors import (
     StoreUnavailableError,
 )
 from lg_core.execution import (
-    check_event_id,
     event_json,
     state_of,
 )
+from lg_core.execution_event_ids import check_event_id
 from lg_core.interjections import MAX_INTERJECTION_NUMBER
 from lg_core.run_ids import ID_PATTERN
 

@@ -20,23 +20,35 @@ step (callbacks run on it), so keep working state in ``context.state``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import functools
 import inspect
 import re
-import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, cast
 
-from lg_core.callbacks import CALLBACK_NAMES, awaited, collect
-from lg_core.errors import CONTROL_FLOW_ERRORS, ConfigurationError
+from lg_core._agent_calls import built_off_the_loop, on_own_thread, runtime_for, until_stopped
+from lg_core._agent_declarations import (
+    PROMPT_FORMS,
+    add_declarations,
+    check_reserved_tool_names,
+    check_select_model,
+    check_system_prompt,
+    check_unique_tool_names,
+    declaring_bases,
+    inline_selection,
+    merge_callback_chains,
+    refuse_undeclared_callbacks,
+    reserved_tool_names,
+    static_tool_names,
+)
+from lg_core.callbacks import CALLBACK_NAMES, awaited
+from lg_core.errors import ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, check_tools_accepted, result_strategy
 from lg_core.run import Run, prepared_by
-from lg_core.tool import Tool, underscored_name
+from lg_core.tool_declarations import underscored_name
 from lg_core.tool_loops import ToolLoopPolicy, policy_from_declaration
-from lg_core.tool_registry import ToolRegistry, check_declaration
+from lg_core.tool_registry import ToolRegistry
 
 DEFAULT_LIMITS: dict[str, int] = {"max_turns": 32, "max_tool_calls": 128, "max_tool_output_tokens": 16_000}
 _ID = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
@@ -62,9 +74,6 @@ class _entrypoint(Generic[_P, _R]):
         bound: Callable[_P, _R] = self.function.__get__(owner, type(owner))
         runtime = getattr(instance, "runtime", None)  # None on the class, or an __init__ that never set it
         return bound if runtime is None else functools.partial(bound, runtime=runtime)
-
-
-T = TypeVar("T")
 
 
 class Agent:
@@ -94,20 +103,20 @@ class Agent:
         _refuse_unsupported_declarations(cls)
         cls.agent_id = cls.assembly_id = _declared_id(cls, own)
         cls._check_model(own.get("model", cls.model))
-        _check_select_model(own.get("select_model"), cls.__qualname__)
+        check_select_model(own.get("select_model"), cls.__qualname__)
         cls.tools = _merge_tools(cls)
         cls._declared_limits = _checked_limits(own.get("limits", {}), cls.__qualname__)
         cls.limits = _merge_limits(cls)
         if "result_schema" in own:
             cls._result_spec = None if own["result_schema"] is None else ResultSchema.build(own["result_schema"], cls.__qualname__)
-        _check_reserved_tool_names(cls)
+        check_reserved_tool_names(cls)
         if not isinstance(cls.description, str):
             raise ConfigurationError(f"{cls.__qualname__}.description must be a string")
         if "system_prompt" in own:
-            _check_system_prompt(own["system_prompt"], cls.__qualname__)
+            check_system_prompt(own["system_prompt"], cls.__qualname__)
         cls._tool_loop_policy = policy_from_declaration(cls.detect_tool_loops, cls.__qualname__)
-        cls._callback_chains = _merge_callback_chains(cls)
-        _refuse_undeclared_callbacks(cls)
+        cls._callback_chains = merge_callback_chains(cls)
+        refuse_undeclared_callbacks(cls)
 
     @classmethod
     def _check_model(cls, model: Any) -> None:
@@ -120,7 +129,7 @@ class Agent:
             return
         if isinstance(model, str) and model.strip() and not model.startswith(":") and not model.endswith(":"):
             return
-        if isinstance(model, Mapping) and _inline_selection(model.get("provider"), model.get("model")):
+        if isinstance(model, Mapping) and inline_selection(model.get("provider"), model.get("model")):
             return
         raise ConfigurationError(
             f"{cls.__qualname__}.model must be a role name, a 'connection:model-id' target or "
@@ -174,8 +183,8 @@ class Agent:
         ``stream_ask_async`` does.
         """
         # _entrypoint binds the function to the class, which mypy reads as an instance.
-        run = await _built_off_the_loop(cast("type[Agent]", cls), message, options)
-        return await _until_stopped(run, _on_own_thread(run.call, f"lg-ask-{run.id[:8]}"))
+        run = await built_off_the_loop(cast("type[Agent]", cls), message, options)
+        return await until_stopped(run, on_own_thread(run.call, f"lg-ask-{run.id[:8]}"))
 
     @_entrypoint
     def stream_ask_async(cls, message: Any = None, /, **options: Any) -> AsyncRunStream:
@@ -202,14 +211,14 @@ class Agent:
     def build_run(cls, message: Any = None, /, **options: Any) -> Run:
         """Validate the request and build a dormant Run (raises before a Run exists)."""
         run_options = {name: options.pop(name) for name in _RUN_OPTIONS if name in options}
-        runtime = _runtime_for(run_options.get("runtime"))
+        runtime = runtime_for(run_options.get("runtime"))
         # ask("text", ...) and ask(message="text", ...) (the spec's keyword form) are the same request.
         invocation = Invocation(**options) if message is None else Invocation.coerce(message, **options)
         invocation.check_storable()
         run = Run(cls, invocation, runtime, cancellation_token=run_options.get("cancellation_token"), on_event=run_options.get("on_event"))
         run._model = runtime.resolver.resolve(cls.model_selection(invocation), invocation=invocation)
         result_strategy(cls.result_spec(), run._model)  # an unsupported strategy fails here, not in a turn
-        check_tools_accepted(run._model, _static_tool_names(cls), cls.__qualname__)  # and so do tools the model refuses
+        check_tools_accepted(run._model, static_tool_names(cls), cls.__qualname__)  # and so do tools the model refuses
         return prepared_by(run, runtime.hooks)
 
     # -- run-scoped instance ----------------------------------------------------------------
@@ -228,7 +237,7 @@ class Agent:
 
     def tool_registry(self, binding: Any) -> ToolRegistry:
         """The tools available for this step, bound to ``binding``."""
-        return ToolRegistry(type(self).tools, binding=binding, reserved=_reserved_tool_names(type(self)))
+        return ToolRegistry(type(self).tools, binding=binding, reserved=reserved_tool_names(type(self)))
 
     def render_system_prompt(self) -> str | None:
         """The system prompt for this step: the declared string, or what the method returns.
@@ -246,7 +255,7 @@ class Agent:
         elif callable(declared):
             prompt = declared(self)
         else:
-            raise ConfigurationError(f"{cls.__qualname__}.system_prompt must be {_PROMPT_FORMS}")
+            raise ConfigurationError(f"{cls.__qualname__}.system_prompt must be {PROMPT_FORMS}")
         prompt = awaited(prompt, f"{cls.__qualname__}.system_prompt")
         if prompt is None or isinstance(prompt, str):
             return prompt
@@ -277,7 +286,7 @@ class AsyncRunStream:
             finally:
                 loop.call_soon_threadsafe(events.put_nowait, done)
 
-        task = _on_own_thread(pump, f"lg-stream-{self.run.id[:8]}")
+        task = on_own_thread(pump, f"lg-stream-{self.run.id[:8]}")
         try:
             while True:
                 item = await events.get()
@@ -291,116 +300,6 @@ class AsyncRunStream:
             if not task.done() and not self.run.finished:
                 await asyncio.to_thread(self.run.cancel, "the async stream consumer stopped reading")
             await task
-
-
-def _runtime_for(runtime: Any) -> Any:
-    """The ``runtime=`` option, else the active configuration's; TypeError for anything else.
-
-    A Configuration passed by mistake failed later with an AttributeError
-    ('no attribute resolver'), far from the call that passed it.
-    """
-    from lg_core.runtime import (
-        Runtime,  # services imports this module's Run
-        current_runtime,
-    )
-
-    if runtime is None:
-        return current_runtime()
-    if not isinstance(runtime, Runtime):
-        raise TypeError(
-            f"runtime must be a Runtime (a configuration's is configuration.runtime()), got {type(runtime).__name__}"
-        )
-    return runtime
-
-
-def _on_own_thread(fn: Callable[[], T], name: str) -> asyncio.Future[T]:
-    """``fn()`` on a thread of its own (with the caller's context), as a future of the running loop.
-
-    A run can take minutes. On the loop's default executor (``cpu_count + 4``
-    threads) a few runs would hold every thread, and every ``asyncio.to_thread``
-    of the app, LittleGhost's own store reads, ``cancel_async`` and
-    ``interject_async`` included, would wait for one of those runs to end.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def settle(result: Any, error: BaseException | None) -> None:
-        if future.cancelled():
-            return
-        if error is None:
-            future.set_result(result)
-        else:
-            future.set_exception(error)
-
-    def target() -> None:
-        try:
-            outcome: tuple[Any, BaseException | None] = (context.run(fn), None)
-        except BaseException as exc:  # noqa: BLE001 - raised where the future is awaited
-            outcome = (None, exc)
-        with contextlib.suppress(RuntimeError):  # the loop closed without awaiting the future
-            loop.call_soon_threadsafe(settle, *outcome)
-
-    threading.Thread(target=target, name=name, daemon=True).start()
-    return future
-
-
-async def _built_off_the_loop(cls: type[Agent], message: Any, options: dict[str, Any]) -> Run:
-    """``cls.build_run(message, **options)`` on a worker thread.
-
-    If the awaiting task is cancelled meanwhile, the build still finishes on its
-    thread; the Run it makes never starts, so what its hooks registered
-    (``prepare_run``) is closed instead of being left open: by this side if the
-    build had finished, else by the thread when it does.
-    """
-    lock, built, abandoned = threading.Lock(), [], threading.Event()
-
-    def build() -> Run:
-        run = cls.build_run(message, **options)
-        with lock:
-            if not abandoned.is_set():
-                built.append(run)
-                return run
-        _close_unstarted(run)
-        return run
-
-    try:
-        return await asyncio.to_thread(build)
-    except asyncio.CancelledError:
-        with lock:
-            abandoned.set()
-            finished = list(built)
-        for run in finished:
-            _close_unstarted(run)
-        raise
-
-
-def _close_unstarted(run: Run) -> None:
-    """Close a Run nobody will start, on a thread of its own: closers may block, and nobody
-    is left to raise their error to."""
-
-    def close() -> None:
-        with contextlib.suppress(Exception, *CONTROL_FLOW_ERRORS):
-            run.close()
-
-    threading.Thread(target=close, name=f"lg-close-{run.id[:8]}", daemon=True).start()
-
-
-async def _until_stopped(run: Run, work: Awaitable[Run]) -> Run:
-    """Await ``work``, the thread executing ``run``; if the awaiting task is cancelled, cancel the run.
-
-    Without this a dropped web request or an ``asyncio.timeout`` would leave the
-    run (and its tools' side effects) going on a thread, with nobody to see its
-    outcome. The run is awaited before the CancelledError goes on, so nothing of
-    it is still running when the caller's cancellation completes.
-    """
-    future = asyncio.ensure_future(work)
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        await asyncio.to_thread(run.cancel, "the task awaiting ask_async was cancelled")
-        await asyncio.wait([future])
-        raise
 
 
 def default_agent_id(class_name: str) -> str:
@@ -435,142 +334,18 @@ def _derived_id(cls: type) -> str:
     return derived
 
 
-def _inline_selection(provider: Any, model: Any) -> bool:
-    """An inline mapping's connection name (no ':', which would select another connection) and model id."""
-    return isinstance(provider, str) and bool(provider) and ":" not in provider and isinstance(model, str) and bool(model)
-
-
-def _check_select_model(chooser: Any, owner: str) -> None:
-    """``select_model`` is called on the class (before any instance exists), so a plain
-    method would fail every ``ask`` with a TypeError about a missing argument."""
-    if chooser is None or isinstance(chooser, (classmethod, staticmethod)):
-        return
-    raise ConfigurationError(
-        f"{owner}.select_model must be a classmethod: `@classmethod def select_model(cls, invocation)`"
-    )
-
-
-_PROMPT_FORMS = (
-    "a string or a method returning one (or None for no prompt): `def system_prompt(self) -> str | None`, "
-    "a @staticmethod taking no arguments or a @classmethod taking cls"
-)
-
-
-def _check_system_prompt(prompt: Any, owner: str) -> None:
-    """Fail at class definition, not in every run's first turn, for a prompt that cannot render.
-
-    A method must accept what :meth:`Agent.render_system_prompt` passes: ``self`` for a
-    function, nothing for a staticmethod, the class for a classmethod (bound by Python).
-    """
-    if prompt is None or isinstance(prompt, str):
-        return
-    arguments: tuple[object, ...]
-    if isinstance(prompt, (staticmethod, classmethod)):
-        function, arguments = prompt.__func__, (() if isinstance(prompt, staticmethod) else (object,))
-    elif callable(prompt):
-        function, arguments = prompt, (object(),)
-    else:
-        raise ConfigurationError(f"{owner}.system_prompt must be {_PROMPT_FORMS}; got {type(prompt).__name__}")
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError):  # a builtin or C callable: nothing to check
-        return
-    try:
-        signature.bind(*arguments)
-    except TypeError:
-        raise ConfigurationError(
-            f"{owner}.system_prompt{signature} takes the wrong arguments; it must be {_PROMPT_FORMS}"
-        ) from None
-
-
-def _static_tool_names(cls: type[Agent]) -> list[str]:
-    """The tools every run of ``cls`` offers: declared Tool classes without ``available_if``
-    (a provider's or a conditional tool's are known only in the run's turns, and checked there)."""
-    return [
-        declaration.tool_name
-        for declaration in cls.tools
-        if isinstance(declaration, type) and issubclass(declaration, Tool) and declaration.available_if is None
-    ]
-
-
-def _declaring_bases(cls: type) -> list[type]:
-    """The classes whose declarations ``cls`` inherits, base first: Agent classes and plain mixins.
-
-    A mixin (``class Guarded(ApprovalMixin, Agent)``) declares tools, limits and
-    callbacks as an Agent class does; skipping it would silently drop a guard.
-    """
-    return [base for base in reversed(cls.__mro__[1:]) if base is not object]
-
-
 def _merge_tools(cls: type[Agent]) -> tuple[Any, ...]:
     merged: list[Any] = []
-    for base in _declaring_bases(cls):
+    for base in declaring_bases(cls):
         if "tools" not in vars(base):
             continue
         if issubclass(base, Agent):
             merged.extend(t for t in base.tools if t not in merged)  # already checked and merged
         else:
-            _add_declarations(merged, vars(base)["tools"], base.__qualname__)
-    _add_declarations(merged, vars(cls).get("tools", ()), cls.__qualname__)
-    _check_unique_tool_names(merged, cls.__qualname__)
+            add_declarations(merged, vars(base)["tools"], base.__qualname__)
+    add_declarations(merged, vars(cls).get("tools", ()), cls.__qualname__)
+    check_unique_tool_names(merged, cls.__qualname__)
     return tuple(merged)
-
-
-def _add_declarations(merged: list[Any], declared: Any, owner: str) -> None:
-    if isinstance(declared, (str, bytes)) or not hasattr(declared, "__iter__"):
-        declared = (declared,)
-    for declaration in declared:
-        check_declaration(declaration, owner)
-        if declaration not in merged:
-            merged.append(declaration)
-
-
-def _check_unique_tool_names(declarations: list[Any], owner: str) -> None:
-    """Two declared Tool classes with one name fail here, not at the first step of every run.
-
-    Tools are cumulative across inheritance, so a subclass's tool does not replace a
-    parent's of the same name: the registry would refuse the pair in each run.
-    (A provider's tools are known only then, and checked then.)
-    """
-    seen: dict[str, type] = {}
-    for declaration in declarations:
-        if isinstance(declaration, type) and issubclass(declaration, Tool):
-            earlier = seen.setdefault(declaration.tool_name, declaration)
-            if earlier is not declaration:
-                raise ConfigurationError(
-                    f"{owner}.tools has two tools named {declaration.tool_name!r}: {earlier.__qualname__} and "
-                    f"{declaration.__qualname__} (tools add up across inheritance); set tool_name on one of them"
-                )
-
-
-def _reserved_tool_names(cls: type[Agent]) -> dict[str, str]:
-    """Names no tool of ``cls`` may take, with what holds them: the result schema's submit tool.
-
-    The model is offered that tool beside the agent's (strategy ``tool``, or ``auto`` on
-    a model without native structured output), and a call to the name is taken as the
-    structured result: a same-named application tool would be offered twice and never run.
-    With strategy ``provider`` no submit tool is ever offered, so the name stays free.
-    """
-    spec = cls.result_spec()
-    if spec is None or spec.strategy == "provider":
-        return {}
-    return {spec.tool_name(): f"the submit tool of {cls.__qualname__}'s result_schema {spec.name!r}"}
-
-
-def _check_reserved_tool_names(cls: type[Agent]) -> None:
-    """Fail at class definition for a declared tool class that takes a reserved name.
-
-    Runs for every class, so a result_schema or a tool a subclass adds is checked against
-    what it inherits. Providers' tools are known only when a run builds them: the run's
-    ToolRegistry refuses those (:meth:`Agent.tool_registry`).
-    """
-    reserved = _reserved_tool_names(cls)
-    for declaration in cls.tools:
-        if isinstance(declaration, type) and issubclass(declaration, Tool) and declaration.tool_name in reserved:
-            raise ConfigurationError(
-                f"{cls.__qualname__}.tools: {declaration.__qualname__} (tool {declaration.tool_name!r}) has the name "
-                f"of {reserved[declaration.tool_name]}; set another tool_name on the tool class or another name on the result_schema"
-            )
 
 
 def _merge_limits(cls: type[Agent]) -> dict[str, int]:
@@ -581,7 +356,7 @@ def _merge_limits(cls: type[Agent]) -> dict[str, int]:
     second parent's copy of a default overwrite a limit the first parent set.
     """
     merged = dict(DEFAULT_LIMITS)
-    for base in [*_declaring_bases(cls), cls]:
+    for base in [*declaring_bases(cls), cls]:
         if issubclass(base, Agent):
             merged.update(vars(base).get("_declared_limits", {}))
         elif "limits" in vars(base):
@@ -621,7 +396,7 @@ _NOT_SUPPORTED_YET = {
 def _refuse_unsupported_declarations(cls: type[Agent]) -> None:
     """ConfigurationError for a declaration in :data:`_NOT_SUPPORTED_YET`, made by ``cls`` or a plain
     mixin it inherits from (an Agent base was checked when it was defined)."""
-    for base in [cls, *(base for base in _declaring_bases(cls) if not issubclass(base, Agent))]:
+    for base in [cls, *(base for base in declaring_bases(cls) if not issubclass(base, Agent))]:
         declared = sorted(set(vars(base)) & set(_NOT_SUPPORTED_YET))
         if declared:
             name = declared[0]
@@ -629,34 +404,6 @@ def _refuse_unsupported_declarations(cls: type[Agent]) -> None:
                 f"{cls.__qualname__} declares {name} (in {base.__qualname__}), but {_NOT_SUPPORTED_YET[name]} "
                 f"are not supported yet, so nothing would act on it; remove the declaration"
             )
-
-
-def _refuse_undeclared_callbacks(cls: type[Agent]) -> None:
-    """A method named like a callback (``def before_model(self, payload)``) but not declared as one
-    fails at class definition: it would never run. A callback is declared with its decorator."""
-    chained = {name for chain in cls._callback_chains.values() for name in chain}
-    for name in CALLBACK_NAMES:
-        if name in vars(cls) and name not in chained:
-            raise ConfigurationError(
-                f"{cls.__qualname__}.{name} is not declared as a callback, so it would never run; "
-                f"decorate it with @lg_core.{name}"
-            )
-
-
-def _merge_callback_chains(cls: type[Agent]) -> dict[str, tuple[str, ...]]:
-    """Every class's callbacks in the MRO (Agent classes and mixins), folded in from the base to ``cls``.
-
-    A class's callbacks run after those of all its bases, as if each called
-    ``super()`` first: single inheritance keeps parent-then-child order, and with
-    ``class C(A, B)`` B's run, then A's, then C's. Each class is folded in once and
-    chains are keyed by method name, so a base shared by two parents (a diamond)
-    contributes its callbacks once. Reading only the first parent's chain would
-    drop every callback declared on a second parent (a guard that never runs).
-    """
-    chains: dict[str, tuple[str, ...]] = {}
-    for base in [*_declaring_bases(cls), cls]:
-        chains = collect(base, chains)
-    return chains
 
 
 __all__ = ["Agent", "AsyncRunStream", "DEFAULT_LIMITS", "default_agent_id"]

@@ -181,7 +181,7 @@ def session(
 
 def _configured_imports() -> str:
     """Where the configuration's ``imports`` come from: the environment, else the config file."""
-    from lg_core.config import config_file_path
+    from lg_core.config_sources import config_file_path
 
     if os.environ.get("LG_IMPORTS"):
         return "$LG_IMPORTS"
@@ -205,7 +205,7 @@ def open_runtime(config: Any) -> Any:
 
 def _configured_store() -> str:
     """Where the configuration's ``run_store`` comes from, for a message about a bad one."""
-    from lg_core.config import config_file_path
+    from lg_core.config_sources import config_file_path
 
     if os.environ.get("LG_RUN_STORE"):
         return "$LG_RUN_STORE"

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import contextvars
 import difflib
-import inspect
-import json
 import os
 import pkgutil
 import re
@@ -25,7 +23,6 @@ import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
@@ -35,16 +32,23 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
-    YamlConfigSettingsSource,
 )
 
+from lg_core import _config_validators as checks
+from lg_core._config_locks import locked, locked_message, unlocked
+from lg_core.config_sources import (
+    CONFIG_FILE_ENV,
+    ENV_PREFIX,
+    YamlFileSource,
+    describe_settings_error,
+    describe_validation_error,
+    did_you_mean,
+    import_cause,
+    too_deep_variable,
+)
 from lg_core.datamap import MAX_JSON_DEPTH, nests_deeper_than
 from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
-from lg_core.events import is_async_consumer
-from lg_core.hooks import Hook
-from lg_core.import_path import import_callable, import_failure
-from lg_core.run_selection import parse_age
 from lg_core.sessions.declaration import check_declaration
 from lg_core.store.database import DEFAULT_POOL_SIZE
 from lg_core.store.store_urls import expand_sqlite_home
@@ -58,48 +62,9 @@ if TYPE_CHECKING:
 # below the layers they configure, so this module imports none of them.
 RUNTIME_CLASS = "lg_core.runtime:Runtime"
 
-ENV_PREFIX = "LG_"
-# What a JSON-valued environment variable looks like, for the error message of a bad one.
-_JSON_EXAMPLES = {
-    "rate_limits": '{"openai": "600/min"}',
-    "provider_adapters": '{"gateway": "myapp.providers:GatewayProvider"}',
-    "providers": '{"primary": {"adapter": "openrouter", "api_key_env": "OPENROUTER_API_KEY"}}',
-    "models": '{"customer_support": {"target": "primary:openai/gpt-5.6-luna", "settings": {"temperature": 0.2}}}',
-}
-# The broker URL schemes that both Celery (kombu) and redis-py accept.
-REDIS_SCHEMES = ("redis", "rediss")
-
-
-def _check_takes_one_argument(function: Any, setting_value: Any, shape: str) -> None:
-    """Refuse a callable that cannot be called with one positional argument, or an async one (its
-    coroutine would be taken for the result); one whose signature Python cannot read (some
-    builtins) is accepted as it is."""
-    if function is None:
-        return
-    named = setting_value if isinstance(setting_value, str) else getattr(function, "__qualname__", repr(function))
-    if is_async_consumer(function):
-        raise ValueError(f"{named!r} is async; it must be a plain function: {shape}")
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError):
-        return
-    try:
-        signature.bind(None)
-    except TypeError:
-        raise ValueError(f"{named!r} takes {signature}, but it is called as {shape}") from None
-
 
 class ConfigurationWarning(UserWarning):
     """A setting that is probably not what its author meant (e.g. a misspelled ``LG_*`` variable)."""
-
-
-def _function_setting(value: Any, setting: str, shape: str) -> Any:
-    """A setting that names code: a callable, or a 'module:function' import path imported now."""
-    if value is None or callable(value):
-        return value
-    if isinstance(value, str):
-        return import_callable(value, setting)
-    raise ValueError(f"{setting} must be {shape}, or 'module:function'; got {value!r}")
 
 
 class Configuration(BaseSettings):
@@ -243,7 +208,7 @@ class Configuration(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Precedence: configure()/keyword values > environment > YAML config file > defaults."""
-        return (init_settings, env_settings, YamlFileSource(settings_cls))
+        return (init_settings, env_settings, YamlFileSource(settings_cls, Configuration.model_fields))
 
     @field_validator("run_store")
     @classmethod
@@ -286,62 +251,24 @@ class Configuration(BaseSettings):
     @field_validator("broker_url")
     @classmethod
     def _redis_broker(cls, value: str | None) -> str | None:
-        """Refuse a broker that is not Redis now: Celery, the event streams and the shared rate
-        limits all connect to it with Redis clients, so any other URL failed only later, in a
-        traceback from start_execution or a Celery worker that `lg worker` restarted forever."""
-        if not value:  # None or an emptied LG_BROKER_URL: no broker, runs execute on threads
-            return value
-        scheme = value.partition("://")[0].lower() if "://" in value else ""
-        if scheme not in REDIS_SCHEMES:
-            from lg_core.urls import safe_url
-
-            raise ValueError(
-                f"{safe_url(value)!r} is not a Redis URL; LittleGhost's broker is Redis: "
-                "redis://HOST:6379/0 (or rediss:// for TLS)"
-            )
-        problem = _redis_url_problem(value)
-        if problem:
-            from lg_core.urls import safe_url
-
-            raise ValueError(
-                f"{safe_url(value)!r} is not a valid Redis URL ({problem}); write it as redis://HOST:6379/0"
-            )
-        return value
+        return checks.checked_broker_url(value)
 
     @field_validator("rate_limits")
     @classmethod
     def _rate_limits(cls, value: dict[str, str]) -> dict[str, str]:
-        from lg_core.errors import InvocationError
-        from lg_core.rate_limit import RateLimit
-
-        checked = {}
-        for connection, limit in value.items():
-            if not connection or ":" in connection:
-                raise ValueError(f"rate_limits keys are provider connection names like 'openai', got {connection!r}")
-            try:
-                checked[connection] = str(RateLimit.parse(limit))
-            except InvocationError as exc:
-                raise ValueError(f"rate_limits[{connection!r}]: {exc}") from None
-        return checked
+        return checks.checked_rate_limits(value)
 
     @field_validator("provider_adapters")
     @classmethod
     def _provider_adapters(cls, value: dict[str, Any]) -> dict[str, Any]:
         """Import and check every adapter now: a typo in a path fails at configuration time, naming
         the adapter, not at the first model call of a run on a worker."""
-        return {name: _provider_class(name, adapter) for name, adapter in value.items()}
+        return {name: checks.provider_class(name, adapter) for name, adapter in value.items()}
 
     @field_validator("run_retention")
     @classmethod
     def _run_retention(cls, value: str | None) -> str | None:
-        from lg_core.errors import InvocationError
-        if value is None:
-            return value
-        try:
-            parse_age(value)
-        except InvocationError:
-            raise ValueError(f"run_retention must be an age like 12h, 30d or 2w, got {value!r}") from None
-        return value
+        return checks.checked_run_retention(value)
 
     @field_validator("session_store", mode="before")
     @classmethod
@@ -351,75 +278,55 @@ class Configuration(BaseSettings):
     @field_validator("session_actor", mode="before")
     @classmethod
     def _session_actor(cls, value: Any) -> Any:
-        """A callable taking the invocation, checked now: one of another shape would fail every run's
-        start with a TypeError from inside the engine, far from the setting that caused it."""
-        function = _function_setting(value, "session_actor", "a callable (invocation) -> actor id")
-        _check_takes_one_argument(function, value, "session_actor(invocation) -> actor id or None")
-        return function
+        return checks.checked_session_actor(value)
 
     @field_validator("provider_credentials", mode="before")
     @classmethod
     def _provider_credentials(cls, value: Any) -> Any:
-        return _function_setting(
+        return checks.function_setting(
             value, "provider_credentials", "a function (provider, adapter, configuration) -> credential options"
         )
 
     @field_validator("model_resolver", mode="before")
     @classmethod
     def _model_resolver(cls, value: Any) -> Any:
-        """A resolver instance now (an import path imported): a class or a typo fails here, not at the first ask."""
-        from lg_core.import_path import import_attribute
-
-        if value is None:
-            return value
-        if isinstance(value, str):
-            try:
-                value = import_attribute(value)
-            except (ValueError, ImportError, AttributeError) as exc:
-                raise ValueError(f"{value!r} cannot be imported ({exc}); write it as 'module:attribute'") from None
-            except Exception as exc:  # noqa: BLE001 - the module's own code failed: a bad setting, not a crash
-                raise ValueError(import_failure(value, exc)) from exc
-        if isinstance(value, type) or not callable(getattr(value, "resolve", None)):
-            raise ValueError(
-                "must be a resolver instance with a resolve(selection, *, invocation=None, ...) method, such as "
-                f"ModelResolver(providers=..., profiles=...), got {value!r}"
-            )
-        return value
+        return checks.checked_model_resolver(value)
 
     @field_validator("hooks")
     @classmethod
     def _hook_classes(cls, value: list[Any]) -> list[Any]:
-        for hook in value:
-            if not (isinstance(hook, type) and issubclass(hook, Hook)):
-                raise ValueError(f"hooks must be Hook subclasses, got {hook!r}")
-        return value
+        return checks.checked_hooks(value)
+
 
     def __init__(self, **values: Any) -> None:
         """Build from keyword values, ``lg.yaml`` and ``LG_*``; a bad value is a ConfigurationError naming it."""
         try:
             super().__init__(**values)
         except ValidationError as exc:
-            raise ConfigurationError(_describe(exc, values)) from _import_cause(exc)
+            raise ConfigurationError(describe_validation_error(exc, values)) from import_cause(exc)
         except SettingsError as exc:  # an environment variable that should hold JSON does not
-            raise ConfigurationError(_describe_settings_error(exc)) from None
+            raise ConfigurationError(describe_settings_error(exc)) from None
         except RecursionError:  # json.loads of an LG_* variable nested too deeply to decode
-            raise ConfigurationError(_too_deep_variable(os.environ)) from None
+            raise ConfigurationError(too_deep_variable(os.environ)) from None
         _warn_of_misspelled_variables(os.environ)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if not name.startswith("_") and getattr(self, "_runtime", None) is not None:
-            raise ConfigurationError(_locked_message(f"set {name}"))
+            raise ConfigurationError(locked_message(f"set {name}"))
         try:
             super().__setattr__(name, value)
         except ValidationError as exc:  # the value came from the caller, not the environment or a file
-            raise ConfigurationError(_describe(exc, {name: value})) from _import_cause(exc)
+            raise ConfigurationError(describe_validation_error(exc, {name: value})) from import_cause(exc)
 
     def configure(self, **values: Any) -> Configuration:
         """Set several settings and return this configuration (the spec's ``Configuration#configure``;
         ``lg_core.configure(...)`` is this on the active one). An unknown name is refused before any is set."""
         unknown = [name for name in values if name not in type(self).model_fields]
         if unknown:
-            raise ConfigurationError(f"unknown setting {unknown[0]!r}{_did_you_mean(unknown[0])}; known settings: {sorted(type(self).model_fields)}")
+            raise ConfigurationError(
+                f"unknown setting {unknown[0]!r}{did_you_mean(unknown[0], Configuration.model_fields)}; "
+                f"known settings: {sorted(type(self).model_fields)}"
+            )
         for name, value in values.items():
             setattr(self, name, value)  # ConfigurationError for a bad value
         return self
@@ -446,7 +353,7 @@ class Configuration(BaseSettings):
             with self._lock:
                 if self._runtime is None:
                     self._runtime = _runtime_class()(self)
-                    self._set_collections(_locked)
+                    self._set_collections(locked)
         return cast("Runtime", self._runtime)
 
     def _set_collections(self, convert: Any) -> None:
@@ -463,7 +370,7 @@ class Configuration(BaseSettings):
         with self._lock:
             runtime, self._runtime = self._runtime, None
             if runtime is not None:
-                self._set_collections(_unlocked)
+                self._set_collections(unlocked)
         if runtime is not None:
             runtime.close()
 
@@ -475,88 +382,6 @@ _NUMERIC_FIELDS = {
     for name, field in Configuration.model_fields.items()
     if field.annotation in (int, float)
 }
-
-
-def _import_cause(exc: ValidationError) -> BaseException | None:
-    """What a setting's module raised while it was imported (chained by the validator), so the
-    ConfigurationError keeps that traceback for a debugger; None for an ordinary bad value."""
-    for error in exc.errors():
-        raised = (error.get("ctx") or {}).get("error")
-        if isinstance(raised, BaseException) and raised.__cause__ is not None:
-            return raised.__cause__
-    return None
-
-
-def _did_you_mean(name: str) -> str:
-    """``; did you mean 'default_model'?`` for a near miss of a setting's name, else nothing."""
-    close = difflib.get_close_matches(str(name), list(Configuration.model_fields), n=1, cutoff=0.75)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _locked_message(change: str) -> str:
-    return (
-        f"the configuration is locked because its runtime is running; {change} before the first "
-        "agent call, or use with_configuration(Configuration(...)) for an independent setup"
-    )
-
-
-class _LockedDict(dict):  # type: ignore[type-arg]
-    """A mapping setting of a locked configuration: reads as a dict, refuses changes."""
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> None:
-        raise ConfigurationError(_locked_message("change providers, models and the other mapping settings"))
-
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
-
-    def __reduce__(self) -> Any:  # copies and pickles are ordinary, editable dicts
-        return (dict, (_unlocked(self),))
-
-    def __copy__(self) -> dict[Any, Any]:
-        return _unlocked(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> dict[Any, Any]:
-        import copy
-
-        return copy.deepcopy(_unlocked(self), memo)
-
-
-class _LockedList(list):  # type: ignore[type-arg]
-    """A list setting (imports, hooks) of a locked configuration: reads as a list, refuses changes."""
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> None:
-        raise ConfigurationError(_locked_message("change imports and hooks"))
-
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
-
-    def __reduce__(self) -> Any:
-        return (list, (_unlocked(self),))
-
-    def __copy__(self) -> list[Any]:
-        return _unlocked(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
-        import copy
-
-        return copy.deepcopy(_unlocked(self), memo)
-
-
-def _locked(value: Any) -> Any:
-    """``value`` with its dicts and lists, at any depth, made locked copies."""
-    if isinstance(value, dict):
-        return _LockedDict({key: _locked(item) for key, item in value.items()})
-    if isinstance(value, list):
-        return _LockedList(_locked(item) for item in value)
-    return value
-
-
-def _unlocked(value: Any) -> Any:
-    """``value`` with its dicts and lists, at any depth, made plain editable copies."""
-    if isinstance(value, dict):
-        return {key: _unlocked(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_unlocked(item) for item in value]
-    return value
 
 
 _SECRET_NAMES = re.compile(r"key|secret|token|password|credential", re.IGNORECASE)
@@ -592,97 +417,6 @@ def _masked_base_url(url: str) -> str:
     return urlunsplit(parts._replace(query=query))
 
 
-def _redis_url_problem(url: str) -> str | None:
-    """What Celery (kombu) and redis-py would choke on in a redis:// URL: they raise only when they
-    connect, in a Celery worker that `lg worker` restarts with the same traceback forever."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - parsing the port is the check
-    except ValueError as exc:  # "Invalid IPv6 URL", "Port could not be cast to integer value as 'abc'"
-        return str(exc)
-    database = parts.path.strip("/")
-    if database and not database.isdigit():
-        return f"the database after the host must be a number, got {database!r}"
-    return None
-
-
-def _provider_class(name: Any, adapter: Any) -> Any:
-    """The Provider subclass registered as adapter ``name`` (imported when given as a path)."""
-    from lg_core.import_path import import_attribute
-    from lg_core.providers import Provider
-
-    if not isinstance(name, str) or not name or ":" in name:
-        raise ValueError(f"provider adapter names are non-empty strings without ':', got {name!r}")
-    if isinstance(adapter, str):
-        try:
-            adapter = import_attribute(adapter)
-        except (ValueError, ImportError, AttributeError) as exc:
-            raise ValueError(f"adapter {name!r}: {adapter!r} cannot be imported ({exc}); write it as 'module:Class'") from None
-        except Exception as exc:  # noqa: BLE001 - the module's own code failed: a bad setting, not a crash
-            raise ValueError(f"adapter {name!r}: {import_failure(adapter, exc)}") from exc
-    if not (isinstance(adapter, type) and issubclass(adapter, Provider)):
-        raise ValueError(f"adapter {name!r} must be a lg_core.providers.Provider subclass, got {adapter!r}")
-    return adapter
-
-
-CONFIG_FILE_NAME = "lg.yaml"
-CONFIG_FILE_ENV = "LG_CONFIG"
-
-
-def config_file_path() -> Path | None:
-    """The YAML config file in force: ``$LG_CONFIG`` (which must exist), else ./lg.yaml if present."""
-    named = os.environ.get(CONFIG_FILE_ENV)
-    if named:
-        path = Path(named).expanduser()
-        if not path.is_file():
-            raise ConfigurationError(
-                f"{CONFIG_FILE_ENV}={named} names no readable file; point it at your lg.yaml or unset it"
-            )
-        return path
-    path = Path.cwd() / CONFIG_FILE_NAME
-    return path if path.is_file() else None
-
-
-class YamlFileSource(YamlConfigSettingsSource):
-    """The YAML config file as a settings source; a broken file is a ConfigurationError naming the key."""
-
-    def __init__(self, settings_cls: type[BaseSettings]) -> None:
-        self.path = config_file_path()
-        super().__init__(settings_cls, yaml_file=self.path)
-
-    def _read_file(self, file_path: Any) -> dict[str, Any]:
-        import yaml
-
-        try:
-            data = super()._read_file(file_path)
-        except RecursionError:
-            raise ConfigurationError(
-                f"config file {file_path} nests too deeply to read: a setting may nest at most {MAX_JSON_DEPTH} "
-                "levels of mappings and lists"
-            ) from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or exc
-            raise ConfigurationError(f"config file {file_path} is not valid YAML{where}: {problem}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigurationError(f"cannot read config file {file_path}: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigurationError(
-                f"config file {file_path} must be a mapping of settings (run_store: ..., broker_url: ...), "
-                f"got {type(data).__name__}"
-            )
-        unknown = sorted(str(key) for key in data if key not in Configuration.model_fields)
-        if unknown:
-            raise ConfigurationError(
-                f"unknown setting {unknown[0]!r} in config file {file_path}{_did_you_mean(unknown[0])}; known settings: "
-                f"{', '.join(sorted(Configuration.model_fields))}"
-            )
-        return data
-
-
 def _runtime_class() -> Any:
     return pkgutil.resolve_name(RUNTIME_CLASS)
 
@@ -690,17 +424,6 @@ def _runtime_class() -> Any:
 def build_configuration(**values: Any) -> Configuration:
     """A Configuration from keyword values, with ConfigurationError for bad ones."""
     return Configuration(**values)
-
-
-def _describe_settings_error(exc: SettingsError) -> str:
-    found = re.search(r'field "([a-z_]+)"', str(exc))
-    if found is None:
-        return f"invalid configuration: {exc}"
-    name = found.group(1)
-    return (
-        f"invalid configuration: {name} (from ${ENV_PREFIX}{name.upper()}): not valid JSON; "
-        + (f"e.g. {ENV_PREFIX}{name.upper()}='{_JSON_EXAMPLES[name]}'" if name in _JSON_EXAMPLES else "give it as JSON")
-    )
 
 
 _default: Configuration | None = None
@@ -736,31 +459,6 @@ def with_configuration(config: Configuration) -> Iterator[Configuration]:
         _current.reset(token)
 
 
-def _describe(exc: ValidationError, values: dict[str, Any] | None = None) -> str:
-    parts = []
-    for error in exc.errors():
-        loc = error.get("loc", ())
-        where = ".".join(str(p) for p in loc)
-        origin = _origin(str(loc[0]), values or {}) if loc else ""
-        message = str(error.get("msg", "")).removeprefix("Value error, ")  # our validators' own words
-        parts.append(f"{where}{origin}: {message}")
-    return "invalid configuration: " + "; ".join(parts)
-
-
-def _too_deep_variable(environ: Mapping[str, str]) -> str:
-    """The message for a JSON-valued ``LG_*`` variable nested too deeply to decode, naming it."""
-    for name, text in environ.items():
-        if name.startswith(ENV_PREFIX):
-            try:
-                json.loads(text)
-            except RecursionError:
-                return (f"invalid configuration: ${name} nests too deeply to decode: a setting may nest at most "
-                        f"{MAX_JSON_DEPTH} levels of mappings and lists")
-            except ValueError:
-                continue
-    return f"invalid configuration: a setting may nest at most {MAX_JSON_DEPTH} levels of mappings and lists"
-
-
 _warned_variables: set[str] = set()
 
 
@@ -785,18 +483,11 @@ def _warn_of_misspelled_variables(environ: Mapping[str, str]) -> None:
             )
 
 
-def _origin(key: str, values: dict[str, Any]) -> str:
-    """Where a bad value came from, so the message says which file or variable to fix."""
-    if key in values:
-        return ""
-    env = f"LG_{key.upper()}"
-    if os.environ.get(env):  # an empty one is ignored (env_ignore_empty)
-        return f" (from ${env})"
-    try:
-        path = config_file_path()
-    except ConfigurationError:
-        return ""
-    return f" (in config file {path})" if path is not None else ""
-
-
-__all__ = ["CONFIG_FILE_ENV", "CONFIG_FILE_NAME", "Configuration", "ConfigurationWarning", "build_configuration", "config_file_path", "configure", "current_configuration", "with_configuration"]
+__all__ = [
+    "Configuration",
+    "ConfigurationWarning",
+    "build_configuration",
+    "configure",
+    "current_configuration",
+    "with_configuration",
+]

@@ -29,19 +29,16 @@ import copy
 import dataclasses
 import inspect
 import json
-import math
-import re
-import unicodedata
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
-import jsonschema
-from pydantic import BaseModel, PydanticUserError, ValidationError
+from pydantic import BaseModel, ValidationError
 
+from lg_core._tool_input import compiled_input_schema, describe_model_error, describe_schema_error
 from lg_core.callbacks import awaited
-from lg_core.content import Document, Image, Text, well_formed_text
-from lg_core.datamap import deep_freeze, thaw
+from lg_core.content import Text, well_formed_text
+from lg_core.datamap import deep_freeze
 from lg_core.errors import (
     CONTROL_FLOW_ERRORS,
     AbstractMethodError,
@@ -50,10 +47,17 @@ from lg_core.errors import (
     ToolError,
 )
 from lg_core.models.request import ToolSpecification
-from lg_core.result_schema import root_resolved, unresolved_refs
 from lg_core.run_context import RunContext
+from lg_core.tool_declarations import (
+    NAME_PATTERN,
+    check_call,
+    default_class_name,
+    derived_tool_name,
+    refuse_shadowed_bindings,
+    takes_arguments,
+)
+from lg_core.tool_values import artifact_block, content_blocks, render_value
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Raised through a tool's call rather than reported to the model: they end or clean up the run.
 _RUN_LEVEL_ERRORS: tuple[type[BaseException], ...] = (*CONTROL_FLOW_ERRORS, CleanupError)
 
@@ -132,14 +136,6 @@ class Artifact:
         if self.data is not None:
             return f"<Artifact inline {self.media_type} {len(self.data)} bytes>"
         return f"<Artifact deferred {self.media_type}>"
-
-
-def _normalized_schema(schema: Mapping[str, Any], owner: str) -> dict[str, Any]:
-    """A plain JSON copy of ``schema`` with string keys (it may be another tool's frozen schema)."""
-    try:
-        return json.loads(json.dumps(thaw(schema)))
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"{owner}.input_schema must hold only JSON values: {exc}") from None
 
 
 def _artifact_bytes(data: Any) -> bytes:
@@ -236,9 +232,9 @@ class Tool:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _refuse_shadowed_bindings(cls)
+        refuse_shadowed_bindings(cls)
         if "tool_name" not in vars(cls):
-            cls.tool_name = _derived_tool_name(cls)
+            cls.tool_name = derived_tool_name(cls)
         if not isinstance(cls.tool_name, str) or not NAME_PATTERN.fullmatch(cls.tool_name):
             raise ConfigurationError(
                 f"{cls.__qualname__}.tool_name {cls.tool_name!r} must be 1-64 letters, digits, '_' or '-'"
@@ -258,56 +254,18 @@ class Tool:
                 )
             cls.available_if = staticmethod(function)  # type: ignore[assignment]
         if "call" in vars(cls):
-            _check_call(cls, vars(cls)["call"])
+            check_call(cls, vars(cls)["call"])
         if "input_schema" in vars(cls) or "Input" in vars(cls):
             cls._compile_schema()
 
     @classmethod
     def _compile_schema(cls) -> None:
-        schema: Any = cls.input_schema
         model = cls.Input if "Input" in vars(cls) else None
-        if model is not None and "input_schema" in vars(cls):
-            raise ConfigurationError(
-                f"{cls.__qualname__} declares both Input and input_schema; keep one (input_schema may be the Pydantic model itself)"
-            )
-        if model is not None and not (isinstance(model, type) and issubclass(model, BaseModel)):
-            raise ConfigurationError(
-                f"{cls.__qualname__}.Input must be a Pydantic model class, got {model!r}; "
-                "a JSON Schema dict goes in input_schema"
-            )
-        if isinstance(schema, type) and issubclass(schema, BaseModel):
-            model, schema = schema, None
-        if model is not None:
-            try:
-                schema = model.model_json_schema()
-            except PydanticUserError as exc:  # a field type with no JSON Schema (a Callable, an arbitrary class)
-                raise ConfigurationError(f"{cls.__qualname__}'s input model {model.__qualname__} has no JSON Schema: {str(exc).splitlines()[0]}") from None
-        if schema is None or (isinstance(schema, Mapping) and not schema):
-            schema = {"type": "object"}
-        if not isinstance(schema, Mapping):
-            raise ConfigurationError(
-                f"{cls.__qualname__}.input_schema must be a dict or a Pydantic model, got {type(schema).__name__}"
-            )
-        schema, problem = root_resolved(_normalized_schema(schema, cls.__qualname__))
-        if problem is not None:  # a recursive Pydantic model's schema is a top-level $ref
-            raise ConfigurationError(f"{cls.__qualname__}.input_schema: {problem}")
-        if schema.get("type") != "object":
-            raise ConfigurationError(f"{cls.__qualname__}.input_schema must describe an object (type: object)")
-        try:
-            jsonschema.Draft202012Validator.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise ConfigurationError(f"{cls.__qualname__}.input_schema is not valid JSON Schema: {exc.message}") from None
-        dangling = [f"{path} $ref {ref!r}" for path, ref in unresolved_refs(schema)]
-        if dangling:  # else every call of the tool would fail the run with a referencing error
-            raise ConfigurationError(
-                f"{cls.__qualname__}.input_schema: {'; '.join(dangling[:5])} does not resolve inside the schema"
-            )
-        # The validator keeps its own plain copy; what the class shows (input_schema,
-        # specification) is deeply frozen, as the spec's, so no caller (a before_model
-        # callback editing request.tools) can change what later calls accept.
-        cls._validator = jsonschema.Draft202012Validator(schema)
-        cls._schema = cls.input_schema = deep_freeze(schema)  # a copy: the validator's stays plain
-        cls._input_model = model
+        declares_schema = "input_schema" in vars(cls)
+        cls._validator, schema, cls._input_model = compiled_input_schema(
+            cls.__qualname__, cls.input_schema, model, declares_schema=declares_schema
+        )
+        cls._schema = cls.input_schema = schema
 
     # -- class-level queries ----------------------------------------------------
 
@@ -377,7 +335,7 @@ class Tool:
         validator = type(self)._validator
         if validator is None:
             return []
-        return [_describe(error) for error in sorted(validator.iter_errors(dict(input)), key=str)]
+        return [describe_schema_error(error) for error in sorted(validator.iter_errors(dict(input)), key=str)]
 
     def execute(self, input: Any, context: Any = None) -> ToolOutcome:
         """Validate ``input``, call the tool and normalize what happened.
@@ -418,7 +376,7 @@ class Tool:
         try:
             return PreparedInput(self._prepare_input(input))
         except ValidationError as exc:
-            problems = [_describe_pydantic(error) for error in exc.errors()]
+            problems = [describe_model_error(error) for error in exc.errors()]
             message = f"Invalid input for tool {self.tool_name!r}: " + "; ".join(problems[:5])
             return ToolOutcome.failure(message, "validation", exc)
         except _RUN_LEVEL_ERRORS:
@@ -486,29 +444,6 @@ class Tool:
         return result
 
 
-def takes_arguments(function: Callable[..., Any], count: int) -> bool:
-    """Whether ``function`` can be called with ``count`` positional arguments (True when unknowable)."""
-    try:
-        inspect.signature(function).bind(*([None] * count))
-    except TypeError:
-        return False
-    except ValueError:  # a builtin without a signature
-        return True
-    return True
-
-
-def _check_call(cls: type, call: Any) -> None:
-    """``call`` must take the input: a wrong signature would fail every call, reported to the model."""
-    if isinstance(call, staticmethod):
-        function, count = call.__func__, 1
-    elif isinstance(call, classmethod):
-        function, count = call.__func__, 2
-    else:
-        function, count = call, 2
-    if not callable(function) or not takes_arguments(function, count):
-        raise ConfigurationError(f"{cls.__qualname__}.call must be a method taking the input, `def call(self, input)`, got {call!r}")
-
-
 def success_outcome(value: Any) -> ToolOutcome:
     """Normalize a tool's return value into model-facing content.
 
@@ -520,209 +455,9 @@ def success_outcome(value: Any) -> ToolOutcome:
     artifacts: tuple[Artifact, ...] = ()
     if isinstance(value, ToolReturn):
         value, artifacts = value.value, value.artifacts
-    blocks: list[Any] = list(_content_blocks(value) or (Text(text=render_value(value)),))
-    blocks.extend(_artifact_block(artifact) for artifact in artifacts)
+    blocks: list[Any] = list(content_blocks(value) or (Text(text=render_value(value)),))
+    blocks.extend(artifact_block(artifact) for artifact in artifacts)
     return ToolOutcome(status="success", content=tuple(blocks), value=value, artifacts=artifacts)
-
-
-_BLOCK_TYPES = (Text, Image, Document)
-
-
-def _content_blocks(value: Any) -> tuple[Any, ...] | None:
-    """The blocks ``value`` is, when it is a content block or a non-empty list of them; else None.
-
-    Rendered as text instead, a block's bytes failed JSON serialization and the
-    model was told the tool had an internal error. A list mixing blocks with other
-    values is refused: its image bytes would otherwise reach the model as text.
-    """
-    if isinstance(value, _BLOCK_TYPES):
-        return (_well_formed(value),)
-    if not isinstance(value, (list, tuple)) or not any(isinstance(item, _BLOCK_TYPES) for item in value):
-        return None
-    if not all(isinstance(item, _BLOCK_TYPES) for item in value):
-        raise TypeError(
-            "a tool returned a list mixing content blocks with other values; return only "
-            "content blocks (wrap text in Text(text=...)) or only plain values"
-        )
-    return tuple(_well_formed(item) for item in value)
-
-
-def _well_formed(block: Any) -> Any:
-    """``block``, with a Text block's lone surrogates replaced as in :func:`render_value`."""
-    if isinstance(block, Text) and well_formed_text(block.text) != block.text:
-        return Text(text=well_formed_text(block.text))
-    return block
-
-
-def render_value(value: Any) -> str:
-    """The text the model sees for a tool value.
-
-    The spec: "Hashes and arrays returned by a tool are JSON-encoded; other values
-    become text." Strings stay as they are, mappings, sequences and Pydantic models
-    are JSON, None is empty and booleans are ``true``/``false`` (as JSON and the spec's
-    Ruby write them); anything else is ``str(value)`` (a date reads ``2024-01-02``).
-    The JSON is always valid, whatever the values inside (:func:`_json_ready`):
-    NaN and infinities become ``null`` (as Pydantic writes them), bytes are decoded
-    as UTF-8 with U+FFFD for invalid sequences (bytes returned alone too), sets
-    become sorted lists and other values their ``str``.
-    Lone surrogates become U+FFFD (:func:`lg_core.content.well_formed_text`).
-    """
-    return well_formed_text(_rendered(value))
-
-
-def _rendered(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, BaseModel):
-        try:
-            return value.model_dump_json()
-        except ValueError:  # PydanticSerializationError: bytes that are not UTF-8, say
-            return json.dumps(_json_ready(value), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (builtins.bytes, bytearray, memoryview)):
-        return _decoded(value)
-    if isinstance(value, (Mapping, list, tuple, set, frozenset)):
-        return json.dumps(_json_ready(value), ensure_ascii=False, allow_nan=False)
-    return str(value)
-
-
-def _json_ready(value: Any, path: tuple[int, ...] = ()) -> Any:
-    """``value`` as plain JSON data that ``json.dumps(..., allow_nan=False)`` accepts.
-
-    ``path`` holds the ids of the containers above ``value``: a container that holds
-    itself is written as the text ``"<circular reference>"`` at the repeat.
-    """
-    if value is None or isinstance(value, (str, int)):  # bool is an int
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, (builtins.bytes, bytearray, memoryview)):
-        return _decoded(value)
-    if isinstance(value, BaseModel):
-        return _json_ready(_model_data(value), path)
-    if not isinstance(value, (Mapping, list, tuple, set, frozenset)):
-        return str(value)  # a date, a Decimal, an enum member
-    if id(value) in path:
-        return "<circular reference>"
-    inner = (*path, id(value))
-    if isinstance(value, Mapping):
-        return {_json_key(key): _json_ready(item, inner) for key, item in value.items()}
-    items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
-    return [_json_ready(item, inner) for item in items]
-
-
-def _json_key(key: Any) -> Any:
-    """A key ``json.dumps`` writes as JSON writes it (str, int, bool, None, finite float), else its ``str``."""
-    if key is None or isinstance(key, (str, int)) or (isinstance(key, float) and math.isfinite(key)):
-        return key
-    return str(key)
-
-
-def _model_data(model: BaseModel) -> Any:
-    """A Pydantic model as data: JSON mode (dates as ISO text), else Python mode for what JSON mode refuses."""
-    try:
-        return model.model_dump(mode="json")
-    except ValueError:  # bytes that are not UTF-8 (UnicodeDecodeError, PydanticSerializationError)
-        return model.model_dump()
-
-
-def _decoded(data: builtins.bytes | bytearray | memoryview) -> str:
-    return builtins.bytes(data).decode("utf-8", errors="replace")
-
-
-def _artifact_block(artifact: Artifact) -> Any:
-    label = artifact.name or "artifact"
-    data = artifact.data
-    if data is None:
-        # A deferred reference is the application's (a bucket key, a signed URL): the spec keeps
-        # it out of diagnostics and treats it as no proof of access, so the model learns only that
-        # the artifact exists. A tool that wants the model to cite it puts the id in its value.
-        return Text(text=f"[artifact {label} ({artifact.media_type}) is stored by the application and not included here]")
-    if artifact.media_type.startswith("image/"):
-        return Image(data=data, media_type=artifact.media_type, name=artifact.name)
-    return Document(data=data, media_type=artifact.media_type, name=label)
-
-
-def _describe_pydantic(error: Mapping[str, Any]) -> str:
-    where = "/".join(str(part) for part in error.get("loc", ()))
-    return f"{where}: {error.get('msg')}" if where else str(error.get("msg"))
-
-
-def _describe(error: jsonschema.ValidationError) -> str:
-    where = "/".join(str(part) for part in error.absolute_path)
-    return f"{where}: {error.message}" if where else error.message
-
-
-# What a tool reads from its run-scoped Binding (Tool.agent ... Tool.idempotency_key).
-_BINDING_ACCESSORS = ("agent", "run", "runtime", "model", "workspace", "sandbox", "idempotency_key")
-# Run-scoped objects the spec configures that this project does not build yet, with what the declaration
-# would leave the tool doing: running in the worker's process, with the process's access.
-_NOT_SUPPORTED_YET = {"sandbox": "sandboxes", "workspace": "workspaces"}
-
-
-def _refuse_shadowed_bindings(cls: type[Tool]) -> None:
-    """A class attribute named like a binding accessor fails at class definition.
-
-    It would replace the accessor, so the tool would read its own value instead of
-    the run's. For ``sandbox`` and ``workspace`` it reads as a declaration
-    (``sandbox = {"network": "none"}``) that nothing enforces: the tool would run in
-    the worker's process with all of its access, so it is refused as unsupported.
-    A property (an accessor written on purpose) is left alone.
-    """
-    for name in _BINDING_ACCESSORS:
-        if name not in vars(cls) or isinstance(vars(cls)[name], property):
-            continue
-        if name in _NOT_SUPPORTED_YET:
-            raise ConfigurationError(
-                f"{cls.__qualname__} declares {name} = ..., but {_NOT_SUPPORTED_YET[name]} are not supported yet: "
-                f"nothing would enforce it, and the tool would run in the worker's process with all of its access. "
-                f"Remove the {name} declaration; isolate the work inside call() yourself if it needs isolation"
-            )
-        raise ConfigurationError(
-            f"{cls.__qualname__}.{name} would hide the tool's run-scoped {name} (self.{name} comes from its binding); "
-            "give the class attribute another name"
-        )
-
-
-def _derived_tool_name(cls: type) -> str:
-    """The default tool_name of ``cls``; a name the class cannot give is refused, asking for ``tool_name``.
-
-    Without this the error quoted a ``tool_name`` the user never set.
-    """
-    name = default_tool_name(cls.__name__)
-    if not NAME_PATTERN.fullmatch(name):
-        raise ConfigurationError(
-            f"{cls.__qualname__}: the tool_name derived from the class name, {name!r}, is not valid "
-            "(1-64 letters, digits, '_' or '-'); set tool_name = '...' on the class"
-        )
-    return name
-
-
-def default_tool_name(class_name: str) -> str:
-    """``HelpCenterLookupTool`` -> ``help_center_lookup``; ``RésuméTool`` -> ``resume``."""
-    return underscored_name(class_name, "tool")
-
-
-def underscored_name(class_name: str, suffix: str) -> str:
-    """``class_name`` in snake case without its ``_suffix``: the default tool_name and agent_id.
-
-    Accented Latin letters lose their accents first (``RésuméTool`` -> ``resume``),
-    as a declared name must be ASCII; the suffix was kept, and the name refused,
-    when a non-ASCII letter hid the word boundary. Letters with no ASCII form stay,
-    and the caller refuses the name, asking for an explicit one.
-    """
-    decomposed = unicodedata.normalize("NFKD", class_name)
-    ascii_name = "".join(char for char in decomposed if not unicodedata.combining(char))
-    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", ascii_name).lower()
-    ending = f"_{suffix}"
-    return snake[: -len(ending)] if snake.endswith(ending) and snake != ending else snake
-
-
-def default_class_name(name: str) -> str:
-    return "".join(part.capitalize() for part in re.split(r"[_\-]+", name) if part) or "Anonymous"
 
 
 __all__ = [
@@ -732,8 +467,5 @@ __all__ = [
     "Tool",
     "ToolOutcome",
     "ToolReturn",
-    "default_tool_name",
-    "render_value",
     "success_outcome",
-    "takes_arguments",
 ]

@@ -19,7 +19,8 @@ from typing import Any
 
 from lg_core.errors import CleanupError, ConfigurationError, Error, ToolError
 from lg_core.models.request import ToolSpecification
-from lg_core.tool import NAME_PATTERN, Binding, Tool, takes_arguments
+from lg_core.tool import Binding, Tool
+from lg_core.tool_declarations import NAME_PATTERN, takes_arguments
 
 
 def is_tool_provider(value: Any) -> bool:

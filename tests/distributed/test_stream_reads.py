@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
-from lg_core.execution import MAX_QUIET_SECONDS
+from lg_core.execution_follow import MAX_QUIET_SECONDS
 from lg_workers.streams import RedisLiveSource, connect
 
 

@@ -16,7 +16,8 @@ import pytest
 
 from lg_core.errors import InvocationError
 from lg_core.events import StreamEvent
-from lg_core.execution import (
+from lg_core.execution_event_ids import parse_event_id, parse_resume_point
+from lg_core.execution_follow import (
     ANNOUNCED_EARLIER,
     _Covers,
     _Emit,
@@ -26,8 +27,6 @@ from lg_core.execution import (
     _ReadLive,
     _Status,
     _Stored,
-    parse_event_id,
-    parse_resume_point,
 )
 
 

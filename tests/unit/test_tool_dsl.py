@@ -29,7 +29,8 @@ from lg_core import (
 )
 from lg_core.providers import scripted
 from lg_core.run_context import RunContext
-from lg_core.tool import default_tool_name, render_value
+from lg_core.tool_declarations import default_tool_name
+from lg_core.tool_values import render_value
 
 TOPIC_SCHEMA = {
     "type": "object",
