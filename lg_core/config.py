@@ -38,7 +38,7 @@ from pydantic_settings import (
 )
 
 from lg_core.datamap import MAX_JSON_DEPTH, nests_deeper_than
-from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
+from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
 from lg_core.events import is_async_consumer
 from lg_core.import_path import import_callable, import_failure

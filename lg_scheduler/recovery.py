@@ -164,7 +164,7 @@ def sweep_leases(
     is a process on this host that no longer exists. The re-sent task's claim
     takes the step over; an ``at_most_once`` tool then reports "outcome unknown"
     instead of running again if the dead attempt had started it, and runs if it
-    had not (lg_core.engine.at_most_once).
+    had not (lg_core.engine._at_most_once).
 
     The first re-send after a claim goes as soon as the holder is seen dead (a
     killed worker costs no wait). Until a worker claims the step, later re-sends

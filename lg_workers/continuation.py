@@ -10,7 +10,7 @@ changes nothing else: the successor is claimed, executed and committed through
 the same protocol (``Engine.execute_claimed``), with its lease, its holder and
 its attempt count, exactly as if its message had arrived. Temporal's "eager
 activity execution" makes the same trade. The claim itself rides on the commit
-that schedules the successor (``Chain.pick``, lg_core.engine.preclaim), which
+that schedules the successor (``Chain.pick``, lg_core.engine._preclaim), which
 saves the step its own claim transaction.
 
 What stays as it was:
@@ -83,7 +83,7 @@ class Chain:
     def pick(self, offered: list[StepRef]) -> StepRef | None:
         """The step of ``offered`` this chain will run next, asked while its commit is built.
 
-        The engine has the commit claim it (lg_core.engine.preclaim), so ``take``
+        The engine has the commit claim it (lg_core.engine._preclaim), so ``take``
         must then return it: the claim holds it for this thread, and nobody else
         would run it before its lease ran out.
         """

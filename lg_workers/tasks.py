@@ -59,7 +59,7 @@ def run_step(run_id: str, step_key: str, redelivered: bool = True, task: Task | 
 
 def _run_chain(runtime: Any, run_id: str, step_key: str, redelivered: bool, task: Task | None) -> str:
     chain = Chain(consumed_queues(task) if task is not None else frozenset())
-    # chain.pick: each commit also claims the successor that runs next here (lg_core.engine.preclaim)
+    # chain.pick: each commit also claims the successor that runs next here (lg_core.engine._preclaim)
     outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered, follow=chain.pick)
     first = outcome
     announcer = Announcer(task)

@@ -19,24 +19,24 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lg_core.callbacks import run_chain
-from lg_core.engine.at_most_once import StartNotRecorded
-from lg_core.engine.bus import EventBus
-from lg_core.engine.caller_errors import caller_error_dict, default_error_message
-from lg_core.engine.cancel_watch import CancelWatch
-from lg_core.engine.checkpoint import AgentCheckpoint
+from lg_core.engine._at_most_once import StartNotRecorded
+from lg_core.engine._event_bus import EventBus
+from lg_core.engine._caller_errors import caller_error_dict, default_error_message
+from lg_core.engine._cancel_watch import CancelWatch
+from lg_core.engine._checkpoint import AgentCheckpoint
 from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
-from lg_core.engine.executing import executing
-from lg_core.engine.frame_locks import FrameLocks
-from lg_core.engine.frames import FrameCache, FrameState
+from lg_core.engine._executing_runs import executing
+from lg_core.engine._frame_locks import FrameLocks
+from lg_core.engine._frames import FrameCache, FrameState
 from lg_core.engine.leases import Heartbeat, StepClaimLost, StepNotClaimed
-from lg_core.engine.model_turn import ModelTurn
-from lg_core.engine.opening import OPENING, Activation, Opener
-from lg_core.engine.preclaim import Follow, Preclaimed, PreclaimSlot
-from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE, RecentDict
-from lg_core.engine.step_failures import attempts_exhausted, failure_record, retry_delay
-from lg_core.engine.steps import StepScope, Transition, run_error_to_dict
-from lg_core.engine.tool_call import ToolCall, _StaleStep
+from lg_core.engine._model_turn import ModelTurn
+from lg_core.engine._opening import OPENING, Activation, Opener
+from lg_core.engine._preclaim import Follow, Preclaimed, PreclaimSlot
+from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
+from lg_core.engine._step_failures import attempts_exhausted, failure_record, retry_delay
+from lg_core.engine._step_scope import StepScope, Transition, run_error_to_dict
+from lg_core.engine._tool_call import ToolCall, _StaleStep
 from lg_core.errors import (
     ERRORS_INCLUDING_CONTROL_FLOW,
     CancelledError,
@@ -99,7 +99,7 @@ class Engine:
         self._cancel_flags: RecentDict[str, bool] = RecentDict(run_cache_size)  # missing: poll the flag
         self._step_inputs: RecentDict[tuple[str, str], dict[str, Any] | None] = RecentDict(run_cache_size)  # missing: load the step
         self._resumed: set[tuple[str, str]] = set()
-        self._preclaims = PreclaimSlot()  # lg_core.engine.preclaim
+        self._preclaims = PreclaimSlot()  # lg_core.engine._preclaim
         self._flag_polls: RecentDict[str, float] = RecentDict(run_cache_size)  # missing: poll now
         # run -> interjections pending, as of its last commit here; missing: may be pending
         self._interjections: RecentDict[str, int] = RecentDict(run_cache_size)
@@ -261,7 +261,7 @@ class Engine:
 
     def safe_error_message(self, error: BaseException, run: Run) -> str:
         """The caller-safe message of the error that ends ``run`` (or makes its model call retry): the
-        first hook's answer, else the error's class and a fixed sentence (lg_core.engine.caller_errors).
+        first hook's answer, else the error's class and a fixed sentence (lg_core.engine._caller_errors).
 
         A hook that raises or returns something other than a str defers, as one
         returning None does, and is logged: the message is asked for while the
@@ -392,9 +392,9 @@ class Engine:
         the frame as the claim read it (``execute_claimed``), else it is read here;
         ``step_input`` likewise the step's input, when the caller has it, and
         ``body_entered`` whether the claim found an earlier attempt's mark that the
-        step's at_most_once tool started (lg_core.engine.at_most_once). ``follow``
+        step's at_most_once tool started (lg_core.engine._at_most_once). ``follow``
         (claimed steps only) picks the successor the caller runs next, which the
-        commit then claims for it (lg_core.engine.preclaim).
+        commit then claims for it (lg_core.engine._preclaim).
         """
         run = self.run_handle(ref.run_id)
         if run is None:
@@ -483,7 +483,7 @@ class Engine:
     def _commit(self, scope: StepScope, transition: Transition) -> list[StepRef]:
         if not _has_running_siblings(scope):
             return self._commit_from(scope, transition, scope.frame)
-        with self._frame_locks.hold(scope.frame.id):  # lg_core.engine.frame_locks
+        with self._frame_locks.hold(scope.frame.id):  # lg_core.engine._frame_locks
             state = self._latest_here(scope)
             return [] if state is None else self._commit_from(scope, transition, state)
 
@@ -567,7 +567,7 @@ class Engine:
         return self.patiently(lambda: self.store.commit(commit, now), f"the commit of step {scope.key} of run {scope.run.id}")
 
     def _claim_successor(self, scope: StepScope, commit: StepCommit) -> None:
-        """Have ``commit`` claim the new step the caller runs next (lg_core.engine.preclaim).
+        """Have ``commit`` claim the new step the caller runs next (lg_core.engine._preclaim).
 
         Offered: the steps of the committing frame, whose state the commit leaves
         in this process's cache. A commit that ends the run schedules nothing.
@@ -708,7 +708,7 @@ class Engine:
 
         ``follow`` picks the successor the caller runs next on this thread; the
         commit claims it, and that call then starts with no claim of its own
-        (lg_core.engine.preclaim).
+        (lg_core.engine._preclaim).
         """
         preclaimed = self._preclaims.take(run_id, key)
         if preclaimed is not None:

@@ -5,12 +5,12 @@ the input (and convert it for an ``Input`` model), run ``before_tool``, call
 it, run ``after_tool``, bound the output.
 An ``at_most_once`` tool is claimed first and durably marked as started right
 before its code runs; a re-attempt that finds the mark reports "outcome
-unknown" instead of calling it (lg_core.engine.at_most_once).
+unknown" instead of calling it (lg_core.engine._at_most_once).
 Commit: record the result; the call that completes the turn (fan-in, decided
 under the frame's optimistic version) appends one tool message with every
 result in call order (with the tool-loop warnings, counted there in call order)
 and schedules the next model turn. Parallel calls in one
-process commit in turn under their frame's lock (lg_core.engine.frame_locks);
+process commit in turn under their frame's lock (lg_core.engine._frame_locks);
 calls in other processes may still lose the frame's race, and their commit is
 marked ``contended`` so that losing costs PostgreSQL no connection. Exclusive tools of a
 turn run one after another: each one's commit schedules the next.
@@ -24,10 +24,10 @@ from typing import Any
 from lg_core import content as content_mod
 from lg_core.callbacks import run_chain
 from lg_core.content import Text, ToolResult, ToolUse
-from lg_core.engine.at_most_once import start_guard
+from lg_core.engine._at_most_once import start_guard
 from lg_core.engine.codec import error_to_dict
-from lg_core.engine.frames import FrameState
-from lg_core.engine.steps import StepScope, Transition, message_rows
+from lg_core.engine._frames import FrameState
+from lg_core.engine._step_scope import StepScope, Transition, message_rows
 from lg_core.messages import Message
 from lg_core.result_schema import result_strategy
 from lg_core.store import NewStep

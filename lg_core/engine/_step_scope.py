@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from lg_core.callbacks import run_chain
-from lg_core.engine.caller_errors import caller_error_dict
-from lg_core.engine.checkpoint import AgentCheckpoint, apply_state_changes, checked_state
+from lg_core.engine._caller_errors import caller_error_dict
+from lg_core.engine._checkpoint import AgentCheckpoint, apply_state_changes, checked_state
 from lg_core.engine.codec import encode_event_data, error_to_dict
-from lg_core.engine.frames import FrameState
+from lg_core.engine._frames import FrameState
 from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededError, Error
 from lg_core.events import LIVE_ONLY_EVENTS, PUBLISHED_AT_ONCE, TERMINAL_EVENTS, StreamEvent
 from lg_core.run_context import NO_USAGE, RunContext
@@ -31,7 +31,7 @@ from lg_core.usage import Usage, accumulate
 
 if TYPE_CHECKING:
     from lg_core.engine.engine import Engine
-    from lg_core.engine.preclaim import Follow
+    from lg_core.engine._preclaim import Follow
     from lg_core.run import Run
 
 Transition = Callable[[FrameState], StepCommit]
@@ -54,12 +54,12 @@ class StepScope:
     holder: str | None = None
     # A worker's claim found an earlier attempt's mark that the step's at_most_once tool started.
     body_entered: bool = False
-    # Picks the successor the worker runs next, which the commit claims for it (engine/preclaim.py).
+    # Picks the successor the worker runs next, which the commit claims for it (engine/_preclaim.py).
     follow: Follow | None = None
     durable: list[EventPair] = field(default_factory=list)
     outgoing: list[StreamEvent | None] = field(default_factory=list)
     context: RunContext | None = None
-    # The frame this step opened (engine/opening.py) while its messages are not stored:
+    # The frame this step opened (engine/_opening.py) while its messages are not stored:
     # the step's commit writes them ahead of its own.
     opening: FrameState | None = None
     _deadline: float | None = None
@@ -311,7 +311,7 @@ class StepScope:
             finish=finish,
             extra=[stop, terminal],
             consumed_interjections=consumed,
-            session=session,  # the run's turn joins its session in this commit (engine/opening.py)
+            session=session,  # the run's turn joins its session in this commit (engine/_opening.py)
         )
 
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from lg_core.callbacks import run_chain
 from lg_core.content import Text, ToolResult
-from lg_core.engine.checkpoint import AgentCheckpoint, PendingTool
-from lg_core.engine.frames import FrameState
-from lg_core.engine.steps import StepScope, Transition, message_rows, run_error_to_dict
+from lg_core.engine._checkpoint import AgentCheckpoint, PendingTool
+from lg_core.engine._frames import FrameState
+from lg_core.engine._step_scope import StepScope, Transition, message_rows, run_error_to_dict
 from lg_core.errors import (
     CancelledError,
     DeadlineExceededError,
