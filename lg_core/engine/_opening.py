@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lg_core.engine._checkpoint import AgentCheckpoint, checked_state
-from lg_core.engine.dispatcher import StepRef
 from lg_core.engine._executing_runs import executing_runs
 from lg_core.engine._frames import FrameState
+from lg_core.engine.dispatcher import StepRef
 from lg_core.errors import (
     CancelledError,
     DeadlineExceededError,
@@ -56,8 +56,8 @@ from lg_core.store import RunFinish, StepCommit
 from lg_core.store.records import ActivatedRun, ended_step_status
 
 if TYPE_CHECKING:
-    from lg_core.engine.engine import Engine
     from lg_core.engine._step_scope import StepScope, Transition
+    from lg_core.engine.engine import Engine
     from lg_core.messages import Message
     from lg_core.run import Run
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from lg_core.callbacks import run_chain
 from lg_core.engine._caller_errors import caller_error_dict
 from lg_core.engine._checkpoint import AgentCheckpoint, apply_state_changes, checked_state
-from lg_core.engine.codec import encode_event_data, error_to_dict
 from lg_core.engine._frames import FrameState
+from lg_core.engine.codec import encode_event_data, error_to_dict
 from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededError, Error
 from lg_core.events import LIVE_ONLY_EVENTS, PUBLISHED_AT_ONCE, TERMINAL_EVENTS, StreamEvent
 from lg_core.run_context import NO_USAGE, RunContext
@@ -30,8 +30,8 @@ from lg_core.tool import Binding
 from lg_core.usage import Usage, accumulate
 
 if TYPE_CHECKING:
-    from lg_core.engine.engine import Engine
     from lg_core.engine._preclaim import Follow
+    from lg_core.engine.engine import Engine
     from lg_core.run import Run
 
 Transition = Callable[[FrameState], StepCommit]

@@ -25,9 +25,9 @@ from lg_core import content as content_mod
 from lg_core.callbacks import run_chain
 from lg_core.content import Text, ToolResult, ToolUse
 from lg_core.engine._at_most_once import start_guard
-from lg_core.engine.codec import error_to_dict
 from lg_core.engine._frames import FrameState
 from lg_core.engine._step_scope import StepScope, Transition, message_rows
+from lg_core.engine.codec import error_to_dict
 from lg_core.messages import Message
 from lg_core.result_schema import result_strategy
 from lg_core.store import NewStep

@@ -20,23 +20,23 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lg_core.callbacks import run_chain
 from lg_core.engine._at_most_once import StartNotRecorded
-from lg_core.engine._event_bus import EventBus
 from lg_core.engine._caller_errors import caller_error_dict, default_error_message
 from lg_core.engine._cancel_watch import CancelWatch
 from lg_core.engine._checkpoint import AgentCheckpoint
-from lg_core.engine.codec import encode_event_data
-from lg_core.engine.dispatcher import StepRef
+from lg_core.engine._event_bus import EventBus
 from lg_core.engine._executing_runs import executing
 from lg_core.engine._frame_locks import FrameLocks
 from lg_core.engine._frames import FrameCache, FrameState
-from lg_core.engine.leases import Heartbeat, StepClaimLost, StepNotClaimed
 from lg_core.engine._model_turn import ModelTurn
 from lg_core.engine._opening import OPENING, Activation, Opener
 from lg_core.engine._preclaim import Follow, Preclaimed, PreclaimSlot
-from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
 from lg_core.engine._step_failures import attempts_exhausted, failure_record, retry_delay
 from lg_core.engine._step_scope import StepScope, Transition, run_error_to_dict
 from lg_core.engine._tool_call import ToolCall, _StaleStep
+from lg_core.engine.codec import encode_event_data
+from lg_core.engine.dispatcher import StepRef
+from lg_core.engine.leases import Heartbeat, StepClaimLost, StepNotClaimed
+from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
 from lg_core.errors import (
     ERRORS_INCLUDING_CONTROL_FLOW,
     CancelledError,
