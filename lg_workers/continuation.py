@@ -42,13 +42,14 @@ import uuid
 from typing import Any
 
 from lg_core.engine.dispatcher import StepRef
+from lg_core.engine.step_kinds import STEP_KINDS
 from lg_workers.queues import queue_for
 
 log = logging.getLogger(__name__)
 
 MAX_CHAIN_STEPS = 100
 MAX_CHAIN_SECONDS = 60.0
-_STEP_TASKS = ("lg.model_turn", "lg.tool_call")
+_STEP_TASKS = frozenset(kind.task_name for kind in STEP_KINDS.values())  # the tasks that execute a step
 
 
 def consumed_queues(task: Any) -> frozenset[str]:

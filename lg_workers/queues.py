@@ -1,29 +1,28 @@
-"""Queues, task names and routing.
+"""Queues, their pools, and the routing of tasks to them.
 
 | queue            | tasks                        | pool                         |
 |------------------|------------------------------|------------------------------|
 | lg.orchestrate   | lg.advance                   | prefork, small               |
 | lg.model         | lg.model_turn                | threads, high concurrency    |
 | lg.tools         | lg.tool_call                 | threads (prefork with --pool)|
-| lg.sandbox       | lg.code_exec, sandboxed tools| prefork on Bubblewrap hosts  |
+| lg.sandbox       | none yet                     | prefork on Bubblewrap hosts  |
+
+The routes come from the step-kind table (lg_core.engine.step_kinds): each
+kind names its task and queue there, and ``lg.advance`` is the one task no
+kind owns. A kind's queue must be one of ``QUEUES``.
 """
 
 from __future__ import annotations
 
-ORCHESTRATE = "lg.orchestrate"
+from lg_core.engine.step_kinds import ADVANCE_QUEUE, task_routes
+
+ORCHESTRATE = ADVANCE_QUEUE
 MODEL = "lg.model"
 TOOLS = "lg.tools"
 SANDBOX = "lg.sandbox"
 QUEUES = (ORCHESTRATE, MODEL, TOOLS, SANDBOX)
 
-TASK_QUEUES = {
-    "lg.advance": ORCHESTRATE,
-    "lg.model_turn": MODEL,
-    "lg.tool_call": TOOLS,
-    "lg.graph_node": ORCHESTRATE,
-    "lg.subagent_turn": MODEL,
-    "lg.code_exec": SANDBOX,
-}
+TASK_QUEUES = task_routes()  # task name -> queue
 
 # The pool each queue wants, and its default concurrency per worker process.
 # Tools share the model queue's thread pool by default: agent tools mostly wait
@@ -39,6 +38,7 @@ POOLS = {
 
 
 def queue_for(task_name: str) -> str:
+    """The queue ``task_name`` is routed to (``lg.orchestrate`` for a task without a route)."""
     return TASK_QUEUES.get(task_name, ORCHESTRATE)
 
 

@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from lg_core.callbacks import run_chain
 from lg_core.engine._caller_errors import caller_error_dict
@@ -24,15 +24,16 @@ from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededE
 from lg_core.events import LIVE_ONLY_EVENTS, PUBLISHED_AT_ONCE, TERMINAL_EVENTS, StreamEvent
 from lg_core.run_context import NO_USAGE, RunContext
 from lg_core.run_result import RunResult
-from lg_core.store import NewStep, RunFinish, StepCommit
+from lg_core.store import RunFinish, StepCommit
 from lg_core.store.records import ended_step_status
 from lg_core.tool import Binding
 from lg_core.usage import Usage, accumulate
 
 if TYPE_CHECKING:
     from lg_core.engine._preclaim import Follow
+    from lg_core.engine._run_protocol import EngineRun
     from lg_core.engine.engine import Engine
-    from lg_core.run import Run
+    from lg_core.engine.step_kinds import StepKindName
 
 Transition = Callable[[FrameState], StepCommit]
 T = TypeVar("T")
@@ -44,11 +45,11 @@ EventPair = tuple["StreamEvent | None", tuple[str, dict[str, Any]]]
 class StepScope:
     """What one step works with: the run, its frame, the step key and attempt."""
 
-    engine: Engine
-    run: Run
+    engine: Engine[Any]
+    run: EngineRun
     frame: FrameState
     key: str
-    kind: str
+    kind: StepKindName | Literal["end"]  # "end": a run ended outside any step (Engine.end_run)
     attempt: int = 1
     input: dict[str, Any] | None = None
     holder: str | None = None
@@ -237,9 +238,6 @@ class StepScope:
             return committed[1]
         return AgentCheckpoint.from_dict(stored)
 
-    def model_step(self, state: FrameState, turn: int) -> NewStep:
-        return NewStep(key=f"{state.path}/turn-{turn}/model", frame_id=state.id, kind="model")
-
     def ending(self, outcome: str, error: BaseException | None, partial_text: str = "") -> Transition:
         """The transition that ends the run with ``outcome`` (failed, partial or cancelled)."""
         engine, run = self.engine, self.run
@@ -279,6 +277,16 @@ class StepScope:
 
         return transition
 
+    def ending_for(self, error: BaseException, partial_text: str = "") -> Transition:
+        """The ending ``error`` calls for: cancelled, partial (a deadline, with the text so far) or failed."""
+        if isinstance(error, CancelledError):
+            return self.ending("cancelled", error)
+        if isinstance(error, DeadlineExceededError):
+            return self.ending("partial", error, partial_text)
+        error_data = run_error_to_dict(error, self.agent_class)
+        self.run.record_diagnostic({"kind": "run_error", "step": self.key, **error_data}, error)
+        return self.ending("failed", error)
+
     def _unread_interjections(self) -> list[int]:
         """Interjections the ending run will never read: its commit marks them consumed.
 
@@ -313,6 +321,10 @@ class StepScope:
             consumed_interjections=consumed,
             session=session,  # the run's turn joins its session in this commit (engine/_opening.py)
         )
+
+
+class StaleStep(Exception):
+    """The frame says this step is already done: another execution of it committed first."""
 
 
 class _StepContext(RunContext):
@@ -356,4 +368,4 @@ def message_rows(state: FrameState, messages: list[Any]) -> list[tuple[int, Any]
     return [(start + i, m) for i, m in enumerate(messages)]
 
 
-__all__ = ["StepScope", "Transition", "message_rows", "run_error_to_dict"]
+__all__ = ["StaleStep", "StepScope", "Transition", "message_rows", "run_error_to_dict"]
