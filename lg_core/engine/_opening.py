@@ -65,7 +65,7 @@ from lg_core.usage import Usage
 
 if TYPE_CHECKING:
     from lg_core.engine._run_protocol import EngineRun
-    from lg_core.engine._step_scope import StepScope, Transition
+    from lg_core.engine._step_scope import EndOutcome, StepScope, Transition
     from lg_core.engine.engine import Engine
 
 OPENING = "opening"
@@ -169,7 +169,7 @@ class Opener:
         return list(replaced)
 
     def _ending_fields(
-        self, run: EngineRun | None, outcome: str, error: BaseException, *, events: list[Any], deferred: list[StreamEvent]
+        self, run: EngineRun | None, outcome: EndOutcome, error: BaseException, *, events: list[Any], deferred: list[StreamEvent]
     ) -> dict[str, Any]:
         """The terminal fields of a run ended before its first step: its terminal event goes to ``events``
         (stored) and ``deferred`` (published once stored)."""
@@ -181,7 +181,7 @@ class Opener:
         deferred.append(StreamEvent.build(TERMINAL_EVENTS[outcome], **data, error=error).with_stored(stored))
         return {"status": outcome, "error": error_data, "usage": Usage().to_dict()}
 
-    def _ending(self, scope: StepScope, outcome: str, error: BaseException) -> Transition:
+    def _ending(self, scope: StepScope, outcome: EndOutcome, error: BaseException) -> Transition:
         """End the run at its opening, with the same terminal fields a start-time failure had."""
         run = scope.run
 
@@ -309,7 +309,7 @@ class Opener:
         error = DeadlineExceededError("the deadline passed while the run waited for its session")
         return self.end_pending(run_id, "partial", error)
 
-    def end_pending(self, run_id: str, outcome: str, error: BaseException) -> bool:
+    def end_pending(self, run_id: str, outcome: EndOutcome, error: BaseException) -> bool:
         """End a run still waiting for its session (cancelled, or partial when its deadline
         passed); False if it is not pending any more."""
         engine = self.engine

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from lg_core.engine.step_kinds import StepKindName
 
 Transition = Callable[[FrameState], StepCommit]
+# How a run ends other than completed: failed, partial (its deadline passed) or cancelled.
+EndOutcome = Literal["failed", "partial", "cancelled"]
 T = TypeVar("T")
 _NO_DEADLINE = math.inf
 EventPair = tuple["StreamEvent | None", tuple[str, dict[str, Any]]]
@@ -238,7 +240,7 @@ class StepScope:
             return committed[1]
         return AgentCheckpoint.from_dict(stored)
 
-    def ending(self, outcome: str, error: BaseException | None, partial_text: str = "") -> Transition:
+    def ending(self, outcome: EndOutcome, error: BaseException | None, partial_text: str = "") -> Transition:
         """The transition that ends the run with ``outcome`` (failed, partial or cancelled)."""
         engine, run = self.engine, self.run
 
@@ -368,4 +370,4 @@ def message_rows(state: FrameState, messages: list[Any]) -> list[tuple[int, Any]
     return [(start + i, m) for i, m in enumerate(messages)]
 
 
-__all__ = ["StaleStep", "StepScope", "Transition", "message_rows", "run_error_to_dict"]
+__all__ = ["EndOutcome", "StaleStep", "StepScope", "Transition", "message_rows", "run_error_to_dict"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
 from lg_core.engine._caller_errors import default_error_message
 from lg_core.engine._cancel_watch import CancelWatch
@@ -29,7 +29,7 @@ from lg_core.engine._preclaim import Follow, PreclaimSlot
 from lg_core.engine._run_protocol import EngineRun, EngineRuntime, EngineSessions, RunT
 from lg_core.engine._run_registry import CANCEL_POLL_SECONDS, RunRegistry
 from lg_core.engine._step_executor import _UNKNOWN, ClaimedOutcome, StepExecutor
-from lg_core.engine._step_scope import StepScope
+from lg_core.engine._step_scope import EndOutcome, StepScope
 from lg_core.engine._turn_keys import MODEL, model_step_key
 from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
@@ -48,8 +48,6 @@ T = TypeVar("T")
 
 log = logging.getLogger("lg_core.engine")
 
-# How a run ends outside any step (Engine.end_run).
-EndOutcome = Literal["failed", "partial", "cancelled"]
 
 
 class Engine(Generic[RunT]):
