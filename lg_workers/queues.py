@@ -1,15 +1,16 @@
 """Queues, their pools, and the routing of tasks to them.
 
-| queue            | tasks                        | pool                         |
-|------------------|------------------------------|------------------------------|
-| lg.orchestrate   | lg.advance                   | prefork, small               |
-| lg.model         | lg.model_turn                | threads, high concurrency    |
-| lg.tools         | lg.tool_call                 | threads (prefork with --pool)|
-| lg.sandbox       | none yet                     | prefork on Bubblewrap hosts  |
+| queue            | pool                          |
+|------------------|-------------------------------|
+| lg.orchestrate   | prefork, small                |
+| lg.model         | threads, high concurrency     |
+| lg.tools         | threads (prefork with --pool) |
+| lg.sandbox       | prefork on Bubblewrap hosts   |
 
-The routes come from the step-kind table (lg_core.engine.step_kinds): each
-kind names its task and queue there, and ``lg.advance`` is the one task no
-kind owns. A kind's queue must be one of ``QUEUES``.
+Which task goes to which queue (``TASK_QUEUES``) comes from the step-kind
+table (lg_core.engine.step_kinds): each kind names its task and queue there,
+and ``lg.advance``, the one task no kind owns, goes to ``lg.orchestrate``. A
+kind's queue must be one of ``QUEUES`` (tests/unit/test_step_kinds.py).
 """
 
 from __future__ import annotations
