@@ -19,7 +19,8 @@ Engine-private modules:
 * ``_committer``: a transition's commit, through version races and outages; successor pre-claim; session writes.
 * ``_run_protocol``: what the engine needs of a Run, a Runtime and its sessions.
 * ``_step_kind``: ``StepKind`` and ``StepBody``, what one kind of step declares.
-* ``_model_turn``: the model turn kind; ``_structured_results``: its structured-result rules.
+* ``_model_turn``: the model turn kind; ``_model_call``: its streamed model call, with retries and pacing;
+  ``_structured_results``: its structured-result rules.
 * ``_tool_call``: the tool call kind.
 * ``_turn_keys``: the names and step keys of the agent loop's two kinds.
 * ``_step_scope``: ``StepScope``, what one step works with: events, interrupts, commits, endings.
