@@ -47,7 +47,7 @@ from lg_core.config_sources import (
     too_deep_variable,
 )
 from lg_core.datamap import MAX_JSON_DEPTH, nests_deeper_than
-from lg_core.engine.recent import DEFAULT_RUN_CACHE_SIZE
+from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE
 from lg_core.errors import ConfigurationError
 from lg_core.sessions.declaration import check_declaration
 from lg_core.store.database import DEFAULT_POOL_SIZE

@@ -71,6 +71,7 @@ from typing import Any
 
 from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
+from lg_core.engine.step_kinds import STEP_KINDS
 from lg_core.errors import InvocationError, RunStateError
 from lg_core.events import StreamEvent, checked_consumer
 from lg_core.execution import Execution, follow_events
@@ -86,7 +87,7 @@ from lg_core.store import NewStep, RunRecord, StepRecord
 
 EventCallback = Callable[[StreamEvent], None]
 RETRYABLE = ("failed", "cancelled")
-_EXECUTABLE = ("model", "tool")
+_EXECUTABLE = STEP_KINDS  # the kinds of step a retry or fork runs again (lg_core.engine.step_kinds)
 _FINISHED = ("succeeded", "unknown")
 _KEEP: Any = object()
 _LISTED_KEYS = 20

@@ -365,7 +365,7 @@ class Run:
         (lg_core.engine.once); the one that performs the block gets its value,
         the others None. A block that raises leaves the key free to try again.
         """
-        from lg_core.engine.once import perform_once  # the engine imports this module
+        from lg_core.engine.run_once import perform_once  # the engine imports this module
 
         with self._once_lock:  # this process's callers queue here, not on the store
             return perform_once(self, key, block)

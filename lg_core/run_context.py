@@ -3,7 +3,7 @@
 Tools read it as ``self.context``. ``state`` is checkpointed with the step
 that changed it, so it survives a crash; like the spec says, parallel tools
 sharing it must synchronize or be ``exclusive``. Each step has its own copy and
-commits only the top-level keys it changed (engine/checkpoint.py
+commits only the top-level keys it changed (engine/_checkpoint.py
 ``apply_state_changes``), so parallel tools writing different keys keep both.
 """
 

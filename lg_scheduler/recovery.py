@@ -38,9 +38,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from lg_core.engine.dispatcher import StepRef
+from lg_core.engine.step_kinds import is_step_kind, task_name_for
 from lg_core.errors import CancelledError, DeadlineExceededError
 from lg_core.identity import holder_is_dead
 from lg_core.store import RunStore, StepRecord
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
     from lg_core.engine.engine import Engine
 
 log = logging.getLogger("lg_scheduler.recovery")
-_STEP_TASK_KINDS = ("model", "tool")
 
 
 class Publisher(Protocol):
@@ -111,7 +111,7 @@ def _report_backoff(item: RelayedStep, verb: str) -> bool:
 
 def _queue_of(step: StepRecord) -> str:
     """The broker queue the relay sends ``step`` to (a step kind without a task: lg.advance's)."""
-    return queue_for(StepRef(step.run_id, step.key, step.kind, step.frame_id).task_name)
+    return queue_for(task_name_for(step.kind))
 
 
 def _why_relayed(step: StepRecord) -> str:
@@ -164,7 +164,7 @@ def sweep_leases(
     is a process on this host that no longer exists. The re-sent task's claim
     takes the step over; an ``at_most_once`` tool then reports "outcome unknown"
     instead of running again if the dead attempt had started it, and runs if it
-    had not (lg_core.engine.at_most_once).
+    had not (lg_core.engine._at_most_once).
 
     The first re-send after a claim goes as soon as the holder is seen dead (a
     killed worker costs no wait). Until a worker claims the step, later re-sends
@@ -267,7 +267,7 @@ def end_runs(
             continue
         if _has_live_step(store.load_steps(record.id, open_only=True), now, local_liveness):
             continue
-        outcome = "cancelled" if record.cancel_requested else "partial"
+        outcome: Literal["cancelled", "partial"] = "cancelled" if record.cancel_requested else "partial"
         error = CancelledError() if record.cancel_requested else DeadlineExceededError()
         try:
             ended = engine.end_run(record.id, outcome, error)
@@ -330,12 +330,10 @@ def _has_live_step(steps: Iterable[StepRecord], now: float, local_liveness: bool
 
 
 def _send(publisher: Publisher, steps: list[StepRecord]) -> None:
-    refs = [
-        StepRef(s.run_id, s.key, s.kind, s.frame_id) for s in steps if s.kind in _STEP_TASK_KINDS
-    ]
+    refs = [StepRef(s.run_id, s.key, s.kind, s.frame_id) for s in steps if is_step_kind(s.kind)]
     if refs:
         publisher.publish(refs)
-    for run_id in sorted({s.run_id for s in steps if s.kind not in _STEP_TASK_KINDS}):
+    for run_id in sorted({s.run_id for s in steps if not is_step_kind(s.kind)}):
         publisher.advance(run_id)
 
 

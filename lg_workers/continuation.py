@@ -10,7 +10,7 @@ changes nothing else: the successor is claimed, executed and committed through
 the same protocol (``Engine.execute_claimed``), with its lease, its holder and
 its attempt count, exactly as if its message had arrived. Temporal's "eager
 activity execution" makes the same trade. The claim itself rides on the commit
-that schedules the successor (``Chain.pick``, lg_core.engine.preclaim), which
+that schedules the successor (``Chain.pick``, lg_core.engine._preclaim), which
 saves the step its own claim transaction.
 
 What stays as it was:
@@ -42,13 +42,14 @@ import uuid
 from typing import Any
 
 from lg_core.engine.dispatcher import StepRef
+from lg_core.engine.step_kinds import STEP_KINDS
 from lg_workers.queues import queue_for
 
 log = logging.getLogger(__name__)
 
 MAX_CHAIN_STEPS = 100
 MAX_CHAIN_SECONDS = 60.0
-_STEP_TASKS = ("lg.model_turn", "lg.tool_call")
+_STEP_TASKS = frozenset(kind.task_name for kind in STEP_KINDS.values())  # the tasks that execute a step
 
 
 def consumed_queues(task: Any) -> frozenset[str]:
@@ -83,7 +84,7 @@ class Chain:
     def pick(self, offered: list[StepRef]) -> StepRef | None:
         """The step of ``offered`` this chain will run next, asked while its commit is built.
 
-        The engine has the commit claim it (lg_core.engine.preclaim), so ``take``
+        The engine has the commit claim it (lg_core.engine._preclaim), so ``take``
         must then return it: the claim holds it for this thread, and nobody else
         would run it before its lease ran out.
         """

@@ -1,29 +1,29 @@
-"""Queues, task names and routing.
+"""Queues, their pools, and the routing of tasks to them.
 
-| queue            | tasks                        | pool                         |
-|------------------|------------------------------|------------------------------|
-| lg.orchestrate   | lg.advance                   | prefork, small               |
-| lg.model         | lg.model_turn                | threads, high concurrency    |
-| lg.tools         | lg.tool_call                 | threads (prefork with --pool)|
-| lg.sandbox       | lg.code_exec, sandboxed tools| prefork on Bubblewrap hosts  |
+| queue            | pool                          |
+|------------------|-------------------------------|
+| lg.orchestrate   | prefork, small                |
+| lg.model         | threads, high concurrency     |
+| lg.tools         | threads (prefork with --pool) |
+| lg.sandbox       | prefork on Bubblewrap hosts   |
+
+Which task goes to which queue (``TASK_QUEUES``) comes from the step-kind
+table (lg_core.engine.step_kinds): each kind names its task and queue there,
+and ``lg.advance``, the one task no kind owns, goes to ``lg.orchestrate``. A
+kind's queue must be one of ``QUEUES`` (tests/unit/test_step_kinds.py).
 """
 
 from __future__ import annotations
 
-ORCHESTRATE = "lg.orchestrate"
+from lg_core.engine.step_kinds import ADVANCE_QUEUE, task_routes
+
+ORCHESTRATE = ADVANCE_QUEUE
 MODEL = "lg.model"
 TOOLS = "lg.tools"
 SANDBOX = "lg.sandbox"
 QUEUES = (ORCHESTRATE, MODEL, TOOLS, SANDBOX)
 
-TASK_QUEUES = {
-    "lg.advance": ORCHESTRATE,
-    "lg.model_turn": MODEL,
-    "lg.tool_call": TOOLS,
-    "lg.graph_node": ORCHESTRATE,
-    "lg.subagent_turn": MODEL,
-    "lg.code_exec": SANDBOX,
-}
+TASK_QUEUES = task_routes()  # task name -> queue
 
 # The pool each queue wants, and its default concurrency per worker process.
 # Tools share the model queue's thread pool by default: agent tools mostly wait
@@ -39,6 +39,7 @@ POOLS = {
 
 
 def queue_for(task_name: str) -> str:
+    """The queue ``task_name`` is routed to (``lg.orchestrate`` for a task without a route)."""
     return TASK_QUEUES.get(task_name, ORCHESTRATE)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from celery import Task, shared_task
 
 from lg_core.engine.leases import StepNotClaimed
+from lg_core.engine.step_kinds import ADVANCE_TASK, STEP_KINDS, StepKind
 from lg_core.errors import RunNotFoundError
 from lg_core.urls import safe_url
 from lg_workers import faults
@@ -59,7 +60,7 @@ def run_step(run_id: str, step_key: str, redelivered: bool = True, task: Task | 
 
 def _run_chain(runtime: Any, run_id: str, step_key: str, redelivered: bool, task: Task | None) -> str:
     chain = Chain(consumed_queues(task) if task is not None else frozenset())
-    # chain.pick: each commit also claims the successor that runs next here (lg_core.engine.preclaim)
+    # chain.pick: each commit also claims the successor that runs next here (lg_core.engine._preclaim)
     outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered, follow=chain.pick)
     first = outcome
     announcer = Announcer(task)
@@ -110,17 +111,23 @@ def redelivered(task: Task) -> bool:
     return bool((task.request.delivery_info or {}).get("redelivered"))
 
 
-@shared_task(name="lg.model_turn", bind=True)
-def model_turn(self: Task, run_id: str, step_key: str) -> str:
-    return run_step(run_id, step_key, redelivered(self), self)
+def _step_task(kind: StepKind) -> Task:
+    """The task that executes steps of ``kind``, under the kind's task name, with ids only as arguments."""
+
+    def execute_step(self: Task, run_id: str, step_key: str) -> str:
+        return run_step(run_id, step_key, redelivered(self), self)
+
+    execute_step.__name__ = execute_step.__qualname__ = kind.task_name.rpartition(".")[2]
+    execute_step.__doc__ = f"Execute one {kind.name} step ({kind.key_shape}) of a run."
+    task: Task = shared_task(name=kind.task_name, bind=True)(execute_step)
+    return task
 
 
-@shared_task(name="lg.tool_call", bind=True)
-def tool_call(self: Task, run_id: str, step_key: str) -> str:
-    return run_step(run_id, step_key, redelivered(self), self)
+# One task per kind of the step-kind table (lg_core.engine.step_kinds), by kind name.
+STEP_TASKS: dict[str, Task] = {name: _step_task(kind) for name, kind in STEP_KINDS.items()}
 
 
-@shared_task(name="lg.advance")
+@shared_task(name=ADVANCE_TASK)
 def advance(run_id: str) -> str:
     """Publish whatever the run needs now (its open steps): recovery and run start."""
     runtime = worker_runtime()
@@ -129,4 +136,4 @@ def advance(run_id: str) -> str:
     return f"published {len(steps)}"
 
 
-__all__ = ["advance", "model_turn", "redelivered", "run_step", "tool_call", "warn_if_unknown_run"]
+__all__ = ["STEP_TASKS", "advance", "redelivered", "run_step", "warn_if_unknown_run"]

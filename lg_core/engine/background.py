@@ -14,14 +14,35 @@ import contextvars
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from lg_core.errors import ERRORS_INCLUDING_CONTROL_FLOW
 from lg_core.events import StreamEvent
 
-if TYPE_CHECKING:
-    from lg_core.run import Run
-    from lg_core.runtime import Runtime
+
+class _DrivenRun(Protocol):
+    """What the backend needs of the run it drives (an ``lg_core.run.Run``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    _phase: str
+
+    def deliver(self, event: StreamEvent) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _DrivingRuntime(Protocol):
+    """What the backend needs of its runtime (an ``lg_core.runtime.Runtime``)."""
+
+    @property
+    def engine(self) -> Any: ...
+
+    @property
+    def dispatcher(self) -> Any: ...
+
+    def begin(self, run: Any) -> list[Any]: ...
 
 
 class _RunLog:
@@ -120,13 +141,13 @@ class LocalLiveLog:
 class ThreadBackend:
     """Runs executions on threads of this process."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: _DrivingRuntime) -> None:
         self.runtime = runtime
         self.log = LocalLiveLog()
         self._threads: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
 
-    def start(self, run: Run) -> None:
+    def start(self, run: _DrivenRun) -> None:
         engine = self.runtime.engine
         log = self.log.open(run.id)
         unsubscribe_log = engine.bus.subscribe(run.id, log.append)

@@ -17,12 +17,15 @@ from typing import Protocol
 class StepRef:
     run_id: str
     key: str
-    kind: str  # model | tool
+    kind: str  # a name in the step-kind table (lg_core.engine.step_kinds)
     frame_id: str
 
     @property
     def task_name(self) -> str:
-        return {"model": "lg.model_turn", "tool": "lg.tool_call"}.get(self.kind, "lg.advance")
+        """The Celery task that executes this step (the step-kind table's; ``lg.advance`` for another kind)."""
+        from lg_core.engine.step_kinds import task_name_for  # the table imports every kind's module
+
+        return task_name_for(self.kind)
 
 
 class Dispatcher(Protocol):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lg_core.engine.tool_call import OUTCOME_UNKNOWN
+from lg_core.engine._tool_call import OUTCOME_UNKNOWN
 
 TERMINAL = {"run_stop", "run_error", "run_partial", "run_cancel"}
 

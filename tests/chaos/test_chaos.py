@@ -235,7 +235,7 @@ def test_a_crash_between_commit_and_publish_is_relayed(dist, scheduler):
 
 def test_a_crash_after_a_commit_that_claimed_the_next_step_is_redispatched(dist, scheduler):
     """A worker consuming every queue runs each run's steps one after another, and each commit
-    claims the next step for it (lg_core.engine.preclaim). Killed right after such a commit, it
+    claims the next step for it (lg_core.engine._preclaim). Killed right after such a commit, it
     leaves that step held by a dead process rather than in the outbox: the sweeper brings it back."""
     marker = dist.tmp_path / "fault-fired"
     every_queue = ("lg.orchestrate", "lg.model", "lg.tools")

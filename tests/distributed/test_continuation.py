@@ -54,7 +54,7 @@ def test_a_run_on_one_worker_for_both_queues_runs_in_one_task_and_flower_sees_ev
     assert log.count(" received") == 1, log[-3000:]
     assert f"'executed +{len(keys) - 1} inline'" in log
     # Each step after the delivered one was claimed by the commit that scheduled it
-    # (lg_core.engine.preclaim): its row was written running, in its first attempt.
+    # (lg_core.engine._preclaim): its row was written running, in its first attempt.
     steps = [s for s in dist.config.runtime().store.load_steps(run.id) if s.key in keys - {"root/turn-0/model"}]
     assert steps and all(s.attempts == 1 and s.started_at == s.created_at for s in steps), steps[:2]
 

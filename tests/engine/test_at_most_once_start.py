@@ -1,5 +1,5 @@
 """An at_most_once call whose earlier attempt died is run again only if that attempt never
-reached the tool (lg_core.engine.at_most_once).
+reached the tool (lg_core.engine._at_most_once).
 
 The first attempt runs in a child process that dies (``os._exit``, as abrupt as SIGKILL)
 at a chosen point: building the tool step's agent, in ``before_tool``, or inside the tool.
@@ -23,7 +23,7 @@ from sqlalchemy import text
 
 import lg_core
 from lg_core import Configuration, before_tool, with_configuration
-from lg_core.engine.tool_call import OUTCOME_UNKNOWN
+from lg_core.engine._tool_call import OUTCOME_UNKNOWN
 from lg_core.identity import hostname
 from tests.engine.at_most_once_app import DIED, TOOL_STEP, ChargeAgent, calls
 

@@ -72,11 +72,11 @@ def drive(fleet, refs: list[StepRef]) -> None:
 
 def remembered(engine) -> dict[str, int]:
     return {
-        "step_inputs": len(engine._step_inputs),
-        "flag_polls": len(engine._flag_polls),
-        "interjections": len(engine._interjections),
-        "cancel_flags": len(engine._cancel_flags),
-        "runs": len(engine._recent),
+        "step_inputs": len(engine.registry.step_inputs),
+        "flag_polls": len(engine.registry.flag_polls),
+        "interjections": len(engine.registry.interjections),
+        "cancel_flags": len(engine.registry.cancel_flags),
+        "runs": len(engine.registry.recent),
     }
 
 
@@ -106,7 +106,7 @@ def test_a_forgotten_input_is_read_from_the_store(config, script):
     target = script([{"tool_calls": calls}, {"text": "ok"}])
     agent = type("LocalAgent", (Agent,), {"model": target, "tools": [NumberedTool]})
     engine = config.runtime().engine
-    engine._step_inputs = type(engine._step_inputs)(1)  # room for one of the two calls' inputs
+    engine.registry.step_inputs = type(engine.registry.step_inputs)(1)  # room for one of the two calls' inputs
 
     run = agent.ask("go")
 

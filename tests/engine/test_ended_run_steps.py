@@ -2,7 +2,7 @@
 
 Recovery ends a distributed run that a cancel request or a passed deadline
 should stop when no live step will (``lg_scheduler.recovery.end_runs``), and a
-step out of attempts ends its run (``Engine._give_up``). The steps the run
+step out of attempts ends its run (``StepExecutor._give_up``). The steps the run
 still had open close in the same commit (``cancelled`` for a cancelled run,
 ``failed`` otherwise, as the ending step of such a run is), so ``lg runs show``
 lists none and the relay, the sweeper and the stall detector find nothing to

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from lg_core.engine.checkpoint import AgentCheckpoint
-from lg_core.engine.frames import FrameCache, FrameState
+from lg_core.engine._checkpoint import AgentCheckpoint
+from lg_core.engine._frames import FrameCache, FrameState
 from lg_core.messages import Message
 from lg_core.store import NewStep, RunStore, StepCommit
 

@@ -13,7 +13,7 @@ import sqlite3
 
 import lg_core
 from lg_core import Agent, before_invocation
-from lg_core.engine.checkpoint import AgentCheckpoint
+from lg_core.engine._checkpoint import AgentCheckpoint
 from lg_core.messages import Message
 from lg_core.store import StepCommit
 

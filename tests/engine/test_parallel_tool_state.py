@@ -17,7 +17,7 @@ import threading
 import pytest
 
 from lg_core import Agent, CancelledError, Tool
-from lg_core.engine.checkpoint import apply_state_changes
+from lg_core.engine._checkpoint import apply_state_changes
 
 EDIT_SCHEMA = {
     "type": "object",

@@ -245,7 +245,7 @@ def test_a_run_dropped_from_a_workers_cache_is_closed_outside_the_engine_lock(co
     class LockProbeHook(Hook):
         def prepare_run(self, run):
             engine = run.runtime.engine
-            run.register(closer=lambda: under_lock.append(engine._lock.locked()))
+            run.register(closer=lambda: under_lock.append(engine.registry.lock.locked()))
             return run
 
     (client,) = configs("client")

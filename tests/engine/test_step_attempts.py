@@ -1,4 +1,4 @@
-"""The attempt limit of distributed steps (lg_core.engine.step_failures), without Celery.
+"""The attempt limit of distributed steps (lg_core.engine._step_failures), without Celery.
 
 A client and a worker (one runtime each) share a SQLite file, as in
 test_execute_claimed. A worker that cannot import the run's agent is the
@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from lg_core import Agent, Configuration, retry, with_configuration
-from lg_core.engine.step_failures import (
+from lg_core.engine._step_failures import (
     MAX_RETRY_DELAY_SECONDS,
     attempts_exhausted,
     failure_record,

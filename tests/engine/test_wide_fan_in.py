@@ -6,7 +6,7 @@ transaction; a connection reused after that once failed every later commit
 with "prepared statement ... does not exist", so a turn of 60 calls on 16
 threads raised out of ``ask`` (lg_core.store.database: ``_discard_after_error``).
 Now the calls of one process commit in turn under their frame's lock
-(lg_core.engine.frame_locks), each from the frame its predecessor left, so
+(lg_core.engine._frame_locks), each from the frame its predecessor left, so
 none loses a race: before, 60 calls on 16 threads lost about 320.
 """
 

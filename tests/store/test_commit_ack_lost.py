@@ -5,7 +5,7 @@ a COMMIT but the connection drops before the client reads the answer
 (PostgreSQL restart or failover: "server closed the connection"), the whole
 commit is tried again. The retry finds the frame moved (by itself), the engine
 replays the transition on the reloaded frame, and the store then reports
-``step_already_completed``: Engine._commit returns no successors. A local run
+``step_already_completed``: Committer.commit returns no successors. A local run
 (Agent.ask) has no relay to send them: its dispatcher stops, ask() returns a
 Run without an outcome, and the run stays ``running``, held by a live process.
 """

@@ -551,7 +551,7 @@ def test_a_thread_ending_never_rolls_back_another_threads_transaction():
     store.close()
 
 
-# -- at_most_once calls: the mark that the tool starts (lg_core.engine.at_most_once) ------------
+# -- at_most_once calls: the mark that the tool starts (lg_core.engine._at_most_once) ------------
 
 
 def test_only_the_attempt_holding_a_step_marks_its_tool_started(store):
@@ -610,7 +610,7 @@ def test_a_completing_commit_leaves_no_open_step_either(store):
     assert store.load_step("r1", "root/x").status == "cancelled"
 
 
-# -- a commit that claims the successor its worker runs next (lg_core.engine.preclaim) ---------------
+# -- a commit that claims the successor its worker runs next (lg_core.engine._preclaim) ---------------
 
 
 def test_a_commit_claims_the_successor_its_worker_runs_next_and_leaves_the_others_in_the_outbox(store_url):

@@ -7,8 +7,8 @@ import time
 import pytest
 from celery.worker import state
 
+from lg_core.engine._preclaim import Preclaimed, PreclaimSlot
 from lg_core.engine.dispatcher import StepRef
-from lg_core.engine.preclaim import Preclaimed, PreclaimSlot
 from lg_workers.continuation import Chain, consumed_queues
 
 BOTH = frozenset({"lg.model", "lg.tools"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from lg_core.engine.frame_locks import FrameLocks
+from lg_core.engine._frame_locks import FrameLocks
 
 
 def test_one_frame_is_held_by_one_thread_at_a_time_and_others_are_not_held_up():

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from lg_core.engine.recent import RecentDict
+from lg_core.engine.recent_dict import RecentDict
 
 
 def test_the_oldest_written_entry_goes_first():

@@ -40,26 +40,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lg_core.engine.checkpoint import AgentCheckpoint, checked_state
+from lg_core.callbacks import run_chain
+from lg_core.engine._caller_errors import caller_error_dict
+from lg_core.engine._checkpoint import AgentCheckpoint, checked_state
+from lg_core.engine._executing_runs import executing_runs
+from lg_core.engine._frames import FrameState
+from lg_core.engine._step_scope import run_error_to_dict
+from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
-from lg_core.engine.executing import executing_runs
-from lg_core.engine.frames import FrameState
 from lg_core.errors import (
     CancelledError,
+    ConfigurationError,
     DeadlineExceededError,
     RunStateError,
     StoreUnavailableError,
 )
+from lg_core.events import TERMINAL_EVENTS, StreamEvent
 from lg_core.identity import current_holder, holder_is_dead
+from lg_core.messages import Message
 from lg_core.run_context import RunContext
 from lg_core.store import RunFinish, StepCommit
 from lg_core.store.records import ActivatedRun, ended_step_status
+from lg_core.usage import Usage
 
 if TYPE_CHECKING:
+    from lg_core.engine._run_protocol import EngineRun
+    from lg_core.engine._step_scope import EndOutcome, StepScope, Transition
     from lg_core.engine.engine import Engine
-    from lg_core.engine.steps import StepScope, Transition
-    from lg_core.messages import Message
-    from lg_core.run import Run
 
 OPENING = "opening"
 log = logging.getLogger("lg_core.opening")
@@ -85,7 +92,7 @@ STUCK_CHECK_SECONDS = 10.0  # how often it checks whether the run it waits for w
 class Opener:
     """Opens frames and hands activated runs to whoever drives them."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine[Any]) -> None:
         self.engine = engine
         self._lock = threading.Lock()
         self._pending: set[str] = set()  # local runs this process stored pending and will drive
@@ -104,14 +111,14 @@ class Opener:
             messages, context, session = self._prepare(run)
             state = checked_state(context.state)  # an opening callback may have put a non-JSON value in it
         except CancelledError as exc:
-            return engine._commit(scope, self._ending(scope, "cancelled", exc))
+            return engine.committer.commit(scope, self._ending(scope, "cancelled", exc))
         except DeadlineExceededError as exc:  # a BaseException too: an opening callback's context.check()
-            return engine._commit(scope, self._ending(scope, "partial", exc))
+            return engine.committer.commit(scope, self._ending(scope, "partial", exc))
         except StoreUnavailableError:
             raise  # loading the session found the store out of reach: the attempt fails, not the run
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure, as at start
-            return engine._commit(scope, self._ending(scope, "failed", exc))
-        # The epoch stays: a retry from the start set it, and it tells a step begun before that retry (engine._commit).
+            return engine.committer.commit(scope, self._ending(scope, "failed", exc))
+        # The epoch stays: a retry from the start set it, and it tells a step begun before that retry (Committer._commit_from).
         checkpoint = AgentCheckpoint(message_count=len(messages), state=state, session=session,
                                      history_epoch=frame.checkpoint.history_epoch)
         if context.usage.total_tokens:  # recorded by an opening callback
@@ -138,22 +145,50 @@ class Opener:
         scope.opening = None  # another process opened it (or ended the run): its messages stand
         return fresh
 
-    def _prepare(self, run: Run) -> tuple[list[Message], RunContext, dict[str, int] | None]:
+    def _prepare(self, run: EngineRun) -> tuple[list[Message], RunContext, dict[str, int] | None]:
         engine = self.engine
         opening = engine.sessions.open(run, engine.runtime.hooks)
         context = RunContext(state=opening.state, cancellation_token=run.cancellation_token, deadline=run.invocation.deadline_at)
-        messages = engine._initial_messages(run, context, opening.history)
+        messages = self._initial_messages(run, context, opening.history)
         session = engine.sessions.checkpoint_info(opening, messages, run.invocation.message)
         return messages, context, session
 
-    def _ending(self, scope: StepScope, outcome: str, error: BaseException) -> Transition:
+    def _initial_messages(self, run: EngineRun, context: RunContext, history: Any = None) -> list[Message]:
+        """The run's first messages, after its agent's ``after_initialize`` and ``before_invocation`` callbacks."""
+        engine = self.engine
+        # The run-scoped Agent's model is the resolved one in every callback (spec Agent#model).
+        agent = run.entrypoint_class(run=run, runtime=engine.runtime, model=engine.resolve_model(run), context=context)
+        run_chain(agent, "after_initialize", agent, context=context)
+        messages = [*(run.invocation.history if history is None else history), run.invocation.message]
+        decision = run_chain(agent, "before_invocation", {"messages": messages}, context=context)
+        if decision.cancelled:
+            raise CancelledError(decision.reason or "a before_invocation callback cancelled the invocation")
+        replaced = decision.value["messages"]
+        if not isinstance(replaced, (list, tuple)) or not replaced or not all(isinstance(m, Message) for m in replaced):
+            raise ConfigurationError("a before_invocation replacement must keep 'messages' a non-empty list of Message")
+        return list(replaced)
+
+    def _ending_fields(
+        self, run: EngineRun | None, outcome: EndOutcome, error: BaseException, *, events: list[Any], deferred: list[StreamEvent]
+    ) -> dict[str, Any]:
+        """The terminal fields of a run ended before its first step: its terminal event goes to ``events``
+        (stored) and ``deferred`` (published once stored)."""
+        error_data = run_error_to_dict(error, None if run is None else run.entrypoint_class)
+        message = self.engine.safe_error_message(error, run)
+        data = {"outcome": outcome, "response": None, "usage": Usage(), "message": message, "error_class": type(error).__name__}
+        stored = encode_event_data({**data, "error": caller_error_dict(error, message)})
+        events.append((TERMINAL_EVENTS[outcome], stored))
+        deferred.append(StreamEvent.build(TERMINAL_EVENTS[outcome], **data, error=error).with_stored(stored))
+        return {"status": outcome, "error": error_data, "usage": Usage().to_dict()}
+
+    def _ending(self, scope: StepScope, outcome: EndOutcome, error: BaseException) -> Transition:
         """End the run at its opening, with the same terminal fields a start-time failure had."""
-        engine, run = self.engine, scope.run
+        run = scope.run
 
         def transition(state: FrameState) -> StepCommit:
             events: list[Any] = []
             deferred: list[Any] = []
-            fields = engine._ending_fields(run, outcome, error, events=events, deferred=deferred)
+            fields = self._ending_fields(run, outcome, error, events=events, deferred=deferred)
             scope.outgoing = deferred
             checkpoint = state.checkpoint.copy()
             checkpoint.phase = "done"
@@ -174,14 +209,14 @@ class Opener:
 
     # -- waiting for the session's turn -------------------------------------------------------------
 
-    def hold(self, run: Run, *, distributed: bool) -> list[StepRef]:
+    def hold(self, run: EngineRun, *, distributed: bool) -> list[StepRef]:
         """``run`` was stored pending. A local run is driven by this process once its turn comes."""
         if not distributed:
             with self._lock:
                 self._pending.add(run.id)
         return []
 
-    def when_active(self, run: Run, refs: list[StepRef]) -> list[StepRef]:
+    def when_active(self, run: EngineRun, refs: list[StepRef]) -> list[StepRef]:
         """``refs`` for a run that started at once; for a pending local run, block until its turn.
 
         Returns the run's open steps once it runs, or nothing if it ended while
@@ -198,7 +233,7 @@ class Opener:
                 self._pending.discard(run.id)
                 self._wakeups.pop(run.id, None)
 
-    def _await_turn(self, run: Run, wakeup: threading.Event) -> list[StepRef]:
+    def _await_turn(self, run: EngineRun, wakeup: threading.Event) -> list[StepRef]:
         warned: set[str] = set()
         next_stuck_check = time.monotonic()  # at once, then every STUCK_CHECK_SECONDS (a query and a /proc read)
         while True:
@@ -222,7 +257,7 @@ class Opener:
             wakeup.wait(WAIT_POLL_SECONDS if remaining is None else min(WAIT_POLL_SECONDS, remaining))
             wakeup.clear()
 
-    def _check_runner(self, run: Run, warned: set[str]) -> None:
+    def _check_runner(self, run: EngineRun, warned: set[str]) -> None:
         """Look at the run that ``run`` waits for, when nothing may ever end it.
 
         The runner started ``run`` from one of its tools (or callbacks) on this
@@ -274,7 +309,7 @@ class Opener:
         error = DeadlineExceededError("the deadline passed while the run waited for its session")
         return self.end_pending(run_id, "partial", error)
 
-    def end_pending(self, run_id: str, outcome: str, error: BaseException) -> bool:
+    def end_pending(self, run_id: str, outcome: EndOutcome, error: BaseException) -> bool:
         """End a run still waiting for its session (cancelled, or partial when its deadline
         passed); False if it is not pending any more."""
         engine = self.engine
@@ -284,7 +319,7 @@ class Opener:
             run = None
         events: list[Any] = []
         deferred: list[Any] = []
-        fields = engine._ending_fields(run, outcome, error, events=events, deferred=deferred)  # type: ignore[arg-type]
+        fields = self._ending_fields(run, outcome, error, events=events, deferred=deferred)
         first = engine.store.end_pending_run(run_id, outcome, fields["error"], fields["usage"], events)
         if first is None:
             return False

@@ -2,31 +2,37 @@
 
 Execute: build the request, run ``before_model``, stream the provider (with
 the spec's recovery: ``after_model_error`` replacements and retryable provider
-errors, each announced by ``model_retry``), run ``after_model``. Then decide:
+errors, each announced by ``model_retry``; ``_model_call.py``), run
+``after_model``. Then decide:
 schedule the turn's tool calls, repair or accept a structured result, or
 finish the run.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import re
-import time
 from typing import Any
 
 from lg_core.callbacks import run_chain
 from lg_core.content import Text, ToolResult
-from lg_core.engine.checkpoint import AgentCheckpoint, PendingTool
-from lg_core.engine.frames import FrameState
-from lg_core.engine.steps import StepScope, Transition, message_rows, run_error_to_dict
+from lg_core.engine._checkpoint import AgentCheckpoint, PendingTool
+from lg_core.engine._frames import FrameState
+from lg_core.engine._model_call import ModelCall
+from lg_core.engine._step_kind import StepKind
+from lg_core.engine._step_scope import StepScope, Transition, message_rows
+from lg_core.engine._structured_results import (
+    answers_to_final_calls,
+    cut_off_before_answering,
+    refuse_tool_work_in_repair,
+    repair_instruction,
+    submit_description,
+    with_output,
+)
+from lg_core.engine._turn_keys import MODEL, TOOL, next_turn, tool_step_key
 from lg_core.errors import (
     CancelledError,
-    DeadlineExceededError,
     MalformedToolCallError,
     OutputLimitError,
-    ProtocolError,
-    ProviderError,
     StructuredResultError,
 )
 from lg_core.messages import Message
@@ -46,21 +52,11 @@ from lg_core.usage import Usage
 # store keeps in a 300-character column; PostgreSQL refuses longer values and NUL outright.
 _TOOL_CALL_ID = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 
-log = logging.getLogger("lg_core.engine")
-RECOVERY_LIMIT = 2
-# The longest Retry-After a model turn waits for in its step (holding its claim); a provider
-# asking for more fails the turn, and the run can be retried once the limit has reset.
-MAX_RETRY_AFTER = 60.0
-PACE_CHECK_SECONDS = 0.5  # a rate-limited call waiting for its slot checks cancellation this often
-
 
 class ModelTurn:
     def __init__(self, scope: StepScope) -> None:
         self.scope = scope
-        # The text streamed so far by the current model call, in pieces: joined once, when
-        # read, since appending to one string copies it and costs quadratic time.
-        self._partial_pieces: list[str] = []
-        self.calls_made = 0
+        self.model_call = ModelCall(scope)
         self.idempotent_tools: frozenset[str] = frozenset()  # tools not declared at_most_once
         self.repairing = False  # this turn is a structured result's repair turn
         self.interjected: list[Message] = []
@@ -69,7 +65,12 @@ class ModelTurn:
     @property
     def partial_text(self) -> str:
         """The text the current model call has streamed so far (a partial run's response)."""
-        return "".join(self._partial_pieces)
+        return self.model_call.partial_text
+
+    @property
+    def calls_made(self) -> int:
+        """How many model calls this turn made (retries included)."""
+        return self.model_call.calls_made
 
     # -- execute -------------------------------------------------------------------
 
@@ -99,7 +100,7 @@ class ModelTurn:
         request = decision.value["request"]
         if scope.attempt > 1:
             scope.emit("model_retry", attempt=scope.attempt, partial_text=True, reason="step re-executed after a crash", delay=0.0)
-        response = self._stream(agent, model, request, checkpoint)
+        response = self.model_call.stream(agent, model, request, checkpoint)
         decision = run_chain(agent, "after_model", {"request": request, "response": response, "turn": checkpoint.turn}, context=scope.context)
         if decision.cancelled:
             raise CancelledError(decision.reason or "an after_model callback cancelled the invocation")
@@ -148,7 +149,7 @@ class ModelTurn:
         if spec is not None and strategy == "provider":
             output_schema = {"name": spec.name, "description": spec.description, "schema": spec.schema}
         if spec is not None and strategy == "tool":
-            tools = tools + (ToolSpecification(spec.tool_name(), spec.description or _submit_description(spec.name), spec.schema),)
+            tools = tools + (ToolSpecification(spec.tool_name(), spec.description or submit_description(spec.name), spec.schema),)
         return ModelRequest(
             messages=scope.frame.messages + tuple(self.interjected),
             system=agent.render_system_prompt(),
@@ -160,124 +161,12 @@ class ModelTurn:
             metadata={"run_id": scope.run.id, "frame": scope.frame.path, "turn": checkpoint.turn, "sequence": checkpoint.model_calls},
         )
 
-    def _stream(self, agent: Any, model: Any, request: ModelRequest, checkpoint: AgentCheckpoint) -> ModelResponse:
-        # Hand-written, not tenacity: each retry sends what the after_model_error callbacks return (maybe another request).
-        while True:
-            sequence = checkpoint.model_calls + self.calls_made
-            attempt = _with_sequence(request, sequence)
-            self.calls_made += 1
-            self._pace(model)
-            try:
-                return self._stream_once(model, attempt)
-            except ProviderError as error:
-                request = self._recover(agent, attempt, error, checkpoint)
-
-    def _recover(self, agent: Any, request: ModelRequest, error: ProviderError, checkpoint: AgentCheckpoint) -> ModelRequest:
-        scope = self.scope
-        payload = {"request": request, "error": error, "turn": checkpoint.turn, "parent_operation_id": None}
-        decision = run_chain(agent, "after_model_error", payload, context=scope.context)
-        if decision.cancelled:
-            raise CancelledError(decision.reason or "an after_model_error callback cancelled the invocation")
-        retries = self.calls_made
-        if decision.replaced and retries <= RECOVERY_LIMIT:
-            replacement, delay = decision.value["request"], 0.0  # a replacement is sent at once
-        elif getattr(error, "retryable", False) and retries <= RECOVERY_LIMIT and not _asks_too_long(error):
-            replacement, delay = request, _retry_delay(retries, getattr(error, "retry_after", None))
-        else:
-            raise error
-        self._note_retry(error, retries + 1, delay)
-        # Announced before the wait, with its length: a consumer learns at once that the call
-        # failed and when it is tried again, even if the deadline or a cancel ends the wait.
-        message = scope.engine.safe_error_message(error, scope.run)  # the error's own text is the operator's
-        scope.emit("model_retry", attempt=retries + 1, partial_text=bool(self._partial_pieces), error_class=type(error).__name__, message=message, delay=delay)
-        self._partial_pieces.clear()
-        if delay:
-            self._backoff(delay, error)
-        return replacement
-
-    def _note_retry(self, error: ProviderError, attempt: int, delay: float) -> None:
-        """Why the model call is retried, for operators: the log and the run's diagnostics (a caller's
-        ``model_retry`` event carries the caller-safe message only)."""
-        scope = self.scope
-        scope.run.record_diagnostic({"kind": "model_retry", "step": scope.key, "attempt": attempt, **run_error_to_dict(error, scope.agent_class)})
-        log.info("the model call of step %s of run %s is retried (attempt %d, in %.2f s) after %s: %s",
-                 scope.key, scope.run.id, attempt, delay, type(error).__name__, error)
-
-    def _backoff(self, delay: float, error: ProviderError) -> None:
-        """Wait ``delay`` seconds before retrying after ``error``; never past the deadline,
-        and a cancel ends it. A deadline reached meanwhile names the retry it cut short."""
-        remaining = self.scope.context.remaining_time(delay) if self.scope.context else delay
-        self.scope.run.cancellation_token.wait(remaining or 0)
-        try:
-            self.scope.check_interrupt()
-        except DeadlineExceededError as exc:
-            raise DeadlineExceededError(
-                f"The run reached its deadline while waiting {delay:g} s to retry the model call "
-                f"after {type(error).__name__}: {error}"
-            ) from exc
-
-    def _pace(self, model: Any) -> None:
-        """Wait for this call's slot when the run, or the configuration for its connection,
-        has a rate limit (lg_core.rate_limit).
-
-        The step holds its claim meanwhile (the heartbeat renews the lease, as for
-        a slow model), and the wait ends early on cancellation or the deadline.
-        """
-        connection = model.connection
-        runtime = self.scope.engine.runtime
-        limit = self.scope.run.invocation.rate_limit or runtime.rate_limits.get(connection)
-        if limit is None:
-            return
-        # The wait runs from when the reservation's answer is here, not from before it was
-        # asked: the slot's "seconds from now" were counted on Redis, and starting the clock
-        # before the round trip let a call go up to one round trip before its slot.
-        wait = runtime.rate_limiter.reserve(connection, limit)
-        until = time.monotonic() + wait
-        while (left := until - time.monotonic()) > 0:
-            context = self.scope.context
-            pause = context.remaining_time(min(left, PACE_CHECK_SECONDS)) if context else min(left, PACE_CHECK_SECONDS)
-            self.scope.run.cancellation_token.wait(pause or 0)
-            self.scope.check_interrupt()
-
-    def _stream_once(self, model: Any, request: ModelRequest) -> ModelResponse:
-        scope = self.scope
-        response: ModelResponse | None = None
-        # A provider reports usage before it checks the answer it assembled (a tool call cut
-        # off by the output limit, malformed arguments): those tokens were spent, and are
-        # counted when that check fails the call, as they are when message_stop arrives.
-        reported: Any = None
-        try:
-            for event in model.stream(request):
-                scope.check_interrupt()
-                if event.type == "text_delta":
-                    if text := event.data.get("text"):
-                        self._partial_pieces.append(text)
-                if event.type == "usage":
-                    reported = event.data.get("usage")
-                if event.type == "message_stop":
-                    response = event.data.get("response")
-                    if response is not None:  # counted even if the turn then fails the run
-                        reported = None
-                        scope.built_context.record_usage(response.usage)
-                scope.emit_event(event)
-        except BaseException:
-            if isinstance(reported, Usage):
-                scope.built_context.record_usage(reported)
-            raise
-        if response is None:
-            # A protocol violation, not a malformed tool call: the stream may hold no tool call at all.
-            raise ProtocolError(
-                f"the provider stream for {model.target} ended without a message_stop event carrying its "
-                "ModelResponse; a provider must finish every stream with one"
-            )
-        return response
-
     # -- decide --------------------------------------------------------------------
 
     def _decide(self, agent: Any, response: ModelResponse, spec: ResultSchema | None, strategy: str | None, exclusive: dict[str, bool]) -> Transition:
         tool_uses = response.message.tool_uses
         if self.repairing and spec is not None:
-            _refuse_tool_work_in_repair(tool_uses, spec, strategy)
+            refuse_tool_work_in_repair(tool_uses, spec, strategy)
         if strategy == "tool" and spec is not None:
             terminal = [use for use in tool_uses if use.name == spec.tool_name()]
             if terminal:
@@ -288,17 +177,17 @@ class ModelTurn:
         if strategy == "provider" and spec is not None:
             value, problem = parse_json_text(response.message.text)
             if cut_off and (problem or spec.validate(value)):
-                raise _cut_off_before_answering(spec)
+                raise cut_off_before_answering(spec)
             return self._structured(agent, response, spec, strategy, value, None, problem)
         if strategy == "tool" and spec is not None:
             if cut_off:
-                raise _cut_off_before_answering(spec)
+                raise cut_off_before_answering(spec)
             # Not taken from the text, even when it holds a valid object: with this strategy the
             # result comes only through the submit tool (the spec: "that exact path").
             problem = f"it answered in text instead of calling the tool {spec.tool_name()!r}"
             return self._repair(response, spec, strategy, [problem], None)
         if cut_off and not response.message.text.strip():
-            raise _cut_off_before_answering(None)
+            raise cut_off_before_answering(None)
         return self._finish(agent, response, None)
 
     def _structured(self, agent: Any, response: ModelResponse, spec: ResultSchema, strategy: str, value: Any, tool_use_id: str | None, problem: str | None = None) -> Transition:
@@ -318,7 +207,7 @@ class ModelTurn:
                 validation_errors=problems,
             )
         scope.emit("structured_result_repair", schema_name=spec.name, validation_errors=list(problems))
-        instruction = _repair_instruction(spec, strategy, problems)
+        instruction = repair_instruction(spec, strategy, problems)
         followups: list[Message] = [response.message]
         if tool_use_id is not None:
             followups.append(Message(role="tool", content=[ToolResult(tool_use_id=tool_use_id, content=(Text(text=instruction),), status="error")]))
@@ -335,7 +224,7 @@ class ModelTurn:
             checkpoint.repairing = True
             checkpoint.turn += 1
             rows = self._rows(state, checkpoint, followups)
-            repairing = scope.model_step(state, checkpoint.turn)
+            repairing = next_turn(state, checkpoint.turn)
             step_result = {"stop_reason": response.stop_reason, "repair": True}
             if self.interjection_seqs:  # the rejected answer is no reply: the repairing turn's is
                 step_result["reply_in"] = repairing.key
@@ -378,7 +267,7 @@ class ModelTurn:
             rows = self._rows(state, checkpoint, [response.message])
             pending, new_steps, exclusive_seen = [], [], False
             for use, repeats in zip(tool_uses, self._loop_repeats(state, tool_uses), strict=True):
-                key = f"{state.path}/turn-{checkpoint.turn}/tool/{use.id}"
+                key = tool_step_key(state.path, checkpoint.turn, use.id)
                 is_exclusive = exclusive.get(use.name, False)
                 call: dict[str, Any] = {"id": use.id, "name": use.name, "input": dict(use.input)}
                 if use.input_error:
@@ -392,7 +281,7 @@ class ModelTurn:
                     continue
                 exclusive_seen = exclusive_seen or is_exclusive
                 pending.append(PendingTool(use.id, use.name, key, is_exclusive, "scheduled"))
-                new_steps.append(NewStep(key=key, frame_id=state.id, kind="tool", input=call))
+                new_steps.append(NewStep(key=key, frame_id=state.id, kind=TOOL, input=call))
             checkpoint.pending = pending
             return scope.commit_for(
                 state,
@@ -434,7 +323,7 @@ class ModelTurn:
             if self._late_interjections():
                 return self._continue_for_interjection(state, checkpoint, response)
             checkpoint.phase = "done"
-            rows = self._rows(state, checkpoint, [response.message, *_answers_to_final_calls(response.message, submitted_by)])
+            rows = self._rows(state, checkpoint, [response.message, *answers_to_final_calls(response.message, submitted_by)])
             result = RunResult(
                 message=response.message,
                 stop_reason=response.stop_reason,
@@ -451,7 +340,7 @@ class ModelTurn:
                 return self._continue_for_interjection(state, self._advanced(state, response, calls), response)
             result = decision.value["result"]
             if decision.replaced:  # output follows the structured result delivered, as a stored run's does
-                result = _with_output(result, scope.agent_class.result_spec())
+                result = with_output(result, scope.agent_class.result_spec())
             return scope.completion(state, checkpoint, result, rows, self.interjection_seqs)
 
         return transition
@@ -487,7 +376,7 @@ class ModelTurn:
             step_result={"stop_reason": response.stop_reason, "continued_for_interjection": True},
             messages=rows,
             consumed_interjections=self.interjection_seqs,
-            new_steps=[self.scope.model_step(state, checkpoint.turn)],
+            new_steps=[next_turn(state, checkpoint.turn)],
         )
 
     def _advanced(self, state: FrameState, response: ModelResponse, calls: int) -> AgentCheckpoint:
@@ -502,127 +391,13 @@ class ModelTurn:
         return checkpoint
 
 
-RESULT_ACCEPTED = "Result accepted."
-NOT_RUN_AT_FINISH = "Not run: the run finished with the submitted result."
+MODEL_TURN = StepKind(
+    name=MODEL,
+    key_shape="<frame path>/turn-<N>/model",
+    task_name="lg.model_turn",
+    queue="lg.model",
+    body=ModelTurn,
+)
 
 
-def _answers_to_final_calls(message: Message, submitted_by: str | None) -> list[Message]:
-    """The tool message answering the tool calls of a run's final message, if it has any.
-
-    A result submitted through the result tool (the call ``submitted_by``) ends
-    the run on an assistant message that calls it, and maybe other tools, which
-    do not run. Left unanswered, those calls would be the last thing in the
-    conversation, and the next run of the same session would send them without
-    results, which providers reject. So each gets one, as every other call does.
-    """
-    if not message.tool_uses:
-        return []
-    results = [
-        ToolResult(tool_use_id=use.id, content=(Text(text=RESULT_ACCEPTED),), status="success")
-        if use.id == submitted_by
-        else ToolResult(tool_use_id=use.id, content=(Text(text=NOT_RUN_AT_FINISH),), status="error")
-        for use in message.tool_uses
-    ]
-    return [Message(role="tool", content=results)]
-
-
-def _refuse_tool_work_in_repair(tool_uses: Any, spec: ResultSchema, strategy: str | None) -> None:
-    """StructuredResultError for a repair turn's answer that calls a tool other than the submit tool.
-
-    The repair turn offers only the way to answer (the submit tool, or none with
-    the provider strategy), so such a call is the second invalid response, which
-    the spec ends the run with. It never runs. A valid submission beside it is
-    still taken, as in any turn; the other calls are then answered as not run.
-    """
-    submit = spec.tool_name() if strategy == "tool" else None
-    others = [use.name for use in tool_uses if use.name != submit]
-    if not others or (submit is not None and len(others) < len(tool_uses)):
-        return
-    offered = f"only the tool {submit!r}" if submit else "no tools"
-    problem = f"in its repair turn, which offers {offered}, it called the tool {others[0]!r}"
-    raise StructuredResultError(
-        f"the model's structured result for {spec.name!r} was invalid twice: {problem}",
-        schema_name=spec.name,
-        validation_errors=[problem],
-    )
-
-
-def _cut_off_before_answering(spec: ResultSchema | None) -> OutputLimitError:
-    """The error of a model turn the output token limit stopped before it answered.
-
-    "Before it answered": no tool call and no text but whitespace (a reasoning model
-    may spend the whole limit thinking), or, for a structured agent, no valid result
-    (a JSON answer cut short; with the tool strategy, no call of the submit tool).
-    Another attempt under the same limit would most likely be cut off again, so the
-    run fails (the spec's OutputLimitError: generation limits stopped the agent
-    before completion) rather than repairing. Text cut off after it began is an
-    answer: the run completes with stop reason ``max_tokens``.
-    """
-    wanted = "an answer (no text and no tool call)" if spec is None else f"a valid result for the schema {spec.name!r}"
-    return OutputLimitError(
-        f"the model stopped at its output token limit (stop reason max_tokens) before it gave {wanted}; "
-        "raise the output limit in the request settings (max_tokens, or the provider's name for it)"
-    )
-
-
-def _repair_instruction(spec: ResultSchema, strategy: str, problems: list[str]) -> str:
-    """What the model is told after an invalid or missing result: one request, in the active strategy's terms.
-
-    The tool strategy takes a result only through its submit tool, whether the
-    answer was text or an invalid submission, so its model is never asked for a
-    bare JSON answer (which would fail the run); the provider strategy reads the
-    answer's text as the JSON object.
-    """
-    said = f"Your previous answer did not match the required result schema {spec.name!r}: " + "; ".join(problems[:5]) + ". "
-    if strategy == "tool":
-        return said + f"Call the tool {spec.tool_name()!r} with the corrected result object as its input; do not answer in text."
-    return said + "Answer again with only a corrected JSON object."
-
-
-def _with_output(result: RunResult, spec: ResultSchema | None) -> RunResult:
-    """``result`` whose ``output`` is that of its own structured result.
-
-    An after_invocation replacement built with ``dataclasses.replace`` keeps the
-    original's ``output_value``, so ``output`` would give the value the callback
-    replaced (RunResult#output: "Uses the structured value when present").
-    """
-    structured = result.structured_result
-    output = None if structured is None or spec is None else spec.output(structured.value)
-    if output is result.output_value:
-        return result
-    return dataclasses.replace(result, output_value=output)
-
-
-def _with_sequence(request: ModelRequest, sequence: int) -> ModelRequest:
-    """``request`` with ``metadata["sequence"] = sequence``: itself when it already says so
-    (a first call, unless a callback changed it), so the common case copies nothing."""
-    current = request.metadata.get("sequence")
-    if type(current) is int and current == sequence:
-        return request
-    return request.replace(metadata={**request.metadata, "sequence": sequence})
-
-
-def _submit_description(name: str) -> str:
-    """The submit tool's default description ("Submit the final result result." for a schema named result)."""
-    return "Submit the final result." if name == "result" else f"Submit the final {name} result."
-
-
-def _asks_too_long(error: ProviderError) -> bool:
-    """Does ``error`` ask for a wait longer than MAX_RETRY_AFTER? The turn then fails with it:
-    a retry sooner than asked would meet the same refusal."""
-    asked = getattr(error, "retry_after", None)
-    return isinstance(asked, int | float) and asked > MAX_RETRY_AFTER
-
-
-def _retry_delay(retries: int, asked: float | None = None) -> float:
-    """Seconds to wait before retry ``retries``: limited exponential backoff, or the longer wait
-    the provider asked for (``HTTPError.retry_after``, from ``Retry-After``; one over
-    MAX_RETRY_AFTER fails the turn first, ``_asks_too_long``), so a rate limit that resets
-    in seconds is not retried into the same refusal."""
-    delay = min(0.25 * (2 ** (retries - 1)), 2.0)
-    if isinstance(asked, int | float) and asked > delay:
-        delay = float(asked)
-    return delay
-
-
-__all__ = ["ModelTurn"]
+__all__ = ["MODEL_TURN", "ModelTurn"]

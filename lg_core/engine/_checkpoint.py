@@ -32,7 +32,7 @@ class PendingTool:
 @dataclass(slots=True)
 class AgentCheckpoint:
     turn: int = 0
-    phase: str = "model"  # opening (history not loaded yet, see engine/opening.py) | model | tools | done
+    phase: str = "model"  # opening (history not loaded yet, see engine/_opening.py) | model | tools | done
     message_count: int = 0
     model_calls: int = 0
     tool_calls_total: int = 0
@@ -45,7 +45,7 @@ class AgentCheckpoint:
     last_text: str = ""
     session: dict[str, int] | None = None  # {"count", "skip"}: the session's size at opening, where the run's turn starts
     # Bumped each time a retry cuts the frame's messages back: messages cached under
-    # an older epoch may have been replaced at the same positions (engine/frames.py).
+    # an older epoch may have been replaced at the same positions (engine/_frames.py).
     history_epoch: int = 0
     # Tool-loop counts ({signature: [result digest, count]}, lg_core/tool_loops.py); replaced wholesale.
     tool_loops: dict[str, list[Any]] = field(default_factory=dict)

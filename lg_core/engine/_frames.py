@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lg_core.engine.checkpoint import AgentCheckpoint
+from lg_core.engine._checkpoint import AgentCheckpoint
 from lg_core.messages import Message
 from lg_core.store import FrameRecord, RunStore
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from lg_core.engine._frames import FrameState
 from lg_core.engine.dispatcher import StepRef
-from lg_core.engine.frames import FrameState
 
 # Given the new steps a commit schedules (of the committing frame), the one the caller
 # will run next on this thread, or None.

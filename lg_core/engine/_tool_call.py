@@ -5,12 +5,12 @@ the input (and convert it for an ``Input`` model), run ``before_tool``, call
 it, run ``after_tool``, bound the output.
 An ``at_most_once`` tool is claimed first and durably marked as started right
 before its code runs; a re-attempt that finds the mark reports "outcome
-unknown" instead of calling it (lg_core.engine.at_most_once).
+unknown" instead of calling it (lg_core.engine._at_most_once).
 Commit: record the result; the call that completes the turn (fan-in, decided
 under the frame's optimistic version) appends one tool message with every
 result in call order (with the tool-loop warnings, counted there in call order)
 and schedules the next model turn. Parallel calls in one
-process commit in turn under their frame's lock (lg_core.engine.frame_locks);
+process commit in turn under their frame's lock (lg_core.engine._frame_locks);
 calls in other processes may still lose the frame's race, and their commit is
 marked ``contended`` so that losing costs PostgreSQL no connection. Exclusive tools of a
 turn run one after another: each one's commit schedules the next.
@@ -24,10 +24,12 @@ from typing import Any
 from lg_core import content as content_mod
 from lg_core.callbacks import run_chain
 from lg_core.content import Text, ToolResult, ToolUse
-from lg_core.engine.at_most_once import start_guard
+from lg_core.engine._at_most_once import start_guard
+from lg_core.engine._frames import FrameState
+from lg_core.engine._step_kind import StepKind
+from lg_core.engine._step_scope import StaleStep, StepScope, Transition, message_rows
+from lg_core.engine._turn_keys import TOOL, next_turn
 from lg_core.engine.codec import error_to_dict
-from lg_core.engine.frames import FrameState
-from lg_core.engine.steps import StepScope, Transition, message_rows
 from lg_core.messages import Message
 from lg_core.result_schema import result_strategy
 from lg_core.store import NewStep
@@ -43,6 +45,8 @@ OUTCOME_UNKNOWN = (
 
 
 class ToolCall:
+    partial_text = ""  # a tool call streams no text (StepBody)
+
     def __init__(self, scope: StepScope) -> None:
         self.scope = scope
         self.call: dict[str, Any] = dict(scope.input or {})
@@ -130,7 +134,7 @@ class ToolCall:
             scope.add_step_usage(checkpoint)  # what the tool and its callbacks recorded
             entry = next((p for p in checkpoint.pending if p.key == scope.key), None)
             if entry is None or entry.status == "done":
-                raise _StaleStep()
+                raise StaleStep(f"tool call {scope.key} is already done")
             entry.status = "done"
             siblings_running = any(p.status == "scheduled" for p in checkpoint.pending)
             new_steps: list[NewStep] = []
@@ -138,14 +142,14 @@ class ToolCall:
                 waiting = next((p for p in checkpoint.pending if p.status == "waiting"), None)
                 if waiting is not None:
                     waiting.status, call, waiting.input = "scheduled", waiting.input, None
-                    new_steps.append(NewStep(key=waiting.key, frame_id=state.id, kind="tool", input=call))
+                    new_steps.append(NewStep(key=waiting.key, frame_id=state.id, kind=TOOL, input=call))
             messages: list[Message] = []
             if all(p.status == "done" for p in checkpoint.pending):
                 messages.append(self._turn_results(checkpoint, block, counted))
                 checkpoint.pending, checkpoint.phase = [], "model"
                 checkpoint.turn += 1
                 checkpoint.message_count += 1
-                new_steps.append(scope.model_step(state, checkpoint.turn))
+                new_steps.append(next_turn(state, checkpoint.turn))
             return scope.commit_for(
                 state,
                 checkpoint,
@@ -214,10 +218,6 @@ class ToolCall:
         return data
 
 
-class _StaleStep(Exception):
-    """The frame says this call is already done; another execution committed it."""
-
-
 def _bounded_block(block: Any, limit: int) -> Any:
     """A Text block cut to ``limit`` tokens; any other block, or a text within it, unchanged (the same object)."""
     if not isinstance(block, Text):
@@ -234,11 +234,27 @@ def _as_outcome(value: Any) -> ToolOutcome:
     return success_outcome(value)
 
 
-__all__ = ["OUTCOME_UNKNOWN", "ToolCall"]
-
-
 def _submit_tools(agent_class: Any, model: Any) -> tuple[str, ...]:
     """The result schema's submit tool, when the model was offered one (the terminal-tool strategy)."""
     spec = agent_class.result_spec()
     return (spec.tool_name(),) if spec is not None and result_strategy(spec, model) == "tool" else ()
+
+
+def _has_running_siblings(scope: StepScope) -> bool:
+    """Are other calls of this call's turn (parallel, not exclusive) maybe committing now?"""
+    return sum(1 for p in scope.frame.checkpoint.pending if p.status == "scheduled") > 1
+
+
+TOOL_CALL = StepKind(
+    name=TOOL,
+    key_shape="<frame path>/turn-<N>/tool/<call id>",
+    task_name="lg.tool_call",
+    queue="lg.tools",
+    body=ToolCall,
+    takes_input=True,
+    has_running_siblings=_has_running_siblings,
+)
+
+
+__all__ = ["OUTCOME_UNKNOWN", "TOOL_CALL", "ToolCall"]
 

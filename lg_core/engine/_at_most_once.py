@@ -37,7 +37,7 @@ from lg_core.engine.leases import StepClaimLost
 from lg_core.identity import current_holder
 
 if TYPE_CHECKING:
-    from lg_core.engine.steps import StepScope
+    from lg_core.engine._step_scope import StepScope
 
 
 class StartNotRecorded(Exception):  # noqa: N818 - names what happened, like StepClaimLost

@@ -18,7 +18,7 @@ from lg_core.errors import InvocationError
 from lg_core.identity import current_holder, holder_is_dead
 
 if TYPE_CHECKING:
-    from lg_core.run import Run
+    from lg_core.engine._run_protocol import EngineRun
 
 POLL_SECONDS = 0.05  # how often a waiting caller looks at the claim (a short block is the usual case)
 
@@ -26,7 +26,7 @@ POLL_SECONDS = 0.05  # how often a waiting caller looks at the claim (a short bl
 MAX_KEY_LENGTH = 200  # "once/" + key is a step key (at most 300 characters)
 
 
-def perform_once(run: Run, key: str, block: Callable[[], Any]) -> Any:
+def perform_once(run: EngineRun, key: str, block: Callable[[], Any]) -> Any:
     """``block()`` if nobody performed ``key`` in ``run`` yet, else None (waiting for a holder first)."""
     _check(key, block)
     engine = run.runtime.engine
@@ -52,7 +52,7 @@ def _check(key: Any, block: Any) -> None:
         raise InvocationError(f"Run.once needs a block to call, got {type(block).__name__}")
 
 
-def _settled_elsewhere(run: Run, step_key: str) -> bool:
+def _settled_elsewhere(run: EngineRun, step_key: str) -> bool:
     """Wait, reading the claim (a read, not a write transaction per look), until another caller
     performed the block (True) or the key is free again: released, or taken from a holder that
     is gone (False: claim it).
@@ -78,7 +78,7 @@ def _settled_elsewhere(run: Run, step_key: str) -> bool:
         run.cancellation_token.wait(POLL_SECONDS)
 
 
-def _perform(run: Run, step_key: str, me: str, block: Callable[[], Any]) -> Any:
+def _perform(run: EngineRun, step_key: str, me: str, block: Callable[[], Any]) -> Any:
     """Run the block under the claim: its lease is renewed while it runs, and released if it raises."""
     store = run.runtime.store
     with run.runtime.engine.heartbeat.holding(run.id, step_key):

@@ -13,28 +13,31 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from lg_core.callbacks import run_chain
-from lg_core.engine.caller_errors import caller_error_dict
-from lg_core.engine.checkpoint import AgentCheckpoint, apply_state_changes, checked_state
+from lg_core.engine._caller_errors import caller_error_dict
+from lg_core.engine._checkpoint import AgentCheckpoint, apply_state_changes, checked_state
+from lg_core.engine._frames import FrameState
 from lg_core.engine.codec import encode_event_data, error_to_dict
-from lg_core.engine.frames import FrameState
 from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededError, Error
 from lg_core.events import LIVE_ONLY_EVENTS, PUBLISHED_AT_ONCE, TERMINAL_EVENTS, StreamEvent
 from lg_core.run_context import NO_USAGE, RunContext
 from lg_core.run_result import RunResult
-from lg_core.store import NewStep, RunFinish, StepCommit
+from lg_core.store import RunFinish, StepCommit
 from lg_core.store.records import ended_step_status
 from lg_core.tool import Binding
 from lg_core.usage import Usage, accumulate
 
 if TYPE_CHECKING:
+    from lg_core.engine._preclaim import Follow
+    from lg_core.engine._run_protocol import EngineRun
     from lg_core.engine.engine import Engine
-    from lg_core.engine.preclaim import Follow
-    from lg_core.run import Run
+    from lg_core.engine.step_kinds import StepKindName
 
 Transition = Callable[[FrameState], StepCommit]
+# How a run ends other than completed: failed, partial (its deadline passed) or cancelled.
+EndOutcome = Literal["failed", "partial", "cancelled"]
 T = TypeVar("T")
 _NO_DEADLINE = math.inf
 EventPair = tuple["StreamEvent | None", tuple[str, dict[str, Any]]]
@@ -44,22 +47,22 @@ EventPair = tuple["StreamEvent | None", tuple[str, dict[str, Any]]]
 class StepScope:
     """What one step works with: the run, its frame, the step key and attempt."""
 
-    engine: Engine
-    run: Run
+    engine: Engine[Any]
+    run: EngineRun
     frame: FrameState
     key: str
-    kind: str
+    kind: StepKindName | Literal["end"]  # "end": a run ended outside any step (Engine.end_run)
     attempt: int = 1
     input: dict[str, Any] | None = None
     holder: str | None = None
     # A worker's claim found an earlier attempt's mark that the step's at_most_once tool started.
     body_entered: bool = False
-    # Picks the successor the worker runs next, which the commit claims for it (engine/preclaim.py).
+    # Picks the successor the worker runs next, which the commit claims for it (engine/_preclaim.py).
     follow: Follow | None = None
     durable: list[EventPair] = field(default_factory=list)
     outgoing: list[StreamEvent | None] = field(default_factory=list)
     context: RunContext | None = None
-    # The frame this step opened (engine/opening.py) while its messages are not stored:
+    # The frame this step opened (engine/_opening.py) while its messages are not stored:
     # the step's commit writes them ahead of its own.
     opening: FrameState | None = None
     _deadline: float | None = None
@@ -237,10 +240,7 @@ class StepScope:
             return committed[1]
         return AgentCheckpoint.from_dict(stored)
 
-    def model_step(self, state: FrameState, turn: int) -> NewStep:
-        return NewStep(key=f"{state.path}/turn-{turn}/model", frame_id=state.id, kind="model")
-
-    def ending(self, outcome: str, error: BaseException | None, partial_text: str = "") -> Transition:
+    def ending(self, outcome: EndOutcome, error: BaseException | None, partial_text: str = "") -> Transition:
         """The transition that ends the run with ``outcome`` (failed, partial or cancelled)."""
         engine, run = self.engine, self.run
 
@@ -279,6 +279,16 @@ class StepScope:
 
         return transition
 
+    def ending_for(self, error: BaseException, partial_text: str = "") -> Transition:
+        """The ending ``error`` calls for: cancelled, partial (a deadline, with the text so far) or failed."""
+        if isinstance(error, CancelledError):
+            return self.ending("cancelled", error)
+        if isinstance(error, DeadlineExceededError):
+            return self.ending("partial", error, partial_text)
+        error_data = run_error_to_dict(error, self.agent_class)
+        self.run.record_diagnostic({"kind": "run_error", "step": self.key, **error_data}, error)
+        return self.ending("failed", error)
+
     def _unread_interjections(self) -> list[int]:
         """Interjections the ending run will never read: its commit marks them consumed.
 
@@ -311,8 +321,12 @@ class StepScope:
             finish=finish,
             extra=[stop, terminal],
             consumed_interjections=consumed,
-            session=session,  # the run's turn joins its session in this commit (engine/opening.py)
+            session=session,  # the run's turn joins its session in this commit (engine/_opening.py)
         )
+
+
+class StaleStep(Exception):
+    """The frame says this step is already done: another execution of it committed first."""
 
 
 class _StepContext(RunContext):
@@ -356,4 +370,4 @@ def message_rows(state: FrameState, messages: list[Any]) -> list[tuple[int, Any]
     return [(start + i, m) for i, m in enumerate(messages)]
 
 
-__all__ = ["StepScope", "Transition", "message_rows", "run_error_to_dict"]
+__all__ = ["EndOutcome", "StaleStep", "StepScope", "Transition", "message_rows", "run_error_to_dict"]

@@ -4,7 +4,7 @@ A tool may ask another agent (``Inner.ask(...)`` inside ``call``): the inner
 run then executes on the tool's thread, inside the outer run's step. If the
 inner run uses the outer run's session it waits for the outer run to end, which
 waits for the tool, which waits for the inner run: neither ever ends. The
-opening of a run looks here to refuse that wait (lg_core.engine.opening).
+opening of a run looks here to refuse that wait (lg_core.engine._opening).
 """
 
 from __future__ import annotations
