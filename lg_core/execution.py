@@ -53,7 +53,7 @@ def event_json(event: StreamEvent) -> dict[str, Any]:
 
     Events can carry inputs, tool arguments and results: check that the destination
     may see the whole run (the spec's safety note). A durable event is given as stored,
-    so an error is in its caller-safe form (lg_core.engine.caller_errors) here too,
+    so an error is in its caller-safe form (lg_core.engine._caller_errors) here too,
     never the live exception's own text.
     """
     if event.stored is not None:

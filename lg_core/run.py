@@ -362,7 +362,7 @@ class Run:
         """Run ``block`` at most once successfully for ``key`` in this run (durably).
 
         Concurrent callers, on any thread or worker of the run, are serialized
-        (lg_core.engine.once); the one that performs the block gets its value,
+        (lg_core.engine.run_once); the one that performs the block gets its value,
         the others None. A block that raises leaves the key free to try again.
         """
         from lg_core.engine.run_once import perform_once  # the engine imports this module

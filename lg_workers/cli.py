@@ -8,7 +8,8 @@ imports Celery. The command checks its settings in this process first (a bad
 store URL, a missing or unreachable broker or an unimportable module is one red line and
 exit code 2, not a Celery traceback per worker), then starts one Celery worker
 per pool kind (:func:`lg_workers.worker.plan`) with the resolved settings in
-their environment and forwards SIGTERM/SIGINT/SIGQUIT to them.
+their environment, from a small supervisor process it replaces itself with
+(:func:`lg_workers.worker.supervise`), which forwards SIGTERM/SIGINT/SIGQUIT to them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import typer
 from lg_core.cli import ImportOption, StoreOption, UsageError, error_console, session
 from lg_workers.broker_check import check_broker
 from lg_workers.queues import MODEL, ORCHESTRATE, QUEUES, SANDBOX, TOOLS
-from lg_workers.worker import WorkerGroup, plan, run_workers
+from lg_workers.worker import WorkerGroup, plan, supervise
 
 DEFAULT_QUEUES = ",".join((ORCHESTRATE, MODEL, TOOLS))
 
@@ -76,7 +77,18 @@ def worker(
         # retrying for minutes and being restarted forever (a later outage is still ridden out).
         check_broker(runtime.configuration.broker_url)
     describe(groups, env)
-    raise typer.Exit(run_workers(groups, env, loglevel.value))
+    preload_celery()
+    supervise(groups, env, loglevel.value)
+
+
+def preload_celery() -> None:
+    """Import Celery's worker and the task modules here, once, before the workers are forked from
+    this process (:func:`lg_workers.worker.fork_worker`), so each starts with them loaded. The app
+    itself (lg_workers.app) is built in each worker, from the environment the worker gets."""
+    import celery.apps.worker  # noqa: F401
+    import celery.worker.consumer  # noqa: F401
+
+    import lg_workers.tasks  # noqa: F401
 
 
 def parse_queues(text: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 | queue            | pool                          |
 |------------------|-------------------------------|
-| lg.orchestrate   | prefork, small                |
+| lg.orchestrate   | threads, small                |
 | lg.model         | threads, high concurrency     |
 | lg.tools         | threads (prefork with --pool) |
 | lg.sandbox       | prefork on Bubblewrap hosts   |
@@ -30,8 +30,11 @@ TASK_QUEUES = task_routes()  # task name -> queue
 # on I/O, and one worker consuming both queues runs a model turn's tool call and
 # the next turn in the same task (lg_workers.continuation) instead of a broker hop
 # apiece. CPU-bound or crash-prone tools belong on `lg worker -Q lg.tools --pool prefork`.
+# Orchestration is threads too: its tasks (publishing a run's open steps, a recovery
+# pass) are a few store queries each, so with the default queues one Celery worker
+# process serves all three instead of a prefork pool that sits idle most of the time.
 POOLS = {
-    ORCHESTRATE: ("prefork", 2),
+    ORCHESTRATE: ("threads", 2),
     MODEL: ("threads", 64),
     TOOLS: ("threads", 16),
     SANDBOX: ("prefork", 2),

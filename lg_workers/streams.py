@@ -18,7 +18,7 @@ Every Redis key this project uses, with its lifetime:
                          ``lg.tools``, ``lg.sandbox`` and their unacked sets.
 
 Redis is transport only (the run store is the source of truth): if it is lost,
-readers fall back to the run store's durable event log (see lg_core.execution)
+readers fall back to the run store's durable event log (see lg_core.execution_follow)
 and no run is lost.
 """
 
@@ -48,7 +48,7 @@ MAX_EVENTS = 20_000
 LOCATE_PAGE = 1_000
 RETENTION_SECONDS = 24 * 3600
 # redis-py 8 gives every socket a 5 s timeout by default, and a quiet reader blocks
-# in XREAD for up to 5 s (lg_core.execution.MAX_QUIET_SECONDS): the socket gave up
+# in XREAD for up to 5 s (lg_core.execution_follow.MAX_QUIET_SECONDS): the socket gave up
 # first, the read raised, and the reader took Redis for unreachable and paused
 # without reading the stream. Our clients wait longer than any blocking read.
 SOCKET_TIMEOUT = 10.0

@@ -1,7 +1,8 @@
 """The processes of one benchmark run: PostgreSQL (fsync on), Redis, Celery workers, a scheduler.
 
-Workers are started exactly as ``lg worker`` starts them (``lg_workers.worker.plan``
-and ``WorkerGroup.argv``), with the settings in their environment; the floor's
+Workers get the pools and options ``lg worker`` gives them (``lg_workers.worker.plan``
+and ``WorkerGroup.argv``, a fresh ``python -m celery`` process each, as ``lg worker``'s
+supervisor restarts one), with the settings in their environment; the floor's
 worker is a plain ``celery worker`` of the bench-only app. Everything lives in
 one temporary directory that :meth:`BenchStack.close` removes.
 """

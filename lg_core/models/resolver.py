@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lg_core.datamap import to_json_value
 from lg_core.errors import AdapterLoadError, ConfigurationError, CredentialError
 from lg_core.events import StreamEvent
 from lg_core.models.request import ModelCapabilities, ModelRequest
-from lg_core.providers import BUILTIN_ADAPTERS, Provider
+from lg_core.providers import BUILTIN_ADAPTERS, adapter_class
+
+if TYPE_CHECKING:
+    from lg_core.providers.base import Provider
 
 # Connections that need no configuration: the offline scripted models, and OpenRouter with
 # the key in $OPENROUTER_API_KEY (the spec's first example). A configured connection of the
@@ -83,7 +86,8 @@ class ModelResolver:
         self.profiles = _mappings(profiles, "model role", "{'target': 'connection:model-id'}")
         self.default_model = default_model
         self._unconfigured = not providers and not profiles
-        self.adapters = {**BUILTIN_ADAPTERS, **(provider_adapters or {})}
+        # An adapter is a Provider class, or a built-in's 'module:Class' path imported on first use.
+        self.adapters: dict[str, type[Provider] | str] = {**BUILTIN_ADAPTERS, **(provider_adapters or {})}
         self.credential_resolver = credential_resolver
         self._providers: dict[str, Provider] = {}
         self._lock = threading.Lock()
@@ -210,12 +214,13 @@ class ModelResolver:
                 f"add it with configure(providers={{{connection!r}: {{'adapter': ...}}}})"
             )
         adapter = options.get("adapter", connection)
-        cls = self.adapters.get(str(adapter))
-        if cls is None:
+        registered = self.adapters.get(str(adapter))
+        if registered is None:
             raise AdapterLoadError(
                 f"connection {connection!r} uses unknown adapter {adapter!r}; "
                 f"available adapters: {', '.join(sorted(self.adapters))}"
             )
+        cls = self.adapters[str(adapter)] = adapter_class(registered)
         options = {k: v for k, v in options.items() if k != "adapter"}
         options.update(self._credentials(connection, str(adapter), options))
         try:

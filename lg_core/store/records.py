@@ -159,7 +159,7 @@ class StepRecord:
 
     @property
     def awaits_retry(self) -> bool:
-        """Scheduled again because its last attempt raised (lg_core.engine.step_failures): the row
+        """Scheduled again because its last attempt raised (lg_core.engine._step_failures): the row
         keeps that attempt's error, and no message was sent for the next one (the relay sends it)."""
         return self.status == "scheduled" and self.attempts > 0 and (self.error or {}).get("attempt") == self.attempts
 

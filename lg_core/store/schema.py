@@ -110,7 +110,7 @@ steps = Table(
     Column("relays", Integer, nullable=False, server_default="0"),
     # When an attempt of an at_most_once tool call entered the tool's own code (written,
     # flushed, just before it runs): a later attempt that finds it reports "outcome
-    # unknown" instead of calling the tool again (lg_core.engine.at_most_once).
+    # unknown" instead of calling the tool again (lg_core.engine._at_most_once).
     Column("body_entered_at", Float),
     sqlite_with_rowid=False,
 )

@@ -48,7 +48,7 @@ def _is_series(data: dict, rounds: int) -> bool:
 def test_every_import_is_measured_against_its_floor(report: dict) -> None:
     imports = report["imports"]
 
-    assert set(imports) == {"lg_core", "floor", "bare"}
+    assert set(imports) == {"lg_core", "floor", "agent", "bare"}
     assert all(_is_series(data, 3) for data in imports.values())
     assert report["environment"]["lg_core imported from"].endswith("lg_core/__init__.py")
 

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -53,10 +54,10 @@ def test_lg_worker_reads_lg_yaml_runs_an_agent_and_stops_on_sigterm(tmp_path, pg
             cwd=tmp_path, env=lg_env(), stdout=handle, stderr=subprocess.STDOUT,
         )
     try:
-        wait_ready(log, 2, worker)  # one prefork worker (orchestrate), one thread-pool worker (model + tools)
+        wait_ready(log, 1, worker)  # one thread-pool worker for the three queues
         text = log.read_text()
-        assert "worker: lg.orchestrate on a prefork pool of 2" in text
-        assert "worker: lg.model, lg.tools on a threads pool of 2" in text
+        assert "worker: lg.orchestrate, lg.model, lg.tools on a threads pool of 2" in text
+        assert text.count(" ready.") == 1
 
         sys.path.insert(0, str(DIST_APP_DIR))
         import dist_app
@@ -68,7 +69,8 @@ def test_lg_worker_reads_lg_yaml_runs_an_agent_and_stops_on_sigterm(tmp_path, pg
         assert run.completed, run.error
 
         processes = descendants(worker.pid)
-        assert len(processes) >= 1 + 2 + 2  # lg worker, two celery workers, the orchestrate worker's two children
+        assert len(processes) == 1 + 1  # lg worker (now its small supervisor) and the one celery worker
+        assert "lg_workers._supervisor" in (Path("/proc") / str(worker.pid) / "cmdline").read_text()
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0
         assert processes & live_pids() == set()
