@@ -606,7 +606,7 @@ def runs_cancel(
     store: StoreOption = None,
 ) -> None:
     """Ask the process running RUN_ID to stop it at its next step boundary."""
-    from lg_core.identity import holder_is_dead
+    from lg_core.lease_holders import holder_is_dead
 
     info = error_console()
     with session(ctx, store, durable=True, load_imports=False) as runtime:

@@ -296,7 +296,7 @@ def record_json(record: RunRecord) -> dict[str, Any]:
 
 
 def describe_run(record: RunRecord, message_count: int) -> list[str]:
-    from lg_core.identity import holder_is_dead
+    from lg_core.lease_holders import holder_is_dead
     from lg_core.usage import Usage
 
     lines = [

@@ -75,8 +75,8 @@ from lg_core.engine.step_kinds import STEP_KINDS
 from lg_core.errors import InvocationError, RunStateError
 from lg_core.events import StreamEvent, checked_consumer
 from lg_core.execution import Execution, follow_events
-from lg_core.identity import current_holder
 from lg_core.invocation import Invocation
+from lg_core.lease_holders import current_holder
 from lg_core.messages import Message
 from lg_core.run import Run, import_entrypoint
 from lg_core.run_ids import run_id_to_look_up

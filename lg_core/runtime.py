@@ -31,15 +31,15 @@ from lg_core.errors import (
 from lg_core.execution import Execution, follow_events
 from lg_core.execution_backend import DistributedBackend, ExecutionBackend
 from lg_core.hooks import Hook
-from lg_core.identity import current_holder, holder_is_dead
 from lg_core.invocation import _identifier, brief_error  # the one id rule shared with invocations
+from lg_core.lease_holders import current_holder, holder_is_dead
 from lg_core.messages import Message
 from lg_core.models.resolver import ModelResolver
 from lg_core.rate_limit import Limiter, LocalLimiter, RateLimit
 from lg_core.run import Run, check_importable_elsewhere, prepared_by
 from lg_core.run_ids import run_id_to_look_up
 from lg_core.sessions.declaration import build_session_store
-from lg_core.sessions.runs import RunSessions
+from lg_core.sessions.run_sessions import RunSessions
 from lg_core.store import RunRecord, RunStore
 from lg_core.store.records import MAX_COUNT, RUN_ACTIVE, RUN_TERMINAL
 

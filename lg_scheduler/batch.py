@@ -66,7 +66,7 @@ from sqlalchemy.engine import make_url
 
 from lg_core.agent import Agent
 from lg_core.errors import InvocationError, RunStateError, StoreUnavailableError
-from lg_core.identity import current_holder, holder_is_dead
+from lg_core.lease_holders import current_holder, holder_is_dead
 from lg_core.rate_limit import RateLimit
 from lg_core.runtime import current_runtime
 from lg_core.store.outage_waits import StoreOutage

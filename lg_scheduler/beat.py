@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from lg_core.config import current_configuration
 from lg_scheduler.tasks import install
-from lg_workers.celery_app import create_app
+from lg_workers.app_factory import create_app
 
 app = install(create_app(current_configuration()))
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.step_kinds import is_step_kind, task_name_for
 from lg_core.errors import CancelledError, DeadlineExceededError
-from lg_core.identity import holder_is_dead
+from lg_core.lease_holders import holder_is_dead
 from lg_core.store import RunStore, StepRecord
 from lg_core.store.records import RelayedStep
 from lg_workers.queues import queue_for

@@ -2,6 +2,6 @@
 ``lg worker`` command and the Celery dispatch backend.
 
 Importing this package builds nothing: the Celery app is created by
-``lg_workers.app`` (for ``celery -A lg_workers.app ...``) or per runtime by
-:class:`lg_workers.backend.CeleryBackend`.
+``lg_workers.celery`` (for ``celery -A lg_workers ...``) or per runtime by
+:class:`lg_workers.celery_backend.CeleryBackend`.
 """

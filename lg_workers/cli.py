@@ -84,7 +84,7 @@ def worker(
 def preload_celery() -> None:
     """Import Celery's worker and the task modules here, once, before the workers are forked from
     this process (:func:`lg_workers.worker.fork_worker`), so each starts with them loaded. The app
-    itself (lg_workers.app) is built in each worker, from the environment the worker gets."""
+    itself (lg_workers.celery) is built in each worker, from the environment the worker gets."""
     import celery.apps.worker  # noqa: F401
     import celery.worker.consumer  # noqa: F401
 

@@ -41,7 +41,7 @@ class WorkerGroup:
 
     def argv(self, name: str, loglevel: str = "INFO") -> list[str]:
         return [
-            sys.executable, "-m", "celery", "-A", "lg_workers.app", "worker",
+            sys.executable, "-m", "celery", "-A", "lg_workers", "worker",
             "-Q", ",".join(self.queues), "--pool", self.pool, "--concurrency", str(self.concurrency),
             "--hostname", f"{name}@%h", "--loglevel", loglevel, "--without-gossip", "--without-mingle",
             "-E",
@@ -205,7 +205,7 @@ def run_celery_worker(group: WorkerGroup, name: str, loglevel: str = "INFO") -> 
     from celery.utils.log import mlevel
     from celery.utils.nodenames import default_nodename, host_format
 
-    from lg_workers.app import app
+    from lg_workers.celery import app
 
     worker = app.Worker(
         hostname=host_format(default_nodename(f"{name}@%h")),

@@ -4,7 +4,7 @@
 
 bench/startup.py starts it as the floor of a worker's start time and memory.
 The floor app (``floor_app``) cannot serve there: it builds its settings with
-``lg_workers.celery_app.celery_settings``, so its worker imports lg_core, whose
+``lg_workers.app_factory.celery_settings``, so its worker imports lg_core, whose
 import is one of the costs being measured. This module therefore spells the
 same settings out and imports only Celery; :func:`check_settings` (called by
 the benchmark before it starts anything) fails when they no longer match
@@ -52,7 +52,7 @@ _OWN = ("imports", "task_routes", "task_default_queue")
 def check_settings(broker_url: str) -> None:
     """Raise when :func:`settings` and lg_workers' ``celery_settings`` disagree beyond ``_OWN``."""
     from lg_core import Configuration
-    from lg_workers.celery_app import celery_settings
+    from lg_workers.app_factory import celery_settings
 
     expected = {k: v for k, v in celery_settings(Configuration(broker_url=broker_url)).items() if k not in _OWN}
     mine = {k: v for k, v in settings(broker_url).items() if k not in _OWN}

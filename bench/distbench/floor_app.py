@@ -32,7 +32,7 @@ import redis
 from celery import Celery
 
 from lg_core import Configuration
-from lg_workers.celery_app import celery_settings
+from lg_workers.app_factory import celery_settings
 
 QUEUE = "bench.floor"
 TASK = "bench.hop"

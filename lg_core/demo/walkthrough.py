@@ -39,8 +39,8 @@ import lg_core
 from lg_core.cli_output import EventPrinter, report_outcome, status_text, steps_table, stream_run
 from lg_core.config import build_configuration, with_configuration
 from lg_core.demo import support
-from lg_core.identity import holder_is_dead
 from lg_core.invocation import new_id
+from lg_core.lease_holders import holder_is_dead
 from lg_core.store import StepRecord
 
 QUESTION = "Can I get a refund for my order?"

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lg_core.engine.leases import StepClaimLost
-from lg_core.identity import current_holder
+from lg_core.lease_holders import current_holder
 
 if TYPE_CHECKING:
     from lg_core.engine._step_scope import StepScope

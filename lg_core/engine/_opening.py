@@ -2,7 +2,7 @@
 
 A run is stored with its root frame *unopened* (checkpoint phase
 ``opening``, no messages) and its first model step. Opening the frame loads
-the session (history and state, ``lg_core.sessions.runs``) and runs the
+the session (history and state, ``lg_core.sessions.run_sessions``) and runs the
 agent's ``after_initialize`` and ``before_invocation`` callbacks; the initial
 messages are written by the first step's own commit, together with what the
 step produced (``StepScope.opening``), so opening costs no commit of its own.
@@ -56,7 +56,7 @@ from lg_core.errors import (
     StoreUnavailableError,
 )
 from lg_core.events import TERMINAL_EVENTS, StreamEvent
-from lg_core.identity import current_holder, holder_is_dead
+from lg_core.lease_holders import current_holder, holder_is_dead
 from lg_core.messages import Message
 from lg_core.run_context import RunContext
 from lg_core.store import RunFinish, StepCommit

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from lg_core.invocation import Invocation
     from lg_core.messages import Message
     from lg_core.sessions.base import SessionStore
-    from lg_core.sessions.runs import Opening
+    from lg_core.sessions.run_sessions import Opening
     from lg_core.store import RunRecord
     from lg_core.store.records import SessionWrite
 
@@ -84,7 +84,7 @@ class EngineRuntime(Protocol[RunT_co]):
 
 
 class EngineSessions(Protocol):
-    """How runs load and save their sessions (``lg_core.sessions.runs.RunSessions``), as the engine calls it.
+    """How runs load and save their sessions (``lg_core.sessions.run_sessions.RunSessions``), as the engine calls it.
 
     Its methods take the run the engine holds: an ``EngineRun`` here, a ``Run`` in
     the implementation, which is the same object.

@@ -35,7 +35,7 @@ from lg_core.errors import (
     StoreUnavailableError,
 )
 from lg_core.execution_state import applied
-from lg_core.identity import current_holder, holder_is_dead
+from lg_core.lease_holders import current_holder, holder_is_dead
 from lg_core.store import ClaimedStep, RunRecord
 
 if TYPE_CHECKING:

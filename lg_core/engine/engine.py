@@ -39,8 +39,8 @@ from lg_core.engine.step_kinds import STEP_KINDS
 from lg_core.errors import ERRORS_INCLUDING_CONTROL_FLOW, InvocationError, RunStateError
 from lg_core.events import StreamEvent
 from lg_core.execution_state import stored_form
-from lg_core.identity import current_holder, holder_is_dead
-from lg_core.sessions.runs import RunSessions
+from lg_core.lease_holders import current_holder, holder_is_dead
+from lg_core.sessions.run_sessions import RunSessions
 from lg_core.store import NewStep, RunRecord, RunStore
 from lg_core.store.outage_waits import call_through_outage
 

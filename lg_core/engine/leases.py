@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from lg_core.errors import StoreUnavailableError
-from lg_core.identity import current_holder
+from lg_core.lease_holders import current_holder
 from lg_core.store import RunStore
 from lg_core.store.transient_errors import is_transient
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lg_core.errors import InvocationError
-from lg_core.identity import current_holder, holder_is_dead
+from lg_core.lease_holders import current_holder, holder_is_dead
 
 if TYPE_CHECKING:
     from lg_core.engine._run_protocol import EngineRun

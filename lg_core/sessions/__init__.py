@@ -29,7 +29,7 @@ from lg_core.sessions.base import SessionSnapshot, SessionStore, persistable
 from lg_core.sessions.declaration import build_session_store, check_declaration
 from lg_core.sessions.filesystem import FilesystemSessionStore
 from lg_core.sessions.memory import MemorySessionStore
-from lg_core.sessions.runs import RunSessions
+from lg_core.sessions.run_sessions import RunSessions
 from lg_core.sessions.sql import SqlSessionStore
 
 __all__ = [

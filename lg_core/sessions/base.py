@@ -45,7 +45,7 @@ from lg_core.messages import Message
 
 SessionKey = tuple[str, str | None]
 # Snapshot metadata the framework writes: the run whose turn a write to a store outside
-# the run store added (lg_core.sessions.runs). Not the application's: Session hides it.
+# the run store added (lg_core.sessions.run_sessions). Not the application's: Session hides it.
 TURN_RECORD = "lg_turn"
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-from lg_core.identity import process_start_time
+from lg_core.lease_holders import process_start_time
 
 STOP_TIMEOUT = 20.0
 

@@ -9,7 +9,7 @@
     worker-tools       lg worker --queues lg.tools
     worker-sandbox     lg worker --queues lg.sandbox
     scheduler          lg scheduler
-    flower             celery -A lg_workers.app flower
+    flower             celery -A lg_workers flower
 
 and writes ``env`` (``source`` it to point any shell, web app or test at the
 stack), ``stack.json`` (ports and imports, reused by the next ``up``), pid
@@ -87,7 +87,7 @@ def service_commands(concurrency: int | None = None) -> dict[str, list[str]]:
     extra = ["--concurrency", str(concurrency)] if concurrency else []
     commands = {name: ["lg", "worker", "--queues", queue, *extra] for name, queue in WORKER_SERVICES.items()}
     commands["scheduler"] = ["lg", "scheduler"]
-    commands["flower"] = ["celery", "-A", "lg_workers.app", "flower", f"--tasks_columns={FLOWER_COLUMNS}"]
+    commands["flower"] = ["celery", "-A", "lg_workers", "flower", f"--tasks_columns={FLOWER_COLUMNS}"]
     return commands
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lg_core import Agent, ConfigurationError, InvocationError, RunStateError, current_runtime
-from lg_core.identity import hostname
+from lg_core.lease_holders import hostname
 from lg_core.store.records import RUN_TERMINAL
 from lg_scheduler.batch import submit_batch
 from lg_scheduler.batch_inputs import BatchInputError, read_inputs
@@ -208,7 +208,7 @@ def test_a_batch_id_cannot_be_reused_for_other_inputs(file_config, inputs):
 
 
 def holder_of(pid: int, start_time: str | None = None) -> str:
-    """The holder string (see lg_core.identity) of process ``pid`` on this host."""
+    """The holder string (see lg_core.lease_holders) of process ``pid`` on this host."""
     if start_time is None:
         start_time = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     return f"{hostname()}:{pid}:{start_time}"

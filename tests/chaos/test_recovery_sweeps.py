@@ -20,7 +20,7 @@ from sqlalchemy import text
 
 from lg_core import Configuration
 from lg_core.errors import ConfigurationError, InvocationError
-from lg_core.identity import hostname
+from lg_core.lease_holders import hostname
 from lg_scheduler import recovery
 from lg_scheduler.scheduler import COUNT_NAMES, Scheduler
 from lg_scheduler.tasks import beat_schedule

@@ -24,7 +24,7 @@ from sqlalchemy import text
 import lg_core
 from lg_core import Configuration, before_tool, with_configuration
 from lg_core.engine._tool_call import OUTCOME_UNKNOWN
-from lg_core.identity import hostname
+from lg_core.lease_holders import hostname
 from tests.engine.at_most_once_app import DIED, TOOL_STEP, ChargeAgent, calls
 
 ROOT = Path(__file__).resolve().parents[2]

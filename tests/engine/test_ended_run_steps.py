@@ -24,7 +24,7 @@ import lg_core
 from lg_core import Agent, Tool, before_tool
 from lg_core.cli import app
 from lg_core.errors import CancelledError
-from lg_core.identity import hostname
+from lg_core.lease_holders import hostname
 from lg_scheduler.recovery import end_runs, relay_outbox, sweep_leases
 from tests.engine.numbered_tool import RecordingPublisher
 

@@ -13,7 +13,7 @@ from collections import deque
 import pytest
 
 from lg_core import Agent, Configuration, Tool, with_configuration
-from lg_core.identity import current_holder, hostname
+from lg_core.lease_holders import current_holder, hostname
 from lg_core.providers import scripted
 from tests.engine.numbered_tool import NumberedTool, numbered_calls
 

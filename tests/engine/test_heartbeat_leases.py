@@ -73,7 +73,7 @@ def test_the_step_being_executed_keeps_its_lease(tmp_path):
     after a renewal, the sweep finds it expired only if this thread stalls for
     the whole lease.
     """
-    from lg_core.identity import current_holder
+    from lg_core.lease_holders import current_holder
 
     lease = 1.5
     url = f"sqlite:///{tmp_path / 'runs.db'}"

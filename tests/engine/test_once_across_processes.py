@@ -42,8 +42,8 @@ if skew:
     real_time = time.time
     time.time = lambda: real_time() + skew
 if os.environ.get("CALLER_HOST"):
-    import lg_core.identity
-    lg_core.identity.hostname = lambda: os.environ["CALLER_HOST"]
+    import lg_core.lease_holders
+    lg_core.lease_holders.hostname = lambda: os.environ["CALLER_HOST"]
 
 from lg_core import Configuration, with_configuration
 

@@ -21,7 +21,7 @@ from lg_core.engine._step_failures import (
     retry_delay,
 )
 from lg_core.errors import ConfigurationError, RunStateError
-from lg_core.identity import hostname
+from lg_core.lease_holders import hostname
 from lg_core.providers import scripted
 from lg_core.run import import_entrypoint
 from tests.engine.numbered_tool import NumberedTool, numbered_calls

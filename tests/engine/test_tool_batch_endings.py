@@ -14,7 +14,7 @@ import pytest
 
 from lg_core import Agent, Configuration, Tool, with_configuration
 from lg_core.errors import ToolLoopError
-from lg_core.identity import current_holder
+from lg_core.lease_holders import current_holder
 
 
 class LookupTool(Tool):

@@ -18,7 +18,7 @@ import pytest
 
 import lg_core
 from lg_core import Configuration, InvocationError, Message, ProtocolError, with_configuration
-from lg_core.identity import current_holder, hostname
+from lg_core.lease_holders import current_holder, hostname
 from lg_core.sessions import FilesystemSessionStore, MemorySessionStore, SqlSessionStore
 from lg_scheduler.scheduler import Scheduler
 from tests.sessions import session_app

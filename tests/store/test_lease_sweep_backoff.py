@@ -20,7 +20,7 @@ import time
 import pytest
 from sqlalchemy import text
 
-from lg_core.identity import hostname
+from lg_core.lease_holders import hostname
 from lg_core.store import RunStore
 from lg_scheduler.recovery import OutageGrace, detect_stalled, relay_outbox, sweep_leases
 from tests.engine.numbered_tool import RecordingPublisher

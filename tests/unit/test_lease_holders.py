@@ -11,8 +11,8 @@ import os
 import subprocess
 import sys
 
-from lg_core import identity
-from lg_core.identity import current_holder, holder_is_dead, hostname
+from lg_core import lease_holders
+from lg_core.lease_holders import current_holder, holder_is_dead, hostname
 
 
 def test_this_process_is_alive_and_a_finished_child_is_dead():
@@ -40,7 +40,7 @@ def test_a_process_that_proc_hides_from_us_is_alive(monkeypatch):
 
     monkeypatch.setattr("builtins.open", hidden)
     assert os.path.exists("/proc/1")  # pid 1 exists; kill(1, 0) says so even when /proc would not
-    assert identity.process_start_time(1) == identity._UNREADABLE
+    assert lease_holders.process_start_time(1) == lease_holders._UNREADABLE
     assert not holder_is_dead(f"{hostname()}:1:12345")
 
 
@@ -54,7 +54,7 @@ def test_a_process_whose_start_time_psutil_cannot_read_is_alive(monkeypatch):
             raise error
 
         monkeypatch.setattr(psutil, "Process", refuse)
-        assert identity.process_start_time(1) == identity._UNREADABLE
+        assert lease_holders.process_start_time(1) == lease_holders._UNREADABLE
         assert not holder_is_dead(f"{hostname()}:1:12345")
 
 
@@ -62,4 +62,4 @@ def test_the_start_time_is_procs_clock_ticks_since_boot():
     """The holder strings of processes that read /proc themselves name the same incarnation."""
     with open("/proc/self/stat", "rb") as handle:
         ticks = handle.read().rsplit(b")", 1)[1].split()[19].decode()
-    assert identity.process_start_time(os.getpid()) == ticks
+    assert lease_holders.process_start_time(os.getpid()) == ticks

@@ -18,12 +18,12 @@ import redis
 from lg_core.engine.dispatcher import StepRef
 from lg_core.errors import ConfigurationError
 from lg_core.rate_limit import RedisLimiter
+from lg_workers.app_factory import create_app
 from lg_workers.broker_check import check_broker
-from lg_workers.celery_app import create_app
 from lg_workers.queues import queue_for
 from lg_workers.streams import RedisEventSink, RedisLiveSource, connect
 
-log = logging.getLogger("lg_workers.backend")
+log = logging.getLogger("lg_workers.celery_backend")
 
 # What a failed pipeline raises: redis-py's own errors (the batch is flushed
 # outside Celery's error translation), kombu's translation of them, or kombu's

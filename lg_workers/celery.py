@@ -1,7 +1,7 @@
 """The Celery app for the ``celery`` command line and for workers.
 
-    celery -A lg_workers.app flower
-    celery -A lg_workers.app worker -Q lg.model --pool threads   (``lg worker`` does this for you)
+    celery -A lg_workers flower
+    celery -A lg_workers worker -Q lg.model --pool threads   (``lg worker`` does this for you)
 
 It reads the same settings as every other process: ``LG_BROKER_URL``,
 ``LG_RUN_STORE``, ``LG_IMPORTS`` or the YAML config file. Creating it connects
@@ -11,7 +11,7 @@ to nothing; Celery connects when a worker starts or a task is sent.
 from __future__ import annotations
 
 from lg_core.config import current_configuration
-from lg_workers.celery_app import create_app
+from lg_workers.app_factory import create_app
 
 app = create_app(current_configuration())
 
