@@ -65,9 +65,7 @@ from lg_core import with_configuration  # noqa: E402
 from lg_workers.queues import MODEL, ORCHESTRATE, POOLS, TOOLS  # noqa: E402
 
 ALL_QUEUES = (ORCHESTRATE, MODEL, TOOLS)
-LOGLEVEL = (
-    "INFO"  # `lg worker`'s default; Celery logs every task received and succeeded at this level
-)
+LOGLEVEL = "INFO"  # `lg worker`'s default; Celery logs every task received and succeeded at this level
 
 
 @dataclass(frozen=True)
@@ -119,9 +117,7 @@ QUICK = Plan(
 def deployment(workers: list[Worker]) -> str:
     """How ``lg worker`` (default queues) laid the queues out: one Celery worker per pool kind."""
     return "; ".join(
-        f"{','.join(w.group.queues)} on a {w.group.pool} pool of {w.group.concurrency}"
-        for w in workers
-        if w.group
+        f"{','.join(w.group.queues)} on a {w.group.pool} pool of {w.group.concurrency}" for w in workers if w.group
     )
 
 
@@ -199,9 +195,7 @@ def _floor(stack: BenchStack, plan: Plan) -> tuple[Any, Any, Any]:
         stack.stop_workers([worker])
 
 
-def _on_defaults(
-    stack: BenchStack, probe: StoreProbe, plan: Plan, report: dict[str, Any], profile: bool
-) -> Any:
+def _on_defaults(stack: BenchStack, probe: StoreProbe, plan: Plan, report: dict[str, Any], profile: bool) -> Any:
     """Sections 2, 3 (first deployment) and 5 on the workers `lg worker` starts by default."""
     workers = stack.start_workers(ALL_QUEUES)
     defaults = f"`lg worker` (default queues): {deployment(workers)}"
@@ -210,9 +204,7 @@ def _on_defaults(
     progress(f"2. per-step cost: {plan.step_runs} runs of {CHAIN_STEPS} steps")
     profiler = _profiler(workers) if profile else None
     report["step_cost"] = asdict(
-        measure_step_cost(
-            stack, probe, groups, runs=plan.step_runs, warmup=plan.step_warmup, profiler=profiler
-        )
+        measure_step_cost(stack, probe, groups, runs=plan.step_runs, warmup=plan.step_warmup, profiler=profiler)
     )
     progress(f"3. throughput: {plan.throughput_runs} concurrent runs on `lg worker` defaults")
     primary = measure_throughput(
@@ -242,9 +234,12 @@ def _on_defaults(
 
 def _sized_throughput(stack: BenchStack, probe: StoreProbe, plan: Plan, primary: Any) -> Any:
     """Section 3 again, with as many model threads as this machine's CPU can keep busy (half its ceiling)."""
-    per_worker = max(1, round(sized_model_threads(
-        primary.cpu_ceiling_runs_per_s, primary.model_turns_per_run, primary.model_delay_s
-    ) / 2))
+    per_worker = max(
+        1,
+        round(
+            sized_model_threads(primary.cpu_ceiling_runs_per_s, primary.model_turns_per_run, primary.model_delay_s) / 2
+        ),
+    )
     threads = 2 * per_worker
     floor_worker = stack.start_floor_worker("threads", threads)
     try:
@@ -254,9 +249,7 @@ def _sized_throughput(stack: BenchStack, probe: StoreProbe, plan: Plan, primary:
     # Two worker processes (one per CPU: a process runs Python on one core at a time), each
     # consuming every queue on threads, so each runs its runs' steps one after the other.
     workers = [
-        worker
-        for _ in range(2)
-        for worker in stack.start_workers(ALL_QUEUES, pool="threads", concurrency=per_worker)
+        worker for _ in range(2) for worker in stack.start_workers(ALL_QUEUES, pool="threads", concurrency=per_worker)
     ]
     rounds = []
     try:
@@ -287,15 +280,11 @@ def _sized_throughput(stack: BenchStack, probe: StoreProbe, plan: Plan, primary:
 def _reference(stack: BenchStack, plan: Plan, worker: Worker) -> Any:
     """Celery alone on a threads pool like the model queue's: chains of model-turn-long tasks (sleeping 50 ms)."""
     threads = worker.pool[1]
-    chains = max(
-        plan.reference_chains, 2 * threads
-    )  # enough chains in flight to keep every thread busy
+    chains = max(plan.reference_chains, 2 * threads)  # enough chains in flight to keep every thread busy
     progress(
         f"3. Celery-only reference: {chains} chains of {LOAD_MODEL_TURNS} tasks of {MODEL_DELAY * 1000:.0f} ms, {threads} threads"
     )
-    return measure_celery_reference(
-        stack, worker, chains=chains, hops=LOAD_MODEL_TURNS, pause=MODEL_DELAY
-    )
+    return measure_celery_reference(stack, worker, chains=chains, hops=LOAD_MODEL_TURNS, pause=MODEL_DELAY)
 
 
 def _recovery(stack: BenchStack, probe: StoreProbe, plan: Plan) -> list[Any]:
@@ -305,9 +294,7 @@ def _recovery(stack: BenchStack, probe: StoreProbe, plan: Plan) -> list[Any]:
         return [
             result
             for local in (True, False)
-            for result in measure_recovery(
-                stack, probe, runs=plan.recovery_runs, local_liveness=local
-            )
+            for result in measure_recovery(stack, probe, runs=plan.recovery_runs, local_liveness=local)
         ]
     finally:
         stack.stop_workers(workers)
@@ -342,9 +329,7 @@ def _cpu_groups(stack: BenchStack, workers: list[Worker]) -> dict[str, int | tup
 def _profiler(workers: list[Worker]) -> Any:
     from distbench.profile import PySpy
 
-    return PySpy(
-        {f"{w.group.pool} worker ({','.join(w.group.queues)})": w.pid for w in workers if w.group}
-    )
+    return PySpy({f"{w.group.pool} worker ({','.join(w.group.queues)})": w.pid for w in workers if w.group})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -354,15 +339,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a smoke run of every measurement (short lease, few samples)",
     )
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON document instead of tables"
-    )
-    parser.add_argument(
-        "--json-file", type=Path, metavar="PATH", help="also write the JSON document to PATH"
-    )
-    parser.add_argument(
-        "--profile", action="store_true", help="sample the workers with py-spy during section 2"
-    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    parser.add_argument("--json-file", type=Path, metavar="PATH", help="also write the JSON document to PATH")
+    parser.add_argument("--profile", action="store_true", help="sample the workers with py-spy during section 2")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
     report = run_benchmark(QUICK if args.quick else FULL, quick=args.quick, profile=args.profile)

@@ -92,8 +92,26 @@ class Plan:
     profile_runs: int
 
 
-FULL = Plan(rounds=21, warmup_runs=5, floor_a_runs=40, memory_runs=20, file_runs=8, commits=200, long_turns=LONG_TURNS, profile_runs=30)
-QUICK = Plan(rounds=3, warmup_runs=2, floor_a_runs=10, memory_runs=4, file_runs=2, commits=40, long_turns=LONG_TURNS, profile_runs=5)
+FULL = Plan(
+    rounds=21,
+    warmup_runs=5,
+    floor_a_runs=40,
+    memory_runs=20,
+    file_runs=8,
+    commits=200,
+    long_turns=LONG_TURNS,
+    profile_runs=30,
+)
+QUICK = Plan(
+    rounds=3,
+    warmup_runs=2,
+    floor_a_runs=10,
+    memory_runs=4,
+    file_runs=2,
+    commits=40,
+    long_turns=LONG_TURNS,
+    profile_runs=5,
+)
 
 
 # -- the workload -------------------------------------------------------------------------
@@ -428,7 +446,9 @@ def measure_bytes_per_turn(workdir: Path, turns: int, synchronous: str) -> dict[
         "first_window_mean": first,
         "last_window_mean": last,
         "wal_window_ratio": last["wal"] / first["wal"] if wal_valid and first["wal"] else None,
-        "wal_min_max": [min(row["wal"] for row in per_turn), max(row["wal"] for row in per_turn)] if wal_valid else None,
+        "wal_min_max": [min(row["wal"] for row in per_turn), max(row["wal"] for row in per_turn)]
+        if wal_valid
+        else None,
     }
 
 
@@ -598,7 +618,11 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
         for name in names:
             data = series[name]
             table.add_row(
-                data["name"], data["unit"], ms(data["median_ms"]), ms(data["min_ms"]), ms(data["max_ms"]),
+                data["name"],
+                data["unit"],
+                ms(data["median_ms"]),
+                ms(data["min_ms"]),
+                ms(data["max_ms"]),
                 f"{data['rounds']} x {data['units_per_round']}",
             )
         return table
@@ -607,13 +631,25 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
     table = Table(show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    for key in ("python", "sqlite", "sqlalchemy", "littleghost", "platform", "cpu_count", "workdir", "filesystem", "sqlite_synchronous"):
+    for key in (
+        "python",
+        "sqlite",
+        "sqlalchemy",
+        "littleghost",
+        "platform",
+        "cpu_count",
+        "workdir",
+        "filesystem",
+        "sqlite_synchronous",
+    ):
         table.add_row(key, str(env[key]))
     table.add_row("plan", ", ".join(f"{k}={v}" for k, v in plan.items()))
     console.print(table)
 
     console.rule("[bold]1. Floor A: plain loop, same provider and tool calls, no engine")
-    console.print(f"{TURNS} tool turns + 1 final text turn = {STEPS_PER_RUN} steps per conversation; zero-latency scripted model.")
+    console.print(
+        f"{TURNS} tool turns + 1 final text turn = {STEPS_PER_RUN} steps per conversation; zero-latency scripted model."
+    )
     console.print(series_table("floor_a"))
 
     console.rule("[bold]2. Floor B: bare SQLite WAL INSERT + COMMIT on a file")
@@ -636,9 +672,13 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
     )
 
     console.rule("[bold]3. Engine per step: Agent.ask, same conversation")
-    console.print(f"Committed steps per run, read back from the store: {report['steps_per_run']} (plus one create_run commit per run).")
+    console.print(
+        f"Committed steps per run, read back from the store: {report['steps_per_run']} (plus one create_run commit per run)."
+    )
     console.print(series_table("engine_memory", "engine_file"))
-    console.print(f"The file store was also warmed until its WAL reached its working size ({warmup['engine_file']} warm-up runs).")
+    console.print(
+        f"The file store was also warmed until its WAL reached its working size ({warmup['engine_file']} warm-up runs)."
+    )
     if warmup["floor_b"] is None or warmup["engine_file"] is None:
         console.print("[yellow]A WAL never reached its working size during warm-up: the file timings mix WAL states.")
     overhead = Table(show_header=True, header_style="bold")
@@ -647,7 +687,9 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
     overhead.add_column("floor A ms/step", justify="right")
     overhead.add_column("overhead ms/step", justify="right")
     for name, label in (("engine_memory", "in-memory"), ("engine_file", "SQLite file")):
-        overhead.add_row(label, ms(series[name]["median_ms"]), ms(series["floor_a"]["median_ms"]), ms(report["overhead_ms"][name]))
+        overhead.add_row(
+            label, ms(series[name]["median_ms"]), ms(series["floor_a"]["median_ms"]), ms(report["overhead_ms"][name])
+        )
     console.print(overhead)
 
     console.rule("[bold]4. Ratios and targets")
@@ -709,14 +751,21 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
     if report.get("profile"):
         for store, rows in report["profile"].items():
             console.rule(f"[bold]Profile: engine, {store} store (top own time per step)")
-            console.print("cProfile's own overhead inflates Python-level times (roughly 2x): read the proportions, not the totals.")
+            console.print(
+                "cProfile's own overhead inflates Python-level times (roughly 2x): read the proportions, not the totals."
+            )
             table = Table(show_header=True, header_style="bold")
             table.add_column("function")
             table.add_column("calls/step", justify="right")
             table.add_column("own us/step", justify="right")
             table.add_column("cum us/step", justify="right")
             for row in rows:
-                table.add_row(row["function"], f"{row['calls_per_step']:.1f}", f"{row['own_us_per_step']:.1f}", f"{row['cumulative_us_per_step']:.1f}")
+                table.add_row(
+                    row["function"],
+                    f"{row['calls_per_step']:.1f}",
+                    f"{row['own_us_per_step']:.1f}",
+                    f"{row['cumulative_us_per_step']:.1f}",
+                )
             console.print(table)
 
     failed = [row["name"] for row in report["targets"] if row["passed"] is False]
@@ -761,11 +810,21 @@ def run_benchmark(plan: Plan, workdir: Path, with_profile: bool) -> dict[str, An
         "engine file / floor A (per step)": series["engine_file"].median / floor_a,
         "engine file / engine in-memory (per step)": series["engine_file"].median / series["engine_memory"].median,
         "in-memory overhead / 0.3 ms target": overhead["engine_memory"] * 1e3 / TARGET_MEMORY_OVERHEAD_MS,
-        "file-store overhead per step, in bare commits (floor B; a figure, not a target)": overhead["engine_file"] / series["floor_b"].median,
-        "storage cost per step (engine file - engine in-memory), in bare commits": (overhead["engine_file"] - overhead["engine_memory"]) / series["floor_b"].median,
-        "file overhead / bare commit on a fresh, growing WAL (reference only)": overhead["engine_file"] * 1e3 / warmup["floor_b_fresh_wal_ms"],
-        f"bare commit into {STORE_BTREES} tables / bare commit (reference only)": series["floor_b_shaped"].median / series["floor_b"].median,
-        f"storage cost per step, in bare commits into {STORE_BTREES} tables (reference only)": (overhead["engine_file"] - overhead["engine_memory"]) / series["floor_b_shaped"].median,
+        "file-store overhead per step, in bare commits (floor B; a figure, not a target)": overhead["engine_file"]
+        / series["floor_b"].median,
+        "storage cost per step (engine file - engine in-memory), in bare commits": (
+            overhead["engine_file"] - overhead["engine_memory"]
+        )
+        / series["floor_b"].median,
+        "file overhead / bare commit on a fresh, growing WAL (reference only)": overhead["engine_file"]
+        * 1e3
+        / warmup["floor_b_fresh_wal_ms"],
+        f"bare commit into {STORE_BTREES} tables / bare commit (reference only)": series["floor_b_shaped"].median
+        / series["floor_b"].median,
+        f"storage cost per step, in bare commits into {STORE_BTREES} tables (reference only)": (
+            overhead["engine_file"] - overhead["engine_memory"]
+        )
+        / series["floor_b_shaped"].median,
     }
     return {
         "environment": environment(workdir, synchronous, plan),
@@ -781,10 +840,14 @@ def run_benchmark(plan: Plan, workdir: Path, with_profile: bool) -> dict[str, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="LittleGhost engine overhead per step, against a plain loop and a bare SQLite commit.")
+    parser = argparse.ArgumentParser(
+        description="LittleGhost engine overhead per step, against a plain loop and a bare SQLite commit."
+    )
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: fewer rounds and smaller batches")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
-    parser.add_argument("--profile", action="store_true", help="also cProfile the engine and show the top costs per step")
+    parser.add_argument(
+        "--profile", action="store_true", help="also cProfile the engine and show the top costs per step"
+    )
     parser.add_argument("--rounds", type=int, help="override the number of interleaved rounds")
     parser.add_argument("--dir", type=Path, help="where to put the SQLite files (default: a new temporary directory)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")

@@ -94,7 +94,9 @@ class JournalRow:
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=FULL")
-        connection.execute("CREATE TABLE IF NOT EXISTS journal (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, body TEXT NOT NULL)")
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS journal (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, body TEXT NOT NULL)"
+        )
         return connection
 
     def commit(self, commit: StepCommit) -> CommitResult:
@@ -193,7 +195,9 @@ def measure(plan: Plan, workdir: Path) -> dict[str, Series]:
         # Every WAL at its working size first, as in engine_overhead.py: a long-lived store's state.
         warm_until_wal_wraps(bare.commit, bare.wal, bare.wal_working_size, limit=20_000)
         warm_until_wal_wraps(lambda: ask_runs(file_full, 1), workdir / "full.db-wal", bare.wal_working_size, limit=200)
-        warm_until_wal_wraps(lambda: ask_runs(file_normal, 1), workdir / "normal.db-wal", bare.wal_working_size, limit=200)
+        warm_until_wal_wraps(
+            lambda: ask_runs(file_normal, 1), workdir / "normal.db-wal", bare.wal_working_size, limit=200
+        )
         assert journal.wal is not None
         warm_until_wal_wraps(asks_with(journal, memory, 1), journal.wal, bare.wal_working_size, limit=400)
         for name in ("floor_a", "engine_memory", "no_commit"):
@@ -237,7 +241,9 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
     for column in ("measurement", "per", "median ms", "min ms", "max ms"):
         table.add_column(column, justify="left" if column == "measurement" else "right")
     for data in report["series"].values():
-        table.add_row(data["name"], data["unit"], f"{data['median_ms']:.4f}", f"{data['min_ms']:.4f}", f"{data['max_ms']:.4f}")
+        table.add_row(
+            data["name"], data["unit"], f"{data['median_ms']:.4f}", f"{data['min_ms']:.4f}", f"{data['max_ms']:.4f}"
+        )
     console.print(table)
 
     console.rule("[bold]Overhead per step in bare commits (floor B)")
@@ -254,7 +260,9 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Lower bounds of the file-store overhead for cheaper step-commit designs.")
+    parser = argparse.ArgumentParser(
+        description="Lower bounds of the file-store overhead for cheaper step-commit designs."
+    )
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: fewer rounds and smaller batches")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     parser.add_argument("--dir", type=Path, help="where to put the SQLite files (default: a new temporary directory)")

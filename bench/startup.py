@@ -298,7 +298,12 @@ def _memory_series(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     imports, start, memory = report["imports"], report["workers"]["start"], report["workers"]["memory"]
     rows = [
-        ("import lg_core / import sqlalchemy, pydantic, httpx", imports["lg_core"]["median"], imports["floor"]["median"], TARGET_IMPORT),
+        (
+            "import lg_core / import sqlalchemy, pydantic, httpx",
+            imports["lg_core"]["median"],
+            imports["floor"]["median"],
+            TARGET_IMPORT,
+        ),
         (
             "lg worker restart -> first committed step / bare Celery worker start -> ready",
             start["lg_restart_s"]["median"],
@@ -320,7 +325,11 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
 
 def environment(stack: BenchStack) -> dict[str, Any]:
     where = subprocess.run(
-        [sys.executable, "-c", "import lg_core; print(lg_core.__file__)"], cwd=TREE, capture_output=True, text=True, check=True
+        [sys.executable, "-c", "import lg_core; print(lg_core.__file__)"],
+        cwd=TREE,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     groups = worker_plan(DEFAULT_QUEUES.split(","))
     return {
@@ -353,9 +362,7 @@ def run_benchmark(plan: Plan, *, quick: bool) -> dict[str, Any]:
             configuration.runtime()  # creates the schema before any worker opens the store
             report: dict[str, Any] = {"quick": quick, "environment": environment(stack), "imports": imports}
             report["workers"] = measure_workers(stack, probe, plan)
-            report["environment"]["load average at end (1, 5, 15 min)"] = " ".join(
-                f"{v:.2f}" for v in os.getloadavg()
-            )
+            report["environment"]["load average at end (1, 5, 15 min)"] = " ".join(f"{v:.2f}" for v in os.getloadavg())
     finally:
         probe.close()
         configuration.close()

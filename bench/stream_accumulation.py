@@ -192,7 +192,9 @@ def anthropic_text(text: str) -> Any:
 
 
 def anthropic_arguments(text: str) -> Any:
-    return anthropic({"type": "tool_use", "id": "toolu_1", "name": "write", "input": {}}, "input_json_delta", "partial_json", text)
+    return anthropic(
+        {"type": "tool_use", "id": "toolu_1", "name": "write", "input": {}}, "input_json_delta", "partial_json", text
+    )
 
 
 def gemini_text(text: str) -> Any:
@@ -228,7 +230,9 @@ def assembled(response: Any, text: str) -> bool:
 # -- measuring -----------------------------------------------------------------------------
 
 
-def interleaved(measures: dict[str, Callable[[str], Any]], texts: list[str], rounds: Sequence[int]) -> dict[str, list[float]]:
+def interleaved(
+    measures: dict[str, Callable[[str], Any]], texts: list[str], rounds: Sequence[int]
+) -> dict[str, list[float]]:
     """CPU seconds per MB of each measure on each text (``rounds[i]`` rounds for ``texts[i]``): the least
     of its rounds. A round takes every size and every measure in turn, so that a busy spell of the
     machine falls on all of them alike rather than on one size."""
@@ -291,7 +295,11 @@ def run_benchmark(plan: Plan, workdir: Path) -> dict[str, Any]:
             "python": f"{platform.python_implementation()} {platform.python_version()}",
             "littleghost": lg_core.__version__,
             "platform": platform.platform(),
-            "plan": {"sizes_mb": list(plan.sizes), "engine_rounds": list(plan.engine_rounds), "reader_rounds": plan.reader_rounds},
+            "plan": {
+                "sizes_mb": list(plan.sizes),
+                "engine_rounds": list(plan.engine_rounds),
+                "reader_rounds": plan.reader_rounds,
+            },
             "engine_delta_chars": len(DELTA),
             "reader_piece_chars": PIECE,
         },
@@ -352,7 +360,9 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
     table.add_column("goal", justify="right")
     table.add_column("result", justify="center")
     for row in report["targets"]:
-        table.add_row(row["name"], f"{row['value']:.2f}", row["target"], "[green]PASS" if row["passed"] else "[red]FAIL")
+        table.add_row(
+            row["name"], f"{row['value']:.2f}", row["target"], "[green]PASS" if row["passed"] else "[red]FAIL"
+        )
     console.print(table)
     failed = [row["name"] for row in report["targets"] if not row["passed"]]
     console.rule()

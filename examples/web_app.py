@@ -174,7 +174,9 @@ async def authenticated_caller(
     actor = None if credentials is None else tokens.actor_for(credentials.credentials)
     if actor is None:
         error = "" if credentials is None else ' error="invalid_token"'
-        raise HTTPException(status_code=401, detail="a valid bearer token is required", headers={"WWW-Authenticate": f"Bearer{error}"})
+        raise HTTPException(
+            status_code=401, detail="a valid bearer token is required", headers={"WWW-Authenticate": f"Bearer{error}"}
+        )
     return actor
 
 
@@ -236,7 +238,12 @@ def create_app(
         _execution, record = await _find_run(run_id, caller)
         error = (record.error or {}).get("name")
         return RunView(
-            run_id=run_id, state=state_of(record), outcome=record.outcome, response=record.response, error=error, events=record.event_seq
+            run_id=run_id,
+            state=state_of(record),
+            outcome=record.outcome,
+            response=record.response,
+            error=error,
+            events=record.event_seq,
         )
 
     @app.get("/runs/{run_id}/events")
@@ -272,7 +279,9 @@ def create_app(
     @app.get("/runs/{run_id}/interjections/{seq}/reply", response_model=InterjectionReply)
     async def interjection_reply(
         run_id: RunId,
-        seq: Annotated[int, Path(ge=1, le=MAX_INTERJECTION_NUMBER, description="The seq POST /runs/{id}/interject returned.")],
+        seq: Annotated[
+            int, Path(ge=1, le=MAX_INTERJECTION_NUMBER, description="The seq POST /runs/{id}/interject returned.")
+        ],
         response: Response,
         caller: Caller,
         wait: Annotated[float, Query(ge=0, le=60, description="Seconds to wait for the reply.")] = 25,
@@ -432,7 +441,9 @@ def load_agents(spec: str) -> dict[str, type[Agent]]:
             raise ConfigurationError(f"LG_WEB_AGENTS entry {entry!r} is not an Agent class")
         agents[name] = agent
     if not agents:
-        raise ConfigurationError("LG_WEB_AGENTS names no agent; e.g. LG_WEB_AGENTS=support=examples.web_agents:SupportAgent")
+        raise ConfigurationError(
+            "LG_WEB_AGENTS names no agent; e.g. LG_WEB_AGENTS=support=examples.web_agents:SupportAgent"
+        )
     return agents
 
 

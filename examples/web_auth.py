@@ -79,7 +79,9 @@ class TokenTable:
                 continue
             digest = _digest(_checked_token(fields, f"{source} line {number}"))
             if digest in entries:
-                raise ConfigurationError(f"{source} line {number}: this token is already on another line; a token names one actor")
+                raise ConfigurationError(
+                    f"{source} line {number}: this token is already on another line; a token names one actor"
+                )
             entries[digest] = fields[0]
         if not entries:
             raise ConfigurationError(f"{source} has no 'ACTOR_ID TOKEN' line: no one could call the web app")
@@ -107,7 +109,9 @@ def _checked_token(fields: list[str], where: str) -> str:
     if not ID_PATTERN.fullmatch(actor):
         raise ConfigurationError(f"{where}: the actor id must be {ID_RULE}")
     if len(token) < MIN_TOKEN_LENGTH:
-        raise ConfigurationError(f"{where}: the token is shorter than {MIN_TOKEN_LENGTH} characters; generate a random one")
+        raise ConfigurationError(
+            f"{where}: the token is shorter than {MIN_TOKEN_LENGTH} characters; generate a random one"
+        )
     return token
 
 

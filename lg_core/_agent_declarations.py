@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
 def inline_selection(provider: Any, model: Any) -> bool:
     """An inline mapping's connection name (no ':', which would select another connection) and model id."""
-    return isinstance(provider, str) and bool(provider) and ":" not in provider and isinstance(model, str) and bool(model)
+    return (
+        isinstance(provider, str) and bool(provider) and ":" not in provider and isinstance(model, str) and bool(model)
+    )
 
 
 def check_select_model(chooser: Any, owner: str) -> None:

@@ -74,7 +74,9 @@ def provider_class(name: Any, adapter: Any) -> Any:
         try:
             adapter = import_attribute(adapter)
         except (ValueError, ImportError, AttributeError) as exc:
-            raise ValueError(f"adapter {name!r}: {adapter!r} cannot be imported ({exc}); write it as 'module:Class'") from None
+            raise ValueError(
+                f"adapter {name!r}: {adapter!r} cannot be imported ({exc}); write it as 'module:Class'"
+            ) from None
         except Exception as exc:  # noqa: BLE001 - the module's own code failed: a bad setting, not a crash
             raise ValueError(f"adapter {name!r}: {import_failure(adapter, exc)}") from exc
     if not (isinstance(adapter, type) and issubclass(adapter, Provider)):
@@ -100,9 +102,7 @@ def checked_broker_url(value: str | None) -> str | None:
     if problem:
         from lg_core.urls import safe_url
 
-        raise ValueError(
-            f"{safe_url(value)!r} is not a valid Redis URL ({problem}); write it as redis://HOST:6379/0"
-        )
+        raise ValueError(f"{safe_url(value)!r} is not a valid Redis URL ({problem}); write it as redis://HOST:6379/0")
     return value
 
 
@@ -123,6 +123,7 @@ def checked_rate_limits(value: dict[str, str]) -> dict[str, str]:
 
 def checked_run_retention(value: str | None) -> str | None:
     from lg_core.errors import InvocationError
+
     if value is None:
         return value
     try:

@@ -31,8 +31,7 @@ def compiled_input_schema(
         )
     if model is not None and not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise ConfigurationError(
-            f"{owner}.Input must be a Pydantic model class, got {model!r}; "
-            "a JSON Schema dict goes in input_schema"
+            f"{owner}.Input must be a Pydantic model class, got {model!r}; a JSON Schema dict goes in input_schema"
         )
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         model, schema = schema, None
@@ -60,9 +59,7 @@ def compiled_input_schema(
         raise ConfigurationError(f"{owner}.input_schema is not valid JSON Schema: {exc.message}") from None
     dangling = [f"{path} $ref {ref!r}" for path, ref in unresolved_refs(schema)]
     if dangling:  # else every call of the tool would fail the run with a referencing error
-        raise ConfigurationError(
-            f"{owner}.input_schema: {'; '.join(dangling[:5])} does not resolve inside the schema"
-        )
+        raise ConfigurationError(f"{owner}.input_schema: {'; '.join(dangling[:5])} does not resolve inside the schema")
     # The validator keeps its own plain copy; what the class shows (input_schema,
     # specification) is deeply frozen, as the spec's, so no caller (a before_model
     # callback editing request.tools) can change what later calls accept.

@@ -108,7 +108,9 @@ class Agent:
         cls._declared_limits = _checked_limits(own.get("limits", {}), cls.__qualname__)
         cls.limits = _merge_limits(cls)
         if "result_schema" in own:
-            cls._result_spec = None if own["result_schema"] is None else ResultSchema.build(own["result_schema"], cls.__qualname__)
+            cls._result_spec = (
+                None if own["result_schema"] is None else ResultSchema.build(own["result_schema"], cls.__qualname__)
+            )
         check_reserved_tool_names(cls)
         if not isinstance(cls.description, str):
             raise ConfigurationError(f"{cls.__qualname__}.description must be a string")
@@ -215,7 +217,13 @@ class Agent:
         # ask("text", ...) and ask(message="text", ...) (the spec's keyword form) are the same request.
         invocation = Invocation(**options) if message is None else Invocation.coerce(message, **options)
         invocation.check_storable()
-        run = Run(cls, invocation, runtime, cancellation_token=run_options.get("cancellation_token"), on_event=run_options.get("on_event"))
+        run = Run(
+            cls,
+            invocation,
+            runtime,
+            cancellation_token=run_options.get("cancellation_token"),
+            on_event=run_options.get("on_event"),
+        )
         run._model = runtime.resolver.resolve(cls.model_selection(invocation), invocation=invocation)
         result_strategy(cls.result_spec(), run._model)  # an unsupported strategy fails here, not in a turn
         check_tools_accepted(run._model, static_tool_names(cls), cls.__qualname__)  # and so do tools the model refuses
@@ -313,7 +321,9 @@ def default_agent_id(class_name: str) -> str:
 def _declared_id(cls: type, own: Mapping[str, Any]) -> str:
     """The class's agent_id (the spec's Assembly.assembly_id too): declared as either, else derived from its name."""
     if "agent_id" in own and "assembly_id" in own and own["agent_id"] != own["assembly_id"]:
-        raise ConfigurationError(f"{cls.__qualname__}: assembly_id and agent_id name the same identifier; declare one of them")
+        raise ConfigurationError(
+            f"{cls.__qualname__}: assembly_id and agent_id name the same identifier; declare one of them"
+        )
     declared = own.get("agent_id", own.get("assembly_id"))
     if declared is None and "agent_id" not in own and "assembly_id" not in own:
         return _derived_id(cls)
@@ -370,7 +380,9 @@ def _checked_limits(own: Any, owner: str) -> dict[str, int]:
         raise ConfigurationError(f"{owner}.limits must be a dict like {{'max_turns': 10}}")
     for name, value in own.items():
         if name not in DEFAULT_LIMITS:
-            raise ConfigurationError(f"{owner}.limits has unknown limit {name!r}; known limits: {sorted(DEFAULT_LIMITS)}")
+            raise ConfigurationError(
+                f"{owner}.limits has unknown limit {name!r}; known limits: {sorted(DEFAULT_LIMITS)}"
+            )
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{owner}.limits[{name!r}] must be a positive integer, got {value!r}")
     return dict(own)

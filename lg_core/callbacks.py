@@ -156,9 +156,7 @@ def _signature_accepts_context(fn: Callable[..., Any]) -> bool:
         parameters = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
-    return "context" in parameters or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
-    )
+    return "context" in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
 def run_chain(receiver: Any, name: str, payload: Any, *, context: Any = None) -> Decision:

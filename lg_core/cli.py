@@ -100,9 +100,7 @@ class _Group(TyperGroup):
 
 def fail(message: str, code: int = 2) -> None:
     """Print ``message`` as one red line on stderr and exit with ``code``."""
-    error_console().print(
-        f"[bold red]error:[/] [red]{escape(message)}[/]", soft_wrap=True, highlight=False
-    )
+    error_console().print(f"[bold red]error:[/] [red]{escape(message)}[/]", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 
@@ -125,9 +123,7 @@ StoreOption = Annotated[
 ]
 ImportOption = Annotated[
     list[str] | None,
-    typer.Option(
-        "--import", metavar="MODULE", help="Import MODULE first (repeatable); LG_IMPORTS adds more."
-    ),
+    typer.Option("--import", metavar="MODULE", help="Import MODULE first (repeatable); LG_IMPORTS adds more."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -198,9 +194,7 @@ def open_runtime(config: Any) -> Any:
         return config.runtime()
     except SQLAlchemyError as exc:
         config.close()
-        raise UsageError(
-            f"cannot open the run store {safe_url(config.run_store)}: {driver_reason(exc)}"
-        ) from None
+        raise UsageError(f"cannot open the run store {safe_url(config.run_store)}: {driver_reason(exc)}") from None
 
 
 def _configured_store() -> str:
@@ -232,9 +226,7 @@ def require_durable_store(url: str, origin: str = "--store / LG_RUN_STORE") -> N
             "written to; for the local stack, `. .lg/stack/env` in the directory of `lg stack up` sets it"
         )
     if _store_file_stat(Path(parsed.database), origin) is None:
-        raise UsageError(
-            f"no run store at {parsed.database}: the file does not exist (check {origin})"
-        )
+        raise UsageError(f"no run store at {parsed.database}: the file does not exist (check {origin})")
     refuse_foreign_sqlite_store(url, origin)
 
 
@@ -257,7 +249,7 @@ def _short_path(path: Path, limit: int = 120) -> str:
     text = str(path)
     if len(text) <= limit:
         return text
-    return f"{text[: limit // 2]}...{text[-limit // 2:]} ({len(text)} characters)"
+    return f"{text[: limit // 2]}...{text[-limit // 2 :]} ({len(text)} characters)"
 
 
 def refuse_foreign_sqlite_store(url: str, origin: str) -> None:
@@ -314,9 +306,7 @@ def import_module(name: str) -> Any:
             ) from None
         raise UsageError(f"importing {name!r} failed: {exc}{_where(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - any failure inside the module is a usage error here
-        raise UsageError(
-            f"importing {name!r} failed: {type(exc).__name__}: {exc}{_where(exc)}"
-        ) from None
+        raise UsageError(f"importing {name!r} failed: {type(exc).__name__}: {exc}{_where(exc)}") from None
 
 
 def _where(exc: BaseException) -> str:
@@ -329,18 +319,14 @@ def load_agent(target: str) -> type[Agent]:
 
     module_name, sep, qualname = target.partition(":")
     if not sep or not module_name or not qualname:
-        raise UsageError(
-            f"expected MODULE:CLASS (for example myapp.agents:SupportAgent), got {target!r}"
-        )
+        raise UsageError(f"expected MODULE:CLASS (for example myapp.agents:SupportAgent), got {target!r}")
     module = import_module(module_name)
     value: Any = module
     for part in qualname.split("."):
         value = getattr(value, part, None)
         if value is None:
             agents = sorted(
-                n
-                for n, v in vars(module).items()
-                if isinstance(v, type) and issubclass(v, Agent) and v is not Agent
+                n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, Agent) and v is not Agent
             )
             hint = f"; agents there: {', '.join(agents)}" if agents else ""
             raise UsageError(f"module {module_name!r} has no attribute {qualname!r}{hint}")
@@ -350,9 +336,7 @@ def load_agent(target: str) -> type[Agent]:
             "subclass of it (for example myapp.agents:SupportAgent)"
         )
     if not (isinstance(value, type) and issubclass(value, Agent)):
-        raise UsageError(
-            f"{target} is not an Agent subclass (it is {type(value).__name__} {preview(repr(value), 60)})"
-        )
+        raise UsageError(f"{target} is not an Agent subclass (it is {type(value).__name__} {preview(repr(value), 60)})")
     return value
 
 
@@ -362,13 +346,9 @@ def parse_context(text: str | None) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(
-            f"--context is not valid JSON ({exc.msg} at position {exc.pos}): {text[:60]!r}"
-        ) from None
+        raise UsageError(f"--context is not valid JSON ({exc.msg} at position {exc.pos}): {text[:60]!r}") from None
     if not isinstance(value, dict):
-        raise UsageError(
-            f'--context must be a JSON object like \'{{"tier": "gold"}}\', got {type(value).__name__}'
-        )
+        raise UsageError(f'--context must be a JSON object like \'{{"tier": "gold"}}\', got {type(value).__name__}')
     return value
 
 
@@ -383,9 +363,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-runs_app = typer.Typer(
-    no_args_is_help=True, help="Inspect, resume and cancel stored runs.", rich_markup_mode=None
-)
+runs_app = typer.Typer(no_args_is_help=True, help="Inspect, resume and cancel stored runs.", rich_markup_mode=None)
 app.add_typer(runs_app, name="runs")
 
 
@@ -436,15 +414,11 @@ def ask(
     ctx: typer.Context,
     target: Annotated[
         str,
-        typer.Argument(
-            metavar="MODULE:CLASS", help="The agent class, e.g. myapp.agents:SupportAgent."
-        ),
+        typer.Argument(metavar="MODULE:CLASS", help="The agent class, e.g. myapp.agents:SupportAgent."),
     ],
     message: Annotated[str, typer.Argument(metavar="MESSAGE", help="The user's message.")],
     store: StoreOption = None,
-    stream: Annotated[
-        bool, typer.Option("--stream/--no-stream", help="Print text as it arrives.")
-    ] = True,
+    stream: Annotated[bool, typer.Option("--stream/--no-stream", help="Print text as it arrives.")] = True,
     context: Annotated[
         str | None, typer.Option("--context", metavar="JSON", help="Run context as a JSON object.")
     ] = None,
@@ -485,9 +459,7 @@ def runs_list(
         str | None,
         typer.Option("--status", help="pending, running, completed, failed, partial or cancelled."),
     ] = None,
-    limit: Annotated[
-        int, typer.Option("--limit", min=1, max=MAX_COUNT, help="At most N runs, newest first.")
-    ] = 20,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=MAX_COUNT, help="At most N runs, newest first.")] = 20,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -502,9 +474,7 @@ def runs_list(
         typer.echo(json.dumps([record_json(r) for r in records], indent=2))
         return
     if not records:
-        error_console().print(
-            f"no {status + ' ' if status else ''}runs in {escape(where)}", soft_wrap=True
-        )
+        error_console().print(f"no {status + ' ' if status else ''}runs in {escape(where)}", soft_wrap=True)
         return
     output_console().print(runs_table(records))
 
@@ -520,10 +490,7 @@ def runs_show(
     with session(ctx, store, durable=True, load_imports=False) as runtime:
         record = runtime.store.load_run(run_id_to_look_up(run_id))
         steps = [s for s in runtime.store.load_steps(run_id) if s.kind != "start"]
-        message_count = sum(
-            len(runtime.store.load_messages(frame.id))
-            for frame in runtime.store.load_frames(run_id)
-        )
+        message_count = sum(len(runtime.store.load_messages(frame.id)) for frame in runtime.store.load_frames(run_id))
     if as_json:
         data = {
             **record_json(record),
@@ -546,9 +513,7 @@ def runs_events(
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID")],
     after: Annotated[
         int,
-        typer.Option(
-            "--after", metavar="SEQ", min=0, max=MAX_COUNT, help="Only events after sequence number SEQ."
-        ),
+        typer.Option("--after", metavar="SEQ", min=0, max=MAX_COUNT, help="Only events after sequence number SEQ."),
     ] = 0,
     store: StoreOption = None,
     as_json: JsonOption = False,
@@ -558,10 +523,7 @@ def runs_events(
         runtime.store.load_run(run_id_to_look_up(run_id))
         events = runtime.store.load_events(run_id, after)
     if as_json:
-        rows = [
-            {"seq": e.seq, "type": e.type, "created_at": iso(e.created_at), "data": e.data}
-            for e in events
-        ]
+        rows = [{"seq": e.seq, "type": e.type, "created_at": iso(e.created_at), "data": e.data} for e in events]
         typer.echo(json.dumps(rows, indent=2, default=str))
         return
     if not events:
@@ -576,9 +538,7 @@ def runs_resume(
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID")],
     force: Annotated[
         bool,
-        typer.Option(
-            "--force", help="Resume even if the holder looks alive (e.g. it ran on another host)."
-        ),
+        typer.Option("--force", help="Resume even if the holder looks alive (e.g. it ran on another host)."),
     ] = False,
     store: StoreOption = None,
     imports: ImportOption = None,
@@ -638,11 +598,15 @@ def runs_prune(
     ctx: typer.Context,
     older_than: Annotated[
         str,
-        typer.Option("--older-than", metavar="AGE", help="Delete runs that finished longer ago than AGE: 90m, 12h, 30d, 2w."),
+        typer.Option(
+            "--older-than", metavar="AGE", help="Delete runs that finished longer ago than AGE: 90m, 12h, 30d, 2w."
+        ),
     ],
     status: Annotated[
         list[str] | None,
-        typer.Option("--status", help="Only runs with this outcome (repeatable): completed, failed, partial, cancelled."),
+        typer.Option(
+            "--status", help="Only runs with this outcome (repeatable): completed, failed, partial, cancelled."
+        ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would be deleted; delete nothing.")] = False,
     store: StoreOption = None,

@@ -114,16 +114,10 @@ class EventPrinter:
         self._mid_line = not text.endswith("\n")
 
     def _on_tool_execution_start(self, data: Mapping[str, Any]) -> None:
-        self.note(
-            f"[cyan]-> {escape(str(data.get('name')))}[/]({escape(format_arguments(data.get('input')))})"
-        )
+        self.note(f"[cyan]-> {escape(str(data.get('name')))}[/]({escape(format_arguments(data.get('input')))})")
 
     def _on_tool_execution_stop(self, data: Mapping[str, Any]) -> None:
-        mark = (
-            "[green]ok[/]"
-            if data.get("status") == "success"
-            else f"[red]error ({data.get('error_kind')})[/]"
-        )
+        mark = "[green]ok[/]" if data.get("status") == "success" else f"[red]error ({data.get('error_kind')})[/]"
         self.note(f"   {mark} {escape(preview(data.get('output'), 90))}")
 
     def _on_tool_outcome_unknown(self, data: Mapping[str, Any]) -> None:
@@ -139,14 +133,10 @@ class EventPrinter:
 
     def _on_run_resumed(self, data: Mapping[str, Any]) -> None:
         steps = ", ".join(data.get("open_steps") or []) or "none"
-        self.note(
-            f"[magenta]resumed[/] by {escape(str(data.get('holder')))}; open steps: {escape(steps)}"
-        )
+        self.note(f"[magenta]resumed[/] by {escape(str(data.get('holder')))}; open steps: {escape(steps)}")
 
     def _on_interjection(self, data: Mapping[str, Any]) -> None:
-        self.note(
-            f"[blue]interjection:[/] {escape(preview(data.get('message') or data.get('text'), 90))}"
-        )
+        self.note(f"[blue]interjection:[/] {escape(preview(data.get('message') or data.get('text'), 90))}")
 
     def note(self, markup: str) -> None:
         self._end_line()
@@ -170,9 +160,7 @@ def format_arguments(value: Any) -> str:
     if not isinstance(value, Mapping):
         return "" if value is None else preview(json.dumps(value, default=str), 80)
     return preview(
-        ", ".join(
-            f"{k}={json.dumps(v, default=str, ensure_ascii=False)}" for k, v in value.items()
-        ),
+        ", ".join(f"{k}={json.dumps(v, default=str, ensure_ascii=False)}" for k, v in value.items()),
         80,
     )
 
@@ -202,9 +190,7 @@ def ago(timestamp: float | None, now: float | None = None) -> str:
 def local_time(timestamp: float | None, with_seconds: bool = True) -> str:
     if timestamp is None:
         return "-"
-    return datetime.fromtimestamp(timestamp).strftime(
-        "%Y-%m-%d %H:%M:%S" if with_seconds else "%Y-%m-%d %H:%M"
-    )
+    return datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M:%S" if with_seconds else "%Y-%m-%d %H:%M")
 
 
 def iso(timestamp: float | None) -> str | None:
@@ -222,9 +208,7 @@ def report_outcome(run: Any, info: Console) -> int:
         return 0
     error = run.error
     reason = f": {type(error).__name__}: {error}" if error is not None else ""
-    info.print(
-        f"{status_text(run.outcome or 'unfinished')} run {run.id}{escape(reason)}", soft_wrap=True
-    )
+    info.print(f"{status_text(run.outcome or 'unfinished')} run {run.id}{escape(reason)}", soft_wrap=True)
     return 1
 
 
@@ -244,9 +228,7 @@ def stream_run(run: Any, out: Console, info: Console, *, answer_only: bool = Fal
     return run
 
 
-def resume_streaming(
-    runtime: Any, run_id: str, printer: EventPrinter, *, force: bool = False
-) -> Any:
+def resume_streaming(runtime: Any, run_id: str, printer: EventPrinter, *, force: bool = False) -> Any:
     """``lg_core.resume`` with the resumed run's live events rendered by ``printer``."""
     unsubscribe = runtime.engine.bus.subscribe(run_id, printer)
     run = None
@@ -307,8 +289,7 @@ def describe_run(record: RunRecord, message_count: int) -> list[str]:
         f"outcome     {record.outcome or '-'}",
         f"created     {local_time(record.created_at)} ({ago(record.created_at)})",
         f"updated     {local_time(record.updated_at)} ({ago(record.updated_at)})",
-        f"session     {escape(record.session_id)}"
-        + (f"  actor {escape(record.actor_id)}" if record.actor_id else ""),
+        f"session     {escape(record.session_id)}" + (f"  actor {escape(record.actor_id)}" if record.actor_id else ""),
         f"message     {escape(preview(invocation_text(record.invocation), 100))}",
         f"messages    {message_count}",
     ]
@@ -328,9 +309,7 @@ def describe_run(record: RunRecord, message_count: int) -> list[str]:
         )
     if record.usage:
         usage = Usage.from_dict(record.usage)
-        lines.append(
-            f"usage       {usage.input_tokens} input / {usage.output_tokens} output tokens"
-        )
+        lines.append(f"usage       {usage.input_tokens} input / {usage.output_tokens} output tokens")
     return lines
 
 
@@ -352,9 +331,7 @@ def steps_table(steps: list[StepRecord], *, attempts: bool = True) -> Table:
             step.status, "cyan"
         )
         counts = (attempts_text(step),) if attempts else ()
-        table.add_row(
-            step.key, step.kind, f"[{style}]{step.status}[/]", *counts, escape(step_detail(step))
-        )
+        table.add_row(step.key, step.kind, f"[{style}]{step.status}[/]", *counts, escape(step_detail(step)))
     return table
 
 
@@ -400,16 +377,12 @@ def events_table(events: list[EventRecord]) -> Table:
 def event_detail(kind: str, data: Mapping[str, Any]) -> str:
     if kind == "invocation_start":
         message = data.get("input")
-        return preview(
-            invocation_text({"message": message}) if isinstance(message, Mapping) else message, 100
-        )
+        return preview(invocation_text({"message": message}) if isinstance(message, Mapping) else message, 100)
     if kind in ("tool_execution_start", "tool_call_stop"):
         return f"{data.get('name')}({format_arguments(data.get('input'))})"
     if kind == "usage" and isinstance(data.get("usage"), Mapping):
         usage = data["usage"]
-        return (
-            f"{usage.get('input_tokens', 0)} input / {usage.get('output_tokens', 0)} output tokens"
-        )
+        return f"{usage.get('input_tokens', 0)} input / {usage.get('output_tokens', 0)} output tokens"
     if kind == "invocation_stop":
         return ""
     if kind == "tool_execution_stop":

@@ -95,7 +95,9 @@ class Configuration(BaseSettings):
             "the connection's options"
         ),
     )
-    models: dict[str, dict[str, Any]] = Field(default_factory=dict, description="model roles: {role: {target, settings}}")
+    models: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="model roles: {role: {target, settings}}"
+    )
     default_model: str | None = None
     model_resolver: Any = Field(
         None,
@@ -116,7 +118,11 @@ class Configuration(BaseSettings):
     hooks: list[Any] = Field(default_factory=list, description="Runtime Hook classes")
     lease_seconds: float = Field(15.0, gt=0, le=3600, allow_inf_nan=False)
     relay_grace: float = Field(
-        30.0, gt=0, le=3600, allow_inf_nan=False, description="seconds a scheduled step may wait for its message before the outbox relay re-sends it"
+        30.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="seconds a scheduled step may wait for its message before the outbox relay re-sends it",
     )
     relay_backoff_max: float = Field(
         300.0,
@@ -238,7 +244,9 @@ class Configuration(BaseSettings):
         mappings, and a value hundreds of levels deep would end in a RecursionError wherever it is
         next walked (copied, compared, sent) rather than in a message naming the setting."""
         if nests_deeper_than(value, MAX_JSON_DEPTH):
-            raise ValueError(f"nests too deeply: a setting may nest at most {MAX_JSON_DEPTH} levels of mappings and lists")
+            raise ValueError(
+                f"nests too deeply: a setting may nest at most {MAX_JSON_DEPTH} levels of mappings and lists"
+            )
         return value
 
     @field_validator("imports", mode="before")
@@ -296,7 +304,6 @@ class Configuration(BaseSettings):
     @classmethod
     def _hook_classes(cls, value: list[Any]) -> list[Any]:
         return checks.checked_hooks(value)
-
 
     def __init__(self, **values: Any) -> None:
         """Build from keyword values, ``lg.yaml`` and ``LG_*``; a bad value is a ConfigurationError naming it."""

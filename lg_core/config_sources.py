@@ -108,9 +108,8 @@ def describe_settings_error(exc: SettingsError) -> str:
     if found is None:
         return f"invalid configuration: {exc}"
     name = found.group(1)
-    return (
-        f"invalid configuration: {name} (from ${ENV_PREFIX}{name.upper()}): not valid JSON; "
-        + (f"e.g. {ENV_PREFIX}{name.upper()}='{_JSON_EXAMPLES[name]}'" if name in _JSON_EXAMPLES else "give it as JSON")
+    return f"invalid configuration: {name} (from ${ENV_PREFIX}{name.upper()}): not valid JSON; " + (
+        f"e.g. {ENV_PREFIX}{name.upper()}='{_JSON_EXAMPLES[name]}'" if name in _JSON_EXAMPLES else "give it as JSON"
     )
 
 
@@ -132,8 +131,10 @@ def too_deep_variable(environ: Mapping[str, str]) -> str:
             try:
                 json.loads(text)
             except RecursionError:
-                return (f"invalid configuration: ${name} nests too deeply to decode: a setting may nest at most "
-                        f"{MAX_JSON_DEPTH} levels of mappings and lists")
+                return (
+                    f"invalid configuration: ${name} nests too deeply to decode: a setting may nest at most "
+                    f"{MAX_JSON_DEPTH} levels of mappings and lists"
+                )
             except ValueError:
                 continue
     return f"invalid configuration: a setting may nest at most {MAX_JSON_DEPTH} levels of mappings and lists"

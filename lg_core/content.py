@@ -179,9 +179,7 @@ class Reasoning(BaseModel):
         return self
 
 
-Content = Annotated[
-    Text | Image | Document | ToolUse | ToolResult | Reasoning, Field(discriminator="kind")
-]
+Content = Annotated[Text | Image | Document | ToolUse | ToolResult | Reasoning, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(Content)
 _BINARY_FIELDS = {"image": ("data",), "document": ("data",), "reasoning": ("redacted_content",)}
 
@@ -223,9 +221,7 @@ def from_dict(value: Mapping[str, Any]) -> Any:
             except binascii.Error as exc:
                 raise ValueError(f"{kind}.{field} is not valid base64") from exc
     if kind == "tool_result" and isinstance(data.get("content"), list):
-        data["content"] = tuple(
-            from_dict(part) if isinstance(part, Mapping) else part for part in data["content"]
-        )
+        data["content"] = tuple(from_dict(part) if isinstance(part, Mapping) else part for part in data["content"])
     return _ADAPTER.validate_python(data)
 
 
@@ -237,10 +233,7 @@ def normalize(value: Any) -> Any:
         return Text(text=value)
     if isinstance(value, Mapping):
         return from_dict(value)
-    raise TypeError(
-        f"content must be a string, a content block or a serialized block dict, "
-        f"got {type(value).__name__}"
-    )
+    raise TypeError(f"content must be a string, a content block or a serialized block dict, got {type(value).__name__}")
 
 
 __all__ = [

@@ -128,8 +128,10 @@ class _NotJson(Exception):
 
 def _json_copy(value: Any, depth: int) -> Any:
     if depth > MAX_JSON_DEPTH:
-        raise _NotJson(f"nests more than {MAX_JSON_DEPTH} levels deep; stored values may nest at most {MAX_JSON_DEPTH}",
-                       too_deep=True)
+        raise _NotJson(
+            f"nests more than {MAX_JSON_DEPTH} levels deep; stored values may nest at most {MAX_JSON_DEPTH}",
+            too_deep=True,
+        )
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:
         return value

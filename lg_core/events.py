@@ -141,4 +141,12 @@ def is_async_consumer(on_event: Any) -> bool:
     return inspect.iscoroutinefunction(on_event) or inspect.iscoroutinefunction(call)
 
 
-__all__ = ["ASYNC_CONSUMER", "EVENT_TYPES", "EventType", "StreamEvent", "TERMINAL_EVENTS", "checked_consumer", "is_async_consumer"]
+__all__ = [
+    "ASYNC_CONSUMER",
+    "EVENT_TYPES",
+    "EventType",
+    "StreamEvent",
+    "TERMINAL_EVENTS",
+    "checked_consumer",
+    "is_async_consumer",
+]

@@ -68,7 +68,6 @@ def state_of(record: RunRecord) -> str:
     return "pending" if record.status == "pending" else "running"
 
 
-
 # -- the handle ---------------------------------------------------------------------------------
 
 
@@ -330,7 +329,6 @@ def follow_events(execution: Execution, callback: Any) -> None:
             log.warning("stopped following the events of run %s: %r", execution.run_id, exc)
 
     threading.Thread(target=follow, name=f"lg-follow-{execution.run_id[:8]}", daemon=True).start()
-
 
 
 __all__ = [

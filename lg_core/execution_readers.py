@@ -128,7 +128,6 @@ class EventStream:
         return adrive_events(self._plan(live), self.execution._read_store, self.execution.run_id, live)
 
 
-
 def _locate(live: Any, seq: int) -> str | None:
     """``live.locate(seq)``, or None from a source that cannot look events up (it is optional)."""
     locate = getattr(live, "locate", None)

@@ -92,7 +92,12 @@ class ReplyWait:
     """
 
     def __init__(
-        self, store: RunStore, run_id: str, number: int, timeout: float | None = None, cancellation_token: CancellationToken | None = None
+        self,
+        store: RunStore,
+        run_id: str,
+        number: int,
+        timeout: float | None = None,
+        cancellation_token: CancellationToken | None = None,
     ) -> None:
         self.store, self.run_id, self.number = store, run_id, number
         self.timeout, self.cancellation_token = timeout, cancellation_token
@@ -185,7 +190,9 @@ def reply_wait(
 def reply_seconds(timeout: float | None, deadline: datetime | None, cancellation_token: Any) -> float | None:
     """Check how a reply wait may end (InvocationError for bad values); the seconds it may take."""
     if cancellation_token is not None and not isinstance(cancellation_token, CancellationToken):
-        raise InvocationError(f"cancellation_token must be a CancellationToken, got {type(cancellation_token).__name__}")
+        raise InvocationError(
+            f"cancellation_token must be a CancellationToken, got {type(cancellation_token).__name__}"
+        )
     return wait_timeout(timeout, deadline)
 
 

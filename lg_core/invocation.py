@@ -441,9 +441,7 @@ def _deadline(value: Any, name: str) -> datetime | str | None:
     if value is None or isinstance(value, str):
         return value
     if not isinstance(value, datetime):
-        raise InvocationError(
-            f"deadline_at must be a datetime or ISO 8601 text, got {type(value).__name__}"
-        )
+        raise InvocationError(f"deadline_at must be a datetime or ISO 8601 text, got {type(value).__name__}")
     return _in_utc(value)
 
 

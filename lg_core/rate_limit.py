@@ -47,9 +47,14 @@ from lg_core.errors import InvocationError
 log = logging.getLogger(__name__)
 
 _PERIODS = {
-    "s": 1.0, "sec": 1.0, "second": 1.0,
-    "min": 60.0, "minute": 60.0,
-    "h": 3600.0, "hr": 3600.0, "hour": 3600.0,
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "hour": 3600.0,
 }
 _UNITS = {1.0: "s", 60.0: "min", 3600.0: "h"}
 _SYNTAX = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*([a-z]+?)s?\s*$")

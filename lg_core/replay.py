@@ -130,7 +130,9 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
     is configured. Raises RunNotFoundError for an unknown id and RunStateError
     (saying what to do instead) for a run that cannot be retried.
     """
-    checked_consumer(on_event, InvocationError)  # before anything is written: a consumer failing later would cancel the run
+    checked_consumer(
+        on_event, InvocationError
+    )  # before anything is written: a consumer failing later would cancel the run
     rt = _runtime(runtime)
     record = rt.store.load_run(run_id_to_look_up(run_id))
     _check_retryable(record)
@@ -265,7 +267,8 @@ def plan_retry(record: RunRecord, steps: Sequence[StepRecord]) -> RetryPlan:
     never_ran = [s for s in closed if s.event_seq is None]
     frame_id = ending.frame_id if ending else f"{record.id}/root"
     committed = [
-        s for s in steps
+        s
+        for s in steps
         if s.frame_id == frame_id and s.status in _FINISHED and s.checkpoint is not None and s.event_seq is not None
     ]
     if not committed:
@@ -325,7 +328,9 @@ def fork(
     InvocationError (listing the valid keys) for a step that cannot be forked
     from, ConfigurationError for an unknown model.
     """
-    checked_consumer(on_event, InvocationError)  # before anything is written: a consumer failing later would cancel the run
+    checked_consumer(
+        on_event, InvocationError
+    )  # before anything is written: a consumer failing later would cancel the run
     _check_deadline(deadline)
     rt = _runtime(runtime)
     record = rt.store.load_run(run_id_to_look_up(source_run_id))
@@ -338,15 +343,27 @@ def fork(
         rt.resolver.resolve(model)  # ConfigurationError now, not in the new run's first model turn
     import_entrypoint(record.entrypoint)
     distributed = _distributed(rt)  # (and the backend is built) before anything is written
-    marker = _write_fork(rt, record, plan, invocation, holder=None if distributed else current_holder(),
-                         changes={"model": model, "settings": dict(settings) if settings is not None else None})
+    marker = _write_fork(
+        rt,
+        record,
+        plan,
+        invocation,
+        holder=None if distributed else current_holder(),
+        changes={"model": model, "settings": dict(settings) if settings is not None else None},
+    )
     new_id = invocation.run_id
     refs = [StepRef(new_id, s.key, s.kind, _rekey(s.frame_id, record.id, new_id)) for s in plan.open_steps]
     return _continue(rt, new_id, refs, marker, on_event, distributed)
 
 
 def _write_fork(
-    rt: Runtime, record: RunRecord, plan: ForkPlan, invocation: Invocation, *, holder: str | None, changes: dict[str, Any]
+    rt: Runtime,
+    record: RunRecord,
+    plan: ForkPlan,
+    invocation: Invocation,
+    *,
+    holder: str | None,
+    changes: dict[str, Any],
 ) -> StreamEvent:
     """The fork's one transaction (see :meth:`RunStore.copy_run`); returns its run_forked event."""
     new_id = invocation.run_id
@@ -361,7 +378,9 @@ def _write_fork(
     events = _copied_events(rt, record, new_id, plan.scheduler.event_seq or 0)
     events.append(("run_forked", encode_event_data(data)))
     history = [
-        replace(s, run_id=new_id, frame_id=_rekey(s.frame_id, record.id, new_id), checkpoint=_fork_checkpoint(s.checkpoint))
+        replace(
+            s, run_id=new_id, frame_id=_rekey(s.frame_id, record.id, new_id), checkpoint=_fork_checkpoint(s.checkpoint)
+        )
         for s in plan.history
     ]
     rt.store.copy_run(
@@ -401,7 +420,8 @@ def plan_fork(record: RunRecord, steps: Sequence[StepRecord], from_step: str) ->
     upto = scheduler.event_seq or 0
     siblings = tuple(s for s in steps if s.scheduled_by == scheduler.key and s.kind in _EXECUTABLE)
     history = tuple(
-        s for s in steps
+        s
+        for s in steps
         if (_committed(s) and (s.event_seq or 0) <= upto)
         or (s.kind == "once" and s.status in _FINISHED and s.created_at <= (scheduler.finished_at or 0))
     )
@@ -410,8 +430,12 @@ def plan_fork(record: RunRecord, steps: Sequence[StepRecord], from_step: str) ->
 
 def _unknown_step_message(record: RunRecord, key: str, valid: Sequence[StepRecord], exists: bool) -> str:
     keys = [s.key for s in valid]
-    listed = ", ".join(keys[:_LISTED_KEYS]) + (f" (and {len(keys) - _LISTED_KEYS} more)" if len(keys) > _LISTED_KEYS else "")
-    reason = "cannot be forked from (only model and tool steps whose scheduling committed)" if exists else "does not exist"
+    listed = ", ".join(keys[:_LISTED_KEYS]) + (
+        f" (and {len(keys) - _LISTED_KEYS} more)" if len(keys) > _LISTED_KEYS else ""
+    )
+    reason = (
+        "cannot be forked from (only model and tool steps whose scheduling committed)" if exists else "does not exist"
+    )
     return f"step {key!r} of run {record.id} {reason}; steps to fork from: {listed or 'none'}"
 
 
@@ -500,7 +524,7 @@ def _copied_events(rt: Runtime, record: RunRecord, new_id: str, upto: int) -> li
 
 
 def _rekey(frame_id: str, old: str, new: str) -> str:
-    return new + frame_id[len(old):] if frame_id.startswith(old + "/") else frame_id
+    return new + frame_id[len(old) :] if frame_id.startswith(old + "/") else frame_id
 
 
 # -- shared --------------------------------------------------------------------------------------
@@ -543,7 +567,12 @@ def _refs(run_id: str, steps: Sequence[StepRecord]) -> list[StepRef]:
 
 
 def _continue(
-    rt: Runtime, run_id: str, refs: list[StepRef], marker: StreamEvent, on_event: EventCallback | None, distributed: bool
+    rt: Runtime,
+    run_id: str,
+    refs: list[StepRef],
+    marker: StreamEvent,
+    on_event: EventCallback | None,
+    distributed: bool,
 ) -> Run | Execution:
     """Execute a reopened or new run's open steps: on the workers, or here until it ends."""
     if distributed:
@@ -571,4 +600,14 @@ def _continue(
     return run
 
 
-__all__ = ["ForkPlan", "ReplayExecution", "RetryPlan", "fork", "forkable_steps", "plan_fork", "plan_retry", "reopen", "retry"]
+__all__ = [
+    "ForkPlan",
+    "ReplayExecution",
+    "RetryPlan",
+    "fork",
+    "forkable_steps",
+    "plan_fork",
+    "plan_retry",
+    "reopen",
+    "retry",
+]

@@ -69,9 +69,7 @@ def runs_retry(
 
 def runs_retry_failed(
     ctx: typer.Context,
-    since: Annotated[
-        str, typer.Option("--since", metavar="AGE", help="Runs that ended in the last AGE: 30m, 2h, 1d.")
-    ],
+    since: Annotated[str, typer.Option("--since", metavar="AGE", help="Runs that ended in the last AGE: 30m, 2h, 1d.")],
     status: Annotated[
         list[str] | None,
         typer.Option("--status", help="failed (default) or cancelled; repeatable."),
@@ -134,14 +132,18 @@ def runs_fork(
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID")],
     from_step: Annotated[
         str,
-        typer.Option("--from-step", metavar="STEP", help="Step key to continue from (`lg runs show RUN_ID` lists them)."),
+        typer.Option(
+            "--from-step", metavar="STEP", help="Step key to continue from (`lg runs show RUN_ID` lists them)."
+        ),
     ],
     model: Annotated[
         str | None, typer.Option("--model", metavar="ROLE_OR_TARGET", help="Use this model in the new run.")
     ] = None,
     settings: Annotated[
         list[str] | None,
-        typer.Option("--setting", metavar="KEY=VALUE", help="Change a model setting (repeatable; VALUE is JSON or text)."),
+        typer.Option(
+            "--setting", metavar="KEY=VALUE", help="Change a model setting (repeatable; VALUE is JSON or text)."
+        ),
     ] = None,
     new_run_id: Annotated[
         str | None, typer.Option("--run-id", metavar="ID", help="Id for the new run (default: random).")

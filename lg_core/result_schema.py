@@ -30,10 +30,32 @@ Strategy = Literal["auto", "provider", "tool"]
 STRATEGIES: tuple[str, ...] = ("auto", "provider", "tool")
 ALLOWED_KEYWORDS = frozenset(
     {
-        "type", "properties", "required", "additionalProperties", "items", "enum", "const",
-        "description", "title", "minLength", "maxLength", "pattern", "format", "minimum",
-        "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
-        "uniqueItems", "anyOf", "$ref", "$defs", "default", "examples",
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "enum",
+        "const",
+        "description",
+        "title",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "anyOf",
+        "$ref",
+        "$defs",
+        "default",
+        "examples",
     }
 )
 _LITERAL_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
@@ -101,7 +123,9 @@ class ResultSchema:
 
     def check(self, owner: str) -> None:
         if self.strategy not in STRATEGIES:
-            raise ConfigurationError(f"{owner}.result_schema strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+            raise ConfigurationError(
+                f"{owner}.result_schema strategy must be one of {STRATEGIES}, got {self.strategy!r}"
+            )
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise ConfigurationError(f"{owner}.result_schema name must be 1-64 letters, digits, '_' or '-'")
         _, problem = root_resolved(self.schema)
@@ -120,7 +144,9 @@ class ResultSchema:
         except jsonschema.SchemaError as exc:
             raise ConfigurationError(f"{owner}.result_schema is not valid JSON Schema: {exc.message}") from None
         problems = list(_strict_problems(self.schema, "$"))
-        problems += [f"{path} $ref {ref!r} does not resolve inside the schema" for path, ref in unresolved_refs(self.schema)]
+        problems += [
+            f"{path} $ref {ref!r} does not resolve inside the schema" for path, ref in unresolved_refs(self.schema)
+        ]
         if problems:
             hint = ""
             if self.model is not None:
@@ -221,7 +247,10 @@ def root_resolved(schema: Any) -> tuple[Any, str | None]:
             return schema, f"the top-level $ref {ref!r} does not resolve to a schema inside the schema"
         clash = sorted(key for key in target if key in resolved and resolved[key] != target[key])
         if clash:
-            return schema, f"the top-level $ref {ref!r} has keywords beside it that its definition sets differently: {clash}"
+            return (
+                schema,
+                f"the top-level $ref {ref!r} has keywords beside it that its definition sets differently: {clash}",
+            )
         resolved = {**target, **resolved}
     return resolved, None
 
@@ -297,7 +326,7 @@ def _message(error: Any) -> str:
     message = str(error["msg"])
     for prefix in _PYDANTIC_PREFIXES:
         if message.startswith(prefix):
-            return message[len(prefix):]
+            return message[len(prefix) :]
     return message
 
 
@@ -352,7 +381,9 @@ def result_strategy(spec: ResultSchema | None, model: Any) -> str | None:
         return None
     capabilities = model.capabilities
     if spec.strategy == "provider" and not capabilities.native_structured_output:
-        raise ConfigurationError(f"model {model.target} has no provider-native structured output; use strategy 'tool' or 'auto'")
+        raise ConfigurationError(
+            f"model {model.target} has no provider-native structured output; use strategy 'tool' or 'auto'"
+        )
     if spec.strategy == "tool" and not capabilities.tools:
         raise ConfigurationError(f"model {model.target} does not accept tools; use strategy 'provider' or 'auto'")
     if spec.strategy != "auto":
@@ -386,4 +417,13 @@ def check_tools_accepted(model: Any, tool_names: Iterable[str], owner: str) -> N
         )
 
 
-__all__ = ["ResultSchema", "STRATEGIES", "StructuredResult", "check_tools_accepted", "parse_json_text", "result_strategy", "root_resolved", "unresolved_refs"]
+__all__ = [
+    "ResultSchema",
+    "STRATEGIES",
+    "StructuredResult",
+    "check_tools_accepted",
+    "parse_json_text",
+    "result_strategy",
+    "root_resolved",
+    "unresolved_refs",
+]

@@ -242,7 +242,9 @@ class Run:
     def _begin(self) -> None:
         with self._lock:
             if self._phase != "dormant":
-                raise Error(f"run {self.id} has already executed; a Run executes only once, so call ask() again for a new run")
+                raise Error(
+                    f"run {self.id} has already executed; a Run executes only once, so call ask() again for a new run"
+                )
             self._phase = "running"
 
     def deliver(self, event: StreamEvent) -> None:
@@ -371,7 +373,12 @@ class Run:
             return perform_once(self, key, block)
 
     def context(self, state: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None) -> RunContext:
-        return RunContext(state=state, cancellation_token=self.cancellation_token, deadline=self.invocation.deadline_at, metadata=metadata)
+        return RunContext(
+            state=state,
+            cancellation_token=self.cancellation_token,
+            deadline=self.invocation.deadline_at,
+            metadata=metadata,
+        )
 
     def record_diagnostic(self, entry: dict[str, Any], error: BaseException | None = None) -> None:
         with self._lock:
@@ -384,7 +391,8 @@ class Run:
     def events(self, after: int = 0) -> list[StreamEvent]:
         """The durable event log of this run (token deltas are not stored)."""
         return [
-            StreamEvent(r.type, _frozen(decode_event_data(r.data)), r.seq) for r in self.runtime.store.load_events(self.id, after)
+            StreamEvent(r.type, _frozen(decode_event_data(r.data)), r.seq)
+            for r in self.runtime.store.load_events(self.id, after)
         ]
 
     @classmethod

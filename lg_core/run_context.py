@@ -81,7 +81,9 @@ class RunContext:
         """Add ``value`` (a Usage, or a mapping of its counts) to the usage this run recorded."""
         if not isinstance(value, Usage):
             if not isinstance(value, Mapping):
-                raise TypeError(f"record_usage takes a Usage or a mapping like {{'input_tokens': 12}}, got {type(value).__name__}")
+                raise TypeError(
+                    f"record_usage takes a Usage or a mapping like {{'input_tokens': 12}}, got {type(value).__name__}"
+                )
             value = Usage(**value)  # an unknown count is a TypeError naming the known ones
         with self._lock:
             # Usage is frozen: the first value is kept as is (no new object; most steps record one).
@@ -118,7 +120,9 @@ def _checked_state(state: Any) -> DataMap:
     if state is None:
         return DataMap()
     if not isinstance(state, Mapping):
-        raise TypeError(f"RunContext state must be a mapping such as {{'plan': 'draft'}} (or None), got {type(state).__name__}")
+        raise TypeError(
+            f"RunContext state must be a mapping such as {{'plan': 'draft'}} (or None), got {type(state).__name__}"
+        )
     return DataMap(state)
 
 

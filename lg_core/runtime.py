@@ -240,7 +240,10 @@ class Runtime:
         run_id = run_id_to_look_up(run_id)
         if interjection_id is not None:
             interjection_id = _identifier(interjection_id, "interjection_id")
-        payload: dict[str, Any] = {"message": _interjection_message(message), "metadata": _interjection_metadata(metadata)}
+        payload: dict[str, Any] = {
+            "message": _interjection_message(message),
+            "metadata": _interjection_metadata(metadata),
+        }
         if self.hooks:
             # The Run executing here if there is one (hooks may register resources on it).
             run = self.engine.live_run(run_id) or self.get_run(run_id)
@@ -267,7 +270,9 @@ class Runtime:
         if record.cancel_requested:
             # Cancelled while its process was gone: ending it runs none of the agent's code, so it
             # ends even where the agent cannot be imported (a script's __main__ agent).
-            self.engine.end_run(record.id, "cancelled", CancelledError("the run was cancelled while its process was gone"))
+            self.engine.end_run(
+                record.id, "cancelled", CancelledError("the run was cancelled while its process was gone")
+            )
             return Run.from_record(self.store.load_run(record.id), self)
         run = self.restored_run(record)
         run._on_event = on_event
@@ -391,7 +396,9 @@ def _interjection_message(message: Any) -> Message:
         raise InvocationError(f"the interjection is not a valid message: {brief_error(exc)}") from None
     if normalized.role != "user":
         raise InvocationError(f"an interjection must be a non-empty user message, got a {normalized.role} message")
-    other = sorted({type(block).__name__ for block in normalized.content if not isinstance(block, _INTERJECTION_CONTENT)})
+    other = sorted(
+        {type(block).__name__ for block in normalized.content if not isinstance(block, _INTERJECTION_CONTENT)}
+    )
     if other:
         raise InvocationError(f"an interjection may carry only text, image or document content, got {', '.join(other)}")
     if all(isinstance(block, Text) and not block.text.strip() for block in normalized.content):
@@ -417,9 +424,14 @@ def _prepared_interjection(hook: Hook, run: Run, payload: dict[str, Any]) -> dic
     prepared = hook.prepare_interjection(run, dict(payload)) or payload
     where = f"{type(hook).__name__}.prepare_interjection"
     if not isinstance(prepared, Mapping) or "message" not in prepared:
-        raise ConfigurationError(f"{where} must return a mapping with 'message' (or None), got {type(prepared).__name__}")
+        raise ConfigurationError(
+            f"{where} must return a mapping with 'message' (or None), got {type(prepared).__name__}"
+        )
     try:
-        return {"message": _interjection_message(prepared["message"]), "metadata": _interjection_metadata(prepared.get("metadata"))}
+        return {
+            "message": _interjection_message(prepared["message"]),
+            "metadata": _interjection_metadata(prepared.get("metadata")),
+        }
     except InvocationError as exc:
         raise ConfigurationError(f"{where} returned an invalid interjection: {exc}") from None
 

@@ -122,7 +122,9 @@ class Session:
         """
         snapshot = self.load()
         stored = snapshot.metadata if snapshot is not None else self._initial_metadata
-        return cast("Mapping[str, Any]", deep_freeze({key: value for key, value in stored.items() if key != TURN_RECORD}))
+        return cast(
+            "Mapping[str, Any]", deep_freeze({key: value for key, value in stored.items() if key != TURN_RECORD})
+        )
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -170,7 +172,12 @@ class Session:
             return self._remember(written, lambda: kept, state, metadata)
 
     def checkpoint(
-        self, messages: Iterable[Any], *, state: Any = None, metadata: Any = None, parent_operation_id: str | None = None
+        self,
+        messages: Iterable[Any],
+        *,
+        state: Any = None,
+        metadata: Any = None,
+        parent_operation_id: str | None = None,
     ) -> SessionSnapshot:
         """Persist a whole conversation: append its new tail when the stored history is
         an unchanged prefix of it, replace the snapshot otherwise.
@@ -200,7 +207,9 @@ class Session:
         """Hand a conversational view to stores that publish one; the transcript is unchanged."""
         metadata = self._metadata_for(metadata)
         with self.store.with_operation_context(self.operation_id):
-            return self.store.project_conversation(self.id, messages=messages, metadata=metadata, actor_id=self.actor_id)
+            return self.store.project_conversation(
+                self.id, messages=messages, metadata=metadata, actor_id=self.actor_id
+            )
 
     @contextmanager
     def synchronize(self) -> Iterator[None]:
@@ -217,7 +226,9 @@ class Session:
         snapshot is then what was written, sanitized as every store must.
         """
         if written is None:
-            snapshot = SessionSnapshot(messages(), canonical_mapping(state, "state"), canonical_mapping(metadata, "metadata"))
+            snapshot = SessionSnapshot(
+                messages(), canonical_mapping(state, "state"), canonical_mapping(metadata, "metadata")
+            )
         else:
             snapshot = cast(SessionSnapshot, as_snapshot(written, self.store))  # not None for a value
         self._snapshot = snapshot

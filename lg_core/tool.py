@@ -103,7 +103,9 @@ class Artifact:
         if (self.data is None) == (self.reference is None):
             raise ValueError("an Artifact has either data (inline) or a reference (deferred), not both")
         if not isinstance(self.media_type, str) or not self.media_type:
-            raise TypeError(f"Artifact.media_type must be a non-empty MIME type string, got {type(self.media_type).__name__}")
+            raise TypeError(
+                f"Artifact.media_type must be a non-empty MIME type string, got {type(self.media_type).__name__}"
+            )
         if self.name is not None and not isinstance(self.name, str):
             raise TypeError(f"Artifact.name must be a string or None, got {type(self.name).__name__}")
         if self.data is not None:

@@ -43,7 +43,9 @@ def check_call(cls: type, call: Any) -> None:
     else:
         function, count = call, 2
     if not callable(function) or not takes_arguments(function, count):
-        raise ConfigurationError(f"{cls.__qualname__}.call must be a method taking the input, `def call(self, input)`, got {call!r}")
+        raise ConfigurationError(
+            f"{cls.__qualname__}.call must be a method taking the input, `def call(self, input)`, got {call!r}"
+        )
 
 
 # What a tool reads from its run-scoped Binding (Tool.agent ... Tool.idempotency_key).

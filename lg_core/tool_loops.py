@@ -160,7 +160,9 @@ def policy_from_declaration(value: Any, owner: str) -> ToolLoopPolicy | None:
         )
     unknown = sorted(str(key) for key in value if key not in _KEYS)
     if unknown:
-        raise ConfigurationError(f"{owner}.detect_tool_loops has unknown option {unknown[0]!r}; options: {sorted(_KEYS)}")
+        raise ConfigurationError(
+            f"{owner}.detect_tool_loops has unknown option {unknown[0]!r}; options: {sorted(_KEYS)}"
+        )
     warning_at = _count(value.get("warning_at", DEFAULT_WARNING_AT), "warning_at", owner)
     terminate_at = _count(value.get("terminate_at", DEFAULT_TERMINATE_AT), "terminate_at", owner)
     if warning_at < 2 or terminate_at <= warning_at:

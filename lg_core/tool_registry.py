@@ -84,7 +84,11 @@ class ToolRegistry:
     """Bound tool instances for one binding, by model-visible name."""
 
     def __init__(
-        self, declarations: Iterable[Any] = (), binding: Binding | None = None, *, reserved: Mapping[str, str] | None = None
+        self,
+        declarations: Iterable[Any] = (),
+        binding: Binding | None = None,
+        *,
+        reserved: Mapping[str, str] | None = None,
     ) -> None:
         """``reserved`` maps names no tool may take (the model is offered another tool by
         that name) to what holds them, for the error."""

@@ -136,7 +136,9 @@ def artifact_block(artifact: Artifact) -> Any:
         # A deferred reference is the application's (a bucket key, a signed URL): the spec keeps
         # it out of diagnostics and treats it as no proof of access, so the model learns only that
         # the artifact exists. A tool that wants the model to cite it puts the id in its value.
-        return Text(text=f"[artifact {label} ({artifact.media_type}) is stored by the application and not included here]")
+        return Text(
+            text=f"[artifact {label} ({artifact.media_type}) is stored by the application and not included here]"
+        )
     if artifact.media_type.startswith("image/"):
         return Image(data=data, media_type=artifact.media_type, name=artifact.name)
     return Document(data=data, media_type=artifact.media_type, name=label)

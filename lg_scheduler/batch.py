@@ -188,10 +188,14 @@ def submit_batch(
     max_line_bytes = check_max_line_bytes(max_line_bytes)
     limit = None if rate_limit is None else RateLimit.parse(rate_limit)
     if batch_id is not None and (not isinstance(batch_id, str) or not BATCH_ID.fullmatch(batch_id)):
-        raise InvocationError(f"batch id must be 1-64 letters, digits, '_' or '-' (starting with a letter or digit), got {batch_id!r}")
+        raise InvocationError(
+            f"batch id must be 1-64 letters, digits, '_' or '-' (starting with a letter or digit), got {batch_id!r}"
+        )
     in_path = input_path(inputs_path)
     out_path = check_writable(out)
-    _check_options(progress=progress, skip_invalid=skip_invalid, force=force, keep_results=keep_results, on_start=on_start)
+    _check_options(
+        progress=progress, skip_invalid=skip_invalid, force=force, keep_results=keep_results, on_start=on_start
+    )
     runtime = current_runtime()
     if out_path is not None:
         protected = [in_path, *_store_files(runtime.configuration.run_store)]
@@ -199,7 +203,9 @@ def submit_batch(
     keep = out_path is None if keep_results is None else bool(keep_results)
     checking = ScanProgress(progress, f"checking {inputs_path}")
     try:
-        scanned = read_inputs(inputs_path, agent_cls, runtime.resolver, on_progress=checking, max_line_bytes=max_line_bytes)
+        scanned = read_inputs(
+            inputs_path, agent_cls, runtime.resolver, on_progress=checking, max_line_bytes=max_line_bytes
+        )
     finally:
         checking.close()
     with scanned as inputs:
@@ -229,9 +235,13 @@ def _check_options(*, on_start: Any, keep_results: Any, **flags: Any) -> None:
     if keep_results is not None and not isinstance(keep_results, bool):
         raise InvocationError(f"keep_results must be True, False or None (the default), got {keep_results!r}")
     if on_start is not None and not callable(on_start):
-        raise InvocationError(f"on_start must be None or a function called with the BatchReport, got {type(on_start).__name__}")
+        raise InvocationError(
+            f"on_start must be None or a function called with the BatchReport, got {type(on_start).__name__}"
+        )
     if on_start is not None and inspect.iscoroutinefunction(on_start):
-        raise InvocationError("on_start must be a plain function: it is called without an event loop, so an async one never runs")
+        raise InvocationError(
+            "on_start must be a plain function: it is called without an event loop, so an async one never runs"
+        )
 
 
 def _skipped_before(store: Any, batch_id: str, inputs: BatchInputs) -> str | None:
@@ -252,12 +262,16 @@ def _input_error(inputs: BatchInputs, skipped_by: str | None) -> BatchInputError
     count = len(inputs.invalid)
     lines = f"{inputs.path} has {count} invalid line{'s' if count > 1 else ''}"
     if skipped_by is None:
-        advice = ("; nothing was submitted (fix them, or pass --skip-invalid / skip_invalid=True to run the rest "
-                  "and report these as invalid)")
+        advice = (
+            "; nothing was submitted (fix them, or pass --skip-invalid / skip_invalid=True to run the rest "
+            "and report these as invalid)"
+        )
     else:
-        advice = (f", which batch {skipped_by} skipped when it was submitted with --skip-invalid / skip_invalid=True; "
-                  "pass that again to resume it (nothing was submitted now; a fixed file would be a new batch, "
-                  "running every item again)")
+        advice = (
+            f", which batch {skipped_by} skipped when it was submitted with --skip-invalid / skip_invalid=True; "
+            "pass that again to resume it (nothing was submitted now; a fixed file would be a new batch, "
+            "running every item again)"
+        )
     return BatchInputError(f"{lines}{advice}:\n" + "\n".join(shown), problems=list(inputs.invalid), batch_id=skipped_by)
 
 
@@ -283,8 +297,14 @@ def _claim(store: Any, batch_id: str, agent_cls: type, inputs: BatchInputs, hold
     on another host that is gone): the runs it held on threads are resumed here.
     """
     agent = f"{agent_cls.__module__}:{agent_cls.__qualname__}"
-    row = {"id": batch_id, "agent": agent, "input_hash": inputs.digest, "input_path": str(inputs.path.resolve()),
-           "total": inputs.total, "holder": holder}
+    row = {
+        "id": batch_id,
+        "agent": agent,
+        "input_hash": inputs.digest,
+        "input_path": str(inputs.path.resolve()),
+        "total": inputs.total,
+        "holder": holder,
+    }
     record, created = store.open_batch(row)
     if created:
         return None
@@ -309,8 +329,15 @@ class _Submission:
     """One submit of a batch: start items within the limits, collect results, keep the batch row current."""
 
     def __init__(
-        self, runtime: Any, agent_cls: type[Agent], inputs: BatchInputs, batch_id: str, holder: str,
-        concurrency: int, limit: RateLimit | None, gone: str | None = None,
+        self,
+        runtime: Any,
+        agent_cls: type[Agent],
+        inputs: BatchInputs,
+        batch_id: str,
+        holder: str,
+        concurrency: int,
+        limit: RateLimit | None,
+        gone: str | None = None,
     ) -> None:
         self.runtime = runtime
         self.store = runtime.store
@@ -585,7 +612,12 @@ class _Submission:
 
     def _counts(self) -> dict[str, int]:
         report = self.report
-        return {"completed": report.completed, "failed": report.failed, "invalid": report.invalid, "running": len(self.in_flight)}
+        return {
+            "completed": report.completed,
+            "failed": report.failed,
+            "invalid": report.invalid,
+            "running": len(self.in_flight),
+        }
 
     def _show(self) -> None:
         counts = self._counts()
@@ -605,7 +637,9 @@ class _Submission:
         """
         self._saved_at = time.monotonic()
         try:
-            kept = self.store.update_batch(self.report.batch_id, self.holder, self._counts(), finished=finished, release=final)
+            kept = self.store.update_batch(
+                self.report.batch_id, self.holder, self._counts(), finished=finished, release=final
+            )
         except Exception:  # noqa: BLE001 - a status row must not fail the batch; the next save retries
             if finished:
                 raise

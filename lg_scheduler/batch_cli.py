@@ -34,7 +34,11 @@ from lg_scheduler.batch_output import ResultWriteError
 
 BrokerOption = Annotated[
     str | None,
-    typer.Option("--broker", metavar="URL", help="Celery broker (Redis) URL: runs go to workers (default: LG_BROKER_URL; none: threads here)."),
+    typer.Option(
+        "--broker",
+        metavar="URL",
+        help="Celery broker (Redis) URL: runs go to workers (default: LG_BROKER_URL; none: threads here).",
+    ),
 ]
 
 
@@ -53,27 +57,56 @@ def register(app: typer.Typer, runs_app: typer.Typer) -> None:
 
 def submit(
     ctx: typer.Context,
-    target: Annotated[str, typer.Argument(metavar="MODULE:CLASS", help="The agent class, e.g. myapp.agents:SupportAgent.")],
-    inputs: Annotated[Path, typer.Argument(metavar="INPUTS.jsonl", help="One input per line: a JSON string or an object with \"message\".")],
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", metavar="N", help="At most N runs in flight.")] = 10,
+    target: Annotated[
+        str, typer.Argument(metavar="MODULE:CLASS", help="The agent class, e.g. myapp.agents:SupportAgent.")
+    ],
+    inputs: Annotated[
+        Path,
+        typer.Argument(metavar="INPUTS.jsonl", help='One input per line: a JSON string or an object with "message".'),
+    ],
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", metavar="N", help="At most N runs in flight.")
+    ] = 10,
     rate_limit: Annotated[
         str | None,
-        typer.Option("--rate-limit", metavar="N/s|N/min|N/h", help="At most N model calls per period on each provider connection, shared by every run limited on it."),
+        typer.Option(
+            "--rate-limit",
+            metavar="N/s|N/min|N/h",
+            help="At most N model calls per period on each provider connection, shared by every run limited on it.",
+        ),
     ] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", metavar="PATH", help="Write one result per line (JSONL) as items finish.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", metavar="PATH", help="Write one result per line (JSONL) as items finish."),
+    ] = None,
     batch_id: Annotated[
-        str | None, typer.Option("--batch-id", metavar="ID", help="Name the batch (default: a hash of the agent and the input file).")
+        str | None,
+        typer.Option(
+            "--batch-id", metavar="ID", help="Name the batch (default: a hash of the agent and the input file)."
+        ),
     ] = None,
     skip_invalid: Annotated[
-        bool, typer.Option("--skip-invalid", help="Run the valid lines and report invalid ones as results, instead of refusing.")
+        bool,
+        typer.Option(
+            "--skip-invalid", help="Run the valid lines and report invalid ones as results, instead of refusing."
+        ),
     ] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="Take the batch over even if its previous submitter looks alive (e.g. on another host).")
+        bool,
+        typer.Option(
+            "--force", help="Take the batch over even if its previous submitter looks alive (e.g. on another host)."
+        ),
     ] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")] = True,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")
+    ] = True,
     max_line_bytes: Annotated[
         str,
-        typer.Option("--max-line-bytes", metavar="SIZE", help="Longest input line, e.g. 1048576 or 4MiB; a longer line is that item's error."),
+        typer.Option(
+            "--max-line-bytes",
+            metavar="SIZE",
+            help="Longest input line, e.g. 1048576 or 4MiB; a longer line is that item's error.",
+        ),
     ] = "1MiB",
     store: StoreOption = None,
     broker: BrokerOption = None,
@@ -91,8 +124,16 @@ def submit(
         agent_class = load_agent(target)
         try:
             report = submit_batch(
-                agent_class, inputs, concurrency=concurrency, rate_limit=rate_limit, out=out, batch_id=batch_id,
-                progress=progress, skip_invalid=skip_invalid, force=force, on_start=lambda r: _announce(r, info),
+                agent_class,
+                inputs,
+                concurrency=concurrency,
+                rate_limit=rate_limit,
+                out=out,
+                batch_id=batch_id,
+                progress=progress,
+                skip_invalid=skip_invalid,
+                force=force,
+                on_start=lambda r: _announce(r, info),
                 keep_results=False,  # the report printed here has none: the lines go to --out only
                 max_line_bytes=max_line_bytes,
             )
@@ -120,8 +161,10 @@ def _invalid_lines(inputs: Path, exc: BatchInputError) -> str:
     lines = f"{inputs} has {count} invalid line{'s' if count > 1 else ''}"
     if exc.batch_id is None:
         return f"{lines}; nothing was submitted (fix them, or pass --skip-invalid to run the rest and report these as invalid)"
-    return (f"{lines}, which batch {exc.batch_id} skipped when it was submitted with --skip-invalid; pass --skip-invalid "
-            "again to resume it (nothing was submitted now; a fixed file would be a new batch, running every item again)")
+    return (
+        f"{lines}, which batch {exc.batch_id} skipped when it was submitted with --skip-invalid; pass --skip-invalid "
+        "again to resume it (nothing was submitted now; a fixed file would be a new batch, running every item again)"
+    )
 
 
 def _announce(report: BatchReport, info: Any) -> None:
@@ -130,7 +173,9 @@ def _announce(report: BatchReport, info: Any) -> None:
     if report.already_finished:
         parts.append(f"{report.already_finished} already finished")
     if report.waited:
-        parts.append(f"{report.waited} still in flight" + (f" ({report.resumed} resumed here)" if report.resumed else ""))
+        parts.append(
+            f"{report.waited} still in flight" + (f" ({report.resumed} resumed here)" if report.resumed else "")
+        )
     parts.append(f"{to_start} to start")
     info.print(f"batch [bold]{report.batch_id}[/]: {', '.join(parts)}", soft_wrap=True, highlight=False)
 
@@ -183,8 +228,16 @@ def list_batches(
         table.add_column(name, no_wrap=True)
     now = time.time()
     for r in records:
-        table.add_row(r.id, _state(r), f"{r.done}/{r.total}", str(r.completed), str(r.failed), str(r.invalid),
-                      escape(r.agent), ago(r.updated_at, now))
+        table.add_row(
+            r.id,
+            _state(r),
+            f"{r.done}/{r.total}",
+            str(r.completed),
+            str(r.failed),
+            str(r.invalid),
+            escape(r.agent),
+            ago(r.updated_at, now),
+        )
     output_console().print(table)
 
 

@@ -56,7 +56,17 @@ from lg_core.errors import InvocationError
 from lg_core.invocation import Invocation
 
 ITEM_FIELDS = (
-    "message", "id", "context", "actor_id", "session_id", "settings", "metadata", "history", "deadline", "deadline_at", "rate_limit",
+    "message",
+    "id",
+    "context",
+    "actor_id",
+    "session_id",
+    "settings",
+    "metadata",
+    "history",
+    "deadline",
+    "deadline_at",
+    "rate_limit",
 )
 MAX_ITEM_ID = 200
 DEFAULT_MAX_LINE_BYTES = 1 << 20
@@ -106,9 +116,19 @@ class BatchInputs:
     close it when the batch is done (``with read_inputs(...) as inputs:``).
     """
 
-    def __init__(self, path: Path, handle: IO[bytes], digest: str, invalid: list[InvalidLine],
-                 offsets: array[int], lines: array[int], stamp: tuple[int, int] | None = None, *,
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, handle_digest: str | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        handle: IO[bytes],
+        digest: str,
+        invalid: list[InvalidLine],
+        offsets: array[int],
+        lines: array[int],
+        stamp: tuple[int, int] | None = None,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        handle_digest: str | None = None,
+    ) -> None:
         self.path = path
         self.digest = digest  # sha256 of the file's bytes
         self.invalid = invalid
@@ -245,12 +265,16 @@ def shown_path(path: Path, limit: int = 120) -> str:
     text = str(path)
     if len(text) <= limit:
         return text
-    return f"{text[: limit // 2]}...{text[-limit // 2:]} ({len(text)} characters)"
+    return f"{text[: limit // 2]}...{text[-limit // 2 :]} ({len(text)} characters)"
 
 
 def read_inputs(
-    path: str | os.PathLike[str], agent_cls: type, resolver: Any, on_progress: ScanCallback | None = None,
-    *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    path: str | os.PathLike[str],
+    agent_cls: type,
+    resolver: Any,
+    on_progress: ScanCallback | None = None,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> BatchInputs:
     """Parse and validate every line of ``path`` for ``agent_cls`` (models resolved with ``resolver``).
 
@@ -270,7 +294,9 @@ def read_inputs(
             source.close()
             spool.flush()
         if scan.total == 0:
-            raise InvocationError(f"input file {path} has no inputs: every line is blank (expected one JSON value per line)")
+            raise InvocationError(
+                f"input file {path} has no inputs: every line is blank (expected one JSON value per line)"
+            )
     except BaseException:
         source.close()
         if spool is not None:
@@ -278,8 +304,15 @@ def read_inputs(
         raise
     handle = source if spool is None else spool
     return BatchInputs(
-        path, handle, scan.digest.hexdigest(), scan.invalid, scan.offsets, scan.lines, stamp,
-        max_line_bytes=max_line_bytes, handle_digest=None if scan.spooled is None else scan.spooled.hexdigest(),
+        path,
+        handle,
+        scan.digest.hexdigest(),
+        scan.invalid,
+        scan.offsets,
+        scan.lines,
+        stamp,
+        max_line_bytes=max_line_bytes,
+        handle_digest=None if scan.spooled is None else scan.spooled.hexdigest(),
     )
 
 
@@ -406,7 +439,9 @@ def _read_line(source: IO[bytes], limit: int, consume: Callable[[bytes], Any]) -
 def _over_long(number: int, line: _Line, limit: int) -> InvalidLine:
     text = line.head[:EXCERPT_CHARS].decode("utf-8", errors="replace")
     return InvalidLine(
-        number, None, "InvocationError",
+        number,
+        None,
+        "InvocationError",
         f"the line is {line.text_length:,} bytes long, over the limit of {limit:,} (--max-line-bytes / "
         f"max_line_bytes raises it); it starts with {excerpt(text)}",
     )
@@ -447,9 +482,7 @@ class _IdClaims:
         return min(claims) if claims else None
 
 
-def _check_line(
-    number: int, raw: bytes, ids: _IdClaims, agent_cls: type, resolver: Any
-) -> InvalidLine | None:
+def _check_line(number: int, raw: bytes, ids: _IdClaims, agent_cls: type, resolver: Any) -> InvalidLine | None:
     """None for a valid line; else why it is not (the line's own mistakes before a duplicate id)."""
     item_id: str | None = None
     try:
@@ -479,9 +512,7 @@ def _decode(raw: bytes) -> dict[str, Any]:
     if isinstance(value, str):
         return {"message": value}
     if not isinstance(value, dict):
-        raise _Invalid(
-            f'expected a JSON string (the message) or an object with "message", got {_json_type(value)}'
-        )
+        raise _Invalid(f'expected a JSON string (the message) or an object with "message", got {_json_type(value)}')
     return value
 
 
@@ -493,27 +524,39 @@ def _item_id(data: dict[str, Any], number: int) -> str:
         return str(value)
     if isinstance(value, str) and value and len(value) <= MAX_ITEM_ID and value.isprintable():
         return value
-    raise _Invalid(f"id must be a non-empty string (at most {MAX_ITEM_ID} printable characters) or an integer, got {excerpt(json.dumps(value))}")
+    raise _Invalid(
+        f"id must be a non-empty string (at most {MAX_ITEM_ID} printable characters) or an integer, got {excerpt(json.dumps(value))}"
+    )
 
 
 def _duplicate(item_id: str, named: bool, first_line: int, first_named: bool) -> str:
     """Why a line's id is taken, saying so when an id is a line number (a line without "id")."""
     if not named:
-        return (f'this line has no "id", so its id is its line number, {item_id}, which line {first_line} '
-                'already uses as its "id"; give this line an "id" of its own')
+        return (
+            f'this line has no "id", so its id is its line number, {item_id}, which line {first_line} '
+            'already uses as its "id"; give this line an "id" of its own'
+        )
     if not first_named:
-        return (f'id {item_id!r} is the id of line {first_line}, which has no "id" and so goes by its line number; '
-                f'choose another id, or give line {first_line} an "id"')
+        return (
+            f'id {item_id!r} is the id of line {first_line}, which has no "id" and so goes by its line number; '
+            f'choose another id, or give line {first_line} an "id"'
+        )
     return f"id {item_id!r} is already used by line {first_line}"
 
 
 def _validate(data: dict[str, Any], agent_cls: type, resolver: Any) -> None:
     if "run_id" in data:
-        raise _Invalid('"run_id" is not allowed: the batch derives each run id from the batch id and the item id (name items with "id")')
+        raise _Invalid(
+            '"run_id" is not allowed: the batch derives each run id from the batch id and the item id (name items with "id")'
+        )
     unknown = sorted(set(data) - set(ITEM_FIELDS))
     if unknown:
-        named = ", ".join(excerpt(name, 40) for name in unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
-        raise _Invalid(f"unknown field{'s' if len(unknown) > 1 else ''} {named}; an input may have {', '.join(ITEM_FIELDS)}")
+        named = ", ".join(excerpt(name, 40) for name in unknown[:5]) + (
+            f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        )
+        raise _Invalid(
+            f"unknown field{'s' if len(unknown) > 1 else ''} {named}; an input may have {', '.join(ITEM_FIELDS)}"
+        )
     if "message" not in data:
         raise _Invalid('missing "message"')
     try:
@@ -543,7 +586,9 @@ def _check_model(agent_cls: Any, invocation: Invocation, resolver: Any) -> None:
 
 
 def _json_type(value: Any) -> str:
-    return {list: "an array", int: "a number", float: "a number", bool: "a boolean", type(None): "null"}.get(type(value), type(value).__name__)
+    return {list: "an array", int: "a number", float: "a number", bool: "a boolean", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -591,6 +636,18 @@ def _shortened_quote(match: re.Match[str]) -> str:
 
 
 __all__ = [
-    "DEFAULT_MAX_LINE_BYTES", "BatchInputError", "BatchInputs", "BatchItem", "ITEM_FIELDS", "InvalidLine", "ItemKey",
-    "bounded_message", "check_max_line_bytes", "excerpt", "open_input", "parse_size", "read_inputs", "shown_path",
+    "DEFAULT_MAX_LINE_BYTES",
+    "BatchInputError",
+    "BatchInputs",
+    "BatchItem",
+    "ITEM_FIELDS",
+    "InvalidLine",
+    "ItemKey",
+    "bounded_message",
+    "check_max_line_bytes",
+    "excerpt",
+    "open_input",
+    "parse_size",
+    "read_inputs",
+    "shown_path",
 ]

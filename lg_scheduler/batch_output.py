@@ -57,7 +57,9 @@ def run_result(item: BatchItem | ItemKey, record: RunRecord | RunOutcome) -> dic
         "run_id": record.id,
         "outcome": record.status,
         "response": record.response,
-        "error": None if not error else {"class": error.get("name") or error.get("class"), "message": error.get("message")},
+        "error": None
+        if not error
+        else {"class": error.get("name") or error.get("class"), "message": error.get("message")},
         "usage": record.usage,
         "structured_result": (record.result or {}).get("structured_result"),
     }
@@ -76,7 +78,9 @@ def invalid_result(invalid: InvalidLine) -> dict[str, Any]:
     }
 
 
-def error_result(item: BatchItem | ItemKey, run_id: str, error: BaseException, outcome: str = "not_started") -> dict[str, Any]:
+def error_result(
+    item: BatchItem | ItemKey, run_id: str, error: BaseException, outcome: str = "not_started"
+) -> dict[str, Any]:
     """An item the batch could not start (``not_started``) or not resume (``failed``); the next submit retries it."""
     return {
         "id": item.id,
@@ -170,18 +174,14 @@ class ResultWriter:
                 self._handle.flush()
             except OSError as exc:
                 self._abandon()
-                raise ResultWriteError(
-                    f"cannot write the results to {self.path}: {exc.strerror or exc}"
-                ) from None
+                raise ResultWriteError(f"cannot write the results to {self.path}: {exc.strerror or exc}") from None
 
     def close(self) -> None:
         if self._handle is not None:
             try:
                 self._handle.close()
             except OSError as exc:  # its last lines could not be flushed
-                raise ResultWriteError(
-                    f"cannot write the results to {self.path}: {exc.strerror or exc}"
-                ) from None
+                raise ResultWriteError(f"cannot write the results to {self.path}: {exc.strerror or exc}") from None
             finally:
                 self._handle = None
 
@@ -300,4 +300,13 @@ class ScanProgress:
             self._progress = None
 
 
-__all__ = ["BatchProgress", "ResultWriteError", "ScanProgress", "ResultWriter", "check_writable", "error_result", "invalid_result", "run_result"]
+__all__ = [
+    "BatchProgress",
+    "ResultWriteError",
+    "ScanProgress",
+    "ResultWriter",
+    "check_writable",
+    "error_result",
+    "invalid_result",
+    "run_result",
+]

@@ -46,7 +46,9 @@ DirOption = Annotated[
 
 
 def _port(name: str) -> Any:
-    return typer.Option(f"--{name}-port", min=1, max=65535, metavar="PORT", help=f"{name} port (default: kept from the last up).")
+    return typer.Option(
+        f"--{name}-port", min=1, max=65535, metavar="PORT", help=f"{name} port (default: kept from the last up)."
+    )
 
 
 def scheduler(
@@ -83,7 +85,8 @@ def scheduler(
 # -- lg stack -------------------------------------------------------------------------------
 
 stack_app = typer.Typer(
-    name="stack", help="The local stack: Redis, PostgreSQL, workers, scheduler and Flower, without Docker.",
+    name="stack",
+    help="The local stack: Redis, PostgreSQL, workers, scheduler and Flower, without Docker.",
     no_args_is_help=True,
 )
 
@@ -113,8 +116,11 @@ def stack_up(
         info.print(f"[bold red]error:[/] [red]{escape(str(exc))}[/]", soft_wrap=True, highlight=False)
         running = [state.name for state in stack.status() if state.alive or state.members]
         if running:
-            info.print(f"still running: {', '.join(running)}; `{stack.down_command}` stops them", highlight=False,
-                       soft_wrap=True)
+            info.print(
+                f"still running: {', '.join(running)}; `{stack.down_command}` stops them",
+                highlight=False,
+                soft_wrap=True,
+            )
         else:
             info.print("no stack process is running", highlight=False)
         raise typer.Exit(1) from None
@@ -126,10 +132,16 @@ def stack_up(
     out.print(f"run store  {safe_url(settings.store_url(credentials.postgres))}", highlight=False)
     out.print(f"broker     {safe_url(settings.redis_url(credentials.redis))}", highlight=False)
     out.print(f"flower     {settings.flower_url}  (user {FLOWER_USER})", highlight=False)
-    out.print(f"env file   {report.env_file}  (source it: . {shlex.quote(str(report.env_file))})", highlight=False,
-              soft_wrap=True)
-    out.print("passwords  in the env file, readable by you only: LG_RUN_STORE, LG_BROKER_URL and FLOWER_BASIC_AUTH",
-              highlight=False, soft_wrap=True)
+    out.print(
+        f"env file   {report.env_file}  (source it: . {shlex.quote(str(report.env_file))})",
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print(
+        "passwords  in the env file, readable by you only: LG_RUN_STORE, LG_BROKER_URL and FLOWER_BASIC_AUTH",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def check_imports(stack: LocalStack, imports: list[str] | None) -> None:
@@ -157,7 +169,9 @@ def stack_down(directory: DirOption = DEFAULT_DIR) -> None:
         # Run from another directory than `up` was: the stack is still running somewhere else.
         info.print(
             f"nothing was running in {stack.root}: no stack was started there; run `lg stack down` in the "
-            "directory where you ran `lg stack up`, or pass --dir", highlight=False, soft_wrap=True,
+            "directory where you ran `lg stack up`, or pass --dir",
+            highlight=False,
+            soft_wrap=True,
         )
     else:
         info.print(f"nothing was running in {stack.root}", highlight=False)
@@ -187,12 +201,16 @@ def stack_status(directory: DirOption = DEFAULT_DIR) -> None:
 def _missing_state(stack: LocalStack, states: list[ProcessState]) -> str:
     """What ``status`` says when stack.json is not there."""
     if any(state.alive or state.members for state in states):
-        return (f"{stack.state_file} is missing, so the ports of these processes are unknown; "
-                f"`{stack.down_command}` stops them")
+        return (
+            f"{stack.state_file} is missing, so the ports of these processes are unknown; "
+            f"`{stack.down_command}` stops them"
+        )
     if stack.was_started():
         return f"{stack.state_file} is missing; the next `lg stack up` chooses ports afresh"
-    return (f"no stack was started in {stack.root}; run `lg stack status` in the directory where you ran "
-            "`lg stack up`, or pass --dir")
+    return (
+        f"no stack was started in {stack.root}; run `lg stack status` in the directory where you ran "
+        "`lg stack up`, or pass --dir"
+    )
 
 
 @stack_app.command("logs")
@@ -206,8 +224,10 @@ def stack_logs(
     names = [name] if name else list(SERVICES)
     found = [each for each in names if stack.log_file(each).exists()]
     if not found:
-        fail(f"no log for {name or 'any process'} in {stack.root / 'logs'}: the stack was never started there "
-             "(`lg stack up`)")
+        fail(
+            f"no log for {name or 'any process'} in {stack.root / 'logs'}: the stack was never started there "
+            "(`lg stack up`)"
+        )
     out = output_console()
     for each in found:
         path = stack.log_file(each)

@@ -53,7 +53,11 @@ class OutputLock:
 
         while True:
             lock = FileLock(
-                self.path, blocking=False, thread_local=False, fallback_to_soft=False, mode=0o644,
+                self.path,
+                blocking=False,
+                thread_local=False,
+                fallback_to_soft=False,
+                mode=0o644,
                 on_acquired=write_holder,
             )
             try:

@@ -102,7 +102,12 @@ def _report_backoff(item: RelayedStep, verb: str) -> bool:
             "step %s of run %s has waited at least %.0f s for a consumer on queue %s; sent again, and again in "
             "%.0f s unless a worker takes it: start one with `lg worker --queues %s` if none runs (or it is "
             "far behind)",
-            step.key, step.run_id, item.waited, queue, item.delay, queue,
+            step.key,
+            step.run_id,
+            item.waited,
+            queue,
+            item.delay,
+            queue,
         )
     else:
         log.debug("%s %s of run %s again (no consumer on %s yet)", verb, step.key, step.run_id, queue)
@@ -202,13 +207,14 @@ def _report_redispatched(item: RelayedStep, why: str) -> None:
     else:
         log.info(
             "re-dispatched %s of run %s again (no worker took it within %.0f s; queue %s)",
-            step.key, step.run_id, item.waited, _queue_of(step),
+            step.key,
+            step.run_id,
+            item.waited,
+            _queue_of(step),
         )
 
 
-def detect_stalled(
-    store: RunStore, publisher: Publisher, *, stall_seconds: float, limit: int = 500
-) -> tuple[int, int]:
+def detect_stalled(store: RunStore, publisher: Publisher, *, stall_seconds: float, limit: int = 500) -> tuple[int, int]:
     """Re-send the untracked open steps of at most ``limit`` runs with no commit for ``stall_seconds``;
     returns (advanced, orphaned).
 
@@ -233,9 +239,7 @@ def detect_stalled(
         if untracked:
             _send(publisher, untracked)
             advanced += 1
-            log.info(
-                "re-sent %d open step(s) of run %s (no commit for %.0f s)", len(untracked), run_id, stall_seconds
-            )
+            log.info("re-sent %d open step(s) of run %s (no commit for %.0f s)", len(untracked), run_id, stall_seconds)
         elif steps:
             log.debug("run %s has no commit for %.0f s but its open steps are tracked", run_id, stall_seconds)
         else:
@@ -248,9 +252,7 @@ def detect_stalled(
     return advanced, orphaned
 
 
-def end_runs(
-    engine: Engine, store: RunStore, *, local_liveness: bool = True, limit: int = 500
-) -> tuple[int, int]:
+def end_runs(engine: Engine, store: RunStore, *, local_liveness: bool = True, limit: int = 500) -> tuple[int, int]:
     """End runs whose cancel request or deadline no live step will act on; returns (cancelled, partial).
 
     A step running on a live holder checks cancellation and the deadline itself
@@ -305,7 +307,9 @@ def _claim_is_dead(step: StepRecord, now: float, local_liveness: bool) -> bool:
     return _why_claim_is_dead(step, now, local_liveness) is not None
 
 
-def _why_claim_is_dead(step: StepRecord, now: float, local_liveness: bool, grace: OutageGrace | None = None) -> str | None:
+def _why_claim_is_dead(
+    step: StepRecord, now: float, local_liveness: bool, grace: OutageGrace | None = None
+) -> str | None:
     """Why the scheduler may take this claim over, for its log; None while the claim holds.
 
     A dead process and an expired lease are told apart: a lease also expires
@@ -324,9 +328,7 @@ def _why_claim_is_dead(step: StepRecord, now: float, local_liveness: bool, grace
 
 
 def _has_live_step(steps: Iterable[StepRecord], now: float, local_liveness: bool) -> bool:
-    return any(
-        step.status == "running" and not _claim_is_dead(step, now, local_liveness) for step in steps
-    )
+    return any(step.status == "running" and not _claim_is_dead(step, now, local_liveness) for step in steps)
 
 
 def _send(publisher: Publisher, steps: list[StepRecord]) -> None:

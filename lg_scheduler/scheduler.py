@@ -117,9 +117,7 @@ class Scheduler:
                 self._store_was_down = True
                 break
             except Exception:  # noqa: BLE001 - one failing sweep must not stop the others
-                log.exception(
-                    "recovery sweep %s failed; retrying on the next pass", "/".join(names)
-                )
+                log.exception("recovery sweep %s failed; retrying on the next pass", "/".join(names))
                 counts["errors"] += 1
                 continue
             values = result if isinstance(result, tuple) else (result,)
@@ -185,7 +183,9 @@ class Scheduler:
             return 0
         from lg_core.retention import prune_runs
 
-        report = prune_runs(retention, limit=PRUNE_LIMIT, after=self._prune_after, runtime=self.runtime)  # raising: tried again next pass
+        report = prune_runs(
+            retention, limit=PRUNE_LIMIT, after=self._prune_after, runtime=self.runtime
+        )  # raising: tried again next pass
         self._prune_after = report.resume_after
         self._next_prune = time.monotonic() + (0.0 if report.resume_after is not None else PRUNE_EVERY_SECONDS)
         return report.runs
@@ -207,12 +207,7 @@ def _backend_publisher(runtime: Runtime) -> recovery.Publisher:
 
 
 def _positive(name: str, value: Any) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
 
 

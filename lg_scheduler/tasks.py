@@ -55,9 +55,7 @@ def beat_schedule(interval: float = 1.0) -> dict[str, dict[str, Any]]:
         or not math.isfinite(interval)
         or interval <= 0
     ):
-        raise ConfigurationError(
-            f"the recovery interval must be a positive number of seconds, got {interval!r}"
-        )
+        raise ConfigurationError(f"the recovery interval must be a positive number of seconds, got {interval!r}")
     return {
         "lg-recover": {
             "task": RECOVER_TASK,

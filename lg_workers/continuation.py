@@ -74,7 +74,9 @@ def shutting_down() -> bool:
 class Chain:
     """The steps one task runs: its own, then successors it may take itself."""
 
-    def __init__(self, queues: frozenset[str], *, max_steps: int = MAX_CHAIN_STEPS, max_seconds: float = MAX_CHAIN_SECONDS) -> None:
+    def __init__(
+        self, queues: frozenset[str], *, max_steps: int = MAX_CHAIN_STEPS, max_seconds: float = MAX_CHAIN_SECONDS
+    ) -> None:
         self.queues = queues
         self.max_steps = max_steps
         self.deadline = time.monotonic() + max_seconds
@@ -103,7 +105,10 @@ class Chain:
     def _first_of_ours(self, successors: list[StepRef]) -> StepRef | None:
         if self.steps >= self.max_steps or time.monotonic() >= self.deadline or shutting_down():
             return None
-        return next((ref for ref in successors if ref.task_name in _STEP_TASKS and queue_for(ref.task_name) in self.queues), None)
+        return next(
+            (ref for ref in successors if ref.task_name in _STEP_TASKS and queue_for(ref.task_name) in self.queues),
+            None,
+        )
 
 
 class Announcer:
@@ -127,9 +132,16 @@ class Announcer:
         request = self.task.request
         task_id = str(uuid.uuid4())
         self._current = (task_id, ref, time.monotonic())
-        received = {"name": ref.task_name, "args": repr([ref.run_id, ref.key]), "kwargs": "{}",
-                    "root_id": request.root_id or request.id, "parent_id": request.id, "retries": 0,
-                    "eta": None, "expires": None}
+        received = {
+            "name": ref.task_name,
+            "args": repr([ref.run_id, ref.key]),
+            "kwargs": "{}",
+            "root_id": request.root_id or request.id,
+            "parent_id": request.id,
+            "retries": 0,
+            "eta": None,
+            "expires": None,
+        }
         self._pending += [(task_id, "task-received", received), (task_id, "task-started", {})]
         self.flush()
 
@@ -137,7 +149,9 @@ class Announcer:
         """Queue the current step's result; it leaves with the next start or the final flush."""
         if self._current is not None:
             task_id, _ref, started = self._current
-            self._pending.append((task_id, "task-succeeded", {"result": repr(outcome), "runtime": time.monotonic() - started}))
+            self._pending.append(
+                (task_id, "task-succeeded", {"result": repr(outcome), "runtime": time.monotonic() - started})
+            )
             self._current = None
 
     def failed(self, error: BaseException) -> None:
@@ -160,7 +174,10 @@ class _TaskEvents:
     def __init__(self, app: Any, hostname: str | None) -> None:
         self.connection = app.connection_for_write()
         self.dispatcher = app.events.Dispatcher(
-            connection=self.connection, hostname=hostname, buffer_group=["task"], buffer_limit=8,
+            connection=self.connection,
+            hostname=hostname,
+            buffer_group=["task"],
+            buffer_limit=8,
             buffer_while_offline=False,
         )
         self.broken = False
@@ -273,4 +290,12 @@ def drain_task_events(timeout: float = 2.0) -> None:
             sender.drain(timeout)
 
 
-__all__ = ["MAX_CHAIN_SECONDS", "MAX_CHAIN_STEPS", "Announcer", "Chain", "consumed_queues", "drain_task_events", "shutting_down"]
+__all__ = [
+    "MAX_CHAIN_SECONDS",
+    "MAX_CHAIN_STEPS",
+    "Announcer",
+    "Chain",
+    "consumed_queues",
+    "drain_task_events",
+    "shutting_down",
+]

@@ -98,7 +98,9 @@ def warn_if_unknown_run(runtime: Any, run_id: str, step_key: str) -> None:
         log.warning(
             "step %s names run %s, which is not in this worker's run store %s; the process that started "
             "it uses another run_store: give every process (web app, workers, scheduler) the same LG_RUN_STORE",
-            step_key, run_id, safe_url(runtime.configuration.run_store),
+            step_key,
+            run_id,
+            safe_url(runtime.configuration.run_store),
         )
 
 

@@ -41,12 +41,26 @@ class WorkerGroup:
 
     def argv(self, name: str, loglevel: str = "INFO") -> list[str]:
         return [
-            sys.executable, "-m", "celery", "-A", "lg_workers", "worker",
-            "-Q", ",".join(self.queues), "--pool", self.pool, "--concurrency", str(self.concurrency),
-            "--hostname", f"{name}@%h", "--loglevel", loglevel, "--without-gossip", "--without-mingle",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "lg_workers",
+            "worker",
+            "-Q",
+            ",".join(self.queues),
+            "--pool",
+            self.pool,
+            "--concurrency",
+            str(self.concurrency),
+            "--hostname",
+            f"{name}@%h",
+            "--loglevel",
+            loglevel,
+            "--without-gossip",
+            "--without-mingle",
             "-E",
         ]
-
 
     def spec(self) -> str:
         """The group as one command-line word, ``POOL:CONCURRENCY:QUEUE,QUEUE`` (:meth:`from_spec`)."""
@@ -158,8 +172,10 @@ def run_workers(
             children[index] = subprocess.Popen(groups[index].argv(names[index], loglevel), env=environment)
         time.sleep(0.2)
     codes = [child.wait() for child in children]
-    return 0 if stopping and all(code in (0, -signal.SIGTERM, -signal.SIGINT) for code in codes) else (
-        first_failure or next((code for code in codes if code), 0)
+    return (
+        0
+        if stopping and all(code in (0, -signal.SIGTERM, -signal.SIGINT) for code in codes)
+        else (first_failure or next((code for code in codes if code), 0))
     )
 
 
@@ -235,7 +251,10 @@ def supervise(
     names = worker_names(groups)
     specs = [group.spec() for group in groups]
     if fork and threading.active_count() == 1:  # a thread still running would be half-copied into the child
-        specs = [f"{spec}@{fork_worker(group, name, env, loglevel)}" for spec, group, name in zip(specs, groups, names, strict=True)]
+        specs = [
+            f"{spec}@{fork_worker(group, name, env, loglevel)}"
+            for spec, group, name in zip(specs, groups, names, strict=True)
+        ]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, "-m", "lg_workers._supervisor", loglevel, *specs], env)

@@ -12,7 +12,13 @@ from lg_core.providers import scripted
 
 # Real providers' credentials: with one of them in a developer's environment, an agent
 # without a model (or a connection without a key) would reach a provider's real server.
-PROVIDER_KEY_VARIABLES = ("OPENROUTER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+PROVIDER_KEY_VARIABLES = (
+    "OPENROUTER_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+)
 
 
 @pytest.fixture(autouse=True)

@@ -33,10 +33,7 @@ HANG_AT = 2
 
 def _script(turns: int, delay: float = 0.0) -> list[dict]:
     pause = {"delay": delay} if delay else {}
-    calls = [
-        {"tool_calls": [{"name": "bench_step", "arguments": {"n": n}}], **pause}
-        for n in range(turns)
-    ]
+    calls = [{"tool_calls": [{"name": "bench_step", "arguments": {"n": n}}], **pause} for n in range(turns)]
     return [*calls, {"text": "All steps recorded.", **pause}]
 
 
@@ -79,12 +76,7 @@ scripted.register("bench-load", _script(LOAD_TURNS, MODEL_DELAY))
 scripted.register(
     "bench-hang",
     [
-        *(
-            [
-                {"tool_calls": [{"name": "hang_step", "arguments": {"n": n}}]}
-                for n in range(HANG_TURNS)
-            ]
-        ),
+        *([{"tool_calls": [{"name": "hang_step", "arguments": {"n": n}}]} for n in range(HANG_TURNS)]),
         {"text": "Done."},
     ],
 )

@@ -141,11 +141,10 @@ def _commit(conn: psycopg.Connection, chain: str, key: int) -> None:
             (_RESULT, chain, key),
         )
         cursor.execute(
-            "UPDATE bench_protocol_frames SET version = version + 1, checkpoint = %s WHERE id = %s", (_CHECKPOINT, chain)
+            "UPDATE bench_protocol_frames SET version = version + 1, checkpoint = %s WHERE id = %s",
+            (_CHECKPOINT, chain),
         )
-        cursor.execute(
-            "INSERT INTO bench_protocol_steps VALUES (%s, %s, 'scheduled', 0, NULL, NULL)", (chain, key + 1)
-        )
+        cursor.execute("INSERT INTO bench_protocol_steps VALUES (%s, %s, 'scheduled', 0, NULL, NULL)", (chain, key + 1))
         cursor.execute("INSERT INTO bench_protocol_events VALUES (%s, %s, %s)", (chain, key, _EVENT))
         cursor.execute("COMMIT")
 

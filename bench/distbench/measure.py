@@ -172,9 +172,7 @@ class StepCostResult:
     runs: int
     steps_per_run: int
     wall_ms: list[float]  # per step, each run: start_execution -> terminal event, / steps
-    store_ms: list[
-        float
-    ]  # per step, each run: run created -> last step committed (store clock), / steps
+    store_ms: list[float]  # per step, each run: run created -> last step committed (store clock), / steps
     median_wall_ms: float
     median_store_ms: float
     gap_ms: float  # median: a step's commit -> the next step's claim
@@ -213,9 +211,7 @@ def measure_step_cost(
     tool_exec: list[float] = []
     for record in records:
         rows = sorted(step_rows[record.id], key=lambda s: s.started_at or 0.0)
-        store_ms.append(
-            (max(s.finished_at or 0.0 for s in rows) - record.created_at) / steps * 1000
-        )
+        store_ms.append((max(s.finished_at or 0.0 for s in rows) - record.created_at) / steps * 1000)
         gaps += [
             (b.started_at - a.finished_at) * 1000
             for a, b in zip(rows, rows[1:], strict=False)
@@ -223,9 +219,7 @@ def measure_step_cost(
         ]
         for s in rows:
             if s.started_at and s.finished_at:
-                (model_exec if s.kind == "model" else tool_exec).append(
-                    (s.finished_at - s.started_at) * 1000
-                )
+                (model_exec if s.kind == "model" else tool_exec).append((s.finished_at - s.started_at) * 1000)
     return StepCostResult(
         runs,
         steps,
@@ -251,17 +245,13 @@ def _run_to_terminal(agent: Any) -> float:
     raise BenchError(f"run {execution.run_id}: its event stream ended without a terminal event")
 
 
-def _check_completed(
-    records: list[Any], step_rows: dict[str, list[Any]], runs: int, steps: int
-) -> None:
+def _check_completed(records: list[Any], step_rows: dict[str, list[Any]], runs: int, steps: int) -> None:
     if len(records) != runs:
         raise BenchError(f"expected {runs} runs in the store, found {len(records)}")
     for record in records:
         done = [s for s in step_rows[record.id] if s.status == "succeeded"]
         if record.status != "completed" or len(done) != steps:
-            raise BenchError(
-                f"run {record.id} ended {record.status} with {len(done)} of {steps} steps succeeded"
-            )
+            raise BenchError(f"run {record.id} ended {record.status} with {len(done)} of {steps} steps succeeded")
 
 
 # -- 3. throughput -----------------------------------------------------------------------------
@@ -340,9 +330,7 @@ def measure_throughput(
     records = probe.runs_since(since)
     failed = [r for r in records if r.status != "completed"]
     if failed:
-        raise BenchError(
-            f"{len(failed)} throughput runs did not complete (e.g. {failed[0].id}: {failed[0].status})"
-        )
+        raise BenchError(f"{len(failed)} throughput runs did not complete (e.g. {failed[0].id}: {failed[0].status})")
     commits = sorted(
         s.finished_at
         for rows in probe.steps_of([r.id for r in records]).values()
@@ -387,9 +375,7 @@ class RecoveryResult:
     redispatched: int
 
 
-def measure_recovery(
-    stack: BenchStack, probe: StoreProbe, *, runs: int, local_liveness: bool
-) -> list[RecoveryResult]:
+def measure_recovery(stack: BenchStack, probe: StoreProbe, *, runs: int, local_liveness: bool) -> list[RecoveryResult]:
     """Kill a pool child and then a whole tools worker mid tool call, with one kind of scheduler running."""
     path = "same host" if local_liveness else "lease expiry"
     scheduler = stack.start_scheduler(local_liveness=local_liveness)
@@ -427,9 +413,7 @@ def _kill_and_recover(stack: BenchStack, probe: StoreProbe, victim: str, runs: i
         raise BenchError(f"{victim}: only {done} of {runs} runs finished after the kill")
     seconds = []
     for run_id, rows in probe.steps_of(ids).items():
-        after = [
-            s.finished_at for s in rows if s.finished_at is not None and s.finished_at > killed_at
-        ]
+        after = [s.finished_at for s in rows if s.finished_at is not None and s.finished_at > killed_at]
         if not after:
             raise BenchError(f"{victim}: run {run_id} committed nothing after the kill")
         seconds.append(min(after) - killed_at)
@@ -464,9 +448,7 @@ class MemoryResult:
     warmup_runs: int
     runs: int
     processes: int
-    samples: list[
-        tuple[int, int]
-    ]  # (runs finished after warm-up, RSS bytes of every worker process)
+    samples: list[tuple[int, int]]  # (runs finished after warm-up, RSS bytes of every worker process)
     growth_pct: float
     late_bytes_per_run: float  # slope over the second half: what keeps growing once caches are warm
 

@@ -73,7 +73,9 @@ class CpuMeter:
 
     def _sample(self) -> dict[str, float]:
         return {
-            name: cpu_seconds(pids) if isinstance(pids, tuple) else cpu_seconds(process_tree(pids), reaped_children=True)
+            name: cpu_seconds(pids)
+            if isinstance(pids, tuple)
+            else cpu_seconds(process_tree(pids), reaped_children=True)
             for name, pids in self.groups.items()
         }
 

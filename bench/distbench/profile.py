@@ -75,9 +75,7 @@ class PySpy:
                 "--output",
                 str(self.folder / f"{pid}.txt"),
             ]
-            self.processes[name] = subprocess.Popen(
-                argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-            )
+            self.processes[name] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def stop(self) -> dict[str, dict[str, list[tuple[float, str]]]]:
         report = {}

@@ -65,22 +65,12 @@ def targets(report: dict[str, Any]) -> list[Target]:
             )
             rows.append(Target(label, 100 * share, "%", why, None, reference=True))
             continue
-        rows.append(
-            Target(
-                label, 100 * share, "%", f">= {TARGET_THROUGHPUT:.0%}", share >= TARGET_THROUGHPUT
-            )
-        )
+        rows.append(Target(label, 100 * share, "%", f">= {TARGET_THROUGHPUT:.0%}", share >= TARGET_THROUGHPUT))
     for scenario in report["recovery"]:
         worst = max(scenario["seconds"]) if scenario["seconds"] else None
-        goal = (
-            TARGET_POOL_CHILD_S
-            if scenario["victim"] == "pool child"
-            else scenario["lease_s"] + LEASE_MARGIN_S
-        )
+        goal = TARGET_POOL_CHILD_S if scenario["victim"] == "pool child" else scenario["lease_s"] + LEASE_MARGIN_S
         label = f"SIGKILL {scenario['victim']} -> next commit, {scenario['path']} (worst)"
-        rows.append(
-            Target(label, worst, "s", f"<= {goal:g} s", None if worst is None else worst <= goal)
-        )
+        rows.append(Target(label, worst, "s", f"<= {goal:g} s", None if worst is None else worst <= goal))
     growth = report["memory"]["growth_pct"]
     rows.append(
         Target(
@@ -170,10 +160,7 @@ def _chains(console: Console, floor: dict[str, Any]) -> None:
         table.add_row(str(index), f"{value:.3f}")
     table.add_row("[bold]median", f"[bold]{floor['median_ms']:.3f}")
     console.print(table)
-    console.print(
-        "CPU per hop: "
-        + ", ".join(f"{name} {ms:.2f} ms" for name, ms in floor["cpu_ms_per_hop"].items())
-    )
+    console.print("CPU per hop: " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in floor["cpu_ms_per_hop"].items()))
 
 
 def _protocol_floor(console: Console, protocol: dict[str, Any], floor: dict[str, Any]) -> None:
@@ -210,9 +197,7 @@ def _step_cost(console: Console, step: dict[str, Any], floor: dict[str, Any]) ->
     )
     console.print(table)
     ratio = step["median_wall_ms"] / floor["median_ms"]
-    console.print(
-        f"Per step / raw floor per hop: [bold]{ratio:.2f}x[/] (target <= {TARGET_STEP_RATIO}x)."
-    )
+    console.print(f"Per step / raw floor per hop: [bold]{ratio:.2f}x[/] (target <= {TARGET_STEP_RATIO}x).")
     split = _table("where a step's time goes (store timestamps, medians)", "ms")
     split.add_row(
         "commit -> next step claimed (0 when that commit claimed it for its own worker; else publish, broker, pick-up, claim)",

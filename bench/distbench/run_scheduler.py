@@ -26,9 +26,7 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--no-local-liveness", action="store_true")
     args = parser.parse_args()
-    logging.basicConfig(
-        level=logging.INFO, format="[%(asctime)s: %(levelname)s/%(name)s] %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s: %(levelname)s/%(name)s] %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     scheduler = Scheduler(current_configuration().runtime(), local_liveness=not args.no_local_liveness)

@@ -40,13 +40,9 @@ class Worker:
         pool: tuple[str, int] | None = None,
     ) -> None:
         self.name, self.group, self.log = name, group, log
-        self.pool = pool or (
-            (group.pool, group.concurrency) if group else ("", 0)
-        )  # (kind, concurrency)
+        self.pool = pool or ((group.pool, group.concurrency) if group else ("", 0))  # (kind, concurrency)
         self._handle = log.open("w")
-        self.process = subprocess.Popen(
-            argv, env=env, stdout=self._handle, stderr=subprocess.STDOUT
-        )
+        self.process = subprocess.Popen(argv, env=env, stdout=self._handle, stderr=subprocess.STDOUT)
 
     @property
     def pid(self) -> int:
@@ -56,9 +52,7 @@ class Worker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"worker {self.name} exited with {self.process.returncode}:\n{self.tail()}"
-                )
+                raise RuntimeError(f"worker {self.name} exited with {self.process.returncode}:\n{self.tail()}")
             if " ready." in self.log.read_text(errors="replace"):
                 return self
             time.sleep(0.05)
@@ -101,15 +95,11 @@ class Scheduler:
     def __init__(self, argv: list[str], env: dict[str, str], log: Path, ready: str) -> None:
         self.log = log
         self._handle = log.open("w")
-        self.process = subprocess.Popen(
-            argv, env=env, stdout=self._handle, stderr=subprocess.STDOUT
-        )
+        self.process = subprocess.Popen(argv, env=env, stdout=self._handle, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while ready not in log.read_text(errors="replace"):
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"the scheduler did not start:\n{log.read_text(errors='replace')[-3000:]}"
-                )
+                raise RuntimeError(f"the scheduler did not start:\n{log.read_text(errors='replace')[-3000:]}")
             time.sleep(0.05)
 
     def text(self) -> str:
@@ -127,9 +117,7 @@ class BenchStack:
         self.root = Path(tempfile.mkdtemp(prefix="lg-bench-dist-"))
         self.lease_seconds = lease_seconds
         self.loglevel = loglevel
-        self.postgres = PostgresServer(
-            fsync=True
-        )  # its own directory, owned by the postgres user when root
+        self.postgres = PostgresServer(fsync=True)  # its own directory, owned by the postgres user when root
         self.redis = RedisServer(root=self.root / "redis")
         self.workers: list[Worker] = []
         self.schedulers: list[Scheduler] = []
@@ -158,9 +146,7 @@ class BenchStack:
             LG_BROKER_URL=self.redis.url,
             LG_IMPORTS="distbench.app",
             LG_LEASE_SECONDS=str(self.lease_seconds),
-            PYTHONPATH=os.pathsep.join(
-                p for p in (str(BENCH_DIR), os.environ.get("PYTHONPATH", "")) if p
-            ),
+            PYTHONPATH=os.pathsep.join(p for p in (str(BENCH_DIR), os.environ.get("PYTHONPATH", "")) if p),
         )
         env.update(extra)
         return env
@@ -220,9 +206,7 @@ class BenchStack:
             "--without-mingle",
             "-E",
         ]
-        worker = Worker(
-            name, None, argv, self.env(), self.root / f"{name}.log", pool=(pool, concurrency)
-        )
+        worker = Worker(name, None, argv, self.env(), self.root / f"{name}.log", pool=(pool, concurrency))
         self.workers.append(worker)
         return worker.wait_ready() if wait else worker
 

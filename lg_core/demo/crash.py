@@ -21,15 +21,11 @@ QUESTION = "My blender stopped working 40 days after delivery. Can I get a refun
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m lg_core.demo.crash", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m lg_core.demo.crash", description=__doc__.splitlines()[0])
     parser.add_argument("--store", required=True, help="run store URL (a SQLite file)")
     parser.add_argument("--journal", required=True, help="file the tool appends each call to")
     parser.add_argument("--run-id", required=True)
-    parser.add_argument(
-        "--crash-on", default=support.DURABLE_TOPICS[-1], choices=support.DURABLE_TOPICS
-    )
+    parser.add_argument("--crash-on", default=support.DURABLE_TOPICS[-1], choices=support.DURABLE_TOPICS)
     args = parser.parse_args(argv)
 
     console = output_console()
@@ -43,9 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             # on_event runs on the thread executing the step, so every line is out before the kill
             printer = EventPrinter(console)
             context = {"journal": args.journal}
-            run = support.DurableSupportAgent.ask(
-                QUESTION, run_id=args.run_id, context=context, on_event=printer
-            )
+            run = support.DurableSupportAgent.ask(QUESTION, run_id=args.run_id, context=context, on_event=printer)
             printer.finish()
     finally:
         config.close()

@@ -34,17 +34,12 @@ _QUICK_TURNS: list[dict[str, Any]] = [
         "text": "Let me check the help center. ",
         "tool_calls": [{"name": "help_center_lookup", "arguments": {"topic": "refunds"}}],
     },
-    {
-        "text": "You can get a full refund within 30 days of delivery. After 30 days we can offer store credit instead."
-    },
+    {"text": "You can get a full refund within 30 days of delivery. After 30 days we can offer store credit instead."},
 ]
 
 DURABLE_TOPICS = ("refunds", "warranty", "repairs")
 _DURABLE_TURNS: list[dict[str, Any]] = [
-    *(
-        {"tool_calls": [{"name": "help_center_lookup", "arguments": {"topic": topic}}]}
-        for topic in DURABLE_TOPICS
-    ),
+    *({"tool_calls": [{"name": "help_center_lookup", "arguments": {"topic": topic}}]} for topic in DURABLE_TOPICS),
     {
         "text": (
             "Your blender is past the 30-day refund window, but it is covered by the 2-year warranty: "

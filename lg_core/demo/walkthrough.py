@@ -140,9 +140,7 @@ def crash_child(console: Console, crash: Crash) -> bool:
     if crash.returncode == -signal.SIGKILL:
         console.print(f"[bold red]child exited with code {crash.returncode} (killed by SIGKILL)[/]")
         return True
-    console.print(
-        f"[red]expected the child to die of SIGKILL (-9), it exited with {crash.returncode}[/]"
-    )
+    console.print(f"[red]expected the child to die of SIGKILL (-9), it exited with {crash.returncode}[/]")
     if errors:
         console.print(escape(errors), soft_wrap=True)
     return False
@@ -220,13 +218,7 @@ def prove(console: Console, crash: Crash) -> bool:
     for name in ("#", "LOOKUP", "PID", "PROCESS"):
         table.add_column(name)
     for index, (topic, pid) in enumerate(entries, 1):
-        who = (
-            "child (killed)"
-            if pid == crash.child_pid
-            else "this process (resume)"
-            if pid == os.getpid()
-            else "other"
-        )
+        who = "child (killed)" if pid == crash.child_pid else "this process (resume)" if pid == os.getpid() else "other"
         table.add_row(str(index), topic, str(pid), who)
     console.print(table)
     counts = Counter(topic for topic, _ in entries)
@@ -237,17 +229,13 @@ def prove(console: Console, crash: Crash) -> bool:
         *crash.interrupted,
     }
     check(console, once, f"committed tool calls ran exactly once: {', '.join(crash.committed)}")
-    shown = "; ".join(
-        f"{t} (child pid {crash.child_pid}, then pid {os.getpid()})" for t in crash.interrupted
-    )
+    shown = "; ".join(f"{t} (child pid {crash.child_pid}, then pid {os.getpid()})" for t in crash.interrupted)
     check(console, again, f"only the call interrupted by the kill ran again: {shown}")
     return once and again
 
 
 def check(console: Console, ok: bool, text: str) -> None:
-    console.print(
-        f"{'[bold green]PASS[/]' if ok else '[bold red]FAIL[/]'} {escape(text)}", soft_wrap=True
-    )
+    console.print(f"{'[bold green]PASS[/]' if ok else '[bold red]FAIL[/]'} {escape(text)}", soft_wrap=True)
 
 
 def closing(console: Console, crash: Crash, keep: bool) -> None:

@@ -43,7 +43,9 @@ class AgentCheckpoint:
     usage: dict[str, int] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
     last_text: str = ""
-    session: dict[str, int] | None = None  # {"count", "skip"}: the session's size at opening, where the run's turn starts
+    session: dict[str, int] | None = (
+        None  # {"count", "skip"}: the session's size at opening, where the run's turn starts
+    )
     # Bumped each time a retry cuts the frame's messages back: messages cached under
     # an older epoch may have been replaced at the same positions (engine/_frames.py).
     history_epoch: int = 0
@@ -62,7 +64,14 @@ class AgentCheckpoint:
             "tool_calls_total": self.tool_calls_total,
             "repairs": self.repairs,
             "pending": [
-                {"id": p.id, "name": p.name, "key": p.key, "exclusive": p.exclusive, "status": p.status, "input": p.input}
+                {
+                    "id": p.id,
+                    "name": p.name,
+                    "key": p.key,
+                    "exclusive": p.exclusive,
+                    "status": p.status,
+                    "input": p.input,
+                }
                 for p in self.pending
             ],
             "usage": dict(self.usage),

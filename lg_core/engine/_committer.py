@@ -147,7 +147,9 @@ class Committer:
         """
         now = time.time()
         store = self.engine.store
-        return self.engine.patiently(lambda: store.commit(commit, now), f"the commit of step {scope.key} of run {scope.run.id}")
+        return self.engine.patiently(
+            lambda: store.commit(commit, now), f"the commit of step {scope.key} of run {scope.run.id}"
+        )
 
     def _claim_successor(self, scope: StepScope, commit: StepCommit) -> None:
         """Have ``commit`` claim the new step the caller runs next (lg_core.engine._preclaim).
@@ -158,7 +160,9 @@ class Committer:
         commit.claimed_successor = None
         if scope.follow is None or commit.finish is not None:
             return
-        offered = [StepRef(commit.run_id, s.key, s.kind, s.frame_id) for s in commit.new_steps if s.frame_id == commit.frame_id]
+        offered = [
+            StepRef(commit.run_id, s.key, s.kind, s.frame_id) for s in commit.new_steps if s.frame_id == commit.frame_id
+        ]
         picked = scope.follow(offered) if offered else None
         if picked is not None:
             commit.claimed_successor, commit.lease_seconds = picked.key, self.engine.lease_seconds
@@ -177,11 +181,23 @@ class Committer:
         checkpoint = scope.committed_checkpoint(commit.checkpoint)
         if commit.finish is not None:
             scope.run._ended_here = True  # before the terminal event goes out (StepExecutor.execute)
-        self.frames.put(FrameState(state.id, state.run_id, state.path, state.entrypoint, state.version + 1, checkpoint, state.messages + appended))
+        self.frames.put(
+            FrameState(
+                state.id,
+                state.run_id,
+                state.path,
+                state.entrypoint,
+                state.version + 1,
+                checkpoint,
+                state.messages + appended,
+            )
+        )
         if cancel_requested:
             registry.note_cancel_requested(scope.run.id)
         registry.note_interjections(scope.run.id, result.interjections_pending)
-        outgoing = [event.with_seq(first_seq + offset) for offset, event in enumerate(scope.outgoing) if event is not None]
+        outgoing = [
+            event.with_seq(first_seq + offset) for offset, event in enumerate(scope.outgoing) if event is not None
+        ]
         registry.publish_many(scope.run.id, outgoing)
         if commit.finish is not None:
             if commit.finish.status != "completed":
@@ -240,7 +256,9 @@ class Committer:
             stored = sessions.store.load(write.session_id, actor_id=write.actor_id)
         except SessionActorError as exc:
             return exc
-        return count_conflict((write.session_id, write.actor_id), 0 if stored is None else stored.count, write.expected_count)
+        return count_conflict(
+            (write.session_id, write.actor_id), 0 if stored is None else stored.count, write.expected_count
+        )
 
 
 __all__ = ["MAX_COMMIT_ATTEMPTS", "Committer"]

@@ -95,10 +95,16 @@ class FrameCache:
         return known[: checkpoint.message_count] if len(known) > checkpoint.message_count else known
 
     def _build(
-        self, record: FrameRecord, checkpoint: AgentCheckpoint, known: tuple[Message, ...], tail: Sequence[dict[str, Any]]
+        self,
+        record: FrameRecord,
+        checkpoint: AgentCheckpoint,
+        known: tuple[Message, ...],
+        tail: Sequence[dict[str, Any]],
     ) -> FrameState:
         messages = known + tuple(Message.from_dict(data) for data in tail)
-        state = FrameState(record.id, record.run_id, record.path, record.entrypoint, record.version, checkpoint, messages)
+        state = FrameState(
+            record.id, record.run_id, record.path, record.entrypoint, record.version, checkpoint, messages
+        )
         self.put(state)
         return state
 

@@ -54,7 +54,9 @@ class ModelCall:
             except ProviderError as error:
                 request = self._recover(agent, attempt, error, checkpoint)
 
-    def _recover(self, agent: Any, request: ModelRequest, error: ProviderError, checkpoint: AgentCheckpoint) -> ModelRequest:
+    def _recover(
+        self, agent: Any, request: ModelRequest, error: ProviderError, checkpoint: AgentCheckpoint
+    ) -> ModelRequest:
         scope = self.scope
         payload = {"request": request, "error": error, "turn": checkpoint.turn, "parent_operation_id": None}
         decision = run_chain(agent, "after_model_error", payload, context=scope.context)
@@ -71,7 +73,14 @@ class ModelCall:
         # Announced before the wait, with its length: a consumer learns at once that the call
         # failed and when it is tried again, even if the deadline or a cancel ends the wait.
         message = scope.engine.safe_error_message(error, scope.run)  # the error's own text is the operator's
-        scope.emit("model_retry", attempt=retries + 1, partial_text=bool(self._partial_pieces), error_class=type(error).__name__, message=message, delay=delay)
+        scope.emit(
+            "model_retry",
+            attempt=retries + 1,
+            partial_text=bool(self._partial_pieces),
+            error_class=type(error).__name__,
+            message=message,
+            delay=delay,
+        )
         self._partial_pieces.clear()
         if delay:
             self._backoff(delay, error)
@@ -81,9 +90,23 @@ class ModelCall:
         """Why the model call is retried, for operators: the log and the run's diagnostics (a caller's
         ``model_retry`` event carries the caller-safe message only)."""
         scope = self.scope
-        scope.run.record_diagnostic({"kind": "model_retry", "step": scope.key, "attempt": attempt, **run_error_to_dict(error, scope.agent_class)})
-        log.info("the model call of step %s of run %s is retried (attempt %d, in %.2f s) after %s: %s",
-                 scope.key, scope.run.id, attempt, delay, type(error).__name__, error)
+        scope.run.record_diagnostic(
+            {
+                "kind": "model_retry",
+                "step": scope.key,
+                "attempt": attempt,
+                **run_error_to_dict(error, scope.agent_class),
+            }
+        )
+        log.info(
+            "the model call of step %s of run %s is retried (attempt %d, in %.2f s) after %s: %s",
+            scope.key,
+            scope.run.id,
+            attempt,
+            delay,
+            type(error).__name__,
+            error,
+        )
 
     def _backoff(self, delay: float, error: ProviderError) -> None:
         """Wait ``delay`` seconds before retrying after ``error``; never past the deadline,

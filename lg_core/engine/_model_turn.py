@@ -94,14 +94,30 @@ class ModelTurn:
         self.repairing = checkpoint.repairing and spec is not None
         specifications, exclusive = ((), {}) if self.repairing else self._offered_tools(agent, model)
         request = self._request(agent, model, specifications, spec, strategy, checkpoint)
-        decision = run_chain(agent, "before_model", {"request": request, "turn": checkpoint.turn, "parent_operation_id": None}, context=scope.context)
+        decision = run_chain(
+            agent,
+            "before_model",
+            {"request": request, "turn": checkpoint.turn, "parent_operation_id": None},
+            context=scope.context,
+        )
         if decision.cancelled:
             raise CancelledError(decision.reason or "a before_model callback cancelled the invocation")
         request = decision.value["request"]
         if scope.attempt > 1:
-            scope.emit("model_retry", attempt=scope.attempt, partial_text=True, reason="step re-executed after a crash", delay=0.0)
+            scope.emit(
+                "model_retry",
+                attempt=scope.attempt,
+                partial_text=True,
+                reason="step re-executed after a crash",
+                delay=0.0,
+            )
         response = self.model_call.stream(agent, model, request, checkpoint)
-        decision = run_chain(agent, "after_model", {"request": request, "response": response, "turn": checkpoint.turn}, context=scope.context)
+        decision = run_chain(
+            agent,
+            "after_model",
+            {"request": request, "response": response, "turn": checkpoint.turn},
+            context=scope.context,
+        )
         if decision.cancelled:
             raise CancelledError(decision.reason or "an after_model callback cancelled the invocation")
         response = decision.value["response"]
@@ -141,7 +157,15 @@ class ModelTurn:
         checkpoint.message_count += len(rows)
         return rows
 
-    def _request(self, agent: Any, model: Any, tools: tuple[ToolSpecification, ...], spec: ResultSchema | None, strategy: str | None, checkpoint: AgentCheckpoint) -> ModelRequest:
+    def _request(
+        self,
+        agent: Any,
+        model: Any,
+        tools: tuple[ToolSpecification, ...],
+        spec: ResultSchema | None,
+        strategy: str | None,
+        checkpoint: AgentCheckpoint,
+    ) -> ModelRequest:
         scope = self.scope
         invocation = scope.run.invocation
         output_schema = None
@@ -149,7 +173,9 @@ class ModelTurn:
         if spec is not None and strategy == "provider":
             output_schema = {"name": spec.name, "description": spec.description, "schema": spec.schema}
         if spec is not None and strategy == "tool":
-            tools = tools + (ToolSpecification(spec.tool_name(), spec.description or submit_description(spec.name), spec.schema),)
+            tools = tools + (
+                ToolSpecification(spec.tool_name(), spec.description or submit_description(spec.name), spec.schema),
+            )
         return ModelRequest(
             messages=scope.frame.messages + tuple(self.interjected),
             system=agent.render_system_prompt(),
@@ -158,12 +184,24 @@ class ModelTurn:
             output_schema=output_schema,
             cancellation_token=scope.run.cancellation_token,
             deadline=invocation.deadline_at,
-            metadata={"run_id": scope.run.id, "frame": scope.frame.path, "turn": checkpoint.turn, "sequence": checkpoint.model_calls},
+            metadata={
+                "run_id": scope.run.id,
+                "frame": scope.frame.path,
+                "turn": checkpoint.turn,
+                "sequence": checkpoint.model_calls,
+            },
         )
 
     # -- decide --------------------------------------------------------------------
 
-    def _decide(self, agent: Any, response: ModelResponse, spec: ResultSchema | None, strategy: str | None, exclusive: dict[str, bool]) -> Transition:
+    def _decide(
+        self,
+        agent: Any,
+        response: ModelResponse,
+        spec: ResultSchema | None,
+        strategy: str | None,
+        exclusive: dict[str, bool],
+    ) -> Transition:
         tool_uses = response.message.tool_uses
         if self.repairing and spec is not None:
             refuse_tool_work_in_repair(tool_uses, spec, strategy)
@@ -190,7 +228,16 @@ class ModelTurn:
             raise cut_off_before_answering(None)
         return self._finish(agent, response, None)
 
-    def _structured(self, agent: Any, response: ModelResponse, spec: ResultSchema, strategy: str, value: Any, tool_use_id: str | None, problem: str | None = None) -> Transition:
+    def _structured(
+        self,
+        agent: Any,
+        response: ModelResponse,
+        spec: ResultSchema,
+        strategy: str,
+        value: Any,
+        tool_use_id: str | None,
+        problem: str | None = None,
+    ) -> Transition:
         problems = [problem] if problem else spec.validate(value)
         if problems:
             return self._repair(response, spec, strategy, problems, tool_use_id)
@@ -198,7 +245,9 @@ class ModelTurn:
         self.scope.built_context.submit_structured_result(structured)
         return self._finish(agent, response, structured, spec.output(value), submitted_by=tool_use_id)
 
-    def _repair(self, response: ModelResponse, spec: ResultSchema, strategy: str, problems: list[str], tool_use_id: str | None) -> Transition:
+    def _repair(
+        self, response: ModelResponse, spec: ResultSchema, strategy: str, problems: list[str], tool_use_id: str | None
+    ) -> Transition:
         scope = self.scope
         if scope.frame.checkpoint.repairs >= 1:
             raise StructuredResultError(
@@ -210,10 +259,25 @@ class ModelTurn:
         instruction = repair_instruction(spec, strategy, problems)
         followups: list[Message] = [response.message]
         if tool_use_id is not None:
-            followups.append(Message(role="tool", content=[ToolResult(tool_use_id=tool_use_id, content=(Text(text=instruction),), status="error")]))
+            followups.append(
+                Message(
+                    role="tool",
+                    content=[ToolResult(tool_use_id=tool_use_id, content=(Text(text=instruction),), status="error")],
+                )
+            )
             for use in response.message.tool_uses:
                 if use.id != tool_use_id:
-                    followups[-1] = Message(role="tool", content=list(followups[-1].content) + [ToolResult(tool_use_id=use.id, content=(Text(text="Not run: the result submission was invalid."),), status="error")])
+                    followups[-1] = Message(
+                        role="tool",
+                        content=list(followups[-1].content)
+                        + [
+                            ToolResult(
+                                tool_use_id=use.id,
+                                content=(Text(text="Not run: the result submission was invalid."),),
+                                status="error",
+                            )
+                        ],
+                    )
         else:
             followups.append(Message(role="user", content=instruction))
         calls = self.calls_made
@@ -323,7 +387,9 @@ class ModelTurn:
             if self._late_interjections():
                 return self._continue_for_interjection(state, checkpoint, response)
             checkpoint.phase = "done"
-            rows = self._rows(state, checkpoint, [response.message, *answers_to_final_calls(response.message, submitted_by)])
+            rows = self._rows(
+                state, checkpoint, [response.message, *answers_to_final_calls(response.message, submitted_by)]
+            )
             result = RunResult(
                 message=response.message,
                 stop_reason=response.stop_reason,
@@ -335,7 +401,10 @@ class ModelTurn:
             )
             decision = run_chain(agent, "after_invocation", {"result": result}, context=scope.context)
             if decision.cancelled:
-                return scope.ending("cancelled", CancelledError(decision.reason or "an after_invocation callback cancelled result delivery"))(state)
+                return scope.ending(
+                    "cancelled",
+                    CancelledError(decision.reason or "an after_invocation callback cancelled result delivery"),
+                )(state)
             if self._late_interjections():  # one arrived while the callbacks ran (a callback may add it)
                 return self._continue_for_interjection(state, self._advanced(state, response, calls), response)
             result = decision.value["result"]
@@ -357,7 +426,9 @@ class ModelTurn:
         store, run_id = self.scope.engine.store, self.scope.run.id
         return self.scope.patiently(lambda: store.pending_interjections(run_id))
 
-    def _continue_for_interjection(self, state: FrameState, checkpoint: AgentCheckpoint, response: ModelResponse) -> Any:
+    def _continue_for_interjection(
+        self, state: FrameState, checkpoint: AgentCheckpoint, response: ModelResponse
+    ) -> Any:
         """Keep the run going for a user message that arrived while this turn ran.
 
         The answer stays in the conversation; a result submitted through the
@@ -368,7 +439,15 @@ class ModelTurn:
         followups = [response.message]
         if response.message.tool_uses:
             note = (Text(text="Received. A new user message arrived before the run finished; answer it."),)
-            followups.append(Message(role="tool", content=[ToolResult(tool_use_id=use.id, content=note, status="success") for use in response.message.tool_uses]))
+            followups.append(
+                Message(
+                    role="tool",
+                    content=[
+                        ToolResult(tool_use_id=use.id, content=note, status="success")
+                        for use in response.message.tool_uses
+                    ],
+                )
+            )
         rows = self._rows(state, checkpoint, followups)
         return self.scope.commit_for(
             state,

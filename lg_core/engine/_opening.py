@@ -85,6 +85,7 @@ class Activation:
     runs: tuple[str, ...]
     refs: list[StepRef]
 
+
 WAIT_POLL_SECONDS = 0.5  # how often a waiting local run checks the store (activation here wakes it at once)
 STUCK_CHECK_SECONDS = 10.0  # how often it checks whether the run it waits for was left by a dead process
 
@@ -119,11 +120,14 @@ class Opener:
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure, as at start
             return engine.committer.commit(scope, self._ending(scope, "failed", exc))
         # The epoch stays: a retry from the start set it, and it tells a step begun before that retry (Committer._commit_from).
-        checkpoint = AgentCheckpoint(message_count=len(messages), state=state, session=session,
-                                     history_epoch=frame.checkpoint.history_epoch)
+        checkpoint = AgentCheckpoint(
+            message_count=len(messages), state=state, session=session, history_epoch=frame.checkpoint.history_epoch
+        )
         if context.usage.total_tokens:  # recorded by an opening callback
             checkpoint.usage = context.usage.to_dict()
-        scope.frame = FrameState(frame.id, frame.run_id, frame.path, frame.entrypoint, frame.version, checkpoint, tuple(messages))
+        scope.frame = FrameState(
+            frame.id, frame.run_id, frame.path, frame.entrypoint, frame.version, checkpoint, tuple(messages)
+        )
         scope.opening = scope.frame
         return None
 
@@ -148,7 +152,9 @@ class Opener:
     def _prepare(self, run: EngineRun) -> tuple[list[Message], RunContext, dict[str, int] | None]:
         engine = self.engine
         opening = engine.sessions.open(run, engine.runtime.hooks)
-        context = RunContext(state=opening.state, cancellation_token=run.cancellation_token, deadline=run.invocation.deadline_at)
+        context = RunContext(
+            state=opening.state, cancellation_token=run.cancellation_token, deadline=run.invocation.deadline_at
+        )
         messages = self._initial_messages(run, context, opening.history)
         session = engine.sessions.checkpoint_info(opening, messages, run.invocation.message)
         return messages, context, session
@@ -169,13 +175,25 @@ class Opener:
         return list(replaced)
 
     def _ending_fields(
-        self, run: EngineRun | None, outcome: EndOutcome, error: BaseException, *, events: list[Any], deferred: list[StreamEvent]
+        self,
+        run: EngineRun | None,
+        outcome: EndOutcome,
+        error: BaseException,
+        *,
+        events: list[Any],
+        deferred: list[StreamEvent],
     ) -> dict[str, Any]:
         """The terminal fields of a run ended before its first step: its terminal event goes to ``events``
         (stored) and ``deferred`` (published once stored)."""
         error_data = run_error_to_dict(error, None if run is None else run.entrypoint_class)
         message = self.engine.safe_error_message(error, run)
-        data = {"outcome": outcome, "response": None, "usage": Usage(), "message": message, "error_class": type(error).__name__}
+        data = {
+            "outcome": outcome,
+            "response": None,
+            "usage": Usage(),
+            "message": message,
+            "error_class": type(error).__name__,
+        }
         stored = encode_event_data({**data, "error": caller_error_dict(error, message)})
         events.append((TERMINAL_EVENTS[outcome], stored))
         deferred.append(StreamEvent.build(TERMINAL_EVENTS[outcome], **data, error=error).with_stored(stored))
@@ -290,7 +308,11 @@ class Opener:
         warned.add(runner_id)
         log.warning(
             "run %s waits for session %r, whose running run %s %s; resume that run (%s) or cancel it, and this one starts",
-            run.id, session_id, runner_id, why, resume,
+            run.id,
+            session_id,
+            runner_id,
+            why,
+            resume,
         )
 
     def _wake(self, run_id: str) -> None:

@@ -103,7 +103,9 @@ class EngineSessions(Protocol):
 
     def open(self, run: Any, hooks: Sequence[Any] = ()) -> Opening: ...
 
-    def checkpoint_info(self, opening: Opening, messages: Sequence[Message], invocation_message: Message) -> dict[str, int] | None: ...
+    def checkpoint_info(
+        self, opening: Opening, messages: Sequence[Message], invocation_message: Message
+    ) -> dict[str, int] | None: ...
 
     def completion_write(
         self, run: Any, info: dict[str, int] | None, conversation: Sequence[Message], state: dict[str, Any]

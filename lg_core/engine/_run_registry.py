@@ -36,7 +36,12 @@ CANCEL_POLL_SECONDS = 1.0
 
 class RunRegistry(Generic[RunT]):
     def __init__(
-        self, runtime: EngineRuntime[RunT], store: RunStore, frames: FrameCache, heartbeat: Heartbeat, run_cache_size: int
+        self,
+        runtime: EngineRuntime[RunT],
+        store: RunStore,
+        frames: FrameCache,
+        heartbeat: Heartbeat,
+        run_cache_size: int,
     ) -> None:
         self.runtime = runtime
         self.store = store
@@ -53,8 +58,12 @@ class RunRegistry(Generic[RunT]):
         self.flag_polls: RecentDict[str, float] = RecentDict(run_cache_size)  # missing: poll now
         # run -> interjections pending, as of its last commit here; missing: may be pending
         self.interjections: RecentDict[str, int] = RecentDict(run_cache_size)
-        self.step_inputs: RecentDict[tuple[str, str], dict[str, Any] | None] = RecentDict(run_cache_size)  # missing: load the step
-        self.resumed: set[tuple[str, str]] = set()  # steps resume() handed out: their first attempt here is a re-attempt
+        self.step_inputs: RecentDict[tuple[str, str], dict[str, Any] | None] = RecentDict(
+            run_cache_size
+        )  # missing: load the step
+        self.resumed: set[tuple[str, str]] = (
+            set()
+        )  # steps resume() handed out: their first attempt here is a re-attempt
 
     def close(self) -> None:
         """Close the resources of every rebuilt run this process still holds (it shuts down)."""
@@ -182,7 +191,12 @@ class RunRegistry(Generic[RunT]):
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            log.debug("the cancel flag of run %s could not be read (%s); asked again in %.0f s", run_id, exc, CANCEL_POLL_SECONDS)
+            log.debug(
+                "the cancel flag of run %s could not be read (%s); asked again in %.0f s",
+                run_id,
+                exc,
+                CANCEL_POLL_SECONDS,
+            )
             return False
         if cancel:
             self.note_cancel_requested(run_id)

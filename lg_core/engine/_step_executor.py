@@ -85,8 +85,15 @@ class StepExecutor:
                 return []
 
     def _execute(
-        self, run: EngineRun, ref: StepRef, attempt: int, claimed_by: str | None, frame: FrameState | None, step_input: Any,
-        body_entered: bool, follow: Follow | None = None,
+        self,
+        run: EngineRun,
+        ref: StepRef,
+        attempt: int,
+        claimed_by: str | None,
+        frame: FrameState | None,
+        step_input: Any,
+        body_entered: bool,
+        follow: Follow | None = None,
     ) -> list[StepRef]:
         if claimed_by is None and run._ended_here:
             # A sibling's commit ended the run (a tool loop, a failing callback) while this
@@ -95,7 +102,9 @@ class StepExecutor:
             return []
         kind = STEP_KINDS.get(ref.kind)
         if kind is None:
-            raise RunStateError(f"step {ref.key!r} of run {ref.run_id!r} is of kind {ref.kind!r}, which the engine does not execute")
+            raise RunStateError(
+                f"step {ref.key!r} of run {ref.run_id!r} is of kind {ref.kind!r}, which the engine does not execute"
+            )
         resumed = self.registry.resumed
         if (ref.run_id, ref.key) in resumed:
             resumed.discard((ref.run_id, ref.key))
@@ -186,11 +195,19 @@ class StepExecutor:
         assert frame_record is not None
         ref = StepRef(run_id, key, step.kind, step.frame_id)
         return self._execute_held(
-            ref, start.attempts, claimed_at, lambda: self.engine.frames.adopt(frame_record, start.messages, start.messages_from),
-            step.input, step.body_entered_at is not None, follow, run_record=start.run,
+            ref,
+            start.attempts,
+            claimed_at,
+            lambda: self.engine.frames.adopt(frame_record, start.messages, start.messages_from),
+            step.input,
+            step.body_entered_at is not None,
+            follow,
+            run_record=start.run,
         )
 
-    def _execute_preclaimed(self, preclaimed: Preclaimed, follow: Follow | None) -> tuple[ClaimedOutcome, list[StepRef]]:
+    def _execute_preclaimed(
+        self, preclaimed: Preclaimed, follow: Follow | None
+    ) -> tuple[ClaimedOutcome, list[StepRef]]:
         """A step its scheduling commit claimed for this thread: what the claim would have read, the commit did."""
         ref = preclaimed.ref
         self.registry.flag_polls[ref.run_id] = preclaimed.claimed_at  # the commit read the cancel flag
@@ -198,13 +215,25 @@ class StepExecutor:
             self.registry.clear_stale_cancel(ref.run_id)
         frame = preclaimed.frame
         return self._execute_held(
-            ref, 1, preclaimed.claimed_at, lambda: frame if frame is not None else self.engine.frames.reload(ref.frame_id),
-            preclaimed.input, False, follow,
+            ref,
+            1,
+            preclaimed.claimed_at,
+            lambda: frame if frame is not None else self.engine.frames.reload(ref.frame_id),
+            preclaimed.input,
+            False,
+            follow,
         )
 
     def _execute_held(
-        self, ref: StepRef, attempt: int, claimed_at: float, frame_of: Callable[[], FrameState], step_input: Any,
-        body_entered: bool, follow: Follow | None, run_record: RunRecord | None = None,
+        self,
+        ref: StepRef,
+        attempt: int,
+        claimed_at: float,
+        frame_of: Callable[[], FrameState],
+        step_input: Any,
+        body_entered: bool,
+        follow: Follow | None,
+        run_record: RunRecord | None = None,
     ) -> tuple[ClaimedOutcome, list[StepRef]]:
         """Execute a step this process holds (attempt ``attempt``) to its commit, keeping its lease alive.
 
@@ -217,11 +246,18 @@ class StepExecutor:
         with engine.heartbeat.holding(ref.run_id, ref.key, attempt, claimed_at):
             try:
                 frame = frame_of()
-                run = self.registry.run_handle(ref.run_id, run_record)  # a cancel from another process reaches its tools' context.check()
+                run = self.registry.run_handle(
+                    ref.run_id, run_record
+                )  # a cancel from another process reaches its tools' context.check()
                 with engine.cancel_watch.watching(ref.run_id, run.cancellation_token if run else None):
                     refs = self.execute(
-                        ref, attempt=attempt, claimed_by=current_holder(), frame=frame, step_input=step_input,
-                        body_entered=body_entered, follow=follow,
+                        ref,
+                        attempt=attempt,
+                        claimed_by=current_holder(),
+                        frame=frame,
+                        step_input=step_input,
+                        body_entered=body_entered,
+                        follow=follow,
                     )
             except StepClaimLost as lost:
                 log.warning("%s; this attempt (%d) stops", lost, attempt)
@@ -236,7 +272,9 @@ class StepExecutor:
         delay = retry_delay(attempt)
         max_attempts = self.engine.max_step_attempts
         try:
-            released = self.store.release_failed_step(run_id, key, current_holder(), failure_record(error, attempt), delay)
+            released = self.store.release_failed_step(
+                run_id, key, current_holder(), failure_record(error, attempt), delay
+            )
         except Exception:  # noqa: BLE001 - e.g. the store is down too: the lease brings the step back
             log.exception("could not give step %s of run %s back after its attempt failed", key, run_id)
             return
@@ -246,8 +284,9 @@ class StepExecutor:
             then = f"attempt {attempt + 1} of {max_attempts} in {delay:.0f} s"
         else:
             then = f"that was the last of max_step_attempts ({max_attempts}): the run fails in {delay:.0f} s"
-        log.warning("attempt %d of step %s of run %s raised %s: %s; %s", attempt, key, run_id,
-                    type(error).__name__, error, then)
+        log.warning(
+            "attempt %d of step %s of run %s raised %s: %s; %s", attempt, key, run_id, type(error).__name__, error, then
+        )
 
     def _give_up(self, run_id: str, key: str, attempts: int, last_error: dict[str, Any] | None) -> None:
         """End the run of a step that ran out of attempts (the poison-step limit, _step_failures)."""
@@ -260,8 +299,11 @@ class StepExecutor:
         holder = current_holder()
         lease = self.engine.lease_seconds
         # A run this process has not rebuilt yet (a task's first step, mostly) comes with its row.
-        cached = {"known_messages": self.engine.frames.known_messages, "frame_guess": _frame_of(run_id, key),
-                  "with_run": not self.registry.has_run(run_id)}
+        cached = {
+            "known_messages": self.engine.frames.known_messages,
+            "frame_guess": _frame_of(run_id, key),
+            "with_run": not self.registry.has_run(run_id),
+        }
         start = self.store.claim_and_load(run_id, key, holder, lease, **cached)
         step = start.step
         if start.attempts is None and step is not None and step.status == "running" and holder_is_dead(step.holder):

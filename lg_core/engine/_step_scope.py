@@ -137,7 +137,9 @@ class StepScope:
         return agent
 
     def binding(self, agent: Any, model: Any, idempotency_key: str | None = None) -> Binding:
-        return Binding(agent=agent, run=self.run, runtime=self.engine.runtime, model=model, idempotency_key=idempotency_key)
+        return Binding(
+            agent=agent, run=self.run, runtime=self.engine.runtime, model=model, idempotency_key=idempotency_key
+        )
 
     # -- events -------------------------------------------------------------------
 
@@ -305,7 +307,12 @@ class StepScope:
         return self.engine.patiently(call, f"step {self.key} of run {self.run.id}")
 
     def completion(
-        self, state: FrameState, checkpoint: AgentCheckpoint, result: RunResult, messages: list[Any], consumed: list[int]
+        self,
+        state: FrameState,
+        checkpoint: AgentCheckpoint,
+        result: RunResult,
+        messages: list[Any],
+        consumed: list[int],
     ) -> StepCommit:
         """The commit that ends the run as completed with ``result``."""
         stop = self.pair("invocation_stop", result=result)

@@ -87,9 +87,16 @@ def repair_instruction(spec: ResultSchema, strategy: str, problems: list[str]) -
     bare JSON answer (which would fail the run); the provider strategy reads the
     answer's text as the JSON object.
     """
-    said = f"Your previous answer did not match the required result schema {spec.name!r}: " + "; ".join(problems[:5]) + ". "
+    said = (
+        f"Your previous answer did not match the required result schema {spec.name!r}: "
+        + "; ".join(problems[:5])
+        + ". "
+    )
     if strategy == "tool":
-        return said + f"Call the tool {spec.tool_name()!r} with the corrected result object as its input; do not answer in text."
+        return (
+            said
+            + f"Call the tool {spec.tool_name()!r} with the corrected result object as its input; do not answer in text."
+        )
     return said + "Answer again with only a corrected JSON object."
 
 

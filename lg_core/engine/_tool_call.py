@@ -51,7 +51,9 @@ class ToolCall:
         self.scope = scope
         self.call: dict[str, Any] = dict(scope.input or {})
         self.tool_use = ToolUse(
-            id=self.call["id"], name=self.call["name"], input=self.call.get("input") or {},
+            id=self.call["id"],
+            name=self.call["name"],
+            input=self.call.get("input") or {},
             input_error=self.call.get("input_error"),
         )
 
@@ -101,7 +103,9 @@ class ToolCall:
         payload = {"tool_use": use, "tool": tool, "operation_id": scope.key, "parent_operation_id": scope.frame.id}
         decision = run_chain(agent, "before_tool", payload, context=scope.context)
         if decision.cancelled:
-            return ToolOutcome.failure(decision.reason or f"The call to {use.name!r} was not allowed.", "cancelled_by_callback")
+            return ToolOutcome.failure(
+                decision.reason or f"The call to {use.name!r} was not allowed.", "cancelled_by_callback"
+            )
         outcome = tool.execute_prepared(prepared, scope.context, entering=entering)
         decision = run_chain(agent, "after_tool", {**payload, "result": outcome}, context=scope.context)
         if decision.replaced:
@@ -193,11 +197,15 @@ class ToolCall:
         policy, name = self.scope.agent_class._tool_loop_policy, call.get("name", "")
         if policy is None or not policy.watches(name):
             return block
-        checkpoint.tool_loops, count = observe(checkpoint.tool_loops, name, call.get("input") or {}, content_mod.serialize(block))
+        checkpoint.tool_loops, count = observe(
+            checkpoint.tool_loops, name, call.get("input") or {}, content_mod.serialize(block)
+        )
         warning = policy.warning(count, name)
         if warning is None:
             return block
-        return ToolResult(tool_use_id=block.tool_use_id, content=(*block.content, Text(text=warning)), status=block.status)
+        return ToolResult(
+            tool_use_id=block.tool_use_id, content=(*block.content, Text(text=warning)), status=block.status
+        )
 
     def _bounded(self, outcome: ToolOutcome) -> ToolOutcome:
         """``outcome`` with over-long text blocks truncated (itself when none is)."""
@@ -214,7 +222,9 @@ class ToolCall:
         data = error_to_dict(outcome.error, include_message=capture)
         if capture:
             data["traceback"] = "".join(traceback.format_exception(outcome.error))[-8000:]
-        self.scope.run.record_diagnostic({"kind": "tool_error", "step": self.scope.key, "tool": self.tool_use.name, **data}, outcome.error)
+        self.scope.run.record_diagnostic(
+            {"kind": "tool_error", "step": self.scope.key, "tool": self.tool_use.name, **data}, outcome.error
+        )
         return data
 
 
@@ -257,4 +267,3 @@ TOOL_CALL = StepKind(
 
 
 __all__ = ["OUTCOME_UNKNOWN", "TOOL_CALL", "ToolCall"]
-

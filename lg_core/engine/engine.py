@@ -49,7 +49,6 @@ T = TypeVar("T")
 log = logging.getLogger("lg_core.engine")
 
 
-
 class Engine(Generic[RunT]):
     def __init__(
         self,
@@ -169,14 +168,23 @@ class Engine(Generic[RunT]):
             try:
                 message = hook.error_message(error, run)
             except ERRORS_INCLUDING_CONTROL_FLOW as exc:  # see above
-                log.warning("%s.error_message raised %s for run %s; using the next hook or the default message",
-                            type(hook).__name__, type(exc).__name__, run.id if run is not None else None, exc_info=exc)
+                log.warning(
+                    "%s.error_message raised %s for run %s; using the next hook or the default message",
+                    type(hook).__name__,
+                    type(exc).__name__,
+                    run.id if run is not None else None,
+                    exc_info=exc,
+                )
                 continue
             if isinstance(message, str):
                 return message
             if message is not None:  # str() of it could show the caller what the hook meant to hide
-                log.warning("%s.error_message returned %s, not a str or None, for run %s; using the next hook or the default message",
-                            type(hook).__name__, type(message).__name__, run.id if run is not None else None)
+                log.warning(
+                    "%s.error_message returned %s, not a str or None, for run %s; using the next hook or the default message",
+                    type(hook).__name__,
+                    type(message).__name__,
+                    run.id if run is not None else None,
+                )
         return default_error_message(error)
 
     def patiently(self, call: Callable[[], T], subject: str) -> T:
@@ -217,7 +225,15 @@ class Engine(Generic[RunT]):
             "execution_state": stored_form(run.execution_state, distributed=distributed),
         }
         first = NewStep(key=model_step_key("root", 0), frame_id=frame_id, kind=MODEL)
-        frame = {"id": frame_id, "run_id": run.id, "path": "root", "kind": "agent", "entrypoint": run.entrypoint_path, "version": 0, "checkpoint": checkpoint.to_dict()}
+        frame = {
+            "id": frame_id,
+            "run_id": run.id,
+            "path": "root",
+            "kind": "agent",
+            "entrypoint": run.entrypoint_path,
+            "version": 0,
+            "checkpoint": checkpoint.to_dict(),
+        }
         status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled)
         # Attached once its row is ours: a repeated start under the same run id (refused, or
         # re-attached by Runtime.start_execution) must not replace the Run that executes it.
@@ -360,7 +376,9 @@ class Engine(Generic[RunT]):
         self.attach(run)
         steps = self.store.load_steps(run.id, open_only=True)
         if not steps:
-            raise RunStateError(f"run {run.id!r} is running but has no open steps; inspect it with `lg runs show {run.id}`")
+            raise RunStateError(
+                f"run {run.id!r} is running but has no open steps; inspect it with `lg runs show {run.id}`"
+            )
         refs = []
         for step in steps:
             self.registry.step_inputs[(run.id, step.key)] = step.input

@@ -78,7 +78,9 @@ class Heartbeat:
     def __init__(self, store: RunStore, lease_seconds: float, patience: float) -> None:
         self.store = store
         self.lease_seconds = lease_seconds
-        self.patience = patience  # how long a step's confirmation waits for a store out of reach (store_outage_patience)
+        self.patience = (
+            patience  # how long a step's confirmation waits for a store out of reach (store_outage_patience)
+        )
         # (run id, step key, attempt or None) executing here
         self._held: Counter[tuple[str, str, int | None]] = Counter()
         self._lost: set[tuple[str, str, int | None]] = set()  # executing here, but held by another claim now
@@ -152,11 +154,18 @@ class Heartbeat:
                     log.warning(
                         "step %s of run %s: its lease ran out and the store cannot renew it now (%s); the step "
                         "waits until the store confirms it still holds it",
-                        step[1], step[0], " ".join(str(exc).split()),
+                        step[1],
+                        step[0],
+                        " ".join(str(exc).split()),
                     )
             time.sleep(CONFIRM_RETRY_SECONDS)
         if waiting_since is not None:
-            log.info("step %s of run %s: the store answers again after %.1f s", step[1], step[0], time.monotonic() - waiting_since)
+            log.info(
+                "step %s of run %s: the store answers again after %.1f s",
+                step[1],
+                step[0],
+                time.monotonic() - waiting_since,
+            )
         self._renewed([step], lost, started)
         self.check(*step)
 

@@ -51,4 +51,13 @@ def task_routes() -> dict[str, str]:
     return {ADVANCE_TASK: ADVANCE_QUEUE, **{kind.task_name: kind.queue for kind in STEP_KINDS.values()}}
 
 
-__all__ = ["ADVANCE_QUEUE", "ADVANCE_TASK", "STEP_KINDS", "StepKind", "StepKindName", "is_step_kind", "task_name_for", "task_routes"]
+__all__ = [
+    "ADVANCE_QUEUE",
+    "ADVANCE_TASK",
+    "STEP_KINDS",
+    "StepKind",
+    "StepKindName",
+    "is_step_kind",
+    "task_name_for",
+    "task_routes",
+]

@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 # Connections that need no configuration: the offline scripted models, and OpenRouter with
 # the key in $OPENROUTER_API_KEY (the spec's first example). A configured connection of the
 # same name replaces them.
-BUILTIN_CONNECTIONS: dict[str, dict[str, Any]] = {"openrouter": {"adapter": "openrouter"}, "scripted": {"adapter": "scripted"}}
+BUILTIN_CONNECTIONS: dict[str, dict[str, Any]] = {
+    "openrouter": {"adapter": "openrouter"},
+    "scripted": {"adapter": "scripted"},
+}
 # What an agent without a model runs on when the application configured no connection and no role.
 CONVENTIONAL_KEY_VARIABLE = "OPENROUTER_API_KEY"
 CONVENTIONAL_TARGET = "openrouter:openai/gpt-5.6-luna"
@@ -82,7 +85,10 @@ class ModelResolver:
         """Keywords as on the spec's ``ModelResolver.new``: ``profiles`` are the roles
         (``configure(models=...)``), ``provider_adapters`` the application's adapters by name,
         ``credential_resolver`` the application's ``provider_credentials``."""
-        self.connections = {**BUILTIN_CONNECTIONS, **_mappings(providers, "provider connection", "{'adapter': 'openrouter'}")}
+        self.connections = {
+            **BUILTIN_CONNECTIONS,
+            **_mappings(providers, "provider connection", "{'adapter': 'openrouter'}"),
+        }
         self.profiles = _mappings(profiles, "model role", "{'target': 'connection:model-id'}")
         self.default_model = default_model
         self._unconfigured = not providers and not profiles
@@ -129,7 +135,9 @@ class ModelResolver:
         if not profiles:
             return self.profiles
         if not isinstance(profiles, Mapping):
-            raise ConfigurationError(f"profiles must map role names to {{'target': ..., 'settings': ...}}, got {profiles!r}")
+            raise ConfigurationError(
+                f"profiles must map role names to {{'target': ..., 'settings': ...}}, got {profiles!r}"
+            )
         extra = _mappings(profiles, "model role", "{'target': 'connection:model-id'}")
         for role, profile in extra.items():
             _check_profile(role, profile)
@@ -147,7 +155,7 @@ class ModelResolver:
         if self._unconfigured and os.environ.get(CONVENTIONAL_KEY_VARIABLE):
             return CONVENTIONAL_TARGET
         raise ConfigurationError(
-            "no model selected: set `model = \"connection:model-id\"` on the agent or configure(default_model=...)"
+            'no model selected: set `model = "connection:model-id"` on the agent or configure(default_model=...)'
             + ("" if not self._unconfigured else f", or set {CONVENTIONAL_KEY_VARIABLE} to use {CONVENTIONAL_TARGET}")
         )
 
@@ -292,7 +300,9 @@ def _check_profile(role: str, profile: Mapping[str, Any]) -> None:
         )
     target = profile.get("target")
     if not isinstance(target, str) or ":" not in target.strip(":"):
-        raise ConfigurationError(f"model role {role!r} needs a 'target' of the form 'connection:model-id', got {target!r}")
+        raise ConfigurationError(
+            f"model role {role!r} needs a 'target' of the form 'connection:model-id', got {target!r}"
+        )
     settings = profile.get("settings")
     if settings is not None and not isinstance(settings, Mapping):
         raise ConfigurationError(

@@ -39,7 +39,9 @@ def check_declaration(value: Any) -> Any:
         elif text in PROVIDERS or text == DISABLED:
             return text
         else:
-            raise ValueError(f"session_store must be one of {sorted([*PROVIDERS, DISABLED])}, a mapping or a SessionStore, got {value!r}")
+            raise ValueError(
+                f"session_store must be one of {sorted([*PROVIDERS, DISABLED])}, a mapping or a SessionStore, got {value!r}"
+            )
     if isinstance(value, SessionStore) or (isinstance(value, type) and issubclass(value, SessionStore)):
         return value
     if isinstance(value, Mapping):
@@ -49,7 +51,9 @@ def check_declaration(value: Any) -> Any:
                 f"session_store['provider'] must be one of {sorted(PROVIDERS)} or a SessionStore subclass, got {provider!r}"
             )
         return {str(k): v for k, v in value.items()}
-    raise ValueError(f"session_store must be a provider name, a mapping with 'provider', or a SessionStore, got {type(value).__name__}")
+    raise ValueError(
+        f"session_store must be a provider name, a mapping with 'provider', or a SessionStore, got {type(value).__name__}"
+    )
 
 
 def build_session_store(declaration: Any, run_store: RunStore) -> tuple[SessionStore | None, bool]:
@@ -74,7 +78,9 @@ def build_session_store(declaration: Any, run_store: RunStore) -> tuple[SessionS
     try:
         return provider(**options), True
     except TypeError as exc:
-        raise ConfigurationError(f"session_store options {sorted(options)} do not fit {provider.__name__}: {exc}") from None
+        raise ConfigurationError(
+            f"session_store options {sorted(options)} do not fit {provider.__name__}: {exc}"
+        ) from None
 
 
 __all__ = ["DISABLED", "PROVIDERS", "build_session_store", "check_declaration"]

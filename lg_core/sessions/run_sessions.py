@@ -121,7 +121,9 @@ class RunSessions:
         return Opening(history, state, len(stored))
 
     @staticmethod
-    def checkpoint_info(opening: Opening, messages: Sequence[Message], invocation_message: Message) -> dict[str, int] | None:
+    def checkpoint_info(
+        opening: Opening, messages: Sequence[Message], invocation_message: Message
+    ) -> dict[str, int] | None:
         """``{"count", "skip"}`` for the frame checkpoint: the session's count and where the turn starts."""
         if opening.stored_count is None:
             return None
@@ -131,7 +133,9 @@ class RunSessions:
             skip = positions[-1] if positions else max(len(messages) - 1, 0)
         return {"count": opening.stored_count, "skip": skip}
 
-    def completion_write(self, run: Run, info: dict[str, int] | None, conversation: Sequence[Message], state: dict[str, Any]) -> SessionWrite | None:
+    def completion_write(
+        self, run: Run, info: dict[str, int] | None, conversation: Sequence[Message], state: dict[str, Any]
+    ) -> SessionWrite | None:
         """The session write of a completed run, or None when it has no session."""
         if self.store is None or info is None:
             return None
@@ -157,11 +161,22 @@ class RunSessions:
             count = write.expected_count
             metadata = {**_unmarked(snapshot), TURN: _turn_record(run_id, write, before)}
             if snapshot is not None and len(stored) == count < snapshot.count:  # this run's earlier turn
-                store.replace(session_id, messages=stored + tuple(write.messages), state=write.state,
-                              metadata=metadata, actor_id=actor_id)
+                store.replace(
+                    session_id,
+                    messages=stored + tuple(write.messages),
+                    state=write.state,
+                    metadata=metadata,
+                    actor_id=actor_id,
+                )
             else:
-                store.append(session_id, messages=write.messages, state=write.state, metadata=metadata,
-                             expected_count=count, actor_id=actor_id)
+                store.append(
+                    session_id,
+                    messages=write.messages,
+                    state=write.state,
+                    metadata=metadata,
+                    expected_count=count,
+                    actor_id=actor_id,
+                )
 
     def withdraw(self, run: Run) -> None:
         """Restore ``run``'s session as it was before the run's turn, if that turn is its latest write.
@@ -180,8 +195,13 @@ class RunSessions:
             if turn is None:
                 return
             assert snapshot is not None
-            store.replace(session_id, messages=snapshot.messages[: turn["from"]], state=turn["state"],
-                          metadata=_unmarked(snapshot), actor_id=actor_id)
+            store.replace(
+                session_id,
+                messages=snapshot.messages[: turn["from"]],
+                state=turn["state"],
+                metadata=_unmarked(snapshot),
+                actor_id=actor_id,
+            )
 
 
 def _turn_record(run_id: str, write: SessionWrite, before: dict[str, Any]) -> dict[str, Any]:

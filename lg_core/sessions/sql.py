@@ -80,7 +80,9 @@ class SqlSessionStore(SessionStore):
             return None
         messages, state, metadata = found
         try:
-            return SessionSnapshot(tuple(Message.from_dict(m) for m in messages), dict(state or {}), dict(metadata or {}))
+            return SessionSnapshot(
+                tuple(Message.from_dict(m) for m in messages), dict(state or {}), dict(metadata or {})
+            )
         except (ValueError, TypeError) as exc:
             raise ProtocolError(f"session {session_id!r} holds a message this version cannot read: {exc}") from None
 

@@ -26,7 +26,9 @@ class Batches(StorePart):
             if row is not None:
                 return BatchRecord(*row), False
             values: dict[str, Any] = {name: None for name in BATCH_COLUMNS}
-            values.update(batch, status="running", completed=0, failed=0, invalid=0, running=0, created_at=now, updated_at=now)
+            values.update(
+                batch, status="running", completed=0, failed=0, invalid=0, running=0, created_at=now, updated_at=now
+            )
             tx.execute("insert_batch", values)
         return BatchRecord(**values), True
 
@@ -34,7 +36,13 @@ class Batches(StorePart):
     def claim_batch(self, batch_id: str, holder: str, previous: str | None, total: int) -> bool:
         """Make ``holder`` the batch's submitter if it has none or ``previous`` had it."""
         with self.db.transaction() as tx:
-            params = {"batch_id": batch_id, "holder": holder, "previous": previous or "", "total": total, "now": time.time()}
+            params = {
+                "batch_id": batch_id,
+                "holder": holder,
+                "previous": previous or "",
+                "total": total,
+                "now": time.time(),
+            }
             return tx.execute("claim_batch", params).rowcount == 1
 
     @retry_transient

@@ -84,10 +84,22 @@ class StepClaims(StorePart):
         decides by is the mark the attempt writes, flushed, right before the tool
         runs (:meth:`mark_body_entered`).
         """
-        params = {"run_id": run_id, "key": key, "holder": holder, "lease_seconds": lease_seconds, "now": time.time(),
-                  "stale_holder": stale_holder or ""}
+        params = {
+            "run_id": run_id,
+            "key": key,
+            "holder": holder,
+            "lease_seconds": lease_seconds,
+            "now": time.time(),
+            "stale_holder": stale_holder or "",
+        }
         guess_seq = 0 if frame_guess is None else known_messages(frame_guess)
-        reads = {"run_id": run_id, "key": key, "holder": holder, "guess_frame": frame_guess or "", "guess_seq": guess_seq}
+        reads = {
+            "run_id": run_id,
+            "key": key,
+            "holder": holder,
+            "guess_frame": frame_guess or "",
+            "guess_seq": guess_seq,
+        }
         with self.db.transaction(pipelined=True, defer_flush=True) as tx:
             claimed = tx.submit("claim_step_of_running_run", params)
             frame_rows = tx.submit("select_claimed_frame_with_tail", reads)
@@ -159,8 +171,20 @@ class StepClaims(StorePart):
         # One statement per step for its row count; pipelined on PostgreSQL, so one round trip for all.
         with self.db.transaction(pipelined=True) as tx:
             renewals = [
-                (step, tx.submit("renew_lease", {"run_id": step[0], "key": step[1], "attempt": (*step, None)[2],
-                                                 "holder": holder, "lease_seconds": lease_seconds, "now": now}))
+                (
+                    step,
+                    tx.submit(
+                        "renew_lease",
+                        {
+                            "run_id": step[0],
+                            "key": step[1],
+                            "attempt": (*step, None)[2],
+                            "holder": holder,
+                            "lease_seconds": lease_seconds,
+                            "now": now,
+                        },
+                    ),
+                )
                 for step in steps
             ]
             return [step for step, renewal in renewals if renewal.rowcount != 1]
@@ -170,7 +194,14 @@ class StepClaims(StorePart):
         """Give back a step whose attempt by ``holder`` raised: scheduled again, due ``delay``
         seconds from now by the store's clock (the relay sends it then), with ``error`` kept
         on the row. False when ``holder`` no longer holds it (its lease expired and another took it)."""
-        params = {"run_id": run_id, "key": key, "holder": holder, "error": dumps(error), "now": time.time(), "delay": delay}
+        params = {
+            "run_id": run_id,
+            "key": key,
+            "holder": holder,
+            "error": dumps(error),
+            "now": time.time(),
+            "delay": delay,
+        }
         with self.db.transaction() as tx:
             return tx.execute("release_failed_step", params).rowcount == 1
 
@@ -187,7 +218,11 @@ class StepClaims(StorePart):
                 rows = tx.fetchall("select_open_steps", {"run_id": run_id})
             elif prefix is not None:
                 pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-                rows = [r for r in tx.fetchall("select_steps_like", {"run_id": run_id, "pattern": pattern}) if r[1].startswith(prefix)]
+                rows = [
+                    r
+                    for r in tx.fetchall("select_steps_like", {"run_id": run_id, "pattern": pattern})
+                    if r[1].startswith(prefix)
+                ]
             else:
                 rows = tx.fetchall("select_steps_of_run", {"run_id": run_id})
         return [step_record(row) for row in rows]

@@ -38,7 +38,9 @@ from lg_core.store.session_transactions import (
 from lg_core.store.transactions import Submitted, Transaction
 from lg_core.store.transient_errors import retry_transient
 
-DIVISION_BY_ZERO = "22012"  # the SQLSTATE a failed guard of a commit made at once raises (_statements_commits._failing_without_a_row)
+DIVISION_BY_ZERO = (
+    "22012"  # the SQLSTATE a failed guard of a commit made at once raises (_statements_commits._failing_without_a_row)
+)
 
 
 def _storable_text(text: str | None) -> str | None:
@@ -102,7 +104,9 @@ class StepCommits(StorePart):
         if record.finished_at != now or record.status != commit.step_status or record.event_seq is None:
             return None
         first_seq = record.event_seq - len(commit.events) + 1
-        return CommitResult(True, None, first_seq, bool(flags["cancel_requested"]), (), int(flags["interjections_pending"]))
+        return CommitResult(
+            True, None, first_seq, bool(flags["cancel_requested"]), (), int(flags["interjections_pending"])
+        )
 
     @retry_transient
     def _commit_once(self, commit: StepCommit, now: float) -> CommitResult:
@@ -134,11 +138,15 @@ class StepCommits(StorePart):
             insert_events_txn(tx, commit.run_id, first_seq, commit.events, now)
             self._insert_new_steps_txn(tx, commit, now)
             for seq in commit.consumed_interjections:
-                cursor = tx.execute("consume_interjection", {"run_id": commit.run_id, "seq": seq, "now": now, "step": commit.step_key})
+                cursor = tx.execute(
+                    "consume_interjection", {"run_id": commit.run_id, "seq": seq, "now": now, "step": commit.step_key}
+                )
                 if cursor.rowcount != 1:
                     raise _Abort("interjection_already_consumed")
             if commit.consumed_interjections:
-                tx.execute("count_interjections", {"run_id": commit.run_id, "delta": -len(commit.consumed_interjections)})
+                tx.execute(
+                    "count_interjections", {"run_id": commit.run_id, "delta": -len(commit.consumed_interjections)}
+                )
                 interjections_pending -= len(commit.consumed_interjections)
             if commit.finish is not None and interjections_pending > 0:
                 # A user message arrived after the step looked: finishing now would drop it.
@@ -146,7 +154,10 @@ class StepCommits(StorePart):
             if commit.finish is not None:
                 # A finished run has no open steps: those it leaves (parallel calls, a step whose
                 # live worker must now stop, all of them when recovery ends it) close with it.
-                tx.send("close_open_steps", {"run_id": commit.run_id, "status": ended_step_status(commit.finish.status), "now": now})
+                tx.send(
+                    "close_open_steps",
+                    {"run_id": commit.run_id, "status": ended_step_status(commit.finish.status), "now": now},
+                )
             if commit.session is not None:
                 self._append_session_txn(tx, commit.session, now)
             activated: tuple[ActivatedRun, ...] = ()
@@ -179,7 +190,13 @@ class StepCommits(StorePart):
                 tx.executemany(
                     "insert_numbered_events",
                     [
-                        {"run_id": commit.run_id, "back": last - i, "type": kind, "data": dumps(data), "created_at": now}
+                        {
+                            "run_id": commit.run_id,
+                            "back": last - i,
+                            "type": kind,
+                            "data": dumps(data),
+                            "created_at": now,
+                        }
                         for i, (kind, data) in enumerate(commit.events)
                     ],
                 )
@@ -283,8 +300,10 @@ class StepCommits(StorePart):
         for step in commit.new_steps:
             if step.key == claimed:  # as a claim leaves a step: running, held, attempt 1, out of the outbox
                 row = step_row(commit.run_id, step, now, commit.step_key, status="running", attempts=1)
-                tx.send("insert_claimed_step", {**row, "holder": commit.holder, "started_at": now,
-                                                "lease_seconds": commit.lease_seconds})
+                tx.send(
+                    "insert_claimed_step",
+                    {**row, "holder": commit.holder, "started_at": now, "lease_seconds": commit.lease_seconds},
+                )
 
 
 class _Abort(Exception):

@@ -27,7 +27,11 @@ class Interjections(StorePart):
 
     @retry_transient
     def add_interjection(
-        self, run_id: str, message: dict[str, Any], metadata: dict[str, Any] | None = None, interjection_id: str | None = None
+        self,
+        run_id: str,
+        message: dict[str, Any],
+        metadata: dict[str, Any] | None = None,
+        interjection_id: str | None = None,
     ) -> int:
         """Queue a user message for the run's next model turn; returns its sequence number.
 
@@ -53,8 +57,14 @@ class Interjections(StorePart):
             tx.execute("count_interjections", {"run_id": run_id, "delta": 1})
             tx.execute(
                 "insert_interjection",
-                {"run_id": run_id, "seq": seq, "message": dumps(message), "metadata": dumps(metadata or {}),
-                 "created_at": time.time(), "interjection_id": interjection_id},
+                {
+                    "run_id": run_id,
+                    "seq": seq,
+                    "message": dumps(message),
+                    "metadata": dumps(metadata or {}),
+                    "created_at": time.time(),
+                    "interjection_id": interjection_id,
+                },
             )
         return seq
 

@@ -53,8 +53,19 @@ def claim(db: Database, run_id: str, key: str, holder: str, lease_seconds: float
             return found
         (lease_until,) = tx.fetchone(
             "insert_once_claim",
-            {"run_id": run_id, "key": key, "frame_id": f"{run_id}/root", "kind": "once", "status": "started",
-             "attempts": 1, "holder": holder, "lease_seconds": lease_seconds, "now": now, "created_at": now, "started_at": now},
+            {
+                "run_id": run_id,
+                "key": key,
+                "frame_id": f"{run_id}/root",
+                "kind": "once",
+                "status": "started",
+                "attempts": 1,
+                "holder": holder,
+                "lease_seconds": lease_seconds,
+                "now": now,
+                "created_at": now,
+                "started_at": now,
+            },
         )
     return OnceClaim("claimed", holder, lease_until)
 
@@ -83,7 +94,10 @@ def _look_txn(tx: Transaction, run_id: str, key: str, now: float) -> OnceClaim |
 def finish(db: Database, run_id: str, key: str, holder: str) -> bool:
     """Record that ``holder`` performed the block; False if its claim was taken over meanwhile."""
     with db.transaction() as tx:
-        return tx.execute("finish_once", {"run_id": run_id, "key": key, "holder": holder, "now": time.time()}).rowcount == 1
+        return (
+            tx.execute("finish_once", {"run_id": run_id, "key": key, "holder": holder, "now": time.time()}).rowcount
+            == 1
+        )
 
 
 @retry_transient

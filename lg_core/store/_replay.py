@@ -65,16 +65,27 @@ class Replays(StorePart):
                     )
             row = tx.fetchone(
                 "reopen_run",
-                {"run_id": run_id, "expected": expected_status, "invocation": dumps(invocation),
-                 "deadline_at": deadline_at, "holder": holder, "now": now},
+                {
+                    "run_id": run_id,
+                    "expected": expected_status,
+                    "invocation": dumps(invocation),
+                    "deadline_at": deadline_at,
+                    "holder": holder,
+                    "now": now,
+                },
             )
             if row is None:
                 raise RunStateError(
                     f"run {run_id!r} is no longer {expected_status}: another process retried or changed it "
                     f"meanwhile; look at it again with `lg runs show {run_id}`"
                 )
-            frame = {"frame_id": frame_id, "expected": frame_version, "version": frame_version + 1,
-                     "checkpoint": dumps(checkpoint), "now": now}
+            frame = {
+                "frame_id": frame_id,
+                "expected": frame_version,
+                "version": frame_version + 1,
+                "checkpoint": dumps(checkpoint),
+                "now": now,
+            }
             if tx.execute("update_frame", frame).rowcount != 1:
                 raise RunStateError(f"frame {frame_id!r} changed while run {run_id!r} was being retried; try again")
             tx.execute("delete_messages_from", {"frame_id": frame_id, "from_seq": message_count})

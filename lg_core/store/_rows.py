@@ -45,16 +45,51 @@ def run_record(row: Sequence[Any]) -> RunRecord:
 
 
 def step_record(row: Sequence[Any]) -> StepRecord:
-    (run_id, key, frame_id, kind, status, input_, result, error, attempts, holder, lease, created, started, finished,
-     scheduled_by, checkpoint, event_seq, body_entered_at) = row
+    (
+        run_id,
+        key,
+        frame_id,
+        kind,
+        status,
+        input_,
+        result,
+        error,
+        attempts,
+        holder,
+        lease,
+        created,
+        started,
+        finished,
+        scheduled_by,
+        checkpoint,
+        event_seq,
+        body_entered_at,
+    ) = row
     return StepRecord(
-        run_id, key, frame_id, kind, status, loads(input_), loads(result), loads(error),
-        attempts, holder, lease, created, started, finished, scheduled_by, loads(checkpoint), event_seq,
+        run_id,
+        key,
+        frame_id,
+        kind,
+        status,
+        loads(input_),
+        loads(result),
+        loads(error),
+        attempts,
+        holder,
+        lease,
+        created,
+        started,
+        finished,
+        scheduled_by,
+        loads(checkpoint),
+        event_seq,
         body_entered_at,
     )
 
 
-def step_row(run_id: str, step: NewStep, now: float, scheduled_by: str | None, *, status: str, attempts: int) -> dict[str, Any]:
+def step_row(
+    run_id: str, step: NewStep, now: float, scheduled_by: str | None, *, status: str, attempts: int
+) -> dict[str, Any]:
     """The columns every inserted step row has (``now`` also feeds the store clock's expressions)."""
     return {
         "run_id": run_id,
@@ -70,11 +105,20 @@ def step_row(run_id: str, step: NewStep, now: float, scheduled_by: str | None, *
     }
 
 
-def insert_messages_txn(tx: Transaction, run_id: str, frame_id: str, rows: Iterable[tuple[int, Any]], now: float) -> None:
+def insert_messages_txn(
+    tx: Transaction, run_id: str, frame_id: str, rows: Iterable[tuple[int, Any]], now: float
+) -> None:
     tx.executemany(
         "insert_messages",
         [
-            {"frame_id": frame_id, "seq": seq, "run_id": run_id, "role": m.role, "data": dumps(m.stored_form()), "created_at": now}
+            {
+                "frame_id": frame_id,
+                "seq": seq,
+                "run_id": run_id,
+                "role": m.role,
+                "data": dumps(m.stored_form()),
+                "created_at": now,
+            }
             for seq, m in rows
         ],
     )

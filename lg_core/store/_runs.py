@@ -96,13 +96,25 @@ class RunRows(StorePart):
             tx.send("insert_frame", {**frame, "checkpoint": checkpoint, "updated_at": now})
             tx.send(
                 "insert_done_step",
-                {"run_id": row["id"], "key": START_STEP, "frame_id": frame["id"], "kind": "start", "status": "succeeded",
-                 "attempts": 1, "created_at": now, "finished_at": now, "checkpoint": checkpoint, "event_seq": len(events)},
+                {
+                    "run_id": row["id"],
+                    "key": START_STEP,
+                    "frame_id": frame["id"],
+                    "kind": "start",
+                    "status": "succeeded",
+                    "attempts": 1,
+                    "created_at": now,
+                    "finished_at": now,
+                    "checkpoint": checkpoint,
+                    "event_seq": len(events),
+                },
             )
             insert_messages_txn(tx, row["id"], frame["id"], messages, now)
             insert_events_txn(tx, row["id"], 1, events, now)
             step_status = "pending" if row["status"] == "pending" else "scheduled"
-            insert_steps_txn(tx, row["id"], new_steps, now, self.relay_grace, scheduled_by=START_STEP, status=step_status)
+            insert_steps_txn(
+                tx, row["id"], new_steps, now, self.relay_grace, scheduled_by=START_STEP, status=step_status
+            )
         return str(row["status"])
 
     @retry_transient
@@ -180,7 +192,9 @@ class RunRows(StorePart):
     @retry_transient
     def load_frames(self, run_id: str) -> list[FrameRecord]:
         with self.db.reader() as tx:
-            rows: list[tuple[str, str, str, str, str, int, str]] = tx.fetchall("select_frames_of_run", {"run_id": run_id})
+            rows: list[tuple[str, str, str, str, str, int, str]] = tx.fetchall(
+                "select_frames_of_run", {"run_id": run_id}
+            )
         return [FrameRecord(*row[:6], loads(row[6])) for row in rows]
 
     @retry_transient

@@ -46,7 +46,12 @@ class SessionRuns(StorePart):
 
     @retry_transient
     def end_pending_run(
-        self, run_id: str, status: str, error: dict[str, Any] | None, usage: dict[str, Any], events: Sequence[tuple[str, dict[str, Any]]]
+        self,
+        run_id: str,
+        status: str,
+        error: dict[str, Any] | None,
+        usage: dict[str, Any],
+        events: Sequence[tuple[str, dict[str, Any]]],
     ) -> int | None:
         """End a run that never started (e.g. cancelled while waiting for its session).
 
@@ -54,8 +59,14 @@ class SessionRuns(StorePart):
         """
         now = time.time()
         with self.db.transaction() as tx:
-            params = {"run_id": run_id, "status": status, "error": None if error is None else dumps(error),
-                      "usage": dumps(usage), "n": len(events), "now": now}
+            params = {
+                "run_id": run_id,
+                "status": status,
+                "error": None if error is None else dumps(error),
+                "usage": dumps(usage),
+                "n": len(events),
+                "now": now,
+            }
             row = tx.fetchone("end_pending_run", params)
             if row is None:
                 return None

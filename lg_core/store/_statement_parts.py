@@ -20,9 +20,24 @@ from lg_core.store.schema import batches, runs, steps
 RUN_COLUMNS = tuple(c.name for c in runs.columns)
 FRAME_COLUMNS = ("id", "run_id", "path", "kind", "entrypoint", "version", "checkpoint")
 STEP_COLUMNS = (
-    "run_id", "key", "frame_id", "kind", "status", "input", "result", "error",
-    "attempts", "holder", "lease_until", "created_at", "started_at", "finished_at",
-    "scheduled_by", "checkpoint", "event_seq", "body_entered_at",
+    "run_id",
+    "key",
+    "frame_id",
+    "kind",
+    "status",
+    "input",
+    "result",
+    "error",
+    "attempts",
+    "holder",
+    "lease_until",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "scheduled_by",
+    "checkpoint",
+    "event_seq",
+    "body_entered_at",
 )
 BATCH_COLUMNS = tuple(c.name for c in batches.columns)
 # Run statuses are polled this many ids per statement: a fixed shape compiles once

@@ -14,25 +14,29 @@ BATCH_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "insert_batch": insert_of(batches, BATCH_COLUMNS),
     "select_batch": lambda: select_of(batches, BATCH_COLUMNS, batches.c.id == bindparam("batch_id")),
     "select_batches": lambda: select(*batches.c).order_by(batches.c.created_at.desc()).limit(bindparam("limit")),
-    "claim_batch": lambda: update(batches)
-    .where(
-        and_(
-            batches.c.id == bindparam("batch_id"),
-            or_(batches.c.holder.is_(None), batches.c.holder == bindparam("previous")),
+    "claim_batch": lambda: (
+        update(batches)
+        .where(
+            and_(
+                batches.c.id == bindparam("batch_id"),
+                or_(batches.c.holder.is_(None), batches.c.holder == bindparam("previous")),
+            )
         )
-    )
-    .values(holder=bindparam("holder"), status="running", total=bindparam("total"), updated_at=bindparam("now")),
-    "update_batch": lambda: update(batches)
-    .where(and_(batches.c.id == bindparam("batch_id"), batches.c.holder == bindparam("holder")))
-    .values(
-        completed=bindparam("completed"),
-        failed=bindparam("failed"),
-        invalid=bindparam("invalid"),
-        running=bindparam("running"),
-        status=bindparam("status"),
-        holder=bindparam("next_holder"),
-        updated_at=bindparam("now"),
-        finished_at=bindparam("finished_at"),
+        .values(holder=bindparam("holder"), status="running", total=bindparam("total"), updated_at=bindparam("now"))
+    ),
+    "update_batch": lambda: (
+        update(batches)
+        .where(and_(batches.c.id == bindparam("batch_id"), batches.c.holder == bindparam("holder")))
+        .values(
+            completed=bindparam("completed"),
+            failed=bindparam("failed"),
+            invalid=bindparam("invalid"),
+            running=bindparam("running"),
+            status=bindparam("status"),
+            holder=bindparam("next_holder"),
+            updated_at=bindparam("now"),
+            finished_at=bindparam("finished_at"),
+        )
     ),
 }
 

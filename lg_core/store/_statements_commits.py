@@ -49,17 +49,21 @@ def _complete_step(held: bool) -> Callable[[], ClauseElement]:
         )
         if held:
             condition = and_(condition, steps.c.holder == bindparam("holder"))
-        return update(steps).where(condition).values(
-            status=bindparam("status"),
-            result=bindparam("result"),
-            error=bindparam("error"),
-            checkpoint=bindparam("checkpoint"),
-            # The run's event count as this commit's bump_run (the statement before) left it.
-            event_seq=select(runs.c.event_seq).where(runs.c.id == bindparam("run_id")).scalar_subquery(),
-            finished_at=bindparam("now"),
-            holder=null(),
-            lease_until=null(),
-            dispatch_after=null(),
+        return (
+            update(steps)
+            .where(condition)
+            .values(
+                status=bindparam("status"),
+                result=bindparam("result"),
+                error=bindparam("error"),
+                checkpoint=bindparam("checkpoint"),
+                # The run's event count as this commit's bump_run (the statement before) left it.
+                event_seq=select(runs.c.event_seq).where(runs.c.id == bindparam("run_id")).scalar_subquery(),
+                finished_at=bindparam("now"),
+                holder=null(),
+                lease_until=null(),
+                dispatch_after=null(),
+            )
         )
 
     return build
@@ -137,12 +141,35 @@ COMMIT_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     # (lg_workers.continuation): as a claim leaves it, attempt 1, out of the outbox.
     "insert_claimed_step": insert_of(
         steps,
-        ("run_id", "key", "frame_id", "kind", "status", "input", "attempts", "created_at", "scheduled_by", "holder", "started_at"),
+        (
+            "run_id",
+            "key",
+            "frame_id",
+            "kind",
+            "status",
+            "input",
+            "attempts",
+            "created_at",
+            "scheduled_by",
+            "holder",
+            "started_at",
+        ),
         lease_until=later("lease_seconds"),
     ),
     "insert_done_step": insert_of(
         steps,
-        ("run_id", "key", "frame_id", "kind", "status", "attempts", "created_at", "finished_at", "checkpoint", "event_seq"),
+        (
+            "run_id",
+            "key",
+            "frame_id",
+            "kind",
+            "status",
+            "attempts",
+            "created_at",
+            "finished_at",
+            "checkpoint",
+            "event_seq",
+        ),
     ),
     "bump_run": _bump_run(finish=False),
     "finish_run": _bump_run(finish=True),

@@ -44,9 +44,11 @@ ONCE_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "select_once_claim": lambda: select(
         steps.c.status, steps.c.holder, steps.c.lease_until, case((_lease_expired(), 1), else_=0)
     ).where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key"))),
-    "finish_once": lambda: update(steps)
-    .where(_started_once("holder"))
-    .values(status="succeeded", finished_at=bindparam("now"), lease_until=null()),
+    "finish_once": lambda: (
+        update(steps)
+        .where(_started_once("holder"))
+        .values(status="succeeded", finished_at=bindparam("now"), lease_until=null())
+    ),
     # The holder's block raised (it may be tried again), or the holder's process is gone.
     "drop_once_claim": lambda: delete(steps).where(_started_once("holder")),
     # The holder stopped renewing: only while its lease is still expired (by the store's clock).

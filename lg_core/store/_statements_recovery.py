@@ -87,7 +87,12 @@ def _touch_stalled_runs() -> ClauseElement:
         .order_by(quiet.c.updated_at)
         .limit(bindparam("limit"))
     )
-    return update(runs).where(and_(stalled, runs.c.id.in_(picked))).values(updated_at=bindparam("now")).returning(runs.c.id)
+    return (
+        update(runs)
+        .where(and_(stalled, runs.c.id.in_(picked)))
+        .values(updated_at=bindparam("now"))
+        .returning(runs.c.id)
+    )
 
 
 def _has_leased_step() -> ColumnElement[bool]:
@@ -124,36 +129,44 @@ RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     # claim (``relays``); the caller judges their leases.
     # Oldest lease first: a fleet may run more steps than one pass reads, and a live holder
     # renews its lease every third of it, so expired and unrenewed (dead) claims come first.
-    "select_running_steps": lambda: select(*_step_columns(), steps.c.relays)
-    .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
-    .where(and_(steps.c.status == "running", _not_swept_recently(), _distributed_running()))
-    .order_by(func.coalesce(steps.c.lease_until, 0))
-    .limit(bindparam("limit")),
+    "select_running_steps": lambda: (
+        select(*_step_columns(), steps.c.relays)
+        .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
+        .where(and_(steps.c.status == "running", _not_swept_recently(), _distributed_running()))
+        .order_by(func.coalesce(steps.c.lease_until, 0))
+        .limit(bindparam("limit"))
+    ),
     # Mark a dead claim as re-dispatched, due again after its back-off ``delay``: only if it is
     # still the claim and the count the caller read (one scheduler wins); the next claim clears both.
-    "resweep_step": lambda: update(steps)
-    .where(and_(held_by_holder(), _not_swept_recently(), steps.c.relays == bindparam("relays")))
-    .values(dispatch_after=later("delay"), relays=steps.c.relays + 1),
+    "resweep_step": lambda: (
+        update(steps)
+        .where(and_(held_by_holder(), _not_swept_recently(), steps.c.relays == bindparam("relays")))
+        .values(dispatch_after=later("delay"), relays=steps.c.relays + 1)
+    ),
     # A distributed run's open steps, each flagged when a sweep or a holder already sees to it
     # (lg_scheduler.recovery.detect_stalled): sent by the relay or the lease sweeper, which
     # back it off (``relays`` > 0), or running under a lease that has not expired.
-    "select_open_steps_tracked": lambda: select(*_step_columns(), _tracked_step())
-    .where(and_(steps.c.run_id == bindparam("run_id"), open_step()))
-    .order_by(steps.c.key),
+    "select_open_steps_tracked": lambda: (
+        select(*_step_columns(), _tracked_step())
+        .where(and_(steps.c.run_id == bindparam("run_id"), open_step()))
+        .order_by(steps.c.key)
+    ),
     "touch_stalled_runs": _touch_stalled_runs,
     # Distributed runs a cancel request or a passed deadline should end; pending ones too
     # once their deadline passed while they waited for their session.
     # Runs with a step under a valid lease come last: their live step ends them itself, and
     # a pass that read only those (``limit``) would end nothing while others wait.
-    "select_runs_to_end": lambda: select(*runs.c)
-    .where(
-        or_(
-            and_(_distributed_running(), or_(runs.c.cancel_requested == 1, runs.c.deadline_at < store_now())),
-            and_(runs.c.status == "pending", runs.c.holder.is_(None), runs.c.deadline_at < store_now()),
+    "select_runs_to_end": lambda: (
+        select(*runs.c)
+        .where(
+            or_(
+                and_(_distributed_running(), or_(runs.c.cancel_requested == 1, runs.c.deadline_at < store_now())),
+                and_(runs.c.status == "pending", runs.c.holder.is_(None), runs.c.deadline_at < store_now()),
+            )
         )
-    )
-    .order_by(case((_has_leased_step(), 1), else_=0), runs.c.created_at)
-    .limit(bindparam("limit")),
+        .order_by(case((_has_leased_step(), 1), else_=0), runs.c.created_at)
+        .limit(bindparam("limit"))
+    ),
 }
 
 __all__ = ["RECOVERY_STATEMENTS"]

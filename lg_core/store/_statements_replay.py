@@ -14,24 +14,26 @@ from lg_core.store.schema import messages, runs, steps
 
 REPLAY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     # Only while the run still has the status the caller saw: two retries cannot both win.
-    "reopen_run": lambda: update(runs)
-    .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == bindparam("expected")))
-    .values(
-        status="running",
-        response=null(),
-        error=null(),
-        usage=null(),
-        result=null(),
-        finished_at=null(),
-        lease_until=null(),
-        cancel_requested=0,
-        holder=bindparam("holder"),
-        invocation=bindparam("invocation"),
-        deadline_at=bindparam("deadline_at"),
-        event_seq=runs.c.event_seq + 1,
-        updated_at=bindparam("now"),
-    )
-    .returning(runs.c.event_seq),
+    "reopen_run": lambda: (
+        update(runs)
+        .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == bindparam("expected")))
+        .values(
+            status="running",
+            response=null(),
+            error=null(),
+            usage=null(),
+            result=null(),
+            finished_at=null(),
+            lease_until=null(),
+            cancel_requested=0,
+            holder=bindparam("holder"),
+            invocation=bindparam("invocation"),
+            deadline_at=bindparam("deadline_at"),
+            event_seq=runs.c.event_seq + 1,
+            updated_at=bindparam("now"),
+        )
+        .returning(runs.c.event_seq)
+    ),
     "delete_messages_from": lambda: delete(messages).where(
         and_(messages.c.frame_id == bindparam("frame_id"), messages.c.seq >= bindparam("from_seq"))
     ),
@@ -40,21 +42,23 @@ REPLAY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     # unknown" instead of running again. A model turn starts from 0: its next claim is a first
     # attempt, not a re-execution after a crash (which would announce a model_retry
     # superseding text the retried run never streamed).
-    "reschedule_step": lambda: update(steps)
-    .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key")))
-    .values(
-        status="scheduled",
-        attempts=case((steps.c.kind == "model", 0), (steps.c.attempts > 1, 1), else_=steps.c.attempts),
-        holder=null(),
-        lease_until=null(),
-        result=null(),
-        error=null(),
-        checkpoint=null(),
-        event_seq=null(),
-        started_at=null(),
-        finished_at=null(),
-        dispatch_after=later("grace"),
-        relays=0,
+    "reschedule_step": lambda: (
+        update(steps)
+        .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key")))
+        .values(
+            status="scheduled",
+            attempts=case((steps.c.kind == "model", 0), (steps.c.attempts > 1, 1), else_=steps.c.attempts),
+            holder=null(),
+            lease_until=null(),
+            result=null(),
+            error=null(),
+            checkpoint=null(),
+            event_seq=null(),
+            started_at=null(),
+            finished_at=null(),
+            dispatch_after=later("grace"),
+            relays=0,
+        )
     ),
     "insert_step_copy": insert_of(steps, STEP_COLUMNS + ("dispatch_after",)),
 }

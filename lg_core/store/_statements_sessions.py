@@ -48,12 +48,20 @@ def _session_runner() -> ClauseElement:
 
 def _append_session(keep_metadata: bool) -> Callable[[], ClauseElement]:
     def build() -> ClauseElement:
-        values: dict[str, Any] = {"message_count": bindparam("count"), "state": bindparam("state"), "updated_at": bindparam("now")}
+        values: dict[str, Any] = {
+            "message_count": bindparam("count"),
+            "state": bindparam("state"),
+            "updated_at": bindparam("now"),
+        }
         if not keep_metadata:
             values["metadata"] = bindparam("metadata")
         # The expected_count check and the move happen in one UPDATE: a concurrent
         # writer either sees the old count (and waits on the row) or the new one.
-        return update(sessions).where(and_(_session_row(sessions), sessions.c.message_count == bindparam("expected"))).values(values)
+        return (
+            update(sessions)
+            .where(and_(_session_row(sessions), sessions.c.message_count == bindparam("expected")))
+            .values(values)
+        )
 
     return build
 
@@ -110,54 +118,70 @@ SESSION_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         _session_row(sessions)
     ),
     "load_session": _load_session,
-    "select_session_owner": lambda: select(sessions.c.actor_key).where(sessions.c.session_id == bindparam("session_id")),
+    "select_session_owner": lambda: select(sessions.c.actor_key).where(
+        sessions.c.session_id == bindparam("session_id")
+    ),
     "select_session_runner": _session_runner,
     "insert_session": insert_of(sessions, SESSION_COLUMNS),
     "insert_session_if_absent": _insert_if_absent(sessions, SESSION_COLUMNS),
     "append_session": _append_session(keep_metadata=False),
     "append_session_keep_metadata": _append_session(keep_metadata=True),
-    "replace_session": lambda: update(sessions)
-    .where(_session_row(sessions))
-    .values(
-        message_count=bindparam("count"),
-        state=bindparam("state"),
-        metadata=bindparam("metadata"),
-        updated_at=bindparam("now"),
+    "replace_session": lambda: (
+        update(sessions)
+        .where(_session_row(sessions))
+        .values(
+            message_count=bindparam("count"),
+            state=bindparam("state"),
+            metadata=bindparam("metadata"),
+            updated_at=bindparam("now"),
+        )
     ),
     "delete_session_messages": lambda: delete(session_messages).where(_session_row(session_messages)),
     "insert_session_messages": insert_of(session_messages, ("session_id", "actor_key", "seq", "data")),
     # PostgreSQL only: one transaction at a time decides who runs next on a session.
     "lock_session": lambda: select(func.pg_advisory_xact_lock(func.hashtextextended(bindparam("lock_key"), 0))),
-    "select_session_open_runs": lambda: select(runs.c.id, runs.c.status, runs.c.holder)
-    .where(and_(_session_runs(), or_(runs.c.status == "running", runs.c.status == "pending")))
-    .order_by(runs.c.created_at, runs.c.id),
+    "select_session_open_runs": lambda: (
+        select(runs.c.id, runs.c.status, runs.c.holder)
+        .where(and_(_session_runs(), or_(runs.c.status == "running", runs.c.status == "pending")))
+        .order_by(runs.c.created_at, runs.c.id)
+    ),
     "select_run_session": lambda: select(runs.c.session_id, runs.c.actor_id).where(runs.c.id == bindparam("run_id")),
-    "activate_run": lambda: update(runs)
-    .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "pending"))
-    .values(status="running", updated_at=bindparam("now")),
-    "release_pending_steps": lambda: update(steps)
-    .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.status == "pending"))
-    .values(status="scheduled", dispatch_after=later("grace"))
-    .returning(steps.c.key, steps.c.kind, steps.c.frame_id),
-    "end_pending_run": lambda: update(runs)
-    .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "pending"))
-    .values(
-        status=bindparam("status"),
-        error=bindparam("error"),
-        usage=bindparam("usage"),
-        event_seq=runs.c.event_seq + bindparam("n"),
-        holder=null(),
-        updated_at=bindparam("now"),
-        finished_at=bindparam("now"),
-    )
-    .returning(runs.c.event_seq),
+    "activate_run": lambda: (
+        update(runs)
+        .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "pending"))
+        .values(status="running", updated_at=bindparam("now"))
+    ),
+    "release_pending_steps": lambda: (
+        update(steps)
+        .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.status == "pending"))
+        .values(status="scheduled", dispatch_after=later("grace"))
+        .returning(steps.c.key, steps.c.kind, steps.c.frame_id)
+    ),
+    "end_pending_run": lambda: (
+        update(runs)
+        .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "pending"))
+        .values(
+            status=bindparam("status"),
+            error=bindparam("error"),
+            usage=bindparam("usage"),
+            event_seq=runs.c.event_seq + bindparam("n"),
+            holder=null(),
+            updated_at=bindparam("now"),
+            finished_at=bindparam("now"),
+        )
+        .returning(runs.c.event_seq)
+    ),
     # A run ended before it started never reads its interjections: consumed by no step.
-    "consume_unread_interjections": lambda: update(interjections)
-    .where(and_(interjections.c.run_id == bindparam("run_id"), interjections.c.consumed_at.is_(None)))
-    .values(consumed_at=bindparam("now"), consumed_by=null()),
-    "end_pending_steps": lambda: update(steps)
-    .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.status == "pending"))
-    .values(status=bindparam("status"), finished_at=bindparam("now"), dispatch_after=null()),
+    "consume_unread_interjections": lambda: (
+        update(interjections)
+        .where(and_(interjections.c.run_id == bindparam("run_id"), interjections.c.consumed_at.is_(None)))
+        .values(consumed_at=bindparam("now"), consumed_by=null())
+    ),
+    "end_pending_steps": lambda: (
+        update(steps)
+        .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.status == "pending"))
+        .values(status=bindparam("status"), finished_at=bindparam("now"), dispatch_after=null())
+    ),
     "select_stalled_sessions": _stalled_sessions,
 }
 

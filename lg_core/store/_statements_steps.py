@@ -68,12 +68,7 @@ def _claimable_of_running_run() -> ColumnElement[bool]:
 def _claim_step() -> ClauseElement:
     """A local at_most_once call's claim: only while its run is running, so a call of a run
     that has ended (a sibling failed it, recovery ended it) never starts."""
-    return (
-        update(steps)
-        .where(_claimable_of_running_run())
-        .values(_claim_values())
-        .returning(steps.c.attempts)
-    )
+    return update(steps).where(_claimable_of_running_run()).values(_claim_values()).returning(steps.c.attempts)
 
 
 def _of_the_run(column: Column[Any]) -> ColumnElement[Any]:
@@ -112,7 +107,9 @@ def _mark_body_entered() -> ClauseElement:
     """
     return (
         update(steps)
-        .where(and_(held_by_holder(), steps.c.attempts == bindparam("attempt"), _of_the_run(runs.c.status) == "running"))
+        .where(
+            and_(held_by_holder(), steps.c.attempts == bindparam("attempt"), _of_the_run(runs.c.status) == "running")
+        )
         .values(body_entered_at=func.coalesce(steps.c.body_entered_at, bindparam("now")))
     )
 
@@ -133,7 +130,12 @@ def _claimed_frame_with_tail() -> ClauseElement:
     frame_id = select(steps.c.frame_id).where(held_by_holder()).scalar_subquery()
     from_seq = case((frame_id == bindparam("guess_frame"), bindparam("guess_seq")), else_=0)
     row = select(
-        literal(-1).label("seq"), frames.c.checkpoint.label("data"), frames.c.version, frames.c.path, frames.c.kind, frames.c.entrypoint
+        literal(-1).label("seq"),
+        frames.c.checkpoint.label("data"),
+        frames.c.version,
+        frames.c.path,
+        frames.c.kind,
+        frames.c.entrypoint,
     ).where(frames.c.id == frame_id)
     tail = select(messages.c.seq, messages.c.data, null(), null(), null(), null()).where(
         and_(messages.c.frame_id == frame_id, messages.c.seq >= from_seq)
@@ -150,37 +152,46 @@ STEP_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     # A running step, or a Run.once claim ("started"), this holder is executing; for a step,
     # the very attempt it executes (``attempt``; NULL: any), since a thread of the same process
     # (the same holder) may have claimed it again after its lease expired.
-    "renew_lease": lambda: update(steps)
-    .where(
-        and_(
-            steps.c.run_id == bindparam("run_id"),
-            steps.c.key == bindparam("key"),
-            or_(steps.c.status == "running", steps.c.status == "started"),
-            steps.c.holder == bindparam("holder"),
-            steps.c.attempts == func.coalesce(bindparam("attempt", type_=Integer()), steps.c.attempts),
+    "renew_lease": lambda: (
+        update(steps)
+        .where(
+            and_(
+                steps.c.run_id == bindparam("run_id"),
+                steps.c.key == bindparam("key"),
+                or_(steps.c.status == "running", steps.c.status == "started"),
+                steps.c.holder == bindparam("holder"),
+                steps.c.attempts == func.coalesce(bindparam("attempt", type_=Integer()), steps.c.attempts),
+            )
         )
-    )
-    .values(lease_until=later("lease_seconds")),
+        .values(lease_until=later("lease_seconds"))
+    ),
     # A step whose attempt raised goes back to the outbox, due after its retry delay, with
     # the error kept for `lg runs show` and for the run's error if the attempt limit ends it.
-    "release_failed_step": lambda: update(steps)
-    .where(held_by_holder())
-    .values(
-        status="scheduled",
-        holder=null(),
-        lease_until=null(),
-        error=bindparam("error"),
-        dispatch_after=later("delay"),
-        relays=0,
+    "release_failed_step": lambda: (
+        update(steps)
+        .where(held_by_holder())
+        .values(
+            status="scheduled",
+            holder=null(),
+            lease_until=null(),
+            error=bindparam("error"),
+            dispatch_after=later("delay"),
+            relays=0,
+        )
     ),
     "select_step": lambda: select_of(
         steps, STEP_COLUMNS, steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key")
     ),
-    "select_step_and_run": lambda: select(
-        *[steps.c[name] for name in STEP_COLUMNS], runs.c.status, runs.c.cancel_requested, runs.c.interjections_pending
-    )
-    .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
-    .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key"))),
+    "select_step_and_run": lambda: (
+        select(
+            *[steps.c[name] for name in STEP_COLUMNS],
+            runs.c.status,
+            runs.c.cancel_requested,
+            runs.c.interjections_pending,
+        )
+        .select_from(steps.join(runs, runs.c.id == steps.c.run_id))
+        .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key")))
+    ),
     "select_steps_like": lambda: select_of(
         steps, STEP_COLUMNS, steps.c.run_id == bindparam("run_id"), steps.c.key.like(bindparam("pattern"), escape="\\")
     ).order_by(steps.c.created_at, steps.c.key),

@@ -336,7 +336,9 @@ class Database:
             finally:
                 try:
                     if deferred:
-                        if raw.driver_connection.in_transaction:  # COMMIT failed: the level cannot change mid-transaction
+                        if (
+                            raw.driver_connection.in_transaction
+                        ):  # COMMIT failed: the level cannot change mid-transaction
                             _rollback_quietly(cursor)
                         cursor.execute(f"PRAGMA synchronous={self._synchronous}")
                 finally:

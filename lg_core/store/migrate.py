@@ -55,8 +55,10 @@ def migrate(engine: Engine, *, in_memory: bool = False) -> None:
         metadata.create_all(engine)
         return
     for attempt in Retrying(
-        stop=stop_after_attempt(5), wait=wait_incrementing(start=0.05, increment=0.05),
-        retry=retry_if_exception(_lost_a_race), reraise=True,
+        stop=stop_after_attempt(5),
+        wait=wait_incrementing(start=0.05, increment=0.05),
+        retry=retry_if_exception(_lost_a_race),
+        reraise=True,
     ):
         with attempt, engine.begin() as connection:
             _migrate(connection)

@@ -35,8 +35,13 @@ from lg_core.store.transient_errors import retry_transient
 PAGE = 200
 _BATCH_RUN_ID = re.compile(r"^([^.:]+)[.:]")  # lg_scheduler.batch.run_id_for: <batch>.<item> or <batch>:<hash>
 _CHILD_ROWS = (
-    "delete_run_messages", "delete_run_frames", "delete_run_steps", "delete_run_events", "delete_run_interjections",
-    "delete_own_session_messages", "delete_own_session",
+    "delete_run_messages",
+    "delete_run_frames",
+    "delete_run_steps",
+    "delete_run_events",
+    "delete_run_interjections",
+    "delete_own_session_messages",
+    "delete_own_session",
 )
 
 

@@ -217,4 +217,15 @@ session_messages = Table(
     sqlite_with_rowid=False,
 )
 
-__all__ = ["batches", "events", "frames", "interjections", "messages", "metadata", "runs", "session_messages", "sessions", "steps"]
+__all__ = [
+    "batches",
+    "events",
+    "frames",
+    "interjections",
+    "messages",
+    "metadata",
+    "runs",
+    "session_messages",
+    "sessions",
+    "steps",
+]

@@ -170,7 +170,13 @@ def append_session_txn(
     messages, its count.
     """
     key = _key(session_id, actor_id)
-    params: dict[str, Any] = {**key, "expected": expected, "count": expected + len(messages), "state": dumps(state), "now": now}
+    params: dict[str, Any] = {
+        **key,
+        "expected": expected,
+        "count": expected + len(messages),
+        "state": dumps(state),
+        "now": now,
+    }
     if expected == 0 and _created(tx, key, len(messages), params["state"], dumps(metadata or {}), now):
         # A first append usually makes the session: one statement, where the update below would
         # find no row and then read it back before inserting (three round trips in a pipelined commit).
@@ -189,8 +195,14 @@ def append_session_txn(
             return 0
         tx.execute(
             "insert_session",
-            {**key, "message_count": len(messages), "state": params["state"], "metadata": dumps(metadata or {}),
-             "created_at": now, "updated_at": now},
+            {
+                **key,
+                "message_count": len(messages),
+                "state": params["state"],
+                "metadata": dumps(metadata or {}),
+                "created_at": now,
+                "updated_at": now,
+            },
         )
     _insert_messages_txn(tx, key, expected, messages)
     return None
@@ -235,7 +247,9 @@ def _refuse_another_owner(tx: Transaction, session_id: str, actor_id: str | None
 
 
 def _insert_messages_txn(tx: Transaction, key: dict[str, str], first: int, messages: Sequence[dict[str, Any]]) -> None:
-    tx.executemany("insert_session_messages", [{**key, "seq": first + i, "data": dumps(m)} for i, m in enumerate(messages)])
+    tx.executemany(
+        "insert_session_messages", [{**key, "seq": first + i, "data": dumps(m)} for i, m in enumerate(messages)]
+    )
 
 
 __all__ = [

@@ -69,7 +69,7 @@ def read_env_file(path: Path) -> dict[str, str]:
     for line in text.splitlines():
         if line.startswith("export "):
             try:
-                words = shlex.split(line[len("export "):])
+                words = shlex.split(line[len("export ") :])
             except ValueError:  # a quote left open by a hand edit: that line is not read
                 continue
             if len(words) == 1 and "=" in words[0]:

@@ -91,8 +91,13 @@ class ProcessTable:
             handle.flush()
             offset = handle.tell()
             process = subprocess.Popen(
-                spec.argv, env=spec.env, cwd=spec.cwd, stdin=subprocess.DEVNULL, stdout=handle,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                spec.argv,
+                env=spec.env,
+                cwd=spec.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         start = process_start_time(process.pid) or "0"
         pid_file = self.pid_file(spec.name)

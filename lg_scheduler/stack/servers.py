@@ -158,8 +158,19 @@ class PostgresServer:
         """
         password = self.password or ""
         statement = "ALTER ROLE lg WITH PASSWORD '{}'\n".format(password.replace("'", "''"))
-        single = [_pg_bin("postgres"), "--single", "-D", str(self.data), "-c", "password_encryption=scram-sha-256",
-                  "-c", "log_statement=none", "-c", "log_min_error_statement=panic", "postgres"]
+        single = [
+            _pg_bin("postgres"),
+            "--single",
+            "-D",
+            str(self.data),
+            "-c",
+            "password_encryption=scram-sha-256",
+            "-c",
+            "log_statement=none",
+            "-c",
+            "log_min_error_statement=panic",
+            "postgres",
+        ]
         try:
             done = self._run_as(single, input=statement)
         except subprocess.CalledProcessError as exc:
@@ -185,9 +196,21 @@ class PostgresServer:
         ``durable=None`` follows the constructor's ``fsync``.
         """
         fsync = self.fsync if durable is None else durable
-        argv = [_pg_bin("postgres"), "-D", str(self.data), "-p", str(self.port), "-k", str(self.root),
-                "-c", "listen_addresses=127.0.0.1", "-c", f"fsync={'on' if fsync else 'off'}",
-                "-c", "max_connections=200"]
+        argv = [
+            _pg_bin("postgres"),
+            "-D",
+            str(self.data),
+            "-p",
+            str(self.port),
+            "-k",
+            str(self.root),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            f"fsync={'on' if fsync else 'off'}",
+            "-c",
+            "max_connections=200",
+        ]
         if self._user:
             argv = ["runuser", "-u", self._user, "--", *argv]
         return argv
@@ -236,7 +259,9 @@ class PostgresServer:
         """Create database ``name`` and return its SQLAlchemy URL."""
         done = subprocess.run(
             [_pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "lg", "--no-password", name],
-            capture_output=True, text=True, env=self._client_env(),
+            capture_output=True,
+            text=True,
+            env=self._client_env(),
         )
         if done.returncode != 0 and not (exist_ok and "already exists" in done.stderr):
             raise RuntimeError(f"createdb {name} failed: {done.stderr.strip()}")
@@ -328,8 +353,20 @@ class RedisServer:
         if binary is None:
             raise RuntimeError("redis-server is not installed; run ops/system-deps.sh")
         config = [str(self.config_path)] if self.password else []
-        return [binary, *config, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "yes" if persist else "no", "--dir", str(self.root)]
+        return [
+            binary,
+            *config,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if persist else "no",
+            "--dir",
+            str(self.root),
+        ]
 
     def is_ready(self) -> bool:
         """Does the server answer PING now (after AUTH, given a password)?"""

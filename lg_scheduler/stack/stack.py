@@ -172,8 +172,8 @@ class LocalStack:
         self._refuse_changes(saved, {s.name for s in states if s.alive}, imports, concurrency, ports)
         chosen: dict[str, int] = {}
         for name, preferred in PREFERRED_PORTS.items():
-            chosen[name] = ports.get(name) or saved.ports.get(name) or (
-                preferred if _port_free(preferred) else listening_port()
+            chosen[name] = (
+                ports.get(name) or saved.ports.get(name) or (preferred if _port_free(preferred) else listening_port())
             )
         return StackSettings(
             ports=chosen,
@@ -183,20 +183,36 @@ class LocalStack:
         )
 
     def _refuse_changes(
-        self, saved: StackSettings, alive: set[str], imports: list[str] | None, concurrency: int | None,
+        self,
+        saved: StackSettings,
+        alive: set[str],
+        imports: list[str] | None,
+        concurrency: int | None,
         ports: dict[str, int | None],
     ) -> None:
         """A running process keeps the settings it started with, so changing them needs a ``down`` first."""
         # option: (asked, saved, the processes that use it, how the running stack has it)
         changes: dict[str, tuple[object, object, tuple[str, ...], str]] = {
-            f"--{name}-port": (ports.get(name), saved.ports.get(name), SERVICES,
-                               f"{name} on port {saved.ports.get(name)}")
+            f"--{name}-port": (
+                ports.get(name),
+                saved.ports.get(name),
+                SERVICES,
+                f"{name} on port {saved.ports.get(name)}",
+            )
             for name in PREFERRED_PORTS
         }
-        changes["--import"] = (list(imports) if imports else None, saved.imports, APP_SERVICES,
-                               f"--import {' --import '.join(saved.imports)}" if saved.imports else "no --import")
-        changes["--concurrency"] = (concurrency, saved.concurrency, tuple(WORKER_SERVICES),
-                                    f"--concurrency {saved.concurrency or 'default'}")
+        changes["--import"] = (
+            list(imports) if imports else None,
+            saved.imports,
+            APP_SERVICES,
+            f"--import {' --import '.join(saved.imports)}" if saved.imports else "no --import",
+        )
+        changes["--concurrency"] = (
+            concurrency,
+            saved.concurrency,
+            tuple(WORKER_SERVICES),
+            f"--concurrency {saved.concurrency or 'default'}",
+        )
         for option, (asked, previous, users, running_with) in changes.items():
             if asked and asked != previous and alive.intersection(users):
                 raise ConfigurationError(
@@ -221,8 +237,9 @@ class LocalStack:
                 # every local user would read the password in `ps`.
                 argv += [f"--port={settings.ports['flower']}", "--address=127.0.0.1"]
                 flower_env = {k: v for k, v in env.items() if k != "FLOWER_UNAUTHENTICATED_API"}
-                specs[name] = ProcessSpec(name, argv, {**flower_env, "FLOWER_BASIC_AUTH": credentials.flower_basic_auth},
-                                          Path.cwd())
+                specs[name] = ProcessSpec(
+                    name, argv, {**flower_env, "FLOWER_BASIC_AUTH": credentials.flower_basic_auth}, Path.cwd()
+                )
             else:
                 specs[name] = ProcessSpec(name, argv, env, Path.cwd())
         return specs
@@ -336,7 +353,8 @@ class LocalStack:
 
     def _postgres(self, settings: StackSettings, credentials: StackCredentials) -> PostgresServer:
         return PostgresServer(
-            root=Path(settings.postgres_root or self.root / "postgres"), port=settings.ports["postgres"],
+            root=Path(settings.postgres_root or self.root / "postgres"),
+            port=settings.ports["postgres"],
             password=credentials.postgres,
         )
 
@@ -383,13 +401,16 @@ class LocalStack:
         if not port or _port_free(port):
             return
         if asked:
-            raise StackError(f"port {port} for {name} is in use by another program; stop it, or choose another "
-                             f"--{name}-port")
+            raise StackError(
+                f"port {port} for {name} is in use by another program; stop it, or choose another --{name}-port"
+            )
         origin = " (kept from the last `lg stack up`)" if kept else ""
         running = any(state.alive for state in self.status())
         after = f" after `{self.down_command}`" if running else ""
-        raise StackError(f"port {port} for {name}{origin} is in use by another program; stop it, or pass "
-                         f"--{name}-port to choose another{after}")
+        raise StackError(
+            f"port {port} for {name}{origin} is in use by another program; stop it, or pass "
+            f"--{name}-port to choose another{after}"
+        )
 
     def _wait(self, offsets: dict[str, int], settings: StackSettings, credentials: StackCredentials) -> None:
         """Wait until every process just started is ready; a process that exits is a StackError."""
@@ -525,6 +546,16 @@ def _read_from(path: Path, offset: int) -> str:
 
 
 __all__ = [
-    "DEFAULT_DIR", "FLOWER_COLUMNS", "SERVICES", "WORKER_SERVICES", "LocalStack", "StackError", "StackSettings",
-    "UpReport", "env_file_text", "listening_port", "service_commands", "stack_variables",
+    "DEFAULT_DIR",
+    "FLOWER_COLUMNS",
+    "SERVICES",
+    "WORKER_SERVICES",
+    "LocalStack",
+    "StackError",
+    "StackSettings",
+    "UpReport",
+    "env_file_text",
+    "listening_port",
+    "service_commands",
+    "stack_variables",
 ]

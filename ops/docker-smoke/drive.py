@@ -1,8 +1,8 @@
 """Run inside a LittleGhost container by ops/docker-smoke.sh; prints one JSON line per command.
 
-    python /app/src/drive.py support          # a run from start_execution to its terminal event
-    python /app/src/drive.py start-slow       # starts a SlowAgent run, prints its id
-    python /app/src/drive.py wait RUN_ID      # waits for it (re-attached by id), with its tool events
+python /app/src/drive.py support          # a run from start_execution to its terminal event
+python /app/src/drive.py start-slow       # starts a SlowAgent run, prints its id
+python /app/src/drive.py wait RUN_ID      # waits for it (re-attached by id), with its tool events
 """
 
 from __future__ import annotations
@@ -36,8 +36,13 @@ def wait(run_id: str) -> dict:
             tools.append(event.type)
         if event.terminal:
             break
-    return {"run_id": run_id, "outcome": run.outcome, "response": run.response,
-            "waited_s": round(time.monotonic() - started, 1), "tool_events": tools}
+    return {
+        "run_id": run_id,
+        "outcome": run.outcome,
+        "response": run.response,
+        "waited_s": round(time.monotonic() - started, 1),
+        "tool_events": tools,
+    }
 
 
 def main(argv: list[str]) -> None:

@@ -51,7 +51,9 @@ def _log_model_call(request):
     path = os.environ.get("BATCH_APP_MODEL_LOG")
     if path:
         with open(path, "a") as handle:
-            handle.write(json.dumps({"at": time.time(), "pid": os.getpid(), "run_id": request.metadata["run_id"]}) + "\n")
+            handle.write(
+                json.dumps({"at": time.time(), "pid": os.getpid(), "run_id": request.metadata["run_id"]}) + "\n"
+            )
 
 
 def logged_model_calls(path) -> list[dict]:

@@ -48,8 +48,19 @@ def assert_usage_error(result, *fragments: str) -> None:
 
 def test_submit_runs_the_batch_and_reports(store, inputs, tmp_path):
     out = tmp_path / "results.jsonl"
-    result = lg("batch", "submit", AGENT, str(inputs(["a", "b", "c"])), "--concurrency", "2", "--out", str(out),
-                "--store", store, "--json")
+    result = lg(
+        "batch",
+        "submit",
+        AGENT,
+        str(inputs(["a", "b", "c"])),
+        "--concurrency",
+        "2",
+        "--out",
+        str(out),
+        "--store",
+        store,
+        "--json",
+    )
 
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -73,7 +84,13 @@ def test_status_and_list_show_the_batch(store, inputs):
     assert AGENT in status.stdout
 
     data = json.loads(lg("batch", "status", "nightly", "--store", store, "--json").stdout)
-    assert (data["id"], data["status"], data["completed"], data["failed"], data["submitter_alive"]) == ("nightly", "finished", 1, 1, False)
+    assert (data["id"], data["status"], data["completed"], data["failed"], data["submitter_alive"]) == (
+        "nightly",
+        "finished",
+        1,
+        1,
+        False,
+    )
 
     listing = lg("batch", "list", "--store", store)
     assert listing.exit_code == 0 and "nightly" in listing.stdout and "2/2" in listing.stdout
@@ -89,8 +106,17 @@ def test_invalid_lines_are_listed_then_one_error_line(store, inputs):
 
 def test_skip_invalid_exits_1_and_reports_them(store, inputs, tmp_path):
     out = tmp_path / "results.jsonl"
-    result = lg("batch", "submit", AGENT, str(inputs(["ok", RawLine("{nope")])), "--store", store, "--skip-invalid",
-                "--out", str(out))
+    result = lg(
+        "batch",
+        "submit",
+        AGENT,
+        str(inputs(["ok", RawLine("{nope")])),
+        "--store",
+        store,
+        "--skip-invalid",
+        "--out",
+        str(out),
+    )
     assert result.exit_code == 1
     assert "1 completed, 1 invalid" in result.stderr
     assert [r["outcome"] for r in sorted(read_results(out), key=lambda r: r["line"])] == ["completed", "invalid"]
@@ -102,8 +128,12 @@ def test_resubmitting_without_skip_invalid_says_to_pass_it_again(store, inputs):
 
     result = lg("batch", "submit", AGENT, path, "--store", store, "--batch-id", "skips")
 
-    assert_usage_error(result, "has 1 invalid line, which batch skips skipped when it was submitted with --skip-invalid",
-                       "pass --skip-invalid again to resume it", "a fixed file would be a new batch")
+    assert_usage_error(
+        result,
+        "has 1 invalid line, which batch skips skipped when it was submitted with --skip-invalid",
+        "pass --skip-invalid again to resume it",
+        "a fixed file would be a new batch",
+    )
 
 
 @pytest.mark.parametrize(
@@ -147,14 +177,18 @@ def test_out_may_not_be_the_input_file_or_the_store(store, inputs, tmp_path):
     """The writer truncates its file: the input and the run store are refused before anything opens."""
     path = inputs(["a", "b"])
     before = path.read_bytes()
-    assert_usage_error(lg("batch", "submit", AGENT, str(path), "--store", store, "--out", str(path)), "which the batch reads")
+    assert_usage_error(
+        lg("batch", "submit", AGENT, str(path), "--store", store, "--out", str(path)), "which the batch reads"
+    )
     assert path.read_bytes() == before
 
     lg("batch", "submit", AGENT, str(path), "--store", store)  # the store exists now, with runs
     database = tmp_path / "runs.db"
     size = database.stat().st_size
     for target in (database, tmp_path / "runs.db-wal"):
-        assert_usage_error(lg("batch", "submit", AGENT, str(path), "--store", store, "--out", str(target)), "which the batch reads")
+        assert_usage_error(
+            lg("batch", "submit", AGENT, str(path), "--store", store, "--out", str(target)), "which the batch reads"
+        )
     assert database.stat().st_size == size
     assert "finished  2/2" in lg("batch", "list", "--store", store).stdout
 
@@ -193,8 +227,9 @@ def on_a_terminal(*args: str) -> list[str]:
     leader, follower = pty.openpty()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LG_")}
     env.update(PYTHONPATH=str(ROOT), COLUMNS="160")
-    child = subprocess.Popen([sys.executable, "-m", "lg_core.cli", *args], stdin=follower, stdout=follower,
-                             stderr=follower, env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "lg_core.cli", *args], stdin=follower, stdout=follower, stderr=follower, env=env
+    )
     os.close(follower)
     shown = b""
     while True:

@@ -18,21 +18,21 @@ from tests.batch.batch_app import ItemAgent, LogItemTool, PlainTool, logged_item
 from tests.batch.conftest import RawLine, read_results
 
 BAD_LINES = [
-    "a good line",                                         # 1
-    RawLine('{"message": "unterminated'),                  # 2 bad JSON
-    {"context": {"a": 1}},                                 # 3 no message
-    {"message": "x", "context": "not a mapping"},          # 4 bad field
-    {"message": "x", "mesage": "typo"},                    # 5 unknown field
-    [1, 2],                                                # 6 not a string or object
-    {"message": "   "},                                    # 7 blank message
-    RawLine(""),                                           # 8 blank line: skipped
-    {"message": "first", "id": "dup"},                     # 9
-    {"message": "second", "id": "dup"},                    # 10 duplicate id
-    {"message": "x", "run_id": "mine"},                    # 11 run ids are derived
-    {"message": "x", "deadline": -5},                      # 12 negative deadline
-    {"message": "x", "id": True},                          # 13 bad id
+    "a good line",  # 1
+    RawLine('{"message": "unterminated'),  # 2 bad JSON
+    {"context": {"a": 1}},  # 3 no message
+    {"message": "x", "context": "not a mapping"},  # 4 bad field
+    {"message": "x", "mesage": "typo"},  # 5 unknown field
+    [1, 2],  # 6 not a string or object
+    {"message": "   "},  # 7 blank message
+    RawLine(""),  # 8 blank line: skipped
+    {"message": "first", "id": "dup"},  # 9
+    {"message": "second", "id": "dup"},  # 10 duplicate id
+    {"message": "x", "run_id": "mine"},  # 11 run ids are derived
+    {"message": "x", "deadline": -5},  # 12 negative deadline
+    {"message": "x", "id": True},  # 13 bad id
     {"message": "x", "metadata": {"connection": "nowhere"}},  # 14 unknown provider connection
-    "another good line",                                   # 15
+    "another good line",  # 15
 ]
 EXPECTED = {
     2: "not valid JSON",
@@ -89,14 +89,16 @@ def test_skip_invalid_runs_the_rest_and_reports_invalid_lines_as_results(file_co
 
 def test_a_line_without_an_id_goes_by_its_line_number_and_a_clash_says_so(file_config, inputs, batch_env):
     """A line's own mistake comes first, and a clash with a line-number id names it as one."""
-    path = inputs([
-        "first",                                # 1: its id is 1
-        {"message": "second", "id": 1},         # 2: clashes with line 1's line number
-        {"message": "third", "id": 4},          # 3
-        "fourth",                               # 4: its line number clashes with line 3's id
-        {"message": "fifth", "id": 6},          # 5
-        {"mesage": "sixth"},                    # 6: a typo (its line number clashes too)
-    ])
+    path = inputs(
+        [
+            "first",  # 1: its id is 1
+            {"message": "second", "id": 1},  # 2: clashes with line 1's line number
+            {"message": "third", "id": 4},  # 3
+            "fourth",  # 4: its line number clashes with line 3's id
+            {"message": "fifth", "id": 6},  # 5
+            {"mesage": "sixth"},  # 6: a typo (its line number clashes too)
+        ]
+    )
     with pytest.raises(BatchInputError) as caught:
         submit_batch(ItemAgent, path, concurrency=2, progress=False)
 
@@ -215,8 +217,16 @@ def holder_of(pid: int, start_time: str | None = None) -> str:
 
 
 def open_batch_held_by(path: Path, batch_id: str, holder: str) -> None:
-    current_runtime().store.open_batch({"id": batch_id, "agent": "tests.batch.batch_app:ItemAgent", "input_path": str(path),
-                                "input_hash": hashlib.sha256(path.read_bytes()).hexdigest(), "total": 1, "holder": holder})
+    current_runtime().store.open_batch(
+        {
+            "id": batch_id,
+            "agent": "tests.batch.batch_app:ItemAgent",
+            "input_path": str(path),
+            "input_hash": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "total": 1,
+            "holder": holder,
+        }
+    )
 
 
 def test_a_live_submitter_is_not_joined_by_a_second_one(file_config, inputs):
@@ -228,7 +238,9 @@ def test_a_live_submitter_is_not_joined_by_a_second_one(file_config, inputs):
         with pytest.raises(RunStateError, match=f"is being submitted by process {holder}, which looks alive"):
             submit_batch(ItemAgent, path, concurrency=1, batch_id="shared", progress=False)
         assert current_runtime().store.list_runs() == []
-        assert submit_batch(ItemAgent, path, concurrency=1, batch_id="shared", progress=False, force=True).completed == 1
+        assert (
+            submit_batch(ItemAgent, path, concurrency=1, batch_id="shared", progress=False, force=True).completed == 1
+        )
     finally:
         other.kill()
         other.wait()
@@ -246,7 +258,9 @@ def test_an_unreachable_broker_is_reported_before_anything_starts(tmp_path, inpu
     from lg_core import Configuration, with_configuration
     from lg_scheduler.stack.servers import free_port
 
-    config = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}", broker_url=f"redis://127.0.0.1:{free_port()}/0")
+    config = Configuration(
+        run_store=f"sqlite:///{tmp_path / 'runs.db'}", broker_url=f"redis://127.0.0.1:{free_port()}/0"
+    )
     with with_configuration(config):
         with pytest.raises(ConfigurationError, match="cannot reach the broker"):
             submit_batch(ItemAgent, inputs(["x"]), concurrency=1, progress=False)
@@ -282,7 +296,7 @@ def test_inputs_from_a_pipe_are_read_once_and_the_batch_runs(file_config, tmp_pa
     """``lg batch submit agent <(generate)``: a pipe cannot be read twice, so it is copied as it is scanned."""
     fifo = tmp_path / "inputs.fifo"
     os.mkfifo(fifo)
-    writer = subprocess.Popen(["sh", "-c", f"printf '\"one\"\\n\"two\"\\n{{\"message\": \"three\", \"id\": \"c\"}}\\n' > {fifo}"])
+    writer = subprocess.Popen(["sh", "-c", f'printf \'"one"\\n"two"\\n{{"message": "three", "id": "c"}}\\n\' > {fifo}'])
     try:
         report = submit_batch(ItemAgent, fifo, concurrency=2, out=tmp_path / "results.jsonl", progress=False)
     finally:
@@ -331,7 +345,9 @@ def test_an_input_file_replaced_while_the_batch_runs_does_not_change_it(file_con
     assert sorted(logged_items(batch_env)) == [f"item {n}" for n in range(1, 6)]
 
 
-def test_resuming_a_batch_that_skipped_invalid_lines_without_skip_invalid_says_to_pass_it(file_config, inputs, batch_env):
+def test_resuming_a_batch_that_skipped_invalid_lines_without_skip_invalid_says_to_pass_it(
+    file_config, inputs, batch_env
+):
     """Fixing the lines would make a new file, so a new batch that runs every item again: the error says so."""
     path = inputs(["fine", RawLine("{nope"), "also fine"])
     first = submit_batch(ItemAgent, path, concurrency=2, progress=False, skip_invalid=True)
@@ -369,7 +385,9 @@ def test_read_inputs_reports_its_progress_every_thousand_lines(file_config, tmp_
     path.write_text("".join(f'"item {n}"\n' for n in range(2500)))
     calls = []
 
-    with read_inputs(path, ItemAgent, current_runtime().resolver, on_progress=lambda *call: calls.append(call)) as scanned:
+    with read_inputs(
+        path, ItemAgent, current_runtime().resolver, on_progress=lambda *call: calls.append(call)
+    ) as scanned:
         assert scanned.total == 2500
 
     size = path.stat().st_size

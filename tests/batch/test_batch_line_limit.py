@@ -38,8 +38,13 @@ def submit(*args: str, stdin: int | None = None, peak_file: Path | None = None) 
         )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     return subprocess.run(
-        [sys.executable, "-c", code, "batch", "submit", AGENT, *args], stdin=stdin, env=env, cwd=ROOT,
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, "-c", code, "batch", "submit", AGENT, *args],
+        stdin=stdin,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -80,16 +85,30 @@ def test_the_limit_is_an_option(tmp_path):
     path.write_text('"a short line"\n"' + "z" * 3000 + '"\n')
     store = f"sqlite:///{tmp_path / 'runs.db'}"
 
-    limited = submit(str(path), "--max-line-bytes", "2KiB", "--skip-invalid", "--out", str(tmp_path / "a.jsonl"),
-                     "--store", store)
-    raised = submit(str(path), "--max-line-bytes", "4096", "--out", str(tmp_path / "b.jsonl"), "--store", store,
-                    "--batch-id", "raised")
+    limited = submit(
+        str(path), "--max-line-bytes", "2KiB", "--skip-invalid", "--out", str(tmp_path / "a.jsonl"), "--store", store
+    )
+    raised = submit(
+        str(path),
+        "--max-line-bytes",
+        "4096",
+        "--out",
+        str(tmp_path / "b.jsonl"),
+        "--store",
+        store,
+        "--batch-id",
+        "raised",
+    )
     bad = submit(str(path), "--max-line-bytes", "lots", "--store", store)
 
     assert sorted((r["line"], r["outcome"]) for r in read_results(tmp_path / "a.jsonl")) == [
-        (1, "completed"), (2, "invalid")], limited.stderr
+        (1, "completed"),
+        (2, "invalid"),
+    ], limited.stderr
     assert sorted((r["line"], r["outcome"]) for r in read_results(tmp_path / "b.jsonl")) == [
-        (1, "completed"), (2, "completed")], raised.stderr
+        (1, "completed"),
+        (2, "completed"),
+    ], raised.stderr
     assert bad.returncode == 2 and "--max-line-bytes" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -108,8 +127,16 @@ def test_a_pipe_without_newlines_costs_bounded_memory(tmp_path):
     out, peak = tmp_path / "results.jsonl", tmp_path / "peak"
     started = time.monotonic()
     try:
-        result = submit("/dev/stdin", "--skip-invalid", "--out", str(out), "--store", f"sqlite:///{tmp_path / 'runs.db'}",
-                        stdin=feeder.stdout.fileno(), peak_file=peak)
+        result = submit(
+            "/dev/stdin",
+            "--skip-invalid",
+            "--out",
+            str(out),
+            "--store",
+            f"sqlite:///{tmp_path / 'runs.db'}",
+            stdin=feeder.stdout.fileno(),
+            peak_file=peak,
+        )
     finally:
         feeder.stdout.close()
         feeder.wait(timeout=60)
@@ -151,7 +178,10 @@ def test_a_path_longer_than_the_file_system_allows_is_one_line(tmp_path, option)
 
 def test_a_long_invalid_value_is_quoted_as_a_short_escaped_excerpt(tmp_path):
     path = tmp_path / "inputs.jsonl"
-    long_values = [{"message": "hi", "actor_id": ESCAPE + "a b" * 50_000}, {"message": "hi", "deadline_at": "x" * 200_000}]
+    long_values = [
+        {"message": "hi", "actor_id": ESCAPE + "a b" * 50_000},
+        {"message": "hi", "deadline_at": "x" * 200_000},
+    ]
     path.write_text("".join(json.dumps(value) + "\n" for value in long_values))
     out = tmp_path / "results.jsonl"
 
@@ -161,5 +191,5 @@ def test_a_long_invalid_value_is_quoted_as_a_short_escaped_excerpt(tmp_path):
     messages = {r["line"]: r["error"]["message"] for r in read_results(out)}
     assert messages[1].startswith("actor_id must be ") and messages[2].startswith("deadline_at 'xxx")
     for message in messages.values():
-        quoted = message[message.index("'"):].split("'...")[0] + "'..."
+        quoted = message[message.index("'") :].split("'...")[0] + "'..."
         assert len(quoted) <= 80 and "\x1b" not in message and len(message) <= 400, message

@@ -49,7 +49,13 @@ def traced() -> Iterator[dict[str, int]]:
 
 def warm_up(inputs, tmp_path) -> None:
     """One small batch first: imports, the store's schema and caches are not what is measured."""
-    submit_batch(ItemAgent, inputs(["warm up"], name="warm.jsonl"), concurrency=1, out=tmp_path / "warm-results.jsonl", progress=False)
+    submit_batch(
+        ItemAgent,
+        inputs(["warm up"], name="warm.jsonl"),
+        concurrency=1,
+        out=tmp_path / "warm-results.jsonl",
+        progress=False,
+    )
 
 
 def test_reading_the_inputs_keeps_ids_not_text(file_config, inputs, big_inputs, tmp_path):
@@ -123,4 +129,7 @@ def test_id_claims_agree_with_a_dict_of_every_id():
         for number in range(1, 40):
             named = rng.random() < 0.5
             item_id = rng.choice([str(rng.randint(1, 45)), f"0{rng.randint(1, 9)}", "x", "١"]) if named else str(number)
-            assert claims.claim(item_id, number, named) == reference.setdefault(item_id, (number, named)), (number, item_id)
+            assert claims.claim(item_id, number, named) == reference.setdefault(item_id, (number, named)), (
+                number,
+                item_id,
+            )

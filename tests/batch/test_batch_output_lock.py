@@ -27,7 +27,9 @@ def test_a_second_batch_writing_the_same_out_file_is_refused_and_the_first_keeps
         wait_for_results(out, child, 2)
 
         first_id = default_batch_id(ItemAgent, hashlib.sha256(first.read_bytes()).hexdigest())
-        with pytest.raises(InvocationError, match=rf"results\.jsonl is being written by batch {first_id} .*another --out"):
+        with pytest.raises(
+            InvocationError, match=rf"results\.jsonl is being written by batch {first_id} .*another --out"
+        ):
             submit_batch(ItemAgent, second, concurrency=2, out=out, progress=False)
         elsewhere = submit_batch(ItemAgent, second, concurrency=2, out=tmp_path / "other.jsonl", progress=False)
 

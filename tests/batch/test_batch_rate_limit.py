@@ -24,7 +24,9 @@ def test_a_batchs_model_calls_keep_to_its_rate_limit(file_config, inputs, model_
     least k x 100 ms after it, the last one 1.9 s (tests.support.pacing: a call
     woken late behind its slot only comes later, so a loaded machine cannot fail this).
     """
-    report = submit_batch(ItemAgent, inputs([f"item {n}" for n in range(10)]), concurrency=10, rate_limit="10/s", progress=False)
+    report = submit_batch(
+        ItemAgent, inputs([f"item {n}" for n in range(10)]), concurrency=10, rate_limit="10/s", progress=False
+    )
 
     assert report.completed == 10
     calls = [call["at"] for call in logged_model_calls(model_log)]
@@ -39,7 +41,9 @@ def test_the_batch_limit_replaces_an_items_own_and_an_item_may_bring_one(file_co
     def lines(prefix):
         return [f"{prefix} plain", {"message": f"{prefix} own pace", "rate_limit": "50/s"}]
 
-    limited = submit_batch(ItemAgent, inputs(lines("a"), name="a.jsonl"), concurrency=2, rate_limit="40/s", progress=False)
+    limited = submit_batch(
+        ItemAgent, inputs(lines("a"), name="a.jsonl"), concurrency=2, rate_limit="40/s", progress=False
+    )
     unlimited = submit_batch(ItemAgent, inputs(lines("b"), name="b.jsonl"), concurrency=2, progress=False)
 
     store = file_config.runtime().store
@@ -52,7 +56,12 @@ def test_the_batch_limit_replaces_an_items_own_and_an_item_may_bring_one(file_co
 
 
 def test_a_bad_item_rate_limit_is_an_invalid_line(file_config, inputs):
-    report = submit_batch(ItemAgent, inputs(["fine", {"message": "bad", "rate_limit": "fast"}]), concurrency=2,
-                          progress=False, skip_invalid=True)
+    report = submit_batch(
+        ItemAgent,
+        inputs(["fine", {"message": "bad", "rate_limit": "fast"}]),
+        concurrency=2,
+        progress=False,
+        skip_invalid=True,
+    )
     assert report.completed == 1 and report.invalid == 1
     assert "rate limit 'fast' is not understood" in str(report.results)

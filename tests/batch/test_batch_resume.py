@@ -27,8 +27,22 @@ def start_batch(store_url: str, path: Path, out: Path, batch_env: Path) -> subpr
     """``lg batch submit`` in a child process whose model turns take 0.2 s."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LG_")}
     env.update(PYTHONPATH=str(ROOT), BATCH_APP_LOG=str(batch_env), BATCH_APP_DELAY="0.2")
-    argv = [sys.executable, "-m", "lg_core.cli", "batch", "submit", "tests.batch.batch_app:ItemAgent", str(path),
-            "--concurrency", "5", "--out", str(out), "--store", store_url, "--no-progress"]
+    argv = [
+        sys.executable,
+        "-m",
+        "lg_core.cli",
+        "batch",
+        "submit",
+        "tests.batch.batch_app:ItemAgent",
+        str(path),
+        "--concurrency",
+        "5",
+        "--out",
+        str(out),
+        "--store",
+        store_url,
+        "--no-progress",
+    ]
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -111,7 +125,9 @@ def test_runs_whose_process_dies_while_the_batch_waits_for_them_are_resumed(file
         child.send_signal(signal.SIGKILL)
         child.wait()
 
-    report = submit_batch(ItemAgent, path, concurrency=5, out=out, progress=False, force=True, on_start=kill_the_old_submitter)
+    report = submit_batch(
+        ItemAgent, path, concurrency=5, out=out, progress=False, force=True, on_start=kill_the_old_submitter
+    )
 
     assert report.ok and report.completed == ITEMS
     # The old submitter may start a few more runs between this submit's first look and the kill,
@@ -129,11 +145,30 @@ def test_ctrl_c_stops_a_batch_promptly_and_the_next_submit_resumes_it(file_confi
     out = tmp_path / "results.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith("LG_")}
     env.update(PYTHONPATH=str(ROOT), BATCH_APP_LOG=str(batch_env), BATCH_APP_DELAY="60")
-    argv = [sys.executable, "-m", "lg_core.cli", "batch", "submit", "tests.batch.batch_app:ItemAgent", str(path),
-            "--concurrency", "8", "--out", str(out), "--store", file_config.run_store, "--no-progress"]
+    argv = [
+        sys.executable,
+        "-m",
+        "lg_core.cli",
+        "batch",
+        "submit",
+        "tests.batch.batch_app:ItemAgent",
+        str(path),
+        "--concurrency",
+        "8",
+        "--out",
+        str(out),
+        "--store",
+        file_config.run_store,
+        "--no-progress",
+    ]
     # SIGINT as a terminal's Ctrl-C delivers it, even where this test's own SIGINT is ignored (a background job).
-    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    child = subprocess.Popen(
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     store = RunStore(file_config.run_store)
     deadline = time.monotonic() + 30
     while [r.status for r in store.list_runs(limit=100)] != ["running"] * 8:
@@ -213,7 +248,9 @@ def test_force_takes_over_a_batch_and_its_runs_from_a_host_that_is_gone(file_con
 
 
 @pytest.mark.chaos
-def test_a_resume_with_a_lower_concurrency_resumes_the_run_its_waiting_runs_wait_for(file_config, inputs, batch_env, tmp_path):
+def test_a_resume_with_a_lower_concurrency_resumes_the_run_its_waiting_runs_wait_for(
+    file_config, inputs, batch_env, tmp_path
+):
     """Killed while item 1 runs and item 2 waits for its session, resubmitted with --concurrency 1.
 
     Item 2 (pending) takes the one slot, and it can only start once item 1 (the
@@ -223,8 +260,22 @@ def test_a_resume_with_a_lower_concurrency_resumes_the_run_its_waiting_runs_wait
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("LG_")}
     env.update(PYTHONPATH=str(ROOT), BATCH_APP_LOG=str(batch_env))
-    argv = [sys.executable, "-m", "lg_core.cli", "batch", "submit", "tests.batch.batch_app:ItemAgent", str(path),
-            "--concurrency", "1", "--out", str(out), "--store", file_config.run_store, "--no-progress"]
+    argv = [
+        sys.executable,
+        "-m",
+        "lg_core.cli",
+        "batch",
+        "submit",
+        "tests.batch.batch_app:ItemAgent",
+        str(path),
+        "--concurrency",
+        "1",
+        "--out",
+        str(out),
+        "--store",
+        file_config.run_store,
+        "--no-progress",
+    ]
     again = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _stdout, stderr = again.communicate(timeout=30)

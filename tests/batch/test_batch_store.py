@@ -25,7 +25,14 @@ def store(request, tmp_path):
 
 
 def batch_row(batch_id: str = "b1", holder: str = "me") -> dict:
-    return {"id": batch_id, "agent": "app:Agent", "input_hash": "ab" * 32, "input_path": "/in.jsonl", "total": 3, "holder": holder}
+    return {
+        "id": batch_id,
+        "agent": "app:Agent",
+        "input_hash": "ab" * 32,
+        "input_path": "/in.jsonl",
+        "total": 3,
+        "holder": holder,
+    }
 
 
 def test_open_claim_update_and_list(store):
@@ -88,7 +95,13 @@ def test_run_outcomes_reads_how_runs_ended_for_any_number_of_ids(store):
     for run_id in present:
         record, outcome = store.load_run(run_id), outcomes[run_id]
         assert (outcome.id, outcome.status, outcome.response, outcome.error, outcome.usage, outcome.result) == (
-            record.id, record.status, record.response, record.error, record.usage, record.result)
+            record.id,
+            record.status,
+            record.response,
+            record.error,
+            record.usage,
+            record.result,
+        )
     assert outcomes["r2"].status == "completed" and outcomes["r2"].response == "done: hello r2"
     assert outcomes["r0"].status == "failed" and "exploded" in outcomes["r0"].error["message"]
     assert store.run_outcomes([]) == {}

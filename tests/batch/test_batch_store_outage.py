@@ -79,14 +79,20 @@ def test_a_submit_goes_on_after_its_store_calls_fail_and_writes_each_result_once
     faults.fail(ItemAgent, "start_execution", {4, 9}, effect_first=frozenset({4}))
     out = tmp_path / "results.jsonl"
 
-    report = submit_batch(ItemAgent, inputs([f"item {n}" for n in range(1, ITEMS + 1)]), concurrency=3, out=out, progress=False)
+    report = submit_batch(
+        ItemAgent, inputs([f"item {n}" for n in range(1, ITEMS + 1)]), concurrency=3, out=out, progress=False
+    )
 
-    assert {"run_statuses#2", "run_outcomes#1", "start_execution#4", "start_execution#9"} <= set(faults.failed), faults.failed
+    assert {"run_statuses#2", "run_outcomes#1", "start_execution#4", "start_execution#9"} <= set(faults.failed), (
+        faults.failed
+    )
     _assert_each_item_once(report, out, batch_env)
     assert report.started == ITEMS  # the start whose answer was lost counts once: its run was found
 
 
-def test_a_resubmit_looks_its_runs_up_again_after_a_failed_look_up(file_config, inputs, batch_env, tmp_path, monkeypatch, no_outage_pauses):
+def test_a_resubmit_looks_its_runs_up_again_after_a_failed_look_up(
+    file_config, inputs, batch_env, tmp_path, monkeypatch, no_outage_pauses
+):
     path = inputs([f"item {n}" for n in range(1, ITEMS + 1)])
     first = submit_batch(ItemAgent, path, concurrency=4, out=tmp_path / "first.jsonl", progress=False)
     assert first.ok

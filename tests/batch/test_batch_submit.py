@@ -17,7 +17,9 @@ from tests.batch.conftest import read_results
 
 def max_overlap(records) -> int:
     """The most runs alive at one instant, from the store's created/finished timestamps."""
-    edges = sorted([(r.created_at, 1) for r in records] + [(r.finished_at, -1) for r in records], key=lambda e: (e[0], e[1]))
+    edges = sorted(
+        [(r.created_at, 1) for r in records] + [(r.finished_at, -1) for r in records], key=lambda e: (e[0], e[1])
+    )
     alive = peak = 0
     for _at, step in edges:
         alive += step
@@ -55,7 +57,9 @@ def test_the_batch_id_and_run_ids_are_deterministic(file_config, inputs, tmp_pat
     assert report.batch_id.startswith("item-")
     ids = {r["id"]: r["run_id"] for r in report.results}
     assert ids["1"] == f"{report.batch_id}.1"
-    assert ids["order 481/b"].startswith(f"{report.batch_id}:") and ids["order 481/b"] == run_id_for(report.batch_id, "order 481/b")
+    assert ids["order 481/b"].startswith(f"{report.batch_id}:") and ids["order 481/b"] == run_id_for(
+        report.batch_id, "order 481/b"
+    )
     other = inputs(["one", "three"], name="other.jsonl")
     assert submit_batch(ItemAgent, other, concurrency=1, progress=False).batch_id != report.batch_id
 
@@ -84,7 +88,9 @@ def test_invocation_fields_reach_the_run(file_config, inputs):
 
 def test_failed_runs_are_reported_with_their_error(file_config, inputs, tmp_path):
     out = tmp_path / "results.jsonl"
-    report = submit_batch(ItemAgent, inputs(["fine", "please explode", "also fine"]), concurrency=3, out=out, progress=False)
+    report = submit_batch(
+        ItemAgent, inputs(["fine", "please explode", "also fine"]), concurrency=3, out=out, progress=False
+    )
 
     assert not report.ok
     assert (report.completed, report.failed) == (2, 1)
@@ -112,7 +118,13 @@ def test_the_batch_record_tracks_counts(file_config, inputs):
 
     record = current_runtime().store.load_batch(report.batch_id)
     assert (record.status, record.total, record.completed, record.failed, record.invalid, record.running) == (
-        "finished", 3, 2, 1, 0, 0)
+        "finished",
+        3,
+        2,
+        1,
+        0,
+        0,
+    )
     assert record.agent == "tests.batch.batch_app:ItemAgent"
     assert record.holder is None and record.finished_at is not None
     assert current_runtime().store.list_batches()[0].id == report.batch_id
@@ -155,7 +167,10 @@ def test_an_item_that_cannot_start_is_reported_and_retried_by_the_next_submit(tm
     refusing.close()
     assert (first.completed, first.failed, first.outcomes) == (1, 1, {"completed": 1, "not_started": 1})
     refused = next(r for r in read_results(out) if r["line"] == 2)
-    assert refused["outcome"] == "not_started" and refused["error"] == {"class": "RuntimeError", "message": "cannot start this one"}
+    assert refused["outcome"] == "not_started" and refused["error"] == {
+        "class": "RuntimeError",
+        "message": "cannot start this one",
+    }
 
     plain = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}")
     with with_configuration(plain):
@@ -192,7 +207,9 @@ def test_late_lines_of_a_submitter_taken_over_do_not_land_in_the_new_results(fil
     assert sorted(r["line"] for r in read_results(out)) == [1, 2, 3, 4, 5, 6]
 
 
-def test_a_results_file_is_replaced_with_its_permissions_and_devices_are_written_in_place(file_config, inputs, tmp_path):
+def test_a_results_file_is_replaced_with_its_permissions_and_devices_are_written_in_place(
+    file_config, inputs, tmp_path
+):
     path = inputs(["a", "b"])
     out = tmp_path / "results.jsonl"
     out.write_text("stale\n")
@@ -213,7 +230,9 @@ def test_checking_a_large_input_file_shows_a_bar_and_a_pipe_one_without_total(tm
     """Validating 500,000 lines takes about a minute: the user sees bytes and lines checked, not silence."""
     for size, shown in ((50_000, "50%"), (None, "")):
         buffer = io.StringIO()
-        checking = ScanProgress(True, "checking inputs.jsonl", console=Console(file=buffer, force_terminal=True, width=160))
+        checking = ScanProgress(
+            True, "checking inputs.jsonl", console=Console(file=buffer, force_terminal=True, width=160)
+        )
         checking(size, 25_000, 1000)
         checking(size, 25_000, 2000)
         checking.close()
@@ -223,8 +242,12 @@ def test_checking_a_large_input_file_shows_a_bar_and_a_pipe_one_without_total(tm
 
 def test_a_resubmit_shows_its_runs_being_looked_up():
     buffer = io.StringIO()
-    looking = ScanProgress(True, "batch b-1: looking up its runs", unit="items",
-                           console=Console(file=buffer, force_terminal=True, width=160))
+    looking = ScanProgress(
+        True,
+        "batch b-1: looking up its runs",
+        unit="items",
+        console=Console(file=buffer, force_terminal=True, width=160),
+    )
     looking(4000, 1024, 1024)
     looking.close()
     text = buffer.getvalue()
@@ -249,7 +272,12 @@ def test_a_resubmit_saves_the_counts_it_finds_while_it_looks_up_its_runs(file_co
         tx.cursor.execute("UPDATE lg_batches SET completed = 0, failed = 0, status = 'running'")
     seen = []
 
-    submit_batch(ItemAgent, path, concurrency=3, progress=False,
-                 on_start=lambda report: seen.append(store.load_batch(first.batch_id)))
+    submit_batch(
+        ItemAgent,
+        path,
+        concurrency=3,
+        progress=False,
+        on_start=lambda report: seen.append(store.load_batch(first.batch_id)),
+    )
 
     assert (seen[0].completed, seen[0].failed) == (2, 1)

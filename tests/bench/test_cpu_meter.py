@@ -16,9 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from distbench.probes import CpuMeter  # noqa: E402
 
-BURN = (
-    "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.3:\n    pass\n"
-)
+BURN = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.3:\n    pass\n"
 PARENT = (
     "import subprocess, sys\n"
     "sys.stdin.readline()\n"
@@ -29,9 +27,7 @@ PARENT = (
 
 
 def test_a_tree_keeps_the_cpu_of_a_child_that_exited_during_the_measurement() -> None:
-    parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert parent.stdin is not None and parent.stdout is not None
     try:
         meter = CpuMeter({"tree": parent.pid}).start()

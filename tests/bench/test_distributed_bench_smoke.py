@@ -88,9 +88,7 @@ def test_the_json_document_is_complete(quick_run) -> None:
     for result in report["throughput"]:
         assert result["achieved_runs_per_s"] > 0 and result["celery_only"]["tasks_per_s"] > 0
     assert sorted((r["victim"], r["path"]) for r in report["recovery"]) == sorted(
-        (victim, path)
-        for victim in ("pool child", "whole worker")
-        for path in ("same host", "lease expiry")
+        (victim, path) for victim in ("pool child", "whole worker") for path in ("same host", "lease expiry")
     )
     assert all(r["seconds"] for r in report["recovery"])
     assert len(report["memory"]["samples"]) >= 2

@@ -35,9 +35,7 @@ def report(*rows: dict[str, Any]) -> dict[str, Any]:
         "step_cost": {"median_wall_ms": 3.0},
         "floor": {"median_ms": 3.0},
         "throughput": list(rows),
-        "recovery": [
-            {"victim": "pool child", "path": "same host", "seconds": [0.5], "lease_s": 15.0}
-        ],
+        "recovery": [{"victim": "pool child", "path": "same host", "seconds": [0.5], "lease_s": 15.0}],
         "memory": {"growth_pct": 0.2},
     }
 
@@ -53,9 +51,7 @@ def test_a_deployment_whose_ideal_is_beyond_its_cpus_is_a_reference_not_a_target
 
 
 @pytest.mark.parametrize(("achieved", "passed"), [(33.0, True), (30.0, False)])
-def test_a_deployment_within_its_cpus_is_judged_against_eighty_percent(
-    achieved: float, passed: bool
-) -> None:
+def test_a_deployment_within_its_cpus_is_judged_against_eighty_percent(achieved: float, passed: bool) -> None:
     sized = throughput("sized", ideal=40.0, achieved=achieved, ceiling=77.0)
 
     [row] = [t for t in targets(report(sized)) if "sized" in t.name]
@@ -77,10 +73,23 @@ def test_strict_counts_only_the_rows_that_are_targets() -> None:
 
 def _round(achieved: float) -> ThroughputResult:
     return ThroughputResult(
-        label="sized", deployment="", runs=500, model_threads=4, model_turns_per_run=3, model_delay_s=0.05,
-        ideal_runs_per_s=26.67, achieved_runs_per_s=achieved, overall_runs_per_s=achieved, submit_s=1.0,
-        window_s=20.0, latency_median_s=1.0, latency_p95_s=2.0, machine_busy_pct=40.0, cpu_ms_per_run={},
-        cpu_ceiling_runs_per_s=60.0, model_worker_busy_pct=20.0,
+        label="sized",
+        deployment="",
+        runs=500,
+        model_threads=4,
+        model_turns_per_run=3,
+        model_delay_s=0.05,
+        ideal_runs_per_s=26.67,
+        achieved_runs_per_s=achieved,
+        overall_runs_per_s=achieved,
+        submit_s=1.0,
+        window_s=20.0,
+        latency_median_s=1.0,
+        latency_p95_s=2.0,
+        machine_busy_pct=40.0,
+        cpu_ms_per_run={},
+        cpu_ceiling_runs_per_s=60.0,
+        model_worker_busy_pct=20.0,
     )
 
 

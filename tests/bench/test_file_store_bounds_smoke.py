@@ -39,7 +39,13 @@ def test_quick_tables_name_every_variant(tmp_path: Path) -> None:
     out = run_bench(tmp_path).stdout
 
     assert "Overhead per step in bare commits (floor B)" in out
-    for label in ("Floor A", "Floor B", "Bound: no store commit", "Bound: one journal row per step (FULL)", "Bound: file store at NORMAL"):
+    for label in (
+        "Floor A",
+        "Floor B",
+        "Bound: no store commit",
+        "Bound: one journal row per step (FULL)",
+        "Bound: file store at NORMAL",
+    ):
         assert label in out, f"{label!r} missing from:\n{out}"
 
 

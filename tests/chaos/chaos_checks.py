@@ -143,18 +143,12 @@ def _stuck_report(run_id: str) -> str:
 
 def next_commit_after(store: Any, run_id: str, moment: float) -> float | None:
     """Seconds from ``moment`` to the run's first step commit after it (from the store's timestamps)."""
-    times = [
-        s.finished_at
-        for s in store.load_steps(run_id)
-        if s.finished_at is not None and s.finished_at > moment
-    ]
+    times = [s.finished_at for s in store.load_steps(run_id) if s.finished_at is not None and s.finished_at > moment]
     return min(times) - moment if times else None
 
 
 def recovery_times(store: Any, run_ids: list[str], moment: float) -> list[float]:
-    return sorted(
-        t for t in (next_commit_after(store, r, moment) for r in run_ids) if t is not None
-    )
+    return sorted(t for t in (next_commit_after(store, r, moment) for r in run_ids) if t is not None)
 
 
 def describe(times: list[float]) -> str:
@@ -191,9 +185,7 @@ def check_runs(dist: Any, turns: dict[str, int]) -> Verdict:
     return verdict
 
 
-def _check_run(
-    store: Any, record: Any, count: int, calls: list[tuple[str, int, str]], verdict: Verdict
-) -> None:
+def _check_run(store: Any, record: Any, count: int, calls: list[tuple[str, int, str]], verdict: Verdict) -> None:
     run_id = record.id
     if record.status != "completed":
         verdict.unfinished.append(f"run {run_id} is {record.status}: {record.error}")
@@ -201,9 +193,7 @@ def _check_run(
     seqs = [e.seq for e in events]
     # (event_seq is read before the events, so only a finished run must match it exactly)
     if seqs != list(range(1, len(seqs) + 1)) or (record.finished and record.event_seq != len(seqs)):
-        verdict.problems.append(
-            f"run {run_id} event log is not gapless 1..N: {seqs} (event_seq {record.event_seq})"
-        )
+        verdict.problems.append(f"run {run_id} event log is not gapless 1..N: {seqs} (event_seq {record.event_seq})")
     terminal = [e for e in events if e.type in TERMINAL]
     if record.finished and (len(terminal) != 1 or events[-1].type not in TERMINAL):
         verdict.problems.append(f"run {run_id} has terminal events {[e.type for e in terminal]}")
@@ -212,21 +202,15 @@ def _check_run(
     for step in unknown:
         verdict.unknown_outcomes.append(f"{run_id}/{step.key}")
         if OUTCOME_UNKNOWN not in str(step.result):
-            verdict.problems.append(
-                f"{run_id}/{step.key} is unknown but the model was not told: {step.result}"
-            )
+            verdict.problems.append(f"{run_id}/{step.key} is unknown but the model was not told: {step.result}")
         if step.key not in unknown_events:
-            verdict.problems.append(
-                f"{run_id}/{step.key} has an unknown outcome but no tool_outcome_unknown event"
-            )
+            verdict.problems.append(f"{run_id}/{step.key} has an unknown outcome but no tool_outcome_unknown event")
     # Every call ran, except an at_most_once one whose process died after its start mark and
     # before the tool's first line ran: it is "unknown" without ever having run, which is allowed.
     ran = {n for _tool, n, key in calls if key.startswith(run_id + "/")}
     expected, never_ran = set(range(count)), {step.input["input"]["n"] for step in unknown}
     if record.status == "completed" and not (ran <= expected and expected - ran <= never_ran):
-        verdict.problems.append(
-            f"run {run_id} ran tool calls {sorted(ran)}, expected 0..{count - 1}"
-        )
+        verdict.problems.append(f"run {run_id} ran tool calls {sorted(ran)}, expected 0..{count - 1}")
     verdict.model_retries += sum(1 for e in events if e.type == "model_retry")
 
 

@@ -64,9 +64,7 @@ class SchedulerProcess:
             str(SCHEDULER_INTERVAL),
             *args,
         ]
-        self.process = subprocess.Popen(
-            argv, env=env, stdout=self._handle, stderr=subprocess.STDOUT
-        )
+        self.process = subprocess.Popen(argv, env=env, stdout=self._handle, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while "scheduler ready" not in log.read_text():
             if self.process.poll() is not None or time.monotonic() > deadline:

@@ -46,9 +46,7 @@ def _report(name: str, dist, run_ids: list[str], moment: float) -> None:
 
 
 def _assert_sound(verdict) -> None:
-    assert verdict.unfinished == [] and verdict.problems == [], "\n".join(
-        verdict.unfinished + verdict.problems
-    )
+    assert verdict.unfinished == [] and verdict.problems == [], "\n".join(verdict.unfinished + verdict.problems)
 
 
 def _kill_the_pool_children_in_tool_calls(dist, name: str) -> None:
@@ -66,9 +64,7 @@ def _kill_the_pool_children_in_tool_calls(dist, name: str) -> None:
     verdict = check_runs(dist, turns)
     _assert_sound(verdict)
     [step_run, charge_run] = [e.run_id for e in executions]
-    assert verdict.repeated_calls == [
-        next(k for _t, n, k in dist.calls() if k.startswith(step_run) and n == 2)
-    ]
+    assert verdict.repeated_calls == [next(k for _t, n, k in dist.calls() if k.startswith(step_run) and n == 2)]
     assert [k.split("/", 1)[0] for k in verdict.unknown_outcomes] == [charge_run]
     _report(name, dist, list(turns), killed_at)
 
@@ -91,12 +87,8 @@ def test_a_pool_child_killed_in_a_step_it_ran_itself_comes_back_without_a_schedu
 
 def test_a_whole_worker_killed_mid_model_turn_is_redispatched(dist, scheduler):
     dist.start_workers(queues=("lg.orchestrate", "lg.tools"), pool="threads", concurrency=4)
-    [hanging] = dist.start_workers(
-        queues=("lg.model",), concurrency=8, DIST_APP_HANG="model:2", DIST_APP_HANG_ONCE="1"
-    )
-    executions = [
-        agent.start_execution("Go.") for agent in (dist_app.HangStepAgent, dist_app.HangChargeAgent)
-    ]
+    [hanging] = dist.start_workers(queues=("lg.model",), concurrency=8, DIST_APP_HANG="model:2", DIST_APP_HANG_ONCE="1")
+    executions = [agent.start_execution("Go.") for agent in (dist_app.HangStepAgent, dist_app.HangChargeAgent)]
     turns = {e.run_id: dist_app.TURNS for e in executions}
     wait_ready(dist, "model-2", 2)
     dist.start_workers(queues=("lg.model",), concurrency=8)
@@ -143,11 +135,7 @@ def test_a_whole_worker_killed_mid_tool_call_is_redispatched(dist, scheduler):
     assert "re-dispatched" in scheduler.text()
     _report(
         "whole tools worker killed mid tool call "
-        + (
-            "(lease expiry)"
-            if "--no-local-liveness" in scheduler.process.args
-            else "(dead holder on this host)"
-        ),
+        + ("(lease expiry)" if "--no-local-liveness" in scheduler.process.args else "(dead holder on this host)"),
         dist,
         list(turns),
         killed_at,
@@ -240,7 +228,9 @@ def test_a_crash_after_a_commit_that_claimed_the_next_step_is_redispatched(dist,
     marker = dist.tmp_path / "fault-fired"
     every_queue = ("lg.orchestrate", "lg.model", "lg.tools")
     # One thread: the only step in flight at the kill is the one the killed commit claimed.
-    dist.start_workers(queues=every_queue, pool="threads", concurrency=1, LG_FAULT="after_commit", LG_FAULT_ONCE=str(marker))
+    dist.start_workers(
+        queues=every_queue, pool="threads", concurrency=1, LG_FAULT="after_commit", LG_FAULT_ONCE=str(marker)
+    )
     executions, turns, killed_at = _start_until_the_fault(marker)
     dist.start_workers(queues=every_queue, pool="threads", concurrency=4)
     wait_all(executions, timeout=90)

@@ -125,7 +125,8 @@ def test_a_tool_call_running_across_a_postgres_crash_commits_once(dist, schedule
 
 
 @pytest.mark.parametrize(
-    "agent_name, tool, lease_seconds", [("StepAgent", "step", 30.0), ("StepAgent", "step", 9.0), ("ChargeAgent", "charge", 9.0)]
+    "agent_name, tool, lease_seconds",
+    [("StepAgent", "step", 30.0), ("StepAgent", "step", 9.0), ("ChargeAgent", "charge", 9.0)],
 )
 def test_a_tool_call_that_finishes_during_a_long_outage_commits_when_postgres_is_back(
     dist, scheduler, own_postgres, agent_name, tool, lease_seconds
@@ -154,7 +155,9 @@ def test_a_tool_call_that_finishes_during_a_long_outage_commits_when_postgres_is
     step = chaos.store_of(dist).load_step(execution.run_id, "root/turn-2/tool/call_2_0")
     assert step is not None and step.attempts == 1 and step.status == "succeeded", step
     log = tools.log.read_text()
-    assert "the commit of step root/turn-2/tool/call_2_0" in log and "the run store answers again after" in log, log[-3000:]
+    assert "the commit of step root/turn-2/tool/call_2_0" in log and "the run store answers again after" in log, log[
+        -3000:
+    ]
     from test_soak import _wait_for
 
     granted = "the run store answers again: leases that expired"  # the scheduler's pass after the outage may come later
@@ -205,8 +208,10 @@ def test_runs_in_flight_complete_across_a_postgres_crash(dist, scheduler, own_po
         # server (lg_core.store.outage_waits), a claim's task sent itself again (lg_workers.tasks).
         worker_logs = "".join(log.read_text() for log in dist.tmp_path.glob("w*.log"))
         assert "trying again until it answers" in worker_logs or "sent again in 1 s" in worker_logs
-    print(f"\n[chaos] PostgreSQL crashed, down {down_seconds} s: restart -> next committed step: "
-          f"{chaos.describe(chaos.recovery_times(chaos.store_of(dist), list(turns), restarted_at))}")
+    print(
+        f"\n[chaos] PostgreSQL crashed, down {down_seconds} s: restart -> next committed step: "
+        f"{chaos.describe(chaos.recovery_times(chaos.store_of(dist), list(turns), restarted_at))}"
+    )
 
 
 def test_runs_queued_on_one_session_go_on_in_turn_after_a_postgres_crash(dist, scheduler, own_postgres):
@@ -218,7 +223,9 @@ def test_runs_queued_on_one_session_go_on_in_turn_after_a_postgres_crash(dist, s
     dist.start_workers(pool="threads", concurrency=8)
     (dist.ready_dir / "hold-1").touch()
     texts = ["first question", "second question", "third question"]
-    executions = [dist_app.SessionAgent.start_execution(text, session_id="conv-42", actor_id="user-7") for text in texts]
+    executions = [
+        dist_app.SessionAgent.start_execution(text, session_id="conv-42", actor_id="user-7") for text in texts
+    ]
     dist.wait_for_hang("gate-1")
     assert [e.state for e in executions] == ["running", "pending", "pending"]
 
@@ -229,7 +236,9 @@ def test_runs_queued_on_one_session_go_on_in_turn_after_a_postgres_crash(dist, s
     assert [run.outcome for run in runs] == ["completed"] * 3, [run.error for run in runs]
     assert_never_interleaved(chaos.store_of(dist), [run.id for run in runs])
     assert [run.response for run in runs] == [
-        "seen: first question", "seen: first question | second question", "seen: first question | second question | third question",
+        "seen: first question",
+        "seen: first question | second question",
+        "seen: first question | second question | third question",
     ]
     assert [role for role, _text in session_turns(dist)] == ["user", "assistant", "tool", "assistant"] * 3
 
@@ -318,14 +327,18 @@ CLAIM_OUTAGE_SECONDS = 25.0
 
 
 @pytest.mark.parametrize("relay_grace", [90.0])
-def test_a_step_whose_claim_gave_up_is_sent_again_by_its_task_not_left_to_the_relay(dist, scheduler, own_postgres, relay_grace):
+def test_a_step_whose_claim_gave_up_is_sent_again_by_its_task_not_left_to_the_relay(
+    dist, scheduler, own_postgres, relay_grace
+):
     """Two runs share one single-thread tools worker; one's tool call is running when the server
     crashes, the other's waits in the queue. That one is taken while the server is still down and
     cannot be claimed: its task sends itself again (lg_workers.tasks.run_step), so it runs as
     soon as the server is back, without waiting for the outbox relay (``relay_grace``)."""
     dist.start_workers(queues=("lg.orchestrate", "lg.model"), pool="threads", concurrency=4)
     hang = {"DIST_APP_HANG": "step:2", "DIST_APP_HANG_ONCE": "1", "DIST_APP_HANG_SECONDS": "3"}
-    [tools] = dist.start_workers(queues=("lg.tools",), pool="threads", concurrency=1, LG_STORE_OUTAGE_PATIENCE="0", **hang)
+    [tools] = dist.start_workers(
+        queues=("lg.tools",), pool="threads", concurrency=1, LG_STORE_OUTAGE_PATIENCE="0", **hang
+    )
     executions = [dist_app.StepAgent.start_execution(f"Run {n} to the end.") for n in (1, 2)]
     chaos.wait_ready(dist, "step-2", 1)
     time.sleep(1.0)  # the other run's second tool call reaches the queue behind the hanging one
@@ -344,7 +357,9 @@ SOAK_RUNS = 60
 
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("relay_grace", [5.0])  # as the soak: a backlog is not re-sent every 2 s
-def test_every_run_completes_through_random_worker_kills_and_postgres_crashes(dist, scheduler, own_postgres, relay_grace):
+def test_every_run_completes_through_random_worker_kills_and_postgres_crashes(
+    dist, scheduler, own_postgres, relay_grace
+):
     """tests/chaos/test_soak.py's killer (pool children and whole workers SIGKILLed at random),
     and meanwhile the run store's PostgreSQL crashed every few seconds and down for 0.5-5 s:
     no run lost, stuck or duplicated."""
@@ -353,10 +368,20 @@ def test_every_run_completes_through_random_worker_kills_and_postgres_crashes(di
     from test_soak import SEED, Killer
 
     rng = random.Random(SEED)
-    model = {"queues": ("lg.orchestrate", "lg.model"), "pool": "threads", "concurrency": 16, "DIST_APP_MODEL_DELAY": "0.1"}
+    model = {
+        "queues": ("lg.orchestrate", "lg.model"),
+        "pool": "threads",
+        "concurrency": 16,
+        "DIST_APP_MODEL_DELAY": "0.1",
+    }
     tools = {"queues": ("lg.tools",), "pool": "prefork", "concurrency": 2, "DIST_APP_TOOL_DELAY": "0.2"}
-    both = {"queues": ("lg.model", "lg.tools"), "pool": "prefork", "concurrency": 2,
-            "DIST_APP_MODEL_DELAY": "0.1", "DIST_APP_TOOL_DELAY": "0.2"}
+    both = {
+        "queues": ("lg.model", "lg.tools"),
+        "pool": "prefork",
+        "concurrency": 2,
+        "DIST_APP_MODEL_DELAY": "0.1",
+        "DIST_APP_TOOL_DELAY": "0.2",
+    }
     killer = Killer(dist, [model, tools, both], rng)
     store = chaos.store_of(dist)
     agents = [dist_app.ShortStepAgent, dist_app.ShortChargeAgent]
@@ -383,9 +408,11 @@ def test_every_run_completes_through_random_worker_kills_and_postgres_crashes(di
 
     verdict = chaos.check_runs(dist, {run_id: dist_app.SHORT_TURNS for run_id in run_ids})
     records = [store.load_run(run_id) for run_id in run_ids]
-    print(f"\n[soak+pg] seed {SEED}: {len(crashes)} PostgreSQL crashes (down {[round(d, 1) for d in crashes]} s), "
-          f"kills {killer.kills}, at_most_once outcomes unknown {len(verdict.unknown_outcomes)}, "
-          f"idempotent calls re-run {len(verdict.repeated_calls)}, model turns re-run {verdict.model_retries}")
+    print(
+        f"\n[soak+pg] seed {SEED}: {len(crashes)} PostgreSQL crashes (down {[round(d, 1) for d in crashes]} s), "
+        f"kills {killer.kills}, at_most_once outcomes unknown {len(verdict.unknown_outcomes)}, "
+        f"idempotent calls re-run {len(verdict.repeated_calls)}, model turns re-run {verdict.model_retries}"
+    )
     assert killer.error is None, killer.error
     assert crashes, "every run finished before the first crash; the soak proved nothing about PostgreSQL"
     assert [r.id for r in records if r.finished and r.status != "completed"] == []  # lost

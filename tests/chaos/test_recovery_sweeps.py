@@ -258,9 +258,7 @@ def test_run_forever_sweeps_until_stopped(chaos_env):
     execution = dist_app.StepAgent.start_execution("go")
     execution.cancel()
     stop = threading.Event()
-    thread = threading.Thread(
-        target=_scheduler(chaos_env).run_forever, kwargs={"interval": 0.05, "stop": stop}
-    )
+    thread = threading.Thread(target=_scheduler(chaos_env).run_forever, kwargs={"interval": 0.05, "stop": stop})
     thread.start()
     try:
         assert execution.wait(timeout=30).outcome == "cancelled"

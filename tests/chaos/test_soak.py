@@ -103,8 +103,13 @@ def test_soak_runs_survive_random_kills(dist, scheduler, relay_grace):
     tools = {"queues": ("lg.tools",), "pool": "prefork", "concurrency": 2, "DIST_APP_TOOL_DELAY": "0.2"}
     # Consumes both step queues: its pool children run a step's successors in the same task
     # (lg_workers.continuation), so kills also land in the middle of such chains.
-    both = {"queues": ("lg.model", "lg.tools"), "pool": "prefork", "concurrency": 2,
-            "DIST_APP_MODEL_DELAY": "0.1", "DIST_APP_TOOL_DELAY": "0.2"}
+    both = {
+        "queues": ("lg.model", "lg.tools"),
+        "pool": "prefork",
+        "concurrency": 2,
+        "DIST_APP_MODEL_DELAY": "0.1",
+        "DIST_APP_TOOL_DELAY": "0.2",
+    }
     killer = Killer(dist, [model, model, tools, tools, both], rng)
     store = store_of(dist)
 

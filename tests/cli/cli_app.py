@@ -23,9 +23,7 @@ scripted.register(
         {"text": "We are open 9 to 5."},
     ],
 )
-scripted.register(
-    "cli-broken", [{"error": {"message": "the scripted provider is down", "kind": "provider"}}]
-)
+scripted.register("cli-broken", [{"error": {"message": "the scripted provider is down", "kind": "provider"}}])
 
 # Slow only where CLI_SLOW_DELAY is set (a child process the test kills), instant elsewhere.
 scripted.register(

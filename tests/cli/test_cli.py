@@ -114,7 +114,10 @@ def test_ask_on_a_terminal_streams_the_text_as_it_arrives(store: str) -> None:
     env.pop("FORCE_COLOR", None)
     child = subprocess.Popen(
         [sys.executable, "-m", "lg_core.cli", "ask", "cli_app:LookupAgent", "When are you open?", "--store", store],
-        stdout=secondary, stderr=subprocess.PIPE, env=env, text=True,
+        stdout=secondary,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
     )
     assert child.stderr is not None
     os.close(secondary)
@@ -211,9 +214,7 @@ def test_ask_with_a_bad_target_creates_no_store_file(tmp_path: Path) -> None:
     assert not path.exists()
 
 
-def test_ask_reports_a_module_that_fails_to_import(
-    store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_ask_reports_a_module_that_fails_to_import(store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "cli_broken_module.py").write_text("raise RuntimeError('boom at import')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert_usage_error(
@@ -233,9 +234,7 @@ def test_ask_rejects_bad_context(store: str, context: str, fragment: str) -> Non
 
 def test_ask_rejects_bad_input_before_a_run_exists(store: str) -> None:
     assert_usage_error(ask(store, "cli_app:EchoAgent", "   "), "message must not be blank")
-    assert_usage_error(
-        ask(store, "cli_app:EchoAgent", "hi", "--run-id", "bad id!"), "run_id must be"
-    )
+    assert_usage_error(ask(store, "cli_app:EchoAgent", "hi", "--run-id", "bad id!"), "run_id must be")
     assert ask(store, "cli_app:EchoAgent", "hi", "--run-id", "once").exit_code == 0
     assert_usage_error(ask(store, "cli_app:EchoAgent", "hi", "--run-id", "once"), "already exists")
 
@@ -245,19 +244,14 @@ def test_import_option_and_lg_imports_register_models_first(store: str, without_
     assert missing.exit_code == 1
     assert "no scripted model named 'cli-elsewhere'" in missing.stderr
 
-    assert (
-        ask(store, "cli_app:ElsewhereAgent", "hi", "--import", "cli_models").stdout
-        == "Registered by cli_models.\n"
-    )
+    assert ask(store, "cli_app:ElsewhereAgent", "hi", "--import", "cli_models").stdout == "Registered by cli_models.\n"
     sys.modules.pop("cli_models")
     scripted.unregister("cli-elsewhere")
     result = lg("--import", "cli_models", "ask", "cli_app:ElsewhereAgent", "hi", "--store", store)
     assert result.exit_code == 0, result.output
     sys.modules.pop("cli_models")
     scripted.unregister("cli-elsewhere")
-    assert (
-        lg("ask", "cli_app:ElsewhereAgent", "hi", env={"LG_IMPORTS": "cli_models"}).exit_code == 0
-    )
+    assert lg("ask", "cli_app:ElsewhereAgent", "hi", env={"LG_IMPORTS": "cli_models"}).exit_code == 0
 
 
 def test_unknown_import_module_is_a_usage_error(store: str) -> None:
@@ -272,9 +266,7 @@ def test_unknown_import_module_is_a_usage_error(store: str) -> None:
     )
 
 
-def test_an_unimportable_module_from_lg_yaml_names_the_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_unimportable_module_from_lg_yaml_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The command line does not mention it, so the error must say where it came from."""
     monkeypatch.delenv("LG_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -289,9 +281,7 @@ def test_an_unimportable_module_from_lg_yaml_names_the_file(
 # -- store selection -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "command", [["list"], ["show", "x"], ["events", "x"], ["resume", "x"], ["cancel", "x"]]
-)
+@pytest.mark.parametrize("command", [["list"], ["show", "x"], ["events", "x"], ["resume", "x"], ["cancel", "x"]])
 def test_runs_commands_need_a_durable_store(command: list[str]) -> None:
     # A shell opened beside `lg stack up` needs the stack's env file, not a SQLite path.
     assert_usage_error(lg("runs", *command), "no run store configured", "--store sqlite:///", ". .lg/stack/env")
@@ -330,9 +320,7 @@ def test_store_comes_from_the_option_the_global_option_or_lg_run_store(store: st
 def test_bad_store_urls_are_usage_errors(tmp_path: Path) -> None:
     assert_usage_error(lg("runs", "list", "--store", "not a url"), "is not a database URL")
     assert_usage_error(lg("runs", "list", "--store", "mysql://db/runs"), "SQLite and PostgreSQL")
-    assert_usage_error(
-        lg("runs", "list", "--store", f"sqlite:///{tmp_path / 'missing.db'}"), "does not exist"
-    )
+    assert_usage_error(lg("runs", "list", "--store", f"sqlite:///{tmp_path / 'missing.db'}"), "does not exist")
     assert not (tmp_path / "missing.db").exists()
     bad_dir = f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}"
     assert_usage_error(
@@ -396,16 +384,17 @@ def test_ask_makes_a_run_store_of_a_new_or_empty_sqlite_file(tmp_path: Path) -> 
         assert [r["id"] for r in json.loads(listed.stdout)] == ["r1"]
 
 
-def test_a_tilde_in_a_sqlite_store_url_is_the_home_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_tilde_in_a_sqlite_store_url_is_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``lg runs`` checked ~/runs.db unexpanded ("does not exist"), SQLite could not open it for ``lg ask``."""
     monkeypatch.setenv("HOME", str(tmp_path))
     url = "sqlite:///~/runs.db"
     result = ask(url, "cli_app:EchoAgent", "hi", "--run-id", "r1")
     assert result.exit_code == 0, result.output
     assert (tmp_path / "runs.db").is_file() and not Path("~").exists()
-    for listed in (lg("runs", "list", "--store", url, "--json"), lg("runs", "list", "--json", env={"LG_RUN_STORE": url})):
+    for listed in (
+        lg("runs", "list", "--store", url, "--json"),
+        lg("runs", "list", "--json", env={"LG_RUN_STORE": url}),
+    ):
         assert listed.exit_code == 0, listed.output
         assert [r["id"] for r in json.loads(listed.stdout)] == ["r1"]
     assert_usage_error(
@@ -426,7 +415,9 @@ def test_a_postgres_server_that_never_answers_is_a_usage_error_not_a_hang() -> N
         started = time.monotonic()
         result = subprocess.run(
             [sys.executable, "-m", "lg_core.cli", "runs", "list", "--store", url],
-            capture_output=True, text=True, timeout=POSTGRES_CONNECT_TIMEOUT + 50,
+            capture_output=True,
+            text=True,
+            timeout=POSTGRES_CONNECT_TIMEOUT + 50,
         )
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("error: cannot open the run store") and "timeout" in result.stderr
@@ -451,14 +442,10 @@ def test_runs_list_table_json_status_and_limit(store: str) -> None:
     assert "s ago" in rows[2]
 
     failed = json.loads(lg("runs", "list", "--store", store, "--status", "failed", "--json").stdout)
-    assert [(r["id"], r["status"], r["error"]["name"]) for r in failed] == [
-        ("bad-1", "failed", "ProviderError")
-    ]
+    assert [(r["id"], r["status"], r["error"]["name"]) for r in failed] == [("bad-1", "failed", "ProviderError")]
     limited = json.loads(lg("runs", "list", "--store", store, "--limit", "2", "--json").stdout)
     assert [r["id"] for r in limited] == ["ok-2", "bad-1"]
-    assert_usage_error(
-        lg("runs", "list", "--store", store, "--status", "done"), "--status must be one of"
-    )
+    assert_usage_error(lg("runs", "list", "--store", store, "--status", "done"), "--status must be one of")
     pending = lg("runs", "list", "--store", store, "--status", "pending")  # a status runs really have
     assert pending.exit_code == 0 and "no pending runs" in pending.stderr
     for args in (("runs", "list", "--limit", str(2**63)), ("runs", "events", "ok-1", "--after", str(2**63))):
@@ -475,9 +462,7 @@ def test_runs_list_says_when_the_store_is_empty(store: str) -> None:
 
 
 def test_runs_show_lists_outcome_steps_and_messages(store: str) -> None:
-    assert (
-        ask(store, "cli_app:LookupAgent", "When are you open?", "--run-id", "shown").exit_code == 0
-    )
+    assert ask(store, "cli_app:LookupAgent", "When are you open?", "--run-id", "shown").exit_code == 0
     result = lg("runs", "show", "shown", "--store", store)
     assert result.exit_code == 0, result.output
     out = result.stdout
@@ -519,9 +504,7 @@ def test_runs_events_table_json_and_after(store: str) -> None:
     assert "tool_execution_stop" in types and "text_delta" not in types
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
 
-    later = json.loads(
-        lg("runs", "events", "ev", "--store", store, "--json", "--after", "2").stdout
-    )
+    later = json.loads(lg("runs", "events", "ev", "--store", store, "--json", "--after", "2").stdout)
     assert [e["seq"] for e in later] == [e["seq"] for e in events[2:]]
 
     table = lg("runs", "events", "ev", "--store", store)
@@ -535,9 +518,7 @@ def test_runs_events_table_json_and_after(store: str) -> None:
 @pytest.mark.parametrize("command", ["show", "events", "resume", "cancel"])
 def test_unknown_run_ids_are_usage_errors(store: str, command: str) -> None:
     assert ask(store).exit_code == 0
-    assert_usage_error(
-        lg("runs", command, "no-such-run", "--store", store), "no run with id 'no-such-run'"
-    )
+    assert_usage_error(lg("runs", command, "no-such-run", "--store", store), "no run with id 'no-such-run'")
 
 
 # -- resume and cancel -----------------------------------------------------------------------
@@ -550,17 +531,12 @@ def test_runs_resume_finishes_a_run_whose_process_was_killed(store: str, tmp_pat
     assert "process gone" in before.stdout
     assert "root/turn-2/tool/call_2_0  tool   scheduled" in before.stdout
     assert [
-        r["id"]
-        for r in json.loads(
-            lg("runs", "list", "--status", "running", "--store", store, "--json").stdout
-        )
+        r["id"] for r in json.loads(lg("runs", "list", "--status", "running", "--store", store, "--json").stdout)
     ] == ["crashed-1"]
 
     result = lg("runs", "resume", "crashed-1", "--store", store)
     assert result.exit_code == 0, result.output
-    assert (
-        "resumed by " in result.stderr and "open steps: root/turn-2/tool/call_2_0" in result.stderr
-    )
+    assert "resumed by " in result.stderr and "open steps: root/turn-2/tool/call_2_0" in result.stderr
     assert '-> help_center_lookup(topic="repairs")' in result.stderr
     assert "completed run crashed-1" in result.stderr
     assert result.stdout.startswith("Your blender is past the 30-day refund window")
@@ -568,10 +544,7 @@ def test_runs_resume_finishes_a_run_whose_process_was_killed(store: str, tmp_pat
     topics = [topic for topic, _pid in support.read_journal(str(journal))]
     assert topics == ["refunds", "warranty", "repairs", "repairs"]
     assert "status      completed" in lg("runs", "show", "crashed-1", "--store", store).stdout
-    types = [
-        e["type"]
-        for e in json.loads(lg("runs", "events", "crashed-1", "--store", store, "--json").stdout)
-    ]
+    types = [e["type"] for e in json.loads(lg("runs", "events", "crashed-1", "--store", store, "--json").stdout)]
     assert "run_resumed" in types and types[-1] == "run_stop"
 
     again = lg("runs", "resume", "crashed-1", "--store", store)
@@ -637,10 +610,7 @@ def test_runs_cancel_then_resume_ends_the_run_cancelled(store: str, tmp_path: Pa
     resumed = lg("runs", "resume", "crashed-1", "--store", store)
     assert resumed.exit_code == 1
     assert "cancelled run crashed-1" in resumed.stderr
-    assert (
-        json.loads(lg("runs", "show", "crashed-1", "--store", store, "--json").stdout)["status"]
-        == "cancelled"
-    )
+    assert json.loads(lg("runs", "show", "crashed-1", "--store", store, "--json").stdout)["status"] == "cancelled"
 
 
 def test_runs_cancel_of_a_finished_run_changes_nothing(store: str) -> None:
@@ -648,12 +618,7 @@ def test_runs_cancel_of_a_finished_run_changes_nothing(store: str) -> None:
     result = lg("runs", "cancel", "done", "--store", store)
     assert result.exit_code == 0
     assert "already finished: completed; nothing to cancel" in result.stderr
-    assert (
-        json.loads(lg("runs", "show", "done", "--store", store, "--json").stdout)[
-            "cancel_requested"
-        ]
-        is False
-    )
+    assert json.loads(lg("runs", "show", "done", "--store", store, "--json").stdout)["cancel_requested"] is False
 
 
 # -- the program itself ----------------------------------------------------------------------
@@ -707,9 +672,7 @@ def test_ago_is_human(seconds: int, text: str) -> None:
 )
 def test_python_dash_m_lg_core_cli_maps_plugin_usage_errors(args: tuple[str, ...], message: str) -> None:
     """Under ``python -m`` the module runs as ``__main__``: the plugins' usage errors must still be one line."""
-    result = subprocess.run(
-        [sys.executable, "-m", "lg_core.cli", *args], capture_output=True, text=True, timeout=60
-    )
+    result = subprocess.run([sys.executable, "-m", "lg_core.cli", *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(message), result.stderr
     assert "Traceback" not in result.stderr
@@ -725,9 +688,15 @@ def test_steps_table_counts_attempts_only_for_steps_workers_claimed() -> None:
         return StepRecord("r1", key, "f1", "model", status, None, None, None, attempts, None, None, 0.0, None, None)
 
     console = Console(width=120, record=True)
-    console.print(steps_table([step("local", "succeeded", 0), step("claimed", "succeeded", 2), step("queued", "scheduled", 0)]))
+    console.print(
+        steps_table([step("local", "succeeded", 0), step("claimed", "succeeded", 2), step("queued", "scheduled", 0)])
+    )
     rows = [line.split()[:4] for line in console.export_text().splitlines()[1:]]
-    assert rows == [["local", "model", "succeeded", "-"], ["claimed", "model", "succeeded", "2"], ["queued", "model", "scheduled", "-"]]
+    assert rows == [
+        ["local", "model", "succeeded", "-"],
+        ["claimed", "model", "succeeded", "2"],
+        ["queued", "model", "scheduled", "-"],
+    ]
 
 
 def test_a_misspelled_setting_variable_is_one_warning_line(tmp_path: Path) -> None:
@@ -755,7 +724,9 @@ def test_a_store_that_goes_away_mid_command_is_one_line_and_exit_75(store: str, 
     result = lg("runs", "list", "--store", store)
 
     assert result.exit_code == 75, (result.exit_code, result.output)
-    assert result.stderr.strip().splitlines() == ["error: the store's database could not be reached for 6.1 s (12 tries)"]
+    assert result.stderr.strip().splitlines() == [
+        "error: the store's database could not be reached for 6.1 s (12 tries)"
+    ]
     assert "Traceback" not in result.output
 
 
@@ -775,7 +746,9 @@ ScriptAgent.start_execution("go", run_id="abandoned", session_id="conv", actor_i
 """
 
 
-def test_a_cancelled_run_whose_script_exited_ends_on_resume_without_importing_its_agent(store: str, tmp_path: Path) -> None:
+def test_a_cancelled_run_whose_script_exited_ends_on_resume_without_importing_its_agent(
+    store: str, tmp_path: Path
+) -> None:
     """`lg runs cancel` says `lg runs resume` will end such a run as cancelled; resume imported the
     agent first, which a script's __main__ agent never is, so the run (and its session) stayed stuck."""
     script = tmp_path / "abandon.py"

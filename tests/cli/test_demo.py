@@ -14,9 +14,7 @@ LG = Path(sys.executable).with_name("lg")
 
 
 def run(command: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("LG_RUN_STORE", "LG_IMPORTS", "COLUMNS")
-    }
+    env = {k: v for k, v in os.environ.items() if k not in ("LG_RUN_STORE", "LG_IMPORTS", "COLUMNS")}
     return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, **kwargs)
 
 
@@ -47,11 +45,7 @@ def test_lg_demo_streams_crashes_resumes_and_proves_no_committed_call_ran_twice(
     assert "PASS only the call interrupted by the kill ran again: repairs" in out
     assert "FAIL" not in out
     assert "demo succeeded" in out
-    journal = [
-        line.split()[1]
-        for line in out.splitlines()
-        if re.match(r"^\d+\s+(refunds|warranty|repairs)\s", line)
-    ]
+    journal = [line.split()[1] for line in out.splitlines() if re.match(r"^\d+\s+(refunds|warranty|repairs)\s", line)]
     assert journal == ["refunds", "warranty", "repairs", "repairs"]
 
 
@@ -72,7 +66,11 @@ def test_lg_console_script_keeps_the_demo_store_for_lg_runs(tmp_path: Path) -> N
         assert words[0] == "lg" and ("--store" not in words or words[words.index("--store") + 1] == store)
         if words[1] == "runs":
             assert run([str(LG), *words[1:]]).returncode == 0, line
-    assert shlex.split(printed[2])[1:] == ["ask", "lg_core.demo.support:SupportAgent", "Can I get a refund for my order?"]
+    assert shlex.split(printed[2])[1:] == [
+        "ask",
+        "lg_core.demo.support:SupportAgent",
+        "Can I get a refund for my order?",
+    ]
 
     listed = run([str(LG), "runs", "list", "--store", store, "--json"])
     assert listed.returncode == 0, listed.stderr

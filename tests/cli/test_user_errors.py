@@ -64,7 +64,7 @@ def test_a_store_path_longer_than_the_file_system_allows_is_one_line(tmp_path: P
     assert len(line) < 400  # the path is cut in the middle, not printed whole
 
 
-SHAPES = '''
+SHAPES = """
 def no_arguments():
     return "alice"
 
@@ -79,7 +79,7 @@ async def asynchronous(invocation):
 
 def by_invocation(invocation):
     return "alice"
-'''
+"""
 
 
 @pytest.mark.parametrize(

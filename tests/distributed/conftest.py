@@ -1,10 +1,10 @@
 """Fixtures for tests with real Redis, real PostgreSQL and real Celery worker processes.
 
-    def test_something(dist):           # a fresh database, the session's Redis, this process configured
-        dist.start_workers()            # real `celery worker` processes for every queue
-        execution = dist_app.StepAgent.start_execution("go")
-        ...
-        dist.kill_worker(...)           # SIGKILL, see WorkerProcess
+def test_something(dist):           # a fresh database, the session's Redis, this process configured
+    dist.start_workers()            # real `celery worker` processes for every queue
+    execution = dist_app.StepAgent.start_execution("go")
+    ...
+    dist.kill_worker(...)           # SIGKILL, see WorkerProcess
 """
 
 from __future__ import annotations
@@ -95,7 +95,9 @@ class DistributedStack:
         self.ready_dir.mkdir()
         self.workers: list[WorkerProcess] = []
         self.lease_seconds = 3.0  # every process's lease (a chaos test may set another: chaos_env)
-        self.config = Configuration(run_store=pg_url, broker_url=redis.url, imports=["dist_app"], lease_seconds=self.lease_seconds)
+        self.config = Configuration(
+            run_store=pg_url, broker_url=redis.url, imports=["dist_app"], lease_seconds=self.lease_seconds
+        )
 
     def env(self, **extra: str) -> dict[str, str]:
         env = dict(os.environ)

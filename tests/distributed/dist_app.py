@@ -67,7 +67,12 @@ def _maybe_hang(tool: str, n: int, key: str = "") -> None:
 
 class StepTool(Tool):
     description = "Record one numbered step."
-    input_schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
+    input_schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
 
     def call(self, input):
         _log(self.tool_name, input["n"], self.idempotency_key)
@@ -120,7 +125,9 @@ def _gates(request) -> dict:
 
 
 def _steps(tool: str, turns: int = TURNS) -> list[dict]:
-    return [{"tool_calls": [{"name": tool, "arguments": {"n": n}}]} for n in range(turns)] + [{"text": "All steps recorded."}]
+    return [{"tool_calls": [{"name": tool, "arguments": {"n": n}}]} for n in range(turns)] + [
+        {"text": "All steps recorded."}
+    ]
 
 
 scripted.register("dist-steps", _steps("step"))
@@ -167,7 +174,9 @@ class SameAnswerTool(Tool):
 
 
 # A model that never stops asking for the same lookup.
-scripted.register("dist-loop", lambda request: {"tool_calls": [{"name": "same_answer", "arguments": {"topic": "refunds"}}]})
+scripted.register(
+    "dist-loop", lambda request: {"tool_calls": [{"name": "same_answer", "arguments": {"topic": "refunds"}}]}
+)
 
 
 class LoopingAgent(Agent):

@@ -42,7 +42,9 @@ def write_inputs(path: Path, count: int, prefix: str = "item") -> Path:
 
 def child_submit(dist, path: Path, *args: str) -> subprocess.Popen:
     argv = [sys.executable, "-m", "lg_core.cli", "batch", "submit", AGENT, str(path), "--no-progress", *args]
-    return subprocess.Popen(argv, env=dist.env(**app_env(dist)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        argv, env=dist.env(**app_env(dist)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_fifty_items_on_workers_with_concurrency_ten(dist):
@@ -86,7 +88,14 @@ def test_two_batches_share_one_model_call_rate_limit_through_redis(dist):
     dist.start_workers(**app_env(dist))
     dist.start_workers(queues=("lg.model",), **app_env(dist))
     children = [
-        child_submit(dist, write_inputs(dist.tmp_path / f"inputs-{name}.jsonl", 20, prefix=name), "--concurrency", "20", "--rate-limit", "10/s")
+        child_submit(
+            dist,
+            write_inputs(dist.tmp_path / f"inputs-{name}.jsonl", 20, prefix=name),
+            "--concurrency",
+            "20",
+            "--rate-limit",
+            "10/s",
+        )
         for name in ("left", "right")
     ]
     for child in children:

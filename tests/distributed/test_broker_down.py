@@ -43,8 +43,9 @@ def outage(dist):
 
 @pytest.mark.parametrize("pooled", [False, True], ids=["no-connection-yet", "pooled-connection-died"])
 def test_a_run_started_while_redis_is_down_is_returned_and_runs_once_redis_is_back(dist, outage, caplog, pooled):
-    config = Configuration(run_store=dist.pg_url, broker_url=dist.redis.url, imports=["dist_app"],
-                           lease_seconds=3, relay_grace=0.5)
+    config = Configuration(
+        run_store=dist.pg_url, broker_url=dist.redis.url, imports=["dist_app"], lease_seconds=3, relay_grace=0.5
+    )
     with with_configuration(config), caplog.at_level(logging.WARNING, logger="lg_workers.celery_backend"):
         if pooled:  # the client has published before: its pooled connection dies with the server
             config.runtime().backend.advance("no-such-run")

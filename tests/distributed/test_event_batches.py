@@ -60,7 +60,11 @@ def test_one_commits_events_reach_the_stream_in_one_round_trip_in_order(redis_se
         client.close()
 
     assert counting.round_trips == 1
-    assert [(f[b"type"], int(f[b"seq"])) for _id, f in entries] == [(b"message_stop", 4), (b"invocation_stop", 5), (b"run_stop", 6)]
+    assert [(f[b"type"], int(f[b"seq"])) for _id, f in entries] == [
+        (b"message_stop", 4),
+        (b"invocation_stop", 5),
+        (b"run_stop", 6),
+    ]
     ids = [tuple(int(part) for part in entry_id.decode().split("-")) for entry_id, _f in entries]
     assert ids == sorted(set(ids))
     assert json.loads(entries[2][1][b"data"])["response"] == "done"
@@ -262,7 +266,9 @@ def test_a_step_leaves_for_its_queue_only_after_the_events_queued_before_it(dist
     try:
         assert queued.wait(5)
         publishing = threading.Thread(
-            target=backend.publish, args=([StepRef("sent-run", "root/turn-0/tool-0", "tool", "sent-run/root")],), daemon=True
+            target=backend.publish,
+            args=([StepRef("sent-run", "root/turn-0/tool-0", "tool", "sent-run/root")],),
+            daemon=True,
         )
         publishing.start()
         publishing.join(0.5)

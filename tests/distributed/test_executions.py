@@ -130,7 +130,9 @@ class Reader:
 
 
 def control(dist, run_id: str, *args: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", CONTROL, run_id, *args], env=dist.env(), capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", CONTROL, run_id, *args], env=dist.env(), capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -24,7 +24,9 @@ def test_a_forged_run_error_entry_naming_a_module_imports_nothing(redis_server, 
     client = connect(redis_server.url)
     run_id = f"forged-{uuid.uuid4().hex[:8]}"
     error = {"class": f"{name}:Boom", "name": "Boom", "message": "forged"}
-    client.xadd(stream_key(run_id), {"type": "run_error", "seq": "1", "data": json.dumps({"message": "m", "error": error})})
+    client.xadd(
+        stream_key(run_id), {"type": "run_error", "seq": "1", "data": json.dumps({"message": "m", "error": error})}
+    )
     try:
         [(_position, event)] = RedisLiveSource(client, run_id).read("0", 1.0) or []
     finally:

@@ -61,10 +61,23 @@ def test_retry_and_fork_execute_on_the_workers(dist, tmp_path):
     assert step_counts(dist) == Counter(range(replay_dist_app.TOOL_TURNS)), "the fork's model answered without tools"
 
     # The same from the command line, as another process: it follows the fork on the workers.
-    command = [sys.executable, "-c", "from lg_core.cli import main; main()", "runs", "fork", failed.id,
-               "--from-step", "root/turn-2/model", "--model", "scripted:replay-alt", "--run-id", "cli-fork"]
-    result = subprocess.run(command, env=dist.env(LG_IMPORTS="dist_app,replay_dist_app"), capture_output=True,
-                            text=True, timeout=120)
+    command = [
+        sys.executable,
+        "-c",
+        "from lg_core.cli import main; main()",
+        "runs",
+        "fork",
+        failed.id,
+        "--from-step",
+        "root/turn-2/model",
+        "--model",
+        "scripted:replay-alt",
+        "--run-id",
+        "cli-fork",
+    ]
+    result = subprocess.run(
+        command, env=dist.env(LG_IMPORTS="dist_app,replay_dist_app"), capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Forked after 5 messages.\n"
     assert f"forked run cli-fork from {failed.id} at step root/turn-2/model" in result.stderr

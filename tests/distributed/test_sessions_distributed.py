@@ -47,7 +47,9 @@ def intervals(store, run_ids):
     spans = []
     for run_id in run_ids:
         steps = [s for s in store.load_steps(run_id) if s.kind in ("model", "tool")]
-        spans.append((min(s.started_at for s in steps), max(s.finished_at for s in steps), store.load_run(run_id).finished_at))
+        spans.append(
+            (min(s.started_at for s in steps), max(s.finished_at for s in steps), store.load_run(run_id).finished_at)
+        )
     return spans
 
 

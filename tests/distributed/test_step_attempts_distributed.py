@@ -30,7 +30,9 @@ class OnlyOnTheClientAgent(Agent):
 """
 
 
-def test_a_run_workers_cannot_import_fails_after_its_attempts_and_retries_once_fixed(dist, tmp_path, monkeypatch, caplog):
+def test_a_run_workers_cannot_import_fails_after_its_attempts_and_retries_once_fixed(
+    dist, tmp_path, monkeypatch, caplog
+):
     module = f"client_only_{uuid.uuid4().hex[:8]}"
     app_dir = tmp_path / "client_only"
     app_dir.mkdir()
@@ -58,7 +60,10 @@ def test_a_run_workers_cannot_import_fails_after_its_attempts_and_retries_once_f
     assert f"lg worker --import {module}" in str(run.error)  # what to do about it
     shown = subprocess.run(
         [sys.executable, "-m", "lg_core.cli", "runs", "show", execution.run_id],
-        capture_output=True, text=True, env=dist.env(), timeout=60,
+        capture_output=True,
+        text=True,
+        env=dist.env(),
+        timeout=60,
     )
     assert "cannot import the run's entrypoint" in shown.stdout.replace("\n", " ")
 

@@ -37,7 +37,6 @@ def test_the_tasks_of_one_commit_reach_their_queue_with_their_sent_events(dist):
     assert {event["type"] for event in sent} == {"task-sent"}
 
 
-
 def test_a_fresh_copy_of_a_finished_steps_message_publishes_nothing(dist):
     """The relay's copy of a step that its queue reached late finds the step done: a fresh
     message, not a redelivery, so it must not send the run's scheduled steps again (each of

@@ -42,8 +42,17 @@ class WebApp:
         self.port = free_port()
         self.log = dist.tmp_path / "web.log"
         self.tokens = write_tokens(dist.tmp_path / "web-tokens")
-        argv = [sys.executable, "-m", "uvicorn", "--factory", "examples.web_app:create_app",
-                "--host", "127.0.0.1", "--port", str(self.port)]
+        argv = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "examples.web_app:create_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         env = dist.env(LG_WEB_AGENTS=agents, LG_WEB_TOKENS_FILE=str(dist.tmp_path / "web-tokens"), **env)
         with self.log.open("w") as log:
             self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -72,13 +81,22 @@ class WebApp:
         assert response.status_code == 202, response.text
         return response.json()["run_id"]
 
-    def events(self, run_id: str, *, last_event_id: str | None = None, after: str | None = None, until: str | None = None,
-               client: httpx.Client | None = None) -> list:
+    def events(
+        self,
+        run_id: str,
+        *,
+        last_event_id: str | None = None,
+        after: str | None = None,
+        until: str | None = None,
+        client: httpx.Client | None = None,
+    ) -> list:
         """SSE events of a run until the stream ends (or, with ``until``, the first event of that type)."""
         headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
         params = {"after": after} if after else {}
         received = []
-        with connect_sse(client or self.client, "GET", f"/runs/{run_id}/events", headers=headers, params=params, timeout=120) as source:
+        with connect_sse(
+            client or self.client, "GET", f"/runs/{run_id}/events", headers=headers, params=params, timeout=120
+        ) as source:
             assert source.response.status_code == 200, source.response.read()
             for sse in source.iter_sse():
                 received.append(sse)
@@ -126,8 +144,14 @@ def test_a_run_posted_over_http_streams_its_events_and_shows_its_outcome(web):
     assert seqs(events) == list(range(1, shown["events"] + 1))
     assert all(sse.id for sse in events) and len({sse.id for sse in events}) == len(events)
     assert {"text_delta", "tool_call_delta"} & {sse.event for sse in events}
-    assert shown == {"run_id": body["run_id"], "state": "finished", "outcome": "completed",
-                     "response": "All steps recorded.", "error": None, "events": shown["events"]}
+    assert shown == {
+        "run_id": body["run_id"],
+        "state": "finished",
+        "outcome": "completed",
+        "response": "All steps recorded.",
+        "error": None,
+        "events": shown["events"],
+    }
 
 
 def test_a_client_reconnecting_with_last_event_id_misses_nothing_and_repeats_nothing(web, dist):
@@ -165,8 +189,12 @@ def test_interject_and_cancel_over_http(web, dist):
     assert waiting.status_code == 202 and waiting.json()["state"] == "waiting"
     assert reply.status_code == 200
     assert reply.json() == {
-        "run_id": run_id, "seq": 1, "state": "answered",
-        "text": "You said: Include the latest ledger entry", "tool_calls": [], "seqs": [1],
+        "run_id": run_id,
+        "seq": 1,
+        "state": "answered",
+        "text": "You said: Include the latest ledger entry",
+        "tool_calls": [],
+        "seqs": [1],
     }
     assert web.client.get(f"/runs/{run_id}/interjections/7/reply").status_code == 404
     assert web.client.get(f"/runs/{run_id}/interjections/0/reply").status_code == 422
@@ -227,12 +255,23 @@ def test_error_statuses(web):
     interjected = web.client.post("/runs/nope/interject", json={"message": "hi"})
     assert interjected.status_code == 404 and "run store" not in interjected.text
 
-    for body in ({}, {"agent": "steps"}, {"agent": "steps", "message": ""}, {"agent": "steps", "message": "x", "extra": 1},
-                 {"agent": "steps", "message": "x", "context": "not an object"}, {"agent": "other", "message": "x"}):
+    for body in (
+        {},
+        {"agent": "steps"},
+        {"agent": "steps", "message": ""},
+        {"agent": "steps", "message": "x", "extra": 1},
+        {"agent": "steps", "message": "x", "context": "not an object"},
+        {"agent": "other", "message": "x"},
+    ):
         response = web.client.post("/runs", json=body)
         assert response.status_code == 422, (body, response.text)
-    assert "this app serves ['gates', 'session', 'steps']" in web.client.post("/runs", json={"agent": "other", "message": "x"}).text
-    assert web.client.post("/runs", content=b"not json", headers={"content-type": "application/json"}).status_code == 422
+    assert (
+        "this app serves ['gates', 'session', 'steps']"
+        in web.client.post("/runs", json={"agent": "other", "message": "x"}).text
+    )
+    assert (
+        web.client.post("/runs", content=b"not json", headers={"content-type": "application/json"}).status_code == 422
+    )
 
     run_id = web.start("steps")
     for body in ({"message": ""}, {"message": "x", "role": "assistant"}, {}):
@@ -245,8 +284,11 @@ def test_error_statuses(web):
 
 def test_a_lone_surrogate_in_a_request_is_a_422_not_a_500(web):
     """JSON may escape a lone surrogate, which UTF-8 cannot encode: echoed back in the error, the response itself failed."""
-    for body in ({"agent": "steps", "message": "\ud800"}, {"agent": "steps", "message": "x", "actor_id": "\udc00"},
-                 {"agent": "steps", "message": "x", "context": {"key": "\udc00"}}):
+    for body in (
+        {"agent": "steps", "message": "\ud800"},
+        {"agent": "steps", "message": "x", "actor_id": "\udc00"},
+        {"agent": "steps", "message": "x", "context": {"key": "\udc00"}},
+    ):
         response = _post_escaped(web, "/runs", body)
         assert response.status_code == 422, (body, response.text)
         assert "\\ud" in response.text  # the character, escaped: the caller sees what was wrong
@@ -338,8 +380,12 @@ def test_every_endpoint_but_healthz_needs_a_valid_bearer_token(web, dist):
     callers = {
         "no header": web.anonymous,
         "unknown token": httpx.Client(base_url=web.url, timeout=30, headers={"Authorization": f"Bearer {unknown}"}),
-        "a token's prefix": httpx.Client(base_url=web.url, timeout=30, headers={"Authorization": f"Bearer {web.tokens['alice'][:-1]}"}),
-        "another scheme": httpx.Client(base_url=web.url, timeout=30, headers={"Authorization": f"Basic {web.tokens['alice']}"}),
+        "a token's prefix": httpx.Client(
+            base_url=web.url, timeout=30, headers={"Authorization": f"Bearer {web.tokens['alice'][:-1]}"}
+        ),
+        "another scheme": httpx.Client(
+            base_url=web.url, timeout=30, headers={"Authorization": f"Basic {web.tokens['alice']}"}
+        ),
     }
 
     for name, client in callers.items():
@@ -354,7 +400,9 @@ def test_every_endpoint_but_healthz_needs_a_valid_bearer_token(web, dist):
     events = web.events(run_id)
     assert events[-1].event == "run_stop"  # no refused cancel reached it
     assert "interjection" not in [sse.event for sse in events]
-    assert rows(dist, "SELECT actor_id, cancel_requested FROM lg_runs") == [("alice", 0)]  # the refused start stored nothing
+    assert rows(dist, "SELECT actor_id, cancel_requested FROM lg_runs") == [
+        ("alice", 0)
+    ]  # the refused start stored nothing
     assert rows(dist, "SELECT seq FROM lg_interjections WHERE run_id = :r", r=run_id) == []
 
 
@@ -370,7 +418,10 @@ def test_another_caller_cannot_read_stream_interject_or_cancel_a_run(web, dist):
         refused = bob.request(method, path, json=body or None)
         missing = bob.request(method, path.replace(run_id, "0" * len(run_id)), json=body or None)
         assert (refused.status_code, refused.json()) == (404, {"detail": f"no run with id {run_id!r}"}), (method, path)
-        assert missing.status_code == 404 and missing.json()["detail"].replace("0" * len(run_id), run_id) == refused.json()["detail"]
+        assert (
+            missing.status_code == 404
+            and missing.json()["detail"].replace("0" * len(run_id), run_id) == refused.json()["detail"]
+        )
     with connect_sse(bob, "GET", f"/runs/{run_id}/events", headers={"Last-Event-ID": "1-0"}) as source:
         assert source.response.status_code == 404  # resuming is refused too
     release(dist, last_gate)
@@ -408,8 +459,9 @@ def test_a_body_naming_an_actor_is_refused(web, dist):
     alices = web.start("session", "My PIN is 4321.", session_id="conv-1")
     web.events(alices)
     for actor in ("alice", "bob"):
-        response = web.client_for("bob").post("/runs", json={"agent": "session", "message": "What is my PIN?", "actor_id": actor,
-                                                              "session_id": "conv-1"})
+        response = web.client_for("bob").post(
+            "/runs", json={"agent": "session", "message": "What is my PIN?", "actor_id": actor, "session_id": "conv-1"}
+        )
         assert response.status_code == 422, response.text
         assert "actor_id is not accepted" in response.text and "4321" not in response.text
     assert rows(dist, "SELECT id, actor_id FROM lg_runs") == [(alices, "alice")]
@@ -422,14 +474,17 @@ def test_a_body_over_the_limit_is_refused_with_413_whether_declared_or_chunked(w
 
     def chunked():  # no Content-Length: the app must count what it reads
         for start in range(0, len(oversized), 64 * 1024):
-            yield oversized[start:start + 64 * 1024]
+            yield oversized[start : start + 64 * 1024]
 
     json_header = {"content-type": "application/json"}
     declared = web.client.post("/runs", content=oversized, headers=json_header)
     streamed = web.client.post("/runs", content=chunked(), headers=json_header)
     interjected = web.client.post(f"/runs/{run_id}/interject", content=chunked(), headers=json_header)
     assert (declared.status_code, streamed.status_code, interjected.status_code) == (413, 413, 413)
-    assert "content-length" in {k.lower() for k in declared.request.headers} and "content-length" not in streamed.request.headers
+    assert (
+        "content-length" in {k.lower() for k in declared.request.headers}
+        and "content-length" not in streamed.request.headers
+    )
     assert rows(dist, "SELECT id FROM lg_runs") == [(run_id,)]
     assert rows(dist, "SELECT seq FROM lg_interjections") == []
     fits = json.dumps({"agent": "steps", "message": "x" * 1000}).encode()
@@ -455,8 +510,9 @@ def test_the_app_does_not_start_without_a_private_token_file(dist, tmp_path):
     shared = tmp_path / "shared-tokens"
     token = write_tokens(shared)["alice"]
     shared.chmod(0o644)
-    readable = subprocess.run(argv, cwd=ROOT, env={**env, "LG_WEB_TOKENS_FILE": str(shared)}, capture_output=True, text=True,
-                              timeout=120)
+    readable = subprocess.run(
+        argv, cwd=ROOT, env={**env, "LG_WEB_TOKENS_FILE": str(shared)}, capture_output=True, text=True, timeout=120
+    )
 
     assert missing.returncode != 0 and "LG_WEB_TOKENS_FILE is not set" in missing.stderr
     assert readable.returncode != 0 and "chmod 600" in readable.stderr
@@ -479,11 +535,20 @@ def test_a_provider_echoing_its_credentials_reaches_no_caller_no_stored_row_and_
     try:
         echoed = " ".join(f"{place}={value}" for place, value in sentinels.items())
         server.reply(openai_server.error(400, f"Rejected by gw.internal.example: {echoed}"))
-        base_url = server.base_url.replace("://", f"://relay:{sentinels['password']}@", 1) + f"?key={sentinels['query']}"
-        providers = json.dumps({"gateway": {
-            "adapter": "openai", "base_url": base_url, "allow_insecure_http": True, "api_key": sentinels["api_key"],
-            "headers": {"X-Gateway-Key": sentinels["header"]},
-        }})
+        base_url = (
+            server.base_url.replace("://", f"://relay:{sentinels['password']}@", 1) + f"?key={sentinels['query']}"
+        )
+        providers = json.dumps(
+            {
+                "gateway": {
+                    "adapter": "openai",
+                    "base_url": base_url,
+                    "allow_insecure_http": True,
+                    "api_key": sentinels["api_key"],
+                    "headers": {"X-Gateway-Key": sentinels["header"]},
+                }
+            }
+        )
         dist.start_workers(pool="threads", concurrency=2, LG_PROVIDERS=providers)
         web = WebApp(dist, agents="gateway=dist_app:GatewayAgent", LG_PROVIDERS=providers)
         try:
@@ -507,6 +572,11 @@ def test_a_provider_echoing_its_credentials_reaches_no_caller_no_stored_row_and_
     )
     logs = "\n".join(path.read_text(errors="replace") for path in dist.tmp_path.glob("*.log"))
     for place, sentinel in sentinels.items():
-        for where, text in (("SSE stream", "\n".join(streamed)), ("run view", view), ("run store", stored), ("logs", logs)):
+        for where, text in (
+            ("SSE stream", "\n".join(streamed)),
+            ("run view", view),
+            ("run store", stored),
+            ("logs", logs),
+        ):
             assert sentinel not in text, f"the {place} sentinel is in the {where}"
     assert "gw.internal.example" not in "\n".join(streamed) + view  # the provider's own words stay with operators

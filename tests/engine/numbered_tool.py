@@ -9,7 +9,12 @@ from lg_core import Tool
 class NumberedTool(Tool):
     tool_name = "numbered"
     description = "Echo a number."
-    input_schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
+    input_schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
 
     def call(self, input):
         return f"number {input['n']}"

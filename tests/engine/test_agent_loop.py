@@ -95,9 +95,7 @@ def test_tool_call_then_text_completes_with_summed_usage_and_ordered_messages(co
 
 
 def test_stream_ask_yields_provider_and_agent_events_then_one_terminal_run_stop(config, script):
-    target = script(
-        [{"tool_calls": [lookup_call()]}, {"text": "Refunds are available within 30 days."}]
-    )
+    target = script([{"tool_calls": [lookup_call()]}, {"text": "Refunds are available within 30 days."}])
     run = agent_for(target, LookupTool).stream_ask("Can I get a refund?")
     events = list(run)
     types = [event.type for event in events]
@@ -122,12 +120,7 @@ def test_stream_ask_yields_provider_and_agent_events_then_one_terminal_run_stop(
     )
     assert first_stop < index("tool_execution_start") < index("tool_execution_stop")
     second_start = index("message_start", first_stop)
-    assert (
-        index("tool_execution_stop")
-        < second_start
-        < index("text_delta")
-        < index("message_stop", second_start)
-    )
+    assert index("tool_execution_stop") < second_start < index("text_delta") < index("message_stop", second_start)
     assert types.count("message_start") == types.count("message_stop") == 2
     assert types.count("text_delta") > 1, "text must stream in more than one delta"
 
@@ -161,9 +154,7 @@ def test_iterating_a_run_returned_by_ask_raises(config, script):
 # -- tool failures the model can recover from --------------------------------------------
 
 
-def test_invalid_tool_input_returns_an_error_result_naming_the_field_and_the_run_recovers(
-    config, script
-):
+def test_invalid_tool_input_returns_an_error_result_naming_the_field_and_the_run_recovers(config, script):
     target = script(
         [
             {"tool_calls": [{"name": "lookup", "arguments": {"topik": "refunds"}}]},
@@ -257,9 +248,7 @@ def _leaky_tool():
 
 
 def test_unexpected_tool_exception_shows_only_its_class_name_to_the_model(config, script):
-    target = script(
-        [{"tool_calls": [{"name": "leaky", "arguments": {}}]}, {"text": "Something went wrong."}]
-    )
+    target = script([{"tool_calls": [{"name": "leaky", "arguments": {}}]}, {"text": "Something went wrong."}])
     run = agent_for(target, _leaky_tool()).ask("Go")
 
     assert run.outcome == "completed"
@@ -267,9 +256,7 @@ def test_unexpected_tool_exception_shows_only_its_class_name_to_the_model(config
     assert result.status == "error"
     assert "_LeakyError" in result.text
     assert "hunter2" not in result.text
-    assert all("hunter2" not in str(dict(e.data)) for e in run.events()), (
-        "the secret leaked into the event log"
-    )
+    assert all("hunter2" not in str(dict(e.data)) for e in run.events()), "the secret leaked into the event log"
 
     [original] = run.tool_errors
     assert isinstance(original, _LeakyError)
@@ -282,9 +269,7 @@ def test_unexpected_tool_exception_shows_only_its_class_name_to_the_model(config
 
 
 def test_without_capture_diagnostics_no_message_or_traceback_is_kept(config, script):
-    target = script(
-        [{"tool_calls": [{"name": "leaky", "arguments": {}}]}, {"text": "Something went wrong."}]
-    )
+    target = script([{"tool_calls": [{"name": "leaky", "arguments": {}}]}, {"text": "Something went wrong."}])
     run = agent_for(target, _leaky_tool(), capture_diagnostics=False).ask("Go")
 
     assert run.outcome == "completed"
@@ -316,7 +301,9 @@ def test_without_capture_diagnostics_a_run_error_keeps_no_content(config, script
     assert "123-45-6789" not in repr(run.diagnostics)
     assert all(d["message"] == "" for d in run.diagnostics)
     assert config.runtime().store.load_run(run.id).error == {
-        "class": f"{_LeakyError.__module__}:{_LeakyError.__qualname__}", "name": "_LeakyError", "message": ""
+        "class": f"{_LeakyError.__module__}:{_LeakyError.__qualname__}",
+        "name": "_LeakyError",
+        "message": "",
     }
     assert "123-45-6789" not in repr([dict(e.data) for e in run.events() if e.type == "run_error"])
 
@@ -404,9 +391,7 @@ def test_exceeding_max_tool_calls_fails_with_output_limit_error(config, script):
     assert run.outcome == "failed"
     assert isinstance(run.error, OutputLimitError)
     assert "max_tool_calls" in str(run.error)
-    assert event_types(run).count("tool_execution_stop") == 2, (
-        "the first two calls are within the limit"
-    )
+    assert event_types(run).count("tool_execution_stop") == 2, "the first two calls are within the limit"
 
 
 def test_the_response_exceeding_max_tool_calls_counts_in_the_run_usage(config, script):
@@ -461,9 +446,7 @@ def test_scripted_provider_error_fails_the_run_with_provider_error(config, scrip
 
 
 def test_retryable_rate_limit_is_retried_with_model_retry_then_completes(config, script):
-    target = script(
-        [{"error": {"kind": "rate_limit", "message": "slow down"}}, {"text": "Recovered."}]
-    )
+    target = script([{"error": {"kind": "rate_limit", "message": "slow down"}}, {"text": "Recovered."}])
     run = agent_for(target).stream_ask("Hi")
     streamed = list(run)
 
@@ -516,9 +499,7 @@ def test_model_retry_is_announced_with_its_delay_before_the_retry_after_wait(con
         if event.type == "model_retry":
             log.append(("model_retry", event.data["delay"]))
 
-    run = agent_for(script(rate_limited_once(3))).ask(
-        "Hi", on_event=on_event, cancellation_token=RecordingToken(log)
-    )
+    run = agent_for(script(rate_limited_once(3))).ask("Hi", on_event=on_event, cancellation_token=RecordingToken(log))
 
     assert run.outcome == "completed"
     assert run.response == "Recovered."
@@ -668,9 +649,7 @@ def test_an_async_tool_runs_inside_the_loop(config, script):
             await asyncio.sleep(0)
             return {"topic": input["topic"], "answer": ANSWERS[input["topic"]]}
 
-    run = agent_for(script([{"tool_calls": [lookup_call()]}, {"text": "ok"}]), AsyncLookup).ask(
-        "Refunds?"
-    )
+    run = agent_for(script([{"tool_calls": [lookup_call()]}, {"text": "ok"}]), AsyncLookup).ask("Refunds?")
 
     assert run.outcome == "completed"
     [result] = tool_message(run).tool_results
@@ -742,10 +721,7 @@ def test_concurrent_asks_of_one_agent_class_are_independent_runs(config, script)
     def ask(actor):
         runs[actor] = Shared.ask("Who am I?", actor_id=actor)
 
-    threads = [
-        threading.Thread(target=contextvars.copy_context().run, args=(ask, f"user-{n}"))
-        for n in range(4)
-    ]
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(ask, f"user-{n}")) for n in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -275,9 +275,7 @@ def test_before_model_replacement_is_the_request_sent(config, script):
 
         @before_model
         def tune(self, payload):
-            return replace(
-                {**payload, "request": payload["request"].with_settings(temperature=0.1)}
-            )
+            return replace({**payload, "request": payload["request"].with_settings(temperature=0.1)})
 
     run = TunedAgent.ask("Hello", settings={"top_p": 0.5})
 
@@ -293,9 +291,7 @@ def test_after_model_replacement_is_the_response_used(config, script):
         def rewrite(self, payload):
             response = payload["response"]
             message = Message(role="assistant", content="polished answer")
-            return replace(
-                {**payload, "response": ModelResponse(message=message, usage=response.usage)}
-            )
+            return replace({**payload, "response": ModelResponse(message=message, usage=response.usage)})
 
     run = RewritingAgent.ask("Hello")
 
@@ -331,11 +327,7 @@ def test_after_invocation_replacement_is_the_delivered_result(config, script):
             result = payload["result"]
             signed = Message(role="assistant", content=result.text + " -- support team")
             return replace(
-                {
-                    "result": RunResult(
-                        signed, result.stop_reason, result.usage, result.messages, result.state
-                    )
-                }
+                {"result": RunResult(signed, result.stop_reason, result.usage, result.messages, result.state)}
             )
 
     run = SigningAgent.ask("Hello")
@@ -450,9 +442,7 @@ def test_an_after_invocation_callback_raising_fails_the_run_instead_of_escaping(
     assert run.outcome == "failed"
     assert isinstance(run.error, RuntimeError)
     assert run.response is None
-    assert config.runtime().store.load_run(run.id).status == "failed", (
-        "the stored run must not stay running"
-    )
+    assert config.runtime().store.load_run(run.id).status == "failed", "the stored run must not stay running"
     assert [e.type for e in run.events()][-1] == "run_error"
 
 
@@ -551,9 +541,7 @@ def test_before_model_cancel_cancels_the_run(config, script):
     ],
     ids=["after_model", "after_model_error", "after_invocation"],
 )
-def test_cancel_from_a_model_or_invocation_callback_cancels_the_run(
-    config, script, callback, turns
-):
+def test_cancel_from_a_model_or_invocation_callback_cancels_the_run(config, script, callback, turns):
     class CancellingAgent(Agent):
         model = script(turns)
 
@@ -668,9 +656,7 @@ def test_replacements_flow_through_the_chain_in_order(config, script):
         @before_model
         def child(self, payload):
             trail = payload["request"].settings["trail"]
-            return replace(
-                {**payload, "request": payload["request"].with_settings(trail=trail + ">child")}
-            )
+            return replace({**payload, "request": payload["request"].with_settings(trail=trail + ">child")})
 
     run = ChildTuned.ask("Hello")
 
@@ -767,7 +753,10 @@ def test_an_async_callback_in_a_thread_running_an_event_loop_is_a_configuration_
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the unrun coroutine is closed: no "never awaited" warning
-        with pytest.raises(ConfigurationError, match=r"LoopGuardedAgent\.guard \(before_model callback\) is async, but an event loop is already running"):
+        with pytest.raises(
+            ConfigurationError,
+            match=r"LoopGuardedAgent\.guard \(before_model callback\) is async, but an event loop is already running",
+        ):
             asyncio.run(in_a_coroutine())
 
 

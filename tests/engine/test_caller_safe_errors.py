@@ -160,10 +160,18 @@ def failing_turns(error):
 @pytest.mark.parametrize(
     ("error", "message"),
     [
-        (ContextWindowOverflowError(f"too long for {INTERNAL}"),
-         "ContextWindowOverflowError: the conversation is longer than the model's context window."),
-        (MalformedToolCallError(f"bad call from {INTERNAL}"), "MalformedToolCallError: the model made a tool call that could not be read."),
-        (StructuredResultError(f"no schema at {INTERNAL}"), "StructuredResultError: the model's answer did not match the expected result."),
+        (
+            ContextWindowOverflowError(f"too long for {INTERNAL}"),
+            "ContextWindowOverflowError: the conversation is longer than the model's context window.",
+        ),
+        (
+            MalformedToolCallError(f"bad call from {INTERNAL}"),
+            "MalformedToolCallError: the model made a tool call that could not be read.",
+        ),
+        (
+            StructuredResultError(f"no schema at {INTERNAL}"),
+            "StructuredResultError: the model's answer did not match the expected result.",
+        ),
         (ToolLoopError(f"loop at {INTERNAL}"), "ToolLoopError: the model repeated the same tool call too many times."),
         (ProviderError(f"refused by {INTERNAL}"), "ProviderError: the request to the model provider failed."),
         (KeyError(INTERNAL), "KeyError: the run failed with an unexpected error."),

@@ -81,7 +81,10 @@ def _fresh():
 
 
 def _two_calls(script, second: str = "log", first: str = "log") -> str:
-    calls = [{"name": first, "id": "a", "arguments": {"line": "a"}}, {"name": second, "id": "b", "arguments": {"line": "b"}}]
+    calls = [
+        {"name": first, "id": "a", "arguments": {"line": "a"}},
+        {"name": second, "id": "b", "arguments": {"line": "b"}},
+    ]
     return script([{"tool_calls": calls}, {"text": "Both done."}])
 
 
@@ -190,7 +193,9 @@ class SlowAgent(TwoCallAgent):
 
 def test_a_live_worker_whose_run_was_ended_cannot_commit_its_call(file_config, script):
     runtime = file_config.runtime()
-    (model,) = runtime.begin(SlowAgent.build_run("Do both.", target=_two_calls(script, first="slow_log")), distributed=True)
+    (model,) = runtime.begin(
+        SlowAgent.build_run("Do both.", target=_two_calls(script, first="slow_log")), distributed=True
+    )
     _outcome, (first, _second) = runtime.engine.execute_claimed(model.run_id, model.key)
     result: list[tuple[str, list]] = []
     worker = threading.Thread(target=lambda: result.append(runtime.engine.execute_claimed(first.run_id, first.key)))
@@ -204,4 +209,3 @@ def test_a_live_worker_whose_run_was_ended_cannot_commit_its_call(file_config, s
     step = runtime.store.load_step(model.run_id, first.key)
     assert (step.status, step.result, step.event_seq) == ("failed", None, None)
     assert runtime.store.load_run(model.run_id).status == "failed"
-

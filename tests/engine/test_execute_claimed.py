@@ -22,7 +22,10 @@ FANOUT_TURNS = 4
 scripted.register(
     "execute-claimed-fanout",
     [
-        *({"tool_calls": [{"name": "numbered", "arguments": {"n": 2 * t + i}} for i in range(2)]} for t in range(FANOUT_TURNS)),
+        *(
+            {"tool_calls": [{"name": "numbered", "arguments": {"n": 2 * t + i}} for i in range(2)]}
+            for t in range(FANOUT_TURNS)
+        ),
         {"text": "done"},
     ],
 )
@@ -42,7 +45,9 @@ class AppendLaterTool(Tool):
         return "appended"
 
 
-scripted.register("execute-claimed-bad-state", [{"tool_calls": [{"name": "append_later", "arguments": {}}]}, {"text": "done"}])
+scripted.register(
+    "execute-claimed-bad-state", [{"tool_calls": [{"name": "append_later", "arguments": {}}]}, {"text": "done"}]
+)
 
 
 class BadStateAgent(Agent):

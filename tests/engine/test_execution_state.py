@@ -28,7 +28,12 @@ SEEN: list[tuple[str, object]] = []
 
 class WhoAskedTool(Tool):
     description = "Report the request id."
-    input_schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}
+    input_schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
 
     def call(self, input):
         SEEN.append((f"tool-{input['n']}-{threading.get_ident()}", ExecutionState["request_id"]))
@@ -38,9 +43,11 @@ class WhoAskedTool(Tool):
 
 scripted.register(
     "execution-state",
-    lambda request: {"text": "done"}
-    if any(m.role == "tool" for m in request.messages)
-    else {"tool_calls": [{"name": "who_asked", "arguments": {"n": n}} for n in range(3)]},
+    lambda request: (
+        {"text": "done"}
+        if any(m.role == "tool" for m in request.messages)
+        else {"tool_calls": [{"name": "who_asked", "arguments": {"n": n}} for n in range(3)]}
+    ),
 )
 
 
@@ -138,7 +145,10 @@ def test_a_run_stores_its_json_values_and_a_resumed_handle_gets_them(tmp_path):
 def test_a_distributed_run_needs_json_values():
     with pytest.raises(InvocationError, match=r"ExecutionState\['span'\] is a object.*as JSON"):
         stored_form({"request_id": "r", "span": object()}, distributed=True)
-    assert stored_form({"request_id": "r", "n": [1, {"a": 2.5}]}, distributed=True) == {"request_id": "r", "n": [1, {"a": 2.5}]}
+    assert stored_form({"request_id": "r", "n": [1, {"a": 2.5}]}, distributed=True) == {
+        "request_id": "r",
+        "n": [1, {"a": 2.5}],
+    }
     assert stored_form({}, distributed=True) is None
 
 

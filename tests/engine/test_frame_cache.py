@@ -22,10 +22,26 @@ FRAME = "r1/root"
 def store():
     store = RunStore("sqlite://")
     store.create_run(
-        {"id": "r1", "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "m0"},
-         "session_id": "r1", "actor_id": None, "holder": None, "deadline_at": None},
-        {"id": FRAME, "run_id": "r1", "path": "root", "kind": "agent", "entrypoint": "app:Agent", "version": 0,
-         "checkpoint": AgentCheckpoint(message_count=1).to_dict()},
+        {
+            "id": "r1",
+            "entrypoint": "app:Agent",
+            "kind": "agent",
+            "status": "running",
+            "invocation": {"message": "m0"},
+            "session_id": "r1",
+            "actor_id": None,
+            "holder": None,
+            "deadline_at": None,
+        },
+        {
+            "id": FRAME,
+            "run_id": "r1",
+            "path": "root",
+            "kind": "agent",
+            "entrypoint": "app:Agent",
+            "version": 0,
+            "checkpoint": AgentCheckpoint(message_count=1).to_dict(),
+        },
         [(0, Message(role="user", content="m0"))],
         [("invocation_start", {})],
         [NewStep(key="root/s", frame_id=FRAME, kind="tool", input={})],
@@ -38,8 +54,15 @@ def _append(store: RunStore, version: int, texts: list[str], first_seq: int) -> 
     """One commit adding ``texts`` as messages ``first_seq``... (frame version -> version + 1)."""
     messages = [(first_seq + i, Message(role="assistant", content=text)) for i, text in enumerate(texts)]
     checkpoint = AgentCheckpoint(message_count=first_seq + len(texts)).to_dict()
-    commit = StepCommit(run_id="r1", frame_id=FRAME, expected_version=version, checkpoint=checkpoint, step_key=None,
-                        messages=messages, events=[])
+    commit = StepCommit(
+        run_id="r1",
+        frame_id=FRAME,
+        expected_version=version,
+        checkpoint=checkpoint,
+        step_key=None,
+        messages=messages,
+        events=[],
+    )
     assert store.commit(commit).applied
 
 
@@ -86,9 +109,19 @@ def test_adopt_drops_cached_messages_a_retry_cut(store):
     _append(store, 0, ["old1", "old2"], 1)
     cache.reload(FRAME)  # caches m0 old1 old2
     frame = store.load_frame(FRAME)
-    store.reopen_run("r1", expected_status="running", invocation={"message": "m0"}, deadline_at=None, holder=None,
-                     frame_id=FRAME, frame_version=frame.version, checkpoint=AgentCheckpoint(message_count=1).to_dict(),
-                     message_count=1, reschedule=[], event=("run_retried", {}))
+    store.reopen_run(
+        "r1",
+        expected_status="running",
+        invocation={"message": "m0"},
+        deadline_at=None,
+        holder=None,
+        frame_id=FRAME,
+        frame_version=frame.version,
+        checkpoint=AgentCheckpoint(message_count=1).to_dict(),
+        message_count=1,
+        reschedule=[],
+        event=("run_retried", {}),
+    )
     start = _claim(store, cache)  # the tail after the 3 cached: nothing
     assert (start.messages_from, start.messages) == (3, ())
     state = cache.adopt(start.frame, start.messages, start.messages_from)
@@ -99,17 +132,34 @@ def _rewind_to(store: RunStore, message_count: int, epoch: int) -> None:
     """A retry's rewrite of the frame: back to ``message_count`` messages, in a new history epoch."""
     frame = store.load_frame(FRAME)
     checkpoint = AgentCheckpoint(message_count=message_count, history_epoch=epoch).to_dict()
-    store.reopen_run("r1", expected_status="running", invocation={"message": "m0"}, deadline_at=None, holder=None,
-                     frame_id=FRAME, frame_version=frame.version, checkpoint=checkpoint, message_count=message_count,
-                     reschedule=[], event=("run_retried", {}))
+    store.reopen_run(
+        "r1",
+        expected_status="running",
+        invocation={"message": "m0"},
+        deadline_at=None,
+        holder=None,
+        frame_id=FRAME,
+        frame_version=frame.version,
+        checkpoint=checkpoint,
+        message_count=message_count,
+        reschedule=[],
+        event=("run_retried", {}),
+    )
 
 
 def _append_in_epoch(store: RunStore, texts: list[str], first_seq: int, epoch: int) -> None:
     version = store.load_frame(FRAME).version
     messages = [(first_seq + i, Message(role="assistant", content=text)) for i, text in enumerate(texts)]
     checkpoint = AgentCheckpoint(message_count=first_seq + len(texts), history_epoch=epoch).to_dict()
-    commit = StepCommit(run_id="r1", frame_id=FRAME, expected_version=version, checkpoint=checkpoint, step_key=None,
-                        messages=messages, events=[])
+    commit = StepCommit(
+        run_id="r1",
+        frame_id=FRAME,
+        expected_version=version,
+        checkpoint=checkpoint,
+        step_key=None,
+        messages=messages,
+        events=[],
+    )
     assert store.commit(commit).applied
 
 

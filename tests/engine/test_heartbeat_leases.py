@@ -109,7 +109,10 @@ def test_closing_the_runtime_stops_the_threads_that_use_its_store(tmp_path):
 
     config = Configuration(run_store=f"sqlite:///{tmp_path / 'runs.db'}", lease_seconds=LEASE)
     engine = config.runtime().engine
-    with engine.heartbeat.holding("run-1", "root/turn-0/model"), engine.cancel_watch.watching("run-1", CancellationToken()):
+    with (
+        engine.heartbeat.holding("run-1", "root/turn-0/model"),
+        engine.cancel_watch.watching("run-1", CancellationToken()),
+    ):
         time.sleep(LEASE)  # both threads poll the store meanwhile
     threads = [engine.heartbeat._thread, engine.cancel_watch._thread]
     assert all(thread is not None and thread.is_alive() for thread in threads)

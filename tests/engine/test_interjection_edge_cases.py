@@ -41,7 +41,7 @@ def test_reply_to_an_interjection_on_a_pending_run_that_is_cancelled_raises(conf
     second = RecallAgent.start_execution("second", session_id="conv-1", actor_id="user-7")
     assert second.state == "pending"
 
-    number = second.interject("while you wait")   # accepted: the run is pending
+    number = second.interject("while you wait")  # accepted: the run is pending
     second.cancel()
     assert second.wait(timeout=30).cancelled
 
@@ -199,7 +199,7 @@ def test_interjection_from_another_process_to_a_pending_run_reaches_its_first_tu
     second = RecallAgent.start_execution("second", session_id="conv-1", actor_id="user-7")
     assert second.state == "pending"
 
-    elsewhere = Runtime(file_config)   # another process's runtime over the same store
+    elsewhere = Runtime(file_config)  # another process's runtime over the same store
     try:
         number = elsewhere.interject(second.run_id, "also this")
         session_app.release("g1")
@@ -228,6 +228,7 @@ def test_closed_handle_still_returns_an_accepted_interjection_id(config, script)
 
 def get_execution_of(execution):
     from lg_core import get_execution
+
     return get_execution(execution.run_id)
 
 
@@ -278,19 +279,27 @@ def test_a_late_interjection_after_a_result_tool_submission_gives_the_call_its_r
     """The run continues for the late message; the submission's tool call gets a tool result first."""
     submit = {"tool_calls": [{"name": "submit_support_triage", "arguments": VALID}]}
     model = Recording(first=submit, later=[submit])
-    agent: type[Agent] = type("HuntAgent", (Agent,), {"model": script(model, capabilities={"native_structured_output": False}),
-                                         "result_schema": {**TRIAGE, "strategy": "tool"}})
+    agent: type[Agent] = type(
+        "HuntAgent",
+        (Agent,),
+        {
+            "model": script(model, capabilities={"native_structured_output": False}),
+            "result_schema": {**TRIAGE, "strategy": "tool"},
+        },
+    )
     execution = agent.start_execution("Start.")
     assert model.entered.wait(30)
-    number = execution.interject("Actually, one more thing.")   # arrives while turn 1 runs: a late interjection
+    number = execution.interject("Actually, one more thing.")  # arrives while turn 1 runs: a late interjection
     model.release.set()
     execution.reply(number, timeout=30)
     run = execution.wait(timeout=30)
     assert run.completed
     second = model.requests[1].messages
     dangling = [
-        use.id for i, m in enumerate(second) for use in m.tool_uses
-        if not any(r.tool_use_id == use.id for later in second[i + 1:] for r in later.tool_results)
+        use.id
+        for i, m in enumerate(second)
+        for use in m.tool_uses
+        if not any(r.tool_use_id == use.id for later in second[i + 1 :] for r in later.tool_results)
     ]
     # Providers (Anthropic, OpenAI) reject a request whose tool_use has no tool_result.
     assert dangling == [], [(m.role, m.content) for m in second]
@@ -311,7 +320,7 @@ def test_an_interjection_added_while_after_invocation_runs_is_answered(config, s
         @after_invocation
         def deliver(self, payload):
             delivered.append(payload["result"].text)
-            if len(delivered) == 1:   # the user interjects while the result is being delivered
+            if len(delivered) == 1:  # the user interjects while the result is being delivered
                 assert ready.wait(30)
                 holder["number"] = holder["execution"].interject("Wait, one more thing.")
 
@@ -367,7 +376,9 @@ def test_an_interjection_that_is_no_message_gets_a_one_line_error(config, gates)
         (lambda payload: "a bare string", "mapping with 'message'"),
     ],
 )
-def test_a_prepare_interjection_hook_that_returns_no_valid_payload_is_a_configuration_error(config, gates, change, match):
+def test_a_prepare_interjection_hook_that_returns_no_valid_payload_is_a_configuration_error(
+    config, gates, change, match
+):
     from lg_core import ConfigurationError
 
     class Rewriting(Hook):

@@ -61,7 +61,9 @@ def test_cancel_ends_a_run_with_an_interjection_waiting(config, script):
 
 
 def test_a_failing_model_turn_ends_a_run_with_an_interjection_waiting(config, script):
-    agent, gate = gated_agent(script, {"error": {"message": "the provider broke", "kind": "provider", "retryable": False}})
+    agent, gate = gated_agent(
+        script, {"error": {"message": "the provider broke", "kind": "provider", "retryable": False}}
+    )
     execution = interjected_execution(agent, gate)
 
     gate.release.set()

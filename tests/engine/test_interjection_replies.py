@@ -94,7 +94,9 @@ def test_run_interject_returns_the_reply_of_the_turn_that_read_it(config, starte
 
 
 def test_a_reply_that_calls_tools_returns_before_the_tools_run(started):
-    execution, model = started(later=[{"tool_calls": [{"name": "numbered", "arguments": {"n": 1}}]}, {"text": "All done."}])
+    execution, model = started(
+        later=[{"tool_calls": [{"name": "numbered", "arguments": {"n": 1}}]}, {"text": "All done."}]
+    )
     number = execution.interject("Run the tool once more.")
     model.release.set()
 

@@ -25,9 +25,11 @@ class LeafTool(Tool):
 def test_an_agent_asked_from_every_pool_thread_still_runs_its_parallel_calls(script):
     configuration = Configuration(max_parallel_tools=2)
     inner_target = script(
-        lambda request: {"text": "inner done"}
-        if request.messages[-1].role == "tool"
-        else {"tool_calls": [{"name": "leaf", "arguments": {}}, {"name": "leaf", "arguments": {}}]}
+        lambda request: (
+            {"text": "inner done"}
+            if request.messages[-1].role == "tool"
+            else {"tool_calls": [{"name": "leaf", "arguments": {}}, {"name": "leaf", "arguments": {}}]}
+        )
     )
     inner = type("InnerAgent", (Agent,), {"model": inner_target, "tools": [LeafTool]})
     both_running = threading.Barrier(2, timeout=30)
@@ -42,7 +44,10 @@ def test_an_agent_asked_from_every_pool_thread_still_runs_its_parallel_calls(scr
                 return inner.ask("Question").response
 
     outer_target = script(
-        [{"tool_calls": [{"name": "ask_inner", "arguments": {}}, {"name": "ask_inner", "arguments": {}}]}, {"text": "ok"}]
+        [
+            {"tool_calls": [{"name": "ask_inner", "arguments": {}}, {"name": "ask_inner", "arguments": {}}]},
+            {"text": "ok"},
+        ]
     )
     outer = type("OuterAgent", (Agent,), {"model": outer_target, "tools": [AskInnerTool]})
     finished: list = []
@@ -83,10 +88,14 @@ def test_a_sync_ask_inside_a_coroutine_runs_an_async_tool_alone_in_its_turn(conf
             await asyncio.sleep(0)
             return "found"
 
-    agent = type("LoopAgent", (Agent,), {
-        "model": script([{"tool_calls": [{"name": "lookup", "arguments": {}}]}, {"text": "done"}]),
-        "tools": [AsyncLookupTool],
-    })
+    agent = type(
+        "LoopAgent",
+        (Agent,),
+        {
+            "model": script([{"tool_calls": [{"name": "lookup", "arguments": {}}]}, {"text": "done"}]),
+            "tools": [AsyncLookupTool],
+        },
+    )
 
     async def handler():
         return agent.ask("look it up")

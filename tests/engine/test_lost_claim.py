@@ -96,7 +96,9 @@ class StreamingStep:
 
     def take_over(self) -> int:
         """Another worker claims the step (after its lease ran out); returns the deltas streamed so far."""
-        assert self.client.store.claim_step(self.ref.run_id, self.ref.key, "another-host:4242:1", lease_seconds=300) == 2
+        assert (
+            self.client.store.claim_step(self.ref.run_id, self.ref.key, "another-host:4242:1", lease_seconds=300) == 2
+        )
         return len(self.recorder.deltas)
 
     def finish(self) -> str:
@@ -130,7 +132,9 @@ def _unreachable(*_args, **_kwargs):
 
 def _refused(*_args, **_kwargs):
     """What psycopg raises while the run store's server is down or restarting (a transient error)."""
-    raise OperationalError("UPDATE lg_steps", {}, Exception('connection to server at "127.0.0.1" failed: Connection refused'))
+    raise OperationalError(
+        "UPDATE lg_steps", {}, Exception('connection to server at "127.0.0.1" failed: Connection refused')
+    )
 
 
 @pytest.mark.parametrize(
@@ -145,13 +149,17 @@ def test_a_worker_that_lost_its_claim_stops_streaming(streaming, new_holder):
     # Another worker took the step over (the sweeper re-dispatched it after a missed lease).
     with run.client.store.db.engine.begin() as connection:
         connection.execute(
-            text(f"update lg_steps set holder = {new_holder}, lease_until = :until, attempts = attempts + 1 "
-                 "where run_id = :run_id and key = :key"),
+            text(
+                f"update lg_steps set holder = {new_holder}, lease_until = :until, attempts = attempts + 1 "
+                "where run_id = :run_id and key = :key"
+            ),
             {"until": time.time() + 300, "run_id": run.ref.run_id, "key": run.ref.key},
         )
 
     assert run.finish() == "lost"
-    assert f"w{WORDS - 1}" not in "".join(run.recorder.deltas), "the worker streamed the whole answer of a step it no longer held"
+    assert f"w{WORDS - 1}" not in "".join(run.recorder.deltas), (
+        "the worker streamed the whole answer of a step it no longer held"
+    )
     assert (run.step().status, run.step().attempts) == ("running", 2)  # the new attempt's, untouched
 
 
@@ -169,7 +177,9 @@ def test_a_worker_whose_lease_ran_out_unrenewed_streams_nothing_once_another_hol
     run.restore()  # the worker's database is back
 
     assert run.finish() == "lost"
-    assert run.recorder.deltas[streamed_before_takeover:] == [], "the superseded attempt streamed after another worker claimed its step"
+    assert run.recorder.deltas[streamed_before_takeover:] == [], (
+        "the superseded attempt streamed after another worker claimed its step"
+    )
 
 
 def test_a_step_whose_lease_ran_out_while_the_store_was_down_waits_and_goes_on_once_it_confirms(streaming):

@@ -30,9 +30,7 @@ def stored_frame(configuration, run_id):
     path = configuration.run_store.removeprefix("sqlite:///")
     with sqlite3.connect(path) as db:
         [(version,)] = db.execute("select version from lg_frames where run_id = ?", (run_id,)).fetchall()
-        messages = db.execute(
-            "select seq, role from lg_messages where run_id = ? order by seq", (run_id,)
-        ).fetchall()
+        messages = db.execute("select seq, role from lg_messages where run_id = ? order by seq", (run_id,)).fetchall()
     return version, messages
 
 
@@ -77,7 +75,11 @@ def test_a_first_step_that_loses_the_opening_race_goes_on_from_the_winners_frame
         frame_id = f"{running.id}/root"
         checkpoint = AgentCheckpoint(message_count=1, state={})
         winner = StepCommit(
-            running.id, frame_id, 0, checkpoint.to_dict(), messages=[(0, Message(role="user", content="Opened elsewhere."))]
+            running.id,
+            frame_id,
+            0,
+            checkpoint.to_dict(),
+            messages=[(0, Message(role="user", content="Opened elsewhere."))],
         )
         assert runtime.store.commit(winner).applied
         return {"text": "Answered."}

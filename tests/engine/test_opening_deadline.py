@@ -52,7 +52,9 @@ def test_a_deadline_passing_in_an_opening_callback_ends_a_distributed_run_partia
                 escaped = None
         step = client.store.load_step(ref.run_id, ref.key)
         record = client.store.load_run(ref.run_id)
-        assert escaped is None, f"{type(escaped).__name__} escaped; run {record.status}, step {step.status} held by {step.holder}"
+        assert escaped is None, (
+            f"{type(escaped).__name__} escaped; run {record.status}, step {step.status} held by {step.holder}"
+        )
         assert record.status == "partial"
     finally:
         client_config.close()

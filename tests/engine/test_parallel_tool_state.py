@@ -134,8 +134,16 @@ def test_the_ending_of_one_parallel_tool_keeps_what_its_sibling_committed(any_co
             raise CancelledError("stop here")
 
     class EndingAgent(Agent):
-        model = script([{"tool_calls": [{"name": "writer", "id": "c1", "arguments": {}},
-                                        {"name": "quitter", "id": "c2", "arguments": {}}]}])
+        model = script(
+            [
+                {
+                    "tool_calls": [
+                        {"name": "writer", "id": "c1", "arguments": {}},
+                        {"name": "quitter", "id": "c2", "arguments": {}},
+                    ]
+                }
+            ]
+        )
         tools = [Writer, Quitter]
 
     store.commit = watched_commit

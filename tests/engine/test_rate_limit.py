@@ -15,8 +15,15 @@ from tests.support.pacing import early_calls, first_model_claim
 
 @pytest.mark.parametrize(
     ("text", "count", "period"),
-    [("10/s", 10, 1), ("2.5/sec", 2.5, 1), ("600/min", 600, 60), ("5 / minute", 5, 60), ("1000/h", 1000, 3600),
-     ("3/seconds", 3, 1), ("7/HOUR", 7, 3600)],
+    [
+        ("10/s", 10, 1),
+        ("2.5/sec", 2.5, 1),
+        ("600/min", 600, 60),
+        ("5 / minute", 5, 60),
+        ("1000/h", 1000, 3600),
+        ("3/seconds", 3, 1),
+        ("7/HOUR", 7, 3600),
+    ],
 )
 def test_rate_limit_syntax(text, count, period):
     limit = RateLimit.parse(text)
@@ -24,14 +31,18 @@ def test_rate_limit_syntax(text, count, period):
     assert limit.interval == pytest.approx(period / count)
 
 
-@pytest.mark.parametrize("text", ["10", "/s", "10/", "ten/s", "10/ms", "10/m", "10/day", "0/s", "-1/s", "1e3/s", None, 5])
+@pytest.mark.parametrize(
+    "text", ["10", "/s", "10/", "ten/s", "10/ms", "10/m", "10/day", "0/s", "-1/s", "1e3/s", None, 5]
+)
 def test_bad_rate_limits_say_what_is_accepted(text):
     with pytest.raises(InvocationError, match="N/s, N/min or N/h"):
         RateLimit.parse(text)
 
 
 # Tiny and long rates too: the text goes on to every run of a batch, which parses it again.
-@pytest.mark.parametrize("text", ["10/s", "2.5/s", "600/min", "1000000/h", "0.25/min", "0.0000001/s", "0.0000005/s", "1.23456789/s"])
+@pytest.mark.parametrize(
+    "text", ["10/s", "2.5/s", "600/min", "1000000/h", "0.25/min", "0.0000001/s", "0.0000005/s", "1.23456789/s"]
+)
 def test_the_canonical_text_reads_back_to_the_same_limit(text):
     limit = RateLimit.parse(text)
     assert str(limit) == text
@@ -121,7 +132,9 @@ def test_a_runs_model_calls_wait_for_their_slots(config, script):
     assert run.completed
     assert len(calls) == 4
     store = config.runtime().store
-    assert early_calls(calls, first_model_claim(store, [run.id]), 0.1) == []  # slots 100 ms apart (unpaced: a few ms in all)
+    assert (
+        early_calls(calls, first_model_claim(store, [run.id]), 0.1) == []
+    )  # slots 100 ms apart (unpaced: a few ms in all)
     stored = store.load_run(run.id)
     assert stored.invocation["rate_limit"] == "10/s"  # persisted: a resumed run keeps its pace
 
@@ -151,7 +164,11 @@ def test_a_call_waits_for_its_slot_however_long_the_reservation_took_to_arrive(c
 
     def turn(request):
         calls.append(time.monotonic())
-        return {"tool_calls": [{"name": "note", "arguments": {"note": "n"}}]} if request.metadata["sequence"] < 2 else {"text": "done"}
+        return (
+            {"tool_calls": [{"name": "note", "arguments": {"note": "n"}}]}
+            if request.metadata["sequence"] < 2
+            else {"text": "done"}
+        )
 
     run = agent_on(script(turn)).ask("go", rate_limit="2/s")
 
@@ -197,7 +214,9 @@ def test_runs_limited_on_one_connection_share_its_budget(config, script):
     assert all(run.completed for run in runs)
     assert len(calls) == 6
     first_claim = first_model_claim(config.runtime().store, [run.id for run in runs])
-    assert early_calls(calls, first_claim, 0.1) == []  # six slots 100 ms apart; a budget per run lets three calls in at once
+    assert (
+        early_calls(calls, first_claim, 0.1) == []
+    )  # six slots 100 ms apart; a budget per run lets three calls in at once
 
 
 def test_connections_have_their_own_budgets(script):
@@ -239,7 +258,9 @@ def test_a_deadline_ends_the_wait_with_a_partial_run(config, script):
     calls: list[float] = []
     agent = agent_on(recording_model(script, calls, tool_turns=1))
 
-    run = agent.ask("go", rate_limit="1/min", deadline=2.0)  # the first call comes well before it; the second waits a minute
+    run = agent.ask(
+        "go", rate_limit="1/min", deadline=2.0
+    )  # the first call comes well before it; the second waits a minute
 
     assert run.outcome == "partial"
     assert len(calls) == 1

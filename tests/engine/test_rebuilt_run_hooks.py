@@ -84,7 +84,7 @@ def configs(request, tmp_path):
 
     def build(*names: str, **settings):
         made.extend(_runtimes(tmp_path, *names, **settings))
-        return made[-len(names):]
+        return made[-len(names) :]
 
     yield build
     for config in made:

@@ -172,10 +172,12 @@ def test_a_result_submitted_through_the_result_tool_leaves_no_unanswered_call(co
 
     def serve(request):
         requests.append(request)
-        return {"tool_calls": [
-            {"name": "submit_answer", "arguments": {"answer": "42"}},
-            {"name": "never_defined_here", "arguments": {}},
-        ]}
+        return {
+            "tool_calls": [
+                {"name": "submit_answer", "arguments": {"answer": "42"}},
+                {"name": "never_defined_here", "arguments": {}},
+            ]
+        }
 
     class ToolAnswerAgent(Agent):
         model = script(serve, capabilities=ModelCapabilities(tools=True))

@@ -216,9 +216,7 @@ def test_parallel_tool_calls_see_the_callers_context_like_a_single_call(config, 
     assert ContextReadingTool.seen == [("req-481", True), ("req-481", True)]
 
 
-def test_a_closer_cancellation_in_a_threaded_execution_is_raised_by_wait_not_the_thread(
-    config, script, monkeypatch
-):
+def test_a_closer_cancellation_in_a_threaded_execution_is_raised_by_wait_not_the_thread(config, script, monkeypatch):
     """The execution thread keeps a cleanup failure for Execution.wait; a CancelledError
     (a BaseException here) escaped that thread as an unhandled exception instead."""
     crashed = []
@@ -240,9 +238,7 @@ def test_a_closer_cancellation_in_a_threaded_execution_is_raised_by_wait_not_the
 
 
 @pytest.mark.parametrize("entry", ["stream_ask", "stream_ask_async"])
-def test_stopping_the_stream_at_its_terminal_event_leaves_the_callers_token_alone(
-    config, script, entry
-):
+def test_stopping_the_stream_at_its_terminal_event_leaves_the_callers_token_alone(config, script, entry):
     """The run's thread may still be publishing the terminal event to the engine's other
     sinks (a Redis Stream) when the consumer breaks out on it; the finished run was then
     'cancelled' through the caller's token, which may be shared with the caller's next runs."""
@@ -366,7 +362,9 @@ def test_a_consumer_failing_mid_run_leaves_the_callers_token_alone(config, scrip
 
 def test_leaving_a_stream_mid_run_stops_the_run_but_not_the_callers_token(config, script):
     token = CancellationToken()
-    run = agent_for(script([{"text": "one two three four", "delta_delay": 0.2}])).stream_ask("Hi", cancellation_token=token)
+    run = agent_for(script([{"text": "one two three four", "delta_delay": 0.2}])).stream_ask(
+        "Hi", cancellation_token=token
+    )
 
     for event in run:
         if event.type == "text_delta":

@@ -61,9 +61,7 @@ def test_a_tool_cancelling_its_run_ends_it_cancelled(config, script):
     types = event_types(run)
     assert types[-1] == "run_cancel"
     assert types.count("message_stop") == 1, "no model turn runs after cancellation"
-    assert [t for t in types if t in ("run_stop", "run_error", "run_partial", "run_cancel")] == [
-        "run_cancel"
-    ]
+    assert [t for t in types if t in ("run_stop", "run_error", "run_partial", "run_cancel")] == ["run_cancel"]
 
 
 def _waiting_tool(started):
@@ -166,7 +164,9 @@ def test_a_scripted_delay_longer_than_the_deadline_ends_partial_at_the_deadline(
 
 @pytest.mark.timeout(30)
 def test_a_scripted_delay_between_deltas_ends_partial_at_the_deadline_with_the_text_so_far(config, script):
-    run = agent_for(script([{"text": "Checking the order now.", "delta_delay": 120}])).ask("Where is my order?", deadline=RUN_DEADLINE)
+    run = agent_for(script([{"text": "Checking the order now.", "delta_delay": 120}])).ask(
+        "Where is my order?", deadline=RUN_DEADLINE
+    )
 
     assert run.outcome == "partial"
     assert run.response == "Checking "
@@ -512,7 +512,9 @@ def test_once_does_not_record_a_block_that_raised(config, script):
         ("charge", "not callable", "needs a block to call, got str"),
     ],
 )
-def test_once_refuses_a_key_that_is_not_a_short_string_and_a_block_that_is_not_callable(config, script, key, block, message):
+def test_once_refuses_a_key_that_is_not_a_short_string_and_a_block_that_is_not_callable(
+    config, script, key, block, message
+):
     run = agent_for(script([{"text": "ok"}])).ask("Hi")
     with pytest.raises(InvocationError, match=message):
         run.once(key, block)
@@ -677,9 +679,7 @@ def test_cancelling_while_text_streams_stops_between_chunks(config, script):
             token.cancel("stop button")
 
     target = script([{"text": "Refunds are available within 30 days."}])
-    run = agent_for(target).ask(
-        "Refunds?", cancellation_token=token, on_event=cancel_on_first_delta
-    )
+    run = agent_for(target).ask("Refunds?", cancellation_token=token, on_event=cancel_on_first_delta)
 
     assert run.outcome == "cancelled"
     assert run.response is None
@@ -715,9 +715,7 @@ def test_an_interrupt_during_parallel_tools_ends_the_run_once(config, script, in
     run = agent_for(target, _parallel_waiters(barrier)).stream_ask("Go", **options)
     streamed = list(run)
 
-    expected = {"cancel": ("cancelled", "run_cancel"), "deadline": ("partial", "run_partial")}[
-        interrupt
-    ]
+    expected = {"cancel": ("cancelled", "run_cancel"), "deadline": ("partial", "run_partial")}[interrupt]
     assert run.outcome == expected[0]
     terminals = [e.type for e in streamed if e.terminal]
     assert terminals == [expected[1]]
@@ -728,7 +726,8 @@ def test_an_interrupt_during_parallel_tools_ends_the_run_once(config, script, in
 
 
 @pytest.mark.parametrize(
-    ("status", "limit"), [("complete", 10), ("completed", 0), (None, True), (None, 2**63), pytest.param(None, 10**400, id="None-10**400")]
+    ("status", "limit"),
+    [("complete", 10), ("completed", 0), (None, True), (None, 2**63), pytest.param(None, 10**400, id="None-10**400")],
 )
 def test_list_runs_refuses_an_unknown_status_or_a_bad_limit(config, status, limit):
     from lg_core import InvocationError, list_runs

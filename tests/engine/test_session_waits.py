@@ -84,7 +84,9 @@ def test_a_run_waiting_behind_one_an_exception_stopped_here_says_so_and_starts_o
         SessionAgent.ask("stop", session_id="chat-stopped", run_id="stopped-1")
     second: list[lg_core.Run] = []
     ask_next = contextvars.copy_context().run  # the thread asks under the test's configuration
-    waiter = threading.Thread(target=ask_next, args=(lambda: second.append(SessionAgent.ask("next", session_id="chat-stopped", deadline=60)),))
+    waiter = threading.Thread(
+        target=ask_next, args=(lambda: second.append(SessionAgent.ask("next", session_id="chat-stopped", deadline=60)),)
+    )
     with caplog.at_level(logging.WARNING, logger="lg_core"):
         waiter.start()
         deadline = time.monotonic() + 30

@@ -162,7 +162,10 @@ def test_workers_that_died_on_every_attempt_count_too(stack):
     _set(
         client,
         "UPDATE lg_steps SET status = 'running', holder = :h, attempts = 3, lease_until = :l WHERE run_id = :r AND key = :k",
-        h=dead, l=time.time() + 600, r=ref.run_id, k=ref.key,
+        h=dead,
+        l=time.time() + 600,
+        r=ref.run_id,
+        k=ref.key,
     )
 
     assert worker.engine.execute_claimed(ref.run_id, ref.key) == ("abandoned", [])

@@ -73,9 +73,7 @@ def test_the_event_log_is_gapless_and_holds_no_deltas(file_config, script):
     assert [e.seq for e in run.events(after=3)] == list(range(4, len(events) + 1))
 
     with sqlite3.connect(db_path(file_config)) as db:
-        rows = db.execute(
-            "select seq, type from lg_events where run_id = ? order by seq", (run.id,)
-        ).fetchall()
+        rows = db.execute("select seq, type from lg_events where run_id = ? order by seq", (run.id,)).fetchall()
     assert rows == [(e.seq, e.type) for e in events]
 
 
@@ -151,9 +149,7 @@ def test_reusing_a_run_id_raises_invocation_error_and_keeps_the_first_run(file_c
     assert first.outcome == "completed"
 
     with pytest.raises(InvocationError, match="order-481-refund"):
-        StoredAgent.ask(
-            "Something else", target=script([{"text": "other"}]), run_id="order-481-refund"
-        )
+        StoredAgent.ask("Something else", target=script([{"text": "other"}]), run_id="order-481-refund")
 
     stored = lg_core.get_run("order-481-refund")
     assert stored.response == "Refunds take 30 days."
@@ -166,11 +162,7 @@ def test_reusing_a_run_id_raises_invocation_error_and_keeps_the_first_run(file_c
 def _turn_bytes(path, run_id):
     """Bytes of message rows and events that each tool turn added, by turn number."""
     with sqlite3.connect(path) as db:
-        messages = dict(
-            db.execute(
-                "select seq, length(data) from lg_messages where run_id = ?", (run_id,)
-            ).fetchall()
-        )
+        messages = dict(db.execute("select seq, length(data) from lg_messages where run_id = ?", (run_id,)).fetchall())
         events = db.execute(
             "select type, length(data) from lg_events where run_id = ? order by seq", (run_id,)
         ).fetchall()
@@ -193,9 +185,7 @@ def _turn_bytes(path, run_id):
             in_tool_turn = False
     for turn in range(len(turns)):
         turns[turn] += messages[1 + 2 * turn] + messages[2 + 2 * turn]
-        turns[turn] += sum(
-            size for key, size in steps.items() if key.startswith(f"root/turn-{turn}/")
-        )
+        turns[turn] += sum(size for key, size in steps.items() if key.startswith(f"root/turn-{turn}/"))
     return turns
 
 
@@ -218,9 +208,7 @@ def test_bytes_stored_per_turn_do_not_grow_with_the_conversation(file_config, sc
     assert len(sizes) == tool_turns
     early, late = sizes[2], sizes[29]
     assert early > 0
-    assert late <= early + 16, (
-        f"turn 30 stored {late} bytes, turn 3 stored {early}: storage grows with history"
-    )
+    assert late <= early + 16, f"turn 30 stored {late} bytes, turn 3 stored {early}: storage grows with history"
 
     with sqlite3.connect(db_path(file_config)) as db:
         [(checkpoint_size,)] = db.execute(

@@ -99,7 +99,9 @@ class ChargingAgent(Agent):
     tools = [ChargeTool]
 
 
-def test_an_at_most_once_tool_waits_for_its_start_mark_through_the_outage_and_runs_once(file_config, monkeypatch, quick_pauses):
+def test_an_at_most_once_tool_waits_for_its_start_mark_through_the_outage_and_runs_once(
+    file_config, monkeypatch, quick_pauses
+):
     store = file_config.runtime().store
     real, tries = store.mark_body_entered, []
 

@@ -64,11 +64,7 @@ def test_streamed_events_come_in_a_consistent_order(config, script):
 
     first_stop = types.index("message_stop")
     turn_one = types[: first_stop + 1]
-    assert (
-        turn_one.index("message_start")
-        < turn_one.index("text_delta")
-        < turn_one.index("tool_call_start")
-    )
+    assert turn_one.index("message_start") < turn_one.index("text_delta") < turn_one.index("tool_call_start")
     for call_id in ("a", "b"):
         call_events = [e.type for e in events if e.data.get("id") == call_id]
         assert call_events == [
@@ -78,9 +74,7 @@ def test_streamed_events_come_in_a_consistent_order(config, script):
             "tool_execution_start",
             "tool_execution_stop",
         ], call_id
-    assert max(i for i, t in enumerate(types) if t == "tool_execution_stop") < types.index(
-        "message_start", first_stop
-    )
+    assert max(i for i, t in enumerate(types) if t == "tool_execution_stop") < types.index("message_start", first_stop)
     text = "".join(e.data["text"] for e in events[first_stop:] if e.type == "text_delta")
     assert text == run.response
 
@@ -97,9 +91,7 @@ def test_durable_events_are_streamed_with_their_log_sequence_numbers(config, scr
 
 def test_on_event_receives_the_same_events_as_iteration(config, script):
     received = []
-    run = agent_for(script(TURNS), LookupTool).stream_ask(
-        "Refunds and shipping?", on_event=received.append
-    )
+    run = agent_for(script(TURNS), LookupTool).stream_ask("Refunds and shipping?", on_event=received.append)
     streamed = list(run)
 
     assert run.outcome == "completed"
@@ -108,9 +100,7 @@ def test_on_event_receives_the_same_events_as_iteration(config, script):
 
 def test_ask_on_event_sees_every_durable_event_in_log_order(config, script):
     received = []
-    run = agent_for(script(TURNS), LookupTool).ask(
-        "Refunds and shipping?", on_event=received.append
-    )
+    run = agent_for(script(TURNS), LookupTool).ask("Refunds and shipping?", on_event=received.append)
 
     assert run.outcome == "completed"
     assert "text_delta" in [e.type for e in received]
@@ -152,9 +142,7 @@ def test_the_stream_consumer_is_called_serially_during_parallel_tools(config, sc
     run = agent_for(script(TURNS), MeetTool).ask("Go", on_event=consume)
 
     assert run.outcome == "completed"
-    assert [r.text for r in run.result.messages[2].tool_results] == ["met", "met"], (
-        "the tools ran in parallel"
-    )
+    assert [r.text for r in run.result.messages[2].tool_results] == ["met", "met"], "the tools ran in parallel"
     assert overlapped == [], "two consumer calls were inside the consumer at once"
 
 

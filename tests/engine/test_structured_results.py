@@ -45,9 +45,7 @@ def test_provider_strategy_valid_json_becomes_the_output(config, script):
     assert run.outcome == "completed"
     assert run.result.output == VALID
     assert run.result.structured
-    assert run.result.structured_result == StructuredResult(
-        schema_name="support_triage", value=VALID
-    )
+    assert run.result.structured_result == StructuredResult(schema_name="support_triage", value=VALID)
     assert json.loads(run.response) == VALID
     [request] = requests
     assert request.output_schema["name"] == "support_triage"
@@ -183,7 +181,11 @@ def test_a_failed_run_counts_the_usage_of_its_second_invalid_result(config, scri
 
 @pytest.mark.parametrize("capabilities", [None, NO_NATIVE], ids=["provider strategy", "tool strategy"])
 def test_a_result_the_output_limit_cut_off_fails_with_output_limit_error_not_a_repair(config, script, capabilities):
-    target, requests = recording(script, [{"text": '{"category": "deliv', "stop_reason": "max_tokens"}, {"structured": VALID}], capabilities=capabilities)
+    target, requests = recording(
+        script,
+        [{"text": '{"category": "deliv', "stop_reason": "max_tokens"}, {"structured": VALID}],
+        capabilities=capabilities,
+    )
     run = triage_agent(target).ask("Missing package")
 
     assert run.outcome == "failed"
@@ -214,9 +216,7 @@ def test_auto_strategy_uses_a_terminal_submit_tool_without_native_support(config
     [request] = requests
     assert request.output_schema is None
     assert [spec.name for spec in request.tools] == ["submit_support_triage"]
-    assert "tool_execution_stop" not in event_types(run), (
-        "the terminal tool is not executed as an application tool"
-    )
+    assert "tool_execution_stop" not in event_types(run), "the terminal tool is not executed as an application tool"
 
 
 def test_an_unknown_tool_call_lists_the_submit_tool_among_the_available_ones(config, script):
@@ -260,9 +260,7 @@ def test_tool_strategy_repairs_an_invalid_submission(config, script):
 
 
 def test_tool_strategy_text_answer_is_repaired_then_fails_when_still_missing(config, script):
-    target = script(
-        [{"text": "delivery, urgent"}, {"text": "still just text"}], capabilities=NO_NATIVE
-    )
+    target = script([{"text": "delivery, urgent"}, {"text": "still just text"}], capabilities=NO_NATIVE)
     run = triage_agent(target).ask("Missing package")
 
     assert run.outcome == "failed"
@@ -374,16 +372,12 @@ def test_a_structured_agent_may_call_tools_before_answering(config, script):
 
     turns = [{"tool_calls": [{"name": "order_status", "arguments": {}}]}, {"structured": VALID}]
     target, requests = recording(script, turns)
-    Agent_ = type(
-        "ToolTriage", (Agent,), {"model": target, "result_schema": TRIAGE, "tools": [OrderTool]}
-    )
+    Agent_ = type("ToolTriage", (Agent,), {"model": target, "result_schema": TRIAGE, "tools": [OrderTool]})
     run = Agent_.ask("Where is my parcel?")
 
     assert run.outcome == "completed"
     assert run.result.output == VALID
-    assert "structured_result_repair" not in event_types(run), (
-        "a tool turn is not an invalid result"
-    )
+    assert "structured_result_repair" not in event_types(run), "a tool turn is not an invalid result"
     assert [m.role for m in run.result.messages] == ["user", "assistant", "tool", "assistant"]
 
 
@@ -432,7 +426,9 @@ def test_the_repair_turn_offers_only_the_way_to_answer(config, script, capabilit
 
 
 @pytest.mark.parametrize(("capabilities", "answer", "offered"), STRATEGIES)
-def test_an_ordinary_tool_called_in_the_repair_turn_fails_the_run_and_never_runs(config, script, order_calls, capabilities, answer, offered):
+def test_an_ordinary_tool_called_in_the_repair_turn_fails_the_run_and_never_runs(
+    config, script, order_calls, capabilities, answer, offered
+):
     """The spec allows one repair attempt, not more tool work: the call is the second invalid response."""
     turns = [{"text": "delivery, urgent"}, {"tool_calls": [{"name": "order_status", "arguments": {}}]}, answer]
     target, requests = recording(script, turns, capabilities=capabilities)
@@ -440,7 +436,9 @@ def test_an_ordinary_tool_called_in_the_repair_turn_fails_the_run_and_never_runs
 
     assert run.outcome == "failed"
     assert type(run.error) is StructuredResultError
-    assert "in its repair turn, which offers" in str(run.error) and "it called the tool 'order_status'" in str(run.error)
+    assert "in its repair turn, which offers" in str(run.error) and "it called the tool 'order_status'" in str(
+        run.error
+    )
     assert run.error.schema_name == "support_triage"
     assert order_calls == [] and "tool_execution_start" not in event_types(run)
     assert len(requests) == 2

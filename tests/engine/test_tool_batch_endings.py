@@ -59,7 +59,12 @@ def test_a_call_queued_behind_a_sibling_that_ended_the_run_never_starts(one_thre
             {"tool_calls": [{"name": "lookup", "id": "l0", "arguments": {}}]},
             {"tool_calls": [{"name": "lookup", "id": "l1", "arguments": {}}]},
             # The third identical lookup stops the run before its body runs; charge waits for the thread.
-            {"tool_calls": [{"name": "lookup", "id": "l2", "arguments": {}}, {"name": "charge", "id": "c", "arguments": {}}]},
+            {
+                "tool_calls": [
+                    {"name": "lookup", "id": "l2", "arguments": {}},
+                    {"name": "charge", "id": "c", "arguments": {}},
+                ]
+            },
             {"text": "Done."},
         ]
     )
@@ -68,7 +73,7 @@ def test_a_call_queued_behind_a_sibling_that_ended_the_run_never_starts(one_thre
 
     assert run.failed and isinstance(run.error, ToolLoopError)
     assert ChargeTool.charged == [], "the at_most_once call ran for a run that had already failed"
-    assert events[-1] == "run_error", f"events after the terminal one: {events[events.index('run_error'):]}"
+    assert events[-1] == "run_error", f"events after the terminal one: {events[events.index('run_error') :]}"
     step = one_thread.runtime().store.load_step(run.id, "root/turn-2/tool/c")
     # Closed with the run, never started: a retry runs it.
     assert (step.status, step.attempts, step.body_entered_at) == ("failed", 0, None)

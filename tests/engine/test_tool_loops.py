@@ -76,7 +76,13 @@ def model_seeing_results(turns, seen):
     def model(request):
         last = request.messages[-1]
         if last.role == "tool":
-            seen.append(["\n".join(part.text for part in block.content) for block in last.content if isinstance(block, ToolResult)])
+            seen.append(
+                [
+                    "\n".join(part.text for part in block.content)
+                    for block in last.content
+                    if isinstance(block, ToolResult)
+                ]
+            )
         return turns[len(seen)] if last.role == "tool" else turns[0]
 
     return model
@@ -165,6 +171,7 @@ def test_identical_calls_of_one_parallel_batch_all_count(config, script):
 
     class TogetherTool(CountingLookupTool):
         tool_name = "lookup"
+
         def call(self, input):
             if "/tool/p" in self.context.metadata["step"]:
                 barrier.wait()  # all three calls of the batch are running before any of them commits
@@ -216,6 +223,7 @@ def run_identical_batch(script, size):
 
     class HeldTool(CountingLookupTool):
         tool_name = "lookup"
+
         def call(self, input):
             bodies.append(1)
             if len(bodies) >= ALLOWED:
@@ -257,6 +265,7 @@ def test_loop_warnings_follow_call_order_not_commit_order(config, script):
 
     class ReversedTool(CountingLookupTool):
         tool_name = "lookup"
+
         def call(self, input):
             later = {"p0": "p1", "p1": "p2"}.get(self.context.metadata["step"].rsplit("/", 1)[1])
             if later is not None:
@@ -284,7 +293,10 @@ def test_each_call_stores_its_identical_calls_before_it(script):
     step decides from it as the first attempt did, whichever siblings have committed."""
     configuration = Configuration(max_parallel_tools=1)
     turns = [{"tool_calls": [lookup("s0")]}, {"tool_calls": [lookup("s1")]}]
-    turns += [{"tool_calls": [lookup("p0"), lookup("refresh", name="refresh"), lookup("p1"), lookup("p2")]}, {"text": "Done."}]
+    turns += [
+        {"tool_calls": [lookup("p0"), lookup("refresh", name="refresh"), lookup("p1"), lookup("p2")]},
+        {"text": "Done."},
+    ]
     with with_configuration(configuration):
         run = LoopAgent.ask("Refunds?", target=script(turns))
         steps = {step.key.rsplit("/", 1)[1]: step for step in configuration.runtime().store.load_steps(run.id)}

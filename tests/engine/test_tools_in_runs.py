@@ -96,9 +96,7 @@ def test_two_tool_calls_of_one_turn_run_in_parallel_and_results_keep_call_order(
     assert run.outcome == "completed"
     assert finish_order == ["fast", "slow"]
     results = results_of(run)
-    assert [r.text for r in results] == ["slow result", "fast result"], (
-        "results follow call order, not finish order"
-    )
+    assert [r.text for r in results] == ["slow result", "fast result"], "results follow call order, not finish order"
     assert [r.status for r in results] == ["success", "success"]
     assert [r.tool_use_id for r in results] == [u.id for u in run.result.messages[1].tool_uses]
     assert run.tool_errors == []
@@ -159,11 +157,7 @@ def test_exclusive_tools_never_overlap_yet_all_run(config, script):
     sections = ["intro", "body", "summary", "appendix"]
     target = script(
         [
-            {
-                "tool_calls": [
-                    call("update_draft", f"c{i}", section=s) for i, s in enumerate(sections)
-                ]
-            },
+            {"tool_calls": [call("update_draft", f"c{i}", section=s) for i, s in enumerate(sections)]},
             {"text": "Draft updated."},
         ]
     )
@@ -572,7 +566,9 @@ def test_a_tool_step_row_says_whether_its_call_may_run_twice(config, script):
         def call(self, input):
             return "found"
 
-    agent = agent_for(script([{"tool_calls": [call("charge", "c"), call("lookup", "l")]}, {"text": "done"}]), ChargeTool, LookupTool)
+    agent = agent_for(
+        script([{"tool_calls": [call("charge", "c"), call("lookup", "l")]}, {"text": "done"}]), ChargeTool, LookupTool
+    )
     run = agent.ask("Go")
 
     steps = {s.input["name"]: s.input for s in config.runtime().store.load_steps(run.id) if s.kind == "tool"}
@@ -748,7 +744,12 @@ def test_record_usage_takes_a_usage_or_a_mapping_of_counts_and_names_what_it_tak
                     outcomes.append(str(exc))
             return "ok"
 
-    target = script([{"tool_calls": [call("metered", "c1")], "usage": {"input_tokens": 3}}, {"text": "Done.", "usage": {"input_tokens": 4}}])
+    target = script(
+        [
+            {"tool_calls": [call("metered", "c1")], "usage": {"input_tokens": 3}},
+            {"text": "Done.", "usage": {"input_tokens": 4}},
+        ]
+    )
     run = agent_for(target, MeteredTool).ask("Meter")
 
     assert run.usage.input_tokens == 3 + 7 + 4
@@ -779,7 +780,10 @@ def test_tools_on_a_model_whose_capabilities_refuse_them_raise_before_a_run_exis
     agent = agent_for(target, AccountStatusTool)
 
     for start in (agent.ask, agent.stream_ask, agent.start_execution):
-        with pytest.raises(ConfigurationError, match=r"does not accept tools \(its capabilities say tools: false\), but ToolAgent offers 'account_status'"):
+        with pytest.raises(
+            ConfigurationError,
+            match=r"does not accept tools \(its capabilities say tools: false\), but ToolAgent offers 'account_status'",
+        ):
             start("Count")
     assert calls == [] and lg_core.list_runs() == []
 

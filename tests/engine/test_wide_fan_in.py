@@ -48,9 +48,13 @@ def test_sixty_parallel_tool_calls_complete_and_each_runs_once(durable_url, monk
 
     monkeypatch.setattr(RunStore, "commit", counting_commit)
     model = f"fan-{uuid.uuid4().hex[:8]}"
-    scripted.register(model, [{"tool_calls": [{"name": "count", "arguments": {"i": i}} for i in range(CALLS)]}, {"text": "done"}])
+    scripted.register(
+        model, [{"tool_calls": [{"name": "count", "arguments": {"i": i}} for i in range(CALLS)]}, {"text": "done"}]
+    )
     CountTool.seen = []
-    agent = type("FanAgent", (Agent,), {"model": f"scripted:{model}", "tools": [CountTool], "limits": {"max_tool_calls": CALLS}})
+    agent = type(
+        "FanAgent", (Agent,), {"model": f"scripted:{model}", "tools": [CountTool], "limits": {"max_tool_calls": CALLS}}
+    )
     configuration = Configuration(run_store=durable_url, max_parallel_tools=16)
     try:
         with with_configuration(configuration):

@@ -89,12 +89,19 @@ def _script(tool: str) -> list[dict]:
 
 scripted.register("kill-steps", _script("step"))
 scripted.register("kill-charge", _script("charge"))
-scripted.register("kill-notes", [
-    {"tool_calls": [{"name": "note", "arguments": {"n": 0, "key": "a"}},
-                    {"name": "note", "arguments": {"n": 1, "key": "b"}}]},
-    {"tool_calls": [{"name": "note", "arguments": {"n": 2, "key": "c", "delete": "a"}}]},
-    {"text": "All noted."},
-])
+scripted.register(
+    "kill-notes",
+    [
+        {
+            "tool_calls": [
+                {"name": "note", "arguments": {"n": 0, "key": "a"}},
+                {"name": "note", "arguments": {"n": 1, "key": "b"}},
+            ]
+        },
+        {"tool_calls": [{"name": "note", "arguments": {"n": 2, "key": "c", "delete": "a"}}]},
+        {"text": "All noted."},
+    ],
+)
 
 
 class StepAgent(Agent):

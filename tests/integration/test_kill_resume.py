@@ -27,6 +27,7 @@ def _importable_app(monkeypatch):
     monkeypatch.delenv("HANG_AT", raising=False)
     monkeypatch.setenv("KILL_APP_LOG", os.devnull)
 
+
 CHILD = """
 import sys
 import lg_core
@@ -40,8 +41,13 @@ def _start_hanging(tmp_path: Path, agent: str, run_id: str, hang_at: int) -> tup
     """Start the run in a child process and return once it hangs inside tool call ``hang_at``."""
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     log, ready = tmp_path / "calls.log", tmp_path / "ready"
-    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "KILL_APP_LOG": str(log), "KILL_APP_READY": str(ready), "HANG_AT": str(hang_at)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "KILL_APP_LOG": str(log),
+        "KILL_APP_READY": str(ready),
+        "HANG_AT": str(hang_at),
+    }
     child = subprocess.Popen([sys.executable, "-c", CHILD, store, agent, run_id], env=env)
     deadline = time.monotonic() + 60
     while not ready.exists():

@@ -37,7 +37,9 @@ def lg_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def lg(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+def lg(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
     return subprocess.run([*LG, *args], env=env or lg_env(), cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
@@ -92,7 +94,7 @@ class Stack:
         values = {}
         for line in (self.root / "env").read_text().splitlines():
             if line.startswith("export "):
-                key, _, value = shlex.split(line[len("export "):])[0].partition("=")
+                key, _, value = shlex.split(line[len("export ") :])[0].partition("=")
                 values[key] = value
         return values
 

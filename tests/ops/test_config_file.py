@@ -36,10 +36,10 @@ def test_precedence_configure_then_environment_then_yaml_then_defaults(tmp_path,
     monkeypatch.setenv("LG_BROKER_URL", "redis://env/0")
     monkeypatch.setenv("LG_LEASE_SECONDS", "9")
     config = build_configuration(lease_seconds=11)
-    assert config.run_store == "sqlite:///yaml.db"   # YAML over the default
-    assert config.broker_url == "redis://env/0"      # environment over YAML
-    assert config.lease_seconds == 11                # keyword values over the environment
-    assert config.max_parallel_tools == 8            # default
+    assert config.run_store == "sqlite:///yaml.db"  # YAML over the default
+    assert config.broker_url == "redis://env/0"  # environment over YAML
+    assert config.lease_seconds == 11  # keyword values over the environment
+    assert config.max_parallel_tools == 8  # default
     with with_configuration(build_configuration()):
         assert configure(lease_seconds=12).lease_seconds == 12  # configure() over everything
 
@@ -103,8 +103,13 @@ def test_model_call_rate_limits_come_from_the_file_or_the_environment(tmp_path, 
     assert build_configuration().rate_limits == {"openai": "10/s", "anthropic": "50/s"}  # merged key by key
 
 
-@pytest.mark.parametrize(("text", "message"), [("rate_limits:\n  openai: fast\n", "rate limit 'fast' is not understood"),
-                                               ("rate_limits:\n  'openai:gpt-4o': 10/s\n", "provider connection names")])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("rate_limits:\n  openai: fast\n", "rate limit 'fast' is not understood"),
+        ("rate_limits:\n  'openai:gpt-4o': 10/s\n", "provider connection names"),
+    ],
+)
 def test_a_bad_rate_limit_in_the_file_names_the_key(tmp_path, text, message):
     (tmp_path / "lg.yaml").write_text(text)
     with pytest.raises(ConfigurationError, match="rate_limits") as caught:
@@ -157,7 +162,9 @@ def test_a_rejected_assignment_keeps_the_previous_value():
     assert config.lease_seconds == 9
 
 
-@pytest.mark.parametrize("url", ["amqp://guest@rabbit//", "http://127.0.0.1:6379", "localhost:6379", "sentinel://h:26379"])
+@pytest.mark.parametrize(
+    "url", ["amqp://guest@rabbit//", "http://127.0.0.1:6379", "localhost:6379", "sentinel://h:26379"]
+)
 def test_a_broker_url_that_is_not_redis_is_refused_naming_its_source(monkeypatch, url):
     """Workers, event streams and rate limits all speak Redis: any other URL failed later, in a
     traceback from start_execution or a Celery worker that `lg worker` restarted forever."""
@@ -210,10 +217,18 @@ def test_the_repr_of_a_configuration_shows_no_secret():
     config = Configuration(
         run_store="postgresql+psycopg://app:store-pw@db/lg",
         broker_url="redis://:broker-pw@redis:6379/0",
-        providers={"openai": {"adapter": "openai", "api_key": "sk-live-123", "api_key_env": "OPENAI_API_KEY",
-                              "headers": {"Authorization": "Bearer sk-live-456", "X-Gateway-Key": "gw-key-789"}},
-                   "gateway": {"adapter": "openai",
-                               "base_url": "https://gw-user:userinfo-pw@gw.example/v1?key=query-pw&region=eu"}},
+        providers={
+            "openai": {
+                "adapter": "openai",
+                "api_key": "sk-live-123",
+                "api_key_env": "OPENAI_API_KEY",
+                "headers": {"Authorization": "Bearer sk-live-456", "X-Gateway-Key": "gw-key-789"},
+            },
+            "gateway": {
+                "adapter": "openai",
+                "base_url": "https://gw-user:userinfo-pw@gw.example/v1?key=query-pw&region=eu",
+            },
+        },
     )
     text = repr(config)
     for secret in ("store-pw", "broker-pw", "sk-live-123", "sk-live-456", "gw-key-789", "userinfo-pw", "query-pw"):
@@ -271,7 +286,9 @@ def test_a_failed_runtime_build_leaves_the_configuration_editable():
 def test_configuration_configure_sets_several_settings_and_returns_itself():
     """The spec's ``Configuration#configure`` on a configuration of one's own, as for Runtime(configuration)."""
     configuration = Configuration()
-    assert configuration.configure(models={"support": {"target": "scripted:x"}}, default_model="support") is configuration
+    assert (
+        configuration.configure(models={"support": {"target": "scripted:x"}}, default_model="support") is configuration
+    )
     assert (configuration.default_model, list(configuration.models)) == ("support", ["support"])
     with pytest.raises(ConfigurationError, match=r"unknown setting 'defualt_model' \(did you mean 'default_model'\?\)"):
         configuration.configure(service_name="support-api", defualt_model="other")
@@ -301,7 +318,11 @@ def broken_modules(tmp_path, monkeypatch):
     [
         ("session_actor", "cfg_raises_at_import:f", "session_actor: importing session_actor 'cfg_raises_at_import:f'"),
         ("provider_credentials", "cfg_raises_at_import:f", "importing provider_credentials 'cfg_raises_at_import:f'"),
-        ("model_resolver", "cfg_raises_at_import:resolver", "model_resolver: importing 'cfg_raises_at_import:resolver'"),
+        (
+            "model_resolver",
+            "cfg_raises_at_import:resolver",
+            "model_resolver: importing 'cfg_raises_at_import:resolver'",
+        ),
         ("provider_adapters", {"gw": "cfg_raises_at_import:Gateway"}, "adapter 'gw': importing 'cfg_raises_at_import"),
     ],
 )
@@ -350,24 +371,51 @@ def test_the_cli_reports_a_setting_naming_a_module_that_raises_in_one_line(broke
 
 
 @pytest.mark.parametrize(
-    "name", ["lease_seconds", "relay_grace", "relay_backoff_max", "max_step_attempts", "max_parallel_tools", "run_cache_size", "store_pool_size", "store_outage_patience"]
+    "name",
+    [
+        "lease_seconds",
+        "relay_grace",
+        "relay_backoff_max",
+        "max_step_attempts",
+        "max_parallel_tools",
+        "run_cache_size",
+        "store_pool_size",
+        "store_outage_patience",
+    ],
 )
 @pytest.mark.parametrize("text", ["yes", "on", "true", "off"])
 def test_a_yaml_boolean_is_not_taken_as_a_number(tmp_path, name, text):
     """YAML reads yes/on/true as True, which pydantic took as 1: a one-second lease from a typo."""
     (tmp_path / "lg.yaml").write_text(f"{name}: {text}\n")
-    with pytest.raises(ConfigurationError, match=rf"{name} \(in config file .*lg.yaml\): Input should be a valid (integer|number), not the boolean"):
+    with pytest.raises(
+        ConfigurationError,
+        match=rf"{name} \(in config file .*lg.yaml\): Input should be a valid (integer|number), not the boolean",
+    ):
         build_configuration()
 
 
 @pytest.mark.parametrize(
-    "name", ["lease_seconds", "relay_grace", "relay_backoff_max", "max_step_attempts", "max_parallel_tools", "run_cache_size", "store_pool_size", "store_outage_patience"]
+    "name",
+    [
+        "lease_seconds",
+        "relay_grace",
+        "relay_backoff_max",
+        "max_step_attempts",
+        "max_parallel_tools",
+        "run_cache_size",
+        "store_pool_size",
+        "store_outage_patience",
+    ],
 )
 def test_a_boolean_given_for_a_number_is_refused(name):
-    with pytest.raises(ConfigurationError, match=rf"{name}: Input should be a valid (integer|number), not the boolean True"):
+    with pytest.raises(
+        ConfigurationError, match=rf"{name}: Input should be a valid (integer|number), not the boolean True"
+    ):
         Configuration(**{name: True})
     config = Configuration()
-    with pytest.raises(ConfigurationError, match=rf"{name}: Input should be a valid (integer|number), not the boolean False"):
+    with pytest.raises(
+        ConfigurationError, match=rf"{name}: Input should be a valid (integer|number), not the boolean False"
+    ):
         config.configure(**{name: False})
     assert getattr(config, name) == Configuration.model_fields[name].default
 
@@ -376,4 +424,9 @@ def test_numbers_are_still_taken_from_every_source(tmp_path, monkeypatch):
     (tmp_path / "lg.yaml").write_text("max_step_attempts: 3\nrelay_grace: 2\n")
     monkeypatch.setenv("LG_RUN_CACHE_SIZE", "7")
     config = build_configuration(lease_seconds=5)
-    assert (config.max_step_attempts, config.relay_grace, config.run_cache_size, config.lease_seconds) == (3, 2.0, 7, 5.0)
+    assert (config.max_step_attempts, config.relay_grace, config.run_cache_size, config.lease_seconds) == (
+        3,
+        2.0,
+        7,
+        5.0,
+    )

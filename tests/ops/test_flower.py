@@ -25,15 +25,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 SECRET = "Charge card 4242 4242 4242 4242 for Ada Lovelace, 12 Crescent Road"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 TASK_FOR_STEP = {"model": "lg.model_turn", "tool": "lg.tool_call"}
 
 
 def get_json(url: str, basic_auth: str):
     """GET ``url`` as Flower's user (``basic_auth`` is ``user:password``, FLOWER_BASIC_AUTH of the env file)."""
-    request = urllib.request.Request(url, headers={"Authorization": "Basic " + base64.b64encode(basic_auth.encode()).decode()})
+    request = urllib.request.Request(
+        url, headers={"Authorization": "Basic " + base64.b64encode(basic_auth.encode()).decode()}
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
 
@@ -102,8 +109,9 @@ def take_screenshot(url: str, run_id: str, path, basic_auth: str):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000},
-                                    http_credentials={"username": user, "password": password})
+            page = browser.new_page(
+                viewport={"width": 1600, "height": 1000}, http_credentials={"username": user, "password": password}
+            )
             page.goto(url)
             page.fill("input[type=search]", run_id)  # the task table's search box: only this run's tasks
             page.wait_for_selector("td:has-text('lg.model_turn')", timeout=30_000)

@@ -161,7 +161,8 @@ def test_a_running_stack_refuses_new_settings_and_is_found_without_stack_json(st
         assert up.returncode == 0, up.stderr
         sourced = subprocess.run(
             ["bash", "-c", f"{up.stdout.split('(source it: ')[1].split(')')[0]} && echo $LG_BROKER_URL"],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
         )
         assert sourced.stdout.strip() == spaced.env()["LG_BROKER_URL"], sourced.stderr
         assert sourced.stdout.strip().endswith(f"@127.0.0.1:{stack.ports['redis']}/0")

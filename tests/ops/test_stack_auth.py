@@ -77,8 +77,11 @@ def test_every_server_refuses_a_client_without_the_password_and_the_stack_runs_w
     # Printed masked, with where to find them; in no other file of the stack, and in no command line.
     assert f"lg:***@127.0.0.1:{stack.ports['postgres']}" in up.stdout and ":***@127.0.0.1:" in up.stdout
     assert "passwords  in the env file" in up.stdout
-    leaks = [path for path in (stack.root / "stack.json", *(stack.root / "logs").iterdir(), *(stack.root / "pids").iterdir())
-             if any(value in path.read_text(errors="replace") for value in passwords.values())]
+    leaks = [
+        path
+        for path in (stack.root / "stack.json", *(stack.root / "logs").iterdir(), *(stack.root / "pids").iterdir())
+        if any(value in path.read_text(errors="replace") for value in passwords.values())
+    ]
     assert leaks == []
     assert all(value not in up.stdout + up.stderr for value in passwords.values())
     redis_conf = stack.root / "redis" / "redis.conf"
@@ -107,7 +110,8 @@ def test_every_server_refuses_a_client_without_the_password_and_the_stack_runs_w
     assert "no password supplied" in postgres_refusal(f"host=127.0.0.1 port={port} user=lg dbname=lg")
     assert "no password supplied" in postgres_refusal(f"host={socket_dir} port={port} user=lg dbname=lg")
     assert "password authentication failed" in postgres_refusal(
-        f"host=127.0.0.1 port={port} user=lg dbname=lg password=not-the-password")
+        f"host=127.0.0.1 port={port} user=lg dbname=lg password=not-the-password"
+    )
     with psycopg.connect(env["LG_RUN_STORE"].replace("+psycopg", ""), connect_timeout=10) as connection:
         assert connection.execute("SELECT current_user").fetchone() == ("lg",)
 
@@ -119,8 +123,10 @@ def test_every_server_refuses_a_client_without_the_password_and_the_stack_runs_w
     assert flower_status(f"{flower}/api/workers", env["FLOWER_BASIC_AUTH"]) == 200
 
     def workers():
-        request = urllib.request.Request(f"{flower}/api/workers?refresh=1", headers={
-            "Authorization": "Basic " + base64.b64encode(env["FLOWER_BASIC_AUTH"].encode()).decode()})
+        request = urllib.request.Request(
+            f"{flower}/api/workers?refresh=1",
+            headers={"Authorization": "Basic " + base64.b64encode(env["FLOWER_BASIC_AUTH"].encode()).decode()},
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
 
@@ -153,8 +159,11 @@ def test_a_stack_made_without_passwords_gets_them_at_its_next_up_and_keeps_its_d
             connection.execute("INSERT INTO kept VALUES ('from before the passwords')")
     finally:
         cluster.halt()
-    (stack.root / "stack.json").write_text(json.dumps(
-        {"ports": stack.ports, "imports": [], "concurrency": 1, "postgres_root": str(stack.root / "postgres")}))
+    (stack.root / "stack.json").write_text(
+        json.dumps(
+            {"ports": stack.ports, "imports": [], "concurrency": 1, "postgres_root": str(stack.root / "postgres")}
+        )
+    )
     (stack.root / "logs").mkdir(mode=0o755)
     (stack.root / "logs").chmod(0o755)
     (stack.root / "env").write_text(
@@ -189,7 +198,9 @@ def test_a_stack_made_without_passwords_gets_them_at_its_next_up_and_keeps_its_d
 def test_up_refuses_to_add_passwords_to_a_stack_still_running_without_them(stack):
     """Its running servers would stay open and its workers could not use new passwords: `down` comes first."""
     (stack.root / "pids").mkdir(parents=True)
-    stand_in = subprocess.Popen(["sleep", "300"], start_new_session=True)  # the stack's Redis, as far as its pid file says
+    stand_in = subprocess.Popen(
+        ["sleep", "300"], start_new_session=True
+    )  # the stack's Redis, as far as its pid file says
     try:
         start = Path(f"/proc/{stand_in.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
         (stack.root / "pids" / "redis.pid").write_text(f"{stand_in.pid} {start}\n")
@@ -201,7 +212,9 @@ def test_up_refuses_to_add_passwords_to_a_stack_still_running_without_them(stack
 
         assert up.returncode == 2, up.stderr
         lines = up.stderr.strip().splitlines()
-        assert len(lines) == 1 and "without passwords" in lines[0] and f"lg stack down --dir {stack.root}" in lines[0], lines
+        assert (
+            len(lines) == 1 and "without passwords" in lines[0] and f"lg stack down --dir {stack.root}" in lines[0]
+        ), lines
         assert (stack.root / "env").read_text() == old_env
         assert stand_in.poll() is None and set(stack.pids()) == {"redis"}  # nothing started, nothing stopped
     finally:

@@ -51,7 +51,10 @@ def test_lg_worker_reads_lg_yaml_runs_an_agent_and_stops_on_sigterm(tmp_path, pg
     with log.open("w") as handle:
         worker = subprocess.Popen(
             [*LG, "worker", "--queues", "lg.orchestrate,lg.model,lg.tools", "--concurrency", "2"],
-            cwd=tmp_path, env=lg_env(), stdout=handle, stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            env=lg_env(),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
         )
     try:
         wait_ready(log, 1, worker)  # one thread-pool worker for the three queues
@@ -86,7 +89,9 @@ def test_lg_scheduler_runs_until_sigterm(tmp_path, pg_url, redis_url):
     with log.open("w") as handle:
         scheduler = subprocess.Popen(
             [*LG, "scheduler", "--interval", "0.2", "--store", pg_url, "--broker", redis_url],
-            env=lg_env(), stdout=handle, stderr=subprocess.STDOUT,
+            env=lg_env(),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
         )
     try:
         wait_for(log, "a recovery pass every 0.2 s", scheduler)
@@ -106,10 +111,15 @@ def test_lg_worker_rejects_bad_settings(tmp_path):
         (["--store", store], "lg worker needs a broker"),
         (["--broker", "redis://127.0.0.1:1/0"], "needs a run store shared"),
         (["--store", "not a url", "--broker", "redis://127.0.0.1:1/0"], "is not a database URL"),
-        (["--store", store, "--broker", "redis://127.0.0.1:1/0", "--import", "no_such_module"],
-         "cannot import module 'no_such_module'"),
+        (
+            ["--store", store, "--broker", "redis://127.0.0.1:1/0", "--import", "no_such_module"],
+            "cannot import module 'no_such_module'",
+        ),
         # not Redis: Celery could not start, and `lg worker` restarted it with a traceback forever
-        (["--store", store, "--broker", "amqp://127.0.0.1:1//"], "broker_url: 'amqp://127.0.0.1:1//' is not a Redis URL"),
+        (
+            ["--store", store, "--broker", "amqp://127.0.0.1:1//"],
+            "broker_url: 'amqp://127.0.0.1:1//' is not a Redis URL",
+        ),
     ]
     for args, message in cases:
         result = lg("worker", *args, cwd=tmp_path)
@@ -151,7 +161,11 @@ def _refused_worker_stderr(tmp_path, broker: str) -> str:
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     worker = subprocess.Popen(
         [*LG, "worker", "--queues", "lg.model", "--store", store, "--broker", broker],
-        cwd=tmp_path, env=lg_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        env=lg_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
     )
     try:
@@ -175,7 +189,9 @@ def test_lg_worker_refuses_a_malformed_redis_url_before_starting_celery(tmp_path
 @pytest.mark.parametrize(("broker", "reason"), MALFORMED_REDIS_URLS)
 def test_lg_scheduler_refuses_a_malformed_redis_url(tmp_path, broker, reason):
     (tmp_path / "runs.db").touch()
-    result = lg("scheduler", "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--broker", broker, cwd=tmp_path, timeout=60)
+    result = lg(
+        "scheduler", "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--broker", broker, cwd=tmp_path, timeout=60
+    )
     assert result.returncode == 2, result.stderr
     assert "is not a valid Redis URL" in result.stderr and reason in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
@@ -184,8 +200,15 @@ def test_lg_scheduler_refuses_a_malformed_redis_url(tmp_path, broker, reason):
 def test_lg_scheduler_refuses_a_broker_it_cannot_reach(tmp_path):
     """It exits 2 at start naming the broker, instead of sweeping while nothing it relays can arrive."""
     (tmp_path / "runs.db").touch()
-    result = lg("scheduler", "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--broker", "redis://127.0.0.1:1/0",
-                cwd=tmp_path, timeout=60)
+    result = lg(
+        "scheduler",
+        "--store",
+        f"sqlite:///{tmp_path / 'runs.db'}",
+        "--broker",
+        "redis://127.0.0.1:1/0",
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert result.returncode == 2, result.stderr
     last = result.stderr.strip().splitlines()[-1]  # after the store's INFO log lines
     assert last.startswith("error: cannot reach the broker at redis://127.0.0.1:1/0"), result.stderr

@@ -45,7 +45,9 @@ class ScreenshotTool(Tool):
     input_schema = {"type": "object", "properties": {}}
 
     def call(self, input):
-        return Tool.Result("Screenshot taken.", artifacts=(Artifact(media_type="image/png", data=PNG, name="order.png"),))
+        return Tool.Result(
+            "Screenshot taken.", artifacts=(Artifact(media_type="image/png", data=PNG, name="order.png"),)
+        )
 
 
 class SupportAgent(Agent):
@@ -73,7 +75,10 @@ def use_connection(target: str, options: Mapping[str, Any], server: Any = None) 
     if server is not None:
         options = {"base_url": server.base_url, "allow_insecure_http": True, **options}
     connection = target.split(":", 1)[0]
-    configure(providers={connection: {name: value for name, value in options.items() if value is not None}}, default_model=target)
+    configure(
+        providers={connection: {name: value for name, value in options.items() if value is not None}},
+        default_model=target,
+    )
 
 
 def lookup_call(call_id, topic, split_at=10):

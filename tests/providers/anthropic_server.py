@@ -44,8 +44,14 @@ def message_start(input_tokens: int = 25, *, cache_read: int = 0, cache_write: i
         "service_tier": "standard",
     }
     message: dict[str, Any] = {
-        "id": MESSAGE_ID, "type": "message", "role": "assistant", "model": MODEL, "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": usage,
+        "id": MESSAGE_ID,
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage,
     }
     return {"type": "message_start", "message": message}
 
@@ -105,10 +111,17 @@ def message_delta(stop_reason: str | None, output_tokens: int, *, stop_sequence:
 MESSAGE_STOP: dict[str, Any] = {"type": "message_stop"}
 # The replies of a stream (``stream``, ``keep_alive`` with pings, ``stall_headers``, ``drop_after``) take events.
 FRAMING = Framing(encode, comment=PING)
-stream, keep_alive, stall_headers, drop_after = FRAMING.stream, FRAMING.keep_alive, FRAMING.stall_headers, FRAMING.drop_after
+stream, keep_alive, stall_headers, drop_after = (
+    FRAMING.stream,
+    FRAMING.keep_alive,
+    FRAMING.stall_headers,
+    FRAMING.drop_after,
+)
 
 
-def message(blocks: Iterable[Event], *, stop_reason: str | None = "end_turn", usage: tuple[int, int] = (25, 15), **start: Any) -> list[Event]:
+def message(
+    blocks: Iterable[Event], *, stop_reason: str | None = "end_turn", usage: tuple[int, int] = (25, 15), **start: Any
+) -> list[Event]:
     """A whole streamed message: ``message_start``, a ping, the blocks, ``message_delta``, ``message_stop``."""
     return [message_start(usage[0], **start), PING, *blocks, message_delta(stop_reason, usage[1]), MESSAGE_STOP]
 
@@ -117,7 +130,9 @@ def text_message(*pieces: str, usage: tuple[int, int] = (25, 15)) -> list[Event]
     return message(text_block(0, *pieces), usage=usage)
 
 
-def tool_message(*calls: tuple[str, str, list[str]], text: str | None = None, usage: tuple[int, int] = (40, 30)) -> list[Event]:
+def tool_message(
+    *calls: tuple[str, str, list[str]], text: str | None = None, usage: tuple[int, int] = (40, 30)
+) -> list[Event]:
     """Tool calls ``(id, name, JSON fragments)``, after an optional text block, stopping with ``tool_use``."""
     blocks = text_block(0, text) if text else []
     first = 1 if text else 0

@@ -45,7 +45,12 @@ def encode(chunk: Chunk) -> bytes:
 # The replies of a stream (``stream``, ``keep_alive``, ``stall_headers``, ``drop_after``) take chunks. Google
 # sends no keep-alive comments, but a proxy in front of it may.
 FRAMING = Framing(encode, comment=b": keep-alive\r\n\r\n")
-stream, keep_alive, stall_headers, drop_after = FRAMING.stream, FRAMING.keep_alive, FRAMING.stall_headers, FRAMING.drop_after
+stream, keep_alive, stall_headers, drop_after = (
+    FRAMING.stream,
+    FRAMING.keep_alive,
+    FRAMING.stall_headers,
+    FRAMING.drop_after,
+)
 
 
 def usage(prompt: int = 12, output: int | None = None, *, thoughts: int = 0, cached: int = 0) -> dict[str, Any]:
@@ -64,7 +69,12 @@ def usage(prompt: int = 12, output: int | None = None, *, thoughts: int = 0, cac
     return data
 
 
-def chunk(*parts: dict[str, Any], finish: str | None = None, counts: dict[str, Any] | None = None, finish_message: str | None = None) -> dict[str, Any]:
+def chunk(
+    *parts: dict[str, Any],
+    finish: str | None = None,
+    counts: dict[str, Any] | None = None,
+    finish_message: str | None = None,
+) -> dict[str, Any]:
     """One streamed GenerateContentResponse with the candidate's ``parts``."""
     candidate: dict[str, Any] = {"content": {"parts": list(parts), "role": "model"}}
     if finish:
@@ -91,7 +101,9 @@ def thought(value: str) -> dict[str, Any]:
     return {"text": value, "thought": True}
 
 
-def call(name: str, args: dict[str, Any] | None = None, *, call_id: str | None = None, signature: str | None = None) -> dict[str, Any]:
+def call(
+    name: str, args: dict[str, Any] | None = None, *, call_id: str | None = None, signature: str | None = None
+) -> dict[str, Any]:
     """A ``functionCall`` part; Gemini 3.5 adds an ``id``, earlier models none."""
     body: dict[str, Any] = {"name": name}
     if args is not None:
@@ -131,10 +143,22 @@ def retry_info(delay: str) -> dict[str, Any]:
 
 
 def error_info(reason: str) -> dict[str, Any]:
-    return {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "googleapis.com", "metadata": {"service": "generativelanguage.googleapis.com"}}
+    return {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": reason,
+        "domain": "googleapis.com",
+        "metadata": {"service": "generativelanguage.googleapis.com"},
+    }
 
 
-def error(code: int, status: str, message: str, *, details: list[dict[str, Any]] | None = None, headers: dict[str, str] | None = None) -> Reply:
+def error(
+    code: int,
+    status: str,
+    message: str,
+    *,
+    details: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
     """A Google error response, pretty-printed as Google sends it."""
     body = json.dumps(error_body(code, status, message, details), indent=2).encode()
     return body_reply(code, body, content_type="application/json; charset=UTF-8", headers=headers)

@@ -39,7 +39,12 @@ def sse(event: dict[str, Any] | str | bytes) -> bytes:
 # stream ends with ``[DONE]``. Keep-alive comments are OpenRouter's ``: OPENROUTER PROCESSING``, sent while a
 # model is queued.
 FRAMING = Framing(sse, comment=b": OPENROUTER PROCESSING\n\n", closing=(sse("[DONE]"),))
-stream, keep_alive, stall_headers, drop_after = FRAMING.stream, FRAMING.keep_alive, FRAMING.stall_headers, FRAMING.drop_after
+stream, keep_alive, stall_headers, drop_after = (
+    FRAMING.stream,
+    FRAMING.keep_alive,
+    FRAMING.stall_headers,
+    FRAMING.drop_after,
+)
 
 
 def chunk(delta: dict[str, Any] | None = None, finish_reason: str | None = None) -> dict[str, Any]:
@@ -80,16 +85,24 @@ def tool_call_chunks(*calls: tuple[str, str, list[str]], usage: tuple[int, int] 
     for index, (call_id, name, fragments) in enumerate(calls):
         first = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
         chunks.append(chunk({"tool_calls": [first]}))
-        chunks.extend(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}) for piece in fragments)
+        chunks.extend(
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}) for piece in fragments
+        )
     return [*chunks, chunk({}, "tool_calls"), usage_chunk(*usage)]
 
 
 def error(
-    status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None,
+    status: int,
+    message: str,
+    *,
+    type: str = "invalid_request_error",
+    code: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> Reply:
     """An OpenAI error response: ``{"error": {"message", "type", "param", "code"}}``."""
-    return json_reply(status, {"error": {"message": message, "type": type, "param": None, "code": code}}, headers=headers)
+    return json_reply(
+        status, {"error": {"message": message, "type": type, "param": None, "code": code}}, headers=headers
+    )
 
 
 def serve() -> Iterator[FakeServer]:

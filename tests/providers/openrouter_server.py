@@ -29,7 +29,9 @@ CHUNK_BASE = {
 }
 
 
-def chunk(delta: dict[str, Any] | None = None, finish_reason: str | None = None, *, native: str | None = None) -> dict[str, Any]:
+def chunk(
+    delta: dict[str, Any] | None = None, finish_reason: str | None = None, *, native: str | None = None
+) -> dict[str, Any]:
     choice = {
         "index": 0,
         "delta": delta if delta is not None else {"role": "assistant", "content": ""},
@@ -40,7 +42,9 @@ def chunk(delta: dict[str, Any] | None = None, finish_reason: str | None = None,
     return {**CHUNK_BASE, "choices": [choice]}
 
 
-def usage_chunk(prompt: int, completion: int, *, cost: float = 0.0, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
+def usage_chunk(
+    prompt: int, completion: int, *, cost: float = 0.0, cached: int = 0, reasoning: int = 0
+) -> dict[str, Any]:
     """The last chunk: an empty delta and the usage, cost included."""
     usage = {
         "prompt_tokens": prompt,
@@ -74,7 +78,10 @@ def tool_call_chunks(call_id: str, name: str, fragments: list[str]) -> list[dict
     first = {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
     return [
         chunk({"role": "assistant", "content": None, "tool_calls": [first]}),
-        *(chunk({"role": "assistant", "tool_calls": [{"index": 0, "function": {"arguments": piece}}]}) for piece in fragments),
+        *(
+            chunk({"role": "assistant", "tool_calls": [{"index": 0, "function": {"arguments": piece}}]})
+            for piece in fragments
+        ),
         chunk({"role": "assistant", "content": ""}, "tool_calls"),
         usage_chunk(40, 18, cost=0.0003),
     ]

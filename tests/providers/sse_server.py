@@ -49,7 +49,9 @@ def frames(encoded: Iterable[bytes], *, hold: threading.Event | None = None, hol
     return reply
 
 
-def stall_headers(reply: Reply, *, arrived: threading.Event, until: threading.Event, left: threading.Event | None = None) -> Reply:
+def stall_headers(
+    reply: Reply, *, arrived: threading.Event, until: threading.Event, left: threading.Event | None = None
+) -> Reply:
     """An overloaded server: it takes the request (``arrived`` is set), then sends not even the response
     headers until ``until`` is set; then ``reply``. If the client closes the connection first, ``left``
     is set and nothing is sent."""
@@ -152,7 +154,9 @@ class Framing:
         """``events`` encoded, with the closing frames when the stream is ``complete``."""
         return [*(self.encode(event) for event in events), *(self.closing if complete else ())]
 
-    def stream(self, events: Iterable[Any], *, complete: bool = True, hold: threading.Event | None = None, hold_after: int = 1) -> Reply:
+    def stream(
+        self, events: Iterable[Any], *, complete: bool = True, hold: threading.Event | None = None, hold_after: int = 1
+    ) -> Reply:
         """A 200 event stream (see :meth:`encoded`); ``complete=False`` leaves out the closing frames, as a server
         that closed the body early would."""
         return frames(self.encoded(events, complete=complete), hold=hold, hold_after=hold_after)
@@ -162,7 +166,12 @@ class Framing:
         return keep_alive(self.encoded(events), until=until, comment=self.comment, after=after)
 
     def stall_headers(
-        self, events: Iterable[Any], *, arrived: threading.Event, until: threading.Event, left: threading.Event | None = None
+        self,
+        events: Iterable[Any],
+        *,
+        arrived: threading.Event,
+        until: threading.Event,
+        left: threading.Event | None = None,
     ) -> Reply:
         """An overloaded server that sends not even the response headers until ``until`` is set (see :func:`stall_headers`)."""
         return stall_headers(self.stream(events), arrived=arrived, until=until, left=left)

@@ -89,12 +89,17 @@ def test_the_gemini_adapter_is_built_in_and_says_what_gemini_supports(config):
 def test_an_unknown_adapter_name_lists_the_built_in_ones(config):
     configure(providers={"claude": {"adapter": "antropic", "api_key": "sk-ant-test"}})
 
-    with pytest.raises(ConfigurationError, match="unknown adapter 'antropic'; available adapters: anthropic, gemini, openai, openrouter, scripted, vertex_ai"):
+    with pytest.raises(
+        ConfigurationError,
+        match="unknown adapter 'antropic'; available adapters: anthropic, gemini, openai, openrouter, scripted, vertex_ai",
+    ):
         config.runtime().resolver.resolve("claude:claude-sonnet-4-5")
 
 
 def test_an_unimportable_adapter_path_fails_at_configuration_naming_it(config):
-    with pytest.raises(ConfigurationError, match=r"provider_adapters.*adapter 'gateway'.*'no_such_module:Gateway' cannot be imported"):
+    with pytest.raises(
+        ConfigurationError, match=r"provider_adapters.*adapter 'gateway'.*'no_such_module:Gateway' cannot be imported"
+    ):
         configure(provider_adapters={"gateway": "no_such_module:Gateway"})
 
 
@@ -141,7 +146,9 @@ def test_the_openrouter_adapter_and_connection_are_built_in(config, monkeypatch)
 
 
 def test_a_configured_openrouter_connection_replaces_the_built_in_one(config):
-    configure(providers={"openrouter": {"adapter": "openai", "base_url": "https://gateway.example.test/v1", "api_key": "k"}})
+    configure(
+        providers={"openrouter": {"adapter": "openai", "base_url": "https://gateway.example.test/v1", "api_key": "k"}}
+    )
 
     provider = config.runtime().resolver.resolve("openrouter:openai/gpt-5.6-luna").provider
 

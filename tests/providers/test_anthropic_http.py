@@ -108,7 +108,12 @@ def test_cache_reads_and_writes_are_reported_apart_from_uncached_input(connectio
 
     usage = SupportAgent.ask("Hi").usage
 
-    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens) == (12, 3000, 512, 9)
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens, usage.output_tokens) == (
+        12,
+        3000,
+        512,
+        9,
+    )
     assert usage.total_tokens == 12 + 3000 + 512 + 9
 
 
@@ -117,7 +122,11 @@ def test_thinking_streams_as_reasoning_and_goes_back_signed_with_the_tool_result
     and all, in the assistant message that the tool results answer."""
     thinking = thinking_block(0, "The user asks about ", "refunds; look it up.", signature="EqQBCgIYAhIMsig")
     connection.reply(
-        stream(message([*thinking, *tool_block(1, "toolu_01A", "lookup", ['{"topic": "refunds"}'])], stop_reason="tool_use")),
+        stream(
+            message(
+                [*thinking, *tool_block(1, "toolu_01A", "lookup", ['{"topic": "refunds"}'])], stop_reason="tool_use"
+            )
+        ),
         stream(text_message("Refunds take 30 days.")),
     )
     settings = {"max_tokens": 16000, "thinking": {"type": "enabled", "budget_tokens": 10000}}
@@ -126,14 +135,21 @@ def test_thinking_streams_as_reasoning_and_goes_back_signed_with_the_tool_result
     events = list(run)
 
     assert run.outcome == "completed", run.error
-    assert [e.data["text"] for e in events if e.type == "reasoning_delta"] == ["The user asks about ", "refunds; look it up."]
+    assert [e.data["text"] for e in events if e.type == "reasoning_delta"] == [
+        "The user asks about ",
+        "refunds; look it up.",
+    ]
     first, second = connection.received
     assert first.body["thinking"] == {"type": "enabled", "budget_tokens": 10000}
     assistant = second.body["messages"][1]
     assert assistant == {
         "role": "assistant",
         "content": [
-            {"type": "thinking", "thinking": "The user asks about refunds; look it up.", "signature": "EqQBCgIYAhIMsig"},
+            {
+                "type": "thinking",
+                "thinking": "The user asks about refunds; look it up.",
+                "signature": "EqQBCgIYAhIMsig",
+            },
             {"type": "tool_use", "id": "toolu_01A", "name": "lookup", "input": {"topic": "refunds"}},
         ],
     }
@@ -192,7 +208,13 @@ def test_a_tool_call_streams_its_input_in_pieces_and_its_result_goes_back_as_a_t
         },
         {
             "role": "user",
-            "content": [{"type": "tool_result", "tool_use_id": "toolu_01Abc", "content": [{"type": "text", "text": "entry for refunds"}]}],
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_01Abc",
+                    "content": [{"type": "text", "text": "entry for refunds"}],
+                }
+            ],
         },
     ]
     assert run.usage.input_tokens == 40 + 25
@@ -229,12 +251,18 @@ def test_an_image_a_tool_returns_goes_inside_its_tool_result(connection):
     [result] = connection.received[1].body["messages"][-1]["content"]
     assert result["tool_use_id"] == "toolu_s"
     assert {"type": "text", "text": "Screenshot taken."} in result["content"]
-    assert {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}} in result["content"]
+    assert {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}} in result[
+        "content"
+    ]
 
 
 def test_a_tool_call_without_input_deltas_uses_the_input_it_started_with(connection):
     """A call to a tool without parameters may come with no ``input_json_delta`` at all."""
-    start = {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_e", "name": "screenshot", "input": {}}}
+    start = {
+        "type": "content_block_start",
+        "index": 0,
+        "content_block": {"type": "tool_use", "id": "toolu_e", "name": "screenshot", "input": {}},
+    }
     connection.reply(
         stream(message([start, {"type": "content_block_stop", "index": 0}], stop_reason="tool_use")),
         stream(text_message("Done.")),
@@ -243,7 +271,9 @@ def test_a_tool_call_without_input_deltas_uses_the_input_it_started_with(connect
     run = ScreenshotAgent.ask("Screenshot please.")
 
     assert run.outcome == "completed", run.error
-    assert connection.received[1].body["messages"][1]["content"] == [{"type": "tool_use", "id": "toolu_e", "name": "screenshot", "input": {}}]
+    assert connection.received[1].body["messages"][1]["content"] == [
+        {"type": "tool_use", "id": "toolu_e", "name": "screenshot", "input": {}}
+    ]
 
 
 def test_an_image_the_user_sends_reaches_the_model(connection):
@@ -260,7 +290,9 @@ def test_an_image_the_user_sends_reaches_the_model(connection):
 
 
 def test_an_image_type_claude_cannot_read_fails_the_run_before_any_request(connection):
-    question = Message(role="user", content=[Text(text="What is this?"), Image(data=b"BM", media_type="image/bmp", name="scan.bmp")])
+    question = Message(
+        role="user", content=[Text(text="What is this?"), Image(data=b"BM", media_type="image/bmp", name="scan.bmp")]
+    )
 
     run = SupportAgent.ask(question)
 
@@ -323,7 +355,9 @@ def test_an_overloaded_answer_is_retried_and_announced_with_model_retry(connecti
 
 
 def test_a_delta_for_a_block_that_never_started_is_a_protocol_error(connection):
-    connection.reply(stream([message_start(), delta(3, type="text_delta", text="stray"), message_delta("end_turn", 1), MESSAGE_STOP]))
+    connection.reply(
+        stream([message_start(), delta(3, type="text_delta", text="stray"), message_delta("end_turn", 1), MESSAGE_STOP])
+    )
 
     run = SupportAgent.ask("Hi")
 

@@ -58,15 +58,24 @@ def test_system_messages_join_the_system_prompt_and_consecutive_roles_merge():
     )
 
     assert messages["system"] == "Answer briefly.\n\nPolicy v2 applies."
-    assert messages["messages"] == [{"role": "user", "content": [{"type": "text", "text": "First."}, {"type": "text", "text": "Second."}]}]
+    assert messages["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "First."}, {"type": "text", "text": "Second."}]}
+    ]
 
 
 def test_an_empty_answer_is_left_out_rather_than_sent_as_empty_content():
     """The API refuses an assistant message with no content; an empty answer before a repair says nothing."""
-    wire = body(user(Text(text="Triage this.")), Message(role="assistant", content=[Text(text="")]), user(Text(text="Answer again.")))
+    wire = body(
+        user(Text(text="Triage this.")),
+        Message(role="assistant", content=[Text(text="")]),
+        user(Text(text="Answer again.")),
+    )
 
     assert wire["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "Triage this."}, {"type": "text", "text": "Answer again."}]}
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Triage this."}, {"type": "text", "text": "Answer again."}],
+        }
     ]
 
 
@@ -77,15 +86,25 @@ def test_documents_are_sent_as_pdf_or_plain_text_with_their_title():
     [message] = body(user(Text(text="Check these."), csv, pdf))["messages"]
 
     assert message["content"][1:] == [
-        {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "order,status\nA-17,shipped\n"}, "title": "orders.csv"},
-        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjc="}, "title": "guide.pdf"},
+        {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "order,status\nA-17,shipped\n"},
+            "title": "orders.csv",
+        },
+        {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjc="},
+            "title": "guide.pdf",
+        },
     ]
 
 
 def test_a_binary_document_claude_cannot_read_is_refused_by_name():
     sheet = Document(data=b"PK\x03\x04", media_type="application/vnd.ms-excel", name="q3.xls")
 
-    with pytest.raises(UnsupportedInputError, match=r"document 'q3.xls' of type 'application/vnd.ms-excel'.*PDFs and text"):
+    with pytest.raises(
+        UnsupportedInputError, match=r"document 'q3.xls' of type 'application/vnd.ms-excel'.*PDFs and text"
+    ):
         body(user(Text(text="Sum it."), sheet))
 
 
@@ -93,12 +112,19 @@ def test_tool_results_carry_their_media_and_error_flag_and_lead_the_user_message
     results = Message(
         role="tool",
         content=[
-            ToolResult(tool_use_id="toolu_a", content=(Text(text="Chart:"), Image(data=PNG, media_type="image/png")), status="success"),
+            ToolResult(
+                tool_use_id="toolu_a",
+                content=(Text(text="Chart:"), Image(data=PNG, media_type="image/png")),
+                status="success",
+            ),
             ToolResult(tool_use_id="toolu_b", content="boom", status="error"),
             ToolResult(tool_use_id="toolu_c", content=(), status="success"),
         ],
     )
-    calls = Message(role="assistant", content=[CALL, ToolUse(id="toolu_b", name="lookup", input={}), ToolUse(id="toolu_c", name="lookup", input={})])
+    calls = Message(
+        role="assistant",
+        content=[CALL, ToolUse(id="toolu_b", name="lookup", input={}), ToolUse(id="toolu_c", name="lookup", input={})],
+    )
 
     messages = body(user(Text(text="Go")), calls, results, user(Text(text="Also, hurry.")))["messages"]
 
@@ -108,9 +134,17 @@ def test_tool_results_carry_their_media_and_error_flag_and_lead_the_user_message
             {
                 "type": "tool_result",
                 "tool_use_id": "toolu_a",
-                "content": [{"type": "text", "text": "Chart:"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}],
+                "content": [
+                    {"type": "text", "text": "Chart:"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+                ],
             },
-            {"type": "tool_result", "tool_use_id": "toolu_b", "content": [{"type": "text", "text": "boom"}], "is_error": True},
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_b",
+                "content": [{"type": "text", "text": "boom"}],
+                "is_error": True,
+            },
             {"type": "tool_result", "tool_use_id": "toolu_c"},
             {"type": "text", "text": "Also, hurry."},
         ],
@@ -178,7 +212,9 @@ def test_settings_are_sent_as_given_but_may_not_replace_what_the_adapter_builds(
 def test_output_config_carries_the_schema_only_with_native_structured_output():
     schema = {"name": "triage", "schema": {"type": "object", "additionalProperties": False}}
 
-    assert body(native=True, output_schema=schema)["output_config"] == {"format": {"type": "json_schema", "schema": schema["schema"]}}
+    assert body(native=True, output_schema=schema)["output_config"] == {
+        "format": {"type": "json_schema", "schema": schema["schema"]}
+    }
     assert "output_config" not in body(output_schema=schema)
     with pytest.raises(ConfigurationError, match="'output_config' must be a mapping"):
         body(native=True, output_schema=schema, settings={"output_config": "low"})
@@ -202,7 +238,11 @@ def test_thinking_redacted_thinking_and_text_become_blocks_in_stream_order():
         message_delta("end_turn", 30),
     )
 
-    assert [(e.type, e.data["text"]) for e in emitted] == [("reasoning_delta", "Hmm, "), ("reasoning_delta", "ok."), ("text_delta", "Answer.")]
+    assert [(e.type, e.data["text"]) for e in emitted] == [
+        ("reasoning_delta", "Hmm, "),
+        ("reasoning_delta", "ok."),
+        ("text_delta", "Answer."),
+    ]
     response = finished[-1].data["response"]
     assert response.message.content == (
         Reasoning(text="Hmm, ok.", signature="sig-9"),
@@ -228,7 +268,11 @@ def test_blocks_and_deltas_this_adapter_has_no_use_for_are_skipped():
 
 def test_a_delta_of_the_wrong_kind_for_its_block_is_a_protocol_error():
     with pytest.raises(ProtocolError, match="sent a input_json_delta for content block 0, a text block"):
-        fold(message_start(), block_start(0, {"type": "text", "text": ""}), delta(0, type="input_json_delta", partial_json="{}"))
+        fold(
+            message_start(),
+            block_start(0, {"type": "text", "text": ""}),
+            delta(0, type="input_json_delta", partial_json="{}"),
+        )
 
 
 def test_a_block_started_twice_or_continued_after_its_stop_is_a_protocol_error():
@@ -259,7 +303,11 @@ def test_stop_reasons_map_to_ours_and_the_original_is_kept(wire, ours):
 
 
 def test_usage_takes_the_final_counts_of_message_delta():
-    final = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"input_tokens": 30, "cache_read_input_tokens": 100, "output_tokens": 77}}
+    final = {
+        "type": "message_delta",
+        "delta": {"stop_reason": "end_turn"},
+        "usage": {"input_tokens": 30, "cache_read_input_tokens": 100, "output_tokens": 77},
+    }
 
     _, finished = fold(message_start(25, cache_read=90), *text_block(0, "x"), final)
 
@@ -291,7 +339,13 @@ def test_status_errors_are_retryable_only_when_repeating_may_succeed(status, kin
     error = provider_error(ErrorReply(status, anthropic_error(kind, "nope"), retry_after=3.0), endpoint="here")
 
     assert type(error) is HTTPError
-    assert (error.status, error.retryable, error.error_type, error.request_id, error.retry_after) == (status, retryable, kind, "req_1", 3.0)
+    assert (error.status, error.retryable, error.error_type, error.request_id, error.retry_after) == (
+        status,
+        retryable,
+        kind,
+        "req_1",
+        3.0,
+    )
     assert str(error).startswith(f"here answered {status} ")
 
 
@@ -304,7 +358,9 @@ def test_the_context_limit_in_anthropics_words_is_a_context_window_overflow():
     assert "188240 + 21333 > 200000" in str(error)
 
 
-@pytest.mark.parametrize(("kind", "retryable"), [("overloaded_error", True), ("api_error", True), ("invalid_request_error", False)])
+@pytest.mark.parametrize(
+    ("kind", "retryable"), [("overloaded_error", True), ("api_error", True), ("invalid_request_error", False)]
+)
 def test_stream_errors_are_retryable_by_their_type(kind, retryable):
     error = provider_error(ErrorReply(None, anthropic_error(kind, "mid-stream")), endpoint="here")
 
@@ -313,6 +369,8 @@ def test_stream_errors_are_retryable_by_their_type(kind, retryable):
 
 
 def test_an_error_frame_whose_data_is_not_json_keeps_its_text_without_the_key():
-    error = provider_error(ErrorReply(None, "upstream crashed holding sk-ant-secret"), endpoint="here", secret="sk-ant-secret")
+    error = provider_error(
+        ErrorReply(None, "upstream crashed holding sk-ant-secret"), endpoint="here", secret="sk-ant-secret"
+    )
 
     assert str(error) == "here reported an error mid-stream: upstream crashed holding [redacted]"

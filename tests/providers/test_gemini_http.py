@@ -112,13 +112,24 @@ def test_cached_and_thinking_tokens_are_counted_apart_from_the_rest(connection):
 
     run = SupportAgent.ask("Hi")
 
-    assert (run.usage.input_tokens, run.usage.cache_read_tokens, run.usage.output_tokens, run.usage.reasoning_tokens) == (200, 1000, 30, 250)
+    assert (
+        run.usage.input_tokens,
+        run.usage.cache_read_tokens,
+        run.usage.output_tokens,
+        run.usage.reasoning_tokens,
+    ) == (200, 1000, 30, 250)
     assert run.usage.total_tokens == 1200 + 30 + 250
 
 
 def test_thought_summaries_stream_as_reasoning_and_stay_out_of_the_next_request(connection):
     connection.reply(
-        stream([chunk(thought("**Checking the policy**\n\n")), chunk(thought("Refunds need a lookup.")), *calls_answer(call("lookup", {"topic": "refunds"}))]),
+        stream(
+            [
+                chunk(thought("**Checking the policy**\n\n")),
+                chunk(thought("Refunds need a lookup.")),
+                *calls_answer(call("lookup", {"topic": "refunds"})),
+            ]
+        ),
         stream(text_answer("Refunds take 30 days.")),
     )
     settings = {"thinking_config": {"includeThoughts": True, "thinkingBudget": 1024}}
@@ -127,15 +138,26 @@ def test_thought_summaries_stream_as_reasoning_and_stay_out_of_the_next_request(
     events = list(run)
 
     assert run.outcome == "completed", run.error
-    assert [e.data["text"] for e in events if e.type == "reasoning_delta"] == ["**Checking the policy**\n\n", "Refunds need a lookup."]
+    assert [e.data["text"] for e in events if e.type == "reasoning_delta"] == [
+        "**Checking the policy**\n\n",
+        "Refunds need a lookup.",
+    ]
     first, second = connection.received
     assert first.body["generationConfig"] == {"thinkingConfig": {"includeThoughts": True, "thinkingBudget": 1024}}
-    assert second.body["contents"][1] == {"role": "model", "parts": [{"functionCall": {"name": "lookup", "args": {"topic": "refunds"}}}]}
+    assert second.body["contents"][1] == {
+        "role": "model",
+        "parts": [{"functionCall": {"name": "lookup", "args": {"topic": "refunds"}}}],
+    }
     assert run.result.messages[1].content[0] == Reasoning(text="**Checking the policy**\n\nRefunds need a lookup.")
 
 
 def test_a_blocked_prompt_fails_the_run_without_a_retry(connection):
-    blocked = {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": usage(8), "modelVersion": MODEL_VERSION, "responseId": RESPONSE_ID}
+    blocked = {
+        "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
+        "usageMetadata": usage(8),
+        "modelVersion": MODEL_VERSION,
+        "responseId": RESPONSE_ID,
+    }
     connection.reply(stream([blocked]))
 
     run = SupportAgent.ask("Hi")
@@ -163,7 +185,10 @@ def test_a_function_call_streams_whole_and_its_result_goes_back_as_a_function_re
     assert run.response == "Refunds: entry for refunds."
     [call_id] = {e.data["id"] for e in events if e.type == "tool_call_start"}
     call_events = [(e.type, dict(e.data)) for e in events if e.data.get("id") == call_id]
-    assert call_events[:2] == [("tool_call_start", {"id": call_id, "name": "lookup"}), ("tool_call_delta", {"id": call_id, "arguments": '{"topic":"refunds"}'})]
+    assert call_events[:2] == [
+        ("tool_call_start", {"id": call_id, "name": "lookup"}),
+        ("tool_call_delta", {"id": call_id, "arguments": '{"topic":"refunds"}'}),
+    ]
     first, second = connection.received
     assert first.body["tools"] == [
         {
@@ -171,14 +196,24 @@ def test_a_function_call_streams_whole_and_its_result_goes_back_as_a_function_re
                 {
                     "name": "lookup",
                     "description": "Look up a help center entry by topic.",
-                    "parameters": {"type": "OBJECT", "properties": {"topic": {"type": "STRING"}}, "required": ["topic"]},
+                    "parameters": {
+                        "type": "OBJECT",
+                        "properties": {"topic": {"type": "STRING"}},
+                        "required": ["topic"],
+                    },
                 }
             ]
         }
     ]
     assert second.body["contents"][1:] == [
-        {"role": "model", "parts": [{"text": "Let me check."}, {"functionCall": {"name": "lookup", "args": {"topic": "refunds"}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"name": "lookup", "response": {"output": "entry for refunds"}}}]},
+        {
+            "role": "model",
+            "parts": [{"text": "Let me check."}, {"functionCall": {"name": "lookup", "args": {"topic": "refunds"}}}],
+        },
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"name": "lookup", "response": {"output": "entry for refunds"}}}],
+        },
     ]
     assert run.usage.input_tokens == 40 + 60
 
@@ -199,7 +234,12 @@ def test_generated_call_ids_are_stable_and_never_sent(connection):
         "role": "user",
         "parts": [
             {"functionResponse": {"name": "lookup", "response": {"output": "entry for refunds"}}},
-            {"functionResponse": {"name": "lookup", "response": {"error": results["parts"][1]["functionResponse"]["response"]["error"]}}},
+            {
+                "functionResponse": {
+                    "name": "lookup",
+                    "response": {"error": results["parts"][1]["functionResponse"]["response"]["error"]},
+                }
+            },
         ],
     }
     assert "not in the help center" in results["parts"][1]["functionResponse"]["response"]["error"]
@@ -208,7 +248,12 @@ def test_generated_call_ids_are_stable_and_never_sent(connection):
 def test_ids_and_signatures_gemini_issues_go_back_as_they_came(connection):
     """Gemini 3 signs the first of parallel calls and refuses the next request without the signature."""
     connection.reply(
-        stream(calls_answer(call("lookup", {"topic": "refunds"}, call_id="bu4kjcsx", signature=SIGNATURE), call("lookup", {"topic": "returns"}, call_id="lde815f6"))),
+        stream(
+            calls_answer(
+                call("lookup", {"topic": "refunds"}, call_id="bu4kjcsx", signature=SIGNATURE),
+                call("lookup", {"topic": "returns"}, call_id="lde815f6"),
+            )
+        ),
         stream([chunk(text("Both looked up.")), chunk(text("", signature="Eu4BCusBAQw51sfrm"), finish="STOP")]),
     )
 
@@ -220,7 +265,10 @@ def test_ids_and_signatures_gemini_issues_go_back_as_they_came(connection):
     assert second[1] == {
         "role": "model",
         "parts": [
-            {"functionCall": {"name": "lookup", "args": {"topic": "refunds"}, "id": "bu4kjcsx"}, "thoughtSignature": SIGNATURE},
+            {
+                "functionCall": {"name": "lookup", "args": {"topic": "refunds"}, "id": "bu4kjcsx"},
+                "thoughtSignature": SIGNATURE,
+            },
             {"functionCall": {"name": "lookup", "args": {"topic": "returns"}, "id": "lde815f6"}},
         ],
     }
@@ -237,7 +285,13 @@ def test_a_tool_without_parameters_is_declared_without_them_and_its_image_follow
 
     assert run.outcome == "completed", run.error
     first, second = connection.received
-    assert first.body["tools"] == [{"functionDeclarations": [{"name": "screenshot", "description": "Take a screenshot of the customer's order page."}]}]
+    assert first.body["tools"] == [
+        {
+            "functionDeclarations": [
+                {"name": "screenshot", "description": "Take a screenshot of the customer's order page."}
+            ]
+        }
+    ]
     assert second.body["contents"][-1]["parts"] == [
         {"functionResponse": {"name": "screenshot", "response": {"output": "Screenshot taken."}}},
         {"text": "Attachments returned by tool call screenshot (gemini_call_0_0):"},
@@ -259,7 +313,10 @@ def test_an_image_the_user_sends_reaches_the_model_as_inline_data(connection):
 
 
 def test_an_image_type_gemini_cannot_read_fails_the_run_before_any_request(connection):
-    question = Message(role="user", content=[Text(text="What is this?"), Image(data=b"GIF89a", media_type="image/gif", name="scan.gif")])
+    question = Message(
+        role="user",
+        content=[Text(text="What is this?"), Image(data=b"GIF89a", media_type="image/gif", name="scan.gif")],
+    )
 
     run = SupportAgent.ask(question)
 
@@ -272,7 +329,10 @@ def test_an_image_type_gemini_cannot_read_fails_the_run_before_any_request(conne
 def test_a_tool_schema_gemini_cannot_express_fails_the_run_naming_the_tool_and_path(connection):
     class TagTool(Tool):
         description = "Tag the ticket."
-        input_schema = {"type": "object", "properties": {"tags": {"type": "object", "additionalProperties": {"type": "string"}}}}
+        input_schema = {
+            "type": "object",
+            "properties": {"tags": {"type": "object", "additionalProperties": {"type": "string"}}},
+        }
 
         def call(self, input):
             return "tagged"
@@ -292,7 +352,11 @@ def test_a_tool_schema_gemini_cannot_express_fails_the_run_naming_the_tool_and_p
 
 TRIAGE = {
     "type": "object",
-    "properties": {"category": {"type": "string", "enum": ["billing", "delivery"]}, "urgent": {"type": "boolean"}, "note": {"type": ["string", "null"]}},
+    "properties": {
+        "category": {"type": "string", "enum": ["billing", "delivery"]},
+        "urgent": {"type": "boolean"},
+        "note": {"type": ["string", "null"]},
+    },
     "required": ["category", "urgent", "note"],
     "additionalProperties": False,
 }
@@ -313,7 +377,9 @@ class TriageAgent(SupportAgent):
 
 def test_a_result_schema_is_submitted_through_a_tool_by_default(connection):
     """Before Gemini 3 a model refuses responseSchema beside tools, so native structured output is opt-in."""
-    connection.reply(stream(calls_answer(call("submit_result", {"category": "delivery", "urgent": True, "note": None}))))
+    connection.reply(
+        stream(calls_answer(call("submit_result", {"category": "delivery", "urgent": True, "note": None})))
+    )
 
     run = TriageAgent.ask("My package is missing.")
 
@@ -335,13 +401,19 @@ def test_native_structured_output_is_sent_as_a_response_schema_when_the_connecti
     assert run.outcome == "completed", run.error
     assert run.result.output == {"category": "billing", "urgent": False, "note": "charged twice"}
     body = server.received[0].body
-    assert body["generationConfig"] == {"temperature": 0, "responseMimeType": "application/json", "responseSchema": GEMINI_TRIAGE}
+    assert body["generationConfig"] == {
+        "temperature": 0,
+        "responseMimeType": "application/json",
+        "responseSchema": GEMINI_TRIAGE,
+    }
     assert "tools" not in body
 
 
 def test_a_model_that_refuses_a_response_schema_beside_tools_says_what_to_change(config, server):
     connect(server, capabilities={"native_structured_output": True})
-    server.reply(error(400, "INVALID_ARGUMENT", "Function calling with a response mime type: 'application/json' is unsupported"))
+    server.reply(
+        error(400, "INVALID_ARGUMENT", "Function calling with a response mime type: 'application/json' is unsupported")
+    )
 
     class ToolTriageAgent(TriageAgent):
         tools = [LookupTool]
@@ -357,30 +429,61 @@ def test_a_model_that_refuses_a_response_schema_beside_tools_says_what_to_change
 
 def test_a_rate_limit_that_keeps_refusing_fails_the_run_with_the_wait_its_retry_info_asked_for(connection):
     """Google states the wait in a ``google.rpc.RetryInfo`` detail, not in a Retry-After header."""
-    connection.reply(*[error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota).", details=[retry_info("0.1s")]) for _ in range(3)])
+    connection.reply(
+        *[
+            error(
+                429,
+                "RESOURCE_EXHAUSTED",
+                "Resource has been exhausted (e.g. check quota).",
+                details=[retry_info("0.1s")],
+            )
+            for _ in range(3)
+        ]
+    )
 
     run = SupportAgent.ask("Hi")
 
     assert run.outcome == "failed"
     assert isinstance(run.error, HTTPError)
-    assert (run.error.status, run.error.retryable, run.error.retry_after, run.error.error_type) == (429, True, 0.1, "RESOURCE_EXHAUSTED")
-    assert "429 Too Many Requests: Resource has been exhausted (e.g. check quota) (RESOURCE_EXHAUSTED)." in str(run.error)
+    assert (run.error.status, run.error.retryable, run.error.retry_after, run.error.error_type) == (
+        429,
+        True,
+        0.1,
+        "RESOURCE_EXHAUSTED",
+    )
+    assert "429 Too Many Requests: Resource has been exhausted (e.g. check quota) (RESOURCE_EXHAUSTED)." in str(
+        run.error
+    )
     assert types(run).count("model_retry") == 2
     assert len(connection.received) == 3
 
 
 def test_a_wrong_api_key_says_to_check_the_key(connection):
-    connection.reply(error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", details=[error_info("API_KEY_INVALID")]))
+    connection.reply(
+        error(
+            400,
+            "INVALID_ARGUMENT",
+            "API key not valid. Please pass a valid API key.",
+            details=[error_info("API_KEY_INVALID")],
+        )
+    )
 
     run = SupportAgent.ask("Hi")
 
     assert isinstance(run.error, HTTPError) and run.error.retryable is False
-    assert str(run.error).endswith("API key not valid. Please pass a valid API key (INVALID_ARGUMENT). Check the connection's api_key or api_key_env.")
+    assert str(run.error).endswith(
+        "API key not valid. Please pass a valid API key (INVALID_ARGUMENT). Check the connection's api_key or api_key_env."
+    )
 
 
 def test_a_malformed_function_call_is_retried(connection):
-    bad = chunk(finish="MALFORMED_FUNCTION_CALL", finish_message="Malformed function call: print(default_api.lookup(topic='refunds'")
-    connection.reply(stream([bad]), stream(calls_answer(call("lookup", {"topic": "refunds"}))), stream(text_answer("Done.")))
+    bad = chunk(
+        finish="MALFORMED_FUNCTION_CALL",
+        finish_message="Malformed function call: print(default_api.lookup(topic='refunds'",
+    )
+    connection.reply(
+        stream([bad]), stream(calls_answer(call("lookup", {"topic": "refunds"}))), stream(text_answer("Done."))
+    )
 
     run = ToolAgent.ask("Refunds?")
 
@@ -394,7 +497,9 @@ def test_a_malformed_function_call_is_retried(connection):
 
 
 def test_parts_that_are_not_a_list_are_a_protocol_error(connection):
-    broken = {"candidates": [{"content": {"parts": {"text": "Hi"}, "role": "model"}, "finishReason": "STOP", "index": 0}]}
+    broken = {
+        "candidates": [{"content": {"parts": {"text": "Hi"}, "role": "model"}, "finishReason": "STOP", "index": 0}]
+    }
     connection.reply(stream([broken]))
 
     run = SupportAgent.ask("Hi")

@@ -47,7 +47,11 @@ def test_narrowing_keywords_gemini_lacks_and_annotations_are_left_out():
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
         "properties": {
-            "ids": {"type": "array", "items": {"type": "integer", "multipleOf": 2, "exclusiveMinimum": 0}, "uniqueItems": True},
+            "ids": {
+                "type": "array",
+                "items": {"type": "integer", "multipleOf": 2, "exclusiveMinimum": 0},
+                "uniqueItems": True,
+            },
             "note": {"type": "string", "examples": ["late"], "x-order": 3, "deprecated": False},
         },
         "additionalProperties": False,
@@ -61,7 +65,9 @@ def test_narrowing_keywords_gemini_lacks_and_annotations_are_left_out():
 
 def test_required_names_that_are_not_properties_are_left_out():
     """Gemini refuses a required name without a property."""
-    assert convert({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]})["required"] == ["a"]
+    assert convert({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]})["required"] == [
+        "a"
+    ]
 
 
 def test_const_and_string_enums_become_enums_and_a_null_value_makes_them_nullable():
@@ -101,16 +107,34 @@ class Order(BaseModel):
 def test_a_pydantic_models_references_are_inlined_with_their_descriptions():
     converted = convert(Order.model_json_schema())
 
-    address = {"type": "OBJECT", "title": "Address", "properties": {"street": {"type": "STRING", "title": "Street"}, "city": {"type": "STRING", "title": "City"}}, "required": ["street", "city"]}
-    assert converted["properties"]["order_id"] == {"type": "STRING", "title": "Order Id", "description": "The order's id."}
+    address = {
+        "type": "OBJECT",
+        "title": "Address",
+        "properties": {"street": {"type": "STRING", "title": "Street"}, "city": {"type": "STRING", "title": "City"}},
+        "required": ["street", "city"],
+    }
+    assert converted["properties"]["order_id"] == {
+        "type": "STRING",
+        "title": "Order Id",
+        "description": "The order's id.",
+    }
     assert converted["properties"]["shipping"] == address
     assert converted["properties"]["billing"] == {**address, "default": None, "nullable": True}
-    assert converted["properties"]["priority"] == {"type": "STRING", "title": "Priority", "enum": ["low", "high"], "default": "low"}
+    assert converted["properties"]["priority"] == {
+        "type": "STRING",
+        "title": "Priority",
+        "enum": ["low", "high"],
+        "default": "low",
+    }
     assert converted["required"] == ["order_id", "shipping"]
 
 
 def test_a_one_schema_all_of_is_merged_into_its_parent():
-    schema = {"$defs": {"Id": {"type": "string", "pattern": "^A-"}}, "allOf": [{"$ref": "#/$defs/Id"}], "description": "An order id."}
+    schema = {
+        "$defs": {"Id": {"type": "string", "pattern": "^A-"}},
+        "allOf": [{"$ref": "#/$defs/Id"}],
+        "description": "An order id.",
+    }
 
     assert convert(schema) == {"type": "STRING", "pattern": "^A-", "description": "An order id."}
 
@@ -123,12 +147,33 @@ class Category(BaseModel):
 @pytest.mark.parametrize(
     ("schema", "problem"),
     [
-        (Category.model_json_schema(), r"at /properties/children/items, the schema is recursive \(#/\$defs/Category refers to itself\)"),
-        ({"type": "object", "properties": {"id": {"type": ["string", "integer"]}}}, r"at /properties/id/type, a value of several types \['string', 'integer'\]"),
-        ({"type": "object", "properties": {"size": {"enum": [1, 2, 3]}}}, r"at /properties/size/enum, Gemini takes enum values only as strings"),
-        ({"type": "object", "properties": {"on": {"const": True}}}, r"at /properties/on/const, Gemini takes enum values only as strings"),
-        ({"type": "object", "properties": {"labels": {"type": "object", "additionalProperties": {"type": "string"}}}}, r"at /properties/labels/additionalProperties, an object whose extra properties have a schema"),
-        ({"type": "object", "patternProperties": {"^x": {"type": "string"}}}, r"at /, keyword 'patternProperties' has no equivalent"),
+        (
+            Category.model_json_schema(),
+            r"at /properties/children/items, the schema is recursive \(#/\$defs/Category refers to itself\)",
+        ),
+        (
+            {"type": "object", "properties": {"id": {"type": ["string", "integer"]}}},
+            r"at /properties/id/type, a value of several types \['string', 'integer'\]",
+        ),
+        (
+            {"type": "object", "properties": {"size": {"enum": [1, 2, 3]}}},
+            r"at /properties/size/enum, Gemini takes enum values only as strings",
+        ),
+        (
+            {"type": "object", "properties": {"on": {"const": True}}},
+            r"at /properties/on/const, Gemini takes enum values only as strings",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"labels": {"type": "object", "additionalProperties": {"type": "string"}}},
+            },
+            r"at /properties/labels/additionalProperties, an object whose extra properties have a schema",
+        ),
+        (
+            {"type": "object", "patternProperties": {"^x": {"type": "string"}}},
+            r"at /, keyword 'patternProperties' has no equivalent",
+        ),
         ({"allOf": [{"type": "object"}, {"required": ["a"]}]}, r"at /allOf, allOf of several schemas"),
         ({"type": "array", "items": [{"type": "string"}, {"type": "integer"}]}, r"at /items, tuple validation"),
         ({"$ref": "https://example.test/order.json"}, r"at /, only references into the schema itself"),

@@ -64,7 +64,14 @@ def vertex(config, server, tokens):
 
 def vertex_chunks(chunks):
     """Vertex adds ``createTime`` and the traffic type to each chunk Google's API sends."""
-    return [{**item, "usageMetadata": {**item["usageMetadata"], "trafficType": "ON_DEMAND"}, "createTime": "2026-03-10T14:54:45.066123Z"} for item in chunks]
+    return [
+        {
+            **item,
+            "usageMetadata": {**item["usageMetadata"], "trafficType": "ON_DEMAND"},
+            "createTime": "2026-03-10T14:54:45.066123Z",
+        }
+        for item in chunks
+    ]
 
 
 class VertexAgent(Agent):
@@ -85,12 +92,17 @@ def test_a_run_with_a_tool_call_goes_to_the_project_with_a_fresh_token_for_each_
     assert run.response == "Refunds take 30 days."
     first, second = vertex.received
     assert [first.path, second.path] == [VERTEX_PATH, VERTEX_PATH]
-    assert [first.headers["authorization"], second.headers["authorization"]] == [f"Bearer {token}" for token in tokens.issued]
+    assert [first.headers["authorization"], second.headers["authorization"]] == [
+        f"Bearer {token}" for token in tokens.issued
+    ]
     assert "x-goog-api-key" not in first.headers
     assert first.body["systemInstruction"] == {"parts": [{"text": "Answer briefly."}]}
     assert second.body["contents"][1:] == [
         {"role": "model", "parts": [{"functionCall": {"name": "lookup", "args": {"topic": "refunds"}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"name": "lookup", "response": {"output": "entry for refunds"}}}]},
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"name": "lookup", "response": {"output": "entry for refunds"}}}],
+        },
     ]
 
 
@@ -103,13 +115,26 @@ def test_a_refused_token_fails_the_run_saying_where_the_token_comes_from_and_nev
     assert run.outcome == "failed"
     assert isinstance(run.error, HTTPError)
     assert (run.error.status, run.error.retryable, run.error.error_type) == (401, False, "UNAUTHENTICATED")
-    assert str(run.error).endswith("(UNAUTHENTICATED). Check the connection's access_token, access_token_env or credential_resolver (an access token expires after an hour).")
+    assert str(run.error).endswith(
+        "(UNAUTHENTICATED). Check the connection's access_token, access_token_env or credential_resolver (an access token expires after an hour)."
+    )
     assert "ya29.a0AfB_token-1" not in str(run.error) and "ya29.a0AfB_token-1" not in run.error.body
     assert tokens.issued == ["ya29.a0AfB_token-1"]  # the error was cleaned without asking for another token
 
 
 def test_the_token_comes_from_an_environment_variable_read_at_each_request(config, server, monkeypatch):
-    configure(providers={"vertex": {"adapter": "vertex_ai", "project": PROJECT, "location": "us-central1", "base_url": server.base_url, "allow_insecure_http": True, "access_token_env": "LG_TEST_VERTEX_TOKEN"}})
+    configure(
+        providers={
+            "vertex": {
+                "adapter": "vertex_ai",
+                "project": PROJECT,
+                "location": "us-central1",
+                "base_url": server.base_url,
+                "allow_insecure_http": True,
+                "access_token_env": "LG_TEST_VERTEX_TOKEN",
+            }
+        }
+    )
     server.reply(stream(text_answer("ok")))
     monkeypatch.setenv("LG_TEST_VERTEX_TOKEN", "ya29.from-gcloud\n")
 
@@ -131,12 +156,27 @@ def failing_resolver():
     ("options", "problem"),
     [
         ({}, "has no access token; add credential_resolver"),
-        ({"credential_resolver": failing_resolver}, "credential_resolver raised RuntimeError: metadata server unreachable"),
+        (
+            {"credential_resolver": failing_resolver},
+            "credential_resolver raised RuntimeError: metadata server unreachable",
+        ),
         ({"credential_resolver": lambda: None}, "credential_resolver returned NoneType, not an access token string"),
     ],
 )
-def test_a_token_that_cannot_be_had_fails_the_run_with_a_credential_error_before_any_request(config, server, options, problem):
-    configure(providers={"vertex": {"adapter": "vertex_ai", "project": PROJECT, "base_url": server.base_url, "allow_insecure_http": True, **options}})
+def test_a_token_that_cannot_be_had_fails_the_run_with_a_credential_error_before_any_request(
+    config, server, options, problem
+):
+    configure(
+        providers={
+            "vertex": {
+                "adapter": "vertex_ai",
+                "project": PROJECT,
+                "base_url": server.base_url,
+                "allow_insecure_http": True,
+                **options,
+            }
+        }
+    )
 
     run = VertexAgent.ask("Hi")
 
@@ -149,8 +189,14 @@ def test_a_token_that_cannot_be_had_fails_the_run_with_a_credential_error_before
 @pytest.mark.parametrize(
     ("location", "url"),
     [
-        (None, f"https://aiplatform.googleapis.com/v1/projects/{PROJECT}/locations/global/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse"),
-        ("europe-west4", f"https://europe-west4-aiplatform.googleapis.com/v1/projects/{PROJECT}/locations/europe-west4/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse"),
+        (
+            None,
+            f"https://aiplatform.googleapis.com/v1/projects/{PROJECT}/locations/global/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+        ),
+        (
+            "europe-west4",
+            f"https://europe-west4-aiplatform.googleapis.com/v1/projects/{PROJECT}/locations/europe-west4/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+        ),
     ],
 )
 def test_the_default_endpoint_is_the_locations_vertex_host(config, location, url):
@@ -161,7 +207,12 @@ def test_the_default_endpoint_is_the_locations_vertex_host(config, location, url
         seen.append(str(request.url))
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
 
-    options = {"adapter": "vertex_ai", "project": PROJECT, "access_token": "ya29.fixed", "transport": httpx.MockTransport(handle)}
+    options = {
+        "adapter": "vertex_ai",
+        "project": PROJECT,
+        "access_token": "ya29.fixed",
+        "transport": httpx.MockTransport(handle),
+    }
     if location:
         options["location"] = location
     configure(providers={"vertex": options})
@@ -176,11 +227,20 @@ def test_the_default_endpoint_is_the_locations_vertex_host(config, location, url
         ({}, "needs project, the Google Cloud project id"),
         ({"project": PROJECT, "api_key": "AIza-key"}, "Vertex AI takes an OAuth access token, not an API key"),
         ({"project": PROJECT, "location": "us-central1.attacker.test"}, "location must be a Google Cloud location"),
-        ({"project": PROJECT, "credential_resolver": "myapp_missing.auth:token"}, "credential_resolver 'myapp_missing.auth:token' cannot be imported"),
+        (
+            {"project": PROJECT, "credential_resolver": "myapp_missing.auth:token"},
+            "credential_resolver 'myapp_missing.auth:token' cannot be imported",
+        ),
         ({"project": PROJECT, "credential_resolver": "os:sep"}, "credential_resolver 'os:sep' is not a function"),
         ({"project": PROJECT, "credential_resolver": 42}, "credential_resolver must be a function or an import path"),
-        ({"project": PROJECT, "region": "us"}, r"unknown option 'region'; the vertex_ai adapter accepts: .*credential_resolver.*location.*project"),
-        ({"project": PROJECT, "max_response_bytes": "1MB"}, "max_response_bytes must be a positive number of bytes, got '1MB'"),
+        (
+            {"project": PROJECT, "region": "us"},
+            r"unknown option 'region'; the vertex_ai adapter accepts: .*credential_resolver.*location.*project",
+        ),
+        (
+            {"project": PROJECT, "max_response_bytes": "1MB"},
+            "max_response_bytes must be a positive number of bytes, got '1MB'",
+        ),
         ({"project": PROJECT, "max_response_bytes": 0}, "max_response_bytes must be a positive number of bytes, got 0"),
         ({"project": PROJECT, "allow_insecure_http": "yes"}, "allow_insecure_http must be true or false"),
     ],
@@ -193,7 +253,9 @@ def test_bad_connection_options_are_configuration_errors_naming_the_option(confi
 
 
 def test_no_token_is_in_a_repr():
-    provider = VertexAIProvider("vertex", {"project": PROJECT, "access_token": "ya29.secret-token", "credential_resolver": lambda: "x"})
+    provider = VertexAIProvider(
+        "vertex", {"project": PROJECT, "access_token": "ya29.secret-token", "credential_resolver": lambda: "x"}
+    )
 
     assert "ya29.secret-token" not in repr(provider.settings)
     assert "credential_resolver" not in repr(provider.settings)

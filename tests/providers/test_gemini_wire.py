@@ -35,7 +35,9 @@ from tests.providers.gemini_server import (
 )
 
 PNG = b"\x89PNG\r\n\x1a\n"
-LOOKUP = ToolSpecification("lookup", "Look up a topic.", {"type": "object", "properties": {"topic": {"type": "string"}}})
+LOOKUP = ToolSpecification(
+    "lookup", "Look up a topic.", {"type": "object", "properties": {"topic": {"type": "string"}}}
+)
 
 
 def body(*messages, native=False, **fields):
@@ -62,7 +64,12 @@ def fold(*chunks, sequence=2):
 
 
 def test_system_messages_join_the_system_instruction_and_consecutive_roles_merge():
-    wire = body(Message(role="system", content="Policy v2 applies."), user(Text(text="First.")), user(Text(text="Second.")), system="Answer briefly.")
+    wire = body(
+        Message(role="system", content="Policy v2 applies."),
+        user(Text(text="First.")),
+        user(Text(text="Second.")),
+        system="Answer briefly.",
+    )
 
     assert wire["systemInstruction"] == {"parts": [{"text": "Answer briefly.\n\nPolicy v2 applies."}]}
     assert wire["contents"] == [{"role": "user", "parts": [{"text": "First."}, {"text": "Second."}]}]
@@ -87,17 +94,26 @@ def test_documents_are_sent_as_inline_data_and_a_binary_one_gemini_cannot_read_i
         {"inlineData": {"mimeType": "text/plain", "data": "eyJkYXlzIjogMzB9"}},
     ]
     sheet = Document(data=b"PK\x03\x04", media_type="application/vnd.ms-excel", name="q3.xls")
-    with pytest.raises(UnsupportedInputError, match=r"document 'q3.xls' of type 'application/vnd.ms-excel'.*PDFs, UTF-8 text"):
+    with pytest.raises(
+        UnsupportedInputError, match=r"document 'q3.xls' of type 'application/vnd.ms-excel'.*PDFs, UTF-8 text"
+    ):
         body(user(Text(text="Sum it."), sheet))
 
 
 def test_function_responses_lead_the_user_turn_then_its_text_then_the_tools_media():
-    calls = model(ToolUse(id="gemini_call_0_0", name="lookup", input={"topic": "x"}), ToolUse(id="bu4kjcsx", name="chart", input={}))
+    calls = model(
+        ToolUse(id="gemini_call_0_0", name="lookup", input={"topic": "x"}),
+        ToolUse(id="bu4kjcsx", name="chart", input={}),
+    )
     results = Message(
         role="tool",
         content=[
             ToolResult(tool_use_id="gemini_call_0_0", content="boom", status="error"),
-            ToolResult(tool_use_id="bu4kjcsx", content=(Text(text="Chart:"), Image(data=PNG, media_type="image/png")), status="success"),
+            ToolResult(
+                tool_use_id="bu4kjcsx",
+                content=(Text(text="Chart:"), Image(data=PNG, media_type="image/png")),
+                status="success",
+            ),
         ],
     )
 
@@ -105,7 +121,10 @@ def test_function_responses_lead_the_user_turn_then_its_text_then_the_tools_medi
 
     assert contents[1] == {
         "role": "model",
-        "parts": [{"functionCall": {"name": "lookup", "args": {"topic": "x"}}}, {"functionCall": {"name": "chart", "args": {}, "id": "bu4kjcsx"}}],
+        "parts": [
+            {"functionCall": {"name": "lookup", "args": {"topic": "x"}}},
+            {"functionCall": {"name": "chart", "args": {}, "id": "bu4kjcsx"}},
+        ],
     }
     assert contents[2] == {
         "role": "user",
@@ -122,7 +141,9 @@ def test_function_responses_lead_the_user_turn_then_its_text_then_the_tools_medi
 def test_a_tool_result_whose_call_is_not_in_the_conversation_is_refused_by_its_id():
     orphan = Message(role="tool", content=[ToolResult(tool_use_id="toolu_1", content="42", status="success")])
 
-    with pytest.raises(UnsupportedInputError, match="result of tool call 'toolu_1': the call is not in the conversation"):
+    with pytest.raises(
+        UnsupportedInputError, match="result of tool call 'toolu_1': the call is not in the conversation"
+    ):
         body(user(Text(text="Compute.")), model(ToolUse(id="toolu_9", name="lookup", input={})), orphan)
 
 
@@ -146,7 +167,14 @@ def test_signatures_fold_into_blocks_before_their_parts_and_go_back_on_the_same_
     message = finished[-1].data["response"].message
     [_, sent] = body(user(Text(text="Go")), message)["contents"]
 
-    assert [type(block).__name__ for block in message.content] == ["Reasoning", "Text", "Reasoning", "ToolUse", "ToolUse", "Reasoning"]
+    assert [type(block).__name__ for block in message.content] == [
+        "Reasoning",
+        "Text",
+        "Reasoning",
+        "ToolUse",
+        "ToolUse",
+        "Reasoning",
+    ]
     assert message.content[0] == Reasoning(text="Plan: look it up.")
     assert message.text == "Checking now."
     assert sent["parts"] == [
@@ -194,10 +222,22 @@ def test_signatures_are_no_anthropic_signature_and_another_providers_reasoning_i
 
 
 def test_calls_without_ids_get_ids_from_the_sequence_and_their_place():
-    emitted, finished = fold(chunk(call("lookup", {"topic": "a"}), call("lookup", {"topic": "b"}, call_id="given"), call("lookup"), finish="STOP"), sequence=7)
+    emitted, finished = fold(
+        chunk(
+            call("lookup", {"topic": "a"}),
+            call("lookup", {"topic": "b"}, call_id="given"),
+            call("lookup"),
+            finish="STOP",
+        ),
+        sequence=7,
+    )
 
     uses = finished[-1].data["response"].message.tool_uses
-    assert [(use.id, use.input) for use in uses] == [("gemini_call_7_0", {"topic": "a"}), ("given", {"topic": "b"}), ("gemini_call_7_1", {})]
+    assert [(use.id, use.input) for use in uses] == [
+        ("gemini_call_7_0", {"topic": "a"}),
+        ("given", {"topic": "b"}),
+        ("gemini_call_7_1", {}),
+    ]
     assert finished[-1].data["stop_reason"] == "tool_use"
     assert [e.type for e in emitted] == ["tool_call_start", "tool_call_delta"] * 3
 
@@ -222,7 +262,9 @@ def test_finish_reasons_map_to_ours_and_the_original_is_kept(reason, ours):
 
 
 def test_usage_is_the_last_chunks_counts():
-    _, finished = fold(chunk(text("a"), counts=usage(10, 1)), chunk(text("b"), finish="STOP", counts=usage(10, 2, thoughts=5)))
+    _, finished = fold(
+        chunk(text("a"), counts=usage(10, 1)), chunk(text("b"), finish="STOP", counts=usage(10, 2, thoughts=5))
+    )
 
     usage_event = finished[-2].data["usage"]
     assert (usage_event.input_tokens, usage_event.output_tokens, usage_event.reasoning_tokens) == (10, 2, 5)
@@ -274,7 +316,16 @@ def test_a_tool_choice_that_is_not_a_name_is_a_configuration_error():
 
 def test_settings_go_to_generation_config_or_beside_it_but_may_not_replace_what_the_adapter_builds():
     safety = [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_ONLY_HIGH"}]
-    wire = body(settings={"max_tokens": 64, "top_k": 5, "stopSequences": ["###"], "generation_config": {"seed": 7}, "safety_settings": safety, "cached_content": "cachedContents/abc"})
+    wire = body(
+        settings={
+            "max_tokens": 64,
+            "top_k": 5,
+            "stopSequences": ["###"],
+            "generation_config": {"seed": 7},
+            "safety_settings": safety,
+            "cached_content": "cachedContents/abc",
+        }
+    )
 
     assert wire["generationConfig"] == {"maxOutputTokens": 64, "topK": 5, "stopSequences": ["###"], "seed": 7}
     assert (wire["safetySettings"], wire["cachedContent"]) == (safety, "cachedContents/abc")
@@ -287,15 +338,32 @@ def test_settings_go_to_generation_config_or_beside_it_but_may_not_replace_what_
 
 
 def test_a_response_schema_is_sent_only_with_native_structured_output():
-    schema = {"name": "triage", "schema": {"type": "object", "properties": {"urgent": {"type": "boolean"}}, "required": ["urgent"], "additionalProperties": False}}
+    schema = {
+        "name": "triage",
+        "schema": {
+            "type": "object",
+            "properties": {"urgent": {"type": "boolean"}},
+            "required": ["urgent"],
+            "additionalProperties": False,
+        },
+    }
 
     assert body(native=True, output_schema=schema)["generationConfig"] == {
         "responseMimeType": "application/json",
         "responseSchema": {"type": "OBJECT", "properties": {"urgent": {"type": "BOOLEAN"}}, "required": ["urgent"]},
     }
     assert "generationConfig" not in body(output_schema=schema)
-    with pytest.raises(ConfigurationError, match="result schema 'triage' cannot be sent to Gemini: at /properties/urgent, keyword 'not' has no equivalent"):
-        body(native=True, output_schema={"name": "triage", "schema": {"type": "object", "properties": {"urgent": {"not": {"type": "string"}}}}})
+    with pytest.raises(
+        ConfigurationError,
+        match="result schema 'triage' cannot be sent to Gemini: at /properties/urgent, keyword 'not' has no equivalent",
+    ):
+        body(
+            native=True,
+            output_schema={
+                "name": "triage",
+                "schema": {"type": "object", "properties": {"urgent": {"not": {"type": "string"}}}},
+            },
+        )
 
 
 # -- error mapping ---------------------------------------------------------------------------------
@@ -336,9 +404,14 @@ def test_the_wait_comes_from_retry_after_first_then_from_retry_info():
 
 
 def test_an_error_body_in_a_list_is_read_like_a_bare_one():
-    error = provider_error(ErrorReply(404, "[" + google_error(404, "NOT_FOUND", "models/x is not found") + "]"), endpoint="here")
+    error = provider_error(
+        ErrorReply(404, "[" + google_error(404, "NOT_FOUND", "models/x is not found") + "]"), endpoint="here"
+    )
 
-    assert (error.error_type, str(error)) == ("NOT_FOUND", "here answered 404 Not Found: models/x is not found (NOT_FOUND).")
+    assert (error.error_type, str(error)) == (
+        "NOT_FOUND",
+        "here answered 404 Not Found: models/x is not found (NOT_FOUND).",
+    )
 
 
 def test_the_context_limit_in_geminis_words_is_a_context_window_overflow():
@@ -350,7 +423,9 @@ def test_the_context_limit_in_geminis_words_is_a_context_window_overflow():
     assert "(1200000) exceeds the maximum number of tokens allowed (1048576)" in str(error)
 
 
-@pytest.mark.parametrize(("code", "retryable"), [("UNAVAILABLE", True), ("INTERNAL", True), ("INVALID_ARGUMENT", False)])
+@pytest.mark.parametrize(
+    ("code", "retryable"), [("UNAVAILABLE", True), ("INTERNAL", True), ("INVALID_ARGUMENT", False)]
+)
 def test_stream_errors_are_retryable_by_their_code(code, retryable):
     error = provider_error(ErrorReply(None, google_error(400, code, "mid-stream")), endpoint="here")
 
@@ -359,7 +434,9 @@ def test_stream_errors_are_retryable_by_their_code(code, retryable):
 
 
 def test_an_error_that_is_not_googles_json_keeps_its_text_without_the_key():
-    error = provider_error(ErrorReply(502, "upstream crashed holding AIza-secret"), endpoint="here", secret="AIza-secret")
+    error = provider_error(
+        ErrorReply(502, "upstream crashed holding AIza-secret"), endpoint="here", secret="AIza-secret"
+    )
 
     assert str(error) == "here answered 502 Bad Gateway: upstream crashed holding [redacted]."
     assert error.retryable is True

@@ -64,7 +64,9 @@ def connection(config, wire, server):
 def refusals():
     """``(wire, refusal)`` for every wire format and each of its refusals, for parametrize."""
     return [
-        pytest.param(wire, refusal, id="-".join(str(part) for part in (wire.adapter, refusal.status, refusal.kind) if part))
+        pytest.param(
+            wire, refusal, id="-".join(str(part) for part in (wire.adapter, refusal.status, refusal.kind) if part)
+        )
         for wire in FORMATS
         for refusal in wire.refusals
     ]
@@ -136,7 +138,9 @@ def test_a_tool_call_streams_its_events_runs_the_tool_and_the_answer_follows(wir
     assert run.response == "Refunds: entry for refunds."
     call_events = [(e.type, dict(e.data)) for e in events if e.data.get("id") == "call_Abc1"]
     assert call_events[0] == ("tool_call_start", {"id": "call_Abc1", "name": "lookup"})
-    assert json.loads("".join(d["arguments"] for kind, d in call_events if kind == "tool_call_delta")) == {"topic": "refunds"}
+    assert json.loads("".join(d["arguments"] for kind, d in call_events if kind == "tool_call_delta")) == {
+        "topic": "refunds"
+    }
     assert ("tool_call_stop", {"id": "call_Abc1", "name": "lookup", "input": {"topic": "refunds"}}) in call_events
     assert len(connection.received) == 2
     assert "entry for refunds" in json.dumps(connection.received[1].body)
@@ -172,7 +176,12 @@ def test_a_rate_limit_waits_as_long_as_retry_after_asks(wire, connection):
 
 
 def test_a_rate_limit_that_keeps_refusing_fails_the_run_with_the_wait_it_asked_for(wire, connection):
-    connection.reply(*[wire.error(429, "Number of request tokens has exceeded your per-minute rate limit", retry_after="0.2") for _ in range(3)])
+    connection.reply(
+        *[
+            wire.error(429, "Number of request tokens has exceeded your per-minute rate limit", retry_after="0.2")
+            for _ in range(3)
+        ]
+    )
 
     run = SupportAgent.ask("Hi")
 
@@ -243,7 +252,10 @@ def test_a_transient_error_mid_stream_is_retried_and_the_partial_text_announced(
     assert retry.data["partial_text"] is True
     assert retry.data["error_class"] == "ProviderError"
     kind = wire.event_kinds[0]
-    assert "reported an error mid-stream: The model is overloaded" + (f" ({kind})" if kind else "") in retry_reasons(run)[0]
+    assert (
+        "reported an error mid-stream: The model is overloaded" + (f" ({kind})" if kind else "")
+        in retry_reasons(run)[0]
+    )
 
 
 def test_an_error_mid_stream_that_is_not_transient_fails_the_run(wire, connection):
@@ -340,7 +352,9 @@ def test_an_event_that_is_not_json_fails_the_run_with_a_protocol_error(wire, con
 
 def test_a_stream_that_ends_early_is_retried(wire, connection):
     """The server closed the body cleanly but early: the answer is incomplete, and another try may finish it."""
-    connection.reply(wire.stream(wire.partial("Partial ", "answ"), complete=False), wire.stream(wire.text("Full answer.")))
+    connection.reply(
+        wire.stream(wire.partial("Partial ", "answ"), complete=False), wire.stream(wire.text("Full answer."))
+    )
 
     run = SupportAgent.ask("Hi")
 
@@ -448,7 +462,9 @@ def test_a_structured_result_cut_off_by_the_output_limit_fails_the_run_without_a
 
     assert run.outcome == "failed"
     assert type(run.error) is OutputLimitError
-    assert "output token limit (stop reason max_tokens) before it gave a valid result for the schema 'result'" in str(run.error)
+    assert "output token limit (stop reason max_tokens) before it gave a valid result for the schema 'result'" in str(
+        run.error
+    )
     assert "structured_result_repair" not in types(run)
     assert len(connection.received) == 1
     assert stored(run).error["name"] == "OutputLimitError"
@@ -460,7 +476,9 @@ def test_a_structured_result_cut_off_by_the_output_limit_fails_the_run_without_a
 @pytest.mark.timeout(60)
 def test_cancelling_mid_stream_stops_the_run_between_events(wire, connection):
     released = threading.Event()
-    connection.reply(wire.stream(wire.text("First ", "second ", "third."), hold=released, hold_after=wire.first_piece_at))
+    connection.reply(
+        wire.stream(wire.text("First ", "second ", "third."), hold=released, hold_after=wire.first_piece_at)
+    )
 
     run = SupportAgent.stream_ask("Hi")
     seen = []
@@ -496,6 +514,7 @@ def test_cancelling_while_the_server_stalls_ends_the_blocked_read(wire, connecti
 
 def _cancel_when(arrived, run):
     """Cancel ``run`` from another thread once the server has the request (its worker is then blocked)."""
+
     def cancel():
         if arrived.wait(30):
             run.cancel("user left")
@@ -515,7 +534,10 @@ def test_cancelling_while_waiting_for_the_response_headers_ends_the_wait(config,
         server.reply(wire.stream(wire.text("Warm.")))
         assert SupportAgent.ask("Hi").outcome == "completed"
     arrived, released, left = threading.Event(), threading.Event(), threading.Event()
-    server.reply(wire.stall_headers(wire.text("Too late."), arrived=arrived, until=released, left=left), wire.stream(wire.text("Next.")))
+    server.reply(
+        wire.stall_headers(wire.text("Too late."), arrived=arrived, until=released, left=left),
+        wire.stream(wire.text("Next.")),
+    )
     started = time.monotonic()
     try:
         run = SupportAgent.stream_ask("Hi")
@@ -806,8 +828,14 @@ def test_the_default_endpoint_is_the_providers_and_the_transport_replaces_the_ne
 
 BAD_OPTIONS = [
     ({"base_url": "http://models.example.test/v1", "allow_insecure_http": None}, lambda wire: "plain HTTP"),
-    ({"base_url": "models.example.test/v1"}, lambda wire: f"base_url must be a URL like {re.escape(wire.default_base_url)}"),
-    ({"temprature": 0.2}, lambda wire: rf"unknown option 'temprature'; the {wire.adapter} adapter accepts: .*{wire.own_option}"),
+    (
+        {"base_url": "models.example.test/v1"},
+        lambda wire: f"base_url must be a URL like {re.escape(wire.default_base_url)}",
+    ),
+    (
+        {"temprature": 0.2},
+        lambda wire: rf"unknown option 'temprature'; the {wire.adapter} adapter accepts: .*{wire.own_option}",
+    ),
     ({"timeout": 0}, lambda wire: "timeout must be a positive number"),
     ({"timeout": -1}, lambda wire: "timeout must be a positive number"),
     ({"headers": {"X-Retries": 3}}, lambda wire: "headers must map header names to strings"),
@@ -818,7 +846,11 @@ BAD_OPTIONS = [
 ]
 
 
-@pytest.mark.parametrize(("options", "problem"), BAD_OPTIONS, ids=[re.sub(r"\W+", "-", str(options)).strip("-") for options, _ in BAD_OPTIONS])
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    BAD_OPTIONS,
+    ids=[re.sub(r"\W+", "-", str(options)).strip("-") for options, _ in BAD_OPTIONS],
+)
 def test_bad_connection_options_are_configuration_errors_naming_the_option(config, wire, server, options, problem):
     connect(wire, server, **options)
 

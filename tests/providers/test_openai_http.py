@@ -54,7 +54,12 @@ def server():
 @pytest.fixture
 def connection(config, server):
     """A connection named ``local`` to the local server, every agent's model (``local:gpt-4o-mini``)."""
-    options = {"adapter": "openai", "api_key": KEY, "organization": "org-test", "headers": {"X-Title": "LittleGhost tests"}}
+    options = {
+        "adapter": "openai",
+        "api_key": KEY,
+        "organization": "org-test",
+        "headers": {"X-Title": "LittleGhost tests"},
+    }
     use_connection("local:gpt-4o-mini", options, server)
     return server
 
@@ -87,7 +92,9 @@ def test_a_run_sends_a_chat_completions_request_with_the_key_the_organization_an
 
 
 def test_reasoning_deltas_from_compatible_servers_become_reasoning_events(connection):
-    connection.reply(stream([chunk({"role": "assistant", "reasoning_content": "The user greets. "}), *text_chunks("Hello!")]))
+    connection.reply(
+        stream([chunk({"role": "assistant", "reasoning_content": "The user greets. "}), *text_chunks("Hello!")])
+    )
 
     run = SupportAgent.stream_ask("Hi")
     events = list(run)
@@ -98,12 +105,16 @@ def test_reasoning_deltas_from_compatible_servers_become_reasoning_events(connec
 
 def test_a_refusal_is_the_answer_and_stops_as_content_filter_like_the_other_adapters(connection):
     """OpenAI finishes a refusal with "stop"; it was reported as end_turn, where Anthropic's says content_filter."""
-    connection.reply(stream([
-        chunk({"role": "assistant", "content": None, "refusal": ""}),
-        chunk({"refusal": "I can't help with that."}),
-        chunk({}, "stop"),
-        usage_chunk(12, 5),
-    ]))
+    connection.reply(
+        stream(
+            [
+                chunk({"role": "assistant", "content": None, "refusal": ""}),
+                chunk({"refusal": "I can't help with that."}),
+                chunk({}, "stop"),
+                usage_chunk(12, 5),
+            ]
+        )
+    )
 
     run = SupportAgent.ask("Something I should not ask")
 
@@ -114,8 +125,14 @@ def test_a_refusal_is_the_answer_and_stops_as_content_filter_like_the_other_adap
 
 def test_a_429_for_an_account_out_of_quota_fails_the_run_at_once(connection):
     """Not a rate limit: retrying cannot help until the account has credit again."""
-    connection.reply(error(429, "You exceeded your current quota, please check your plan and billing details.",
-                           type="insufficient_quota", code="insufficient_quota"))
+    connection.reply(
+        error(
+            429,
+            "You exceeded your current quota, please check your plan and billing details.",
+            type="insufficient_quota",
+            code="insufficient_quota",
+        )
+    )
 
     run = SupportAgent.ask("Hi")
 
@@ -127,12 +144,21 @@ def test_a_429_for_an_account_out_of_quota_fails_the_run_at_once(connection):
 
 def test_content_sent_as_parts_becomes_reasoning_and_text(connection):
     """Mistral's magistral models stream ``delta.content`` as parts: ``thinking`` parts, then ``text`` parts."""
+
     def thinking(text):
         return chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": text}]}]})
 
     connection.reply(
-        stream([chunk({"role": "assistant", "content": ""}), thinking("A greeting; "), thinking("greet back."),
-                chunk({"content": [{"type": "text", "text": "Hello"}]}), chunk({"content": "!"}), chunk({}, "stop")])
+        stream(
+            [
+                chunk({"role": "assistant", "content": ""}),
+                thinking("A greeting; "),
+                thinking("greet back."),
+                chunk({"content": [{"type": "text", "text": "Hello"}]}),
+                chunk({"content": "!"}),
+                chunk({}, "stop"),
+            ]
+        )
     )
 
     run = SupportAgent.stream_ask("Hi")
@@ -149,7 +175,12 @@ def test_cached_and_reasoning_tokens_are_reported_apart(connection):
 
     usage = SupportAgent.ask("Hi").usage
 
-    assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens, usage.reasoning_tokens) == (40, 60, 20, 30)
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens, usage.reasoning_tokens) == (
+        40,
+        60,
+        20,
+        30,
+    )
     assert usage.total_tokens == 150
 
 
@@ -172,7 +203,9 @@ def usage_on_the_finish_chunk(*pieces):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("chunks", [text_chunks, usage_on_the_finish_chunk], ids=["usage-chunk-after-finish", "usage-on-finish"])
+@pytest.mark.parametrize(
+    "chunks", [text_chunks, usage_on_the_finish_chunk], ids=["usage-chunk-after-finish", "usage-on-finish"]
+)
 def test_the_usage_after_the_finish_reason_ends_the_answer_when_done_is_held_back(connection, chunks):
     """The request asks for usage, which comes last (OpenAI: a chunk of its own after the finish reason,
     before ``[DONE]``): a server that holds ``[DONE]`` back, or the body open, cannot stall the turn
@@ -196,7 +229,10 @@ def test_the_usage_after_the_finish_reason_ends_the_answer_when_done_is_held_bac
 
 @pytest.mark.parametrize(
     "bad_chunk",
-    [{**chunk({}), "choices": [{"index": 0, "delta": "oops"}]}, chunk({"tool_calls": {"index": 0, "function": {"name": "lookup"}}})],
+    [
+        {**chunk({}), "choices": [{"index": 0, "delta": "oops"}]},
+        chunk({"tool_calls": {"index": 0, "function": {"name": "lookup"}}}),
+    ],
     ids=["delta-is-a-string", "tool-calls-is-an-object"],
 )
 def test_a_chunk_of_an_unexpected_shape_is_a_protocol_error(connection, bad_chunk):
@@ -230,7 +266,6 @@ def test_a_tool_call_cut_off_by_done_without_a_finish_reason_is_asked_again(conn
     assert len(connection.received) == 2
 
 
-
 def test_a_tool_call_streams_its_arguments_in_fragments_and_its_result_goes_back_as_a_tool_message(connection):
     connection.reply(
         stream(tool_call_chunks(lookup_call("call_Abc1", "refunds", split_at=5))),
@@ -248,14 +283,24 @@ def test_a_tool_call_streams_its_arguments_in_fragments_and_its_result_goes_back
     assert first.body["tools"] == [
         {
             "type": "function",
-            "function": {"name": "lookup", "description": "Look up a help center entry by topic.", "parameters": LOOKUP_SCHEMA},
+            "function": {
+                "name": "lookup",
+                "description": "Look up a help center entry by topic.",
+                "parameters": LOOKUP_SCHEMA,
+            },
         }
     ]
     assert second.body["messages"][-2:] == [
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{"id": "call_Abc1", "type": "function", "function": {"name": "lookup", "arguments": '{"topic": "refunds"}'}}],
+            "tool_calls": [
+                {
+                    "id": "call_Abc1",
+                    "type": "function",
+                    "function": {"name": "lookup", "arguments": '{"topic": "refunds"}'},
+                }
+            ],
         },
         {"role": "tool", "tool_call_id": "call_Abc1", "content": "entry for refunds"},
     ]
@@ -282,12 +327,25 @@ def test_parallel_tool_calls_in_one_turn_each_get_their_result(connection):
 
 def test_calls_that_share_an_index_but_not_an_id_are_separate_calls(connection):
     """Ollama (and some gateways) number every tool call of a turn ``index: 0``; the ids tell them apart."""
+
     def whole_call(call_id, topic):
-        call = {"index": 0, "id": call_id, "type": "function", "function": {"name": "lookup", "arguments": json.dumps({"topic": topic})}}
+        call = {
+            "index": 0,
+            "id": call_id,
+            "type": "function",
+            "function": {"name": "lookup", "arguments": json.dumps({"topic": topic})},
+        }
         return chunk({"tool_calls": [call]})
 
     connection.reply(
-        stream([chunk({"role": "assistant", "content": ""}), whole_call("call_a", "refunds"), whole_call("call_b", "shipping"), chunk({}, "tool_calls")]),
+        stream(
+            [
+                chunk({"role": "assistant", "content": ""}),
+                whole_call("call_a", "refunds"),
+                whole_call("call_b", "shipping"),
+                chunk({}, "tool_calls"),
+            ]
+        ),
         stream(text_chunks("Both answered.")),
     )
 
@@ -303,7 +361,12 @@ def test_calls_that_share_an_index_but_not_an_id_are_separate_calls(connection):
 
 def test_tool_arguments_sent_as_a_json_object_are_the_tool_input(connection):
     """TGI and some llama.cpp builds send ``arguments`` as an object rather than a JSON string."""
-    call = {"index": 0, "id": "call_o", "type": "function", "function": {"name": "lookup", "arguments": {"topic": "refunds"}}}
+    call = {
+        "index": 0,
+        "id": "call_o",
+        "type": "function",
+        "function": {"name": "lookup", "arguments": {"topic": "refunds"}},
+    }
     connection.reply(
         stream([chunk({"role": "assistant", "content": None}), chunk({"tool_calls": [call]}), chunk({}, "tool_calls")]),
         stream(text_chunks("Done.")),
@@ -320,8 +383,12 @@ def test_nan_and_infinity_in_tool_arguments_are_invalid_input_the_model_is_told_
     """Python's json decodes NaN and Infinity, which JSON has no value for: the call is answered with an
     input error and the model tries again, as for any invalid input, and the run goes on."""
     as_text = ("call_nan", "lookup", ['{"topic": "refunds", ', '"page": NaN}'])
-    as_object = {"index": 1, "id": "call_inf", "type": "function",
-                 "function": {"name": "lookup", "arguments": {"topic": "shipping", "limits": [1, float("-inf")]}}}
+    as_object = {
+        "index": 1,
+        "id": "call_inf",
+        "type": "function",
+        "function": {"name": "lookup", "arguments": {"topic": "shipping", "limits": [1, float("-inf")]}},
+    }
     first = tool_call_chunks(as_text)
     first.insert(-2, chunk({"tool_calls": [as_object]}))
     connection.reply(
@@ -336,16 +403,18 @@ def test_nan_and_infinity_in_tool_arguments_are_invalid_input_the_model_is_told_
     answers = {m["tool_call_id"]: m["content"] for m in connection.received[1].body["messages"] if m["role"] == "tool"}
     assert answers == {
         "call_nan": "Error: Invalid input for tool 'lookup': input.page is NaN, which is not a JSON number "
-                    "(JSON numbers are finite: send a number, or leave the field out)",
+        "(JSON numbers are finite: send a number, or leave the field out)",
         "call_inf": "Error: Invalid input for tool 'lookup': input.limits[1] is -Infinity, which is not a JSON number "
-                    "(JSON numbers are finite: send a number, or leave the field out)",
+        "(JSON numbers are finite: send a number, or leave the field out)",
     }
     calls = connection.received[1].body["messages"][-3]["tool_calls"]
     assert [json.loads(c["function"]["arguments"]) for c in calls] == [
         {"topic": "refunds", "page": "NaN"},
         {"topic": "shipping", "limits": [1, "-Infinity"]},
     ]
-    assert [m["content"] for m in connection.received[2].body["messages"] if m["role"] == "tool"][-1] == "entry for refunds"
+    assert [m["content"] for m in connection.received[2].body["messages"] if m["role"] == "tool"][
+        -1
+    ] == "entry for refunds"
     assert run.response == "Refunds: entry for refunds."
 
 
@@ -434,24 +503,44 @@ ANTHROPIC_OVERFLOW = '{"type":"error","error":{"type":"invalid_request_error","m
     ("body", "quoted"),
     [
         pytest.param(
-            {"error": {"code": 400, "message": "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
-                       "status": "INVALID_ARGUMENT"}},
+            {
+                "error": {
+                    "code": 400,
+                    "message": "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+                    "status": "INVALID_ARGUMENT",
+                }
+            },
             "exceeds the maximum number of tokens allowed (1048576)",
             id="gemini-openai-compatible-endpoint",
         ),
         pytest.param(
-            {"error": {"message": f"litellm.BadRequestError: AnthropicException - {ANTHROPIC_OVERFLOW}", "type": None, "param": None, "code": "400"}},
+            {
+                "error": {
+                    "message": f"litellm.BadRequestError: AnthropicException - {ANTHROPIC_OVERFLOW}",
+                    "type": None,
+                    "param": None,
+                    "code": "400",
+                }
+            },
             "prompt is too long: 201234 tokens > 200000 maximum",
             id="litellm-proxy-for-anthropic",
         ),
         pytest.param(
-            {"error": {"code": 400, "message": "Provider returned error", "metadata": {"provider_name": "Anthropic", "raw": ANTHROPIC_OVERFLOW}}},
+            {
+                "error": {
+                    "code": 400,
+                    "message": "Provider returned error",
+                    "metadata": {"provider_name": "Anthropic", "raw": ANTHROPIC_OVERFLOW},
+                }
+            },
             "prompt is too long: 201234 tokens > 200000 maximum",
             id="openrouter-upstream-error",
         ),
     ],
 )
-def test_a_gateways_context_window_error_in_another_providers_words_is_a_context_window_overflow(connection, body, quoted):
+def test_a_gateways_context_window_error_in_another_providers_words_is_a_context_window_overflow(
+    connection, body, quoted
+):
     """Gateways pass an upstream provider's words through this API: Google's OpenAI-compatible endpoint
     speaks Gemini's, a LiteLLM proxy wraps Anthropic's, OpenRouter tells them only in ``metadata.raw``."""
     connection.reply(json_reply(400, body))
@@ -466,10 +555,23 @@ def test_a_gateways_context_window_error_in_another_providers_words_is_a_context
 @pytest.mark.parametrize(
     "reply",
     [
-        error(400, "Invalid 'max_tokens': integer above maximum value. Expected a value <= 16384, but got 200000 instead."),
-        json_reply(400, {"error": {"code": 400, "message": "Provider returned error",
-                                   "metadata": {"provider_name": "Anthropic", "raw": '{"type":"error","error":{"type":"invalid_request_error",'
-                                                '"message":"messages: text content blocks must be non-empty"}}'}}}),
+        error(
+            400, "Invalid 'max_tokens': integer above maximum value. Expected a value <= 16384, but got 200000 instead."
+        ),
+        json_reply(
+            400,
+            {
+                "error": {
+                    "code": 400,
+                    "message": "Provider returned error",
+                    "metadata": {
+                        "provider_name": "Anthropic",
+                        "raw": '{"type":"error","error":{"type":"invalid_request_error",'
+                        '"message":"messages: text content blocks must be non-empty"}}',
+                    },
+                }
+            },
+        ),
     ],
     ids=["max-tokens", "upstream-empty-message"],
 )
@@ -495,7 +597,9 @@ def test_a_json_answer_instead_of_a_stream_is_a_protocol_error(connection):
 def test_a_json_error_answered_with_200_keeps_its_code(connection):
     """Some servers and proxies answer a streaming request with a 200 JSON error: its message and code are the only clues."""
     message = "The model 'gpt-4o-mni' does not exist or you do not have access to it."
-    connection.reply(json_reply(200, {"error": {"message": message, "type": "invalid_request_error", "code": "model_not_found"}}))
+    connection.reply(
+        json_reply(200, {"error": {"message": message, "type": "invalid_request_error", "code": "model_not_found"}})
+    )
 
     run = SupportAgent.ask("Hi")
 
@@ -547,7 +651,11 @@ def test_an_empty_answer_with_a_finish_reason_is_an_answer(connection):
 
 def test_a_named_error_event_is_a_provider_error_with_the_servers_message(connection):
     """DashScope sends ``event: error`` with ``code`` and ``message`` at the top level, then may still end with [DONE]."""
-    frame = {"code": "DataInspectionFailed", "message": "Output data may contain inappropriate content.", "request_id": "r-1"}
+    frame = {
+        "code": "DataInspectionFailed",
+        "message": "Output data may contain inappropriate content.",
+        "request_id": "r-1",
+    }
     connection.reply(stream([chunk({"content": "Hel"}), f"event: error\ndata: {json.dumps(frame)}\n\n".encode()]))
 
     run = SupportAgent.ask("Hi")
@@ -571,7 +679,13 @@ def test_a_named_error_event_whose_data_is_not_json_keeps_its_text(connection):
 def test_an_error_frame_without_an_error_key_is_retried_by_its_status_code(connection):
     """``data: {"code": 503, "message": ...}``: the code is a status, so a retry may succeed."""
     connection.reply(
-        stream([chunk({"role": "assistant", "content": ""}), chunk({"content": "Par"}), {"code": 503, "message": "Model overloaded, try later"}]),
+        stream(
+            [
+                chunk({"role": "assistant", "content": ""}),
+                chunk({"content": "Par"}),
+                {"code": 503, "message": "Model overloaded, try later"},
+            ]
+        ),
         stream(text_chunks("Full answer.")),
     )
 

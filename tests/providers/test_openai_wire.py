@@ -42,7 +42,10 @@ def test_a_text_document_is_sent_as_text_and_a_pdf_as_a_file():
     [user] = body(messages=(Message(role="user", content=[Text(text="Check these."), csv, pdf]),))["messages"]
 
     assert user["content"][1] == {"type": "text", "text": "Document orders.csv:\norder,status\nA-17,shipped\n"}
-    assert user["content"][2] == {"type": "file", "file": {"filename": "guide.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjc="}}
+    assert user["content"][2] == {
+        "type": "file",
+        "file": {"filename": "guide.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjc="},
+    }
 
 
 def test_an_error_tool_result_says_so_and_each_result_is_its_own_tool_message():
@@ -53,7 +56,9 @@ def test_an_error_tool_result_says_so_and_each_result_is_its_own_tool_message():
             ToolResult(tool_use_id="b", content="fine", status="success"),
         ],
     )
-    calls = Message(role="assistant", content=[ToolUse(id="a", name="lookup", input={}), ToolUse(id="b", name="lookup", input={})])
+    calls = Message(
+        role="assistant", content=[ToolUse(id="a", name="lookup", input={}), ToolUse(id="b", name="lookup", input={})]
+    )
 
     messages = body(messages=(Message(role="user", content="Go"), calls, results))["messages"]
 
@@ -81,7 +86,12 @@ def test_response_format_needs_native_structured_output_and_a_wire_safe_name():
 
     assert body(output_schema=schema)["response_format"] == {
         "type": "json_schema",
-        "json_schema": {"name": "support_triage_", "strict": True, "schema": {"type": "object"}, "description": "Triage."},
+        "json_schema": {
+            "name": "support_triage_",
+            "strict": True,
+            "schema": {"type": "object"},
+            "description": "Triage.",
+        },
     }
     assert "response_format" not in body(permissive=False, output_schema=schema)
 
@@ -103,7 +113,10 @@ def test_a_tool_call_whose_name_comes_late_still_starts_before_its_arguments():
         *reader.finish(),
     ]
 
-    assert [(e.type, e.data.get("arguments")) for e in events][:2] == [("tool_call_start", None), ("tool_call_delta", '{"topic": "x"}')]
+    assert [(e.type, e.data.get("arguments")) for e in events][:2] == [
+        ("tool_call_start", None),
+        ("tool_call_delta", '{"topic": "x"}'),
+    ]
     response = events[-1].data["response"]
     assert response.tool_uses == [ToolUse(id="call_3_0", name="lookup", input={"topic": "x"})]
     assert response.stop_reason == "tool_use"
@@ -138,9 +151,25 @@ def test_finish_reason_length_is_max_tokens():
 # -- error mapping ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("status", "retryable"), [(400, False), (401, False), (403, False), (404, False), (408, True), (409, True), (429, True), (500, True), (502, True), (503, True)])
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [
+        (400, False),
+        (401, False),
+        (403, False),
+        (404, False),
+        (408, True),
+        (409, True),
+        (429, True),
+        (500, True),
+        (502, True),
+        (503, True),
+    ],
+)
 def test_status_errors_are_retryable_only_when_repeating_may_succeed(status, retryable):
-    error = provider_error(ErrorReply(status, '{"error": {"message": "nope", "type": "x", "code": null}}'), endpoint="here")
+    error = provider_error(
+        ErrorReply(status, '{"error": {"message": "nope", "type": "x", "code": null}}'), endpoint="here"
+    )
 
     assert type(error) is HTTPError
     assert (error.status, error.retryable) == (status, retryable)

@@ -54,7 +54,11 @@ def connection(config, server, monkeypatch):
     """The spec's connection, ``openrouter: {adapter: :openrouter}``, with the key in $OPENROUTER_API_KEY,
     pointed at the local server."""
     monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
-    configure(providers={"openrouter": openrouter_options(server, site_url="https://support.example.com", app_name="Support Console")})
+    configure(
+        providers={
+            "openrouter": openrouter_options(server, site_url="https://support.example.com", app_name="Support Console")
+        }
+    )
     return server
 
 
@@ -131,9 +135,16 @@ def test_the_specs_first_agent_answers_with_only_the_key_in_the_environment(conn
 def test_keep_alive_comments_are_skipped_and_the_usage_reports_its_cost(connection):
     """OpenRouter sends ``: OPENROUTER PROCESSING`` while the model is queued, and always ends with the usage."""
     connection.reply(
-        stream([PROCESSING, chunk(), PROCESSING, chunk({"role": "assistant", "content": "Refunds take 30 days."}),
+        stream(
+            [
+                PROCESSING,
+                chunk(),
+                PROCESSING,
+                chunk({"role": "assistant", "content": "Refunds take 30 days."}),
                 chunk({"role": "assistant", "content": ""}, "stop", native="completed"),
-                usage_chunk(194, 12, cost=0.00042, cached=100, reasoning=4)])
+                usage_chunk(194, 12, cost=0.00042, cached=100, reasoning=4),
+            ]
+        )
     )
 
     run = CustomerSupportAgent.ask("How long do refunds take?")
@@ -144,7 +155,11 @@ def test_keep_alive_comments_are_skipped_and_the_usage_reports_its_cost(connecti
     assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens, usage.reasoning_tokens) == (94, 100, 8, 4)
     metadata = response_of(run).metadata
     assert metadata["cost"] == 0.00042
-    assert (metadata["upstream_provider"], metadata["native_finish_reason"], metadata["is_byok"]) == ("OpenAI", "completed", False)
+    assert (metadata["upstream_provider"], metadata["native_finish_reason"], metadata["is_byok"]) == (
+        "OpenAI",
+        "completed",
+        False,
+    )
     assert metadata["id"] == "gen-1741570283-Uj9tQv3XwZrPn0sYkLmB"
 
 
@@ -155,7 +170,13 @@ def test_reasoning_details_go_back_with_the_tool_call_they_led_to(connection):
     """Anthropic and Gemini models through OpenRouter need their reasoning back, signature and all,
     to continue after a tool call; the fragments streamed for one block become one detail."""
     arguments = json.dumps({"order_id": "A-17"})
-    encrypted = {"type": "reasoning.encrypted", "data": "EqQBCkgIARABGAIiQBz", "id": "call_7", "format": "google-gemini-v1", "index": 1}
+    encrypted = {
+        "type": "reasoning.encrypted",
+        "data": "EqQBCkgIARABGAIiQBz",
+        "id": "call_7",
+        "format": "google-gemini-v1",
+        "index": 1,
+    }
     first = [
         reasoning_chunk("The customer asks about "),
         reasoning_chunk("order A-17; look it up.", signature="sig-Ek7u"),
@@ -168,15 +189,27 @@ def test_reasoning_details_go_back_with_the_tool_call_they_led_to(connection):
     events = list(run)
 
     assert run.outcome == "completed", run.error
-    assert [e.data["text"] for e in events if e.type == "reasoning_delta"] == ["The customer asks about ", "order A-17; look it up."]
+    assert [e.data["text"] for e in events if e.type == "reasoning_delta"] == [
+        "The customer asks about ",
+        "order A-17; look it up.",
+    ]
     assistant = connection.received[1].body["messages"][2]
     assert assistant["tool_calls"][0]["function"] == {"name": "order_status", "arguments": arguments}
     assert assistant["reasoning_details"] == [
-        {"type": "reasoning.text", "text": "The customer asks about order A-17; look it up.", "format": "anthropic-claude-v1",
-         "index": 0, "signature": "sig-Ek7u"},
+        {
+            "type": "reasoning.text",
+            "text": "The customer asks about order A-17; look it up.",
+            "format": "anthropic-claude-v1",
+            "index": 0,
+            "signature": "sig-Ek7u",
+        },
         encrypted,
     ]
-    assert connection.received[1].body["messages"][3] == {"role": "tool", "tool_call_id": "call_7", "content": "order A-17 shipped yesterday"}
+    assert connection.received[1].body["messages"][3] == {
+        "role": "tool",
+        "tool_call_id": "call_7",
+        "content": "order A-17 shipped yesterday",
+    }
 
 
 def test_reasoning_of_an_attempt_cut_off_mid_stream_is_not_sent_back(connection):
@@ -184,7 +217,12 @@ def test_reasoning_of_an_attempt_cut_off_mid_stream_is_not_sent_back(connection)
     arguments = json.dumps({"order_id": "A-17"})
     connection.reply(
         drop_after([reasoning_chunk("Half a thou")]),
-        stream([reasoning_chunk("Look up A-17.", signature="sig-2"), *tool_call_chunks("call_8", "order_status", [arguments])]),
+        stream(
+            [
+                reasoning_chunk("Look up A-17.", signature="sig-2"),
+                *tool_call_chunks("call_8", "order_status", [arguments]),
+            ]
+        ),
         stream(text_chunks("It shipped yesterday.")),
     )
 
@@ -199,7 +237,9 @@ def test_reasoning_of_an_attempt_cut_off_mid_stream_is_not_sent_back(connection)
 def test_reasoning_settings_are_sent_as_given(connection):
     connection.reply(stream(text_chunks("Done.")))
 
-    run = CustomerSupportAgent.ask("Hi", settings={"reasoning": {"effort": "high", "exclude": False}, "reasoning_effort": "high"})
+    run = CustomerSupportAgent.ask(
+        "Hi", settings={"reasoning": {"effort": "high", "exclude": False}, "reasoning_effort": "high"}
+    )
 
     assert run.outcome == "completed", run.error
     body = connection.received[0].body
@@ -216,12 +256,20 @@ def test_the_connections_routing_preferences_win_over_a_settings(config, server,
     configure(providers={"openrouter": openrouter_options(server, provider=policy)})
     server.reply(stream(text_chunks("Done.")))
 
-    settings = {"provider": {"order": ["deepinfra"], "sort": "throughput", "data_collection": "allow"}, "models": ["openai/gpt-5-mini"]}
+    settings = {
+        "provider": {"order": ["deepinfra"], "sort": "throughput", "data_collection": "allow"},
+        "models": ["openai/gpt-5-mini"],
+    }
     run = CustomerSupportAgent.ask("Hi", settings=settings)
 
     assert run.outcome == "completed", run.error
     body = server.received[0].body
-    assert body["provider"] == {"order": ["anthropic", "openai"], "sort": "throughput", "data_collection": "deny", "zdr": True}
+    assert body["provider"] == {
+        "order": ["anthropic", "openai"],
+        "sort": "throughput",
+        "data_collection": "deny",
+        "zdr": True,
+    }
     assert body["models"] == ["openai/gpt-5-mini"]
 
 
@@ -247,14 +295,18 @@ def test_a_structured_result_is_sent_as_a_strict_schema(connection):
     assert (json_schema["strict"], json_schema["schema"]) == (True, TRIAGE)
 
 
-def test_settings_the_model_does_not_support_are_left_out_when_routing_requires_every_parameter(config, server, monkeypatch):
+def test_settings_the_model_does_not_support_are_left_out_when_routing_requires_every_parameter(
+    config, server, monkeypatch
+):
     """With require_parameters, one unsupported setting would leave no provider to route to."""
     monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
     supported = ["max_tokens", "reasoning", "response_format", "structured_outputs", "tools", "tool_choice"]
     configure(providers={"openrouter": openrouter_options(server, capabilities={"supported_parameters": supported})})
     server.reply(stream(text_chunks('{"category": "billing"}')))
 
-    run = TriageAgent.ask("I was charged twice.", settings={"temperature": 0.2, "max_tokens": 300, "provider": {"sort": "price"}})
+    run = TriageAgent.ask(
+        "I was charged twice.", settings={"temperature": 0.2, "max_tokens": 300, "provider": {"sort": "price"}}
+    )
 
     assert run.outcome == "completed", run.error
     body = server.received[0].body
@@ -266,7 +318,13 @@ def test_settings_the_model_does_not_support_are_left_out_when_routing_requires_
 def test_a_model_without_structured_outputs_returns_the_result_through_a_tool(config, server, monkeypatch):
     """The flags come from OpenRouter's supported_parameters: no ``structured_outputs``, no response_format."""
     monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
-    configure(providers={"openrouter": openrouter_options(server, capabilities={"supported_parameters": ["tools", "tool_choice", "max_tokens"]})})
+    configure(
+        providers={
+            "openrouter": openrouter_options(
+                server, capabilities={"supported_parameters": ["tools", "tool_choice", "max_tokens"]}
+            )
+        }
+    )
     first_request = {}
 
     def answer_with_the_result_tool(handler):
@@ -332,7 +390,11 @@ def test_out_of_credits_fails_at_once_and_says_retrying_will_not_help(connection
     ("status", "message", "metadata"),
     [
         (429, "Rate limit exceeded: free-models-per-min.", {}),
-        (502, "Provider returned error", {"provider_name": "Anthropic", "raw": '{"type":"overloaded_error","message":"Overloaded"}'}),
+        (
+            502,
+            "Provider returned error",
+            {"provider_name": "Anthropic", "raw": '{"type":"overloaded_error","message":"Overloaded"}'},
+        ),
         (503, "No available model provider that meets your routing requirements", {}),
     ],
 )
@@ -352,8 +414,16 @@ def test_transient_statuses_are_retried_after_the_wait_retry_after_asks_for(conn
 
 
 def test_flagged_input_fails_with_the_moderation_reasons(connection):
-    connection.reply(error(403, "openai/gpt-5.6-luna requires moderation on OpenAI. Your input was flagged for \"harassment\".",
-                           reasons=["harassment"], flagged_input="...", provider_name="OpenAI", model_slug="openai/gpt-5.6-luna"))
+    connection.reply(
+        error(
+            403,
+            'openai/gpt-5.6-luna requires moderation on OpenAI. Your input was flagged for "harassment".',
+            reasons=["harassment"],
+            flagged_input="...",
+            provider_name="OpenAI",
+            model_slug="openai/gpt-5.6-luna",
+        )
+    )
 
     run = CustomerSupportAgent.ask("Hi")
 
@@ -387,7 +457,9 @@ def test_a_key_given_in_the_configuration_is_used_instead_of_the_variable(config
         ({"capabilities": {"supported_parameters": ["tools"], "streaming": True}}, "capabilities: .*streaming"),
     ],
 )
-def test_bad_connection_options_are_configuration_errors_naming_the_option(config, server, monkeypatch, options, problem):
+def test_bad_connection_options_are_configuration_errors_naming_the_option(
+    config, server, monkeypatch, options, problem
+):
     monkeypatch.setenv("OPENROUTER_API_KEY", KEY)
     configure(providers={"openrouter": {**openrouter_options(server), **options}})
 

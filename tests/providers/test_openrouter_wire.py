@@ -19,7 +19,13 @@ from lg_core.providers.openrouter._request import build_body
 from lg_core.providers.openrouter._stream import OpenRouterChunkReader, ReasoningDetails
 
 SCHEMA = {"name": "triage", "schema": {"type": "object"}}
-SIGNED = {"type": "reasoning.text", "text": "Check the order.", "signature": "sig-1", "format": "anthropic-claude-v1", "index": 0}
+SIGNED = {
+    "type": "reasoning.text",
+    "text": "Check the order.",
+    "signature": "sig-1",
+    "format": "anthropic-claude-v1",
+    "index": 0,
+}
 
 
 def request(**fields):
@@ -27,7 +33,9 @@ def request(**fields):
 
 
 def body(routing=None, capabilities=None, **fields):
-    return build_body(request(**fields), "anthropic/claude-sonnet-4.5", capabilities or ModelCapabilities.permissive(), routing or {})
+    return build_body(
+        request(**fields), "anthropic/claude-sonnet-4.5", capabilities or ModelCapabilities.permissive(), routing or {}
+    )
 
 
 # -- reasoning details ---------------------------------------------------------------------------------
@@ -39,7 +47,9 @@ def test_text_fragments_of_one_block_become_one_detail_with_the_late_signature()
     details.add([{"type": "reasoning.text", "text": "the order.", "index": 0}])
     details.add([{"type": "reasoning.text", "text": "", "signature": "sig-1", "index": 0}])
 
-    assert details.collected() == [{"type": "reasoning.text", "text": "Check the order.", "signature": "sig-1", "index": 0}]
+    assert details.collected() == [
+        {"type": "reasoning.text", "text": "Check the order.", "signature": "sig-1", "index": 0}
+    ]
 
 
 def test_separate_blocks_and_encrypted_reasoning_stay_separate():
@@ -50,7 +60,12 @@ def test_separate_blocks_and_encrypted_reasoning_stay_separate():
     details.add([{"type": "reasoning.summary", "summary": "In short.", "index": 2}, "not a detail"])
     details.add({"type": "reasoning.text"})  # not a list: ignored
 
-    assert [d.get("text") or d.get("summary") or d.get("data") for d in details.collected()] == ["First.", "Second.", "EqQB", "In short."]
+    assert [d.get("text") or d.get("summary") or d.get("data") for d in details.collected()] == [
+        "First.",
+        "Second.",
+        "EqQB",
+        "In short.",
+    ]
 
 
 def test_a_detail_no_fragment_continued_is_kept_as_it_came():
@@ -84,21 +99,37 @@ def test_reasoning_given_only_as_details_is_still_the_blocks_text():
 
 
 def test_reasoning_details_go_back_on_the_assistant_message_and_only_through_openrouter():
-    assistant = Message(role="assistant", content=[Reasoning(text="Check the order.", details=(SIGNED,)), Text(text="Looking."),
-                                                   ToolUse(id="c1", name="order_status", input={"order_id": "A-17"})])
+    assistant = Message(
+        role="assistant",
+        content=[
+            Reasoning(text="Check the order.", details=(SIGNED,)),
+            Text(text="Looking."),
+            ToolUse(id="c1", name="order_status", input={"order_id": "A-17"}),
+        ],
+    )
     plain = Message(role="assistant", content=[Reasoning(text="No details."), Text(text="Hi.")])
-    messages = (Message(role="user", content="Where is A-17?"), assistant, Message(role="user", content="Thanks"), plain)
+    messages = (
+        Message(role="user", content="Where is A-17?"),
+        assistant,
+        Message(role="user", content="Thanks"),
+        plain,
+    )
 
     wire = body(messages=messages)["messages"]
 
     assert wire[1]["reasoning_details"] == [SIGNED]
     assert "reasoning_details" not in wire[3]
-    assert "reasoning_details" not in openai_body(request(messages=messages), "m", ModelCapabilities.permissive())["messages"][1]
+    assert (
+        "reasoning_details"
+        not in openai_body(request(messages=messages), "m", ModelCapabilities.permissive())["messages"][1]
+    )
 
 
 def test_another_adapters_reasoning_details_do_not_go_to_openrouter():
     gemini = Reasoning(details=({"type": "gemini.thought_signature", "part": "text", "signature": "c2ln"},))
-    assistant = Message(role="assistant", content=[gemini, Reasoning(text="Check.", details=(SIGNED,)), Text(text="Looking.")])
+    assistant = Message(
+        role="assistant", content=[gemini, Reasoning(text="Check.", details=(SIGNED,)), Text(text="Looking.")]
+    )
     messages = (Message(role="user", content="Where is A-17?"), assistant, Message(role="user", content="Thanks"))
 
     wire = body(messages=messages)["messages"]
@@ -110,15 +141,21 @@ def test_another_adapters_reasoning_details_do_not_go_to_openrouter():
 
 
 def test_routing_preferences_merge_with_the_connection_winning():
-    wire = body(routing={"data_collection": "deny"}, settings={"provider": {"data_collection": "allow", "sort": "price"}})
+    wire = body(
+        routing={"data_collection": "deny"}, settings={"provider": {"data_collection": "allow", "sort": "price"}}
+    )
 
     assert wire["provider"] == {"data_collection": "deny", "sort": "price"}
 
 
 def test_structured_output_requires_parameters_unless_the_preferences_say_otherwise():
     assert body(output_schema=SCHEMA)["provider"] == {"require_parameters": True}
-    assert body(output_schema=SCHEMA, routing={"require_parameters": False})["provider"] == {"require_parameters": False}
-    assert body(output_schema=SCHEMA, settings={"provider": {"require_parameters": False}})["provider"] == {"require_parameters": False}
+    assert body(output_schema=SCHEMA, routing={"require_parameters": False})["provider"] == {
+        "require_parameters": False
+    }
+    assert body(output_schema=SCHEMA, settings={"provider": {"require_parameters": False}})["provider"] == {
+        "require_parameters": False
+    }
     assert body(required_capabilities=("vision",))["provider"] == {"require_parameters": True}
     no_native = ModelCapabilities(tools=True, tool_choice=True)
     assert "provider" not in body(output_schema=SCHEMA, capabilities=no_native)
@@ -130,12 +167,20 @@ def test_only_model_parameters_the_model_lacks_are_left_out_and_only_when_routin
 
     wire = body(output_schema=SCHEMA, capabilities=known, settings=settings)
 
-    assert {key: wire.get(key) for key in settings} == {"temperature": None, "max_tokens": 100, "models": ["openai/gpt-5-mini"], "user": "u-1", "transforms": []}
+    assert {key: wire.get(key) for key in settings} == {
+        "temperature": None,
+        "max_tokens": 100,
+        "models": ["openai/gpt-5-mini"],
+        "user": "u-1",
+        "transforms": [],
+    }
     assert body(capabilities=known, settings=settings)["temperature"] == 0.2  # nothing required: sent as given
 
 
 def test_shorthand_settings_count_as_the_parameter_they_stand_for():
-    known = ModelCapabilities(native_structured_output=True, supported_parameters=("reasoning", "max_tokens", "structured_outputs"))
+    known = ModelCapabilities(
+        native_structured_output=True, supported_parameters=("reasoning", "max_tokens", "structured_outputs")
+    )
     settings = {"reasoning_effort": "high", "max_completion_tokens": 500, "top_k": 40}
 
     wire = body(output_schema=SCHEMA, capabilities=known, settings=settings)
@@ -149,7 +194,9 @@ def test_a_provider_setting_that_is_not_a_mapping_is_a_configuration_error():
 
 
 def test_a_reserved_setting_names_the_openrouter_adapter():
-    with pytest.raises(ConfigurationError, match="model setting 'stream' cannot be set: the openrouter adapter builds it"):
+    with pytest.raises(
+        ConfigurationError, match="model setting 'stream' cannot be set: the openrouter adapter builds it"
+    ):
         body(settings={"stream": False})
 
 
@@ -170,7 +217,9 @@ def test_capabilities_are_read_from_supported_parameters(parameters, flags):
 
 
 def test_flags_given_beside_supported_parameters_win():
-    capabilities = capabilities_option("openrouter", {"supported_parameters": ["tools"], "native_structured_output": True})
+    capabilities = capabilities_option(
+        "openrouter", {"supported_parameters": ["tools"], "native_structured_output": True}
+    )
 
     assert capabilities.native_structured_output and capabilities.tools and not capabilities.tool_choice
 
@@ -183,7 +232,20 @@ def openrouter_error(status, message, **metadata):
     return provider_error(ErrorReply(status, json.dumps({"error": error})), endpoint="here", hints=STATUS_HINTS)
 
 
-@pytest.mark.parametrize(("status", "retryable"), [(400, False), (401, False), (402, False), (403, False), (404, False), (408, True), (429, True), (502, True), (503, True)])
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [
+        (400, False),
+        (401, False),
+        (402, False),
+        (403, False),
+        (404, False),
+        (408, True),
+        (429, True),
+        (502, True),
+        (503, True),
+    ],
+)
 def test_openrouter_statuses_retry_as_documented(status, retryable):
     error = openrouter_error(status, "nope")
 
@@ -200,7 +262,9 @@ def test_out_of_credits_says_what_to_do():
 
 
 def test_the_openai_adapter_gives_no_openrouter_advice():
-    error = provider_error(ErrorReply(402, '{"error": {"code": 402, "message": "Insufficient credits"}}'), endpoint="here")
+    error = provider_error(
+        ErrorReply(402, '{"error": {"code": 402, "message": "Insufficient credits"}}'), endpoint="here"
+    )
 
     assert str(error) == "here answered 402 Payment Required: Insufficient credits."
 

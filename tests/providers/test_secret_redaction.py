@@ -25,8 +25,12 @@ from tests.providers.wire_formats import KEY, MODEL_ID
 
 SECRET = "gw-SENTINEL-7f3a9c2e51"  # what no byte of the store and no log line may hold
 CONNECTION = "gateway"
-API_PATHS = {"anthropic": "/v1/messages", "gemini": f"/v1beta/models/{MODEL_ID}:streamGenerateContent",
-             "openai": "/v1/chat/completions", "openrouter": "/api/v1/chat/completions"}
+API_PATHS = {
+    "anthropic": "/v1/messages",
+    "gemini": f"/v1beta/models/{MODEL_ID}:streamGenerateContent",
+    "openai": "/v1/chat/completions",
+    "openrouter": "/api/v1/chat/completions",
+}
 
 
 @pytest.fixture
@@ -102,7 +106,9 @@ def malformed_status_line(handler):
     handler.close_connection = True
 
 
-def test_a_transport_error_quoting_a_secret_is_redacted_with_the_errors_it_was_raised_from(wire, server, file_config, debug_log):
+def test_a_transport_error_quoting_a_secret_is_redacted_with_the_errors_it_was_raised_from(
+    wire, server, file_config, debug_log
+):
     connect(wire, server, headers={"X-Gateway-Key": SECRET})
     server.reply(*[malformed_status_line] * 3)
 
@@ -110,7 +116,9 @@ def test_a_transport_error_quoting_a_secret_is_redacted_with_the_errors_it_was_r
 
     assert run.outcome == "failed" and isinstance(run.error, HTTPError) and run.error.retryable
     assert "illegal status line" in str(run.error) and "[redacted]" in str(run.error)
-    assert SECRET not in "".join(traceback.format_exception(run.error))  # the httpx and httpcore errors in its chain too
+    assert SECRET not in "".join(
+        traceback.format_exception(run.error)
+    )  # the httpx and httpcore errors in its chain too
     assert SECRET not in debug_log.text
     assert SECRET.encode() not in store_bytes(file_config)
 
@@ -151,7 +159,8 @@ def test_a_refused_base_url_is_quoted_without_its_credentials(config):
 
 def test_a_connections_repr_shows_no_header_value_or_base_url_credential(config):
     provider = OpenAIProvider(
-        CONNECTION, {"api_key": KEY, "base_url": f"https://relay:{SECRET}@gw.example/v1", "headers": {"X-Gateway-Key": SECRET}}
+        CONNECTION,
+        {"api_key": KEY, "base_url": f"https://relay:{SECRET}@gw.example/v1", "headers": {"X-Gateway-Key": SECRET}},
     )
 
     assert SECRET not in repr(provider.settings) and KEY not in repr(provider.settings)

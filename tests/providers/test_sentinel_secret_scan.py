@@ -49,7 +49,9 @@ def failures(wire):
         "500 to the last retry": [wire.error(500, f"internal error handling {ECHO}")] * 3,
         "a response header": [body_reply(403, b"{}", content_type="application/json", headers={"X-Echo": ECHO})],
         "JSON in place of a stream": [json_reply(200, wire.error_body(f"stream refused for {ECHO}"))],
-        "an error frame mid-stream": [wire.stream([*wire.partial("Hel"), wire.error_event(f"aborted {ECHO}", transient=False)])],
+        "an error frame mid-stream": [
+            wire.stream([*wire.partial("Hel"), wire.error_event(f"aborted {ECHO}", transient=False)])
+        ],
         "a malformed status line": [malformed_status_line] * 3,
     }
 
@@ -64,8 +66,13 @@ def test_no_sentinel_reaches_the_store_a_log_an_event_or_the_application(wire, s
     base_url = server.base_url.replace("://", f"://relay:{SENTINELS['password']}@", 1) + f"?key={SENTINELS['query']}"
     use_connection(
         f"gateway:{MODEL_ID}",
-        {"adapter": wire.adapter, "api_key": SENTINELS["api_key"], "headers": {"X-Gateway-Key": SENTINELS["header"]},
-         "base_url": base_url, "allow_insecure_http": True},
+        {
+            "adapter": wire.adapter,
+            "api_key": SENTINELS["api_key"],
+            "headers": {"X-Gateway-Key": SENTINELS["header"]},
+            "base_url": base_url,
+            "allow_insecure_http": True,
+        },
     )
     seen: list[str] = []
 
@@ -87,4 +94,6 @@ def test_no_sentinel_reaches_the_store_a_log_an_event_or_the_application(wire, s
     for place, sentinel in SENTINELS.items():
         assert sentinel.encode() not in stored, f"the {place} sentinel is in the SQLite file"
         assert sentinel not in logged, f"the {place} sentinel is in the log"
-        assert not [text for text in seen if sentinel in text], f"the {place} sentinel is in an event or the run's error"
+        assert not [text for text in seen if sentinel in text], (
+            f"the {place} sentinel is in an event or the run's error"
+        )

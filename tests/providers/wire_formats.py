@@ -187,8 +187,14 @@ class AnthropicFormat(WireFormat):
     )
     overflow = Refusal(400, "invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum")
     kinds = {
-        400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
-        429: "rate_limit_error", 500: "api_error", 503: "api_error", 529: "overloaded_error",
+        400: "invalid_request_error",
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        429: "rate_limit_error",
+        500: "api_error",
+        503: "api_error",
+        529: "overloaded_error",
     }
 
     def serve(self) -> Iterator[FakeServer]:
@@ -222,7 +228,9 @@ class AnthropicFormat(WireFormat):
 
     def reasoning_cut_off(self, *pieces: str) -> list[Any]:
         """``stop_reason: max_tokens`` after a thinking block."""
-        return anthropic_server.message(anthropic_server.thinking_block(0, *pieces, signature="c2lnbmF0dXJl"), stop_reason="max_tokens")
+        return anthropic_server.message(
+            anthropic_server.thinking_block(0, *pieces, signature="c2lnbmF0dXJl"), stop_reason="max_tokens"
+        )
 
     def text_cut_off(self, *pieces: str) -> list[Any]:
         return anthropic_server.message(anthropic_server.text_block(0, *pieces), stop_reason="max_tokens")
@@ -257,18 +265,33 @@ class GeminiFormat(WireFormat):
     keeps_error_type = True
     event_kinds = ("UNAVAILABLE", "INVALID_ARGUMENT")
     response_metadata = {
-        "id": gemini_server.RESPONSE_ID, "provider_model": gemini_server.MODEL_VERSION, "provider_stop_reason": "STOP",
+        "id": gemini_server.RESPONSE_ID,
+        "provider_model": gemini_server.MODEL_VERSION,
+        "provider_stop_reason": "STOP",
     }
     refusals = (
         Refusal(400, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified"),
         Refusal(400, "FAILED_PRECONDITION", "User location is not supported for the API use."),
         Refusal(403, "PERMISSION_DENIED", f"Method doesn't allow unregistered callers (key {KEY})."),
-        Refusal(404, "NOT_FOUND", "models/gemini-2.5-flsh is not found for API version v1beta, or is not supported for generateContent."),
+        Refusal(
+            404,
+            "NOT_FOUND",
+            "models/gemini-2.5-flsh is not found for API version v1beta, or is not supported for generateContent.",
+        ),
     )
-    overflow = Refusal(400, "INVALID_ARGUMENT", "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).")
+    overflow = Refusal(
+        400,
+        "INVALID_ARGUMENT",
+        "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+    )
     kinds = {
-        400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-        429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
+        400: "INVALID_ARGUMENT",
+        401: "UNAUTHENTICATED",
+        403: "PERMISSION_DENIED",
+        404: "NOT_FOUND",
+        429: "RESOURCE_EXHAUSTED",
+        500: "INTERNAL",
+        503: "UNAVAILABLE",
     }
 
     def serve(self) -> Iterator[FakeServer]:
@@ -334,12 +357,15 @@ class OpenAIFormat(WireFormat):
     incomplete_says = "ended before the response was complete"
     first_piece_at = 2  # the role chunk, the first piece
     response_metadata = {
-        "id": openai_server.CHUNK_BASE["id"], "provider_model": openai_server.CHUNK_BASE["model"], "finish_reason": "stop",
+        "id": openai_server.CHUNK_BASE["id"],
+        "provider_model": openai_server.CHUNK_BASE["model"],
+        "finish_reason": "stop",
     }
     refusals = (
         Refusal(400, "invalid_value", "Invalid value for 'temperature': expected a number between 0 and 2."),
         Refusal(
-            401, "invalid_api_key",
+            401,
+            "invalid_api_key",
             f"Incorrect API key provided: {KEY}. You can find your API key at https://platform.openai.com/account/api-keys.",
             advice="Check the connection's api_key or api_key_env.",
         ),
@@ -347,7 +373,8 @@ class OpenAIFormat(WireFormat):
         Refusal(404, "model_not_found", "The model 'gpt-4o-mni' does not exist or you do not have access to it."),
     )
     overflow = Refusal(
-        400, "context_length_exceeded",
+        400,
+        "context_length_exceeded",
         "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.",
     )
     kinds = {429: "rate_limit_exceeded"}  # the error's code, which the message quotes
@@ -406,7 +433,9 @@ class OpenAIFormat(WireFormat):
     def error(self, status: int, message: str, *, kind: str | None = None, retry_after: str | None = None) -> Reply:
         headers = {"Retry-After": retry_after} if retry_after else None
         error_type = self.TYPES.get(status, "invalid_request_error")
-        return openai_server.error(status, message, type=error_type, code=kind or self.kinds.get(status), headers=headers)
+        return openai_server.error(
+            status, message, type=error_type, code=kind or self.kinds.get(status), headers=headers
+        )
 
     def error_event(self, message: str, *, transient: bool) -> Any:
         """OpenAI's error object; a ``server_error`` is worth retrying, a ``code`` of 400 is not."""
@@ -432,17 +461,24 @@ class OpenRouterFormat(OpenAIFormat):
     kinds = {}  # the code of its error answers is the status, which the message does not repeat
     first_piece_at = 2  # the empty first chunk, the first piece
     response_metadata = {
-        "id": openrouter_server.CHUNK_BASE["id"], "provider_model": openrouter_server.CHUNK_BASE["model"],
+        "id": openrouter_server.CHUNK_BASE["id"],
+        "provider_model": openrouter_server.CHUNK_BASE["model"],
         "upstream_provider": openrouter_server.CHUNK_BASE["provider"],
     }
     refusals = (
         Refusal(400, None, "Provider returned error"),
         Refusal(401, None, f"No auth credentials found for key {KEY}", advice="$OPENROUTER_API_KEY"),
         Refusal(403, None, "openai/gpt-5.6-luna requires moderation on OpenAI.", advice="choose another model"),
-        Refusal(404, None, "No endpoints found matching your data policy (Zero data retention).", advice="routing preferences"),
+        Refusal(
+            404,
+            None,
+            "No endpoints found matching your data policy (Zero data retention).",
+            advice="routing preferences",
+        ),
     )
     overflow = Refusal(
-        400, None,
+        400,
+        None,
         "This endpoint's maximum context length is 128000 tokens. However, you requested about 130000 tokens. "
         'Please reduce the length of either one, or use the "middle-out" transform to compress your prompt automatically.',
     )

@@ -46,7 +46,11 @@ class LateTool(StepTool):
 
     tool_name = "late"
     description = "Record a step after another call of the turn has finished."
-    input_schema = {"type": "object", "properties": {"n": {"type": "integer"}, "after": {"type": "string"}}, "required": ["n", "after"]}
+    input_schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "after": {"type": "string"}},
+        "required": ["n", "after"],
+    }
 
     def call(self, input):
         key = f"root/turn-0/tool/{input['after']}"

@@ -73,8 +73,12 @@ def test_fork_from_a_tool_call_runs_it_and_its_siblings_again(file_config, scrip
     assert fork.outcome == "completed", fork.error
     assert step_calls() == [1, 1, 2, 2]
     keys = {key for _tool, _n, key in CALLS}
-    assert keys == {f"{original.id}/root/turn-0/tool/a", f"{original.id}/root/turn-0/tool/b",
-                    "fork-of-two/root/turn-0/tool/a", "fork-of-two/root/turn-0/tool/b"}
+    assert keys == {
+        f"{original.id}/root/turn-0/tool/a",
+        f"{original.id}/root/turn-0/tool/b",
+        "fork-of-two/root/turn-0/tool/a",
+        "fork-of-two/root/turn-0/tool/b",
+    }
     steps = {s.key: s for s in lg_core.current_runtime().store.load_steps(fork.id)}
     assert steps["root/turn-0/tool/a"].scheduled_by == steps["root/turn-0/tool/b"].scheduled_by == "root/turn-0/model"
     assert fork.invocation.session_id == "fork-of-two"
@@ -94,7 +98,11 @@ def test_a_fork_can_be_retried_and_forked_again(finished, script):
     provider = {"down": True}
 
     def flaky(request):
-        return {"error": {"kind": "http", "status": 503, "message": "down"}} if provider["down"] else {"text": "Second try."}
+        return (
+            {"error": {"kind": "http", "status": 503, "message": "down"}}
+            if provider["down"]
+            else {"text": "Second try."}
+        )
 
     fork = lg_core.fork(finished.id, "root/turn-1/model", model=script(flaky))
     assert fork.outcome == "failed"

@@ -86,7 +86,7 @@ def test_retry_streams_the_rest_of_the_run_and_exits_0(store, failed):
     record, events = stored(store, run_id)
     assert record.status == "completed"
     assert [seq for seq, _type in events] == list(range(1, len(events) + 1))
-    assert ("run_retried" in {kind for _seq, kind in events})
+    assert "run_retried" in {kind for _seq, kind in events}
 
 
 def test_retry_that_fails_again_exits_1(store, failed):
@@ -99,8 +99,21 @@ def test_fork_with_a_model_settings_and_run_id(store, failed, script):
     echo = script(lambda request: {"text": json.dumps(request.settings, sort_keys=True)})
 
     result = lg(
-        "runs", "fork", failed[1], "--from-step", "root/turn-1/model", "--model", echo,
-        "--setting", "temperature=0.2", "--setting", "tone=dry", "--run-id", "cli-fork", "--store", store,
+        "runs",
+        "fork",
+        failed[1],
+        "--from-step",
+        "root/turn-1/model",
+        "--model",
+        echo,
+        "--setting",
+        "temperature=0.2",
+        "--setting",
+        "tone=dry",
+        "--run-id",
+        "cli-fork",
+        "--store",
+        store,
     )
 
     assert result.exit_code == 0, result.output
@@ -114,8 +127,17 @@ def test_fork_with_a_model_settings_and_run_id(store, failed, script):
 
 def test_fork_with_a_new_deadline(store, failed, script):
     result = lg(
-        "runs", "fork", failed[1], "--from-step", "root/turn-3/model", "--model", script([{"text": "ok"}] * 4),
-        "--deadline", "60", "--store", store,
+        "runs",
+        "fork",
+        failed[1],
+        "--from-step",
+        "root/turn-3/model",
+        "--model",
+        script([{"text": "ok"}] * 4),
+        "--deadline",
+        "60",
+        "--store",
+        store,
     )
     assert result.exit_code == 0, result.output
     assert result.stdout == "ok\n"
@@ -125,7 +147,8 @@ def test_retry_and_fork_usage_errors(store, failed):
     assert_usage_error(lg("runs", "retry", "nope", "--store", store), "no run with id 'nope'")
     assert_usage_error(
         lg("runs", "fork", "cli-run", "--from-step", "root/turn-9/model", "--store", store),
-        "does not exist", "root/turn-3/model",
+        "does not exist",
+        "root/turn-3/model",
     )
     assert_usage_error(
         lg("runs", "fork", "cli-run", "--from-step", "root/turn-1/model", "--setting", "temperature", "--store", store),
@@ -142,7 +165,9 @@ def test_retry_and_fork_usage_errors(store, failed):
 
 def test_an_unreachable_broker_refuses_a_retry_before_reopening_the_run(store, failed, monkeypatch):
     monkeypatch.setenv("LG_BROKER_URL", "redis://127.0.0.1:1/0")  # nothing listens on port 1
-    assert_usage_error(lg("runs", "retry", "cli-run", "--store", store), "cannot reach the broker at redis://127.0.0.1:1/0")
+    assert_usage_error(
+        lg("runs", "retry", "cli-run", "--store", store), "cannot reach the broker at redis://127.0.0.1:1/0"
+    )
     assert_usage_error(
         lg("runs", "fork", "cli-run", "--from-step", "root/turn-1/model", "--store", store), "cannot reach the broker"
     )
@@ -161,15 +186,23 @@ def test_retrying_a_completed_run_is_a_usage_error(store, failed):
 
 
 def test_parse_settings_reads_json_values_and_keeps_text():
-    assert parse_settings(["temperature=0.2", "max_tokens=100", "tone=dry", "stop=[\"x\"]", "empty="]) == {
-        "temperature": 0.2, "max_tokens": 100, "tone": "dry", "stop": ["x"], "empty": "",
+    assert parse_settings(["temperature=0.2", "max_tokens=100", "tone=dry", 'stop=["x"]', "empty="]) == {
+        "temperature": 0.2,
+        "max_tokens": 100,
+        "tone": "dry",
+        "stop": ["x"],
+        "empty": "",
     }
 
 
 def test_the_lg_command_has_the_replay_commands():
     """The entry point in pyproject.toml adds them to the installed ``lg``."""
-    result = subprocess.run([sys.executable, "-c", "from lg_core.cli import main; main()", "runs", "--help"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", "from lg_core.cli import main; main()", "runs", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert "retry" in result.stdout and "fork" in result.stdout
 
@@ -190,7 +223,9 @@ def _age_run(store: str, run_id: str, seconds: float) -> None:
 
     configuration = Configuration(run_store=store)
     with with_configuration(configuration), lg_core.current_runtime().store.db.engine.begin() as conn:
-        conn.execute(text("UPDATE lg_runs SET finished_at = finished_at - :s WHERE id = :id"), {"s": seconds, "id": run_id})
+        conn.execute(
+            text("UPDATE lg_runs SET finished_at = finished_at - :s WHERE id = :id"), {"s": seconds, "id": run_id}
+        )
     configuration.close()
 
 
@@ -211,7 +246,11 @@ def test_retry_failed_retries_the_runs_that_failed_in_the_window(store, outage):
     assert result.exit_code == 0, result.output
     assert "retried outage-1: completed" in result.stderr and "retried outage-2: completed" in result.stderr
     assert "2 of 2 run(s) retried" in result.stderr
-    assert [stored(store, r)[0].status for r in ("outage-1", "outage-2", "long-ago")] == ["completed", "completed", "failed"]
+    assert [stored(store, r)[0].status for r in ("outage-1", "outage-2", "long-ago")] == [
+        "completed",
+        "completed",
+        "failed",
+    ]
     again = lg("runs", "retry-failed", "--since", "1h", "--store", store)
     assert again.exit_code == 0 and "no failed runs ended in the last 1h" in again.stderr
 

@@ -112,7 +112,10 @@ def test_retry_keeps_a_parallel_call_that_committed_after_the_turn(file_config, 
     # Turn 0 asks for two calls; "late" waits for "step" to commit, then an operator
     # cancels the run inside it. The last checkpoint is step's commit, not the turn's.
     replay_app.STOP_ONCE.add("late")
-    calls = [{"name": "step", "id": "a", "arguments": {"n": 0}}, {"name": "late", "id": "b", "arguments": {"n": 1, "after": "a"}}]
+    calls = [
+        {"name": "step", "id": "a", "arguments": {"n": 0}},
+        {"name": "late", "id": "b", "arguments": {"n": 1, "after": "a"}},
+    ]
     target = script([{"tool_calls": calls}, {"text": "Both recorded."}])
     cancelled = ReplayAgent.ask("Record two steps.", target=target)
     assert cancelled.outcome == "cancelled", cancelled.error
@@ -145,7 +148,7 @@ def test_retry_never_runs_a_started_at_most_once_call_again(file_config, script)
     assert run.outcome == "completed", run.error
     assert step_calls("charge") == [7], "an at_most_once call that started is never run twice"
     types = [e.type for e in run.events()]
-    assert "tool_outcome_unknown" in types[types.index("run_retried"):]
+    assert "tool_outcome_unknown" in types[types.index("run_retried") :]
     assert lg_core.current_runtime().store.load_step(run.id, "root/turn-0/tool/c").status == "unknown"
 
 
@@ -187,7 +190,10 @@ async def async_consumer(event):
 
 @pytest.mark.parametrize(
     ("on_event", "fragment"),
-    [(5, "on_event must be callable with each StreamEvent, got int"), (async_consumer, "on_event is an async function")],
+    [
+        (5, "on_event must be callable with each StreamEvent, got int"),
+        (async_consumer, "on_event is an async function"),
+    ],
 )
 def test_a_bad_on_event_is_refused_before_the_failed_run_changes(file_config, outage, on_event, fragment):
     """Found only while the run executed, it cancelled the reopened run and replaced its error."""
@@ -285,9 +291,16 @@ def test_two_retries_of_one_run_cannot_both_reopen_it(file_config, outage):
     frame = store.load_frame(f"{failed.id}/root")
     checkpoint = store.load_step(failed.id, "root/turn-2/tool/call_2_0").checkpoint
     reopen = dict(
-        expected_status="failed", invocation=record.invocation, deadline_at=None, holder=None, frame_id=frame.id,
-        frame_version=frame.version, checkpoint=checkpoint, message_count=checkpoint["message_count"],
-        reschedule=["root/turn-3/model"], event=("run_retried", {"step": "root/turn-3/model"}),
+        expected_status="failed",
+        invocation=record.invocation,
+        deadline_at=None,
+        holder=None,
+        frame_id=frame.id,
+        frame_version=frame.version,
+        checkpoint=checkpoint,
+        message_count=checkpoint["message_count"],
+        reschedule=["root/turn-3/model"],
+        event=("run_retried", {"step": "root/turn-3/model"}),
     )
     store.reopen_run(failed.id, **reopen)
 
@@ -398,10 +411,47 @@ def test_a_run_cancelled_while_it_waited_for_its_session_can_be_retried(file_con
 def test_a_run_without_a_step_to_run_again_cannot_be_retried():
     from lg_core.store import RunRecord, StepRecord
 
-    record = RunRecord("r", "m:A", "agent", "failed", {}, "r", None, None, None, None, False, 2, None,
-                       {"name": "ValueError", "message": "boom"}, None, None, None, 0.0, 0.0, 0.0)
-    start = StepRecord("r", "root/start", "r/root", "start", "succeeded", None, None, None, 1, None, None, 0.0, 0.0,
-                       0.0, None, {"phase": "opening", "message_count": 0}, 1)
+    record = RunRecord(
+        "r",
+        "m:A",
+        "agent",
+        "failed",
+        {},
+        "r",
+        None,
+        None,
+        None,
+        None,
+        False,
+        2,
+        None,
+        {"name": "ValueError", "message": "boom"},
+        None,
+        None,
+        None,
+        0.0,
+        0.0,
+        0.0,
+    )
+    start = StepRecord(
+        "r",
+        "root/start",
+        "r/root",
+        "start",
+        "succeeded",
+        None,
+        None,
+        None,
+        1,
+        None,
+        None,
+        0.0,
+        0.0,
+        0.0,
+        None,
+        {"phase": "opening", "message_count": 0},
+        1,
+    )
     with pytest.raises(RunStateError, match="ValueError: boom.*start it again"):
         replay.plan_retry(record, [start])
     with pytest.raises(RunStateError, match="no committed checkpoint"):

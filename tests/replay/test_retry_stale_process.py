@@ -74,7 +74,9 @@ def test_a_late_result_of_the_replaced_attempt_does_not_cancel_the_retried_run(f
 
     operator = Configuration(run_store=file_config.run_store)  # another process on the same store
     retried: list = []
-    retrier = threading.Thread(target=lambda: retried.append(replay.retry(execution.run_id, runtime=operator.runtime())))
+    retrier = threading.Thread(
+        target=lambda: retried.append(replay.retry(execution.run_id, runtime=operator.runtime()))
+    )
     try:
         retrier.start()
         _wait_for(lambda: len(SLOW_CALLS) == 2)  # the retry ran "a" and now runs "b" itself

@@ -39,10 +39,26 @@ def runtimes(url) -> Iterator[list]:
 def _create(store: RunStore, run_id: str, session_id: str) -> str:
     """A distributed run (no holder) of ``session_id``; pending while another run of the session is open."""
     return store.create_run(
-        {"id": run_id, "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
-         "session_id": session_id, "actor_id": "user-7", "holder": None, "deadline_at": None},
-        {"id": f"{run_id}/root", "run_id": run_id, "path": "root", "kind": "agent", "entrypoint": "app:Agent",
-         "version": 0, "checkpoint": {"phase": "opening"}},
+        {
+            "id": run_id,
+            "entrypoint": "app:Agent",
+            "kind": "agent",
+            "status": "running",
+            "invocation": {"message": "hi"},
+            "session_id": session_id,
+            "actor_id": "user-7",
+            "holder": None,
+            "deadline_at": None,
+        },
+        {
+            "id": f"{run_id}/root",
+            "run_id": run_id,
+            "path": "root",
+            "kind": "agent",
+            "entrypoint": "app:Agent",
+            "version": 0,
+            "checkpoint": {"phase": "opening"},
+        },
         [],
         [("invocation_start", {"run_id": run_id})],
         [NewStep(key="root/turn-0/model", frame_id=f"{run_id}/root", kind="model")],

@@ -136,7 +136,11 @@ def test_an_emptied_session_accepts_an_append_expecting_zero(store):
     # The session exists with no messages: a first append finds it instead of creating it.
     store.replace("conv-1", messages=[], state={"n": 0}, metadata={"channel": "web"}, actor_id="user-7")
     snapshot = append(store, [user("again")], 0, state={"n": 1}, metadata={"channel": "app"})
-    assert ([m.text for m in snapshot.messages], snapshot.state, snapshot.metadata) == (["again"], {"n": 1}, {"channel": "app"})
+    assert ([m.text for m in snapshot.messages], snapshot.state, snapshot.metadata) == (
+        ["again"],
+        {"n": 1},
+        {"channel": "app"},
+    )
     assert store.load("conv-1", actor_id="user-7") == snapshot
     with pytest.raises(ProtocolError, match="has 1 messages but the append expected 0"):
         append(store, [user("late")], 0)
@@ -223,7 +227,10 @@ def test_system_and_transient_messages_and_reasoning_are_not_persisted(store):
 
 def test_tool_calls_images_and_message_metadata_round_trip(store):
     messages = [
-        Message(role="user", content=[Text(text="What is in this picture?"), Image(data=b"\x89PNG\r\n", media_type="image/png")]),
+        Message(
+            role="user",
+            content=[Text(text="What is in this picture?"), Image(data=b"\x89PNG\r\n", media_type="image/png")],
+        ),
         Message(role="assistant", content=[ToolUse(id="call_1", name="lookup", input={"q": "cat", "n": [1, 2]})]),
         Message(role="tool", content=[ToolResult(tool_use_id="call_1", content="a cat", status="success")]),
         Message(role="assistant", content="A cat.", metadata={"model": "scripted", "score": 0.5}),
@@ -237,7 +244,13 @@ class Key(enum.Enum):
 
 
 def test_state_and_metadata_are_stored_as_string_keyed_json(store):
-    append(store, [user("hi")], 0, state={Key.PLAN: {"status": "active", 1: [True, None, 2.5]}}, metadata={"tags": ("a", "b")})
+    append(
+        store,
+        [user("hi")],
+        0,
+        state={Key.PLAN: {"status": "active", 1: [True, None, 2.5]}},
+        metadata={"tags": ("a", "b")},
+    )
 
     loaded = store.load("conv-1", actor_id="user-7")
     assert loaded.state == {"plan": {"status": "active", "1": [True, None, 2.5]}}
@@ -355,9 +368,11 @@ def _stored_owners(backend, session_id: str) -> list[str | None]:
     store = backend.open()
     if isinstance(store, SqlSessionStore):
         with store.database.engine.connect() as connection:
-            keys = connection.execute(
-                text("SELECT actor_key FROM lg_sessions WHERE session_id = :id"), {"id": session_id}
-            ).scalars().all()
+            keys = (
+                connection.execute(text("SELECT actor_key FROM lg_sessions WHERE session_id = :id"), {"id": session_id})
+                .scalars()
+                .all()
+            )
         return [key or None for key in keys]
     if isinstance(store, FilesystemSessionStore):
         files = [json.loads(path.read_text()) for path in Path(store.root).glob("*.json")]
@@ -370,7 +385,9 @@ def _claim(store, actor: str, write: str) -> None:
     """Create session "contested" as ``actor`` with an append expecting 0 or with a replace."""
     message = [user(f"from {actor}")]
     if write == "append":
-        store.append("contested", messages=message, state={"by": actor}, metadata=None, expected_count=0, actor_id=actor)
+        store.append(
+            "contested", messages=message, state={"by": actor}, metadata=None, expected_count=0, actor_id=actor
+        )
     else:
         store.replace("contested", messages=message, state={"by": actor}, metadata={}, actor_id=actor)
 
@@ -468,7 +485,9 @@ def test_concurrent_appends_from_processes_exactly_one_wins_per_count(backend):
     barrier = context.Barrier(processes)
     results = context.Queue()
     racers = [
-        context.Process(target=race_worker.race, args=(backend.kind, backend.location, f"p{i}", rounds, barrier, results))
+        context.Process(
+            target=race_worker.race, args=(backend.kind, backend.location, f"p{i}", rounds, barrier, results)
+        )
         for i in range(processes)
     ]
     for racer in racers:

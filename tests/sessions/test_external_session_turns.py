@@ -106,7 +106,10 @@ def test_a_single_turn_run_resumed_after_a_crash_adds_its_turn_once(tmp_path):
 
     assert run.completed and run.response == "seen: earlier | hello"  # its own turn was not history
     assert texts(snapshot) == [
-        ("user", "earlier"), ("assistant", "seen: earlier"), ("user", "hello"), ("assistant", "seen: earlier | hello")
+        ("user", "earlier"),
+        ("assistant", "seen: earlier"),
+        ("user", "hello"),
+        ("assistant", "seen: earlier | hello"),
     ]
 
 
@@ -155,13 +158,25 @@ def interject_after_first_write(config, run_id):
 
 def test_a_run_that_fails_after_a_late_interjection_leaves_the_session_unchanged(script):
     store = MemorySessionStore()
-    store.append("conv-1", messages=[Message(role="user", content="kept")], state={"k": 1}, metadata={"m": 2},
-                 expected_count=0, actor_id="user-7")
+    store.append(
+        "conv-1",
+        messages=[Message(role="user", content="kept")],
+        state={"k": 1},
+        metadata={"m": 2},
+        expected_count=0,
+        actor_id="user-7",
+    )
     config = Configuration(session_store=store)
     with with_configuration(config):
-        agent = type("Failing", (Agent,), {"model": script(
-            [{"text": "first answer"}, {"error": {"message": "the provider is down", "kind": "provider"}}]
-        )})
+        agent = type(
+            "Failing",
+            (Agent,),
+            {
+                "model": script(
+                    [{"text": "first answer"}, {"error": {"message": "the provider is down", "kind": "provider"}}]
+                )
+            },
+        )
         written = interject_after_first_write(config, "r-race")
         run = agent.ask("hello", run_id="r-race", session_id="conv-1", actor_id="user-7")
     config.close()
@@ -183,7 +198,10 @@ def test_a_run_that_completes_after_a_late_interjection_writes_its_whole_turn_on
 
     assert written and run.completed
     assert texts(store.load("conv-1", actor_id="user-7")) == [
-        ("user", "hello"), ("assistant", "first answer"), ("user", "one more thing"), ("assistant", "second answer")
+        ("user", "hello"),
+        ("assistant", "first answer"),
+        ("user", "one more thing"),
+        ("assistant", "second answer"),
     ]
 
 
@@ -197,9 +215,14 @@ def test_an_app_append_that_keeps_a_runs_turn_record_still_conflicts_with_the_ne
     with with_configuration(config):
         RecallAgent.ask("one", session_id="conv-1", actor_id="user-7")
         results = {}
-        thread = threading.Thread(target=contextvars.copy_context().run, args=(
-            lambda: results.setdefault("run", RecallAgent.ask("gate:g1 two", run_id="r-2", session_id="conv-1",
-                                                              actor_id="user-7")),))
+        thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(
+                lambda: results.setdefault(
+                    "run", RecallAgent.ask("gate:g1 two", run_id="r-2", session_id="conv-1", actor_id="user-7")
+                ),
+            ),
+        )
         thread.start()
         session_app.wait_until_entered("g1")
         Session("conv-1", actor_id="user-7").append([Message(role="user", content="meanwhile")])

@@ -69,8 +69,11 @@ def test_a_deadline_ends_a_run_that_waits_for_its_session(config):
     first = RecallAgent.start_execution("gate:g1 first", session_id="conv-1", actor_id="user-7")
     session_app.wait_until_entered("g1")
     results = {}
-    asking = in_thread(lambda: results.setdefault(
-        "run", RecallAgent.ask("second", session_id="conv-1", actor_id="user-7", deadline=0.3)))
+    asking = in_thread(
+        lambda: results.setdefault(
+            "run", RecallAgent.ask("second", session_id="conv-1", actor_id="user-7", deadline=0.3)
+        )
+    )
     asking.join(30)
     still_waiting = asking.is_alive()
     session_app.release("g1")
@@ -135,12 +138,21 @@ def test_waiting_behind_a_run_left_by_a_dead_process_says_so(file_config, caplog
 
 @pytest.mark.parametrize("make", ["memory", "fs", "sql"])
 def test_an_id_with_a_trailing_newline_is_refused(tmp_path, make):
-    store = {"memory": MemorySessionStore, "fs": lambda: FilesystemSessionStore(tmp_path / "s"),
-             "sql": lambda: SqlSessionStore("sqlite://")}[make]()
+    store = {
+        "memory": MemorySessionStore,
+        "fs": lambda: FilesystemSessionStore(tmp_path / "s"),
+        "sql": lambda: SqlSessionStore("sqlite://"),
+    }[make]()
     for session_id, actor_id in (("conv-1\n", None), ("conv-1", "user-7\n")):
         with pytest.raises(InvocationError):
-            store.append(session_id, actor_id=actor_id, messages=[Message(role="user", content="hi")],
-                         state={}, metadata={}, expected_count=0)
+            store.append(
+                session_id,
+                actor_id=actor_id,
+                messages=[Message(role="user", content="hi")],
+                state={},
+                metadata={},
+                expected_count=0,
+            )
 
 
 def test_run_and_interjection_ids_with_a_trailing_newline_are_refused(config):

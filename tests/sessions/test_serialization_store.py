@@ -20,12 +20,30 @@ def store(request, tmp_path):
     opened.close()
 
 
-def create(store: RunStore, run_id: str, session_id: str = "conv-1", actor_id: str | None = "user-7", holder=None) -> str:
+def create(
+    store: RunStore, run_id: str, session_id: str = "conv-1", actor_id: str | None = "user-7", holder=None
+) -> str:
     return store.create_run(
-        {"id": run_id, "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
-         "session_id": session_id, "actor_id": actor_id, "holder": holder, "deadline_at": None},
-        {"id": f"{run_id}/root", "run_id": run_id, "path": "root", "kind": "agent", "entrypoint": "app:Agent",
-         "version": 0, "checkpoint": {"phase": "opening"}},
+        {
+            "id": run_id,
+            "entrypoint": "app:Agent",
+            "kind": "agent",
+            "status": "running",
+            "invocation": {"message": "hi"},
+            "session_id": session_id,
+            "actor_id": actor_id,
+            "holder": holder,
+            "deadline_at": None,
+        },
+        {
+            "id": f"{run_id}/root",
+            "run_id": run_id,
+            "path": "root",
+            "kind": "agent",
+            "entrypoint": "app:Agent",
+            "version": 0,
+            "checkpoint": {"phase": "opening"},
+        },
         [],
         [("invocation_start", {"run_id": run_id})],
         [NewStep(key="root/turn-0/model", frame_id=f"{run_id}/root", kind="model")],
@@ -36,9 +54,14 @@ def create(store: RunStore, run_id: str, session_id: str = "conv-1", actor_id: s
 def finish(store: RunStore, run_id: str, session: SessionWrite | None = None):
     return store.commit(
         StepCommit(
-            run_id=run_id, frame_id=f"{run_id}/root", expected_version=0, checkpoint={"phase": "done"},
-            step_key="root/turn-0/model", events=[("run_stop", {})],
-            finish=RunFinish("completed", "ok", None, {}, None), session=session,
+            run_id=run_id,
+            frame_id=f"{run_id}/root",
+            expected_version=0,
+            checkpoint={"phase": "done"},
+            step_key="root/turn-0/model",
+            events=[("run_stop", {})],
+            finish=RunFinish("completed", "ok", None, {}, None),
+            session=session,
         )
     )
 
@@ -71,7 +94,11 @@ def test_the_commit_that_ends_a_run_activates_the_oldest_waiting_run_only(store)
 
     assert result.applied
     [activated] = result.activated
-    assert (activated.run_id, activated.holder, activated.steps) == ("b", "host:1:2", (("root/turn-0/model", "model", "b/root"),))
+    assert (activated.run_id, activated.holder, activated.steps) == (
+        "b",
+        "host:1:2",
+        (("root/turn-0/model", "model", "b/root"),),
+    )
     assert statuses(store, "b", "c") == [("running", "scheduled"), ("pending", "pending")]
     assert [r.run_id for r in finish(store, "b").activated] == ["c"]
     assert finish(store, "c").activated == ()
@@ -94,7 +121,9 @@ def test_recovery_finds_and_activates_sessions_whose_last_run_ended_elsewhere(st
 def test_a_waiting_run_can_be_ended_before_it_starts(store):
     create(store, "a")
     create(store, "b")
-    first = store.end_pending_run("b", "cancelled", {"name": "CancelledError"}, {}, [("run_cancel", {"outcome": "cancelled"})])
+    first = store.end_pending_run(
+        "b", "cancelled", {"name": "CancelledError"}, {}, [("run_cancel", {"outcome": "cancelled"})]
+    )
 
     assert first == 2 and [e.type for e in store.load_events("b")] == ["invocation_start", "run_cancel"]
     assert statuses(store, "b") == [("cancelled", "cancelled")]
@@ -168,7 +197,9 @@ def test_a_waiting_run_ended_while_the_run_before_it_ends_does_not_stall_the_one
 
     def cancel_b() -> None:
         with other.db.transaction() as tx:
-            tx.cursor.execute("UPDATE lg_runs SET status = 'cancelled', finished_at = 1 WHERE id = 'b' AND status = 'pending'")
+            tx.cursor.execute(
+                "UPDATE lg_runs SET status = 'cancelled', finished_at = 1 WHERE id = 'b' AND status = 'pending'"
+            )
             ended.set()
             go.wait(30)
 

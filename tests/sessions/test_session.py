@@ -351,8 +351,14 @@ def test_filesystem_file_names_do_not_contain_ids_and_a_corrupt_file_is_a_protoc
 def _earlier_layout_file(root, session_id: str, actor_id: str | None, text: str):
     """A session file as versions before session owners wrote it: named by the digest of (actor, id)."""
     name = hashlib.sha256(f"{actor_id or ''}\x00{session_id}".encode()).hexdigest() + ".json"
-    data = {"v": 1, "id": session_id, "actor_id": actor_id, "messages": [user(text).to_dict()], "state": {"by": text},
-            "metadata": {}}
+    data = {
+        "v": 1,
+        "id": session_id,
+        "actor_id": actor_id,
+        "messages": [user(text).to_dict()],
+        "state": {"by": text},
+        "metadata": {},
+    }
     (root / name).write_text(json.dumps(data))
     return root / name
 
@@ -360,7 +366,10 @@ def _earlier_layout_file(root, session_id: str, actor_id: str | None, text: str)
 def test_a_root_of_the_earlier_per_actor_layout_is_renamed_once_and_its_sessions_keep_their_actor(tmp_path):
     root = tmp_path / "s"
     root.mkdir(mode=0o700)
-    earlier = [_earlier_layout_file(root, "conv-1", "user-7", "seven"), _earlier_layout_file(root, "conv-2", None, "nobody")]
+    earlier = [
+        _earlier_layout_file(root, "conv-1", "user-7", "seven"),
+        _earlier_layout_file(root, "conv-2", None, "nobody"),
+    ]
     opened = []
     threads = [threading.Thread(target=lambda: opened.append(FilesystemSessionStore(root))) for _ in range(4)]
     for thread in threads:
@@ -417,12 +426,22 @@ class MappingStore(SessionStore):
         row = self.rows.get((id, actor_id)) or {"messages": [], "state": {}, "metadata": {}}
         if len(row["messages"]) != expected_count:
             raise ProtocolError(f"expected {expected_count} messages, found {len(row['messages'])}")
-        self.replace(id, messages=[*row["messages"], *self.kept(messages)], state=state, metadata=metadata,
-                     actor_id=actor_id, kept=True)
+        self.replace(
+            id,
+            messages=[*row["messages"], *self.kept(messages)],
+            state=state,
+            metadata=metadata,
+            actor_id=actor_id,
+            kept=True,
+        )
 
     def replace(self, id, *, messages, state, metadata, actor_id=None, kept=False):
         messages = messages if kept else self.kept(messages)
-        self.rows[(id, actor_id)] = {"messages": list(messages), "state": self.saved(state), "metadata": self.saved(metadata)}
+        self.rows[(id, actor_id)] = {
+            "messages": list(messages),
+            "state": self.saved(state),
+            "metadata": self.saved(metadata),
+        }
 
     def kept(self, messages):
         return [m.to_dict() for m in persistable(messages)]

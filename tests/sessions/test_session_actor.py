@@ -102,7 +102,6 @@ def test_a_bad_resolver_setting_is_a_configuration_error(value, message):
         build_configuration(session_actor=value)
 
 
-
 @pytest.mark.parametrize("store", ["memory", "postgres"])
 def test_a_run_waiting_on_a_derived_actors_session_starts_when_the_run_before_it_ends(request, store):
     """The finishing commit names the session its end may start by the stored (derived) actor,
@@ -114,9 +113,13 @@ def test_a_run_waiting_on_a_derived_actors_session_starts_when_the_run_before_it
     session_app.reset()
     try:
         with with_configuration(configuration):
-            first = RecallAgent.start_execution("gate:g1 first", session_id="conv-1", actor_id="user-1", context={"tenant": "acme"})
+            first = RecallAgent.start_execution(
+                "gate:g1 first", session_id="conv-1", actor_id="user-1", context={"tenant": "acme"}
+            )
             session_app.wait_until_entered("g1")
-            second = RecallAgent.start_execution("second", session_id="conv-1", actor_id="user-2", context={"tenant": "acme"})
+            second = RecallAgent.start_execution(
+                "second", session_id="conv-1", actor_id="user-2", context={"tenant": "acme"}
+            )
             assert second.state == "pending"
 
             session_app.release("g1")

@@ -255,8 +255,14 @@ def test_a_store_outside_the_run_store_gets_the_turn_too(tmp_path, kind):
         results = {}
         thread = in_thread(lambda: results.setdefault("run", ask("gate:g1 three")))
         session_app.wait_until_entered("g1")
-        store.append("conv-1", messages=[Message(role="user", content="meanwhile")], state={}, metadata={},
-                     expected_count=4, actor_id="user-7")
+        store.append(
+            "conv-1",
+            messages=[Message(role="user", content="meanwhile")],
+            state={},
+            metadata={},
+            expected_count=4,
+            actor_id="user-7",
+        )
         session_app.release("g1")
         thread.join(30)
     configuration.close()
@@ -459,7 +465,10 @@ def test_runs_continue_a_conversation_in_a_store_written_like_the_spec_example()
     configuration.close()
     assert run.response == "seen: one | two"
     assert [m["content"][0]["text"] for m in store.rows[("conv-1", "user-7")]["messages"]] == [
-        "one", "seen: one", "two", "seen: one | two"
+        "one",
+        "seen: one",
+        "two",
+        "seen: one | two",
     ]
 
 

@@ -24,10 +24,26 @@ def create_distributed_run(
 ) -> None:
     """A distributed run (no holder) with scheduled steps ``(kind, key)``, as a worker's commit leaves it."""
     store.create_run(
-        {"id": run_id, "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
-         "session_id": run_id, "actor_id": None, "holder": None, "deadline_at": deadline_at},
-        {"id": f"{run_id}/root", "run_id": run_id, "path": "root", "kind": "agent", "entrypoint": "app:Agent",
-         "version": 0, "checkpoint": {}},
+        {
+            "id": run_id,
+            "entrypoint": "app:Agent",
+            "kind": "agent",
+            "status": "running",
+            "invocation": {"message": "hi"},
+            "session_id": run_id,
+            "actor_id": None,
+            "holder": None,
+            "deadline_at": deadline_at,
+        },
+        {
+            "id": f"{run_id}/root",
+            "run_id": run_id,
+            "path": "root",
+            "kind": "agent",
+            "entrypoint": "app:Agent",
+            "version": 0,
+            "checkpoint": {},
+        },
         [],
         [("invocation_start", {"run_id": run_id})],
         [NewStep(key=key, frame_id=f"{run_id}/root", kind=kind) for kind, key in steps],

@@ -30,10 +30,26 @@ def file_store(tmp_path):
 
 def create_run(store: RunStore) -> None:
     store.create_run(
-        {"id": "r1", "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
-         "session_id": "r1", "actor_id": None, "holder": None, "deadline_at": None},
-        {"id": "r1/root", "run_id": "r1", "path": "root", "kind": "agent", "entrypoint": "app:Agent",
-         "version": 0, "checkpoint": {"turn": 0}},
+        {
+            "id": "r1",
+            "entrypoint": "app:Agent",
+            "kind": "agent",
+            "status": "running",
+            "invocation": {"message": "hi"},
+            "session_id": "r1",
+            "actor_id": None,
+            "holder": None,
+            "deadline_at": None,
+        },
+        {
+            "id": "r1/root",
+            "run_id": "r1",
+            "path": "root",
+            "kind": "agent",
+            "entrypoint": "app:Agent",
+            "version": 0,
+            "checkpoint": {"turn": 0},
+        },
         [(0, Message(role="user", content="hi"))],
         [("invocation_start", {"run_id": "r1"})],
         [

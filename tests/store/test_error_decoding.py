@@ -55,8 +55,12 @@ def test_a_forged_run_row_or_event_naming_a_module_imports_nothing(file_config, 
     run = failing_agent(script, HTTPError("upstream refused", status=400)).ask("Hi")
     forged = json.dumps({"class": f"{name}:Boom", "name": "Boom", "message": "forged"})
     forge(file_config, "UPDATE lg_runs SET error = ? WHERE id = ?", forged, run.id)
-    forge(file_config, "UPDATE lg_events SET data = ? WHERE run_id = ? AND type = 'run_error'",
-          json.dumps({"message": "m", "error": json.loads(forged)}), run.id)
+    forge(
+        file_config,
+        "UPDATE lg_events SET data = ? WHERE run_id = ? AND type = 'run_error'",
+        json.dumps({"message": "m", "error": json.loads(forged)}),
+        run.id,
+    )
 
     stored = lg_core.get_run(run.id)
     [terminal] = [event for event in stored.events() if event.type == "run_error"]
@@ -96,8 +100,12 @@ def test_an_application_error_decodes_as_itself_once_registered(file_config, scr
 
 def test_private_attributes_of_a_stored_error_are_not_set(file_config, script):
     run = failing_agent(script, HTTPError("upstream refused", status=400)).ask("Hi")
-    forged = {"class": "lg_core.errors:HTTPError", "name": "HTTPError", "message": "forged",
-              "attributes": {"status": 500, "_attributes": {"status": 200}, "__class__": "x"}}
+    forged = {
+        "class": "lg_core.errors:HTTPError",
+        "name": "HTTPError",
+        "message": "forged",
+        "attributes": {"status": 500, "_attributes": {"status": 200}, "__class__": "x"},
+    }
     forge(file_config, "UPDATE lg_runs SET error = ? WHERE id = ?", json.dumps(forged), run.id)
 
     error = lg_core.get_run(run.id).error
@@ -106,13 +114,22 @@ def test_private_attributes_of_a_stored_error_are_not_set(file_config, script):
     assert error._attributes["status"] == 500
 
 
-@pytest.mark.parametrize("forged", [
-    {"class": "builtins:SystemExit", "name": "SystemExit", "message": "bye"},
-    {"class": "builtins:print", "name": "print", "message": "x"},
-    {"class": "os:system", "name": "system", "message": "x"},
-    {"class": "lg_core.errors:HTTPError", "name": "HTTPError", "message": "x", "attributes": ["not", "a", "mapping"]},
-    {"class": 42, "message": "no name"},
-], ids=["base-exception", "builtin-function", "module-function", "attributes-not-a-mapping", "class-not-a-string"])
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {"class": "builtins:SystemExit", "name": "SystemExit", "message": "bye"},
+        {"class": "builtins:print", "name": "print", "message": "x"},
+        {"class": "os:system", "name": "system", "message": "x"},
+        {
+            "class": "lg_core.errors:HTTPError",
+            "name": "HTTPError",
+            "message": "x",
+            "attributes": ["not", "a", "mapping"],
+        },
+        {"class": 42, "message": "no name"},
+    ],
+    ids=["base-exception", "builtin-function", "module-function", "attributes-not-a-mapping", "class-not-a-string"],
+)
 def test_anything_off_the_list_or_unreadable_reads_back_as_a_generic_error(file_config, script, forged):
     run = failing_agent(script, HTTPError("upstream refused", status=400)).ask("Hi")
     forge(file_config, "UPDATE lg_runs SET error = ? WHERE id = ?", json.dumps(forged), run.id)

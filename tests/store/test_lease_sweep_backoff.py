@@ -58,7 +58,9 @@ def _sql(store: RunStore, statement: str, **params) -> None:
         conn.execute(text(statement), params)
 
 
-def _sweep_and_measure(store: RunStore, publisher: RecordingPublisher, run_id: str = "r1", key: str = MODEL_KEY) -> float:
+def _sweep_and_measure(
+    store: RunStore, publisher: RecordingPublisher, run_id: str = "r1", key: str = MODEL_KEY
+) -> float:
     """Run the sweep, which must re-send the step, and return the back-off it was pushed by (store's clock)."""
     before = store.clock()
     assert sweep_leases(store, publisher, hold_off=HOLD_OFF) == 1
@@ -193,7 +195,10 @@ def test_an_outage_grace_that_ran_out_spares_nothing(store):
     assert store.claim_step("r1", MODEL_KEY, LIVE_HOLDER, lease_seconds=300) == 1
     now = store.clock()
     _sql(store, "UPDATE lg_steps SET lease_until = :t WHERE run_id = 'r1'", t=now - 5)
-    assert sweep_leases(store, RecordingPublisher(), hold_off=HOLD_OFF, grace=OutageGrace(began=now - 20, until=now - 1)) == 1
+    assert (
+        sweep_leases(store, RecordingPublisher(), hold_off=HOLD_OFF, grace=OutageGrace(began=now - 20, until=now - 1))
+        == 1
+    )
 
 
 def test_a_holder_seen_dead_is_taken_over_during_an_outage_grace(store):

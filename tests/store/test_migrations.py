@@ -100,9 +100,11 @@ def test_a_store_at_the_first_revision_is_upgraded_in_place(url):
     engine = create_engine(url)
     with engine.begin() as connection:
         command.upgrade(alembic_config(connection), "0001")
-        connection.execute(text(
-            "INSERT INTO lg_interjections (run_id, seq, message, metadata, created_at) VALUES ('r1', 1, '{}', '{}', 0)"
-        ))
+        connection.execute(
+            text(
+                "INSERT INTO lg_interjections (run_id, seq, message, metadata, created_at) VALUES ('r1', 1, '{}', '{}', 0)"
+            )
+        )
     engine.dispose()
 
     RunStore(url).close()
@@ -124,14 +126,18 @@ def test_a_store_before_relay_counts_is_upgraded_and_its_outbox_relayed(url):
     engine = create_engine(url)
     with engine.begin() as connection:
         command.upgrade(alembic_config(connection), "0003")
-        connection.execute(text(
-            "INSERT INTO lg_runs (id, entrypoint, kind, status, invocation, session_id, cancel_requested, event_seq, "
-            "interjections_pending, created_at, updated_at) VALUES ('r1', 'app:A', 'agent', 'running', '{}', 'r1', 0, 0, 0, 0, 0)"
-        ))
-        connection.execute(text(
-            "INSERT INTO lg_steps (run_id, key, frame_id, kind, status, attempts, created_at, dispatch_after) "
-            "VALUES ('r1', 'root/turn-0/model', 'r1/root', 'model', 'scheduled', 0, 0, 0)"
-        ))
+        connection.execute(
+            text(
+                "INSERT INTO lg_runs (id, entrypoint, kind, status, invocation, session_id, cancel_requested, event_seq, "
+                "interjections_pending, created_at, updated_at) VALUES ('r1', 'app:A', 'agent', 'running', '{}', 'r1', 0, 0, 0, 0, 0)"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO lg_steps (run_id, key, frame_id, kind, status, attempts, created_at, dispatch_after) "
+                "VALUES ('r1', 'root/turn-0/model', 'r1/root', 'model', 'scheduled', 0, 0, 0)"
+            )
+        )
     engine.dispose()
 
     store = RunStore(url, relay_grace=10, relay_backoff_max=60)
@@ -168,8 +174,10 @@ def test_tool_steps_an_older_version_claimed_keep_reporting_an_unknown_outcome(u
         command.upgrade(alembic_config(connection), "0003")
         for key, kind, status, attempts, started in rows:
             connection.execute(
-                text("INSERT INTO lg_steps (run_id, key, frame_id, kind, status, attempts, created_at, started_at) "
-                     "VALUES ('r1', :key, 'r1/root', :kind, :status, :attempts, 1.0, :started)"),
+                text(
+                    "INSERT INTO lg_steps (run_id, key, frame_id, kind, status, attempts, created_at, started_at) "
+                    "VALUES ('r1', :key, 'r1/root', :kind, :status, :attempts, 1.0, :started)"
+                ),
                 {"key": key, "kind": kind, "status": status, "attempts": attempts, "started": started},
             )
     engine.dispose()
@@ -178,8 +186,14 @@ def test_tool_steps_an_older_version_claimed_keep_reporting_an_unknown_outcome(u
     marks = {step.key: step.body_entered_at for step in store.load_steps("r1")}
     store.close()
 
-    assert marks == {"claimed": 5.0, "retried": 5.0, "ended-with-its-run": 1.0, "never-claimed": None, "done": None,
-                     "a-model-turn": None}
+    assert marks == {
+        "claimed": 5.0,
+        "retried": 5.0,
+        "ended-with-its-run": 1.0,
+        "never-claimed": None,
+        "done": None,
+        "a-model-turn": None,
+    }
 
 
 def _sessions_at_0005(url: str, rows: list[tuple[str, str]]) -> None:
@@ -196,20 +210,28 @@ def _sessions_at_0005(url: str, rows: list[tuple[str, str]]) -> None:
         for session_id, actor_key in rows:
             message = Message(role="user", content=actor_key or "nobody")
             params = {"id": session_id, "actor": actor_key, "data": dumps(message.to_dict())}
-            connection.execute(text(
-                "INSERT INTO lg_sessions (session_id, actor_key, message_count, state, metadata, created_at, updated_at) "
-                "VALUES (:id, :actor, 1, '{}', '{}', 0, 0)"
-            ), params)
-            connection.execute(text(
-                "INSERT INTO lg_session_messages (session_id, actor_key, seq, data) VALUES (:id, :actor, 0, :data)"
-            ), params)
+            connection.execute(
+                text(
+                    "INSERT INTO lg_sessions (session_id, actor_key, message_count, state, metadata, created_at, updated_at) "
+                    "VALUES (:id, :actor, 1, '{}', '{}', 0, 0)"
+                ),
+                params,
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO lg_session_messages (session_id, actor_key, seq, data) VALUES (:id, :actor, 0, :data)"
+                ),
+                params,
+            )
     engine.dispose()
 
 
 def _session_rows(url: str) -> list[tuple[str, str]]:
     engine = create_engine(url)
     with engine.connect() as connection:
-        rows = connection.execute(text("SELECT session_id, actor_key FROM lg_sessions ORDER BY session_id, actor_key")).all()
+        rows = connection.execute(
+            text("SELECT session_id, actor_key FROM lg_sessions ORDER BY session_id, actor_key")
+        ).all()
     engine.dispose()
     return [tuple(row) for row in rows]
 
@@ -229,8 +251,14 @@ def test_sessions_stored_before_owners_keep_their_actor_and_refuse_others(url):
         with pytest.raises(SessionActorError):
             sessions.load("conv-1", actor_id="user-8")
         with pytest.raises(SessionActorError):
-            sessions.append("conv-2", messages=[Message(role="user", content="mine?")], state={}, metadata=None,
-                            expected_count=0, actor_id="user-8")
+            sessions.append(
+                "conv-2",
+                messages=[Message(role="user", content="mine?")],
+                state={},
+                metadata=None,
+                expected_count=0,
+                actor_id="user-8",
+            )
     finally:
         sessions.close()
     assert _session_rows(url) == [("conv-1", "user-7"), ("conv-2", "")]
@@ -253,9 +281,16 @@ def test_a_session_id_stored_under_several_actors_stops_the_upgrade_until_it_is_
     with engine.begin() as connection:  # what the error says to do, for every actor but one
         for actor, new_id in (("user-8", "conv-1-user-8"), ("", "conv-1-nobody")):
             for table in ("lg_session_messages", "lg_sessions"):
-                connection.execute(text(f"UPDATE {table} SET session_id = :new WHERE session_id = 'conv-1' AND actor_key = :actor"),
-                                   {"new": new_id, "actor": actor})
+                connection.execute(
+                    text(f"UPDATE {table} SET session_id = :new WHERE session_id = 'conv-1' AND actor_key = :actor"),
+                    {"new": new_id, "actor": actor},
+                )
     engine.dispose()
     RunStore(url).close()
     assert _revision(url) == head_revision()
-    assert _session_rows(url) == [("conv-1", "user-7"), ("conv-1-nobody", ""), ("conv-1-user-8", "user-8"), ("conv-2", "user-7")]
+    assert _session_rows(url) == [
+        ("conv-1", "user-7"),
+        ("conv-1-nobody", ""),
+        ("conv-1-user-8", "user-8"),
+        ("conv-2", "user-7"),
+    ]

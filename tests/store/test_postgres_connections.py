@@ -180,9 +180,7 @@ def test_a_database_not_encoded_utf8_is_refused_with_the_fix(postgres):
     """
     name = f"lg_ascii_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(postgres.url().replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as admin:
-        admin.execute(
-            f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
-        )
+        admin.execute(f"CREATE DATABASE {name} ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
     with pytest.raises(ConfigurationError, match=r"encoded SQL_ASCII; .* needs UTF8: create the database with"):
         store = RunStore(postgres.url(name))
         try:

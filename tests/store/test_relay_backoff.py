@@ -32,7 +32,9 @@ def store(durable_url):
     opened.close()
 
 
-def _relay_and_measure(store: RunStore, publisher: RecordingPublisher, run_id: str = "r1", key: str = MODEL_KEY) -> float:
+def _relay_and_measure(
+    store: RunStore, publisher: RecordingPublisher, run_id: str = "r1", key: str = MODEL_KEY
+) -> float:
     """Make the step due, run the relay, and return the back-off it was pushed by (by the store's clock).
 
     The push is from the store's "now" during the pass, between two clock reads around it:
@@ -118,7 +120,8 @@ def test_each_backoff_level_is_reported_once_naming_the_queue_and_the_worker_to_
     # The first send says why, as before; the sends at the cap are not logged above debug.
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert sorted(infos) == sorted(
-        f"relayed {key} of run {run} (its message was not delivered)" for run, key in (("r1", MODEL_KEY), ("r2", TOOL_KEY))
+        f"relayed {key} of run {run} (its message was not delivered)"
+        for run, key in (("r1", MODEL_KEY), ("r2", TOOL_KEY))
     )
 
 
@@ -148,10 +151,15 @@ def test_concurrent_relays_count_every_send_once(durable_url):
             create_distributed_run(stores[0], run_id)
         for _round in range(2):
             with stores[0].db.engine.begin() as conn:
-                conn.execute(text("UPDATE lg_steps SET dispatch_after = :t WHERE status = 'scheduled'"), {"t": stores[0].clock() - 1})
+                conn.execute(
+                    text("UPDATE lg_steps SET dispatch_after = :t WHERE status = 'scheduled'"),
+                    {"t": stores[0].clock() - 1},
+                )
             assert sorted(_relay_at_once(stores)) == sorted(run_ids)
         with stores[0].db.engine.connect() as conn:
-            assert conn.execute(text("SELECT DISTINCT relays FROM lg_steps WHERE status = 'scheduled'")).scalars().all() == [2]
+            assert conn.execute(
+                text("SELECT DISTINCT relays FROM lg_steps WHERE status = 'scheduled'")
+            ).scalars().all() == [2]
     finally:
         for opened in stores:
             opened.close()

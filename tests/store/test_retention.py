@@ -82,7 +82,9 @@ def _rows(config, run_id: str) -> dict[str, int]:
     counts = {}
     with _store(config).db.engine.connect() as conn:
         for table in TABLES_BY_RUN:
-            counts[table] = conn.execute(text(f"SELECT count(*) FROM {table} WHERE run_id = :id"), {"id": run_id}).scalar()
+            counts[table] = conn.execute(
+                text(f"SELECT count(*) FROM {table} WHERE run_id = :id"), {"id": run_id}
+            ).scalar()
         counts["lg_messages"] = conn.execute(
             text("SELECT count(*) FROM lg_messages WHERE frame_id LIKE :frames"), {"frames": f"{run_id}/%"}
         ).scalar()
@@ -164,13 +166,17 @@ def test_runs_of_a_batch_that_can_still_resume_are_kept(config):
     store = _store(config)
     unfinished, finished = "retention-open", "retention-done"
     for batch_id in (unfinished, finished):
-        store.open_batch({"id": batch_id, "agent": "app:A", "input_hash": "h", "input_path": "/in.jsonl", "total": 1, "holder": "me"})
+        store.open_batch(
+            {"id": batch_id, "agent": "app:A", "input_hash": "h", "input_path": "/in.jsonl", "total": 1, "holder": "me"}
+        )
     store.update_batch(finished, "me", {"completed": 1}, finished=True)
     kept, gone = _ask(run_id=f"{unfinished}.1"), _ask(run_id=f"{finished}.1")
     for run_id in (kept, gone):
         _age(config, run_id, 40)
     with store.db.engine.begin() as conn:
-        conn.execute(text("UPDATE lg_batches SET finished_at = :t WHERE id = :id"), {"t": time.time() - 40 * DAY, "id": finished})
+        conn.execute(
+            text("UPDATE lg_batches SET finished_at = :t WHERE id = :id"), {"t": time.time() - 40 * DAY, "id": finished}
+        )
 
     assert prune_runs("30d") == retention.PruneReport(1, 1)
     assert store.load_batch(finished) is None and store.load_batch(unfinished) is not None
@@ -187,7 +193,21 @@ def test_a_run_retried_after_it_was_selected_is_left_whole(config):
     assert _rows(config, run_id)["lg_steps"] > 0
 
 
-@pytest.mark.parametrize("age", [-1, "30 days", "abc", float("nan"), True, None, "5y", 2**63, pytest.param(10**400, id="10**400"), pytest.param(-(10**400), id="-10**400")])
+@pytest.mark.parametrize(
+    "age",
+    [
+        -1,
+        "30 days",
+        "abc",
+        float("nan"),
+        True,
+        None,
+        "5y",
+        2**63,
+        pytest.param(10**400, id="10**400"),
+        pytest.param(-(10**400), id="-10**400"),
+    ],
+)
 def test_bad_ages_are_refused(config, age):
     with pytest.raises(InvocationError, match="older_than"):
         prune_runs(age)
@@ -307,26 +327,45 @@ def test_the_scheduler_takes_a_backlog_of_old_runs_a_slice_per_pass(tmp_path, mo
 def test_a_batch_whose_failed_runs_are_kept_keeps_its_row(config):
     store = _store(config)
     batch = "retention-mixed"
-    store.open_batch({"id": batch, "agent": "app:A", "input_hash": "h", "input_path": "/in.jsonl", "total": 2, "holder": "me"})
+    store.open_batch(
+        {"id": batch, "agent": "app:A", "input_hash": "h", "input_path": "/in.jsonl", "total": 2, "holder": "me"}
+    )
     store.update_batch(batch, "me", {"completed": 1, "failed": 1}, finished=True)
     done, failed = _ask(run_id=f"{batch}.1"), _ask(FailingAgent, run_id=f"{batch}.2")
     for run_id in (done, failed):
         _age(config, run_id, 40)
     with store.db.engine.begin() as conn:
-        conn.execute(text("UPDATE lg_batches SET finished_at = :t WHERE id = :id"), {"t": time.time() - 40 * DAY, "id": batch})
+        conn.execute(
+            text("UPDATE lg_batches SET finished_at = :t WHERE id = :id"), {"t": time.time() - 40 * DAY, "id": batch}
+        )
 
     assert prune_runs("30d", statuses=["completed"]) == retention.PruneReport(1, 0)
     assert store.load_batch(batch) is not None  # its failed run is still there, so is the batch
 
 
-
 def _stored_run(config, run_id: str, status: str, days: float) -> None:
     """A run stored directly (a step and two events, no agent run), ``status`` and created and finished ``days`` ago."""
     _store(config).create_run(
-        {"id": run_id, "entrypoint": "app:A", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
-         "session_id": run_id, "actor_id": None, "holder": "host:1:1", "deadline_at": None},
-        {"id": f"{run_id}/root", "run_id": run_id, "path": "root", "kind": "agent", "entrypoint": "app:A",
-         "version": 0, "checkpoint": {}},
+        {
+            "id": run_id,
+            "entrypoint": "app:A",
+            "kind": "agent",
+            "status": "running",
+            "invocation": {"message": "hi"},
+            "session_id": run_id,
+            "actor_id": None,
+            "holder": "host:1:1",
+            "deadline_at": None,
+        },
+        {
+            "id": f"{run_id}/root",
+            "run_id": run_id,
+            "path": "root",
+            "kind": "agent",
+            "entrypoint": "app:A",
+            "version": 0,
+            "checkpoint": {},
+        },
         [],
         [("invocation_start", {"run_id": run_id})],
         [NewStep(key="root/turn-0/model", frame_id=f"{run_id}/root", kind="model")],
@@ -353,7 +392,9 @@ def test_a_backlog_larger_than_a_pass_is_pruned_over_several_passes_oldest_first
     config.run_retention = "30d"  # before the runtime starts
     store = _store(config)
     for batch_id in ("open", "done"):
-        store.open_batch({"id": batch_id, "agent": "app:A", "input_hash": "h", "input_path": "/in.jsonl", "total": 3, "holder": "me"})
+        store.open_batch(
+            {"id": batch_id, "agent": "app:A", "input_hash": "h", "input_path": "/in.jsonl", "total": 3, "holder": "me"}
+        )
     store.update_batch("done", "me", {"completed": 3}, finished=True)
     with store.db.engine.begin() as conn:
         conn.execute(text("UPDATE lg_batches SET finished_at = :t WHERE id = 'done'"), {"t": time.time() - 90 * DAY})
@@ -363,7 +404,18 @@ def test_a_backlog_larger_than_a_pass_is_pruned_over_several_passes_oldest_first
     _stored_run(config, "still-running", "running", 300)
     _stored_run(config, "recent", "failed", 1)
     # Ten old enough, every finished status among them, oldest first: old-0 (80 days) ... old-9 (71 days).
-    statuses = ["failed", "completed", "cancelled", "partial", "completed", "failed", "completed", "completed", "failed", "partial"]
+    statuses = [
+        "failed",
+        "completed",
+        "cancelled",
+        "partial",
+        "completed",
+        "failed",
+        "completed",
+        "completed",
+        "failed",
+        "partial",
+    ]
     old = [f"old-{i}" for i in range(7)] + [f"done.{i}" for i in range(3)]
     for age, (run_id, status) in enumerate(zip(old, statuses, strict=True)):
         _stored_run(config, run_id, status, 80 - age)
@@ -409,7 +461,15 @@ def test_a_bounded_prune_resumes_where_it_stopped(config):
         prune_runs("30d", limit=2, after="e")
 
 
-@pytest.mark.parametrize("after", [(2**63, "x"), (float("inf"), "x"), pytest.param((10**400, "x"), id="10**400"), pytest.param((-(10**400), "x"), id="-10**400")])
+@pytest.mark.parametrize(
+    "after",
+    [
+        (2**63, "x"),
+        (float("inf"), "x"),
+        pytest.param((10**400, "x"), id="10**400"),
+        pytest.param((-(10**400), "x"), id="-10**400"),
+    ],
+)
 def test_a_resume_position_the_store_cannot_compare_is_refused(config, after):
     """A huge int overflowed in the database driver (OverflowError), not an InvocationError."""
     with pytest.raises(InvocationError, match="after must be None or a report's resume_after"):

@@ -86,7 +86,9 @@ def replay_commands():
         register(app, runs_app)
 
 
-@pytest.mark.parametrize("command", [["show"], ["events"], ["resume"], ["retry"], ["cancel"], ["fork", "--from-step", "root/turn-1/model"]])
+@pytest.mark.parametrize(
+    "command", [["show"], ["events"], ["resume"], ["retry"], ["cancel"], ["fork", "--from-step", "root/turn-1/model"]]
+)
 def test_the_cli_says_not_found_for_an_impossible_id(configured, durable_url, replay_commands, command):
     configured.runtime()  # creates the store the commands open
     args = ["runs", command[0], "run\x01one", *command[1:], "--store", durable_url]

@@ -45,10 +45,26 @@ def store(store_url):
 
 def _create(store: RunStore, run_id: str = "r1", steps=("root/turn-0/model",)) -> None:
     store.create_run(
-        {"id": run_id, "entrypoint": "app:Agent", "kind": "agent", "status": "running", "invocation": {"message": "hi"},
-         "session_id": run_id, "actor_id": None, "holder": None, "deadline_at": None},
-        {"id": f"{run_id}/root", "run_id": run_id, "path": "root", "kind": "agent", "entrypoint": "app:Agent",
-         "version": 0, "checkpoint": {"turn": 0}},
+        {
+            "id": run_id,
+            "entrypoint": "app:Agent",
+            "kind": "agent",
+            "status": "running",
+            "invocation": {"message": "hi"},
+            "session_id": run_id,
+            "actor_id": None,
+            "holder": None,
+            "deadline_at": None,
+        },
+        {
+            "id": f"{run_id}/root",
+            "run_id": run_id,
+            "path": "root",
+            "kind": "agent",
+            "entrypoint": "app:Agent",
+            "version": 0,
+            "checkpoint": {"turn": 0},
+        },
         [(0, Message(role="user", content="hi"))],
         [("invocation_start", {"run_id": run_id})],
         [NewStep(key=k, frame_id=f"{run_id}/root", kind="model") for k in steps],
@@ -57,8 +73,12 @@ def _create(store: RunStore, run_id: str = "r1", steps=("root/turn-0/model",)) -
 
 def _commit(run_id="r1", version=0, key="root/turn-0/model", events=2, finish=None, new=()) -> StepCommit:
     return StepCommit(
-        run_id=run_id, frame_id=f"{run_id}/root", expected_version=version, checkpoint={"turn": version + 1},
-        step_key=key, step_result={"ok": True},
+        run_id=run_id,
+        frame_id=f"{run_id}/root",
+        expected_version=version,
+        checkpoint={"turn": version + 1},
+        step_key=key,
+        step_result={"ok": True},
         messages=[(1 + version, Message(role="assistant", content=f"turn {version}"))],
         events=[("usage", {"n": i}) for i in range(events)],
         new_steps=[NewStep(key=k, frame_id=f"{run_id}/root", kind="tool", input={"id": k}) for k in new],
@@ -69,7 +89,12 @@ def _commit(run_id="r1", version=0, key="root/turn-0/model", events=2, finish=No
 def test_create_and_load_round_trip(store):
     _create(store)
     record = store.load_run("r1")
-    assert (record.status, record.invocation, record.event_seq, record.finished) == ("running", {"message": "hi"}, 1, False)
+    assert (record.status, record.invocation, record.event_seq, record.finished) == (
+        "running",
+        {"message": "hi"},
+        1,
+        False,
+    )
     frame = store.load_frame("r1/root")
     assert (frame.version, frame.checkpoint) == (0, {"turn": 0})
     assert store.load_messages("r1/root")[0]["role"] == "user"
@@ -98,8 +123,11 @@ def test_commit_applies_everything_at_once(store):
     assert steps["root/turn-0/model"].checkpoint == {"turn": 1} and steps["root/turn-0/model"].event_seq == 3
     assert steps["root/turn-0/tool/a"].scheduled_by == "root/turn-0/model"
     assert steps["root/turn-0/tool/b_c"].input == {"id": "root/turn-0/tool/b_c"}
-    assert [s.key for s in store.load_steps("r1", prefix="root/turn-0/tool/")] == ["root/turn-0/tool/a", "root/turn-0/tool/b_c"]
-    assert store.load_steps("r1", prefix="root/turn-0/tool/b_") [0].key == "root/turn-0/tool/b_c"
+    assert [s.key for s in store.load_steps("r1", prefix="root/turn-0/tool/")] == [
+        "root/turn-0/tool/a",
+        "root/turn-0/tool/b_c",
+    ]
+    assert store.load_steps("r1", prefix="root/turn-0/tool/b_")[0].key == "root/turn-0/tool/b_c"
 
 
 def test_a_lost_race_writes_nothing(store):
@@ -168,7 +196,11 @@ def test_a_commits_events_are_numbered_after_every_earlier_one(store):
 
     assert result.first_seq == 5
     assert [(e.seq, e.data) for e in store.load_events("r1")][1:] == [
-        (2, {"n": 0}), (3, {"n": 1}), (4, {"n": 2}), (5, {"n": 0}), (6, {"n": 1})
+        (2, {"n": 0}),
+        (3, {"n": 1}),
+        (4, {"n": 2}),
+        (5, {"n": 0}),
+        (6, {"n": 1}),
     ]
     assert {s.key: s.event_seq for s in store.load_steps("r1")}["root/x"] == 6
 
@@ -212,7 +244,10 @@ def test_text_with_quotes_braces_and_null_words_reaches_the_store_unchanged(stor
     assert [e.data["text"] for e in store.load_events("r1")[1:]] == list(AWKWARD_TEXTS)
     assert [m["content"][0]["text"] for m in store.load_messages("r1/root")[1:]] == [t or " " for t in AWKWARD_TEXTS]
     inputs = {s.key: s.input for s in store.load_steps("r1", prefix="root/turn-0/tool/")}
-    assert inputs == {**{f"root/turn-0/tool/{i}": {"text": t} for i, t in enumerate(AWKWARD_TEXTS)}, "root/turn-0/tool/none": None}
+    assert inputs == {
+        **{f"root/turn-0/tool/{i}": {"text": t} for i, t in enumerate(AWKWARD_TEXTS)},
+        "root/turn-0/tool/none": None,
+    }
 
 
 def test_a_commit_with_no_message_and_no_event_still_finishes_its_step(store):
@@ -230,7 +265,12 @@ def test_a_finished_run_accepts_no_more_commits(store):
     finish = RunFinish("completed", "done", None, {"input_tokens": 1}, {"stop_reason": "end_turn"})
     assert store.commit(_commit(finish=finish)).applied
     record = store.load_run("r1")
-    assert (record.status, record.response, record.usage, record.finished_at is not None) == ("completed", "done", {"input_tokens": 1}, True)
+    assert (record.status, record.response, record.usage, record.finished_at is not None) == (
+        "completed",
+        "done",
+        {"input_tokens": 1},
+        True,
+    )
     late = store.commit(_commit(key="root/x", version=1))
     assert (late.applied, late.reason) == (False, "run_not_running")
     assert store.list_runs(status="completed")[0].id == "r1"
@@ -267,11 +307,23 @@ def test_claim_and_load_claims_and_reads_the_frame_in_one_call(store):
         seen.append(frame_id)
         return 2
 
-    start = store.claim_and_load("r1", "root/turn-1/tool/t", "host:1:1", 30, known_messages=known, frame_guess="r1/root")
+    start = store.claim_and_load(
+        "r1", "root/turn-1/tool/t", "host:1:1", 30, known_messages=known, frame_guess="r1/root"
+    )
     assert seen == ["r1/root"]
-    assert (start.attempts, start.step.status, start.step.holder, start.step.input) == (1, "running", "host:1:1", {"id": "root/turn-1/tool/t"})
+    assert (start.attempts, start.step.status, start.step.holder, start.step.input) == (
+        1,
+        "running",
+        "host:1:1",
+        {"id": "root/turn-1/tool/t"},
+    )
     assert (start.run_status, start.cancel_requested, start.interjections_pending) == ("running", True, 1)
-    assert (start.frame.id, start.frame.run_id, start.frame.version, start.frame.checkpoint) == ("r1/root", "r1", 3, {"turn": 3})
+    assert (start.frame.id, start.frame.run_id, start.frame.version, start.frame.checkpoint) == (
+        "r1/root",
+        "r1",
+        3,
+        {"turn": 3},
+    )
     assert (start.frame.path, start.frame.kind, start.frame.entrypoint) == ("root", "agent", "app:Agent")
     assert (start.messages_from, [Message.from_dict(m).text for m in start.messages]) == (2, ["turn 1", "turn 2"])
     assert store.load_step("r1", "root/turn-1/tool/t").holder == "host:1:1"
@@ -282,7 +334,9 @@ def test_claim_and_load_reads_the_whole_history_of_a_frame_it_did_not_guess(stor
     store.commit(_commit())  # messages 0 (input) and 1
     store.commit(_commit(key=None, version=1, new=["root/turn-1/tool/t"]))  # message 2
 
-    start = store.claim_and_load("r1", "root/turn-1/tool/t", "host:1:1", 30, known_messages=lambda _f: 2, frame_guess="r1/other")
+    start = store.claim_and_load(
+        "r1", "root/turn-1/tool/t", "host:1:1", 30, known_messages=lambda _f: 2, frame_guess="r1/other"
+    )
 
     assert (start.frame.id, start.messages_from) == ("r1/root", 0)
     assert [Message.from_dict(m).text for m in start.messages] == ["hi", "turn 0", "turn 1"]
@@ -304,7 +358,13 @@ def test_claim_and_load_follows_the_claim_rules(store):
     key = "root/a"
     assert store.claim_and_load("r1", key, "host:1:1", 30).attempts == 1
     held = store.claim_and_load("r1", key, "host:2:1", 30)  # a live lease: nothing claimed, nothing changed
-    assert (held.attempts, held.frame, held.step.status, held.step.holder, held.run_status) == (None, None, "running", "host:1:1", "running")
+    assert (held.attempts, held.frame, held.step.status, held.step.holder, held.run_status) == (
+        None,
+        None,
+        "running",
+        "host:1:1",
+        "running",
+    )
     taken = store.claim_and_load("r1", key, "host:2:1", 30, stale_holder="host:1:1")  # its holder died
     assert (taken.attempts, taken.step.holder, taken.frame.version) == (2, "host:2:1", 0)
     assert [Message.from_dict(m).text for m in taken.messages] == ["hi"]  # nothing cached: the whole conversation
@@ -400,17 +460,29 @@ def test_concurrent_once_claims_have_one_winner(store):
 
 class _AddTool(Tool):
     description = "Add two numbers."
-    input_schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                    "required": ["a", "b"], "additionalProperties": False}
+    input_schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
 
     def call(self, input):
         return input["a"] + input["b"]
 
 
 def test_a_whole_agent_run_on_each_backend(store_url, script):
-    target = script([{"tool_calls": [{"name": "_add", "arguments": {"a": 2, "b": 3}},
-                                     {"name": "_add", "arguments": {"a": 1, "b": 1}}]},
-                     {"text": "5 and 2"}])
+    target = script(
+        [
+            {
+                "tool_calls": [
+                    {"name": "_add", "arguments": {"a": 2, "b": 3}},
+                    {"name": "_add", "arguments": {"a": 1, "b": 1}},
+                ]
+            },
+            {"text": "5 and 2"},
+        ]
+    )
 
     class AddAgent(Agent):
         model = target
@@ -519,8 +591,14 @@ def test_closing_the_in_memory_store_under_a_reading_thread_gives_it_an_error_no
     a process shutting down): closing its one shared connection then crashed the process.
     Run in a child process, so a crash fails this test instead of ending the test run."""
     root = Path(__file__).resolve().parents[2]
-    child = subprocess.run([sys.executable, "-c", CLOSE_UNDER_A_READER], cwd=root, capture_output=True, text=True,
-                           timeout=240, env={**os.environ, "PYTHONPATH": str(root)})
+    child = subprocess.run(
+        [sys.executable, "-c", CLOSE_UNDER_A_READER],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
 
 
@@ -575,7 +653,9 @@ def test_only_the_attempt_holding_a_step_marks_its_tool_started(store):
 # -- a run that ends closes the steps it leaves open -----------------------------------------------
 
 
-@pytest.mark.parametrize(("outcome", "closed"), [("cancelled", "cancelled"), ("partial", "failed"), ("failed", "failed")])
+@pytest.mark.parametrize(
+    ("outcome", "closed"), [("cancelled", "cancelled"), ("partial", "failed"), ("failed", "failed")]
+)
 def test_a_run_ended_outside_its_steps_closes_the_steps_it_left_open(store, outcome, closed):
     _create(store)
     assert store.commit(_commit(new=["root/turn-1/tool/a", "root/turn-1/tool/b"])).applied

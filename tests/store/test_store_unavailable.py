@@ -84,7 +84,9 @@ class HaltingTool(Tool):
         return "halted"
 
 
-scripted.register("store-unavailable-tool", [{"tool_calls": [{"name": "halting", "arguments": {}}]}, {"text": "Went on."}])
+scripted.register(
+    "store-unavailable-tool", [{"tool_calls": [{"name": "halting", "arguments": {}}]}, {"text": "Went on."}]
+)
 
 
 class HaltingAgent(Agent):  # module level: resume rebuilds the run from its import path
@@ -108,15 +110,21 @@ def test_a_local_run_whose_commit_waits_out_the_outage_commits_its_step_once(own
             step = configuration.runtime().store.load_step(run.id, "root/turn-0/tool/call_0_0")
             assert step is not None and step.status == "succeeded" and step.error is None, step
         messages = [record.getMessage() for record in caplog.records]
-        assert any(m.startswith(f"the commit of step root/turn-0/tool/call_0_0 of run {run.id}: the run store "
-                                "cannot be reached") for m in messages), messages
+        assert any(
+            m.startswith(
+                f"the commit of step root/turn-0/tool/call_0_0 of run {run.id}: the run store cannot be reached"
+            )
+            for m in messages
+        ), messages
         assert any("the run store answers again after" in m for m in messages), messages
     finally:
         restart.join()
         configuration.close()
 
 
-def test_a_local_run_whose_commit_cannot_reach_the_store_raises_and_resumes_once_it_is_back(own_postgres, no_retry_pauses):
+def test_a_local_run_whose_commit_cannot_reach_the_store_raises_and_resumes_once_it_is_back(
+    own_postgres, no_retry_pauses
+):
     """Without patience: the step's commit gives up after the store's own retries, ask raises, the
     run stays running in the store (as if this process had been killed), and resume() finishes it later."""
     configuration = Configuration(run_store=own_postgres.create_database("lg_local"), store_outage_patience=0)
@@ -131,7 +139,9 @@ def test_a_local_run_whose_commit_cannot_reach_the_store_raises_and_resumes_once
             run = lg_core.resume("halted-1")
 
             assert (run.outcome, run.response) == ("completed", "Went on.")
-            assert len(HaltingTool.calls) == 2 and len(set(HaltingTool.calls)) == 1  # its commit failed: run again, same key
+            assert (
+                len(HaltingTool.calls) == 2 and len(set(HaltingTool.calls)) == 1
+            )  # its commit failed: run again, same key
     finally:
         configuration.close()
 
@@ -159,7 +169,9 @@ class StreamingAgent(Agent):
     model = "scripted:store-unavailable-stream"
 
 
-def test_a_model_turn_streaming_through_an_outage_goes_on_and_commits_once_the_store_is_back(own_postgres, no_retry_pauses):
+def test_a_model_turn_streaming_through_an_outage_goes_on_and_commits_once_the_store_is_back(
+    own_postgres, no_retry_pauses
+):
     """Between streamed chunks the turn polls the run's cancel flag. A poll that cannot reach the
     store is a missed poll (the flag is read again a second later), not the run's failure."""
     configuration = Configuration(run_store=own_postgres.create_database("lg_stream"))
@@ -200,7 +212,9 @@ def test_a_scheduler_pass_stops_at_the_first_sweep_that_finds_the_store_down(own
         configuration.close()
 
 
-def test_after_an_outage_the_scheduler_gives_a_lease_that_ran_out_during_it_one_lease_period(own_postgres, no_retry_pauses, caplog):
+def test_after_an_outage_the_scheduler_gives_a_lease_that_ran_out_during_it_one_lease_period(
+    own_postgres, no_retry_pauses, caplog
+):
     """No holder can renew its lease while the database is down: a live one gets a lease period after
     the outage to renew it (or commit), before the sweep takes its step over (lg_scheduler.recovery.OutageGrace)."""
     from lg_scheduler.scheduler import Scheduler

@@ -49,7 +49,9 @@ class FailingDecodeTool(Tool):
 
 
 @contextmanager
-def _asked(url: str, turns: list[dict[str, Any]], tools: list[type[Tool]], message: str) -> Iterator[tuple[Run, RunStore]]:
+def _asked(
+    url: str, turns: list[dict[str, Any]], tools: list[type[Tool]], message: str
+) -> Iterator[tuple[Run, RunStore]]:
     """Ask an agent with these scripted ``turns`` and ``tools`` on a store at ``url``: the Run and the store."""
     model_name = f"text-{uuid.uuid4().hex[:8]}"
     scripted.register(model_name, turns)
@@ -105,10 +107,15 @@ def test_nul_in_input_tool_output_and_reply_completes_and_the_store_keeps_the_ex
         (["call_1", "call_1"], "the same tool call id twice"),
     ],
 )
-def test_tool_call_ids_a_step_key_cannot_hold_fail_the_run_with_malformed_tool_call_error(durable_url, call_ids, message):
+def test_tool_call_ids_a_step_key_cannot_hold_fail_the_run_with_malformed_tool_call_error(
+    durable_url, call_ids, message
+):
     """Before, PostgreSQL refused the step key (NUL, or longer than its column) on every attempt of the turn."""
     calls = [{"id": call_id, "name": "binary_read", "arguments": {"path": "a"}} for call_id in call_ids]
-    with _asked(durable_url, [{"tool_calls": calls}, {"text": "unreachable"}], [BinaryReadTool], "Read a") as (run, store):
+    with _asked(durable_url, [{"tool_calls": calls}, {"text": "unreachable"}], [BinaryReadTool], "Read a") as (
+        run,
+        store,
+    ):
         assert run.outcome == "failed"
         assert isinstance(run.error, MalformedToolCallError)
         assert re.search(message, str(run.error))

@@ -100,7 +100,9 @@ def test_a_default_agent_id_meets_the_rule_a_declared_one_meets():
 
 @pytest.mark.parametrize("name", ["日本Agent", "X" * 70 + "Agent"])
 def test_a_class_name_that_gives_no_valid_agent_id_asks_for_one(name):
-    with pytest.raises(ConfigurationError, match=r"the agent_id derived from the class name, .* is not valid .*set agent_id = "):
+    with pytest.raises(
+        ConfigurationError, match=r"the agent_id derived from the class name, .* is not valid .*set agent_id = "
+    ):
         type(name, (Agent,), {})
 
     assert type(name, (Agent,), {"agent_id": "named"}).agent_id == "named"
@@ -143,9 +145,7 @@ def test_an_agent_is_an_assembly_with_its_id_and_kind():
 
 @pytest.mark.parametrize("bad", ["Support", "has space", "", "-leading", "x" * 65, 5, None])
 def test_invalid_agent_id_is_rejected(bad):
-    with pytest.raises(
-        ConfigurationError, match=r"agent_id must be 1-64 lowercase letters, digits, '_' or '-'"
-    ):
+    with pytest.raises(ConfigurationError, match=r"agent_id must be 1-64 lowercase letters, digits, '_' or '-'"):
 
         class BadIdAgent(Agent):
             agent_id = bad
@@ -212,9 +212,7 @@ def test_tool_registry_binds_the_declared_tools():
 
 @pytest.mark.parametrize("entry", [LookupTool(), "lookup", 5, None, dict, object()])
 def test_non_class_tools_entries_are_rejected(entry):
-    with pytest.raises(
-        ConfigurationError, match=r"tools entries must be Tool subclasses or provider classes"
-    ):
+    with pytest.raises(ConfigurationError, match=r"tools entries must be Tool subclasses or provider classes"):
 
         class BadToolsAgent(Agent):
             tools = [LookupTool, entry]
@@ -240,7 +238,9 @@ def test_a_provider_whose_tools_takes_no_binding_fails_at_class_definition():
         def tools(cls):
             return [RefundTool]
 
-    with pytest.raises(ConfigurationError, match=r"ForgotTheBinding.tools must take the binding: .*def tools\(cls, binding\)"):
+    with pytest.raises(
+        ConfigurationError, match=r"ForgotTheBinding.tools must take the binding: .*def tools\(cls, binding\)"
+    ):
 
         class ForgetfulAgent(Agent):
             tools = [ForgotTheBinding]
@@ -270,7 +270,9 @@ def test_a_declared_tool_without_a_description_fails_at_class_definition(config)
         def call(self, input):
             return "x"
 
-    with pytest.raises(ConfigurationError, match=r"SilentAgent\.tools: .*SilentTool \(tool .silent.\) needs a description"):
+    with pytest.raises(
+        ConfigurationError, match=r"SilentAgent\.tools: .*SilentTool \(tool .silent.\) needs a description"
+    ):
 
         class SilentAgent(Agent):
             tools = [LookupTool, SilentTool]
@@ -337,9 +339,7 @@ def test_unknown_limit_is_rejected_listing_known_ones():
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "10", True, None])
 def test_non_positive_or_non_integer_limit_is_rejected(bad):
-    with pytest.raises(
-        ConfigurationError, match=r"limits\['max_turns'\] must be a positive integer"
-    ):
+    with pytest.raises(ConfigurationError, match=r"limits\['max_turns'\] must be a positive integer"):
 
         class BadLimitAgent(Agent):
             limits = {"max_turns": bad}
@@ -494,9 +494,7 @@ def test_non_strict_or_invalid_result_schemas_fail_at_class_definition(schema, m
 
 @pytest.mark.parametrize("bad", [5, "schema", [STRICT], BaseModel.__init__])
 def test_result_schema_of_the_wrong_type_is_rejected(bad):
-    with pytest.raises(
-        ConfigurationError, match="result_schema must be a dict, a ResultSchema or a Pydantic model"
-    ):
+    with pytest.raises(ConfigurationError, match="result_schema must be a dict, a ResultSchema or a Pydantic model"):
 
         class WrongTypeAgent(Agent):
             result_schema = bad
@@ -521,9 +519,7 @@ def test_strict_pydantic_model_is_accepted():
     assert spec.description == "Routing decision for one support request."
     assert spec.schema["additionalProperties"] is False
     assert sorted(spec.schema["required"]) == ["category", "tags", "urgent"]
-    assert isinstance(
-        spec.output({"category": "billing", "urgent": True, "tags": []}), SupportTriage
-    )
+    assert isinstance(spec.output({"category": "billing", "urgent": True, "tags": []}), SupportTriage)
     assert spec.validate({"category": "billing", "urgent": "yes", "tags": []}) == [
         "urgent: 'yes' is not of type 'boolean'"
     ]
@@ -567,9 +563,7 @@ def test_non_strict_pydantic_model_is_rejected_with_the_hint(model, problem):
         class LooseAgent(Agent):
             result_schema = model
 
-    assert "set model_config = ConfigDict(extra='forbid') and give every field no default" in str(
-        info.value
-    )
+    assert "set model_config = ConfigDict(extra='forbid') and give every field no default" in str(info.value)
 
 
 def test_pydantic_model_with_a_default_is_rejected():
@@ -578,9 +572,7 @@ def test_pydantic_model_with_a_default_is_rejected():
         category: str
         urgent: bool = False
 
-    with pytest.raises(
-        ConfigurationError, match=r"missing \['urgent'\].*give every field no default"
-    ):
+    with pytest.raises(ConfigurationError, match=r"missing \['urgent'\].*give every field no default"):
 
         class DefaultedAgent(Agent):
             result_schema = Defaulted
@@ -630,9 +622,7 @@ def test_valid_model_declarations(good):
     ],
 )
 def test_invalid_model_declarations_fail_at_class_definition(bad):
-    with pytest.raises(
-        ConfigurationError, match=r"model must be a role name, a 'connection:model-id' target or"
-    ):
+    with pytest.raises(ConfigurationError, match=r"model must be a role name, a 'connection:model-id' target or"):
 
         class BadModelAgent(Agent):
             model = bad
@@ -698,9 +688,7 @@ def test_select_model_chooses_per_invocation(config, script):
 
 
 def test_role_selection_through_configure(config, script):
-    target = script(
-        lambda request: {"text": json.dumps({"temperature": request.settings.get("temperature")})}
-    )
+    target = script(lambda request: {"text": json.dumps({"temperature": request.settings.get("temperature")})})
     configure(models={"triage": {"target": target, "settings": {"temperature": 0.25}}})
 
     class RoleAgent(Agent):
@@ -745,9 +733,7 @@ def test_default_model_is_used_when_the_agent_declares_none(config, script):
         ("broken:model-x", AdapterLoadError, "uses unknown adapter 'does-not-exist'"),
     ],
 )
-def test_unresolvable_models_raise_from_ask_before_a_run_exists(
-    config, script, selection, error, match
-):
+def test_unresolvable_models_raise_from_ask_before_a_run_exists(config, script, selection, error, match):
     target = script([{"text": "unused"}])
     configure(
         models={"known": {"target": target}},
@@ -802,7 +788,10 @@ def test_with_nothing_configured_an_openrouter_key_selects_the_conventional_defa
 
 def test_a_configured_connection_or_role_turns_the_conventional_default_off(monkeypatch):
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test")
-    for settings in ({"providers": {"local": {"adapter": "scripted"}}}, {"models": {"support": {"target": "scripted:x"}}}):
+    for settings in (
+        {"providers": {"local": {"adapter": "scripted"}}},
+        {"models": {"support": {"target": "scripted:x"}}},
+    ):
         configuration = lg_core.Configuration(**settings)
         try:
             with pytest.raises(ConfigurationError, match="no model selected") as caught:
@@ -818,9 +807,7 @@ def test_select_model_returning_garbage_raises_before_a_run_exists(config):
         def select_model(cls, invocation):
             return 42
 
-    with pytest.raises(
-        ConfigurationError, match="a model selection must be a role, a target or a mapping, got 42"
-    ):
+    with pytest.raises(ConfigurationError, match="a model selection must be a role, a target or a mapping, got 42"):
         GarbageSelectionAgent.ask("hi")
     assert lg_core.list_runs() == []
 
@@ -929,14 +916,23 @@ def test_a_system_prompt_method_taking_the_wrong_arguments_fails_at_class_defini
     def needs_a_tenant(self, tenant):
         return tenant
 
-    declared = {"function": needs_a_tenant, "staticmethod": staticmethod(needs_a_tenant), "classmethod": classmethod(needs_a_tenant)}
+    declared = {
+        "function": needs_a_tenant,
+        "staticmethod": staticmethod(needs_a_tenant),
+        "classmethod": classmethod(needs_a_tenant),
+    }
 
-    with pytest.raises(ConfigurationError, match=r"system_prompt\(self, tenant\) takes the wrong arguments; it must be a string or a method"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"system_prompt\(self, tenant\) takes the wrong arguments; it must be a string or a method",
+    ):
         type("TenantPromptAgent", (Agent,), {"system_prompt": declared[form]})
 
 
 def test_a_property_system_prompt_is_refused_naming_the_accepted_forms():
-    with pytest.raises(ConfigurationError, match=r"def system_prompt\(self\) -> str \| None.*@staticmethod.*@classmethod.*got property"):
+    with pytest.raises(
+        ConfigurationError, match=r"def system_prompt\(self\) -> str \| None.*@staticmethod.*@classmethod.*got property"
+    ):
 
         class PropertyPromptAgent(Agent):
             @property
@@ -948,9 +944,7 @@ def test_a_property_system_prompt_is_refused_naming_the_accepted_forms():
 def test_system_prompt_of_the_wrong_type_fails_at_class_definition(config, bad):
     """A declaration error, like a bad limit or schema: raised when the class is defined,
     never a Run that fails later."""
-    with pytest.raises(
-        ConfigurationError, match="system_prompt must be a string or a method returning one"
-    ):
+    with pytest.raises(ConfigurationError, match="system_prompt must be a string or a method returning one"):
 
         class NumberPromptAgent(Agent):
             model = "scripted:unused"
@@ -986,7 +980,9 @@ def test_an_unsupported_declaration_in_a_mixin_fails_too():
     class Sandboxed:
         sandbox = {"backend": "native"}
 
-    with pytest.raises(ConfigurationError, match=r"declares sandbox \(in .*Sandboxed\), but sandboxes are not supported yet"):
+    with pytest.raises(
+        ConfigurationError, match=r"declares sandbox \(in .*Sandboxed\), but sandboxes are not supported yet"
+    ):
         type("SupportAgent", (Sandboxed, Agent), {})
 
 
@@ -994,7 +990,9 @@ def test_a_method_named_like_a_callback_but_not_declared_fails_at_class_definiti
     def before_model(self, payload):
         return None
 
-    with pytest.raises(ConfigurationError, match=r"SupportAgent.before_model is not declared as a callback.*@lg_core.before_model"):
+    with pytest.raises(
+        ConfigurationError, match=r"SupportAgent.before_model is not declared as a callback.*@lg_core.before_model"
+    ):
         type("SupportAgent", (Agent,), {"before_model": before_model})
 
 

@@ -88,11 +88,13 @@ def test_the_cycle_check_counts_an_import_inside_a_function(tmp_path, monkeypatc
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "first.py").write_text("from looped import second\n")
-    (package / "second.py").write_text(textwrap.dedent("""
+    (package / "second.py").write_text(
+        textwrap.dedent("""
         def late():
             from looped import first
             return first
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     graph = grimp.build_graph("looped", cache_dir=None)
     assert strongly_connected(import_edges(graph)) == [["looped.first", "looped.second"]]

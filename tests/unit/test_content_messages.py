@@ -20,15 +20,15 @@ BLOCKS = [
     pytest.param(Text(text="Refunds take 30 days."), id="text"),
     pytest.param(Image(data=PNG, media_type="image/png", name="chart.png"), id="image"),
     pytest.param(Image(data=PNG, media_type="image/jpeg"), id="image-unnamed"),
-    pytest.param(
-        Document(data=PDF, media_type="application/pdf", name="policy.pdf"), id="document"
-    ),
+    pytest.param(Document(data=PDF, media_type="application/pdf", name="policy.pdf"), id="document"),
     pytest.param(
         ToolUse(id="call_1", name="lookup", input={"topic": "refunds", "n": [1, {"x": None}]}),
         id="tool-use",
     ),
     pytest.param(
-        ToolUse(id="call_9", name="lookup", input={"n": "NaN"}, input_error="input.n is NaN, which is not a JSON number"),
+        ToolUse(
+            id="call_9", name="lookup", input={"n": "NaN"}, input_error="input.n is NaN, which is not a JSON number"
+        ),
         id="tool-use-invalid-input",
     ),
     pytest.param(
@@ -49,9 +49,7 @@ BLOCKS = [
     ),
     pytest.param(Reasoning(text="Think first.", signature="sig-123"), id="reasoning"),
     pytest.param(Reasoning(redacted_content=OPAQUE), id="reasoning-redacted"),
-    pytest.param(
-        Reasoning(text="r", details=({"type": "summary", "n": 1},)), id="reasoning-details"
-    ),
+    pytest.param(Reasoning(text="r", details=({"type": "summary", "n": 1},)), id="reasoning-details"),
 ]
 
 
@@ -274,9 +272,7 @@ def test_message_from_dict_names_missing_keys(data, missing):
 def test_message_text_excludes_reasoning_and_tool_content():
     message = _rich_message()
     assert message.text == "Hello world"
-    tool_message = Message(
-        "tool", [ToolResult(tool_use_id="c", status="success", content="result text")]
-    )
+    tool_message = Message("tool", [ToolResult(tool_use_id="c", status="success", content="result text")])
     assert tool_message.text == ""
 
 

@@ -172,7 +172,9 @@ def test_task_events_queued_while_the_sender_lingers_leave_in_one_send(monkeypat
 
     sends: list[list] = []
     monkeypatch.setattr(continuation._TaskEvents, "send", lambda self, events: sends.append(list(events)))
-    sender = continuation._Sender(Celery("linger-test", broker="memory://", set_as_current=False), "worker@linger", linger=2.0)
+    sender = continuation._Sender(
+        Celery("linger-test", broker="memory://", set_as_current=False), "worker@linger", linger=2.0
+    )
     sender.put([("task-1", "task-received", {})])
     deadline = time.monotonic() + 5
     while not sends and time.monotonic() < deadline:
@@ -196,7 +198,9 @@ def test_draining_at_shutdown_does_not_wait_for_the_linger(monkeypatch):
 
     sent: list = []
     monkeypatch.setattr(continuation._TaskEvents, "send", lambda self, events: sent.extend(events))
-    sender = continuation._Sender(Celery("hurry-test", broker="memory://", set_as_current=False), "worker@hurry", linger=60)
+    sender = continuation._Sender(
+        Celery("hurry-test", broker="memory://", set_as_current=False), "worker@hurry", linger=60
+    )
     sender.put([("task-1", "task-received", {})])
     sender.put([("task-1", "task-succeeded", {})])
     started = time.monotonic()

@@ -221,9 +221,7 @@ def test_usage_defaults_and_total():
     assert Usage().total_tokens == 0
 
 
-@pytest.mark.parametrize(
-    "bad", [-1, -100, "abc", None, [], {}, float("nan"), float("inf"), float("-inf")]
-)
+@pytest.mark.parametrize("bad", [-1, -100, "abc", None, [], {}, float("nan"), float("inf"), float("-inf")])
 def test_invalid_or_negative_counts_become_zero(bad):
     usage = Usage(input_tokens=bad, output_tokens=7)
     assert usage.input_tokens == 0
@@ -371,16 +369,17 @@ def test_event_types_are_the_spec_names():
 
 
 def test_repr_names_type_and_data():
-    assert (
-        repr(StreamEvent.build("text_delta", text="x"))
-        == "StreamEvent('text_delta', {'text': 'x'})"
-    )
+    assert repr(StreamEvent.build("text_delta", text="x")) == "StreamEvent('text_delta', {'text': 'x'})"
 
 
-@pytest.mark.parametrize("round_trip", [copy.deepcopy, lambda event: pickle.loads(pickle.dumps(event))], ids=["deepcopy", "pickle"])
+@pytest.mark.parametrize(
+    "round_trip", [copy.deepcopy, lambda event: pickle.loads(pickle.dumps(event))], ids=["deepcopy", "pickle"]
+)
 def test_an_event_survives_pickling_and_deep_copying_with_its_data_read_only(round_trip):
     error = InvocationError("bad input")
-    event = StreamEvent.build("run_error", outcome="failed", usage=Usage(input_tokens=3), error=error, items=[1, {"a": 2}])
+    event = StreamEvent.build(
+        "run_error", outcome="failed", usage=Usage(input_tokens=3), error=error, items=[1, {"a": 2}]
+    )
     event = event.with_stored({"outcome": "failed"}).with_seq(4)
     copied = round_trip(event)
     assert (copied.type, copied.seq, copied.id) == ("run_error", 4, None)

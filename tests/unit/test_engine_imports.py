@@ -27,7 +27,11 @@ def imported_modules(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("path", sorted(ENGINE.glob("*.py")), ids=lambda path: path.name)
 def test_an_engine_module_imports_no_public_api_module(path):
-    imported = {module for module in imported_modules(path) if module in PUBLIC_API or module.startswith(tuple(f"{api}." for api in PUBLIC_API))}
+    imported = {
+        module
+        for module in imported_modules(path)
+        if module in PUBLIC_API or module.startswith(tuple(f"{api}." for api in PUBLIC_API))
+    }
     assert not imported, f"lg_core/engine/{path.name} imports {sorted(imported)}"
 
 

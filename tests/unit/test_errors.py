@@ -54,9 +54,7 @@ EXPECTED_PARENTS = {
     "DeadlineExceededError": "BaseException",
 }
 BUILTINS = {"Exception": Exception, "BaseException": BaseException}
-DOMAIN_ERRORS = sorted(
-    name for name in EXPECTED_PARENTS if name not in ("CancelledError", "DeadlineExceededError")
-)
+DOMAIN_ERRORS = sorted(name for name in EXPECTED_PARENTS if name not in ("CancelledError", "DeadlineExceededError"))
 
 
 def _resolve(name):

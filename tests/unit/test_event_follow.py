@@ -77,7 +77,11 @@ class World:
     def follow(self, after: str | None = None, has_live: bool = True) -> list[StreamEvent]:
         seen, position, announced = parse_resume_point(after)
         plan = _Follow(
-            seen, position or "0", has_live, known_position=position is not None, announced=[ANNOUNCED_EARLIER] * announced
+            seen,
+            position or "0",
+            has_live,
+            known_position=position is not None,
+            announced=[ANNOUNCED_EARLIER] * announced,
         ).run()
         out: list[StreamEvent] = []
         reply = None
@@ -109,7 +113,11 @@ class World:
         elif isinstance(request, _Locate):
             return self.located
         elif isinstance(request, _Stored):
-            return [e for e in self.stored if request.after < _seq(e) and (request.until is None or _seq(e) <= request.until)]
+            return [
+                e
+                for e in self.stored
+                if request.after < _seq(e) and (request.until is None or _seq(e) <= request.until)
+            ]
         elif isinstance(request, _Status):
             last = max((_seq(e) for e in self.stored), default=0)
             return Record(last, "completed" if self.finished else "running")
@@ -133,7 +141,13 @@ def test_an_intact_stream_is_read_in_order_with_resumable_ids():
 
     events = world.follow()
 
-    assert kinds(events) == [("invocation_start", 1), ("text_delta", None), ("usage", 2), ("message_stop", 3), (STOP, 4)]
+    assert kinds(events) == [
+        ("invocation_start", 1),
+        ("text_delta", None),
+        ("usage", 2),
+        ("message_stop", 3),
+        (STOP, 4),
+    ]
     assert [e.id for e in events] == ["1-1-0", "1-1-1", "2-1-2", "3-1-3", "4-1-4"]
     assert "_Stored" not in world.requests  # nothing was missing: the store was not read
 
@@ -168,8 +182,12 @@ def test_after_a_backfill_stale_deltas_in_the_stream_are_dropped_and_current_one
     stale, current = live(text="old"), live(text="new")
     # The stream lost the client's position: the reader backfills 2..3 from the store, then
     # reads a tail holding a delta published before seq 3 (stale) and one after it (current).
-    world = World(LOG[:3], [[("9-0", stale), ("9-1", LOG[2]), ("9-2", current)], []], covers=False,
-                  later=[durable(4, "usage"), durable(5, STOP)])
+    world = World(
+        LOG[:3],
+        [[("9-0", stale), ("9-1", LOG[2]), ("9-2", current)], []],
+        covers=False,
+        later=[durable(4, "usage"), durable(5, STOP)],
+    )
 
     events = world.follow(after="1-5-0")
 
@@ -191,7 +209,14 @@ def test_a_reader_resuming_after_a_live_model_retry_does_not_yield_it_again():
     the text streamed since the first."""
     retry = StreamEvent.build("model_retry", attempt=2, partial_text=True)
     log = [LOG[0], retry.with_seq(2), durable(3, "message_stop"), durable(4, STOP)]
-    stream = [("1-0", log[0]), ("1-1", retry), ("1-2", live(text="again")), ("1-3", log[1]), ("1-4", log[2]), ("1-5", log[3])]
+    stream = [
+        ("1-0", log[0]),
+        ("1-1", retry),
+        ("1-2", live(text="again")),
+        ("1-3", log[1]),
+        ("1-4", log[2]),
+        ("1-5", log[3]),
+    ]
     whole = World(log, [stream]).follow()
     assert [e.id for e in whole] == ["1-1-0", "1-1-1.1", "1-1-2.1", "3-1-4", "4-1-5"]  # stored copy at 1-3 skipped
 
@@ -205,7 +230,12 @@ def test_a_reader_resuming_after_a_live_model_retry_does_not_yield_it_again():
 def test_without_a_live_stream_the_store_is_polled_until_the_run_ends():
     world = World(LOG[:2], later=LOG[2:])
 
-    assert kinds(world.follow(has_live=False)) == [("invocation_start", 1), ("usage", 2), ("message_stop", 3), (STOP, 4)]
+    assert kinds(world.follow(has_live=False)) == [
+        ("invocation_start", 1),
+        ("usage", 2),
+        ("message_stop", 3),
+        (STOP, 4),
+    ]
     assert "_Pause" in world.requests
 
 
@@ -213,7 +243,9 @@ def test_a_finished_run_read_from_its_end_yields_nothing():
     assert World(LOG, covers=False).follow(after="4-0") == []
 
 
-@pytest.mark.parametrize("bad", ["x", "1-", "-1", "1-2-3-4", "1.5", "1-a", "1-2.", "1-2.x", "1-2.12345", "1-2.1.1", "\u0661", "1-\u0662"])
+@pytest.mark.parametrize(
+    "bad", ["x", "1-", "-1", "1-2-3-4", "1.5", "1-a", "1-2.", "1-2.x", "1-2.12345", "1-2.1.1", "\u0661", "1-\u0662"]
+)
 def test_malformed_event_ids_are_refused(bad):
     with pytest.raises(InvocationError, match="event id"):
         parse_event_id(bad)
@@ -263,8 +295,11 @@ def test_an_id_given_without_a_stream_position_resumes_from_the_log_not_the_stre
 
 def test_a_publish_still_in_flight_when_the_stream_goes_quiet_does_not_reorder_its_deltas():
     delta = live(text="old")
-    world = World(LOG[:3], [[("1-0", LOG[0])], [], [("1-1", delta), ("1-2", LOG[1]), ("1-3", LOG[2]), ("1-4", LOG[3])]],
-                  later=[LOG[3]])
+    world = World(
+        LOG[:3],
+        [[("1-0", LOG[0])], [], [("1-1", delta), ("1-2", LOG[1]), ("1-3", LOG[2]), ("1-4", LOG[3])]],
+        later=[LOG[3]],
+    )
 
     events = world.follow()
 
@@ -276,19 +311,29 @@ def test_event_ids_with_absurdly_many_digits_are_refused():
         parse_event_id("9" * 5000)
 
 
-
 def test_a_model_retry_held_after_a_backfill_is_not_yielded_again_once_its_stored_copy_fills_a_gap():
     """``lg runs retry`` on workers reads from the run_retried marker's seq (no stream position):
     after that backfill the stream's live-only events are held, the live model_retry among them,
     while its stored copy reaches the reader first, filling the gap before the next durable event."""
     retry = StreamEvent.build("model_retry", attempt=2, partial_text=True)
     log = [durable(1, "run_retried"), retry.with_seq(2), durable(3, "message_stop"), durable(4, STOP)]
-    world = World(log[:1], [[("1-0", retry), ("1-1", live()), ("1-2", log[2]), ("1-3", log[3])]],
-                  covers=False, later=log[1:], commit_after=_Stored)  # committed right after the backfill
+    world = World(
+        log[:1],
+        [[("1-0", retry), ("1-1", live()), ("1-2", log[2]), ("1-3", log[3])]],
+        covers=False,
+        later=log[1:],
+        commit_after=_Stored,
+    )  # committed right after the backfill
 
     events = world.follow(after="0")
 
-    assert kinds(events) == [("run_retried", 1), ("model_retry", 2), ("text_delta", None), ("message_stop", 3), (STOP, 4)]
+    assert kinds(events) == [
+        ("run_retried", 1),
+        ("model_retry", 2),
+        ("text_delta", None),
+        ("message_stop", 3),
+        (STOP, 4),
+    ]
 
 
 def test_a_model_retry_of_an_attempt_that_never_committed_does_not_make_the_next_one_repeat():
@@ -299,9 +344,13 @@ def test_a_model_retry_of_an_attempt_that_never_committed_does_not_make_the_next
     log = [LOG[0], retry.with_seq(2), durable(3, "message_stop"), durable(4, STOP)]
     stream = [
         ("1-0", log[0]),
-        ("1-1", orphan), ("1-2", live(text="lost")),  # attempt 2: killed before its commit
-        ("1-3", retry), ("1-4", live(text="kept")),  # attempt 3
-        ("1-5", log[1]), ("1-6", log[2]), ("1-7", log[3]),  # attempt 3's commit
+        ("1-1", orphan),
+        ("1-2", live(text="lost")),  # attempt 2: killed before its commit
+        ("1-3", retry),
+        ("1-4", live(text="kept")),  # attempt 3
+        ("1-5", log[1]),
+        ("1-6", log[2]),
+        ("1-7", log[3]),  # attempt 3's commit
     ]
 
     events = World(log, [stream]).follow()
@@ -349,12 +398,24 @@ def test_a_reader_started_before_the_first_publish_gets_the_first_turns_deltas()
     Backfilling from the store first would yield the turn's durable events and then drop its
     token deltas from the stream as older: the text would never be shown."""
     log = [durable(1, "invocation_start"), durable(2, "message_stop"), durable(3, STOP)]
-    stream = [("1-0", live(text="Refunds")), ("1-1", live(text=" are")), ("1-2", log[0]), ("1-3", log[1]), ("1-4", log[2])]
+    stream = [
+        ("1-0", live(text="Refunds")),
+        ("1-1", live(text=" are")),
+        ("1-2", log[0]),
+        ("1-3", log[1]),
+        ("1-4", log[2]),
+    ]
     world = World([], [stream], covers=False, later=log, commit_after=_Covers)  # published right after the look
 
     events = world.follow()
 
-    assert kinds(events) == [("text_delta", None), ("text_delta", None), ("invocation_start", 1), ("message_stop", 2), (STOP, 3)]
+    assert kinds(events) == [
+        ("text_delta", None),
+        ("text_delta", None),
+        ("invocation_start", 1),
+        ("message_stop", 2),
+        (STOP, 3),
+    ]
     assert [e.data["text"] for e in events[:2]] == ["Refunds", " are"]
 
 
@@ -366,7 +427,13 @@ def test_a_whole_run_reader_of_a_stream_missing_its_start_fills_it_from_the_stor
 
     events = world.follow()
 
-    assert kinds(events) == [("invocation_start", 1), ("usage", 2), ("text_delta", None), ("message_stop", 3), (STOP, 4)]
+    assert kinds(events) == [
+        ("invocation_start", 1),
+        ("usage", 2),
+        ("text_delta", None),
+        ("message_stop", 3),
+        (STOP, 4),
+    ]
 
 
 def test_a_whole_run_reader_whose_stream_is_gone_catches_up_from_the_store_once_it_stays_quiet():

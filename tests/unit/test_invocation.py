@@ -56,9 +56,7 @@ def test_message_object_is_kept():
 
 
 def test_list_of_blocks_becomes_one_user_message():
-    inv = Invocation(
-        [Text(text="What is in "), Image(data=PNG, media_type="image/png"), "this picture?"]
-    )
+    inv = Invocation([Text(text="What is in "), Image(data=PNG, media_type="image/png"), "this picture?"])
     assert [b.kind for b in inv.message.content] == ["text", "image", "text"]
     assert inv.message.text == "What is in this picture?"
 
@@ -154,9 +152,7 @@ def test_history_must_be_a_list(history):
 
 
 def test_system_message_in_history_is_rejected_with_its_index():
-    with pytest.raises(
-        InvocationError, match=r"history\[1\] is a system message; the agent's system_prompt"
-    ):
+    with pytest.raises(InvocationError, match=r"history\[1\] is a system message; the agent's system_prompt"):
         Invocation("x", history=[Message("user", "a"), {"role": "system", "content": "be evil"}])
 
 
@@ -176,9 +172,7 @@ def test_invalid_history_entry_is_rejected_with_its_index(entry, match):
 
 
 def test_context_keys_become_strings_in_a_datamap():
-    inv = Invocation(
-        "x", context={Key.ACCOUNT: "acct-1", 7: "seven", "nested": {Key.ACCOUNT: {"deep": True}}}
-    )
+    inv = Invocation("x", context={Key.ACCOUNT: "acct-1", 7: "seven", "nested": {Key.ACCOUNT: {"deep": True}}})
     assert isinstance(inv.context, DataMap)
     assert set(inv.context) == {"account", "7", "nested"}
     assert inv.context["account"] == "acct-1"
@@ -294,9 +288,7 @@ def test_integer_ids_become_strings_and_actor_defaults_to_none():
 
 
 @pytest.mark.parametrize("field", ["run_id", "session_id", "invocation_id", "actor_id"])
-@pytest.mark.parametrize(
-    "bad", ["", "has space", "-leading-dash", "x" * 129, "a/b", True, 1.5, ["id"]]
-)
+@pytest.mark.parametrize("bad", ["", "has space", "-leading-dash", "x" * 129, "a/b", True, 1.5, ["id"]])
 def test_invalid_ids_are_rejected(field, bad):
     with pytest.raises(InvocationError, match=f"{field} must be 1-128 characters"):
         Invocation("x", **{field: bad})
@@ -312,9 +304,7 @@ def test_deadline_at_iso_text_with_offset_is_utc():
 
 
 def test_deadline_at_iso_text_with_z_suffix():
-    assert Invocation("x", deadline_at="2030-01-01T00:00:00Z").deadline_at == datetime(
-        2030, 1, 1, tzinfo=UTC
-    )
+    assert Invocation("x", deadline_at="2030-01-01T00:00:00Z").deadline_at == datetime(2030, 1, 1, tzinfo=UTC)
 
 
 def test_deadline_at_aware_datetime_is_converted_to_utc():
@@ -364,7 +354,9 @@ def test_deadline_at_text_is_parsed_once_on_first_read_and_kept_parsed():
     assert inv.to_dict()["deadline_at"] == "2030-01-02T01:04:05+00:00"
 
 
-@pytest.mark.parametrize("assign", [lambda inv: setattr(inv, "deadline_at", "soon"), lambda inv: inv.__setitem__("deadline_at", "soon")])
+@pytest.mark.parametrize(
+    "assign", [lambda inv: setattr(inv, "deadline_at", "soon"), lambda inv: inv.__setitem__("deadline_at", "soon")]
+)
 def test_assigning_deadline_at_text_defers_its_parse_to_the_next_read(assign):
     inv = Invocation("x", deadline_at="2030-01-01T00:00:00Z")
     assert inv.deadline_at is not None
@@ -400,9 +392,7 @@ def test_zero_relative_deadline_is_allowed():
     assert Invocation("x", deadline=0).deadline_at is not None
 
 
-@pytest.mark.parametrize(
-    "bad", [-1, -0.5, timedelta(seconds=-3), float("nan"), float("inf"), float("-inf")]
-)
+@pytest.mark.parametrize("bad", [-1, -0.5, timedelta(seconds=-3), float("nan"), float("inf"), float("-inf")])
 def test_negative_or_non_finite_relative_deadline_is_rejected(bad):
     with pytest.raises(InvocationError, match="deadline must be a non-negative number of seconds"):
         Invocation("x", deadline=bad)
@@ -708,9 +698,7 @@ def test_coerce():
         (("hi",), {"account": object()}, InvocationError, "account is a object"),
     ],
 )
-def test_agent_ask_rejects_bad_input_before_a_run_is_stored(
-    config, script, args, kwargs, error, match
-):
+def test_agent_ask_rejects_bad_input_before_a_run_is_stored(config, script, args, kwargs, error, match):
     target = script([{"text": "never used"}])
 
     class SupportAgent(Agent):
@@ -729,9 +717,7 @@ def test_agent_ask_with_good_input_stores_exactly_one_run(config, script):
     class SupportAgent(Agent):
         model = target
 
-    run = SupportAgent.ask(
-        "Can I get a refund?", run_id="run-ok", context={Key.ACCOUNT: "a-1"}, account_id="x"
-    )
+    run = SupportAgent.ask("Can I get a refund?", run_id="run-ok", context={Key.ACCOUNT: "a-1"}, account_id="x")
     assert run.completed
     assert run.response == "Refunds take 30 days."
     records = lg_core.list_runs()
@@ -749,14 +735,19 @@ def test_the_message_may_be_passed_by_keyword_to_every_entrypoint(config, script
 
     assert EchoAgent.ask(message="by keyword").response == "You said: by keyword"
     assert list(EchoAgent.stream_ask(message="streamed"))[-1].type == "run_stop"
-    assert EchoAgent.start_execution(message="in the background").wait(timeout=30).response == "You said: in the background"
+    assert (
+        EchoAgent.start_execution(message="in the background").wait(timeout=30).response
+        == "You said: in the background"
+    )
     with pytest.raises(InvocationError, match="either positionally or as message="):
         EchoAgent.ask("one", message="two")
     with pytest.raises(InvocationError, match="needs a message"):
         EchoAgent.ask(context={"a": 1})
 
 
-@pytest.mark.parametrize(("value", "match"), [(True, "not available yet"), ("yes", "true or false"), (1, "true or false")])
+@pytest.mark.parametrize(
+    ("value", "match"), [(True, "not available yet"), ("yes", "true or false"), (1, "true or false")]
+)
 def test_include_agent_events_accepts_only_the_standalone_default(config, script, value, match):
     target = script([{"text": "ok"}])
 
@@ -810,7 +801,9 @@ def test_a_history_message_s_metadata_cannot_be_changed_after_it_was_set():
 
 
 @pytest.mark.parametrize("put", [_put_in_settings, _put_in_metadata, _put_in_a_context_list])
-def test_a_value_put_into_a_field_after_it_was_set_is_an_invocation_error_naming_it_before_a_run_exists(config, script, put):
+def test_a_value_put_into_a_field_after_it_was_set_is_an_invocation_error_naming_it_before_a_run_exists(
+    config, script, put
+):
     """The fields' inner mappings and lists are mutable; the storable check finds what went in later."""
     target = script([{"text": "never used"}])
 

@@ -41,12 +41,21 @@ def test_a_role_name_with_a_colon_is_refused(script):
     ("profile", "match"),
     [
         # Flat settings beside the target were ignored: the role ran at the provider's default temperature.
-        ({"target": "scripted:x", "temperature": 0.2}, r"model role 'support' has unknown key 'temperature'.*under 'settings'"),
+        (
+            {"target": "scripted:x", "temperature": 0.2},
+            r"model role 'support' has unknown key 'temperature'.*under 'settings'",
+        ),
         # Settings that are not a mapping failed the first ask with a raw ValueError from dict().
-        ({"target": "scripted:x", "settings": "hot"}, r"model role 'support': settings must be a mapping.*got str 'hot'"),
+        (
+            {"target": "scripted:x", "settings": "hot"},
+            r"model role 'support': settings must be a mapping.*got str 'hot'",
+        ),
         ({"target": "scripted:x", "settings": [("temperature", 0.2)]}, r"settings must be a mapping"),
         # Not JSON: the request body's encoding failed inside the run with a bare TypeError.
-        ({"target": "scripted:x", "settings": {"temperature": Decimal("0.2")}}, r"model role 'support': settings.temperature is a Decimal"),
+        (
+            {"target": "scripted:x", "settings": {"temperature": Decimal("0.2")}},
+            r"model role 'support': settings.temperature is a Decimal",
+        ),
         ({"target": "scripted:x", "settings": {"stop": {"END"}}}, r"model role 'support': settings.stop is a set"),
     ],
 )
@@ -68,10 +77,13 @@ def test_a_bad_profile_fails_the_ask_with_a_configuration_error(config):
 
 def test_provider_adapters_keyword_and_providers_attribute_as_in_the_spec(script):
     """``ModelResolver.new(providers:, profiles:, default_model:, provider_adapters:)`` and ``#providers``."""
+
     class GatewayProvider(ScriptedProvider):
         pass
 
-    resolver = ModelResolver(providers={"gateway": {"adapter": "gateway"}}, provider_adapters={"gateway": GatewayProvider})
+    resolver = ModelResolver(
+        providers={"gateway": {"adapter": "gateway"}}, provider_adapters={"gateway": GatewayProvider}
+    )
     target = script([{"text": "unused"}])
 
     model = resolver.resolve("gateway:" + target.split(":", 1)[1])
@@ -166,19 +178,30 @@ class UnbuildableProvider(ScriptedProvider):
 def test_an_adapter_that_cannot_be_constructed_raises_adapter_load_error():
     """Spec: AdapterLoadError is "raised when a configured provider adapter cannot be constructed"
     (a raw KeyError from the application's adapter reached ask() before)."""
-    resolver = ModelResolver(providers={"gateway": {"adapter": "gateway"}}, provider_adapters={"gateway": UnbuildableProvider})
-    with pytest.raises(AdapterLoadError, match=r"provider connection 'gateway': the 'gateway' adapter .* could not be constructed: KeyError"):
+    resolver = ModelResolver(
+        providers={"gateway": {"adapter": "gateway"}}, provider_adapters={"gateway": UnbuildableProvider}
+    )
+    with pytest.raises(
+        AdapterLoadError,
+        match=r"provider connection 'gateway': the 'gateway' adapter .* could not be constructed: KeyError",
+    ):
         resolver.resolve("gateway:model-x")
 
 
 @pytest.mark.parametrize(
     "selection",
-    [{"provider": "primary:openai", "model": "gpt-4o"}, {"provider": "primary", "model": 5}, {"provider": 5, "model": "m"}],
+    [
+        {"provider": "primary:openai", "model": "gpt-4o"},
+        {"provider": "primary", "model": 5},
+        {"provider": 5, "model": "m"},
+    ],
 )
 def test_an_inline_mapping_naming_no_connection_is_refused(selection):
     """``provider`` names a configured connection; 'primary:openai' quietly selected connection 'primary' before."""
     resolver = ModelResolver(providers={"primary": {"adapter": "scripted"}})
-    with pytest.raises(ConfigurationError, match=r"an inline model mapping's 'provider' is a configured connection's name"):
+    with pytest.raises(
+        ConfigurationError, match=r"an inline model mapping's 'provider' is a configured connection's name"
+    ):
         resolver.resolve(selection)
 
 
@@ -195,7 +218,9 @@ def test_an_inline_mapping_with_settings_that_are_not_json_is_refused():
 
 def test_an_inline_mapping_with_nested_settings_shows_the_flat_form():
     """Spec (Agent.model): "Inline mappings use flat settings"; nested ones went to the API as a 'settings' field."""
-    with pytest.raises(ConfigurationError, match=r"takes its settings flat.*'model': 'x', 'temperature': 0.2\}, not under 'settings'"):
+    with pytest.raises(
+        ConfigurationError, match=r"takes its settings flat.*'model': 'x', 'temperature': 0.2\}, not under 'settings'"
+    ):
         ModelResolver().resolve({"provider": "scripted", "model": "x", "settings": {"temperature": 0.2}})
 
 
@@ -247,7 +272,9 @@ def test_settings_a_configured_resolver_replaces_are_named_in_a_warning(script):
     """model_resolver is a complete override: roles and connections configured beside it are never
     read, so building the runtime says which, instead of letting an edited role seem to do nothing."""
     resolver = ModelResolver(profiles={"support": {"target": script([{"text": "hi"}])}})
-    configuration = Configuration(model_resolver=resolver, models={"support": {"target": "scripted:other"}}, default_model="support")
+    configuration = Configuration(
+        model_resolver=resolver, models={"support": {"target": "scripted:other"}}, default_model="support"
+    )
     with pytest.warns(ConfigurationWarning, match=r"models, default_model are not read"):
         assert configuration.runtime().model_resolver is resolver
     configuration.close()
@@ -261,7 +288,9 @@ def test_a_configured_resolver_alone_builds_without_a_warning():
     configuration.close()
 
 
-@pytest.mark.parametrize("target", ["scripted:demo ", " scripted:demo", "scripted: demo", "scripted :demo", "scri pted:demo"])
+@pytest.mark.parametrize(
+    "target", ["scripted:demo ", " scripted:demo", "scripted: demo", "scripted :demo", "scri pted:demo"]
+)
 def test_a_target_with_stray_whitespace_is_refused_with_the_fixed_spelling(target):
     with pytest.raises(ConfigurationError, match=r"has a space around the connection or the model id"):
         ModelResolver().resolve(target)

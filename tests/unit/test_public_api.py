@@ -184,7 +184,9 @@ def test_an_entrypoint_that_cannot_be_imported_says_how_workers_get_it():
     from lg_core.errors import RunStateError
     from lg_core.run import import_entrypoint
 
-    with pytest.raises(RunStateError, match=r"lg worker --import myapp\.missing_agents` \(or LG_IMPORTS=myapp\.missing_agents\)"):
+    with pytest.raises(
+        RunStateError, match=r"lg worker --import myapp\.missing_agents` \(or LG_IMPORTS=myapp\.missing_agents\)"
+    ):
         import_entrypoint("myapp.missing_agents:SupportAgent")
 
 
@@ -201,4 +203,3 @@ def test_urls_in_messages_never_show_a_password(url, shown):
     from lg_core.urls import safe_url
 
     assert safe_url(url) == shown
-

@@ -150,7 +150,10 @@ def _always(error: Exception):
 def test_a_database_out_of_reach_after_every_retry_raises_store_unavailable(monkeypatch):
     monkeypatch.setattr("lg_core.store.transient_errors.time.sleep", lambda _seconds: None)
     call, tries = _always(_refused())
-    with pytest.raises(StoreUnavailableError, match=r"could not be reached for .* s \(12 tries\);.*The driver said: .*Connection refused") as raised:
+    with pytest.raises(
+        StoreUnavailableError,
+        match=r"could not be reached for .* s \(12 tries\);.*The driver said: .*Connection refused",
+    ) as raised:
         call()
     assert len(tries) == RETRIES
     assert isinstance(raised.value.__cause__, OperationalError)  # the driver's error is kept
@@ -158,7 +161,9 @@ def test_a_database_out_of_reach_after_every_retry_raises_store_unavailable(monk
 
 
 def test_libpqs_message_on_several_lines_becomes_one():
-    call, _ = _always(OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly\n\tThis probably means")))
+    call, _ = _always(
+        OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly\n\tThis probably means"))
+    )
     with pytest.raises(StoreUnavailableError) as raised:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr("lg_core.store.transient_errors.time.sleep", lambda _seconds: None)

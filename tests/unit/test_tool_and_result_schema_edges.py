@@ -116,7 +116,9 @@ TOOL_RESULT = {**NUMBER, "strategy": "tool"}
 
 @pytest.mark.parametrize("schema", [NUMBER, TOOL_RESULT])
 def test_a_tool_named_like_the_submit_tool_fails_at_class_definition(schema):
-    with pytest.raises(ConfigurationError, match=r"SubmitResultTool \(tool 'submit_result'\) has the name of the submit tool") as info:
+    with pytest.raises(
+        ConfigurationError, match=r"SubmitResultTool \(tool 'submit_result'\) has the name of the submit tool"
+    ) as info:
 
         class TicketAgent(Agent):
             tools = [SubmitResultTool]
@@ -236,7 +238,9 @@ def test_a_recursive_input_model_is_offered_as_an_object_schema():
 
     assert schema["type"] == "object" and "$ref" not in schema
     assert schema["properties"]["children"]["items"] == {"$ref": "#/$defs/Node"}
-    assert TreeTool().validate({"name": "a", "children": [{"name": 5}]}) == ["children/0/name: 5 is not of type 'string'"]
+    assert TreeTool().validate({"name": "a", "children": [{"name": 5}]}) == [
+        "children/0/name: 5 is not of type 'string'"
+    ]
 
 
 def test_a_recursive_input_tool_runs_in_an_agent(config, script):
@@ -260,7 +264,10 @@ def test_a_recursive_input_tool_runs_in_an_agent(config, script):
             {"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}},
             r"leads back to itself",
         ),
-        ({"$ref": "https://example.com/node.json"}, r"top-level \$ref 'https://example.com/node.json' does not resolve"),
+        (
+            {"$ref": "https://example.com/node.json"},
+            r"top-level \$ref 'https://example.com/node.json' does not resolve",
+        ),
         (
             {"$ref": "#/$defs/A", "type": "array", "$defs": {"A": {"type": "object"}}},
             r"keywords beside it that its definition sets differently: \['type'\]",
@@ -316,7 +323,9 @@ def test_strictness_problems_inside_a_recursive_definition_are_found():
         class BranchAgent(Agent):
             result_schema = schema
 
-    with pytest.raises(ConfigurationError, match=r"result_schema: the top-level \$ref '#/\$defs/Nope' does not resolve"):
+    with pytest.raises(
+        ConfigurationError, match=r"result_schema: the top-level \$ref '#/\$defs/Nope' does not resolve"
+    ):
 
         class DanglingAgent(Agent):
             result_schema = {"$ref": "#/$defs/Nope", "$defs": {}}
@@ -325,7 +334,11 @@ def test_strictness_problems_inside_a_recursive_definition_are_found():
 @pytest.mark.parametrize("capabilities", [None, NO_NATIVE])
 def test_a_recursive_result_schema_completes_a_run(config, script, capabilities):
     tree = {"name": "root", "children": [{"name": "leaf", "children": []}]}
-    turn = {"structured": tree} if capabilities is None else {"tool_calls": [{"name": "submit_strict_node", "arguments": tree}]}
+    turn = (
+        {"structured": tree}
+        if capabilities is None
+        else {"tool_calls": [{"name": "submit_strict_node", "arguments": tree}]}
+    )
     target, requests = recording(script, [turn], capabilities=capabilities)
 
     run = type("TreeAgent", (Agent,), {"model": target, "result_schema": StrictNode}).ask("A tree, please.")

@@ -105,9 +105,7 @@ def test_subclass_gets_its_own_default_name_but_inherits_the_schema():
 
 @pytest.mark.parametrize("bad", ["has space", "", "x" * 65, "dots.not.allowed", "ümlaut", 5, None])
 def test_invalid_tool_name_fails_at_class_definition(bad):
-    with pytest.raises(
-        ConfigurationError, match=r"tool_name .* must be 1-64 letters, digits, '_' or '-'"
-    ):
+    with pytest.raises(ConfigurationError, match=r"tool_name .* must be 1-64 letters, digits, '_' or '-'"):
 
         class BadNameTool(Tool):
             tool_name = bad
@@ -151,9 +149,7 @@ def test_no_schema_means_any_object():
 
     assert FreeformTool.specification().input_schema == {"type": "object"}
     assert FreeformTool().execute({"b": 1, "a": 2}).text == '["a", "b"]'
-    assert FreeformTool().validate(["not", "an", "object"]) == [
-        "input must be a JSON object, got list"
-    ]
+    assert FreeformTool().validate(["not", "an", "object"]) == ["input must be a JSON object, got list"]
 
 
 class Query(BaseModel):
@@ -233,9 +229,7 @@ def test_invalid_json_schema_fails_at_class_definition(schema, match):
             input_schema = schema
 
 
-@pytest.mark.parametrize(
-    "ref", ["#/$defs/Missing", "https://example.com/schemas/order.json", "other.json#/Order"]
-)
+@pytest.mark.parametrize("ref", ["#/$defs/Missing", "https://example.com/schemas/order.json", "other.json#/Order"])
 def test_a_ref_that_does_not_resolve_inside_the_schema_fails_at_class_definition(ref):
     """It passed check_schema, then failed the whole run with a raw referencing error the
     first time the model called the tool."""
@@ -258,9 +252,7 @@ def test_local_refs_into_defs_are_accepted():
     assert DefsTool().validate({"order": {"id": 5}}) == ["order/id: 5 is not of type 'string'"]
 
 
-@pytest.mark.parametrize(
-    "schema", [{"type": "array"}, {"type": "string"}, {"type": ["object", "null"]}]
-)
+@pytest.mark.parametrize("schema", [{"type": "array"}, {"type": "string"}, {"type": ["object", "null"]}])
 def test_non_object_schema_is_rejected(schema):
     with pytest.raises(ConfigurationError, match=r"must describe an object \(type: object\)"):
 
@@ -457,6 +449,7 @@ def test_context_is_available_during_call_only():
 )
 def test_results_are_rendered_for_the_model(value, text):
     """The spec: "Hashes and arrays returned by a tool are JSON-encoded; other values become text"."""
+
     class ValueTool(Tool):
         description = "d"
 
@@ -494,7 +487,10 @@ class Reading(BaseModel):
         ({"b": b"bytes", "bad": b"ok\xff"}, {"b": "bytes", "bad": "ok\ufffd"}),
         ({"nested": Reading(value=float("inf"), raw=b"\xff")}, {"nested": {"value": None, "raw": "\ufffd"}}),
         ({"tags": frozenset({"b", "a"}), "when": date(2024, 1, 2)}, {"tags": ["a", "b"], "when": "2024-01-02"}),
-        ({(1, 2): "tuple key", 3: "int key", None: "none key"}, {"(1, 2)": "tuple key", "3": "int key", "null": "none key"}),
+        (
+            {(1, 2): "tuple key", 3: "int key", None: "none key"},
+            {"(1, 2)": "tuple key", "3": "int key", "null": "none key"},
+        ),
         ([bytearray(b"ab"), memoryview(b"cd")], ["ab", "cd"]),
     ],
     ids=["non-finite floats", "bytes", "nested model", "sets and dates", "keys", "bytes-like"],
@@ -617,7 +613,9 @@ def test_artifact_bytes_is_the_known_byte_count():
 
 def test_deferred_artifact_keeps_metadata_as_given():
     artifact = Artifact.deferred(
-        reference={"file_id": "file-481"}, media_type="application/pdf", name="report.pdf",
+        reference={"file_id": "file-481"},
+        media_type="application/pdf",
+        name="report.pdf",
         metadata={"owner": "acct-1", "tags": ["a", {"b": 1}]},
     )
     assert artifact.metadata == {"owner": "acct-1", "tags": ("a", {"b": 1})}
@@ -652,10 +650,12 @@ def test_artifact_metadata_and_reference_are_deeply_frozen():
 
 
 def test_artifact_repr_hides_bytes_names_metadata_and_references():
-    inline = Artifact(data=b"SECRETBYTES", media_type="image/png", name="alice-passport.png",
-                      metadata={"owner": "alice"})
-    deferred = Artifact.deferred(reference="s3://private/alice", media_type="application/pdf",
-                                 name="alice.pdf", metadata={"owner": "alice"})
+    inline = Artifact(
+        data=b"SECRETBYTES", media_type="image/png", name="alice-passport.png", metadata={"owner": "alice"}
+    )
+    deferred = Artifact.deferred(
+        reference="s3://private/alice", media_type="application/pdf", name="alice.pdf", metadata={"owner": "alice"}
+    )
     assert repr(inline) == "<Artifact inline image/png 11 bytes>"
     assert repr(deferred) == "<Artifact deferred application/pdf>"
     for text in (repr(inline), repr(deferred), str(inline), repr([deferred])):
@@ -776,16 +776,12 @@ def test_define_builds_a_tool_class():
 def test_define_passes_context_when_the_implementation_accepts_it():
     Ctx = Tool.define("ctx", "d", None, lambda input, context: f"{input.get('x')}/{context}")
     assert Ctx.specification().input_schema == {"type": "object"}
-    assert Tool.define("empty", "d", {}, lambda input: 1).specification().input_schema == {
-        "type": "object"
-    }
+    assert Tool.define("empty", "d", {}, lambda input: 1).specification().input_schema == {"type": "object"}
     assert Ctx().execute({"x": 1}, context="ctx-1").text == "1/ctx-1"
 
 
 def test_define_accepts_extra_class_attributes():
-    Once = Tool.define(
-        "charge_card", "Charge.", None, lambda input: "charged", at_most_once=True, exclusive=True
-    )
+    Once = Tool.define("charge_card", "Charge.", None, lambda input: "charged", at_most_once=True, exclusive=True)
     assert Once.at_most_once is True and Once.exclusive is True
     assert Tool.at_most_once is False
 
@@ -890,9 +886,7 @@ def test_non_callable_available_if_fails_at_class_definition(bad):
 
 
 def test_binding_is_exposed_on_the_tool():
-    binding = Binding(
-        agent="a", run="r", runtime="rt", model="m", workspace="w", sandbox="s", idempotency_key="k"
-    )
+    binding = Binding(agent="a", run="r", runtime="rt", model="m", workspace="w", sandbox="s", idempotency_key="k")
     tool = HelpCenterLookupTool(binding=binding)
     assert (
         tool.agent,
@@ -1025,7 +1019,10 @@ def test_an_agent_whose_subclass_adds_a_tool_of_an_inherited_name_fails_when_def
         model = "scripted:unused"
         tools = [HelpCenterLookupTool]
 
-    with pytest.raises(ConfigurationError, match=r"Child.tools has two tools named 'help_center_lookup': HelpCenterLookupTool and .*OtherLookupTool"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"Child.tools has two tools named 'help_center_lookup': HelpCenterLookupTool and .*OtherLookupTool",
+    ):
 
         class Child(Base):
             tools = [OtherLookupTool]
@@ -1040,7 +1037,8 @@ def test_an_agent_declaring_a_tool_without_call_fails_at_class_definition(misspe
     UnfinishedTool = type("UnfinishedTool", (Tool,), namespace)
 
     with pytest.raises(
-        ConfigurationError, match=r"UnfinishedAgent\.tools: UnfinishedTool \(tool 'unfinished'\) .*must define call\(self, input\)"
+        ConfigurationError,
+        match=r"UnfinishedAgent\.tools: UnfinishedTool \(tool 'unfinished'\) .*must define call\(self, input\)",
     ):
         type("UnfinishedAgent", (Agent,), {"model": "scripted:unused", "tools": [UnfinishedTool]})
 
@@ -1071,7 +1069,9 @@ def test_a_provider_returning_a_tool_without_call_fails_the_run_naming_it():
         def tools(cls, binding):
             return [UnfinishedTool]
 
-    scripted.register("provider-unfinished", [{"tool_calls": [{"name": "unfinished", "arguments": {}}]}, {"text": "done"}])
+    scripted.register(
+        "provider-unfinished", [{"tool_calls": [{"name": "unfinished", "arguments": {}}]}, {"text": "done"}]
+    )
 
     class ProvidedAgent(Agent):
         model = "scripted:provider-unfinished"
@@ -1096,9 +1096,7 @@ def test_missing_description_is_rejected():
         def call(self, input):
             return "x"
 
-    with pytest.raises(
-        ConfigurationError, match=r"tool 'silent' \(.*SilentTool\) needs a description"
-    ):
+    with pytest.raises(ConfigurationError, match=r"tool 'silent' \(.*SilentTool\) needs a description"):
         ToolRegistry([SilentTool])
 
 
@@ -1211,7 +1209,9 @@ def test_a_failing_registry_closes_the_tools_it_already_built_or_adopted():
 
 
 def test_input_that_is_not_a_pydantic_model_fails_at_class_definition():
-    with pytest.raises(ConfigurationError, match=r"DictInputTool.Input must be a Pydantic model class, got \{'type': 'object'\}"):
+    with pytest.raises(
+        ConfigurationError, match=r"DictInputTool.Input must be a Pydantic model class, got \{'type': 'object'\}"
+    ):
 
         class DictInputTool(Tool):
             Input = {"type": "object"}  # type: ignore[assignment]
@@ -1224,7 +1224,9 @@ def test_an_input_model_without_a_json_schema_fails_at_class_definition():
     class CallbackInput(BaseModel):
         on_done: typing.Callable[[], None]
 
-    with pytest.raises(ConfigurationError, match=r"input model \S*CallbackInput has no JSON Schema: Cannot generate a JsonSchema"):
+    with pytest.raises(
+        ConfigurationError, match=r"input model \S*CallbackInput has no JSON Schema: Cannot generate a JsonSchema"
+    ):
 
         class CallbackTool(Tool):
             input_schema = CallbackInput
@@ -1239,7 +1241,9 @@ def test_an_input_model_without_a_json_schema_fails_at_class_definition():
     ids=["no input parameter", "not callable", "static without input"],
 )
 def test_a_call_that_cannot_take_the_input_fails_at_class_definition(call):
-    with pytest.raises(ConfigurationError, match=r"BrokenTool.call must be a method taking the input, `def call\(self, input\)`"):
+    with pytest.raises(
+        ConfigurationError, match=r"BrokenTool.call must be a method taking the input, `def call\(self, input\)`"
+    ):
         type("BrokenTool", (Tool,), {"description": "d", "call": call})
 
 
@@ -1250,7 +1254,10 @@ def test_call_forms_that_take_the_input_are_accepted():
 
 
 def test_a_method_style_available_if_fails_at_class_definition():
-    with pytest.raises(ConfigurationError, match=r"SlackTool.available_if must be a function of the binding alone, `def available_if\(binding\): ...` \(no self\)"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"SlackTool.available_if must be a function of the binding alone, `def available_if\(binding\): ...` \(no self\)",
+    ):
 
         class SlackTool(Tool):
             def available_if(self, binding):
@@ -1279,7 +1286,10 @@ def test_declaring_both_input_and_input_schema_fails_at_class_definition():
 # -- declarations nothing would enforce ----------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "value", "noun"), [("sandbox", {"network": "none", "files": ["/tmp"]}, "sandboxes"), ("workspace", "/srv/tickets", "workspaces")])
+@pytest.mark.parametrize(
+    ("name", "value", "noun"),
+    [("sandbox", {"network": "none", "files": ["/tmp"]}, "sandboxes"), ("workspace", "/srv/tickets", "workspaces")],
+)
 def test_a_tool_declaring_a_sandbox_or_workspace_fails_at_class_definition(name, value, noun):
     with pytest.raises(ConfigurationError, match=f"ShellTool declares {name} = ..., but {noun} are not supported yet"):
         type("ShellTool", (Tool,), {"description": "Run a command.", name: value, "call": lambda self, input: "ran"})

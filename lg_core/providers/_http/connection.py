@@ -45,7 +45,14 @@ DEFAULT_MAX_RESPONSE_BYTES = 50 * 1024 * 1024
 POOL_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
 COMMON_OPTIONS = frozenset(
     {
-        "api_key", "api_key_env", "base_url", "timeout", "headers", "allow_insecure_http", "transport", "capabilities",
+        "api_key",
+        "api_key_env",
+        "base_url",
+        "timeout",
+        "headers",
+        "allow_insecure_http",
+        "transport",
+        "capabilities",
         "max_response_bytes",
     }
 )
@@ -90,7 +97,9 @@ class ConnectionOptions:
         insecure_ok = bool(values.get("allow_insecure_http"))
         parsed = cls(
             connection=connection,
-            base_url=_base_url(connection, values.pop("base_url", cls.default_base_url), insecure_ok, cls.default_base_url),
+            base_url=_base_url(
+                connection, values.pop("base_url", cls.default_base_url), insecure_ok, cls.default_base_url
+            ),
             timeout=_seconds(connection, values.pop("timeout", DEFAULT_TIMEOUT)),
             headers=_headers(connection, values.pop("headers", None) or {}),
             capabilities=_capabilities(connection, values.pop("capabilities", None), cls.default_capabilities()),
@@ -123,7 +132,9 @@ class ConnectionOptions:
                 f"provider connection {self.connection!r}: max_response_bytes must be a positive number of bytes, got {size!r}"
             )
         if not isinstance(self.allow_insecure_http, bool):
-            raise ConfigurationError(f"provider connection {self.connection!r}: allow_insecure_http must be true or false")
+            raise ConfigurationError(
+                f"provider connection {self.connection!r}: allow_insecure_http must be true or false"
+            )
         if self.transport is not None and not isinstance(self.transport, httpx.BaseTransport):
             raise ConfigurationError(
                 f"provider connection {self.connection!r}: transport must be an httpx transport, got {type(self.transport).__name__}"
@@ -202,7 +213,9 @@ def _base_url(connection: str, value: Any, insecure_ok: bool, example: str) -> s
     quotes it only as :func:`shown_url` shows it."""
     if not isinstance(value, str) or "://" not in value:
         shown = shown_url(value) if isinstance(value, str) else repr(value)
-        raise ConfigurationError(f"provider connection {connection!r}: base_url must be a URL like {example}, got {shown}")
+        raise ConfigurationError(
+            f"provider connection {connection!r}: base_url must be a URL like {example}, got {shown}"
+        )
     shown = shown_url(value)
     try:
         url = httpx.URL(value)
@@ -216,7 +229,9 @@ def _base_url(connection: str, value: Any, insecure_ok: bool, example: str) -> s
     if url.scheme not in ("http", "https"):
         raise ConfigurationError(f"provider connection {connection!r}: base_url must be an http(s) URL, got {shown}")
     if url.fragment:
-        raise ConfigurationError(f"provider connection {connection!r}: base_url {shown} has a fragment (#...), which no request sends")
+        raise ConfigurationError(
+            f"provider connection {connection!r}: base_url {shown} has a fragment (#...), which no request sends"
+        )
     if url.query:
         return value  # a trailing "/" of the path stays: the query is not part of it
     return value.rstrip("/")
@@ -236,7 +251,9 @@ def shown_url(value: str) -> str:
 
 def _seconds(connection: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ConfigurationError(f"provider connection {connection!r}: timeout must be a positive number of seconds, got {value!r}")
+        raise ConfigurationError(
+            f"provider connection {connection!r}: timeout must be a positive number of seconds, got {value!r}"
+        )
     return float(value)
 
 

@@ -123,7 +123,9 @@ def is_context_overflow(*texts: object) -> bool:
     return any(marker in text for marker in CONTEXT_OVERFLOW_MARKERS)
 
 
-def status_message(status: int, message: str, code: object, endpoint: str, hints: Mapping[int, str] = STATUS_HINTS) -> str:
+def status_message(
+    status: int, message: str, code: object, endpoint: str, hints: Mapping[int, str] = STATUS_HINTS
+) -> str:
     """``<endpoint> answered 401 Unauthorized: <the server's message> (<code>).`` and the hint ``hints``
     has for the status (by default: check the key of a refused request)."""
     try:

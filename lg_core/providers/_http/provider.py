@@ -82,7 +82,9 @@ class StreamingProvider(Provider):
         """The JSON body of the streamed request."""
 
     @abc.abstractmethod
-    def read_stream(self, events: Iterable[httpx_sse.ServerSentEvent], request: ModelRequest, target: str) -> Iterator[StreamEvent]:
+    def read_stream(
+        self, events: Iterable[httpx_sse.ServerSentEvent], request: ModelRequest, target: str
+    ) -> Iterator[StreamEvent]:
         """The StreamEvents after ``message_start``, ending with ``message_stop``; call
         :meth:`interrupt` between events and raise :meth:`error` for an error frame."""
 
@@ -116,7 +118,9 @@ class StreamingProvider(Provider):
             )
             with contextlib.closing(PendingResponse(client, http_request).wait(request)) as response:
                 if response.status_code >= 400 or not _is_event_stream(response):
-                    reply = ErrorReply(response.status_code, _bounded_text(response), retry_after_seconds(response.headers))
+                    reply = ErrorReply(
+                        response.status_code, _bounded_text(response), retry_after_seconds(response.headers)
+                    )
                     raise self.error(reply)
                 forget = abort_when_interrupted(request, response)
                 try:
@@ -131,7 +135,9 @@ class StreamingProvider(Provider):
             check_interrupt(request)  # a read cut short by the deadline is the deadline, not a network fault
             raise self.error(exc) from exc
 
-    def _read_checked(self, events: Iterable[httpx_sse.ServerSentEvent], request: ModelRequest, target: str) -> Iterator[StreamEvent]:
+    def _read_checked(
+        self, events: Iterable[httpx_sse.ServerSentEvent], request: ModelRequest, target: str
+    ) -> Iterator[StreamEvent]:
         """:meth:`read_stream`, where a chunk of a shape the reader does not expect (a string where
         an object goes) is the provider's ProtocolError, which ``after_model_error`` sees, not a
         bare AttributeError or TypeError from deep in the reader that failed the run."""

@@ -49,10 +49,16 @@ def provider_error(cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret
             **facts,
         )
     if cause.status is None:
-        return ProviderError(f"{endpoint} reported an error mid-stream: {message}{_typed(kind)}", retryable=kind in RETRYABLE_TYPES, **facts)
+        return ProviderError(
+            f"{endpoint} reported an error mid-stream: {message}{_typed(kind)}",
+            retryable=kind in RETRYABLE_TYPES,
+            **facts,
+        )
     if cause.status < 400:  # a proxy that ignored ``stream: true``, or answered an error with 200
         return ProtocolError(
-            f"{endpoint} did not answer with an event stream (status {cause.status}): {message}", retryable=kind in RETRYABLE_TYPES, **facts
+            f"{endpoint} did not answer with an event stream (status {cause.status}): {message}",
+            retryable=kind in RETRYABLE_TYPES,
+            **facts,
         )
     return HTTPError(
         status_message(cause.status, message, kind, endpoint),

@@ -37,7 +37,12 @@ _TOOL_CHOICES = {"auto": "auto", "none": "none", "required": "any", "any": "any"
 
 def build_body(request: ModelRequest, model_id: str, capabilities: ModelCapabilities) -> dict[str, Any]:
     """The JSON body for one streamed Messages call."""
-    body: dict[str, Any] = {"model": model_id, "max_tokens": DEFAULT_MAX_TOKENS, "messages": _messages(request), "stream": True}
+    body: dict[str, Any] = {
+        "model": model_id,
+        "max_tokens": DEFAULT_MAX_TOKENS,
+        "messages": _messages(request),
+        "stream": True,
+    }
     system = system_text(request)
     if system:
         body["system"] = system
@@ -109,7 +114,9 @@ def _user_blocks(message: Message) -> list[dict[str, Any]]:
         elif isinstance(block, (Image, Document)):
             blocks.append(_media(block))
         else:
-            raise UnsupportedInputError(f"the anthropic adapter cannot send a {type(block).__name__} block in a {message.role} message")
+            raise UnsupportedInputError(
+                f"the anthropic adapter cannot send a {type(block).__name__} block in a {message.role} message"
+            )
     return blocks
 
 

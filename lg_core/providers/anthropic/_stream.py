@@ -106,7 +106,9 @@ class EventReader:
     def _block_start(self, event: Mapping[str, Any]) -> Iterator[StreamEvent]:
         index, start = event.get("index"), event.get("content_block")
         if not isinstance(index, int) or not isinstance(start, Mapping):
-            raise ProtocolError(f"{self.endpoint} sent content_block_start without an index and a content_block: {brief(event)}")
+            raise ProtocolError(
+                f"{self.endpoint} sent content_block_start without an index and a content_block: {brief(event)}"
+            )
         if index in self.blocks:
             raise ProtocolError(f"{self.endpoint} started content block {index} twice")
         block = self.blocks[index] = _Block(kind=str(start.get("type")))
@@ -134,7 +136,9 @@ class EventReader:
         if kind not in _DELTAS:
             return  # a delta this adapter has no use for (citations_delta), or a newer one
         if block.kind not in _DELTAS[kind]:
-            raise ProtocolError(f"{self.endpoint} sent a {kind} for content block {event['index']}, a {block.kind} block")
+            raise ProtocolError(
+                f"{self.endpoint} sent a {kind} for content block {event['index']}, a {block.kind} block"
+            )
         if kind == "signature_delta":
             block.signature.append(str(delta.get("signature") or ""))
         elif kind == "input_json_delta":
@@ -156,7 +160,9 @@ class EventReader:
         index = event.get("index")
         block = self.blocks.get(index) if isinstance(index, int) else None
         if block is None:
-            raise ProtocolError(f"{self.endpoint} sent {event.get('type')} for content block {index!r}, which it never started")
+            raise ProtocolError(
+                f"{self.endpoint} sent {event.get('type')} for content block {index!r}, which it never started"
+            )
         return block
 
     def _message_delta(self, event: Mapping[str, Any]) -> None:
@@ -175,7 +181,9 @@ class EventReader:
     @property
     def answered(self) -> bool:
         """Whether the stream said how the message ended, or held anything an agent can act on."""
-        return self.stop_reason is not None or any(block.pieces or block.kind == "tool_use" for block in self.blocks.values())
+        return self.stop_reason is not None or any(
+            block.pieces or block.kind == "tool_use" for block in self.blocks.values()
+        )
 
     def finish(self) -> Iterator[StreamEvent]:
         """Report usage, close the tool calls, and end with ``message_stop`` carrying the response.
@@ -195,7 +203,10 @@ class EventReader:
         stop_reason = self._stop_reason(blocks)
         self.metadata["provider_stop_reason"] = self.stop_reason
         response = ModelResponse(
-            message=Message(role="assistant", content=blocks), stop_reason=stop_reason, usage=usage, metadata=self.metadata
+            message=Message(role="assistant", content=blocks),
+            stop_reason=stop_reason,
+            usage=usage,
+            metadata=self.metadata,
         )
         yield StreamEvent.build("message_stop", stop_reason=stop_reason, response=response)
 
@@ -271,11 +282,12 @@ def read_stream(
         if reader.stopped:
             break
     if not reader.stopped:
-        raise HTTPError(f"the stream from {endpoint} ended before the response was complete (no message_stop)", retryable=True)
+        raise HTTPError(
+            f"the stream from {endpoint} ended before the response was complete (no message_stop)", retryable=True
+        )
     if not reader.answered:
         raise ProtocolError(
-            f"the stream from {endpoint} ended without an answer: message_stop came with no content "
-            "and no stop_reason",
+            f"the stream from {endpoint} ended without an answer: message_stop came with no content and no stop_reason",
             retryable=True,
         )
     interrupt()

@@ -57,9 +57,17 @@ def provider_error(
         )
     if cause.status is None:
         retryable = code in RETRYABLE_CODES or (isinstance(detail["code"], int) and is_retryable_status(detail["code"]))
-        return ProviderError(f"{endpoint} reported an error mid-stream: {message.rstrip('. ')}{_coded(code)}", retryable=retryable, error_type=code)
+        return ProviderError(
+            f"{endpoint} reported an error mid-stream: {message.rstrip('. ')}{_coded(code)}",
+            retryable=retryable,
+            error_type=code,
+        )
     if cause.status < 400:  # a proxy that answered with JSON, or dropped ``alt=sse``
-        return ProtocolError(f"{endpoint} did not answer with an event stream (status {cause.status}): {message}", retryable=code in RETRYABLE_CODES, error_type=code)
+        return ProtocolError(
+            f"{endpoint} did not answer with an event stream (status {cause.status}): {message}",
+            retryable=code in RETRYABLE_CODES,
+            error_type=code,
+        )
     return HTTPError(
         _message(cause.status, message, code, endpoint, detail["reason"], credential_hint),
         status=cause.status,
@@ -96,7 +104,9 @@ def _seconds(duration: Any) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def _message(status: int, message: str, code: str | None, endpoint: str, reason: str | None, credential_hint: str) -> str:
+def _message(
+    status: int, message: str, code: str | None, endpoint: str, reason: str | None, credential_hint: str
+) -> str:
     """The shared status message, with this connection's credential hint in place of the shared one."""
     text = status_message(status, message, code, endpoint)
     if text.endswith(KEY_HINT):

@@ -39,7 +39,9 @@ class GeminiProvider(StreamingProvider):
     def build_body(self, request: ModelRequest, model_id: str) -> dict[str, Any]:
         return build_body(request, model_id, self.capabilities(model_id))
 
-    def read_stream(self, events: Iterable[httpx_sse.ServerSentEvent], request: ModelRequest, target: str) -> Iterator[StreamEvent]:
+    def read_stream(
+        self, events: Iterable[httpx_sse.ServerSentEvent], request: ModelRequest, target: str
+    ) -> Iterator[StreamEvent]:
         return read_stream(
             events,
             ChunkReader(target, sequence_of(request), self.endpoint),

@@ -171,13 +171,18 @@ def _user_parts(message: Message, names: Mapping[str, str]) -> list[dict[str, An
         elif isinstance(block, (Image, Document)):
             parts.append(_media(block))
         elif not isinstance(block, Reasoning):
-            raise UnsupportedInputError(f"the gemini adapter cannot send a {type(block).__name__} block in a {message.role} message")
+            raise UnsupportedInputError(
+                f"the gemini adapter cannot send a {type(block).__name__} block in a {message.role} message"
+            )
     return [*responses, *parts, *attachments]
 
 
 def _function_response(result: ToolResult, names: Mapping[str, str]) -> dict[str, Any]:
     """The result under ``output``, or under ``error`` for a failed call: the keys Google documents."""
-    response: dict[str, Any] = {"name": _call_name(result, names), "response": {"error" if result.status == "error" else "output": result.text}}
+    response: dict[str, Any] = {
+        "name": _call_name(result, names),
+        "response": {"error" if result.status == "error" else "output": result.text},
+    }
     if not is_generated_id(result.tool_use_id):
         response["id"] = result.tool_use_id
     return {"functionResponse": response}

@@ -38,15 +38,41 @@ TYPES = {
 }
 # Keywords Gemini's Schema has under the same name and meaning.
 COPIED = (
-    "title", "description", "format", "pattern", "minLength", "maxLength", "minItems", "maxItems",
-    "minProperties", "maxProperties", "minimum", "maximum", "default", "nullable",
+    "title",
+    "description",
+    "format",
+    "pattern",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "minimum",
+    "maximum",
+    "default",
+    "nullable",
 )
 # Left out: annotations, and narrowing keywords checked here against the full schema (see the module docstring).
 DROPPED = frozenset(
     {
-        "$schema", "$id", "$comment", "$defs", "definitions", "examples", "example", "readOnly", "writeOnly",
-        "deprecated", "uniqueItems", "multipleOf", "exclusiveMinimum", "exclusiveMaximum", "contentEncoding",
-        "contentMediaType", "additionalProperties",
+        "$schema",
+        "$id",
+        "$comment",
+        "$defs",
+        "definitions",
+        "examples",
+        "example",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+        "uniqueItems",
+        "multipleOf",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "contentEncoding",
+        "contentMediaType",
+        "additionalProperties",
     }
 )
 # Converted by this module rather than copied.
@@ -82,7 +108,10 @@ class _Converter:
         self._object(schema, path, refs, wire)
         if "items" in schema:
             if not isinstance(schema["items"], Mapping):
-                self.fail(f"{path}/items", "tuple validation (a list of item schemas) cannot be expressed; use one item schema")
+                self.fail(
+                    f"{path}/items",
+                    "tuple validation (a list of item schemas) cannot be expressed; use one item schema",
+                )
             wire["items"] = self.convert(schema["items"], f"{path}/items", refs)
         for keyword in ("anyOf", "oneOf"):
             if keyword in schema:
@@ -101,7 +130,9 @@ class _Converter:
 
     def _resolve(self, ref: str, path: str, refs: tuple[str, ...]) -> Any:
         if ref in refs:
-            self.fail(path, f"the schema is recursive ({ref} refers to itself), which cannot be expressed without references")
+            self.fail(
+                path, f"the schema is recursive ({ref} refers to itself), which cannot be expressed without references"
+            )
         if not ref.startswith("#/"):
             self.fail(path, f"only references into the schema itself (#/$defs/...) can be inlined, not {ref!r}")
         target: Any = self.root
@@ -132,7 +163,9 @@ class _Converter:
         names = declared if isinstance(declared, list) else [declared]
         real = [name for name in names if name != "null"]
         if len(real) > 1:
-            self.fail(f"{path}/type", f"a value of several types {real} cannot be expressed; use anyOf of one schema per type")
+            self.fail(
+                f"{path}/type", f"a value of several types {real} cannot be expressed; use anyOf of one schema per type"
+            )
         name = real[0] if real else "null"
         if name not in TYPES:
             self.fail(f"{path}/type", f"unknown type {name!r}")

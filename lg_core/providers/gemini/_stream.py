@@ -34,8 +34,15 @@ from lg_core.usage import Usage
 
 FILTERED = frozenset(
     {
-        "SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
-        "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION",
+        "SAFETY",
+        "RECITATION",
+        "LANGUAGE",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
     }
 )
 # The model produced a call Gemini could not parse or did not allow: a fresh try usually succeeds.
@@ -146,7 +153,9 @@ class ChunkReader:
         use = tool_use(call_id, name, {} if arguments is None else arguments)
         self.blocks.append(_Block("functionCall", call=use))
         yield StreamEvent.build("tool_call_start", id=use.id, name=use.name)
-        yield StreamEvent.build("tool_call_delta", id=use.id, arguments=json.dumps(use.input, separators=(",", ":"), ensure_ascii=False))
+        yield StreamEvent.build(
+            "tool_call_delta", id=use.id, arguments=json.dumps(use.input, separators=(",", ":"), ensure_ascii=False)
+        )
 
     def finish(self) -> Iterator[StreamEvent]:
         """Report usage, close the tool calls, and end with ``message_stop`` carrying the response.
@@ -158,23 +167,35 @@ class ChunkReader:
         content: list[Any] = []
         for block in self.blocks:
             if block.call is not None:
-                yield StreamEvent.build("tool_call_stop", id=block.call.id, name=block.call.name, input=block.call.input)
+                yield StreamEvent.build(
+                    "tool_call_stop", id=block.call.id, name=block.call.name, input=block.call.input
+                )
             item = _content(block)
             if item is not None:
                 content.append(item)
         stop_reason = self._stop_reason(content)
         self.metadata["provider_stop_reason"] = self.finish_reason
-        response = ModelResponse(message=Message(role="assistant", content=content), stop_reason=stop_reason, usage=usage, metadata=self.metadata)
+        response = ModelResponse(
+            message=Message(role="assistant", content=content),
+            stop_reason=stop_reason,
+            usage=usage,
+            metadata=self.metadata,
+        )
         yield StreamEvent.build("message_stop", stop_reason=stop_reason, response=response)
 
     def _stop_reason(self, content: list[Any]) -> str:
         reason = self.finish_reason
         if reason in BAD_CALLS:
             detail = self.metadata.get("finish_message") or "no detail given"
-            raise MalformedToolCallError(f"{self.endpoint} rejected the model's function call ({reason}): {detail}", retryable=True)
+            raise MalformedToolCallError(
+                f"{self.endpoint} rejected the model's function call ({reason}): {detail}", retryable=True
+            )
         if reason == "STOP":
             if not any(isinstance(item, (Text, ToolUse)) for item in content):
-                raise ProtocolError(f"the stream from {self.endpoint} ended without an answer: finishReason STOP with no text and no function call", retryable=True)
+                raise ProtocolError(
+                    f"the stream from {self.endpoint} ended without an answer: finishReason STOP with no text and no function call",
+                    retryable=True,
+                )
             return "tool_use" if any(isinstance(item, ToolUse) for item in content) else "end_turn"
         if reason == "MAX_TOKENS":
             return "max_tokens"
@@ -242,7 +263,9 @@ def read_stream(
             raise on_error(ErrorReply(None, sse.data))
         yield from reader.feed(chunk)
     if reader.finish_reason is None:
-        raise HTTPError(f"the stream from {endpoint} ended before the response was complete (no finishReason)", retryable=True)
+        raise HTTPError(
+            f"the stream from {endpoint} ended before the response was complete (no finishReason)", retryable=True
+        )
     interrupt()
     yield from reader.finish()
 

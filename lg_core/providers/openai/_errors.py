@@ -46,7 +46,11 @@ MAX_UPSTREAM_CHARS = 300  # of an upstream provider's raw error quoted in a mess
 
 
 def provider_error(
-    cause: httpx.HTTPError | ErrorReply, *, endpoint: str, secret: str | None = None, hints: Mapping[int, str] = STATUS_HINTS
+    cause: httpx.HTTPError | ErrorReply,
+    *,
+    endpoint: str,
+    secret: str | None = None,
+    hints: Mapping[int, str] = STATUS_HINTS,
 ) -> ProviderError:
     """The ProviderError for ``cause``; ``secret`` (the API key) never appears in its message or body;
     ``hints`` says what to do about an error status."""

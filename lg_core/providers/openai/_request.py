@@ -29,7 +29,9 @@ from lg_core.models.request import ModelCapabilities, ModelRequest
 from lg_core.providers._http.request import plain_settings
 
 # Body keys the provider owns: a setting may not replace them (the stream parser relies on them).
-RESERVED_SETTINGS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice", "response_format", "n"})
+RESERVED_SETTINGS = frozenset(
+    {"model", "messages", "stream", "stream_options", "tools", "tool_choice", "response_format", "n"}
+)
 _SCHEMA_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
 
@@ -64,7 +66,9 @@ def build_body(
             body["tool_choice"] = _tool_choice(request.tool_choice)
     if request.output_schema is not None and capabilities.native_structured_output:
         body["response_format"] = _response_format(request.output_schema)
-    body.update(plain_settings(request.settings, dialect.adapter, RESERVED_SETTINGS))  # temperature, max_tokens, seed ...
+    body.update(
+        plain_settings(request.settings, dialect.adapter, RESERVED_SETTINGS)
+    )  # temperature, max_tokens, seed ...
     return body
 
 

@@ -164,7 +164,10 @@ class ChunkReader:
         stop_reason = self._stop_reason()
         self.metadata["finish_reason"] = self.finish_reason
         response = ModelResponse(
-            message=Message(role="assistant", content=blocks), stop_reason=stop_reason, usage=usage, metadata=self.metadata
+            message=Message(role="assistant", content=blocks),
+            stop_reason=stop_reason,
+            usage=usage,
+            metadata=self.metadata,
         )
         yield StreamEvent.build("message_stop", stop_reason=stop_reason, response=response)
 
@@ -230,7 +233,10 @@ def usage_from(data: Mapping[str, Any]) -> Usage:
     """OpenAI's counts as the spec's separate fields: uncached input, cache reads and writes (OpenRouter's
     ``cache_write_tokens``), visible output, reasoning."""
     prompt_details = data.get("prompt_tokens_details") or {}
-    cached, written = token_count(prompt_details.get("cached_tokens")), token_count(prompt_details.get("cache_write_tokens"))
+    cached, written = (
+        token_count(prompt_details.get("cached_tokens")),
+        token_count(prompt_details.get("cache_write_tokens")),
+    )
     reasoning = token_count((data.get("completion_tokens_details") or {}).get("reasoning_tokens"))
     return Usage(
         input_tokens=max(token_count(data.get("prompt_tokens")) - cached - written, 0),

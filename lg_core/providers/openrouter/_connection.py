@@ -33,8 +33,19 @@ API_KEY_ENV = "OPENROUTER_API_KEY"
 # The fields of OpenRouter's ``provider`` object (https://openrouter.ai/docs/features/provider-routing).
 ROUTING_KEYS = frozenset(
     {
-        "order", "allow_fallbacks", "require_parameters", "data_collection", "zdr", "enforce_distillable_text",
-        "only", "ignore", "quantizations", "sort", "max_price", "preferred_min_throughput", "preferred_max_latency",
+        "order",
+        "allow_fallbacks",
+        "require_parameters",
+        "data_collection",
+        "zdr",
+        "enforce_distillable_text",
+        "only",
+        "ignore",
+        "quantizations",
+        "sort",
+        "max_price",
+        "preferred_min_throughput",
+        "preferred_max_latency",
     }
 )
 # OpenRouter's ``supported_parameters`` names for the capability flags.
@@ -125,7 +136,9 @@ def _routing(connection: str, value: Any) -> dict[str, Any]:
             f"OpenRouter's are: {', '.join(sorted(ROUTING_KEYS))}"
         )
     if "require_parameters" in value and not isinstance(value["require_parameters"], bool):
-        raise ConfigurationError(f"provider connection {connection!r}: provider.require_parameters must be true or false")
+        raise ConfigurationError(
+            f"provider connection {connection!r}: provider.require_parameters must be true or false"
+        )
     return dict(thaw(value))
 
 

@@ -40,7 +40,9 @@ class OpenRouterProvider(StreamingProvider):
     def build_body(self, request: ModelRequest, model_id: str) -> dict[str, Any]:
         return build_body(request, model_id, self.capabilities(model_id), self.settings.provider)
 
-    def read_stream(self, events: Iterable[httpx_sse.ServerSentEvent], request: ModelRequest, target: str) -> Iterator[StreamEvent]:
+    def read_stream(
+        self, events: Iterable[httpx_sse.ServerSentEvent], request: ModelRequest, target: str
+    ) -> Iterator[StreamEvent]:
         return read_stream(
             events,
             OpenRouterChunkReader(target, sequence_of(request)),

@@ -31,7 +31,9 @@ from lg_core.providers.openai._request import Dialect
 from lg_core.providers.openai._request import build_body as chat_body
 
 # Settings that steer OpenRouter rather than the model: never in ``supported_parameters``, never left out.
-ROUTING_SETTINGS = frozenset({"provider", "models", "route", "transforms", "plugins", "user", "session_id", "usage", "metadata"})
+ROUTING_SETTINGS = frozenset(
+    {"provider", "models", "route", "transforms", "plugins", "user", "session_id", "usage", "metadata"}
+)
 # Settings OpenRouter lists under another parameter's name in ``supported_parameters``.
 PARAMETER_OF = {"reasoning_effort": "reasoning", "max_completion_tokens": "max_tokens"}
 
@@ -99,7 +101,9 @@ def _supported_settings(request: ModelRequest, capabilities: ModelCapabilities) 
     )
     if not dropped:
         return request
-    logger.info("leaving out settings the model does not support (OpenRouter routes by parameters): %s", ", ".join(dropped))
+    logger.info(
+        "leaving out settings the model does not support (OpenRouter routes by parameters): %s", ", ".join(dropped)
+    )
     return request.replace(settings={key: value for key, value in request.settings.items() if key not in dropped})
 
 

@@ -80,7 +80,9 @@ class VertexConnection(GeminiConnection):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigurationError(f"provider connection {self.connection!r}: {name} must be a non-empty string")
         if self.project is None:
-            raise ConfigurationError(f"provider connection {self.connection!r}: the vertex_ai adapter needs project, the Google Cloud project id")
+            raise ConfigurationError(
+                f"provider connection {self.connection!r}: the vertex_ai adapter needs project, the Google Cloud project id"
+            )
 
     def resolve_api_key(self) -> str:
         """A current access token (CredentialError if none can be had); the provider redacts it from its errors."""

@@ -16,17 +16,17 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0004'
-down_revision = '0003'
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('lg_steps', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('relays', sa.Integer(), server_default='0', nullable=False))
+    with op.batch_alter_table("lg_steps", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("relays", sa.Integer(), server_default="0", nullable=False))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('lg_steps', schema=None) as batch_op:
-        batch_op.drop_column('relays')
+    with op.batch_alter_table("lg_steps", schema=None) as batch_op:
+        batch_op.drop_column("relays")

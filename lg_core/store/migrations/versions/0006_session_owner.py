@@ -20,8 +20,8 @@ from alembic import op
 
 from lg_core.errors import ConfigurationError
 
-revision = '0006'
-down_revision = '0005'
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
@@ -30,20 +30,25 @@ _SHOWN = 5  # shared session ids named in the error
 
 def upgrade() -> None:
     _refuse_shared_session_ids()
-    with op.batch_alter_table('lg_sessions', schema=None) as batch_op:
-        batch_op.create_index('lg_sessions_owner', ['session_id'], unique=True)
+    with op.batch_alter_table("lg_sessions", schema=None) as batch_op:
+        batch_op.create_index("lg_sessions_owner", ["session_id"], unique=True)
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('lg_sessions', schema=None) as batch_op:
-        batch_op.drop_index('lg_sessions_owner')
+    with op.batch_alter_table("lg_sessions", schema=None) as batch_op:
+        batch_op.drop_index("lg_sessions_owner")
 
 
 def _refuse_shared_session_ids() -> None:
     """ConfigurationError naming the session ids stored under more than one actor, if any."""
-    shared = op.get_bind().execute(sa.text(
-        "SELECT session_id FROM lg_sessions GROUP BY session_id HAVING COUNT(*) > 1 ORDER BY session_id"
-    )).scalars().all()
+    shared = (
+        op.get_bind()
+        .execute(
+            sa.text("SELECT session_id FROM lg_sessions GROUP BY session_id HAVING COUNT(*) > 1 ORDER BY session_id")
+        )
+        .scalars()
+        .all()
+    )
     if not shared:
         return
     named = ", ".join(repr(session_id) for session_id in shared[:_SHOWN])
