@@ -9,6 +9,9 @@
     run = SupportAgent.ask("Can I get a refund?")
 
 The names below are the public API; a test pins them so it changes only on purpose.
+Each is imported the first time it is used, so ``import lg_core`` stays cheap. The
+package's layers (command line, entry points, runtime wiring, runs, settings, engine,
+sessions, models, store) are mapped in docs/architecture.md.
 """
 
 from __future__ import annotations

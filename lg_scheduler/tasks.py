@@ -23,7 +23,7 @@ from celery import Celery, shared_task
 from lg_core.errors import ConfigurationError
 from lg_scheduler.scheduler import Scheduler
 from lg_workers.queues import ORCHESTRATE
-from lg_workers.runtime import worker_runtime
+from lg_workers.worker_runtime import worker_runtime
 
 RECOVER_TASK = "lg.recover"
 

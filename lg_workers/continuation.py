@@ -284,7 +284,7 @@ def _sender(app: Any, hostname: str | None) -> _Sender:
 
 
 def drain_task_events(timeout: float = 2.0) -> None:
-    """Send what this process's inline steps queued for Flower (at worker shutdown, lg_workers.runtime)."""
+    """Send what this process's inline steps queued for Flower (at worker shutdown, lg_workers.worker_runtime)."""
     for (pid, _hostname), sender in list(_senders.items()):
         if pid == os.getpid():
             sender.drain(timeout)

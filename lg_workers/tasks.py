@@ -25,7 +25,7 @@ from lg_core.errors import RunNotFoundError
 from lg_core.urls import safe_url
 from lg_workers import faults
 from lg_workers.continuation import Announcer, Chain, consumed_queues
-from lg_workers.runtime import worker_runtime
+from lg_workers.worker_runtime import worker_runtime
 
 log = logging.getLogger("lg_workers.tasks")
 
