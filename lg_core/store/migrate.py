@@ -7,9 +7,15 @@ LittleGhost is refused instead of being half-understood. Several processes may
 open the same store at once: PostgreSQL serializes them with an advisory lock,
 SQLite with its write lock, and a loser of a ``CREATE TABLE`` race retries.
 
+A store already at ``HEAD_REVISION`` is recognised by one read of its version
+row, without importing Alembic (about half a second of a worker's start or an
+``lg runs list``); Alembic is loaded only to create, stamp or upgrade a schema.
+
 Developers add a revision after changing ``schema.py``::
 
     python -m lg_core.store.migrate revision "add a column for X"
+
+and set ``HEAD_REVISION`` to it (tests/store/test_migrations.py checks they agree).
 """
 
 from __future__ import annotations
@@ -19,10 +25,6 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import Connection, Engine
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_incrementing
@@ -33,11 +35,16 @@ from lg_core.store.schema import metadata
 if TYPE_CHECKING:
     import sqlite3
 
+    from alembic.config import Config
+
 VERSION_TABLE = "lg_alembic_version"
+HEAD_REVISION = "0006"  # the newest revision in migrations/versions
 _ADVISORY_LOCK = 0x6C67_7374  # "lgst"
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", "lg_core.store:migrations")
     if connection is not None:
@@ -46,6 +53,9 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 
 def head_revision() -> str:
+    """The newest revision of the shipped migrations, as Alembic reads them."""
+    from alembic.script import ScriptDirectory
+
     # None only for a script directory without revisions: the package ships its migrations.
     return cast(str, ScriptDirectory.from_config(alembic_config()).get_current_head())
 
@@ -53,6 +63,8 @@ def head_revision() -> str:
 def migrate(engine: Engine, *, in_memory: bool = False) -> None:
     if in_memory:
         metadata.create_all(engine)
+        return
+    if _stored_revision(engine) == HEAD_REVISION:
         return
     for attempt in Retrying(
         stop=stop_after_attempt(5),
@@ -64,6 +76,18 @@ def migrate(engine: Engine, *, in_memory: bool = False) -> None:
             _migrate(connection)
 
 
+def _stored_revision(engine: Engine) -> str | None:
+    """The store's revision, read without Alembic; None when it has no version row yet.
+
+    Read without the schema lock: a store at the head stays there (no opener downgrades
+    it), and any other answer sends the caller through the locked migration.
+    """
+    with engine.begin() as connection:
+        if not inspect(connection).has_table(VERSION_TABLE):
+            return None
+        return cast("str | None", connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar())
+
+
 def _lost_a_race(exc: BaseException) -> bool:
     """Whether another process opening the store at once made ``exc`` (worth trying again)."""
     if isinstance(exc, ConfigurationError):
@@ -73,6 +97,10 @@ def _lost_a_race(exc: BaseException) -> bool:
 
 
 def _migrate(connection: Connection) -> None:
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
     _lock_schema(connection)
     current = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE}).get_current_revision()
     config = alembic_config(connection)
@@ -110,6 +138,8 @@ def _lock_schema(connection: Connection) -> None:
 
 def _new_revision(message: str) -> None:
     """Autogenerate a revision from the difference between schema.py and the migrations."""
+    from alembic import command
+
     with tempfile.TemporaryDirectory() as directory:
         engine = create_engine(f"sqlite:///{Path(directory) / 'scratch.db'}")
         with engine.begin() as connection:

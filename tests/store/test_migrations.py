@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -11,7 +13,7 @@ from sqlalchemy import create_engine, inspect, text
 
 from lg_core import ConfigurationError
 from lg_core.store import RunStore
-from lg_core.store.migrate import VERSION_TABLE, head_revision
+from lg_core.store.migrate import HEAD_REVISION, VERSION_TABLE, head_revision
 from lg_core.store.schema import metadata
 
 
@@ -34,6 +36,22 @@ def test_a_new_store_is_created_at_the_latest_revision_and_reopens(url):
     assert _revision(url) == head_revision()
     RunStore(url).close()  # nothing to do the second time
     assert _revision(url) == head_revision()
+
+
+def test_the_head_revision_constant_names_the_newest_migration():
+    """Adding a migration without updating HEAD_REVISION fails here (stores at the old head
+    would skip the upgrade's lock and then run it through Alembic on every open)."""
+    assert head_revision() == HEAD_REVISION
+
+
+def test_opening_a_store_at_the_head_revision_does_not_load_alembic(url):
+    RunStore(url).close()
+    script = (
+        "import sys; from lg_core.store import RunStore; RunStore(sys.argv[1]).close(); "
+        "print(sorted(m for m in sys.modules if m == 'alembic' or m.startswith('alembic.')))"
+    )
+    opened = subprocess.run([sys.executable, "-c", script, url], capture_output=True, text=True, check=True)
+    assert opened.stdout.strip() == "[]"
 
 
 def test_the_migrations_describe_exactly_schema_py(url):
