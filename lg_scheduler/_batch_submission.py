@@ -35,7 +35,7 @@ SAVE_SECONDS = 0.5
 CLASSIFY_CHUNK = 512  # items whose runs' statuses one look-up reads (the store splits it further)
 
 
-class _Submission:
+class Submission:
     """One submit of a batch: start items within the limits, collect results, keep the batch row current."""
 
     def __init__(
@@ -405,4 +405,4 @@ def _chunks(values: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
-__all__ = ["CLASSIFY_CHUNK", "POLL_SECONDS", "SAVE_SECONDS"]
+__all__ = ["CLASSIFY_CHUNK", "POLL_SECONDS", "SAVE_SECONDS", "Submission"]

@@ -62,7 +62,7 @@ from lg_core.lease_holders import current_holder, holder_is_dead
 from lg_core.rate_limit import RateLimit
 from lg_core.runtime import current_runtime
 from lg_core.store.records import BatchRecord
-from lg_scheduler._batch_submission import _Submission
+from lg_scheduler._batch_submission import Submission
 from lg_scheduler.batch_ids import BATCH_ID, default_batch_id, run_id_for
 from lg_scheduler.batch_inputs import (
     DEFAULT_MAX_LINE_BYTES,
@@ -145,7 +145,7 @@ def submit_batch(
         holder = current_holder()
         with output_locked(out_path, batch_id, holder):
             gone = _claim(runtime.store, batch_id, agent_cls, inputs, holder, force)
-            submission = _Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limit, gone)
+            submission = Submission(runtime, agent_cls, inputs, batch_id, holder, concurrency, limit, gone)
             return submission.run(ResultWriter(out_path, keep), progress, on_start)
 
 
