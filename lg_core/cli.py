@@ -12,10 +12,12 @@ outlives the process). Application modules named by ``--import`` (repeatable,
 global or per command) and ``LG_IMPORTS`` are imported before an agent runs or
 a run resumes, so their scripted models and agent classes are registered.
 
-Rendering lives in :mod:`lg_core.cli_output`. Output: a run's answer goes to stdout; tool calls, notes and the final status
-line go to stderr, so ``lg ask ... > answer.txt`` keeps only the answer. On a terminal the
-text streams as it arrives; into a file or a pipe the answer is written once the run
-finished, and the text a model writes before its tool calls goes to stderr with them.
+Rendering lives in :mod:`lg_core.cli_output`, the command's configuration and store checks in
+:mod:`lg_core.cli_session`, application imports in :mod:`lg_core.cli_imports`. Output: a run's
+answer goes to stdout; tool calls, notes and the final status line go to stderr, so
+``lg ask ... > answer.txt`` keeps only the answer. On a terminal the text streams as it
+arrives; into a file or a pipe the answer is written once the run finished, and the text a
+model writes before its tool calls goes to stderr with them.
 Exit codes: 0 success, 1 a run ended without completing, 2 a usage error
 (unknown run, bad store URL, import failure, bad input), printed as one red
 line without a traceback.
@@ -23,17 +25,8 @@ line without a traceback.
 
 from __future__ import annotations
 
-import errno
-import importlib
 import json
-import os
-import stat
-import sys
-import traceback
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,7 +34,8 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from lg_core.agent import Agent
+from lg_core.cli_errors import UsageError, fail
+from lg_core.cli_imports import load_agent
 from lg_core.cli_output import (
     EventPrinter,
     describe_run,
@@ -49,7 +43,6 @@ from lg_core.cli_output import (
     events_table,
     iso,
     output_console,
-    preview,
     record_json,
     report_outcome,
     resume_streaming,
@@ -60,7 +53,7 @@ from lg_core.cli_output import (
     stream_run,
     writes_to_terminal,
 )
-from lg_core.config import build_configuration, with_configuration
+from lg_core.cli_session import GlobalOptions, ImportOption, JsonOption, StoreOption, session
 from lg_core.errors import (
     ConfigurationError,
     InvocationError,
@@ -71,11 +64,6 @@ from lg_core.errors import (
 from lg_core.run_ids import run_id_to_look_up
 from lg_core.store.records import MAX_COUNT, RUN_ACTIVE, RUN_TERMINAL
 from lg_core.urls import safe_url
-
-
-class UsageError(Exception):
-    """A problem with what the user asked for: one red line on stderr, exit code 2."""
-
 
 _USAGE_ERRORS = (UsageError, ConfigurationError, InvocationError, RunNotFoundError, RunStateError)
 # sysexits' EX_TEMPFAIL: the database went away in the middle of the command; the same command
@@ -98,246 +86,7 @@ class _Group(TyperGroup):
             raise typer.Exit(130) from None
 
 
-def fail(message: str, code: int = 2) -> None:
-    """Print ``message`` as one red line on stderr and exit with ``code``."""
-    error_console().print(f"[bold red]error:[/] [red]{escape(message)}[/]", soft_wrap=True, highlight=False)
-    raise typer.Exit(code)
-
-
-# -- global options, configuration and imports --------------------------------------------
-
-
-@dataclass
-class _Options:
-    store: str | None = None
-    imports: list[str] = field(default_factory=list)
-
-
-StoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        metavar="URL",
-        help="Run store URL, e.g. sqlite:///runs.db (default: LG_RUN_STORE).",
-    ),
-]
-ImportOption = Annotated[
-    list[str] | None,
-    typer.Option("--import", metavar="MODULE", help="Import MODULE first (repeatable); LG_IMPORTS adds more."),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-
-
-@contextmanager
-def session(
-    ctx: typer.Context,
-    store: str | None,
-    imports: list[str] | None = None,
-    *,
-    durable: bool,
-    load_imports: bool,
-    before_open: Callable[[], Any] | None = None,
-    **settings: Any,
-) -> Iterator[Any]:
-    """A Configuration (and its Runtime) for one command, current for the block and closed after it.
-
-    ``settings`` are further Configuration values from the command's options
-    (e.g. ``broker_url`` for ``lg worker --broker``); None means "not given".
-    ``before_open`` runs once the imports are loaded and before the store is
-    opened, so a command whose arguments are wrong (an agent that does not
-    exist) fails without creating a store file.
-    """
-    options = ctx.find_object(_Options) or _Options()
-    url = store or options.store
-    given = {key: value for key, value in settings.items() if value is not None}
-    config = build_configuration(**({"run_store": url} if url else {}), **given)
-    origin = "--store" if url else _configured_store()
-    if durable:
-        require_durable_store(config.run_store, origin)
-    else:  # a new run store may be created, but not inside another application's database
-        refuse_foreign_sqlite_store(config.run_store, origin)
-    if load_imports:
-        project_on_path()
-        for module in config.imports:
-            try:
-                import_module(module)
-            except UsageError as exc:  # not on the command line: say where the name comes from
-                raise UsageError(f"{exc}; it is named by {_configured_imports()}") from None
-        for module in [*options.imports, *(imports or [])]:
-            import_module(module)
-    try:
-        if before_open is not None:
-            before_open()
-        runtime = open_runtime(config)
-        with with_configuration(config):
-            yield runtime
-    finally:
-        config.close()
-
-
-def _configured_imports() -> str:
-    """Where the configuration's ``imports`` come from: the environment, else the config file."""
-    from lg_core.config_sources import config_file_path
-
-    if os.environ.get("LG_IMPORTS"):
-        return "$LG_IMPORTS"
-    path = config_file_path()
-    return f"imports in {path}" if path is not None else "the configuration's imports"
-
-
-def open_runtime(config: Any) -> Any:
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from lg_core.store.transient_errors import driver_reason
-
-    try:
-        return config.runtime()
-    except SQLAlchemyError as exc:
-        config.close()
-        raise UsageError(f"cannot open the run store {safe_url(config.run_store)}: {driver_reason(exc)}") from None
-
-
-def _configured_store() -> str:
-    """Where the configuration's ``run_store`` comes from, for a message about a bad one."""
-    from lg_core.config_sources import config_file_path
-
-    if os.environ.get("LG_RUN_STORE"):
-        return "$LG_RUN_STORE"
-    path = config_file_path()
-    return f"run_store in {path}" if path is not None else "--store / LG_RUN_STORE"
-
-
-def require_durable_store(url: str, origin: str = "--store / LG_RUN_STORE") -> None:
-    """``lg runs`` reads a store another process wrote: refuse in-memory and missing SQLite files.
-
-    ``origin`` says where ``url`` came from (``--store``, ``$LG_RUN_STORE``, a config file).
-    """
-    from lg_core.store.store_urls import parse_store_url
-
-    parsed = parse_store_url(
-        url, "{url!r} is not a database URL{reason} (from " + origin + "); use sqlite:///path/to/runs.db", UsageError
-    )
-    if parsed.get_backend_name() != "sqlite":
-        return
-    if parsed.database in (None, "", ":memory:"):
-        raise UsageError(
-            "no run store configured: runs live in a durable store; pass --store sqlite:///path/to/runs.db "
-            "or postgresql+psycopg://USER@HOST/DB (or set LG_RUN_STORE) naming the store your runs were "
-            "written to; for the local stack, `. .lg/stack/env` in the directory of `lg stack up` sets it"
-        )
-    if _store_file_stat(Path(parsed.database), origin) is None:
-        raise UsageError(f"no run store at {parsed.database}: the file does not exist (check {origin})")
-    refuse_foreign_sqlite_store(url, origin)
-
-
-def _store_file_stat(path: Path, origin: str) -> os.stat_result | None:
-    """The SQLite store file's status, None if it does not exist; a path the system refuses (a name
-    longer than the file system allows, a directory that cannot be searched) is a UsageError."""
-    try:
-        return path.stat()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        advice = "; choose a shorter path" if exc.errno == errno.ENAMETOOLONG else ""
-        raise UsageError(
-            f"cannot use the run store file {_short_path(path)} (from {origin}): {exc.strerror or exc}{advice}"
-        ) from None
-
-
-def _short_path(path: Path, limit: int = 120) -> str:
-    """``path`` for a one-line message: a path thousands of characters long is cut in the middle."""
-    text = str(path)
-    if len(text) <= limit:
-        return text
-    return f"{text[: limit // 2]}...{text[-limit // 2 :]} ({len(text)} characters)"
-
-
-def refuse_foreign_sqlite_store(url: str, origin: str) -> None:
-    """Refuse a SQLite file that holds another database's tables (a typo in --store, most likely):
-    opening it as a run store would add the store's tables to it. A new or empty file is fine.
-    ``origin`` says where ``url`` came from."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        return  # opening the store says what is wrong with the URL
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:") or "uri" in parsed.query:
-        return
-    if _foreign_sqlite_database(Path(parsed.database), origin):
-        raise UsageError(
-            f"{parsed.database} is not a LittleGhost run store (it has tables, but no lg_runs); "
-            f"check {origin}: opening it would add the run store's tables to it"
-        )
-
-
-def _foreign_sqlite_database(path: Path, origin: str) -> bool:
-    """A SQLite database with tables but none of a run store's: most likely a typo in --store."""
-    import sqlite3
-    from contextlib import closing
-
-    status = _store_file_stat(path, origin)
-    if status is None or not stat.S_ISREG(status.st_mode) or status.st_size == 0:
-        return False  # an empty file holds nobody's data; a directory is the store's own error
-    try:
-        with closing(sqlite3.connect(path)) as db:
-            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.Error:
-        return False  # not a database at all: opening the store says so
-    return bool(tables) and "lg_runs" not in tables
-
-
-def project_on_path() -> None:
-    """Make the working directory importable, as ``python -m`` does (a console script does not)."""
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
-
-
-def import_module(name: str) -> Any:
-    """Import an application module; failures become one-line UsageErrors."""
-    project_on_path()
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
-            raise UsageError(
-                f"cannot import module {name!r}: no module named {exc.name!r} (check the name and PYTHONPATH)"
-            ) from None
-        raise UsageError(f"importing {name!r} failed: {exc}{_where(exc)}") from None
-    except Exception as exc:  # noqa: BLE001 - any failure inside the module is a usage error here
-        raise UsageError(f"importing {name!r} failed: {type(exc).__name__}: {exc}{_where(exc)}") from None
-
-
-def _where(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-
-
-def load_agent(target: str) -> type[Agent]:
-    """The Agent subclass named ``module:QualName``."""
-
-    module_name, sep, qualname = target.partition(":")
-    if not sep or not module_name or not qualname:
-        raise UsageError(f"expected MODULE:CLASS (for example myapp.agents:SupportAgent), got {target!r}")
-    module = import_module(module_name)
-    value: Any = module
-    for part in qualname.split("."):
-        value = getattr(value, part, None)
-        if value is None:
-            agents = sorted(
-                n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, Agent) and v is not Agent
-            )
-            hint = f"; agents there: {', '.join(agents)}" if agents else ""
-            raise UsageError(f"module {module_name!r} has no attribute {qualname!r}{hint}")
-    if value is Agent:
-        raise UsageError(
-            f"{target} is the Agent base class, which has no model or prompt of its own; name a "
-            "subclass of it (for example myapp.agents:SupportAgent)"
-        )
-    if not (isinstance(value, type) and issubclass(value, Agent)):
-        raise UsageError(f"{target} is not an Agent subclass (it is {type(value).__name__} {preview(repr(value), 60)})")
-    return value
+# -- command-line input ------------------------------------------------------------------
 
 
 def parse_context(text: str | None) -> dict[str, Any] | None:
@@ -385,7 +134,7 @@ def root(
     ] = False,
 ) -> None:
     """LittleGhost: LLM agents whose runs survive crashes."""
-    ctx.obj = _Options(store=store, imports=list(imports or []))
+    ctx.obj = GlobalOptions(store=store, imports=list(imports or []))
 
 
 @app.command()

@@ -25,8 +25,9 @@ import typer
 from rich.markup import escape
 
 from lg_core import replay
-from lg_core.cli import ImportOption, StoreOption, UsageError, session
+from lg_core.cli_errors import UsageError
 from lg_core.cli_output import EventPrinter, error_console, output_console, preview, report_outcome
+from lg_core.cli_session import ImportOption, StoreOption, session
 from lg_core.errors import Error
 from lg_core.execution import Execution
 

@@ -45,7 +45,8 @@ from rich.progress import (
 from lg_core.errors import InvocationError
 from lg_core.store import RunRecord
 from lg_core.store.records import RunOutcome
-from lg_scheduler.batch_inputs import PROGRESS_LINES, BatchItem, InvalidLine, ItemKey, shown_path
+from lg_scheduler.batch_inputs import PROGRESS_LINES, ItemKey, shown_path
+from lg_scheduler.batch_lines import BatchItem, InvalidLine
 
 
 def run_result(item: BatchItem | ItemKey, record: RunRecord | RunOutcome) -> dict[str, Any]:

@@ -22,16 +22,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from lg_core.cli import (
-    ImportOption,
-    StoreOption,
-    UsageError,
-    error_console,
-    fail,
-    import_module,
-    output_console,
-    session,
-)
+from lg_core.cli_errors import UsageError, fail
+from lg_core.cli_imports import import_module
+from lg_core.cli_output import error_console, output_console
+from lg_core.cli_session import ImportOption, StoreOption, session
 from lg_core.errors import ConfigurationError
 from lg_core.urls import safe_url
 from lg_scheduler.stack.credentials import FLOWER_USER

@@ -21,6 +21,7 @@ Engine-private modules:
 * ``_step_kind``: ``StepKind`` and ``StepBody``, what one kind of step declares.
 * ``_model_turn``: the model turn kind; ``_model_call``: its streamed model call, with retries and pacing;
   ``_structured_results``: its structured-result rules.
+* ``_tool_admission``: a model turn's tool calls checked against their ids and budget, and made steps.
 * ``_tool_call``: the tool call kind.
 * ``_turn_keys``: the names and step keys of the agent loop's two kinds.
 * ``_step_scope``: ``StepScope``, what one step works with: events, interrupts, commits, endings.

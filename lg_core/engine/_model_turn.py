@@ -10,12 +10,11 @@ finish the run.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from lg_core.callbacks import run_chain
 from lg_core.content import Text, ToolResult
-from lg_core.engine._checkpoint import AgentCheckpoint, PendingTool
+from lg_core.engine._checkpoint import AgentCheckpoint
 from lg_core.engine._frames import FrameState
 from lg_core.engine._model_call import ModelCall
 from lg_core.engine._step_kind import StepKind
@@ -28,13 +27,9 @@ from lg_core.engine._structured_results import (
     submit_description,
     with_output,
 )
-from lg_core.engine._turn_keys import MODEL, TOOL, next_turn, tool_step_key
-from lg_core.errors import (
-    CancelledError,
-    MalformedToolCallError,
-    OutputLimitError,
-    StructuredResultError,
-)
+from lg_core.engine._tool_admission import check_tool_calls, loop_repeats, scheduled_calls
+from lg_core.engine._turn_keys import MODEL, next_turn
+from lg_core.errors import CancelledError, OutputLimitError, StructuredResultError
 from lg_core.messages import Message
 from lg_core.models.request import ModelRequest, ModelResponse, ToolSpecification
 from lg_core.result_schema import (
@@ -45,12 +40,7 @@ from lg_core.result_schema import (
     result_strategy,
 )
 from lg_core.run_result import RunResult
-from lg_core.store import NewStep
 from lg_core.usage import Usage
-
-# A tool call id becomes part of its step's key (``<frame>/turn-N/tool/<id>``), which the
-# store keeps in a 300-character column; PostgreSQL refuses longer values and NUL outright.
-_TOOL_CALL_ID = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 
 
 class ModelTurn:
@@ -306,22 +296,7 @@ class ModelTurn:
     def _schedule_tools(self, response: ModelResponse, exclusive: dict[str, bool]) -> Transition:
         scope = self.scope
         tool_uses = response.message.tool_uses
-        ids = [use.id for use in tool_uses]
-        if len(set(ids)) != len(ids):
-            raise MalformedToolCallError(f"the model used the same tool call id twice in one response: {ids}")
-        unusable = [call_id for call_id in ids if not _TOOL_CALL_ID.fullmatch(call_id)]
-        if unusable:
-            raise MalformedToolCallError(
-                f"the model's tool call id {unusable[0][:80]!r} (length {len(unusable[0])}) is not 1-128 characters "
-                "without control characters; LittleGhost keys the call's step by it"
-            )
-        limit = scope.agent_class.limits["max_tool_calls"]
-        already = scope.frame.checkpoint.tool_calls_total
-        if already + len(tool_uses) > limit:
-            raise OutputLimitError(
-                f"{scope.agent_class.__name__} asked for tool call {already + len(tool_uses)} but max_tool_calls is {limit}; "
-                "raise limits = {'max_tool_calls': ...} if the task needs more"
-            )
+        check_tool_calls(scope.agent_class, tool_uses, scope.frame.checkpoint.tool_calls_total)
         calls = self.calls_made
 
         def transition(state: FrameState) -> Any:
@@ -329,24 +304,10 @@ class ModelTurn:
             checkpoint.phase = "tools"
             checkpoint.tool_calls_total += len(tool_uses)
             rows = self._rows(state, checkpoint, [response.message])
-            pending, new_steps, exclusive_seen = [], [], False
-            for use, repeats in zip(tool_uses, self._loop_repeats(state, tool_uses), strict=True):
-                key = tool_step_key(state.path, checkpoint.turn, use.id)
-                is_exclusive = exclusive.get(use.name, False)
-                call: dict[str, Any] = {"id": use.id, "name": use.name, "input": dict(use.input)}
-                if use.input_error:
-                    call["input_error"] = use.input_error
-                if use.name in self.idempotent_tools:
-                    call["idempotent"] = True
-                if repeats is not None:
-                    call["loop_repeats"] = repeats
-                if is_exclusive and exclusive_seen:
-                    pending.append(PendingTool(use.id, use.name, key, True, "waiting", call))
-                    continue
-                exclusive_seen = exclusive_seen or is_exclusive
-                pending.append(PendingTool(use.id, use.name, key, is_exclusive, "scheduled"))
-                new_steps.append(NewStep(key=key, frame_id=state.id, kind=TOOL, input=call))
-            checkpoint.pending = pending
+            repeats = loop_repeats(scope.agent_class, state, tool_uses)
+            checkpoint.pending, new_steps = scheduled_calls(
+                state, checkpoint.turn, tool_uses, exclusive, self.idempotent_tools, repeats
+            )
             return scope.commit_for(
                 state,
                 checkpoint,
@@ -357,19 +318,6 @@ class ModelTurn:
             )
 
         return transition
-
-    def _loop_repeats(self, state: FrameState, tool_uses: Any) -> list[int | None]:
-        """Each call's identical calls before it, for tool-loop detection (None where it is off).
-
-        Numbered here, where the whole batch is known, and stored with each call:
-        its step decides from that number whether it may run, so identical calls
-        running in parallel (on any worker) cannot all miss each other, and a
-        retried step decides the same way (lg_core.tool_loops).
-        """
-        policy = self.scope.agent_class._tool_loop_policy
-        if policy is None:
-            return [None] * len(tool_uses)
-        return policy.repeats_in_turn(state.checkpoint.tool_loops, [(use.name, dict(use.input)) for use in tool_uses])
 
     def _finish(
         self,

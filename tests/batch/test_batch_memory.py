@@ -121,7 +121,7 @@ def test_id_claims_agree_with_a_dict_of_every_id():
     """Named ids, line numbers, and clashes between them, in every order: as ``dict.setdefault`` would say."""
     import random
 
-    from lg_scheduler.batch_inputs import _IdClaims
+    from lg_scheduler.batch_lines import IdClaims as _IdClaims
 
     rng = random.Random(7)
     for _ in range(200):

@@ -54,7 +54,7 @@ class Faults:
 
 @pytest.fixture
 def no_outage_pauses(monkeypatch):
-    monkeypatch.setattr("lg_scheduler.batch.time.sleep", lambda _seconds: None)
+    monkeypatch.setattr("lg_scheduler._batch_submission.time.sleep", lambda _seconds: None)
 
 
 def _assert_each_item_once(report, out, batch_env) -> None:
