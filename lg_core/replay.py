@@ -406,17 +406,12 @@ def _continue(
     run._on_event = on_event
     run._begin()
     rt.engine.attach(run)
-    unsubscribe = rt.engine.bus.subscribe(run.id, run.deliver)
-    try:
+
+    def first_steps() -> list[StepRef]:
         rt.engine.publish(run_id, marker)
-        rt.dispatcher.drive(refs)
-    finally:
-        unsubscribe()
-        run._phase = "finished"
-        run.close()
-    if run.outcome is None:
-        run.refresh()
-    return run
+        return refs
+
+    return rt.drive_here(run, first_steps)
 
 
 __all__ = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, cast
 
@@ -18,6 +18,7 @@ from lg_core.config import ConfigurationWarning, current_configuration
 from lg_core.content import Document, Image, Text, well_formed_text
 from lg_core.datamap import to_json_value
 from lg_core.engine.background import ThreadBackend
+from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.engine import Engine
 from lg_core.engine.local import LocalDispatcher
 from lg_core.errors import (
@@ -277,9 +278,14 @@ class Runtime:
         run = self.restored_run(record)
         run._on_event = on_event
         run._begin()
+        return self.drive_here(run, lambda: self.engine.resume_refs(run, record.holder))
+
+    def drive_here(self, run: Run, first_steps: Callable[[], list[StepRef]]) -> Run:
+        """Execute the started ``run`` in this process until it ends, from the steps
+        ``first_steps`` names, called once the run's events reach it (so none is missed)."""
         unsubscribe = self.engine.bus.subscribe(run.id, run.deliver)
         try:
-            self.dispatcher.drive(self.engine.resume_refs(run, record.holder))
+            self.dispatcher.drive(first_steps())
         finally:
             unsubscribe()
             run._phase = "finished"
