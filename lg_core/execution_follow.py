@@ -73,7 +73,8 @@ class _Follow:
     position. While the stream stays quiet the reader checks the store after
     ``poll`` seconds, then after twice as long, and so on up to
     MAX_QUIET_SECONDS: a lost publish is found within seconds, and an idle
-    reader costs one store query every few seconds, not several a second. ``behind`` is set after a backfill from the store: the live tail
+    reader costs one store query every few seconds, not several a second.
+    ``behind`` is set after a backfill from the store: the live tail
     may then still hold live-only events older than what was yielded, so they
     are held in ``held`` until the stream proves them current (a durable event
     newer than ``seen`` follows them, or the stream goes quiet) or stale (a

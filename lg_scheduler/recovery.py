@@ -125,7 +125,10 @@ def _why_relayed(step: StepRecord) -> str:
     failing sends its reader after the broker instead of the error)."""
     if step.awaits_retry:
         error = step.error or {}
-        return f"attempt {step.attempts + 1}; attempt {step.attempts} raised {error.get('name')}: `lg runs show {step.run_id}`"
+        return (
+            f"attempt {step.attempts + 1}; attempt {step.attempts} "
+            f"raised {error.get('name')}: `lg runs show {step.run_id}`"
+        )
     return "its message was not delivered"
 
 

@@ -43,7 +43,8 @@ class ModelCall:
         return "".join(self._partial_pieces)
 
     def stream(self, agent: Any, model: Any, request: ModelRequest, checkpoint: AgentCheckpoint) -> ModelResponse:
-        # Hand-written, not tenacity: each retry sends what the after_model_error callbacks return (maybe another request).
+        # Hand-written, not tenacity: each retry sends what the after_model_error callbacks return
+        # (maybe another request).
         while True:
             sequence = checkpoint.model_calls + self.calls_made
             attempt = _with_sequence(request, sequence)
