@@ -24,10 +24,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from lg_core.cli import MAX_COUNT, ImportOption, JsonOption, StoreOption, fail, load_agent, session
+from lg_core.cli import ImportOption, JsonOption, StoreOption, fail, load_agent, session
 from lg_core.cli_output import ago, error_console, iso, local_time, output_console
 from lg_core.lease_holders import holder_is_dead
-from lg_core.store.records import BatchRecord
+from lg_core.store.records import MAX_COUNT, BatchRecord
 from lg_scheduler.batch import BatchReport, load_status, submit_batch
 from lg_scheduler.batch_inputs import BatchInputError
 from lg_scheduler.batch_output import ResultWriteError

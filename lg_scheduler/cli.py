@@ -26,12 +26,11 @@ from lg_core.cli import (
     ImportOption,
     StoreOption,
     UsageError,
-    error_console,
     fail,
     import_module,
-    output_console,
     session,
 )
+from lg_core.cli_output import error_console, output_console
 from lg_core.errors import ConfigurationError
 from lg_core.urls import safe_url
 from lg_scheduler.stack.credentials import FLOWER_USER

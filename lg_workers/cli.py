@@ -21,7 +21,8 @@ from typing import Annotated, Any
 
 import typer
 
-from lg_core.cli import ImportOption, StoreOption, UsageError, error_console, session
+from lg_core.cli import ImportOption, StoreOption, UsageError, session
+from lg_core.cli_output import error_console
 from lg_workers.broker_check import check_broker
 from lg_workers.queues import MODEL, ORCHESTRATE, QUEUES, SANDBOX, TOOLS
 from lg_workers.worker import WorkerGroup, plan, supervise
