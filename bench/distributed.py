@@ -282,7 +282,8 @@ def _reference(stack: BenchStack, plan: Plan, worker: Worker) -> Any:
     threads = worker.pool[1]
     chains = max(plan.reference_chains, 2 * threads)  # enough chains in flight to keep every thread busy
     progress(
-        f"3. Celery-only reference: {chains} chains of {LOAD_MODEL_TURNS} tasks of {MODEL_DELAY * 1000:.0f} ms, {threads} threads"
+        f"3. Celery-only reference: {chains} chains of {LOAD_MODEL_TURNS} tasks of {MODEL_DELAY * 1000:.0f} ms, "
+        f"{threads} threads"
     )
     return measure_celery_reference(stack, worker, chains=chains, hops=LOAD_MODEL_TURNS, pause=MODEL_DELAY)
 

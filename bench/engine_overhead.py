@@ -660,8 +660,8 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
     console.print(series_table("floor_b"))
     warmup = report["warmup"]
     console.print(
-        f"Timed after the WAL reached its working size ({warmup['floor_b']} warm-up commits), so commits overwrite WAL frames "
-        "as in any long-lived store. For reference, the first commits on a fresh, still-growing WAL took "
+        f"Timed after the WAL reached its working size ({warmup['floor_b']} warm-up commits), so commits overwrite WAL "
+        "frames as in any long-lived store. For reference, the first commits on a fresh, still-growing WAL took "
         f"{warmup['floor_b_fresh_wal_ms']:.4f} ms each (not used for the targets)."
     )
     console.print(series_table("floor_b_shaped"))
@@ -673,7 +673,8 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
 
     console.rule("[bold]3. Engine per step: Agent.ask, same conversation")
     console.print(
-        f"Committed steps per run, read back from the store: {report['steps_per_run']} (plus one create_run commit per run)."
+        f"Committed steps per run, read back from the store: {report['steps_per_run']} "
+        "(plus one create_run commit per run)."
     )
     console.print(series_table("engine_memory", "engine_file"))
     console.print(
@@ -712,9 +713,10 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
 
     console.rule(f"[bold]5. Bytes written per turn: one {bytes_report['turns']}-turn conversation on a file store")
     console.print(
-        f"{bytes_report['steps']} steps in {bytes_report['seconds']:.2f} s. A turn = its model-turn commit + its tool-call commit. "
-        "Row images = run row + frame row (both commits), completed and newly scheduled step rows, "
-        f"inserted messages and events. WAL = WAL file growth across the turn (auto-checkpoint off, page size {bytes_report['page_size']})."
+        f"{bytes_report['steps']} steps in {bytes_report['seconds']:.2f} s. A turn = its model-turn commit + its "
+        "tool-call commit. Row images = run row + frame row (both commits), completed and newly scheduled step rows, "
+        "inserted messages and events. WAL = WAL file growth across the turn (auto-checkpoint off, page size "
+        f"{bytes_report['page_size']})."
     )
     table = Table(show_header=True, header_style="bold")
     table.add_column("bytes")
@@ -752,7 +754,8 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
         for store, rows in report["profile"].items():
             console.rule(f"[bold]Profile: engine, {store} store (top own time per step)")
             console.print(
-                "cProfile's own overhead inflates Python-level times (roughly 2x): read the proportions, not the totals."
+                "cProfile's own overhead inflates Python-level times (roughly 2x): "
+                "read the proportions, not the totals."
             )
             table = Table(show_header=True, header_style="bold")
             table.add_column("function")

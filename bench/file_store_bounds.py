@@ -22,8 +22,9 @@ for that design, never something the product can ship:
   loss): the floor of today's schema if the durable write cost nothing.
 
 Every figure is printed as the file store's cost is in ``engine_overhead.py``:
-(per step - floor A) / floor B, the overhead per step in bare commits. The rounds are interleaved and the median reported, as
-in ``engine_overhead.py``, whose workload, floors and warm-up this reuses.
+(per step - floor A) / floor B, the overhead per step in bare commits. The rounds
+are interleaved and the median reported, as in ``engine_overhead.py``, whose
+workload, floors and warm-up this reuses.
 """
 
 from __future__ import annotations

@@ -141,7 +141,8 @@ def check_reserved_tool_names(cls: type[Agent]) -> None:
         if isinstance(declaration, type) and issubclass(declaration, Tool) and declaration.tool_name in reserved:
             raise ConfigurationError(
                 f"{cls.__qualname__}.tools: {declaration.__qualname__} (tool {declaration.tool_name!r}) has the name "
-                f"of {reserved[declaration.tool_name]}; set another tool_name on the tool class or another name on the result_schema"
+                f"of {reserved[declaration.tool_name]}; "
+                "set another tool_name on the tool class or another name on the result_schema"
             )
 
 

@@ -4,7 +4,7 @@ already read them (``Configuration.runtime`` locks them, ``close`` unlocks them)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from lg_core.errors import ConfigurationError
 
@@ -28,7 +28,7 @@ class _LockedDict(dict):  # type: ignore[type-arg]
         return (dict, (unlocked(self),))
 
     def __copy__(self) -> dict[Any, Any]:
-        return unlocked(self)
+        return cast(dict[Any, Any], unlocked(self))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> dict[Any, Any]:
         import copy
@@ -43,13 +43,13 @@ class _LockedList(list):  # type: ignore[type-arg]
         raise ConfigurationError(locked_message("change imports and hooks"))
 
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
 
     def __reduce__(self) -> Any:
         return (list, (unlocked(self),))
 
     def __copy__(self) -> list[Any]:
-        return unlocked(self)
+        return cast(list[Any], unlocked(self))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
         import copy

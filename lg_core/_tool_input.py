@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 from pydantic import BaseModel, PydanticUserError
@@ -69,7 +69,7 @@ def compiled_input_schema(
 def normalized_schema(schema: Mapping[str, Any], owner: str) -> dict[str, Any]:
     """A plain JSON copy of ``schema`` with string keys (it may be another tool's frozen schema)."""
     try:
-        return json.loads(json.dumps(thaw(schema)))
+        return cast(dict[str, Any], json.loads(json.dumps(thaw(schema))))
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"{owner}.input_schema must hold only JSON values: {exc}") from None
 

@@ -147,7 +147,8 @@ class Agent:
 
     @classmethod
     def model_selection(cls, invocation: Invocation) -> Any:
-        """What a run resolves: the invocation's ``model_override`` (a fork's new model) if set, else :meth:`select_model`."""
+        """What a run resolves: the invocation's ``model_override`` (a fork's new model) if set,
+        else :meth:`select_model`."""
         override = invocation.model_override
         return cls.select_model(invocation) if override is None else override
 
@@ -311,7 +312,8 @@ class AsyncRunStream:
 
 
 def default_agent_id(class_name: str) -> str:
-    """``CustomerSupportAgent`` -> ``customer_support``; ``_PrivateAgent`` -> ``private``; ``RéservationAgent`` -> ``reservation``.
+    """``CustomerSupportAgent`` -> ``customer_support``; ``_PrivateAgent`` -> ``private``;
+    ``RéservationAgent`` -> ``reservation``.
 
     Leading underscores (a private class) are dropped: an agent_id starts with a letter or digit.
     """

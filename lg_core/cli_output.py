@@ -122,7 +122,8 @@ class EventPrinter:
 
     def _on_tool_outcome_unknown(self, data: Mapping[str, Any]) -> None:
         self.note(
-            f"[yellow]?? {escape(str(data.get('name')))}: outcome unknown after a crash; not run again (at_most_once)[/]"
+            f"[yellow]?? {escape(str(data.get('name')))}: outcome unknown after a crash; "
+            "not run again (at_most_once)[/]"
         )
 
     def _on_model_retry(self, data: Mapping[str, Any]) -> None:

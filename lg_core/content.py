@@ -153,7 +153,8 @@ def _result_content(value: Any) -> Any:
         value = [value]
     if isinstance(value, (bytes, bytearray, memoryview)) or not isinstance(value, Iterable):
         raise TypeError(
-            f"ToolResult content must be a string, a Text, Image or Document block, or a list of them, got {type(value).__name__}"
+            "ToolResult content must be a string, a Text, Image or Document block, "
+            f"or a list of them, got {type(value).__name__}"
         )
     blocks = tuple(normalize(part) for part in value)
     other = sorted({type(block).__name__ for block in blocks if not isinstance(block, _RESULT_BLOCKS)})

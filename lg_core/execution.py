@@ -246,7 +246,14 @@ class Execution:
     async def interject_async(self, message: Any, **options: Any) -> int:
         return await asyncio.to_thread(self.interject, message, **options)
 
-    def reply(self, number: int, timeout: float | None = None, *, deadline: datetime | None = None, cancellation_token: CancellationToken | None = None) -> InterjectionResult:  # fmt: skip
+    def reply(
+        self,
+        number: int,
+        timeout: float | None = None,
+        *,
+        deadline: datetime | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> InterjectionResult:
         """Wait for the model's reply to interjection ``number`` (what :meth:`interject` returned).
 
         Returns as soon as the model turn that read it has committed; tool calls
@@ -257,7 +264,14 @@ class Execution:
         """
         return reply_wait(self.runtime.store, self.run_id, number, timeout, deadline, cancellation_token).block()
 
-    async def reply_async(self, number: int, timeout: float | None = None, *, deadline: datetime | None = None, cancellation_token: CancellationToken | None = None) -> InterjectionResult:  # fmt: skip
+    async def reply_async(
+        self,
+        number: int,
+        timeout: float | None = None,
+        *,
+        deadline: datetime | None = None,
+        cancellation_token: CancellationToken | None = None,
+    ) -> InterjectionResult:
         wait = reply_wait(self.runtime.store, self.run_id, number, timeout, deadline, cancellation_token)
         return await wait.until_answered()
 

@@ -14,11 +14,14 @@ from __future__ import annotations
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from lg_core.errors import DeadlineExceededError
 from lg_core.events import PUBLISHED_AT_ONCE, StreamEvent
 from lg_core.execution_event_ids import check_event_id
+
+if TYPE_CHECKING:
+    from lg_core.store.records import RunRecord
 
 POLL_SECONDS = 0.5  # how long a quiet reader waits before it checks the store ...
 MAX_QUIET_SECONDS = 5.0  # ... doubling while it stays quiet, up to this (live events still arrive at once)
@@ -73,7 +76,8 @@ class _Follow:
     position. While the stream stays quiet the reader checks the store after
     ``poll`` seconds, then after twice as long, and so on up to
     MAX_QUIET_SECONDS: a lost publish is found within seconds, and an idle
-    reader costs one store query every few seconds, not several a second. ``behind`` is set after a backfill from the store: the live tail
+    reader costs one store query every few seconds, not several a second.
+    ``behind`` is set after a backfill from the store: the live tail
     may then still hold live-only events older than what was yielded, so they
     are held in ``held`` until the stream proves them current (a durable event
     newer than ``seen`` follows them, or the stream goes quiet) or stale (a
@@ -163,7 +167,7 @@ class _Follow:
 
     def _quiet(self) -> Generator[Request, Any, bool]:
         """The live stream has nothing new: catch up from the store; True when the run ended."""
-        record = yield _Status()
+        record: RunRecord = yield _Status()
         if record.event_seq > self.seen:
             self.held.clear()  # the stream lost durable events; what it held is of unknown age
             if (yield from self._backfill()):
@@ -185,7 +189,7 @@ class _Follow:
         """Whether ``terminal`` is the run's last event: not when a retry reopened the run
         after it (``run_retried`` follows), as a retried run's log, or a fork's copy of
         it, holds an earlier ending."""
-        record = yield _Status()
+        record: RunRecord = yield _Status()
         return record.event_seq <= (terminal.seq or 0)
 
     def _release(self) -> Generator[Request, Any, None]:

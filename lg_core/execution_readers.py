@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,7 @@ StoreRead = Callable[[_Stored | _Status], Any]
 
 def drive(
     plan: Plan, read_store: StoreRead, run_id: str, live: LiveSource | None = None, *, limit: float | None = None
-) -> Iterator[StreamEvent]:
+) -> Generator[StreamEvent, None, Any]:
     """Run ``plan`` with blocking I/O, yielding what it emits; returns the plan's value.
 
     A store read (``read_store(request)``) waits out an outage of the database, up to ``limit``

@@ -123,7 +123,8 @@ class Invocation:
         """The invocation of a whole environment: ``{"message": ..., "account_id": ...}``."""
         if not isinstance(data, Mapping):
             raise InvocationError(
-                f"an invocation payload must be a mapping of fields such as {{'message': ...}}, got {type(data).__name__}"
+                f"an invocation payload must be a mapping of fields such as {{'message': ...}}, "
+                f"got {type(data).__name__}"
             )
         try:
             items = canonical_items(data, path="invocation")
@@ -170,7 +171,8 @@ class Invocation:
         """
         if name.startswith("_") or (hasattr(type(self), name) and name not in _WRITABLE_ATTRIBUTES):
             raise AttributeError(
-                f"Invocation attribute {name!r} cannot be assigned; use invocation[{name!r}] = ... for a field of that name"
+                f"Invocation attribute {name!r} cannot be assigned; "
+                f"use invocation[{name!r}] = ... for a field of that name"
             )
         self[name] = value
 
@@ -489,7 +491,8 @@ def _model_override(value: Any, name: str) -> str | dict[str, Any] | None:
     if isinstance(value, Mapping) and value.get("provider") and value.get("model"):
         return _json_mapping(value, name)
     raise InvocationError(
-        f"{name} must be a model role, a 'connection:model-id' target or {{'provider': ..., 'model': ...}}, got {value!r}"
+        f"{name} must be a model role, a 'connection:model-id' target "
+        f"or {{'provider': ..., 'model': ...}}, got {value!r}"
     )
 
 

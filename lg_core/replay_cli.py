@@ -40,7 +40,8 @@ class ReplayPrinter(EventPrinter):
         reason = f": {error.get('name')}: {preview(error.get('message'), 80)}" if error else ""
         step = data.get("step") or ", ".join(data.get("rescheduled") or [])
         self.note(
-            f"[magenta]retrying[/] step {escape(str(step))} from the checkpoint of {escape(str(data.get('restored_from')))} "
+            f"[magenta]retrying[/] step {escape(str(step))} "
+            f"from the checkpoint of {escape(str(data.get('restored_from')))} "
             f"(it ended {escape(str(data.get('previous_outcome')))}{escape(reason)})"
         )
 

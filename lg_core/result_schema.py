@@ -150,7 +150,10 @@ class ResultSchema:
         if problems:
             hint = ""
             if self.model is not None:
-                hint = " (for a Pydantic model: set model_config = ConfigDict(extra='forbid') and give every field no default)"
+                hint = (
+                    " (for a Pydantic model: set model_config = ConfigDict(extra='forbid') "
+                    "and give every field no default)"
+                )
             raise ConfigurationError(f"{owner}.result_schema is not strict: {'; '.join(problems[:5])}{hint}")
 
     def validate(self, value: Any) -> list[str]:

@@ -254,7 +254,7 @@ class Tool:
                     f"{cls.__qualname__}.available_if must be a function of the binding alone, "
                     f"`def available_if(binding): ...` (no self), got {predicate!r}"
                 )
-            cls.available_if = staticmethod(function)  # type: ignore[assignment]
+            cls.available_if = staticmethod(function)
         if "call" in vars(cls):
             check_call(cls, vars(cls)["call"])
         if "input_schema" in vars(cls) or "Input" in vars(cls):

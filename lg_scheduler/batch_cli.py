@@ -162,7 +162,10 @@ def _invalid_lines(inputs: Path, exc: BatchInputError) -> str:
     count = len(exc.problems)
     lines = f"{inputs} has {count} invalid line{'s' if count > 1 else ''}"
     if exc.batch_id is None:
-        return f"{lines}; nothing was submitted (fix them, or pass --skip-invalid to run the rest and report these as invalid)"
+        return (
+            f"{lines}; nothing was submitted (fix them, "
+            "or pass --skip-invalid to run the rest and report these as invalid)"
+        )
     return (
         f"{lines}, which batch {exc.batch_id} skipped when it was submitted with --skip-invalid; pass --skip-invalid "
         "again to resume it (nothing was submitted now; a fixed file would be a new batch, running every item again)"
@@ -187,7 +190,8 @@ def _summary(report: BatchReport, info: Any) -> None:
     outcomes = ", ".join(f"{n} {name}" for name, n in sorted(report.outcomes.items()))
     where = f"; results in {escape(str(report.out))}" if report.out else ""
     info.print(
-        f"[{colour}]batch {report.batch_id}: {report.completed}/{report.total} completed[/] ({outcomes or 'nothing to do'}){where}",
+        f"[{colour}]batch {report.batch_id}: {report.completed}/{report.total} completed[/] "
+        f"({outcomes or 'nothing to do'}){where}",
         soft_wrap=True,
         highlight=False,
     )
@@ -257,7 +261,8 @@ def _describe(record: BatchRecord) -> list[str]:
         f"[bold]batch {escape(record.id)}[/]  {_state(record)}",
         f"agent      {escape(record.agent)}",
         f"inputs     {escape(record.input_path or '-')} (sha256 {record.input_hash[:12]})",
-        f"items      {record.done}/{record.total} done: [green]{record.completed} completed[/], [red]{record.failed} failed[/], "
+        f"items      {record.done}/{record.total} done: [green]{record.completed} completed[/], "
+        f"[red]{record.failed} failed[/], "
         f"[yellow]{record.invalid} invalid[/]; {record.running} in flight, {max(0, not_started)} not started",
         f"created    {local_time(record.created_at)} ({ago(record.created_at)})",
         f"updated    {local_time(record.updated_at)} ({ago(record.updated_at)})",

@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.step_kinds import is_step_kind, task_name_for
@@ -125,7 +125,10 @@ def _why_relayed(step: StepRecord) -> str:
     failing sends its reader after the broker instead of the error)."""
     if step.awaits_retry:
         error = step.error or {}
-        return f"attempt {step.attempts + 1}; attempt {step.attempts} raised {error.get('name')}: `lg runs show {step.run_id}`"
+        return (
+            f"attempt {step.attempts + 1}; attempt {step.attempts} "
+            f"raised {error.get('name')}: `lg runs show {step.run_id}`"
+        )
     return "its message was not delivered"
 
 
@@ -252,7 +255,7 @@ def detect_stalled(store: RunStore, publisher: Publisher, *, stall_seconds: floa
     return advanced, orphaned
 
 
-def end_runs(engine: Engine, store: RunStore, *, local_liveness: bool = True, limit: int = 500) -> tuple[int, int]:
+def end_runs(engine: Engine[Any], store: RunStore, *, local_liveness: bool = True, limit: int = 500) -> tuple[int, int]:
     """End runs whose cancel request or deadline no live step will act on; returns (cancelled, partial).
 
     A step running on a live holder checks cancellation and the deadline itself
@@ -283,7 +286,7 @@ def end_runs(engine: Engine, store: RunStore, *, local_liveness: bool = True, li
     return cancelled, partial
 
 
-def activate_sessions(engine: Engine, publisher: Publisher, *, limit: int = 100) -> int:
+def activate_sessions(engine: Engine[Any], publisher: Publisher, *, limit: int = 100) -> int:
     """Start the next pending run of sessions none of whose runs is running; returns how many it started.
 
     A run's ending commit normally does this itself; a run ended some other way

@@ -56,9 +56,10 @@ class Scheduler:
     no sweep or holder sees to re-sent (a backstop behind the relay and the lease
     sweeper). ``hold_off``: how long a dead claim that was re-dispatched waits
     before it is re-dispatched again (default: the lease), doubling with each
-    re-send no worker took, up to ``relay_backoff_max``. ``local_liveness``: treat a vanished holder process on this host as
-    dead at once instead of waiting for its lease (turn off only to exercise the
-    cross-host path). ``batch``: rows per sweep, so one pass stays short.
+    re-send no worker took, up to ``relay_backoff_max``. ``local_liveness``: treat
+    a vanished holder process on this host as dead at once instead of waiting for
+    its lease (turn off only to exercise the cross-host path). ``batch``: rows per
+    sweep, so one pass stays short.
     """
 
     def __init__(

@@ -11,6 +11,8 @@ Task arguments are ids only, serialized as JSON.
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Celery
 
 from lg_core.config import Configuration
@@ -20,7 +22,7 @@ from lg_workers.queues import QUEUES, TASK_QUEUES
 VISIBILITY_TIMEOUT = 6 * 3600
 
 
-def celery_settings(configuration: Configuration) -> dict:
+def celery_settings(configuration: Configuration) -> dict[str, Any]:
     if not configuration.broker_url:
         raise ConfigurationError("lg_workers needs broker_url (or LG_BROKER_URL), e.g. redis://127.0.0.1:6379/0")
     return {

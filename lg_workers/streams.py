@@ -356,7 +356,9 @@ class RedisLiveSource:
 def _covers(info: dict[Any, Any], position: str) -> bool:
     first = info.get("first-entry")
     if position in ("", "0"):
-        return info.get("entries-added", -1) == info.get("length", 0)
+        added: int = info.get("entries-added", -1)
+        length: int = info.get("length", 0)
+        return added == length
     return first is not None and _id_le(_decode(first[0]), position)
 
 

@@ -82,10 +82,12 @@ def hop(chain: str, remaining: int, pause: float = 0.0) -> None:
 # -- the protocol floor ----------------------------------------------------------------------
 
 PROTOCOL_TABLES = (
-    "CREATE TABLE IF NOT EXISTS bench_protocol_frames (id text PRIMARY KEY, version int NOT NULL, checkpoint text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS bench_protocol_frames (id text PRIMARY KEY, version int NOT NULL,"
+    " checkpoint text NOT NULL)",
     "CREATE TABLE IF NOT EXISTS bench_protocol_steps (chain text, key int, status text NOT NULL, attempts int NOT NULL,"
     " holder text, result text, PRIMARY KEY (chain, key))",
-    "CREATE TABLE IF NOT EXISTS bench_protocol_events (chain text, seq int, data text NOT NULL, PRIMARY KEY (chain, seq))",
+    "CREATE TABLE IF NOT EXISTS bench_protocol_events (chain text, seq int, data text NOT NULL,"
+    " PRIMARY KEY (chain, seq))",
 )
 _CHECKPOINT = '{"v":1,"turn":0,"phase":"model","message_count":0}' + " " * 200  # about a real frame's size
 _RESULT = '{"tool_result":{"kind":"tool_result","status":"success"}}' + " " * 100

@@ -183,9 +183,9 @@ def _protocol_floor(console: Console, protocol: dict[str, Any], floor: dict[str,
 def _step_cost(console: Console, step: dict[str, Any], floor: dict[str, Any]) -> None:
     console.rule("[bold]2. Per-step cost of a durable run on PostgreSQL")
     console.print(
-        f"ChainAgent: 20 turns with one tool call each + a final text turn = {step['steps_per_run']} steps, zero-latency "
-        f"scripted model, {step['runs']} runs one after the other. Wall = start_execution -> the terminal event "
-        "read from the run's event stream; store = run created -> last step committed (the store's timestamps)."
+        f"ChainAgent: 20 turns with one tool call each + a final text turn = {step['steps_per_run']} steps, "
+        f"zero-latency scripted model, {step['runs']} runs one after the other. Wall = start_execution -> the terminal "
+        "event read from the run's event stream; store = run created -> last step committed (the store's timestamps)."
     )
     table = _table("run", "wall ms/step", "store ms/step")
     for index, (wall, stored) in enumerate(zip(step["wall_ms"], step["store_ms"], strict=True), 1):
@@ -200,7 +200,8 @@ def _step_cost(console: Console, step: dict[str, Any], floor: dict[str, Any]) ->
     console.print(f"Per step / raw floor per hop: [bold]{ratio:.2f}x[/] (target <= {TARGET_STEP_RATIO}x).")
     split = _table("where a step's time goes (store timestamps, medians)", "ms")
     split.add_row(
-        "commit -> next step claimed (0 when that commit claimed it for its own worker; else publish, broker, pick-up, claim)",
+        "commit -> next step claimed (0 when that commit claimed it for its own worker; "
+        "else publish, broker, pick-up, claim)",
         f"{step['gap_ms']:.3f}",
     )
     split.add_row(
@@ -224,26 +225,26 @@ def _throughput(console: Console, results: list[dict[str, Any]]) -> None:
     first = results[0]
     turns, delay = first["model_turns_per_run"], first["model_delay_s"]
     console.print(
-        f"{first['runs']} LoadAgent runs started at once ({turns} model turns of {delay * 1000:.0f} ms + {turns - 1} tool "
-        "calls each), on two deployments of 2 Celery worker processes:"
+        f"{first['runs']} LoadAgent runs started at once ({turns} model turns of {delay * 1000:.0f} ms + {turns - 1} "
+        "tool calls each), on two deployments of 2 Celery worker processes:"
     )
     for result in results:
         console.print(f"  [bold]{result['label']}[/]: {result['deployment']}", highlight=False)
     console.print(
-        f"Ideal (concurrency-bound) = model threads / (model turns per run x model latency) = T / ({turns} x {delay:g} s): "
-        "every model thread busy with a model call all the time, and everything else (tool calls, which share the "
-        "model threads, commits, dispatch) free. Achieved = steady state: model turns committed between the 10th and the 90th percentile "
-        "of their commit times, over that interval, / model turns per run (runs started together advance in lockstep "
-        "and finish in a burst, so counting finished runs would not measure a rate). The CPU-bound ceiling is what the machine could do if every CPU did nothing "
-        "but this workload: CPUs / CPU time per run (all processes, measured). The second deployment's model threads "
-        "are sized so that its ideal is half the first one's ceiling; it runs the same workload in rounds (three in a "
-        "full run) and its figures are the median round's, so a slow stretch of the machine in one round does not "
-        "decide them. Celery alone: the same threads pool running "
-        "chains of tasks that only sleep 50 ms (one chain per run, one task per model turn, all started at once), "
-        "achieved tasks/s over ideal (T / 50 ms): what the queue itself leaves of the ideal. A deployment whose ideal "
-        "is above its CPU-bound ceiling is bound by the CPUs, not by its threads: no engine could reach that ideal, "
-        "so its achieved / ideal is a reference (REF in the targets), and achieved / ceiling says how close it "
-        "comes to what the CPUs allow."
+        f"Ideal (concurrency-bound) = model threads / (model turns per run x model latency) = T / ({turns} x "
+        f"{delay:g} s): every model thread busy with a model call all the time, and everything else (tool calls, which "
+        "share the model threads, commits, dispatch) free. Achieved = steady state: model turns committed between the "
+        "10th and the 90th percentile of their commit times, over that interval, / model turns per run (runs started "
+        "together advance in lockstep and finish in a burst, so counting finished runs would not measure a rate). The "
+        "CPU-bound ceiling is what the machine could do if every CPU did nothing but this workload: CPUs / CPU "
+        "time per run (all processes, measured). The second deployment's model threads are sized so that its ideal is "
+        "half the first one's ceiling; it runs the same workload in rounds (three in a full run) and its "
+        "figures are the median round's, so a slow stretch of the machine in one round does not decide them. Celery "
+        "alone: the same threads pool running chains of tasks that only sleep 50 ms (one chain per run, one task per "
+        "model turn, all started at once), achieved tasks/s over ideal (T / 50 ms): what the queue itself "
+        "leaves of the ideal. A deployment whose ideal is above its CPU-bound ceiling is bound by the "
+        "CPUs, not by its threads: no engine could reach that ideal, so its achieved / ideal is a reference "
+        "(REF in the targets), and achieved / ceiling says how close it comes to what the CPUs allow."
     )
     table = _table("throughput", *(r["label"] for r in results))
     rows: list[tuple[str, Any]] = [
@@ -318,12 +319,13 @@ def _cpu_cell(name: str) -> Any:
 def _recovery(console: Console, scenarios: list[dict[str, Any]]) -> None:
     console.rule("[bold]4. Recovery: SIGKILL mid tool call -> the run's next committed step")
     console.print(
-        "Each scenario starts runs whose tool call blocks (once), kills what runs it, and reads from the store when each "
-        "run's next step committed. Tools run on `lg worker -Q lg.tools --pool prefork` here. Pool child: one prefork child per run is killed; Celery requeues its message "
-        "(reject_on_worker_lost) and a sibling takes the step over (its holder is a dead process on this host). Whole "
-        "worker: the tools worker and its children are killed together, a second tools worker is up, and only the "
-        "scheduler brings the steps back. Same host: `lg scheduler` (a vanished holder on this host is dead at once); "
-        "lease expiry: Scheduler(local_liveness=False), as a scheduler on another host sees it. Scheduler interval 1 s."
+        "Each scenario starts runs whose tool call blocks (once), kills what runs it, and reads from the store when "
+        "each run's next step committed. Tools run on `lg worker -Q lg.tools --pool prefork` here. Pool child: one "
+        "prefork child per run is killed; Celery requeues its message (reject_on_worker_lost) and a sibling takes the "
+        "step over (its holder is a dead process on this host). Whole worker: the tools worker and its children are "
+        "killed together, a second tools worker is up, and only the scheduler brings the steps back. Same host: "
+        "`lg scheduler` (a vanished holder on this host is dead at once); lease expiry: "
+        "Scheduler(local_liveness=False), as a scheduler on another host sees it. Scheduler interval 1 s."
     )
     table = _table("victim", "path", "lease", "runs", "min s", "median s", "max s", "re-dispatched")
     for s in scenarios:
@@ -344,7 +346,8 @@ def _recovery(console: Console, scenarios: list[dict[str, Any]]) -> None:
 def _memory(console: Console, memory: dict[str, Any]) -> None:
     console.rule("[bold]5. Worker memory over many runs")
     console.print(
-        f"RSS (VmRSS from /proc) summed over the {memory['processes']} worker processes (Celery parents + prefork children), "
+        f"RSS (VmRSS from /proc) summed over the {memory['processes']} worker processes "
+        "(Celery parents + prefork children), "
         f"after {memory['warmup_runs']} warm-up runs and after every wave of the next {memory['runs']} LoadAgent runs."
     )
     table = _table("runs after warm-up", "RSS MiB", "vs warm-up")

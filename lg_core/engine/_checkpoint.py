@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from lg_core.datamap import to_json_value
 from lg_core.errors import ConfigurationError
@@ -142,7 +142,7 @@ def checked_state(state: Mapping[str, Any]) -> dict[str, Any]:
     caller's request; neither fits.)
     """
     try:
-        return to_json_value(state, path="context.state")
+        return cast(dict[str, Any], to_json_value(state, path="context.state"))
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(
             f"{exc}. The working state is saved with every step, so store a JSON form of the value "

@@ -43,7 +43,8 @@ class ModelCall:
         return "".join(self._partial_pieces)
 
     def stream(self, agent: Any, model: Any, request: ModelRequest, checkpoint: AgentCheckpoint) -> ModelResponse:
-        # Hand-written, not tenacity: each retry sends what the after_model_error callbacks return (maybe another request).
+        # Hand-written, not tenacity: each retry sends what the after_model_error callbacks return
+        # (maybe another request).
         while True:
             sequence = checkpoint.model_calls + self.calls_made
             attempt = _with_sequence(request, sequence)
@@ -63,6 +64,7 @@ class ModelCall:
         if decision.cancelled:
             raise CancelledError(decision.reason or "an after_model_error callback cancelled the invocation")
         retries = self.calls_made
+        replacement: ModelRequest  # a callback's replacement is a ModelRequest too (run_chain checks it)
         if decision.replaced and retries <= RECOVERY_LIMIT:
             replacement, delay = decision.value["request"], 0.0  # a replacement is sent at once
         elif getattr(error, "retryable", False) and retries <= RECOVERY_LIMIT and not _asks_too_long(error):
@@ -199,7 +201,7 @@ def _retry_delay(retries: int, asked: float | None = None) -> float:
     the provider asked for (``HTTPError.retry_after``, from ``Retry-After``; one over
     MAX_RETRY_AFTER fails the turn first, ``_asks_too_long``), so a rate limit that resets
     in seconds is not retried into the same refusal."""
-    delay = min(0.25 * (2 ** (retries - 1)), 2.0)
+    delay = min(0.25 * 2.0 ** (retries - 1), 2.0)
     if isinstance(asked, int | float) and asked > delay:
         delay = float(asked)
     return delay

@@ -119,7 +119,8 @@ class Opener:
             raise  # loading the session found the store out of reach: the attempt fails, not the run
         except Exception as exc:  # noqa: BLE001 - recorded as the run's failure, as at start
             return engine.committer.commit(scope, self._ending(scope, "failed", exc))
-        # The epoch stays: a retry from the start set it, and it tells a step begun before that retry (Committer._commit_from).
+        # The epoch stays: a retry from the start set it, and it tells a step begun before that retry
+        # (Committer._commit_from).
         checkpoint = AgentCheckpoint(
             message_count=len(messages), state=state, session=session, history_epoch=frame.checkpoint.history_epoch
         )
@@ -307,7 +308,8 @@ class Opener:
             return
         warned.add(runner_id)
         log.warning(
-            "run %s waits for session %r, whose running run %s %s; resume that run (%s) or cancel it, and this one starts",
+            "run %s waits for session %r, whose running run %s %s; "
+            "resume that run (%s) or cancel it, and this one starts",
             run.id,
             session_id,
             runner_id,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from lg_core.engine._at_most_once import StartNotRecorded
 from lg_core.engine._executing_runs import executing
@@ -148,7 +148,7 @@ class StepExecutor:
         """A step's input: ``known`` (read with the claim), remembered if this process
         scheduled the step, else read from the store."""
         if known is not _UNKNOWN:
-            return known
+            return cast(dict[str, Any] | None, known)
         remembered = self.registry.step_inputs.pop((ref.run_id, ref.key), _UNKNOWN)
         if remembered is not _UNKNOWN:
             return remembered

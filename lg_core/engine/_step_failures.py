@@ -38,7 +38,7 @@ MAX_ERROR_MESSAGE_CHARS = 2000
 def retry_delay(attempt: int) -> float:
     """Seconds before attempt ``attempt + 1`` of a step whose attempt ``attempt`` raised."""
     exponent = min(max(attempt, 1) - 1, 16)  # 2**16 s is far past the cap
-    return min(MAX_RETRY_DELAY_SECONDS, FIRST_RETRY_DELAY_SECONDS * 2**exponent)
+    return min(MAX_RETRY_DELAY_SECONDS, FIRST_RETRY_DELAY_SECONDS * 2.0**exponent)
 
 
 def failure_record(error: BaseException, attempt: int) -> dict[str, Any]:

@@ -95,7 +95,8 @@ def repair_instruction(spec: ResultSchema, strategy: str, problems: list[str]) -
     if strategy == "tool":
         return (
             said
-            + f"Call the tool {spec.tool_name()!r} with the corrected result object as its input; do not answer in text."
+            + f"Call the tool {spec.tool_name()!r} with the corrected result object as its input; "
+            + "do not answer in text."
         )
     return said + "Answer again with only a corrected JSON object."
 

@@ -193,7 +193,8 @@ class ToolCall:
         return Message.of_blocks("tool", blocks)
 
     def _with_loop_warning(self, block: ToolResult, call: dict[str, Any], checkpoint: Any) -> ToolResult:
-        """``block`` (the result of ``call``) plus the warning its repeat count calls for; counts it in ``checkpoint``."""
+        """``block`` (the result of ``call``) plus the warning its repeat count calls for;
+        counts it in ``checkpoint``."""
         policy, name = self.scope.agent_class._tool_loop_policy, call.get("name", "")
         if policy is None or not policy.watches(name):
             return block

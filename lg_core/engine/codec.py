@@ -19,7 +19,7 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from lg_core import errors as errors_mod
 from lg_core.datamap import to_json_value
@@ -142,7 +142,7 @@ def _json_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
     (a provider's usual response metadata) is simply copied."""
     if all(type(key) is str and type(value) in _FLAT_JSON for key, value in metadata.items()):
         return dict(metadata)
-    return to_json_value(dict(metadata))
+    return cast(dict[str, Any], to_json_value(dict(metadata)))
 
 
 def response_from_dict(data: Mapping[str, Any]) -> ModelResponse:

@@ -180,7 +180,8 @@ class Engine(Generic[RunT]):
                 return message
             if message is not None:  # str() of it could show the caller what the hook meant to hide
                 log.warning(
-                    "%s.error_message returned %s, not a str or None, for run %s; using the next hook or the default message",
+                    "%s.error_message returned %s, not a str or None, for run %s; "
+                    "using the next hook or the default message",
                     type(hook).__name__,
                     type(message).__name__,
                     run.id if run is not None else None,

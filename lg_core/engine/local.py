@@ -22,7 +22,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lg_core.engine.dispatcher import StepRef
 
@@ -67,7 +67,7 @@ def _event_loop_running() -> bool:
 
 
 class LocalDispatcher:
-    def __init__(self, engine: Engine, max_workers: int = 8) -> None:
+    def __init__(self, engine: Engine[Any], max_workers: int = 8) -> None:
         self.engine = engine
         self._pool = ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="lg-step", initializer=_mark_pool_thread

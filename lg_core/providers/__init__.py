@@ -41,7 +41,7 @@ _CLASSES = {
 
 def adapter_class(adapter: type[Provider] | str) -> type[Provider]:
     """The Provider subclass an adapter registry entry names: a class, or its ``module:Class`` path."""
-    return resolve_name(adapter) if isinstance(adapter, str) else adapter  # type: ignore[no-any-return]
+    return resolve_name(adapter) if isinstance(adapter, str) else adapter
 
 
 def __getattr__(name: str) -> Any:

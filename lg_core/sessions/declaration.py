@@ -40,7 +40,8 @@ def check_declaration(value: Any) -> Any:
             return text
         else:
             raise ValueError(
-                f"session_store must be one of {sorted([*PROVIDERS, DISABLED])}, a mapping or a SessionStore, got {value!r}"
+                f"session_store must be one of {sorted([*PROVIDERS, DISABLED])}, "
+                f"a mapping or a SessionStore, got {value!r}"
             )
     if isinstance(value, SessionStore) or (isinstance(value, type) and issubclass(value, SessionStore)):
         return value
@@ -48,11 +49,13 @@ def check_declaration(value: Any) -> Any:
         provider = value.get("provider")
         if not (provider in PROVIDERS or (isinstance(provider, type) and issubclass(provider, SessionStore))):
             raise ValueError(
-                f"session_store['provider'] must be one of {sorted(PROVIDERS)} or a SessionStore subclass, got {provider!r}"
+                f"session_store['provider'] must be one of {sorted(PROVIDERS)} "
+                f"or a SessionStore subclass, got {provider!r}"
             )
         return {str(k): v for k, v in value.items()}
     raise ValueError(
-        f"session_store must be a provider name, a mapping with 'provider', or a SessionStore, got {type(value).__name__}"
+        "session_store must be a provider name, a mapping with 'provider', "
+        f"or a SessionStore, got {type(value).__name__}"
     )
 
 

@@ -209,7 +209,8 @@ def _earlier_files(root: Path) -> list[tuple[Path, Path]]:
     shared = sorted(path.name for entries in found.values() if len(entries) > 1 for _actor, path in entries)
     if shared:
         raise UnusableRootError(
-            f"session store root {root} holds session ids with the sessions of several actors (files {', '.join(shared)}), "
+            f"session store root {root} holds session ids with the sessions of several actors "
+            f"(files {', '.join(shared)}), "
             "and a session id now belongs to one actor: move all but one actor's file of each id out of the root, "
             "then open the store again"
         )

@@ -95,7 +95,7 @@ class Database:
             "'sqlite:///path/to/runs.db' or 'postgresql+psycopg://user@host/db'",
         )
         self.url = url
-        self.dialect_name = parsed.get_backend_name()
+        self.dialect_name: str = parsed.get_backend_name()
         if self.dialect_name not in ("sqlite", "postgresql"):
             raise ConfigurationError(unsupported_store(url, self.dialect_name))
         self.in_memory = self.dialect_name == "sqlite" and parsed.database in (None, "", ":memory:")

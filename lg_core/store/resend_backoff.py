@@ -58,7 +58,7 @@ def misses(sends: int, step: StepRecord) -> int:
 def delay(missed: int, grace: float, cap: float) -> float:
     """Seconds until the relay sends a step again after its ``missed``-th miss (0: a delivery)."""
     level = min(max(missed, 1) - 1, MAX_DOUBLINGS)
-    return max(grace, min(grace * 2**level, cap))
+    return max(grace, min(grace * 2.0**level, cap))
 
 
 def waited(missed: int, grace: float, cap: float) -> float:

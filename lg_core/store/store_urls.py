@@ -72,7 +72,8 @@ def check_sqlite_path(url: str, database: str) -> str:
     path = Path(database).expanduser()
     if path.is_dir():
         raise ConfigurationError(
-            f"cannot open the run store {url}: {path} is a directory; name a file in it, e.g. sqlite:///{path / 'runs.db'}"
+            f"cannot open the run store {url}: {path} is a directory; "
+            f"name a file in it, e.g. sqlite:///{path / 'runs.db'}"
         )
     if not path.parent.is_dir():
         raise ConfigurationError(

@@ -11,10 +11,20 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
     from lg_core.store.database import Database
+
+
+class StatementResult(Protocol):
+    """What callers read from an executed statement: the DBAPI cursor's row count and rows."""
+
+    rowcount: int
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
 
 
 class Prepared:
@@ -108,12 +118,12 @@ class Transaction:
         """``sqlite`` or ``postgresql``, for the few statements only one dialect has."""
         return self._db.dialect_name
 
-    def execute(self, name: str, params: Mapping[str, Any] | None = None) -> Any:
+    def execute(self, name: str, params: Mapping[str, Any] | None = None) -> StatementResult:
         prepared = self._db.prepared(name)
         self.cursor.execute(prepared.sql, prepared.bind(params or {}))
         if self._pipeline is not None:
             self._synced()  # callers read rowcount or rows right away
-        return self.cursor
+        return cast(StatementResult, self.cursor)
 
     def submit(self, name: str, params: Mapping[str, Any] | None = None) -> Submitted:
         """Send a statement now and read its result later (queued when pipelined)."""

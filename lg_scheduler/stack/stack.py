@@ -462,7 +462,8 @@ def env_file_text(settings: StackSettings, credentials: StackCredentials, root: 
         f"# LittleGhost local stack in {root}: `. {shlex.quote(str(root / 'env'))}`",
         "# The passwords of its PostgreSQL (user lg), Redis and Flower (user lg) are in the values below:",
         "# keep this file readable by you only (mode 0600).",
-        f"# Flower: {settings.flower_url} (user {FLOWER_USER}, the password after '{FLOWER_USER}:' in FLOWER_BASIC_AUTH)",
+        f"# Flower: {settings.flower_url} (user {FLOWER_USER}, "
+        f"the password after '{FLOWER_USER}:' in FLOWER_BASIC_AUTH)",
     ]
     variables = {**stack_variables(settings, credentials), "FLOWER_BASIC_AUTH": credentials.flower_basic_auth}
     lines += [f"export {key}={shlex.quote(value)}" for key, value in variables.items()]

@@ -138,7 +138,10 @@ def _stuck_report(run_id: str) -> str:
         (s.key, s.status, s.holder, s.attempts) for s in store.load_steps(run_id) if s.status not in ("succeeded",)
     ]
     events = [e.type for e in store.load_events(run_id)][-5:]
-    return f"run {run_id} did not finish: stored status {record.status}, steps not succeeded {open_steps}, last events {events}"
+    return (
+        f"run {run_id} did not finish: stored status {record.status}, "
+        f"steps not succeeded {open_steps}, last events {events}"
+    )
 
 
 def next_commit_after(store: Any, run_id: str, moment: float) -> float | None:

@@ -3,10 +3,11 @@
 Half the runs call an idempotent tool, half an at_most_once one (two tool
 turns each). A killer thread SIGKILLs a random prefork pool child or a whole
 random worker (restarting it, as a supervisor would; one worker down at a time)
-every 0.5-1.5 s until every run has finished (at most KILL_SECONDS). The report counts lost runs (ended other than completed),
-stuck runs (still running after the kills stopped and recovery had time) and
-duplicated work (a committed step run again, an at_most_once call run twice,
-event logs with gaps or extra terminal events); all must be 0.
+every 0.5-1.5 s until every run has finished (at most KILL_SECONDS). The report
+counts lost runs (ended other than completed), stuck runs (still running after
+the kills stopped and recovery had time) and duplicated work (a committed step
+run again, an at_most_once call run twice, event logs with gaps or extra
+terminal events); all must be 0.
 
     LG_SOAK_RUNS=200 LG_SOAK_SEED=7 pytest -s -m chaos tests/chaos/test_soak.py
 

@@ -252,7 +252,8 @@ scripted.register("dist-session", _session_turn)
 
 
 class SessionAgent(Agent):
-    """Its answer lists every user message of the session it received (tests/distributed/test_sessions_distributed.py)."""
+    """Its answer lists every user message of the session it received
+    (tests/distributed/test_sessions_distributed.py)."""
 
     model = "scripted:dist-session"
     tools = [GateTool]

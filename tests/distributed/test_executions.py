@@ -42,7 +42,8 @@ seen = 0
 
 def out(event):
     global seen
-    print(json.dumps({"type": event.type, "seq": event.seq, "id": event.id, "data": dict(event.data)}, default=str), flush=True)
+    record = {"type": event.type, "seq": event.seq, "id": event.id, "data": dict(event.data)}
+    print(json.dumps(record, default=str), flush=True)
     seen += event.type == stop_type
     return stop_type and seen >= int(stop_count or 1)
 

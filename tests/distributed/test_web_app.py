@@ -283,7 +283,8 @@ def test_error_statuses(web):
 
 
 def test_a_lone_surrogate_in_a_request_is_a_422_not_a_500(web):
-    """JSON may escape a lone surrogate, which UTF-8 cannot encode: echoed back in the error, the response itself failed."""
+    """JSON may escape a lone surrogate, which UTF-8 cannot encode: echoed back in the error,
+    the response itself failed."""
     for body in (
         {"agent": "steps", "message": "\ud800"},
         {"agent": "steps", "message": "x", "actor_id": "\udc00"},

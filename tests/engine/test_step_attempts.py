@@ -161,7 +161,8 @@ def test_workers_that_died_on_every_attempt_count_too(stack):
     dead = f"{hostname()}:{2**22 + 17}:1"
     _set(
         client,
-        "UPDATE lg_steps SET status = 'running', holder = :h, attempts = 3, lease_until = :l WHERE run_id = :r AND key = :k",
+        "UPDATE lg_steps SET status = 'running', holder = :h, attempts = 3, lease_until = :l "
+        "WHERE run_id = :r AND key = :k",
         h=dead,
         l=time.time() + 600,
         r=ref.run_id,

@@ -173,7 +173,8 @@ class Framing:
         until: threading.Event,
         left: threading.Event | None = None,
     ) -> Reply:
-        """An overloaded server that sends not even the response headers until ``until`` is set (see :func:`stall_headers`)."""
+        """An overloaded server that sends not even the response headers until ``until`` is set
+        (see :func:`stall_headers`)."""
         return stall_headers(self.stream(events), arrived=arrived, until=until, left=left)
 
     def drop_after(self, events: Iterable[Any]) -> Reply:

@@ -91,7 +91,9 @@ def test_an_unknown_adapter_name_lists_the_built_in_ones(config):
 
     with pytest.raises(
         ConfigurationError,
-        match="unknown adapter 'antropic'; available adapters: anthropic, gemini, openai, openrouter, scripted, vertex_ai",
+        match=(
+            "unknown adapter 'antropic'; available adapters: anthropic, gemini, openai, openrouter, scripted, vertex_ai"
+        ),
     ):
         config.runtime().resolver.resolve("claude:claude-sonnet-4-5")
 

@@ -350,7 +350,10 @@ def test_status_errors_are_retryable_only_when_repeating_may_succeed(status, kin
 
 
 def test_the_context_limit_in_anthropics_words_is_a_context_window_overflow():
-    message = "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, decrease input length or `max_tokens` and try again"
+    message = (
+        "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, "
+        "decrease input length or `max_tokens` and try again"
+    )
 
     error = provider_error(ErrorReply(400, anthropic_error("invalid_request_error", message)), endpoint="here")
 

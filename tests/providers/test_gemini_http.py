@@ -472,7 +472,8 @@ def test_a_wrong_api_key_says_to_check_the_key(connection):
 
     assert isinstance(run.error, HTTPError) and run.error.retryable is False
     assert str(run.error).endswith(
-        "API key not valid. Please pass a valid API key (INVALID_ARGUMENT). Check the connection's api_key or api_key_env."
+        "API key not valid. Please pass a valid API key (INVALID_ARGUMENT). "
+        "Check the connection's api_key or api_key_env."
     )
 
 

@@ -20,7 +20,10 @@ from tests.providers.gemini_server import (
 )
 
 PROJECT = "support-bots"
-VERTEX_PATH = f"/v1/projects/{PROJECT}/locations/us-central1/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+VERTEX_PATH = (
+    f"/v1/projects/{PROJECT}/locations/us-central1/publishers/google/models/"
+    "gemini-2.5-flash:streamGenerateContent?alt=sse"
+)
 
 
 @pytest.fixture
@@ -107,7 +110,10 @@ def test_a_run_with_a_tool_call_goes_to_the_project_with_a_fresh_token_for_each_
 
 
 def test_a_refused_token_fails_the_run_saying_where_the_token_comes_from_and_never_showing_it(vertex, tokens):
-    message = "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential."
+    message = (
+        "Request had invalid authentication credentials. "
+        "Expected OAuth 2 access token, login cookie or other valid authentication credential."
+    )
     vertex.reply(error(401, "UNAUTHENTICATED", f"{message} (got ya29.a0AfB_token-1)"))
 
     run = VertexAgent.ask("Hi")
@@ -116,7 +122,8 @@ def test_a_refused_token_fails_the_run_saying_where_the_token_comes_from_and_nev
     assert isinstance(run.error, HTTPError)
     assert (run.error.status, run.error.retryable, run.error.error_type) == (401, False, "UNAUTHENTICATED")
     assert str(run.error).endswith(
-        "(UNAUTHENTICATED). Check the connection's access_token, access_token_env or credential_resolver (an access token expires after an hour)."
+        "(UNAUTHENTICATED). Check the connection's access_token, access_token_env or credential_resolver "
+        "(an access token expires after an hour)."
     )
     assert "ya29.a0AfB_token-1" not in str(run.error) and "ya29.a0AfB_token-1" not in run.error.body
     assert tokens.issued == ["ya29.a0AfB_token-1"]  # the error was cleaned without asking for another token

@@ -496,7 +496,10 @@ def test_llama_cpp_context_size_error_is_a_context_window_overflow(connection):
     assert "8192 tokens" in str(run.error)
 
 
-ANTHROPIC_OVERFLOW = '{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 201234 tokens > 200000 maximum"}}'
+ANTHROPIC_OVERFLOW = (
+    '{"type":"error","error":{"type":"invalid_request_error",'
+    '"message":"prompt is too long: 201234 tokens > 200000 maximum"}}'
+)
 
 
 @pytest.mark.parametrize(
@@ -506,7 +509,9 @@ ANTHROPIC_OVERFLOW = '{"type":"error","error":{"type":"invalid_request_error","m
             {
                 "error": {
                     "code": 400,
-                    "message": "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+                    "message": (
+                        "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+                    ),
                     "status": "INVALID_ARGUMENT",
                 }
             },
@@ -595,7 +600,8 @@ def test_a_json_answer_instead_of_a_stream_is_a_protocol_error(connection):
 
 
 def test_a_json_error_answered_with_200_keeps_its_code(connection):
-    """Some servers and proxies answer a streaming request with a 200 JSON error: its message and code are the only clues."""
+    """Some servers and proxies answer a streaming request with a 200 JSON error: its message and code
+    are the only clues."""
     message = "The model 'gpt-4o-mni' does not exist or you do not have access to it."
     connection.reply(
         json_reply(200, {"error": {"message": message, "type": "invalid_request_error", "code": "model_not_found"}})
@@ -650,7 +656,8 @@ def test_an_empty_answer_with_a_finish_reason_is_an_answer(connection):
 
 
 def test_a_named_error_event_is_a_provider_error_with_the_servers_message(connection):
-    """DashScope sends ``event: error`` with ``code`` and ``message`` at the top level, then may still end with [DONE]."""
+    """DashScope sends ``event: error`` with ``code`` and ``message`` at the top level,
+    then may still end with [DONE]."""
     frame = {
         "code": "DataInspectionFailed",
         "message": "Output data may contain inappropriate content.",

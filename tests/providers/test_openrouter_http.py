@@ -359,7 +359,10 @@ def test_an_error_chunk_that_is_not_transient_fails_the_run_naming_the_upstream_
 
 def test_a_context_window_error_told_only_by_the_upstream_provider_is_a_context_window_overflow(connection):
     """OpenRouter's 400 says only "Provider returned error"; the upstream's own error, in ``metadata.raw``, says why."""
-    raw = '{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 201234 tokens > 200000 maximum"}}'
+    raw = (
+        '{"type":"error","error":{"type":"invalid_request_error",'
+        '"message":"prompt is too long: 201234 tokens > 200000 maximum"}}'
+    )
     connection.reply(error(400, "Provider returned error", provider_name="Anthropic", raw=raw))
 
     run = OrderAgent.ask("Hi")

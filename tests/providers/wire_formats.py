@@ -115,7 +115,8 @@ class WireFormat(abc.ABC):
 
     @abc.abstractmethod
     def reasoning_cut_off(self, *pieces: str) -> list[Any]:
-        """An answer the output limit stopped while the model was still reasoning (``pieces``): no text, no tool call."""
+        """An answer the output limit stopped while the model was still reasoning (``pieces``):
+        no text, no tool call."""
 
     @abc.abstractmethod
     def text_cut_off(self, *pieces: str) -> list[Any]:
@@ -480,7 +481,8 @@ class OpenRouterFormat(OpenAIFormat):
         400,
         None,
         "This endpoint's maximum context length is 128000 tokens. However, you requested about 130000 tokens. "
-        'Please reduce the length of either one, or use the "middle-out" transform to compress your prompt automatically.',
+        "Please reduce the length of either one, "
+        'or use the "middle-out" transform to compress your prompt automatically.',
     )
 
     def serve(self) -> Iterator[FakeServer]:

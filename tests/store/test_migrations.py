@@ -120,7 +120,8 @@ def test_a_store_at_the_first_revision_is_upgraded_in_place(url):
         command.upgrade(alembic_config(connection), "0001")
         connection.execute(
             text(
-                "INSERT INTO lg_interjections (run_id, seq, message, metadata, created_at) VALUES ('r1', 1, '{}', '{}', 0)"
+                "INSERT INTO lg_interjections (run_id, seq, message, metadata, created_at) "
+                "VALUES ('r1', 1, '{}', '{}', 0)"
             )
         )
     engine.dispose()
@@ -146,8 +147,9 @@ def test_a_store_before_relay_counts_is_upgraded_and_its_outbox_relayed(url):
         command.upgrade(alembic_config(connection), "0003")
         connection.execute(
             text(
-                "INSERT INTO lg_runs (id, entrypoint, kind, status, invocation, session_id, cancel_requested, event_seq, "
-                "interjections_pending, created_at, updated_at) VALUES ('r1', 'app:A', 'agent', 'running', '{}', 'r1', 0, 0, 0, 0, 0)"
+                "INSERT INTO lg_runs (id, entrypoint, kind, status, invocation, session_id, cancel_requested, "
+                "event_seq, interjections_pending, created_at, updated_at) "
+                "VALUES ('r1', 'app:A', 'agent', 'running', '{}', 'r1', 0, 0, 0, 0, 0)"
             )
         )
         connection.execute(
@@ -230,8 +232,8 @@ def _sessions_at_0005(url: str, rows: list[tuple[str, str]]) -> None:
             params = {"id": session_id, "actor": actor_key, "data": dumps(message.to_dict())}
             connection.execute(
                 text(
-                    "INSERT INTO lg_sessions (session_id, actor_key, message_count, state, metadata, created_at, updated_at) "
-                    "VALUES (:id, :actor, 1, '{}', '{}', 0, 0)"
+                    "INSERT INTO lg_sessions (session_id, actor_key, message_count, state, metadata, "
+                    "created_at, updated_at) VALUES (:id, :actor, 1, '{}', '{}', 0, 0)"
                 ),
                 params,
             )

@@ -216,7 +216,8 @@ def test_a_connection_whose_pipeline_failed_is_not_reused_with_a_statement_the_s
 
 
 def _abort_a_pipeline(db: Database, then: tuple[str, tuple[int]] | None = None) -> None:
-    """A pipelined transaction whose first statement fails, as a commit that lost a race does; ``then`` is sent after it."""
+    """A pipelined transaction whose first statement fails, as a commit that lost a race does;
+    ``then`` is sent after it."""
     with pytest.raises(psycopg.errors.DivisionByZero), db.transaction(pipelined=True) as tx:
         tx.cursor.execute("SELECT 1 / %s::int", (0,))  # aborts the pipeline: the server skips what follows
         if then is not None:

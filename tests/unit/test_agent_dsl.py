@@ -777,7 +777,8 @@ def test_no_model_anywhere_raises_before_a_run_exists(config, monkeypatch):
 
 
 def test_with_nothing_configured_an_openrouter_key_selects_the_conventional_default(config, monkeypatch):
-    """The spec's ModelResolver: "With neither [providers nor profiles], conventional credentials select GPT-5.6 Luna"."""
+    """The spec's ModelResolver: "With neither [providers nor profiles], conventional credentials
+    select GPT-5.6 Luna"."""
     monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test")
 
     model = config.runtime().resolver.resolve(None)

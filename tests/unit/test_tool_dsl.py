@@ -1256,7 +1256,10 @@ def test_call_forms_that_take_the_input_are_accepted():
 def test_a_method_style_available_if_fails_at_class_definition():
     with pytest.raises(
         ConfigurationError,
-        match=r"SlackTool.available_if must be a function of the binding alone, `def available_if\(binding\): ...` \(no self\)",
+        match=(
+            r"SlackTool.available_if must be a function of the binding alone, "
+            r"`def available_if\(binding\): ...` \(no self\)"
+        ),
     ):
 
         class SlackTool(Tool):

@@ -129,7 +129,8 @@ class ConnectionOptions:
         size = self.max_response_bytes
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigurationError(
-                f"provider connection {self.connection!r}: max_response_bytes must be a positive number of bytes, got {size!r}"
+                f"provider connection {self.connection!r}: max_response_bytes "
+                f"must be a positive number of bytes, got {size!r}"
             )
         if not isinstance(self.allow_insecure_http, bool):
             raise ConfigurationError(
@@ -137,7 +138,8 @@ class ConnectionOptions:
             )
         if self.transport is not None and not isinstance(self.transport, httpx.BaseTransport):
             raise ConfigurationError(
-                f"provider connection {self.connection!r}: transport must be an httpx transport, got {type(self.transport).__name__}"
+                f"provider connection {self.connection!r}: transport "
+                f"must be an httpx transport, got {type(self.transport).__name__}"
             )
 
     @property

@@ -74,7 +74,8 @@ class StreamingProvider(Provider):
         return self.settings.capabilities
 
     def request_path(self, model_id: str) -> str:
-        """The streamed request's path, relative to the base URL: ``path``, since most APIs name the model in the body."""
+        """The streamed request's path, relative to the base URL: ``path``, since most APIs name
+        the model in the body."""
         return self.path
 
     @abc.abstractmethod
@@ -213,7 +214,8 @@ class _BoundedStream(httpx.SyncByteStream):
             received += len(chunk)
             if received > limit:
                 raise ProviderError(
-                    f"the response from {self.settings.endpoint} passed max_response_bytes ({limit} bytes) and was cut off; "
+                    f"the response from {self.settings.endpoint} passed max_response_bytes ({limit} bytes) "
+                    "and was cut off; "
                     "raise the connection's max_response_bytes if answers this long are expected"
                 )
             yield chunk

@@ -260,7 +260,8 @@ def read_stream(
     interrupt: Callable[[], None],
     on_error: Callable[[ErrorReply], ProviderError],
 ) -> Iterator[StreamEvent]:
-    """The StreamEvents of an SSE stream (``events`` have ``.event`` and ``.data``), checking ``interrupt`` between events.
+    """The StreamEvents of an SSE stream (``events`` have ``.event`` and ``.data``),
+    checking ``interrupt`` between events.
 
     ``message_stop`` ends the response, as ``[DONE]`` ends a Chat Completions stream:
     reading stops there, without waiting for the server to close the body. A proxy

@@ -213,7 +213,8 @@ def _media(block: Image | Document) -> dict[str, Any]:
         if media_type not in IMAGE_TYPES:
             name = f" {block.name!r}" if block.name else ""
             raise UnsupportedInputError(
-                f"the gemini adapter cannot send image{name} of type {block.media_type!r}; Gemini accepts {', '.join(IMAGE_TYPES)}"
+                f"the gemini adapter cannot send image{name} of type {block.media_type!r}; "
+                f"Gemini accepts {', '.join(IMAGE_TYPES)}"
             )
         return _inline(media_type, block.data)
     if media_type == "application/pdf" or media_type.startswith(("audio/", "video/")):

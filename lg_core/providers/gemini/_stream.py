@@ -193,7 +193,8 @@ class ChunkReader:
         if reason == "STOP":
             if not any(isinstance(item, (Text, ToolUse)) for item in content):
                 raise ProtocolError(
-                    f"the stream from {self.endpoint} ended without an answer: finishReason STOP with no text and no function call",
+                    f"the stream from {self.endpoint} ended without an answer: "
+                    "finishReason STOP with no text and no function call",
                     retryable=True,
                 )
             return "tool_use" if any(isinstance(item, ToolUse) for item in content) else "end_turn"

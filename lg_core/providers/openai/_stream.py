@@ -255,7 +255,8 @@ def read_stream(
     on_error: Callable[[ErrorReply], ProviderError],
     endpoint: str,
 ) -> Iterator[StreamEvent]:
-    """The StreamEvents of an SSE stream (``events`` have ``.event`` and ``.data``), checking ``interrupt`` between chunks.
+    """The StreamEvents of an SSE stream (``events`` have ``.event`` and ``.data``),
+    checking ``interrupt`` between chunks.
 
     The response ends at ``[DONE]``, or at the usage chunk that follows the finish reason:
     the request asks for usage (``stream_options.include_usage``), which OpenAI sends in

@@ -91,7 +91,8 @@ class OpenRouterConnection(ConnectionOptions):
                 )
         if self.site_url is not None and urlsplit(self.site_url).scheme not in ("http", "https"):
             raise ConfigurationError(
-                f"provider connection {self.connection!r}: site_url must be your app's http(s) URL, got {self.site_url!r}"
+                f"provider connection {self.connection!r}: site_url must be your app's http(s) URL, "
+                f"got {self.site_url!r}"
             )
 
     def auth_headers(self, api_key: str) -> dict[str, str]:

@@ -18,7 +18,10 @@ STATUS_HINTS: Mapping[int, str] = MappingProxyType(
             "The OpenRouter account or this API key has run out of credits, so retrying will not help: "
             "add credits at https://openrouter.ai/credits or raise the key's credit limit."
         ),
-        403: "OpenRouter refused the input for this model (moderation flagged it): change the input or choose another model.",
+        403: (
+            "OpenRouter refused the input for this model (moderation flagged it): "
+            "change the input or choose another model."
+        ),
         404: (
             "OpenRouter has no provider for this model that accepts the request: check the model id "
             "(https://openrouter.ai/models) and the routing preferences (the connection's and the 'provider' setting)."

@@ -81,7 +81,8 @@ class VertexConnection(GeminiConnection):
                 raise ConfigurationError(f"provider connection {self.connection!r}: {name} must be a non-empty string")
         if self.project is None:
             raise ConfigurationError(
-                f"provider connection {self.connection!r}: the vertex_ai adapter needs project, the Google Cloud project id"
+                f"provider connection {self.connection!r}: the vertex_ai adapter needs project, "
+                "the Google Cloud project id"
             )
 
     def resolve_api_key(self) -> str:
