@@ -26,6 +26,7 @@ store is opened from is checked by lg_core.store.store_urls.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -43,6 +44,8 @@ from lg_core.store.store_urls import check_sqlite_path, parse_store_url, unsuppo
 from lg_core.store.transactions import Prepared, Transaction
 from lg_core.store.transient_errors import driver_reason, retry_transient
 from lg_core.urls import safe_url
+
+log = logging.getLogger(__name__)
 
 POSTGRES_CONNECT_TIMEOUT = 10  # seconds; see Database._create_engine
 # Most PostgreSQL connections one process holds at once, and keeps open between uses
@@ -388,14 +391,20 @@ class Database:
         """Close every connection, once the statements running on them have finished.
 
         Another thread still using the store (e.g. an event follower of a run)
-        gets a StoreClosedError from its next statement. A statement that has
-        not finished after ``DISPOSE_WAIT_SECONDS`` is not waited for longer.
+        gets a StoreClosedError from its next statement. A SQLite statement still
+        running after ``DISPOSE_WAIT_SECONDS`` is interrupted (sqlite3's interrupt is
+        safe from another thread) and waited for again; a connection is never closed
+        under a running statement, which can crash the process.
         """
         with self._users:
             self._disposed = True
-        deadline = time.monotonic() + DISPOSE_WAIT_SECONDS
-        while self._in_use and time.monotonic() < deadline:  # closing is rare: polling keeps every use cheap
-            time.sleep(0.005)
+        if not self._users_left(DISPOSE_WAIT_SECONDS):
+            self._interrupt_sqlite_statements()
+            if not self._users_left(DISPOSE_WAIT_SECONDS):
+                log.warning(
+                    "run store %s closed with statements still running; their connections stay open", safe_url(self.url)
+                )
+                return
         for raw in list(self._opened.values()):
             try:
                 raw.close()
@@ -403,6 +412,23 @@ class Database:
                 pass
         self._opened.clear()
         self.engine.dispose()
+
+    def _users_left(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for every use of a connection to end; True when none is left."""
+        deadline = time.monotonic() + seconds
+        while self._in_use and time.monotonic() < deadline:  # closing is rare: polling keeps every use cheap
+            time.sleep(0.005)
+        return not self._in_use
+
+    def _interrupt_sqlite_statements(self) -> None:
+        """Abort the statements running on this store's SQLite connections (they raise in their threads)."""
+        for raw in list(self._opened.values()):
+            connection = getattr(raw, "driver_connection", None)
+            try:
+                if connection is not None:
+                    connection.interrupt()
+            except Exception:  # noqa: BLE001 - a connection closed meanwhile has nothing to interrupt
+                pass
 
 
 def _switch_to_wal(cursor: Any) -> None:

@@ -15,11 +15,13 @@ import threading
 import pytest
 
 from lg_core.errors import RunStateError
-from lg_core.store import RunStore
+from lg_core.store import RunStore, database
 from lg_core.store.database import StoreClosedError
 
 # About a second of SQLite work, long enough for close() to arrive in the middle of it.
 SLOW_COUNT = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) FROM c"
+# Minutes of SQLite work: only an interrupt ends it within the test.
+ENDLESS_COUNT = SLOW_COUNT.replace("3000000", "3000000000")
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -53,6 +55,31 @@ def test_close_waits_for_a_running_statement_and_later_use_is_a_clear_error(stor
     [failure] = failures
     assert isinstance(failure, StoreClosedError) and isinstance(failure, RunStateError)
     assert "is closed" in str(failure)
+
+
+def test_a_statement_outlasting_the_wait_is_interrupted_not_closed_under(store, monkeypatch):
+    """Past the wait, the running SQLite statement is interrupted and its thread gets an error;
+    closing the connection under it instead could crash the interpreter."""
+    monkeypatch.setattr(database, "DISPOSE_WAIT_SECONDS", 0.2)
+    started, errors = threading.Event(), []
+
+    def reader() -> None:
+        try:
+            with store.db.reader() as tx:
+                started.set()
+                tx.cursor.execute(ENDLESS_COUNT).fetchone()
+        except Exception as exc:  # noqa: BLE001 - the test inspects it
+            errors.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    assert started.wait(30)
+    store.close()
+    thread.join(30)
+
+    assert not thread.is_alive()
+    [error] = errors
+    assert "interrupted" in str(error)
 
 
 def test_closing_twice_is_harmless(store):
