@@ -32,6 +32,9 @@ from typing import NoReturn, Protocol
 from lg_core.errors import ConfigurationError
 from lg_workers.queues import POOLS, QUEUES
 
+# The signals that ask ``lg worker`` to stop; the supervisor forwards them to every worker.
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT}
+
 
 @dataclass(frozen=True)
 class WorkerGroup:
@@ -145,10 +148,7 @@ def run_workers(
     """
     environment = env or os.environ.copy()
     names = worker_names(groups)
-    children: list[Child] = [
-        child or subprocess.Popen(group.argv(name, loglevel), env=environment)
-        for group, name, child in zip(groups, names, started or [None] * len(groups), strict=True)
-    ]
+    children: list[Child] = []
     stopping = False
 
     def forward(signum: int, _frame: object) -> None:
@@ -158,8 +158,17 @@ def run_workers(
             if child.poll() is None:
                 child.send_signal(signum)
 
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, forward)
+    # ``supervise`` blocks the stop signals across its exec: one sent while this interpreter
+    # started was held until now, and is handled here instead of killing the supervisor.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    for group, name, child in zip(groups, names, started or [None] * len(groups), strict=True):
+        children.append(child or subprocess.Popen(group.argv(name, loglevel), env=environment))
+    if stopping:  # asked to stop while the workers were being started: they are told too
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
     first_failure = 0
     while any(child.poll() is None for child in children) or (restart and not stopping):
         for index, child in enumerate(children):
@@ -257,6 +266,9 @@ def supervise(
         ]
     sys.stdout.flush()
     sys.stderr.flush()
+    # The new interpreter has the default handlers (a stop signal would kill it, leaving the workers
+    # running) until run_workers installs its own; a signal mask survives exec, so block them till then.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     os.execve(sys.executable, [sys.executable, "-m", "lg_workers._supervisor", loglevel, *specs], env)
 
 
