@@ -198,6 +198,20 @@ def kill_mid_way(store_url: str, path: Path, out: Path, batch_env: Path, results
     child.wait()
 
 
+def kill_with_runs_in_flight(store_url: str, path: Path, out: Path, batch_env: Path, results: int) -> None:
+    """SIGKILL the submitter once ``results`` results are written and a run of it is running."""
+    child = start_batch(store_url, path, out, batch_env)
+    wait_for_results(out, child, results)
+    store = RunStore(store_url)
+    deadline = time.monotonic() + 30
+    while not any(r.status == "running" for r in store.list_runs(limit=100)):
+        assert time.monotonic() < deadline and child.poll() is None, "no run was in flight to interrupt"
+        time.sleep(0.005)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    store.close()
+
+
 def kill_while_the_second_item_waits(file_config, inputs, batch_env, tmp_path):
     """Submit two items of one session and SIGKILL the submitter while item 1 runs and item 2 waits."""
     path = inputs([{"message": "first", "session_id": "s1"}, {"message": "second", "session_id": "s1"}])
@@ -229,7 +243,7 @@ def test_items_waiting_for_their_session_resume_once_their_turn_comes(file_confi
 def test_force_takes_over_a_batch_and_its_runs_from_a_host_that_is_gone(file_config, inputs, batch_env, tmp_path):
     path = inputs([f"item {n}" for n in range(1, 11)])
     out = tmp_path / "results.jsonl"
-    kill_mid_way(file_config.run_store, path, out, batch_env, 2)
+    kill_with_runs_in_flight(file_config.run_store, path, out, batch_env, 2)
     gone = "web-2:4242:1234"  # as a submitter on another host records itself; this host cannot see it die
     store = RunStore(file_config.run_store)
     with store.db.transaction() as tx:
