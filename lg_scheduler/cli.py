@@ -30,7 +30,7 @@ from lg_core.errors import ConfigurationError
 from lg_core.urls import safe_url
 from lg_scheduler.stack.credentials import FLOWER_USER
 from lg_scheduler.stack.processes import ProcessState
-from lg_scheduler.stack.stack import DEFAULT_DIR, SERVICES, LocalStack, StackError
+from lg_scheduler.stack.stack import DEFAULT_DIR, SERVICES, LocalStack, StackError, merged_imports
 from lg_workers.broker_check import check_broker
 from lg_workers.cli import BrokerOption, LogLevel
 
@@ -90,7 +90,11 @@ def stack_up(
     directory: DirOption = DEFAULT_DIR,
     imports: Annotated[
         list[str] | None,
-        typer.Option("--import", metavar="MODULE", help="Application module the workers import (repeatable; kept)."),
+        typer.Option(
+            "--import",
+            metavar="MODULE",
+            help="Application module the workers import, added to those kept from earlier ups (repeatable).",
+        ),
     ] = None,
     concurrency: Annotated[
         int | None, typer.Option("--concurrency", "-c", min=1, max=1000, help="Processes or threads per worker.")
@@ -142,12 +146,16 @@ def check_imports(stack: LocalStack, imports: list[str] | None) -> None:
     """Import the modules the workers will import, here and first: a typo is one line and nothing
     starts, rather than Redis and PostgreSQL up, every worker dead and the typo kept in stack.json."""
     saved = stack.load_settings()
-    kept = not imports and saved is not None
-    for module in imports or (saved.imports if saved else []):
+    kept = saved.imports if saved else []
+    for module in merged_imports(kept, imports):
         try:
             import_module(module)
         except UsageError as exc:
-            where = " (kept from an earlier `lg stack up`; pass --import to replace it)" if kept else ""
+            where = (
+                f" (kept from an earlier `lg stack up`; remove it from the imports in {stack.state_file} to drop it)"
+                if module in kept
+                else ""
+            )
             raise UsageError(f"{exc}{where}; nothing was started") from None
 
 

@@ -61,8 +61,9 @@ def test_stack_up_runs_an_agent_then_down_stops_every_process(stack):
     assert stopped.returncode == 1
     assert "alive" not in stopped.stdout
 
-    # up after down keeps the data: the finished run is still in the store
-    assert stack.up().returncode == 0
+    # up after down keeps the data: the finished run is still in the store; --import adds to the kept imports
+    assert stack.up("--import", "json").returncode == 0
+    assert stack.env()["LG_IMPORTS"] == "dist_app,json"
     listed = lg("runs", "list", "--store", env["LG_RUN_STORE"])
     assert run.id in listed.stdout, listed.stderr
 
@@ -225,3 +226,20 @@ def test_a_busy_port_is_refused_before_anything_is_started_or_saved(stack):
         assert "kept from the last `lg stack up`" in kept.stderr and "pass --redis-port" in kept.stderr, kept.stderr
         assert json.loads((stack.root / "stack.json").read_text()) == saved
         assert stack.pids() == {}
+
+
+def test_stack_up_import_adds_to_the_kept_imports_and_checks_them_all(stack):
+    """`--import` adds to the imports stack.json keeps, so a kept module that no longer imports is
+    still checked (and named as kept) before anything starts."""
+    import json
+
+    saved = {"ports": stack.ports, "imports": ["no_such_kept_module"], "concurrency": 1, "postgres_root": None}
+    (stack.root).mkdir(parents=True)
+    (stack.root / "stack.json").write_text(json.dumps(saved))
+    up = stack.run("up", "--import", "json")
+    assert up.returncode == 2, up.stderr
+    lines = up.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot import module 'no_such_kept_module'" in lines[0], up.stderr
+    assert "kept from an earlier `lg stack up`" in lines[0] and "nothing was started" in lines[0]
+    assert stack.pids() == {}
+    assert json.loads((stack.root / "stack.json").read_text()) == saved
