@@ -15,6 +15,7 @@ import logging
 import shlex
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -220,8 +221,11 @@ def stack_logs(
     name: Annotated[str | None, typer.Argument(metavar="[NAME]", help=f"One of: {', '.join(SERVICES)}.")] = None,
     directory: DirOption = DEFAULT_DIR,
     lines: Annotated[int, typer.Option("--lines", "-n", min=1, max=100_000, help="Lines per log.")] = 40,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Then print lines as they are written, until Ctrl-C (as tail -f).")
+    ] = False,
 ) -> None:
-    """The last lines of one process's log, or of every log."""
+    """The last lines of one process's log, or of every log (and what follows, with --follow)."""
     stack = LocalStack(directory)
     names = [name] if name else list(SERVICES)
     found = [each for each in names if stack.log_file(each).exists()]
@@ -237,6 +241,48 @@ def stack_logs(
             out.print(f"[bold]== {each}[/] ({path})", highlight=False)
         for line in path.read_text(errors="replace").splitlines()[-lines:]:
             out.print(line, markup=False, highlight=False, soft_wrap=True)
+    if follow:
+        try:
+            _follow({each: stack.log_file(each) for each in found}, labelled=not name)
+        except KeyboardInterrupt:
+            raise typer.Exit(0) from None
+
+
+def _follow(paths: dict[str, Path], *, labelled: bool, interval: float = 0.2) -> None:
+    """Print what is appended to each log from its current end, forever (the caller stops it on Ctrl-C).
+
+    A log that shrinks was truncated or replaced: it is read again from its start. With several
+    logs, a header names the process before its lines whenever the source changes, as tail -f does.
+    """
+    out = output_console()
+    offsets = {name: _size(path) for name, path in paths.items()}
+    pending = dict.fromkeys(paths, b"")
+    last = None
+    while True:
+        for name, path in paths.items():
+            size = _size(path)
+            if size < offsets[name]:
+                offsets[name], pending[name] = 0, b""
+            if size == offsets[name]:
+                continue
+            with path.open("rb") as handle:
+                handle.seek(offsets[name])
+                chunk = handle.read(size - offsets[name])
+            offsets[name] += len(chunk)
+            *complete, pending[name] = (pending[name] + chunk).split(b"\n")
+            if complete and labelled and last != name:
+                out.print(f"[bold]== {name}[/] ({path})", highlight=False)
+                last = name
+            for line in complete:
+                out.print(line.decode(errors="replace"), markup=False, highlight=False, soft_wrap=True)
+        time.sleep(interval)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def register(app: typer.Typer, runs_app: typer.Typer) -> None:

@@ -243,3 +243,37 @@ def test_stack_up_import_adds_to_the_kept_imports_and_checks_them_all(stack):
     assert "kept from an earlier `lg stack up`" in lines[0] and "nothing was started" in lines[0]
     assert stack.pids() == {}
     assert json.loads((stack.root / "stack.json").read_text()) == saved
+
+
+def test_stack_logs_follow_prints_appended_lines_until_ctrl_c(tmp_path):
+    """`lg stack logs -f` prints the last lines, then each line as it is written, and ends on Ctrl-C (exit 0)."""
+    import signal
+    import subprocess
+
+    from tests.ops.support import LG, lg_env, wait_until
+
+    logs = tmp_path / "stack" / "logs"
+    logs.mkdir(parents=True)
+    log = logs / "worker-model.log"
+    log.write_text("before\n")
+    follower = subprocess.Popen(
+        [*LG, "stack", "logs", "worker-model", "--follow", "--dir", str(tmp_path / "stack")],
+        env=lg_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        seen: list[str] = []
+        wait_until(lambda: seen.append(follower.stdout.readline()) or "before\n" in seen, 30, "the last lines")
+        with log.open("a") as handle:
+            handle.write("after one\nafter")
+            handle.flush()
+            wait_until(lambda: seen.append(follower.stdout.readline()) or "after one\n" in seen, 30, "a new line")
+            handle.write(" two\n")
+        wait_until(lambda: seen.append(follower.stdout.readline()) or "after two\n" in seen, 30, "a completed line")
+        follower.send_signal(signal.SIGINT)
+        assert follower.wait(timeout=30) == 0
+        assert "Traceback" not in follower.stderr.read()
+    finally:
+        follower.kill()
