@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lg_core.errors import ConfigurationError
+from lg_core.run import STACK_DIR_VARIABLE
 from lg_scheduler.stack.credentials import (
     FLOWER_USER,
     StackCredentials,
@@ -250,6 +251,7 @@ class LocalStack:
         env = {k: v for k, v in os.environ.items() if k != "FLOWER_BASIC_AUTH"}
         env.update(stack_variables(settings, credentials))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
+        env[STACK_DIR_VARIABLE] = str(self.root)
         return env
 
     def up(

@@ -277,3 +277,40 @@ def test_stack_logs_follow_prints_appended_lines_until_ctrl_c(tmp_path):
         assert "Traceback" not in follower.stderr.read()
     finally:
         follower.kill()
+
+
+def test_a_run_stack_workers_cannot_import_says_where_they_import_code_from(stack, tmp_path, monkeypatch):
+    """A run of an agent only the client can import fails on the stack's workers with how those workers get
+    application code (the directory `lg stack up` ran in, or PYTHONPATH), not `lg worker --import`."""
+    import textwrap
+    import uuid
+
+    from tests.ops.support import lg_env
+
+    module = f"client_only_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(
+        textwrap.dedent(
+            """
+            from lg_core import Agent
+
+            class OnlyOnTheClientAgent(Agent):
+                model = "scripted:echo"
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    agent = __import__(module).OnlyOnTheClientAgent
+    ports = [f"--{name}-port={port}" for name, port in stack.ports.items()]
+    up = lg("stack", "up", "--dir", str(stack.root), *ports, "-c", "1", env=lg_env(LG_MAX_STEP_ATTEMPTS="1"))
+    assert up.returncode == 0, up.stderr
+    env = stack.env()
+    config = Configuration(run_store=env["LG_RUN_STORE"], broker_url=env["LG_BROKER_URL"])
+    with with_configuration(config):
+        try:
+            run = agent.start_execution("Hello").wait(timeout=120)
+        finally:
+            config.close()
+    assert run.failed, run
+    message = str(run.error)
+    assert "import application code from the directory `lg stack up` ran in" in message, message
+    assert module in message and "lg worker --import" not in message
