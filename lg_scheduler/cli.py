@@ -30,6 +30,7 @@ from lg_core.cli_session import ImportOption, StoreOption, session
 from lg_core.errors import ConfigurationError
 from lg_core.urls import safe_url
 from lg_scheduler.stack.credentials import FLOWER_USER
+from lg_scheduler.stack.elsewhere import running_stack_dirs
 from lg_scheduler.stack.processes import ProcessState
 from lg_scheduler.stack.stack import DEFAULT_DIR, SERVICES, LocalStack, StackError, merged_imports
 from lg_workers.broker_check import check_broker
@@ -108,6 +109,14 @@ def stack_up(
     info = error_console()
     stack = LocalStack(directory)
     check_imports(stack, imports)
+    if not any(state.alive for state in stack.status()):
+        for other in running_stack_dirs(excluding=stack.root):
+            info.print(
+                f"warning: a stack is already running in {other}; this starts another one in {stack.root}, on "
+                f"other ports (`lg stack down --dir {shlex.quote(str(other))}` stops the other one)",
+                highlight=False,
+                soft_wrap=True,
+            )
     ports = {"redis": redis_port, "postgres": postgres_port, "flower": flower_port}
     try:
         report = stack.up(imports=imports, concurrency=concurrency, ports=ports, progress=info.print)
@@ -185,6 +194,10 @@ def stack_status(directory: DirOption = DEFAULT_DIR) -> None:
     """Each stack process: alive or dead, its pid and how many processes its group has (exit 1 if any is down)."""
     stack = LocalStack(directory)
     states = stack.status()
+    started_here = stack.was_started() or any(state.alive or state.members for state in states)
+    if not started_here:
+        # First, before a table of stopped processes that would read as this stack being down.
+        error_console().print(escape(_not_started_here(stack, "status")), highlight=False, soft_wrap=True)
     table = Table("process", "status", "pid", "processes", box=None, pad_edge=False)
     for state in states:
         colour = "green" if state.alive else "red"
@@ -196,7 +209,7 @@ def stack_status(directory: DirOption = DEFAULT_DIR) -> None:
         settings, problem = None, str(exc)
     if settings is not None:
         output_console().print(f"flower {settings.flower_url}   env file {stack.env_file}", highlight=False)
-    else:
+    elif problem or started_here:
         error_console().print(escape(problem or _missing_state(stack, states)), highlight=False, soft_wrap=True)
     raise typer.Exit(0 if all(state.alive for state in states) else 1)
 
@@ -208,12 +221,18 @@ def _missing_state(stack: LocalStack, states: list[ProcessState]) -> str:
             f"{stack.state_file} is missing, so the ports of these processes are unknown; "
             f"`{stack.down_command}` stops them"
         )
-    if stack.was_started():
-        return f"{stack.state_file} is missing; the next `lg stack up` chooses ports afresh"
-    return (
-        f"no stack was started in {stack.root}; run `lg stack status` in the directory where you ran "
-        "`lg stack up`, or pass --dir"
+    return f"{stack.state_file} is missing; the next `lg stack up` chooses ports afresh"
+
+
+def _not_started_here(stack: LocalStack, command: str) -> str:
+    """No stack was started in ``stack.root``: where the running ones are, else where to look."""
+    elsewhere = running_stack_dirs(excluding=stack.root)
+    where = (
+        f"a stack is running in {', '.join(map(str, elsewhere))} (pass --dir)"
+        if elsewhere
+        else f"run `lg stack {command}` in the directory where you ran `lg stack up`, or pass --dir"
     )
+    return f"no stack was started in {stack.root}; {where}"
 
 
 @stack_app.command("logs")

@@ -85,7 +85,39 @@ def test_down_also_stops_the_orphans_of_a_killed_worker(stack):
     assert orphans & live_pids() == set()
 
 
+def test_a_stack_running_elsewhere_is_named_by_status_and_up_in_another_directory(stack, tmp_path):
+    """`status` where no stack was started leads with that and names the directory of the running stack;
+    `up` there warns of the running stack before it starts (here it then stops: the ports are taken)."""
+    import subprocess
+
+    from tests.ops.support import LG, lg_env
+
+    up = stack.up("--import", "dist_app")
+    assert up.returncode == 0, up.stderr
+    other = tmp_path / "other"
+    status = subprocess.run(
+        [*LG, "stack", "status", "--dir", str(other)],
+        env=lg_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
+    assert status.returncode == 1
+    first = status.stdout.splitlines()[0]
+    assert first.startswith(f"no stack was started in {other}; a stack is running in "), status.stdout
+    assert str(stack.root) in first
+    second = Stack(other, stack.ports).up()
+    assert second.returncode == 1, second.stderr
+    assert f"warning: a stack is already running in {stack.root}" in second.stderr.splitlines()[0], second.stderr
+    assert Stack(other, stack.ports).pids() == {}
+
+
 def test_stack_cli_rejects_bad_input(tmp_path):
+    import subprocess
+
+    from tests.ops.support import LG
+
     empty = str(tmp_path / "never-started")
     unknown = lg("stack", "logs", "nope", "--dir", empty)
     assert unknown.returncode == 2
@@ -99,6 +131,10 @@ def test_stack_cli_rejects_bad_input(tmp_path):
     assert status.returncode == 1
     assert "stopped" in status.stdout
     assert f"no stack was started in {empty}" in status.stderr and "or pass --dir" in status.stderr
+    merged = subprocess.run(  # the hint leads, before the table of stopped processes
+        [*LG, "stack", "status", "--dir", empty], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert merged.stdout.splitlines()[0].startswith(f"no stack was started in {empty}"), merged.stdout
 
     down = lg("stack", "down", "--dir", empty)
     assert down.returncode == 0
