@@ -254,27 +254,29 @@ def stack_logs(
             "(`lg stack up`)"
         )
     out = output_console()
+    shown: dict[str, int] = {}  # how far each log was read, where following starts: no line is lost between
     for each in found:
         path = stack.log_file(each)
         if not name:
             out.print(f"[bold]== {each}[/] ({path})", highlight=False)
-        for line in path.read_text(errors="replace").splitlines()[-lines:]:
+        text = path.read_bytes()
+        shown[each] = len(text)
+        for line in text.decode(errors="replace").splitlines()[-lines:]:
             out.print(line, markup=False, highlight=False, soft_wrap=True)
     if follow:
         try:
-            _follow({each: stack.log_file(each) for each in found}, labelled=not name)
+            _follow({each: stack.log_file(each) for each in found}, shown, labelled=not name)
         except KeyboardInterrupt:
             raise typer.Exit(0) from None
 
 
-def _follow(paths: dict[str, Path], *, labelled: bool, interval: float = 0.2) -> None:
-    """Print what is appended to each log from its current end, forever (the caller stops it on Ctrl-C).
+def _follow(paths: dict[str, Path], offsets: dict[str, int], *, labelled: bool, interval: float = 0.2) -> None:
+    """Print what is appended to each log after ``offsets``, forever (the caller stops it on Ctrl-C).
 
     A log that shrinks was truncated or replaced: it is read again from its start. With several
     logs, a header names the process before its lines whenever the source changes, as tail -f does.
     """
     out = output_console()
-    offsets = {name: _size(path) for name, path in paths.items()}
     pending = dict.fromkeys(paths, b"")
     last = None
     while True:
