@@ -201,6 +201,13 @@ def ask(
     raise typer.Exit(code)
 
 
+def _storable_count(value: int) -> int:
+    """The store's largest count, checked here rather than as the option's range, which help would print."""
+    if value > MAX_COUNT:
+        raise typer.BadParameter(f"{value} is larger than the store can count ({MAX_COUNT})")
+    return value
+
+
 @runs_app.command("list")
 def runs_list(
     ctx: typer.Context,
@@ -208,7 +215,10 @@ def runs_list(
         str | None,
         typer.Option("--status", help="pending, running, completed, failed, partial or cancelled."),
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, max=MAX_COUNT, help="At most N runs, newest first.")] = 20,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", min=1, metavar="N", callback=_storable_count, help="At most N runs, newest first."),
+    ] = 20,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -262,7 +272,9 @@ def runs_events(
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID")],
     after: Annotated[
         int,
-        typer.Option("--after", metavar="SEQ", min=0, max=MAX_COUNT, help="Only events after sequence number SEQ."),
+        typer.Option(
+            "--after", metavar="SEQ", min=0, callback=_storable_count, help="Only events after sequence number SEQ."
+        ),
     ] = 0,
     store: StoreOption = None,
     as_json: JsonOption = False,

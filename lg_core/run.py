@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import os
 import queue
 import sys
 import threading
@@ -54,6 +55,10 @@ from lg_core.usage import Usage
 if TYPE_CHECKING:
     from lg_core.agent import Agent
     from lg_core.runtime import Runtime
+
+# Set by ``lg stack up`` in its workers' environment: the stack directory, so errors can say how those workers
+# get application code.
+STACK_DIR_VARIABLE = "LG_STACK_DIR"
 
 _OUTCOMES = tuple(TERMINAL_EVENTS)
 _TERMINAL_TYPES = {v: k for k, v in TERMINAL_EVENTS.items()}
@@ -516,12 +521,29 @@ def import_entrypoint(path: str) -> type:
         raise RunStateError(
             f"cannot import the run's entrypoint {path!r} ({exc}); agents whose runs are resumed "
             "elsewhere must be defined at module level in an importable module (not __main__ or a function), "
-            f"and every process that continues the run must import it: `lg worker --import {module}` "
-            f"(or LG_IMPORTS={module}) for workers{_stale_code_hint(exc, module)}"
+            f"and every process that continues the run must import it: {_worker_import_hint(module)}"
+            f"{_stale_code_hint(exc, module)}"
         ) from None
     if not isinstance(target, type):
         raise RunStateError(f"entrypoint {path!r} is not a class")
     return target
+
+
+def _worker_import_hint(module: str) -> str:
+    """How this process's workers get ``module``: ``lg stack``'s workers are started by ``up``, not by hand.
+
+    A stack worker imports application code from the directory ``lg stack up`` ran in (its working
+    directory) and PYTHONPATH; ``lg worker --import`` cannot reach it, so the hint says where to run ``up``.
+    """
+    stack_dir = os.environ.get(STACK_DIR_VARIABLE)
+    if not stack_dir:
+        return f"`lg worker --import {module}` (or LG_IMPORTS={module}) for workers"
+    return (
+        f"the workers of the stack in {stack_dir} import application code from the directory `lg stack up` "
+        f"ran in ({os.getcwd()}) or PYTHONPATH, where {module} is not found: run `lg stack down --dir "
+        f"{stack_dir}`, then `lg stack up --import {module}` from the directory that holds it (or with it on "
+        "PYTHONPATH)"
+    )
 
 
 def _stale_code_hint(error: BaseException, module: str) -> str:

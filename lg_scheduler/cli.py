@@ -15,6 +15,7 @@ import logging
 import shlex
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,8 +30,9 @@ from lg_core.cli_session import ImportOption, StoreOption, session
 from lg_core.errors import ConfigurationError
 from lg_core.urls import safe_url
 from lg_scheduler.stack.credentials import FLOWER_USER
+from lg_scheduler.stack.elsewhere import running_stack_dirs
 from lg_scheduler.stack.processes import ProcessState
-from lg_scheduler.stack.stack import DEFAULT_DIR, SERVICES, LocalStack, StackError
+from lg_scheduler.stack.stack import DEFAULT_DIR, SERVICES, LocalStack, StackError, merged_imports
 from lg_workers.broker_check import check_broker
 from lg_workers.cli import BrokerOption, LogLevel
 
@@ -90,7 +92,11 @@ def stack_up(
     directory: DirOption = DEFAULT_DIR,
     imports: Annotated[
         list[str] | None,
-        typer.Option("--import", metavar="MODULE", help="Application module the workers import (repeatable; kept)."),
+        typer.Option(
+            "--import",
+            metavar="MODULE",
+            help="Application module the workers import, added to those kept from earlier ups (repeatable).",
+        ),
     ] = None,
     concurrency: Annotated[
         int | None, typer.Option("--concurrency", "-c", min=1, max=1000, help="Processes or threads per worker.")
@@ -103,6 +109,14 @@ def stack_up(
     info = error_console()
     stack = LocalStack(directory)
     check_imports(stack, imports)
+    if not any(state.alive for state in stack.status()):
+        for other in running_stack_dirs(excluding=stack.root):
+            info.print(
+                f"warning: a stack is already running in {other}; this starts another one in {stack.root}, on "
+                f"other ports (`lg stack down --dir {shlex.quote(str(other))}` stops the other one)",
+                highlight=False,
+                soft_wrap=True,
+            )
     ports = {"redis": redis_port, "postgres": postgres_port, "flower": flower_port}
     try:
         report = stack.up(imports=imports, concurrency=concurrency, ports=ports, progress=info.print)
@@ -142,12 +156,16 @@ def check_imports(stack: LocalStack, imports: list[str] | None) -> None:
     """Import the modules the workers will import, here and first: a typo is one line and nothing
     starts, rather than Redis and PostgreSQL up, every worker dead and the typo kept in stack.json."""
     saved = stack.load_settings()
-    kept = not imports and saved is not None
-    for module in imports or (saved.imports if saved else []):
+    kept = saved.imports if saved else []
+    for module in merged_imports(kept, imports):
         try:
             import_module(module)
         except UsageError as exc:
-            where = " (kept from an earlier `lg stack up`; pass --import to replace it)" if kept else ""
+            where = (
+                f" (kept from an earlier `lg stack up`; remove it from the imports in {stack.state_file} to drop it)"
+                if module in kept
+                else ""
+            )
             raise UsageError(f"{exc}{where}; nothing was started") from None
 
 
@@ -176,6 +194,10 @@ def stack_status(directory: DirOption = DEFAULT_DIR) -> None:
     """Each stack process: alive or dead, its pid and how many processes its group has (exit 1 if any is down)."""
     stack = LocalStack(directory)
     states = stack.status()
+    started_here = stack.was_started() or any(state.alive or state.members for state in states)
+    if not started_here:
+        # First, before a table of stopped processes that would read as this stack being down.
+        error_console().print(escape(_not_started_here(stack, "status")), highlight=False, soft_wrap=True)
     table = Table("process", "status", "pid", "processes", box=None, pad_edge=False)
     for state in states:
         colour = "green" if state.alive else "red"
@@ -187,7 +209,7 @@ def stack_status(directory: DirOption = DEFAULT_DIR) -> None:
         settings, problem = None, str(exc)
     if settings is not None:
         output_console().print(f"flower {settings.flower_url}   env file {stack.env_file}", highlight=False)
-    else:
+    elif problem or started_here:
         error_console().print(escape(problem or _missing_state(stack, states)), highlight=False, soft_wrap=True)
     raise typer.Exit(0 if all(state.alive for state in states) else 1)
 
@@ -199,12 +221,18 @@ def _missing_state(stack: LocalStack, states: list[ProcessState]) -> str:
             f"{stack.state_file} is missing, so the ports of these processes are unknown; "
             f"`{stack.down_command}` stops them"
         )
-    if stack.was_started():
-        return f"{stack.state_file} is missing; the next `lg stack up` chooses ports afresh"
-    return (
-        f"no stack was started in {stack.root}; run `lg stack status` in the directory where you ran "
-        "`lg stack up`, or pass --dir"
+    return f"{stack.state_file} is missing; the next `lg stack up` chooses ports afresh"
+
+
+def _not_started_here(stack: LocalStack, command: str) -> str:
+    """No stack was started in ``stack.root``: where the running ones are, else where to look."""
+    elsewhere = running_stack_dirs(excluding=stack.root)
+    where = (
+        f"a stack is running in {', '.join(map(str, elsewhere))} (pass --dir)"
+        if elsewhere
+        else f"run `lg stack {command}` in the directory where you ran `lg stack up`, or pass --dir"
     )
+    return f"no stack was started in {stack.root}; {where}"
 
 
 @stack_app.command("logs")
@@ -212,8 +240,11 @@ def stack_logs(
     name: Annotated[str | None, typer.Argument(metavar="[NAME]", help=f"One of: {', '.join(SERVICES)}.")] = None,
     directory: DirOption = DEFAULT_DIR,
     lines: Annotated[int, typer.Option("--lines", "-n", min=1, max=100_000, help="Lines per log.")] = 40,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Then print lines as they are written, until Ctrl-C (as tail -f).")
+    ] = False,
 ) -> None:
-    """The last lines of one process's log, or of every log."""
+    """The last lines of one process's log, or of every log (and what follows, with --follow)."""
     stack = LocalStack(directory)
     names = [name] if name else list(SERVICES)
     found = [each for each in names if stack.log_file(each).exists()]
@@ -223,12 +254,56 @@ def stack_logs(
             "(`lg stack up`)"
         )
     out = output_console()
+    shown: dict[str, int] = {}  # how far each log was read, where following starts: no line is lost between
     for each in found:
         path = stack.log_file(each)
         if not name:
             out.print(f"[bold]== {each}[/] ({path})", highlight=False)
-        for line in path.read_text(errors="replace").splitlines()[-lines:]:
+        text = path.read_bytes()
+        shown[each] = len(text)
+        for line in text.decode(errors="replace").splitlines()[-lines:]:
             out.print(line, markup=False, highlight=False, soft_wrap=True)
+    if follow:
+        try:
+            _follow({each: stack.log_file(each) for each in found}, shown, labelled=not name)
+        except KeyboardInterrupt:
+            raise typer.Exit(0) from None
+
+
+def _follow(paths: dict[str, Path], offsets: dict[str, int], *, labelled: bool, interval: float = 0.2) -> None:
+    """Print what is appended to each log after ``offsets``, forever (the caller stops it on Ctrl-C).
+
+    A log that shrinks was truncated or replaced: it is read again from its start. With several
+    logs, a header names the process before its lines whenever the source changes, as tail -f does.
+    """
+    out = output_console()
+    pending = dict.fromkeys(paths, b"")
+    last = None
+    while True:
+        for name, path in paths.items():
+            size = _size(path)
+            if size < offsets[name]:
+                offsets[name], pending[name] = 0, b""
+            if size == offsets[name]:
+                continue
+            with path.open("rb") as handle:
+                handle.seek(offsets[name])
+                chunk = handle.read(size - offsets[name])
+            offsets[name] += len(chunk)
+            *complete, pending[name] = (pending[name] + chunk).split(b"\n")
+            if complete and labelled and last != name:
+                out.print(f"[bold]== {name}[/] ({path})", highlight=False)
+                last = name
+            for line in complete:
+                out.print(line.decode(errors="replace"), markup=False, highlight=False, soft_wrap=True)
+        time.sleep(interval)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def register(app: typer.Typer, runs_app: typer.Typer) -> None:

@@ -2,6 +2,7 @@
 
 servers.py    redis-server and PostgreSQL started from their binaries (also used by the tests)
 processes.py  detached processes with pid files: start, check, stop
+elsewhere.py  other stacks running on this machine, found from their processes' environment
 stack.py      which processes make the stack, their commands (shared with docker/compose.yaml), up/down
 """
 

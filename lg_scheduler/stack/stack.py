@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lg_core.errors import ConfigurationError
+from lg_core.run import STACK_DIR_VARIABLE
 from lg_scheduler.stack.credentials import (
     FLOWER_USER,
     StackCredentials,
@@ -169,6 +170,7 @@ class LocalStack:
                     f"so their ports are unknown; run `{self.down_command}` first, then `lg stack up`"
                 )
             saved = StackSettings()
+        imports = merged_imports(saved.imports, imports)
         self._refuse_changes(saved, {s.name for s in states if s.alive}, imports, concurrency, ports)
         chosen: dict[str, int] = {}
         for name, preferred in PREFERRED_PORTS.items():
@@ -177,7 +179,7 @@ class LocalStack:
             )
         return StackSettings(
             ports=chosen,
-            imports=list(imports) if imports else saved.imports,
+            imports=imports,
             concurrency=concurrency or saved.concurrency,
             postgres_root=saved.postgres_root or str(self._postgres_root()),
         )
@@ -186,7 +188,7 @@ class LocalStack:
         self,
         saved: StackSettings,
         alive: set[str],
-        imports: list[str] | None,
+        imports: list[str],
         concurrency: int | None,
         ports: dict[str, int | None],
     ) -> None:
@@ -202,7 +204,7 @@ class LocalStack:
             for name in PREFERRED_PORTS
         }
         changes["--import"] = (
-            list(imports) if imports else None,
+            imports or None,
             saved.imports,
             APP_SERVICES,
             f"--import {' --import '.join(saved.imports)}" if saved.imports else "no --import",
@@ -249,6 +251,7 @@ class LocalStack:
         env = {k: v for k, v in os.environ.items() if k != "FLOWER_BASIC_AUTH"}
         env.update(stack_variables(settings, credentials))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
+        env[STACK_DIR_VARIABLE] = str(self.root)
         return env
 
     def up(
@@ -456,6 +459,11 @@ def stack_variables(settings: StackSettings, credentials: StackCredentials) -> d
     return variables
 
 
+def merged_imports(kept: list[str], asked: list[str] | None) -> list[str]:
+    """The imports kept from earlier ``up``s followed by the new ones asked for (``--import`` adds, never drops)."""
+    return [*kept, *(module for module in dict.fromkeys(asked or []) if module not in kept)]
+
+
 def env_file_text(settings: StackSettings, credentials: StackCredentials, root: Path) -> str:
     """Shell lines to ``source`` (or ``.``): every value shell-quoted, the passwords inside them."""
     lines = [
@@ -557,6 +565,7 @@ __all__ = [
     "UpReport",
     "env_file_text",
     "listening_port",
+    "merged_imports",
     "service_commands",
     "stack_variables",
 ]

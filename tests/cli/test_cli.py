@@ -453,6 +453,14 @@ def test_runs_list_table_json_status_and_limit(store: str) -> None:
         assert beyond.exit_code == 2 and "Traceback" not in beyond.output
 
 
+def test_runs_help_shows_no_storage_integer_limit() -> None:
+    """The store's largest count (2**63 - 1) is checked but is no bound a reader needs in the help."""
+    for command in (("runs", "list"), ("runs", "events")):
+        help_text = lg(*command, "--help").stdout
+        assert str(2**63 - 1) not in help_text, help_text
+    assert "--limit N" in lg("runs", "list", "--help").stdout
+
+
 def test_runs_list_says_when_the_store_is_empty(store: str) -> None:
     assert ask(store, "cli_app:EchoAgent").exit_code == 0
     result = lg("runs", "list", "--store", store, "--status", "running")

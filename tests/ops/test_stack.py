@@ -61,8 +61,9 @@ def test_stack_up_runs_an_agent_then_down_stops_every_process(stack):
     assert stopped.returncode == 1
     assert "alive" not in stopped.stdout
 
-    # up after down keeps the data: the finished run is still in the store
-    assert stack.up().returncode == 0
+    # up after down keeps the data: the finished run is still in the store; --import adds to the kept imports
+    assert stack.up("--import", "json").returncode == 0
+    assert stack.env()["LG_IMPORTS"] == "dist_app,json"
     listed = lg("runs", "list", "--store", env["LG_RUN_STORE"])
     assert run.id in listed.stdout, listed.stderr
 
@@ -84,7 +85,39 @@ def test_down_also_stops_the_orphans_of_a_killed_worker(stack):
     assert orphans & live_pids() == set()
 
 
+def test_a_stack_running_elsewhere_is_named_by_status_and_up_in_another_directory(stack, tmp_path):
+    """`status` where no stack was started leads with that and names the directory of the running stack;
+    `up` there warns of the running stack before it starts (here it then stops: the ports are taken)."""
+    import subprocess
+
+    from tests.ops.support import LG, lg_env
+
+    up = stack.up("--import", "dist_app")
+    assert up.returncode == 0, up.stderr
+    other = tmp_path / "other"
+    status = subprocess.run(
+        [*LG, "stack", "status", "--dir", str(other)],
+        env=lg_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    )
+    assert status.returncode == 1
+    first = status.stdout.splitlines()[0]
+    assert first.startswith(f"no stack was started in {other}; a stack is running in "), status.stdout
+    assert str(stack.root) in first
+    second = Stack(other, stack.ports).up()
+    assert second.returncode == 1, second.stderr
+    assert f"warning: a stack is already running in {stack.root}" in second.stderr.splitlines()[0], second.stderr
+    assert Stack(other, stack.ports).pids() == {}
+
+
 def test_stack_cli_rejects_bad_input(tmp_path):
+    import subprocess
+
+    from tests.ops.support import LG
+
     empty = str(tmp_path / "never-started")
     unknown = lg("stack", "logs", "nope", "--dir", empty)
     assert unknown.returncode == 2
@@ -98,6 +131,10 @@ def test_stack_cli_rejects_bad_input(tmp_path):
     assert status.returncode == 1
     assert "stopped" in status.stdout
     assert f"no stack was started in {empty}" in status.stderr and "or pass --dir" in status.stderr
+    merged = subprocess.run(  # the hint leads, before the table of stopped processes
+        [*LG, "stack", "status", "--dir", empty], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert merged.stdout.splitlines()[0].startswith(f"no stack was started in {empty}"), merged.stdout
 
     down = lg("stack", "down", "--dir", empty)
     assert down.returncode == 0
@@ -225,3 +262,91 @@ def test_a_busy_port_is_refused_before_anything_is_started_or_saved(stack):
         assert "kept from the last `lg stack up`" in kept.stderr and "pass --redis-port" in kept.stderr, kept.stderr
         assert json.loads((stack.root / "stack.json").read_text()) == saved
         assert stack.pids() == {}
+
+
+def test_stack_up_import_adds_to_the_kept_imports_and_checks_them_all(stack):
+    """`--import` adds to the imports stack.json keeps, so a kept module that no longer imports is
+    still checked (and named as kept) before anything starts."""
+    import json
+
+    saved = {"ports": stack.ports, "imports": ["no_such_kept_module"], "concurrency": 1, "postgres_root": None}
+    (stack.root).mkdir(parents=True)
+    (stack.root / "stack.json").write_text(json.dumps(saved))
+    up = stack.run("up", "--import", "json")
+    assert up.returncode == 2, up.stderr
+    lines = up.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot import module 'no_such_kept_module'" in lines[0], up.stderr
+    assert "kept from an earlier `lg stack up`" in lines[0] and "nothing was started" in lines[0]
+    assert stack.pids() == {}
+    assert json.loads((stack.root / "stack.json").read_text()) == saved
+
+
+def test_stack_logs_follow_prints_appended_lines_until_ctrl_c(tmp_path):
+    """`lg stack logs -f` prints the last lines, then each line as it is written, and ends on Ctrl-C (exit 0)."""
+    import signal
+    import subprocess
+
+    from tests.ops.support import LG, lg_env, wait_until
+
+    logs = tmp_path / "stack" / "logs"
+    logs.mkdir(parents=True)
+    log = logs / "worker-model.log"
+    log.write_text("before\n")
+    follower = subprocess.Popen(
+        [*LG, "stack", "logs", "worker-model", "--follow", "--dir", str(tmp_path / "stack")],
+        env=lg_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        seen: list[str] = []
+        wait_until(lambda: seen.append(follower.stdout.readline()) or "before\n" in seen, 30, "the last lines")
+        with log.open("a") as handle:
+            handle.write("after one\nafter")
+            handle.flush()
+            wait_until(lambda: seen.append(follower.stdout.readline()) or "after one\n" in seen, 30, "a new line")
+            handle.write(" two\n")
+        wait_until(lambda: seen.append(follower.stdout.readline()) or "after two\n" in seen, 30, "a completed line")
+        follower.send_signal(signal.SIGINT)
+        assert follower.wait(timeout=30) == 0
+        assert "Traceback" not in follower.stderr.read()
+    finally:
+        follower.kill()
+
+
+def test_a_run_stack_workers_cannot_import_says_where_they_import_code_from(stack, tmp_path, monkeypatch):
+    """A run of an agent only the client can import fails on the stack's workers with how those workers get
+    application code (the directory `lg stack up` ran in, or PYTHONPATH), not `lg worker --import`."""
+    import textwrap
+    import uuid
+
+    from tests.ops.support import lg_env
+
+    module = f"client_only_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(
+        textwrap.dedent(
+            """
+            from lg_core import Agent
+
+            class OnlyOnTheClientAgent(Agent):
+                model = "scripted:echo"
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    agent = __import__(module).OnlyOnTheClientAgent
+    ports = [f"--{name}-port={port}" for name, port in stack.ports.items()]
+    up = lg("stack", "up", "--dir", str(stack.root), *ports, "-c", "1", env=lg_env(LG_MAX_STEP_ATTEMPTS="1"))
+    assert up.returncode == 0, up.stderr
+    env = stack.env()
+    config = Configuration(run_store=env["LG_RUN_STORE"], broker_url=env["LG_BROKER_URL"])
+    with with_configuration(config):
+        try:
+            run = agent.start_execution("Hello").wait(timeout=120)
+        finally:
+            config.close()
+    assert run.failed, run
+    message = str(run.error)
+    assert "import application code from the directory `lg stack up` ran in" in message, message
+    assert module in message and "lg worker --import" not in message

@@ -203,3 +203,17 @@ def test_urls_in_messages_never_show_a_password(url, shown):
     from lg_core.urls import safe_url
 
     assert safe_url(url) == shown
+
+
+def test_an_entrypoint_stack_workers_cannot_import_says_where_they_import_code_from(monkeypatch, tmp_path):
+    """`lg stack`'s workers are started by `lg stack up`, so `lg worker --import` cannot help them."""
+    from lg_core.errors import RunStateError
+    from lg_core.run import STACK_DIR_VARIABLE, import_entrypoint
+
+    monkeypatch.setenv(STACK_DIR_VARIABLE, str(tmp_path / "stack"))
+    with pytest.raises(RunStateError) as raised:
+        import_entrypoint("myapp.missing_agents:SupportAgent")
+    message = str(raised.value)
+    assert "import application code from the directory `lg stack up` ran in" in message
+    assert "or PYTHONPATH" in message and f"lg stack down --dir {tmp_path / 'stack'}" in message
+    assert "lg worker --import" not in message
