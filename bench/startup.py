@@ -213,7 +213,7 @@ def lg_round(
         # The step is a tool call: the worker consuming lg.tools (by default the threads pool's) takes it.
         wait_ready(restarted, 1)
         stamps = ready_stamps(restarted.log.read_text(errors="replace"))
-        tools_ready = next((at for name, at in stamps.items() if name.startswith("lg-threads-")), min(stamps.values()))
+        tools_ready = next((at for name, at in stamps.items() if "model" in name), min(stamps.values()))
     finally:
         stack.stop_workers([restarted])
     return {

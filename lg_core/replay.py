@@ -382,7 +382,7 @@ def _check_deadline(deadline: Any) -> None:
 
 
 def _refs(run_id: str, steps: Sequence[StepRecord]) -> list[StepRef]:
-    return [StepRef(run_id, s.key, s.kind, s.frame_id) for s in steps]
+    return [StepRef.of(run_id, s) for s in steps]
 
 
 def _continue(

@@ -59,7 +59,9 @@ def scheduler(
     broker: BrokerOption = None,
 ) -> None:
     """Recover runs: republish unpublished steps, re-dispatch expired leases, end overdue runs (until stopped)."""
+    from lg_scheduler.lost_tasks import LostTasks
     from lg_scheduler.scheduler import Scheduler
+    from lg_workers.app_factory import create_app
 
     logging.basicConfig(level=loglevel.value, format="[%(asctime)s: %(levelname)s/%(name)s] %(message)s")
     with session(ctx, store, imports, durable=True, load_imports=True, broker_url=broker) as runtime:
@@ -69,12 +71,15 @@ def scheduler(
                 "LG_BROKER_URL (or broker_url in lg.yaml)"
             )
         check_broker(runtime.configuration.broker_url)  # else it sweeps on, relaying nothing, and says nothing
-        loop = Scheduler(runtime)
+        lost_tasks = LostTasks(create_app(runtime.configuration))  # ends a dead worker's tasks in Flower
+        lost_tasks.start()
+        loop = Scheduler(runtime, lost_tasks=lost_tasks)
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda _signum, _frame: stop.set())
         error_console().print(f"scheduler: a recovery pass every {interval:g} s", highlight=False)
         loop.run_forever(interval, stop=stop)  # a pass in progress finishes before it returns
+        lost_tasks.stop()
     error_console().print("scheduler: stopped")
 
 

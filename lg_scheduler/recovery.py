@@ -62,6 +62,12 @@ class Publisher(Protocol):
     def advance(self, run_id: str) -> None: ...
 
 
+class LostTaskReport(Protocol):
+    """Reports the tasks that held steps whose holders are gone (lg_scheduler.lost_tasks.LostTasks)."""
+
+    def report_lost(self, steps: Iterable[StepRecord]) -> int: ...
+
+
 def relay_outbox(store: RunStore, publisher: Publisher, *, limit: int = 500) -> int:
     """Re-send scheduled steps whose message is overdue; returns how many.
 
@@ -165,6 +171,7 @@ def sweep_leases(
     limit: int = 1000,
     now: float | None = None,
     grace: OutageGrace | None = None,
+    lost: LostTaskReport | None = None,
 ) -> int:
     """Re-send running steps whose holder is gone; returns how many.
 
@@ -185,7 +192,8 @@ def sweep_leases(
 
     ``now``: the store's clock read before this call (default: read here).
     ``grace``: the leases an outage of the store let expire, spared for a while
-    (:class:`OutageGrace`).
+    (:class:`OutageGrace`). ``lost``: told of each step taken from a dead holder,
+    to end the holder's task in monitoring (lg_scheduler.lost_tasks).
     """
     now = store.clock() if now is None else now  # before the rows: a lease read later is judged no earlier than it is
     dead = [
@@ -195,6 +203,8 @@ def sweep_leases(
         and (item := store.mark_redispatched(step, relays, hold_off)) is not None
     ]
     _send(publisher, [item.step for item, _ in dead])
+    if lost is not None:
+        lost.report_lost([item.step for item, _ in dead if item.missed == 0])  # a claim's first re-send
     for item, why in dead:
         _report_redispatched(item, why)
     return len(dead)
@@ -335,7 +345,7 @@ def _has_live_step(steps: Iterable[StepRecord], now: float, local_liveness: bool
 
 
 def _send(publisher: Publisher, steps: list[StepRecord]) -> None:
-    refs = [StepRef(s.run_id, s.key, s.kind, s.frame_id) for s in steps if is_step_kind(s.kind)]
+    refs = [StepRef.of(s.run_id, s) for s in steps if is_step_kind(s.kind)]
     if refs:
         publisher.publish(refs)
     for run_id in sorted({s.run_id for s in steps if not is_step_kind(s.kind)}):

@@ -59,7 +59,8 @@ class Scheduler:
     re-send no worker took, up to ``relay_backoff_max``. ``local_liveness``: treat
     a vanished holder process on this host as dead at once instead of waiting for
     its lease (turn off only to exercise the cross-host path). ``batch``: rows per
-    sweep, so one pass stays short.
+    sweep, so one pass stays short. ``lost_tasks``: told of each step taken from a
+    dead holder, so monitoring ends the dead task (lg_scheduler.lost_tasks).
     """
 
     def __init__(
@@ -71,6 +72,7 @@ class Scheduler:
         hold_off: float | None = None,
         local_liveness: bool = True,
         batch: int = 500,
+        lost_tasks: recovery.LostTaskReport | None = None,
     ) -> None:
         _positive("stall_seconds", stall_seconds)
         hold_off = runtime.configuration.lease_seconds if hold_off is None else hold_off
@@ -83,6 +85,7 @@ class Scheduler:
         self.hold_off = float(hold_off)
         self.local_liveness = bool(local_liveness)
         self.batch = batch
+        self.lost_tasks = lost_tasks
         self._next_prune = 0.0  # monotonic time of the next retention pass: the first pass prunes
         # Leases and the store's outages (recovery.OutageGrace): the store's clock at the last lease
         # sweep; whether a pass found the store out of reach since; the grace that outage earned.
@@ -148,6 +151,7 @@ class Scheduler:
             limit=self.batch,
             now=now,
             grace=self._grace,
+            lost=self.lost_tasks,
         )
         self._last_lease_sweep = now
         return swept

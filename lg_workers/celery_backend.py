@@ -22,6 +22,7 @@ from lg_workers.app_factory import create_app
 from lg_workers.broker_check import check_broker
 from lg_workers.queues import queue_for
 from lg_workers.streams import RedisEventSink, RedisLiveSource, connect
+from lg_workers.task_display import display_args
 
 log = logging.getLogger("lg_workers.celery_backend")
 
@@ -119,7 +120,13 @@ class CeleryBackend:
                 self._send(ref)
 
     def _send(self, ref: StepRef, producer: Any = None) -> None:
-        self.app.send_task(ref.task_name, args=[ref.run_id, ref.key], queue=queue_for(ref.task_name), producer=producer)
+        self.app.send_task(
+            ref.task_name,
+            args=[ref.run_id, ref.key],
+            argsrepr=display_args(ref),  # what Flower shows: run, step and tool (lg_workers.task_display)
+            queue=queue_for(ref.task_name),
+            producer=producer,
+        )
 
     def check_reachable(self) -> None:
         """ConfigurationError unless the broker answers: a run handed over now would otherwise

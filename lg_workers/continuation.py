@@ -42,8 +42,11 @@ import uuid
 from typing import Any
 
 from lg_core.engine.dispatcher import StepRef
+from lg_core.engine.run_endings import RunEnding
 from lg_core.engine.step_kinds import STEP_KINDS
 from lg_workers.queues import queue_for
+from lg_workers.task_display import display_args
+from lg_workers.task_outcomes import RunFailed, task_result
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +137,7 @@ class Announcer:
         self._current = (task_id, ref, time.monotonic())
         received = {
             "name": ref.task_name,
-            "args": repr([ref.run_id, ref.key]),
+            "args": display_args(ref),
             "kwargs": "{}",
             "root_id": request.root_id or request.id,
             "parent_id": request.id,
@@ -145,14 +148,23 @@ class Announcer:
         self._pending += [(task_id, "task-received", received), (task_id, "task-started", {})]
         self.flush()
 
-    def succeeded(self, outcome: str) -> None:
-        """Queue the current step's result; it leaves with the next start or the final flush."""
-        if self._current is not None:
-            task_id, _ref, started = self._current
+    def finished(self, outcome: str, ending: RunEnding | None) -> None:
+        """Queue the current step's end; it leaves with the next start or the final flush.
+
+        A step that failed its run is a failed task, as a delivered one is (lg_workers.task_outcomes).
+        """
+        if self._current is None:
+            return
+        task_id, _ref, started = self._current
+        runtime = time.monotonic() - started
+        if ending is not None and ending.failed:
+            failure = {"exception": repr(RunFailed(ending.summary)), "traceback": None, "runtime": runtime}
+            self._pending.append((task_id, "task-failed", failure))
+        else:
             self._pending.append(
-                (task_id, "task-succeeded", {"result": repr(outcome), "runtime": time.monotonic() - started})
+                (task_id, "task-succeeded", {"result": repr(task_result(outcome, ending)), "runtime": runtime})
             )
-            self._current = None
+        self._current = None
 
     def failed(self, error: BaseException) -> None:
         if self._current is not None:

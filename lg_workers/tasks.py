@@ -20,11 +20,13 @@ from typing import Any
 from celery import Task, shared_task
 
 from lg_core.engine.leases import StepNotClaimed
+from lg_core.engine.run_endings import take_ending
 from lg_core.engine.step_kinds import ADVANCE_TASK, STEP_KINDS, StepKind
 from lg_core.errors import RunNotFoundError
 from lg_core.urls import safe_url
 from lg_workers import faults
 from lg_workers.continuation import Announcer, Chain, consumed_queues
+from lg_workers.task_outcomes import RunFailed, task_result
 from lg_workers.worker_runtime import worker_runtime
 
 log = logging.getLogger("lg_workers.tasks")
@@ -62,7 +64,7 @@ def _run_chain(runtime: Any, run_id: str, step_key: str, redelivered: bool, task
     chain = Chain(consumed_queues(task) if task is not None else frozenset())
     # chain.pick: each commit also claims the successor that runs next here (lg_core.engine._preclaim)
     outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered, follow=chain.pick)
-    first = outcome
+    first, first_ending = outcome, take_ending()
     announcer = Announcer(task)
     while True:
         if outcome == "executed":
@@ -80,9 +82,12 @@ def _run_chain(runtime: Any, run_id: str, step_key: str, redelivered: bool, task
         except BaseException as exc:
             announcer.failed(exc)
             raise
-        announcer.succeeded(outcome)
+        announcer.finished(outcome, take_ending())
     announcer.flush()
-    return first if chain.steps == 1 else f"{first} +{chain.steps - 1} inline"  # short: Flower's result column
+    inline = "" if chain.steps == 1 else f" +{chain.steps - 1} inline"  # short: Flower's result column
+    if first_ending is not None and first_ending.failed:
+        raise RunFailed(first_ending.summary + inline)
+    return task_result(first, first_ending) + inline
 
 
 def warn_if_unknown_run(runtime: Any, run_id: str, step_key: str) -> None:
@@ -121,7 +126,7 @@ def _step_task(kind: StepKind) -> Task:
 
     execute_step.__name__ = execute_step.__qualname__ = kind.task_name.rpartition(".")[2]
     execute_step.__doc__ = f"Execute one {kind.name} step ({kind.key_shape}) of a run."
-    task: Task = shared_task(name=kind.task_name, bind=True)(execute_step)
+    task: Task = shared_task(name=kind.task_name, bind=True, throws=(RunFailed,))(execute_step)
     return task
 
 

@@ -125,9 +125,15 @@ class Inherited:
             os.kill(self.pid, signum)
 
 
-def worker_names(groups: Sequence[WorkerGroup], pid: int | None = None) -> list[str]:
-    """Each group's Celery worker name: the pool kind and the supervisor's pid (the command's, kept by exec)."""
-    return [f"lg-{group.pool}-{pid or os.getpid()}" for group in groups]
+def worker_names(groups: Sequence[WorkerGroup]) -> list[str]:
+    """Each group's Celery worker name: the queues it serves, ``lg-model+tools`` (``@host`` follows).
+
+    Flower and ``celery inspect`` list workers by name, so the name says what a
+    worker runs. Two workers of one host serving the same queues share a name,
+    as two ``celery worker`` with the default ``celery@host`` do: monitoring
+    then shows them as one.
+    """
+    return ["lg-" + "+".join(queue.removeprefix("lg.") for queue in group.queues) for group in groups]
 
 
 def run_workers(

@@ -22,6 +22,7 @@ from lg_core.engine._frames import FrameState
 from lg_core.engine._preclaim import Preclaimed, PreclaimSlot
 from lg_core.engine._step_scope import StaleStep, StepScope, Transition
 from lg_core.engine.dispatcher import StepRef
+from lg_core.engine.run_endings import RunEnding, note_ending
 from lg_core.engine.step_kinds import STEP_KINDS
 from lg_core.errors import (
     CancelledError,
@@ -160,16 +161,14 @@ class Committer:
         commit.claimed_successor = None
         if scope.follow is None or commit.finish is not None:
             return
-        offered = [
-            StepRef(commit.run_id, s.key, s.kind, s.frame_id) for s in commit.new_steps if s.frame_id == commit.frame_id
-        ]
+        offered = [StepRef.of(commit.run_id, s) for s in commit.new_steps if s.frame_id == commit.frame_id]
         picked = scope.follow(offered) if offered else None
         if picked is not None:
             commit.claimed_successor, commit.lease_seconds = picked.key, self.engine.lease_seconds
 
     def _preclaimed(self, commit: StepCommit, committed_at: float, result: CommitResult) -> Preclaimed:
         step = next(step for step in commit.new_steps if step.key == commit.claimed_successor)
-        ref = StepRef(commit.run_id, step.key, step.kind, step.frame_id)
+        ref = StepRef.of(commit.run_id, step)
         return Preclaimed(ref, step.input, self.frames.cached(step.frame_id), committed_at, result.cancel_requested)
 
     def applied(self, scope: StepScope, state: FrameState, commit: StepCommit, result: CommitResult) -> list[StepRef]:
@@ -181,6 +180,7 @@ class Committer:
         checkpoint = scope.committed_checkpoint(commit.checkpoint)
         if commit.finish is not None:
             scope.run._ended_here = True  # before the terminal event goes out (StepExecutor.execute)
+            note_ending(self._ending_of(scope, commit.finish.status))
         self.frames.put(
             FrameState(
                 state.id,
@@ -211,8 +211,15 @@ class Committer:
                 # A local run's successors run here, next: spare them the step read. A claimed
                 # step's successors may run in any process, whose look-up reads the input anyway.
                 registry.step_inputs[(scope.run.id, step.key)] = step.input
-            refs.append(StepRef(scope.run.id, step.key, step.kind, step.frame_id))
+            refs.append(StepRef.of(scope.run.id, step))
         return refs
+
+    @staticmethod
+    def _ending_of(scope: StepScope, status: str) -> RunEnding:
+        """The ending ``scope``'s commit wrote: its transition's when that built this one (a failure's
+        class and sentence), else the bare status (a completion, an opening's ending)."""
+        built = scope.run_ending
+        return built if built is not None and built.status == status else RunEnding.of(status, None)
 
     # -- session writes ----------------------------------------------------------------
 

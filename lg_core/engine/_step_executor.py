@@ -27,6 +27,7 @@ from lg_core.engine._step_kind import StepBody
 from lg_core.engine._step_scope import StepScope, Transition
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.leases import StepClaimLost, StepNotClaimed
+from lg_core.engine.run_endings import take_ending
 from lg_core.engine.step_kinds import STEP_KINDS
 from lg_core.errors import (
     CancelledError,
@@ -163,6 +164,7 @@ class StepExecutor:
         self, run_id: str, key: str, *, redelivered: bool = True, follow: Follow | None = None
     ) -> tuple[ClaimedOutcome, list[StepRef]]:
         """Look up and claim (one transaction), execute, commit (Engine.execute_claimed)."""
+        take_ending()  # what this thread's step before left: the caller takes this step's ending after it
         preclaimed = self.preclaims.take(run_id, key)
         if preclaimed is not None:
             return self._execute_preclaimed(preclaimed, follow)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from lg_core.engine._step_scope import StepScope, Transition
@@ -39,6 +39,10 @@ def _commits_alone(scope: StepScope) -> bool:
     return False
 
 
+def _no_label(step_input: dict[str, Any] | None) -> str:
+    return ""
+
+
 @dataclass(frozen=True, slots=True)
 class StepKind:
     """A kind of step: its stored name, key, Celery task and queue, and how it executes."""
@@ -53,6 +57,9 @@ class StepKind:
     # Whether other steps of its frame may be committing in this process now (a turn's parallel
     # tool calls): the commit then takes the frame's lock and starts from the frame's latest state.
     has_running_siblings: Callable[[StepScope], bool] = _commits_alone
+    # What monitoring shows beside a step's key, from its stored input (StepRef.label): a tool call's
+    # tool name. Never content: the broker message's display arguments carry it (lg_workers.task_display).
+    label: Callable[[dict[str, Any] | None], str] = _no_label
 
 
 __all__ = ["StepBody", "StepKind"]

@@ -20,6 +20,7 @@ from lg_core.engine._caller_errors import caller_error_dict
 from lg_core.engine._checkpoint import AgentCheckpoint, apply_state_changes, checked_state
 from lg_core.engine._frames import FrameState
 from lg_core.engine.codec import encode_event_data, error_to_dict
+from lg_core.engine.run_endings import RunEnding
 from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededError, Error
 from lg_core.events import LIVE_ONLY_EVENTS, PUBLISHED_AT_ONCE, TERMINAL_EVENTS, StreamEvent
 from lg_core.run_context import NO_USAGE, RunContext
@@ -65,6 +66,8 @@ class StepScope:
     # The frame this step opened (engine/_opening.py) while its messages are not stored:
     # the step's commit writes them ahead of its own.
     opening: FrameState | None = None
+    # How the ending this step's latest transition built ends the run, for its task (run_endings).
+    run_ending: RunEnding | None = None
     _deadline: float | None = None
     # The checkpoint of this step's latest commit, with the dict written for it
     # (commit_for): after the commit the frame cache takes the object as is.
@@ -269,6 +272,7 @@ class StepScope:
                 error=error,
             )
             finish = RunFinish(outcome, response, error_data, usage.to_dict(), None)
+            self.run_ending = RunEnding.of(outcome, error)
             return self.commit_for(
                 state,
                 checkpoint,

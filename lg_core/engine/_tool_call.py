@@ -18,6 +18,7 @@ turn run one after another: each one's commit schedules the next.
 
 from __future__ import annotations
 
+import re
 import traceback
 from typing import Any
 
@@ -256,6 +257,16 @@ def _has_running_siblings(scope: StepScope) -> bool:
     return sum(1 for p in scope.frame.checkpoint.pending if p.status == "scheduled") > 1
 
 
+# A tool name as the Tool class allows it; a model's call may name anything, which monitoring does not repeat.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _tool_name(step_input: dict[str, Any] | None) -> str:
+    """The called tool's name, for dashboards; ``?`` for a name no tool could have."""
+    name = (step_input or {}).get("name")
+    return name if isinstance(name, str) and _TOOL_NAME.fullmatch(name) else "?"
+
+
 TOOL_CALL = StepKind(
     name=TOOL,
     key_shape="<frame path>/turn-<N>/tool/<call id>",
@@ -264,6 +275,7 @@ TOOL_CALL = StepKind(
     body=ToolCall,
     takes_input=True,
     has_running_siblings=_has_running_siblings,
+    label=_tool_name,
 )
 
 

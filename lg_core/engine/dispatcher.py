@@ -1,16 +1,19 @@
 """The dispatcher protocol: how a committed step's successors get executed.
 
 A StepRef carries ids only (so a broker message holds no prompt or user data):
-everything else is read from the run
-store by whoever executes it. The LocalDispatcher executes refs in this
+everything else is read from the run store by whoever executes it. Its
+``label`` (a tool call's tool name) is for monitoring's display alone. The LocalDispatcher executes refs in this
 process; the Celery dispatcher (lg_workers) publishes them as tasks. The
 transitions are the same engine code either way.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from lg_core.store import NewStep, StepRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +22,9 @@ class StepRef:
     key: str
     kind: str  # a name in the step-kind table (lg_core.engine.step_kinds)
     frame_id: str
+    # What a dashboard names the step by besides its key (a tool call's tool), display only:
+    # not part of the step's identity (two refs to one step are equal with or without it).
+    label: str = field(default="", compare=False)
 
     @property
     def task_name(self) -> str:
@@ -26,6 +32,15 @@ class StepRef:
         from lg_core.engine.step_kinds import task_name_for  # the table imports every kind's module
 
         return task_name_for(self.kind)
+
+    @classmethod
+    def of(cls, run_id: str, step: NewStep | StepRecord) -> StepRef:
+        """The ref of a stored or new ``step`` of ``run_id``, labelled by its kind (a tool call's tool name)."""
+        from lg_core.engine.step_kinds import STEP_KINDS
+
+        kind = STEP_KINDS.get(step.kind)
+        label = "" if kind is None or step.input is None else kind.label(step.input)
+        return cls(run_id, step.key, step.kind, step.frame_id, label)
 
 
 class Dispatcher(Protocol):

@@ -364,7 +364,7 @@ class Engine(Generic[RunT]):
         """
         steps = self.store.load_steps(run_id, open_only=True)
         return [
-            StepRef(run_id, s.key, s.kind, s.frame_id)
+            StepRef.of(run_id, s)
             for s in steps
             if s.kind in STEP_KINDS
             and (not unattended_only or s.status == "scheduled" or (s.status == "running" and holder_is_dead(s.holder)))
@@ -384,7 +384,7 @@ class Engine(Generic[RunT]):
         for step in steps:
             self.registry.step_inputs[(run.id, step.key)] = step.input
             self.registry.resumed.add((run.id, step.key))
-            refs.append(StepRef(run.id, step.key, step.kind, step.frame_id))
+            refs.append(StepRef.of(run.id, step))
         data = {"holder": current_holder(), "previous_holder": previous_holder, "open_steps": [s.key for s in steps]}
         seq = self.store.append_events(run.id, [("run_resumed", data)])
         self.publish(run.id, StreamEvent.build("run_resumed", **data).with_seq(seq))

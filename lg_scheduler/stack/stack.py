@@ -71,9 +71,10 @@ WORKER_SERVICES = {
     "worker-tools": "lg.tools",
     "worker-sandbox": "lg.sandbox",
 }
-# Flower's task list shows args (run id and step key) and results (short outcomes); task
+# Flower's task list shows args (run, step and tool: lg_workers.task_display), results (short
+# outcomes) and a failed step's exception (how its run failed, or its worker was lost); task
 # arguments carry ids only, so no content shows.
-FLOWER_COLUMNS = "name,state,args,result,received,runtime,worker"
+FLOWER_COLUMNS = "name,state,args,result,exception,received,runtime,worker"
 PREFERRED_PORTS = {"redis": 6379, "postgres": 5432, "flower": 5555}
 SERVICES = ("redis", "postgres", *WORKER_SERVICES, "scheduler", "flower")
 APP_SERVICES = (*WORKER_SERVICES, "scheduler", "flower")  # the processes given LG_IMPORTS

@@ -303,3 +303,11 @@ scripted.register("dist-request-id", _say_tool_result)
 class RequestIdAgent(Agent):
     model = "scripted:dist-request-id"
     tools = [RequestIdTool]
+
+
+# The provider answers 500 at once: a provider error ends the run as failed.
+scripted.register("dist-fail", [{"error": {"kind": "http", "status": 500, "message": "upstream broke"}}])
+
+
+class FailingAgent(Agent):
+    model = "scripted:dist-fail"

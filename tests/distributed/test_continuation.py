@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import signal
 import threading
 import time
@@ -10,6 +9,8 @@ from collections import Counter
 from typing import Any
 
 import dist_app
+
+from lg_workers.task_display import parse_display
 
 
 class TaskEvents(threading.Thread):
@@ -68,10 +69,10 @@ def test_a_run_on_one_worker_for_both_queues_runs_in_one_task_and_flower_sees_ev
         time.sleep(0.2)
     watcher.stop()
     assert received is not None, [e for e in watcher.events if e["type"].startswith("task-")][:5]
-    by_key = {ast.literal_eval(e["args"])[1]: e for e in received.values()}
+    by_key = {parse_display(e["args"])[1]: e for e in received.values()}
     assert set(by_key) == keys
     for key, event in by_key.items():
-        assert ast.literal_eval(event["args"]) == [run.id, key]  # ids only, as for a delivered task
+        assert parse_display(event["args"]) == (run.id, key)  # shown as a delivered task's are
         assert event["name"] == ("lg.tool_call" if "/tool/" in key else "lg.model_turn")
     first = [e for e in received.values() if e.get("parent_id") is None]
     assert len(first) == 1  # the delivered task; every inline step names it as its parent and root

@@ -23,14 +23,20 @@ def test_the_tasks_of_one_commit_reach_their_queue_with_their_sent_events(dist):
     listener = redis.Redis.from_url(dist.redis.url).pubsub()
     listener.psubscribe("*celeryev*")
     assert listener.get_message(timeout=30)["type"] == "psubscribe"
-    refs = [StepRef("a-run", f"root/turn-1/tool-{n}", "tool", "a-run/root") for n in range(2)]
+    refs = [StepRef("a-run", f"root/turn-1/tool-{n}", "tool", "a-run/root", "lookup") for n in range(2)]
 
     backend.publish(refs)
 
     queued = [json.loads(raw) for raw in redis.Redis.from_url(dist.redis.url).lrange("lg.tools", 0, -1)]
     events = [listener.get_message(timeout=30) for _ in refs]
     listener.close()
-    assert sorted(message["headers"]["argsrepr"] for message in queued) == sorted(repr([r.run_id, r.key]) for r in refs)
+    # The arguments are ids only; what Flower shows (argsrepr) adds the tool's name.
+    assert sorted(json.loads(base64.b64decode(message["body"]))[0] for message in queued) == sorted(
+        [r.run_id, r.key] for r in refs
+    )
+    assert sorted(message["headers"]["argsrepr"] for message in queued) == sorted(
+        f"tool=lookup run=a-run step={r.key}" for r in refs
+    )
     # Flower's task-sent events still go out, one per task.
     sent = [json.loads(base64.b64decode(json.loads(event["data"])["body"])) for event in events if event]
     assert sorted(event["uuid"] for event in sent) == sorted(message["headers"]["id"] for message in queued)
@@ -59,7 +65,7 @@ def test_a_fresh_copy_of_a_finished_steps_message_publishes_nothing(dist):
 
 def _tool_messages(client) -> list[str]:
     """The run ids of the messages waiting in lg.tools."""
-    return [json.loads(raw)["headers"]["argsrepr"].split("'")[1] for raw in client.lrange("lg.tools", 0, -1)]
+    return [json.loads(base64.b64decode(json.loads(raw)["body"]))[0][0] for raw in client.lrange("lg.tools", 0, -1)]
 
 
 def _wait_for_tool_message(client, run_id: str, timeout: float = 60) -> None:
