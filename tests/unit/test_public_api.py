@@ -77,6 +77,7 @@ PUBLIC_NAMES = [
     "RunStateError",
     "Runtime",
     "SandboxConfigurationError",
+    "SandboxLimitError",
     "Session",
     "SessionActorError",
     "SessionSnapshot",

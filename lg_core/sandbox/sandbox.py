@@ -1,0 +1,383 @@
+"""Sandbox: the authority over the files and child processes that pass through it.
+
+A Sandbox binds a Workspace to a Policy and a backend that enforces it. Opening checks
+that the backend can enforce the policy; every process start re-checks that the
+Workspace's directories are the ones it opened with (fail closed), builds the child's
+environment (empty unless policy and call both opt in to inheriting, plus the
+Workspace's variables and the explicit values) and hands a launch description to the
+backend. A backend refuses what it cannot enforce instead of running without it, and
+selecting an enforcing backend never falls back to unrestricted execution.
+
+Backends are registered by name (``bubblewrap``, ``unrestricted``, ``native``);
+:meth:`Sandbox.probe` reports what a backend can enforce on this host without
+creating a sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import Any
+
+from lg_core.errors import (
+    CancelledError,
+    CapabilityError,
+    DeadlineExceededError,
+    PolicyError,
+    SandboxConfigurationError,
+    SandboxLimitError,
+)
+from lg_core.sandbox import capabilities as features
+from lg_core.sandbox.capabilities import Capabilities
+from lg_core.sandbox.environment_policy import checked_variables
+from lg_core.sandbox.execution import Execution
+from lg_core.sandbox.limits import Limits
+from lg_core.sandbox.network_policy import NetworkPolicy
+from lg_core.sandbox.policy import READ_WRITE, Grant, Policy, nested_grants
+from lg_core.sandbox.process_session import ProcessSession
+from lg_core.sandbox.scope import Scope, allows_operation
+from lg_core.workspace import Workspace
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+_LIMIT_FEATURES = {
+    "cpu_seconds": features.CPU_LIMIT,
+    "memory_bytes": features.MEMORY_LIMIT,
+    "file_bytes": features.FILE_SIZE_LIMIT,
+    "processes": features.PROCESS_LIMIT,
+}
+_BUILTIN_PROVIDERS = {
+    "bubblewrap": "lg_core.sandboxes.bubblewrap:Bubblewrap",
+    "native": "lg_core.sandboxes.native:Native",
+    "unrestricted": "lg_core.sandboxes.unrestricted:Unrestricted",
+}
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """Whether a backend can start here, what it would enforce, and why not when it cannot."""
+
+    backend: str
+    available: bool
+    reason: str | None = None
+    capabilities: Capabilities | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything a backend needs to start one confined command."""
+
+    command: tuple[str, ...]
+    grants: tuple[Grant, ...]
+    network: NetworkPolicy
+    environment: Mapping[str, str]
+    cwd: str
+    limits: Limits
+    allow_subprocesses: bool
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The host-side command line a backend built, and how to start it."""
+
+    argv: tuple[str, ...]
+    environment: Mapping[str, str]
+    cwd: str
+    user: int | None = None
+    group: int | None = None
+
+
+class Sandbox:
+    """Base class of the sandbox backends; see the module docstring."""
+
+    name = "sandbox"
+    _providers: dict[str, Any] = {}
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        policy: Policy | Mapping[str, Any] | None = None,
+        profiles: Mapping[str, Mapping[str, Any]] | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(workspace, Workspace):
+            raise SandboxConfigurationError(f"a sandbox needs a Workspace, got {type(workspace).__name__}")
+        self.workspace = workspace
+        self.policy = Policy.coerce(policy)
+        self.limits = Limits.coerce(limits)
+        self.profiles = {str(name): dict(options) for name, options in dict(profiles or {}).items()}
+        self._effective_policy = self._enforceable(self.policy)
+        self._opened = False
+        self._closed = False
+
+    # -- providers and probing ---------------------------------------------------------------
+
+    @classmethod
+    def register_provider(cls, name: str, implementation: Any) -> None:
+        """Register a trusted backend class (or a ``module:Class`` path) under a configuration name."""
+        Sandbox._providers[str(name)] = implementation
+
+    @classmethod
+    def resolve_provider(cls, name: str) -> Any:
+        """The backend registered as ``name``; an unknown name is an error, never a fallback."""
+        implementation = Sandbox._providers.get(str(name), _BUILTIN_PROVIDERS.get(str(name)))
+        if implementation is None:
+            known = ", ".join(sorted({*_BUILTIN_PROVIDERS, *Sandbox._providers}))
+            raise SandboxConfigurationError(f"no sandbox backend named {name!r} (known: {known})")
+        if isinstance(implementation, str):
+            module, _, attribute = implementation.partition(":")
+            implementation = getattr(import_module(module), attribute)
+        return implementation
+
+    @classmethod
+    def probe(cls, name: str | None = None, **options: Any) -> ProbeReport:
+        """Whether backend ``name`` (this class when None) can start here, without building a sandbox."""
+        if name is not None:
+            backend = cls.resolve_provider(name)
+            return backend.probe(**options)  # type: ignore[no-any-return]
+        return cls.probe_host(**options)
+
+    @classmethod
+    def probe_host(cls, **options: Any) -> ProbeReport:
+        """This backend's own probe; backends override it."""
+        return ProbeReport(cls.name, False, "an abstract sandbox cannot run programs")
+
+    @classmethod
+    def backend_capabilities(cls) -> Capabilities:
+        """What this backend can enforce before a policy narrows it."""
+        return Capabilities(features=(), network_modes=(), isolation="none")
+
+    # -- what this sandbox grants ------------------------------------------------------------
+
+    @property
+    def effective_policy(self) -> Policy:
+        """The policy this backend enforces (documented defaults filled in)."""
+        return self._effective_policy
+
+    @property
+    def files(self) -> Mapping[str, str]:
+        return self._effective_policy.files
+
+    @property
+    def runtime_paths(self) -> Mapping[str, str]:
+        return self._effective_policy.runtime_paths
+
+    @property
+    def network(self) -> NetworkPolicy:
+        network = self._effective_policy.network
+        assert network is not None, "backends fill in their default network mode"
+        return network
+
+    def capabilities(self) -> Capabilities:
+        """Operations and network modes this sandbox implements under its policy."""
+        capabilities = self.backend_capabilities()
+        if not self.writable:
+            capabilities = capabilities.without(features.FILESYSTEM_WRITE)
+        return capabilities
+
+    def supports(self, feature: str, value: str | None = None) -> bool:
+        """Whether this sandbox implements ``feature`` (for ``network``, mode ``value``)."""
+        return self.capabilities().supports(feature, value)
+
+    def allows(self, operation: str, path: str | None = None) -> bool:
+        """Whether ``operation`` is available, at the virtual ``path`` when one is given."""
+        return allows_operation(self, operation, path)
+
+    @property
+    def writable(self) -> bool:
+        """Whether any tool-visible path accepts writes."""
+        return READ_WRITE in self.files.values()
+
+    def scope(self, profile: str | None = None, **narrowing: Any) -> Scope:
+        """A non-owning view that can only narrow this sandbox; ``profile`` names preset narrowing."""
+        if profile is not None:
+            if profile not in self.profiles:
+                raise PolicyError(f"no sandbox profile named {profile!r} (profiles: {sorted(self.profiles)})")
+            narrowing = {**self.profiles[profile], **{k: v for k, v in narrowing.items() if v is not None}}
+        return Scope(self, **narrowing)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def open(self, run: Any = None) -> Sandbox:
+        """Check the Workspace is open and the backend can run, and make the sandbox ready."""
+        if self._closed:
+            raise SandboxConfigurationError("this sandbox is closed and cannot be opened again")
+        if self._opened:
+            return self
+        if not self.workspace.opened:
+            raise SandboxConfigurationError("open the workspace before the sandbox that governs it")
+        self.workspace.validate()
+        self.process_grants()
+        self._open_backend(run)
+        self._opened = True
+        return self
+
+    def close(self) -> None:
+        """Release backend resources; safe to repeat. Runs close the sandbox before its workspace."""
+        if not self._closed:
+            self._closed = True
+            self._close_backend()
+
+    def __enter__(self) -> Sandbox:
+        return self.open()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def process_grants(self, view: Any = None) -> tuple[Grant, ...]:
+        """The physical directories a child of this sandbox (or of ``view``) receives."""
+        view = view or self
+        return nested_grants(self.workspace, view.files, view.runtime_paths)
+
+    def execute(self, command: str, timeout: float, **options: Any) -> Execution:
+        """Run ``command`` through ``/bin/sh -c``; prefer :meth:`execute_program` for model input."""
+        if not isinstance(command, str) or not command:
+            raise ValueError("a shell command must be a non-empty string")
+        return self.execute_program(["/bin/sh", "-c", command], timeout=timeout, **options)
+
+    def execute_program(
+        self,
+        command: Sequence[str],
+        timeout: float,
+        context: Any = None,
+        max_output_bytes: int | None = None,
+        environment: Mapping[str, Any] | None = None,
+        inherit_environment: bool = False,
+        **options: Any,
+    ) -> Execution:
+        """Run an argument vector to completion (no shell) and return its bounded result."""
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        session = self.start_program(
+            command,
+            context=context,
+            environment=environment,
+            inherit_environment=inherit_environment,
+            output_bytes=max_output_bytes,
+            per_stream_output=True,
+            **options,
+        )
+        error: BaseException | None = None
+        exit_code: int | None = None
+        try:
+            exit_code = session.wait(timeout=timeout, context=context)
+        except (TimeoutError, SandboxLimitError, CancelledError, DeadlineExceededError) as stopped:
+            error, exit_code = stopped, session.returncode
+        finally:
+            stdout, stderr = session.drain(0.5)
+            truncated = session.truncated
+            session.close()
+        if isinstance(error, CancelledError | DeadlineExceededError):
+            raise error
+        return Execution(
+            stdout=stdout.decode("utf-8", "replace"),
+            stderr=stderr.decode("utf-8", "replace"),
+            exit_code=exit_code,
+            error=error,
+            stdout_truncated=truncated["stdout"],
+            stderr_truncated=truncated["stderr"],
+        )
+
+    def start_program(
+        self,
+        command: Sequence[str],
+        context: Any = None,
+        environment: Mapping[str, Any] | None = None,
+        inherit_environment: bool = False,
+        scope: Scope | None = None,
+        cwd: str | None = None,
+        output_bytes: int | None = None,
+        memory_bytes: int | None = None,
+        cpu_seconds: int | None = None,
+        file_bytes: int | None = None,
+        processes: int | None = None,
+        allow_subprocesses: bool = True,
+        memory_reader: Any = None,
+        per_stream_output: bool = False,
+    ) -> ProcessSession:
+        """Start an owned duplex child; the caller must close the returned session."""
+        if not self._opened or self._closed:
+            raise SandboxConfigurationError("the sandbox is not open; call open() before starting programs")
+        view: Any = self if scope is None else scope
+        if scope is not None and scope.sandbox is not self:
+            raise PolicyError("the scope belongs to another sandbox")
+        if context is not None:
+            context.check()
+        if not view.supports(features.PROCESS_EXECUTE):
+            raise CapabilityError("this sandbox (or scope) does not allow running programs")
+        if not allow_subprocesses and not view.supports(features.PROCESS_SPAWN_DENIAL):
+            raise CapabilityError(f"the {self.name} backend cannot deny subprocess creation; refusing to claim it")
+        limits = self.limits.narrowed(
+            memory_bytes=memory_bytes, cpu_seconds=cpu_seconds, file_bytes=file_bytes, processes=processes
+        )
+        for limit_name in limits.process_limits():
+            if not view.supports(_LIMIT_FEATURES[limit_name]):
+                raise CapabilityError(f"the {self.name} backend cannot enforce {limit_name} on this host")
+        self.workspace.validate()
+        grants = self.process_grants(view)
+        request = LaunchRequest(
+            command=tuple(command) if isinstance(command, Sequence) and not isinstance(command, str) else (),
+            grants=grants,
+            network=view.network,
+            environment=self._child_environment(environment, inherit_environment),
+            cwd=self._working_directory(cwd, grants),
+            limits=limits,
+            allow_subprocesses=allow_subprocesses,
+        )
+        if not request.command:
+            raise ValueError(f"a command must be a non-empty list of arguments, got {command!r}")
+        launch = self._launch(request)
+        return ProcessSession(
+            launch.argv,
+            environment=launch.environment,
+            chdir=launch.cwd,
+            output_bytes=output_bytes or limits.output_bytes,
+            memory_bytes=limits.memory_bytes,
+            memory_reader=memory_reader,
+            cpu_seconds=limits.cpu_seconds,
+            file_bytes=limits.file_bytes,
+            user=launch.user,
+            group=launch.group,
+            per_stream_output=per_stream_output,
+        )
+
+    # -- backend hooks -----------------------------------------------------------------------
+
+    def _enforceable(self, policy: Policy) -> Policy:
+        """The policy this backend will enforce, or CapabilityError for a rule it cannot."""
+        raise NotImplementedError
+
+    def _open_backend(self, run: Any) -> None:
+        """Check dependencies and start run-scoped resources."""
+
+    def _close_backend(self) -> None:
+        """Stop run-scoped resources."""
+
+    def _launch(self, request: LaunchRequest) -> Launch:
+        raise NotImplementedError
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _child_environment(self, environment: Mapping[str, Any] | None, inherit: bool) -> dict[str, str]:
+        if inherit and not self._effective_policy.environment.inherit:
+            raise PolicyError("the call asks to inherit the host environment, but the sandbox policy does not allow it")
+        values: dict[str, str] = dict(os.environ) if inherit else {"PATH": DEFAULT_PATH}
+        values.update(self._effective_policy.environment.values)
+        values.update(checked_variables(environment or {}, "child environment"))
+        values.update(self.workspace.environment())
+        return values
+
+    def _working_directory(self, cwd: str | None, grants: tuple[Grant, ...]) -> str:
+        if cwd is None:
+            directory = self.workspace.real_path("root")
+        elif os.path.isabs(cwd):
+            raise ValueError(f"cwd {cwd!r} is a physical path; use a root-relative path or workspace://name/path")
+        else:
+            directory = self.workspace.resolve(cwd)
+        if not any(directory == g.path or directory.startswith(g.path.rstrip(os.sep) + os.sep) for g in grants):
+            raise PolicyError(f"the working directory {cwd or 'root'!r} is not inside a path granted to the child")
+        return directory

@@ -1,0 +1,242 @@
+"""Bubblewrap: each command in fresh Linux namespaces, seeing only what the policy grants.
+
+Every command runs under ``bwrap`` with new user, PID, mount, IPC, UTS and cgroup
+namespaces, all capabilities dropped, a new session (no terminal injection), and a
+network namespace of its own unless the policy inherits the host network. With the
+``isolated`` root filesystem the child sees the read-only runtime roots (``/usr`` and
+the few ``/etc`` files programs need), fresh ``/proc``, ``/dev`` and ``/tmp``, and the
+granted Workspace paths at their real locations: nothing else of the host exists.
+
+The PID namespace owns every descendant: when the supervising ``bwrap`` dies (the
+session is closed or killed) its init dies and the kernel ends the whole namespace,
+including children that detached into their own session. A process-count limit is
+RLIMIT_NPROC set inside the user namespace, where it counts only the sandbox's own
+processes; the kernel does not apply it to root, so a worker running as root must
+give ``host_user`` (the unprivileged user the sandbox runs as) to get one, and
+without it a process limit is refused rather than ignored.
+
+An allowlist network needs an enforcing gateway, which this backend does not start:
+such a policy is refused (CapabilityError), never run with the allowlist ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lg_core.errors import CapabilityError, DependencyError, UnsupportedPlatformError
+from lg_core.sandbox import capabilities as features
+from lg_core.sandbox.capabilities import Capabilities
+from lg_core.sandbox.limits import Limits
+from lg_core.sandbox.network_policy import NetworkPolicy
+from lg_core.sandbox.policy import Grant, Policy
+from lg_core.sandbox.process_session import prlimit_executable, resource_limit_arguments
+from lg_core.sandbox.sandbox import Launch, LaunchRequest, ProbeReport, Sandbox
+from lg_core.workspace import Workspace
+
+DEFAULT_EXECUTABLE = "/usr/bin/bwrap"
+RUNTIME_ROOTS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/localtime",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+)
+DEFAULT_TMPFS = ("/tmp", "/run")
+_NAMESPACES = (
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+)
+PROBE_TIMEOUT_SECONDS = 10
+
+
+class Bubblewrap(Sandbox):
+    """A command-scoped Linux namespace sandbox (see the module docstring)."""
+
+    name = "bubblewrap"
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        policy: Policy | Mapping[str, Any] | None = None,
+        profiles: Mapping[str, Mapping[str, Any]] | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+        bubblewrap: str = DEFAULT_EXECUTABLE,
+        platform: str = sys.platform,
+        tmpfs: Sequence[str] = DEFAULT_TMPFS,
+        masks: Sequence[str] = (),
+        runtime_roots: Sequence[str] = RUNTIME_ROOTS,
+        uid: int | None = None,
+        gid: int | None = None,
+        host_user: int | None = None,
+        host_group: int | None = None,
+    ) -> None:
+        if not platform.startswith("linux"):
+            raise UnsupportedPlatformError(f"Bubblewrap needs Linux namespaces; this platform is {platform!r}")
+        self.executable = bubblewrap
+        self.tmpfs = tuple(_absolute(path, "tmpfs") for path in tmpfs)
+        self.masks = tuple(_absolute(path, "masks") for path in masks)
+        self.runtime_roots = tuple(_absolute(path, "runtime_roots") for path in runtime_roots)
+        self.uid, self.gid = uid, gid
+        if host_user is not None and os.geteuid() != 0:
+            raise CapabilityError("host_user switches the sandbox's host user, which needs a worker running as root")
+        self.host_user = host_user
+        self.host_group = host_group if host_group is not None else host_user
+        super().__init__(workspace, policy=policy, profiles=profiles, limits=limits)
+
+    # -- what it enforces --------------------------------------------------------------------
+
+    @classmethod
+    def backend_capabilities(cls) -> Capabilities:
+        limits = [features.MEMORY_LIMIT]
+        if prlimit_executable() is not None:
+            limits += [features.CPU_LIMIT, features.FILE_SIZE_LIMIT, features.PROCESS_LIMIT]
+        return Capabilities(
+            features=(*features.DEFAULT_FEATURES, features.PROCESS_TREE_OWNERSHIP, *limits),
+            network_modes=("none", "inherit"),
+            isolation="namespace",
+        )
+
+    def capabilities(self) -> Capabilities:
+        capabilities = super().capabilities()
+        if self.host_user is None and os.geteuid() == 0:
+            capabilities = capabilities.without(features.PROCESS_LIMIT)
+        return capabilities
+
+    def _enforceable(self, policy: Policy) -> Policy:
+        network = policy.network or NetworkPolicy("none")
+        if network.allowlist:
+            raise CapabilityError(
+                "the bubblewrap backend cannot enforce a network allowlist: it starts no enforcing gateway, "
+                "and proxy variables alone are not an allowlist; use network 'none' or 'inherit'"
+            )
+        return policy.with_changes(network=network) if policy.network is None else policy
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def _open_backend(self, run: Any) -> None:
+        if not (os.path.isfile(self.executable) and os.access(self.executable, os.X_OK)):
+            raise DependencyError(f"bubblewrap is not installed at {self.executable}; it is never replaced")
+
+    # -- launching ---------------------------------------------------------------------------
+
+    def bubblewrap_args(
+        self,
+        grants: Sequence[Grant] | None = None,
+        cwd: str | None = None,
+        network: NetworkPolicy | None = None,
+    ) -> list[str]:
+        """The exact bwrap policy arguments placed before the command."""
+        grants = self.process_grants() if grants is None else grants
+        network = network or self.network
+        if network.allowlist:
+            raise CapabilityError("the bubblewrap backend cannot enforce a network allowlist")
+        args = list(_NAMESPACES)
+        if not network.inherit:
+            args.append("--unshare-net")
+        if self.uid is not None:
+            args += ["--uid", str(self.uid)]
+        if self.gid is not None:
+            args += ["--gid", str(self.gid)]
+        args += self._root_filesystem_args()
+        for mask in self.masks:
+            args += ["--tmpfs", mask] if os.path.isdir(mask) else ["--ro-bind-try", "/dev/null", mask]
+        for grant in grants:
+            args += ["--bind" if grant.writable else "--ro-bind", grant.path, grant.path]
+        args += ["--chdir", cwd or self.workspace.real_path("root")]
+        return args
+
+    def _root_filesystem_args(self) -> list[str]:
+        mode = self.effective_policy.root_filesystem
+        if mode == "read_write":
+            return ["--bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+        if mode == "read_only":
+            args = ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+        else:
+            args = []
+            for root in self.runtime_roots:
+                if os.path.islink(root):
+                    args += ["--symlink", os.readlink(root), root]
+                elif os.path.exists(root):
+                    args += ["--ro-bind", root, root]
+            args += ["--proc", "/proc", "--dev", "/dev"]
+        for path in self.tmpfs:
+            args += ["--tmpfs", path]
+        return args
+
+    def _launch(self, request: LaunchRequest) -> Launch:
+        inner_limits = resource_limit_arguments(processes=request.limits.processes)
+        argv = (
+            self.executable,
+            *self.bubblewrap_args(request.grants, request.cwd, request.network),
+            "--",
+            *inner_limits,
+            *request.command,
+        )
+        return Launch(argv, request.environment, "/", user=self.host_user, group=self.host_group)
+
+    # -- probing -----------------------------------------------------------------------------
+
+    @classmethod
+    def probe_host(cls, **options: Any) -> ProbeReport:
+        """Whether bwrap exists and can create its namespaces on this host (it runs ``true`` once)."""
+        executable = str(options.get("executable", DEFAULT_EXECUTABLE))
+        platform = str(options.get("platform", sys.platform))
+        if not platform.startswith("linux"):
+            return ProbeReport(cls.name, False, f"Bubblewrap needs Linux; this platform is {platform!r}")
+        if not os.access(executable, os.X_OK):
+            return ProbeReport(cls.name, False, f"bubblewrap is not installed at {executable}")
+        true = shutil.which("true", path="/usr/bin:/bin") or "/bin/true"
+        try:
+            completed = subprocess.run(
+                [executable, *_NAMESPACES, "--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--", true],
+                capture_output=True,
+                timeout=PROBE_TIMEOUT_SECONDS,
+                env={},
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return ProbeReport(cls.name, False, f"bubblewrap could not start: {error}")
+        if completed.returncode != 0:
+            reason = completed.stderr.decode("utf-8", "replace").strip() or f"exit status {completed.returncode}"
+            return ProbeReport(cls.name, False, f"bubblewrap cannot create its namespaces here: {reason}")
+        capabilities = cls.backend_capabilities()
+        details = {
+            "executable": executable,
+            "memory_limit": "sampled every 100 ms",
+            "process_limit": (
+                "RLIMIT_NPROC inside the user namespace (needs a non-root sandbox user)"
+                if capabilities.supports(features.PROCESS_LIMIT)
+                else "unavailable: prlimit is missing"
+            ),
+            "network_allowlist": "refused: no enforcing gateway",
+        }
+        return ProbeReport(cls.name, True, None, capabilities, details)
+
+
+def _absolute(path: str, label: str) -> str:
+    if not isinstance(path, str) or not os.path.isabs(path):
+        raise ValueError(f"{label} entries must be absolute paths, got {path!r}")
+    return os.path.normpath(path)
