@@ -249,6 +249,9 @@ class ProcessSession:
             raise self._supervision_error
 
     def _group_alive(self) -> bool:
+        """Whether a live (not zombie) process remains in the session's process group."""
+        if sys.platform.startswith("linux"):
+            return _live_group_member(self.pid)
         try:
             os.killpg(self.pid, 0)
         except ProcessLookupError:
@@ -262,6 +265,27 @@ class ProcessSession:
             os.killpg(self.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def _live_group_member(pgid: int) -> bool:
+    """Whether ``/proc`` shows a process of group ``pgid`` that is not a zombie.
+
+    A killed descendant whose parent died first stays a zombie until init reaps it,
+    and a container's init may never do so; it holds no resources, so it does not
+    count as the group still running.
+    """
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _checked_command(command: Sequence[str]) -> list[str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -106,4 +105,18 @@ def errno_probe(statement: str) -> str:
     )
 
 
-__all__ = ["NOBODY", "PYTHON", "errno_probe", "python", "requires_bwrap", "sys"]
+def live_processes_with(marker):
+    """Pids of running (not zombie) processes whose command line contains ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    cmdline = handle.read()
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    state = handle.read().rsplit(b")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker.encode() in cmdline and state != b"Z":
+                found.append(int(entry))
+    return found

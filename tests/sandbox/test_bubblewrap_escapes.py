@@ -9,7 +9,7 @@ import time
 import uuid
 
 from lg_core.errors import SandboxLimitError
-from tests.sandbox.conftest import errno_probe, python, requires_bwrap
+from tests.sandbox.conftest import errno_probe, live_processes_with, python, requires_bwrap
 
 pytestmark = requires_bwrap
 
@@ -139,12 +139,12 @@ def test_no_descendant_survives_closing_the_session(bwrap):
     while b"started" not in output and time.monotonic() < deadline:
         output += session.read(timeout=1)
     assert b"started" in output
-    assert _processes_with(marker), "the detached grandchild should be running before close"
+    assert live_processes_with(marker), "the detached grandchild should be running before close"
     session.close()
     deadline = time.monotonic() + 5
-    while _processes_with(marker) and time.monotonic() < deadline:
+    while live_processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _processes_with(marker) == []
+    assert live_processes_with(marker) == []
     assert not session.alive
 
 
@@ -184,16 +184,3 @@ def test_output_past_the_capture_limit_is_dropped_and_reported(bwrap):
     result = run(bwrap, "print('x' * 100_000)", max_output_bytes=1000)
     assert len(result.stdout) == 1000
     assert result.stdout_truncated and not result.stderr_truncated
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                    if marker.encode() in handle.read():
-                        found.append(int(entry))
-            except OSError:
-                continue
-    return found
