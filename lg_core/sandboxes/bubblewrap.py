@@ -15,8 +15,11 @@ processes; the kernel does not apply it to root, so a worker running as root mus
 give ``host_user`` (the unprivileged user the sandbox runs as) to get one, and
 without it a process limit is refused rather than ignored.
 
-An allowlist network needs an enforcing gateway, which this backend does not start:
-such a policy is refused (CapabilityError), never run with the allowlist ignored.
+An allowlist network keeps the network namespace empty (no direct socket reaches
+anything) and starts an :class:`~lg_core.network.AllowlistGateway`, an enforcing
+proxy in the worker reachable from inside only through its Unix socket; a small
+bridge run by ``bridge_python`` inside the sandbox is the child's only way to it.
+Without that interpreter the allowlist is refused (CapabilityError), never ignored.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lg_core.errors import CapabilityError, DependencyError, UnsupportedPlatformError
+from lg_core.network.allowlist_gateway import AllowlistGateway
 from lg_core.sandbox import capabilities as features
 from lg_core.sandbox.capabilities import Capabilities
 from lg_core.sandbox.limits import Limits
@@ -39,6 +43,7 @@ from lg_core.sandbox.sandbox import Launch, LaunchRequest, ProbeReport, Sandbox
 from lg_core.workspace import Workspace
 
 DEFAULT_EXECUTABLE = "/usr/bin/bwrap"
+DEFAULT_BRIDGE_PYTHON = "/usr/bin/python3"
 RUNTIME_ROOTS = (
     "/usr",
     "/bin",
@@ -93,6 +98,7 @@ class Bubblewrap(Sandbox):
         gid: int | None = None,
         host_user: int | None = None,
         host_group: int | None = None,
+        bridge_python: str = DEFAULT_BRIDGE_PYTHON,
     ) -> None:
         if not platform.startswith("linux"):
             raise UnsupportedPlatformError(f"Bubblewrap needs Linux namespaces; this platform is {platform!r}")
@@ -105,6 +111,8 @@ class Bubblewrap(Sandbox):
             raise CapabilityError("host_user switches the sandbox's host user, which needs a worker running as root")
         self.host_user = host_user
         self.host_group = host_group if host_group is not None else host_user
+        self.bridge_python = bridge_python
+        self._gateways: dict[tuple[str, ...], AllowlistGateway] = {}
         super().__init__(workspace, policy=policy, profiles=profiles, limits=limits)
 
     # -- what it enforces --------------------------------------------------------------------
@@ -116,7 +124,7 @@ class Bubblewrap(Sandbox):
             limits += [features.CPU_LIMIT, features.FILE_SIZE_LIMIT, features.PROCESS_LIMIT]
         return Capabilities(
             features=(*features.DEFAULT_FEATURES, features.PROCESS_TREE_OWNERSHIP, *limits),
-            network_modes=("none", "inherit"),
+            network_modes=_network_modes(DEFAULT_BRIDGE_PYTHON),
             isolation="namespace",
         )
 
@@ -124,15 +132,12 @@ class Bubblewrap(Sandbox):
         capabilities = super().capabilities()
         if self.host_user is None and os.geteuid() == 0:
             capabilities = capabilities.without(features.PROCESS_LIMIT)
-        return capabilities
+        return Capabilities(capabilities.features, _network_modes(self.bridge_python), capabilities.isolation)
 
     def _enforceable(self, policy: Policy) -> Policy:
         network = policy.network or NetworkPolicy("none")
         if network.allowlist:
-            raise CapabilityError(
-                "the bubblewrap backend cannot enforce a network allowlist: it starts no enforcing gateway, "
-                "and proxy variables alone are not an allowlist; use network 'none' or 'inherit'"
-            )
+            self._check_allowlist_support(network)
         return policy.with_changes(network=network) if policy.network is None else policy
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -140,6 +145,34 @@ class Bubblewrap(Sandbox):
     def _open_backend(self, run: Any) -> None:
         if not (os.path.isfile(self.executable) and os.access(self.executable, os.X_OK)):
             raise DependencyError(f"bubblewrap is not installed at {self.executable}; it is never replaced")
+        if self.network.allowlist:
+            self._gateway_for(self.network)
+
+    def _close_backend(self) -> None:
+        gateways, self._gateways = list(self._gateways.values()), {}
+        for gateway in gateways:
+            gateway.close()
+
+    def _check_allowlist_support(self, network: NetworkPolicy) -> None:
+        if network.gateway is not None:
+            raise CapabilityError("the bubblewrap backend starts its own allowlist gateway; a custom one is not used")
+        if network.inspection != "connect" or network.authorizer is not None:
+            raise CapabilityError("the allowlist gateway checks destinations only; HTTP inspection is not available")
+        if not _runnable(self.bridge_python):
+            raise CapabilityError(
+                f"a network allowlist needs {self.bridge_python} to run the gateway bridge inside the sandbox; "
+                "proxy variables alone are not an allowlist"
+            )
+
+    def _gateway_for(self, network: NetworkPolicy) -> AllowlistGateway:
+        """The running gateway for this allowlist (a Scope's narrower list gets its own)."""
+        gateway = self._gateways.get(network.allow)
+        if gateway is None:
+            self._check_allowlist_support(network)
+            gateway = AllowlistGateway(network, owner=self.host_user).open()
+            self._gateways[network.allow] = gateway
+        gateway.validate()
+        return gateway
 
     # -- launching ---------------------------------------------------------------------------
 
@@ -148,12 +181,11 @@ class Bubblewrap(Sandbox):
         grants: Sequence[Grant] | None = None,
         cwd: str | None = None,
         network: NetworkPolicy | None = None,
+        gateway_mounts: Sequence[str] = (),
     ) -> list[str]:
         """The exact bwrap policy arguments placed before the command."""
         grants = self.process_grants() if grants is None else grants
         network = network or self.network
-        if network.allowlist:
-            raise CapabilityError("the bubblewrap backend cannot enforce a network allowlist")
         args = list(_NAMESPACES)
         if not network.inherit:
             args.append("--unshare-net")
@@ -166,6 +198,8 @@ class Bubblewrap(Sandbox):
             args += ["--tmpfs", mask] if os.path.isdir(mask) else ["--ro-bind-try", "/dev/null", mask]
         for grant in grants:
             args += ["--bind" if grant.writable else "--ro-bind", grant.path, grant.path]
+        for mount in gateway_mounts:
+            args += ["--ro-bind", mount, mount]
         args += ["--chdir", cwd or self.workspace.real_path("root")]
         return args
 
@@ -189,14 +223,22 @@ class Bubblewrap(Sandbox):
 
     def _launch(self, request: LaunchRequest) -> Launch:
         inner_limits = resource_limit_arguments(processes=request.limits.processes)
+        environment = dict(request.environment)
+        bridge: list[str] = []
+        mounts: tuple[str, ...] = ()
+        if request.network.allowlist:
+            gateway = self._gateway_for(request.network)
+            environment.update(gateway.environment())
+            bridge, mounts = gateway.bridge_command(self.bridge_python), gateway.mounts()
         argv = (
             self.executable,
-            *self.bubblewrap_args(request.grants, request.cwd, request.network),
+            *self.bubblewrap_args(request.grants, request.cwd, request.network, mounts),
             "--",
+            *bridge,
             *inner_limits,
             *request.command,
         )
-        return Launch(argv, request.environment, "/", user=self.host_user, group=self.host_group)
+        return Launch(argv, environment, "/", user=self.host_user, group=self.host_group)
 
     # -- probing -----------------------------------------------------------------------------
 
@@ -231,9 +273,22 @@ class Bubblewrap(Sandbox):
                 if capabilities.supports(features.PROCESS_LIMIT)
                 else "unavailable: prlimit is missing"
             ),
-            "network_allowlist": "refused: no enforcing gateway",
+            "network_allowlist": (
+                "enforced by the gateway proxy"
+                if capabilities.supports(features.NETWORK, "allowlist")
+                else f"refused: {DEFAULT_BRIDGE_PYTHON} is missing"
+            ),
         }
         return ProbeReport(cls.name, True, None, capabilities, details)
+
+
+def _network_modes(bridge_python: str) -> tuple[str, ...]:
+    """The allowlist is enforceable only where the gateway bridge can run inside the sandbox."""
+    return ("none", "allowlist", "inherit") if _runnable(bridge_python) else ("none", "inherit")
+
+
+def _runnable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def _absolute(path: str, label: str) -> str:
