@@ -30,6 +30,7 @@ from lg_core.errors import (
     SandboxLimitError,
 )
 from lg_core.sandbox import capabilities as features
+from lg_core.sandbox._file_operations import FileOperations
 from lg_core.sandbox.capabilities import Capabilities
 from lg_core.sandbox.environment_policy import checked_variables
 from lg_core.sandbox.execution import Execution
@@ -225,6 +226,24 @@ class Sandbox:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    # -- files -------------------------------------------------------------------------------
+
+    def read(self, path: str, context: Any = None) -> str:
+        """Bounded UTF-8 text at a root-relative or ``workspace://`` path, never through a symlink."""
+        return FileOperations(self).read(path, context)
+
+    def write(self, path: str, content: str | bytes, context: Any = None) -> int:
+        """Write bounded ``content`` at a writable virtual ``path``, replacing (never following) a link."""
+        return FileOperations(self).write(path, content, context)
+
+    def replace(self, path: str, old_text: str, new_text: str, context: Any = None) -> str:
+        """Replace the one exact occurrence of ``old_text`` in a writable file; the new text."""
+        return FileOperations(self).replace(path, old_text, new_text, context)
+
+    def list(self, path: str = ".", context: Any = None) -> str:
+        """A sorted, newline-delimited listing of a visible directory; directories end in ``/``."""
+        return FileOperations(self).list(path, context)
 
     # -- processes ---------------------------------------------------------------------------
 

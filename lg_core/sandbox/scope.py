@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from lg_core.errors import PolicyError
 from lg_core.sandbox import capabilities as features
+from lg_core.sandbox._file_operations import FileOperations
 from lg_core.sandbox.capabilities import Capabilities
 from lg_core.sandbox.network_policy import NetworkPolicy
 from lg_core.sandbox.policy import READ_ONLY, READ_WRITE, access_map, nested_grants
 
 if TYPE_CHECKING:
     from lg_core.sandbox.execution import Execution
+    from lg_core.sandbox.limits import Limits
     from lg_core.sandbox.policy import Policy
     from lg_core.sandbox.process_session import ProcessSession
     from lg_core.sandbox.sandbox import Sandbox
@@ -86,6 +88,29 @@ class Scope:
     def validate(self) -> None:
         """Fail closed when a directory this scope grants was replaced since the workspace opened."""
         self.workspace.validate()
+
+    @property
+    def limits(self) -> Limits:
+        """The parent sandbox's limits, which a scope shares."""
+        return self.sandbox.limits
+
+    # -- files -------------------------------------------------------------------------------
+
+    def read(self, path: str, context: Any = None) -> str:
+        """Bounded UTF-8 text at a root-relative or ``workspace://`` path, never through a symlink."""
+        return FileOperations(self).read(path, context)
+
+    def write(self, path: str, content: str | bytes, context: Any = None) -> int:
+        """Write bounded ``content`` at a writable virtual ``path``, replacing (never following) a link."""
+        return FileOperations(self).write(path, content, context)
+
+    def replace(self, path: str, old_text: str, new_text: str, context: Any = None) -> str:
+        """Replace the one exact occurrence of ``old_text`` in a writable file; the new text."""
+        return FileOperations(self).replace(path, old_text, new_text, context)
+
+    def list(self, path: str = ".", context: Any = None) -> str:
+        """A sorted, newline-delimited listing of a visible directory; directories end in ``/``."""
+        return FileOperations(self).list(path, context)
 
     # -- operations, through the parent ------------------------------------------------------
 

@@ -128,7 +128,7 @@ def test_a_profile_names_a_preset_scope(sandbox):
         ({"files": {"secrets": "read_only"}}, "cannot add files path 'secrets'"),
         ({"files": {"source": "read_write"}}, "cannot make files path 'source' writable"),
         ({"runtime_paths": {"root": "read_only"}}, "cannot add runtime_paths path 'root'"),
-        ({"capabilities": ["process_execute", "filesystem_write"]}, "cannot add capabilities"),
+        ({"capabilities": ["process_execute", "process_spawn_denial"]}, "cannot add capabilities"),
         ({"network": "inherit"}, "cannot widen network access from 'none' to 'inherit'"),
         ({"network": {"allow": ["example.com"]}}, "cannot widen network access"),
     ],
@@ -146,7 +146,6 @@ def test_a_nested_scope_cannot_regain_what_its_parent_scope_dropped(sandbox):
 
 def test_allows_checks_the_innermost_granted_path(workspace):
     sandbox = Unrestricted(workspace=workspace, policy={"files": {"root": "read_write", "source": "read_only"}})
-    sandbox.capabilities = lambda: Capabilities(features=("filesystem_read", "filesystem_write"))
     assert sandbox.allows("filesystem_write", "notes.md")
     assert sandbox.allows("filesystem_read", "workspace://source/a.txt")
     assert not sandbox.allows("filesystem_write", "workspace://source/a.txt")
