@@ -7,12 +7,18 @@ the child's only route out of its network namespace; the proxy answers HTTP
 and opens an upstream connection only when ``host:port`` is on the allowlist
 (``*.example.com`` entries match subdomains). Anything else gets ``403`` and no
 connection is made. The check is on the requested name and port: the proxy resolves
-the name itself, so a child cannot choose the address behind an allowed name.
+the name itself, so a child cannot choose the address behind an allowed name, and a
+name (unlike an IP address written in the allowlist) never leads to a loopback,
+private, link-local or otherwise internal address, so an allowed domain whose DNS
+points at the worker's own services does not reach them. At most
+``MAX_CONNECTIONS`` connections are served at once, and a request head must arrive
+within ``HEAD_TIMEOUT_SECONDS``, so a child cannot tie up the worker's threads.
 """
 
 from __future__ import annotations
 
 import collections
+import ipaddress
 import os
 import shutil
 import socket
@@ -29,6 +35,8 @@ from lg_core.sandbox.network_policy import NetworkPolicy
 
 PROXY_PORT = 3128
 CONNECT_TIMEOUT_SECONDS = 10
+HEAD_TIMEOUT_SECONDS = 10
+MAX_CONNECTIONS = 64
 _MAX_HEAD_BYTES = 16384
 _BRIDGE = Path(__file__).with_name("_bridge.py")
 
@@ -113,6 +121,7 @@ class _ProxyServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def __init__(self, path: str, gateway: AllowlistGateway) -> None:
         self.gateway = gateway
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         super().__init__(path, _ProxyHandler)
 
 
@@ -121,7 +130,21 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         client: socket.socket = self.request
-        head, extra = _read_head(client)
+        if not self.server.slots.acquire(blocking=False):
+            client.sendall(_response(503, "too many connections through the sandbox gateway"))
+            return
+        try:
+            self._proxy(client)
+        finally:
+            self.server.slots.release()
+
+    def _proxy(self, client: socket.socket) -> None:
+        client.settimeout(HEAD_TIMEOUT_SECONDS)
+        try:
+            head, extra = _read_head(client)
+        except OSError:
+            return
+        client.settimeout(None)
         if head is None:
             return
         target = _destination(head)
@@ -135,7 +158,11 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
             client.sendall(_response(403, f"{host}:{port} is not on the sandbox's network allowlist"))
             return
         try:
-            upstream = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_SECONDS)
+            upstream = _connect(host, port)
+        except PermissionError as refused:
+            gateway.denied.append(f"{host}:{port}")
+            client.sendall(_response(403, str(refused)))
+            return
         except OSError:
             client.sendall(_response(502, f"could not connect to {host}:{port}"))
             return
@@ -145,6 +172,37 @@ class _ProxyHandler(socketserver.BaseRequestHandler):
                 client.sendall(reply)
             upstream.sendall(first_bytes + extra)
             _relay(client, upstream)
+
+
+def _connect(host: str, port: int) -> socket.socket:
+    """A connection to ``host:port``; a name must not resolve to an internal address."""
+    literal = _ip_address(host)
+    if literal is not None:
+        return socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_SECONDS)
+    addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    public = [info for info in addresses if _is_public(_ip_address(str(info[4][0])))]
+    if not public:
+        raise PermissionError(f"{host} resolves only to internal addresses, which the gateway does not reach")
+    family, kind, protocol, _, address = public[0]
+    upstream = socket.socket(family, kind, protocol)
+    upstream.settimeout(CONNECT_TIMEOUT_SECONDS)
+    try:
+        upstream.connect(address)
+    except OSError:
+        upstream.close()
+        raise
+    return upstream
+
+
+def _ip_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def _is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
+    return address is not None and address.is_global and not address.is_multicast
 
 
 def _read_head(client: socket.socket) -> tuple[bytes | None, bytes]:
@@ -183,7 +241,7 @@ def _destination(head: bytes) -> tuple[str, int, bytes, bytes] | None:
 
 
 def _response(status: int, reason: str) -> bytes:
-    phrase = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    phrase = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway", 503: "Service Unavailable"}[status]
     body = reason.encode()
     return (
         f"HTTP/1.1 {status} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"

@@ -143,3 +143,18 @@ def test_the_gateway_serves_a_sandbox_running_as_an_unprivileged_user(unprivileg
     with Bubblewrap(workspace=unprivileged_workspace, policy=policy, host_user=host_user) as sandbox:
         assert fetch(sandbox, allowed.port) == ["reached allowed", "reached allowed"]
         assert fetch(sandbox, forbidden.port)[0] == "http failed: HTTP Error 403: Forbidden"
+
+
+def test_an_allowed_name_resolving_to_an_internal_address_is_refused(workspace, servers):
+    allowed, _ = servers
+    with Bubblewrap(workspace=workspace, policy={"network": {"allow": [f"localhost:{allowed.port}"]}}) as sandbox:
+        lines = fetch_host(sandbox, "localhost", allowed.port)
+    assert lines[0] == "http failed: HTTP Error 403: Forbidden"
+    assert allowed.requests == []
+
+
+def fetch_host(sandbox, host, port):
+    code = FETCH.replace('f"http://127.0.0.1:{port}/hello"', f'f"http://{host}:{{port}}/hello"')
+    result = sandbox.execute_program([*python(code), str(port)], timeout=30)
+    assert result.exit_code == 0, result
+    return result.stdout.splitlines()
