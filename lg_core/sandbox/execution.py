@@ -9,8 +9,10 @@ from dataclasses import dataclass
 class Execution:
     """Captured (bounded) output, the exit status, and why the run stopped early, if it did.
 
-    ``error`` is set when the process did not complete on its own: a timeout, a
-    cancellation, or a supervised limit such as memory. ``stdout_truncated`` and
+    ``error`` is set when the process did not complete on its own: a timeout or a
+    supervised limit such as memory. ``exit_code`` is the command's status; a command
+    ended by a signal reads as the negative signal number on the Unrestricted backend
+    and as 128 plus the signal number under Bubblewrap, which reports it that way. ``stdout_truncated`` and
     ``stderr_truncated`` say whether output past the capture limit was dropped.
     """
 

@@ -22,6 +22,7 @@ from importlib import import_module
 from typing import Any
 
 from lg_core.errors import (
+    AbstractMethodError,
     CancelledError,
     CapabilityError,
     DeadlineExceededError,
@@ -321,6 +322,7 @@ class Sandbox:
         """Start an owned duplex child; the caller must close the returned session."""
         if not self._opened or self._closed:
             raise SandboxConfigurationError("the sandbox is not open; call open() before starting programs")
+        argv = _argument_vector(command)
         view: Any = self if scope is None else scope
         if scope is not None and scope.sandbox is not self:
             raise PolicyError("the scope belongs to another sandbox")
@@ -339,7 +341,7 @@ class Sandbox:
         self.workspace.validate()
         grants = self.process_grants(view)
         request = LaunchRequest(
-            command=tuple(command) if isinstance(command, Sequence) and not isinstance(command, str) else (),
+            command=argv,
             grants=grants,
             network=view.network,
             environment=self._child_environment(environment, inherit_environment),
@@ -347,8 +349,6 @@ class Sandbox:
             limits=limits,
             allow_subprocesses=allow_subprocesses,
         )
-        if not request.command:
-            raise ValueError(f"a command must be a non-empty list of arguments, got {command!r}")
         launch = self._launch(request)
         return ProcessSession(
             launch.argv,
@@ -368,7 +368,7 @@ class Sandbox:
 
     def _enforceable(self, policy: Policy) -> Policy:
         """The policy this backend will enforce, or CapabilityError for a rule it cannot."""
-        raise NotImplementedError
+        raise AbstractMethodError(f"{type(self).__name__} must say which policy it enforces (_enforceable)")
 
     def _open_backend(self, run: Any) -> None:
         """Check dependencies and start run-scoped resources."""
@@ -377,7 +377,8 @@ class Sandbox:
         """Stop run-scoped resources."""
 
     def _launch(self, request: LaunchRequest) -> Launch:
-        raise NotImplementedError
+        """The host command line that runs ``request`` confined by this backend."""
+        raise AbstractMethodError(f"{type(self).__name__} must build its launch command (_launch)")
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -400,3 +401,13 @@ class Sandbox:
         if not any(directory == g.path or directory.startswith(g.path.rstrip(os.sep) + os.sep) for g in grants):
             raise PolicyError(f"the working directory {cwd or 'root'!r} is not inside a path granted to the child")
         return directory
+
+
+def _argument_vector(command: Any) -> tuple[str, ...]:
+    """``command`` as a tuple of strings: one argv, never a shell string."""
+    if isinstance(command, str | bytes) or not isinstance(command, Sequence) or not command:
+        raise ValueError(f"a command must be a non-empty list of arguments, got {command!r}")
+    for argument in command:
+        if not isinstance(argument, str) or "\0" in argument:
+            raise ValueError(f"command arguments must be strings without NUL bytes, got {argument!r}")
+    return tuple(command)

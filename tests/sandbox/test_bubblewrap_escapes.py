@@ -184,3 +184,23 @@ def test_output_past_the_capture_limit_is_dropped_and_reported(bwrap):
     result = run(bwrap, "print('x' * 100_000)", max_output_bytes=1000)
     assert len(result.stdout) == 1000
     assert result.stdout_truncated and not result.stderr_truncated
+
+
+def test_the_child_holds_no_capabilities_even_when_the_worker_is_root(bwrap, workspace):
+    status = run(bwrap, "print(open('/proc/self/status').read())").stdout
+    capabilities = dict(line.split(":\t") for line in status.splitlines() if line.startswith("Cap"))
+    assert {capabilities[name].strip() for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")} == {
+        "0000000000000000"
+    }
+    source = workspace.real_path("source")
+    remount = f"import subprocess; subprocess.run(['mount', '-o', 'remount,rw', {source!r}])\n"
+    after = run(bwrap, remount + errno_probe(f"open({source + '/x'!r}, 'w')"))
+    assert after.stdout.strip() == "EROFS", after
+    assert "permission denied" in after.stderr.lower() or "must be superuser" in after.stderr.lower(), after
+
+
+def test_a_child_starts_in_a_granted_subdirectory_and_sees_its_workspace_variables(bwrap, workspace):
+    result = bwrap.execute_program(python("import os; print(os.getcwd())"), timeout=30, cwd="out")
+    assert result.stdout.strip() == workspace.real_path("out")
+    variables = run(bwrap, "import os; print(os.environ['LITTLE_GHOST_WORKSPACE_SOURCE'])").stdout.strip()
+    assert variables == workspace.real_path("source")
