@@ -85,6 +85,24 @@ class Workspace:
             known = ", ".join(sorted(cls._providers)) or "none"
             raise KeyError(f"no workspace provider named {name!r} (registered: {known})") from None
 
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any] | Callable[..., Workspace], **context: Any) -> Workspace:
+        """A workspace from configuration: a factory called with ``context``, or a mapping
+        ``{"provider": "directory", "root": ..., "paths": ..., "setup": ..., "teardown": ...}``."""
+        if callable(settings) and not isinstance(settings, Mapping):
+            workspace = settings(**context)
+            if not isinstance(workspace, Workspace):
+                raise TypeError(f"a workspace factory must return a Workspace, got {type(workspace).__name__}")
+            return workspace
+        if not isinstance(settings, Mapping):
+            raise TypeError(f"workspace settings must be a mapping or a factory, got {type(settings).__name__}")
+        options = dict(settings)
+        factory = cls.resolve_provider(options.pop("provider", "directory"))
+        try:
+            return factory(**options)
+        except TypeError as error:
+            raise TypeError(f"invalid workspace settings: {error}") from None
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def open(self, run: Any = None) -> Workspace:

@@ -30,7 +30,7 @@ READ_ONLY = "read_only"
 READ_WRITE = "read_write"
 ACCESS_MODES = (READ_ONLY, READ_WRITE)
 ROOT_FILESYSTEMS = ("isolated", "read_only", "read_write")
-_POLICY_KEYS = ("files", "runtime_paths", "root_filesystem", "environment", "network")
+POLICY_KEYS = ("files", "runtime_paths", "root_filesystem", "environment", "network")
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,9 @@ class Policy:
             raise PolicyError(f"a sandbox policy must be a Policy or a mapping, got {type(value).__name__}")
         merged = dict(value.as_dict() if isinstance(value, Policy) else (value or {}))
         merged.update(options)
-        unknown = sorted(set(merged) - set(_POLICY_KEYS))
+        unknown = sorted(set(merged) - set(POLICY_KEYS))
         if unknown:
-            raise PolicyError(f"unknown sandbox policy keys {unknown}; known: {list(_POLICY_KEYS)}")
+            raise PolicyError(f"unknown sandbox policy keys {unknown}; known: {list(POLICY_KEYS)}")
         return cls(**merged)
 
     def as_dict(self) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from lg_core.sandbox.environment_policy import checked_variables
 from lg_core.sandbox.execution import Execution
 from lg_core.sandbox.limits import Limits
 from lg_core.sandbox.network_policy import NetworkPolicy
-from lg_core.sandbox.policy import READ_WRITE, Grant, Policy, nested_grants
+from lg_core.sandbox.policy import POLICY_KEYS, READ_WRITE, Grant, Policy, nested_grants
 from lg_core.sandbox.process_session import ProcessSession
 from lg_core.sandbox.scope import Scope, allows_operation
 from lg_core.workspace import Workspace
@@ -132,6 +132,24 @@ class Sandbox:
             module, _, attribute = implementation.partition(":")
             implementation = getattr(import_module(module), attribute)
         return implementation
+
+    @classmethod
+    def from_settings(cls, workspace: Workspace, settings: Mapping[str, Any]) -> Sandbox:
+        """A sandbox from configuration: ``{"provider": "native", <policy keys>, "limits": ..., <backend options>}``.
+
+        The provider defaults to ``native``, the platform's isolating backend, which
+        fails closed where there is none; unrestricted execution is never a default.
+        """
+        if not isinstance(settings, Mapping):
+            raise PolicyError(f"sandbox settings must be a mapping, got {type(settings).__name__}")
+        options = dict(settings)
+        provider = options.pop("provider", "native")
+        policy = {key: options.pop(key) for key in POLICY_KEYS if key in options}
+        backend = cls.resolve_provider(provider)
+        try:
+            return backend(workspace=workspace, policy=policy, **options)  # type: ignore[no-any-return]
+        except TypeError as error:
+            raise PolicyError(f"sandbox provider {provider!r} was given an option it does not take: {error}") from None
 
     @classmethod
     def probe(cls, name: str | None = None, **options: Any) -> ProbeReport:

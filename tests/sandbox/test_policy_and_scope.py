@@ -264,3 +264,25 @@ def test_bad_calls_are_refused_with_a_clear_error(workspace, call, error, match)
     sandbox = Unrestricted(workspace=workspace, policy={"files": {"root": "read_write"}}).open()
     with pytest.raises(error, match=match):
         call(sandbox)
+
+
+def test_a_sandbox_is_built_from_settings_with_native_as_the_default_provider(workspace):
+    sandbox = Sandbox.from_settings(workspace, {"files": {"root": "read_write"}, "network": "none", "limits": {}})
+    assert isinstance(sandbox, Bubblewrap) and sandbox.effective_policy.workspace_writable
+    host = Sandbox.from_settings(workspace, {"provider": "unrestricted", "files": {"root": "read_only"}})
+    assert isinstance(host, Unrestricted)
+    with pytest.raises(PolicyError, match="does not take"):
+        Sandbox.from_settings(workspace, {"provider": "unrestricted", "bubblewrap": "/usr/bin/bwrap"})
+    with pytest.raises(SandboxConfigurationError, match="no sandbox backend named 'chroot'"):
+        Sandbox.from_settings(workspace, {"provider": "chroot"})
+
+
+def test_a_workspace_is_built_from_settings_or_a_factory(tmp_path):
+    workspace = Workspace.from_settings({"provider": "directory", "root": tmp_path / "run", "paths": {"a": "a"}})
+    assert workspace.paths["a"] == str(tmp_path / "run" / "a")
+    made = Workspace.from_settings(lambda run=None: Workspace(root=tmp_path / run), run="r1")
+    assert made.root == str(tmp_path / "r1")
+    with pytest.raises(TypeError, match="invalid workspace settings"):
+        Workspace.from_settings({"root": tmp_path, "colour": "blue"})
+    with pytest.raises(TypeError, match="must return a Workspace"):
+        Workspace.from_settings(lambda: "not a workspace")
