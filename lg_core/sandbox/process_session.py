@@ -77,6 +77,8 @@ class ProcessSession:
         per_stream_output: bool = False,
     ) -> None:
         argv = _checked_command(command)
+        if isinstance(output_bytes, bool) or not isinstance(output_bytes, int) or output_bytes <= 0:
+            raise ValueError(f"output_bytes must be a positive number of bytes, got {output_bytes!r}")
         if memory_bytes is not None and memory_reader is None and not sys.platform.startswith("linux"):
             raise CapabilityError("a memory limit is supervised through /proc, which only Linux provides")
         env = dict(os.environ) if inherit_environment else {}

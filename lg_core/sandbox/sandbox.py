@@ -372,7 +372,7 @@ class Sandbox:
             launch.argv,
             environment=launch.environment,
             chdir=launch.cwd,
-            output_bytes=output_bytes or limits.output_bytes,
+            output_bytes=_narrowed_output(output_bytes, limits.output_bytes),
             memory_bytes=limits.memory_bytes,
             memory_reader=memory_reader,
             cpu_seconds=limits.cpu_seconds,
@@ -429,3 +429,12 @@ def _argument_vector(command: Any) -> tuple[str, ...]:
         if not isinstance(argument, str) or "\0" in argument:
             raise ValueError(f"command arguments must be strings without NUL bytes, got {argument!r}")
     return tuple(command)
+
+
+def _narrowed_output(requested: Any, ceiling: int) -> int:
+    """A call's output bound, which may only tighten the sandbox's."""
+    if requested is None:
+        return ceiling
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested <= 0:
+        raise ValueError(f"an output bound must be a positive number of bytes, got {requested!r}")
+    return min(requested, ceiling)

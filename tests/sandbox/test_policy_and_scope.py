@@ -258,6 +258,7 @@ def test_a_sandbox_refuses_to_start_in_a_replaced_directory(workspace, tmp_path)
         (lambda s: s.execute_program(["true"], timeout=5, environment={"A": None}), PolicyError, "must be a string"),
         (lambda s: s.execute_program(["true"], timeout=5, inherit_environment=True), PolicyError, "does not allow"),
         (lambda s: s.execute_program(["true"], timeout=5, memory_bytes=0), PolicyError, "positive integer"),
+        (lambda s: s.execute_program(["true"], timeout=5, max_output_bytes=0), ValueError, "positive number of bytes"),
     ],
 )
 def test_bad_calls_are_refused_with_a_clear_error(workspace, call, error, match):

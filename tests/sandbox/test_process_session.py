@@ -155,3 +155,9 @@ def test_a_bubblewrap_session_is_duplex_and_owned(bwrap):
     session.close()
     assert not session.alive
     assert not os.path.exists(f"/proc/{session.pid}")
+
+
+def test_a_call_cannot_raise_the_sandboxs_output_bound(workspace):
+    with Unrestricted(workspace=workspace, limits={"output_bytes": 10}) as sandbox:
+        result = sandbox.execute_program([sys.executable, "-c", "print('x' * 100)"], timeout=10, max_output_bytes=1000)
+    assert result.stdout == "x" * 10 and result.stdout_truncated
