@@ -93,12 +93,12 @@ def test_allocating_past_the_memory_limit_ends_the_program(bwrap):
     code = (
         "import time\n"
         "chunks = []\n"
-        "for _ in range(200):\n"
+        "for _ in range(60):\n"
         "    chunks.append(b'x' * (10 * 1024 * 1024))\n"
-        "    time.sleep(0.02)\n"
-        "print('allocated 2 GB')\n"
+        "    time.sleep(0.05)\n"
+        "print('allocated 600 MB')\n"
     )
-    result = run(bwrap, code, memory_bytes=150 * 1024 * 1024)
+    result = run(bwrap, code, memory_bytes=100 * 1024 * 1024)
     assert isinstance(result.error, SandboxLimitError), result
     assert result.error.limit == "memory_bytes"
     assert "allocated" not in result.stdout
