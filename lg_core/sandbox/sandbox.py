@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any
+from typing import Any, NoReturn
 
 from lg_core.errors import (
     AbstractMethodError,
@@ -38,7 +38,7 @@ from lg_core.sandbox.execution import Execution
 from lg_core.sandbox.limits import Limits
 from lg_core.sandbox.network_policy import NetworkPolicy
 from lg_core.sandbox.policy import POLICY_KEYS, READ_WRITE, Grant, Policy, nested_grants
-from lg_core.sandbox.process_session import ProcessSession
+from lg_core.sandbox.process_session import ProcessSession, resource_limit_arguments
 from lg_core.sandbox.scope import Scope, allows_operation
 from lg_core.workspace import Workspace
 
@@ -338,6 +338,88 @@ class Sandbox:
         per_stream_output: bool = False,
     ) -> ProcessSession:
         """Start an owned duplex child; the caller must close the returned session."""
+        request, launch = self._prepare(
+            command,
+            context=context,
+            environment=environment,
+            inherit_environment=inherit_environment,
+            scope=scope,
+            cwd=cwd,
+            requested_limits={
+                "memory_bytes": memory_bytes,
+                "cpu_seconds": cpu_seconds,
+                "file_bytes": file_bytes,
+                "processes": processes,
+            },
+            allow_subprocesses=allow_subprocesses,
+        )
+        limits = request.limits
+        return ProcessSession(
+            launch.argv,
+            environment=launch.environment,
+            chdir=launch.cwd,
+            output_bytes=_narrowed_output(output_bytes, limits.output_bytes),
+            memory_bytes=limits.memory_bytes,
+            memory_reader=memory_reader,
+            cpu_seconds=limits.cpu_seconds,
+            file_bytes=limits.file_bytes,
+            user=launch.user,
+            group=launch.group,
+            per_stream_output=per_stream_output,
+        )
+
+    def exec_program(
+        self,
+        command: Sequence[str],
+        scope: Scope | None = None,
+        cwd: str | None = None,
+        environment: Mapping[str, Any] | None = None,
+        inherit_environment: bool = False,
+        cpu_seconds: int | None = None,
+        file_bytes: int | None = None,
+        processes: int | None = None,
+    ) -> NoReturn:
+        """Replace this process with the confined command, attached to its terminal.
+
+        For interactive command-line use. What needs a supervising parent cannot
+        follow: a memory limit (sampled by the parent) and an allowlist network (its
+        gateway runs in this process) are refused rather than dropped.
+        """
+        request, launch = self._prepare(
+            command,
+            environment=environment,
+            inherit_environment=inherit_environment,
+            scope=scope,
+            cwd=cwd,
+            requested_limits={"cpu_seconds": cpu_seconds, "file_bytes": file_bytes, "processes": processes},
+        )
+        if request.limits.memory_bytes is not None:
+            raise CapabilityError("exec_program replaces the process that would supervise the memory limit")
+        if request.network.allowlist:
+            raise CapabilityError("exec_program replaces the process that runs the network allowlist gateway")
+        argv = [
+            *resource_limit_arguments(cpu_seconds=request.limits.cpu_seconds, file_bytes=request.limits.file_bytes),
+            *launch.argv,
+        ]
+        os.chdir(launch.cwd)
+        if launch.user is not None:
+            os.setgroups([])
+            os.setgid(launch.group if launch.group is not None else launch.user)
+            os.setuid(launch.user)
+        os.execve(argv[0], argv, dict(launch.environment))
+
+    def _prepare(
+        self,
+        command: Sequence[str],
+        context: Any = None,
+        environment: Mapping[str, Any] | None = None,
+        inherit_environment: bool = False,
+        scope: Scope | None = None,
+        cwd: str | None = None,
+        requested_limits: Mapping[str, int | None] | None = None,
+        allow_subprocesses: bool = True,
+    ) -> tuple[LaunchRequest, Launch]:
+        """Check a process start against the policy and scope, and let the backend build its launch."""
         if not self._opened or self._closed:
             raise SandboxConfigurationError("the sandbox is not open; call open() before starting programs")
         argv = _argument_vector(command)
@@ -350,9 +432,7 @@ class Sandbox:
             raise CapabilityError("this sandbox (or scope) does not allow running programs")
         if not allow_subprocesses and not view.supports(features.PROCESS_SPAWN_DENIAL):
             raise CapabilityError(f"the {self.name} backend cannot deny subprocess creation; refusing to claim it")
-        limits = self.limits.narrowed(
-            memory_bytes=memory_bytes, cpu_seconds=cpu_seconds, file_bytes=file_bytes, processes=processes
-        )
+        limits = self.limits.narrowed(**dict(requested_limits or {}))
         for limit_name in limits.process_limits():
             if not view.supports(_LIMIT_FEATURES[limit_name]):
                 raise CapabilityError(f"the {self.name} backend cannot enforce {limit_name} on this host")
@@ -367,20 +447,7 @@ class Sandbox:
             limits=limits,
             allow_subprocesses=allow_subprocesses,
         )
-        launch = self._launch(request)
-        return ProcessSession(
-            launch.argv,
-            environment=launch.environment,
-            chdir=launch.cwd,
-            output_bytes=_narrowed_output(output_bytes, limits.output_bytes),
-            memory_bytes=limits.memory_bytes,
-            memory_reader=memory_reader,
-            cpu_seconds=limits.cpu_seconds,
-            file_bytes=limits.file_bytes,
-            user=launch.user,
-            group=launch.group,
-            per_stream_output=per_stream_output,
-        )
+        return request, self._launch(request)
 
     # -- backend hooks -----------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -113,6 +114,7 @@ class Bubblewrap(Sandbox):
         self.host_group = host_group if host_group is not None else host_user
         self.bridge_python = bridge_python
         self._gateways: dict[tuple[str, ...], AllowlistGateway] = {}
+        self._gateway_lock = threading.Lock()
         super().__init__(workspace, policy=policy, profiles=profiles, limits=limits)
 
     # -- what it enforces --------------------------------------------------------------------
@@ -149,7 +151,8 @@ class Bubblewrap(Sandbox):
             self._gateway_for(self.network)
 
     def _close_backend(self) -> None:
-        gateways, self._gateways = list(self._gateways.values()), {}
+        with self._gateway_lock:
+            gateways, self._gateways = list(self._gateways.values()), {}
         for gateway in gateways:
             gateway.close()
 
@@ -166,11 +169,12 @@ class Bubblewrap(Sandbox):
 
     def _gateway_for(self, network: NetworkPolicy) -> AllowlistGateway:
         """The running gateway for this allowlist (a Scope's narrower list gets its own)."""
-        gateway = self._gateways.get(network.allow)
-        if gateway is None:
-            self._check_allowlist_support(network)
-            gateway = AllowlistGateway(network, owner=self.host_user).open()
-            self._gateways[network.allow] = gateway
+        with self._gateway_lock:
+            gateway = self._gateways.get(network.allow)
+            if gateway is None:
+                self._check_allowlist_support(network)
+                gateway = AllowlistGateway(network, owner=self.host_user).open()
+                self._gateways[network.allow] = gateway
         gateway.validate()
         return gateway
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 import uuid
 
@@ -204,3 +206,32 @@ def test_a_child_starts_in_a_granted_subdirectory_and_sees_its_workspace_variabl
     assert result.stdout.strip() == workspace.real_path("out")
     variables = run(bwrap, "import os; print(os.environ['LITTLE_GHOST_WORKSPACE_SOURCE'])").stdout.strip()
     assert variables == workspace.real_path("source")
+
+
+EXEC_SCRIPT = """
+import sys
+from lg_core.sandboxes import Bubblewrap
+from lg_core.workspace import Workspace
+
+workspace = Workspace(root=sys.argv[1]).open()
+limits = {"memory_bytes": 10**8} if sys.argv[2] == "memory" else {}
+sandbox = Bubblewrap(workspace=workspace, policy={"files": {"root": "read_write"}}, limits=limits).open()
+try:
+    sandbox.exec_program(["/usr/bin/python3", "-c", "import os; print('exec', os.getcwd(), os.getppid())"])
+except Exception as error:
+    print(type(error).__name__, error)
+"""
+
+
+def test_exec_program_replaces_the_process_with_the_confined_command(tmp_path):
+    ran = subprocess.run(
+        [sys.executable, "-c", EXEC_SCRIPT, str(tmp_path / "root"), "plain"], capture_output=True, text=True, timeout=60
+    )
+    assert ran.stdout.split() == ["exec", str(tmp_path / "root"), "1"], ran
+    refused = subprocess.run(
+        [sys.executable, "-c", EXEC_SCRIPT, str(tmp_path / "root"), "memory"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.stdout.startswith("CapabilityError exec_program replaces the process"), refused
