@@ -6,6 +6,7 @@ sandbox blocks every direct socket path; the two together are the boundary.
 """
 
 from lg_core.network.allowlist_gateway import AllowlistGateway
+from lg_core.network.external_gateway import ExternalGateway
 from lg_core.network.gateway import Gateway
 
-__all__ = ["AllowlistGateway", "Gateway"]
+__all__ = ["AllowlistGateway", "ExternalGateway", "Gateway"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lg_core.errors import AbstractMethodError
 from lg_core.sandbox.network_policy import NetworkPolicy
 
 
@@ -38,6 +39,10 @@ class Gateway:
     def environment(self) -> dict[str, str]:
         """Proxy variables for a child."""
         return {}
+
+    def bridge_command(self, python: str) -> list[str]:
+        """The argv prefix that runs a command behind this gateway's bridge inside the sandbox."""
+        raise AbstractMethodError(f"{type(self).__name__} must say how a child reaches it (bridge_command)")
 
     def client_network(self) -> str | None:
         """An isolated container network name, when the gateway uses one."""

@@ -19,6 +19,8 @@ An allowlist network keeps the network namespace empty (no direct socket reaches
 anything) and starts an :class:`~lg_core.network.AllowlistGateway`, an enforcing
 proxy in the worker reachable from inside only through its Unix socket; a small
 bridge run by ``bridge_python`` inside the sandbox is the child's only way to it.
+An :class:`~lg_core.network.ExternalGateway` in the policy's network uses the
+application's own proxy instead, through its socket in granted runtime paths.
 Without that interpreter the allowlist is refused (CapabilityError), never ignored.
 """
 
@@ -34,6 +36,8 @@ from typing import Any
 
 from lg_core.errors import CapabilityError, DependencyError, UnsupportedPlatformError
 from lg_core.network.allowlist_gateway import AllowlistGateway
+from lg_core.network.external_gateway import ExternalGateway
+from lg_core.network.gateway import Gateway
 from lg_core.sandbox import capabilities as features
 from lg_core.sandbox.capabilities import Capabilities
 from lg_core.sandbox.limits import Limits
@@ -148,7 +152,9 @@ class Bubblewrap(Sandbox):
         if not (os.path.isfile(self.executable) and os.access(self.executable, os.X_OK)):
             raise DependencyError(f"bubblewrap is not installed at {self.executable}; it is never replaced")
         if self.network.allowlist:
-            self._gateway_for(self.network)
+            if self.network.gateway is not None:
+                self.network.gateway.open(run)
+            self._gateway_for(self.network, self.process_grants())
 
     def _close_backend(self) -> None:
         with self._gateway_lock:
@@ -157,8 +163,11 @@ class Bubblewrap(Sandbox):
             gateway.close()
 
     def _check_allowlist_support(self, network: NetworkPolicy) -> None:
-        if network.gateway is not None:
-            raise CapabilityError("the bubblewrap backend starts its own allowlist gateway; a custom one is not used")
+        if network.gateway is not None and not isinstance(network.gateway, ExternalGateway):
+            raise CapabilityError(
+                f"the bubblewrap backend runs its own allowlist gateway or an ExternalGateway, "
+                f"not a {type(network.gateway).__name__}"
+            )
         if network.inspection != "connect" or network.authorizer is not None:
             raise CapabilityError("the allowlist gateway checks destinations only; HTTP inspection is not available")
         if not _runnable(self.bridge_python):
@@ -167,8 +176,16 @@ class Bubblewrap(Sandbox):
                 "proxy variables alone are not an allowlist"
             )
 
-    def _gateway_for(self, network: NetworkPolicy) -> AllowlistGateway:
+    def _gateway_for(self, network: NetworkPolicy, grants: Sequence[Grant]) -> Gateway:
         """The running gateway for this allowlist (a Scope's narrower list gets its own)."""
+        if isinstance(network.gateway, ExternalGateway):
+            self._check_allowlist_support(network)
+            granted = {grant.name for grant in grants if grant.process_only}
+            missing = [name for name in network.gateway.runtime_paths if name not in granted]
+            if missing:
+                raise CapabilityError(f"the external gateway needs runtime paths {missing}, which are not granted")
+            network.gateway.validate()
+            return network.gateway
         with self._gateway_lock:
             gateway = self._gateways.get(network.allow)
             if gateway is None:
@@ -231,7 +248,7 @@ class Bubblewrap(Sandbox):
         bridge: list[str] = []
         mounts: tuple[str, ...] = ()
         if request.network.allowlist:
-            gateway = self._gateway_for(request.network)
+            gateway = self._gateway_for(request.network, request.grants)
             environment.update(gateway.environment())
             bridge, mounts = gateway.bridge_command(self.bridge_python), gateway.mounts()
         argv = (

@@ -158,3 +158,64 @@ def fetch_host(sandbox, host, port):
     result = sandbox.execute_program([*python(code), str(port)], timeout=30)
     assert result.exit_code == 0, result
     return result.stdout.splitlines()
+
+
+def test_an_external_gateway_in_process_only_paths_carries_the_childs_traffic(tmp_path, servers):
+    from lg_core.network import AllowlistGateway, ExternalGateway
+    from lg_core.workspace import Workspace
+
+    allowed, forbidden = servers
+    application_proxy = AllowlistGateway(NetworkPolicy("allowlist", allow=[f"127.0.0.1:{allowed.port}"])).open()
+    try:
+        workspace = Workspace(root=tmp_path / "root", paths={"proxy": application_proxy.directory}).open()
+        ready = []
+        gateway = ExternalGateway(
+            NetworkPolicy("allowlist", allow=[f"127.0.0.1:{allowed.port}"]),
+            workspace=workspace,
+            runtime_paths=["proxy"],
+            proxy_mount_path=application_proxy.socket_path,
+            validate=lambda: ready.append(True),
+        )
+        network = NetworkPolicy("allowlist", allow=[f"127.0.0.1:{allowed.port}"], gateway=gateway)
+        policy = {"files": {"root": "read_write"}, "runtime_paths": {"proxy": "read_only"}, "network": network}
+        with Bubblewrap(workspace=workspace, policy=policy) as sandbox:
+            assert fetch(sandbox, allowed.port) == ["reached allowed", "reached allowed"]
+            assert fetch(sandbox, forbidden.port)[0] == "http failed: HTTP Error 403: Forbidden"
+            assert ready
+            with pytest.raises(CapabilityError, match=r"needs runtime paths \['proxy'\]"):
+                sandbox.scope(runtime_paths=[]).execute_program(["true"], timeout=10)
+        assert application_proxy.socket_path and os.path.exists(application_proxy.socket_path)
+    finally:
+        application_proxy.close()
+
+
+def test_an_external_gateway_that_is_not_ready_refuses_the_start(tmp_path):
+    from lg_core.errors import SandboxConfigurationError
+    from lg_core.network import ExternalGateway
+    from lg_core.workspace import Workspace
+
+    (tmp_path / "proxy").mkdir()
+    workspace = Workspace(root=tmp_path / "root", paths={"proxy": tmp_path / "proxy"}).open()
+
+    def not_ready():
+        raise ConnectionError("proxy health check failed")
+
+    gateway = ExternalGateway(
+        NetworkPolicy("allowlist", allow=["example.com"]),
+        workspace=workspace,
+        runtime_paths=["proxy"],
+        proxy_mount_path=str(tmp_path / "proxy" / "proxy.sock"),
+        validate=not_ready,
+    )
+    network = NetworkPolicy("allowlist", allow=["example.com"], gateway=gateway)
+    sandbox = Bubblewrap(workspace=workspace, policy={"runtime_paths": {"proxy": "read_only"}, "network": network})
+    with pytest.raises(SandboxConfigurationError, match="not ready: proxy health check failed"):
+        sandbox.open()
+    outside = ExternalGateway(
+        NetworkPolicy("allowlist", allow=["example.com"]),
+        workspace=workspace,
+        runtime_paths=["proxy"],
+        proxy_mount_path="/run/elsewhere.sock",
+    )
+    with pytest.raises(SandboxConfigurationError, match="not inside the gateway's runtime paths"):
+        outside.open()
