@@ -11,6 +11,7 @@ import time
 import uuid
 
 from lg_core.errors import SandboxLimitError
+from lg_core.sandboxes import Bubblewrap
 from tests.sandbox.conftest import errno_probe, live_processes_with, python, requires_bwrap
 
 pytestmark = requires_bwrap
@@ -36,8 +37,6 @@ def test_a_read_only_path_refuses_writes_with_a_read_only_filesystem(bwrap, work
 
 
 def test_a_read_write_directory_nested_in_a_read_only_one_stays_read_only(workspace):
-    from lg_core.sandboxes import Bubblewrap
-
     with Bubblewrap(workspace=workspace, policy={"files": {"root": "read_only", "out": "read_write"}}) as sandbox:
         result = run(sandbox, errno_probe("open('out/x.txt', 'w').write('x')"))
     assert result.stdout.strip() == "EROFS", result
@@ -235,3 +234,29 @@ def test_exec_program_replaces_the_process_with_the_confined_command(tmp_path):
         timeout=60,
     )
     assert refused.stdout.startswith("CapabilityError exec_program replaces the process"), refused
+
+
+def test_a_read_only_host_root_shows_host_files_but_takes_writes_only_in_granted_paths(workspace, outside):
+    policy = {"files": {"root": "read_write"}, "root_filesystem": "read_only"}
+    with Bubblewrap(workspace=workspace, policy=policy, masks=[str(outside.parent)]) as sandbox:
+        host = run(sandbox, errno_probe("open('/etc/passwd').read()"))
+        masked = run(sandbox, errno_probe(f"open({str(outside)!r}).read()"))
+        host_write = run(sandbox, errno_probe("open('/etc/lg-planted', 'w')"))
+        granted_write = run(sandbox, errno_probe("open('granted.txt', 'w').write('x')"))
+    assert host.stdout.strip() == "ok", host
+    assert masked.stdout.strip() == "ENOENT", masked
+    assert host_write.stdout.strip() == "EROFS", host_write
+    assert granted_write.stdout.strip() == "ok", granted_write
+
+
+def test_a_read_write_host_root_is_host_authority(workspace, outside):
+    with Bubblewrap(workspace=workspace, policy={"root_filesystem": "read_write"}) as sandbox:
+        result = run(sandbox, errno_probe(f"open({str(outside.parent / 'written.txt')!r}, 'w').write('x')"))
+    assert result.stdout.strip() == "ok", result
+    assert (outside.parent / "written.txt").read_text() == "x"
+
+
+def test_the_identity_inside_the_namespace_is_configurable(workspace):
+    with Bubblewrap(workspace=workspace, uid=1000, gid=1000) as sandbox:
+        result = run(sandbox, "import os; print(os.getuid(), os.getgid())")
+    assert result.stdout.split() == ["1000", "1000"], result
