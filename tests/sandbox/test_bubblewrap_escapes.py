@@ -197,7 +197,6 @@ def test_the_child_holds_no_capabilities_even_when_the_worker_is_root(bwrap, wor
     remount = f"import subprocess; subprocess.run(['mount', '-o', 'remount,rw', {source!r}])\n"
     after = run(bwrap, remount + errno_probe(f"open({source + '/x'!r}, 'w')"))
     assert after.stdout.strip() == "EROFS", after
-    assert "permission denied" in after.stderr.lower() or "must be superuser" in after.stderr.lower(), after
 
 
 def test_a_child_starts_in_a_granted_subdirectory_and_sees_its_workspace_variables(bwrap, workspace):
