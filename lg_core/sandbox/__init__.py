@@ -17,11 +17,13 @@ the engine or the store: it is a low layer the tools and code mode build on.
 from lg_core.sandbox.capabilities import Capabilities
 from lg_core.sandbox.environment_policy import EnvironmentPolicy
 from lg_core.sandbox.execution import Execution
+from lg_core.sandbox.launch import Launch, LaunchRequest
 from lg_core.sandbox.limits import Limits
 from lg_core.sandbox.network_policy import NetworkPolicy
 from lg_core.sandbox.policy import Grant, Policy
+from lg_core.sandbox.probe_report import ProbeReport
 from lg_core.sandbox.process_session import ProcessSession
-from lg_core.sandbox.sandbox import Launch, LaunchRequest, ProbeReport, Sandbox
+from lg_core.sandbox.sandbox import Sandbox
 from lg_core.sandbox.scope import Scope
 
 probe = Sandbox.probe

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lg_core.errors import SandboxLimitError
+
+if TYPE_CHECKING:
+    from lg_core.sandbox.process_session import ProcessSession
 
 
 @dataclass(frozen=True)
@@ -27,3 +33,29 @@ class Execution:
     def success(self) -> bool:
         """No execution error occurred and the exit code is zero."""
         return self.error is None and self.exit_code == 0
+
+
+def run_to_completion(session: ProcessSession, timeout: float, context: Any = None) -> Execution:
+    """Wait for ``session`` (bounded by ``timeout``), close it, and report what happened.
+
+    A timeout or a supervised limit becomes the Execution's ``error``; a cancelled or
+    expired ``context`` is not a result and propagates once the session is closed.
+    """
+    error: BaseException | None = None
+    exit_code: int | None = None
+    try:
+        exit_code = session.wait(timeout=timeout, context=context)
+    except (TimeoutError, SandboxLimitError) as stopped:
+        error, exit_code = stopped, session.returncode
+    finally:
+        stdout, stderr = session.drain(0.5)
+        truncated = session.truncated
+        session.close()
+    return Execution(
+        stdout=stdout.decode("utf-8", "replace"),
+        stderr=stderr.decode("utf-8", "replace"),
+        exit_code=exit_code,
+        error=error,
+        stdout_truncated=truncated["stdout"],
+        stderr_truncated=truncated["stderr"],
+    )

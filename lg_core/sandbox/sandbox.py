@@ -17,32 +17,35 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, NoReturn
 
 from lg_core.errors import (
     AbstractMethodError,
-    CancelledError,
     CapabilityError,
-    DeadlineExceededError,
     PolicyError,
     SandboxConfigurationError,
-    SandboxLimitError,
 )
 from lg_core.sandbox import capabilities as features
 from lg_core.sandbox._file_operations import FileOperations
 from lg_core.sandbox.capabilities import Capabilities
-from lg_core.sandbox.environment_policy import checked_variables
-from lg_core.sandbox.execution import Execution
+from lg_core.sandbox.execution import Execution, run_to_completion
+from lg_core.sandbox.launch import (
+    Launch,
+    LaunchRequest,
+    argument_vector,
+    child_environment,
+    narrowed_output,
+    working_directory,
+)
 from lg_core.sandbox.limits import Limits
 from lg_core.sandbox.network_policy import NetworkPolicy
 from lg_core.sandbox.policy import POLICY_KEYS, READ_WRITE, Grant, Policy, nested_grants
+from lg_core.sandbox.probe_report import ProbeReport
 from lg_core.sandbox.process_session import ProcessSession, resource_limit_arguments
 from lg_core.sandbox.scope import Scope, allows_operation
 from lg_core.workspace import Workspace
 
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _LIMIT_FEATURES = {
     "cpu_seconds": features.CPU_LIMIT,
     "memory_bytes": features.MEMORY_LIMIT,
@@ -54,41 +57,6 @@ _BUILTIN_PROVIDERS = {
     "native": "lg_core.sandboxes.native:Native",
     "unrestricted": "lg_core.sandboxes.unrestricted:Unrestricted",
 }
-
-
-@dataclass(frozen=True)
-class ProbeReport:
-    """Whether a backend can start here, what it would enforce, and why not when it cannot."""
-
-    backend: str
-    available: bool
-    reason: str | None = None
-    capabilities: Capabilities | None = None
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class LaunchRequest:
-    """Everything a backend needs to start one confined command."""
-
-    command: tuple[str, ...]
-    grants: tuple[Grant, ...]
-    network: NetworkPolicy
-    environment: Mapping[str, str]
-    cwd: str
-    limits: Limits
-    allow_subprocesses: bool
-
-
-@dataclass(frozen=True)
-class Launch:
-    """The host-side command line a backend built, and how to start it."""
-
-    argv: tuple[str, ...]
-    environment: Mapping[str, str]
-    cwd: str
-    user: int | None = None
-    group: int | None = None
 
 
 class Sandbox:
@@ -299,26 +267,7 @@ class Sandbox:
             per_stream_output=True,
             **options,
         )
-        error: BaseException | None = None
-        exit_code: int | None = None
-        try:
-            exit_code = session.wait(timeout=timeout, context=context)
-        except (TimeoutError, SandboxLimitError, CancelledError, DeadlineExceededError) as stopped:
-            error, exit_code = stopped, session.returncode
-        finally:
-            stdout, stderr = session.drain(0.5)
-            truncated = session.truncated
-            session.close()
-        if isinstance(error, CancelledError | DeadlineExceededError):
-            raise error
-        return Execution(
-            stdout=stdout.decode("utf-8", "replace"),
-            stderr=stderr.decode("utf-8", "replace"),
-            exit_code=exit_code,
-            error=error,
-            stdout_truncated=truncated["stdout"],
-            stderr_truncated=truncated["stderr"],
-        )
+        return run_to_completion(session, timeout, context)
 
     def start_program(
         self,
@@ -358,7 +307,7 @@ class Sandbox:
             launch.argv,
             environment=launch.environment,
             chdir=launch.cwd,
-            output_bytes=_narrowed_output(output_bytes, limits.output_bytes),
+            output_bytes=narrowed_output(output_bytes, limits.output_bytes),
             memory_bytes=limits.memory_bytes,
             memory_reader=memory_reader,
             cpu_seconds=limits.cpu_seconds,
@@ -422,7 +371,7 @@ class Sandbox:
         """Check a process start against the policy and scope, and let the backend build its launch."""
         if not self._opened or self._closed:
             raise SandboxConfigurationError("the sandbox is not open; call open() before starting programs")
-        argv = _argument_vector(command)
+        argv = argument_vector(command)
         view: Any = self if scope is None else scope
         if scope is not None and scope.sandbox is not self:
             raise PolicyError("the scope belongs to another sandbox")
@@ -442,8 +391,8 @@ class Sandbox:
             command=argv,
             grants=grants,
             network=view.network,
-            environment=self._child_environment(environment, inherit_environment),
-            cwd=self._working_directory(cwd, grants),
+            environment=child_environment(self._effective_policy, self.workspace, environment, inherit_environment),
+            cwd=working_directory(self.workspace, cwd, grants),
             limits=limits,
             allow_subprocesses=allow_subprocesses,
         )
@@ -464,44 +413,3 @@ class Sandbox:
     def _launch(self, request: LaunchRequest) -> Launch:
         """The host command line that runs ``request`` confined by this backend."""
         raise AbstractMethodError(f"{type(self).__name__} must build its launch command (_launch)")
-
-    # -- internals ---------------------------------------------------------------------------
-
-    def _child_environment(self, environment: Mapping[str, Any] | None, inherit: bool) -> dict[str, str]:
-        if inherit and not self._effective_policy.environment.inherit:
-            raise PolicyError("the call asks to inherit the host environment, but the sandbox policy does not allow it")
-        values: dict[str, str] = dict(os.environ) if inherit else {"PATH": DEFAULT_PATH}
-        values.update(self._effective_policy.environment.values)
-        values.update(checked_variables(environment or {}, "child environment"))
-        values.update(self.workspace.environment())
-        return values
-
-    def _working_directory(self, cwd: str | None, grants: tuple[Grant, ...]) -> str:
-        if cwd is None:
-            directory = self.workspace.real_path("root")
-        elif os.path.isabs(cwd):
-            raise ValueError(f"cwd {cwd!r} is a physical path; use a root-relative path or workspace://name/path")
-        else:
-            directory = self.workspace.resolve(cwd)
-        if not any(directory == g.path or directory.startswith(g.path.rstrip(os.sep) + os.sep) for g in grants):
-            raise PolicyError(f"the working directory {cwd or 'root'!r} is not inside a path granted to the child")
-        return directory
-
-
-def _argument_vector(command: Any) -> tuple[str, ...]:
-    """``command`` as a tuple of strings: one argv, never a shell string."""
-    if isinstance(command, str | bytes) or not isinstance(command, Sequence) or not command:
-        raise ValueError(f"a command must be a non-empty list of arguments, got {command!r}")
-    for argument in command:
-        if not isinstance(argument, str) or "\0" in argument:
-            raise ValueError(f"command arguments must be strings without NUL bytes, got {argument!r}")
-    return tuple(command)
-
-
-def _narrowed_output(requested: Any, ceiling: int) -> int:
-    """A call's output bound, which may only tighten the sandbox's."""
-    if requested is None:
-        return ceiling
-    if isinstance(requested, bool) or not isinstance(requested, int) or requested <= 0:
-        raise ValueError(f"an output bound must be a positive number of bytes, got {requested!r}")
-    return min(requested, ceiling)

@@ -40,11 +40,13 @@ from lg_core.network.external_gateway import ExternalGateway
 from lg_core.network.gateway import Gateway
 from lg_core.sandbox import capabilities as features
 from lg_core.sandbox.capabilities import Capabilities
+from lg_core.sandbox.launch import Launch, LaunchRequest
 from lg_core.sandbox.limits import Limits
 from lg_core.sandbox.network_policy import NetworkPolicy
 from lg_core.sandbox.policy import Grant, Policy
+from lg_core.sandbox.probe_report import ProbeReport
 from lg_core.sandbox.process_session import prlimit_executable, resource_limit_arguments
-from lg_core.sandbox.sandbox import Launch, LaunchRequest, ProbeReport, Sandbox
+from lg_core.sandbox.sandbox import Sandbox
 from lg_core.workspace import Workspace
 
 DEFAULT_EXECUTABLE = "/usr/bin/bwrap"

@@ -11,7 +11,8 @@ import sys
 from typing import Any
 
 from lg_core.errors import UnsupportedPlatformError
-from lg_core.sandbox.sandbox import ProbeReport, Sandbox
+from lg_core.sandbox.probe_report import ProbeReport
+from lg_core.sandbox.sandbox import Sandbox
 from lg_core.sandboxes.bubblewrap import Bubblewrap
 from lg_core.workspace import Workspace
 

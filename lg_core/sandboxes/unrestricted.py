@@ -18,10 +18,12 @@ from typing import Any
 from lg_core.errors import CapabilityError
 from lg_core.sandbox import capabilities as features
 from lg_core.sandbox.capabilities import Capabilities
+from lg_core.sandbox.launch import Launch, LaunchRequest
 from lg_core.sandbox.network_policy import NetworkPolicy
 from lg_core.sandbox.policy import Policy
+from lg_core.sandbox.probe_report import ProbeReport
 from lg_core.sandbox.process_session import prlimit_executable
-from lg_core.sandbox.sandbox import Launch, LaunchRequest, ProbeReport, Sandbox
+from lg_core.sandbox.sandbox import Sandbox
 
 
 class Unrestricted(Sandbox):
