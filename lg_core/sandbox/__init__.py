@@ -10,8 +10,24 @@
     ).open()
     result = sandbox.execute_program(["python3", "-c", "print(1)"], timeout=10)
 
-The backends live in :mod:`lg_core.sandboxes`. This package imports nothing from runs,
-the engine or the store: it is a low layer the tools and code mode build on.
+The backends live in :mod:`lg_core.sandboxes`, network gateways in :mod:`lg_core.network`.
+This package imports nothing from runs, the engine or the store: it is a low layer the
+tools and code mode build on.
+
+    sandbox.py             Sandbox: backend registry and probing, policy, scopes, files, process starts
+    policy.py              Policy, Grant: granted paths (nested: most restrictive wins), root filesystem
+    environment_policy.py  EnvironmentPolicy: inheriting the host environment, explicit values
+    network_policy.py      NetworkPolicy: none, inherit, allowlist endpoints
+    limits.py              Limits: file-operation sizes, output, CPU, memory, file size, processes
+    capabilities.py        Capabilities and the feature names backends report
+    scope.py               Scope: a view that can only narrow its sandbox
+    launch.py              LaunchRequest and Launch: a process start as a backend receives it
+    process_session.py     ProcessSession: an owned child in its own process group, bounded I/O, limits
+    execution.py           Execution: the result of a program run to completion
+    probe_report.py        ProbeReport: what probing a backend found
+    _file_operations.py    read, write, replace, list: logical paths, no symlink followed
+    _output_pump.py        bounded capture of a child's stdout and stderr on one thread
+    _memory_guard.py       the sampled memory limit
 """
 
 from lg_core.sandbox.capabilities import Capabilities

@@ -2,6 +2,10 @@
 isolating backend, failing closed) and Unrestricted (host execution, explicit opt-in).
 
 Each is also reachable by name through ``Sandbox.resolve_provider``.
+
+    bubblewrap.py    Bubblewrap: namespaces, mounts, rlimits, the allowlist gateway's wiring
+    unrestricted.py  Unrestricted: host execution with bounded output and process-group cleanup
+    native.py        Native: Bubblewrap on Linux, UnsupportedPlatformError elsewhere
 """
 
 from lg_core.sandboxes.bubblewrap import Bubblewrap
