@@ -111,11 +111,16 @@ class Workspace:
             if self._closed:
                 raise SandboxConfigurationError("this workspace is closed and cannot be opened again")
             if self._open_attempted:
+                if not self._identities:
+                    raise SandboxConfigurationError("this workspace failed to open; close it and build a new one")
                 return self
             self._open_attempted = True
         os.makedirs(self.root, mode=0o700, exist_ok=True)
-        for path in self.paths.values():
+        real_root = os.path.realpath(self.root)
+        for name, path in self.paths.items():
             if _is_beneath(path, self.root):
+                if not _is_beneath(os.path.realpath(path), real_root):
+                    raise SandboxConfigurationError(f"relative workspace path {name!r} resolves outside the root")
                 os.makedirs(path, mode=0o700, exist_ok=True)
         if self._setup is not None:
             self._setup(workspace=self, run=run)

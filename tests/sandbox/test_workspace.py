@@ -90,6 +90,18 @@ def test_a_relative_path_linked_out_of_the_root_is_refused(tmp_path):
         workspace.open()
 
 
+def test_a_relative_path_under_a_link_out_of_the_root_is_refused_before_anything_is_created(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "run" / "link")
+    workspace = Workspace(root=tmp_path / "run", paths={"deep": "link/deep"})
+    with pytest.raises(SandboxConfigurationError, match="'deep' resolves outside the root"):
+        workspace.open()
+    assert not (tmp_path / "elsewhere" / "deep").exists()
+    with pytest.raises(SandboxConfigurationError, match="failed to open"):
+        workspace.open()
+
+
 def test_a_directory_replaced_after_opening_fails_validation(tmp_path):
     workspace = Workspace(root=tmp_path / "run", paths={"out": "out"}).open()
     workspace.validate()
