@@ -18,6 +18,7 @@ Whoever opens a session owns it and must close it; ``close`` is safe to repeat.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -33,6 +34,7 @@ from lg_core.sandbox._output_pump import OutputPump
 from lg_core.sandbox.environment_policy import checked_variables
 
 TERMINATE_GRACE_SECONDS = 1.0
+_CHUNK = 65536
 DEFAULT_OUTPUT_BYTES = 1_000_000
 
 
@@ -101,6 +103,8 @@ class ProcessSession:
             close_fds=True,
         )
         self.pid = self._process.pid
+        assert self._process.stdin is not None
+        os.set_blocking(self._process.stdin.fileno(), False)
         assert self._process.stdout is not None and self._process.stderr is not None
         self._pump = OutputPump(
             {"stdout": self._process.stdout, "stderr": self._process.stderr}, output_bytes, per_stream_output
@@ -140,15 +144,28 @@ class ProcessSession:
 
     # -- I/O ---------------------------------------------------------------------------------
 
-    def write(self, value: bytes | str) -> int:
-        """Write ``value`` to the child's standard input."""
+    def write(self, value: bytes | str, timeout: float | None = None) -> int:
+        """Write ``value`` to the child's standard input; TimeoutError if it stops reading for ``timeout`` s.
+
+        A child that never reads would otherwise block its parent forever once the
+        pipe is full, so a caller that must stay responsive passes a timeout.
+        """
         data = value.encode() if isinstance(value, str) else bytes(value)
         stdin = self._process.stdin
         if stdin is None or stdin.closed:
             raise BrokenPipeError("the child's standard input is closed")
-        stdin.write(data)
         stdin.flush()
-        return len(data)
+        fd = stdin.fileno()
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        written = 0
+        while written < len(data):
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(f"the child did not read its input within {timeout} seconds ({written} bytes sent)")
+            _, writable, _ = select.select([], [fd], [], remaining)
+            if writable:
+                written += os.write(fd, data[written : written + _CHUNK])
+        return written
 
     def close_write(self) -> None:
         """Close the child's standard input without ending the process."""

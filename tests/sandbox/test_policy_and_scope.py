@@ -97,6 +97,8 @@ def test_capabilities_intersect_to_what_both_offer():
 
 @pytest.fixture
 def sandbox(workspace):
+    if not os.access("/usr/bin/bwrap", os.X_OK):
+        pytest.skip("bubblewrap is not installed")
     with Bubblewrap(
         workspace=workspace,
         policy={"files": {"root": "read_write", "source": "read_only"}, "runtime_paths": {"out": "read_write"}},

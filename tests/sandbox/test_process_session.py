@@ -161,3 +161,20 @@ def test_a_call_cannot_raise_the_sandboxs_output_bound(workspace):
     with Unrestricted(workspace=workspace, limits={"output_bytes": 10}) as sandbox:
         result = sandbox.execute_program([sys.executable, "-c", "print('x' * 100)"], timeout=10, max_output_bytes=1000)
     assert result.stdout == "x" * 10 and result.stdout_truncated
+
+
+def test_writing_to_a_child_that_never_reads_times_out_instead_of_blocking(host):
+    with host.start_program(["sleep", "60"]) as session:
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match="did not read its input within 0.5 seconds"):
+            session.write(b"x" * 4_000_000, timeout=0.5)
+        assert time.monotonic() - started < 5
+
+
+def test_a_large_write_reaches_a_reading_child_whole(host):
+    code = "import sys; print(len(sys.stdin.buffer.read()))"
+    with host.start_program([sys.executable, "-c", code]) as session:
+        assert session.write(b"y" * 3_000_000, timeout=30) == 3_000_000
+        session.close_write()
+        session.wait(timeout=30)
+        assert session.drain()[0].strip() == b"3000000"
