@@ -89,6 +89,7 @@ class ProcessSession:
         self._lock = threading.Lock()
         self._supervision_error: SandboxLimitError | None = None
         self._closed = False
+        self._group_gone = False
         self._process = subprocess.Popen(
             [*launcher, *argv],
             stdin=subprocess.PIPE,
@@ -268,18 +269,30 @@ class ProcessSession:
             raise self._supervision_error
 
     def _group_alive(self) -> bool:
-        """Whether a live (not zombie) process remains in the session's process group."""
-        if sys.platform.startswith("linux"):
-            return _live_group_member(self.pid)
-        try:
-            os.killpg(self.pid, 0)
-        except ProcessLookupError:
+        """Whether a live (not zombie) process remains in the session's process group.
+
+        Once the command is reaped and its group seen empty, the group is gone for good:
+        its id may later name another process's group, which must never be signalled.
+        """
+        if self._group_gone:
             return False
-        except PermissionError:
-            return True
-        return True
+        if sys.platform.startswith("linux"):
+            alive = _live_group_member(self.pid)
+        else:
+            try:
+                os.killpg(self.pid, 0)
+                alive = True
+            except ProcessLookupError:
+                alive = False
+            except PermissionError:
+                alive = True
+        if not alive and self._process.poll() is not None:
+            self._group_gone = True
+        return alive
 
     def _signal_group(self, signum: int) -> None:
+        if self._group_gone:
+            return
         try:
             os.killpg(self.pid, signum)
         except (ProcessLookupError, PermissionError):
