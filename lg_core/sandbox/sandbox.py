@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 from lg_core.errors import (
     AbstractMethodError,
     CapabilityError,
+    DependencyError,
     PolicyError,
     SandboxConfigurationError,
 )
@@ -126,6 +127,14 @@ class Sandbox:
             backend = cls.resolve_provider(name)
             return backend.probe(**options)  # type: ignore[no-any-return]
         return cls.probe_host(**options)
+
+    @classmethod
+    def require(cls, name: str = "native", **options: Any) -> ProbeReport:
+        """Probe backend ``name`` and raise DependencyError when it cannot run here (for start-up checks)."""
+        report = cls.probe(name, **options)
+        if not report.available:
+            raise DependencyError(f"the {name} sandbox backend cannot run on this host: {report.reason}")
+        return report
 
     @classmethod
     def probe_host(cls, **options: Any) -> ProbeReport:

@@ -267,8 +267,13 @@ class Bubblewrap(Sandbox):
 
     @classmethod
     def probe_host(cls, **options: Any) -> ProbeReport:
-        """Whether bwrap exists and can create its namespaces on this host (it runs ``true`` once)."""
+        """Whether bwrap exists and can create its namespaces on this host (it runs ``true`` once).
+
+        With ``host_user`` (a root worker's sandbox user) the probe runs as that user,
+        since a host may allow namespaces to root and refuse them to everyone else.
+        """
         executable = str(options.get("executable", DEFAULT_EXECUTABLE))
+        host_user = options.get("host_user")
         platform = str(options.get("platform", sys.platform))
         if not platform.startswith("linux"):
             return ProbeReport(cls.name, False, f"Bubblewrap needs Linux; this platform is {platform!r}")
@@ -281,6 +286,10 @@ class Bubblewrap(Sandbox):
                 capture_output=True,
                 timeout=PROBE_TIMEOUT_SECONDS,
                 env={},
+                cwd="/",
+                user=host_user,
+                group=options.get("host_group", host_user),
+                extra_groups=[] if host_user is not None else None,
             )
         except (OSError, subprocess.TimeoutExpired) as error:
             return ProbeReport(cls.name, False, f"bubblewrap could not start: {error}")

@@ -289,3 +289,18 @@ def test_a_workspace_is_built_from_settings_or_a_factory(tmp_path):
         Workspace.from_settings({"root": tmp_path, "colour": "blue"})
     with pytest.raises(TypeError, match="must return a Workspace"):
         Workspace.from_settings(lambda: "not a workspace")
+
+
+def test_require_raises_when_the_backend_cannot_run_here():
+    with pytest.raises(DependencyError, match="the native sandbox backend cannot run on this host: no native"):
+        Sandbox.require("native", platform="plan9")
+    with pytest.raises(DependencyError, match="not installed at /nonexistent/bwrap"):
+        Sandbox.require("bubblewrap", executable="/nonexistent/bwrap")
+    assert Sandbox.require("unrestricted").available
+
+
+@requires_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching the probe's user needs root")
+def test_a_probe_can_run_as_the_sandbox_user():
+    report = Sandbox.probe("bubblewrap", host_user=65534)
+    assert report.available, report.reason
