@@ -47,6 +47,11 @@ class Unrestricted(Sandbox):
         return policy.with_changes(root_filesystem="read_write", network=NetworkPolicy("inherit"))
 
     def _launch(self, request: LaunchRequest) -> Launch:
+        if not request.network.inherit:
+            raise CapabilityError(
+                f"the unrestricted backend cannot enforce network {request.network.mode!r} for a scope: "
+                "its commands use the host network"
+            )
         return Launch(request.command, request.environment, request.cwd)
 
     @classmethod

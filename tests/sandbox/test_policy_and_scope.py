@@ -304,3 +304,9 @@ def test_require_raises_when_the_backend_cannot_run_here():
 def test_a_probe_can_run_as_the_sandbox_user():
     report = Sandbox.probe("bubblewrap", host_user=65534)
     assert report.available, report.reason
+
+
+def test_unrestricted_refuses_a_scope_asking_for_less_network_than_the_host(workspace):
+    with Unrestricted(workspace=workspace) as sandbox:
+        with pytest.raises(CapabilityError, match="cannot enforce network 'none' for a scope"):
+            sandbox.scope(network="none").execute_program(["true"], timeout=5)
