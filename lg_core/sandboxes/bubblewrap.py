@@ -34,7 +34,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lg_core.errors import CapabilityError, DependencyError, UnsupportedPlatformError
+from lg_core.errors import CapabilityError, DependencyError, SandboxConfigurationError, UnsupportedPlatformError
 from lg_core.network.allowlist_gateway import AllowlistGateway
 from lg_core.network.external_gateway import ExternalGateway
 from lg_core.network.gateway import Gateway
@@ -153,6 +153,9 @@ class Bubblewrap(Sandbox):
     def _open_backend(self, run: Any) -> None:
         if not (os.path.isfile(self.executable) and os.access(self.executable, os.X_OK)):
             raise DependencyError(f"bubblewrap is not installed at {self.executable}; it is never replaced")
+        if self.host_user is not None:
+            for grant in self.process_grants():
+                _check_host_user_access(grant, self.host_user, self.host_group)
         if self.network.allowlist:
             if self.network.gateway is not None:
                 self.network.gateway.open(run)
@@ -312,6 +315,41 @@ class Bubblewrap(Sandbox):
             ),
         }
         return ProbeReport(cls.name, True, None, capabilities, details)
+
+
+def _check_host_user_access(grant: Grant, uid: int, gid: int | None) -> None:
+    """Fail at open, with a clear message, when the sandbox user could not use a granted directory.
+
+    Permission bits only (no ACLs): every ancestor must be searchable and the directory
+    itself readable, and writable for a read-write grant.
+    """
+    path = grant.path
+    needs = [(ancestor, os.X_OK) for ancestor in _ancestors(path)]
+    needs.append((path, os.R_OK | os.X_OK | (os.W_OK if grant.writable else 0)))
+    for directory, mode in needs:
+        status = os.stat(directory)
+        if status.st_uid == uid:
+            bits = (status.st_mode >> 6) & 0o7
+        elif gid is not None and status.st_gid == gid:
+            bits = (status.st_mode >> 3) & 0o7
+        else:
+            bits = status.st_mode & 0o7
+        if bits & mode != mode:
+            access = "write" if grant.writable else "read"
+            raise SandboxConfigurationError(
+                f"the sandbox user {uid} cannot {access} workspace path {grant.name!r} ({path}): "
+                f"{directory} does not allow it; give that user access or run the worker as it"
+            )
+
+
+def _ancestors(path: str) -> list[str]:
+    parents = []
+    current = os.path.dirname(path)
+    while True:
+        parents.append(current)
+        if current == os.path.dirname(current):
+            return list(reversed(parents))
+        current = os.path.dirname(current)
 
 
 def _network_modes(bridge_python: str) -> tuple[str, ...]:

@@ -310,3 +310,12 @@ def test_unrestricted_refuses_a_scope_asking_for_less_network_than_the_host(work
     with Unrestricted(workspace=workspace) as sandbox:
         with pytest.raises(CapabilityError, match="cannot enforce network 'none' for a scope"):
             sandbox.scope(network="none").execute_program(["true"], timeout=5)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox user other than the worker's needs a root worker")
+def test_a_sandbox_user_without_access_to_a_granted_path_is_refused_at_open(tmp_path):
+    os.chmod(tmp_path, 0o700)
+    workspace = Workspace(root=tmp_path / "root").open()
+    sandbox = Bubblewrap(workspace=workspace, policy={"files": {"root": "read_write"}}, host_user=65534)
+    with pytest.raises(SandboxConfigurationError, match="the sandbox user 65534 cannot write workspace path 'root'"):
+        sandbox.open()
