@@ -27,8 +27,8 @@ import json
 import os
 import secrets
 import shutil
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import IO, Any
 
 from rich.console import Console, RenderableType
