@@ -35,7 +35,12 @@ def counting_store_reads(execution, monkeypatch) -> list[str]:
     loads: list[str] = []
     store = execution.runtime.store
     original = store.load_run
-    monkeypatch.setattr(store, "load_run", lambda run_id: loads.append(run_id) or original(run_id))
+
+    def load_run(run_id: str):
+        loads.append(run_id)
+        return original(run_id)
+
+    monkeypatch.setattr(store, "load_run", load_run)
     return loads
 
 
