@@ -16,6 +16,7 @@ and never the other way round; lg_core finds the backend through the
 * ``broker_check`` - the broker ping before work is handed over
 * ``worker_runtime`` - the runtime of a worker process, rebuilt after a fork
 * ``worker``, ``_supervisor``, ``cli`` - the ``lg worker`` command and the process it becomes
+* ``_root_notice`` - one line instead of Celery's root warning, for a worker that accepts no pickle
 * ``faults`` - fault injection for the chaos tests, inert unless ``LG_FAULT`` is set
 
 Importing this package builds nothing: the Celery app is created by
