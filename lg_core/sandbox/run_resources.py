@@ -12,6 +12,9 @@ for the same run id.
 
 Declarations:
 
+A mapping may also be given as JSON text, as an ``LG_WORKSPACE`` or ``LG_SANDBOX``
+variable holds it.
+
 * ``workspace``: ``{"provider": "directory", "root": "/srv/lg/runs/{run_id}", "paths": {...},
   "setup": callable}``, a factory ``(run_id=..., invocation=...) -> Workspace``, or its
   ``'module:function'`` path. A teardown callback is refused: no single process sees
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -56,6 +60,7 @@ NO_RESOURCES = RunResources()
 
 def checked_workspace_setting(value: Any) -> Any:
     """The ``workspace`` setting as stored: None, a mapping checked now, or a factory."""
+    value = _decoded(value, "workspace")
     if value is None or (callable(value) and not isinstance(value, Mapping)):
         return value
     if isinstance(value, str):
@@ -82,6 +87,7 @@ def checked_workspace_setting(value: Any) -> Any:
 
 def checked_sandbox_setting(value: Any) -> Any:
     """The ``sandbox`` setting as stored: None, a backend name or mapping checked now, or a factory."""
+    value = _decoded(value, "sandbox")
     if value is None or (callable(value) and not isinstance(value, Mapping)):
         return value
     if isinstance(value, str):
@@ -96,6 +102,16 @@ def checked_sandbox_setting(value: Any) -> Any:
     except SandboxConfigurationError as error:
         raise ValueError(str(error)) from None
     return options
+
+
+def _decoded(value: Any, setting: str) -> Any:
+    """A mapping written as JSON text (``LG_WORKSPACE='{"root": ...}'``), decoded; anything else as is."""
+    if not isinstance(value, str) or not value.lstrip().startswith("{"):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{setting} is not valid JSON: {error}") from None
 
 
 # -- building and opening ------------------------------------------------------------------

@@ -183,3 +183,17 @@ def test_a_tool_sees_no_workspace_or_sandbox_when_none_is_configured(config, scr
     type("LookAgent", (Agent,), {"model": target, "tools": [Look]}).ask("Look")
 
     assert seen == [(None, None, None)]
+
+
+def test_the_settings_read_mappings_written_as_json_from_the_environment(monkeypatch):
+    monkeypatch.setenv("LG_WORKSPACE", '{"root": "/srv/lg/runs/{run_id}", "paths": {"notes": "notes"}}')
+    monkeypatch.setenv("LG_SANDBOX", '{"provider": "bubblewrap", "files": {"root": "read_write"}}')
+    configuration = Configuration()
+
+    assert configuration.workspace == {"root": "/srv/lg/runs/{run_id}", "paths": {"notes": "notes"}}
+    assert configuration.sandbox == {"provider": "bubblewrap", "files": {"root": "read_write"}}
+    configuration.close()
+
+    monkeypatch.setenv("LG_SANDBOX", '{"provider": ')
+    with pytest.raises(ConfigurationError, match="sandbox is not valid JSON"):
+        Configuration()
