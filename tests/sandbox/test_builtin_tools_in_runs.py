@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -337,3 +338,37 @@ def test_filesystem_without_a_configured_sandbox_fails_the_run_with_a_configurat
     assert run.outcome == "failed"
     assert isinstance(run.error, ConfigurationError)
     assert "Filesystem works through the run's sandbox, and this run has none" in str(run.error)
+
+
+def test_cancelling_a_run_stops_its_shell_program_and_leaves_no_process_behind(tmp_path, source, script):
+    root = tmp_path / "fixed-root"
+    marker = "61.4142"  # a sleep only this test starts, to find it among the host's processes
+    command = ["sh", "-c", f"echo started > started.txt; exec sleep {marker}"]
+    target = script([{"tool_calls": [call("shell", "long", command=command)]}, {"text": "never"}])
+    configuration = configured(tmp_path, source, root=str(root))
+    with with_configuration(configuration):
+        execution = agent_for(target, Shell).start_execution("Run it")
+        deadline = time.monotonic() + 30
+        while not (root / "started.txt").exists():
+            assert time.monotonic() < deadline, "the shell program never started"
+            time.sleep(0.05)
+        started = time.monotonic()
+        execution.cancel()
+        run = execution.wait(timeout=30)
+    configuration.close()
+
+    assert run.outcome == "cancelled"
+    assert time.monotonic() - started < 10
+    assert not [pid for pid in _pids() if marker in _cmdline(pid)]
+
+
+def _pids():
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
