@@ -38,6 +38,8 @@ from typing import Any
 
 from lg_core.errors import CleanupError, ConfigurationError, SandboxConfigurationError
 from lg_core.import_path import import_callable
+from lg_core.sandbox.limits import Limits
+from lg_core.sandbox.policy import POLICY_KEYS, Policy
 from lg_core.sandbox.sandbox import Sandbox
 from lg_core.workspace import Workspace
 
@@ -99,7 +101,10 @@ def checked_sandbox_setting(value: Any) -> Any:
     options = dict(value)
     try:
         Sandbox.resolve_provider(options.get("provider", "native"))
-    except SandboxConfigurationError as error:
+        # A misspelt access mode, network or limit fails here rather than in every tool call.
+        Policy.coerce({key: options[key] for key in POLICY_KEYS if key in options})
+        Limits.coerce(options.get("limits"))
+    except (SandboxConfigurationError, TypeError, ValueError) as error:
         raise ValueError(str(error)) from None
     return options
 

@@ -148,6 +148,9 @@ def test_a_mapping_workspace_gets_one_root_per_run_under_its_run_id_field(tmp_pa
         ({"workspace": 42}, "workspace must be a mapping, a factory"),
         ({"sandbox": "seccomp"}, "no sandbox backend named 'seccomp'"),
         ({"sandbox": {"provider": "firejail"}}, "no sandbox backend named 'firejail'"),
+        ({"sandbox": {"provider": "bubblewrap", "files": {"root": "writable"}}}, "writable"),
+        ({"sandbox": {"provider": "bubblewrap", "network": "sometimes"}}, "sometimes"),
+        ({"sandbox": {"provider": "bubblewrap", "limits": {"memory": 5}}}, "memory"),
     ],
 )
 def test_settings_a_durable_run_cannot_honour_are_refused_when_configured(settings, message):
