@@ -147,15 +147,9 @@ class StepScope:
         return self.resources
 
     def build_agent(self, model: Any = None) -> Any:
-        resources = self.resources
-        agent = self.agent_class(
-            run=self.run,
-            runtime=self.engine.runtime,
-            model=model,
-            context=self.context,
-            workspace=resources.workspace,
-            sandbox=resources.sandbox,
-        )
+        agent = self.agent_class(run=self.run, runtime=self.engine.runtime, model=model, context=self.context)
+        # Set here, not passed: an application's Agent.__init__ may take only the original four arguments.
+        agent.workspace, agent.sandbox = self.resources.workspace, self.resources.sandbox
         run_chain(agent, "after_initialize", agent, context=self.context)
         return agent
 

@@ -12,9 +12,6 @@ for the same run id.
 
 Declarations:
 
-A mapping may also be given as JSON text, as an ``LG_WORKSPACE`` or ``LG_SANDBOX``
-variable holds it.
-
 * ``workspace``: ``{"provider": "directory", "root": "/srv/lg/runs/{run_id}", "paths": {...},
   "setup": callable}``, a factory ``(run_id=..., invocation=...) -> Workspace``, or its
   ``'module:function'`` path. A teardown callback is refused: no single process sees
@@ -24,6 +21,10 @@ variable holds it.
   "limits": ...}``, a factory ``(workspace=...) -> Sandbox``, or its ``'module:function'``
   path. A sandbox needs a configured workspace: the current directory of whichever
   worker runs a step is no place for a run's files.
+
+A mapping may also be given as JSON text, as an ``LG_WORKSPACE`` or ``LG_SANDBOX``
+variable holds it. A run id never holds a ``/`` (lg_core.run_ids), so ``{run_id}``
+names one directory.
 """
 
 from __future__ import annotations
