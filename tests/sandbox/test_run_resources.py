@@ -200,3 +200,18 @@ def test_the_settings_read_mappings_written_as_json_from_the_environment(monkeyp
     monkeypatch.setenv("LG_SANDBOX", '{"provider": ')
     with pytest.raises(ConfigurationError, match="sandbox is not valid JSON"):
         Configuration()
+
+
+def test_an_agent_whose_init_takes_the_original_four_arguments_still_gets_the_runs_pair(recorded, script):
+    class CustomInitAgent(Agent):
+        def __init__(self, run=None, runtime=None, model=None, context=None):
+            super().__init__(run, runtime, model, context)
+            self.greeting = "hello"
+
+    target = script([{"tool_calls": [{"name": "probe", "id": "p", "arguments": {}}]}, {"text": "done"}])
+    agent = type("ProbeAgent", (CustomInitAgent,), {"model": target, "tools": [Probe]})
+
+    run = agent.ask("Probe")
+
+    assert run.outcome == "completed"
+    assert Probe.seen[0][0] and Probe.seen[0][1]  # the tool's sandbox is the agent's, and its workspace is open
