@@ -138,6 +138,11 @@ class Workspace:
             self._teardown(workspace=self, run=run)
 
     @property
+    def has_teardown(self) -> bool:
+        """Whether a teardown callback was given, for callers that cannot promise to call it once."""
+        return self._teardown is not None
+
+    @property
     def opened(self) -> bool:
         """Whether :meth:`open` completed, so real paths and identities are known."""
         return bool(self._identities)

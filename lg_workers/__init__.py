@@ -15,6 +15,7 @@ and never the other way round; lg_core finds the backend through the
 * ``celery_backend`` - ``CeleryBackend``: start_execution, publishing steps, live events
 * ``streams`` - the Redis streams of live events, and every Redis key the project uses
 * ``broker_check`` - the broker ping before work is handed over
+* ``sandbox_check`` - the sandbox backend probe before a worker serving `lg.sandbox` (or sandboxed tools) starts
 * ``worker_runtime`` - the runtime of a worker process, rebuilt after a fork
 * ``worker``, ``_supervisor``, ``cli`` - the ``lg worker`` command and the process it becomes
 * ``_root_notice`` - one line instead of Celery's root warning, for a worker that accepts no pickle

@@ -25,6 +25,7 @@ tools and code mode build on.
     process_session.py     ProcessSession: an owned child in its own process group, bounded I/O, limits
     execution.py           Execution: the result of a program run to completion
     probe_report.py        ProbeReport: what probing a backend found
+    run_resources.py       the workspace and sandbox settings, and the pair each step of a run opens from them
     _file_operations.py    read, write, replace, list: logical paths, no symlink followed
     _output_pump.py        bounded capture of a child's stdout and stderr on one thread
     _memory_guard.py       the sampled memory limit
