@@ -17,6 +17,10 @@ from tests.assemblies.spec_examples import (
 A = TriageAgent
 
 
+def no_arguments():
+    return 1
+
+
 def declare(nodes, edges, start="a", finish=None, **extra):
     """Define a Graph class from ``nodes`` (names, all running one Agent) and ``edges``."""
     body = {
@@ -291,14 +295,14 @@ def test_a_fan_in_source_with_another_route_is_refused():
         (lambda: edge("a", ["b"]), r"lists fewer than two nodes"),
         (lambda: edge("a", ["b", "b"]), r"names a node twice"),
         (lambda: edge("a", "b c"), r"must be a name of letters"),
-        (lambda: edge("a", "b", when="yes"), r"edge a -> b: when must be a callable taking the Graph.State"),
-        (lambda: edge("a", "b", input=lambda: 1), r"edge a -> b: input must be a callable taking the Graph.State"),
+        (lambda: edge("a", "b", when="yes"), r"edge a -> b: when must be a callable taking the Graph.State"),  # type: ignore[arg-type]
+        (lambda: edge("a", "b", input=no_arguments), r"edge a -> b: input must be a callable taking the Graph.State"),  # type: ignore[arg-type]
         (lambda: error_edge("a", "b", on=[]), r"on must be an exception class or a non-empty list"),
         (lambda: error_edge("a", "b", on=[str]), r"on must list exception classes"),
         (lambda: node(TriageAgent, retries=2), r"retries=2 needs retry_on"),
         (lambda: node(TriageAgent, retry_on=[ValueError]), r"retry_on is given but retries is 0"),
         (lambda: node(TriageAgent, timeout=0), r"timeout must be a positive number"),
-        (lambda: node(TriageAgent, history="yes"), r"history must be True or False"),
+        (lambda: node(TriageAgent, history="yes"), r"history must be True or False"),  # type: ignore[arg-type]
         (lambda: node("TriageAgent"), r"is not an assembly"),
     ],
 )

@@ -29,7 +29,7 @@ def declare(**attributes):
     ("attributes", "message"),
     [
         (
-            {"members": [TriageAgent, InvestigationWorkflow]},
+            {"members": [TriageAgent, InvestigationWorkflow]},  # type: ignore[list-item]
             r"BrokenSwarm: member InvestigationWorkflow is not an Agent; Swarm members must be Agent classes",
         ),
         (
