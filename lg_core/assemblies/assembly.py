@@ -22,6 +22,19 @@ from lg_core.errors import ConfigurationError
 from lg_core.tool_declarations import underscored_name
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
+AGENT_DECLARATIONS = (
+    "agent_id",
+    "capture_diagnostics",
+    "detect_tool_loops",
+    "limits",
+    "model",
+    "result_schema",
+    "select_model",
+    "system_prompt",
+    "tools",
+)
+GRAPH_DECLARATIONS = ("nodes", "edges", "finish", "max_concurrency")
+SWARM_DECLARATIONS = ("members", "handoffs", "max_handoff_repeats")
 
 
 class Assembly:
@@ -35,18 +48,21 @@ class Assembly:
     Attempt = Attempt
     Trajectory = Trajectory
 
-    # The spec's singular class-body calls, which are class attributes here: name -> what to write instead.
-    _SPELLINGS: ClassVar[Mapping[str, str]] = {}
+    # Class attributes this kind does not read, with what to do instead: as plain attributes they would be
+    # accepted and silently ignored (a Graph declaring `model`, a Swarm spelling `handoff` for `handoffs`).
+    _REFUSED: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        AGENT_DECLARATIONS,
+        "that is an Agent declaration, and an assembly has no model loop of its own; declare it on its Agents",
+    )
     _definition: ClassVar[AssemblyDefinition | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own = vars(cls)
-        for name, instead in cls._SPELLINGS.items():
-            if name in own:
-                raise ConfigurationError(
-                    f"{cls.__qualname__} declares `{name}`; a {cls.assembly_kind} declares {instead}"
-                )
+        for name in sorted(set(own) & set(cls._REFUSED)):
+            raise ConfigurationError(
+                f"{cls.__qualname__} declares `{name}`, which a {cls.assembly_kind} does not read: {cls._REFUSED[name]}"
+            )
         cls.assembly_id = assembly_id_of(cls, own)
         if not isinstance(cls.description, str):
             raise ConfigurationError(f"{cls.__qualname__}.description must be a string")

@@ -34,7 +34,7 @@ from lg_core.assemblies._graph_rules import (
 )
 from lg_core.assemblies._mermaid import graph_mermaid
 from lg_core.assemblies._policy import checked_limit
-from lg_core.assemblies.assembly import Assembly
+from lg_core.assemblies.assembly import SWARM_DECLARATIONS, Assembly
 from lg_core.assemblies.builder import AssemblyBuilder
 from lg_core.assemblies.declarations import Edge, ErrorEdge, Node, StateCallback, checked_name, edge, error_edge, node
 from lg_core.assemblies.definition import AssemblyDefinition
@@ -56,11 +56,14 @@ class Graph(Assembly):
     max_concurrency: ClassVar[int] = DEFAULT_MAX_CONCURRENCY
     max_steps: ClassVar[int] = DEFAULT_MAX_STEPS
 
-    _SPELLINGS: ClassVar[Mapping[str, str]] = {
-        "node": "its nodes in `nodes = {name: Assembly or node(Assembly, ...)}`",
-        "edge": "its routes in `edges = [edge(...), ...]`",
-        "error_edge": "its recovery routes in `edges = [error_edge(...), ...]`",
-        "error_edges": "its recovery routes in `edges = [error_edge(...), ...]`",
+    _REFUSED: ClassVar[Mapping[str, str]] = {
+        **Assembly._REFUSED,
+        **dict.fromkeys(SWARM_DECLARATIONS, "that is a Swarm declaration"),
+        "perform": "a Graph routes along its edges; compose calls in Python with a Workflow",
+        "node": "declare its nodes in `nodes = {name: Assembly or node(Assembly, ...)}`",
+        **dict.fromkeys(
+            ("edge", "error_edge", "error_edges"), "declare its routes in `edges = [edge(...), error_edge(...)]`"
+        ),
     }
 
     @classmethod

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from lg_core.assemblies._policy import checked_limit
 from lg_core.assemblies._swarm_rules import DEFAULT_MAX_STEPS, SwarmSpec, handoff_pairs, swarm_spec, validate_swarm
-from lg_core.assemblies.assembly import Assembly
+from lg_core.assemblies.assembly import GRAPH_DECLARATIONS, Assembly
 from lg_core.assemblies.builder import AssemblyBuilder
 from lg_core.assemblies.declarations import Member, member
 from lg_core.assemblies.definition import AssemblyDefinition
@@ -42,9 +42,12 @@ class Swarm(Assembly):
     max_steps: ClassVar[int] = DEFAULT_MAX_STEPS
     max_handoff_repeats: ClassVar[int | None] = None
 
-    _SPELLINGS: ClassVar[Mapping[str, str]] = {
-        "member": "its Agents in `members = [Agent or member(Agent, ...), ...]`",
-        "handoff": "its routes in `handoffs = {FromAgent: [ToAgent, ...]}`",
+    _REFUSED: ClassVar[Mapping[str, str]] = {
+        **Assembly._REFUSED,
+        **dict.fromkeys(GRAPH_DECLARATIONS, "that is a Graph declaration"),
+        "perform": "a Swarm's members hand off to one another; compose calls in Python with a Workflow",
+        "member": "declare its Agents in `members = [Agent or member(Agent, ...)]`",
+        "handoff": "declare its routes in `handoffs = {FromAgent: [ToAgent, ...]}`",
     }
 
     @classmethod

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from lg_core.assemblies._participants import checked_participant
 from lg_core.assemblies._policy import checked_limit, checked_policy
-from lg_core.assemblies.assembly import Assembly
+from lg_core.assemblies.assembly import GRAPH_DECLARATIONS, SWARM_DECLARATIONS, Assembly
 from lg_core.assemblies.builder import AssemblyBuilder
 from lg_core.assemblies.declarations import checked_name
 from lg_core.assemblies.definition import AssemblyDefinition, WorkflowSpec
@@ -39,6 +39,12 @@ class Workflow(Assembly):
     assembly_kind: ClassVar[str] = "workflow"
     Invocation = WorkflowInvocation
     _kind_base: ClassVar[bool] = True
+    _REFUSED: ClassVar[Mapping[str, str]] = {
+        **Assembly._REFUSED,
+        **dict.fromkeys(GRAPH_DECLARATIONS, "that is a Graph declaration; a Workflow composes its calls in perform"),
+        **dict.fromkeys(SWARM_DECLARATIONS, "that is a Swarm declaration; a Workflow composes its calls in perform"),
+        **dict.fromkeys(("start", "max_steps"), "a Workflow composes its calls in perform"),
+    }
 
     @classmethod
     def _read_definition(cls) -> AssemblyDefinition | None:

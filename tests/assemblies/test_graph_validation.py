@@ -318,7 +318,10 @@ def test_a_malformed_declaration_fails_where_it_is_written(make, message):
         ({"max_steps": True}, r"BrokenGraph.max_steps must be a positive integer"),
         ({"nodes": ["a"]}, r"BrokenGraph.nodes must be a dict"),
         ({"edges": [("a", "z")]}, r"BrokenGraph.edges must hold edge\(...\) and error_edge\(...\) values"),
-        ({"node": ("a", TriageAgent)}, r"BrokenGraph declares `node`; a graph declares its nodes in `nodes"),
+        (
+            {"node": ("a", TriageAgent)},
+            r"BrokenGraph declares `node`, which a graph does not read: declare its nodes in `nodes",
+        ),
         (
             {"nodes": {"a": TriageAgent, "z": "CustomerSupportAgent"}},
             r"BrokenGraph: node z: 'CustomerSupportAgent' is not an assembly",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lg_core import Assembly, AssemblyDefinition, Graph, Swarm, Workflow
+from lg_core import Assembly, AssemblyDefinition, ConfigurationError, Graph, Swarm, Workflow
 from tests.assemblies import spec_examples as examples
 
 EXAMPLES = [
@@ -109,7 +109,7 @@ def test_the_kinds_share_the_assembly_base_and_name_the_spec_value_types():
 )
 def test_an_abstract_subclass_is_allowed_but_does_not_validate(base, message):
     abstract = type("SharedBase" + base.__name__, (base,), {"__module__": __name__})
-    with pytest.raises(Exception, match=message):
+    with pytest.raises(ConfigurationError, match=message):
         abstract.validate()
 
 
@@ -120,3 +120,20 @@ def test_a_subclass_of_a_complete_graph_is_validated_again_with_what_it_changes(
     (group,) = WiderInvestigationGraph.definition().spec.groups
     assert group.max_concurrency == 3
     assert WiderInvestigationGraph.definition().implementation is WiderInvestigationGraph
+
+
+@pytest.mark.parametrize(
+    ("base", "attribute", "message"),
+    [
+        (Graph, "model", r"declares `model`, which a graph does not read: that is an Agent declaration"),
+        (Swarm, "tools", r"declares `tools`, which a swarm does not read: that is an Agent declaration"),
+        (Workflow, "system_prompt", r"which a workflow does not read: that is an Agent declaration"),
+        (Graph, "members", r"declares `members`, which a graph does not read: that is a Swarm declaration"),
+        (Swarm, "edges", r"declares `edges`, which a swarm does not read: that is a Graph declaration"),
+        (Workflow, "nodes", r"that is a Graph declaration; a Workflow composes its calls in perform"),
+        (Workflow, "max_steps", r"a Workflow composes its calls in perform"),
+    ],
+)
+def test_a_declaration_the_kind_does_not_read_is_refused_instead_of_ignored(base, attribute, message):
+    with pytest.raises(ConfigurationError, match=message):
+        type("Confused" + base.__name__, (base,), {"__module__": __name__, attribute: "x"})

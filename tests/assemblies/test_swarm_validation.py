@@ -58,8 +58,11 @@ def declare(**attributes):
         ({"max_steps": 0}, r"BrokenSwarm.max_steps must be a positive integer, got 0"),
         ({"max_steps": 2.5}, r"BrokenSwarm.max_steps must be a positive integer"),
         ({"max_handoff_repeats": -1}, r"BrokenSwarm.max_handoff_repeats must be a positive integer or None"),
-        ({"handoff": (TriageAgent, BillingAgent)}, r"declares `handoff`; a swarm declares its routes in `handoffs"),
-        ({"member": TriageAgent}, r"declares `member`; a swarm declares its Agents in `members"),
+        (
+            {"handoff": (TriageAgent, BillingAgent)},
+            r"declares `handoff`, which a swarm does not read: declare its routes in `handoffs",
+        ),
+        ({"member": TriageAgent}, r"declares `member`, which a swarm does not read: declare its Agents in `members"),
         ({"members": TriageAgent}, r"BrokenSwarm.members must be a list"),
     ],
 )
