@@ -25,6 +25,12 @@ def checked_participant(declared: Any, owner: str) -> Any:
             f"{owner}: {declared!r} is not an assembly; give an Agent, Workflow, Swarm or Graph class, "
             "a builder or an AssemblyDefinition"
         )
+    declared_definition = getattr(declared, "declared_definition", None)
+    if isinstance(declared, type) and callable(declared_definition) and declared_definition() is None:
+        raise ConfigurationError(
+            f"{owner}: {declared.__qualname__} declares no complete {participant_kind(declared)}, so it cannot run; "
+            "give a subclass that does"
+        )
     return declared
 
 

@@ -12,12 +12,12 @@ workflow instance without one (built outside a run) can declare calls but not ru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lg_core.assemblies._policy import StepPolicy
-from lg_core.errors import AssemblyError
+from lg_core.errors import AssemblyError, ReplayDivergenceError
 
 if TYPE_CHECKING:
     from lg_core.assemblies.workflow import Workflow
@@ -34,6 +34,35 @@ class InvocationRequest:
     context: Any = None
     policy: StepPolicy = StepPolicy()
     index: int = 0  # the 0-based position of this call among the workflow's invocations
+
+    def signature(self) -> dict[str, Any]:
+        """What a replay of ``perform`` must ask for again at this position: the call's place, name and
+        participant. The input is left out, as a deterministic-replay engine leaves out arguments: the
+        committed child output is reused, and text built from a clock or a random value would differ."""
+        return {
+            "index": self.index,
+            "name": self.name,
+            "assembly_id": str(self.participant.assembly_id),
+            "assembly_kind": str(self.participant.assembly_kind),
+        }
+
+
+def check_same_call(recorded: Mapping[str, Any], request: InvocationRequest, workflow: str) -> None:
+    """ReplayDivergenceError naming both calls when a replayed ``perform`` asks, at a position where it
+    recorded one child, for another: its committed output would answer the wrong question."""
+    asked = request.signature()
+    if dict(recorded) != asked:
+        raise ReplayDivergenceError(
+            f"{workflow}.perform diverged on replay at call #{request.index}: it first invoked "
+            f"{_described(recorded)}, and now invokes {_described(asked)}; perform must make the same calls "
+            "in the same order each time it runs (decide branches from child outputs, not from clocks or randomness)",
+            recorded=dict(recorded),
+            asked=asked,
+        )
+
+
+def _described(signature: Mapping[str, Any]) -> str:
+    return f"{signature.get('name')} ({signature.get('assembly_kind')} {signature.get('assembly_id')})"
 
 
 class WorkflowHost(Protocol):
@@ -86,4 +115,4 @@ class WorkflowInvocation:
         self._result = result
 
 
-__all__ = ["InvocationRequest", "WorkflowHost", "WorkflowInvocation"]
+__all__ = ["InvocationRequest", "WorkflowHost", "WorkflowInvocation", "check_same_call"]

@@ -15,9 +15,11 @@ from lg_core import (
     InvocationError,
     ProtocolError,
     ProviderError,
+    ReplayDivergenceError,
     Workflow,
     WorkflowBuilder,
 )
+from lg_core.assemblies.workflow_invocation import check_same_call
 from lg_core.messages import Message
 from lg_core.run_result import RunResult
 from lg_core.usage import Usage
@@ -201,3 +203,23 @@ def test_a_workflow_builder_takes_its_composition_as_a_function_of_the_workflow(
         "Answers after research",
     )
     assert definition.spec.perform is compose and definition.implementation is Workflow
+
+
+def test_a_replay_asking_for_the_same_call_at_a_position_passes_and_another_call_diverges():
+    first = examples.RoutedResponseWorkflow("q")
+    recorded = first.invoke(examples.BillingAgent, as_="billing_response").request.signature()
+    assert recorded == {"index": 0, "name": "billing_response", "assembly_id": "billing", "assembly_kind": "agent"}
+    again = examples.RoutedResponseWorkflow("q").invoke(examples.BillingAgent, as_="billing_response", input="new")
+    check_same_call(recorded, again.request, "RoutedResponseWorkflow")
+    other = examples.RoutedResponseWorkflow("q").invoke(examples.CustomerSupportAgent, as_="general_response")
+    with pytest.raises(
+        ReplayDivergenceError,
+        match=r"RoutedResponseWorkflow.perform diverged on replay at call #0: it first invoked billing_response "
+        r"\(agent billing\), and now invokes general_response \(agent customer_support\)",
+    ):
+        check_same_call(recorded, other.request, "RoutedResponseWorkflow")
+
+
+def test_an_abstract_assembly_is_not_a_participant():
+    with pytest.raises(ConfigurationError, match=r"invoke: Workflow declares no complete workflow, so it cannot run"):
+        examples.ResponseWorkflow("q").invoke(Workflow)
