@@ -2,12 +2,13 @@
 
 A group starts at a source node, either by a fan-out edge (``edge("triage", ["ledger",
 "policy"])``) or by several unconditional edges from a node with no conditional one. Its join
-is the branches' first common successor: the one node every branch reaches that no other
-common node comes before. Each branch is what its head reaches before the join. The run waits
+is the branches' first common successor: the one node every branch reaches without passing
+through another node that every branch reaches. Each branch is what its head reaches before the join. The run waits
 for every branch at the join, so the shapes in which "every branch" is not one well-defined
 set are refused, naming the nodes: no single first common successor (an ambiguous join), a
-node in two branches (overlapping), a group starting inside a branch (nested), a branch or a
-join entered from outside its group, a branch leading back to its source or on to the finish,
+node in two branches (overlapping), a group starting inside a branch (nested), a branch, or a
+join, entered from outside its group (a loop after the join may re-enter it: the group is done
+by then), a branch leading back to its source or on to the finish,
 and a wait-for-all fan-in edge that lists other nodes than the branches' last ones.
 """
 
@@ -72,18 +73,18 @@ def check_groups(
         group = ParallelGroup(source, tuple(heads), branches, join, bound, fan_out)
         _check_branches(group, spec, preceding, owner)
         groups.append(group)
-    _check_between_groups(groups, preceding, owner)
+    _check_between_groups(groups, following, preceding, owner)
     _refuse_stray_fan_ins(spec, groups, owner)
     return tuple(_with_fan_in(group, spec, following, owner) for group in groups)
 
 
-def _reach(start: str, following: Mapping[str, Sequence[str]], stop: str | None = None) -> set[str]:
-    """``start`` and every node it leads to, not passing through ``stop``."""
+def _reach(start: str, following: Mapping[str, Sequence[str]], avoid: frozenset[str] = frozenset()) -> set[str]:
+    """``start`` and every node it leads to without entering a node of ``avoid``."""
     reached = {start}
     frontier = [start]
     while frontier:
         for target in following[frontier.pop()]:
-            if target not in reached and target != stop:
+            if target not in reached and target not in avoid:
                 reached.add(target)
                 frontier.append(target)
     return reached
@@ -100,8 +101,11 @@ def _join(source: str, heads: Sequence[str], following: Mapping[str, Sequence[st
                 f"{owner}: in {shown}, branch {head} is reached from the other branches; "
                 "parallel branches cannot lead into one another"
             )
-    after = {name: _reach(name, following) - {name} for name in common}
-    first = sorted(name for name in common if not any(name in after[other] for other in common if other != name))
+    # First: every branch reaches it without passing another common node (a loop after the join,
+    # such as review -> revise -> review, leaves the join first).
+    first = sorted(
+        name for name in common if all(name in _reach(head, following, frozenset(common - {name})) for head in heads)
+    )
     if len(first) != 1:
         found = f"candidates {', '.join(first)}" if first else "no node every branch reaches first"
         raise ConfigurationError(
@@ -112,7 +116,7 @@ def _join(source: str, heads: Sequence[str], following: Mapping[str, Sequence[st
 
 
 def _branch(head: str, join: str, following: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
-    return tuple(sorted(_reach(head, following, stop=join)))
+    return tuple(sorted(_reach(head, following, frozenset({join}))))
 
 
 def _check_branches(group: ParallelGroup, spec: GraphSpec, preceding: Mapping[str, set[str]], owner: str) -> None:
@@ -141,7 +145,12 @@ def _check_branches(group: ParallelGroup, spec: GraphSpec, preceding: Mapping[st
                 )
 
 
-def _check_between_groups(groups: Sequence[ParallelGroup], preceding: Mapping[str, set[str]], owner: str) -> None:
+def _check_between_groups(
+    groups: Sequence[ParallelGroup],
+    following: Mapping[str, Sequence[str]],
+    preceding: Mapping[str, set[str]],
+    owner: str,
+) -> None:
     """No group starts inside another's branch, no node is in two groups, a join is entered by its branches."""
     for group in groups:
         for other in groups:
@@ -160,7 +169,8 @@ def _check_between_groups(groups: Sequence[ParallelGroup], preceding: Mapping[st
                 )
         siblings = [other for other in groups if other.join == group.join and other.source == group.source]
         inside = {name for other in siblings for branch in other.branches for name in branch}
-        outside = sorted(preceding[group.join] - inside)
+        downstream = _reach(group.join, following) - {group.join}  # a loop after the join re-enters it later
+        outside = sorted(preceding[group.join] - inside - downstream)
         if outside:
             raise ConfigurationError(
                 f"{owner}: the join {group.join} of {group.label} is also entered from {', '.join(outside)} "

@@ -368,3 +368,29 @@ def test_a_builder_refuses_a_node_declared_twice_at_once():
     builder = GraphBuilder(id="g").node("a", LedgerResearchAgent)
     with pytest.raises(ConfigurationError, match=r"node a is declared twice"):
         builder.node("a", PolicyResearchAgent)
+
+
+def test_a_loop_after_the_join_leaves_the_join_as_the_first_common_successor():
+    graph = declare(
+        ["a", "b", "c", "review", "revise", "z"],
+        [
+            edge("a", "b"),
+            edge("a", "c"),
+            edge("b", "review"),
+            edge("c", "review"),
+            edge("review", "revise", when=lambda state: state.result("review").output == "revise"),
+            edge("review", "z"),
+            edge("revise", "review"),
+        ],
+    )
+    (group,) = graph.definition().spec.groups
+    assert (group.join, group.branches) == ("review", (("b",), ("c",)))
+
+
+def test_branches_of_several_nodes_join_where_both_chains_meet():
+    graph = declare(
+        ["a", "b1", "b2", "c1", "j", "z"],
+        [edge("a", ["b1", "c1"]), edge("b1", "b2"), edge("b2", "j"), edge("c1", "j"), edge("j", "z")],
+    )
+    (group,) = graph.definition().spec.groups
+    assert (group.join, group.branches) == ("j", (("b1", "b2"), ("c1",)))
