@@ -14,6 +14,7 @@ and a wait-for-all fan-in edge that lists other nodes than the branches' last on
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,8 +30,10 @@ if TYPE_CHECKING:
 class ParallelGroup:
     """One fan-out: its source, branch heads, each branch's nodes, its join and concurrency bound.
 
-    ``fan_out`` is the declaring edge (None for an inferred group); ``fan_in`` the wait-for-all
-    edge into the join, when one is declared (its condition-free input mapper feeds the join).
+    ``feeding`` lists the branch nodes with a route into the join, in the order those routes are
+    declared: the order in which the join's default input lists their results. ``fan_out`` is the
+    declaring edge (None for an inferred group); ``fan_in`` the wait-for-all edge into the join,
+    when one is declared (its input mapper feeds the join).
     """
 
     source: str
@@ -38,6 +41,7 @@ class ParallelGroup:
     branches: tuple[tuple[str, ...], ...]
     join: str
     max_concurrency: int
+    feeding: tuple[str, ...] = ()
     fan_out: Edge | None = None
     fan_in: Edge | None = None
 
@@ -70,12 +74,12 @@ def check_groups(
         join = _join(source, heads, following, owner)
         branches = tuple(_branch(head, join, following) for head in heads)
         bound = (fan_out.max_concurrency if fan_out is not None else None) or spec.max_concurrency
-        group = ParallelGroup(source, tuple(heads), branches, join, bound, fan_out)
+        group = ParallelGroup(source, tuple(heads), branches, join, bound, _feeding(branches, join, spec), fan_out)
         _check_branches(group, spec, preceding, owner)
         groups.append(group)
     _check_between_groups(groups, following, preceding, owner)
     _refuse_stray_fan_ins(spec, groups, owner)
-    return tuple(_with_fan_in(group, spec, following, owner) for group in groups)
+    return tuple(_with_fan_in(group, spec, owner) for group in groups)
 
 
 def _reach(start: str, following: Mapping[str, Sequence[str]], avoid: frozenset[str] = frozenset()) -> set[str]:
@@ -178,22 +182,27 @@ def _check_between_groups(
             )
 
 
-def _with_fan_in(
-    group: ParallelGroup, spec: GraphSpec, following: Mapping[str, Sequence[str]], owner: str
-) -> ParallelGroup:
+def _with_fan_in(group: ParallelGroup, spec: GraphSpec, owner: str) -> ParallelGroup:
     """``group`` with the wait-for-all edge into its join, checked to list every branch's last nodes."""
     declared = [item for item in spec.edges if item.fan_in and item.target == group.join]
     if not declared:
         return group
-    last = sorted(name for branch in group.branches for name in branch if group.join in following[name])
+    last = sorted(group.feeding)
     fan_in = next((item for item in declared if set(item.sources) & set(last)), declared[0])
     if sorted(fan_in.sources) != last:
         raise ConfigurationError(
             f"{owner}: {fan_in.label} must list the last node of every branch of {group.label}: [{', '.join(last)}]"
         )
-    return ParallelGroup(
-        group.source, group.heads, group.branches, group.join, group.max_concurrency, group.fan_out, fan_in
-    )
+    return dataclasses.replace(group, fan_in=fan_in)
+
+
+def _feeding(branches: tuple[tuple[str, ...], ...], join: str, spec: GraphSpec) -> tuple[str, ...]:
+    inside = {name for branch in branches for name in branch}
+    ordered: list[str] = []
+    for item in spec.edges:
+        if join in item.targets:
+            ordered += [name for name in item.sources if name in inside and name not in ordered]
+    return tuple(ordered)
 
 
 def _refuse_stray_fan_ins(spec: GraphSpec, groups: Sequence[ParallelGroup], owner: str) -> None:

@@ -394,3 +394,13 @@ def test_branches_of_several_nodes_join_where_both_chains_meet():
     )
     (group,) = graph.definition().spec.groups
     assert (group.join, group.branches) == ("j", (("b1", "b2"), ("c1",)))
+    assert group.feeding == ("b2", "c1")  # the order their routes into the join are declared
+
+
+def test_the_join_lists_its_inputs_in_the_order_their_routes_are_declared():
+    graph = declare(
+        ["a", "ledger", "policy", "respond"],
+        [edge("a", "ledger"), edge("a", "policy"), edge("policy", "respond"), edge("ledger", "respond")],
+    )
+    (group,) = graph.definition().spec.groups
+    assert group.feeding == ("policy", "ledger")

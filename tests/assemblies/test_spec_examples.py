@@ -47,6 +47,7 @@ def test_investigation_graph_infers_a_parallel_group_joining_at_respond():
     (group,) = examples.InvestigationGraph.definition().spec.groups
     assert (group.source, group.heads, group.join) == ("triage", ("ledger", "policy"), "respond")
     assert group.branches == (("ledger",), ("policy",))
+    assert group.feeding == ("ledger", "policy")
     assert group.max_concurrency == 8 and group.fan_out is None and group.fan_in is None
 
 
