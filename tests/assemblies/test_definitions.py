@@ -151,3 +151,40 @@ def test_a_definition_is_a_participant_of_another_declaration():
     graph.start("solve")
     graph.finish("solve")
     assert graph.definition().spec.node_named("solve").assembly is definition
+
+
+def test_a_graph_builder_seeded_by_a_class_starts_from_its_declarations_and_may_take_another_id():
+    builder = examples.InvestigationGraph.to_builder()
+    assert builder.definition().spec == examples.InvestigationGraph.definition().spec
+    builder.assembly_id("investigation_v2")
+    builder.description("Investigates with a bound of 2")
+    builder.max_concurrency(2)
+    definition = builder.definition()
+    assert (definition.assembly_id, definition.description) == ("investigation_v2", "Investigates with a bound of 2")
+    assert definition.spec.groups[0].max_concurrency == 2
+    assert examples.InvestigationGraph.definition().spec.groups[0].max_concurrency == 8
+
+
+def test_a_workflow_builder_seeded_by_a_class_keeps_the_class_perform():
+    definition = examples.ResponseWorkflow.to_builder().definition()
+    assert (definition.implementation, definition.spec.perform) == (examples.ResponseWorkflow, None)
+    assert stored(definition) == definition
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: GraphBuilder(id="g", base=examples.ProblemSolverSwarm), r"base must be a graph class"),
+        (lambda: GraphBuilder(id="Not An Id"), r"GraphBuilder id must be 1-64 lowercase"),
+        (lambda: GraphBuilder(id="g", description=3), r"description must be a string"),  # type: ignore[arg-type]
+        (lambda: GraphBuilder().max_steps(0), r"GraphBuilder.max_steps must be a positive integer"),
+        (
+            lambda: SwarmBuilder().max_handoff_repeats(-2),
+            r"SwarmBuilder.max_handoff_repeats must be a positive integer",
+        ),
+        (lambda: GraphBuilder().validate(), r"GraphBuilder has no id"),
+    ],
+)
+def test_a_builder_refuses_a_bad_value_where_it_is_given(make, message):
+    with pytest.raises(ConfigurationError, match=message):
+        make()
