@@ -45,6 +45,17 @@ def is_agent(participant: Any) -> bool:
     return isinstance(participant, type) and participant_kind(participant) == "agent"
 
 
+def refuse_non_agent_member(declared: Any, owner: str) -> None:
+    """ConfigurationError unless ``declared`` is an Agent class: a Swarm admits nothing else."""
+    if is_agent(declared):
+        return
+    shown = participant_label(declared) if participant_kind(declared) is not None else repr(declared)
+    raise ConfigurationError(
+        f"{owner}member {shown} is not an Agent; Swarm members must be Agent classes so that "
+        "each transition is a direct model-to-model handoff (put other assemblies in a Graph or Workflow)"
+    )
+
+
 def participant_label(participant: Any) -> str:
     """How messages and diagrams name a participant: its class name, or its definition's id."""
     if isinstance(participant, type):
@@ -52,4 +63,11 @@ def participant_label(participant: Any) -> str:
     return f"{participant.assembly_id} ({participant_kind(participant)} definition)"
 
 
-__all__ = ["KINDS", "checked_participant", "is_agent", "participant_kind", "participant_label"]
+__all__ = [
+    "KINDS",
+    "checked_participant",
+    "is_agent",
+    "participant_kind",
+    "participant_label",
+    "refuse_non_agent_member",
+]

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lg_core.assemblies._participants import is_agent, participant_label
+from lg_core.assemblies._participants import participant_label, refuse_non_agent_member
 from lg_core.assemblies._policy import checked_limit
 from lg_core.assemblies.declarations import Member, member
 from lg_core.errors import ConfigurationError
@@ -95,20 +95,8 @@ def validate_swarm(spec: SwarmSpec, owner: str) -> None:
 
 def _as_member(declared: Any, owner: str) -> Member:
     """A ``member(...)`` as given, or a bare Agent class as ``member(Agent)``; anything else names itself."""
-    if isinstance(declared, Member):
-        found = declared
-    elif is_agent(declared):
-        found = member(declared)
-    else:
-        found = None
-    if found is None or not is_agent(found.agent):
-        culprit = declared.agent if isinstance(declared, Member) else declared
-        shown = participant_label(culprit) if hasattr(culprit, "assembly_kind") else repr(culprit)
-        raise ConfigurationError(
-            f"{owner}: member {shown} is not an Agent; Swarm members must be Agent classes so that "
-            "each transition is a direct model-to-model handoff (put other assemblies in a Graph or Workflow)"
-        )
-    return found
+    refuse_non_agent_member(declared.agent if isinstance(declared, Member) else declared, f"{owner}: ")
+    return declared if isinstance(declared, Member) else member(declared)
 
 
 def _refuse_duplicate_names(members: Sequence[Member], owner: str) -> None:

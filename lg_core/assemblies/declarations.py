@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lg_core.assemblies._participants import checked_participant
+from lg_core.assemblies._participants import checked_participant, refuse_non_agent_member
 from lg_core.assemblies._policy import (
     DEFAULT_POLICY,
     StepPolicy,
@@ -142,6 +142,7 @@ def member(
     owner = f"member({getattr(agent, '__qualname__', agent)!r})"
     if as_ is not None:
         checked_name(as_, f"{owner}: as_")
+    refuse_non_agent_member(agent, "")
     return Member(
         agent=checked_participant(agent, owner),
         as_=as_,

@@ -32,10 +32,6 @@ def declare(**attributes):
             {"members": [TriageAgent, InvestigationWorkflow]},  # type: ignore[list-item]
             r"BrokenSwarm: member InvestigationWorkflow is not an Agent; Swarm members must be Agent classes",
         ),
-        (
-            {"members": [TriageAgent, member(InvestigationWorkflow)]},
-            r"member InvestigationWorkflow is not an Agent",
-        ),
         ({"members": [TriageAgent, "BillingAgent"]}, r"member 'BillingAgent' is not an Agent"),
         (
             {"handoffs": {TriageAgent: [BillingAgent, AccountAgent]}},
@@ -89,6 +85,13 @@ def test_an_agent_that_two_members_run_is_ambiguous_as_a_route_target():
             members=[TriageAgent, member(BillingAgent, as_="refunds"), member(BillingAgent, as_="disputes")],
             handoffs={TriageAgent: [BillingAgent]},
         )
+
+
+def test_member_refuses_an_assembly_that_is_not_an_agent_where_it_is_declared():
+    with pytest.raises(ConfigurationError, match=r"^member InvestigationWorkflow is not an Agent; Swarm members must"):
+        member(InvestigationWorkflow)
+    with pytest.raises(ConfigurationError, match=r"^member InvestigationWorkflow is not an Agent"):
+        SwarmBuilder(id="s").member(InvestigationWorkflow)
 
 
 def test_a_member_policy_needs_retry_on_for_its_retries():
