@@ -73,8 +73,8 @@ def graph_spec(
         finish=None if finish is None else checked_name(finish, f"{owner}.finish"),
         edges=tuple(ordinary),
         error_edges=tuple(recovery),
-        max_concurrency=checked_limit(max_concurrency, f"{owner}.max_concurrency") or DEFAULT_MAX_CONCURRENCY,
-        max_steps=checked_limit(max_steps, f"{owner}.max_steps") or DEFAULT_MAX_STEPS,
+        max_concurrency=checked_limit(max_concurrency, f"{owner}.max_concurrency"),
+        max_steps=checked_limit(max_steps, f"{owner}.max_steps"),
     )
 
 

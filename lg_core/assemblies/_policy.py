@@ -86,13 +86,19 @@ def checked_flag(value: Any, owner: str) -> bool:
     return value
 
 
-def checked_limit(value: Any, owner: str, *, optional: bool = False) -> int | None:
-    """A positive integer bound (``max_steps``, ``max_concurrency`` ...); None only when ``optional``."""
-    if value is None and optional:
+def checked_limit(value: Any, owner: str) -> int:
+    """A positive integer bound (``max_steps``, ``max_concurrency`` ...)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{owner} must be a positive integer, got {value!r}")
+    return value
+
+
+def checked_optional_limit(value: Any, owner: str) -> int | None:
+    """A positive integer bound, or None for none (``max_handoff_repeats``, a fan-out's own bound)."""
+    if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        allowed = "a positive integer or None" if optional else "a positive integer"
-        raise ConfigurationError(f"{owner} must be {allowed}, got {value!r}")
+        raise ConfigurationError(f"{owner} must be a positive integer or None, got {value!r}")
     return value
 
 
@@ -100,4 +106,12 @@ def _positive_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0
 
 
-__all__ = ["DEFAULT_POLICY", "StepPolicy", "checked_flag", "checked_limit", "checked_policy", "exception_classes"]
+__all__ = [
+    "DEFAULT_POLICY",
+    "StepPolicy",
+    "checked_flag",
+    "checked_limit",
+    "checked_optional_limit",
+    "checked_policy",
+    "exception_classes",
+]

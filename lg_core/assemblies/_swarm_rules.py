@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lg_core.assemblies._participants import participant_label, refuse_non_agent_member
-from lg_core.assemblies._policy import checked_limit
+from lg_core.assemblies._policy import checked_limit, checked_optional_limit
 from lg_core.assemblies.declarations import Member, member
 from lg_core.errors import ConfigurationError
 
@@ -67,8 +67,8 @@ def swarm_spec(
         members=declared,
         start=None if start is None else _member_name(start, declared, owner, "start"),
         handoffs={source: tuple(targets) for source, targets in routes.items()},
-        max_steps=checked_limit(max_steps, f"{owner}.max_steps") or DEFAULT_MAX_STEPS,
-        max_handoff_repeats=checked_limit(max_handoff_repeats, f"{owner}.max_handoff_repeats", optional=True),
+        max_steps=checked_limit(max_steps, f"{owner}.max_steps"),
+        max_handoff_repeats=checked_optional_limit(max_handoff_repeats, f"{owner}.max_handoff_repeats"),
     )
 
 

@@ -24,7 +24,7 @@ from lg_core.assemblies._policy import (
     DEFAULT_POLICY,
     StepPolicy,
     checked_flag,
-    checked_limit,
+    checked_optional_limit,
     checked_policy,
     exception_classes,
 )
@@ -196,7 +196,7 @@ def edge(
         declared.target,
         when=checked_callback(when, f"{label}: when"),
         input=checked_callback(input, f"{label}: input"),
-        max_concurrency=checked_limit(max_concurrency, f"{label}: max_concurrency", optional=True),
+        max_concurrency=checked_optional_limit(max_concurrency, f"{label}: max_concurrency"),
     )
 
 

@@ -157,13 +157,13 @@ class GraphBuilder(AssemblyBuilder):
     def max_concurrency(self, value: int | None = None) -> int:
         """Read or assign the bound of every parallel group without its own."""
         if value is not None:
-            self._max_concurrency = checked_limit(value, f"{type(self).__name__}.max_concurrency") or 0
+            self._max_concurrency = checked_limit(value, f"{type(self).__name__}.max_concurrency")
         return self._max_concurrency
 
     def max_steps(self, value: int | None = None) -> int:
         """Read or assign the most node executions of one run."""
         if value is not None:
-            self._max_steps = checked_limit(value, f"{type(self).__name__}.max_steps") or 0
+            self._max_steps = checked_limit(value, f"{type(self).__name__}.max_steps")
         return self._max_steps
 
     def to_mermaid(self) -> str:

@@ -111,7 +111,7 @@ class SwarmBuilder(AssemblyBuilder):
     def max_steps(self, value: int | None = None) -> int:
         """Read or assign the most member executions of one run."""
         if value is not None:
-            self._max_steps = checked_limit(value, f"{type(self).__name__}.max_steps") or 0
+            self._max_steps = checked_limit(value, f"{type(self).__name__}.max_steps")
         return self._max_steps
 
     def max_handoff_repeats(self, value: int | None = None) -> int | None:

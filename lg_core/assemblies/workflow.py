@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from lg_core.assemblies._participants import checked_participant
-from lg_core.assemblies._policy import checked_limit, checked_policy
+from lg_core.assemblies._policy import checked_optional_limit, checked_policy
 from lg_core.assemblies.assembly import GRAPH_DECLARATIONS, SWARM_DECLARATIONS, Assembly
 from lg_core.assemblies.builder import AssemblyBuilder
 from lg_core.assemblies.declarations import checked_name
@@ -112,7 +112,7 @@ class Workflow(Assembly):
 
     def parallel(self, *invocations: WorkflowInvocation, max_concurrency: int | None = None) -> list[Any]:
         """Run independent pending invocations at once (at most ``max_concurrency``); their outputs in order."""
-        bound = checked_limit(max_concurrency, f"{type(self).__qualname__}.parallel max_concurrency", optional=True)
+        bound = checked_optional_limit(max_concurrency, f"{type(self).__qualname__}.parallel max_concurrency")
         for invocation in invocations:
             self._check_own(invocation, "parallel")
             if invocation.consumed:
