@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from lg_core.invocation import Invocation
     from lg_core.messages import Message
     from lg_core.models import Model, ModelCapabilities, ModelRequest, ModelResolver, ModelResponse
+    from lg_core.path_set import PathSet
     from lg_core.replay import fork, retry
     from lg_core.result_schema import ResultSchema, StructuredResult
     from lg_core.retention import PruneReport, prune_runs
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from lg_core.run_context import RunContext
     from lg_core.run_result import RunResult
     from lg_core.runtime import Runtime, current_runtime, model_resolver
+    from lg_core.sandbox import Sandbox
     from lg_core.session import Session
     from lg_core.sessions import (
         FilesystemSessionStore,
@@ -75,7 +77,9 @@ if TYPE_CHECKING:
     from lg_core.store import RunRecord
     from lg_core.tool import Artifact, Binding, Tool, ToolOutcome
     from lg_core.tool_registry import ToolRegistry
+    from lg_core.trusted_path import TrustedPath
     from lg_core.usage import Usage
+    from lg_core.workspace import Workspace
 
 # Each lazily exported name and the module that defines it. ``import lg_core`` loads only the
 # error hierarchy: the engine, the store (SQLAlchemy), the providers and pydantic load when a
@@ -120,6 +124,7 @@ _EXPORTS: dict[str, str] = {
     "Invocation": "lg_core.invocation",
     "Message": "lg_core.messages",
     **dict.fromkeys(("Model", "ModelCapabilities", "ModelRequest", "ModelResolver", "ModelResponse"), "lg_core.models"),
+    "PathSet": "lg_core.path_set",
     **dict.fromkeys(("fork", "retry"), "lg_core.replay"),
     **dict.fromkeys(("ResultSchema", "StructuredResult"), "lg_core.result_schema"),
     **dict.fromkeys(("PruneReport", "prune_runs"), "lg_core.retention"),
@@ -140,8 +145,11 @@ _EXPORTS: dict[str, str] = {
     ),
     "RunRecord": "lg_core.store",
     **dict.fromkeys(("Artifact", "Binding", "Tool", "ToolOutcome"), "lg_core.tool"),
+    "Sandbox": "lg_core.sandbox",
     "ToolRegistry": "lg_core.tool_registry",
+    "TrustedPath": "lg_core.trusted_path",
     "Usage": "lg_core.usage",
+    "Workspace": "lg_core.workspace",
 }
 _SUBMODULES = ("callbacks",)  # public names that are modules of this package
 
@@ -242,6 +250,7 @@ __all__ = [
     "ModelRequest",
     "ModelResolver",
     "ModelResponse",
+    "PathSet",
     "PruneReport",
     "Reasoning",
     "ResultSchema",
@@ -250,6 +259,7 @@ __all__ = [
     "RunRecord",
     "RunResult",
     "Runtime",
+    "Sandbox",
     "Session",
     "SessionSnapshot",
     "SessionStore",
@@ -264,9 +274,11 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolUse",
+    "TrustedPath",
     "Usage",
     "Workflow",
     "WorkflowBuilder",
+    "Workspace",
     "after_initialize",
     "after_invocation",
     "after_model",

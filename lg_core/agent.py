@@ -232,9 +232,20 @@ class Agent:
 
     # -- run-scoped instance ----------------------------------------------------------------
 
-    def __init__(self, run: Run | None = None, runtime: Any = None, model: Any = None, context: Any = None) -> None:
+    def __init__(
+        self,
+        run: Run | None = None,
+        runtime: Any = None,
+        model: Any = None,
+        context: Any = None,
+        workspace: Any = None,
+        sandbox: Any = None,
+    ) -> None:
         self.run = run
         self.runtime = runtime
+        # The run's workspace and sandbox for this step (the workspace and sandbox settings), or None.
+        self.workspace = workspace
+        self.sandbox = sandbox
         # The run's resolved model on the run-scoped instance, as in the spec; the class keeps its selection.
         self.model = model  # type: ignore[misc]
         self.context = context
@@ -394,8 +405,6 @@ def _checked_limits(own: Any, owner: str) -> dict[str, int]:
 # class attributes they would be accepted and silently ignored (an agent declaring a sandbox would run
 # its tools without one), so declaring one fails at class definition instead.
 _NOT_SUPPORTED_YET = {
-    "sandbox": "sandboxes",
-    "workspace": "workspaces",
     "code_mode": "code mode",
     "subagent": "subagents",
     "subagents": "subagents",
@@ -407,10 +416,23 @@ _NOT_SUPPORTED_YET = {
 }
 
 
+# The run-scoped objects an Agent instance holds (the spec's Agent#workspace and Agent#sandbox). They come
+# from the workspace and sandbox settings; a class attribute of that name would be hidden by the instance's.
+_RUN_SCOPED = ("sandbox", "workspace")
+
+
 def _refuse_unsupported_declarations(cls: type[Agent]) -> None:
-    """ConfigurationError for a declaration in :data:`_NOT_SUPPORTED_YET`, made by ``cls`` or a plain
-    mixin it inherits from (an Agent base was checked when it was defined)."""
+    """ConfigurationError for a declaration in :data:`_NOT_SUPPORTED_YET` or :data:`_RUN_SCOPED`, made
+    by ``cls`` or a plain mixin it inherits from (an Agent base was checked when it was defined)."""
     for base in [cls, *(base for base in declaring_bases(cls) if not issubclass(base, Agent))]:
+        scoped = sorted(set(vars(base)) & set(_RUN_SCOPED))
+        if scoped:
+            name = scoped[0]
+            raise ConfigurationError(
+                f"{cls.__qualname__} declares {name} (in {base.__qualname__}), but an agent's {name} is its run's, "
+                f"built from the {name} setting (configure({name}=...) or lg.yaml) for every step; nothing would "
+                "act on a class attribute. Remove it and set the setting"
+            )
         declared = sorted(set(vars(base)) & set(_NOT_SUPPORTED_YET))
         if declared:
             name = declared[0]

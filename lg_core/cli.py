@@ -2,6 +2,7 @@
 
     lg demo
     lg ask myapp.agents:SupportAgent "Can I get a refund?" --store sqlite:///runs.db
+    lg ask myapp.agents:SupportAgent "Can I get a refund?" --workers   (on the Celery workers)
     lg runs list --store sqlite:///runs.db
     lg runs show RUN_ID        lg runs events RUN_ID
     lg runs resume RUN_ID      lg runs cancel RUN_ID
@@ -34,6 +35,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from lg_core.cli_ask import ask_here, ask_on_workers
 from lg_core.cli_errors import UsageError, fail
 from lg_core.cli_imports import load_agent
 from lg_core.cli_output import (
@@ -50,7 +52,6 @@ from lg_core.cli_output import (
     status_text,
     step_json,
     steps_table,
-    stream_run,
     writes_to_terminal,
 )
 from lg_core.cli_session import GlobalOptions, ImportOption, JsonOption, StoreOption, session
@@ -178,8 +179,18 @@ def ask(
         typer.Option("--run-id", metavar="ID", help="Id for the new run (default: random)."),
     ] = None,
     imports: ImportOption = None,
+    workers: Annotated[
+        bool,
+        typer.Option(
+            "--workers",
+            help="Run on the Celery workers of the configured broker (LG_BROKER_URL) instead of in this process.",
+        ),
+    ] = False,
 ) -> None:
-    """Run an agent on MESSAGE and print its answer (exit 1 unless the run completed)."""
+    """Run an agent on MESSAGE and print its answer (exit 1 unless the run completed).
+
+    It runs in this process unless --workers is given; a line on stderr says which.
+    """
     options = {
         "context": parse_context(context),
         "actor_id": actor_id,
@@ -188,15 +199,12 @@ def ask(
     }
     options = {name: value for name, value in options.items() if value is not None}
     out, info = output_console(), error_console()
-    with session(ctx, store, imports, durable=False, load_imports=True, before_open=lambda: load_agent(target)):
-        agent_class = load_agent(target)
-        if stream:
-            answer_only = not writes_to_terminal(out)  # > answer.txt keeps only the answer
-            run = stream_run(agent_class.stream_ask(message, **options), out, info, answer_only=answer_only)
-        else:
-            run = agent_class.ask(message, **options)
-            if run.response:
-                out.print(run.response, markup=False, soft_wrap=True)
+    with session(
+        ctx, store, imports, durable=False, load_imports=True, before_open=lambda: load_agent(target)
+    ) as runtime:
+        where = ask_on_workers if workers else ask_here
+        answer_only = stream and not writes_to_terminal(out)  # > answer.txt keeps only the answer
+        run = where(runtime, load_agent(target), message, options, out, info, stream=stream, answer_only=answer_only)
         code = report_outcome(run, info)
     raise typer.Exit(code)
 

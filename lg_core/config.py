@@ -199,6 +199,22 @@ class Configuration(BaseSettings):
             "or its import path 'module:function'; unset, it is the invocation's actor_id"
         ),
     )
+    workspace: Any = Field(
+        None,
+        description=(
+            "each run's Workspace, opened by every tool-call step that uses it: {'root': '/srv/lg/runs/{run_id}', "
+            "'paths': {...}, 'setup': f}, a factory (run_id=, invocation=) -> Workspace, or 'module:function'; "
+            "the root must be a host path every worker reaches (lg_core.sandbox.run_resources)"
+        ),
+    )
+    sandbox: Any = Field(
+        None,
+        description=(
+            "each run's Sandbox around its workspace: a backend name ('bubblewrap', 'native', 'unrestricted'), "
+            "{'provider': ..., 'files': ..., 'network': ..., 'limits': ...}, a factory (workspace=) -> Sandbox, "
+            "or 'module:function'; unset, runs have no sandbox and the built-in file and shell tools refuse to run"
+        ),
+    )
     service_name: str = "littleghost"
 
     _runtime: Any = PrivateAttr(default=None)
@@ -282,6 +298,20 @@ class Configuration(BaseSettings):
     @classmethod
     def _session_store(cls, value: Any) -> Any:
         return check_declaration(value)
+
+    @field_validator("workspace", mode="before")
+    @classmethod
+    def _workspace(cls, value: Any) -> Any:
+        from lg_core.sandbox.run_resources import checked_workspace_setting  # the sandbox package, on first use
+
+        return checked_workspace_setting(value)
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _sandbox(cls, value: Any) -> Any:
+        from lg_core.sandbox.run_resources import checked_sandbox_setting
+
+        return checked_sandbox_setting(value)
 
     @field_validator("session_actor", mode="before")
     @classmethod

@@ -35,6 +35,7 @@
         ├── SessionActorError
         ├── StoreUnavailableError
         ├── CleanupError
+        ├── SandboxLimitError
         ├── ToolError
         └── AbstractMethodError
     BaseException
@@ -272,6 +273,17 @@ class CleanupError(Error):
     """One or more managed resources failed to close."""
 
 
+class SandboxLimitError(Error):
+    """A sandboxed process was ended because it went past a supervised limit.
+
+    ``limit`` names the bound (``memory_bytes``, or ``supervision`` when the sandbox
+    could no longer observe the process) so a caller can tell how the process failed.
+    """
+
+    def __init__(self, message: str = "", *, limit: str = "", **attributes: Any) -> None:
+        super().__init__(message, limit=limit, **attributes)
+
+
 class ToolError(Error):
     """An expected tool failure; its message is shown to the model."""
 
@@ -342,6 +354,7 @@ __all__ = [
     "RunNotFoundError",
     "RunStateError",
     "SandboxConfigurationError",
+    "SandboxLimitError",
     "SessionActorError",
     "StoreUnavailableError",
     "StructuredResultError",

@@ -163,6 +163,10 @@ class Execution:
     def wait(self, timeout: float | None = None, *, deadline: datetime | None = None) -> Run:
         """Block until the run finishes and return it (the same kind of Run ``ask`` returns).
 
+        It returns as soon as the run ends: it joins the thread of this process that
+        executes the run, or waits on the run's live events for its terminal one (the
+        store has the final word, and is polled when there is no live stream).
+
         ``deadline`` (an aware datetime) is the spec's absolute form of ``timeout``.
         Raises DeadlineExceededError when the time passes first; the run keeps going.
         An exception raised by the ``on_event`` consumer is re-raised here.
@@ -170,22 +174,25 @@ class Execution:
         timeout = wait_timeout(timeout, deadline)
         limit = None if timeout is None else time.monotonic() + timeout
         if not self.backend.wait_local(self.run_id, timeout):
-            for _event in drive(_wait_plan(self.run_id, timeout), self._read_store, self.run_id, limit=limit):
+            live = self.backend.live_source(self.run_id)
+            plan = _wait_plan(self.run_id, timeout, live is not None)
+            for _event in drive(plan, self._read_store, self.run_id, live, limit=limit):
                 pass
         return self._finished_run()
 
     async def wait_async(self, timeout: float | None = None, *, deadline: datetime | None = None) -> Run:
         """:meth:`wait` for async code.
 
-        It polls the store until the run has finished and only then joins a thread
-        of this process that executes or follows it (closing its resources is all
-        that is left): joining from the start would hold one of the loop's few
-        executor threads for the whole run, and keep holding it after the awaiting
-        task was cancelled.
+        It waits on the loop (the run's live events, the store) until the run has
+        finished and only then joins a thread of this process that executes or
+        follows it (closing its resources is all that is left): joining from the
+        start would hold one of the loop's few executor threads for the whole run,
+        and keep holding it after the awaiting task was cancelled.
         """
         timeout = wait_timeout(timeout, deadline)
         limit = None if timeout is None else time.monotonic() + timeout
-        await self._adrive(_wait_plan(self.run_id, timeout), limit)
+        live = self.backend.live_source(self.run_id)
+        await self._adrive(_wait_plan(self.run_id, timeout, live is not None), limit, live)
         left = None if limit is None else max(0.0, limit - time.monotonic())
         await asyncio.to_thread(self.backend.wait_local, self.run_id, left)
         return await asyncio.to_thread(self._finished_run)
@@ -311,8 +318,8 @@ class Execution:
     def _read_store(self, request: _Stored | _Status) -> Any:
         return self._stored(request.after, request.until) if isinstance(request, _Stored) else self.record()
 
-    async def _adrive(self, plan: Plan, limit: float | None = None) -> None:
-        async for _event in adrive_events(plan, self._read_store, self.run_id, limit=limit):
+    async def _adrive(self, plan: Plan, limit: float | None = None, live: LiveSource | None = None) -> None:
+        async for _event in adrive_events(plan, self._read_store, self.run_id, live, limit=limit):
             pass
 
 

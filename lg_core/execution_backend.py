@@ -38,6 +38,11 @@ class LiveSource(Protocol):
         event's own, or the one just before event ``seq`` + 1; None if it holds neither.
         Optional: a source without it makes a reader from a bare seq backfill from the store."""
 
+    def end(self) -> str | None:
+        """The position of the newest entry now, so a read after it returns only what comes next
+        (``Execution.wait`` waits there for the terminal event); None if unreachable.
+        Optional: a source without it is read from its start."""
+
 
 class ExecutionBackend(Protocol):
     """Where ``start_execution`` runs execute: threads of this process (``ThreadBackend``, the

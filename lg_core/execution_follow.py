@@ -55,6 +55,11 @@ class _Status:
 
 
 @dataclass(frozen=True, slots=True)
+class _End:
+    pass  # -> position of the live stream's newest entry now | None
+
+
+@dataclass(frozen=True, slots=True)
 class _Pause:
     seconds: float  # -> None
 
@@ -64,7 +69,7 @@ class _Emit:
     event: StreamEvent  # -> None
 
 
-Request = _Covers | _Locate | _ReadLive | _Stored | _Status | _Pause | _Emit
+Request = _Covers | _Locate | _End | _ReadLive | _Stored | _Status | _Pause | _Emit
 Plan = Generator[Request, Any, Any]
 
 
@@ -250,19 +255,67 @@ def _is_copy_of(stored: StreamEvent, announced: StreamEvent | None) -> bool:
     return stored.type == announced.type and dict(stored.data) == dict(announced.data)
 
 
-def _wait_plan(run_id: str, timeout: float | None) -> Plan:
-    """Poll the store until the run finishes, backing off to a quarter second."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    delay = 0.01
+STORE_POLL_FIRST = 0.01  # without a live stream, the store is polled after this ...
+STORE_POLL_MAX = 0.25  # ... growing to this
+EARLY_SECONDS = 0.01  # a read back this much before its time is on time (Redis counts whole ms)
+
+
+def _wait_plan(run_id: str, timeout: float | None, has_live: bool) -> Plan:
+    """Wait for the run to finish: on its live stream when it has one, else by polling the store.
+
+    The store is the authority: it is read first (a run that already finished returns at
+    once), after every terminal event on the stream (a retry may have reopened the run), and
+    whenever the stream stays quiet, after POLL_SECONDS doubling to MAX_QUIET_SECONDS, so a
+    publish that was lost delays the return by seconds at most, never forever. The stream is
+    read from its newest entry, taken before the store's first answer: a run that finishes
+    after that answer publishes its terminal event after that entry. An unreachable stream
+    falls back to polling the store, backing off to STORE_POLL_MAX.
+    """
+    limit = None if timeout is None else time.monotonic() + timeout
+    position: str | None = (yield _End()) if has_live else None
+    delay, quiet = STORE_POLL_FIRST, POLL_SECONDS
     while True:
         record = yield _Status()
         if record.finished:
             return record
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            raise DeadlineExceededError(f"run {run_id} is still {record.status} after {timeout} s; it keeps going")
-        yield _Pause(delay if remaining is None else min(delay, remaining))
-        delay = min(delay * 1.5, 0.25)
+        left = _time_left(run_id, record, timeout, limit)
+        if position is None:
+            yield _Pause(min(delay, left))
+            delay = min(delay * 1.5, STORE_POLL_MAX)
+            continue
+        position, reached = yield from _until_terminal(position, min(quiet, left))
+        if reached is None:  # the stream cannot be waited on now: poll the store meanwhile
+            yield _Pause(min(delay, left))
+            delay = min(delay * 1.5, STORE_POLL_MAX)
+        elif not reached:
+            quiet = min(quiet * 2, MAX_QUIET_SECONDS)
+
+
+def _until_terminal(position: str, seconds: float) -> Generator[Request, Any, tuple[str, bool | None]]:
+    """Read the live stream from ``position`` for up to ``seconds``: until a terminal event (True),
+    the time passes without one (False), or the stream cannot be waited on (None: unreachable,
+    or a read that came back empty before its time, as a closed log does). Returns the new
+    position too."""
+    until = time.monotonic() + seconds
+    while (block := until - time.monotonic()) > 0:
+        entries = yield _ReadLive(position, block)
+        if not entries:
+            return position, None if entries is None or time.monotonic() < until - EARLY_SECONDS else False
+        position = entries[-1][0]
+        if any(event.terminal for _position, event in entries):
+            return position, True
+    return position, False
+
+
+def _time_left(run_id: str, record: RunRecord, timeout: float | None, limit: float | None) -> float:
+    """Seconds the wait may still take (MAX_QUIET_SECONDS, the longest single read, without a
+    limit); DeadlineExceededError once none are left."""
+    if limit is None:
+        return MAX_QUIET_SECONDS
+    left = limit - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceededError(f"run {run_id} is still {record.status} after {timeout} s; it keeps going")
+    return left
 
 
 __all__ = ["ANNOUNCED_EARLIER", "MAX_QUIET_SECONDS", "POLL_SECONDS", "Plan", "Request"]

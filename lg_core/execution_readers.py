@@ -22,6 +22,7 @@ from lg_core.execution_follow import (
     Plan,
     _Covers,
     _Emit,
+    _End,
     _Follow,
     _Locate,
     _ReadLive,
@@ -60,6 +61,8 @@ def drive(
             reply = live is not None and live.covers(request.position)
         elif isinstance(request, _Locate):
             reply = _locate(live, request.seq)
+        elif isinstance(request, _End):
+            reply = _end(live)
         elif isinstance(request, (_Stored, _Status)):
             reply = read_through_outage(partial(read_store, request), run_id, limit)
         else:
@@ -88,6 +91,8 @@ async def adrive_events(
                 reply = live is not None and await _live_call(live, "covers", request.position)
             elif isinstance(request, _Locate):
                 reply = await asyncio.to_thread(_locate, live, request.seq)
+            elif isinstance(request, _End):
+                reply = await asyncio.to_thread(_end, live)
             elif isinstance(request, (_Stored, _Status)):
                 reply = await aread_through_outage(partial(read_store, request), run_id, limit)
             else:
@@ -132,6 +137,14 @@ def _locate(live: Any, seq: int) -> str | None:
     """``live.locate(seq)``, or None from a source that cannot look events up (it is optional)."""
     locate = getattr(live, "locate", None)
     return locate(seq) if locate is not None else None
+
+
+def _end(live: Any) -> str | None:
+    """``live.end()``; "0" (its start) from a source that cannot say where it ends (it is optional)."""
+    if live is None:
+        return None
+    end = getattr(live, "end", None)
+    return end() if end is not None else "0"
 
 
 async def _live_call(live: Any, name: str, *args: Any) -> Any:

@@ -39,10 +39,13 @@ from lg_core.models.resolver import ModelResolver
 from lg_core.rate_limit import Limiter, LocalLimiter, RateLimit
 from lg_core.run import Run, check_importable_elsewhere, prepared_by
 from lg_core.run_ids import run_id_to_look_up
+from lg_core.sandbox import Sandbox
+from lg_core.sandbox.run_resources import RunResources, build_resources, build_sandbox
 from lg_core.sessions.declaration import build_session_store
 from lg_core.sessions.run_sessions import RunSessions
 from lg_core.store import RunRecord, RunStore
 from lg_core.store.records import MAX_COUNT, RUN_ACTIVE, RUN_TERMINAL
+from lg_core.workspace import Workspace
 
 if TYPE_CHECKING:
     from lg_core.config import Configuration
@@ -326,6 +329,21 @@ class Runtime:
         run cache drops the run between steps, or when it shuts down (Engine).
         """
         return prepared_by(Run.from_record(record, self), self.hooks)
+
+    def build_workspace(self, run_id: str, invocation: Any = None) -> Workspace | None:
+        """The unopened Workspace the ``workspace`` setting declares for ``run_id`` (None when unset)."""
+        return self.run_resources(run_id, invocation).workspace
+
+    def build_sandbox(self, workspace: Workspace, invocation: Any = None) -> Sandbox | None:
+        """The unopened Sandbox the ``sandbox`` setting declares around ``workspace`` (None when unset)."""
+        setting = self.configuration.sandbox
+        return None if setting is None else build_sandbox(setting, workspace)
+
+    def run_resources(self, run_id: str, invocation: Any = None) -> RunResources:
+        """The unopened workspace and sandbox one step of ``run_id`` works with, built from the settings
+        again for every step: a step may run on any worker, so none of them is kept between steps."""
+        configuration = self.configuration
+        return build_resources(configuration.workspace, configuration.sandbox, run_id, invocation)
 
     def run_to_end(self, record: RunRecord) -> Run:
         """A Run rebuilt from its record alone, without ``Hook.prepare_run``: enough to end it

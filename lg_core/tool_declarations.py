@@ -50,28 +50,28 @@ def check_call(cls: type, call: Any) -> None:
 
 # What a tool reads from its run-scoped Binding (Tool.agent ... Tool.idempotency_key).
 _BINDING_ACCESSORS = ("agent", "run", "runtime", "model", "workspace", "sandbox", "idempotency_key")
-# Run-scoped objects the spec configures that this project does not build yet, with what the declaration
-# would leave the tool doing: running in the worker's process, with the process's access.
-_NOT_SUPPORTED_YET = {"sandbox": "sandboxes", "workspace": "workspaces"}
+# Run-scoped objects built from settings: a class attribute would read as a per-tool declaration
+# (``sandbox = {"network": "none"}``) that nothing enforces.
+_FROM_SETTINGS = ("sandbox", "workspace")
 
 
 def refuse_shadowed_bindings(cls: type[Tool]) -> None:
     """A class attribute named like a binding accessor fails at class definition.
 
     It would replace the accessor, so the tool would read its own value instead of
-    the run's. For ``sandbox`` and ``workspace`` it reads as a declaration
-    (``sandbox = {"network": "none"}``) that nothing enforces: the tool would run in
-    the worker's process with all of its access, so it is refused as unsupported.
-    A property (an accessor written on purpose) is left alone.
+    the run's. For ``sandbox`` and ``workspace`` it reads as a per-tool declaration
+    (``sandbox = {"network": "none"}``) that nothing enforces: a tool's sandbox is the
+    run's, built from the ``sandbox`` setting, and the tool would run with whatever
+    that grants. A property (an accessor written on purpose) is left alone.
     """
     for name in _BINDING_ACCESSORS:
         if name not in vars(cls) or isinstance(vars(cls)[name], property):
             continue
-        if name in _NOT_SUPPORTED_YET:
+        if name in _FROM_SETTINGS:
             raise ConfigurationError(
-                f"{cls.__qualname__} declares {name} = ..., but {_NOT_SUPPORTED_YET[name]} are not supported yet: "
-                f"nothing would enforce it, and the tool would run in the worker's process with all of its access. "
-                f"Remove the {name} declaration; isolate the work inside call() yourself if it needs isolation"
+                f"{cls.__qualname__} declares {name} = ..., but a tool's {name} is its run's, built from the {name} "
+                f"setting (configure({name}=...) or lg.yaml); nothing would enforce a per-tool one. Remove the "
+                f"declaration; narrow the run's sandbox inside call() with self.sandbox.scope(...) if it needs less"
             )
         raise ConfigurationError(
             f"{cls.__qualname__}.{name} would hide the tool's run-scoped {name} (self.{name} comes from its binding); "

@@ -27,20 +27,23 @@ import json
 import os
 import secrets
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from lg_core.errors import InvocationError
 from lg_core.store import RunRecord
@@ -221,25 +224,20 @@ def _open_fresh(path: Path) -> IO[str]:
 
 
 class BatchProgress:
-    """A rich progress bar on stderr: finished/total, then completed, failed, invalid and in-flight counts."""
+    """A rich progress bar on stderr: a line of counts (completed, failed, invalid, in flight)
+    above the bar, finished/total and the times.
+
+    One line of all of them is wider than an 80-column terminal, where rich cuts the columns
+    down to "…". The counts are text that wraps onto more lines instead, and a terminal too
+    narrow for the times drops them, so the bar and finished/total always fit.
+    """
 
     def __init__(self, enabled: bool, batch_id: str, total: int, console: Console | None = None) -> None:
         self._progress: Progress | None = None
         console = console or Console(stderr=True)
         if not (enabled and console.is_terminal):
             return  # a bar needs a terminal; piped output gets the caller's summary instead
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn(
-                "[green]{task.fields[ok]} completed[/] [red]{task.fields[failed]} failed[/] "
-                "[yellow]{task.fields[invalid]} invalid[/] [cyan]{task.fields[running]} in flight[/]"
-            ),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=console,
-        )
+        self._progress = _CountsAboveBar(*_columns_for(console.width), console=console)
         self._task = self._progress.add_task(f"batch {batch_id}", total=total, ok=0, failed=0, invalid=0, running=0)
         self._progress.start()
 
@@ -255,6 +253,33 @@ class BatchProgress:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+
+
+TIMES_MIN_WIDTH = 50  # bar, "123456/500000", elapsed and remaining time side by side
+BAR_MIN_WIDTH = 30  # a bar next to "123456/500000"
+
+
+def _columns_for(width: int) -> list[ProgressColumn]:
+    """The bar line's columns that fit ``width``: finished/total always, the bar and times when there is room."""
+    columns: list[ProgressColumn] = [BarColumn(bar_width=None)] if width >= BAR_MIN_WIDTH else []
+    columns.append(MofNCompleteColumn())
+    if width >= TIMES_MIN_WIDTH:
+        columns += [TimeElapsedColumn(), TimeRemainingColumn()]
+    return columns
+
+
+class _CountsAboveBar(Progress):
+    """A Progress that shows each task's counts as a wrapping line of text above its bar."""
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        for task in self.tasks:
+            fields = task.fields
+            yield Text.from_markup(
+                f"[bold]{escape(task.description)}[/]: [green]{fields['ok']} completed[/], "
+                f"[red]{fields['failed']} failed[/], [yellow]{fields['invalid']} invalid[/], "
+                f"[cyan]{fields['running']} in flight[/]"
+            )
+        yield self.make_tasks_table(self.tasks)
 
 
 class ScanProgress:

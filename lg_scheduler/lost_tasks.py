@@ -123,25 +123,27 @@ class LostTasks:
     def report_lost(self, steps: Iterable[StepRecord]) -> int:
         """Report the tasks that held ``steps`` (whose holders are gone) as failed; returns how many."""
         tasks = self.held(steps)
-        for task in tasks:
-            try:
-                self._send_failed(task)
-            except Exception as exc:  # noqa: BLE001 - monitoring only
-                log.debug("could not report task %s lost: %r", task.uuid, exc)
+        if not tasks:
+            return 0
+        try:
+            with self.app.connection_for_write() as connection:
+                for task in tasks:
+                    self._send_failed(connection, task)
+        except Exception as exc:  # noqa: BLE001 - monitoring only: the steps were re-sent all the same
+            log.debug("could not report %d lost tasks: %r", len(tasks), exc)
         return len(tasks)
 
-    def _send_failed(self, task: StartedTask) -> None:
+    def _send_failed(self, connection: Any, task: StartedTask) -> None:
         why = (
             f"WorkerLostError('worker {task.worker} is gone; step {task.step_key} of run {task.run_id} "
             "was sent again to another worker')"
         )
-        with self.app.connection_for_write() as connection:
-            # Under the dead worker's name: Flower keeps the row on the worker that held it.
-            dispatcher = self.app.events.Dispatcher(connection, hostname=task.worker, enabled=True)
-            try:
-                dispatcher.send("task-failed", uuid=task.uuid, exception=why, traceback=None)
-            finally:
-                dispatcher.close()
+        # Under the dead worker's name: Flower keeps the row on the worker that held it.
+        dispatcher = self.app.events.Dispatcher(connection, hostname=task.worker, enabled=True)
+        try:
+            dispatcher.send("task-failed", uuid=task.uuid, exception=why, traceback=None)
+        finally:
+            dispatcher.close()
         log.info(
             "reported task %s of the dead worker %s lost (step %s of run %s)",
             task.uuid,

@@ -11,11 +11,14 @@ and never the other way round; lg_core finds the backend through the
 * ``tasks`` - ``lg.model_turn``, ``lg.tool_call`` (from the step-kind table) and ``lg.advance``
 * ``queues`` - the queues, their pools, and the routing read from the step-kind table
 * ``continuation`` - the successor step a task runs itself instead of publishing it
+* ``task_display``, ``task_outcomes`` - what Flower shows of a step's task: run, step and tool; a failed run
 * ``celery_backend`` - ``CeleryBackend``: start_execution, publishing steps, live events
 * ``streams`` - the Redis streams of live events, and every Redis key the project uses
 * ``broker_check`` - the broker ping before work is handed over
+* ``sandbox_check`` - the sandbox backend probe before a worker serving `lg.sandbox` (or sandboxed tools) starts
 * ``worker_runtime`` - the runtime of a worker process, rebuilt after a fork
 * ``worker``, ``_supervisor``, ``cli`` - the ``lg worker`` command and the process it becomes
+* ``_root_notice`` - one line instead of Celery's root warning, for a worker that accepts no pickle
 * ``faults`` - fault injection for the chaos tests, inert unless ``LG_FAULT`` is set
 
 Importing this package builds nothing: the Celery app is created by

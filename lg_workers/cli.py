@@ -26,6 +26,7 @@ from lg_core.cli_output import error_console
 from lg_core.cli_session import ImportOption, StoreOption, session
 from lg_workers.broker_check import check_broker
 from lg_workers.queues import MODEL, ORCHESTRATE, QUEUES, SANDBOX, TOOLS
+from lg_workers.sandbox_check import check_sandbox
 from lg_workers.worker import WorkerGroup, plan, supervise
 
 DEFAULT_QUEUES = ",".join((ORCHESTRATE, MODEL, TOOLS))
@@ -78,6 +79,8 @@ def worker(
         # Unreachable now is a wrong URL or a broker not started: say so once, rather than Celery
         # retrying for minutes and being restarted forever (a later outage is still ridden out).
         check_broker(runtime.configuration.broker_url)
+        # A sandbox backend this host cannot run would fail every step the worker takes: refuse now.
+        check_sandbox(runtime.configuration.sandbox, [queue for group in groups for queue in group.queues])
     describe(groups, env)
     preload_celery()
     supervise(groups, env, loglevel.value)

@@ -323,6 +323,14 @@ class RedisLiveSource:
         except redis.RedisError:
             return None
 
+    def end(self) -> str | None:
+        """The id of the stream's newest entry ("0" before its first); None when Redis cannot be reached."""
+        try:
+            newest = cast("list[Any]", self.client.xrevrange(self.key, max="+", min="-", count=1))
+        except redis.RedisError:
+            return None
+        return _decode(newest[0][0]) if newest else "0"
+
     async def acovers(self, position: str) -> bool:
         if self.async_url is None:
             return await asyncio.to_thread(self.covers, position)

@@ -11,6 +11,7 @@ Public modules (imported by lg_core, lg_workers and lg_scheduler):
 * ``codec``: the stored form of events, errors and their data.
 * ``recent_dict``: ``RecentDict``, the bounded mapping of per-run hints, and the run cache size.
 * ``run_once``: ``Run.once``, a block performed at most once per key in a run.
+* ``run_endings``: how the step a thread just executed ended its run, for the task that reports it.
 
 Engine-private modules:
 

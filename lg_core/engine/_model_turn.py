@@ -77,6 +77,9 @@ class ModelTurn:
                 f"raise limits = {{'max_turns': ...}} on the agent if the task needs more"
             )
         model = scope.engine.resolve_model(scope.run)
+        # Built but not opened: a turn lists tools by the sandbox's policy (Filesystem offers its
+        # mutation tools only when it is writable) and runs none of them; tool calls open it.
+        scope.build_resources()
         agent = scope.build_agent(model)
         self._take_interjections()
         spec = agent_cls.result_spec()

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from lg_core.cancellation import CancellationToken
     from lg_core.invocation import Invocation
     from lg_core.messages import Message
+    from lg_core.sandbox.run_resources import RunResources
     from lg_core.sessions.base import SessionStore
     from lg_core.sessions.run_sessions import Opening
     from lg_core.store import RunRecord
@@ -78,6 +79,10 @@ class EngineRuntime(Protocol[RunT_co]):
     def backend(self) -> Any: ...
 
     def restored_run(self, record: RunRecord) -> RunT_co: ...
+
+    def run_resources(self, run_id: str, invocation: Invocation | None = None) -> RunResources:
+        """The unopened workspace and sandbox the settings declare for one step of ``run_id``."""
+        ...
 
     def run_to_end(self, record: RunRecord) -> RunT_co:
         """The run rebuilt from its record alone (no agent class, no hooks): enough to end it."""

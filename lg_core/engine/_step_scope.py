@@ -25,6 +25,7 @@ from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededE
 from lg_core.events import LIVE_ONLY_EVENTS, PUBLISHED_AT_ONCE, TERMINAL_EVENTS, StreamEvent
 from lg_core.run_context import NO_USAGE, RunContext
 from lg_core.run_result import RunResult
+from lg_core.sandbox.run_resources import NO_RESOURCES, RunResources
 from lg_core.store import RunFinish, StepCommit
 from lg_core.store.records import ended_step_status
 from lg_core.tool import Binding
@@ -74,6 +75,8 @@ class StepScope:
     _committed: tuple[dict[str, Any], AgentCheckpoint] | None = None
     # The working state the context was built from: the step commits only its changes to it.
     _state_before: dict[str, Any] = field(default_factory=dict)
+    # The workspace and sandbox this step's agent and tools are bound to (build_resources).
+    resources: RunResources = NO_RESOURCES
 
     # -- collaborators --------------------------------------------------------
 
@@ -134,14 +137,32 @@ class StepScope:
             if added is not NO_USAGE:  # else nothing was recorded: most tool calls
                 checkpoint.usage = accumulate(checkpoint.usage, added)
 
+    def build_resources(self) -> RunResources:
+        """The run's workspace and sandbox for this step, built again from the settings (unopened).
+
+        Nothing of them is kept between steps: the next step may run on another
+        worker, or this one again after a crash (lg_core.sandbox.run_resources).
+        """
+        self.resources = self.engine.runtime.run_resources(self.run.id, self.run.invocation)
+        return self.resources
+
     def build_agent(self, model: Any = None) -> Any:
         agent = self.agent_class(run=self.run, runtime=self.engine.runtime, model=model, context=self.context)
+        # Set here, not passed: an application's Agent.__init__ may take only the original four arguments.
+        agent.workspace, agent.sandbox = self.resources.workspace, self.resources.sandbox
         run_chain(agent, "after_initialize", agent, context=self.context)
         return agent
 
     def binding(self, agent: Any, model: Any, idempotency_key: str | None = None) -> Binding:
+        resources = self.resources
         return Binding(
-            agent=agent, run=self.run, runtime=self.engine.runtime, model=model, idempotency_key=idempotency_key
+            agent=agent,
+            run=self.run,
+            runtime=self.engine.runtime,
+            model=model,
+            workspace=resources.workspace,
+            sandbox=resources.sandbox,
+            idempotency_key=idempotency_key,
         )
 
     # -- events -------------------------------------------------------------------

@@ -33,6 +33,7 @@ from lg_core.engine._turn_keys import TOOL, next_turn
 from lg_core.engine.codec import error_to_dict
 from lg_core.messages import Message
 from lg_core.result_schema import result_strategy
+from lg_core.sandbox.run_resources import opened
 from lg_core.store import NewStep
 from lg_core.tool import Tool, ToolOutcome
 from lg_core.tool_loops import observe
@@ -65,13 +66,15 @@ class ToolCall:
         scope.build_context(scope.frame.checkpoint)
         scope.check_interrupt()
         model = scope.engine.resolve_model(scope.run)
-        agent = scope.build_agent(model)
-        idempotency_key = f"{scope.run.id}/{scope.key}"
-        registry = agent.tool_registry(scope.binding(agent, model, idempotency_key))
-        try:
-            outcome = self._execute(agent, registry, model)
-        finally:
-            registry.close()
+        # Workspace, then sandbox, opened for this call and closed (sandbox first) however it ends.
+        with opened(scope.build_resources(), scope.run):
+            agent = scope.build_agent(model)
+            idempotency_key = f"{scope.run.id}/{scope.key}"
+            registry = agent.tool_registry(scope.binding(agent, model, idempotency_key))
+            try:
+                outcome = self._execute(agent, registry, model)
+            finally:
+                registry.close()
         return self._record(outcome)
 
     def _execute(self, agent: Any, registry: Any, model: Any) -> ToolOutcome:

@@ -82,6 +82,10 @@ class _RunLog:
             return str(seqs.index(seq) + 1)
         return str(seqs.index(seq + 1)) if seq + 1 in seqs else None
 
+    def end(self) -> str:
+        with self.condition:
+            return str(len(self.events))
+
     def read(self, position: str, block: float) -> list[tuple[str, StreamEvent]]:
         start = int(position) if position.isdigit() else 0
         with self.condition:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections import Counter
 
+import pytest
 from rich.console import Console
 
 from lg_core import Configuration, Hook, current_runtime, with_configuration
@@ -139,6 +141,39 @@ def test_the_progress_bar_shows_counts_on_a_terminal():
     text = buffer.getvalue()
     assert "batch b-1" in text and "9/10" in text
     assert "6 completed" in text and "1 failed" in text and "2 invalid" in text and "1 in flight" in text
+
+
+def _final_frame(text: str) -> str:
+    """What the terminal shows once the bar stopped: the last frame rich drew, without control codes."""
+    frame = text.split("\r")[-1]
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", frame)
+
+
+@pytest.mark.parametrize("width", [80, 50, 24])
+def test_the_progress_bar_is_readable_on_a_narrow_terminal(width):
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=width, color_system=None)
+    progress = BatchProgress(True, "support-agent-1a2b3c4d5e6f", 500_000, console=console)
+    progress.update({"completed": 6000, "failed": 100, "invalid": 2, "running": 16})
+    progress.close()
+    frame = _final_frame(buffer.getvalue())
+    assert "…" not in frame, frame
+    assert all(len(line) <= width for line in frame.splitlines()), frame
+    words = " ".join(frame.split())
+    assert "6102/500000" in words
+    assert "6000 completed, 100 failed, 2 invalid, 16 in flight" in words
+    assert "support-agent-1a2b3c4d5e" in frame
+
+
+def test_the_progress_bar_fits_the_columns_the_environment_gives(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    buffer = io.StringIO()
+    progress = BatchProgress(True, "b-1", 10, console=Console(file=buffer, force_terminal=True, color_system=None))
+    progress.update({"completed": 6, "failed": 1, "invalid": 2, "running": 1})
+    progress.close()
+    frame = _final_frame(buffer.getvalue())
+    assert "…" not in frame and "9/10" in frame and "0:00:00" in frame, frame  # the times fit too
+    assert max(len(line) for line in frame.splitlines()) <= 80
 
 
 def test_no_progress_bar_without_a_terminal():

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from lg_core import Agent, Tool, after_model
 from lg_core.providers import scripted
+from lg_core.tools import Filesystem, Shell
 
 TURNS = 6
 
@@ -311,3 +312,29 @@ scripted.register("dist-fail", [{"error": {"kind": "http", "status": 500, "messa
 
 class FailingAgent(Agent):
     model = "scripted:dist-fail"
+
+
+# Files through the run's sandbox, on whichever worker runs each step: the workers get the
+# workspace and sandbox settings from LG_WORKSPACE and LG_SANDBOX (tests/distributed/test_sandboxed_tools.py).
+scripted.register(
+    "dist-files",
+    [
+        {"tool_calls": [{"name": "write_file", "id": "w", "arguments": {"path": "notes/a.md", "content": "first\n"}}]},
+        {
+            "tool_calls": [
+                {
+                    "name": "replace_in_file",
+                    "id": "r",
+                    "arguments": {"path": "notes/a.md", "old_text": "first", "new_text": "second"},
+                }
+            ]
+        },
+        {"tool_calls": [{"name": "shell", "id": "s", "arguments": {"command": ["cat", "notes/a.md"]}}]},
+        {"text": "Files written."},
+    ],
+)
+
+
+class FilesAgent(Agent):
+    model = "scripted:dist-files"
+    tools = [Filesystem, Shell]

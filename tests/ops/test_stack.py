@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
 
 from lg_core import Configuration, with_configuration
 from lg_scheduler.stack.stack import SERVICES
+from lg_workers._root_notice import CELERY_ROOT_WARNING
 from tests.ops.support import DIST_APP_DIR, Stack, descendants, lg, live_pids
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
@@ -40,6 +42,10 @@ def test_stack_up_runs_an_agent_then_down_stops_every_process(stack):
 
     logs = stack.run("logs", "worker-model")
     assert logs.returncode == 0 and " ready." in logs.stdout
+    # Celery's multi-line root warning is replaced by one line saying why it does not apply
+    assert CELERY_ROOT_WARNING not in logs.stdout and "superuser privileges" not in logs.stdout
+    if os.geteuid() == 0:
+        assert logs.stdout.count("lg worker: running as root;") == 1, logs.stdout
 
     run = run_step_agent(env, "Record every step.")
     assert run.completed, run.error

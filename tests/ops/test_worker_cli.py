@@ -230,3 +230,16 @@ def test_a_bad_lg_yaml_is_one_line_naming_the_key(tmp_path):
     result = lg("scheduler", cwd=tmp_path)
     assert result.returncode == 2
     assert "unknown setting 'brokr_url'" in result.stderr
+
+
+def test_a_worker_running_as_root_says_why_celerys_root_warning_does_not_apply(monkeypatch):
+    from lg_workers._root_notice import root_notice
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    notice = root_notice(["json"])
+    assert notice is not None and "accepts only json messages" in notice and "\n" not in notice
+    assert root_notice(["json", "pickle"]) is None  # Celery's own check (and refusal) applies
+    for call in ("getuid", "geteuid", "getgid", "getegid"):
+        monkeypatch.setattr(os, call, lambda: 1000)
+    assert root_notice(["json"]) is None

@@ -958,8 +958,6 @@ def test_system_prompt_of_the_wrong_type_fails_at_class_definition(config, bad):
 
 
 UNSUPPORTED = [
-    ("sandbox", {"backend": "native"}, "sandboxes"),
-    ("workspace", {"root": "/srv"}, "workspaces"),
     ("code_mode", {"engine": "python"}, "code mode"),
     ("subagent", object, "subagents"),
     ("subagents", [object], "subagents"),
@@ -978,12 +976,28 @@ def test_a_spec_declaration_that_is_not_supported_yet_fails_at_class_definition(
 
 
 def test_an_unsupported_declaration_in_a_mixin_fails_too():
+    class CodeMode:
+        code_mode = {"engine": "python"}
+
+    with pytest.raises(
+        ConfigurationError, match=r"declares code_mode \(in .*CodeMode\), but code mode are not supported yet"
+    ):
+        type("SupportAgent", (CodeMode, Agent), {})
+
+
+@pytest.mark.parametrize(("name", "value"), [("sandbox", {"backend": "native"}), ("workspace", {"root": "/srv"})])
+def test_a_sandbox_or_workspace_class_attribute_fails_because_they_come_from_the_settings(name, value):
+    with pytest.raises(
+        ConfigurationError, match=f"SupportAgent declares {name} .*built from the {name} setting .*configure"
+    ):
+        type("SupportAgent", (Agent,), {name: value})
+
+
+def test_a_sandbox_class_attribute_in_a_mixin_fails_too():
     class Sandboxed:
         sandbox = {"backend": "native"}
 
-    with pytest.raises(
-        ConfigurationError, match=r"declares sandbox \(in .*Sandboxed\), but sandboxes are not supported yet"
-    ):
+    with pytest.raises(ConfigurationError, match=r"declares sandbox \(in .*Sandboxed\), but an agent's sandbox"):
         type("SupportAgent", (Sandboxed, Agent), {})
 
 

@@ -48,6 +48,7 @@ EXPECTED_PARENTS = {
     "SessionActorError": "Error",
     "StoreUnavailableError": "Error",
     "CleanupError": "Error",
+    "SandboxLimitError": "Error",
     "ToolError": "Error",
     "AbstractMethodError": "Error",
     "CancelledError": "BaseException",

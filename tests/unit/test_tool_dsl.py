@@ -1290,16 +1290,17 @@ def test_declaring_both_input_and_input_schema_fails_at_class_definition():
 
 
 @pytest.mark.parametrize(
-    ("name", "value", "noun"),
-    [("sandbox", {"network": "none", "files": ["/tmp"]}, "sandboxes"), ("workspace", "/srv/tickets", "workspaces")],
+    ("name", "value"), [("sandbox", {"network": "none", "files": ["/tmp"]}), ("workspace", "/srv/tickets")]
 )
-def test_a_tool_declaring_a_sandbox_or_workspace_fails_at_class_definition(name, value, noun):
-    with pytest.raises(ConfigurationError, match=f"ShellTool declares {name} = ..., but {noun} are not supported yet"):
+def test_a_tool_declaring_a_sandbox_or_workspace_fails_because_the_runs_comes_from_the_settings(name, value):
+    with pytest.raises(
+        ConfigurationError, match=f"ShellTool declares {name} = ..., but a tool's {name} is its run's, built from"
+    ):
         type("ShellTool", (Tool,), {"description": "Run a command.", name: value, "call": lambda self, input: "ran"})
 
 
 def test_tool_define_refuses_a_sandbox_declaration_too():
-    with pytest.raises(ConfigurationError, match="sandboxes are not supported yet"):
+    with pytest.raises(ConfigurationError, match="a tool's sandbox is its run's"):
         Tool.define("shell", "Run a command.", implementation=lambda input: "ran", sandbox={"network": "none"})
 
 
