@@ -439,7 +439,10 @@ class Run:
         self.response = record.response
         self.usage = Usage.from_dict(record.usage)
         self.error = error_from_dict(record.error)
-        if record.result is not None:
+        restore = getattr(self.entrypoint_class, "stored_result", None)
+        if record.result is not None and restore is not None:  # a composite assembly's result (its trajectory)
+            self.result = restore(record.result)
+        elif record.result is not None:
             messages = tuple(Message.from_dict(m) for m in self.runtime.store.load_messages(f"{self.id}/root"))
             spec = self.agent_class.result_spec() if self.agent_class is not None else None
             structured = record.result.get("structured_result")
