@@ -10,28 +10,25 @@ when it has ended.
 How the step waits depends on where it runs. A local step (``ask`` without a
 broker) drives the child on its own thread, nested on the runtime's dispatcher;
 a child left unfinished by a crashed process is resumed here. A worker's step
-starts the child on the workers and waits for its end, reading the store, while
-its own lease is kept alive and the parent's cancel and deadline are checked:
-a cancelled parent cancels the child, and the child carries the parent's
-deadline. That wait holds one thread of the ``lg.orchestrate`` pool; the step
-does not park.
+starts the child on the workers and *parks*: it commits as ``waiting`` (no holder,
+no lease, out of the outbox), holding no thread, and the commit that ends the
+child puts it back in the outbox in the same transaction (the child's row names
+it: ``parent_run_id``, ``parent_step_key``). Executed again, it finds the child
+ended and reads its result. The child carries the parent's deadline, and the
+parent's ending asks its running children to stop.
 """
 
 from __future__ import annotations
 
 import hashlib
-import time
 from typing import TYPE_CHECKING, Any
 
-from lg_core.errors import CancelledError, DeadlineExceededError, RunNotFoundError
+from lg_core.errors import RunNotFoundError
 from lg_core.run import Run
 
 if TYPE_CHECKING:
     from lg_core.engine.driven_frames import StepScope
     from lg_core.store import RunRecord
-
-_FIRST_POLL_SECONDS = 0.02
-_MAX_POLL_SECONDS = 0.5
 
 
 def child_run_id(parent_run_id: str, step_key: str) -> str:
@@ -40,8 +37,9 @@ def child_run_id(parent_run_id: str, step_key: str) -> str:
     return f"{digest[:32]}"
 
 
-def run_child(scope: StepScope, assembly: Any, message: str, run_id: str) -> Run:
-    """The finished child run ``run_id`` of ``assembly`` asked ``message``: started, resumed or read back."""
+def start_or_find_child(scope: StepScope, assembly: Any, message: str, run_id: str) -> Run | None:
+    """The ended child run ``run_id`` of ``assembly`` asked ``message`` (started, resumed or read back),
+    or None while it runs on workers: the step then parks until the child's ending wakes it."""
     runtime: Any = scope.engine.runtime
     record = _stored(runtime, run_id)
     if record is not None and record.finished:
@@ -56,12 +54,20 @@ def run_child(scope: StepScope, assembly: Any, message: str, run_id: str) -> Run
             cancellation_token=parent.cancellation_token,  # the child's token is a child of the parent's
             runtime=runtime,
         )
+        child.parent_step = (parent.id, scope.key)
         if not distributed:
             return child.call()  # type: ignore[no-any-return]
         runtime.start_execution(child)
-    elif not distributed:
-        return runtime.resume(run_id)  # type: ignore[no-any-return]  # a crash left it unfinished
-    return _wait_for(scope, runtime, run_id)
+        return None
+    if distributed:
+        return None  # started by an earlier attempt, still running
+    return runtime.resume(run_id)  # type: ignore[no-any-return]  # a crash left it unfinished
+
+
+def ended_child(runtime: Any, run_id: str) -> Run | None:
+    """The child run ``run_id`` once it has ended, else None."""
+    record = _stored(runtime, run_id)
+    return None if record is None or not record.finished else Run.from_record(record, runtime)
 
 
 def _stored(runtime: Any, run_id: str) -> RunRecord | None:
@@ -72,20 +78,4 @@ def _stored(runtime: Any, run_id: str) -> RunRecord | None:
     return record
 
 
-def _wait_for(scope: StepScope, runtime: Any, run_id: str) -> Run:
-    """Wait, reading the store, for the child executing on workers to end; its parent's stop stops it."""
-    delay = _FIRST_POLL_SECONDS
-    while True:
-        try:
-            scope.check_interrupt()
-        except (CancelledError, DeadlineExceededError) as stop:
-            runtime.cancel(run_id, f"its parent run {scope.run.id} stopped: {type(stop).__name__}")
-            raise
-        record = runtime.store.load_run(run_id)
-        if record.finished:
-            return Run.from_record(record, runtime)
-        time.sleep(delay)
-        delay = min(delay * 1.5, _MAX_POLL_SECONDS)
-
-
-__all__ = ["child_run_id", "run_child"]
+__all__ = ["child_run_id", "ended_child", "start_or_find_child"]

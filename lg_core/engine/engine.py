@@ -228,6 +228,7 @@ class Engine(Generic[RunT]):
             "holder": None if distributed else current_holder(),
             "deadline_at": None if invocation.deadline_at is None else invocation.deadline_at.timestamp(),
             "execution_state": stored_form(run.execution_state, distributed=distributed),
+            **_parent_columns(run),
         }
         first = NewStep(key=model_step_key("root", 0), frame_id=frame_id, kind=MODEL)
         frame = {
@@ -275,6 +276,7 @@ class Engine(Generic[RunT]):
             "holder": None if distributed else current_holder(),
             "deadline_at": None if invocation.deadline_at is None else invocation.deadline_at.timestamp(),
             "execution_state": stored_form(run.execution_state, distributed=distributed),
+            **_parent_columns(run),
         }
         checkpoint = start.checkpoint
         frame = {
@@ -435,6 +437,12 @@ class Engine(Generic[RunT]):
         seq = self.store.append_events(run.id, [("run_resumed", data)])
         self.publish(run.id, StreamEvent.build("run_resumed", **data).with_seq(seq))
         return refs
+
+
+def _parent_columns(run: EngineRun) -> dict[str, Any]:
+    """The run row's link to the step whose child it is (none for a run a caller started)."""
+    parent = run.parent_step
+    return {} if parent is None else {"parent_run_id": parent[0], "parent_step_key": parent[1]}
 
 
 def entrypoint_path(cls: type) -> str:

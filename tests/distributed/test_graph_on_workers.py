@@ -34,3 +34,19 @@ def test_a_graph_node_that_is_a_graph_runs_as_a_nested_child_on_workers(dist):
     assert run.completed, run.error
     assert run.result.text == graph_dist_app.ANSWERS["respond"]
     assert run.result.trajectory.find("inner").assembly_kind == "graph"
+
+
+def test_a_node_waiting_for_its_child_parks_and_holds_no_worker_thread(dist):
+    """One thread serves every node step: the outer node's step must give it up while its child
+    Graph runs, or the inner Graph's node steps could never run."""
+    dist.start_workers(queues=("lg.orchestrate",), pool="threads", concurrency=1)
+    dist.start_workers(queues=("lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    execution = graph_dist_app.OuterTransferGraph.start_execution("Why is transfer 481 pending?")
+    run = execution.wait(timeout=90)
+
+    assert run.completed, run.error
+    store = current_configuration().runtime().store
+    [outer_node] = [step for step in store.load_steps(run.id) if step.kind == "graph_node"]
+    assert outer_node.status == "succeeded"
+    assert outer_node.attempts == 2  # parked once, woken by its child's ending, executed again
