@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+import lg_core
 from lg_core import Agent, Graph, Workflow, edge, error_edge
 from lg_core.errors import (
     AssemblyLimitError,
@@ -336,3 +339,65 @@ def test_what_a_graph_run_does_not_support_yet_is_refused(config, support):
 
     with pytest.raises(ConfigurationError, match="running a workflow is not supported yet"):
         PlainWorkflow.ask("Hi")
+
+
+def test_retry_and_fork_of_a_graph_run_are_refused(config, script):
+    flaky = agent("FlakyAgent", script([{"error": "provider down"}]))
+
+    class FailingGraph(Graph):
+        nodes = {"only": flaky}
+        start = "only"
+        finish = "only"
+
+    run = FailingGraph.ask("Go")
+    assert run.failed
+
+    with pytest.raises(InvocationError, match="cannot be retried yet"):
+        lg_core.retry(run.id)
+    with pytest.raises(InvocationError, match="cannot be forked yet"):
+        lg_core.fork(run.id, from_step="root/node-1/only")
+
+
+def test_cancelling_a_graph_run_cancels_the_node_running_and_ends_the_run_cancelled(config, script):
+    slow = agent("SlowAgent", script([{"text": "late", "delay": 30}]))
+
+    class SlowGraph(Graph):
+        nodes = {"slow": slow}
+        start = "slow"
+        finish = "slow"
+
+    run = SlowGraph.stream_ask("Go")
+    events = iter(run)
+    assert next(events).type == "invocation_start"
+    timer = threading.Timer(0.3, run.cancel)
+    timer.start()
+    rest = list(events)
+    timer.join()
+
+    assert run.cancelled
+    assert rest[-1].type == "run_cancel"
+    store = config.runtime().store
+    [node_step] = [step for step in store.load_steps(run.id) if step.kind == "graph_node"]
+    child = store.load_run(node_step.key and _child_id(run.id, node_step.key))
+    assert child.status == "cancelled"
+
+
+def _child_id(run_id: str, key: str) -> str:
+    from lg_core.assemblies._child_runs import child_run_id
+
+    return child_run_id(run_id, key)
+
+
+def test_a_graph_deadline_reaches_its_node_and_ends_the_run_partial(config, script):
+    slow = agent("SlowAgent", script([{"text": "late", "delay": 30}]))
+
+    class SlowGraph(Graph):
+        nodes = {"slow": slow}
+        start = "slow"
+        finish = "slow"
+
+    started = time.monotonic()
+    run = SlowGraph.ask("Go", deadline_at=datetime.now(UTC) + timedelta(seconds=0.5))
+
+    assert run.partial
+    assert time.monotonic() - started < 10
