@@ -3,6 +3,9 @@
 A Graph run is a run of kind ``graph`` whose root frame the Graph drives
 (lg_core.engine.driven_frames). Its checkpoint's ``data`` holds:
 
+* ``definition``: the AssemblyDefinition the run started with (``to_dict``), which its node steps
+  read back (``run_spec``), so a run resumed after its Graph changed keeps its own routes; None
+  when the definition names code no other process could import (a lambda);
 * ``count``: node executions scheduled so far (``max_steps`` bounds it, and it numbers step keys);
 * ``active``: the keys of the node steps scheduled and not yet committed;
 * ``done``: every committed node execution, in commit order (status, bounded output, usage,
@@ -26,11 +29,13 @@ from typing import TYPE_CHECKING, Any
 from lg_core.assemblies._graph_rules import GraphSpec
 from lg_core.assemblies._parallel_groups import ParallelGroup
 from lg_core.assemblies.declarations import StateCallback
+from lg_core.assemblies.definition import AssemblyDefinition
 from lg_core.assemblies.graph_routing import route_after
 from lg_core.assemblies.graph_state import GraphState
 from lg_core.assemblies.trajectory import Attempt, Step, Trajectory
 from lg_core.engine.driven_frames import DRIVEN_PHASE, DrivenCheckpoint, DrivenStart, StaleStep, StepScope
 from lg_core.engine.graph_nodes import GRAPH_NODE_KIND, node_step_key
+from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
 from lg_core.errors import AssemblyLimitError
 from lg_core.messages import Message
 from lg_core.result_schema import StructuredResult
@@ -51,6 +56,24 @@ def graph_start(spec: GraphSpec, assembly_id: str, message: Message, stored_defi
     data = {"count": 1, "active": [key], "done": [], "groups": {}, "definition": stored_definition}
     first = NewStep(key, "", GRAPH_NODE_KIND, _node_input(spec.start, 1, message.text, (), None))
     return DrivenStart("graph", DrivenCheckpoint(phase=DRIVEN_PHASE, data=data), first, assembly_id)
+
+
+# The definitions of the runs whose nodes this process executes, read once per run (decoding one
+# imports and checks its code again): a run's definition never changes while it runs.
+_RUN_SPECS: RecentDict[str, GraphSpec] = RecentDict(DEFAULT_RUN_CACHE_SIZE)
+
+
+def run_spec(run_id: str, stored: Mapping[str, Any] | None, graph: Any) -> GraphSpec:
+    """The spec run ``run_id`` started with: its stored definition, or, when none could be stored
+    (a lambda condition or mapper has no import path), the Graph class's own."""
+    cached = _RUN_SPECS.get(run_id, None)
+    if cached is not None:
+        return cached
+    definition = graph.definition() if stored is None else AssemblyDefinition.from_dict(stored)
+    spec = definition.spec
+    assert isinstance(spec, GraphSpec)  # a Graph run stores a Graph's definition
+    _RUN_SPECS[run_id] = spec
+    return spec
 
 
 def _node_input(node: str, number: int, text: str, predecessors: Sequence[str], branch: str | None) -> dict[str, Any]:
@@ -323,4 +346,12 @@ def _recovery_input(original: str, failed: Mapping[str, Any]) -> str:
     return f"Original Task:\n{original}\n\nNode {failed['node']} failed:\n{failed.get('error') or 'unknown error'}"
 
 
-__all__ = ["FRAME_PATH", "NodeCommit", "graph_result", "graph_start", "node_result", "stored_graph_result"]
+__all__ = [
+    "FRAME_PATH",
+    "NodeCommit",
+    "graph_result",
+    "graph_start",
+    "node_result",
+    "run_spec",
+    "stored_graph_result",
+]

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from lg_core.assemblies._graph_frame import graph_start, stored_graph_result
+from lg_core.assemblies._graph_frame import graph_start, run_spec, stored_graph_result
 from lg_core.assemblies._graph_node import GraphNodeStep
 from lg_core.assemblies._graph_rules import (
     DEFAULT_MAX_CONCURRENCY,
@@ -113,8 +113,8 @@ class Graph(Assembly):
 
     @classmethod
     def step_body(cls, scope: Any) -> GraphNodeStep:
-        """The body of one of the run's node steps."""
-        return GraphNodeStep(scope, cls._graph_spec())
+        """The body of one of the run's node steps, under the definition the run started with."""
+        return GraphNodeStep(scope, run_spec(scope.run.id, scope.frame.checkpoint.data.get("definition"), cls))
 
     @classmethod
     def _graph_spec(cls) -> GraphSpec:

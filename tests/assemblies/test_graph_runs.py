@@ -17,6 +17,7 @@ import pytest
 
 import lg_core
 from lg_core import Agent, Graph, Workflow, edge, error_edge
+from lg_core.assemblies._graph_frame import run_spec
 from lg_core.errors import (
     AssemblyLimitError,
     AssemblyRoutingError,
@@ -401,3 +402,20 @@ def test_a_graph_deadline_reaches_its_node_and_ends_the_run_partial(config, scri
 
     assert run.partial
     assert time.monotonic() - started < 10
+
+
+def test_a_graph_run_stores_its_definition_and_its_nodes_route_by_it(config, guide_models):
+    run = spec_examples.InvestigationGraph.ask("Why is transfer 481 pending?")
+
+    assert run.completed, run.error
+    frame = config.runtime().store.load_frame(f"{run.id}/root")
+    assert frame.checkpoint["data"]["definition"] == spec_examples.InvestigationGraph.definition().to_dict()
+
+
+def test_a_node_step_reads_the_definition_its_run_started_with_not_the_class_as_it_is_now():
+    stored = spec_examples.InvestigationGraph.definition().to_dict()
+
+    spec = run_spec("run-started-earlier", stored, spec_examples.SupportFlowGraph)
+
+    assert [item.name for item in spec.nodes] == ["triage", "ledger", "policy", "respond"]
+    assert run_spec("run-started-earlier", None, spec_examples.SupportFlowGraph) is spec  # read once per run
