@@ -3,11 +3,16 @@
 Workers import it by the Graph's path when they first meet one of its runs. Each
 node's Agent calls ``effect`` once with its node's number (logged to $DIST_APP_LOG
 as ``effect <n> <idempotency key>`` by dist_app, which can also make a numbered call
-hang: $DIST_APP_HANG="effect:<n>"), then answers with a fixed text, so an undisturbed
+hang: $DIST_APP_HANG="effect:<n>", or wait, checking for a cancel, while the file
+"hold-effect-<n>" exists in $DIST_APP_READY_DIR), then answers with a fixed text, so an undisturbed
 run and a disturbed one give the same answer.
 """
 
 from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
 
 import dist_app
 
@@ -34,9 +39,17 @@ class EffectTool(Tool):
     }
 
     def call(self, input):
-        dist_app._log(self.tool_name, input["n"], self.idempotency_key)
-        dist_app._maybe_hang(self.tool_name, input["n"], self.idempotency_key)
-        return f"effect {input['n']} recorded"
+        n = input["n"]
+        dist_app._log(self.tool_name, n, self.idempotency_key)
+        dist_app._maybe_hang(self.tool_name, n, self.idempotency_key)
+        folder = os.environ.get("DIST_APP_READY_DIR")
+        hold = Path(folder) / f"hold-effect-{n}" if folder else None
+        if hold is not None and hold.exists():  # held by the test until it removes the file, or a cancel
+            (Path(folder) / f"held-effect-{n}").write_text(str(os.getpid()))
+            while hold.exists():
+                self.context.check()
+                time.sleep(0.05)
+        return f"effect {n} recorded"
 
 
 def _node_model(name: str):

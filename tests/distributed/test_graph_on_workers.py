@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import graph_dist_app
 import pytest
 
 from lg_core import current_configuration
+from lg_core.assemblies._child_runs import child_run_id
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -50,3 +53,24 @@ def test_a_node_waiting_for_its_child_parks_and_holds_no_worker_thread(dist):
     [outer_node] = [step for step in store.load_steps(run.id) if step.kind == "graph_node"]
     assert outer_node.status == "succeeded"
     assert outer_node.attempts == 2  # parked once, woken by its child's ending, executed again
+
+
+def test_cancelling_a_parked_graph_run_stops_its_child_and_ends_the_run_cancelled(dist):
+    """No thread holds the parked node step: the cancel reaches the child, whose ending wakes the
+    step, which ends the Graph run cancelled (no scheduler needed)."""
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+    (dist.ready_dir / "hold-effect-1").touch()  # the triage node's tool call waits
+
+    execution = graph_dist_app.TransferGraph.start_execution("Why is transfer 481 pending?")
+    deadline = time.monotonic() + 60
+    while not (dist.ready_dir / "held-effect-1").exists():
+        assert time.monotonic() < deadline, "the triage node's tool call never started"
+        time.sleep(0.05)
+    execution.cancel()
+    run = execution.wait(timeout=60)
+
+    assert run.cancelled
+    store = current_configuration().runtime().store
+    [node] = [step for step in store.load_steps(run.id) if step.kind == "graph_node"]
+    assert node.status == "cancelled"
+    assert store.load_run(child_run_id(run.id, node.key)).status == "cancelled"
