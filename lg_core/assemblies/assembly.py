@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from lg_core._agent_calls import built_off_the_loop, on_own_thread, until_stopped
+from lg_core._agent_calls import AsyncRunStream, built_off_the_loop, on_own_thread, until_stopped
 from lg_core.assemblies._assembly_runs import build_assembly_run
 from lg_core.assemblies.definition import AssemblyDefinition
 from lg_core.assemblies.trajectory import Attempt, Step, Trajectory
@@ -127,6 +127,11 @@ class Assembly:
         """``ask`` for async code, on a thread of its own; cancelling the awaiting task cancels the run."""
         run = await built_off_the_loop(cast(Any, cls), message, options)
         return await until_stopped(run, on_own_thread(run.call, f"lg-ask-{run.id[:8]}"))
+
+    @classmethod
+    def stream_ask_async(cls, message: Any = None, /, **options: Any) -> AsyncRunStream:
+        """``stream_ask`` for async code: ``async for event in stream``; ``stream.run`` afterwards."""
+        return AsyncRunStream(cls.build_run(message, **options))
 
     @classmethod
     def start_execution(cls, message: Any = None, /, **options: Any) -> Any:

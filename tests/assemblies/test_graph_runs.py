@@ -279,7 +279,7 @@ def test_a_node_may_itself_be_a_graph(config, support, script):
     assert run.result.text.startswith("answer from: ")
 
 
-def test_stream_ask_and_ask_async_run_a_graph_like_an_agent(config, support):
+def test_stream_ask_ask_async_and_start_execution_run_a_graph_like_an_agent(config, support):
     graph = support("billing")
     events = list(stream := graph.stream_ask("Why?"))
     assert events[0].type == "invocation_start"
@@ -289,6 +289,19 @@ def test_stream_ask_and_ask_async_run_a_graph_like_an_agent(config, support):
     run = asyncio.run(graph.ask_async("Why?"))
     assert run.completed, run.error
     assert len(run.result.trajectory) == 3
+
+    async def consume():
+        stream = graph.stream_ask_async("Why?")
+        return stream, [event.type async for event in stream]
+
+    stream, types = asyncio.run(consume())
+    assert types[0] == "invocation_start" and types[-1] == "run_stop"
+    assert stream.run.completed
+
+    execution = graph.start_execution("Why?")
+    finished = execution.wait(timeout=30)
+    assert finished.completed, finished.error
+    assert [step.participant for step in finished.result.trajectory] == ["triage", "billing", "respond"]
 
 
 @pytest.fixture
