@@ -26,7 +26,7 @@ from lg_core.errors import (
     ProviderError,
 )
 from lg_core.providers import scripted
-from tests.assemblies import spec_examples
+from tests.assemblies import resumable_graph, spec_examples
 
 
 def agent(name: str, target: str) -> type[Agent]:
@@ -432,3 +432,18 @@ def test_a_node_step_reads_the_definition_its_run_started_with_not_the_class_as_
 
     assert [item.name for item in spec.nodes] == ["triage", "ledger", "policy", "respond"]
     assert run_spec("run-started-earlier", None, spec_examples.SupportFlowGraph) is spec  # read once per run
+
+
+def test_a_graph_run_stopped_mid_node_resumes_without_running_a_committed_node_again(file_config):
+    resumable_graph.CALLS.clear()
+    resumable_graph.INTERRUPT_AT[:] = [2]  # the second node's tool call stops the process
+    with pytest.raises(KeyboardInterrupt):
+        resumable_graph.ResumableGraph.ask("Go", run_id="graph-stopped")
+    assert len(resumable_graph.CALLS) == 2
+
+    resumed = lg_core.resume("graph-stopped")
+
+    assert resumed.completed, resumed.error
+    assert [step.participant for step in resumed.result.trajectory] == ["first", "second"]
+    first, second, again = resumable_graph.CALLS
+    assert second == again != first  # the second node's child went on under its own key; the first never re-ran
