@@ -115,6 +115,7 @@ class NodeCommit:
         }
         self.definition = data.get("definition")
         self.new_steps: list[NewStep] = []
+        self.usage = Usage.from_dict(state.checkpoint.usage)  # the run's so far; each committed node adds its own
 
     # -- results as conditions and mappers see them ------------------------------------------
 
@@ -140,9 +141,13 @@ class NodeCommit:
 
     def completed(self, record: dict[str, Any]) -> StepCommit:
         """The commit of a node that completed: its result, and the route its completion takes."""
-        self.done.append(record)
+        self._add(record)
         node = record["node"]
-        route = route_after(self.spec, node, self.graph_state(node, (node,)))
+        routes = self.spec.routes_from(node)
+        # Conditions read a copied, frozen state; without one the route needs none (copying costs).
+        conditional = any(edge.when is not None for edge in routes)
+        state = self.graph_state(node, (node,)) if conditional else GraphState(input=self.message, current=node)
+        route = route_after(self.spec, node, state)
         if route.finish:
             return self._finish(record)
         group = _group_with_branch_node(self.spec, node)
@@ -162,11 +167,15 @@ class NodeCommit:
         self, record: dict[str, Any], target: str, mapper: StateCallback | None, error: BaseException
     ) -> StepCommit:
         """The commit of a node that failed with an error an ``error_edge`` routes to ``target``."""
-        self.done.append(record)
+        self._add(record)
         state = self.graph_state(target, (), error)
         text = _mapped(mapper, state) if mapper is not None else _recovery_input(self.message.text, record)
         self._schedule_text(target, text, (record["id"],), record.get("branch"))
         return self._commit()
+
+    def _add(self, record: dict[str, Any]) -> None:
+        self.done.append(record)
+        self.usage = self.usage + Usage.from_dict(record.get("usage"))
 
     def _start_group(self, group: ParallelGroup, record: dict[str, Any]) -> None:
         """Schedule the group's branch heads, up to its bound; the rest wait in its queue."""
@@ -177,8 +186,7 @@ class NodeCommit:
         for head in group.heads:
             edge = next((e for e in self.spec.routes_from(group.source) if head in e.targets), None)
             mapper = edge.input if edge is not None and edge.input is not None else self.spec.node_named(head).input
-            state = self.graph_state(head, (group.source,))
-            text = _mapped(mapper, state) if mapper is not None else _default_input(self.message.text, state)
+            text = self._input_for(head, mapper, (group.source,))
             if entry["running"] < group.max_concurrency:
                 entry["running"] += 1
                 self._schedule_text(head, text, (record["id"],), head)
@@ -212,9 +220,16 @@ class NodeCommit:
     ) -> None:
         """Schedule ``target`` with its input: the route's mapper, else the node's, else the default."""
         mapper = edge_mapper if edge_mapper is not None else self.spec.node_named(target).input
-        state = self.graph_state(target, incoming)
-        text = _mapped(mapper, state) if mapper is not None else _default_input(self.message.text, state)
-        self._schedule_text(target, text, predecessors, branch)
+        self._schedule_text(target, self._input_for(target, mapper, incoming), predecessors, branch)
+
+    def _input_for(self, target: str, mapper: StateCallback | None, incoming: Sequence[str]) -> str:
+        """``target``'s input: the mapper's value on a frozen state, else the default (no state copied)."""
+        if mapper is not None:
+            return _mapped(mapper, self.graph_state(target, incoming))
+        latest = self.latest()
+        return _default_input(
+            self.message.text, [(name, _output_of(latest[name])) for name in incoming if name in latest]
+        )
 
     def _schedule_text(self, target: str, text: str, predecessors: Sequence[str], branch: str | None) -> None:
         self.count += 1
@@ -230,9 +245,6 @@ class NodeCommit:
 
     def _checkpoint(self, phase: str = DRIVEN_PHASE) -> DrivenCheckpoint:
         checkpoint = self.state.checkpoint
-        usage = Usage()
-        for record in self.done:
-            usage = usage + Usage.from_dict(record.get("usage"))
         data = {
             "count": self.count,
             "active": self.active,
@@ -240,7 +252,7 @@ class NodeCommit:
             "groups": self.groups,
             "definition": self.definition,
         }
-        return DrivenCheckpoint(phase=phase, usage=usage.to_dict(), state=checkpoint.state, data=data)
+        return DrivenCheckpoint(phase=phase, usage=self.usage.to_dict(), state=checkpoint.state, data=data)
 
     def _commit(self) -> StepCommit:
         scope = self.scope
@@ -331,13 +343,13 @@ def _mapped(mapper: StateCallback, state: GraphState) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _default_input(original: str, state: GraphState) -> str:
-    """The original task, then each immediate predecessor's result labelled by node (the spec's form)."""
-    if not state.incoming_results:
+def _default_input(original: str, incoming: Sequence[tuple[str, Any]]) -> str:
+    """The original task, then each immediate predecessor's output labelled by node (the spec's form)."""
+    if not incoming:
         return original
     parts = [
-        f"From {name}:\n{result.output if isinstance(result.output, str) else json.dumps(result.output)}"
-        for name, result in state.incoming_results.items()
+        f"From {name}:\n{output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)}"
+        for name, output in incoming
     ]
     return f"Original Task:\n{original}\n\nInputs from previous nodes:\n\n" + "\n\n".join(parts)
 
