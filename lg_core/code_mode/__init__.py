@@ -7,6 +7,7 @@ through the normal tool path. The interpreter holds no credentials and none of
 the worker's environment.
 
     catalog.py         Catalog: tool specifications as Python function signatures for the model
+    instructions.py    the model-facing usage notes and catalog
     protocol.py        length-prefixed JSON frames, bounded before they are parsed
     broker.py          Broker: the parent-side end of every tool call a program makes
     session.py         Session: exec, wait and stop of one active program; limits and lifetime
@@ -17,6 +18,7 @@ the worker's environment.
 
 from lg_core.code_mode.broker import Broker, CallResult
 from lg_core.code_mode.catalog import Catalog, Definition
+from lg_core.code_mode.instructions import instructions
 from lg_core.code_mode.program_result import ProgramResult
 from lg_core.code_mode.protocol import ProtocolError
 from lg_core.code_mode.session import DEFAULT_LIMITS, OBSERVATION_SECONDS, Session, SessionStateError
@@ -32,4 +34,5 @@ __all__ = [
     "ProtocolError",
     "Session",
     "SessionStateError",
+    "instructions",
 ]

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from lg_core.code_mode import SessionStateError
+from lg_core.errors import CancelledError
 from tests.code_mode.conftest import TOOL_SECONDS
 from tests.sandbox.conftest import requires_bwrap
 
@@ -172,3 +173,34 @@ def test_source_and_program_count_limits(make_session):
     assert session.execute("1 + 1").value == 2
     refused = session.execute("2")
     assert refused.status == "error" and "limit of 1 programs" in refused.error
+
+
+def test_close_ends_the_interpreter_and_removes_its_temporary_workspace(make_session):
+    session = make_session(observation_seconds=0.2)
+    assert session.execute("import time\nopen('big.txt', 'w').write('x')\ntime.sleep(60)\n").still_working
+    program = session._program
+    tempdir, process = program._tempdir, program._process
+    assert os.path.isdir(tempdir)
+    session.close()
+    assert not os.path.exists(tempdir)
+    assert process.returncode is not None
+    with pytest.raises(SessionStateError, match="closed"):
+        session.execute("1")
+
+
+class _CancelledAfter:
+    """A context whose check() raises once ``seconds`` passed, like a cancelled run's."""
+
+    def __init__(self, seconds):
+        self._at = time.monotonic() + seconds
+
+    def check(self):
+        if time.monotonic() >= self._at:
+            raise CancelledError("run cancelled")
+
+
+def test_a_cancelled_context_ends_the_program_and_propagates(make_session):
+    session = make_session(observation_seconds=30)
+    with pytest.raises(CancelledError):
+        session.execute("import time\ntime.sleep(60)\n", context=_CancelledAfter(0.5))
+    assert not session.active

@@ -100,3 +100,14 @@ def test_unknown_or_invalid_limits_are_configuration_errors():
     with pytest.raises(ConfigurationError, match="positive integer"):
         code_mode_limits({"wall_seconds": 0})
     assert code_mode_limits({"wall_seconds": 5})["wall_seconds"] == 5
+
+
+def test_the_instructions_show_the_runtime_names_and_every_signature():
+    from lg_core.code_mode import instructions
+
+    text = instructions(Catalog([spec("help_center_lookup", {"query": {"type": "string"}}, ["query"])]), 60)
+    for name in ("tools.call(name, arguments)", "tools.parallel(", "ALL_TOOLS", "text(value)", "finish(value)"):
+        assert name in text
+    assert "after 60 seconds" in text
+    assert text.endswith('def help_center_lookup(*, query: str) -> Any:\n    """Does a thing."""')
+    assert '{"code": "..."}' in text
