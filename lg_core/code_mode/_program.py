@@ -61,7 +61,7 @@ class Program:
             self._workspace.open()
             self._sandbox = sandbox_factory(self._workspace).open()
             self._process = self._sandbox.start_program(
-                [python, "-I", "-c", RUNTIME_SOURCE],
+                [python, "-I", "-S", "-c", RUNTIME_SOURCE],
                 output_bytes=PROTOCOL_BYTES,
                 memory_bytes=limits["memory_bytes"],
                 cpu_seconds=limits["cpu_seconds"],

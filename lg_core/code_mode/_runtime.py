@@ -28,10 +28,10 @@ import json
 import struct
 import sys
 import threading
-import traceback
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # not imported at run time: the interpreter starts with as little as it can
+    from collections.abc import Callable
 
 _HEADER = struct.Struct(">I")
 _MAX_FRAME_BYTES = 4 * 1024 * 1024
@@ -133,6 +133,8 @@ class _Tools:
         """Run zero-argument callables concurrently; their results in argument order (first failure raises)."""
         if not functions:
             return []
+        from concurrent.futures import ThreadPoolExecutor  # loaded by the programs that use it
+
         with ThreadPoolExecutor(max_workers=min(len(functions), self._concurrency)) as pool:
             futures = [pool.submit(function) for function in functions]
             return [future.result() for future in futures]
@@ -166,6 +168,8 @@ def _compiled(source: str) -> Any:
 
 def _program_error(error: BaseException) -> str:
     """The traceback lines of the program's own frames, and the error."""
+    import traceback
+
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == "<program>"]
     lines = traceback.format_list(frames)
     return "".join(["Traceback (most recent call last):\n", *lines, *traceback.format_exception_only(error)])
