@@ -30,6 +30,7 @@ from lg_core.workspace import Workspace
 RUNTIME_SOURCE = (Path(__file__).parent / "_runtime.py").read_text(encoding="utf-8")
 # The whole protocol stream a program may send, tool calls included; its text output has its own bound.
 PROTOCOL_BYTES = 64 * 1024 * 1024
+EXIT_GRACE_SECONDS = 1.0
 Final = tuple[str, Any, str | None]
 
 
@@ -123,7 +124,19 @@ class Program:
         except SandboxLimitError as error:
             self._end("error", None, f"the program was stopped at a sandbox limit: {error}")
         finally:
+            self._let_exit()
             self._kill()
+
+    def _let_exit(self) -> None:
+        """A program that reported its end exits by itself once its input closes; give it a moment."""
+        assert self._process is not None
+        if self._final is None or self._final[0] == "terminated" or self._process.returncode is not None:
+            return
+        self._process.close_write()
+        try:
+            self._process.wait(timeout=EXIT_GRACE_SECONDS)
+        except (TimeoutError, SandboxLimitError):
+            pass  # _kill ends it
 
     def _ended_without_result(self, buffer: bytearray) -> None:
         assert self._process is not None
