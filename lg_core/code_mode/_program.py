@@ -51,6 +51,7 @@ class Program:
         self._output: list[str] = []
         self._output_total = 0
         self._final: Final | None = None
+        self._raised: BaseException | None = None  # a run-level error from a brokered call, raised by observe
         self._write_lock = threading.Lock()
         self._tempdir = tempfile.mkdtemp(prefix="lg-code-")
         self.deadline = time.monotonic() + float(limits["wall_seconds"])
@@ -87,10 +88,12 @@ class Program:
         """Wait up to ``seconds`` for the program to end; the output since the last observation and its end."""
         until = time.monotonic() + seconds
         with self._condition:
-            while self._final is None and time.monotonic() < until:
+            while self._final is None and self._raised is None and time.monotonic() < until:
                 if context is not None and hasattr(context, "check"):
                     context.check()
                 self._condition.wait(min(0.1, max(0.0, until - time.monotonic())))
+            if self._raised is not None:
+                raise self._raised
             output, self._output = "".join(self._output), []
             return output, self._final
 
@@ -181,6 +184,11 @@ class Program:
             reply: dict[str, Any] = {"type": "result", "id": frame["id"], "value": result.value, "error": result.error}
         except Exception as error:  # noqa: BLE001 - reported to the program by class only
             reply = {"type": "result", "id": frame["id"], "error": f"the call failed ({type(error).__name__})"}
+        except BaseException as error:  # a run-level stop (cancellation, deadline) from the tool path
+            with self._condition:
+                self._raised = self._raised or error
+            self.stop()
+            return
         try:
             self._send(reply)
         except ProtocolError as error:

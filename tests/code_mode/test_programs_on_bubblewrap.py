@@ -204,3 +204,25 @@ def test_a_cancelled_context_ends_the_program_and_propagates(make_session):
     with pytest.raises(CancelledError):
         session.execute("import time\ntime.sleep(60)\n", context=_CancelledAfter(0.5))
     assert not session.active
+
+
+def test_a_run_level_stop_inside_a_brokered_call_ends_the_program_and_raises(make_session):
+    from lg_core.code_mode import Broker, Session
+    from lg_core.tool import Tool
+    from lg_core.tool_registry import ToolRegistry
+    from tests.code_mode.conftest import sandbox_factory
+
+    class Cancelling(Tool):
+        tool_name = "cancelling"
+        description = "Stands for a tool whose run is cancelled while it works."
+        input_schema = {"type": "object"}
+
+        def call(self, input):
+            raise CancelledError("run cancelled")
+
+    registry = ToolRegistry([Cancelling()])
+    with Session(Broker(registry), sandbox_factory) as session:
+        with pytest.raises(CancelledError):
+            session.execute("tools.cancelling()\n")
+        assert not session.active
+    registry.close()
