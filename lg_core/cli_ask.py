@@ -92,23 +92,12 @@ def _workers_broker(runtime: Any) -> str:
             "--workers needs the workers' broker: set LG_BROKER_URL (or broker_url in lg.yaml), "
             "e.g. redis://127.0.0.1:6379/0; `. .lg/stack/env` sets it for the local stack"
         )
-    if _in_memory(configuration.run_store):
+    if runtime.store.in_memory:
         raise UsageError(
             "--workers needs the run store the workers use: pass --store or set LG_RUN_STORE "
             "(an in-memory store lives in this process only)"
         )
     return broker
-
-
-def _in_memory(url: str) -> bool:
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        return False  # opening the store said what is wrong with it
-    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
 
 
 class _Once:

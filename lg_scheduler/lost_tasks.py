@@ -138,7 +138,8 @@ class LostTasks:
             f"WorkerLostError('worker {task.worker} is gone; step {task.step_key} of run {task.run_id} "
             "was sent again to another worker')"
         )
-        # Under the dead worker's name: Flower keeps the row on the worker that held it.
+        # Under the dead worker's name: Flower keeps the row on the worker that held it. Flower counts the
+        # event as a sign of life too, so the dead worker reads as online for one heartbeat window (seconds).
         dispatcher = self.app.events.Dispatcher(connection, hostname=task.worker, enabled=True)
         try:
             dispatcher.send("task-failed", uuid=task.uuid, exception=why, traceback=None)
