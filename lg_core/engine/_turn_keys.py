@@ -15,6 +15,7 @@ from lg_core.store import NewStep
 
 MODEL: Literal["model"] = "model"
 TOOL: Literal["tool"] = "tool"
+CODE_EXEC: Literal["code_exec"] = "code_exec"  # a code-mode control call: exec, wait or stop
 
 
 def model_step_key(frame_path: str, turn: int) -> str:
@@ -32,4 +33,4 @@ def next_turn(state: FrameState, turn: int) -> NewStep:
     return NewStep(key=model_step_key(state.path, turn), frame_id=state.id, kind=MODEL)
 
 
-__all__ = ["MODEL", "TOOL", "model_step_key", "next_turn", "tool_step_key"]
+__all__ = ["CODE_EXEC", "MODEL", "TOOL", "model_step_key", "next_turn", "tool_step_key"]

@@ -22,6 +22,7 @@ def test_the_agent_loop_kinds_keep_their_task_and_queue_names():
     assert {name: (kind.task_name, kind.queue) for name, kind in STEP_KINDS.items()} == {
         "model": ("lg.model_turn", "lg.model"),
         "tool": ("lg.tool_call", "lg.tools"),
+        "code_exec": ("lg.code_exec", "lg.sandbox"),
     }
 
 
