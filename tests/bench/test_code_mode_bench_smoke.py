@@ -23,6 +23,8 @@ FIGURES = {
     "brokered_call_ms",
     "direct_call_ms",
     "broker_overhead_ms",
+    "session_brokered_call_ms",
+    "session_broker_overhead_ms",
 }
 
 
