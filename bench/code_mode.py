@@ -90,19 +90,16 @@ def _agent_run_seconds(source: str) -> float:
         return {"tool_calls": [{"name": "exec", "id": "program", "arguments": {"code": source}}]}
 
     scripted.register("bench-code-mode", turns)
-    agent = type(
-        "BenchAgent",
-        (Agent,),
-        {
-            "model": "scripted:bench-code-mode",
-            "tools": [Noop],
-            "code_mode": {"sandbox": {"provider": "bubblewrap"}, "limits": {"tool_calls": 10_000}},
-            "limits": {"max_tool_calls": 10_000},
-        },
-    )
+
+    class BenchAgent(Agent):
+        model = "scripted:bench-code-mode"
+        tools = [Noop]
+        code_mode = {"sandbox": {"provider": "bubblewrap"}, "limits": {"tool_calls": 10_000}}
+        limits = {"max_tool_calls": 10_000}
+
     try:
         started = time.perf_counter()
-        run = agent.ask("bench")
+        run = BenchAgent.ask("bench")
         elapsed = time.perf_counter() - started
     finally:
         scripted.unregister("bench-code-mode")

@@ -6,6 +6,8 @@ started it: the interpreter is a child of this process and cannot move. The
 session is closed (its program stopped, everything it held released) when the
 agent call's run ends here; a step that finds no session for its call (the
 process that started the program is gone) reports the program ``terminated``.
+On workers, ``wait`` and ``stop`` reach the process holding the program through
+its own queue (:func:`home_queue`), which each sandbox worker also consumes.
 """
 
 from __future__ import annotations
@@ -82,4 +84,11 @@ class ActiveSessions:
 
 ACTIVE_SESSIONS = ActiveSessions()
 
-__all__ = ["ACTIVE_SESSIONS", "ActiveSessions", "CodeModeCall"]
+
+def home_queue(queue: str, holder: str) -> str:
+    """The queue of the one process ``holder`` among those serving ``queue``: ``wait`` and ``stop`` of a
+    program it runs are sent there, since only that process holds the program's interpreter."""
+    return f"{queue}.{holder}"
+
+
+__all__ = ["ACTIVE_SESSIONS", "ActiveSessions", "CodeModeCall", "home_queue"]

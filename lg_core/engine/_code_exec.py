@@ -24,7 +24,7 @@ import json
 import threading
 from typing import Any
 
-from lg_core.code_mode.active_sessions import ACTIVE_SESSIONS, CodeModeCall
+from lg_core.code_mode.active_sessions import ACTIVE_SESSIONS, CodeModeCall, home_queue
 from lg_core.code_mode.broker import Broker
 from lg_core.code_mode.controls import EXEC, STOP
 from lg_core.code_mode.options import CodeModeOptions, program_tool_names
@@ -32,15 +32,18 @@ from lg_core.code_mode.program_result import ProgramResult
 from lg_core.code_mode.relay import Relay
 from lg_core.code_mode.session import OBSERVATION_SECONDS, Session, SessionStateError
 from lg_core.content import ToolUse
+from lg_core.engine._code_mode_offer import PROGRAM_HOLDER
 from lg_core.engine._step_kind import StepKind
 from lg_core.engine._step_scope import StepScope
 from lg_core.engine._tool_call import ToolCall, _has_running_siblings, _tool_name
 from lg_core.engine._tool_execution import execute_tool
 from lg_core.engine._turn_keys import CODE_EXEC
+from lg_core.lease_holders import current_holder
 from lg_core.sandbox import Sandbox
 from lg_core.tool import ToolOutcome, success_outcome
 from lg_core.workspace import Workspace
 
+SANDBOX_QUEUE = "lg.sandbox"
 NO_SESSION_HERE = (
     "No program of this agent call is running in this process: it ended with the process that ran it, "
     "or none was started. Run it again with exec if its result is still needed."
@@ -53,6 +56,7 @@ class CodeExec(ToolCall):
     def __init__(self, scope: StepScope) -> None:
         super().__init__(scope)
         self._brokered: BrokeredCalls | None = None
+        self._still_working = False
 
     def _execute(self, agent: Any, registry: Any, model: Any) -> ToolOutcome:
         scope, use = self.scope, self.tool_use
@@ -70,7 +74,9 @@ class CodeExec(ToolCall):
         self._brokered = BrokeredCalls(self, agent, model, call)
         call.relay.attach(self._brokered)
         try:
-            return _as_outcome(self._control(call.session, use))
+            result = self._control(call.session, use)
+            self._still_working = result.still_working
+            return _as_outcome(result)
         except SessionStateError as error:
             return ToolOutcome.failure(str(error), "code_mode_state")
         finally:
@@ -91,6 +97,10 @@ class CodeExec(ToolCall):
 
     def _brokered_calls(self) -> int:
         return 0 if self._brokered is None else self._brokered.admitted
+
+    def _step_result_extra(self) -> dict[str, Any]:
+        """A program still running names the process holding it: the next wait or stop is sent there."""
+        return {PROGRAM_HOLDER: current_holder()} if self._still_working else {}
 
 
 class BrokeredCalls:
@@ -158,16 +168,23 @@ def _as_outcome(result: ProgramResult) -> ToolOutcome:
     return success_outcome(text)
 
 
+def _holder_queue(step_input: dict[str, Any] | None) -> str:
+    """A wait's or stop's queue: the one of the process holding its program (``""``: lg.sandbox's)."""
+    holder = (step_input or {}).get(PROGRAM_HOLDER)
+    return home_queue(SANDBOX_QUEUE, holder) if isinstance(holder, str) and holder else ""
+
+
 CODE_EXEC_KIND = StepKind(
     name=CODE_EXEC,
     key_shape="<frame path>/turn-<N>/tool/<call id>",
     task_name="lg.code_exec",
-    queue="lg.sandbox",
+    queue=SANDBOX_QUEUE,
     body=CodeExec,
     takes_input=True,
     has_running_siblings=_has_running_siblings,
     label=_tool_name,
+    route=_holder_queue,
 )
 
 
-__all__ = ["CODE_EXEC_KIND", "CodeExec"]
+__all__ = ["CODE_EXEC_KIND", "PROGRAM_HOLDER", "SANDBOX_QUEUE", "CodeExec"]

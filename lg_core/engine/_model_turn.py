@@ -16,7 +16,7 @@ from lg_core.callbacks import run_chain
 from lg_core.code_mode.catalog import Catalog
 from lg_core.content import Text, ToolResult
 from lg_core.engine._checkpoint import AgentCheckpoint
-from lg_core.engine._code_mode_offer import code_mode_offer, with_program_instructions
+from lg_core.engine._code_mode_offer import code_mode_offer, program_holder, with_program_instructions
 from lg_core.engine._frames import FrameState
 from lg_core.engine._model_call import ModelCall
 from lg_core.engine._step_kind import StepKind
@@ -304,6 +304,7 @@ class ModelTurn:
         tool_uses = response.message.tool_uses
         check_tool_calls(scope.agent_class, tool_uses, scope.frame.checkpoint.tool_calls_total)
         calls = self.calls_made
+        holder = program_holder(scope, tool_uses)
 
         def transition(state: FrameState) -> Any:
             checkpoint = self._advanced(state, response, calls)
@@ -319,6 +320,7 @@ class ModelTurn:
                 self.idempotent_tools,
                 repeats,
                 code_mode=scope.agent_class.code_mode_options() is not None,
+                program_holder=holder,
             )
             return scope.commit_for(
                 state,

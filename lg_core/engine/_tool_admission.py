@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lg_core.code_mode.controls import CONTROL_NAMES
+from lg_core.code_mode.controls import CONTROL_NAMES, STOP, WAIT
 from lg_core.engine._checkpoint import PendingTool
 from lg_core.engine._frames import FrameState
 from lg_core.engine._turn_keys import CODE_EXEC, TOOL, tool_step_key
@@ -19,6 +19,7 @@ from lg_core.store import NewStep
 
 # A tool call id becomes part of its step's key (``<frame>/turn-N/tool/<id>``), which the
 # store keeps in a 300-character column; PostgreSQL refuses longer values and NUL outright.
+OBSERVING = frozenset({WAIT, STOP})  # the controls that act on a running program
 _TOOL_CALL_ID = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 
 
@@ -79,12 +80,14 @@ def scheduled_calls(
     idempotent_tools: frozenset[str],
     repeats: list[int | None],
     code_mode: bool = False,
+    program_holder: str | None = None,
 ) -> tuple[list[PendingTool], list[NewStep]]:
     """The frame's pending calls and the steps to create for them.
 
     An exclusive call after another exclusive one of the same turn waits (no step
     yet, its call kept on the pending entry) until the one before it finished. With
-    ``code_mode``, a call of ``exec``, ``wait`` or ``stop`` is a ``code_exec`` step.
+    ``code_mode``, a call of ``exec``, ``wait`` or ``stop`` is a ``code_exec`` step; a ``wait``
+    or ``stop`` carries ``program_holder``, the process running the program (its step's route).
     """
     pending: list[PendingTool] = []
     new_steps: list[NewStep] = []
@@ -99,6 +102,8 @@ def scheduled_calls(
             call["idempotent"] = True
         if repeated is not None:
             call["loop_repeats"] = repeated
+        if code_mode and program_holder is not None and use.name in OBSERVING:
+            call["program_holder"] = program_holder
         if is_exclusive and exclusive_seen:
             pending.append(PendingTool(use.id, use.name, key, True, "waiting", call))
             continue

@@ -120,13 +120,13 @@ class ToolCall:
             scope.emit("tool_outcome_unknown", id=use.id, name=use.name, step=scope.key)
         self._emit_stop(outcome)
         diagnostics = self._diagnostics(outcome)
-        brokered_calls = self._brokered_calls()
+        brokered_calls, extra = self._brokered_calls(), self._step_result_extra()
         counted = outcome.error_kind != "outcome_unknown"  # nothing came back to compare
 
         def transition(state: FrameState) -> Any:
             checkpoint = state.checkpoint.copy()
             checkpoint.state = scope.state_for(state)
-            result = {"tool_result": content_mod.serialize(block), "error_kind": outcome.error_kind}
+            result = {"tool_result": content_mod.serialize(block), "error_kind": outcome.error_kind, **extra}
             scope.add_step_usage(checkpoint)  # what the tool and its callbacks recorded
             checkpoint.tool_calls_total += brokered_calls  # a code-mode program's calls share the agent's limit
             entry = next((p for p in checkpoint.pending if p.key == scope.key), None)
@@ -174,6 +174,10 @@ class ToolCall:
     def _brokered_calls(self) -> int:
         """The tool calls a code-mode program made through this step (none for a direct call)."""
         return 0
+
+    def _step_result_extra(self) -> dict[str, Any]:
+        """What the step's stored result holds besides the tool result (a code-mode program's holder)."""
+        return {}
 
     def _turn_results(self, checkpoint: Any, own: ToolResult, own_counted: bool) -> Message:
         """One tool message with every result of the turn, in call order, with its loop warnings.

@@ -338,3 +338,45 @@ scripted.register(
 class FilesAgent(Agent):
     model = "scripted:dist-files"
     tools = [Filesystem, Shell]
+
+
+# Code mode on the lg.sandbox workers (tests/distributed/test_code_mode_distributed.py). The model runs
+# $DIST_APP_PROGRAM with exec, waits while it is still working (at most 20 times, then stops it), and
+# answers with the last observation's status and value. $DIST_APP_OBSERVATION_SECONDS shortens the
+# one-minute observation window in the workers so a program outlives exec in a test's time.
+if os.environ.get("DIST_APP_OBSERVATION_SECONDS"):
+    import lg_core.engine._code_exec as _code_exec
+
+    _code_exec.OBSERVATION_SECONDS = float(os.environ["DIST_APP_OBSERVATION_SECONDS"])
+
+
+def _code_mode_turn(request):
+    import json
+
+    observations = [message for message in request.messages if message.role == "tool"]
+    if not observations:
+        program = os.environ.get("DIST_APP_PROGRAM", "1")
+        return {"tool_calls": [{"name": "exec", "id": "program", "arguments": {"code": program}}]}
+    last = json.loads(observations[-1].tool_results[0].text)
+    if last["status"] == "still_working":
+        control = "wait" if len(observations) <= 20 else "stop"
+        return {"tool_calls": [{"name": control, "id": f"{control}-{len(observations)}", "arguments": {}}]}
+    return {"text": json.dumps({"status": last["status"], "value": last.get("value"), "waits": len(observations)})}
+
+
+scripted.register("dist-code-mode", _code_mode_turn)
+
+
+class LookupTool(Tool):
+    description = "Look a topic up (logged, with its idempotency key)."
+    input_schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+    def call(self, input):
+        _log(self.tool_name, input["n"], self.idempotency_key)
+        return f"answer {input['n']}"
+
+
+class CodeModeAgent(Agent):
+    model = "scripted:dist-code-mode"
+    tools = [LookupTool]
+    code_mode = True

@@ -1,0 +1,94 @@
+"""Code mode on real lg.sandbox Celery workers: exec, wait and stop are ``lg.code_exec`` steps on the
+sandbox queue; a program outliving exec stays with the worker process that started it, whose own queue
+its wait reaches; when that worker is SIGKILLed, wait reports the program ``terminated`` and the run
+goes on."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import dist_app
+import pytest
+
+from lg_core import Configuration, with_configuration
+from lg_scheduler.scheduler import Scheduler
+from tests.distributed.conftest import ALL_QUEUES
+from tests.sandbox.conftest import requires_bwrap
+
+pytestmark = [pytest.mark.slow, requires_bwrap]
+
+OBSERVATION = {"DIST_APP_OBSERVATION_SECONDS": "1.5"}
+OUTLIVES_EXEC = (
+    "import time\n"
+    "answers = tools.parallel(lambda: tools.lookup(n=1), lambda: tools.lookup(n=2))\n"
+    "print('looked up')\n"
+    "time.sleep(3)\n"
+    "answers\n"
+)
+
+
+def start_workers(dist, program, sandbox_workers=2):
+    dist.start_workers(queues=ALL_QUEUES, pool="threads", concurrency=4, DIST_APP_PROGRAM=program, **OBSERVATION)
+    return [
+        dist.start_workers(
+            queues=("lg.sandbox",), pool="threads", concurrency=2, DIST_APP_PROGRAM=program, **OBSERVATION
+        )[0]
+        for _ in range(sandbox_workers)
+    ]
+
+
+def code_exec_steps(dist, run_id):
+    return [step for step in dist.config.runtime().store.load_steps(run_id) if step.kind == "code_exec"]
+
+
+def test_a_program_outliving_exec_is_waited_for_on_the_worker_that_runs_it(dist):
+    start_workers(dist, OUTLIVES_EXEC)
+
+    execution = dist_app.CodeModeAgent.start_execution("Look both up")
+    run = execution.wait(timeout=120)
+
+    assert run.outcome == "completed", run.error
+    answer = json.loads(run.response)
+    assert answer["status"] == "completed" and answer["value"] == ["answer 1", "answer 2"]
+    assert answer["waits"] >= 2  # exec said still_working: at least one wait completed it
+    steps = code_exec_steps(dist, run.id)
+    holders = {step.result.get("program_holder") for step in steps if step.result.get("program_holder")}
+    assert len(holders) == 1, "every observation of the program ran in the process that holds it"
+    assert all(step.input.get("program_holder") in holders for step in steps if step.key.split("/")[-1] != "program")
+    # The program's calls ran through the tool path on that worker, keyed by the exec step and their number.
+    keys = sorted(key for tool, _n, key in dist.calls() if tool == "lookup")
+    assert [key.rsplit("/", 1)[1] for key in keys] == ["call-1", "call-2"]
+    assert all("/tool/program/" in key for key in keys)
+    stops = [event.data for event in run.events() if event.type == "tool_execution_stop"]
+    assert sorted(stop["output"] for stop in stops) == ["answer 1", "answer 2"]
+
+
+def test_sigkill_of_the_sandbox_worker_during_a_program_makes_wait_report_terminated(dist):
+    program = "import time\ntools.lookup(n=1)\nprint('running')\ntime.sleep(600)\n"
+    (sandbox,) = start_workers(dist, program, sandbox_workers=1)
+    config = Configuration(
+        run_store=dist.pg_url, broker_url=dist.redis.url, imports=["dist_app"], lease_seconds=3, relay_grace=0.5
+    )
+    with with_configuration(config):
+        execution = dist_app.CodeModeAgent.start_execution("Run it")
+        deadline = time.monotonic() + 60
+        while not any(
+            step.result and step.result.get("program_holder") for step in code_exec_steps(dist, execution.run_id)
+        ):
+            assert time.monotonic() < deadline, "exec never reported the program still working"
+            time.sleep(0.1)
+        sandbox.kill(signal.SIGKILL)
+        dist.start_workers(queues=("lg.sandbox",), pool="threads", concurrency=2, **OBSERVATION)
+        scheduler = Scheduler(config.runtime())
+        deadline = time.monotonic() + 120
+        while not execution.finished and time.monotonic() < deadline:
+            scheduler.run_once()
+            time.sleep(0.2)
+        run = execution.wait(timeout=5)
+
+    assert run.outcome == "completed", run.error
+    answer = json.loads(run.response)
+    assert answer["status"] == "terminated"
+    assert [n for tool, n, _key in dist.calls() if tool == "lookup"] == [1], "the program was not run again"
