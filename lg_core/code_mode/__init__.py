@@ -12,6 +12,10 @@ the worker's environment.
     broker.py          Broker: the parent-side end of every tool call a program makes
     session.py         Session: exec, wait and stop of one active program; limits and lifetime
     program_result.py  ProgramResult: one observation of a program
+    options.py         CodeModeOptions: an Agent's checked ``code_mode`` declaration; which tools move into programs
+    controls.py        the model-facing controls exec, wait and stop
+    relay.py           Relay: hands a program's calls to the step observing it
+    active_sessions.py the sessions of this process between steps, and a worker's own queue for them
     _program.py        one running program: workspace, sandbox, interpreter, frame pump
     _runtime.py        the in-sandbox runtime (standard library only): tools, ALL_TOOLS, text, finish
 """
