@@ -12,10 +12,12 @@ import json
 import threading
 import time
 
+import psutil
 import pytest
 
 from lg_core import Agent, Tool, after_tool, before_tool
 from lg_core.callbacks import cancel, replace
+from lg_core.code_mode.active_sessions import ACTIVE_SESSIONS
 from lg_core.errors import ToolError
 from lg_core.tool import success_outcome
 from tests.sandbox.conftest import requires_bwrap
@@ -346,3 +348,53 @@ def test_wait_without_a_running_program_is_an_error_the_model_reads(script):
     assert run.outcome == "completed", run.error
     result = run.result.messages[2].tool_results[0]
     assert json.loads(result.text)["status"] == "terminated"
+
+
+def test_cancelling_the_run_during_exec_ends_the_program_and_its_sandbox(script):
+    code = "import os, time\ntext(str(os.getpid()))\ntime.sleep(600)\n"
+    model = ScriptedModel(script, control("exec", "p1", code=code))
+    before = set(ACTIVE_SESSIONS.run_ids())
+    execution = agent_for(model, InventoryTool).start_execution("Sleep")
+    deadline = time.monotonic() + 30
+    while execution.run_id not in ACTIVE_SESSIONS.run_ids():
+        assert time.monotonic() < deadline, "exec never started the program"
+        time.sleep(0.05)
+    time.sleep(0.5)  # the program is running inside exec's observation window
+    assert sandboxed_programs()
+    execution.cancel()
+    run = execution.wait(timeout=30)
+
+    assert run.outcome == "cancelled"
+    assert set(ACTIVE_SESSIONS.run_ids()) == before, "the run's session was closed with it"
+    assert not sandboxed_programs()
+
+
+def sandboxed_programs():
+    """This process's children running a program's bwrap (their arguments name its temporary workspace)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "lg-code-" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            pass  # it ended while we looked
+    return found
+
+
+class ChargeTool(Tool):
+    description = "Charge the customer once."
+    at_most_once = True
+
+    def call(self, input):
+        return "charged"
+
+
+def test_an_at_most_once_tool_stays_in_the_conversation_where_its_own_step_keeps_the_promise(script):
+    model = ScriptedModel(script, control("charge", "c1"))
+    run = agent_for(model, InventoryTool, ChargeTool).ask("Charge")
+
+    assert run.outcome == "completed", run.error
+    first = model.requests[0]
+    assert [tool.name for tool in first.tools] == ["exec", "wait", "stop", "charge"]
+    assert "def charge(" not in first.system
+    assert run.result.messages[2].tool_results[0].text == "charged"
