@@ -57,7 +57,7 @@ def _factory(workspace: Workspace) -> Bubblewrap:
 
 
 def _exec_seconds(broker: Broker, source: str) -> float:
-    with Session(broker, _factory) as session:
+    with Session(broker, _factory, limits={"tool_calls": 10_000}) as session:
         started = time.perf_counter()
         result = session.execute(source)
         elapsed = time.perf_counter() - started
