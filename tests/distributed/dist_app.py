@@ -342,7 +342,8 @@ class FilesAgent(Agent):
 
 # Code mode on the lg.sandbox workers (tests/distributed/test_code_mode_distributed.py). The model runs
 # $DIST_APP_PROGRAM with exec, waits while it is still working (at most 20 times, then stops it), and
-# answers with the last observation's status and value. $DIST_APP_OBSERVATION_SECONDS shortens the
+# answers with the last observation's status and value ($DIST_APP_LEAVE_RUNNING=1: answers at once,
+# leaving the program running). $DIST_APP_OBSERVATION_SECONDS shortens the
 # one-minute observation window in the workers so a program outlives exec in a test's time.
 if os.environ.get("DIST_APP_OBSERVATION_SECONDS"):
     import lg_core.engine._code_exec as _code_exec
@@ -358,7 +359,7 @@ def _code_mode_turn(request):
         program = os.environ.get("DIST_APP_PROGRAM", "1")
         return {"tool_calls": [{"name": "exec", "id": "program", "arguments": {"code": program}}]}
     last = json.loads(observations[-1].tool_results[0].text)
-    if last["status"] == "still_working":
+    if last["status"] == "still_working" and os.environ.get("DIST_APP_LEAVE_RUNNING") != "1":
         control = "wait" if len(observations) <= 20 else "stop"
         return {"tool_calls": [{"name": control, "id": f"{control}-{len(observations)}", "arguments": {}}]}
     return {"text": json.dumps({"status": last["status"], "value": last.get("value"), "waits": len(observations)})}

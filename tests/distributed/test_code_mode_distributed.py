@@ -10,6 +10,7 @@ import signal
 import time
 
 import dist_app
+import psutil
 import pytest
 
 from lg_core import Configuration, with_configuration
@@ -29,12 +30,11 @@ OUTLIVES_EXEC = (
 )
 
 
-def start_workers(dist, program, sandbox_workers=2):
-    dist.start_workers(queues=ALL_QUEUES, pool="threads", concurrency=4, DIST_APP_PROGRAM=program, **OBSERVATION)
+def start_workers(dist, program, sandbox_workers=2, **env):
+    env = {"DIST_APP_PROGRAM": program, **OBSERVATION, **env}
+    dist.start_workers(queues=ALL_QUEUES, pool="threads", concurrency=4, **env)
     return [
-        dist.start_workers(
-            queues=("lg.sandbox",), pool="threads", concurrency=2, DIST_APP_PROGRAM=program, **OBSERVATION
-        )[0]
+        dist.start_workers(queues=("lg.sandbox",), pool="threads", concurrency=2, **env)[0]
         for _ in range(sandbox_workers)
     ]
 
@@ -92,3 +92,30 @@ def test_sigkill_of_the_sandbox_worker_during_a_program_makes_wait_report_termin
     answer = json.loads(run.response)
     assert answer["status"] == "terminated"
     assert [n for tool, n, _key in dist.calls() if tool == "lookup"] == [1], "the program was not run again"
+
+
+def test_a_program_left_running_when_the_run_ends_is_stopped_by_its_worker(dist):
+    program = "import time\ntools.lookup(n=1)\ntime.sleep(600)\n"
+    (sandbox,) = start_workers(dist, program, sandbox_workers=1, DIST_APP_LEAVE_RUNNING="1")
+
+    run = dist_app.CodeModeAgent.start_execution("Start it and answer").wait(timeout=120)
+
+    assert run.outcome == "completed", run.error
+    assert json.loads(run.response)["status"] == "still_working"
+    deadline = time.monotonic() + 30
+    while programs_of(sandbox.pid):
+        assert time.monotonic() < deadline, "the worker kept the program of an ended run"
+        time.sleep(0.2)
+
+
+def programs_of(pid):
+    """The bwrap processes of code-mode programs under worker ``pid`` (their arguments name the program's
+    temporary workspace)."""
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if "lg-code-" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return found
