@@ -1,7 +1,7 @@
 """Code mode on real lg.sandbox Celery workers: exec, wait and stop are ``lg.code_exec`` steps on the
 sandbox queue; a program outliving exec stays with the worker process that started it, whose own queue
 its wait reaches; when that worker is SIGKILLed, wait reports the program ``terminated`` and the run
-goes on."""
+goes on. The model (tests/distributed/dist_app.py) runs the user's message as its program."""
 
 from __future__ import annotations
 
@@ -30,13 +30,18 @@ OUTLIVES_EXEC = (
 )
 
 
-def start_workers(dist, program, sandbox_workers=2, **env):
-    env = {"DIST_APP_PROGRAM": program, **OBSERVATION, **env}
-    dist.start_workers(queues=ALL_QUEUES, pool="threads", concurrency=4, **env)
+def start_workers(dist, sandbox_workers=2):
+    dist.start_workers(queues=ALL_QUEUES, pool="threads", concurrency=4, **OBSERVATION)
     return [
-        dist.start_workers(queues=("lg.sandbox",), pool="threads", concurrency=2, **env)[0]
+        dist.start_workers(queues=("lg.sandbox",), pool="threads", concurrency=2, **OBSERVATION)[0]
         for _ in range(sandbox_workers)
     ]
+
+
+def run_program(program, timeout=120):
+    run = dist_app.CodeModeAgent.start_execution(program).wait(timeout=timeout)
+    assert run.outcome == "completed", run.error
+    return run, json.loads(run.response)
 
 
 def code_exec_steps(dist, run_id):
@@ -44,19 +49,16 @@ def code_exec_steps(dist, run_id):
 
 
 def test_a_program_outliving_exec_is_waited_for_on_the_worker_that_runs_it(dist):
-    start_workers(dist, OUTLIVES_EXEC)
+    start_workers(dist)
 
-    execution = dist_app.CodeModeAgent.start_execution("Look both up")
-    run = execution.wait(timeout=120)
+    run, answer = run_program(OUTLIVES_EXEC)
 
-    assert run.outcome == "completed", run.error
-    answer = json.loads(run.response)
     assert answer["status"] == "completed" and answer["value"] == ["answer 1", "answer 2"]
-    assert answer["waits"] >= 2  # exec said still_working: at least one wait completed it
+    assert answer["observations"] >= 2  # exec said still_working: at least one wait completed it
     steps = code_exec_steps(dist, run.id)
     holders = {step.result.get("program_holder") for step in steps if step.result.get("program_holder")}
     assert len(holders) == 1, "every observation of the program ran in the process that holds it"
-    assert all(step.input.get("program_holder") in holders for step in steps if step.key.split("/")[-1] != "program")
+    assert all(step.input.get("program_holder") in holders for step in steps if not step.key.endswith("/program"))
     # The program's calls ran through the tool path on that worker, keyed by the exec step and their number.
     keys = sorted(key for tool, _n, key in dist.calls() if tool == "lookup")
     assert [key.rsplit("/", 1)[1] for key in keys] == ["call-1", "call-2"]
@@ -65,17 +67,35 @@ def test_a_program_outliving_exec_is_waited_for_on_the_worker_that_runs_it(dist)
     assert sorted(stop["output"] for stop in stops) == ["answer 1", "answer 2"]
 
 
+def test_programs_that_stop_raise_fail_a_tool_or_pass_a_limit_on_a_sandbox_worker(dist):
+    start_workers(dist, sandbox_workers=1)
+
+    _run, stopped = run_program("# waits: 1\nimport time\ntime.sleep(600)\n")
+    assert (stopped["status"], stopped["observations"]) == ("terminated", 3)  # exec, one wait, stop
+
+    _run, raised = run_program("x = 1\nraise ValueError('boom')\n")
+    assert raised["status"] == "error" and "ValueError: boom" in raised["error"]
+
+    _run, handled = run_program(
+        "try:\n    tools.lookup(n=-1)\nexcept ToolCallError as error:\n    finish('handled: ' + str(error))\n"
+    )
+    assert handled["value"] == "handled: no topic -1"
+
+    _run, limited = run_program("for n in range(4):\n    tools.lookup(n=n)\n")
+    assert limited["status"] == "error"
+    assert "the program reached its limit of 3 tool calls" in limited["error"]
+
+
 def test_sigkill_of_the_sandbox_worker_during_a_program_makes_wait_report_terminated(dist):
-    program = "import time\ntools.lookup(n=1)\nprint('running')\ntime.sleep(600)\n"
-    (sandbox,) = start_workers(dist, program, sandbox_workers=1)
+    (sandbox,) = start_workers(dist, sandbox_workers=1)
     config = Configuration(
         run_store=dist.pg_url, broker_url=dist.redis.url, imports=["dist_app"], lease_seconds=3, relay_grace=0.5
     )
     with with_configuration(config):
-        execution = dist_app.CodeModeAgent.start_execution("Run it")
+        execution = dist_app.CodeModeAgent.start_execution("import time\ntools.lookup(n=1)\ntime.sleep(600)\n")
         deadline = time.monotonic() + 60
         while not any(
-            step.result and step.result.get("program_holder") for step in code_exec_steps(dist, execution.run_id)
+            step.result and "program_holder" in step.result for step in code_exec_steps(dist, execution.run_id)
         ):
             assert time.monotonic() < deadline, "exec never reported the program still working"
             time.sleep(0.1)
@@ -89,19 +109,16 @@ def test_sigkill_of_the_sandbox_worker_during_a_program_makes_wait_report_termin
         run = execution.wait(timeout=5)
 
     assert run.outcome == "completed", run.error
-    answer = json.loads(run.response)
-    assert answer["status"] == "terminated"
+    assert json.loads(run.response)["status"] == "terminated"
     assert [n for tool, n, _key in dist.calls() if tool == "lookup"] == [1], "the program was not run again"
 
 
 def test_a_program_left_running_when_the_run_ends_is_stopped_by_its_worker(dist):
-    program = "import time\ntools.lookup(n=1)\ntime.sleep(600)\n"
-    (sandbox,) = start_workers(dist, program, sandbox_workers=1, DIST_APP_LEAVE_RUNNING="1")
+    (sandbox,) = start_workers(dist, sandbox_workers=1)
 
-    run = dist_app.CodeModeAgent.start_execution("Start it and answer").wait(timeout=120)
+    _run, answer = run_program("# leave running\nimport time\ntools.lookup(n=1)\ntime.sleep(600)\n")
 
-    assert run.outcome == "completed", run.error
-    assert json.loads(run.response)["status"] == "still_working"
+    assert answer["status"] == "still_working"
     deadline = time.monotonic() + 30
     while programs_of(sandbox.pid):
         assert time.monotonic() < deadline, "the worker kept the program of an ended run"
