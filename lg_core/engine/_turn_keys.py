@@ -1,9 +1,10 @@
-"""The names and step keys of the agent loop's two kinds, which schedule each other.
+"""The names and step keys of the agent loop's kinds, which schedule each other.
 
-A model turn schedules its tool calls, and the call that completes a turn
-schedules the next model turn, so each kind's module needs the other's name
-and key shape: they are here, not in either module, so that neither imports
-the other.
+A model turn schedules its tool calls (a code-mode control call is a tool call
+of kind ``code_exec``, keyed like the others), and the call that completes a
+turn schedules the next model turn, so each kind's module needs the others'
+names and key shapes: they are here, not in any of those modules, so that
+none imports another.
 """
 
 from __future__ import annotations
