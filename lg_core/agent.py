@@ -42,6 +42,7 @@ from lg_core._agent_declarations import (
     static_tool_names,
 )
 from lg_core.callbacks import CALLBACK_NAMES, awaited
+from lg_core.code_mode.options import CodeModeOptions, code_mode_options
 from lg_core.errors import ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, check_tools_accepted, result_strategy
@@ -91,9 +92,11 @@ class Agent:
     result_schema: ClassVar[Any] = None
     capture_diagnostics: ClassVar[bool] = True
     detect_tool_loops: ClassVar[Any] = None  # True, or {"warning_at", "terminate_at", "except"} (lg_core.tool_loops)
+    code_mode: ClassVar[Any] = None  # True, or {"limits", "except", "sandbox", "engine"} (lg_core.code_mode.options)
 
     _tool_loop_policy: ClassVar[ToolLoopPolicy | None] = None
     _result_spec: ClassVar[ResultSchema | None] = None
+    _code_mode: ClassVar[CodeModeOptions | None] = None
     _callback_chains: ClassVar[dict[str, tuple[str, ...]]] = {name: () for name in CALLBACK_NAMES}
     _declared_limits: ClassVar[Mapping[str, int]] = {}  # the limits this class itself set (checked)
 
@@ -107,6 +110,7 @@ class Agent:
         cls.tools = _merge_tools(cls)
         cls._declared_limits = _checked_limits(own.get("limits", {}), cls.__qualname__)
         cls.limits = _merge_limits(cls)
+        cls._code_mode = code_mode_options(cls.code_mode, cls.__qualname__)
         if "result_schema" in own:
             cls._result_spec = (
                 None if own["result_schema"] is None else ResultSchema.build(own["result_schema"], cls.__qualname__)
@@ -155,6 +159,11 @@ class Agent:
     @classmethod
     def result_spec(cls) -> ResultSchema | None:
         return cls._result_spec
+
+    @classmethod
+    def code_mode_options(cls) -> CodeModeOptions | None:
+        """The checked ``code_mode`` declaration, or None when the agent does not use code mode."""
+        return cls._code_mode
 
     @classmethod
     def callback_chains(cls) -> dict[str, tuple[str, ...]]:
@@ -368,7 +377,6 @@ def _checked_limits(own: Any, owner: str) -> dict[str, int]:
 # class attributes they would be accepted and silently ignored (an agent declaring a sandbox would run
 # its tools without one), so declaring one fails at class definition instead.
 _NOT_SUPPORTED_YET = {
-    "code_mode": "code mode",
     "subagent": "subagents",
     "subagents": "subagents",
     "agent_as_tool": "agents exposed as tools",

@@ -35,6 +35,7 @@ ones): see lg_core.store._clock.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -349,11 +350,22 @@ def _has_live_step(steps: Iterable[StepRecord], now: float, local_liveness: bool
 
 
 def _send(publisher: Publisher, steps: list[StepRecord]) -> None:
-    refs = [StepRef.of(s.run_id, s) for s in steps if is_step_kind(s.kind)]
+    refs = [_routed(StepRef.of(s.run_id, s), s) for s in steps if is_step_kind(s.kind)]
     if refs:
         publisher.publish(refs)
     for run_id in sorted({s.run_id for s in steps if not is_step_kind(s.kind)}):
         publisher.advance(run_id)
+
+
+def _routed(ref: StepRef, step: StepRecord) -> StepRef:
+    """``ref``, sent to its kind's queue instead of its own when the process its own queue is named
+    for is gone: a code-mode ``wait`` whose program's worker died then runs on any sandbox
+    worker, which reports the program ``terminated``, and the run goes on. (Only a holder on
+    this host is known dead at once; another host's queue keeps the step until it is back.)"""
+    holder = (step.input or {}).get("program_holder")
+    if ref.queue and isinstance(holder, str) and holder_is_dead(holder):
+        return dataclasses.replace(ref, queue="")
+    return ref
 
 
 __all__ = [

@@ -18,6 +18,7 @@ and never the other way round; lg_core finds the backend through the
 * ``sandbox_check`` - the sandbox backend probe before a worker serving `lg.sandbox` (or sandboxed tools) starts
 * ``worker_runtime`` - the runtime of a worker process, rebuilt after a fork
 * ``worker``, ``_supervisor``, ``cli`` - the ``lg worker`` command and the process it becomes
+* ``_program_home`` - a sandbox worker's own queue, where its code-mode programs' ``wait`` and ``stop`` go
 * ``_root_notice`` - one line instead of Celery's root warning, for a worker that accepts no pickle
 * ``faults`` - fault injection for the chaos tests, inert unless ``LG_FAULT`` is set
 

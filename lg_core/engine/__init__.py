@@ -25,8 +25,10 @@ Engine-private modules:
 * ``_model_turn``: the model turn kind; ``_model_call``: its streamed model call, with retries and pacing;
   ``_structured_results``: its structured-result rules.
 * ``_tool_admission``: a model turn's tool calls checked against their ids and budget, and made steps.
-* ``_tool_call``: the tool call kind.
-* ``_turn_keys``: the names and step keys of the agent loop's two kinds.
+* ``_tool_call``: the tool call kind; ``_tool_execution``: the tool path it shares with code-mode programs' calls.
+* ``_code_exec``: the code-mode control kind (``exec``, ``wait``, ``stop``) and its brokered calls;
+  ``_code_mode_offer``: what a code-mode agent's turn offers, and where its ``wait`` or ``stop`` runs.
+* ``_turn_keys``: the names and step keys of the agent loop's kinds.
 * ``_step_scope``: ``StepScope``, what one step works with: events, interrupts, commits, endings.
 * ``_checkpoint``: ``AgentCheckpoint``, a frame's stored state.
 * ``_driven_checkpoint``: ``DrivenCheckpoint``, the state of a frame its entrypoint class drives.

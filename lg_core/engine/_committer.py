@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from lg_core.code_mode.active_sessions import ACTIVE_SESSIONS
 from lg_core.engine._driven_checkpoint import DrivenCheckpoint
 from lg_core.engine._frame_locks import FrameLocks
 from lg_core.engine._frames import FrameState
@@ -203,6 +204,7 @@ class Committer:
         ]
         registry.publish_many(scope.run.id, outgoing)
         if commit.finish is not None:
+            _close_code_mode_sessions(scope.run.id)
             if commit.finish.status != "completed":
                 self.withdraw_session(scope.run)  # once the run has surely ended: a completed turn stays
             registry.forget(scope.run.id)
@@ -278,6 +280,18 @@ def _mark_ending(scope: StepScope, commit: StepCommit) -> None:
     run), and ask its own child runs to stop (a run whose frame its entrypoint drives, a Graph)."""
     commit.wakes_parent = scope.run.parent_step is not None
     commit.cancels_children = isinstance(scope.frame.checkpoint, DrivenCheckpoint)
+
+
+def _close_code_mode_sessions(run_id: str) -> None:
+    """End the run's code-mode programs held here: the agent call they belong to is over.
+
+    The run's end is committed already, so a program that fails to clean up is
+    logged for the operator rather than raised into the commit's bookkeeping.
+    """
+    try:
+        ACTIVE_SESSIONS.close_run(run_id)
+    except Exception:  # noqa: BLE001 - logged: the run's outcome is already stored
+        log.exception("a code-mode program of run %s did not clean up", run_id)
 
 
 __all__ = ["MAX_COMMIT_ATTEMPTS", "Committer"]

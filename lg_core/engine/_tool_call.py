@@ -23,12 +23,14 @@ import traceback
 from typing import Any
 
 from lg_core import content as content_mod
-from lg_core.callbacks import run_chain
+from lg_core.code_mode.catalog import python_name
+from lg_core.code_mode.options import program_tool_names
 from lg_core.content import Text, ToolResult, ToolUse
 from lg_core.engine._at_most_once import start_guard
 from lg_core.engine._frames import FrameState
 from lg_core.engine._step_kind import StepKind
 from lg_core.engine._step_scope import StaleStep, StepScope, Transition, message_rows
+from lg_core.engine._tool_execution import execute_tool
 from lg_core.engine._turn_keys import TOOL, next_turn
 from lg_core.engine.codec import error_to_dict
 from lg_core.messages import Message
@@ -91,30 +93,22 @@ class ToolCall:
         if use.name not in registry:  # the submit tool is looked up only for this message
             error = registry.unknown_tool(use.name, also_offered=_submit_tools(scope.agent_class, model))
             return ToolOutcome.failure(str(error), "unknown_tool", error)
+        options = scope.agent_class.code_mode_options()
+        if options is not None and use.name in program_tool_names(options, registry):
+            return ToolOutcome.failure(
+                f"The tool {use.name!r} is available only inside code-mode programs: call "
+                f"tools.{python_name(use.name)}(...) in a program you run with exec.",
+                "unknown_tool",
+            )
         tool: Tool = registry.fetch(use.name)
         entering = None
         if tool.at_most_once:
             entering = start_guard(scope)  # what marks the tool started, or None when it may have run before
             if entering is None:
                 return ToolOutcome.failure(OUTCOME_UNKNOWN, "outcome_unknown")
-        scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
-        problems = [use.input_error] if use.input_error else tool.validate(use.input)
-        if problems:
-            return ToolOutcome.failure(f"Invalid input for tool {use.name!r}: " + "; ".join(problems[:5]), "validation")
-        prepared = tool.prepare(use.input)  # an Input model's own checks are validation too
-        if isinstance(prepared, ToolOutcome):
-            return prepared
-        payload = {"tool_use": use, "tool": tool, "operation_id": scope.key, "parent_operation_id": scope.frame.id}
-        decision = run_chain(agent, "before_tool", payload, context=scope.context)
-        if decision.cancelled:
-            return ToolOutcome.failure(
-                decision.reason or f"The call to {use.name!r} was not allowed.", "cancelled_by_callback"
-            )
-        outcome = tool.execute_prepared(prepared, scope.context, entering=entering)
-        decision = run_chain(agent, "after_tool", {**payload, "result": outcome}, context=scope.context)
-        if decision.replaced:
-            outcome = _as_outcome(decision.value["result"])
-        return outcome
+        return execute_tool(
+            scope, agent, tool, use, operation_id=scope.key, parent_operation_id=scope.frame.id, entering=entering
+        )
 
     # -- record --------------------------------------------------------------------
 
@@ -124,22 +118,17 @@ class ToolCall:
         block = ToolResult(tool_use_id=use.id, content=outcome.content, status=outcome.status)
         if outcome.error_kind == "outcome_unknown":
             scope.emit("tool_outcome_unknown", id=use.id, name=use.name, step=scope.key)
-        scope.emit(
-            "tool_execution_stop",
-            id=use.id,
-            name=use.name,
-            status=outcome.status,
-            output=outcome.text,
-            error_kind=outcome.error_kind,
-        )
+        self._emit_stop(outcome)
         diagnostics = self._diagnostics(outcome)
+        brokered_calls, extra = self._brokered_calls(), self._step_result_extra()
         counted = outcome.error_kind != "outcome_unknown"  # nothing came back to compare
 
         def transition(state: FrameState) -> Any:
             checkpoint = state.checkpoint.copy()
             checkpoint.state = scope.state_for(state)
-            result = {"tool_result": content_mod.serialize(block), "error_kind": outcome.error_kind}
+            result = {"tool_result": content_mod.serialize(block), "error_kind": outcome.error_kind, **extra}
             scope.add_step_usage(checkpoint)  # what the tool and its callbacks recorded
+            checkpoint.tool_calls_total += brokered_calls  # a code-mode program's calls share the agent's limit
             entry = next((p for p in checkpoint.pending if p.key == scope.key), None)
             if entry is None or entry.status == "done":
                 raise StaleStep(f"tool call {scope.key} is already done")
@@ -170,6 +159,25 @@ class ToolCall:
             )
 
         return transition
+
+    def _emit_stop(self, outcome: ToolOutcome) -> None:
+        use = self.tool_use
+        self.scope.emit(
+            "tool_execution_stop",
+            id=use.id,
+            name=use.name,
+            status=outcome.status,
+            output=outcome.text,
+            error_kind=outcome.error_kind,
+        )
+
+    def _brokered_calls(self) -> int:
+        """The tool calls a code-mode program made through this step (none for a direct call)."""
+        return 0
+
+    def _step_result_extra(self) -> dict[str, Any]:
+        """What the step's stored result holds besides the tool result (a code-mode program's holder)."""
+        return {}
 
     def _turn_results(self, checkpoint: Any, own: ToolResult, own_counted: bool) -> Message:
         """One tool message with every result of the turn, in call order, with its loop warnings.
@@ -239,14 +247,6 @@ def _bounded_block(block: Any, limit: int) -> Any:
         return block
     text = truncate_middle(block.text, limit)
     return block if text == block.text else Text(text=text)
-
-
-def _as_outcome(value: Any) -> ToolOutcome:
-    if isinstance(value, ToolOutcome):
-        return value
-    from lg_core.tool import success_outcome
-
-    return success_outcome(value)
 
 
 def _submit_tools(agent_class: Any, model: Any) -> tuple[str, ...]:
