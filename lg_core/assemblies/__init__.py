@@ -11,8 +11,9 @@
 The modules, one concept each: ``assembly`` (the base class and its identity),
 ``declarations`` (``member``, ``node``, ``edge``, ``error_edge``), ``workflow`` /
 ``workflow_invocation``, ``swarm``, ``graph`` and ``graph_state`` (the three kinds, each
-with its builder), ``builder`` (what the builders share), ``definition`` (the fixed,
-storable AssemblyDefinition) and ``trajectory`` (Step, Attempt, Trajectory). The private
+with its builder), ``swarm_handoffs`` (the handoff tool, its checks and a Swarm run's
+journey), ``builder`` (what the builders share), ``definition`` (the fixed, storable
+AssemblyDefinition) and ``trajectory`` (Step, Attempt, Trajectory). The private
 modules hold the rules each kind's declarations are checked against, the stored form of
 code references, and the Mermaid rendering.
 """
