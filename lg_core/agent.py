@@ -23,10 +23,10 @@ import asyncio
 import functools
 import inspect
 import re
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, cast
 
-from lg_core._agent_calls import built_off_the_loop, on_own_thread, runtime_for, until_stopped
+from lg_core._agent_calls import AsyncRunStream, built_off_the_loop, on_own_thread, runtime_for, until_stopped
 from lg_core._agent_declarations import (
     PROMPT_FORMS,
     add_declarations,
@@ -283,43 +283,6 @@ class Agent:
             f"{cls.__qualname__}.system_prompt returned {type(prompt).__name__}; "
             "it must return a string, or None for no system prompt"
         )
-
-
-class AsyncRunStream:
-    """Async iteration over a Run's events; the Run executes on a worker thread."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        loop = asyncio.get_running_loop()
-        events: asyncio.Queue[Any] = asyncio.Queue()
-        done = object()
-        iterator = iter(self.run)
-
-        def pump() -> None:
-            try:
-                for event in iterator:
-                    loop.call_soon_threadsafe(events.put_nowait, event)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
-                loop.call_soon_threadsafe(events.put_nowait, exc)
-            finally:
-                loop.call_soon_threadsafe(events.put_nowait, done)
-
-        task = on_own_thread(pump, f"lg-stream-{self.run.id[:8]}")
-        try:
-            while True:
-                item = await events.get()
-                if item is done:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            # Stopping at the terminal event stops nothing; cancelling writes the store's flag: not on the loop.
-            if not task.done() and not self.run.finished:
-                await asyncio.to_thread(self.run.cancel, "the async stream consumer stopped reading")
-            await task
 
 
 def default_agent_id(class_name: str) -> str:

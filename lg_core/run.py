@@ -113,6 +113,9 @@ class Run:
         # not started yet (a queued sibling tool call) is then never started.
         self._ended_here = False
         self._stored_entrypoint: str | None = None
+        # (parent run id, step key) when this run is a step's child run (a Graph node's): its ending
+        # wakes that step if it parked waiting for it (lg_core.engine.engine, lg_core.store._commits).
+        self.parent_step: tuple[str, str] | None = None
         self._session: Session | None = None
         # The ExecutionState of the code that built the run; current around each of its steps.
         self.execution_state: Mapping[str, Any] = ExecutionState.capture()
@@ -416,6 +419,8 @@ class Run:
             entrypoint = None
         run = cls(entrypoint, Invocation.restore(record.invocation), runtime)
         run._stored_entrypoint = record.entrypoint
+        if record.parent_run_id is not None and record.parent_step_key is not None:
+            run.parent_step = (record.parent_run_id, record.parent_step_key)
         run.session_actor_id = record.actor_id
         run.execution_state = restored_execution_state(record.execution_state)
         if record.finished:
@@ -439,7 +444,10 @@ class Run:
         self.response = record.response
         self.usage = Usage.from_dict(record.usage)
         self.error = error_from_dict(record.error)
-        if record.result is not None:
+        restore = getattr(self.entrypoint_class, "stored_result", None)
+        if record.result is not None and restore is not None:  # a composite assembly's result (its trajectory)
+            self.result = restore(record.result)
+        elif record.result is not None:
             messages = tuple(Message.from_dict(m) for m in self.runtime.store.load_messages(f"{self.id}/root"))
             spec = self.agent_class.result_spec() if self.agent_class is not None else None
             structured = record.result.get("structured_result")

@@ -23,6 +23,8 @@ class RunResult:
     structured_result: StructuredResult | None = None
     steps: tuple[Any, ...] = ()
     output_value: Any = field(default=None, repr=False)
+    # A composite assembly's Trajectory over ``steps`` (lg_core.assemblies.trajectory); None for an Agent.
+    trajectory: Any = field(default=None, repr=False)
 
     @property
     def text(self) -> str:
@@ -49,6 +51,7 @@ class RunResult:
             "structured_result": None
             if self.structured_result is None
             else {"schema_name": self.structured_result.schema_name, "value": self.structured_result.value},
+            **({"steps": [step.to_dict() for step in self.steps]} if self.steps else {}),
         }
 
     @classmethod

@@ -241,8 +241,9 @@ def detect_stalled(store: RunStore, publisher: Publisher, *, stall_seconds: floa
     reached), and a run counts as advanced when it had any. A step waiting out a
     failed attempt's retry delay is not due yet, and stays where it is.
 
-    An orphaned run is running with no open step at all, which the commit
-    protocol should make impossible; it is logged (once per stall period) for
+    A run whose only unfinished step is parked on a child run (``waiting``) is not
+    stalled: the child's ending wakes it. An orphaned run is running with no open
+    or waiting step at all, which the commit protocol should make impossible; it is logged (once per stall period) for
     an operator, since nothing can be re-enqueued for it.
     """
     advanced = orphaned = 0
@@ -255,6 +256,9 @@ def detect_stalled(store: RunStore, publisher: Publisher, *, stall_seconds: floa
             log.info("re-sent %d open step(s) of run %s (no commit for %.0f s)", len(untracked), run_id, stall_seconds)
         elif steps:
             log.debug("run %s has no commit for %.0f s but its open steps are tracked", run_id, stall_seconds)
+        elif any(step.status == "waiting" for step in store.load_steps(run_id)):
+            # Parked on a child run (a Graph node): the child's ending wakes it.
+            log.debug("run %s has no commit for %.0f s: a step waits for its child run", run_id, stall_seconds)
         else:
             orphaned += 1
             log.error(

@@ -15,5 +15,8 @@ with its builder), ``swarm_handoffs`` (the handoff tool, its checks and a Swarm 
 journey), ``builder`` (what the builders share), ``definition`` (the fixed, storable
 AssemblyDefinition) and ``trajectory`` (Step, Attempt, Trajectory). The private
 modules hold the rules each kind's declarations are checked against, the stored form of
-code references, and the Mermaid rendering.
+code references, the Mermaid rendering, and running a Graph: ``_assembly_runs`` (an
+assembly call's Run, refusing what is not supported yet), ``_graph_frame`` (a Graph run's
+checkpoint and what committing a node writes), ``_graph_node`` (a node step's body) and
+``_child_runs`` (a step's child run, started once and parked on).
 """

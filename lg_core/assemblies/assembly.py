@@ -6,20 +6,28 @@ are: a complete declaration (a Graph with nodes, a Swarm with members, a Workflo
 at import, naming the node, edge or member at fault. A class declaring none of them is an
 abstract base for others; its :meth:`validate` says what it lacks.
 
-Running an assembly (``ask``, ``stream_ask``, ``start_execution``) is not built yet: these
-classes declare, validate, describe and store definitions.
+An assembly is called as an Agent is (``ask``, ``stream_ask``, ``start_execution`` and
+their async forms), on the same Run and durable engine. A Graph runs (its frame and
+node steps: ``_graph_frame``, ``_graph_node``); running a Workflow or a Swarm is
+refused with a ConfigurationError until their engines exist.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from lg_core._agent_calls import AsyncRunStream, built_off_the_loop, on_own_thread, until_stopped
+from lg_core.assemblies._assembly_runs import build_assembly_run
 from lg_core.assemblies.definition import AssemblyDefinition
 from lg_core.assemblies.trajectory import Attempt, Step, Trajectory
 from lg_core.errors import ConfigurationError
 from lg_core.tool_declarations import underscored_name
+
+if TYPE_CHECKING:
+    from lg_core.run import Run
 
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
 AGENT_DECLARATIONS = (
@@ -96,6 +104,45 @@ class Assembly:
         """This class when its declaration is complete and valid (checked when defined); else ConfigurationError."""
         cls.definition()
         return cls
+
+    # -- calls (the Agent's calling style) -------------------------------------------------
+
+    @classmethod
+    def build_run(cls, message: Any = None, /, **options: Any) -> Run:
+        """Validate the request and build a dormant Run (raises before a Run exists)."""
+        return build_assembly_run(cls, message, options)
+
+    @classmethod
+    def ask(cls, message: Any = None, /, **options: Any) -> Run:
+        """Run ``message`` to completion and return the finished Run."""
+        return cls.build_run(message, **options).call()
+
+    @classmethod
+    def stream_ask(cls, message: Any = None, /, **options: Any) -> Run:
+        """A dormant Run: iterate it for StreamEvents; it holds the outcome afterwards."""
+        return cls.build_run(message, **options)
+
+    @classmethod
+    async def ask_async(cls, message: Any = None, /, **options: Any) -> Run:
+        """``ask`` for async code, on a thread of its own; cancelling the awaiting task cancels the run."""
+        run = await built_off_the_loop(cast(Any, cls), message, options)
+        return await until_stopped(run, on_own_thread(run.call, f"lg-ask-{run.id[:8]}"))
+
+    @classmethod
+    def stream_ask_async(cls, message: Any = None, /, **options: Any) -> AsyncRunStream:
+        """``stream_ask`` for async code: ``async for event in stream``; ``stream.run`` afterwards."""
+        return AsyncRunStream(cls.build_run(message, **options))
+
+    @classmethod
+    def start_execution(cls, message: Any = None, /, **options: Any) -> Any:
+        """Persist the run and start it in the background (Celery workers with a broker); returns an Execution."""
+        run = cls.build_run(message, **options)
+        return run.runtime.start_execution(run)
+
+    @classmethod
+    async def start_execution_async(cls, message: Any = None, /, **options: Any) -> Any:
+        """``start_execution`` for async code: the store insert and the broker publish run on a worker thread."""
+        return await asyncio.to_thread(cls.start_execution, message, **options)
 
     @classmethod
     def _new_definition(cls, spec: Any) -> AssemblyDefinition:

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from lg_core.assemblies._graph_frame import graph_start, run_spec, stored_graph_result
+from lg_core.assemblies._graph_node import GraphNodeStep
 from lg_core.assemblies._graph_rules import (
     DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_STEPS,
@@ -39,7 +41,9 @@ from lg_core.assemblies.builder import AssemblyBuilder
 from lg_core.assemblies.declarations import Edge, ErrorEdge, Node, StateCallback, checked_name, edge, error_edge, node
 from lg_core.assemblies.definition import AssemblyDefinition
 from lg_core.assemblies.graph_state import GraphState
+from lg_core.engine.driven_frames import DrivenStart
 from lg_core.errors import ConfigurationError
+from lg_core.run_result import RunResult
 
 
 class Graph(Assembly):
@@ -94,6 +98,34 @@ class Graph(Assembly):
     def to_mermaid(cls) -> str:
         """Mermaid flowchart source for the validated topology."""
         return graph_mermaid(cls.definition())
+
+    # -- running (the engine calls these on the run's entrypoint class) ------------------------
+
+    @classmethod
+    def driven_start(cls, run: Any) -> DrivenStart:
+        """A new run's frame and first node step; the definition is stored with it when it can be."""
+        definition = cls.definition()
+        try:
+            stored: Any = definition.to_dict()
+        except ConfigurationError:  # a lambda condition or mapper: the class itself is the definition
+            stored = None
+        return graph_start(cls._graph_spec(), cls.assembly_id, run.invocation.message, stored)
+
+    @classmethod
+    def step_body(cls, scope: Any) -> GraphNodeStep:
+        """The body of one of the run's node steps, under the definition the run started with."""
+        return GraphNodeStep(scope, run_spec(scope.run.id, scope.frame.checkpoint.data.get("definition"), cls))
+
+    @classmethod
+    def _graph_spec(cls) -> GraphSpec:
+        spec = cls.definition().spec
+        assert isinstance(spec, GraphSpec)  # a Graph's definition holds a GraphSpec
+        return spec
+
+    @classmethod
+    def stored_result(cls, stored: Mapping[str, Any]) -> RunResult:
+        """The RunResult of a finished run read back from the store, with its trajectory."""
+        return stored_graph_result(stored)
 
     @classmethod
     def to_builder(cls) -> GraphBuilder:

@@ -12,6 +12,8 @@ Public modules (imported by lg_core, lg_workers and lg_scheduler):
 * ``recent_dict``: ``RecentDict``, the bounded mapping of per-run hints, and the run cache size.
 * ``run_once``: ``Run.once``, a block performed at most once per key in a run.
 * ``run_endings``: how the step a thread just executed ended its run, for the task that reports it.
+* ``driven_frames``: what an entrypoint class that drives its own frame (a Graph) works with.
+* ``graph_nodes``: the graph node kind, whose body is the run's entrypoint class's.
 
 Engine-private modules:
 
@@ -27,6 +29,7 @@ Engine-private modules:
 * ``_turn_keys``: the names and step keys of the agent loop's two kinds.
 * ``_step_scope``: ``StepScope``, what one step works with: events, interrupts, commits, endings.
 * ``_checkpoint``: ``AgentCheckpoint``, a frame's stored state.
+* ``_driven_checkpoint``: ``DrivenCheckpoint``, the state of a frame its entrypoint class drives.
 * ``_frames``: ``FrameCache``, the frames this process last read or wrote.
 * ``_frame_locks``: parallel tool calls of one frame commit in turn.
 * ``_opening``: opening a run's conversation, at once or when its session's turn comes.

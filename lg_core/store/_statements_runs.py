@@ -57,6 +57,19 @@ RUN_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "running"))
         .values(cancel_requested=1, updated_at=bindparam("now"))
     ),
+    # The running child runs of a run whose cancel was just requested (a Graph's node children).
+    "request_cancel_children": lambda: (
+        update(runs)
+        .where(
+            and_(
+                runs.c.parent_run_id == bindparam("run_id"),
+                runs.c.parent_step_key.isnot(None),
+                runs.c.status == "running",
+            )
+        )
+        .values(cancel_requested=1, updated_at=bindparam("now"))
+        .returning(runs.c.id)
+    ),
     "take_over_run": lambda: (
         update(runs)
         .where(

@@ -62,6 +62,9 @@ runs = Table(
     Column("usage", Text),
     Column("result", Text),
     Column("parent_run_id", String(128)),
+    # The step of ``parent_run_id`` that runs this run as its child and parks until it ends
+    # (a Graph node): the commit ending this run wakes that step (lg_core.store._commits).
+    Column("parent_step_key", String(300)),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("finished_at", Float),
@@ -69,6 +72,8 @@ runs = Table(
 )
 # created_at, not updated_at: the index must not change on every step commit.
 Index("lg_runs_status", runs.c.status, runs.c.created_at)
+# A parent run's children: a parent's ending cancels those still running.
+Index("lg_runs_parent", runs.c.parent_run_id)
 
 frames = Table(
     "lg_frames",
