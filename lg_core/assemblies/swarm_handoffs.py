@@ -119,7 +119,7 @@ class SwarmProgress:
         route = _route(self.active, target)
         self.repeats[route] = self.repeats.get(route, 0) + 1
         if len(self.journey) < MAX_JOURNEY_ENTRIES:
-            self.journey.append({"from": self.active, "to": target, "message": _excerpt(message)})
+            self.journey.append({"from": self.active, "to": target, "message": journey_excerpt(message)})
         else:
             self.omitted += 1
         self.active = target
@@ -158,7 +158,8 @@ def _route(source: str, target: str) -> str:
     return f"{source}->{target}"
 
 
-def _excerpt(message: str) -> str:
+def journey_excerpt(message: str) -> str:
+    """A handoff message as the journey keeps it: at most ``JOURNEY_EXCERPT_CHARS`` characters."""
     return message if len(message) <= JOURNEY_EXCERPT_CHARS else message[: JOURNEY_EXCERPT_CHARS - 1] + "…"
 
 
@@ -171,5 +172,6 @@ __all__ = [
     "handoff_targets",
     "handoff_tool_description",
     "handoff_tool_schema",
+    "journey_excerpt",
     "next_member_input",
 ]
