@@ -2,7 +2,7 @@
 
 An assembly answers through the Agent's calling style (``ask``, ``stream_ask``,
 ``start_execution`` and their async forms) on the same Run and engine. What a
-Graph run cannot honour yet is refused here, before a Run exists, with an error
+Graph or Swarm run cannot honour yet is refused here, before a Run exists, with an error
 naming it: silently dropping a session, a retry policy or a node's opt-in to the
 caller's history would hand the caller a different run than they asked for.
 """
@@ -19,10 +19,10 @@ from lg_core.run import Run, prepared_by
 
 _RUN_OPTIONS = ("runtime", "on_event", "cancellation_token")
 _RUNNABLE_KINDS = ("graph", "swarm")
-# Invocation fields a Graph run does not carry yet, and why.
+# Invocation fields an assembly run does not carry yet, and why.
 _UNSUPPORTED_FIELDS = {
-    "session_id": "a Graph run has no session yet; keep the conversation in the nodes' Agents' own sessions",
-    "actor_id": "a Graph run has no session yet, so it has no session actor either",
+    "session_id": "an assembly run has no session yet; keep the conversation in its Agents' own sessions",
+    "actor_id": "an assembly run has no session yet, so it has no session actor either",
     "model_override": "an assembly has no model of its own; declare models on its Agents",
 }
 

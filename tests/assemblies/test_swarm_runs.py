@@ -6,10 +6,16 @@ answer, its trajectory and journey, the caller's stream, and the member runs lef
 
 from __future__ import annotations
 
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
+import lg_core
 from lg_core import Agent, Graph, Message, Swarm, edge, member
-from lg_core.errors import ConfigurationError
+from lg_core.assemblies._child_runs import child_run_id
+from lg_core.errors import ConfigurationError, InvocationError
 
 
 def agent(name: str, target: str, description: str = "") -> type[Agent]:
@@ -269,3 +275,43 @@ def test_a_member_with_a_timeout_is_refused_when_the_swarm_is_called(config, scr
 
     with pytest.raises(ConfigurationError, match="timeout or retries"):
         TimedSwarm.ask("Hi")
+
+
+def test_a_failed_member_fails_the_swarm_and_retry_and_fork_are_refused(config, problem_solver):
+    swarm = problem_solver([handoff("billing", "charges")], [{"error": "provider down"}])
+    run = swarm.ask("Why was I charged twice?")
+
+    assert run.failed
+    assert "swarm member billing" in str(run.error)
+    with pytest.raises(InvocationError, match="cannot be retried yet"):
+        lg_core.retry(run.id)
+    with pytest.raises(InvocationError, match="cannot be forked yet"):
+        lg_core.fork(run.id, from_step="root/node-1/triage")
+    with pytest.raises(InvocationError, match="session_id"):
+        swarm.ask("Why?", session_id="chat-1")
+
+
+def test_cancelling_a_swarm_run_cancels_the_active_member_and_ends_the_run_cancelled(config, problem_solver):
+    swarm = problem_solver([{"text": "late", "delay": 30}], [{"text": "unused"}])
+    run = swarm.stream_ask("Go")
+    events = iter(run)
+    assert next(events).type == "invocation_start"
+    timer = threading.Timer(0.3, run.cancel)
+    timer.start()
+    rest = list(events)
+    timer.join()
+
+    assert run.cancelled
+    assert rest[-1].type == "run_cancel"
+    store = config.runtime().store
+    [member_step] = [step for step in store.load_steps(run.id) if step.kind == "graph_node"]
+    assert store.load_run(child_run_id(run.id, member_step.key)).status == "cancelled"
+
+
+def test_a_swarm_deadline_reaches_its_active_member_and_ends_the_run_partial(config, problem_solver):
+    swarm = problem_solver([{"text": "late", "delay": 30}], [{"text": "unused"}])
+    started = time.monotonic()
+    run = swarm.ask("Go", deadline_at=datetime.now(UTC) + timedelta(seconds=0.5))
+
+    assert run.partial
+    assert time.monotonic() - started < 10
