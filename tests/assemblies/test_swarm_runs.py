@@ -16,6 +16,7 @@ import lg_core
 from lg_core import Agent, Graph, Message, Swarm, edge, member
 from lg_core.assemblies._child_runs import child_run_id
 from lg_core.errors import ConfigurationError, InvocationError
+from tests.assemblies import resumable_swarm
 
 
 def agent(name: str, target: str, description: str = "") -> type[Agent]:
@@ -315,3 +316,19 @@ def test_a_swarm_deadline_reaches_its_active_member_and_ends_the_run_partial(con
 
     assert run.partial
     assert time.monotonic() - started < 10
+
+
+def test_a_swarm_run_stopped_mid_member_resumes_without_running_a_committed_member_again(file_config):
+    resumable_swarm.CALLS.clear()
+    resumable_swarm.INTERRUPT_AT[:] = [2]  # billing's tool call stops the process
+    with pytest.raises(KeyboardInterrupt):
+        resumable_swarm.ResumableSwarm.ask("Why was I charged twice?", run_id="swarm-stopped")
+    assert len(resumable_swarm.CALLS) == 2
+
+    resumed = lg_core.resume("swarm-stopped")
+
+    assert resumed.completed, resumed.error
+    assert resumed.response == "billing: refund issued"
+    assert [step.participant for step in resumed.result.trajectory] == ["triage", "billing"]
+    first, second, again = resumable_swarm.CALLS
+    assert second == again != first  # billing's child went on under its own key; triage never re-ran
