@@ -192,7 +192,8 @@ class EndsRun:
     ``value`` (JSON) is what the run's result keeps (``RunResult.ended_by``) and ``reply`` what
     the model's tool result says. A tool that passes control elsewhere (a Swarm member's
     handoff) returns one, so the run records the decision and stops instead of asking the
-    model for another turn.
+    model for another turn. The turn's other calls still run and are answered; when several
+    of them return one, the first in call order is the run's ending.
     """
 
     value: Any

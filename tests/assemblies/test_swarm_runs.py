@@ -332,3 +332,25 @@ def test_a_swarm_run_stopped_mid_member_resumes_without_running_a_committed_memb
     assert [step.participant for step in resumed.result.trajectory] == ["triage", "billing"]
     first, second, again = resumable_swarm.CALLS
     assert second == again != first  # billing's child went on under its own key; triage never re-ran
+
+
+def test_a_member_with_its_own_handoff_tool_is_refused_when_the_swarm_is_called(config, script):
+    from lg_core import Tool
+
+    class OwnHandoffTool(Tool):
+        tool_name = "handoff"
+        description = "The member's own tool of that name."
+
+        def call(self, input):
+            return "mine"
+
+    triage = type("TriageAgent", (Agent,), {"model": script([{"text": "x"}]), "tools": [OwnHandoffTool]})
+    billing = agent("BillingAgent", script([{"text": "y"}]))
+
+    class ClashingSwarm(Swarm):
+        members = [triage, billing]
+        start = triage
+        handoffs = {triage: [billing]}
+
+    with pytest.raises(ConfigurationError, match="has a tool named 'handoff'"):
+        ClashingSwarm.ask("Hi")
