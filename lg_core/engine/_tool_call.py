@@ -34,6 +34,7 @@ from lg_core.engine._step_kind import StepKind
 from lg_core.engine._step_scope import StaleStep, StepScope, Transition, message_rows
 from lg_core.engine._turn_keys import TOOL, next_turn
 from lg_core.engine.codec import error_to_dict
+from lg_core.errors import CancelledError
 from lg_core.messages import Message
 from lg_core.result_schema import result_strategy
 from lg_core.run_result import RunResult
@@ -56,6 +57,7 @@ class ToolCall:
 
     def __init__(self, scope: StepScope) -> None:
         self.scope = scope
+        self.agent: Any = None  # the run-scoped Agent this call executed with (perform)
         self.call: dict[str, Any] = dict(scope.input or {})
         self.tool_use = ToolUse(
             id=self.call["id"],
@@ -73,7 +75,7 @@ class ToolCall:
         model = scope.engine.resolve_model(scope.run)
         # Workspace, then sandbox, opened for this call and closed (sandbox first) however it ends.
         with opened(scope.build_resources(), scope.run):
-            agent = scope.build_agent(model)
+            agent = self.agent = scope.build_agent(model)
             idempotency_key = f"{scope.run.id}/{scope.key}"
             registry = agent.tool_registry(scope.binding(agent, model, idempotency_key))
             try:
@@ -199,7 +201,12 @@ class ToolCall:
             state=scope.built_context.state.to_dict(),
             ended_by=ending,
         )
-        return scope.completion(state, checkpoint, result, rows, [])
+        # Delivered as a model turn's answer is: after_invocation may still cancel or replace it.
+        decision = run_chain(self.agent, "after_invocation", {"result": result}, context=scope.context)
+        if decision.cancelled:
+            reason = decision.reason or "an after_invocation callback cancelled result delivery"
+            return scope.ending("cancelled", CancelledError(reason))(state)
+        return scope.completion(state, checkpoint, decision.value["result"], rows, [])
 
     def _turn_results(
         self, checkpoint: Any, own: ToolResult, own_counted: bool, own_ending: dict[str, Any] | None

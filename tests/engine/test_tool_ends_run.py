@@ -3,7 +3,7 @@ with the value as ``RunResult.ended_by``, every call of the turn answered, and n
 
 from __future__ import annotations
 
-from lg_core import Agent, Tool
+from lg_core import Agent, Tool, after_invocation
 from lg_core.tool import EndsRun
 
 
@@ -68,3 +68,20 @@ def test_a_tool_error_does_not_end_the_run(config, script):
     assert run.completed, run.error
     assert run.result.ended_by is None
     assert run.response == "answered instead"
+
+
+def test_after_invocation_sees_a_result_a_tool_ended(config, script):
+    seen = []
+
+    class WatchedAgent(Agent):
+        model = script([{"tool_calls": [{"name": "finish", "arguments": {"code": 1}}]}])
+        tools = [FinishTool]
+
+        @after_invocation
+        def note_result(self, payload):
+            seen.append(payload["result"].ended_by)
+
+    run = WatchedAgent.ask("Go")
+
+    assert run.completed, run.error
+    assert seen == [{"tool": "finish", "value": {"code": 1}}]
