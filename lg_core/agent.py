@@ -41,6 +41,7 @@ from lg_core._agent_declarations import (
     reserved_tool_names,
     static_tool_names,
 )
+from lg_core.assemblies.swarm_members import SwarmHandoffTools
 from lg_core.callbacks import CALLBACK_NAMES, awaited
 from lg_core.code_mode.options import CodeModeOptions, code_mode_options
 from lg_core.errors import ConfigurationError
@@ -265,8 +266,10 @@ class Agent:
         return type(self).limits["max_tool_calls"]
 
     def tool_registry(self, binding: Any) -> ToolRegistry:
-        """The tools available for this step, bound to ``binding``."""
-        return ToolRegistry(type(self).tools, binding=binding, reserved=reserved_tool_names(type(self)))
+        """The tools available for this step, bound to ``binding``: the declared ones, and, for a Swarm
+        member's run, the handoff tool of its declared routes."""
+        declared = (*type(self).tools, SwarmHandoffTools)
+        return ToolRegistry(declared, binding=binding, reserved=reserved_tool_names(type(self)))
 
     def render_system_prompt(self) -> str | None:
         """The system prompt for this step: the declared string, or what the method returns.

@@ -14,6 +14,12 @@ members its declared routes allow. ``max_steps`` (default 32) bounds member exec
 may repeat. Members are Agents only; caller history and context are opt-in per member.
 Starts and handoffs name members by Agent class or by member name (``as_``). The
 declarations are validated when the class is defined (see ``_swarm_rules``).
+
+A Swarm is called as an Agent is and nests as a Graph node. Its run's frame holds its
+progress (``_swarm_frame``); each member execution is a durable step running the member as
+a child run (``_swarm_member``), whose model is offered the handoff tool of its declared
+routes (``swarm_members``). The caller's stream carries ``handoff`` events and only the
+final member's text; the result keeps the trajectory and the bounded journey.
 """
 
 from __future__ import annotations
@@ -22,12 +28,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from lg_core.assemblies._policy import checked_limit
+from lg_core.assemblies._swarm_frame import run_spec, stored_swarm_result, swarm_start
+from lg_core.assemblies._swarm_member import SwarmMemberStep
 from lg_core.assemblies._swarm_rules import DEFAULT_MAX_STEPS, SwarmSpec, handoff_pairs, swarm_spec, validate_swarm
 from lg_core.assemblies.assembly import GRAPH_DECLARATIONS, Assembly
 from lg_core.assemblies.builder import AssemblyBuilder
 from lg_core.assemblies.declarations import Member, member
 from lg_core.assemblies.definition import AssemblyDefinition
+from lg_core.engine.driven_frames import DrivenStart
 from lg_core.errors import ConfigurationError
+from lg_core.run_result import RunResult
 
 
 class Swarm(Assembly):
@@ -71,6 +81,30 @@ class Swarm(Assembly):
     @classmethod
     def _incomplete(cls) -> str:
         return f"{cls.__qualname__} declares no members; list its Agents in `members`"
+
+    # -- running (the engine calls these on the run's entrypoint class) ------------------------
+
+    @classmethod
+    def driven_start(cls, run: Any) -> DrivenStart:
+        """A new run's frame and its start member's step; the definition is stored with it when it can be."""
+        definition = cls.definition()
+        try:
+            stored: Any = definition.to_dict()
+        except ConfigurationError:  # a member no other process could import: the class itself is the definition
+            stored = None
+        spec = definition.spec
+        assert isinstance(spec, SwarmSpec)  # a Swarm's definition holds a SwarmSpec
+        return swarm_start(spec, cls.assembly_id, run.invocation.message, stored)
+
+    @classmethod
+    def step_body(cls, scope: Any) -> SwarmMemberStep:
+        """The body of one of the run's member steps, under the definition the run started with."""
+        return SwarmMemberStep(scope, run_spec(scope.run.id, scope.frame.checkpoint.data.get("definition"), cls))
+
+    @classmethod
+    def stored_result(cls, stored: Mapping[str, Any]) -> RunResult:
+        """The RunResult of a finished run read back from the store, with its trajectory and journey."""
+        return stored_swarm_result(stored)
 
     @classmethod
     def to_builder(cls) -> SwarmBuilder:
