@@ -17,10 +17,10 @@ from lg_core.invocation import Invocation
 from lg_core.run import Run, prepared_by
 
 _RUN_OPTIONS = ("runtime", "on_event", "cancellation_token")
-# Invocation fields a Graph run does not carry yet, and why.
+# Invocation fields a Graph or Workflow run does not carry yet, and why.
 _UNSUPPORTED_FIELDS = {
-    "session_id": "a Graph run has no session yet; keep the conversation in the nodes' Agents' own sessions",
-    "actor_id": "a Graph run has no session yet, so it has no session actor either",
+    "session_id": "an assembly run has no session yet; keep the conversation in its Agents' own sessions",
+    "actor_id": "an assembly run has no session yet, so it has no session actor either",
     "model_override": "an assembly has no model of its own; declare models on its Agents",
 }
 
@@ -28,11 +28,12 @@ _UNSUPPORTED_FIELDS = {
 def build_assembly_run(cls: Any, message: Any, options: dict[str, Any]) -> Run:
     """Validate the request and build a dormant Run of assembly ``cls`` (raises before a Run exists)."""
     definition = cls.definition()  # ConfigurationError for an abstract base, naming what it lacks
-    if definition.kind != "graph":
+    if definition.kind not in ("graph", "workflow"):
         raise ConfigurationError(
-            f"{cls.__qualname__}: running a {definition.kind} is not supported yet; only Graph runs execute"
+            f"{cls.__qualname__}: running a {definition.kind} is not supported yet; Graph and Workflow runs execute"
         )
-    _refuse_unsupported_nodes(cls, definition.spec)
+    if definition.kind == "graph":
+        _refuse_unsupported_nodes(cls, definition.spec)
     for name, why in _UNSUPPORTED_FIELDS.items():
         if options.get(name) is not None:
             raise InvocationError(f"{cls.__qualname__}.ask does not accept {name}: {why}")

@@ -25,6 +25,7 @@ def test_the_kinds_keep_their_task_and_queue_names():
         "model": ("lg.model_turn", "lg.model"),
         "tool": ("lg.tool_call", "lg.tools"),
         "graph_node": ("lg.graph_node", "lg.orchestrate"),
+        "workflow": ("lg.workflow", "lg.orchestrate"),
     }
 
 
