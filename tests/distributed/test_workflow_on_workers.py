@@ -1,0 +1,44 @@
+"""Workflow runs on real Celery workers: the perform step on lg.orchestrate, parked while its children run."""
+
+from __future__ import annotations
+
+import pytest
+import workflow_dist_app
+
+from lg_core import current_configuration
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
+
+def _effects(dist) -> list[int]:
+    return sorted(n for tool, n, _key in dist.calls() if tool == "effect")
+
+
+def test_a_workflow_runs_on_workers_with_its_parallel_calls_at_once_and_each_side_effect_once(dist):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    run = workflow_dist_app.TransferWorkflow.ask("Why is transfer 481 pending?")
+
+    assert run.completed, run.error
+    assert run.result.text == workflow_dist_app.ANSWERS["respond"]
+    trajectory = run.result.trajectory
+    assert [step.participant for step in trajectory] == ["triage", "ledger", "policy", "respond"]
+    assert trajectory.concurrent(trajectory.find("ledger"), trajectory.find("policy"))
+    assert _effects(dist) == [1, 2, 3, 4]
+    steps = current_configuration().runtime().store.load_steps(run.id)
+    assert [(step.key, step.status) for step in steps if step.kind == "workflow"] == [("root/perform", "succeeded")]
+
+
+def test_a_perform_step_waiting_for_children_holds_no_worker_thread(dist):
+    """One thread serves lg.orchestrate: the Workflow's step must give it up while its children run,
+    or the Graph's node step (and the children's own steps) could never run."""
+    dist.start_workers(queues=("lg.orchestrate",), pool="threads", concurrency=1)
+    dist.start_workers(queues=("lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    execution = workflow_dist_app.WorkflowInGraph.start_execution("Why is transfer 481 pending?")
+    run = execution.wait(timeout=90)
+
+    assert run.completed, run.error
+    assert run.result.text == workflow_dist_app.ANSWERS["respond"]
+    assert run.result.trajectory.find("flow").assembly_kind == "workflow"
+    assert _effects(dist) == [1, 2, 3, 4]

@@ -1,0 +1,38 @@
+"""A Workflow for the distributed tests, calling graph_dist_app's Agents, each of which records a side effect.
+
+Workers import it by the Workflow's path when they first meet one of its runs. ``perform``
+asks triage, then ledger and policy in parallel, then returns the respond call fed with their
+findings; every child's Agent calls ``effect`` once with its number (graph_dist_app), and
+``perform`` passes the ``perform:1`` hang point (dist_app) once triage has answered, so a test
+can kill the worker while ``perform`` itself runs. The answer is fixed, so an undisturbed run
+and a disturbed one give the same answer.
+"""
+
+from __future__ import annotations
+
+import dist_app
+from graph_dist_app import ANSWERS, GraphLedgerAgent, GraphPolicyAgent, GraphRespondAgent, GraphTriageAgent
+
+from lg_core import Graph, Workflow
+
+__all__ = ["ANSWERS", "TransferWorkflow", "WorkflowInGraph"]
+
+
+class TransferWorkflow(Workflow):
+    """triage, then ledger and policy at once, then respond with both findings."""
+
+    def perform(self):
+        triage = self.invoke(GraphTriageAgent, as_="triage").output
+        dist_app._maybe_hang("perform", 1, f"perform-{triage}")
+        findings = self.parallel(
+            self.invoke(GraphLedgerAgent, as_="ledger"), self.invoke(GraphPolicyAgent, as_="policy"), max_concurrency=2
+        )
+        return self.invoke(GraphRespondAgent, input="\n".join(findings), as_="respond")
+
+
+class WorkflowInGraph(Graph):
+    """A Graph whose one node is the Workflow: the Workflow runs as a child run on the workers."""
+
+    nodes = {"flow": TransferWorkflow}
+    start = "flow"
+    finish = "flow"
