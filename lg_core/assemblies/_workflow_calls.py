@@ -40,12 +40,14 @@ from lg_core.errors import (
     ReplayDivergenceError,
     RunNotFoundError,
 )
+from lg_core.events import StreamEvent
 from lg_core.run import Run
 from lg_core.run_result import RunResult
 
 if TYPE_CHECKING:
     from lg_core.engine.driven_frames import StepScope
 
+_FORWARDED = frozenset({"message_start", "text_delta"})
 SETTLED: Final = "settled"
 QUEUED: Final = "queued"
 
@@ -74,6 +76,7 @@ class ReplayHost:
         self.asked: set[str] = set()  # the positions this execution of perform asked for
         self.divergence: ReplayDivergenceError | None = None
         self.ran_child = False  # a local child ran to its end in this execution
+        self.final: WorkflowInvocation | None = None  # the call perform returned, whose text streams to the caller
         self._lock = threading.Lock()
 
     # -- WorkflowHost ----------------------------------------------------------------------
@@ -173,10 +176,18 @@ class ReplayHost:
         history = parent.history if request.history is None else request.history
         context = parent.context.to_dict() if request.context is None else request.context
         options: dict[str, Any] = {"history": list(history), "context": dict(context)}
+        if self.local and invocation is self.final:
+            options["on_event"] = self._forward_text
         if request.policy.timeout is not None:
             own = datetime.fromtimestamp(time.time() + request.policy.timeout, UTC)
             options["deadline_at"] = own if parent.deadline_at is None else min(own, parent.deadline_at)
         return options
+
+    def _forward_text(self, event: StreamEvent) -> None:
+        """The final call's text, streamed to the workflow's caller as it is generated (live-only events:
+        the answer itself is durable in the run's result)."""
+        if event.type in _FORWARDED:
+            self.scope.emit_event(StreamEvent.build(event.type, **event.data))
 
     def _exists(self, run_id: str) -> bool:
         try:

@@ -85,6 +85,7 @@ class WorkflowStep:
         composition = self.workflow_class.definition().spec.perform
         returned = workflow.perform() if composition is None else composition(workflow)
         final = workflow.final_invocation(returned)
+        host.final = final
         final.consume(host.run_invocation(final))
         unasked = sorted(set(host.calls) - host.asked, key=int)
         if host.divergence is None and unasked:

@@ -58,6 +58,22 @@ def test_a_sequential_workflow_feeds_one_output_into_the_final_call(config, scri
     assert len(children) == 2 and all(child.status == "completed" for child in children)
 
 
+def test_only_the_final_calls_text_streams_to_the_caller(config, script):
+    research = agent("ResearchAgent", script(lambda request: {"text": "internal notes"}))
+    support = echo(script, "SupportAgent", "answer: ")
+
+    class ResponseWorkflow(Workflow):
+        def perform(self):
+            notes = self.invoke(research).output
+            return self.invoke(support, input=f"given {notes}")
+
+    events = list(stream := ResponseWorkflow.stream_ask("Why?"))
+
+    assert stream.completed, stream.error
+    streamed = "".join(event.data.get("text", "") for event in events if event.type == "text_delta")
+    assert streamed == "answer: given internal notes"
+
+
 def test_a_routed_workflow_branches_on_an_intermediate_output(config, script):
     def build(route: str):
         triage = agent("TriageAgent", script([{"text": route}]))
@@ -164,6 +180,7 @@ DECISION = {"agent": "first"}
 
 
 def test_a_perform_asking_for_another_child_on_replay_fails_with_replay_divergence(config, script):
+    DECISION["agent"] = "first"
     first = agent("FirstAgent", script([{"text": "one"}]))
     second = agent("SecondAgent", script(lambda request: {"text": "two"}))
 
@@ -282,6 +299,8 @@ def test_stream_ask_ask_async_and_start_execution_run_a_workflow_like_an_agent(c
     events = list(stream := Simple.stream_ask("Why?"))
     assert events[0].type == "invocation_start" and events[-1].type == "run_stop"
     assert stream.completed and stream.response == "answer: Why?"
+    streamed = "".join(event.data.get("text", "") for event in events if event.type == "text_delta")
+    assert streamed == "answer: Why?"  # the final call's text reaches the workflow's caller
 
     run = asyncio.run(Simple.ask_async("Why?"))
     assert run.completed, run.error
