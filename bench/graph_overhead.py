@@ -44,7 +44,7 @@ class NoteTool(Tool):
     tool_name = "note"
     description = "Take a note."
 
-    def call(self, input):
+    def call(self, input: Any) -> str:
         return "noted"
 
 

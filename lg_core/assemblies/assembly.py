@@ -8,8 +8,9 @@ abstract base for others; its :meth:`validate` says what it lacks.
 
 An assembly is called as an Agent is (``ask``, ``stream_ask``, ``start_execution`` and
 their async forms), on the same Run and durable engine. A Graph runs (its frame and
-node steps: ``_graph_frame``, ``_graph_node``); running a Workflow or a Swarm is
-refused with a ConfigurationError until their engines exist.
+node steps: ``_graph_frame``, ``_graph_node``), and a Workflow (its perform step replayed
+against its recorded calls: ``_workflow_step``, ``_workflow_calls``); running a Swarm is
+refused with a ConfigurationError until its engine exists.
 """
 
 from __future__ import annotations
