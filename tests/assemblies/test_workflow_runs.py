@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+import lg_core
 from lg_core import Agent, Graph, Workflow, edge
 from lg_core.errors import (
     AssemblyStepTimeoutError,
@@ -21,6 +23,7 @@ from lg_core.errors import (
     ReplayDivergenceError,
 )
 from lg_core.messages import Message
+from tests.assemblies import resumable_graph, resumable_workflow
 
 
 def agent(name: str, target: str) -> type[Agent]:
@@ -330,3 +333,53 @@ def test_a_child_gets_the_callers_history_unless_the_call_passes_its_own(config,
 
     assert run.completed, run.error
     assert seen == [3 if history else 1]
+
+
+def test_cancelling_a_workflow_run_cancels_the_call_running_and_ends_the_run_cancelled(config, script):
+    slow = agent("SlowAgent", script([{"text": "late", "delay": 30}]))
+
+    class SlowWorkflow(Workflow):
+        def perform(self):
+            return self.invoke(slow, as_="slow")
+
+    run = SlowWorkflow.stream_ask("Go")
+    events = iter(run)
+    assert next(events).type == "invocation_start"
+    timer = threading.Timer(0.3, run.cancel)
+    timer.start()
+    rest = list(events)
+    timer.join()
+
+    assert run.cancelled
+    assert rest[-1].type == "run_cancel"
+    children = [r for r in config.runtime().store.list_runs() if r.id != run.id]
+    assert [child.status for child in children] == ["cancelled"]
+
+
+def test_a_workflow_deadline_reaches_its_call_and_ends_the_run_partial(config, script):
+    slow = agent("SlowAgent", script([{"text": "late", "delay": 30}]))
+
+    class SlowWorkflow(Workflow):
+        def perform(self):
+            return self.invoke(slow, as_="slow")
+
+    started = time.monotonic()
+    run = SlowWorkflow.ask("Go", deadline_at=datetime.now(UTC) + timedelta(seconds=0.5))
+
+    assert run.partial
+    assert time.monotonic() - started < 10
+
+
+def test_a_workflow_run_stopped_mid_call_resumes_without_running_a_settled_call_again(file_config):
+    resumable_graph.CALLS.clear()
+    resumable_graph.INTERRUPT_AT[:] = [2]  # the second call's tool call stops the process
+    with pytest.raises(KeyboardInterrupt):
+        resumable_workflow.ResumableWorkflow.ask("Go", run_id="workflow-stopped")
+    assert len(resumable_graph.CALLS) == 2
+
+    resumed = lg_core.resume("workflow-stopped")
+
+    assert resumed.completed, resumed.error
+    assert [step.participant for step in resumed.result.trajectory] == ["first", "second"]
+    first, second, again = resumable_graph.CALLS
+    assert second == again != first  # the second call's child went on under its own key; the first never re-ran
