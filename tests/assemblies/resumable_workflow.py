@@ -6,9 +6,8 @@ from their import paths.
 
 from __future__ import annotations
 
-from tests.assemblies.resumable_graph import FirstAgent, SecondAgent
-
 from lg_core import Workflow
+from tests.assemblies.resumable_graph import FirstAgent, SecondAgent
 
 
 class ResumableWorkflow(Workflow):
