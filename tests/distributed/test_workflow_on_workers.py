@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import workflow_dist_app
 
@@ -42,3 +44,25 @@ def test_a_perform_step_waiting_for_children_holds_no_worker_thread(dist):
     assert run.result.text == workflow_dist_app.ANSWERS["respond"]
     assert run.result.trajectory.find("flow").assembly_kind == "workflow"
     assert _effects(dist) == [1, 2, 3, 4]
+
+
+def test_cancelling_a_parked_workflow_run_stops_its_child_and_ends_the_run_cancelled(dist):
+    """No thread holds the parked perform step: the cancel reaches the child, whose ending wakes the
+    step, which ends the Workflow run cancelled (no scheduler needed)."""
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+    (dist.ready_dir / "hold-effect-1").touch()  # the triage call's tool call waits
+
+    execution = workflow_dist_app.TransferWorkflow.start_execution("Why is transfer 481 pending?")
+    deadline = time.monotonic() + 60
+    while not (dist.ready_dir / "held-effect-1").exists():
+        assert time.monotonic() < deadline, "the triage call's tool call never started"
+        time.sleep(0.05)
+    execution.cancel()
+    run = execution.wait(timeout=60)
+
+    assert run.cancelled
+    store = current_configuration().runtime().store
+    [step] = [step for step in store.load_steps(run.id) if step.kind == "workflow"]
+    assert step.status == "cancelled"
+    children = [record for record in store.list_runs() if record.id != run.id]
+    assert [child.status for child in children] == ["cancelled"]
