@@ -18,6 +18,7 @@ from lg_core import Agent, Graph, Workflow, edge
 from lg_core.errors import (
     AssemblyStepTimeoutError,
     ConfigurationError,
+    InvocationError,
     ProtocolError,
     ProviderError,
     ReplayDivergenceError,
@@ -59,6 +60,22 @@ def test_a_sequential_workflow_feeds_one_output_into_the_final_call(config, scri
     assert trajectory.find("respond").assembly_kind == "agent"
     children = [s for s in config.runtime().store.list_runs() if s.id != run.id]
     assert len(children) == 2 and all(child.status == "completed" for child in children)
+
+
+def test_retry_and_fork_of_a_workflow_run_are_refused(config, script):
+    flaky = agent("FlakyAgent", script([{"error": "provider down"}]))
+
+    class Failing(Workflow):
+        def perform(self):
+            return self.invoke(flaky)
+
+    run = Failing.ask("Go")
+    assert run.failed
+
+    with pytest.raises(InvocationError, match="cannot be retried yet"):
+        lg_core.retry(run.id)
+    with pytest.raises(InvocationError, match="cannot be forked yet"):
+        lg_core.fork(run.id, from_step="root/perform")
 
 
 def test_only_the_final_calls_text_streams_to_the_caller(config, script):
@@ -383,3 +400,6 @@ def test_a_workflow_run_stopped_mid_call_resumes_without_running_a_settled_call_
     assert [step.participant for step in resumed.result.trajectory] == ["first", "second"]
     first, second, again = resumable_graph.CALLS
     assert second == again != first  # the second call's child went on under its own key; the first never re-ran
+    read_back = file_config.runtime().get_run("workflow-stopped")  # as another process reads it
+    assert read_back.result.text == resumed.result.text
+    assert [step.participant for step in read_back.result.trajectory] == ["first", "second"]

@@ -46,6 +46,18 @@ def test_a_perform_step_waiting_for_children_holds_no_worker_thread(dist):
     assert _effects(dist) == [1, 2, 3, 4]
 
 
+def test_a_graph_called_by_a_workflow_runs_as_its_child_with_one_orchestration_thread(dist):
+    dist.start_workers(queues=("lg.orchestrate",), pool="threads", concurrency=1)
+    dist.start_workers(queues=("lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    run = workflow_dist_app.GraphInWorkflow.ask("Why is transfer 481 pending?")
+
+    assert run.completed, run.error
+    assert run.result.text == workflow_dist_app.ANSWERS["respond"]
+    assert run.result.trajectory.find("graph").assembly_kind == "graph"
+    assert _effects(dist) == [1, 2, 3, 4]
+
+
 def test_cancelling_a_parked_workflow_run_stops_its_child_and_ends_the_run_cancelled(dist):
     """No thread holds the parked perform step: the cancel reaches the child, whose ending wakes the
     step, which ends the Workflow run cancelled (no scheduler needed)."""

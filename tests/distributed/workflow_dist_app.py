@@ -11,11 +11,18 @@ and a disturbed one give the same answer.
 from __future__ import annotations
 
 import dist_app
-from graph_dist_app import ANSWERS, GraphLedgerAgent, GraphPolicyAgent, GraphRespondAgent, GraphTriageAgent
+from graph_dist_app import (
+    ANSWERS,
+    GraphLedgerAgent,
+    GraphPolicyAgent,
+    GraphRespondAgent,
+    GraphTriageAgent,
+    TransferGraph,
+)
 
 from lg_core import Graph, Workflow
 
-__all__ = ["ANSWERS", "TransferWorkflow", "WorkflowInGraph"]
+__all__ = ["ANSWERS", "GraphInWorkflow", "TransferWorkflow", "WorkflowInGraph"]
 
 
 class TransferWorkflow(Workflow):
@@ -36,3 +43,10 @@ class WorkflowInGraph(Graph):
     nodes = {"flow": TransferWorkflow}
     start = "flow"
     finish = "flow"
+
+
+class GraphInWorkflow(Workflow):
+    """A Workflow whose final call is a Graph: the Graph runs as the Workflow's child run on the workers."""
+
+    def perform(self):
+        return self.invoke(TransferGraph, as_="graph")
