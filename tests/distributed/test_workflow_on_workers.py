@@ -58,6 +58,17 @@ def test_a_graph_called_by_a_workflow_runs_as_its_child_with_one_orchestration_t
     assert _effects(dist) == [1, 2, 3, 4]
 
 
+def test_parallel_calls_bounded_to_one_run_one_after_another_on_workers(dist):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    run = workflow_dist_app.OneAtATimeWorkflow.ask("Why is transfer 481 pending?")
+
+    assert run.completed, run.error
+    trajectory = run.result.trajectory
+    assert not trajectory.concurrent(trajectory.find("ledger"), trajectory.find("policy"))
+    assert _effects(dist) == [2, 3, 4]
+
+
 def test_cancelling_a_parked_workflow_run_stops_its_child_and_ends_the_run_cancelled(dist):
     """No thread holds the parked perform step: the cancel reaches the child, whose ending wakes the
     step, which ends the Workflow run cancelled (no scheduler needed)."""

@@ -22,7 +22,7 @@ from graph_dist_app import (
 
 from lg_core import Graph, Workflow
 
-__all__ = ["ANSWERS", "GraphInWorkflow", "TransferWorkflow", "WorkflowInGraph"]
+__all__ = ["ANSWERS", "GraphInWorkflow", "OneAtATimeWorkflow", "TransferWorkflow", "WorkflowInGraph"]
 
 
 class TransferWorkflow(Workflow):
@@ -50,3 +50,14 @@ class GraphInWorkflow(Workflow):
 
     def perform(self):
         return self.invoke(TransferGraph, as_="graph")
+
+
+class OneAtATimeWorkflow(Workflow):
+    """ledger and policy through ``parallel`` with max_concurrency=1: the second starts when a replay
+    after the first's ending finds the slot free."""
+
+    def perform(self):
+        findings = self.parallel(
+            self.invoke(GraphLedgerAgent, as_="ledger"), self.invoke(GraphPolicyAgent, as_="policy"), max_concurrency=1
+        )
+        return self.invoke(GraphRespondAgent, input="\n".join(findings), as_="respond")
