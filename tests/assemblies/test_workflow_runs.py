@@ -195,6 +195,27 @@ def test_a_workflow_runs_as_a_graph_node_and_a_graph_inside_a_workflow(config, s
     assert run.result.text == "answer: intake done"
     assert run.result.trajectory.find("graph").assembly_kind == "graph"
 
+    class WorkflowInside(Workflow):
+        def perform(self):
+            inner = self.invoke(InnerWorkflow, as_="inner").output
+            return self.invoke(support, input=inner, as_="outer")
+
+    run = WorkflowInside.ask("Help")
+    assert run.completed, run.error
+    assert run.result.text == "answer: answer: intake done"
+    assert run.result.trajectory.find("inner").assembly_kind == "workflow"
+
+
+def test_a_session_is_refused_before_a_workflow_run_exists(config, script):
+    support = echo(script, "SupportAgent", "")
+
+    class Simple(Workflow):
+        def perform(self):
+            return self.invoke(support)
+
+    with pytest.raises(InvocationError, match="session_id"):
+        Simple.ask("Hi", session_id="chat-1")
+
 
 DECISION = {"agent": "first"}
 
