@@ -69,6 +69,16 @@ def test_parallel_calls_bounded_to_one_run_one_after_another_on_workers(dist):
     assert _effects(dist) == [2, 3, 4]
 
 
+def test_a_perform_step_woken_more_times_than_max_step_attempts_completes(dist):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    run = workflow_dist_app.LongWorkflow.ask("0")
+
+    assert run.completed, run.error
+    assert run.result.text == str(workflow_dist_app.LONG_CALLS)
+    assert len(run.result.trajectory) == workflow_dist_app.LONG_CALLS
+
+
 def test_cancelling_a_parked_workflow_run_stops_its_child_and_ends_the_run_cancelled(dist):
     """No thread holds the parked perform step: the cancel reaches the child, whose ending wakes the
     step, which ends the Workflow run cancelled (no scheduler needed)."""

@@ -20,9 +20,11 @@ from graph_dist_app import (
     TransferGraph,
 )
 
-from lg_core import Graph, Workflow
+from lg_core import Agent, Graph, Workflow
+from lg_core.providers import scripted
 
-__all__ = ["ANSWERS", "GraphInWorkflow", "OneAtATimeWorkflow", "TransferWorkflow", "WorkflowInGraph"]
+__all__ = ["ANSWERS", "GraphInWorkflow", "LongWorkflow", "OneAtATimeWorkflow", "TransferWorkflow", "WorkflowInGraph"]
+LONG_CALLS = 12  # more than max_step_attempts (10): the perform step is woken once per call
 
 
 class TransferWorkflow(Workflow):
@@ -61,3 +63,24 @@ class OneAtATimeWorkflow(Workflow):
             self.invoke(GraphLedgerAgent, as_="ledger"), self.invoke(GraphPolicyAgent, as_="policy"), max_concurrency=1
         )
         return self.invoke(GraphRespondAgent, input="\n".join(findings), as_="respond")
+
+
+scripted.register(
+    "workflow-count", lambda request: {"text": str(int(request.messages[-1].text) + 1), "delay": 0.3}
+)  # slow enough that the step parks before each child ends
+
+
+class CountingAgent(Agent):
+    """Answers its input plus one."""
+
+    model = "scripted:workflow-count"
+
+
+class LongWorkflow(Workflow):
+    """LONG_CALLS calls one after another, each fed the previous output: the step parks and is woken each time."""
+
+    def perform(self):
+        count = "0"
+        for _ in range(LONG_CALLS - 1):
+            count = self.invoke(CountingAgent, input=count, as_="count").output
+        return self.invoke(CountingAgent, input=count, as_="count")
