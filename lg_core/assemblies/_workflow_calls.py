@@ -114,7 +114,7 @@ class ReplayHost:
         of its child run still running on the workers."""
         request = invocation.request
         record = self._record_for(invocation)
-        self._check_policy(invocation)
+        self._check_supported(invocation)
         while record.get("outcome") is None:
             number = len(record["attempts"]) + 1
             child_id = child_run_id(self.scope.run.id, f"{self.scope.key}/call-{request.index}/attempt-{number}")
@@ -157,7 +157,14 @@ class ReplayHost:
             raise
         return record
 
-    def _check_policy(self, invocation: WorkflowInvocation) -> None:
+    def _check_supported(self, invocation: WorkflowInvocation) -> None:
+        """ConfigurationError for what a Workflow run cannot honour yet, rather than ignoring it."""
+        participant = invocation.request.participant
+        if not callable(getattr(participant, "build_run", None)):
+            raise ConfigurationError(
+                f"{self.workflow}: call {invocation.request.name} gives {participant!r}, which cannot run as a "
+                "child run yet (a builder's AssemblyDefinition has no class to import); invoke a class"
+            )
         policy = invocation.request.policy
         if policy.retry_delay > 0:
             raise ConfigurationError(

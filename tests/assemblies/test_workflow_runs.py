@@ -15,6 +15,7 @@ import pytest
 
 import lg_core
 from lg_core import Agent, Graph, Workflow, edge
+from lg_core.assemblies.workflow import WorkflowBuilder
 from lg_core.errors import (
     AssemblyStepTimeoutError,
     ConfigurationError,
@@ -424,3 +425,20 @@ def test_a_workflow_run_stopped_mid_call_resumes_without_running_a_settled_call_
     read_back = file_config.runtime().get_run("workflow-stopped")  # as another process reads it
     assert read_back.result.text == resumed.result.text
     assert [step.participant for step in read_back.result.trajectory] == ["first", "second"]
+
+
+def test_invoking_a_builders_definition_is_refused_with_a_configuration_error(config, script):
+    support = echo(script, "SupportAgent", "")
+    builder = WorkflowBuilder(id="built_flow")
+    builder.perform(lambda workflow: workflow.invoke(support))
+    inner = builder.definition()
+
+    class CallsADefinition(Workflow):
+        def perform(self):
+            return self.invoke(inner, as_="inner")
+
+    run = CallsADefinition.ask("x")
+
+    assert run.failed
+    assert isinstance(run.error, ConfigurationError)
+    assert "cannot run as a child run yet" in str(run.error)
