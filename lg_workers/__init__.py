@@ -8,7 +8,8 @@ and never the other way round; lg_core finds the backend through the
 
 * ``app_factory`` - the Celery app and its settings, built from a Configuration
 * ``celery`` - the app ``celery -A lg_workers ...`` finds (Flower, inspect)
-* ``tasks`` - ``lg.model_turn``, ``lg.tool_call``, ``lg.graph_node`` (from the step-kind table) and ``lg.advance``
+* ``tasks`` - ``lg.model_turn``, ``lg.tool_call``, ``lg.graph_node``, ``lg.workflow`` (from the step-kind table)
+  and ``lg.advance``
 * ``queues`` - the queues, their pools, and the routing read from the step-kind table
 * ``continuation`` - the successor step a task runs itself instead of publishing it
 * ``task_display``, ``task_outcomes`` - what Flower shows of a step's task: run, step and tool; a failed run

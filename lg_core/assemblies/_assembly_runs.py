@@ -18,7 +18,7 @@ from lg_core.invocation import Invocation
 from lg_core.run import Run, prepared_by
 
 _RUN_OPTIONS = ("runtime", "on_event", "cancellation_token")
-_RUNNABLE_KINDS = ("graph", "swarm")
+_RUNNABLE_KINDS = ("graph", "swarm", "workflow")
 # Invocation fields an assembly run does not carry yet, and why.
 _UNSUPPORTED_FIELDS = {
     "session_id": "an assembly run has no session yet; keep the conversation in its Agents' own sessions",
@@ -31,12 +31,10 @@ def build_assembly_run(cls: Any, message: Any, options: dict[str, Any]) -> Run:
     """Validate the request and build a dormant Run of assembly ``cls`` (raises before a Run exists)."""
     definition = cls.definition()  # ConfigurationError for an abstract base, naming what it lacks
     if definition.kind not in _RUNNABLE_KINDS:
-        raise ConfigurationError(
-            f"{cls.__qualname__}: running a {definition.kind} is not supported yet; only Graph and Swarm runs execute"
-        )
+        raise ConfigurationError(f"{cls.__qualname__}: a {definition.kind} cannot run")
     if definition.kind == "graph":
         _refuse_unsupported_nodes(cls, definition.spec)
-    else:
+    elif definition.kind == "swarm":
         _refuse_unsupported_members(cls, definition.spec)
     for name, why in _UNSUPPORTED_FIELDS.items():
         if options.get(name) is not None:

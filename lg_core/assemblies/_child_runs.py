@@ -37,9 +37,12 @@ def child_run_id(parent_run_id: str, step_key: str) -> str:
     return f"{digest[:32]}"
 
 
-def start_or_find_child(scope: StepScope, assembly: Any, message: str, run_id: str) -> Run | None:
+def start_or_find_child(scope: StepScope, assembly: Any, message: Any, run_id: str, **options: Any) -> Run | None:
     """The ended child run ``run_id`` of ``assembly`` asked ``message`` (started, resumed or read back),
-    or None while it runs on workers: the step then parks until the child's ending wakes it."""
+    or None while it runs on workers: the step then parks until the child's ending wakes it.
+
+    ``options`` are the child's own invocation fields (a Workflow call's history, context, or a
+    deadline sooner than the parent's for its timeout)."""
     runtime: Any = scope.engine.runtime
     record = _stored(runtime, run_id)
     if record is not None and record.finished:
@@ -50,9 +53,9 @@ def start_or_find_child(scope: StepScope, assembly: Any, message: str, run_id: s
         child = assembly.build_run(
             message,
             run_id=run_id,
-            deadline_at=parent.invocation.deadline_at,
             cancellation_token=parent.cancellation_token,  # the child's token is a child of the parent's
             runtime=runtime,
+            **{"deadline_at": parent.invocation.deadline_at, **options},
         )
         child.parent_step = (parent.id, scope.key)
         if not distributed:

@@ -8,9 +8,9 @@ abstract base for others; its :meth:`validate` says what it lacks.
 
 An assembly is called as an Agent is (``ask``, ``stream_ask``, ``start_execution`` and
 their async forms), on the same Run and durable engine. A Graph runs (its frame and
-node steps: ``_graph_frame``, ``_graph_node``), and so does a Swarm (``_swarm_frame``,
-``_swarm_member``); running a Workflow is refused with a ConfigurationError until its
-engine exists.
+node steps: ``_graph_frame``, ``_graph_node``), a Swarm (``_swarm_frame``, ``_swarm_member``)
+and a Workflow (its perform step replayed against its recorded calls: ``_workflow_step``,
+``_workflow_calls``).
 """
 
 from __future__ import annotations

@@ -22,15 +22,19 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+from lg_core.assemblies._graph_frame import stored_graph_result
 from lg_core.assemblies._participants import checked_participant
 from lg_core.assemblies._policy import checked_optional_limit, checked_policy
+from lg_core.assemblies._workflow_step import WorkflowStep, workflow_start
 from lg_core.assemblies.assembly import GRAPH_DECLARATIONS, SWARM_DECLARATIONS, Assembly
 from lg_core.assemblies.builder import AssemblyBuilder
 from lg_core.assemblies.declarations import checked_name
 from lg_core.assemblies.definition import AssemblyDefinition, WorkflowSpec
 from lg_core.assemblies.workflow_invocation import InvocationRequest, WorkflowHost, WorkflowInvocation
+from lg_core.engine.driven_frames import DrivenStart
 from lg_core.errors import AssemblyError, ConfigurationError, InvocationError, ProtocolError
 from lg_core.messages import Message
+from lg_core.run_result import RunResult
 
 
 class Workflow(Assembly):
@@ -57,6 +61,24 @@ class Workflow(Assembly):
     @classmethod
     def _incomplete(cls) -> str:
         return f"{cls.__qualname__} defines no perform; define `def perform(self)` returning its final invoke(...)"
+
+    # -- running (the engine calls these on the run's entrypoint class) ------------------------
+
+    @classmethod
+    def driven_start(cls, run: Any) -> DrivenStart:
+        """A new run's frame (no calls yet) and its perform step."""
+        cls.definition()
+        return workflow_start(cls.assembly_id)
+
+    @classmethod
+    def step_body(cls, scope: Any) -> WorkflowStep:
+        """The body of the run's perform step: ``perform`` replayed against the recorded calls."""
+        return WorkflowStep(scope, cls)
+
+    @classmethod
+    def stored_result(cls, stored: Mapping[str, Any]) -> RunResult:
+        """The RunResult of a finished run read back from the store, with its trajectory."""
+        return stored_graph_result(stored)
 
     @classmethod
     def to_builder(cls) -> WorkflowBuilder:

@@ -14,6 +14,7 @@ Public modules (imported by lg_core, lg_workers and lg_scheduler):
 * ``run_endings``: how the step a thread just executed ended its run, for the task that reports it.
 * ``driven_frames``: what an entrypoint class that drives its own frame (a Graph) works with.
 * ``graph_nodes``: the graph node kind, whose body is the run's entrypoint class's.
+* ``workflow_steps``: a workflow's perform step, whose body is the run's entrypoint class's too.
 
 Engine-private modules:
 

@@ -120,13 +120,17 @@ def _child_run_ended() -> ClauseElement:
 
 
 def _wake_parent_step() -> ClauseElement:
-    """Put back in the outbox the parked step of the parent run that waits for this (ending) run."""
+    """Put back in the outbox the parked step of the parent run that waits for this (ending) run.
+
+    Its attempts start again from zero: parking was a committed outcome, not a failed attempt, and a
+    workflow's perform step parks and is woken once per child it waits for, which must not count
+    towards ``max_step_attempts``, the limit on attempts that crash."""
     parent = select(runs.c.parent_run_id).where(runs.c.id == bindparam("run_id")).scalar_subquery()
     parent_step = select(runs.c.parent_step_key).where(runs.c.id == bindparam("run_id")).scalar_subquery()
     return (
         update(steps)
         .where(and_(steps.c.run_id == parent, steps.c.key == parent_step, steps.c.status == "waiting"))
-        .values(status="scheduled", finished_at=null(), relays=0, dispatch_after=later("dispatch_delay"))
+        .values(status="scheduled", finished_at=null(), relays=0, attempts=0, dispatch_after=later("dispatch_delay"))
         .returning(steps.c.run_id, steps.c.key, steps.c.kind, steps.c.frame_id)
     )
 
