@@ -138,7 +138,13 @@ class Scheduler:
         )
 
     def _relay(self) -> int:
-        return recovery.relay_outbox(self.runtime.store, self.publisher, limit=self.batch)
+        return recovery.relay_outbox(
+            self.runtime.store,
+            self.publisher,
+            limit=self.batch,
+            holder_backoff=self.runtime.configuration.lease_seconds,
+            grace=self._grace,
+        )
 
     def _sweep_leases(self) -> int:
         now = self.runtime.store.clock()
