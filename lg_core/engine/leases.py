@@ -58,6 +58,9 @@ from lg_core.store.transient_errors import is_transient
 log = logging.getLogger(__name__)
 
 CONFIRM_RETRY_SECONDS = 1.0  # a step's confirmation the store could not answer is tried again after this
+# A holder lease expired this long ago belongs to a process that died without dropping it; a day is past
+# any store outage whose grace could still spare it (lg_scheduler.recovery.OutageGrace).
+STALE_HOLDER_LEASE_SECONDS = 86400.0
 
 
 class StepClaimLost(BaseException):  # noqa: N818 - a control-flow signal like CancelledError, not an error
@@ -217,6 +220,9 @@ class Heartbeat:
                 self._holds = holds
                 try:
                     self.store.renew_holder_lease(current_holder(), self.lease_seconds)
+                    # The rows dead processes left: cleared by whoever starts holding programs, so the
+                    # table stays as small as the fleet without a sweep of its own.
+                    self.store.drop_stale_holder_leases(STALE_HOLDER_LEASE_SECONDS)
                 except Exception:  # noqa: BLE001 - the next beat tries again
                     log.warning("could not write this process's holder lease; the next beat tries again", exc_info=True)
             with self._lock:

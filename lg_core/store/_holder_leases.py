@@ -51,6 +51,18 @@ class HolderLeases(StorePart):
             tx.execute("drop_holder_lease", {"holder": holder})
 
     @retry_transient
+    def drop_stale_holder_leases(self, age: float) -> int:
+        """Remove the leases that ran out at least ``age`` seconds ago (by the store's clock); how many.
+
+        A process drops its own lease when it stops holding programs; one that
+        died leaves its row behind. An expired row and a missing one mean the
+        same (the holder is gone), so removing it changes no verdict once it is
+        older than any outage's grace could spare it.
+        """
+        with self.db.transaction() as tx:
+            return tx.execute("drop_stale_holder_leases", {"age": age, "now": time.time()}).rowcount
+
+    @retry_transient
     def holder_leases(self, holders: Collection[str]) -> dict[str, float]:
         """Until when (the store's clock, as :meth:`clock` reads it) each of ``holders`` that has a lease
         holds it; a holder without a row is left out (it holds no program, or never said it did)."""

@@ -95,3 +95,13 @@ def test_a_heartbeat_that_only_executes_steps_writes_no_holder_lease(store):
         heartbeat.stop()
 
     assert store.holder_leases([current_holder()]) == {}
+
+
+def test_leases_that_ran_out_long_ago_are_dropped_and_the_others_kept(store):
+    store.renew_holder_lease("dead-host:1:1", -3600)  # ran out an hour ago
+    store.renew_holder_lease("gone-host:2:1", -1)
+    store.renew_holder_lease(HOLDER, 30)
+
+    assert store.drop_stale_holder_leases(600) == 1
+
+    assert set(store.holder_leases(["dead-host:1:1", "gone-host:2:1", HOLDER])) == {"gone-host:2:1", HOLDER}
