@@ -78,6 +78,7 @@ def relay_outbox(
     limit: int = 500,
     holder_backoff: float | None = None,
     grace: OutageGrace | None = None,
+    local_liveness: bool = True,
 ) -> int:
     """Re-send scheduled steps whose message is overdue; returns how many.
 
@@ -94,9 +95,11 @@ def relay_outbox(
     so the wait for that send bounds how long the run stays stuck on a dead
     process. A live holder consumes its queue, so it gets few duplicates.
     ``grace``: holder leases a store outage let expire are spared meanwhile.
+    ``local_liveness``: a holder on this host is judged by its process id (off:
+    by its lease alone, as one on another host).
     """
     relayed = store.relay_due_steps(limit, _holder_backoff_max(store, holder_backoff))
-    _send(publisher, [item.step for item in relayed], store, grace)
+    _send(publisher, [item.step for item in relayed], store, grace, local_liveness)
     for item in relayed:
         _report_relayed(item)
     return len(relayed)
@@ -224,7 +227,7 @@ def sweep_leases(
         if (why := _why_claim_is_dead(step, now, local_liveness, grace)) is not None
         and (item := store.mark_redispatched(step, relays, hold_off)) is not None
     ]
-    _send(publisher, [item.step for item, _ in dead], store, grace)
+    _send(publisher, [item.step for item, _ in dead], store, grace, local_liveness)
     if lost is not None:
         lost.report_lost([item.step for item, _ in dead if item.missed == 0])  # a claim's first re-send
     for item, why in dead:
@@ -370,8 +373,14 @@ def _has_live_step(steps: Iterable[StepRecord], now: float, local_liveness: bool
     return any(step.status == "running" and not _claim_is_dead(step, now, local_liveness) for step in steps)
 
 
-def _send(publisher: Publisher, steps: list[StepRecord], store: RunStore, grace: OutageGrace | None = None) -> None:
-    gone = _gone_program_holders(store, steps, grace)
+def _send(
+    publisher: Publisher,
+    steps: list[StepRecord],
+    store: RunStore,
+    grace: OutageGrace | None = None,
+    local_liveness: bool = True,
+) -> None:
+    gone = _gone_program_holders(store, steps, grace, local_liveness)
     refs = [_routed(StepRef.of(s.run_id, s), s, gone) for s in steps if is_step_kind(s.kind)]
     if refs:
         publisher.publish(refs)
@@ -394,10 +403,13 @@ def _holder_backoff_max(store: RunStore, holder_backoff: float | None) -> Callab
     return lambda step: min(longest, holder_backoff) if _program_holder(step) else longest
 
 
-def _gone_program_holders(store: RunStore, steps: list[StepRecord], grace: OutageGrace | None) -> set[str]:
+def _gone_program_holders(
+    store: RunStore, steps: list[StepRecord], grace: OutageGrace | None, local_liveness: bool = True
+) -> set[str]:
     """The program holders of ``steps`` that will never consume their own queue again.
 
-    A holder on this host is judged by its process id at once. Any other is
+    A holder on this host is judged by its process id at once (with
+    ``local_liveness``; without it, as one on another host). Any other is
     gone when its holder lease (lg_core.store._holder_leases) ran out by the
     store's clock, or it has none: it renews the lease every third of a lease
     period while it holds programs, however busy its steps keep it, and drops
@@ -408,8 +420,11 @@ def _gone_program_holders(store: RunStore, steps: list[StepRecord], grace: Outag
     holders = {holder for step in steps if (holder := _program_holder(step)) is not None}
     if not holders:
         return set()
-    gone = {holder for holder in holders if holder_is_dead(holder)}
-    elsewhere = {holder for holder in holders if not holder_is_local(holder)}
+    if local_liveness:
+        gone = {holder for holder in holders if holder_is_dead(holder)}
+        elsewhere = {holder for holder in holders if not holder_is_local(holder)}
+    else:
+        gone, elsewhere = set(), holders
     if elsewhere:
         now = store.clock()  # before the rows: a lease read later is judged no earlier than it is
         leases = store.holder_leases(elsewhere)
