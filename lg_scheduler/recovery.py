@@ -415,7 +415,9 @@ def _gone_program_holders(
     period while it holds programs, however busy its steps keep it, and drops
     it once it holds none. A lease a store outage let expire is spared while
     ``grace`` lasts (its live holder could not renew it). Nothing is read
-    unless a step observes a program.
+    unless a step observes a program; leases that cannot be read leave their
+    holders presumed alive, so the steps already taken from the store this
+    pass are still sent (to the holders' queues, to be judged again next time).
     """
     holders = {holder for step in steps if (holder := _program_holder(step)) is not None}
     if not holders:
@@ -426,8 +428,12 @@ def _gone_program_holders(
     else:
         gone, elsewhere = set(), holders
     if elsewhere:
-        now = store.clock()  # before the rows: a lease read later is judged no earlier than it is
-        leases = store.holder_leases(elsewhere)
+        try:
+            now = store.clock()  # before the rows: a lease read later is judged no earlier than it is
+            leases = store.holder_leases(elsewhere)
+        except Exception:  # noqa: BLE001 - judged on the next send; these steps go out now regardless
+            log.warning("could not read the holder leases of %s; presumed alive this time", sorted(elsewhere))
+            return gone
         gone |= {
             holder
             for holder in elsewhere

@@ -150,3 +150,20 @@ def test_a_running_wait_whose_worker_keeps_its_holder_lease_is_re_dispatched_to_
     assert sweep_leases(store, publisher, hold_off=LEASE) == 1
 
     assert [ref.queue for ref in publisher.sent] == [HOLDER_QUEUE]
+
+
+def test_holder_leases_that_cannot_be_read_leave_the_wait_on_its_queue_and_the_other_steps_sent(store, monkeypatch):
+    """The relay has already pushed the steps it took, so they go out this pass: the holder presumed alive."""
+    _scheduled_wait(store)
+    create_distributed_run(store, "r2")
+    make_due(store, "r2")
+    make_due(store, key=WAIT_KEY)
+
+    def unreachable(_holders):
+        raise ConnectionError("the store went away")
+
+    monkeypatch.setattr(store, "holder_leases", unreachable)
+    publisher = RecordingPublisher()
+
+    assert relay_outbox(store, publisher, holder_backoff=LEASE) == 2
+    assert sorted(ref.queue for ref in publisher.sent) == ["", HOLDER_QUEUE]
