@@ -8,7 +8,11 @@ sent to ``lg.sandbox.<holder>`` (lg_core.engine._code_exec), which this module
 makes the worker consume once Celery has applied ``-Q``. Only a worker whose
 tasks run in its own process (threads or solo pool) gets one: a prefork task
 runs in one of several children, which no queue can name, so there a ``wait``
-may reach another process and report the program ``terminated``.
+may reach another process and report the program ``terminated``. While the
+process holds programs its heartbeat renews a holder lease in the run store
+(lg_core.store._holder_leases): when the process dies, the lease runs out, and
+the scheduler, on whatever host, sends a ``wait`` left in this queue to plain
+``lg.sandbox`` instead, where it reports the program ``terminated``.
 
 A run's end is committed by whichever worker takes its last step, usually not
 the one holding its program, so a sandbox worker also reaps: every

@@ -81,6 +81,11 @@ class ActiveSessions:
         with self._lock:
             return {run_id for run_id, _frame in self._calls}
 
+    def holds_any(self) -> bool:
+        """Whether this process holds a session (and so maybe a running program) of any agent call."""
+        with self._lock:
+            return bool(self._calls)
+
 
 ACTIVE_SESSIONS = ActiveSessions()
 

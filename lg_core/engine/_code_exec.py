@@ -6,7 +6,10 @@ schedules the next model turn. What it executes differs: ``exec`` starts a
 program in the agent call's code-mode Session (lg_core.code_mode), ``wait``
 and ``stop`` observe or end it, and the result is the ProgramResult as JSON.
 The session lives in this process between steps (ACTIVE_SESSIONS); a step
-finding none for its agent call reports the program ``terminated``.
+finding none for its agent call reports the program ``terminated``. While it
+holds sessions, the process renews a holder lease of its own in the run store
+(lg_core.store._holder_leases), so a scheduler on any host can tell when the
+process a ``wait`` is routed to has died.
 
 While a step observes the program, the program's tool calls are dispatched
 to it (lg_core.code_mode.relay) and each runs the tool path of a direct call
@@ -76,6 +79,8 @@ class CodeExec(ToolCall):
         try:
             result = self._control(call.session, use)
             self._still_working = result.still_working
+            if result.still_working:  # before the commit names this process the program's holder
+                self.scope.engine.heartbeat.keep_holder_lease(ACTIVE_SESSIONS.holds_any)
             return _as_outcome(result)
         except SessionStateError as error:
             return ToolOutcome.failure(str(error), "code_mode_state")

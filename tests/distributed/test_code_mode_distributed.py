@@ -113,6 +113,48 @@ def test_sigkill_of_the_sandbox_worker_during_a_program_makes_wait_report_termin
     assert [n for tool, n, _key in dist.calls() if tool == "lookup"] == [1], "the program was not run again"
 
 
+def test_a_sandbox_worker_dead_on_another_host_is_seen_by_its_holder_lease_and_wait_reports_terminated(dist):
+    """The scheduler judges the holder as if it ran on another host (no process-id check): the worker's
+    holder lease, renewed while it held the program, runs out after the SIGKILL, and the wait left in its
+    queue is re-sent to lg.sandbox about a lease period later."""
+    (sandbox,) = start_workers(dist, sandbox_workers=1)
+    config = Configuration(
+        run_store=dist.pg_url, broker_url=dist.redis.url, imports=["dist_app"], lease_seconds=3, relay_grace=0.5
+    )
+    with with_configuration(config):
+        store = config.runtime().store
+        execution = dist_app.CodeModeAgent.start_execution("import time\ntools.lookup(n=1)\ntime.sleep(600)\n")
+        deadline = time.monotonic() + 60
+        while not (holders := program_holders(dist, execution.run_id)):
+            assert time.monotonic() < deadline, "exec never reported the program still working"
+            time.sleep(0.1)
+        assert set(store.holder_leases(holders)) == holders, "the holding worker keeps a holder lease"
+        time.sleep(2 * dist.lease_seconds)
+        assert min(store.holder_leases(holders).values()) > store.clock(), "renewed while the program runs"
+        sandbox.kill(signal.SIGKILL)
+        killed = time.monotonic()
+        dist.start_workers(queues=("lg.sandbox",), pool="threads", concurrency=2, **OBSERVATION)
+        scheduler = Scheduler(config.runtime(), local_liveness=False)
+        deadline = time.monotonic() + 120
+        while not execution.finished and time.monotonic() < deadline:
+            scheduler.run_once()
+            time.sleep(0.2)
+        run = execution.wait(timeout=5)
+
+    assert run.outcome == "completed", run.error
+    assert json.loads(run.response)["status"] == "terminated"
+    assert time.monotonic() - killed < 60, "the wait waited for a back-off, not for the holder's lease"
+    assert [n for tool, n, _key in dist.calls() if tool == "lookup"] == [1], "the program was not run again"
+
+
+def program_holders(dist, run_id):
+    return {
+        step.result["program_holder"]
+        for step in code_exec_steps(dist, run_id)
+        if step.result and "program_holder" in step.result
+    }
+
+
 def test_a_program_left_running_when_the_run_ends_is_stopped_by_its_worker(dist):
     (sandbox,) = start_workers(dist, sandbox_workers=1)
 
