@@ -23,12 +23,15 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
+from lg_core.engine.driven_frames import StaleStep
 from lg_core.errors import RunNotFoundError
 from lg_core.run import Run
 
 if TYPE_CHECKING:
-    from lg_core.engine.driven_frames import StepScope
-    from lg_core.store import RunRecord
+    from collections.abc import Callable
+
+    from lg_core.engine.driven_frames import FrameState, StepScope, Transition
+    from lg_core.store import RunRecord, StepCommit
 
 
 def child_run_id(parent_run_id: str, step_key: str) -> str:
@@ -81,4 +84,33 @@ def _stored(runtime: Any, run_id: str) -> RunRecord | None:
     return record
 
 
-__all__ = ["child_run_id", "ended_child", "start_or_find_child"]
+def park_on_child(
+    scope: StepScope,
+    child_id: str,
+    *,
+    still_open: Callable[[FrameState], bool],
+    after: Callable[[Run, str], Transition],
+    what: str,
+) -> Transition:
+    """The transition committing a step as waiting for its child run, unless the child has ended by then.
+
+    ``still_open(state)`` says whether the frame still expects this step's commit
+    (else it is stale); a child found ended commits ``after(child, child_id)``
+    instead. The commit's guard (``child_run_ended``) re-runs this on the fresh
+    frame when the child ends between the read here and the commit.
+    """
+
+    def park(state: FrameState) -> StepCommit:
+        if not still_open(state):
+            raise StaleStep(f"{what} {scope.key} is already committed")
+        child = ended_child(scope.engine.runtime, child_id)
+        if child is not None:
+            return after(child, child_id)(state)
+        return scope.commit_for(
+            state, state.checkpoint, step_status="waiting", step_result={"waits_on": child_id}, waits_on=child_id
+        )
+
+    return park
+
+
+__all__ = ["child_run_id", "ended_child", "park_on_child", "start_or_find_child"]

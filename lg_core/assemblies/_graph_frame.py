@@ -285,22 +285,6 @@ def graph_result(done: Sequence[Mapping[str, Any]], finish: Mapping[str, Any], s
     )
 
 
-def stored_graph_result(stored: Mapping[str, Any]) -> RunResult:
-    """A Graph run's RunResult read back from its row (another process ran it)."""
-    base = RunResult.from_dict(stored, ())
-    steps = tuple(Step.from_dict(item) for item in stored.get("steps", ()))
-    return RunResult(
-        message=base.message,
-        stop_reason=base.stop_reason,
-        usage=base.usage,
-        messages=(),
-        state=base.state,
-        structured_result=base.structured_result,
-        steps=steps,
-        trajectory=Trajectory(steps),
-    )
-
-
 def _step_of(record: Mapping[str, Any], spec: GraphSpec) -> Step:
     assembly = spec.node_named(record["node"]).assembly
     usage = Usage.from_dict(record.get("usage"))
@@ -365,5 +349,4 @@ __all__ = [
     "graph_start",
     "node_result",
     "run_spec",
-    "stored_graph_result",
 ]

@@ -14,12 +14,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import child_run_id, ended_child, start_or_find_child
+from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child
 from lg_core.assemblies._graph_frame import NodeCommit
 from lg_core.assemblies._graph_rules import GraphSpec
 from lg_core.assemblies.declarations import ErrorEdge
 from lg_core.assemblies.trajectory import bounded_output, describe_error
-from lg_core.engine.driven_frames import StaleStep, StepScope, Transition
+from lg_core.engine.driven_frames import StepScope, Transition
 from lg_core.errors import AssemblyError
 
 if TYPE_CHECKING:
@@ -51,21 +51,15 @@ class GraphNodeStep:
         return self._after(child, child_id)
 
     def _park(self, child_id: str) -> Transition:
-        """Commit the step as waiting for its child, unless the child has ended by then (the commit's
-        guard, ``child_run_ended``, re-runs this on the fresh frame, which then commits its result)."""
+        """Commit the step as waiting for its child, unless the child has ended by then (_child_runs)."""
         scope = self.scope
-
-        def park(state: FrameState) -> StepCommit:
-            if scope.key not in state.checkpoint.data["active"]:  # type: ignore[attr-defined]
-                raise StaleStep(f"graph node {scope.key} is already committed")
-            child = ended_child(scope.engine.runtime, child_id)
-            if child is not None:
-                return self._after(child, child_id)(state)
-            return scope.commit_for(
-                state, state.checkpoint, step_status="waiting", step_result={"waits_on": child_id}, waits_on=child_id
-            )
-
-        return park
+        return park_on_child(
+            scope,
+            child_id,
+            still_open=lambda state: scope.key in state.checkpoint.data["active"],  # type: ignore[attr-defined]
+            after=self._after,
+            what="graph node",
+        )
 
     def _after(self, child: Run, child_id: str) -> Transition:
         """The transition of a node whose child ended: its result and route, its recovery, or the run's failure."""

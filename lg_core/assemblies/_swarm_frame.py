@@ -151,23 +151,6 @@ def swarm_result(done: Sequence[Mapping[str, Any]], final: Mapping[str, Any], jo
     )
 
 
-def stored_swarm_result(stored: Mapping[str, Any]) -> RunResult:
-    """A Swarm run's RunResult read back from its row (another process ran it)."""
-    base = RunResult.from_dict(stored, ())
-    steps = tuple(Step.from_dict(item) for item in stored.get("steps", ()))
-    return RunResult(
-        message=base.message,
-        stop_reason=base.stop_reason,
-        usage=base.usage,
-        messages=(),
-        state=base.state,
-        structured_result=base.structured_result,
-        steps=steps,
-        trajectory=Trajectory(steps),
-        journey=base.journey,
-    )
-
-
 def _step_of(record: Mapping[str, Any]) -> Step:
     attempt = Attempt(
         number=1,
@@ -198,7 +181,6 @@ __all__ = [
     "MemberCommit",
     "member_input",
     "run_spec",
-    "stored_swarm_result",
     "swarm_result",
     "swarm_start",
 ]

@@ -18,14 +18,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import child_run_id, ended_child, start_or_find_child
+from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child
 from lg_core.assemblies._swarm_frame import MemberCommit
 from lg_core.assemblies._swarm_rules import SwarmSpec
 from lg_core.assemblies.declarations import Member
 from lg_core.assemblies.swarm_handoffs import HANDOFF_TOOL_NAME, SwarmProgress, journey_excerpt
 from lg_core.assemblies.swarm_members import MemberSeat, register_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
-from lg_core.engine.driven_frames import StaleStep, StepScope, Transition
+from lg_core.engine.driven_frames import StepScope, Transition
 from lg_core.errors import AssemblyError, ToolError
 
 if TYPE_CHECKING:
@@ -77,20 +77,15 @@ class SwarmMemberStep:
         return self._after(child, child_id)
 
     def _park(self, child_id: str) -> Transition:
-        """Commit the step as waiting for its child, unless the child has ended by then."""
+        """Commit the step as waiting for its child, unless the child has ended by then (_child_runs)."""
         scope = self.scope
-
-        def park(state: FrameState) -> StepCommit:
-            if state.checkpoint.data.get("active") != scope.key:  # type: ignore[attr-defined]
-                raise StaleStep(f"swarm member step {scope.key} is already committed")
-            child = ended_child(scope.engine.runtime, child_id)
-            if child is not None:
-                return self._after(child, child_id)(state)
-            return scope.commit_for(
-                state, state.checkpoint, step_status="waiting", step_result={"waits_on": child_id}, waits_on=child_id
-            )
-
-        return park
+        return park_on_child(
+            scope,
+            child_id,
+            still_open=lambda state: state.checkpoint.data.get("active") == scope.key,  # type: ignore[attr-defined]
+            after=self._after,
+            what="swarm member step",
+        )
 
     def _after(self, child: Run, child_id: str) -> Transition:
         """The transition of a member whose child ended: a handoff, the Swarm's answer, or its failure."""

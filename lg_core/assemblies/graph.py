@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from lg_core.assemblies._graph_frame import graph_start, run_spec, stored_graph_result
+from lg_core.assemblies._graph_frame import graph_start, run_spec
 from lg_core.assemblies._graph_node import GraphNodeStep
 from lg_core.assemblies._graph_rules import (
     DEFAULT_MAX_CONCURRENCY,
@@ -41,6 +41,7 @@ from lg_core.assemblies.builder import AssemblyBuilder
 from lg_core.assemblies.declarations import Edge, ErrorEdge, Node, StateCallback, checked_name, edge, error_edge, node
 from lg_core.assemblies.definition import AssemblyDefinition
 from lg_core.assemblies.graph_state import GraphState
+from lg_core.assemblies.trajectory import stored_assembly_result
 from lg_core.engine.driven_frames import DrivenStart
 from lg_core.errors import ConfigurationError
 from lg_core.run_result import RunResult
@@ -125,7 +126,7 @@ class Graph(Assembly):
     @classmethod
     def stored_result(cls, stored: Mapping[str, Any]) -> RunResult:
         """The RunResult of a finished run read back from the store, with its trajectory."""
-        return stored_graph_result(stored)
+        return stored_assembly_result(stored)
 
     @classmethod
     def to_builder(cls) -> GraphBuilder:

@@ -28,13 +28,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from lg_core.assemblies._policy import checked_limit
-from lg_core.assemblies._swarm_frame import run_spec, stored_swarm_result, swarm_start
+from lg_core.assemblies._swarm_frame import run_spec, swarm_start
 from lg_core.assemblies._swarm_member import SwarmMemberStep
 from lg_core.assemblies._swarm_rules import DEFAULT_MAX_STEPS, SwarmSpec, handoff_pairs, swarm_spec, validate_swarm
 from lg_core.assemblies.assembly import GRAPH_DECLARATIONS, Assembly
 from lg_core.assemblies.builder import AssemblyBuilder
 from lg_core.assemblies.declarations import Member, member
 from lg_core.assemblies.definition import AssemblyDefinition
+from lg_core.assemblies.trajectory import stored_assembly_result
 from lg_core.engine.driven_frames import DrivenStart
 from lg_core.errors import ConfigurationError
 from lg_core.run_result import RunResult
@@ -104,7 +105,7 @@ class Swarm(Assembly):
     @classmethod
     def stored_result(cls, stored: Mapping[str, Any]) -> RunResult:
         """The RunResult of a finished run read back from the store, with its trajectory and journey."""
-        return stored_swarm_result(stored)
+        return stored_assembly_result(stored)
 
     @classmethod
     def to_builder(cls) -> SwarmBuilder:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from lg_core.run_result import RunResult
 from lg_core.usage import Usage
 
 MAX_STEP_OUTPUT_CHARS = 4096
@@ -206,6 +207,24 @@ class Trajectory:
         return cls([Step.from_dict(item) for item in data])
 
 
+def stored_assembly_result(stored: Mapping[str, Any]) -> RunResult:
+    """A Workflow's, Swarm's or Graph's RunResult read back from its run row (another process ran it):
+    the answer, usage and structured result, every step with its Trajectory, and a Swarm's journey."""
+    base = RunResult.from_dict(stored, ())
+    steps = tuple(Step.from_dict(item) for item in stored.get("steps", ()))
+    return RunResult(
+        message=base.message,
+        stop_reason=base.stop_reason,
+        usage=base.usage,
+        messages=(),
+        state=base.state,
+        structured_result=base.structured_result,
+        steps=steps,
+        trajectory=Trajectory(steps),
+        journey=base.journey,
+    )
+
+
 __all__ = [
     "Attempt",
     "MAX_STEP_OUTPUT_CHARS",
@@ -214,4 +233,5 @@ __all__ = [
     "Trajectory",
     "bounded_output",
     "describe_error",
+    "stored_assembly_result",
 ]

@@ -22,7 +22,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from lg_core.assemblies._graph_frame import stored_graph_result
 from lg_core.assemblies._participants import checked_participant
 from lg_core.assemblies._policy import checked_optional_limit, checked_policy
 from lg_core.assemblies._workflow_step import WorkflowStep, workflow_start
@@ -30,6 +29,7 @@ from lg_core.assemblies.assembly import GRAPH_DECLARATIONS, SWARM_DECLARATIONS, 
 from lg_core.assemblies.builder import AssemblyBuilder
 from lg_core.assemblies.declarations import checked_name
 from lg_core.assemblies.definition import AssemblyDefinition, WorkflowSpec
+from lg_core.assemblies.trajectory import stored_assembly_result
 from lg_core.assemblies.workflow_invocation import InvocationRequest, WorkflowHost, WorkflowInvocation
 from lg_core.engine.driven_frames import DrivenStart
 from lg_core.errors import AssemblyError, ConfigurationError, InvocationError, ProtocolError
@@ -78,7 +78,7 @@ class Workflow(Assembly):
     @classmethod
     def stored_result(cls, stored: Mapping[str, Any]) -> RunResult:
         """The RunResult of a finished run read back from the store, with its trajectory."""
-        return stored_graph_result(stored)
+        return stored_assembly_result(stored)
 
     @classmethod
     def to_builder(cls) -> WorkflowBuilder:
