@@ -51,6 +51,9 @@ KNOWN_FIELDS = (
     "include_agent_events",
 )
 _MISSING = object()
+# Options of the spec's ask that are objects living in the caller's process; an unknown field would
+# otherwise be stored and ignored.
+_RUN_RESOURCES = ("workspace", "sandbox")
 
 
 def new_id() -> str:
@@ -353,6 +356,12 @@ def _normalize_into(env: dict[str, Any], values: Mapping[str, Any], partial: boo
             raise InvocationError(
                 "model_override is not an invocation field a caller can pass: lg_core.fork(run_id, model=...) "
                 "records it for a fork; to choose a model per request, define select_model on the agent"
+            )
+        if name in _RUN_RESOURCES:
+            raise InvocationError(
+                f"{name}= names the spec's caller-owned {name.capitalize()}, which a run here does not take: "
+                f"a step may run on any worker, so the run's {name} is built from the {name} setting "
+                f"(configure({name}=...) or lg.yaml) for every step"
             )
         normalizer = _NORMALIZERS.get(name, _extra_field)
         env[name] = normalizer(value, name)

@@ -834,3 +834,12 @@ def test_new_run_ids_are_unique_uuid7_that_sort_by_creation_time():
     parsed = uuid.UUID(earlier)
     assert (parsed.version, parsed.variant, parsed.hex) == (7, uuid.RFC_4122, earlier)
     assert abs(int(earlier[:12], 16) / 1000 - time.time()) < 60  # the first 48 bits are Unix milliseconds
+
+
+@pytest.mark.parametrize("name", ["workspace", "sandbox"])
+def test_a_caller_owned_workspace_or_sandbox_is_refused_naming_the_setting(name):
+    """Stored as an ordinary field, it would be ignored: the run's are built from the settings."""
+    with pytest.raises(InvocationError, match=rf"{name}= names the spec's caller-owned .* the {name} setting"):
+        Invocation("x", **{name: "/srv/project"})
+    with pytest.raises(InvocationError, match=f"{name}="):
+        Invocation("x")[name] = "/srv/project"
