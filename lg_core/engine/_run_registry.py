@@ -20,6 +20,7 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Generic
 
+from lg_core.engine._agent_stream_links import AgentStreamLinks
 from lg_core.engine._event_bus import EventBus
 from lg_core.engine._frames import FrameCache
 from lg_core.engine._run_protocol import EngineRun, EngineRuntime, RunT
@@ -50,6 +51,7 @@ class RunRegistry(Generic[RunT]):
         self.run_cache_size = run_cache_size
         self.bus = EventBus()
         self.sinks: list[Any] = []
+        self.agent_stream_links = AgentStreamLinks()
         self.lock = threading.Lock()
         self._live: weakref.WeakValueDictionary[str, RunT] = weakref.WeakValueDictionary()
         self.recent: OrderedDict[str, RunT] = OrderedDict()  # the Run cache, up to run_cache_size
@@ -146,6 +148,7 @@ class RunRegistry(Generic[RunT]):
         self.sinks.append(sink)
 
     def publish(self, run_id: str, event: StreamEvent) -> None:
+        self.agent_stream_links.forward(run_id, [event], self._publish_wrapper)
         self.bus.publish(run_id, event)
         for sink in self.sinks:
             sink.publish(run_id, event)
@@ -158,6 +161,7 @@ class RunRegistry(Generic[RunT]):
         """
         if not events:
             return
+        self.agent_stream_links.forward(run_id, events, self._publish_wrapper)
         for event in events:
             self.bus.publish(run_id, event)
         for sink in self.sinks:
@@ -167,6 +171,12 @@ class RunRegistry(Generic[RunT]):
             else:
                 for event in events:
                     sink.publish(run_id, event)
+
+    def _publish_wrapper(self, run_id: str, wrapper: StreamEvent) -> None:
+        """A linked child's wrapper, for its parent's Runs in this process (and, linked in turn,
+        the parent's parent): live-only, so it goes to no sink (docs/architecture.md, "Agent streams")."""
+        self.agent_stream_links.forward(run_id, [wrapper], self._publish_wrapper)
+        self.bus.publish(run_id, wrapper)
 
     # -- cancel and interjection hints ----------------------------------------------------
 
