@@ -13,10 +13,11 @@ never stored in the assembly run's log (docs/architecture.md, "Agent streams").
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
+from lg_core.engine.codec import decode_event_data, encode_event_data, encode_value
 from lg_core.events import StreamEvent
 
 # A participant's run-level events (its ending, its replay bookkeeping) are not an Agent's
@@ -49,9 +50,9 @@ class AgentStreamSource:
     parent_operation_id: str | None = None
     assembly_path: tuple[AgentStreamStep, ...] = ()
 
-    def within(self, step: AgentStreamStep, parent_operation_id: str) -> AgentStreamSource:
+    def within(self, step: AgentStreamStep) -> AgentStreamSource:
         """This source seen one assembly further out: ``step`` encloses the path it had."""
-        return replace(self, assembly_path=(step, *self.assembly_path), parent_operation_id=parent_operation_id)
+        return replace(self, assembly_path=(step, *self.assembly_path))
 
 
 def frozen_copy(value: Any) -> Any:
@@ -75,10 +76,10 @@ def wrapped(event: StreamEvent, source: AgentStreamSource, routed_input: Any = N
     return StreamEvent.build("agent_stream", **data)
 
 
-def rewrapped(wrapper: StreamEvent, step: AgentStreamStep, parent_operation_id: str) -> StreamEvent:
+def rewrapped(wrapper: StreamEvent, step: AgentStreamStep) -> StreamEvent:
     """A nested assembly's wrapper as its enclosing assembly's caller sees it: ``step`` prefixed to its path."""
     data = dict(wrapper.data)
-    data["source"] = data["source"].within(step, parent_operation_id)
+    data["source"] = data["source"].within(step)
     return StreamEvent.build("agent_stream", **data)
 
 
@@ -97,7 +98,7 @@ class AgentStreamLink:
     def forwarded(self, child_run_id: str, event: StreamEvent) -> StreamEvent | None:
         """The parent's wrapper for the child's ``event``, or None when it is not an Agent's activity."""
         if event.type == "agent_stream":
-            return rewrapped(event, self.step, self.parent_run_id)
+            return rewrapped(event, self.step)
         if self.agent_id is None or event.type in RUN_LEVEL_EVENTS:
             return None
         source = AgentStreamSource(
@@ -120,6 +121,59 @@ def standalone_wrapper(run: Any, event: StreamEvent) -> StreamEvent | None:
     return wrapped(event, source, run.invocation.message)
 
 
+def encoded_wrapper(event: StreamEvent) -> dict[str, Any]:
+    """A wrapper's data as JSON, for another process's stream (decoded_wrapper reads it back)."""
+    source: AgentStreamSource = event.data["source"]
+    inner: StreamEvent = event.data["event"]
+    encoded: dict[str, Any] = {
+        "source": asdict(source),
+        "event": {"type": inner.type, "data": encode_event_data(inner.data), "seq": inner.seq},
+    }
+    if "input" in event.data:
+        encoded["input"] = encode_value(event.data["input"])
+    return encoded
+
+
+def decoded_wrapper(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A wrapper's data read from JSON: the source and the inner event rebuilt, frozen again."""
+    raw = dict(data["source"])
+    raw["assembly_path"] = tuple(AgentStreamStep(**step) for step in raw.get("assembly_path") or ())
+    inner = data["event"]
+    event = StreamEvent(inner["type"], frozen_copy(decode_event_data(inner["data"])), inner.get("seq"))
+    decoded: dict[str, Any] = {"source": AgentStreamSource(**raw), "event": event}
+    if "input" in data:
+        decoded["input"] = frozen_copy(data["input"])
+    return decoded
+
+
+def chain_wrappers(run: Any, event: StreamEvent) -> list[tuple[str, StreamEvent]]:
+    """For a child run on the workers, ``event`` wrapped for each enclosing assembly run that wants it.
+
+    The child's invocation carries its ``agent_stream_chain`` (start_or_find_child): the enclosing
+    runs innermost first, each with the step that runs the next one in. Publishing to every
+    ancestor directly spares the parked parents (on no process) from passing the wrappers on."""
+    chain = run.invocation.get("agent_stream_chain")
+    if not chain or run.agent_class is None or event.type == "agent_stream" or event.type in RUN_LEVEL_EVENTS:
+        return []
+    path: tuple[AgentStreamStep, ...] = ()
+    published = []
+    base = AgentStreamSource(
+        agent_id=str(getattr(run.entrypoint_class, "agent_id", "")),
+        operation_id=run.id,
+        parent_operation_id=chain[0]["run_id"],
+    )
+    for ancestor in chain:
+        path = (AgentStreamStep(**ancestor["step"]), *path)
+        wrapper = wrapped(event, replace(base, assembly_path=path), run.invocation.message)
+        published.append((ancestor["run_id"], wrapper.with_stored(encoded_wrapper(wrapper))))
+    return published
+
+
+def chain_for(parent: Any, step: AgentStreamStep) -> list[dict[str, Any]]:
+    """The ``agent_stream_chain`` of a child ``parent`` starts on the workers at ``step``."""
+    return [{"run_id": parent.id, "step": asdict(step)}, *(parent.invocation.get("agent_stream_chain") or ())]
+
+
 def describe(event: StreamEvent) -> str:
     """One line for a wrapper: the path of participants, the Agent and the inner event's type."""
     source: AgentStreamSource = event.data["source"]
@@ -132,6 +186,10 @@ __all__ = [
     "AgentStreamLink",
     "AgentStreamSource",
     "AgentStreamStep",
+    "chain_for",
+    "chain_wrappers",
+    "decoded_wrapper",
+    "encoded_wrapper",
     "describe",
     "frozen_copy",
     "rewrapped",

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from lg_core.agent_stream import AgentStreamLink, AgentStreamStep
+from lg_core.agent_stream import AgentStreamLink, AgentStreamStep, chain_for
 from lg_core.errors import RunNotFoundError
 from lg_core.run import Run, import_entrypoint
 
@@ -62,6 +62,8 @@ def start_or_find_child(
     parent = scope.run
     if not parent.include_agent_events:
         options.setdefault("include_agent_events", False)  # nobody above wants the wrappers: none are made
+    elif distributed:
+        options["agent_stream_chain"] = chain_for(parent, stream_step)  # its worker publishes them upward
     if record is None:
         child = assembly.build_run(
             message,

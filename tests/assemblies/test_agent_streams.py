@@ -110,7 +110,7 @@ def test_a_graph_in_a_graph_gives_its_agents_a_two_step_assembly_path(config, pi
     assert [step.assembly_kind for step in nested.assembly_path] == ["graph", "graph"]
     assert nested.assembly_path[0].assembly_id == OuterGraph.assembly_id
     assert nested.assembly_path[1].assembly_id == inner.assembly_id
-    assert nested.parent_operation_id == stream.id
+    assert nested.parent_operation_id not in (None, stream.id)  # the inner Graph's run invoked it
 
 
 def test_include_agent_events_false_drops_the_wrappers(config, pipeline):
