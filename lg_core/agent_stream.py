@@ -69,7 +69,8 @@ def frozen_copy(value: Any) -> Any:
 def wrapped(event: StreamEvent, source: AgentStreamSource, routed_input: Any = None) -> StreamEvent:
     """The ``agent_stream`` event carrying ``event`` (copied, frozen) from ``source``; the routed
     input rides on the Agent's ``invocation_start`` only."""
-    inner = StreamEvent(event.type, frozen_copy(event.data), event.seq)
+    # The stored form rides along: another process, or JSON, gets the caller-safe form the log holds.
+    inner = StreamEvent(event.type, frozen_copy(event.data), event.seq, None, event.stored)
     data: dict[str, Any] = {"source": source, "event": inner}
     if event.type == "invocation_start":
         data["input"] = frozen_copy(routed_input)
@@ -127,11 +128,15 @@ def encoded_wrapper(event: StreamEvent) -> dict[str, Any]:
     inner: StreamEvent = event.data["event"]
     encoded: dict[str, Any] = {
         "source": asdict(source),
-        "event": {"type": inner.type, "data": encode_event_data(inner.data), "seq": inner.seq},
+        "event": {"type": inner.type, "data": _inner_json(inner), "seq": inner.seq},
     }
     if "input" in event.data:
         encoded["input"] = encode_value(event.data["input"])
     return encoded
+
+
+def _inner_json(inner: StreamEvent) -> dict[str, Any]:
+    return dict(inner.stored) if inner.stored is not None else encode_event_data(inner.data)
 
 
 def decoded_wrapper(data: Mapping[str, Any]) -> dict[str, Any]:

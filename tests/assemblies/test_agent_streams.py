@@ -3,10 +3,13 @@ with their source (Agent, operation, enclosing assembly steps), before the ordin
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from lg_core import Agent, Graph, Workflow, edge
-from lg_core.agent_stream import AgentStreamSource, AgentStreamStep
+from lg_core.agent_stream import AgentStreamSource, AgentStreamStep, decoded_wrapper
+from lg_core.execution import event_json
 
 
 def agent(name: str, target: str) -> type[Agent]:
@@ -152,3 +155,16 @@ def test_wrapped_events_and_inputs_are_frozen(config, pipeline):
         seen[0].data["source"].assembly_path[0] = None  # type: ignore[index]
     with pytest.raises(AttributeError):
         seen[0].data["source"].agent_id = "other"  # type: ignore[misc]
+
+
+def test_a_wrapper_encodes_to_json_and_reads_back_as_it_was(config, pipeline):
+    """What another process's stream (and an SSE line) carries of a wrapper."""
+    seen = wrappers(list(pipeline().stream_ask("Write")))
+    for wrapper in seen:
+        encoded = json.loads(json.dumps(event_json(wrapper)))
+        decoded = decoded_wrapper(encoded)
+        assert decoded["source"] == wrapper.data["source"]
+        assert decoded["event"].type == wrapper.data["event"].type
+        assert decoded["event"].seq == wrapper.data["event"].seq
+    stop = next(wrapper for wrapper in seen if wrapper.data["event"].type == "invocation_stop")
+    assert dict(decoded_wrapper(event_json(stop))["event"].data).keys() == dict(stop.data["event"].data).keys()
