@@ -402,7 +402,7 @@ class Run:
     def events(self, after: int = 0) -> list[StreamEvent]:
         """The durable event log of this run (token deltas are not stored)."""
         return [
-            StreamEvent(r.type, _frozen(decode_event_data(r.data)), r.seq)
+            StreamEvent(r.type, MappingProxyType(decode_event_data(r.data)), r.seq)
             for r in self.runtime.store.load_events(self.id, after)
         ]
 
@@ -591,10 +591,6 @@ def check_importable_elsewhere(cls: type) -> None:
         "configured, define it at module level in an importable module (e.g. myapp/agents.py) that workers "
         "import (lg worker --import myapp.agents), or unset broker_url to run executions on threads here"
     )
-
-
-def _frozen(data: dict[str, Any]) -> Any:
-    return MappingProxyType(data)
 
 
 __all__ = ["Run", "check_importable_elsewhere", "import_entrypoint", "prepared_by"]
