@@ -107,3 +107,15 @@ def test_an_execution_of_a_graph_on_workers_streams_agent_stream_wrappers_of_its
     }
     assert nested.wait(timeout=90).completed
     assert paths == {("inner", "triage"), ("inner", "ledger"), ("inner", "policy"), ("inner", "respond")}
+
+
+def test_an_execution_of_a_graph_on_workers_without_agent_events_streams_no_wrappers(dist):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    execution = graph_dist_app.OuterTransferGraph.start_execution(
+        "Why is transfer 481 pending?", include_agent_events=False
+    )
+    types = [event.type for event in execution.events()]
+
+    assert execution.wait(timeout=90).completed
+    assert "agent_stream" not in types and types[-1] == "run_stop"
