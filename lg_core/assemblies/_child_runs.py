@@ -16,6 +16,11 @@ child puts it back in the outbox in the same transaction (the child's row names
 it: ``parent_run_id``, ``parent_step_key``). Executed again, it finds the child
 ended and reads its result. The child carries the parent's deadline, and the
 parent's ending asks its running children to stop.
+
+The child's events reach the parent's caller as ``agent_stream`` wrappers
+(lg_core.agent_stream): a local child is linked to its parent while it runs, a
+child on the workers carries the chain of its enclosing runs in its invocation
+(docs/architecture.md, "Agent streams").
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from lg_core.agent_stream import AgentStreamLink, AgentStreamStep, chain_for
 from lg_core.errors import RunNotFoundError
+from lg_core.invocation import Invocation
 from lg_core.run import Run, import_entrypoint
 
 if TYPE_CHECKING:
@@ -74,13 +80,14 @@ def start_or_find_child(
         )
         child.parent_step = (parent.id, scope.key)
         if not distributed:
-            with _linked(scope, run_id, child.entrypoint_class, stream_step, message):
+            with _linked(scope, run_id, child.entrypoint_class, stream_step, child.invocation.message):
                 return child.call()  # type: ignore[no-any-return]
         runtime.start_execution(child)
         return None
     if distributed:
         return None  # started by an earlier attempt, still running
-    with _linked(scope, run_id, record_entrypoint(runtime, run_id), stream_step, message):
+    routed = Invocation.coerce(message).message  # as the child was asked it, like a new child's
+    with _linked(scope, run_id, _record_entrypoint(runtime, run_id), stream_step, routed):
         return runtime.resume(run_id)  # type: ignore[no-any-return]  # a crash left it unfinished
 
 
@@ -100,7 +107,7 @@ def _linked(scope: StepScope, run_id: str, entrypoint: Any, step: AgentStreamSte
         engine.unlink_agent_stream(run_id)
 
 
-def record_entrypoint(runtime: Any, run_id: str) -> Any:
+def _record_entrypoint(runtime: Any, run_id: str) -> Any:
     """The class a stored run executes, or None when it cannot be imported here."""
     try:
         return import_entrypoint(runtime.store.load_run(run_id).entrypoint)

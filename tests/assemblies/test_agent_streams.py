@@ -59,7 +59,7 @@ def test_a_graph_stream_wraps_every_node_agents_events_with_its_source(config, p
         AgentStreamStep(assembly_id=graph.assembly_id, assembly_kind="graph", participant="draft", step_id="draft-1"),
     )
     assert first.data["event"].type == "invocation_start"
-    assert first.data["input"] == "Write"
+    assert first.data["input"].text == "Write"  # the Message the node's Agent was asked
     stops = [event.data["event"] for event in seen if event.data["event"].type == "invocation_stop"]
     assert len(stops) == 2
     operations = {event.data["source"].operation_id for event in seen}
