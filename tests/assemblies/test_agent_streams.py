@@ -168,3 +168,12 @@ def test_a_wrapper_encodes_to_json_and_reads_back_as_it_was(config, pipeline):
         assert decoded["event"].seq == wrapper.data["event"].seq
     stop = next(wrapper for wrapper in seen if wrapper.data["event"].type == "invocation_stop")
     assert dict(decoded_wrapper(event_json(stop))["event"].data).keys() == dict(stop.data["event"].data).keys()
+
+
+def test_the_event_consumer_of_start_execution_gets_the_wrappers_by_default(config, pipeline):
+    seen = []
+    execution = pipeline().start_execution("Write", on_event=seen.append)
+
+    assert execution.wait(timeout=30).completed
+    participants = {event.data["source"].assembly_path[-1].participant for event in wrappers(seen)}
+    assert participants == {"draft", "polish"}
