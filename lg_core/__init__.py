@@ -25,6 +25,7 @@ from lg_core.errors import __all__ as _error_names
 if TYPE_CHECKING:
     from lg_core import callbacks
     from lg_core.agent import DEFAULT_LIMITS, Agent, AsyncRunStream
+    from lg_core.agent_stream import AgentStreamSource, AgentStreamStep
     from lg_core.assemblies.assembly import Assembly
     from lg_core.assemblies.builder import AssemblyBuilder
     from lg_core.assemblies.declarations import edge, error_edge, member, node
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
 # program first touches a name that needs them, so a command or worker pays for what it uses.
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Agent", "AsyncRunStream", "DEFAULT_LIMITS"), "lg_core.agent"),
+    **dict.fromkeys(("AgentStreamSource", "AgentStreamStep"), "lg_core.agent_stream"),
     "Assembly": "lg_core.assemblies.assembly",
     "AssemblyBuilder": "lg_core.assemblies.builder",
     **dict.fromkeys(("edge", "error_edge", "member", "node"), "lg_core.assemblies.declarations"),
@@ -222,6 +224,8 @@ def cancel_run(run_id: str) -> bool:
 
 __all__ = [
     "Agent",
+    "AgentStreamSource",
+    "AgentStreamStep",
     "Artifact",
     "Assembly",
     "AssemblyBuilder",

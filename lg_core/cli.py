@@ -35,6 +35,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from lg_core.cli_agent_events import participant_events, pathed_events_table
 from lg_core.cli_ask import ask_here, ask_on_workers
 from lg_core.cli_errors import UsageError, fail
 from lg_core.cli_imports import load_entrypoint
@@ -296,21 +297,32 @@ def runs_events(
             "--after", metavar="SEQ", min=0, callback=_storable_count, help="Only events after sequence number SEQ."
         ),
     ] = 0,
+    agents: Annotated[
+        bool,
+        typer.Option(
+            "--agents", help="Also list an assembly's participants' events (its child runs'), under their path."
+        ),
+    ] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """A run's durable event log (token deltas are not stored)."""
     with session(ctx, store, durable=True, load_imports=False) as runtime:
         runtime.store.load_run(run_id_to_look_up(run_id))
-        events = runtime.store.load_events(run_id, after)
+        pathed = participant_events(runtime.store, run_id, after) if agents else None
+        events = [item.event for item in pathed] if pathed is not None else runtime.store.load_events(run_id, after)
     if as_json:
         rows = [{"seq": e.seq, "type": e.type, "created_at": iso(e.created_at), "data": e.data} for e in events]
+        if pathed is not None:
+            rows = [
+                {"agent": item.path, "run_id": item.event.run_id, **row} for item, row in zip(pathed, rows, strict=True)
+            ]
         typer.echo(json.dumps(rows, indent=2, default=str))
         return
     if not events:
         error_console().print(f"no events after {after}")
         return
-    output_console().print(events_table(events))
+    output_console().print(events_table(events) if pathed is None else pathed_events_table(pathed))
 
 
 @runs_app.command("resume")

@@ -510,17 +510,11 @@ def _rate_limit(value: Any, name: str) -> str | None:
     return None if value is None else str(RateLimit.parse(value))
 
 
-def _include_agent_events(value: Any, name: str) -> bool:
-    """Only ``False`` (the standalone Agent's default) is accepted: the ``agent_stream``
-    wrappers the spec adds for ``True`` are not built yet, and silently ignoring the
-    request would hand the caller a stream without the events they asked for."""
-    if not isinstance(value, bool):
+def _include_agent_events(value: Any, name: str) -> bool | None:
+    """None (not given) leaves the choice to the entrypoint: on for a composite assembly, off for
+    a standalone Agent (Run.include_agent_events)."""
+    if value is not None and not isinstance(value, bool):
         raise InvocationError(f"include_agent_events must be true or false, got {value!r}")
-    if value:
-        raise InvocationError(
-            "include_agent_events=True is not available yet: agent_stream wrappers are not built; "
-            "a standalone Agent's ordinary events already carry everything it did"
-        )
     return value
 
 

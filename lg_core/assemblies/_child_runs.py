@@ -16,16 +16,25 @@ child puts it back in the outbox in the same transaction (the child's row names
 it: ``parent_run_id``, ``parent_step_key``). Executed again, it finds the child
 ended and reads its result. The child carries the parent's deadline, and the
 parent's ending asks its running children to stop.
+
+The child's events reach the parent's caller as ``agent_stream`` wrappers
+(lg_core.agent_stream): a local child is linked to its parent while it runs, a
+child on the workers carries the chain of its enclosing runs in its invocation
+(docs/architecture.md, "Agent streams").
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from lg_core.agent_stream import AgentStreamLink, AgentStreamStep, chain_for
 from lg_core.engine.driven_frames import StaleStep
 from lg_core.errors import RunNotFoundError
-from lg_core.run import Run
+from lg_core.invocation import Invocation
+from lg_core.run import Run, import_entrypoint
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,19 +49,31 @@ def child_run_id(parent_run_id: str, step_key: str) -> str:
     return f"{digest[:32]}"
 
 
-def start_or_find_child(scope: StepScope, assembly: Any, message: Any, run_id: str, **options: Any) -> Run | None:
+def start_or_find_child(
+    scope: StepScope,
+    assembly: Any,
+    message: Any,
+    run_id: str,
+    stream_step: AgentStreamStep,
+    **options: Any,
+) -> Run | None:
     """The ended child run ``run_id`` of ``assembly`` asked ``message`` (started, resumed or read back),
     or None while it runs on workers: the step then parks until the child's ending wakes it.
 
-    ``options`` are the child's own invocation fields (a Workflow call's history, context, or a
-    deadline sooner than the parent's for its timeout)."""
+    ``stream_step`` names the step in the ``agent_stream`` wrappers of the child's events
+    (lg_core.agent_stream); ``options`` are the child's own invocation fields (a Workflow call's
+    history, context, or a deadline sooner than the parent's for its timeout)."""
     runtime: Any = scope.engine.runtime
     record = _stored(runtime, run_id)
     if record is not None and record.finished:
         return Run.from_record(record, runtime)
     distributed = scope.holder is not None
+    parent = scope.run
+    if not parent.include_agent_events:
+        options.setdefault("include_agent_events", False)  # nobody above wants the wrappers: none are made
+    elif distributed:
+        options["agent_stream_chain"] = chain_for(parent, stream_step)  # its worker publishes them upward
     if record is None:
-        parent = scope.run
         child = assembly.build_run(
             message,
             run_id=run_id,
@@ -62,12 +83,51 @@ def start_or_find_child(scope: StepScope, assembly: Any, message: Any, run_id: s
         )
         child.parent_step = (parent.id, scope.key)
         if not distributed:
-            return child.call()  # type: ignore[no-any-return]
+            with _linked(scope, run_id, child.entrypoint_class, stream_step, child.invocation.message):
+                return child.call()  # type: ignore[no-any-return]
         runtime.start_execution(child)
         return None
     if distributed:
         return None  # started by an earlier attempt, still running
-    return runtime.resume(run_id)  # type: ignore[no-any-return]  # a crash left it unfinished
+    routed = Invocation.coerce(message).message  # as the child was asked it, like a new child's
+    with _linked(scope, run_id, _record_entrypoint(runtime, run_id), stream_step, routed):
+        return runtime.resume(run_id)  # type: ignore[no-any-return]  # a crash left it unfinished
+
+
+@contextmanager
+def _linked(scope: StepScope, run_id: str, entrypoint: Any, step: AgentStreamStep, message: Any) -> Iterator[None]:
+    """While a local child runs, its events reach the parent's stream as ``agent_stream`` wrappers
+    (when the parent's caller wants them)."""
+    if not scope.run.include_agent_events:
+        yield
+        return
+    agent_id = getattr(entrypoint, "agent_id", None) if getattr(entrypoint, "assembly_kind", None) == "agent" else None
+    engine = scope.engine
+    engine.link_agent_stream(run_id, AgentStreamLink(scope.run.id, step, agent_id, message))
+    try:
+        yield
+    finally:
+        engine.unlink_agent_stream(run_id)
+
+
+def _record_entrypoint(runtime: Any, run_id: str) -> Any:
+    """The class a stored run executes, or None when it cannot be imported here."""
+    try:
+        return import_entrypoint(runtime.store.load_run(run_id).entrypoint)
+    except Exception:  # noqa: BLE001 - a child without wrappers still runs
+        return None
+
+
+def stream_step(scope: StepScope, participant: str, step_id: str, branch: Any = None) -> AgentStreamStep:
+    """The step ``scope`` of its assembly run, as ``agent_stream`` sources name it."""
+    assembly = scope.run.entrypoint_class
+    return AgentStreamStep(
+        assembly_id=str(getattr(assembly, "assembly_id", assembly.__qualname__)),
+        assembly_kind=str(getattr(assembly, "assembly_kind", "assembly")),
+        participant=participant,
+        step_id=step_id,
+        branch_id=None if branch is None else str(branch),
+    )
 
 
 def ended_child(runtime: Any, run_id: str) -> Run | None:
@@ -113,4 +173,4 @@ def park_on_child(
     return park
 
 
-__all__ = ["child_run_id", "ended_child", "park_on_child", "start_or_find_child"]
+__all__ = ["child_run_id", "ended_child", "park_on_child", "start_or_find_child", "stream_step"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child
+from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child, stream_step
 from lg_core.assemblies._graph_frame import NodeCommit
 from lg_core.assemblies._graph_rules import GraphSpec
 from lg_core.assemblies.declarations import ErrorEdge
@@ -44,7 +44,8 @@ class GraphNodeStep:
         scope = self.scope
         scope.check_interrupt()
         child_id = child_run_id(scope.run.id, scope.key)
-        child = start_or_find_child(scope, self.node.assembly, self.input["input"], child_id)
+        step = stream_step(scope, self.node.name, f"{self.node.name}-{self.input['n']}", self.input.get("branch"))
+        child = start_or_find_child(scope, self.node.assembly, self.input["input"], child_id, step)
         if child is None:
             return self._park(child_id)
         scope.check_interrupt()  # a child stopped by its parent's cancel or deadline: the parent stops too

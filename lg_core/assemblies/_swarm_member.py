@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child
+from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child, stream_step
 from lg_core.assemblies._swarm_frame import MemberCommit
 from lg_core.assemblies._swarm_rules import SwarmSpec
 from lg_core.assemblies.declarations import Member
@@ -70,7 +70,8 @@ class SwarmMemberStep:
         child_id = child_run_id(scope.run.id, scope.key)
         progress = SwarmProgress.from_dict(scope.frame.checkpoint.data["progress"])  # type: ignore[attr-defined]
         call = MemberCall(self.member, scope.run, MemberSeat(self.spec, progress))
-        child = start_or_find_child(scope, call, self.input["input"], child_id)
+        step = stream_step(scope, self.member.name, scope.key)
+        child = start_or_find_child(scope, call, self.input["input"], child_id, step)
         if child is None:
             return self._park(child_id)
         scope.check_interrupt()  # a child stopped by its parent's cancel or deadline: the parent stops too

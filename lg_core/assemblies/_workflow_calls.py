@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from lg_core.assemblies._child_runs import child_run_id, start_or_find_child
+from lg_core.assemblies._child_runs import child_run_id, start_or_find_child, stream_step
 from lg_core.assemblies._graph_frame import node_result
 from lg_core.assemblies.trajectory import bounded_output, describe_error
 from lg_core.assemblies.workflow_invocation import WorkflowInvocation, check_same_call
@@ -120,8 +120,14 @@ class ReplayHost:
             child_id = child_run_id(self.scope.run.id, f"{self.scope.key}/call-{request.index}/attempt-{number}")
             if not may_start and not self._exists(child_id):
                 return QUEUED
+            step = stream_step(self.scope, request.name, f"{self.scope.key}/call-{request.index}")
             child = start_or_find_child(
-                self.scope, request.participant, self._input_of(invocation), child_id, **self._options_of(invocation)
+                self.scope,
+                request.participant,
+                self._input_of(invocation),
+                child_id,
+                step,
+                **self._options_of(invocation),
             )
             if child is None:
                 return child_id

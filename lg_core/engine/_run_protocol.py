@@ -44,6 +44,9 @@ class EngineRun(Protocol):
     @property
     def runtime(self) -> Any: ...
 
+    @property
+    def include_agent_events(self) -> bool: ...  # its caller wants its participants' agent_stream wrappers
+
     session_actor_id: str | None
     execution_state: Mapping[str, Any]
     parent_step: tuple[str, str] | None  # the step whose child this run is, woken by its ending

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
+from lg_core.agent_stream import AgentStreamLink
 from lg_core.engine._caller_errors import default_error_message
 from lg_core.engine._cancel_watch import CancelWatch
 from lg_core.engine._checkpoint import AgentCheckpoint
@@ -133,6 +134,13 @@ class Engine(Generic[RunT]):
     def publish_many(self, run_id: str, events: list[StreamEvent]) -> None:
         """Publish a commit's events in order, each sink taking them in one go."""
         self.registry.publish_many(run_id, events)
+
+    def link_agent_stream(self, child_run_id: str, link: AgentStreamLink) -> None:
+        """Publish, while linked, the child's events for its parent as ``agent_stream`` wrappers."""
+        self.registry.agent_stream_links.link(child_run_id, link)
+
+    def unlink_agent_stream(self, child_run_id: str) -> None:
+        self.registry.agent_stream_links.unlink(child_run_id)
 
     def cancel_requested(self, run_id: str) -> bool:
         """Has anyone (any process) asked to cancel? Polls the store at most once a second."""

@@ -204,6 +204,13 @@ class RunRows(StorePart):
         return [run_record(row) for row in rows]
 
     @retry_transient
+    def list_child_runs(self, run_id: str, limit: int = 1000) -> list[RunRecord]:
+        """The child runs ``run_id``'s steps started (an assembly's participants), oldest first."""
+        with self.db.reader() as tx:
+            rows = tx.fetchall("select_child_runs", {"run_id": run_id, "limit": limit})
+        return [run_record(row) for row in rows]
+
+    @retry_transient
     def load_frame(self, frame_id: str) -> FrameRecord:
         with self.db.reader() as tx:
             row: tuple[str, str, str, str, str, int, str] | None = tx.fetchone("select_frame", {"frame_id": frame_id})

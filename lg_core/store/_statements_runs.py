@@ -42,6 +42,13 @@ RUN_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         .order_by(runs.c.created_at.desc())
         .limit(bindparam("limit"))
     ),
+    # The child runs of an assembly run's steps (its Graph nodes, Swarm members, Workflow calls), oldest first.
+    "select_child_runs": lambda: (
+        select(*runs.c)
+        .where(and_(runs.c.parent_run_id == bindparam("run_id"), runs.c.parent_step_key.isnot(None)))
+        .order_by(runs.c.created_at)
+        .limit(bindparam("limit"))
+    ),
     "select_run_flags": lambda: select(runs.c.status, runs.c.cancel_requested, runs.c.holder).where(
         runs.c.id == bindparam("run_id")
     ),

@@ -207,15 +207,21 @@ def test_max_steps_leaves_the_active_member_to_answer(config, problem_solver):
     assert run.result.journey["member_executions"] == 2
 
 
-def test_the_callers_stream_carries_handoffs_and_only_the_final_members_text(config, problem_solver):
+def test_the_callers_ordinary_stream_carries_handoffs_and_only_the_final_members_text(config, problem_solver):
+    """Every member's text reaches the caller inside its ``agent_stream`` wrappers; the ordinary
+    events carry only the final member's."""
     swarm = problem_solver(
         [handoff("billing", "two charges", text="INTERMEDIATE: let me pass you to billing")],
         [{"text": "FINAL: a refund is on its way"}],
     )
     stream = swarm.stream_ask("Why was I charged twice?")
-    events = list(stream)
+    everything = list(stream)
+    events = [event for event in everything if event.type != "agent_stream"]
 
     assert stream.completed, stream.error
+    intermediate = [event for event in everything if "INTERMEDIATE" in repr(dict(event.data))]
+    assert intermediate and all(event.type == "agent_stream" for event in intermediate)
+    assert {event.data["source"].assembly_path[-1].participant for event in intermediate} == {"triage"}
     types = [event.type for event in events]
     assert types[0] == "invocation_start" and types[-1] == "run_stop"
     handoffs = [dict(event.data) for event in events if event.type == "handoff"]

@@ -519,6 +519,26 @@ def test_ask_runs_a_graph_and_runs_show_lists_its_trajectory(store: str) -> None
     assert [step["participant"] for step in data["trajectory"]] == ["triage", "billing"]
 
 
+def test_runs_events_agents_lists_a_graphs_events_with_its_participants_under_their_path(store: str) -> None:
+    assert ask(store, "cli_app:RoutingGraph", "Why was I charged twice?", "--run-id", "routed-ev").exit_code == 0
+
+    own = json.loads(lg("runs", "events", "routed-ev", "--store", store, "--json").stdout)
+    assert {event["type"] for event in own} >= {"invocation_start", "run_stop"}
+    everything = json.loads(lg("runs", "events", "routed-ev", "--store", store, "--json", "--agents").stdout)
+    agents = [event["agent"] for event in everything]
+    assert agents.count("") == len(own)
+    assert {"CliTriageAgent", "CliBillingAgent"} <= set(agents)
+    triage_types = [event["type"] for event in everything if event["agent"] == "CliTriageAgent"]
+    assert triage_types[0] == "invocation_start" and "invocation_stop" in triage_types
+    assert max(agents.index("CliTriageAgent"), 0) < agents.index("CliBillingAgent")  # in time order
+
+    table = lg("runs", "events", "routed-ev", "--store", store, "--agents")
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["AGENT", "SEQ", "TIME", "TYPE", "DETAIL"]
+    assert any(line.startswith("CliBillingAgent") and "invocation_start" in line for line in lines)
+
+
 def test_ask_refuses_an_assembly_base_class_and_session_options_an_assembly_does_not_take(store: str) -> None:
     assert_usage_error(lg("ask", "lg_core:Graph", "hi", "--store", store), "lg_core:Graph is the Graph base class")
     refused = ask(store, "cli_app:RoutingGraph", "hi", "--session-id", "s-1")

@@ -74,3 +74,48 @@ def test_cancelling_a_parked_graph_run_stops_its_child_and_ends_the_run_cancelle
     [node] = [step for step in store.load_steps(run.id) if step.kind == "graph_node"]
     assert node.status == "cancelled"
     assert store.load_run(child_run_id(run.id, node.key)).status == "cancelled"
+
+
+def test_an_execution_of_a_graph_on_workers_streams_agent_stream_wrappers_of_its_nodes(dist):
+    """The node runs execute on other workers while the Graph's step is parked: their workers publish
+    the wrappers to the Graph run's stream (and, nested, to every enclosing run's)."""
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    execution = graph_dist_app.TransferGraph.start_execution("Why is transfer 481 pending?")
+    events = list(execution.events())
+
+    assert execution.wait(timeout=90).completed
+    wrappers = [event for event in events if event.type == "agent_stream"]
+    by_node = {event.data["source"].assembly_path[-1].participant: event for event in wrappers}
+    assert set(by_node) == {"triage", "ledger", "policy", "respond"}
+    source = by_node["triage"].data["source"]
+    assert source.agent_id == graph_dist_app.GraphTriageAgent.agent_id
+    assert source.parent_operation_id == execution.run_id
+    assert [step.assembly_kind for step in source.assembly_path] == ["graph"]
+    inner_types = [event.data["event"].type for event in wrappers]
+    assert "invocation_start" in inner_types and "invocation_stop" in inner_types
+    first_start = next(event for event in wrappers if event.data["event"].type == "invocation_start")
+    assert first_start.data["input"] is not None
+    with pytest.raises(TypeError):
+        first_start.data["event"].data["x"] = 1
+
+    nested = graph_dist_app.OuterTransferGraph.start_execution("Why is transfer 481 pending?")
+    paths = {
+        tuple(step.participant for step in event.data["source"].assembly_path)
+        for event in nested.events()
+        if event.type == "agent_stream"
+    }
+    assert nested.wait(timeout=90).completed
+    assert paths == {("inner", "triage"), ("inner", "ledger"), ("inner", "policy"), ("inner", "respond")}
+
+
+def test_an_execution_of_a_graph_on_workers_without_agent_events_streams_no_wrappers(dist):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    execution = graph_dist_app.OuterTransferGraph.start_execution(
+        "Why is transfer 481 pending?", include_agent_events=False
+    )
+    types = [event.type for event in execution.events()]
+
+    assert execution.wait(timeout=90).completed
+    assert "agent_stream" not in types and types[-1] == "run_stop"

@@ -41,3 +41,22 @@ def test_a_swarm_nested_as_a_graph_node_runs_on_workers(dist):
     assert run.completed, run.error
     assert run.response == swarm_dist_app.ANSWER
     assert run.result.trajectory.find("solve").assembly_kind == "swarm"
+
+
+def test_an_execution_of_a_swarm_in_a_graph_on_workers_streams_every_members_wrappers(dist):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    execution = swarm_dist_app.ChargeGraph.start_execution("Why was I charged twice?")
+    wrappers = [event for event in execution.events() if event.type == "agent_stream"]
+
+    assert execution.wait(timeout=90).completed
+    paths = {tuple(step.participant for step in event.data["source"].assembly_path) for event in wrappers}
+    assert paths == {("solve", "triage"), ("solve", "billing")}
+    kinds = {tuple(step.assembly_kind for step in event.data["source"].assembly_path) for event in wrappers}
+    assert kinds == {("graph", "swarm")}
+    billing_text = [
+        event.data["event"].data["text"]
+        for event in wrappers
+        if event.data["event"].type == "text_delta" and event.data["source"].assembly_path[-1].participant == "billing"
+    ]
+    assert "".join(billing_text) == swarm_dist_app.ANSWER

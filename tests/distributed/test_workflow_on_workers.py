@@ -99,3 +99,19 @@ def test_cancelling_a_parked_workflow_run_stops_its_child_and_ends_the_run_cance
     assert step.status == "cancelled"
     children = [record for record in store.list_runs() if record.id != run.id]
     assert [child.status for child in children] == ["cancelled"]
+
+
+def test_an_execution_of_a_workflow_in_a_graph_on_workers_streams_every_calls_wrappers(dist):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    execution = workflow_dist_app.WorkflowInGraph.start_execution("Why is transfer 481 pending?")
+    wrappers = [event for event in execution.events() if event.type == "agent_stream"]
+
+    assert execution.wait(timeout=90).completed
+    paths = {tuple(step.participant for step in event.data["source"].assembly_path) for event in wrappers}
+    assert paths == {("flow", "triage"), ("flow", "ledger"), ("flow", "policy"), ("flow", "respond")}
+    kinds = {tuple(step.assembly_kind for step in event.data["source"].assembly_path) for event in wrappers}
+    assert kinds == {("graph", "workflow")}
+    respond = [event for event in wrappers if event.data["source"].assembly_path[-1].participant == "respond"]
+    assert respond[0].data["event"].type == "invocation_start"
+    assert [event.data["event"].type for event in respond].count("invocation_stop") == 1

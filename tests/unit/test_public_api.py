@@ -18,6 +18,8 @@ PUBLIC_NAMES = [
     "AdapterLoadError",
     "Agent",
     "AgentInterjectionError",
+    "AgentStreamSource",
+    "AgentStreamStep",
     "Artifact",
     "Assembly",
     "AssemblyBuilder",
