@@ -6,6 +6,7 @@ Only the shape of the report is checked, never a timing: the figures depend on t
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -39,4 +40,7 @@ def test_quick_json_reports_every_figure() -> None:
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert set(report) == FIGURES
-    assert all(report[name] > 0 for name in ("exec_seconds", "bare_sandbox_python_seconds", "brokered_call_ms"))
+    assert all(report[name] > 0 for name in ("exec_seconds", "bare_sandbox_python_seconds", "direct_call_ms"))
+    # The brokered figures are differences of medians (runs with and without calls): on a loaded
+    # machine a quick run's noise can exceed them, so they are only required to be numbers.
+    assert all(math.isfinite(value) for value in report.values())
