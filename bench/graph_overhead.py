@@ -178,7 +178,7 @@ def measure_on_workers(rounds: int) -> dict[str, Any]:
                 started = time.perf_counter()
                 run = WorkerFanOutGraph.ask("Go")
                 walls.append(time.perf_counter() - started)
-                if not run.completed:
+                if not run.completed or run.result is None:
                     raise SystemExit(f"a benchmark run on workers did not complete: {run.outcome} {run.error}")
                 trajectory = run.result.trajectory
                 slowest.append(max(_seconds(trajectory.find(name)) for name in BRANCHES))

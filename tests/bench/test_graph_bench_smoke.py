@@ -1,4 +1,5 @@
-"""Smoke test of bench/graph_overhead.py: ``--quick --json`` runs end to end and reports every figure, local and on workers.
+"""Smoke test of bench/graph_overhead.py: ``--quick --json`` runs end to end and reports every figure,
+local and on workers.
 
 Only the shape of the report is checked, never a timing: timings depend on the machine.
 """
