@@ -37,15 +37,26 @@ def child_run_id(parent_run_id: str, step_key: str) -> str:
     return f"{digest[:32]}"
 
 
-def start_or_find_child(scope: StepScope, assembly: Any, message: Any, run_id: str, **options: Any) -> Run | None:
+def start_or_find_child(
+    scope: StepScope,
+    assembly: Any,
+    message: Any,
+    run_id: str,
+    *,
+    seen: dict[str, RunRecord] | None = None,
+    **options: Any,
+) -> Run | None:
     """The ended child run ``run_id`` of ``assembly`` asked ``message`` (started, resumed or read back),
     or None while it runs on workers: the step then parks until the child's ending wakes it.
 
     ``options`` are the child's own invocation fields (a Workflow call's history, context, or a
-    deadline sooner than the parent's for its timeout)."""
+    deadline sooner than the parent's for its timeout). A child found ended is read back from its
+    stored record, which is put in ``seen`` (when given) so the caller need not read it again."""
     runtime: Any = scope.engine.runtime
     record = _stored(runtime, run_id)
     if record is not None and record.finished:
+        if seen is not None:
+            seen[run_id] = record
         return Run.from_record(record, runtime)
     distributed = scope.holder is not None
     if record is None:
@@ -67,10 +78,15 @@ def start_or_find_child(scope: StepScope, assembly: Any, message: Any, run_id: s
     return runtime.resume(run_id)  # type: ignore[no-any-return]  # a crash left it unfinished
 
 
-def ended_child(runtime: Any, run_id: str) -> Run | None:
-    """The child run ``run_id`` once it has ended, else None."""
+def ended_child(runtime: Any, run_id: str, *, seen: dict[str, RunRecord] | None = None) -> Run | None:
+    """The child run ``run_id`` once it has ended, else None; its record put in ``seen`` as
+    ``start_or_find_child`` puts it."""
     record = _stored(runtime, run_id)
-    return None if record is None or not record.finished else Run.from_record(record, runtime)
+    if record is None or not record.finished:
+        return None
+    if seen is not None:
+        seen[run_id] = record
+    return Run.from_record(record, runtime)
 
 
 def _stored(runtime: Any, run_id: str) -> RunRecord | None:

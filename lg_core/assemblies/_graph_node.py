@@ -25,7 +25,7 @@ from lg_core.errors import AssemblyError
 if TYPE_CHECKING:
     from lg_core.engine.driven_frames import FrameState
     from lg_core.run import Run
-    from lg_core.store import StepCommit
+    from lg_core.store import RunRecord, StepCommit
 
 
 class NodeFailed(AssemblyError):
@@ -39,12 +39,14 @@ class GraphNodeStep:
         self.scope, self.spec = scope, spec
         self.input: dict[str, Any] = dict(scope.input or {})
         self.node = spec.node_named(self.input["node"])
+        # The ended child's stored record, when finding it already read it (_record needs its times).
+        self.seen: dict[str, RunRecord] = {}
 
     def perform(self) -> Transition:
         scope = self.scope
         scope.check_interrupt()
         child_id = child_run_id(scope.run.id, scope.key)
-        child = start_or_find_child(scope, self.node.assembly, self.input["input"], child_id)
+        child = start_or_find_child(scope, self.node.assembly, self.input["input"], child_id, seen=self.seen)
         if child is None:
             return self._park(child_id)
         scope.check_interrupt()  # a child stopped by its parent's cancel or deadline: the parent stops too
@@ -58,7 +60,7 @@ class GraphNodeStep:
         def park(state: FrameState) -> StepCommit:
             if scope.key not in state.checkpoint.data["active"]:  # type: ignore[attr-defined]
                 raise StaleStep(f"graph node {scope.key} is already committed")
-            child = ended_child(scope.engine.runtime, child_id)
+            child = ended_child(scope.engine.runtime, child_id, seen=self.seen)
             if child is not None:
                 return self._after(child, child_id)(state)
             return scope.commit_for(
@@ -103,7 +105,7 @@ class GraphNodeStep:
         this step reads them: a step woken or executed again after a crash reports when the
         node really ran.
         """
-        stored = self.scope.engine.store.load_run(child_id)
+        stored = self.seen.get(child_id) or self.scope.engine.store.load_run(child_id)
         result = child.result
         structured = None
         if result is not None and result.structured_result is not None:
