@@ -112,8 +112,6 @@ class Database:
         self._builders = dict(statements)
         self._prepared: dict[str, Prepared] = {}
         self._lock = threading.RLock() if self.in_memory else None
-        # This process's writers to a SQLite file queue here rather than at SQLite's lock (_one_writer_here).
-        self._writers = threading.RLock() if self.dialect_name == "sqlite" and not self.in_memory else None
         self._local = threading.local()
         self._opened: dict[int, Any] = {}  # id -> raw connection held by a live thread
         # Connections in use right now, so dispose() never closes one under a running statement
@@ -326,7 +324,7 @@ class Database:
             return
         begin = "BEGIN IMMEDIATE" if self.dialect_name == "sqlite" else "BEGIN"
         deferred = defer_flush and self.defers_flush
-        with self._one_writer_here(), self._connection() as raw:
+        with self._connection() as raw:
             cursor = raw.cursor()
             try:
                 if deferred:
@@ -348,28 +346,6 @@ class Database:
                         cursor.execute(f"PRAGMA synchronous={self._synchronous}")
                 finally:
                     cursor.close()
-
-    @contextmanager
-    def _one_writer_here(self) -> Iterator[None]:
-        """Hand a SQLite file's write lock from one of this process's transactions to the next at once.
-
-        SQLite has one writer at a time, and a BEGIN IMMEDIATE that finds the file locked
-        retries after sleeps growing to 100 ms, so writers of one process that collide (the
-        branches of a parallel group ending together) waited tens of milliseconds after the
-        lock was free. Queued on a lock here, the next one starts as the last one commits.
-        Other processes still meet at SQLite's lock. A writer waiting here longer than SQLite
-        would wait (SQLITE_BUSY_SECONDS) goes on to SQLite's own wait, so this lock never
-        turns SQLite's busy error into a hang; a nested transaction on one thread re-enters it.
-        """
-        if self._writers is None:
-            yield
-            return
-        acquired = self._writers.acquire(timeout=SQLITE_BUSY_SECONDS)
-        try:
-            yield
-        finally:
-            if acquired:
-                self._writers.release()
 
     @contextmanager
     def _pipelined_transaction(self) -> Iterator[Transaction]:
