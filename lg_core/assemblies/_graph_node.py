@@ -18,6 +18,7 @@ from lg_core.assemblies._child_runs import child_run_id, ended_child, start_or_f
 from lg_core.assemblies._graph_frame import NodeCommit
 from lg_core.assemblies._graph_rules import GraphSpec
 from lg_core.assemblies.declarations import ErrorEdge
+from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
 from lg_core.engine.driven_frames import StaleStep, StepScope, Transition
 from lg_core.errors import AssemblyError
@@ -46,6 +47,7 @@ class GraphNodeStep:
         scope = self.scope
         scope.check_interrupt()
         child_id = child_run_id(scope.run.id, scope.key)
+        register_no_seat(child_id)
         child = start_or_find_child(scope, self.node.assembly, self.input["input"], child_id, seen=self.seen)
         if child is None:
             return self._park(child_id)
