@@ -55,6 +55,8 @@ def start_or_find_child(
     message: Any,
     run_id: str,
     stream_step: AgentStreamStep,
+    *,
+    seen: dict[str, RunRecord] | None = None,
     **options: Any,
 ) -> Run | None:
     """The ended child run ``run_id`` of ``assembly`` asked ``message`` (started, resumed or read back),
@@ -62,10 +64,14 @@ def start_or_find_child(
 
     ``stream_step`` names the step in the ``agent_stream`` wrappers of the child's events
     (lg_core.agent_stream); ``options`` are the child's own invocation fields (a Workflow call's
-    history, context, or a deadline sooner than the parent's for its timeout)."""
+    history, context, or a deadline sooner than the parent's for its timeout). A child found ended
+    is read back from its stored record, which is put in ``seen`` (when given) so the caller need
+    not read it again."""
     runtime: Any = scope.engine.runtime
     record = _stored(runtime, run_id)
     if record is not None and record.finished:
+        if seen is not None:
+            seen[run_id] = record
         return Run.from_record(record, runtime)
     distributed = scope.holder is not None
     parent = scope.run
@@ -130,10 +136,15 @@ def stream_step(scope: StepScope, participant: str, step_id: str, branch: Any = 
     )
 
 
-def ended_child(runtime: Any, run_id: str) -> Run | None:
-    """The child run ``run_id`` once it has ended, else None."""
+def ended_child(runtime: Any, run_id: str, *, seen: dict[str, RunRecord] | None = None) -> Run | None:
+    """The child run ``run_id`` once it has ended, else None; its record put in ``seen`` as
+    ``start_or_find_child`` puts it."""
     record = _stored(runtime, run_id)
-    return None if record is None or not record.finished else Run.from_record(record, runtime)
+    if record is None or not record.finished:
+        return None
+    if seen is not None:
+        seen[run_id] = record
+    return Run.from_record(record, runtime)
 
 
 def _stored(runtime: Any, run_id: str) -> RunRecord | None:
@@ -151,19 +162,21 @@ def park_on_child(
     still_open: Callable[[FrameState], bool],
     after: Callable[[Run, str], Transition],
     what: str,
+    seen: dict[str, RunRecord] | None = None,
 ) -> Transition:
     """The transition committing a step as waiting for its child run, unless the child has ended by then.
 
     ``still_open(state)`` says whether the frame still expects this step's commit
     (else it is stale); a child found ended commits ``after(child, child_id)``
-    instead. The commit's guard (``child_run_ended``) re-runs this on the fresh
-    frame when the child ends between the read here and the commit.
+    instead (its record put in ``seen``, as ``start_or_find_child`` puts it). The
+    commit's guard (``child_run_ended``) re-runs this on the fresh frame when the
+    child ends between the read here and the commit.
     """
 
     def park(state: FrameState) -> StepCommit:
         if not still_open(state):
             raise StaleStep(f"{what} {scope.key} is already committed")
-        child = ended_child(scope.engine.runtime, child_id)
+        child = ended_child(scope.engine.runtime, child_id, seen=seen)
         if child is not None:
             return after(child, child_id)(state)
         return scope.commit_for(

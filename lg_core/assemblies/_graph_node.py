@@ -18,6 +18,7 @@ from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or
 from lg_core.assemblies._graph_frame import NodeCommit
 from lg_core.assemblies._graph_rules import GraphSpec
 from lg_core.assemblies.declarations import ErrorEdge
+from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
 from lg_core.engine.driven_frames import StepScope, Transition
 from lg_core.errors import AssemblyError
@@ -25,7 +26,7 @@ from lg_core.errors import AssemblyError
 if TYPE_CHECKING:
     from lg_core.engine.driven_frames import FrameState
     from lg_core.run import Run
-    from lg_core.store import StepCommit
+    from lg_core.store import RunRecord, StepCommit
 
 
 class NodeFailed(AssemblyError):
@@ -39,13 +40,16 @@ class GraphNodeStep:
         self.scope, self.spec = scope, spec
         self.input: dict[str, Any] = dict(scope.input or {})
         self.node = spec.node_named(self.input["node"])
+        # The ended child's stored record, when finding it already read it (_record needs its times).
+        self.seen: dict[str, RunRecord] = {}
 
     def perform(self) -> Transition:
         scope = self.scope
         scope.check_interrupt()
         child_id = child_run_id(scope.run.id, scope.key)
         step = stream_step(scope, self.node.name, f"{self.node.name}-{self.input['n']}", self.input.get("branch"))
-        child = start_or_find_child(scope, self.node.assembly, self.input["input"], child_id, step)
+        register_no_seat(child_id)
+        child = start_or_find_child(scope, self.node.assembly, self.input["input"], child_id, step, seen=self.seen)
         if child is None:
             return self._park(child_id)
         scope.check_interrupt()  # a child stopped by its parent's cancel or deadline: the parent stops too
@@ -60,6 +64,7 @@ class GraphNodeStep:
             still_open=lambda state: scope.key in state.checkpoint.data["active"],  # type: ignore[attr-defined]
             after=self._after,
             what="graph node",
+            seen=self.seen,
         )
 
     def _after(self, child: Run, child_id: str) -> Transition:
@@ -98,7 +103,7 @@ class GraphNodeStep:
         this step reads them: a step woken or executed again after a crash reports when the
         node really ran.
         """
-        stored = self.scope.engine.store.load_run(child_id)
+        stored = self.seen.get(child_id) or self.scope.engine.store.load_run(child_id)
         result = child.result
         structured = None
         if result is not None and result.structured_result is not None:

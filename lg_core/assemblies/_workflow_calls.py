@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from lg_core.assemblies._child_runs import child_run_id, start_or_find_child, stream_step
 from lg_core.assemblies._graph_frame import node_result
+from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
 from lg_core.assemblies.workflow_invocation import WorkflowInvocation, check_same_call
 from lg_core.engine.codec import error_from_dict, error_to_dict
@@ -120,6 +121,7 @@ class ReplayHost:
             child_id = child_run_id(self.scope.run.id, f"{self.scope.key}/call-{request.index}/attempt-{number}")
             if not may_start and not self._exists(child_id):
                 return QUEUED
+            register_no_seat(child_id)
             step = stream_step(self.scope, request.name, f"{self.scope.key}/call-{request.index}")
             child = start_or_find_child(
                 self.scope,

@@ -5,10 +5,19 @@ makes a new one from its current declarations for each run, so later builder edi
 later runs only. ``to_dict`` / ``from_dict`` are its stored form (see ``_definition_codec``
 for how code is named): a run stores the definition it started with, and a resumed run
 reads that one back, whatever the builder holds by then. Reading it validates it again.
+
+Both are memoised for the definitions a process keeps using: a named class's definition is
+encoded once (its code is checked to be importable then), and a stored form equal to the
+encoding of its implementation class's own definition reads back as that definition, with no
+decoding: decoding it would import the same classes and find the same callables. So a Graph
+run no longer pays, at its start and at its first node, for checking and validating its
+class's declarations again; a run that started with another definition (an earlier version
+of the class, a builder's) is decoded as before.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +36,12 @@ from lg_core.assemblies._definition_codec import (
 from lg_core.assemblies._graph_rules import GraphSpec, graph_spec, validate_graph
 from lg_core.assemblies._swarm_rules import SwarmSpec, swarm_spec, validate_swarm
 from lg_core.assemblies.declarations import Edge, ErrorEdge, Member, Node
-from lg_core.errors import RunStateError
+from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
+from lg_core.errors import ConfigurationError, RunStateError
+
+# Definitions encoded in this process, by id, with the definition itself (so its id is not
+# reused while the entry lives) and its stored form as JSON text (each caller gets its own copy).
+_ENCODED: RecentDict[int, tuple[AssemblyDefinition, str]] = RecentDict(DEFAULT_RUN_CACHE_SIZE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +71,19 @@ class AssemblyDefinition:
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form; ConfigurationError naming a class or callable no other process could import."""
+        encoded: dict[str, Any] = json.loads(self._encoded())
+        return encoded
+
+    def _encoded(self) -> str:
+        """The stored form as JSON text, encoded once per definition (a definition never changes)."""
+        known = _ENCODED.get(id(self), None)
+        if known is not None and known[0] is self:
+            return known[1]
+        text = json.dumps(self._encode())
+        _ENCODED[id(self)] = (self, text)
+        return text
+
+    def _encode(self) -> dict[str, Any]:
         owner = f"{self.kind} {self.assembly_id}"
         return {
             "format": FORMAT,
@@ -77,6 +104,9 @@ class AssemblyDefinition:
         kind = data["kind"]
         owner = f"{kind} {data['assembly_id']}"
         implementation = load_class(data["implementation"], owner)
+        own = _declared_definition(implementation)
+        if own is not None and json.loads(own._encoded()) == data:
+            return own  # what decoding would rebuild: the same classes, callables and routes
         return cls(
             kind=kind,
             assembly_id=data["assembly_id"],
@@ -84,6 +114,19 @@ class AssemblyDefinition:
             implementation=implementation,
             spec=_decode_spec(kind, data[kind], owner),
         )
+
+
+def _declared_definition(implementation: type) -> AssemblyDefinition | None:
+    """The definition ``implementation`` declares itself, if it can be stored (else None)."""
+    declared = getattr(implementation, "declared_definition", None)
+    definition = declared() if callable(declared) else None
+    if not isinstance(definition, AssemblyDefinition):
+        return None
+    try:
+        definition._encoded()
+    except ConfigurationError:  # a lambda no stored form names: no stored form can equal it
+        return None
+    return definition
 
 
 def locate(implementation: type, place: Mapping[str, Any]) -> Any:

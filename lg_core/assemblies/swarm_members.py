@@ -52,6 +52,12 @@ def register_seat(child_run_id: str, spec: SwarmSpec, progress: SwarmProgress) -
     _SEATS[child_run_id] = MemberSeat(spec, progress)
 
 
+def register_no_seat(child_run_id: str) -> None:
+    """Remember that the child run a Graph node or a Workflow call starts in this process is no Swarm
+    member: its Agent then offers no handoff tool without reading its parent run to find that out."""
+    _SEATS[child_run_id] = None
+
+
 class HandoffTool(Tool):
     """A member's handoff; each member's run gets a subclass with its routes (``handoff_tool_class``)."""
 
@@ -127,4 +133,4 @@ def _stored_seat(store: Any, parent_run_id: str, step_key: str) -> MemberSeat | 
     return MemberSeat(spec, SwarmProgress.from_dict(data["progress"]))
 
 
-__all__ = ["HandoffTool", "MemberSeat", "SwarmHandoffTools", "handoff_tool_class", "register_seat"]
+__all__ = ["HandoffTool", "MemberSeat", "SwarmHandoffTools", "handoff_tool_class", "register_no_seat", "register_seat"]
