@@ -176,7 +176,7 @@ def measure_on_workers(rounds: int) -> dict[str, Any]:
                 stack.start_workers(("lg.orchestrate", "lg.model"), pool="threads", concurrency=4)
             for _ in range(rounds + 1):  # the first round warms the workers up and is dropped
                 started = time.perf_counter()
-                run = WorkerFanOutGraph.ask("Go")
+                run = WorkerFanOutGraph.start_execution("Go").wait(timeout=120)  # every step on the workers
                 walls.append(time.perf_counter() - started)
                 if not run.completed or run.result is None:
                     raise SystemExit(f"a benchmark run on workers did not complete: {run.outcome} {run.error}")
