@@ -82,7 +82,7 @@ def ended_attempt(
     """The record of attempt ``number`` whose child run ``child`` (stored as ``stored``) has ended.
 
     ``what`` names the step in a timeout's message (``graph node lookup``). A child stopped by the
-    deadline of its own timeout, while the parent's deadline had not passed, timed out.
+    deadline of its own timeout (sooner than the parent's deadline) timed out.
     """
     status = child.outcome if child.outcome in ("completed", "partial", "cancelled") else "failed"
     error = None if child.completed else (child.error or AssemblyError(f"child run {child.id} ended {status}"))
@@ -189,8 +189,11 @@ def attempts_of(record: Mapping[str, Any]) -> tuple[Attempt, ...]:
 
 
 def _timed_out(child: Run, error: BaseException, parent_deadline: datetime | None) -> bool:
+    """Whether ``child`` was stopped by its attempt's own deadline: one sooner than the parent's, so the
+    stop was the timeout's and not the parent run's (read the same by every execution of the step)."""
     stopped = child.partial or isinstance(error, DeadlineExceededError)
-    return stopped and (parent_deadline is None or datetime.now(UTC) < parent_deadline)
+    own = child.invocation.deadline_at
+    return stopped and own is not None and (parent_deadline is None or own < parent_deadline)
 
 
 def _iso(timestamp: float) -> str:
