@@ -3,8 +3,8 @@
 An assembly answers through the Agent's calling style (``ask``, ``stream_ask``,
 ``start_execution`` and their async forms) on the same Run and engine. What a
 Graph or Swarm run cannot honour yet is refused here, before a Run exists, with an error
-naming it: silently dropping a session, a retry policy or a node's opt-in to the
-caller's history would hand the caller a different run than they asked for.
+naming it: silently dropping a session or a node's ``retry_delay`` would hand the caller
+a different run than they asked for.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from lg_core._agent_calls import runtime_for
+from lg_core.assemblies._step_attempts import refuse_retry_delay
 from lg_core.assemblies.swarm_handoffs import HANDOFF_TOOL_NAME
 from lg_core.errors import ConfigurationError, InvocationError
 from lg_core.invocation import Invocation
@@ -54,31 +55,16 @@ def build_assembly_run(cls: Any, message: Any, options: dict[str, Any]) -> Run:
 
 
 def _refuse_unsupported_nodes(cls: Any, spec: Any) -> None:
-    """Node options a Graph run does not honour yet: per-node timeouts and retries, history and context."""
+    """Node options a Graph run does not honour yet: a ``retry_delay`` above zero."""
     for item in spec.nodes:
-        policy = item.policy
-        if policy.timeout is not None or policy.retries:
-            raise ConfigurationError(
-                f"{cls.__qualname__}: node {item.name} declares a timeout or retries, which Graph runs "
-                "do not apply yet; remove them or handle retries inside the node's Agent"
-            )
-        if item.history or item.context:
-            raise ConfigurationError(
-                f"{cls.__qualname__}: node {item.name} opts in to the caller's history or context, which "
-                "Graph runs do not pass to nodes yet; pass what the node needs through an input mapper"
-            )
+        refuse_retry_delay(item.policy, f"{cls.__qualname__}: node {item.name}")
 
 
 def _refuse_unsupported_members(cls: Any, spec: Any) -> None:
-    """Member options a Swarm run does not honour yet: per-member timeouts and retries, and a member's
+    """Member options a Swarm run does not honour: a ``retry_delay`` above zero (not yet), and a member's
     own tool named like the handoff tool it is offered."""
     for item in spec.members:
-        policy = item.policy
-        if policy.timeout is not None or policy.retries:
-            raise ConfigurationError(
-                f"{cls.__qualname__}: member {item.name} declares a timeout or retries, which Swarm runs "
-                "do not apply yet; remove them or handle retries inside the member's Agent"
-            )
+        refuse_retry_delay(item.policy, f"{cls.__qualname__}: member {item.name}")
         own_names = {getattr(tool, "tool_name", None) for tool in getattr(item.agent, "tools", ())}
         if item.name in spec.handoffs and HANDOFF_TOOL_NAME in own_names:
             raise ConfigurationError(

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lg_core.assemblies._graph_rules import GraphSpec
 from lg_core.assemblies._parallel_groups import ParallelGroup
+from lg_core.assemblies._step_attempts import attempts_of
 from lg_core.assemblies.declarations import StateCallback
 from lg_core.assemblies.definition import AssemblyDefinition
 from lg_core.assemblies.graph_routing import route_after
 from lg_core.assemblies.graph_state import GraphState
-from lg_core.assemblies.trajectory import Attempt, Step, Trajectory
+from lg_core.assemblies.trajectory import Step, Trajectory
 from lg_core.engine.driven_frames import DRIVEN_PHASE, DrivenCheckpoint, DrivenStart, StaleStep, StepScope
 from lg_core.engine.graph_nodes import GRAPH_NODE_KIND, node_step_key
 from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
@@ -287,22 +287,13 @@ def graph_result(done: Sequence[Mapping[str, Any]], finish: Mapping[str, Any], s
 
 def _step_of(record: Mapping[str, Any], spec: GraphSpec) -> Step:
     assembly = spec.node_named(record["node"]).assembly
-    usage = Usage.from_dict(record.get("usage"))
-    attempt = Attempt(
-        number=1,
-        started_at=datetime.fromisoformat(record["started_at"]),
-        finished_at=datetime.fromisoformat(record["finished_at"]),
-        status=record["status"],
-        usage=usage,
-        error=record.get("error"),
-    )
     return Step(
         id=record["id"],
         participant=record["node"],
         assembly_id=str(getattr(assembly, "assembly_id", getattr(assembly, "agent_id", record["node"]))),
         assembly_kind=str(getattr(assembly, "assembly_kind", "agent")),
         status=record["status"],
-        attempts=(attempt,),
+        attempts=attempts_of(record),
         output=_output_of(record) if record["status"] == "completed" else None,
         predecessor_ids=tuple(record.get("predecessors", ())),
         branch_id=record.get("branch"),

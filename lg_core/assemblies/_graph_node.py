@@ -1,32 +1,36 @@
 """One Graph node execution: the body of a ``graph_node`` step.
 
-Execute (outside any transaction): run the node's assembly as a child run under an id
-derived from this step (lg_core.assemblies._child_runs), so an attempt executed again
-finds the child instead of starting another. Commit: the node's record and the route
-it takes (lg_core.assemblies._graph_frame.NodeCommit), or, for a failure no
-``error_edge`` recovers, the run's failure with the child's error. On a worker the
-child runs on other workers while this step parks (a ``waiting`` commit guarded by the
-child still running); the child's ending wakes it, and it executes again to commit.
+Execute (outside any transaction): run the node's assembly as a child run, one per attempt
+its policy allows (lg_core.assemblies._step_attempts): each attempt's child has an id derived
+from this step and the attempt's number, so a step executed again finds its attempts' children
+instead of starting others. The child receives the caller's history and application context
+only when the node opts in (``node(Agent, history=True, context=True)``). Commit: the node's
+record, every attempt in it, and the route it takes (lg_core.assemblies._graph_frame.NodeCommit),
+or, for a failure no ``error_edge`` recovers once its retries are spent, the run's failure with
+the child's error (a timed-out node's AssemblyStepTimeoutError as it is). On a worker each
+attempt's child runs on other workers while this step parks (a ``waiting`` commit guarded by the
+child still running); the child's ending wakes it, and it executes again to commit or to start the
+next attempt.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child, stream_step
+from lg_core.assemblies._child_runs import park_on_child, stream_step
 from lg_core.assemblies._graph_frame import NodeCommit
 from lg_core.assemblies._graph_rules import GraphSpec
+from lg_core.assemblies._step_attempts import AttemptedChild, Settled
 from lg_core.assemblies.declarations import ErrorEdge
 from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
 from lg_core.engine.driven_frames import StepScope, Transition
-from lg_core.errors import AssemblyError
+from lg_core.errors import AssemblyError, AssemblyStepTimeoutError
+from lg_core.usage import Usage
 
 if TYPE_CHECKING:
     from lg_core.engine.driven_frames import FrameState
-    from lg_core.run import Run
-    from lg_core.store import RunRecord, StepCommit
+    from lg_core.store import StepCommit
 
 
 class NodeFailed(AssemblyError):
@@ -40,46 +44,68 @@ class GraphNodeStep:
         self.scope, self.spec = scope, spec
         self.input: dict[str, Any] = dict(scope.input or {})
         self.node = spec.node_named(self.input["node"])
-        # The ended child's stored record, when finding it already read it (_record needs its times).
-        self.seen: dict[str, RunRecord] = {}
+        self.attempts = AttemptedChild(
+            scope,
+            self.node.policy,
+            f"graph node {self.node.name}",
+            self.node.assembly,
+            self.input["input"],
+            stream_step(scope, self.node.name, f"{self.node.name}-{self.input['n']}", self.input.get("branch")),
+            options=self._opted_in(),
+            prepare=register_no_seat,
+        )
 
     def perform(self) -> Transition:
-        scope = self.scope
-        scope.check_interrupt()
-        child_id = child_run_id(scope.run.id, scope.key)
-        step = stream_step(scope, self.node.name, f"{self.node.name}-{self.input['n']}", self.input.get("branch"))
-        register_no_seat(child_id)
-        child = start_or_find_child(scope, self.node.assembly, self.input["input"], child_id, step, seen=self.seen)
-        if child is None:
-            return self._park(child_id)
-        scope.check_interrupt()  # a child stopped by its parent's cancel or deadline: the parent stops too
-        return self._after(child, child_id)
+        self.scope.check_interrupt()
+        return self._decide()
+
+    def _opted_in(self) -> dict[str, Any]:
+        """The caller's history and application context, for a node that opts in to them."""
+        invocation = self.scope.run.invocation
+        options: dict[str, Any] = {}
+        if self.node.history:
+            options["history"] = list(invocation.history)
+        if self.node.context:
+            options["context"] = invocation.context.to_dict()
+        return options
+
+    def _decide(self) -> Transition:
+        """Attempt the node until it settles (the transition committing its outcome) or an attempt's
+        child runs on the workers (the transition parking the step on it)."""
+        outcome = self.attempts.settle()
+        if isinstance(outcome, str):
+            return self._park(outcome)
+        return self._after(outcome)
 
     def _park(self, child_id: str) -> Transition:
-        """Commit the step as waiting for its child, unless the child has ended by then (_child_runs)."""
+        """Commit the step as waiting for its child; a child ended by then is read as the step's
+        next execution would read it (_child_runs.park_on_child)."""
         scope = self.scope
         return park_on_child(
             scope,
             child_id,
             still_open=lambda state: scope.key in state.checkpoint.data["active"],  # type: ignore[attr-defined]
-            after=self._after,
+            after=lambda _child, _child_id: self._decide(),
             what="graph node",
-            seen=self.seen,
+            seen=self.attempts.seen,
         )
 
-    def _after(self, child: Run, child_id: str) -> Transition:
-        """The transition of a node whose child ended: its result and route, its recovery, or the run's failure."""
+    def _after(self, settled: Settled) -> Transition:
+        """The transition of a settled node: its result and route, its recovery, or the run's failure."""
         scope = self.scope
-        record = self._record(child, child_id)
+        record = self._record(settled)
         message = scope.run.invocation.message
-        if child.completed:
+        if settled.error is None:
             return lambda state: NodeCommit(scope, self.spec, state, message).completed(record)
-        error = child.error or NodeFailed(f"node {self.node.name} ended {child.outcome}")
+        error = settled.error
         recovery = self._recovery_for(error)
         if recovery is None:
-            failure = NodeFailed(
-                f"graph node {self.node.name} (child run {child_id}) ended {child.outcome}: {describe_error(error)}"
-            )
+            failure = error
+            if not isinstance(error, AssemblyStepTimeoutError):
+                failure = NodeFailed(
+                    f"graph node {self.node.name} (child run {settled.child_id}) ended {settled.child.outcome}: "
+                    f"{describe_error(error)}"
+                )
             return scope.ending("failed", failure)
 
         def recover(state: FrameState) -> StepCommit:
@@ -96,40 +122,45 @@ class GraphNodeStep:
             None,
         )
 
-    def _record(self, child: Run, child_id: str) -> dict[str, Any]:
+    def _record(self, settled: Settled) -> dict[str, Any]:
         """What the frame keeps of this execution: bounded, JSON, enough to rebuild its Step and RunResult.
 
-        Its times are the child run's own (created, finished), the same whichever attempt of
-        this step reads them: a step woken or executed again after a crash reports when the
-        node really ran.
+        Its attempts' times are their child runs' own (created, finished), the same whichever
+        execution of this step reads them: a step woken or executed again after a crash reports when
+        the node really ran. Its usage is every attempt's.
         """
-        stored = self.seen.get(child_id) or self.scope.engine.store.load_run(child_id)
-        result = child.result
+        child, attempts = settled.child, settled.attempts
+        result = child.result if settled.error is None else None
         structured = None
         if result is not None and result.structured_result is not None:
             value, _cut = bounded_output(result.structured_result.value)
             structured = {"schema_name": result.structured_result.schema_name, "value": value}
         text, _cut = bounded_output(result.text if result is not None else (child.response or ""))
-        status = "completed" if child.completed else ("cancelled" if child.cancelled else "failed")
+        usage = Usage()
+        for attempt in attempts:
+            usage = usage + Usage.from_dict(attempt["usage"])
         return {
             "key": self.scope.key,
             "id": f"{self.node.name}-{self.input['n']}",
             "node": self.node.name,
-            "status": status,
+            "status": _status_of(settled),
             "text": text,
             "structured": structured,
-            "usage": child.usage.to_dict(),
-            "started_at": _iso(stored.created_at),
-            "finished_at": _iso(stored.finished_at or stored.updated_at),
-            "error": None if child.error is None else describe_error(child.error),
+            "usage": usage.to_dict(),
+            "started_at": attempts[0]["started_at"],
+            "finished_at": attempts[-1]["finished_at"],
+            "error": attempts[-1]["error"],
+            "attempts": attempts,
             "predecessors": list(self.input.get("predecessors") or ()),
             "branch": self.input.get("branch"),
-            "child_run_id": child_id,
+            "child_run_id": settled.child_id,
         }
 
 
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).isoformat()
+def _status_of(settled: Settled) -> str:
+    """The node's status: its last attempt's when it completed, was cancelled or timed out, else failed."""
+    last = settled.attempts[-1]["status"]
+    return last if last in ("completed", "cancelled", "timed_out") else "failed"
 
 
 __all__ = ["GraphNodeStep", "NodeFailed"]

@@ -47,9 +47,15 @@ def checked_policy(
 ) -> StepPolicy:
     """A StepPolicy from declared values; ConfigurationError naming ``owner`` for a bad one."""
     if timeout is not None and not _positive_number(timeout):
-        raise ConfigurationError(f"{owner}: timeout must be a positive number of seconds or None, got {timeout!r}")
+        raise ConfigurationError(
+            f"{owner}: timeout must be a positive number of seconds or None, got {timeout!r}; give the seconds "
+            "one attempt may take, or None for no timeout of its own"
+        )
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ConfigurationError(f"{owner}: retries must be an integer of 0 or more, got {retries!r}")
+        raise ConfigurationError(
+            f"{owner}: retries must be an integer of 0 or more, got {retries!r}; give how many times a failed "
+            "attempt may be tried again"
+        )
     if isinstance(retry_delay, bool) or not isinstance(retry_delay, (int, float)) or retry_delay < 0:
         raise ConfigurationError(f"{owner}: retry_delay must be 0 or more seconds, got {retry_delay!r}")
     classes = exception_classes(retry_on, f"{owner}: retry_on") if retry_on is not None else ()
@@ -59,7 +65,10 @@ def checked_policy(
             "(LittleGhost retries only the failures you list)"
         )
     if classes and retries == 0:
-        raise ConfigurationError(f"{owner}: retry_on is given but retries is 0, so nothing would be retried")
+        raise ConfigurationError(
+            f"{owner}: retry_on is given but retries is 0, so nothing would be retried; set retries above 0 "
+            "or drop retry_on"
+        )
     return StepPolicy(
         timeout=None if timeout is None else float(timeout),
         retries=retries,
@@ -72,10 +81,16 @@ def exception_classes(declared: Any, owner: str) -> tuple[type[BaseException], .
     """``declared`` (one exception class or a list of them) as a non-empty tuple of classes."""
     items: Sequence[Any] = (declared,) if isinstance(declared, type) else declared
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence) or not items:
-        raise ConfigurationError(f"{owner} must be an exception class or a non-empty list of them, got {declared!r}")
+        raise ConfigurationError(
+            f"{owner} must be an exception class or a non-empty list of them, got {declared!r}; "
+            "list the classes themselves, such as [ProviderError]"
+        )
     for item in items:
         if not (isinstance(item, type) and issubclass(item, BaseException)):
-            raise ConfigurationError(f"{owner} must list exception classes, got {item!r}")
+            raise ConfigurationError(
+                f"{owner} must list exception classes, got {item!r}; list the classes themselves, such as "
+                "[ProviderError], not their names or instances"
+            )
     return tuple(items)
 
 

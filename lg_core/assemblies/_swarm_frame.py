@@ -21,13 +21,13 @@ an answer completes the run with that member's text.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from lg_core.assemblies._step_attempts import attempts_of
 from lg_core.assemblies._swarm_rules import SwarmSpec
 from lg_core.assemblies.definition import AssemblyDefinition
 from lg_core.assemblies.swarm_handoffs import SwarmProgress, next_member_input
-from lg_core.assemblies.trajectory import Attempt, Step, Trajectory
+from lg_core.assemblies.trajectory import Step, Trajectory
 from lg_core.engine.driven_frames import DRIVEN_PHASE, DrivenCheckpoint, DrivenStart, StaleStep, StepScope
 from lg_core.engine.graph_nodes import GRAPH_NODE_KIND, node_step_key
 from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
@@ -152,14 +152,6 @@ def swarm_result(done: Sequence[Mapping[str, Any]], final: Mapping[str, Any], jo
 
 
 def _step_of(record: Mapping[str, Any]) -> Step:
-    attempt = Attempt(
-        number=1,
-        started_at=datetime.fromisoformat(record["started_at"]),
-        finished_at=datetime.fromisoformat(record["finished_at"]),
-        status=record["status"],
-        usage=Usage.from_dict(record.get("usage")),
-        error=record.get("error"),
-    )
     structured = record.get("structured")
     output = record.get("text") if structured is None else structured["value"]
     if record.get("handoff") is not None:
@@ -170,7 +162,7 @@ def _step_of(record: Mapping[str, Any]) -> Step:
         assembly_id=record["agent_id"],
         assembly_kind="agent",
         status=record["status"],
-        attempts=(attempt,),
+        attempts=attempts_of(record),
         output=output if record["status"] == "completed" else None,
         predecessor_ids=tuple(record.get("predecessors", ())),
     )

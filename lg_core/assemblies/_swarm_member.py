@@ -1,13 +1,15 @@
 """One Swarm member execution: the body of a Swarm run's member step.
 
-Execute (outside any transaction): run the active member's Agent as a child run under an
-id derived from this step (lg_core.assemblies._child_runs), so an attempt executed again
-finds the child instead of starting another. The child's model is offered the handoff tool
+Execute (outside any transaction): run the active member's Agent as a child run, one per
+attempt its policy allows (lg_core.assemblies._step_attempts), each under an id derived from
+this step and the attempt's number, so a step executed again finds its attempts' children
+instead of starting others. The child's model is offered the handoff tool
 (lg_core.assemblies.swarm_members) listing the member's declared routes; an accepted
 handoff ends the child's run with the handoff as its ``ended_by`` value. Commit
 (lg_core.assemblies._swarm_frame.MemberCommit): a handoff schedules its target member, an
-answer completes the Swarm run, and a member that failed fails the run. On a worker the
-step parks while the child runs, exactly as a Graph node's does.
+answer completes the Swarm run, and a member that failed once its retries are spent fails the
+run (a timed-out member with its AssemblyStepTimeoutError). On a worker the step parks while
+each attempt's child runs, exactly as a Graph node's does.
 
 The caller's history and application context reach the child only when the member opts
 in (``member(Agent, history=True, context=True)``).
@@ -15,10 +17,10 @@ in (``member(Agent, history=True, context=True)``).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child, stream_step
+from lg_core.assemblies._child_runs import park_on_child, stream_step
+from lg_core.assemblies._step_attempts import AttemptedChild, Settled
 from lg_core.assemblies._swarm_frame import MemberCommit
 from lg_core.assemblies._swarm_rules import SwarmSpec
 from lg_core.assemblies.declarations import Member
@@ -26,7 +28,8 @@ from lg_core.assemblies.swarm_handoffs import HANDOFF_TOOL_NAME, SwarmProgress, 
 from lg_core.assemblies.swarm_members import MemberSeat, register_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
 from lg_core.engine.driven_frames import StepScope, Transition
-from lg_core.errors import AssemblyError, ToolError
+from lg_core.errors import AssemblyError, AssemblyStepTimeoutError, ToolError
+from lg_core.usage import Usage
 
 if TYPE_CHECKING:
     from lg_core.engine.driven_frames import FrameState
@@ -63,42 +66,55 @@ class SwarmMemberStep:
         self.scope, self.spec = scope, spec
         self.input: dict[str, Any] = dict(scope.input or {})
         self.member = spec.member_named(self.input["node"])
+        progress = SwarmProgress.from_dict(scope.frame.checkpoint.data["progress"])  # type: ignore[attr-defined]
+        self.attempts = AttemptedChild(
+            scope,
+            self.member.policy,
+            f"swarm member {self.member.name}",
+            MemberCall(self.member, scope.run, MemberSeat(self.spec, progress)),
+            self.input["input"],
+            stream_step(scope, self.member.name, scope.key),
+        )
 
     def perform(self) -> Transition:
-        scope = self.scope
-        scope.check_interrupt()
-        child_id = child_run_id(scope.run.id, scope.key)
-        progress = SwarmProgress.from_dict(scope.frame.checkpoint.data["progress"])  # type: ignore[attr-defined]
-        call = MemberCall(self.member, scope.run, MemberSeat(self.spec, progress))
-        step = stream_step(scope, self.member.name, scope.key)
-        child = start_or_find_child(scope, call, self.input["input"], child_id, step)
-        if child is None:
-            return self._park(child_id)
-        scope.check_interrupt()  # a child stopped by its parent's cancel or deadline: the parent stops too
-        return self._after(child, child_id)
+        self.scope.check_interrupt()
+        return self._decide()
+
+    def _decide(self) -> Transition:
+        """Attempt the member until it settles (the transition committing its outcome) or an attempt's
+        child runs on the workers (the transition parking the step on it)."""
+        outcome = self.attempts.settle()
+        if isinstance(outcome, str):
+            return self._park(outcome)
+        return self._after(outcome)
 
     def _park(self, child_id: str) -> Transition:
-        """Commit the step as waiting for its child, unless the child has ended by then (_child_runs)."""
+        """Commit the step as waiting for its child; a child ended by then is read as the step's
+        next execution would read it (_child_runs.park_on_child)."""
         scope = self.scope
         return park_on_child(
             scope,
             child_id,
             still_open=lambda state: state.checkpoint.data.get("active") == scope.key,  # type: ignore[attr-defined]
-            after=self._after,
+            after=lambda _child, _child_id: self._decide(),
             what="swarm member step",
+            seen=self.attempts.seen,
         )
 
-    def _after(self, child: Run, child_id: str) -> Transition:
-        """The transition of a member whose child ended: a handoff, the Swarm's answer, or its failure."""
+    def _after(self, settled: Settled) -> Transition:
+        """The transition of a settled member: a handoff, the Swarm's answer, or its failure."""
         scope = self.scope
-        if not child.completed:
-            error = child.error or MemberFailed(f"member {self.member.name} ended {child.outcome}")
+        child, child_id = settled.child, settled.child_id
+        if settled.error is not None:
+            error = settled.error
+            if isinstance(error, AssemblyStepTimeoutError):
+                return scope.ending("failed", error)
             failure = MemberFailed(
                 f"swarm member {self.member.name} (child run {child_id}) ended {child.outcome}: {describe_error(error)}"
             )
             return scope.ending("failed", failure)
         handoff = _handoff_of(child)
-        record = self._record(child, child_id, handoff)
+        record = self._record(settled, handoff)
         if handoff is None:
             # The one public answer: the final member's text, never an intermediate member's.
             scope.emit("text_delta", text=record["text"])
@@ -112,13 +128,14 @@ class SwarmMemberStep:
 
         return hand_off
 
-    def _record(self, child: Run, child_id: str, handoff: dict[str, str] | None) -> dict[str, Any]:
+    def _record(self, settled: Settled, handoff: dict[str, str] | None) -> dict[str, Any]:
         """What the frame keeps of this execution: bounded, JSON, enough to rebuild its Step.
 
         A member that handed off keeps the handoff (its target and a bounded note) as its
         output, never its model's text: intermediate text stays out of the Swarm's result.
+        Its usage is every attempt's.
         """
-        stored = self.scope.engine.store.load_run(child_id)
+        child, attempts = settled.child, settled.attempts
         result = child.result
         structured = None
         if result is not None and result.structured_result is not None and handoff is None:
@@ -128,6 +145,9 @@ class SwarmMemberStep:
         if handoff is None:
             text, _cut = bounded_output(result.text if result is not None else (child.response or ""))
         kept = None if handoff is None else {"to": handoff["to"], "message": journey_excerpt(handoff["message"])}
+        usage = Usage()
+        for attempt in attempts:
+            usage = usage + Usage.from_dict(attempt["usage"])
         return {
             "key": self.scope.key,
             "id": f"{self.member.name}-{self.input['n']}",
@@ -137,12 +157,13 @@ class SwarmMemberStep:
             "text": text,
             "structured": structured,
             "handoff": kept,
-            "usage": child.usage.to_dict(),
-            "started_at": _iso(stored.created_at),
-            "finished_at": _iso(stored.finished_at or stored.updated_at),
+            "usage": usage.to_dict(),
+            "started_at": attempts[0]["started_at"],
+            "finished_at": attempts[-1]["finished_at"],
             "error": None,
+            "attempts": attempts,
             "predecessors": list(self.input.get("predecessors") or ()),
-            "child_run_id": child_id,
+            "child_run_id": settled.child_id,
         }
 
 
@@ -154,10 +175,6 @@ def _handoff_of(child: Run) -> dict[str, str] | None:
         return None
     value = ended.get("value") or {}
     return {"to": str(value.get("to")), "message": str(value.get("message"))}
-
-
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
 __all__ = ["MemberCall", "MemberFailed", "SwarmMemberStep"]

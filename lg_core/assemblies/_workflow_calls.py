@@ -21,26 +21,18 @@ is when woken. On a worker the child is started on the workers and ``perform`` s
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from lg_core.assemblies._child_runs import child_run_id, start_or_find_child, stream_step
 from lg_core.assemblies._graph_frame import node_result
+from lg_core.assemblies._step_attempts import attempt_deadline, ended_attempt, refuse_retry_delay, settles
 from lg_core.assemblies.swarm_members import register_no_seat
-from lg_core.assemblies.trajectory import bounded_output, describe_error
+from lg_core.assemblies.trajectory import bounded_output
 from lg_core.assemblies.workflow_invocation import WorkflowInvocation, check_same_call
 from lg_core.engine.codec import error_from_dict, error_to_dict
-from lg_core.errors import (
-    AssemblyError,
-    AssemblyStepTimeoutError,
-    ConfigurationError,
-    DeadlineExceededError,
-    ReplayDivergenceError,
-    RunNotFoundError,
-)
+from lg_core.errors import AssemblyError, ConfigurationError, ReplayDivergenceError, RunNotFoundError
 from lg_core.events import StreamEvent
 from lg_core.run import Run
 from lg_core.run_result import RunResult
@@ -173,13 +165,7 @@ class ReplayHost:
                 f"{self.workflow}: call {invocation.request.name} gives {participant!r}, which cannot run as a "
                 "child run yet (a builder's AssemblyDefinition has no class to import); invoke a class"
             )
-        policy = invocation.request.policy
-        if policy.retry_delay > 0:
-            raise ConfigurationError(
-                f"{self.workflow}: call {invocation.request.name} sets retry_delay={policy.retry_delay:g}, which a "
-                "Workflow run does not honour yet (a delayed attempt needs a timer the run's step could park on); "
-                "use retry_delay=0"
-            )
+        refuse_retry_delay(invocation.request.policy, f"{self.workflow}: call {invocation.request.name}")
 
     def _input_of(self, invocation: WorkflowInvocation) -> Any:
         given = invocation.request.input
@@ -193,9 +179,7 @@ class ReplayHost:
         options: dict[str, Any] = {"history": list(history), "context": dict(context)}
         if self.local and invocation is self.final:
             options["on_event"] = self._forward_text
-        if request.policy.timeout is not None:
-            own = datetime.fromtimestamp(time.time() + request.policy.timeout, UTC)
-            options["deadline_at"] = own if parent.deadline_at is None else min(own, parent.deadline_at)
+        options["deadline_at"] = attempt_deadline(request.policy, parent.deadline_at)
         return options
 
     def _forward_text(self, event: StreamEvent) -> None:
@@ -217,26 +201,10 @@ class ReplayHost:
         """Record one ended attempt; settle the call unless its error is one to retry and attempts remain."""
         policy = invocation.request.policy
         stored = self.scope.engine.store.load_run(child_id)
-        status = child.outcome if child.outcome in ("completed", "partial", "cancelled") else "failed"
-        error = None if child.completed else (child.error or AssemblyError(f"child run {child_id} ended {status}"))
-        if error is not None and policy.timeout is not None and self._timed_out(child, error):
-            status = "timed_out"
-            error = AssemblyStepTimeoutError(
-                f"workflow call {invocation.request.name} (child run {child_id}) exceeded its timeout of "
-                f"{policy.timeout:g} s"
-            )
-        record["attempts"].append(
-            {
-                "number": number,
-                "child_run_id": child_id,
-                "status": status,
-                "started_at": _iso(stored.created_at),
-                "finished_at": _iso(stored.finished_at or stored.updated_at),
-                "usage": child.usage.to_dict(),
-                "error": None if error is None else describe_error(error),
-                "error_data": None if error is None else error_to_dict(error),
-            }
-        )
+        what = f"workflow call {invocation.request.name}"
+        ended = ended_attempt(what, policy, number, child, stored, self.scope.run.invocation.deadline_at)
+        error = ended.error
+        record["attempts"].append({**ended.record, "error_data": None if error is None else error_to_dict(error)})
         if error is None:
             result = child.result
             structured = None
@@ -245,18 +213,8 @@ class ReplayHost:
                 structured = {"schema_name": result.structured_result.schema_name, "value": value}
             text, _cut = bounded_output(result.text if result is not None else (child.response or ""))
             record.update(outcome="completed", text=text, structured=structured, usage=child.usage.to_dict())
-        elif number > policy.retries or not isinstance(error, policy.retry_on):
+        elif settles(policy, number, error):
             record["outcome"] = "failed"
-
-    def _timed_out(self, child: Run, error: BaseException) -> bool:
-        """Whether a child stopped by a deadline met its call's own timeout, not the workflow's deadline."""
-        deadline = self.scope.run.invocation.deadline_at
-        stopped = child.partial or isinstance(error, DeadlineExceededError)
-        return stopped and (deadline is None or datetime.now(UTC) < deadline)
-
-
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
 __all__ = ["QUEUED", "SETTLED", "ReplayAgain", "ReplayHost", "WaitingForChildren"]

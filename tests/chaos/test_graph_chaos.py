@@ -8,13 +8,20 @@ committed step, its ending wakes the parked node step, and the join runs once bo
 branches are in. No node starts a second child: every node's side effect is logged
 under one idempotency key (the ledger's tool call, cut short, runs again under the
 same key), and the run ends with the undisturbed run's answer and routes.
+
+The same holds for a node's retry: killed while its second attempt's child is mid tool call,
+the node still ends with two attempts, the retry's side effect logged under one key, and no
+third child started.
 """
 
 from __future__ import annotations
 
 import graph_dist_app
 import pytest
-from chaos_checks import kill_whole, wait_all, wait_ready
+from chaos_checks import kill_whole, store_of, wait_all, wait_ready
+
+from lg_core.assemblies._step_attempts import attempt_child_id
+from lg_core.errors import RunNotFoundError
 
 pytestmark = pytest.mark.chaos
 
@@ -52,3 +59,29 @@ def test_a_worker_killed_while_a_node_runs_leaves_every_node_run_once(dist, sche
             keys.setdefault(n, set()).add(key)
     assert {n: len(found) for n, found in keys.items()} == {1: 1, 2: 1, 3: 1, 4: 1}, dist.calls()
     assert "re-dispatched" in scheduler.text()
+
+
+def test_a_worker_killed_during_a_nodes_retry_leaves_one_child_per_attempt(dist, scheduler):
+    n = graph_dist_app.RETRIED_EFFECT
+    [worker] = dist.start_workers(
+        queues=ALL_QUEUES, pool="threads", concurrency=8, DIST_APP_HANG=f"effect:{n}", DIST_APP_HANG_ONCE="1"
+    )
+    execution = graph_dist_app.RetryingEffectGraph.start_execution("Why is transfer 481 pending?")
+    wait_ready(dist, f"effect-{n}", 1)  # the second attempt's child is in its tool call
+
+    kill_whole(worker)
+    dist.start_workers(queues=ALL_QUEUES, pool="threads", concurrency=8)
+    wait_all([execution], timeout=120)
+
+    run = execution.wait(timeout=5)
+    assert run.completed, run.error
+    assert run.result.text == graph_dist_app.RETRIED_ANSWER
+    step = run.result.trajectory.find("lookup")
+    assert [attempt.status for attempt in step.attempts] == ["failed", "completed"]
+    keys = {key for tool, logged, key in dist.calls() if tool == "effect" and logged == n}
+    store = store_of(dist)
+    [node_step] = [item for item in store.load_steps(run.id) if item.kind == "graph_node"]
+    second = attempt_child_id(run.id, node_step.key, 2)
+    assert {key.split("/", 1)[0] for key in keys} == {second}, dist.calls()
+    with pytest.raises(RunNotFoundError):
+        store.load_run(attempt_child_id(run.id, node_step.key, 3))

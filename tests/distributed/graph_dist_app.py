@@ -8,6 +8,12 @@ hang: $DIST_APP_HANG="effect:<n>", or wait, checking for a cancel, while the fil
 run and a disturbed one give the same answer. While the file "meet-effect-<n>" names a partner
 number, call n waits (up to 30 s) until the partner's call has started too: two branches that run at
 once meet there, so their overlap in time is certain, and branches chained one after the other do not.
+
+RetryingLookupGraph's one node has a timeout and one retry on AssemblyStepTimeoutError; its model's
+first call of all (across every worker process: the file "slowed-lookup" in $DIST_APP_READY_DIR marks
+it) takes longer than the timeout, and every later call answers at once. RetryingEffectGraph's one
+node retries a ProviderError: its model's first call of all fails ("failed-effect-5" marks it), and
+the retry's child calls ``effect`` 5, then answers.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from pathlib import Path
 
 import dist_app
 
-from lg_core import Agent, Graph, Tool, edge
+from lg_core import Agent, AssemblyStepTimeoutError, Graph, ProviderError, Tool, edge, node
 from lg_core.providers import scripted
 
 NODES = {"triage": 1, "ledger": 2, "policy": 3, "respond": 4}
@@ -120,3 +126,69 @@ class OuterTransferGraph(Graph):
     nodes = {"inner": TransferGraph}
     start = "inner"
     finish = "inner"
+
+
+LOOKUP_ANSWER = "Transfer 481 is awaiting settlement."
+LOOKUP_TIMEOUT = 3.0
+
+
+def _first_of_all(name: str) -> bool:
+    """Whether this is the first call to claim the marker ``name`` in $DIST_APP_READY_DIR, in any process."""
+    marker = Path(os.environ["DIST_APP_READY_DIR"]) / name
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+def _slow_once(request):
+    """The first call of all waits past the node's timeout (the wait ends at the attempt's deadline)."""
+    if _first_of_all("slowed-lookup"):
+        return {"text": "too late", "delay": 60}
+    (Path(os.environ["DIST_APP_READY_DIR"]) / f"answered-lookup-{os.getpid()}-{time.monotonic_ns()}").touch()
+    return {"text": LOOKUP_ANSWER}
+
+
+scripted.register("graph-slow-once", _slow_once)
+
+
+class SlowOnceLookupAgent(Agent):
+    model = "scripted:graph-slow-once"
+
+
+class RetryingLookupGraph(Graph):
+    """One node that times out on its first attempt and answers on its retry."""
+
+    nodes = {"lookup": node(SlowOnceLookupAgent, timeout=LOOKUP_TIMEOUT, retries=1, retry_on=AssemblyStepTimeoutError)}
+    start = "lookup"
+    finish = "lookup"
+
+
+RETRIED_EFFECT = 5
+RETRIED_ANSWER = "Transfer 481 was looked up on the second try."
+
+
+def _fails_once(request):
+    """The first call of all fails with a ProviderError; later calls record effect 5, then answer."""
+    if _first_of_all(f"failed-effect-{RETRIED_EFFECT}"):
+        return {"error": "provider down"}
+    if request.messages[-1].role == "tool":
+        return {"text": RETRIED_ANSWER}
+    return {"tool_calls": [{"name": "effect", "arguments": {"n": RETRIED_EFFECT}}]}
+
+
+scripted.register("graph-fails-once", _fails_once)
+
+
+class FailsOnceAgent(Agent):
+    model = "scripted:graph-fails-once"
+    tools = [EffectTool]
+
+
+class RetryingEffectGraph(Graph):
+    """One node whose first attempt fails with a ProviderError and whose retry records an effect."""
+
+    nodes = {"lookup": node(FailsOnceAgent, retries=2, retry_on=ProviderError)}
+    start = "lookup"
+    finish = "lookup"

@@ -9,6 +9,7 @@ import pytest
 
 from lg_core import current_configuration
 from lg_core.assemblies._child_runs import child_run_id
+from lg_core.assemblies._step_attempts import attempt_child_id
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -122,3 +123,24 @@ def test_an_execution_of_a_graph_on_workers_without_agent_events_streams_no_wrap
 
     assert execution.wait(timeout=90).completed
     assert "agent_stream" not in types and types[-1] == "run_stop"
+
+
+def test_a_node_that_times_out_is_retried_in_a_new_child_run_on_workers(dist):
+    """The first attempt's child stops at its deadline; its ending wakes the parked node step, which
+    starts the second attempt's child and parks again until that one answers."""
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    run = graph_dist_app.RetryingLookupGraph.start_execution("Why is transfer 481 pending?").wait(timeout=90)
+
+    assert run.completed, run.error
+    assert run.result.text == graph_dist_app.LOOKUP_ANSWER
+    step = run.result.trajectory.find("lookup")
+    assert [attempt.status for attempt in step.attempts] == ["timed_out", "completed"]
+    assert "AssemblyStepTimeoutError" in step.attempts[0].error
+    assert len(list(dist.ready_dir.glob("answered-lookup-*"))) == 1  # one retry, no duplicate attempt
+    store = current_configuration().runtime().store
+    [node] = [item for item in store.load_steps(run.id) if item.kind == "graph_node"]
+    first = store.load_run(attempt_child_id(run.id, node.key, 1))
+    second = store.load_run(attempt_child_id(run.id, node.key, 2))
+    assert first.status == "partial"  # stopped at its attempt's deadline, not left running
+    assert second.status == "completed"

@@ -53,3 +53,22 @@ def test_the_readme_swarm_example_hands_off_from_triage_to_billing(config, capsy
     journey = [{"from": "triage", "to": "billing", "message": "Two charges on May 3."}]
     assert run.result.journey["handoffs"] == journey
     assert capsys.readouterr().out.splitlines()[-1] == str(journey)
+
+
+def test_the_readme_retry_example_retries_a_timed_out_node_and_passes_history_to_the_node_that_opts_in(config, capsys):
+    (block,) = marked_blocks("readme-retries")
+    namespace: dict = {"__name__": "readme_retries"}
+    try:
+        exec(compile(block.code, "README.md", "exec"), namespace)
+    finally:
+        for name in ("retry-ledger", "retry-summary"):
+            scripted.unregister(name)
+
+    run = namespace["run"]
+    assert run.outcome == "completed", run.error
+    assert run.response == "I sent transfer 481 on May 3. / Transfer 481 settles on May 5."
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2:] == ["['timed_out', 'completed']", run.response]
+    assert len(namespace["ledger_calls"]) == 2
+    attempts = run.result.trajectory.find("ledger").attempts
+    assert "AssemblyStepTimeoutError" in attempts[0].error and attempts[1].error is None

@@ -1,0 +1,213 @@
+"""The attempts of one child step under its StepPolicy: their deadlines, their records, when they settle.
+
+A Graph node, a Swarm member's turn and a Workflow call each run their participant as a child
+run (lg_core.assemblies._child_runs), and each may declare a policy (lg_core.assemblies._policy):
+a timeout per attempt, and retries of the failures listed in ``retry_on``. Every attempt is a
+child run of its own, under an id derived from the step and the attempt's number, so a step
+executed again (woken by its child's ending, or after its worker died) finds the attempt's child
+instead of starting a duplicate. What the three share is here:
+
+* the attempt's deadline: its timeout counted from when its child starts, never later than the
+  parent's own deadline. The child carries it, so the engine stops the timed-out child there as it
+  stops any run whose deadline passed (its running work is asked to stop; a worker's scheduler
+  ends it when no live step would), and the step's next attempt never overlaps a running one;
+* the record of an ended attempt (``Assembly::Attempt``): the child run's own times, usage, status
+  and sanitized error, a child stopped by its own deadline recorded as ``timed_out`` with an
+  AssemblyStepTimeoutError;
+* whether the step is settled after an attempt, or tries again;
+* the refusal of ``retry_delay`` above zero, which a run cannot honour yet: a delayed attempt needs a
+  timer its parked step could wait on.
+
+:class:`AttemptedChild` runs a Graph node's or Swarm member's attempts one after another. It keeps
+no state between executions of its step: every execution reads the attempts' children from the
+first on, recording each ended one, until it meets one to start, one still running (the step then
+parks on it) or one that settles the step. (A Workflow call keeps its attempts in its call record
+instead, as its replay needs, lg_core.assemblies._workflow_calls.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from lg_core.agent_stream import AgentStreamStep
+from lg_core.assemblies._child_runs import child_run_id, start_or_find_child
+from lg_core.assemblies.trajectory import Attempt, describe_error
+from lg_core.errors import AssemblyError, AssemblyStepTimeoutError, ConfigurationError, DeadlineExceededError
+from lg_core.usage import Usage
+
+if TYPE_CHECKING:
+    from lg_core.assemblies._policy import StepPolicy
+    from lg_core.engine.driven_frames import StepScope
+    from lg_core.run import Run
+    from lg_core.store import RunRecord
+
+
+def attempt_child_id(parent_run_id: str, step_key: str, number: int) -> str:
+    """The id of the child run attempt ``number`` of step ``step_key`` starts.
+
+    The first attempt's child has the step's own child id (``child_run_id(run, key)``), the one
+    a step without retries has; each later attempt's is derived from ``<key>/attempt-<number>``.
+    """
+    return child_run_id(parent_run_id, step_key if number == 1 else f"{step_key}/attempt-{number}")
+
+
+def attempt_deadline(policy: StepPolicy, parent_deadline: datetime | None) -> datetime | None:
+    """The deadline of an attempt starting now: its timeout from now, or the parent's deadline when sooner."""
+    if policy.timeout is None:
+        return parent_deadline
+    own = datetime.fromtimestamp(time.time() + policy.timeout, UTC)
+    return own if parent_deadline is None else min(own, parent_deadline)
+
+
+@dataclass(frozen=True, slots=True)
+class EndedAttempt:
+    """One ended attempt: its stored record (JSON, an ``Attempt``'s fields) and its error, None when it completed."""
+
+    record: dict[str, Any]
+    error: BaseException | None
+
+
+def ended_attempt(
+    what: str,
+    policy: StepPolicy,
+    number: int,
+    child: Run,
+    stored: RunRecord,
+    parent_deadline: datetime | None,
+) -> EndedAttempt:
+    """The record of attempt ``number`` whose child run ``child`` (stored as ``stored``) has ended.
+
+    ``what`` names the step in a timeout's message (``graph node lookup``). A child stopped by the
+    deadline of its own timeout (sooner than the parent's deadline) timed out.
+    """
+    status = child.outcome if child.outcome in ("completed", "partial", "cancelled") else "failed"
+    error = None if child.completed else (child.error or AssemblyError(f"child run {child.id} ended {status}"))
+    if error is not None and policy.timeout is not None and _timed_out(child, error, parent_deadline):
+        status = "timed_out"
+        error = AssemblyStepTimeoutError(f"{what} (child run {child.id}) exceeded its timeout of {policy.timeout:g} s")
+    record = {
+        "number": number,
+        "child_run_id": child.id,
+        "status": status,
+        "started_at": _iso(stored.created_at),
+        "finished_at": _iso(stored.finished_at or stored.updated_at),
+        "usage": child.usage.to_dict(),
+        "error": None if error is None else describe_error(error),
+    }
+    return EndedAttempt(record, error)
+
+
+def settles(policy: StepPolicy, number: int, error: BaseException | None) -> bool:
+    """Whether attempt ``number`` ending with ``error`` settles its step: it completed, its error is not
+    one ``retry_on`` lists, or it was the last attempt the policy allows."""
+    return error is None or number > policy.retries or not isinstance(error, policy.retry_on)
+
+
+def refuse_retry_delay(policy: StepPolicy, owner: str) -> None:
+    """ConfigurationError for a ``retry_delay`` above zero, which no assembly run honours yet."""
+    if policy.retry_delay > 0:
+        raise ConfigurationError(
+            f"{owner} sets retry_delay={policy.retry_delay:g}, which an assembly run does not honour yet "
+            "(a delayed attempt needs a timer the run's step could park on); use retry_delay=0"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A step whose attempts are over: its last attempt's child, every attempt's record, the last error."""
+
+    child: Run
+    child_id: str
+    attempts: list[dict[str, Any]]
+    error: BaseException | None
+
+
+@dataclass(slots=True)
+class AttemptedChild:
+    """The attempts of the step ``scope``: its participant asked ``message`` by child runs under ``policy``.
+
+    ``what`` names the step in errors; ``options`` are the child's own invocation fields (a node's
+    opted-in history and context); ``prepare(child_id)`` runs before each attempt's child is
+    started or found; ``seen`` collects the ended children's stored records as
+    ``start_or_find_child`` does.
+    """
+
+    scope: StepScope
+    policy: StepPolicy
+    what: str
+    participant: Any
+    message: Any
+    stream_step: AgentStreamStep
+    options: dict[str, Any] = field(default_factory=dict)
+    prepare: Callable[[str], None] = lambda _child_id: None
+    seen: dict[str, RunRecord] = field(default_factory=dict)
+
+    def settle(self) -> Settled | str:
+        """The settled step, or the id of the current attempt's child still running on the workers."""
+        scope = self.scope
+        parent_deadline = scope.run.invocation.deadline_at
+        attempts: list[dict[str, Any]] = []
+        number = 1
+        while True:
+            child_id = attempt_child_id(scope.run.id, scope.key, number)
+            self.prepare(child_id)
+            options = {**self.options, "deadline_at": attempt_deadline(self.policy, parent_deadline)}
+            child = start_or_find_child(
+                scope, self.participant, self.message, child_id, self.stream_step, seen=self.seen, **options
+            )
+            if child is None:
+                return child_id
+            scope.check_interrupt()  # a child stopped by its parent's cancel or deadline: the parent stops too
+            stored = self.seen.get(child_id) or scope.engine.store.load_run(child_id)
+            ended = ended_attempt(self.what, self.policy, number, child, stored, parent_deadline)
+            attempts.append(ended.record)
+            if settles(self.policy, number, ended.error):
+                return Settled(child, child_id, attempts, ended.error)
+            number += 1
+
+
+def attempts_of(record: Mapping[str, Any]) -> tuple[Attempt, ...]:
+    """A committed node's or member's Attempts: its recorded ones, or, for a record that keeps none,
+    the one attempt its own times, status and usage describe."""
+    recorded = record.get("attempts")
+    if recorded:
+        return tuple(Attempt.from_dict(item) for item in recorded)
+    return (
+        Attempt(
+            number=1,
+            started_at=datetime.fromisoformat(record["started_at"]),
+            finished_at=datetime.fromisoformat(record["finished_at"]),
+            status=record["status"],
+            usage=Usage.from_dict(record.get("usage")),
+            error=record.get("error"),
+        ),
+    )
+
+
+def _timed_out(child: Run, error: BaseException, parent_deadline: datetime | None) -> bool:
+    """Whether ``child`` was stopped by its attempt's own deadline: one sooner than the parent's, so the
+    stop was the timeout's and not the parent run's (read the same by every execution of the step)."""
+    stopped = child.partial or isinstance(error, DeadlineExceededError)
+    own = child.invocation.deadline_at
+    return stopped and own is not None and (parent_deadline is None or own < parent_deadline)
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()
+
+
+__all__ = [
+    "AttemptedChild",
+    "EndedAttempt",
+    "Settled",
+    "attempt_child_id",
+    "attempt_deadline",
+    "attempts_of",
+    "ended_attempt",
+    "refuse_retry_delay",
+    "settles",
+]
