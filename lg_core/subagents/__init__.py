@@ -1,0 +1,10 @@
+"""Subagents: one agent handing focused work to other agents and continuing when they answer.
+
+Modules:
+
+* ``agent_path`` - where a delegated conversation sits (``/root/review_api``), model-chosen names checked;
+* ``definition`` - one kind of agent a parent's model may delegate to (kind, description, factory, persistence);
+* ``declarations`` - what an Agent class declares: ``subagent``, ``agent_as_tool``, ``assembly_as_tool``;
+* ``limits`` - the manager's bounds on one parent run's delegated work;
+* ``control_inputs`` - the inputs of the five tools a parent's model manages subagents with, checked.
+"""
