@@ -6,5 +6,6 @@ Modules:
 * ``definition`` - one kind of agent a parent's model may delegate to (kind, description, factory, persistence);
 * ``declarations`` - what an Agent class declares: ``subagent``, ``agent_as_tool``, ``assembly_as_tool``;
 * ``limits`` - the manager's bounds on one parent run's delegated work;
-* ``control_inputs`` - the inputs of the five tools a parent's model manages subagents with, checked.
+* ``control_inputs`` - the inputs of the five tools a parent's model manages subagents with, checked;
+* ``ledger`` - every child identity of a parent run, its queued turns and answers, saved with the parent.
 """
