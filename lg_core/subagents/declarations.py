@@ -16,13 +16,13 @@ agent from its class.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lg_core.errors import ConfigurationError
 from lg_core.subagents.definition import Definition, check_description, check_kind
+from lg_core.subagents.limits import positive_seconds
 from lg_core.tool import Tool
 from lg_core.tool_declarations import NAME_PATTERN
 
@@ -141,9 +141,7 @@ def assemblies_as_tools(*assembly_classes: type, **options: Any) -> tuple[Assemb
 
 def check_long_poll_duration(value: object, owner: str) -> float:
     """``subagent_long_poll_duration``, a positive finite number of seconds, as a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ConfigurationError(f"{owner}.subagent_long_poll_duration must be a positive number of seconds")
-    return float(value)
+    return positive_seconds(value, f"{owner}.subagent_long_poll_duration")
 
 
 def _tool_declaration(

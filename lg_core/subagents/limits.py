@@ -46,7 +46,7 @@ class ManagerLimits:
         for field in fields(self):
             value = getattr(self, field.name)
             if field.type == "float":
-                object.__setattr__(self, field.name, _positive_seconds(value, field.name))
+                object.__setattr__(self, field.name, positive_seconds(value, f"subagent limit {field.name}"))
             elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"subagent limit {field.name} must be a positive integer, got {value!r}")
 
@@ -66,9 +66,10 @@ class ManagerLimits:
         return replace(cls(), **values)
 
 
-def _positive_seconds(value: object, name: str) -> float:
+def positive_seconds(value: object, what: str) -> float:
+    """``value`` as a float once it is a positive, finite number of seconds (a bool is not one)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ConfigurationError(f"subagent limit {name} must be a positive number of seconds, got {value!r}")
+        raise ConfigurationError(f"{what} must be a positive number of seconds, got {value!r}")
     return float(value)
 
 
@@ -84,4 +85,5 @@ __all__ = [
     "DEFAULT_WAIT_TIMEOUT",
     "MAX_LIST_LIMIT",
     "ManagerLimits",
+    "positive_seconds",
 ]
