@@ -25,6 +25,14 @@ from lg_core.errors import __all__ as _error_names
 if TYPE_CHECKING:
     from lg_core import callbacks
     from lg_core.agent import DEFAULT_LIMITS, Agent, AsyncRunStream
+    from lg_core.agent_stream import AgentStreamSource, AgentStreamStep
+    from lg_core.assemblies.assembly import Assembly
+    from lg_core.assemblies.builder import AssemblyBuilder
+    from lg_core.assemblies.declarations import edge, error_edge, member, node
+    from lg_core.assemblies.definition import AssemblyDefinition
+    from lg_core.assemblies.graph import Graph, GraphBuilder
+    from lg_core.assemblies.swarm import Swarm, SwarmBuilder
+    from lg_core.assemblies.workflow import Workflow, WorkflowBuilder
     from lg_core.callbacks import (
         after_initialize,
         after_invocation,
@@ -79,6 +87,14 @@ if TYPE_CHECKING:
 # program first touches a name that needs them, so a command or worker pays for what it uses.
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Agent", "AsyncRunStream", "DEFAULT_LIMITS"), "lg_core.agent"),
+    **dict.fromkeys(("AgentStreamSource", "AgentStreamStep"), "lg_core.agent_stream"),
+    "Assembly": "lg_core.assemblies.assembly",
+    "AssemblyBuilder": "lg_core.assemblies.builder",
+    **dict.fromkeys(("edge", "error_edge", "member", "node"), "lg_core.assemblies.declarations"),
+    "AssemblyDefinition": "lg_core.assemblies.definition",
+    **dict.fromkeys(("Graph", "GraphBuilder"), "lg_core.assemblies.graph"),
+    **dict.fromkeys(("Swarm", "SwarmBuilder"), "lg_core.assemblies.swarm"),
+    **dict.fromkeys(("Workflow", "WorkflowBuilder"), "lg_core.assemblies.workflow"),
     **dict.fromkeys(
         (
             "after_initialize",
@@ -208,7 +224,12 @@ def cancel_run(run_id: str) -> bool:
 
 __all__ = [
     "Agent",
+    "AgentStreamSource",
+    "AgentStreamStep",
     "Artifact",
+    "Assembly",
+    "AssemblyBuilder",
+    "AssemblyDefinition",
     "AsyncRunStream",
     "Binding",
     "CancellationToken",
@@ -221,6 +242,8 @@ __all__ = [
     "ExecutionState",
     "InterjectionResult",
     "FilesystemSessionStore",
+    "Graph",
+    "GraphBuilder",
     "Hook",
     "Image",
     "Invocation",
@@ -247,6 +270,8 @@ __all__ = [
     "SqlSessionStore",
     "StreamEvent",
     "StructuredResult",
+    "Swarm",
+    "SwarmBuilder",
     "Text",
     "Tool",
     "ToolOutcome",
@@ -255,6 +280,8 @@ __all__ = [
     "ToolUse",
     "TrustedPath",
     "Usage",
+    "Workflow",
+    "WorkflowBuilder",
     "Workspace",
     "after_initialize",
     "after_invocation",
@@ -270,12 +297,16 @@ __all__ = [
     "configure",
     "current_configuration",
     "current_runtime",
+    "edge",
+    "error_edge",
     "fork",
     "get_execution",
     "get_execution_async",
     "get_run",
     "list_runs",
+    "member",
     "model_resolver",
+    "node",
     "prune_runs",
     "register_error_class",
     "replace",

@@ -1,6 +1,6 @@
-"""How an agent call runs for async callers: on a thread of its own, cancelled with its task.
+"""How an agent or assembly call runs for async callers: on a thread of its own, cancelled with its task.
 
-``Agent.ask_async`` and ``AsyncRunStream`` run a Run on a dedicated thread (a run can take
+``ask_async`` and ``AsyncRunStream`` (what ``stream_ask_async`` returns) run a Run on a dedicated thread (a run can take
 minutes, and the loop's executor threads are few), build it off the loop, and cancel
 it when the awaiting task is cancelled, so nothing of it keeps going unseen.
 """
@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import contextvars
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lg_core.errors import CONTROL_FLOW_ERRORS
@@ -129,4 +129,48 @@ async def until_stopped(run: Run, work: Awaitable[Run]) -> Run:
         raise
 
 
-__all__ = ["built_off_the_loop", "close_unstarted", "on_own_thread", "runtime_for", "until_stopped"]
+class AsyncRunStream:
+    """Async iteration over a Run's events; the Run executes on a worker thread."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[Any] = asyncio.Queue()
+        done = object()
+        iterator = iter(self.run)
+
+        def pump() -> None:
+            try:
+                for event in iterator:
+                    loop.call_soon_threadsafe(events.put_nowait, event)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+                loop.call_soon_threadsafe(events.put_nowait, exc)
+            finally:
+                loop.call_soon_threadsafe(events.put_nowait, done)
+
+        task = on_own_thread(pump, f"lg-stream-{self.run.id[:8]}")
+        try:
+            while True:
+                item = await events.get()
+                if item is done:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            # Stopping at the terminal event stops nothing; cancelling writes the store's flag: not on the loop.
+            if not task.done() and not self.run.finished:
+                await asyncio.to_thread(self.run.cancel, "the async stream consumer stopped reading")
+            await task
+
+
+__all__ = [
+    "AsyncRunStream",
+    "built_off_the_loop",
+    "close_unstarted",
+    "on_own_thread",
+    "runtime_for",
+    "until_stopped",
+]

@@ -11,6 +11,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from lg_core.callbacks import CALLBACK_NAMES, collect
+from lg_core.code_mode.controls import CONTROL_NAMES
 from lg_core.errors import ConfigurationError
 from lg_core.tool import Tool
 from lg_core.tool_registry import check_declaration
@@ -116,17 +117,22 @@ def check_unique_tool_names(declarations: list[Any], owner: str) -> None:
 
 
 def reserved_tool_names(cls: type[Agent]) -> dict[str, str]:
-    """Names no tool of ``cls`` may take, with what holds them: the result schema's submit tool.
+    """Names no tool of ``cls`` may take, with what holds them: the code-mode controls and the
+    result schema's submit tool.
 
     The model is offered that tool beside the agent's (strategy ``tool``, or ``auto`` on
     a model without native structured output), and a call to the name is taken as the
     structured result: a same-named application tool would be offered twice and never run.
     With strategy ``provider`` no submit tool is ever offered, so the name stays free.
     """
+    reserved: dict[str, str] = {}
+    if cls.code_mode_options() is not None:  # the controls the model is offered in code mode
+        reserved.update({name: "a code-mode control" for name in sorted(CONTROL_NAMES)})
     spec = cls.result_spec()
     if spec is None or spec.strategy == "provider":
-        return {}
-    return {spec.tool_name(): f"the submit tool of {cls.__qualname__}'s result_schema {spec.name!r}"}
+        return reserved
+    reserved[spec.tool_name()] = f"the submit tool of {cls.__qualname__}'s result_schema {spec.name!r}"
+    return reserved
 
 
 def check_reserved_tool_names(cls: type[Agent]) -> None:

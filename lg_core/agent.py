@@ -23,10 +23,10 @@ import asyncio
 import functools
 import inspect
 import re
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, cast
 
-from lg_core._agent_calls import built_off_the_loop, on_own_thread, runtime_for, until_stopped
+from lg_core._agent_calls import AsyncRunStream, built_off_the_loop, on_own_thread, runtime_for, until_stopped
 from lg_core._agent_declarations import (
     PROMPT_FORMS,
     add_declarations,
@@ -41,7 +41,9 @@ from lg_core._agent_declarations import (
     reserved_tool_names,
     static_tool_names,
 )
+from lg_core.assemblies.swarm_members import SwarmHandoffTools
 from lg_core.callbacks import CALLBACK_NAMES, awaited
+from lg_core.code_mode.options import CodeModeOptions, code_mode_options
 from lg_core.errors import ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, check_tools_accepted, result_strategy
@@ -91,9 +93,11 @@ class Agent:
     result_schema: ClassVar[Any] = None
     capture_diagnostics: ClassVar[bool] = True
     detect_tool_loops: ClassVar[Any] = None  # True, or {"warning_at", "terminate_at", "except"} (lg_core.tool_loops)
+    code_mode: ClassVar[Any] = None  # True, or {"limits", "except", "sandbox", "engine"} (lg_core.code_mode.options)
 
     _tool_loop_policy: ClassVar[ToolLoopPolicy | None] = None
     _result_spec: ClassVar[ResultSchema | None] = None
+    _code_mode: ClassVar[CodeModeOptions | None] = None
     _callback_chains: ClassVar[dict[str, tuple[str, ...]]] = {name: () for name in CALLBACK_NAMES}
     _declared_limits: ClassVar[Mapping[str, int]] = {}  # the limits this class itself set (checked)
 
@@ -107,6 +111,7 @@ class Agent:
         cls.tools = _merge_tools(cls)
         cls._declared_limits = _checked_limits(own.get("limits", {}), cls.__qualname__)
         cls.limits = _merge_limits(cls)
+        cls._code_mode = code_mode_options(cls.code_mode, cls.__qualname__)
         if "result_schema" in own:
             cls._result_spec = (
                 None if own["result_schema"] is None else ResultSchema.build(own["result_schema"], cls.__qualname__)
@@ -155,6 +160,11 @@ class Agent:
     @classmethod
     def result_spec(cls) -> ResultSchema | None:
         return cls._result_spec
+
+    @classmethod
+    def code_mode_options(cls) -> CodeModeOptions | None:
+        """The checked ``code_mode`` declaration, or None when the agent does not use code mode."""
+        return cls._code_mode
 
     @classmethod
     def callback_chains(cls) -> dict[str, tuple[str, ...]]:
@@ -256,8 +266,10 @@ class Agent:
         return type(self).limits["max_tool_calls"]
 
     def tool_registry(self, binding: Any) -> ToolRegistry:
-        """The tools available for this step, bound to ``binding``."""
-        return ToolRegistry(type(self).tools, binding=binding, reserved=reserved_tool_names(type(self)))
+        """The tools available for this step, bound to ``binding``: the declared ones, and, for a Swarm
+        member's run, the handoff tool of its declared routes."""
+        declared = (*type(self).tools, SwarmHandoffTools)
+        return ToolRegistry(declared, binding=binding, reserved=reserved_tool_names(type(self)))
 
     def render_system_prompt(self) -> str | None:
         """The system prompt for this step: the declared string, or what the method returns.
@@ -283,43 +295,6 @@ class Agent:
             f"{cls.__qualname__}.system_prompt returned {type(prompt).__name__}; "
             "it must return a string, or None for no system prompt"
         )
-
-
-class AsyncRunStream:
-    """Async iteration over a Run's events; the Run executes on a worker thread."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        loop = asyncio.get_running_loop()
-        events: asyncio.Queue[Any] = asyncio.Queue()
-        done = object()
-        iterator = iter(self.run)
-
-        def pump() -> None:
-            try:
-                for event in iterator:
-                    loop.call_soon_threadsafe(events.put_nowait, event)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
-                loop.call_soon_threadsafe(events.put_nowait, exc)
-            finally:
-                loop.call_soon_threadsafe(events.put_nowait, done)
-
-        task = on_own_thread(pump, f"lg-stream-{self.run.id[:8]}")
-        try:
-            while True:
-                item = await events.get()
-                if item is done:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            # Stopping at the terminal event stops nothing; cancelling writes the store's flag: not on the loop.
-            if not task.done() and not self.run.finished:
-                await asyncio.to_thread(self.run.cancel, "the async stream consumer stopped reading")
-            await task
 
 
 def default_agent_id(class_name: str) -> str:
@@ -405,7 +380,6 @@ def _checked_limits(own: Any, owner: str) -> dict[str, int]:
 # class attributes they would be accepted and silently ignored (an agent declaring a sandbox would run
 # its tools without one), so declaring one fails at class definition instead.
 _NOT_SUPPORTED_YET = {
-    "code_mode": "code mode",
     "subagent": "subagents",
     "subagents": "subagents",
     "agent_as_tool": "agents exposed as tools",

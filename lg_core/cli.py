@@ -35,9 +35,10 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from lg_core.cli_agent_events import participant_events, pathed_events_table
 from lg_core.cli_ask import ask_here, ask_on_workers
 from lg_core.cli_errors import UsageError, fail
-from lg_core.cli_imports import load_agent
+from lg_core.cli_imports import load_entrypoint
 from lg_core.cli_output import (
     EventPrinter,
     describe_run,
@@ -52,6 +53,7 @@ from lg_core.cli_output import (
     status_text,
     step_json,
     steps_table,
+    trajectory_table,
     writes_to_terminal,
 )
 from lg_core.cli_session import GlobalOptions, ImportOption, JsonOption, StoreOption, session
@@ -164,7 +166,10 @@ def ask(
     ctx: typer.Context,
     target: Annotated[
         str,
-        typer.Argument(metavar="MODULE:CLASS", help="The agent class, e.g. myapp.agents:SupportAgent."),
+        typer.Argument(
+            metavar="MODULE:CLASS",
+            help="The agent (or Workflow, Swarm, Graph) class, e.g. myapp.agents:SupportAgent.",
+        ),
     ],
     message: Annotated[str, typer.Argument(metavar="MESSAGE", help="The user's message.")],
     store: StoreOption = None,
@@ -187,7 +192,7 @@ def ask(
         ),
     ] = False,
 ) -> None:
-    """Run an agent on MESSAGE and print its answer (exit 1 unless the run completed).
+    """Run an agent or an assembly on MESSAGE and print its answer (exit 1 unless the run completed).
 
     It runs in this process unless --workers is given; a line on stderr says which.
     """
@@ -200,11 +205,13 @@ def ask(
     options = {name: value for name, value in options.items() if value is not None}
     out, info = output_console(), error_console()
     with session(
-        ctx, store, imports, durable=False, load_imports=True, before_open=lambda: load_agent(target)
+        ctx, store, imports, durable=False, load_imports=True, before_open=lambda: load_entrypoint(target)
     ) as runtime:
         where = ask_on_workers if workers else ask_here
         answer_only = stream and not writes_to_terminal(out)  # > answer.txt keeps only the answer
-        run = where(runtime, load_agent(target), message, options, out, info, stream=stream, answer_only=answer_only)
+        run = where(
+            runtime, load_entrypoint(target), message, options, out, info, stream=stream, answer_only=answer_only
+        )
         code = report_outcome(run, info)
     raise typer.Exit(code)
 
@@ -253,17 +260,19 @@ def runs_show(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A run's status, outcome, input, steps and message count."""
+    """A run's status, outcome, input, steps and message count; an assembly run's trajectory."""
     with session(ctx, store, durable=True, load_imports=False) as runtime:
         record = runtime.store.load_run(run_id_to_look_up(run_id))
         steps = [s for s in runtime.store.load_steps(run_id) if s.kind != "start"]
         message_count = sum(len(runtime.store.load_messages(frame.id)) for frame in runtime.store.load_frames(run_id))
+    trajectory = (record.result or {}).get("steps")  # a finished Workflow, Swarm or Graph run's
     if as_json:
         data = {
             **record_json(record),
             "invocation": record.invocation,
             "message_count": message_count,
             "steps": [step_json(s) for s in steps],
+            **({"trajectory": trajectory} if isinstance(trajectory, list) else {}),
         }
         typer.echo(json.dumps(data, indent=2, default=str))
         return
@@ -272,6 +281,10 @@ def runs_show(
         out.print(line, soft_wrap=True)
     out.print()
     out.print(steps_table(steps) if steps else "no steps")
+    if isinstance(trajectory, list) and trajectory:
+        out.print()
+        out.print("[bold]trajectory[/]")
+        out.print(trajectory_table(trajectory))
 
 
 @runs_app.command("events")
@@ -284,21 +297,32 @@ def runs_events(
             "--after", metavar="SEQ", min=0, callback=_storable_count, help="Only events after sequence number SEQ."
         ),
     ] = 0,
+    agents: Annotated[
+        bool,
+        typer.Option(
+            "--agents", help="Also list an assembly's participants' events (its child runs'), under their path."
+        ),
+    ] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """A run's durable event log (token deltas are not stored)."""
     with session(ctx, store, durable=True, load_imports=False) as runtime:
         runtime.store.load_run(run_id_to_look_up(run_id))
-        events = runtime.store.load_events(run_id, after)
+        pathed = participant_events(runtime.store, run_id, after) if agents else None
+        events = [item.event for item in pathed] if pathed is not None else runtime.store.load_events(run_id, after)
     if as_json:
         rows = [{"seq": e.seq, "type": e.type, "created_at": iso(e.created_at), "data": e.data} for e in events]
+        if pathed is not None:
+            rows = [
+                {"agent": item.path, "run_id": item.event.run_id, **row} for item, row in zip(pathed, rows, strict=True)
+            ]
         typer.echo(json.dumps(rows, indent=2, default=str))
         return
     if not events:
         error_console().print(f"no events after {after}")
         return
-    output_console().print(events_table(events))
+    output_console().print(events_table(events) if pathed is None else pathed_events_table(pathed))
 
 
 @runs_app.command("resume")

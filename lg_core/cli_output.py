@@ -364,6 +364,39 @@ def step_json(step: StepRecord) -> dict[str, Any]:
     }
 
 
+def trajectory_table(steps: list[Mapping[str, Any]]) -> Table:
+    """A composite assembly run's trajectory, as its stored result keeps it: one row per participant
+    execution (a Graph node, a Swarm member, a Workflow call), with what came before it."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in ("STEP", "PARTICIPANT", "KIND", "STATUS", "ATTEMPTS", "SECONDS", "AFTER", "OUTPUT"):
+        table.add_column(name, no_wrap=name not in ("AFTER", "OUTPUT"), overflow="fold")
+    for step in steps:
+        attempts = step.get("attempts") or []
+        status = str(step.get("status", "?"))
+        style = {"completed": "green", "failed": "red", "cancelled": "magenta"}.get(status, "yellow")
+        table.add_row(
+            escape(str(step.get("id", "?"))),
+            escape(str(step.get("participant", "?"))),
+            escape(str(step.get("assembly_kind", "?"))),
+            f"[{style}]{escape(status)}[/]",
+            str(len(attempts)),
+            _seconds(attempts),
+            escape(", ".join(str(item) for item in step.get("predecessor_ids") or ())),
+            escape(preview(step.get("output"), 60)) if step.get("output") is not None else "",
+        )
+    return table
+
+
+def _seconds(attempts: list[Mapping[str, Any]]) -> str:
+    """From the first attempt's start to the last one's finish (``-`` when unreadable)."""
+    try:
+        started = datetime.fromisoformat(attempts[0]["started_at"])
+        finished = datetime.fromisoformat(attempts[-1]["finished_at"])
+    except (IndexError, KeyError, TypeError, ValueError):
+        return "-"
+    return f"{(finished - started).total_seconds():.2f}"
+
+
 def events_table(events: list[EventRecord]) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name in ("SEQ", "TIME", "TYPE", "DETAIL"):

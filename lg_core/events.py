@@ -42,6 +42,8 @@ EventType = Literal[
     "structured_result_repair",
     "interjection",
     "agent_stream",
+    # assembly coordination events
+    "handoff",  # a Swarm member handed the request to another: source, target, message excerpt
     # replay bookkeeping
     "run_resumed",
     "run_retried",

@@ -24,6 +24,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from lg_core.agent_stream import encoded_wrapper
 from lg_core.cancellation import CancellationToken
 from lg_core.engine.codec import decode_event_data, encode_event_data
 from lg_core.errors import (
@@ -58,6 +59,8 @@ def event_json(event: StreamEvent) -> dict[str, Any]:
     """
     if event.stored is not None:
         return dict(event.stored)
+    if event.type == "agent_stream":
+        return encoded_wrapper(event)
     return encode_event_data(event.data)
 
 

@@ -51,6 +51,9 @@ KNOWN_FIELDS = (
     "include_agent_events",
 )
 _MISSING = object()
+# Options of the spec's ask that are objects living in the caller's process; an unknown field would
+# otherwise be stored and ignored.
+_RUN_RESOURCES = ("workspace", "sandbox")
 
 
 def new_id() -> str:
@@ -354,6 +357,12 @@ def _normalize_into(env: dict[str, Any], values: Mapping[str, Any], partial: boo
                 "model_override is not an invocation field a caller can pass: lg_core.fork(run_id, model=...) "
                 "records it for a fork; to choose a model per request, define select_model on the agent"
             )
+        if name in _RUN_RESOURCES:
+            raise InvocationError(
+                f"{name}= names the spec's caller-owned {name.capitalize()}, which a run here does not take: "
+                f"a step may run on any worker, so the run's {name} is built from the {name} setting "
+                f"(configure({name}=...) or lg.yaml) for every step"
+            )
         normalizer = _NORMALIZERS.get(name, _extra_field)
         env[name] = normalizer(value, name)
     if partial:
@@ -501,17 +510,11 @@ def _rate_limit(value: Any, name: str) -> str | None:
     return None if value is None else str(RateLimit.parse(value))
 
 
-def _include_agent_events(value: Any, name: str) -> bool:
-    """Only ``False`` (the standalone Agent's default) is accepted: the ``agent_stream``
-    wrappers the spec adds for ``True`` are not built yet, and silently ignoring the
-    request would hand the caller a stream without the events they asked for."""
-    if not isinstance(value, bool):
+def _include_agent_events(value: Any, name: str) -> bool | None:
+    """None (not given) leaves the choice to the entrypoint: on for a composite assembly, off for
+    a standalone Agent (Run.include_agent_events)."""
+    if value is not None and not isinstance(value, bool):
         raise InvocationError(f"include_agent_events must be true or false, got {value!r}")
-    if value:
-        raise InvocationError(
-            "include_agent_events=True is not available yet: agent_stream wrappers are not built; "
-            "a standalone Agent's ordinary events already carry everything it did"
-        )
     return value
 
 

@@ -88,13 +88,18 @@ def current_holder() -> str:
     return cached[1]
 
 
+def holder_is_local(holder: str | None) -> bool:
+    """Whether ``holder`` names a process on this host (in this PID namespace), whose pid can be checked."""
+    return bool(holder) and str(holder).partition(":")[0] == hostname()
+
+
 def holder_is_dead(holder: str | None) -> bool:
     """True only when ``holder`` is a process on this host that no longer exists."""
-    if not holder:
+    if not holder or not holder_is_local(holder):
         return False
-    host, _, rest = holder.partition(":")
+    _host, _, rest = holder.partition(":")
     pid_text, _, start = rest.partition(":")
-    if host != hostname() or not pid_text.isdigit():
+    if not pid_text.isdigit():
         return False
     pid = int(pid_text)
     if pid == os.getpid():
@@ -105,4 +110,4 @@ def holder_is_dead(holder: str | None) -> bool:
     return actual is None or (start not in ("", "0") and actual != start)
 
 
-__all__ = ["current_holder", "holder_is_dead", "hostname", "process_start_time"]
+__all__ = ["current_holder", "holder_is_dead", "holder_is_local", "hostname", "process_start_time"]

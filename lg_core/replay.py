@@ -132,6 +132,7 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
     )  # before anything is written: a consumer failing later would cancel the run
     rt = _runtime(runtime)
     record = rt.store.load_run(run_id_to_look_up(run_id))
+    _refuse_assembly_run(record, "retried")
     _check_retryable(record)
     plan = plan_retry(record, rt.store.load_steps(record.id))
     if record.status == "partial" or (record.deadline_at is not None and record.deadline_at <= time.time()):
@@ -226,6 +227,15 @@ def _rewound(restored: dict[str, Any], current: dict[str, Any] | None) -> dict[s
     """The restored checkpoint in a new history epoch, so no process reuses messages cached before the retry."""
     epoch = max(int(restored.get("history_epoch", 0)), int((current or {}).get("history_epoch", 0))) + 1
     return {**restored, "history_epoch": epoch}
+
+
+def _refuse_assembly_run(record: RunRecord, what: str) -> None:
+    """Only an Agent's run replays: a Graph's nodes are child runs, which retry and fork do not rewind yet."""
+    if record.kind != "agent":
+        raise InvocationError(
+            f"run {record.id} is a {record.kind} run, which cannot be {what} yet; start it again with ask(), "
+            "or retry or fork the failed node's own child run (`lg runs show` lists it)"
+        )
 
 
 def _check_retryable(record: RunRecord) -> None:
@@ -324,6 +334,7 @@ def fork(
     _check_deadline(deadline)
     rt = _runtime(runtime)
     record = rt.store.load_run(run_id_to_look_up(source_run_id))
+    _refuse_assembly_run(record, "forked")
     if not isinstance(from_step, str) or not from_step:
         raise InvocationError(f"from_step must be a step key like 'root/turn-2/model', got {from_step!r}")
     steps = rt.store.load_steps(record.id)

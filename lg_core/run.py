@@ -20,8 +20,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from lg_core.agent_stream import standalone_wrapper
 from lg_core.cancellation import CancellationToken, token_or_new
 from lg_core.engine.codec import decode_event_data, error_from_dict
 from lg_core.errors import (
@@ -113,6 +115,9 @@ class Run:
         # not started yet (a queued sibling tool call) is then never started.
         self._ended_here = False
         self._stored_entrypoint: str | None = None
+        # (parent run id, step key) when this run is a step's child run (a Graph node's): its ending
+        # wakes that step if it parked waiting for it (lg_core.engine.engine, lg_core.store._commits).
+        self.parent_step: tuple[str, str] | None = None
         self._session: Session | None = None
         # The ExecutionState of the code that built the run; current around each of its steps.
         self.execution_state: Mapping[str, Any] = ExecutionState.capture()
@@ -171,12 +176,10 @@ class Run:
 
     @property
     def include_agent_events(self) -> bool:
-        """Whether the stream carries every Agent's contextual ``agent_stream`` events.
-
-        Always False: subagents are not built, so ``include_agent_events=True`` is
-        refused when the invocation is built (docs/architecture.md).
-        """
-        return bool(self.invocation.get("include_agent_events", False))
+        """Whether the stream carries every Agent's contextual ``agent_stream`` events
+        (lg_core.agent_stream): as asked, else on for a composite assembly, off for an Agent."""
+        asked = self.invocation.get("include_agent_events")
+        return getattr(self.entrypoint_class, "assembly_kind", "agent") != "agent" if asked is None else bool(asked)
 
     @property
     def finished(self) -> bool:
@@ -261,6 +264,9 @@ class Run:
                 self._finish_from(outcome, event.data, read_back=event.stored is None)
             if self._on_event is not None and self._delivery_error is None:
                 try:
+                    own_wrapper = standalone_wrapper(self, event)
+                    if own_wrapper is not None:  # the contextual projection comes before the ordinary event
+                        _refuse_awaitable(self._on_event(own_wrapper), ASYNC_CONSUMER)
                     _refuse_awaitable(self._on_event(event), ASYNC_CONSUMER)  # e.g. a lambda calling an async function
                 except Exception as exc:  # noqa: BLE001 - the run stops cleanly, then ask() raises it
                     self._delivery_error = exc
@@ -396,7 +402,7 @@ class Run:
     def events(self, after: int = 0) -> list[StreamEvent]:
         """The durable event log of this run (token deltas are not stored)."""
         return [
-            StreamEvent(r.type, _frozen(decode_event_data(r.data)), r.seq)
+            StreamEvent(r.type, MappingProxyType(decode_event_data(r.data)), r.seq)
             for r in self.runtime.store.load_events(self.id, after)
         ]
 
@@ -416,6 +422,8 @@ class Run:
             entrypoint = None
         run = cls(entrypoint, Invocation.restore(record.invocation), runtime)
         run._stored_entrypoint = record.entrypoint
+        if record.parent_run_id is not None and record.parent_step_key is not None:
+            run.parent_step = (record.parent_run_id, record.parent_step_key)
         run.session_actor_id = record.actor_id
         run.execution_state = restored_execution_state(record.execution_state)
         if record.finished:
@@ -439,7 +447,10 @@ class Run:
         self.response = record.response
         self.usage = Usage.from_dict(record.usage)
         self.error = error_from_dict(record.error)
-        if record.result is not None:
+        restore = getattr(self.entrypoint_class, "stored_result", None)
+        if record.result is not None and restore is not None:  # a composite assembly's result (its trajectory)
+            self.result = restore(record.result)
+        elif record.result is not None:
             messages = tuple(Message.from_dict(m) for m in self.runtime.store.load_messages(f"{self.id}/root"))
             spec = self.agent_class.result_spec() if self.agent_class is not None else None
             structured = record.result.get("structured_result")
@@ -580,12 +591,6 @@ def check_importable_elsewhere(cls: type) -> None:
         "configured, define it at module level in an importable module (e.g. myapp/agents.py) that workers "
         "import (lg worker --import myapp.agents), or unset broker_url to run executions on threads here"
     )
-
-
-def _frozen(data: dict[str, Any]) -> Any:
-    from types import MappingProxyType
-
-    return MappingProxyType(data)
 
 
 __all__ = ["Run", "check_importable_elsewhere", "import_entrypoint", "prepared_by"]

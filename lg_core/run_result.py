@@ -23,6 +23,12 @@ class RunResult:
     structured_result: StructuredResult | None = None
     steps: tuple[Any, ...] = ()
     output_value: Any = field(default=None, repr=False)
+    # A composite assembly's Trajectory over ``steps`` (lg_core.assemblies.trajectory); None for an Agent.
+    trajectory: Any = field(default=None, repr=False)
+    # The value of the tool call that ended the run (``{"tool": name, "value": ...}``, lg_core.tool.EndsRun).
+    ended_by: Mapping[str, Any] | None = None
+    # A Swarm's bounded account of its handoffs (SwarmProgress.summary()); None for other runs.
+    journey: Mapping[str, Any] | None = None
 
     @property
     def text(self) -> str:
@@ -49,6 +55,9 @@ class RunResult:
             "structured_result": None
             if self.structured_result is None
             else {"schema_name": self.structured_result.schema_name, "value": self.structured_result.value},
+            **({"steps": [step.to_dict() for step in self.steps]} if self.steps else {}),
+            **({"ended_by": dict(self.ended_by)} if self.ended_by is not None else {}),
+            **({"journey": dict(self.journey)} if self.journey is not None else {}),
         }
 
     @classmethod
@@ -62,6 +71,8 @@ class RunResult:
             state=data.get("state") or {},
             structured_result=None if structured is None else StructuredResult(**structured),
             output_value=output,
+            ended_by=data.get("ended_by"),
+            journey=data.get("journey"),
         )
 
 

@@ -186,6 +186,21 @@ class ToolReturn:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class EndsRun:
+    """A tool's return value that ends its run: the run completes once its turn's calls are done.
+
+    ``value`` (JSON) is what the run's result keeps (``RunResult.ended_by``) and ``reply`` what
+    the model's tool result says. A tool that passes control elsewhere (a Swarm member's
+    handoff) returns one, so the run records the decision and stops instead of asking the
+    model for another turn. The turn's other calls still run and are answered; when several
+    of them return one, the first in call order is the run's ending.
+    """
+
+    value: Any
+    reply: str = "Done."
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ToolOutcome:
     """The normalized result of one execution, for the model and the application."""
 
@@ -195,6 +210,7 @@ class ToolOutcome:
     artifacts: tuple[Artifact, ...] = ()
     error: BaseException | None = None
     error_kind: str | None = None
+    ends_run: bool = False  # the tool returned EndsRun: ``value`` is the run's ending value
 
     @property
     def ok(self) -> bool:
@@ -455,6 +471,9 @@ def success_outcome(value: Any) -> ToolOutcome:
     artifacts follow as blocks of their own.
     """
     artifacts: tuple[Artifact, ...] = ()
+    if isinstance(value, EndsRun):
+        reply = (Text(text=well_formed_text(value.reply)),)
+        return ToolOutcome(status="success", content=reply, value=value.value, ends_run=True)
     if isinstance(value, ToolReturn):
         value, artifacts = value.value, value.artifacts
     blocks: list[Any] = list(content_blocks(value) or (Text(text=render_value(value)),))
@@ -465,6 +484,7 @@ def success_outcome(value: Any) -> ToolOutcome:
 __all__ = [
     "Artifact",
     "Binding",
+    "EndsRun",
     "PreparedInput",
     "Tool",
     "ToolOutcome",

@@ -8,7 +8,9 @@ what makes a duplicate message harmless.
 
     relay_outbox       a scheduled step whose message never arrived (the process
                        died between commit and publish, or Redis lost it); a
-                       step nobody consumes is re-sent ever more rarely
+                       step nobody consumes is re-sent ever more rarely (a
+                       step sent to one process's own queue: at least every
+                       lease period, see _routed)
     sweep_leases       a running step whose holder died (same host: at once;
                        elsewhere: when its lease expires, or a lease period
                        after a store outage that let it expire); a step nobody
@@ -35,15 +37,16 @@ ones): see lg_core.store._clock.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.step_kinds import is_step_kind, task_name_for
 from lg_core.errors import CancelledError, DeadlineExceededError
-from lg_core.lease_holders import holder_is_dead
+from lg_core.lease_holders import holder_is_dead, holder_is_local
 from lg_core.store import RunStore, StepRecord
 from lg_core.store.records import RelayedStep
 from lg_workers.queues import queue_for
@@ -68,7 +71,15 @@ class LostTaskReport(Protocol):
     def report_lost(self, steps: Iterable[StepRecord]) -> int: ...
 
 
-def relay_outbox(store: RunStore, publisher: Publisher, *, limit: int = 500) -> int:
+def relay_outbox(
+    store: RunStore,
+    publisher: Publisher,
+    *,
+    limit: int = 500,
+    holder_backoff: float | None = None,
+    grace: OutageGrace | None = None,
+    local_liveness: bool = True,
+) -> int:
     """Re-send scheduled steps whose message is overdue; returns how many.
 
     The store pushes each one's ``dispatch_after`` forward in the transaction that
@@ -76,9 +87,19 @@ def relay_outbox(store: RunStore, publisher: Publisher, *, limit: int = 500) -> 
     the relay grace up to ``relay_backoff_max``; lg_core.store.resend_backoff), so
     a queue without workers gets one duplicate per step per back-off, not one per
     grace. A step is reported once per back-off level, naming its queue.
+
+    A step sent to the queue of the one process holding its code-mode program
+    backs off at most ``holder_backoff`` (the lease period): its queue is
+    consumed again only if that process lives, and once the process's holder
+    lease has run out the next send goes to plain ``lg.sandbox`` (:func:`_routed`),
+    so the wait for that send bounds how long the run stays stuck on a dead
+    process. A live holder consumes its queue, so it gets few duplicates.
+    ``grace``: holder leases a store outage let expire are spared meanwhile.
+    ``local_liveness``: a holder on this host is judged by its process id (off:
+    by its lease alone, as one on another host).
     """
-    relayed = store.relay_due_steps(limit)
-    _send(publisher, [item.step for item in relayed])
+    relayed = store.relay_due_steps(limit, _holder_backoff_max(store, holder_backoff))
+    _send(publisher, [item.step for item in relayed], store, grace, local_liveness)
     for item in relayed:
         _report_relayed(item)
     return len(relayed)
@@ -159,7 +180,11 @@ class OutageGrace:
     until: float
 
     def spares(self, step: StepRecord, now: float) -> bool:
-        return now < self.until and step.lease_until is not None and step.lease_until >= self.began
+        return self.spares_lease(step.lease_until, now)
+
+    def spares_lease(self, lease_until: float | None, now: float) -> bool:
+        """Whether a lease running until ``lease_until`` (expired by ``now``) is spared: the outage let it expire."""
+        return now < self.until and lease_until is not None and lease_until >= self.began
 
 
 def sweep_leases(
@@ -202,7 +227,7 @@ def sweep_leases(
         if (why := _why_claim_is_dead(step, now, local_liveness, grace)) is not None
         and (item := store.mark_redispatched(step, relays, hold_off)) is not None
     ]
-    _send(publisher, [item.step for item, _ in dead])
+    _send(publisher, [item.step for item, _ in dead], store, grace, local_liveness)
     if lost is not None:
         lost.report_lost([item.step for item, _ in dead if item.missed == 0])  # a claim's first re-send
     for item, why in dead:
@@ -241,8 +266,9 @@ def detect_stalled(store: RunStore, publisher: Publisher, *, stall_seconds: floa
     reached), and a run counts as advanced when it had any. A step waiting out a
     failed attempt's retry delay is not due yet, and stays where it is.
 
-    An orphaned run is running with no open step at all, which the commit
-    protocol should make impossible; it is logged (once per stall period) for
+    A run whose only unfinished step is parked on a child run (``waiting``) is not
+    stalled: the child's ending wakes it. An orphaned run is running with no open
+    or waiting step at all, which the commit protocol should make impossible; it is logged (once per stall period) for
     an operator, since nothing can be re-enqueued for it.
     """
     advanced = orphaned = 0
@@ -250,11 +276,14 @@ def detect_stalled(store: RunStore, publisher: Publisher, *, stall_seconds: floa
         steps = store.open_steps_tracked(run_id)
         untracked = [step for step, tracked in steps if not tracked]
         if untracked:
-            _send(publisher, untracked)
+            _send(publisher, untracked, store)
             advanced += 1
             log.info("re-sent %d open step(s) of run %s (no commit for %.0f s)", len(untracked), run_id, stall_seconds)
         elif steps:
             log.debug("run %s has no commit for %.0f s but its open steps are tracked", run_id, stall_seconds)
+        elif any(step.status == "waiting" for step in store.load_steps(run_id)):
+            # Parked on a child run (a Graph node): the child's ending wakes it.
+            log.debug("run %s has no commit for %.0f s: a step waits for its child run", run_id, stall_seconds)
         else:
             orphaned += 1
             log.error(
@@ -344,12 +373,84 @@ def _has_live_step(steps: Iterable[StepRecord], now: float, local_liveness: bool
     return any(step.status == "running" and not _claim_is_dead(step, now, local_liveness) for step in steps)
 
 
-def _send(publisher: Publisher, steps: list[StepRecord]) -> None:
-    refs = [StepRef.of(s.run_id, s) for s in steps if is_step_kind(s.kind)]
+def _send(
+    publisher: Publisher,
+    steps: list[StepRecord],
+    store: RunStore,
+    grace: OutageGrace | None = None,
+    local_liveness: bool = True,
+) -> None:
+    gone = _gone_program_holders(store, steps, grace, local_liveness)
+    refs = [_routed(StepRef.of(s.run_id, s), s, gone) for s in steps if is_step_kind(s.kind)]
     if refs:
         publisher.publish(refs)
     for run_id in sorted({s.run_id for s in steps if not is_step_kind(s.kind)}):
         publisher.advance(run_id)
+
+
+def _program_holder(step: StepRecord) -> str | None:
+    """The process holding the code-mode program that ``step`` (a ``wait`` or ``stop``) observes, if any."""
+    holder = (step.input or {}).get("program_holder")
+    return holder if isinstance(holder, str) and holder else None
+
+
+def _holder_backoff_max(store: RunStore, holder_backoff: float | None) -> Callable[[StepRecord], float] | None:
+    """The relay's longest back-off for each step: ``holder_backoff`` at most for a step sent to one
+    process's own queue (None: the store's ``relay_backoff_max`` for every step)."""
+    if holder_backoff is None:
+        return None
+    longest = store.relay_backoff_max
+    return lambda step: min(longest, holder_backoff) if _program_holder(step) else longest
+
+
+def _gone_program_holders(
+    store: RunStore, steps: list[StepRecord], grace: OutageGrace | None, local_liveness: bool = True
+) -> set[str]:
+    """The program holders of ``steps`` that will never consume their own queue again.
+
+    A holder on this host is judged by its process id at once (with
+    ``local_liveness``; without it, as one on another host). Any other is
+    gone when its holder lease (lg_core.store._holder_leases) ran out by the
+    store's clock, or it has none: it renews the lease every third of a lease
+    period while it holds programs, however busy its steps keep it, and drops
+    it once it holds none. A lease a store outage let expire is spared while
+    ``grace`` lasts (its live holder could not renew it). Nothing is read
+    unless a step observes a program; leases that cannot be read leave their
+    holders presumed alive, so the steps already taken from the store this
+    pass are still sent (to the holders' queues, to be judged again next time).
+    """
+    holders = {holder for step in steps if (holder := _program_holder(step)) is not None}
+    if not holders:
+        return set()
+    if local_liveness:
+        gone = {holder for holder in holders if holder_is_dead(holder)}
+        elsewhere = {holder for holder in holders if not holder_is_local(holder)}
+    else:
+        gone, elsewhere = set(), holders
+    if elsewhere:
+        try:
+            now = store.clock()  # before the rows: a lease read later is judged no earlier than it is
+            leases = store.holder_leases(elsewhere)
+        except Exception:  # noqa: BLE001 - judged on the next send; these steps go out now regardless
+            log.warning("could not read the holder leases of %s; presumed alive this time", sorted(elsewhere))
+            return gone
+        gone |= {
+            holder
+            for holder in elsewhere
+            if (until := leases.get(holder)) is None
+            or (until < now and not (grace is not None and grace.spares_lease(until, now)))
+        }
+    return gone
+
+
+def _routed(ref: StepRef, step: StepRecord, gone: set[str]) -> StepRef:
+    """``ref``, sent to its kind's queue instead of its own when the process its own queue is named
+    for is ``gone`` (:func:`_gone_program_holders`): a code-mode ``wait`` whose program's worker
+    died then runs on any sandbox worker, which reports the program ``terminated``, and the run
+    goes on. A holder alive, however busy, keeps the step in its queue."""
+    if ref.queue and _program_holder(step) in gone:
+        return dataclasses.replace(ref, queue="")
+    return ref
 
 
 __all__ = [

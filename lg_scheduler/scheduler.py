@@ -58,9 +58,10 @@ class Scheduler:
     before it is re-dispatched again (default: the lease), doubling with each
     re-send no worker took, up to ``relay_backoff_max``. ``local_liveness``: treat
     a vanished holder process on this host as dead at once instead of waiting for
-    its lease (turn off only to exercise the cross-host path). ``batch``: rows per
-    sweep, so one pass stays short. ``lost_tasks``: told of each step taken from a
-    dead holder, so monitoring ends the dead task (lg_scheduler.lost_tasks).
+    its lease, a step's or a code-mode program holder's (turn off only to exercise
+    the cross-host path). ``batch``: rows per sweep, so one pass stays short.
+    ``lost_tasks``: told of each step taken from a dead holder, so monitoring ends
+    the dead task (lg_scheduler.lost_tasks).
     """
 
     def __init__(
@@ -138,7 +139,14 @@ class Scheduler:
         )
 
     def _relay(self) -> int:
-        return recovery.relay_outbox(self.runtime.store, self.publisher, limit=self.batch)
+        return recovery.relay_outbox(
+            self.runtime.store,
+            self.publisher,
+            limit=self.batch,
+            holder_backoff=self.runtime.configuration.lease_seconds,
+            grace=self._grace,
+            local_liveness=self.local_liveness,
+        )
 
     def _sweep_leases(self) -> int:
         now = self.runtime.store.clock()

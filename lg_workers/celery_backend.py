@@ -124,7 +124,7 @@ class CeleryBackend:
             ref.task_name,
             args=[ref.run_id, ref.key],
             argsrepr=display_args(ref),  # what Flower shows: run, step and tool (lg_workers.task_display)
-            queue=queue_for(ref.task_name),
+            queue=ref.queue or queue_for(ref.task_name),  # a step's own route (StepKind.route) first
             producer=producer,
         )
 

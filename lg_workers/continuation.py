@@ -109,7 +109,11 @@ class Chain:
         if self.steps >= self.max_steps or time.monotonic() >= self.deadline or shutting_down():
             return None
         return next(
-            (ref for ref in successors if ref.task_name in _STEP_TASKS and queue_for(ref.task_name) in self.queues),
+            (
+                ref
+                for ref in successors
+                if ref.task_name in _STEP_TASKS and (ref.queue or queue_for(ref.task_name)) in self.queues
+            ),
             None,
         )
 

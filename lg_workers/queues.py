@@ -5,7 +5,7 @@
 | lg.orchestrate   | threads, small                |
 | lg.model         | threads, high concurrency     |
 | lg.tools         | threads (prefork with --pool) |
-| lg.sandbox       | prefork on Bubblewrap hosts   |
+| lg.sandbox       | threads, on Bubblewrap hosts  |
 
 Which task goes to which queue (``TASK_QUEUES``) comes from the step-kind
 table (lg_core.engine.step_kinds): each kind names its task and queue there,
@@ -37,7 +37,10 @@ POOLS = {
     ORCHESTRATE: ("threads", 2),
     MODEL: ("threads", 64),
     TOOLS: ("threads", 16),
-    SANDBOX: ("prefork", 2),
+    # Threads: each sandboxed program or tool is a bwrap child process anyway, and a code-mode
+    # program outliving its exec stays a child of the worker process that started it, which
+    # its wait and stop reach through that process's own queue (lg_workers.worker.consumed_queues).
+    SANDBOX: ("threads", 8),
 }
 
 

@@ -39,6 +39,7 @@ from typing import Any, cast
 import redis
 import redis.asyncio
 
+from lg_core.agent_stream import decoded_wrapper
 from lg_core.engine.codec import decode_event_data, encode_event_data
 from lg_core.events import StreamEvent
 
@@ -399,8 +400,9 @@ def _decode(value: Any) -> str:
 def _event(fields: dict[Any, Any]) -> StreamEvent:
     data = {(_decode(k)): v for k, v in fields.items()}
     seq = data.get("seq")
-    payload = decode_event_data(json.loads(_decode(data["data"])))
-    return StreamEvent(_decode(data["type"]), MappingProxyType(payload), int(_decode(seq)) if seq is not None else None)
+    type, raw = _decode(data["type"]), json.loads(_decode(data["data"]))
+    payload = decoded_wrapper(raw) if type == "agent_stream" else decode_event_data(raw)
+    return StreamEvent(type, MappingProxyType(payload), int(_decode(seq)) if seq is not None else None)
 
 
 def _id_le(first: str, position: str) -> bool:

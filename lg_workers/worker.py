@@ -3,8 +3,10 @@
 One ``lg worker --queues lg.orchestrate,lg.model,lg.tools`` starts one Celery
 worker per pool kind: the three default queues share one thread pool wide
 enough for many streaming calls (so a step's successor can run in the same
-task, lg_workers.continuation); lg.sandbox, or a queue forced onto
-``--pool prefork``, gets a worker of its own.
+task, lg_workers.continuation), and lg.sandbox runs threads too (a
+code-mode program stays with the process that started it:
+lg_workers._program_home); a queue forced onto ``--pool prefork`` gets a
+worker of its own.
 
 The command checks its settings with all of lg_core and the application's
 modules loaded, forks each Celery worker from that state (:func:`fork_worker`:

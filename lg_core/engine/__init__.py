@@ -12,6 +12,9 @@ Public modules (imported by lg_core, lg_workers and lg_scheduler):
 * ``recent_dict``: ``RecentDict``, the bounded mapping of per-run hints, and the run cache size.
 * ``run_once``: ``Run.once``, a block performed at most once per key in a run.
 * ``run_endings``: how the step a thread just executed ended its run, for the task that reports it.
+* ``driven_frames``: what an entrypoint class that drives its own frame (a Graph) works with.
+* ``graph_nodes``: the graph node kind, whose body is the run's entrypoint class's.
+* ``workflow_steps``: a workflow's perform step, whose body is the run's entrypoint class's too.
 
 Engine-private modules:
 
@@ -23,10 +26,13 @@ Engine-private modules:
 * ``_model_turn``: the model turn kind; ``_model_call``: its streamed model call, with retries and pacing;
   ``_structured_results``: its structured-result rules.
 * ``_tool_admission``: a model turn's tool calls checked against their ids and budget, and made steps.
-* ``_tool_call``: the tool call kind.
-* ``_turn_keys``: the names and step keys of the agent loop's two kinds.
+* ``_tool_call``: the tool call kind; ``_tool_execution``: the tool path it shares with code-mode programs' calls.
+* ``_code_exec``: the code-mode control kind (``exec``, ``wait``, ``stop``) and its brokered calls;
+  ``_code_mode_offer``: what a code-mode agent's turn offers, and where its ``wait`` or ``stop`` runs.
+* ``_turn_keys``: the names and step keys of the agent loop's kinds.
 * ``_step_scope``: ``StepScope``, what one step works with: events, interrupts, commits, endings.
 * ``_checkpoint``: ``AgentCheckpoint``, a frame's stored state.
+* ``_driven_checkpoint``: ``DrivenCheckpoint``, the state of a frame its entrypoint class drives.
 * ``_frames``: ``FrameCache``, the frames this process last read or wrote.
 * ``_frame_locks``: parallel tool calls of one frame commit in turn.
 * ``_opening``: opening a run's conversation, at once or when its session's turn comes.

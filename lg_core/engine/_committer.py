@@ -17,6 +17,8 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from lg_core.code_mode.active_sessions import ACTIVE_SESSIONS
+from lg_core.engine._driven_checkpoint import DrivenCheckpoint
 from lg_core.engine._frame_locks import FrameLocks
 from lg_core.engine._frames import FrameState
 from lg_core.engine._preclaim import Preclaimed, PreclaimSlot
@@ -65,6 +67,7 @@ class Committer:
         run_id = scope.run.id
         for _ in range(MAX_COMMIT_ATTEMPTS):
             commit = replace(ending(state), step_key=None)  # pending interjections are consumed by the ending
+            _mark_ending(scope, commit)
             result = self.engine.store.commit(commit)
             if result.applied:
                 self.applied(scope, state, commit, result)
@@ -109,6 +112,7 @@ class Committer:
             self._claim_successor(scope, commit)
             if commit.finish is not None:  # the store need not read the run's row for the session its end may start
                 commit.run_session = (scope.run.invocation.session_id, scope.run.session_actor_id)
+                _mark_ending(scope, commit)
             committed_at = time.monotonic()
             result = self._store_commit(scope, engine.opening.with_opening(scope, commit))
             if result.applied:
@@ -122,7 +126,7 @@ class Committer:
             if result.reason == "session_conflict":  # another writer changed the session: fail loudly
                 transition = scope.ending_for(self._session_conflict(commit))
                 continue
-            if result.reason not in ("frame_version_conflict", "interjection_pending"):
+            if result.reason not in ("frame_version_conflict", "interjection_pending", "child_run_ended"):
                 return []
             if result.reason == "interjection_pending":
                 self.registry.interjections.pop(scope.run.id, None)
@@ -200,11 +204,14 @@ class Committer:
         ]
         registry.publish_many(scope.run.id, outgoing)
         if commit.finish is not None:
+            _close_code_mode_sessions(scope.run.id)
             if commit.finish.status != "completed":
                 self.withdraw_session(scope.run)  # once the run has surely ended: a completed turn stays
             registry.forget(scope.run.id)
+            # The parent's step parked on this run, woken by its ending in the same transaction.
+            woken = [StepRef(run_id, key, kind, frame_id) for run_id, key, kind, frame_id in result.woken]
             # The run's end may let the next run of its session start (decided in the commit).
-            return self.engine.opening.activated(result.activated, here=scope.holder is not None)
+            return self.engine.opening.activated(result.activated, here=scope.holder is not None) + woken
         refs = []
         for step in commit.new_steps:
             if scope.holder is None:
@@ -266,6 +273,25 @@ class Committer:
         return count_conflict(
             (write.session_id, write.actor_id), 0 if stored is None else stored.count, write.expected_count
         )
+
+
+def _mark_ending(scope: StepScope, commit: StepCommit) -> None:
+    """What else a run's ending does in its transaction: wake the parent's step parked on it (a child
+    run), and ask its own child runs to stop (a run whose frame its entrypoint drives, a Graph)."""
+    commit.wakes_parent = scope.run.parent_step is not None
+    commit.cancels_children = isinstance(scope.frame.checkpoint, DrivenCheckpoint)
+
+
+def _close_code_mode_sessions(run_id: str) -> None:
+    """End the run's code-mode programs held here: the agent call they belong to is over.
+
+    The run's end is committed already, so a program that fails to clean up is
+    logged for the operator rather than raised into the commit's bookkeeping.
+    """
+    try:
+        ACTIVE_SESSIONS.close_run(run_id)
+    except Exception:  # noqa: BLE001 - logged: the run's outcome is already stored
+        log.exception("a code-mode program of run %s did not clean up", run_id)
 
 
 __all__ = ["MAX_COMMIT_ATTEMPTS", "Committer"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lg_core.engine._checkpoint import AgentCheckpoint
+from lg_core.engine._driven_checkpoint import checkpoint_of
 from lg_core.messages import Message
 from lg_core.store import FrameRecord, RunStore
 
@@ -54,7 +55,7 @@ class FrameCache:
     def reload(self, frame_id: str) -> FrameState:
         """Read the frame, and only the messages past those cached."""
         record = self._store.load_frame(frame_id)
-        checkpoint = AgentCheckpoint.from_dict(record.checkpoint)
+        checkpoint = checkpoint_of(record.kind, record.checkpoint)
         known = self._known_prefix(frame_id, checkpoint)
         tail = self._store.load_messages(frame_id, from_seq=len(known))
         return self._build(record, checkpoint, known, tail)
@@ -73,7 +74,7 @@ class FrameCache:
         history back): the part of the tail already known is skipped, and a gap
         is read.
         """
-        checkpoint = AgentCheckpoint.from_dict(record.checkpoint)
+        checkpoint = checkpoint_of(record.kind, record.checkpoint)
         known = self._known_prefix(record.id, checkpoint)
         if len(known) < tail_from:
             tail = self._store.load_messages(record.id, from_seq=len(known))

@@ -13,8 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from lg_core.callbacks import run_chain
+from lg_core.code_mode.catalog import Catalog
 from lg_core.content import Text, ToolResult
 from lg_core.engine._checkpoint import AgentCheckpoint
+from lg_core.engine._code_mode_offer import code_mode_offer, program_holder, with_program_instructions
 from lg_core.engine._frames import FrameState
 from lg_core.engine._model_call import ModelCall
 from lg_core.engine._step_kind import StepKind
@@ -27,7 +29,7 @@ from lg_core.engine._structured_results import (
     submit_description,
     with_output,
 )
-from lg_core.engine._tool_admission import check_tool_calls, loop_repeats, scheduled_calls
+from lg_core.engine._tool_admission import check_tool_calls, counted_calls, loop_repeats, scheduled_calls
 from lg_core.engine._turn_keys import MODEL, next_turn
 from lg_core.errors import CancelledError, OutputLimitError, StructuredResultError
 from lg_core.messages import Message
@@ -51,6 +53,7 @@ class ModelTurn:
         self.repairing = False  # this turn is a structured result's repair turn
         self.interjected: list[Message] = []
         self.interjection_seqs: list[int] = []
+        self.code_catalog: Catalog | None = None  # in code mode, the tools programs call (_code_mode_offer)
 
     @property
     def partial_text(self) -> str:
@@ -125,7 +128,7 @@ class ModelTurn:
         scope = self.scope
         registry = agent.tool_registry(scope.binding(agent, model))
         try:
-            specifications = registry.specifications()
+            specifications, self.code_catalog = code_mode_offer(scope.agent_class, registry.specifications(), registry)
             check_tools_accepted(model, (tool.name for tool in specifications), scope.agent_class.__qualname__)
             exclusive = {tool.tool_name: bool(tool.exclusive) for tool in registry}
             # Marked on their step rows, so a worker's claim of such a call need not be durable.
@@ -171,7 +174,7 @@ class ModelTurn:
             )
         return ModelRequest(
             messages=scope.frame.messages + tuple(self.interjected),
-            system=agent.render_system_prompt(),
+            system=with_program_instructions(agent.render_system_prompt(), self.code_catalog),
             tools=tools,
             settings=dict(invocation.settings),
             output_schema=output_schema,
@@ -301,15 +304,23 @@ class ModelTurn:
         tool_uses = response.message.tool_uses
         check_tool_calls(scope.agent_class, tool_uses, scope.frame.checkpoint.tool_calls_total)
         calls = self.calls_made
+        holder = program_holder(scope, tool_uses)
 
         def transition(state: FrameState) -> Any:
             checkpoint = self._advanced(state, response, calls)
             checkpoint.phase = "tools"
-            checkpoint.tool_calls_total += len(tool_uses)
+            checkpoint.tool_calls_total += counted_calls(scope.agent_class, tool_uses)
             rows = self._rows(state, checkpoint, [response.message])
             repeats = loop_repeats(scope.agent_class, state, tool_uses)
             checkpoint.pending, new_steps = scheduled_calls(
-                state, checkpoint.turn, tool_uses, exclusive, self.idempotent_tools, repeats
+                state,
+                checkpoint.turn,
+                tool_uses,
+                exclusive,
+                self.idempotent_tools,
+                repeats,
+                code_mode=scope.agent_class.code_mode_options() is not None,
+                program_holder=holder,
             )
             return scope.commit_for(
                 state,

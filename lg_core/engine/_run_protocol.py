@@ -44,8 +44,12 @@ class EngineRun(Protocol):
     @property
     def runtime(self) -> Any: ...
 
+    @property
+    def include_agent_events(self) -> bool: ...  # its caller wants its participants' agent_stream wrappers
+
     session_actor_id: str | None
     execution_state: Mapping[str, Any]
+    parent_step: tuple[str, str] | None  # the step whose child this run is, woken by its ending
     _model: Any  # the run's resolved model, resolved once (Engine.resolve_model)
     _ended_here: bool  # a commit in this process ended the run: its queued local steps never start
 

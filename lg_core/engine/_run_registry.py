@@ -20,6 +20,8 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Generic
 
+from lg_core.agent_stream import chain_wrappers
+from lg_core.engine._agent_stream_links import AgentStreamLinks
 from lg_core.engine._event_bus import EventBus
 from lg_core.engine._frames import FrameCache
 from lg_core.engine._run_protocol import EngineRun, EngineRuntime, RunT
@@ -50,6 +52,7 @@ class RunRegistry(Generic[RunT]):
         self.run_cache_size = run_cache_size
         self.bus = EventBus()
         self.sinks: list[Any] = []
+        self.agent_stream_links = AgentStreamLinks()
         self.lock = threading.Lock()
         self._live: weakref.WeakValueDictionary[str, RunT] = weakref.WeakValueDictionary()
         self.recent: OrderedDict[str, RunT] = OrderedDict()  # the Run cache, up to run_cache_size
@@ -146,6 +149,7 @@ class RunRegistry(Generic[RunT]):
         self.sinks.append(sink)
 
     def publish(self, run_id: str, event: StreamEvent) -> None:
+        self._forward_to_parents(run_id, [event])
         self.bus.publish(run_id, event)
         for sink in self.sinks:
             sink.publish(run_id, event)
@@ -158,6 +162,7 @@ class RunRegistry(Generic[RunT]):
         """
         if not events:
             return
+        self._forward_to_parents(run_id, events)
         for event in events:
             self.bus.publish(run_id, event)
         for sink in self.sinks:
@@ -167,6 +172,26 @@ class RunRegistry(Generic[RunT]):
             else:
                 for event in events:
                     sink.publish(run_id, event)
+
+    def _forward_to_parents(self, run_id: str, events: list[StreamEvent]) -> None:
+        """Publish, before ``events`` themselves, their ``agent_stream`` wrappers for the assembly runs
+        enclosing ``run_id``: through a local link, or on a worker along the child's chain, to the
+        enclosing runs' streams (docs/architecture.md, "Agent streams")."""
+        self.agent_stream_links.forward(run_id, events, self._publish_wrapper)
+        run = self._live.get(run_id) or self.recent.get(run_id)
+        if run is None or run.invocation.get("agent_stream_chain") is None:
+            return
+        for event in events:
+            for ancestor_id, wrapper in chain_wrappers(run, event):
+                self.bus.publish(ancestor_id, wrapper)
+                for sink in self.sinks:
+                    sink.publish(ancestor_id, wrapper)
+
+    def _publish_wrapper(self, run_id: str, wrapper: StreamEvent) -> None:
+        """A linked child's wrapper, for its parent's Runs in this process (and, linked in turn,
+        the parent's parent): live-only, so it goes to no sink (docs/architecture.md, "Agent streams")."""
+        self.agent_stream_links.forward(run_id, [wrapper], self._publish_wrapper)
+        self.bus.publish(run_id, wrapper)
 
     # -- cancel and interjection hints ----------------------------------------------------
 

@@ -43,6 +43,10 @@ def _no_label(step_input: dict[str, Any] | None) -> str:
     return ""
 
 
+def _kind_queue(step_input: dict[str, Any] | None) -> str:
+    return ""
+
+
 @dataclass(frozen=True, slots=True)
 class StepKind:
     """A kind of step: its stored name, key, Celery task and queue, and how it executes."""
@@ -60,6 +64,9 @@ class StepKind:
     # What monitoring shows beside a step's key, from its stored input (StepRef.label): a tool call's
     # tool name. Never content: the broker message's display arguments carry it (lg_workers.task_display).
     label: Callable[[dict[str, Any] | None], str] = _no_label
+    # The queue one step must go to instead of the kind's, from its stored input ("" for the kind's):
+    # a code-mode wait or stop goes to the process holding its program (lg_core.engine._code_exec).
+    route: Callable[[dict[str, Any] | None], str] = _kind_queue
 
 
 __all__ = ["StepBody", "StepKind"]

@@ -264,7 +264,7 @@ class StepScope:
         committed = self._committed
         if committed is not None and committed[0] is stored:
             return committed[1]
-        return AgentCheckpoint.from_dict(stored)
+        return type(self.frame.checkpoint).from_dict(stored)  # a driven frame's, or an Agent's
 
     def ending(self, outcome: EndOutcome, error: BaseException | None, partial_text: str = "") -> Transition:
         """The transition that ends the run with ``outcome`` (failed, partial or cancelled)."""

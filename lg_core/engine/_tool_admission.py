@@ -10,14 +10,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from lg_core.code_mode.controls import CONTROL_NAMES, STOP, WAIT
 from lg_core.engine._checkpoint import PendingTool
 from lg_core.engine._frames import FrameState
-from lg_core.engine._turn_keys import TOOL, tool_step_key
+from lg_core.engine._turn_keys import CODE_EXEC, TOOL, tool_step_key
 from lg_core.errors import MalformedToolCallError, OutputLimitError
 from lg_core.store import NewStep
 
 # A tool call id becomes part of its step's key (``<frame>/turn-N/tool/<id>``), which the
 # store keeps in a 300-character column; PostgreSQL refuses longer values and NUL outright.
+OBSERVING = frozenset({WAIT, STOP})  # the controls that act on a running program
 _TOOL_CALL_ID = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
 
 
@@ -36,12 +38,21 @@ def check_tool_calls(agent_class: Any, tool_uses: Any, already: int) -> None:
             "without control characters; LittleGhost keys the call's step by it"
         )
     limit = agent_class.limits["max_tool_calls"]
-    if already + len(tool_uses) > limit:
+    counted = counted_calls(agent_class, tool_uses)
+    if already + counted > limit:
         raise OutputLimitError(
-            f"{agent_class.__name__} asked for tool call {already + len(tool_uses)} "
+            f"{agent_class.__name__} asked for tool call {already + counted} "
             f"but max_tool_calls is {limit}; "
             "raise limits = {'max_tool_calls': ...} if the task needs more"
         )
+
+
+def counted_calls(agent_class: Any, tool_uses: Any) -> int:
+    """How many of ``tool_uses`` count against ``max_tool_calls``: all but the code-mode controls,
+    whose programs' brokered calls count instead (as their steps commit)."""
+    if agent_class.code_mode_options() is None:
+        return len(tool_uses)
+    return sum(1 for use in tool_uses if use.name not in CONTROL_NAMES)
 
 
 def loop_repeats(agent_class: Any, state: FrameState, tool_uses: Any) -> list[int | None]:
@@ -68,11 +79,15 @@ def scheduled_calls(
     exclusive: dict[str, bool],
     idempotent_tools: frozenset[str],
     repeats: list[int | None],
+    code_mode: bool = False,
+    program_holder: str | None = None,
 ) -> tuple[list[PendingTool], list[NewStep]]:
     """The frame's pending calls and the steps to create for them.
 
     An exclusive call after another exclusive one of the same turn waits (no step
-    yet, its call kept on the pending entry) until the one before it finished.
+    yet, its call kept on the pending entry) until the one before it finished. With
+    ``code_mode``, a call of ``exec``, ``wait`` or ``stop`` is a ``code_exec`` step; a ``wait``
+    or ``stop`` carries ``program_holder``, the process running the program (its step's route).
     """
     pending: list[PendingTool] = []
     new_steps: list[NewStep] = []
@@ -87,13 +102,16 @@ def scheduled_calls(
             call["idempotent"] = True
         if repeated is not None:
             call["loop_repeats"] = repeated
+        if code_mode and program_holder is not None and use.name in OBSERVING:
+            call["program_holder"] = program_holder
         if is_exclusive and exclusive_seen:
             pending.append(PendingTool(use.id, use.name, key, True, "waiting", call))
             continue
         exclusive_seen = exclusive_seen or is_exclusive
         pending.append(PendingTool(use.id, use.name, key, is_exclusive, "scheduled"))
-        new_steps.append(NewStep(key=key, frame_id=state.id, kind=TOOL, input=call))
+        kind = CODE_EXEC if code_mode and use.name in CONTROL_NAMES else TOOL
+        new_steps.append(NewStep(key=key, frame_id=state.id, kind=kind, input=call))
     return pending, new_steps
 
 
-__all__ = ["check_tool_calls", "loop_repeats", "scheduled_calls"]
+__all__ = ["check_tool_calls", "counted_calls", "loop_repeats", "scheduled_calls"]

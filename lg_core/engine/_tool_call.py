@@ -9,7 +9,9 @@ unknown" instead of calling it (lg_core.engine._at_most_once).
 Commit: record the result; the call that completes the turn (fan-in, decided
 under the frame's optimistic version) appends one tool message with every
 result in call order (with the tool-loop warnings, counted there in call order)
-and schedules the next model turn. Parallel calls in one
+and schedules the next model turn, or, when a call of the turn returned
+``EndsRun`` (lg_core.tool), completes the run with that value as its result's
+``ended_by``. Parallel calls in one
 process commit in turn under their frame's lock (lg_core.engine._frame_locks);
 calls in other processes may still lose the frame's race, and their commit is
 marked ``contended`` so that losing costs PostgreSQL no connection. Exclusive tools of a
@@ -18,26 +20,33 @@ turn run one after another: each one's commit schedules the next.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import traceback
 from typing import Any
 
 from lg_core import content as content_mod
 from lg_core.callbacks import run_chain
+from lg_core.code_mode.catalog import python_name
+from lg_core.code_mode.options import program_tool_names
 from lg_core.content import Text, ToolResult, ToolUse
 from lg_core.engine._at_most_once import start_guard
 from lg_core.engine._frames import FrameState
 from lg_core.engine._step_kind import StepKind
 from lg_core.engine._step_scope import StaleStep, StepScope, Transition, message_rows
+from lg_core.engine._tool_execution import execute_tool
 from lg_core.engine._turn_keys import TOOL, next_turn
 from lg_core.engine.codec import error_to_dict
+from lg_core.errors import CancelledError
 from lg_core.messages import Message
 from lg_core.result_schema import result_strategy
+from lg_core.run_result import RunResult
 from lg_core.sandbox.run_resources import opened
-from lg_core.store import NewStep
+from lg_core.store import NewStep, StepCommit
 from lg_core.tool import Tool, ToolOutcome
 from lg_core.tool_loops import observe
 from lg_core.truncation import truncate_middle
+from lg_core.usage import Usage
 
 OUTCOME_UNKNOWN = (
     "The outcome of this tool call is unknown: the process running it stopped before it "
@@ -51,6 +60,7 @@ class ToolCall:
 
     def __init__(self, scope: StepScope) -> None:
         self.scope = scope
+        self.agent: Any = None  # the run-scoped Agent this call executed with (perform)
         self.call: dict[str, Any] = dict(scope.input or {})
         self.tool_use = ToolUse(
             id=self.call["id"],
@@ -68,7 +78,7 @@ class ToolCall:
         model = scope.engine.resolve_model(scope.run)
         # Workspace, then sandbox, opened for this call and closed (sandbox first) however it ends.
         with opened(scope.build_resources(), scope.run):
-            agent = scope.build_agent(model)
+            agent = self.agent = scope.build_agent(model)
             idempotency_key = f"{scope.run.id}/{scope.key}"
             registry = agent.tool_registry(scope.binding(agent, model, idempotency_key))
             try:
@@ -91,30 +101,22 @@ class ToolCall:
         if use.name not in registry:  # the submit tool is looked up only for this message
             error = registry.unknown_tool(use.name, also_offered=_submit_tools(scope.agent_class, model))
             return ToolOutcome.failure(str(error), "unknown_tool", error)
+        options = scope.agent_class.code_mode_options()
+        if options is not None and use.name in program_tool_names(options, registry):
+            return ToolOutcome.failure(
+                f"The tool {use.name!r} is available only inside code-mode programs: call "
+                f"tools.{python_name(use.name)}(...) in a program you run with exec.",
+                "unknown_tool",
+            )
         tool: Tool = registry.fetch(use.name)
         entering = None
         if tool.at_most_once:
             entering = start_guard(scope)  # what marks the tool started, or None when it may have run before
             if entering is None:
                 return ToolOutcome.failure(OUTCOME_UNKNOWN, "outcome_unknown")
-        scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
-        problems = [use.input_error] if use.input_error else tool.validate(use.input)
-        if problems:
-            return ToolOutcome.failure(f"Invalid input for tool {use.name!r}: " + "; ".join(problems[:5]), "validation")
-        prepared = tool.prepare(use.input)  # an Input model's own checks are validation too
-        if isinstance(prepared, ToolOutcome):
-            return prepared
-        payload = {"tool_use": use, "tool": tool, "operation_id": scope.key, "parent_operation_id": scope.frame.id}
-        decision = run_chain(agent, "before_tool", payload, context=scope.context)
-        if decision.cancelled:
-            return ToolOutcome.failure(
-                decision.reason or f"The call to {use.name!r} was not allowed.", "cancelled_by_callback"
-            )
-        outcome = tool.execute_prepared(prepared, scope.context, entering=entering)
-        decision = run_chain(agent, "after_tool", {**payload, "result": outcome}, context=scope.context)
-        if decision.replaced:
-            outcome = _as_outcome(decision.value["result"])
-        return outcome
+        return execute_tool(
+            scope, agent, tool, use, operation_id=scope.key, parent_operation_id=scope.frame.id, entering=entering
+        )
 
     # -- record --------------------------------------------------------------------
 
@@ -124,22 +126,24 @@ class ToolCall:
         block = ToolResult(tool_use_id=use.id, content=outcome.content, status=outcome.status)
         if outcome.error_kind == "outcome_unknown":
             scope.emit("tool_outcome_unknown", id=use.id, name=use.name, step=scope.key)
-        scope.emit(
-            "tool_execution_stop",
-            id=use.id,
-            name=use.name,
-            status=outcome.status,
-            output=outcome.text,
-            error_kind=outcome.error_kind,
-        )
+        self._emit_stop(outcome)
         diagnostics = self._diagnostics(outcome)
+        brokered_calls, extra = self._brokered_calls(), self._step_result_extra()
         counted = outcome.error_kind != "outcome_unknown"  # nothing came back to compare
 
         def transition(state: FrameState) -> Any:
             checkpoint = state.checkpoint.copy()
             checkpoint.state = scope.state_for(state)
-            result = {"tool_result": content_mod.serialize(block), "error_kind": outcome.error_kind}
+            result: dict[str, Any] = {
+                "tool_result": content_mod.serialize(block),
+                "error_kind": outcome.error_kind,
+                **extra,
+            }
+            ending = {"tool": use.name, "value": outcome.value} if outcome.ends_run and outcome.ok else None
+            if ending is not None:
+                result["ends_run"] = ending
             scope.add_step_usage(checkpoint)  # what the tool and its callbacks recorded
+            checkpoint.tool_calls_total += brokered_calls  # a code-mode program's calls share the agent's limit
             entry = next((p for p in checkpoint.pending if p.key == scope.key), None)
             if entry is None or entry.status == "done":
                 raise StaleStep(f"tool call {scope.key} is already done")
@@ -153,10 +157,13 @@ class ToolCall:
                     new_steps.append(NewStep(key=waiting.key, frame_id=state.id, kind=TOOL, input=call))
             messages: list[Message] = []
             if all(p.status == "done" for p in checkpoint.pending):
-                messages.append(self._turn_results(checkpoint, block, counted))
+                turn_message, turn_ending = self._turn_results(checkpoint, block, counted, ending)
+                messages.append(turn_message)
                 checkpoint.pending, checkpoint.phase = [], "model"
-                checkpoint.turn += 1
                 checkpoint.message_count += 1
+                if turn_ending is not None:
+                    return self._ended_by_tool(state, checkpoint, messages, turn_ending)
+                checkpoint.turn += 1
                 new_steps.append(next_turn(state, checkpoint.turn))
             return scope.commit_for(
                 state,
@@ -171,8 +178,54 @@ class ToolCall:
 
         return transition
 
-    def _turn_results(self, checkpoint: Any, own: ToolResult, own_counted: bool) -> Message:
-        """One tool message with every result of the turn, in call order, with its loop warnings.
+    def _emit_stop(self, outcome: ToolOutcome) -> None:
+        use = self.tool_use
+        self.scope.emit(
+            "tool_execution_stop",
+            id=use.id,
+            name=use.name,
+            status=outcome.status,
+            output=outcome.text,
+            error_kind=outcome.error_kind,
+        )
+
+    def _brokered_calls(self) -> int:
+        """The tool calls a code-mode program made through this step (none for a direct call)."""
+        return 0
+
+    def _step_result_extra(self) -> dict[str, Any]:
+        """What the step's stored result holds besides the tool result (a code-mode program's holder)."""
+        return {}
+
+    def _ended_by_tool(
+        self, state: FrameState, checkpoint: Any, messages: list[Message], ending: dict[str, Any]
+    ) -> StepCommit:
+        """The commit completing the run because a call of this turn returned ``EndsRun``: the turn's
+        results join the conversation (every call answered), and the result carries the ending value."""
+        scope = self.scope
+        checkpoint.phase = "done"
+        rows = message_rows(state, messages)
+        last = next((message for message in reversed(state.messages) if message.role == "assistant"), None)
+        result = RunResult(
+            message=last,
+            stop_reason="tool_use",
+            usage=Usage.from_dict(checkpoint.usage),
+            messages=state.messages + tuple(message for _seq, message in rows),
+            state=scope.built_context.state.to_dict(),
+            ended_by=ending,
+        )
+        # Delivered as a model turn's answer is: after_invocation may still cancel or replace it.
+        decision = run_chain(self.agent, "after_invocation", {"result": result}, context=scope.context)
+        if decision.cancelled:
+            reason = decision.reason or "an after_invocation callback cancelled result delivery"
+            return scope.ending("cancelled", CancelledError(reason))(state)
+        return scope.completion(state, checkpoint, decision.value["result"], rows, [])
+
+    def _turn_results(
+        self, checkpoint: Any, own: ToolResult, own_counted: bool, own_ending: dict[str, Any] | None
+    ) -> tuple[Message, dict[str, Any] | None]:
+        """One tool message with every result of the turn, in call order, with its loop warnings,
+        and the first ending value (``EndsRun``) a call of the turn returned, in call order.
 
         The tool-loop counts in ``checkpoint`` are updated here, once for the
         whole turn and in call order, by the call that completes it: commit order
@@ -181,6 +234,7 @@ class ToolCall:
         """
         pending = checkpoint.pending
         results = {own.tool_use_id: (self.call, own, own_counted)}
+        endings = {own.tool_use_id: own_ending}
         if len(pending) > 1:
             # The turn's tool prefix: the key less the call id, which may itself hold a "/".
             prefix = self.scope.key[: len(self.scope.key) - len(own.tool_use_id)]
@@ -190,11 +244,13 @@ class ToolCall:
                     block = content_mod.from_dict(step.result["tool_result"])
                     counted = step.result.get("error_kind") != "outcome_unknown"  # nothing came back to compare
                     results[block.tool_use_id] = (step.input or {}, block, counted)
+                    endings[block.tool_use_id] = step.result.get("ends_run")
         blocks = []
         for entry in pending:
             call, block, counted = results[entry.id]
             blocks.append(self._with_loop_warning(block, call, checkpoint) if counted else block)
-        return Message.of_blocks("tool", blocks)
+        ending = next((endings[entry.id] for entry in pending if endings.get(entry.id) is not None), None)
+        return Message.of_blocks("tool", blocks), ending
 
     def _with_loop_warning(self, block: ToolResult, call: dict[str, Any], checkpoint: Any) -> ToolResult:
         """``block`` (the result of ``call``) plus the warning its repeat count calls for;
@@ -218,7 +274,7 @@ class ToolCall:
         content = tuple(_bounded_block(block, limit) for block in outcome.content)
         if all(new is old for new, old in zip(content, outcome.content, strict=True)):
             return outcome
-        return ToolOutcome(outcome.status, content, outcome.value, outcome.artifacts, outcome.error, outcome.error_kind)
+        return dataclasses.replace(outcome, content=content)
 
     def _diagnostics(self, outcome: ToolOutcome) -> dict[str, Any] | None:
         if outcome.error is None or outcome.error_kind != "unexpected":
@@ -239,14 +295,6 @@ def _bounded_block(block: Any, limit: int) -> Any:
         return block
     text = truncate_middle(block.text, limit)
     return block if text == block.text else Text(text=text)
-
-
-def _as_outcome(value: Any) -> ToolOutcome:
-    if isinstance(value, ToolOutcome):
-        return value
-    from lg_core.tool import success_outcome
-
-    return success_outcome(value)
 
 
 def _submit_tools(agent_class: Any, model: Any) -> tuple[str, ...]:

@@ -1,9 +1,10 @@
-"""The names and step keys of the agent loop's two kinds, which schedule each other.
+"""The names and step keys of the agent loop's kinds, which schedule each other.
 
-A model turn schedules its tool calls, and the call that completes a turn
-schedules the next model turn, so each kind's module needs the other's name
-and key shape: they are here, not in either module, so that neither imports
-the other.
+A model turn schedules its tool calls (a code-mode control call is a tool call
+of kind ``code_exec``, keyed like the others), and the call that completes a
+turn schedules the next model turn, so each kind's module needs the others'
+names and key shapes: they are here, not in any of those modules, so that
+none imports another.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from lg_core.store import NewStep
 
 MODEL: Literal["model"] = "model"
 TOOL: Literal["tool"] = "tool"
+CODE_EXEC: Literal["code_exec"] = "code_exec"  # a code-mode control call: exec, wait or stop
 
 
 def model_step_key(frame_path: str, turn: int) -> str:
@@ -32,4 +34,4 @@ def next_turn(state: FrameState, turn: int) -> NewStep:
     return NewStep(key=model_step_key(state.path, turn), frame_id=state.id, kind=MODEL)
 
 
-__all__ = ["MODEL", "TOOL", "model_step_key", "next_turn", "tool_step_key"]
+__all__ = ["CODE_EXEC", "MODEL", "TOOL", "model_step_key", "next_turn", "tool_step_key"]

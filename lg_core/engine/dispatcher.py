@@ -25,6 +25,9 @@ class StepRef:
     # What a dashboard names the step by besides its key (a tool call's tool), display only:
     # not part of the step's identity (two refs to one step are equal with or without it).
     label: str = field(default="", compare=False)
+    # The queue this step must be sent to instead of its kind's, or "" (StepKind.route): not part of
+    # its identity either.
+    queue: str = field(default="", compare=False)
 
     @property
     def task_name(self) -> str:
@@ -39,8 +42,9 @@ class StepRef:
         from lg_core.engine.step_kinds import STEP_KINDS
 
         kind = STEP_KINDS.get(step.kind)
-        label = "" if kind is None or step.input is None else kind.label(step.input)
-        return cls(run_id, step.key, step.kind, step.frame_id, label)
+        if kind is None or step.input is None:
+            return cls(run_id, step.key, step.kind, step.frame_id)
+        return cls(run_id, step.key, step.kind, step.frame_id, kind.label(step.input), kind.route(step.input))
 
 
 class Dispatcher(Protocol):

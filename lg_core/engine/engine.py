@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
+from lg_core.agent_stream import AgentStreamLink
 from lg_core.engine._caller_errors import default_error_message
 from lg_core.engine._cancel_watch import CancelWatch
 from lg_core.engine._checkpoint import AgentCheckpoint
 from lg_core.engine._committer import Committer
+from lg_core.engine._driven_checkpoint import DrivenStart
 from lg_core.engine._frames import FrameCache, FrameState
 from lg_core.engine._opening import OPENING, Activation, Opener
 from lg_core.engine._preclaim import Follow, PreclaimSlot
@@ -132,6 +135,13 @@ class Engine(Generic[RunT]):
         """Publish a commit's events in order, each sink taking them in one go."""
         self.registry.publish_many(run_id, events)
 
+    def link_agent_stream(self, child_run_id: str, link: AgentStreamLink) -> None:
+        """Publish, while linked, the child's events for its parent as ``agent_stream`` wrappers."""
+        self.registry.agent_stream_links.link(child_run_id, link)
+
+    def unlink_agent_stream(self, child_run_id: str) -> None:
+        self.registry.agent_stream_links.unlink(child_run_id)
+
     def cancel_requested(self, run_id: str) -> bool:
         """Has anyone (any process) asked to cancel? Polls the store at most once a second."""
         return self.registry.cancel_requested(run_id)
@@ -204,6 +214,8 @@ class Engine(Generic[RunT]):
         """
         invocation = run.invocation
         agent_cls: Any = run.entrypoint_class
+        if getattr(agent_cls, "driven_start", None) is not None:
+            return self._start_driven(run, agent_cls.driven_start(run), distributed)
         frame_id = f"{run.id}/root"
         start_event = StreamEvent.build(
             "invocation_start", run_id=run.id, agent_id=agent_cls.agent_id, input=invocation.message
@@ -224,6 +236,7 @@ class Engine(Generic[RunT]):
             "holder": None if distributed else current_holder(),
             "deadline_at": None if invocation.deadline_at is None else invocation.deadline_at.timestamp(),
             "execution_state": stored_form(run.execution_state, distributed=distributed),
+            **_parent_columns(run),
         }
         first = NewStep(key=model_step_key("root", 0), frame_id=frame_id, kind=MODEL)
         frame = {
@@ -248,6 +261,49 @@ class Engine(Generic[RunT]):
             return self.opening.hold(run, distributed=distributed)
         # Whoever executes the first step opens the frame, in that step's commit (_opening.py).
         return [StepRef(run.id, first.key, MODEL, frame_id)]
+
+    def _start_driven(self, run: RunT, start: DrivenStart, distributed: bool) -> list[StepRef]:
+        """Persist a run whose frame its entrypoint class drives (a Graph); returns its first step.
+
+        It has no session of its own (the assembly refuses ``session_id``), so it starts
+        running at once, never pending behind another run of a session.
+        """
+        invocation, frame_id = run.invocation, f"{run.id}/root"
+        start_event = StreamEvent.build(
+            "invocation_start", run_id=run.id, agent_id=start.entrypoint_id, input=invocation.message
+        )
+        events: list[tuple[str, dict[str, Any]]] = [(start_event.type, encode_event_data(start_event.data))]
+        row = {
+            "id": run.id,
+            "entrypoint": run.entrypoint_path,
+            "kind": start.kind,
+            "status": "running",
+            "invocation": invocation.to_dict(),
+            "session_id": invocation.session_id,
+            "actor_id": None,
+            "holder": None if distributed else current_holder(),
+            "deadline_at": None if invocation.deadline_at is None else invocation.deadline_at.timestamp(),
+            "execution_state": stored_form(run.execution_state, distributed=distributed),
+            **_parent_columns(run),
+        }
+        checkpoint = start.checkpoint
+        frame = {
+            "id": frame_id,
+            "run_id": run.id,
+            "path": "root",
+            "kind": start.kind,
+            "entrypoint": run.entrypoint_path,
+            "version": 0,
+            "checkpoint": checkpoint.to_dict(),
+        }
+        first = replace(start.first, frame_id=frame_id)
+        self.store.create_run(row, frame, [], events, [first], serialize=False)
+        self.attach(run)
+        self.frames.put(FrameState(frame_id, run.id, "root", run.entrypoint_path, 0, checkpoint, ()))
+        self.note_interjections(run.id, 0)
+        self.registry.step_inputs[(run.id, first.key)] = first.input
+        self.publish(run.id, start_event.with_seq(1))
+        return [StepRef.of(run.id, first)]
 
     def when_active(self, run: RunT, refs: list[StepRef]) -> list[StepRef]:
         """The steps to drive for a local run just started: ``refs``, or, for a run
@@ -389,6 +445,12 @@ class Engine(Generic[RunT]):
         seq = self.store.append_events(run.id, [("run_resumed", data)])
         self.publish(run.id, StreamEvent.build("run_resumed", **data).with_seq(seq))
         return refs
+
+
+def _parent_columns(run: EngineRun) -> dict[str, Any]:
+    """The run row's link to the step whose child it is (none for a run a caller started)."""
+    parent = run.parent_step
+    return {} if parent is None else {"parent_run_id": parent[0], "parent_step_key": parent[1]}
 
 
 def entrypoint_path(cls: type) -> str:

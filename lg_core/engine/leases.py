@@ -32,6 +32,12 @@ Only the steps being executed: a step this process claimed but no longer
 executes (its attempt failed and could not be given back, a claim whose
 transaction was retried after it had committed) must see its lease expire
 even while the process executes other steps, or nothing would ever take it over.
+
+The same beat renews this process's own holder lease (lg_core.store._holder_leases)
+while it holds code-mode programs (:meth:`Heartbeat.keep_holder_lease`): the
+``wait`` of such a program can only be answered here, and the lease is how a
+scheduler on any host tells that this process is gone. A process that holds no
+program writes nothing, and drops its lease once it stops holding any.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -52,6 +58,9 @@ from lg_core.store.transient_errors import is_transient
 log = logging.getLogger(__name__)
 
 CONFIRM_RETRY_SECONDS = 1.0  # a step's confirmation the store could not answer is tried again after this
+# A holder lease expired this long ago belongs to a process that died without dropping it; a day is past
+# any store outage whose grace could still spare it (lg_scheduler.recovery.OutageGrace).
+STALE_HOLDER_LEASE_SECONDS = 86400.0
 
 
 class StepClaimLost(BaseException):  # noqa: N818 - a control-flow signal like CancelledError, not an error
@@ -91,6 +100,10 @@ class Heartbeat:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid_holder: str | None = None
+        # While set and true, this process holds something only it can serve (code-mode programs): its
+        # holder lease is renewed. The lock orders a renewal after a drop, never a drop after a renewal.
+        self._holds: Callable[[], bool] | None = None
+        self._holder_lease_lock = threading.Lock()
 
     @contextmanager
     def holding(
@@ -193,9 +206,47 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._beat, name="lg-heartbeat", daemon=True)
         self._thread.start()
 
+    def keep_holder_lease(self, holds: Callable[[], bool]) -> None:
+        """Renew this process's holder lease now and at every beat for as long as ``holds()`` is true.
+
+        Called by a step that leaves a code-mode program running, before its
+        commit names this process as the program's holder, so the lease exists
+        by the time a ``wait`` is sent here. A renewal that fails is logged and
+        tried again at the next beat (a third of a lease later). Once ``holds()``
+        is false the beat drops the lease and writes nothing more.
+        """
+        with self._holder_lease_lock:
+            if self._holds is None:
+                self._holds = holds
+                try:
+                    self.store.renew_holder_lease(current_holder(), self.lease_seconds)
+                    # The rows dead processes left: cleared by whoever starts holding programs, so the
+                    # table stays as small as the fleet without a sweep of its own.
+                    self.store.drop_stale_holder_leases(STALE_HOLDER_LEASE_SECONDS)
+                except Exception:  # noqa: BLE001 - the next beat tries again
+                    log.warning("could not write this process's holder lease; the next beat tries again", exc_info=True)
+            with self._lock:
+                self._ensure_thread()
+
+    def _beat_holder_lease(self) -> None:
+        """Renew the holder lease while this process holds programs; drop it once it holds none."""
+        with self._holder_lease_lock:
+            holds = self._holds
+            if holds is None:
+                return
+            try:
+                if holds():
+                    self.store.renew_holder_lease(current_holder(), self.lease_seconds)
+                else:
+                    self._holds = None
+                    self.store.drop_holder_lease(current_holder())
+            except Exception:  # noqa: BLE001 - a missed beat only shortens the lease; a row left expires
+                log.debug("could not renew or drop this process's holder lease", exc_info=True)
+
     def _beat(self) -> None:
         interval = max(self.lease_seconds / 3, 0.05)
         while not self._wake.wait(interval):
+            self._beat_holder_lease()
             with self._lock:
                 held = list(self._held)
             if held:

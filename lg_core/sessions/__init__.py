@@ -2,7 +2,7 @@
 
 Ownership: this package owns the SessionStore contract and its built-in
 stores, the Session object, and the bridge the engine uses to load a run's
-history and append its turn (``runs.py``). The SQL tables and the
+history and append its turn (``run_sessions.py``). The SQL tables and the
 transaction helpers that serialize runs sharing a session live with the run
 store (``lg_core.store.session_transactions``), because they run inside its transactions.
 
@@ -10,7 +10,7 @@ store (``lg_core.store.session_transactions``), because they run inside its tran
     memory.py      MemorySessionStore (one process)
     filesystem.py  FilesystemSessionStore (JSON files, file locks)
     sql.py         SqlSessionStore (SQLite / PostgreSQL; the default, in the run store's database)
-    runs.py        RunSessions: how a run opens its session and appends its turn
+    run_sessions.py RunSessions: how a run opens its session and appends its turn
     declaration.py the session_store setting: checking it, and building the store it names
 
 Configure the store with ``configure(session_store=...)``:

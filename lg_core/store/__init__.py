@@ -1,7 +1,7 @@
 """The run store: everything LittleGhost keeps durably about runs, in SQLite or PostgreSQL.
 
 It owns the tables (runs, frames, messages, events, steps, interjections,
-sessions, batches), their migrations, the SQL run against them, and the
+sessions, batches, holder leases), their migrations, the SQL run against them, and the
 ``RunStore`` every process reads and writes runs through. Its modules:
 
 * ``repository`` - ``RunStore``, the facade combining the parts below
@@ -13,6 +13,7 @@ sessions, batches), their migrations, the SQL run against them, and the
 * ``_session_runs`` - starting and ending runs that wait for their session
 * ``_batches`` - batch rows of ``lg batch``
 * ``_recovery_scans`` - the scheduler's relay, lease sweep and stall scans
+* ``_holder_leases`` - the lease of a process holding code-mode programs, readable from any host
 * ``_replay`` - retrying a finished run and forking one into a new run
 * ``retention`` - deleting finished runs past a cutoff
 * ``_rows`` - rows to records and the inserts the parts share
@@ -30,6 +31,7 @@ sessions, batches), their migrations, the SQL run against them, and the
 * ``_statements_sessions`` - session rows and runs sharing a session
 * ``_statements_retention`` - deleting finished runs and batches
 * ``_statements_once`` - ``Run.once`` claim rows
+* ``_statements_holders`` - holder lease rows
 * ``database`` - the engine, connections, and how transactions begin and end
 * ``transactions`` - a transaction's cursor running compiled statements, pipelined results
 * ``transient_errors`` - which errors are transient, and the retry loop around transactions

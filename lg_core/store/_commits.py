@@ -125,6 +125,7 @@ class StepCommits(StorePart):
             # runs go out with the guards when the commit names the session (no round trips of their own).
             session = _session_of(commit)
             open_runs = None if commit.finish is None or session is None else session_open_runs_submit(tx, *session)
+            parked = None if commit.waits_on is None else tx.submit("child_run_ended", {"child": commit.waits_on})
             header = header_result.one()
             if header is None:
                 raise _Abort("run_not_running")
@@ -133,6 +134,10 @@ class StepCommits(StorePart):
                 raise _Abort("frame_version_conflict")
             if step_result is not None and step_result.rowcount != 1:
                 raise _Abort("step_already_completed")
+            if parked is not None:
+                child = parked.one()
+                if child is None or child[0] is not None:  # ended (or gone): the step reads it instead
+                    raise _Abort("child_run_ended")
             insert_messages_txn(tx, commit.run_id, commit.frame_id, commit.messages, now)
             first_seq = last_seq - len(commit.events) + 1
             insert_events_txn(tx, commit.run_id, first_seq, commit.events, now)
@@ -158,6 +163,12 @@ class StepCommits(StorePart):
                     "close_open_steps",
                     {"run_id": commit.run_id, "status": ended_step_status(commit.finish.status), "now": now},
                 )
+            woken: tuple[tuple[str, str, str, str], ...] = ()
+            if commit.finish is not None and commit.wakes_parent:
+                params = {"run_id": commit.run_id, "dispatch_delay": self.relay_grace, "now": now}
+                woken = tuple((row[0], row[1], row[2], row[3]) for row in tx.fetchall("wake_parent_step", params))
+            if commit.finish is not None and commit.cancels_children:
+                tx.send("cancel_children", {"run_id": commit.run_id, "now": now})
             if commit.session is not None:
                 self._append_session_txn(tx, commit.session, now)
             activated: tuple[ActivatedRun, ...] = ()
@@ -166,7 +177,7 @@ class StepCommits(StorePart):
                 activated = tuple(activate_next_txn(tx, session_id, actor_id, now, self.relay_grace, open_runs))
             elif commit.finish is not None:
                 activated = tuple(activate_after_txn(tx, commit.run_id, now, self.relay_grace))
-        return CommitResult(True, None, first_seq, bool(cancel_requested), activated, interjections_pending)
+        return CommitResult(True, None, first_seq, bool(cancel_requested), activated, interjections_pending, woken)
 
     def _commit_at_once(self, commit: StepCommit, checkpoint: str, now: float) -> CommitResult:
         """A plain step commit (see ``_plain``) on PostgreSQL in one round trip.
@@ -331,7 +342,12 @@ def _plain(commit: StepCommit) -> bool:
     guard fails on the server, which costs the connection (Database._discard_after_error)
     and logs an ERROR: with 60 parallel calls on a turn that was about two per call.
     """
-    return commit.finish is None and not commit.consumed_interjections and commit.session is None
+    return (
+        commit.finish is None
+        and not commit.consumed_interjections
+        and commit.session is None
+        and commit.waits_on is None
+    )
 
 
 __all__ = ["StepCommits"]

@@ -8,6 +8,7 @@ loser of a race simply gets nothing back.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from lg_core.store import resend_backoff
 from lg_core.store._rows import run_record, step_record
@@ -20,20 +21,24 @@ class RecoveryScans(StorePart):
     """RunStore's reads and conditional writes for the scheduler's recovery passes."""
 
     @retry_transient
-    def relay_due_steps(self, limit: int = 500) -> list[RelayedStep]:
+    def relay_due_steps(
+        self, limit: int = 500, backoff_max: Callable[[StepRecord], float] | None = None
+    ) -> list[RelayedStep]:
         """Scheduled steps of running distributed runs whose ``dispatch_after`` passed, with their back-off.
 
         Each one's ``dispatch_after`` moves ahead by its back-off delay in the same
         transaction (a grace, doubling with each send nobody consumed, at most
-        ``relay_backoff_max``: lg_core.store.resend_backoff), so the caller owns
-        re-sending them until then. Due and ahead are by the store's clock
-        (lg_core.store._clock), whichever host's messages these were.
+        ``relay_backoff_max``, or ``backoff_max(step)`` when given:
+        lg_core.store.resend_backoff), so the caller owns re-sending them until
+        then. Due and ahead are by the store's clock (lg_core.store._clock),
+        whichever host's messages these were.
         """
-        grace, cap = self.relay_grace, self.relay_backoff_max
+        grace = self.relay_grace
+        cap_of = backoff_max or (lambda _step: self.relay_backoff_max)
         with self.db.transaction() as tx:
             rows = tx.fetchall("relay_due_steps", {"now": time.time(), "grace": grace, "limit": limit})
             sends = [(step_record(row[:-1]), int(row[-1])) for row in rows]
-            relayed = [_relayed_step(step, count, grace, cap) for step, count in sends]
+            relayed = [_relayed_step(step, count, grace, cap_of(step)) for step, count in sends]
             further = [
                 {"run_id": step.run_id, "key": step.key, "relays": count, "delay": item.delay, "now": time.time()}
                 for (step, count), item in zip(sends, relayed, strict=True)

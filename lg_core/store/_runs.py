@@ -32,6 +32,10 @@ from lg_core.urls import safe_url
 START_STEP = "root/start"  # the done step a new run's first steps are scheduled by
 
 
+# How deep request_cancel follows child runs (a Graph nested in a Graph ...): deeper ones end with their parent.
+_MAX_CHILD_DEPTH = 32
+
+
 class RunRows(StorePart):
     """RunStore's run rows: create a run, read it back (row, frames, messages, events), flag it (cancel, holder)."""
 
@@ -131,8 +135,26 @@ class RunRows(StorePart):
 
     @retry_transient
     def request_cancel(self, run_id: str) -> bool:
+        """Ask a running run to stop, and with it the child runs its steps wait for, at every depth.
+
+        A step parked on a child (a Graph node) holds no thread that could notice the
+        request: the child notices it, ends cancelled, and its ending wakes the step,
+        which then sees the run's own request and ends the run.
+        """
+        now = time.time()
         with self.db.transaction() as tx:
-            return tx.execute("request_cancel", {"run_id": run_id, "now": time.time()}).rowcount == 1
+            if tx.execute("request_cancel", {"run_id": run_id, "now": now}).rowcount != 1:
+                return False
+            parents = [run_id]
+            for _depth in range(_MAX_CHILD_DEPTH):
+                parents = [
+                    row[0]
+                    for parent in parents
+                    for row in tx.fetchall("request_cancel_children", {"run_id": parent, "now": now})
+                ]
+                if not parents:
+                    break
+            return True
 
     @retry_transient
     def take_over_run(self, run_id: str, holder: str, previous: str | None) -> bool:
@@ -179,6 +201,13 @@ class RunRows(StorePart):
                 rows = tx.fetchall("select_runs", {"limit": limit})
             else:
                 rows = tx.fetchall("select_runs_by_status", {"status": status, "limit": limit})
+        return [run_record(row) for row in rows]
+
+    @retry_transient
+    def list_child_runs(self, run_id: str, limit: int = 1000) -> list[RunRecord]:
+        """The child runs ``run_id``'s steps started (an assembly's participants), oldest first."""
+        with self.db.reader() as tx:
+            rows = tx.fetchall("select_child_runs", {"run_id": run_id, "limit": limit})
         return [run_record(row) for row in rows]
 
     @retry_transient

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, literal, null, select, update
+from sqlalchemy import and_, bindparam, func, literal, null, or_, select, update
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -109,6 +109,47 @@ def _insert_numbered_events() -> ClauseElement:
     return insert_of(events, ("run_id", "type", "data", "created_at"), seq=last - bindparam("back"))().inline()
 
 
+def _child_run_ended() -> ClauseElement:
+    """Whether the child run a parking step waits for has ended (FOR SHARE on PostgreSQL).
+
+    The share lock orders the park against the child's ending: a child whose ending
+    commit already updated its row is waited for (and seen ended: the step does not
+    park), and an ending that comes later waits for the park to commit, then wakes it.
+    """
+    return select(runs.c.finished_at).where(runs.c.id == bindparam("child")).with_for_update(read=True)
+
+
+def _wake_parent_step() -> ClauseElement:
+    """Put back in the outbox the parked step of the parent run that waits for this (ending) run.
+
+    Its attempts start again from zero: parking was a committed outcome, not a failed attempt, and a
+    workflow's perform step parks and is woken once per child it waits for, which must not count
+    towards ``max_step_attempts``, the limit on attempts that crash."""
+    parent = select(runs.c.parent_run_id).where(runs.c.id == bindparam("run_id")).scalar_subquery()
+    parent_step = select(runs.c.parent_step_key).where(runs.c.id == bindparam("run_id")).scalar_subquery()
+    return (
+        update(steps)
+        .where(and_(steps.c.run_id == parent, steps.c.key == parent_step, steps.c.status == "waiting"))
+        .values(status="scheduled", finished_at=null(), relays=0, attempts=0, dispatch_after=later("dispatch_delay"))
+        .returning(steps.c.run_id, steps.c.key, steps.c.kind, steps.c.frame_id)
+    )
+
+
+def _cancel_children() -> ClauseElement:
+    """Ask the running child runs of an ending run to stop (their steps see the flag)."""
+    return (
+        update(runs)
+        .where(
+            and_(
+                runs.c.parent_run_id == bindparam("run_id"),
+                runs.c.parent_step_key.isnot(None),
+                runs.c.status == "running",
+            )
+        )
+        .values(cancel_requested=1, updated_at=bindparam("now"))
+    )
+
+
 def _close_open_steps() -> ClauseElement:
     """Close the steps a finishing run leaves open (``status``: lg_core.store.records.ended_step_status).
 
@@ -119,7 +160,7 @@ def _close_open_steps() -> ClauseElement:
     """
     return (
         update(steps)
-        .where(and_(steps.c.run_id == bindparam("run_id"), open_step()))
+        .where(and_(steps.c.run_id == bindparam("run_id"), or_(open_step(), steps.c.status == "waiting")))
         .values(
             status=bindparam("status"),
             finished_at=bindparam("now"),
@@ -183,6 +224,9 @@ COMMIT_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "complete_held_step_or_fail": _failing_without_a_row(_complete_step(held=True), steps.c.status),
     "insert_numbered_events": _insert_numbered_events,
     "close_open_steps": _close_open_steps,
+    "child_run_ended": _child_run_ended,
+    "wake_parent_step": _wake_parent_step,
+    "cancel_children": _cancel_children,
 }
 
 __all__ = ["COMMIT_STATEMENTS"]

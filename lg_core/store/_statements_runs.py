@@ -42,6 +42,13 @@ RUN_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         .order_by(runs.c.created_at.desc())
         .limit(bindparam("limit"))
     ),
+    # The child runs of an assembly run's steps (its Graph nodes, Swarm members, Workflow calls), oldest first.
+    "select_child_runs": lambda: (
+        select(*runs.c)
+        .where(and_(runs.c.parent_run_id == bindparam("run_id"), runs.c.parent_step_key.isnot(None)))
+        .order_by(runs.c.created_at)
+        .limit(bindparam("limit"))
+    ),
     "select_run_flags": lambda: select(runs.c.status, runs.c.cancel_requested, runs.c.holder).where(
         runs.c.id == bindparam("run_id")
     ),
@@ -56,6 +63,19 @@ RUN_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
         update(runs)
         .where(and_(runs.c.id == bindparam("run_id"), runs.c.status == "running"))
         .values(cancel_requested=1, updated_at=bindparam("now"))
+    ),
+    # The running child runs of a run whose cancel was just requested (a Graph's node children).
+    "request_cancel_children": lambda: (
+        update(runs)
+        .where(
+            and_(
+                runs.c.parent_run_id == bindparam("run_id"),
+                runs.c.parent_step_key.isnot(None),
+                runs.c.status == "running",
+            )
+        )
+        .values(cancel_requested=1, updated_at=bindparam("now"))
+        .returning(runs.c.id)
     ),
     "take_over_run": lambda: (
         update(runs)

@@ -83,6 +83,8 @@ class RunRecord:
     finished_at: float | None
     interjections_pending: int = 0
     execution_state: dict[str, Any] | None = None
+    # The step of ``parent_run_id`` waiting for this run (a child run), woken by its ending.
+    parent_step_key: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -294,6 +296,13 @@ class StepCommit:
     # ``lease_seconds``), which the committing worker runs next itself: no claim of its own.
     claimed_successor: str | None = None
     lease_seconds: float = 0.0
+    # The step parks (status ``waiting``, no holder, out of the outbox) until this child run ends;
+    # refused with ``child_run_ended`` when it has ended already (the step then commits its result).
+    waits_on: str | None = None
+    # A child run's ending: wake the parent's step parked on it, in this transaction.
+    wakes_parent: bool = False
+    # An ending run that may have child runs: ask those still running to stop.
+    cancels_children: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,6 +338,8 @@ class CommitResult:
     cancel_requested: bool = False
     activated: tuple[ActivatedRun, ...] = ()  # runs a finishing commit let start on its session
     interjections_pending: int = 0  # after this commit
+    # The parent's parked step a child run's ending woke: (run_id, key, kind, frame_id), to publish.
+    woken: tuple[tuple[str, str, str, str], ...] = ()
 
 
 __all__ = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 from lg_core.store._batches import Batches
 from lg_core.store._claims import StepClaims
 from lg_core.store._commits import StepCommits
+from lg_core.store._holder_leases import HolderLeases
 from lg_core.store._interjections import Interjections
 from lg_core.store._once_claims import OnceClaims
 from lg_core.store._recovery_scans import RecoveryScans
@@ -34,6 +35,7 @@ class RunStore(
     RecoveryScans,
     Replays,
     RunRetention,
+    HolderLeases,
 ):
     """SQLAlchemy-backed run store for SQLite (memory or file) and PostgreSQL.
 
@@ -41,7 +43,8 @@ class RunStore(
     run rows (``_runs``), step commits (``_commits``), claims and leases
     (``_claims``), interjections, ``Run.once`` claims (``_once_claims``), runs
     sharing a session (``_session_runs``), batches, the scheduler's recovery
-    scans (``_recovery_scans``), replay (``_replay``) and retention. RunStore
+    scans (``_recovery_scans``), replay (``_replay``), retention and the leases
+    of processes holding code-mode programs (``_holder_leases``). RunStore
     combines them as base classes rather than holding one object per part:
     callers keep calling ``store.commit(...)`` or ``store.claim_step(...)``, a
     method's code is found in the part its concern names, and a part reuses the

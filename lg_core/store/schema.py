@@ -21,6 +21,9 @@
               shows progress from any process (lg_scheduler.batch).
     sessions, session_messages  conversations shared by runs with one
               session id and actor (lg_core.sessions.SqlSessionStore).
+    holder_leases  one row per process that holds code-mode programs: a lease
+              it renews while it holds any, so any host can tell that process
+              is gone (lg_core.store._holder_leases).
 
 Composite-key tables are WITHOUT ROWID on SQLite (one b-tree per insert
 instead of two), and indexes avoid columns that every step commit changes, so
@@ -62,6 +65,9 @@ runs = Table(
     Column("usage", Text),
     Column("result", Text),
     Column("parent_run_id", String(128)),
+    # The step of ``parent_run_id`` that runs this run as its child and parks until it ends
+    # (a Graph node): the commit ending this run wakes that step (lg_core.store._commits).
+    Column("parent_step_key", String(300)),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("finished_at", Float),
@@ -69,6 +75,8 @@ runs = Table(
 )
 # created_at, not updated_at: the index must not change on every step commit.
 Index("lg_runs_status", runs.c.status, runs.c.created_at)
+# A parent run's children: a parent's ending cancels those still running.
+Index("lg_runs_parent", runs.c.parent_run_id)
 
 frames = Table(
     "lg_frames",
@@ -217,10 +225,22 @@ session_messages = Table(
     sqlite_with_rowid=False,
 )
 
+# -- holder leases (lg_core.store._holder_leases) ----------------------------------------------
+# A process holding code-mode programs renews its row's lease; the scheduler reads it to tell
+# whether a ``wait`` sent to that process's own queue will ever be consumed.
+holder_leases = Table(
+    "lg_holder_leases",
+    metadata,
+    Column("holder", String(200), primary_key=True),
+    Column("lease_until", Float, nullable=False),
+    sqlite_with_rowid=False,
+)
+
 __all__ = [
     "batches",
     "events",
     "frames",
+    "holder_leases",
     "interjections",
     "messages",
     "metadata",

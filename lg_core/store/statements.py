@@ -3,7 +3,7 @@
 Each builder is compiled once per dialect by :class:`~lg_core.store.database.Database`
 and parameters are bound by name, so SQLite and PostgreSQL share them. The
 builders live in one ``_statements_*`` module per group (runs, commits, steps,
-interjections, batches, recovery, replay, sessions, retention, once claims);
+interjections, batches, recovery, replay, sessions, retention, once claims, holder leases);
 ``STATEMENTS`` is all of them under one name each, what a Database is given.
 
 Lease and dispatch times are computed in the statement from
@@ -22,6 +22,7 @@ from sqlalchemy.sql import ClauseElement
 from lg_core.store._statement_parts import STATUS_CHUNK
 from lg_core.store._statements_batches import BATCH_STATEMENTS
 from lg_core.store._statements_commits import COMMIT_STATEMENTS
+from lg_core.store._statements_holders import HOLDER_STATEMENTS
 from lg_core.store._statements_interjections import INTERJECTION_STATEMENTS
 from lg_core.store._statements_once import ONCE_STATEMENTS
 from lg_core.store._statements_recovery import RECOVERY_STATEMENTS
@@ -56,6 +57,7 @@ STATEMENTS = _by_name(
     SESSION_STATEMENTS,
     RETENTION_STATEMENTS,
     ONCE_STATEMENTS,
+    HOLDER_STATEMENTS,
 )
 
 __all__ = ["STATEMENTS", "STATUS_CHUNK"]

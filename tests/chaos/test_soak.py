@@ -1,13 +1,16 @@
 """Soak: 200 runs while pool children and whole workers are SIGKILLed at random.
 
 Half the runs call an idempotent tool, half an at_most_once one (two tool
-turns each). A killer thread SIGKILLs a random prefork pool child or a whole
+turns each). Alongside them run assemblies (one in twenty runs, at least six): a
+Graph with a parallel group, a Workflow and a Swarm, their node, perform and
+member steps on the same workers, each child Agent making one logged tool call.
+A killer thread SIGKILLs a random prefork pool child or a whole
 random worker (restarting it, as a supervisor would; one worker down at a time)
 every 0.5-1.5 s until every run has finished (at most KILL_SECONDS). The report
 counts lost runs (ended other than completed), stuck runs (still running after
 the kills stopped and recovery had time) and duplicated work (a committed step
 run again, an at_most_once call run twice, event logs with gaps or extra
-terminal events); all must be 0.
+terminal events, an assembly child run twice); all must be 0.
 
     LG_SOAK_RUNS=200 LG_SOAK_SEED=7 pytest -s -m chaos tests/chaos/test_soak.py
 
@@ -24,6 +27,7 @@ import time
 
 import dist_app
 import pytest
+from assembly_checks import EFFECTS, check_assembly_runs
 from chaos_checks import check_runs, kill_whole, store_of
 
 pytestmark = pytest.mark.chaos
@@ -31,6 +35,7 @@ pytestmark = pytest.mark.chaos
 RUNS = int(os.environ.get("LG_SOAK_RUNS", "200"))
 # A fixed seed, so a failing CI run replays with the same kill schedule; LG_SOAK_SEED explores others.
 SEED = int(os.environ.get("LG_SOAK_SEED", "7"))
+ASSEMBLY_RUNS = max(6, RUNS // 20)
 # Kill until every run finished, or this long: 100 s for CI's 200 runs, longer for a bigger
 # soak (this VM finishes 6-11 soak runs a second under the kills), so that its runs are not
 # counted as stuck merely because they were still queued when the time ran out.
@@ -117,23 +122,33 @@ def test_soak_runs_survive_random_kills(dist, scheduler, relay_grace):
     started = time.time()
     agents = [dist_app.ShortStepAgent, dist_app.ShortChargeAgent]
     run_ids = [agents[i % 2].start_execution(f"soak {i}").run_id for i in range(RUNS)]
+    assemblies = list(EFFECTS)
+    assembly_ids = {
+        assembly.start_execution(f"soak assembly {i}").run_id: EFFECTS[assembly]
+        for i, assembly in ((i, assemblies[i % len(assemblies)]) for i in range(ASSEMBLY_RUNS))
+    }
+    every_id = run_ids + list(assembly_ids)
     killer.start()
-    _wait_for(lambda: _open(store, run_ids) == 0, timeout=KILL_SECONDS)
+    _wait_for(lambda: _open(store, every_id) == 0, timeout=KILL_SECONDS)
     killer.stop.set()
     killer.join(timeout=60)
     last_kill = time.time()
-    _wait_for(lambda: _open(store, run_ids) == 0, timeout=SETTLE_SECONDS)
+    _wait_for(lambda: _open(store, every_id) == 0, timeout=SETTLE_SECONDS)
     settled = time.time()
     elapsed = settled - started
 
     records = [store.load_run(run_id) for run_id in run_ids]
     verdict = check_runs(dist, {run_id: dist_app.SHORT_TURNS for run_id in run_ids})
+    assembly_records = [store.load_run(run_id) for run_id in assembly_ids]
+    assembly_problems = check_assembly_runs(store, dist.calls(), assembly_ids)
     report = {
         "runs": RUNS,
+        "assembly runs (graph, workflow, swarm)": ASSEMBLY_RUNS,
         "seed": SEED,
-        "lost": sum(1 for r in records if r.finished and r.status != "completed"),
-        "stuck": sum(1 for r in records if not r.finished),
+        "lost": sum(1 for r in records + assembly_records if r.finished and r.status != "completed"),
+        "stuck": sum(1 for r in records + assembly_records if not r.finished),
         "duplicated": len(verdict.problems),
+        "assembly problems": len(assembly_problems),
         "kills": dict(killer.kills),
         "interrupted idempotent calls re-run": len(verdict.repeated_calls),
         "interrupted at_most_once calls (outcome unknown)": len(verdict.unknown_outcomes),
@@ -144,12 +159,12 @@ def test_soak_runs_survive_random_kills(dist, scheduler, relay_grace):
         "runs per second": round(RUNS / elapsed, 2),
     }
     print("\n[soak] " + "\n[soak] ".join(f"{key}: {value}" for key, value in report.items()))
-    for line in (verdict.unfinished + verdict.problems)[:20]:
+    for line in (verdict.unfinished + verdict.problems + assembly_problems)[:20]:
         print(f"[soak]   {line}")
     assert killer.error is None, killer.error
     assert sum(killer.kills.values()) > 0, "the soak finished before any kill; it proved nothing"
-    assert (report["lost"], report["stuck"], report["duplicated"]) == (0, 0, 0), "\n".join(
-        verdict.unfinished[:10] + verdict.problems[:10]
+    assert (report["lost"], report["stuck"], report["duplicated"], report["assembly problems"]) == (0, 0, 0, 0), (
+        "\n".join(verdict.unfinished[:10] + verdict.problems[:10] + assembly_problems[:10])
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from lg_core import Agent, Tool
+from lg_core import Agent, Graph, Tool, edge
 from lg_core.providers import scripted
 
 scripted.register("cli-echo", [{"text": "Hello from the echo agent."}])
@@ -68,3 +68,24 @@ class SlowAgent(Agent):
 
 class ElsewhereAgent(Agent):
     model = "scripted:cli-elsewhere"
+
+
+scripted.register("cli-triage", [{"text": "billing"}])
+scripted.register("cli-billing", [{"text": "A duplicate charge: refunded."}])
+
+
+class CliTriageAgent(Agent):
+    model = "scripted:cli-triage"
+
+
+class CliBillingAgent(Agent):
+    model = "scripted:cli-billing"
+
+
+class RoutingGraph(Graph):
+    """Triage, then billing: what ``lg ask`` and ``lg runs show`` print for an assembly run."""
+
+    nodes = {"triage": CliTriageAgent, "billing": CliBillingAgent}
+    start = "triage"
+    edges = [edge("triage", "billing")]
+    finish = "billing"

@@ -196,10 +196,14 @@ def test_ask_exits_1_with_outcome_and_error_when_the_run_fails(store: str) -> No
     ("target", "fragments"),
     [
         ("no_such_module:Agent", ("cannot import module 'no_such_module'",)),
-        ("cli_app:Missing", ("has no attribute 'Missing'", "agents there: BrokenAgent, EchoAgent")),
-        ("cli_app:NOT_AN_AGENT", ("is not an Agent subclass",)),
-        ("cli_app:FaqLookupTool", ("is not an Agent subclass",)),
+        (
+            "cli_app:Missing",
+            ("has no attribute 'Missing'", "agents and assemblies there: BrokenAgent, CliBillingAgent"),
+        ),
+        ("cli_app:NOT_AN_AGENT", ("is not an Agent, Workflow, Swarm or Graph subclass",)),
+        ("cli_app:FaqLookupTool", ("is not an Agent, Workflow, Swarm or Graph subclass",)),
         ("lg_core:Agent", ("is the Agent base class", "name a subclass of it")),
+        ("lg_core:Workflow", ("is the Workflow base class", "name a subclass of it")),
         ("cli_app", ("expected MODULE:CLASS",)),
     ],
 )
@@ -494,6 +498,53 @@ def test_runs_show_lists_outcome_steps_and_messages(store: str) -> None:
     assert 'faq_lookup(topic="hours")' in out
     shown = json.loads(lg("runs", "show", "shown", "--store", store, "--json").stdout)
     assert [step["attempts"] for step in shown["steps"]] == [0, 0, 0]
+
+
+def test_ask_runs_a_graph_and_runs_show_lists_its_trajectory(store: str) -> None:
+    result = ask(store, "cli_app:RoutingGraph", "Why was I charged twice?", "--run-id", "routed")
+    assert result.exit_code == 0, result.output
+    assert "A duplicate charge: refunded." in result.stdout
+
+    shown = lg("runs", "show", "routed", "--store", store)
+    assert shown.exit_code == 0, shown.output
+    rows = shown.stdout.split("trajectory", 1)[1].splitlines()
+    cells = [line.split()[:6] for line in rows if line.startswith(("triage-", "billing-"))]
+    assert [row[:5] for row in cells] == [
+        ["triage-1", "triage", "agent", "completed", "1"],
+        ["billing-2", "billing", "agent", "completed", "1"],
+    ]
+    assert "triage-1" in rows[-1] and "A duplicate charge: refunded." in rows[-1]  # AFTER and OUTPUT
+
+    data = json.loads(lg("runs", "show", "routed", "--store", store, "--json").stdout)
+    assert [step["participant"] for step in data["trajectory"]] == ["triage", "billing"]
+
+
+def test_runs_events_agents_lists_a_graphs_events_with_its_participants_under_their_path(store: str) -> None:
+    assert ask(store, "cli_app:RoutingGraph", "Why was I charged twice?", "--run-id", "routed-ev").exit_code == 0
+
+    own = json.loads(lg("runs", "events", "routed-ev", "--store", store, "--json").stdout)
+    assert {event["type"] for event in own} >= {"invocation_start", "run_stop"}
+    everything = json.loads(lg("runs", "events", "routed-ev", "--store", store, "--json", "--agents").stdout)
+    agents = [event["agent"] for event in everything]
+    assert agents.count("") == len(own)
+    assert {"CliTriageAgent", "CliBillingAgent"} <= set(agents)
+    triage_types = [event["type"] for event in everything if event["agent"] == "CliTriageAgent"]
+    assert triage_types[0] == "invocation_start" and "invocation_stop" in triage_types
+    assert max(agents.index("CliTriageAgent"), 0) < agents.index("CliBillingAgent")  # in time order
+
+    table = lg("runs", "events", "routed-ev", "--store", store, "--agents")
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["AGENT", "SEQ", "TIME", "TYPE", "DETAIL"]
+    assert any(line.startswith("CliBillingAgent") and "invocation_start" in line for line in lines)
+
+
+def test_ask_refuses_an_assembly_base_class_and_session_options_an_assembly_does_not_take(store: str) -> None:
+    assert_usage_error(lg("ask", "lg_core:Graph", "hi", "--store", store), "lg_core:Graph is the Graph base class")
+    refused = ask(store, "cli_app:RoutingGraph", "hi", "--session-id", "s-1")
+    assert refused.exit_code == 2, refused.output
+    assert "does not accept session_id" in refused.stderr
+    assert "Traceback" not in refused.output
 
 
 def test_runs_show_reports_the_error_of_a_failed_run(store: str) -> None:

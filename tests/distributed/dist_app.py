@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from lg_core import Agent, Tool, after_model
+from lg_core.errors import ToolError
 from lg_core.providers import scripted
 from lg_core.tools import Filesystem, Shell
 
@@ -338,3 +339,52 @@ scripted.register(
 class FilesAgent(Agent):
     model = "scripted:dist-files"
     tools = [Filesystem, Shell]
+
+
+# Code mode on the lg.sandbox workers (tests/distributed/test_code_mode_distributed.py). The user's
+# message is the program the model runs with exec; while it is still working the model waits, up to
+# the number a "# waits: N" line in the program says (20 by default), then stops it, and answers with
+# the last observation's status, value and error and how many observations it made. A "# leave
+# running" line makes it answer at once, leaving the program running. $DIST_APP_OBSERVATION_SECONDS
+# shortens the one-minute observation window in the workers so a program outlives exec in a test's time.
+if os.environ.get("DIST_APP_OBSERVATION_SECONDS"):
+    import lg_core.engine._code_exec as _code_exec
+
+    _code_exec.OBSERVATION_SECONDS = float(os.environ["DIST_APP_OBSERVATION_SECONDS"])
+
+
+def _code_mode_turn(request):
+    import json
+    import re
+
+    program = request.messages[0].text
+    observations = [message for message in request.messages if message.role == "tool"]
+    if not observations:
+        return {"tool_calls": [{"name": "exec", "id": "program", "arguments": {"code": program}}]}
+    last = json.loads(observations[-1].tool_results[0].text)
+    if last["status"] == "still_working" and "# leave running" not in program:
+        waits = re.search(r"# waits: (\d+)", program)
+        control = "wait" if len(observations) <= (int(waits.group(1)) if waits else 20) else "stop"
+        return {"tool_calls": [{"name": control, "id": f"{control}-{len(observations)}", "arguments": {}}]}
+    answer = {"status": last["status"], "value": last.get("value"), "error": last.get("error")}
+    return {"text": json.dumps({**answer, "observations": len(observations)})}
+
+
+scripted.register("dist-code-mode", _code_mode_turn)
+
+
+class LookupTool(Tool):
+    description = "Look a topic up (logged, with its idempotency key); n < 0 fails."
+    input_schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+    def call(self, input):
+        _log(self.tool_name, input["n"], self.idempotency_key)
+        if input["n"] < 0:
+            raise ToolError(f"no topic {input['n']}")
+        return f"answer {input['n']}"
+
+
+class CodeModeAgent(Agent):
+    model = "scripted:dist-code-mode"
+    tools = [LookupTool]
+    code_mode = {"limits": {"tool_calls": 3}}

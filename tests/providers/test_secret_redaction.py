@@ -11,6 +11,7 @@ the error the application gets.
 from __future__ import annotations
 
 import logging
+import threading
 import traceback
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -19,6 +20,7 @@ import pytest
 
 from lg_core import ConfigurationError, HTTPError
 from lg_core.providers import OpenAIProvider
+from lg_core.providers._http.redaction import SecretLogFilter
 from tests.providers.agents import SupportAgent, use_connection
 from tests.providers.sse_server import body_reply
 from tests.providers.wire_formats import KEY, MODEL_ID
@@ -176,3 +178,20 @@ def test_a_secret_within_a_longer_one_leaves_no_part_of_the_longer_one(wire, ser
     run = SupportAgent.ask("Hi")
 
     assert "keys [redacted] and [redacted]" in str(run.error)
+
+
+def test_the_log_filter_can_be_entered_again_on_its_own_thread():
+    """A response stream collected while the filter copies its watched set logs from its finalizer, on
+    the same thread, into the filter: that call must go through instead of waiting for the filter's lock."""
+    log_filter = SecretLogFilter()
+    record = logging.LogRecord("httpcore.http11", logging.DEBUG, __file__, 1, "receive_response_body.failed", (), None)
+    finished = threading.Event()
+
+    def filter_while_held() -> None:
+        with log_filter._lock:  # what a collection inside filter() finds
+            log_filter.filter(record)
+        finished.set()
+
+    worker = threading.Thread(target=filter_while_held, daemon=True)
+    worker.start()
+    assert finished.wait(5), "the filter waited for a lock its own thread holds"

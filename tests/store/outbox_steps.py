@@ -21,8 +21,10 @@ def create_distributed_run(
     run_id: str = "r1",
     steps: tuple[tuple[str, str], ...] = (("model", MODEL_KEY),),
     deadline_at: float | None = None,
+    inputs: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    """A distributed run (no holder) with scheduled steps ``(kind, key)``, as a worker's commit leaves it."""
+    """A distributed run (no holder) with scheduled steps ``(kind, key)``, as a worker's commit leaves it;
+    ``inputs``: the input of the steps it names by key."""
     store.create_run(
         {
             "id": run_id,
@@ -46,7 +48,7 @@ def create_distributed_run(
         },
         [],
         [("invocation_start", {"run_id": run_id})],
-        [NewStep(key=key, frame_id=f"{run_id}/root", kind=kind) for kind, key in steps],
+        [NewStep(key=key, frame_id=f"{run_id}/root", kind=kind, input=(inputs or {}).get(key)) for kind, key in steps],
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import pytest
@@ -958,7 +959,6 @@ def test_system_prompt_of_the_wrong_type_fails_at_class_definition(config, bad):
 
 
 UNSUPPORTED = [
-    ("code_mode", {"engine": "python"}, "code mode"),
     ("subagent", object, "subagents"),
     ("subagents", [object], "subagents"),
     ("agent_as_tool", object, "agents exposed as tools"),
@@ -976,13 +976,52 @@ def test_a_spec_declaration_that_is_not_supported_yet_fails_at_class_definition(
 
 
 def test_an_unsupported_declaration_in_a_mixin_fails_too():
-    class CodeMode:
-        code_mode = {"engine": "python"}
+    class Delegating:
+        subagents = [object]
 
     with pytest.raises(
-        ConfigurationError, match=r"declares code_mode \(in .*CodeMode\), but code mode are not supported yet"
+        ConfigurationError, match=r"declares subagents \(in .*Delegating\), but subagents are not supported yet"
     ):
-        type("SupportAgent", (CodeMode, Agent), {})
+        type("SupportAgent", (Delegating, Agent), {})
+
+
+@pytest.mark.parametrize(
+    ("declaration", "named"),
+    [
+        ({"limitz": {}}, "unknown option 'limitz'"),
+        ({"engine": "ruby"}, "option 'engine' must be 'python'"),
+        ({"limits": {"wall_secs": 5}}, "option 'limits': unknown code-mode limit 'wall_secs'"),
+        ({"limits": {"wall_seconds": 0}}, "code-mode limit 'wall_seconds' must be a positive integer"),
+        ({"except": [3]}, "option 'except' must be a list of tool names"),
+        ({"sandbox": "no-such-backend"}, "option 'sandbox': no sandbox backend named 'no-such-backend'"),
+        ("yes", "code_mode must be True or a dict"),
+    ],
+)
+def test_a_bad_code_mode_declaration_fails_at_class_definition_naming_the_option(declaration, named):
+    with pytest.raises(ConfigurationError, match=re.escape(named)):
+        type("SupportAgent", (Agent,), {"code_mode": declaration})
+
+
+def test_code_mode_is_declared_as_true_or_with_options_and_inherited():
+    base = type("SupportAgent", (Agent,), {"code_mode": {"limits": {"wall_seconds": 900}, "except": ["confirm"]}})
+    options = base.code_mode_options()
+    assert options.limits["wall_seconds"] == 900 and options.limits["programs"] == 16
+    assert options.except_ == frozenset({"confirm"})
+    assert type("Child", (base,), {}).code_mode_options() == options
+    assert type("Plain", (Agent,), {"code_mode": True}).code_mode_options().engine == "python"
+    assert type("Off", (Agent,), {}).code_mode_options() is None
+
+
+def test_a_code_mode_agent_refuses_a_tool_named_like_a_control():
+    class Exec(Tool):
+        tool_name = "exec"
+        description = "runs things"
+
+        def call(self, input):
+            return "ran"
+
+    with pytest.raises(ConfigurationError, match="'exec'.*a code-mode control"):
+        type("SupportAgent", (Agent,), {"code_mode": True, "tools": [Exec]})
 
 
 @pytest.mark.parametrize(("name", "value"), [("sandbox", {"backend": "native"}), ("workspace", {"root": "/srv"})])

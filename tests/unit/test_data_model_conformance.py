@@ -142,7 +142,7 @@ def test_an_environment_mapping_passed_as_the_message_names_the_keyword_form():
 
 def test_run_says_whether_it_includes_agent_events():
     """Run#include_agent_events?: whether the stream includes every Agent's contextual events
-    (always False here: include_agent_events=True is refused, docs/architecture.md)."""
+    (off by default for a standalone entrypoint, on for a composite assembly, lg_core.agent_stream)."""
     from lg_core.run import Run
 
     run = Run(object, Invocation("hi"), runtime=None)

@@ -745,18 +745,17 @@ def test_the_message_may_be_passed_by_keyword_to_every_entrypoint(config, script
         EchoAgent.ask(context={"a": 1})
 
 
-@pytest.mark.parametrize(
-    ("value", "match"), [(True, "not available yet"), ("yes", "true or false"), (1, "true or false")]
-)
-def test_include_agent_events_accepts_only_the_standalone_default(config, script, value, match):
-    target = script([{"text": "ok"}])
+@pytest.mark.parametrize("value", ["yes", 1])
+def test_include_agent_events_accepts_only_true_or_false(config, script, value):
+    target = script([{"text": "ok"}, {"text": "ok"}])
 
     class PlainAgent(Agent):
         model = target
 
-    with pytest.raises(InvocationError, match=match):
+    with pytest.raises(InvocationError, match="true or false"):
         PlainAgent.ask("hi", include_agent_events=value)
     assert PlainAgent.ask("hi", include_agent_events=False).completed
+    assert PlainAgent.ask("hi", include_agent_events=True).include_agent_events is True
     assert lg_core.list_runs()[0].status == "completed"
 
 
@@ -834,3 +833,12 @@ def test_new_run_ids_are_unique_uuid7_that_sort_by_creation_time():
     parsed = uuid.UUID(earlier)
     assert (parsed.version, parsed.variant, parsed.hex) == (7, uuid.RFC_4122, earlier)
     assert abs(int(earlier[:12], 16) / 1000 - time.time()) < 60  # the first 48 bits are Unix milliseconds
+
+
+@pytest.mark.parametrize("name", ["workspace", "sandbox"])
+def test_a_caller_owned_workspace_or_sandbox_is_refused_naming_the_setting(name):
+    """Stored as an ordinary field, it would be ignored: the run's are built from the settings."""
+    with pytest.raises(InvocationError, match=rf"{name}= names the spec's caller-owned .* the {name} setting"):
+        Invocation("x", **{name: "/srv/project"})
+    with pytest.raises(InvocationError, match=f"{name}="):
+        Invocation("x")[name] = "/srv/project"

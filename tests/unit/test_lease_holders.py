@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 from lg_core import lease_holders
-from lg_core.lease_holders import current_holder, holder_is_dead, hostname
+from lg_core.lease_holders import current_holder, holder_is_dead, holder_is_local, hostname
 
 
 def test_this_process_is_alive_and_a_finished_child_is_dead():
@@ -63,3 +63,10 @@ def test_the_start_time_is_procs_clock_ticks_since_boot():
     with open("/proc/self/stat", "rb") as handle:
         ticks = handle.read().rsplit(b")", 1)[1].split()[19].decode()
     assert lease_holders.process_start_time(os.getpid()) == ticks
+
+
+def test_only_a_holder_on_this_host_is_local_so_its_pid_can_be_checked():
+    assert holder_is_local(current_holder())
+    assert holder_is_local(f"{hostname()}:1:1")
+    assert not holder_is_local("another-host:1:1")
+    assert not holder_is_local(None) and not holder_is_local("")

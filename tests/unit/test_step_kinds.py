@@ -14,15 +14,28 @@ from lg_core.engine.step_kinds import (
     is_step_kind,
     task_name_for,
 )
+from lg_core.store import NewStep
 from lg_workers.queues import QUEUES, TASK_QUEUES, queue_for
+from lg_workers.task_display import display_args, parse_display
 from lg_workers.tasks import STEP_TASKS
 
 
-def test_the_agent_loop_kinds_keep_their_task_and_queue_names():
+def test_the_kinds_keep_their_task_and_queue_names():
     assert {name: (kind.task_name, kind.queue) for name, kind in STEP_KINDS.items()} == {
         "model": ("lg.model_turn", "lg.model"),
         "tool": ("lg.tool_call", "lg.tools"),
+        "graph_node": ("lg.graph_node", "lg.orchestrate"),
+        "code_exec": ("lg.code_exec", "lg.sandbox"),
+        "workflow": ("lg.workflow", "lg.orchestrate"),
     }
+
+
+def test_a_graph_node_is_shown_to_monitoring_by_its_node_name():
+    ref = StepRef.of("run-1", NewStep("root/node-2/billing", "run-1/root", "graph_node", {"node": "billing"}))
+
+    assert ref.label == "billing"
+    assert display_args(ref) == "node=billing run=run-1 step=root/node-2/billing"
+    assert parse_display(display_args(ref)) == ("run-1", "root/node-2/billing")
 
 
 def test_the_kind_name_literal_lists_exactly_the_table():

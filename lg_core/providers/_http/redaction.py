@@ -127,7 +127,10 @@ class SecretLogFilter(logging.Filter):
     def __init__(self) -> None:
         super().__init__()
         self._watched: weakref.WeakSet[Secrets] = weakref.WeakSet()
-        self._lock = threading.Lock()
+        # Re-entrant: copying the set allocates, an allocation may run the garbage collector, and
+        # collecting an unfinished HTTP response stream logs from its finalizer, on this thread,
+        # back into this filter. A plain Lock deadlocked the thread there.
+        self._lock = threading.RLock()
 
     def watch(self, secrets: Secrets) -> None:
         with self._lock:

@@ -4,7 +4,7 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-01 19:57:17.176470
 
-The outbox relay backs off per step (lg_core.store.relay_backoff): a step's
+The outbox relay backs off per step (lg_core.store.resend_backoff): a step's
 ``relays`` is how many times the relay sent it since it last entered the outbox
 or was claimed. Existing rows start at 0, as if never relayed. On PostgreSQL the
 column's constant default is stored in the catalog (no table rewrite); on SQLite

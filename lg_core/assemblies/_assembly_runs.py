@@ -1,0 +1,90 @@
+"""Building the Run of an assembly call: the request checked, what is not supported yet refused.
+
+An assembly answers through the Agent's calling style (``ask``, ``stream_ask``,
+``start_execution`` and their async forms) on the same Run and engine. What a
+Graph or Swarm run cannot honour yet is refused here, before a Run exists, with an error
+naming it: silently dropping a session, a retry policy or a node's opt-in to the
+caller's history would hand the caller a different run than they asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lg_core._agent_calls import runtime_for
+from lg_core.assemblies.swarm_handoffs import HANDOFF_TOOL_NAME
+from lg_core.errors import ConfigurationError, InvocationError
+from lg_core.invocation import Invocation
+from lg_core.run import Run, prepared_by
+
+_RUN_OPTIONS = ("runtime", "on_event", "cancellation_token")
+_RUNNABLE_KINDS = ("graph", "swarm", "workflow")
+# Invocation fields an assembly run does not carry yet, and why.
+_UNSUPPORTED_FIELDS = {
+    "session_id": "an assembly run has no session yet; keep the conversation in its Agents' own sessions",
+    "actor_id": "an assembly run has no session yet, so it has no session actor either",
+    "model_override": "an assembly has no model of its own; declare models on its Agents",
+}
+
+
+def build_assembly_run(cls: Any, message: Any, options: dict[str, Any]) -> Run:
+    """Validate the request and build a dormant Run of assembly ``cls`` (raises before a Run exists)."""
+    definition = cls.definition()  # ConfigurationError for an abstract base, naming what it lacks
+    if definition.kind not in _RUNNABLE_KINDS:
+        raise ConfigurationError(f"{cls.__qualname__}: a {definition.kind} cannot run")
+    if definition.kind == "graph":
+        _refuse_unsupported_nodes(cls, definition.spec)
+    elif definition.kind == "swarm":
+        _refuse_unsupported_members(cls, definition.spec)
+    for name, why in _UNSUPPORTED_FIELDS.items():
+        if options.get(name) is not None:
+            raise InvocationError(f"{cls.__qualname__}.ask does not accept {name}: {why}")
+    run_options = {name: options.pop(name) for name in _RUN_OPTIONS if name in options}
+    runtime = runtime_for(run_options.get("runtime"))
+    invocation = Invocation(**options) if message is None else Invocation.coerce(message, **options)
+    invocation.check_storable()
+    run = Run(
+        cls,
+        invocation,
+        runtime,
+        cancellation_token=run_options.get("cancellation_token"),
+        on_event=run_options.get("on_event"),
+    )
+    return prepared_by(run, runtime.hooks)
+
+
+def _refuse_unsupported_nodes(cls: Any, spec: Any) -> None:
+    """Node options a Graph run does not honour yet: per-node timeouts and retries, history and context."""
+    for item in spec.nodes:
+        policy = item.policy
+        if policy.timeout is not None or policy.retries:
+            raise ConfigurationError(
+                f"{cls.__qualname__}: node {item.name} declares a timeout or retries, which Graph runs "
+                "do not apply yet; remove them or handle retries inside the node's Agent"
+            )
+        if item.history or item.context:
+            raise ConfigurationError(
+                f"{cls.__qualname__}: node {item.name} opts in to the caller's history or context, which "
+                "Graph runs do not pass to nodes yet; pass what the node needs through an input mapper"
+            )
+
+
+def _refuse_unsupported_members(cls: Any, spec: Any) -> None:
+    """Member options a Swarm run does not honour yet: per-member timeouts and retries, and a member's
+    own tool named like the handoff tool it is offered."""
+    for item in spec.members:
+        policy = item.policy
+        if policy.timeout is not None or policy.retries:
+            raise ConfigurationError(
+                f"{cls.__qualname__}: member {item.name} declares a timeout or retries, which Swarm runs "
+                "do not apply yet; remove them or handle retries inside the member's Agent"
+            )
+        own_names = {getattr(tool, "tool_name", None) for tool in getattr(item.agent, "tools", ())}
+        if item.name in spec.handoffs and HANDOFF_TOOL_NAME in own_names:
+            raise ConfigurationError(
+                f"{cls.__qualname__}: member {item.name} has a tool named {HANDOFF_TOOL_NAME!r}, the name of the "
+                "handoff tool the Swarm offers it; rename the member's tool"
+            )
+
+
+__all__ = ["build_assembly_run"]

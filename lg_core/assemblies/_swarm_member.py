@@ -1,0 +1,163 @@
+"""One Swarm member execution: the body of a Swarm run's member step.
+
+Execute (outside any transaction): run the active member's Agent as a child run under an
+id derived from this step (lg_core.assemblies._child_runs), so an attempt executed again
+finds the child instead of starting another. The child's model is offered the handoff tool
+(lg_core.assemblies.swarm_members) listing the member's declared routes; an accepted
+handoff ends the child's run with the handoff as its ``ended_by`` value. Commit
+(lg_core.assemblies._swarm_frame.MemberCommit): a handoff schedules its target member, an
+answer completes the Swarm run, and a member that failed fails the run. On a worker the
+step parks while the child runs, exactly as a Graph node's does.
+
+The caller's history and application context reach the child only when the member opts
+in (``member(Agent, history=True, context=True)``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child, stream_step
+from lg_core.assemblies._swarm_frame import MemberCommit
+from lg_core.assemblies._swarm_rules import SwarmSpec
+from lg_core.assemblies.declarations import Member
+from lg_core.assemblies.swarm_handoffs import HANDOFF_TOOL_NAME, SwarmProgress, journey_excerpt
+from lg_core.assemblies.swarm_members import MemberSeat, register_seat
+from lg_core.assemblies.trajectory import bounded_output, describe_error
+from lg_core.engine.driven_frames import StepScope, Transition
+from lg_core.errors import AssemblyError, ToolError
+
+if TYPE_CHECKING:
+    from lg_core.engine.driven_frames import FrameState
+    from lg_core.run import Run
+    from lg_core.store import StepCommit
+
+
+class MemberFailed(AssemblyError):
+    """A Swarm member's child run did not complete, so the Swarm has no answer."""
+
+
+class MemberCall:
+    """Builds a member's child run as ``start_or_find_child`` asks an assembly to, passing the caller's
+    history and context only when the member opts in."""
+
+    def __init__(self, member: Member, parent: Any, seat: MemberSeat) -> None:
+        self.member, self.parent, self.seat = member, parent, seat
+
+    def build_run(self, message: Any, /, **options: Any) -> Run:
+        register_seat(options["run_id"], self.seat.spec, self.seat.progress)
+        invocation = self.parent.invocation
+        if self.member.history:
+            options["history"] = list(invocation.history)
+        if self.member.context:
+            options["context"] = invocation.context.to_dict()
+        run: Run = self.member.agent.build_run(message, **options)
+        return run
+
+
+class SwarmMemberStep:
+    partial_text = ""  # the member's text streams in its own run (StepBody)
+
+    def __init__(self, scope: StepScope, spec: SwarmSpec) -> None:
+        self.scope, self.spec = scope, spec
+        self.input: dict[str, Any] = dict(scope.input or {})
+        self.member = spec.member_named(self.input["node"])
+
+    def perform(self) -> Transition:
+        scope = self.scope
+        scope.check_interrupt()
+        child_id = child_run_id(scope.run.id, scope.key)
+        progress = SwarmProgress.from_dict(scope.frame.checkpoint.data["progress"])  # type: ignore[attr-defined]
+        call = MemberCall(self.member, scope.run, MemberSeat(self.spec, progress))
+        step = stream_step(scope, self.member.name, scope.key)
+        child = start_or_find_child(scope, call, self.input["input"], child_id, step)
+        if child is None:
+            return self._park(child_id)
+        scope.check_interrupt()  # a child stopped by its parent's cancel or deadline: the parent stops too
+        return self._after(child, child_id)
+
+    def _park(self, child_id: str) -> Transition:
+        """Commit the step as waiting for its child, unless the child has ended by then (_child_runs)."""
+        scope = self.scope
+        return park_on_child(
+            scope,
+            child_id,
+            still_open=lambda state: state.checkpoint.data.get("active") == scope.key,  # type: ignore[attr-defined]
+            after=self._after,
+            what="swarm member step",
+        )
+
+    def _after(self, child: Run, child_id: str) -> Transition:
+        """The transition of a member whose child ended: a handoff, the Swarm's answer, or its failure."""
+        scope = self.scope
+        if not child.completed:
+            error = child.error or MemberFailed(f"member {self.member.name} ended {child.outcome}")
+            failure = MemberFailed(
+                f"swarm member {self.member.name} (child run {child_id}) ended {child.outcome}: {describe_error(error)}"
+            )
+            return scope.ending("failed", failure)
+        handoff = _handoff_of(child)
+        record = self._record(child, child_id, handoff)
+        if handoff is None:
+            # The one public answer: the final member's text, never an intermediate member's.
+            scope.emit("text_delta", text=record["text"])
+            return lambda state: MemberCommit(scope, self.spec, state).answered(record)
+
+        def hand_off(state: FrameState) -> StepCommit:
+            try:
+                return MemberCommit(scope, self.spec, state).handed_off(record, handoff["to"], handoff["message"])
+            except ToolError as refused:  # checked by the tool against the same progress; never refused here
+                return scope.ending("failed", MemberFailed(f"swarm member {self.member.name}: {refused}"))(state)
+
+        return hand_off
+
+    def _record(self, child: Run, child_id: str, handoff: dict[str, str] | None) -> dict[str, Any]:
+        """What the frame keeps of this execution: bounded, JSON, enough to rebuild its Step.
+
+        A member that handed off keeps the handoff (its target and a bounded note) as its
+        output, never its model's text: intermediate text stays out of the Swarm's result.
+        """
+        stored = self.scope.engine.store.load_run(child_id)
+        result = child.result
+        structured = None
+        if result is not None and result.structured_result is not None and handoff is None:
+            value, _cut = bounded_output(result.structured_result.value)
+            structured = {"schema_name": result.structured_result.schema_name, "value": value}
+        text = ""
+        if handoff is None:
+            text, _cut = bounded_output(result.text if result is not None else (child.response or ""))
+        kept = None if handoff is None else {"to": handoff["to"], "message": journey_excerpt(handoff["message"])}
+        return {
+            "key": self.scope.key,
+            "id": f"{self.member.name}-{self.input['n']}",
+            "member": self.member.name,
+            "agent_id": str(getattr(self.member.agent, "agent_id", self.member.name)),
+            "status": "completed",
+            "text": text,
+            "structured": structured,
+            "handoff": kept,
+            "usage": child.usage.to_dict(),
+            "started_at": _iso(stored.created_at),
+            "finished_at": _iso(stored.finished_at or stored.updated_at),
+            "error": None,
+            "predecessors": list(self.input.get("predecessors") or ()),
+            "child_run_id": child_id,
+        }
+
+
+def _handoff_of(child: Run) -> dict[str, str] | None:
+    """The handoff a member's run ended with (its handoff tool's ``EndsRun`` value), or None: it answered."""
+    result = child.result
+    ended = None if result is None else result.ended_by
+    if not ended or ended.get("tool") != HANDOFF_TOOL_NAME:
+        return None
+    value = ended.get("value") or {}
+    return {"to": str(value.get("to")), "message": str(value.get("message"))}
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()
+
+
+__all__ = ["MemberCall", "MemberFailed", "SwarmMemberStep"]

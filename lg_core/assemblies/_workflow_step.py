@@ -1,0 +1,193 @@
+"""A Workflow run's frame and its one step: ``perform`` run by deterministic replay until it settles.
+
+A Workflow run is a run of kind ``workflow`` whose root frame the Workflow drives
+(lg_core.engine.driven_frames). Its checkpoint's ``data`` holds ``calls``: every call
+``perform`` made, by position, with its signature, its attempts' child runs and its
+outcome once settled (lg_core.assemblies._workflow_calls).
+
+The run has one step, ``root/perform`` (kind ``workflow``). Each execution runs ``perform``
+from the top against the recorded calls, and ends in one of three commits:
+
+* the completion: ``perform`` returned its final invocation unconsumed and that call
+  completed; the run answers with its output, and the trajectory lists every call;
+* the failure: ``perform`` raised (a child's error it did not handle, a
+  ReplayDivergenceError, a ProtocolError for a consumed or missing final invocation);
+* on a worker, the park: a call it needs runs on the workers; the commit records the calls
+  so far and waits (no thread held) for one of the running children, guarded by that child
+  still running. Every child run names this step, so each child's ending wakes it; woken,
+  it replays ``perform`` again, and parks again while a call it needs still runs.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from lg_core.assemblies._child_runs import ended_child
+from lg_core.assemblies._graph_frame import FRAME_PATH
+from lg_core.assemblies._workflow_calls import ReplayAgain, ReplayHost, WaitingForChildren
+from lg_core.assemblies.trajectory import Attempt, Step, Trajectory
+from lg_core.engine.driven_frames import DRIVEN_PHASE, DrivenCheckpoint, DrivenStart, StepScope, Transition
+from lg_core.engine.workflow_steps import WORKFLOW_KIND, perform_step_key
+from lg_core.errors import ReplayDivergenceError
+from lg_core.messages import Message
+from lg_core.result_schema import StructuredResult
+from lg_core.run_result import RunResult
+from lg_core.store import NewStep, StepCommit
+from lg_core.usage import Usage
+
+if TYPE_CHECKING:
+    from lg_core.engine.driven_frames import FrameState
+
+
+def workflow_start(assembly_id: str) -> DrivenStart:
+    """The first checkpoint and step of a Workflow run: no calls yet, the perform step scheduled."""
+    checkpoint = DrivenCheckpoint(phase=DRIVEN_PHASE, data={"calls": {}})
+    first = NewStep(perform_step_key(FRAME_PATH), "", WORKFLOW_KIND, None)
+    return DrivenStart("workflow", checkpoint, first, assembly_id)
+
+
+class WorkflowStep:
+    partial_text = ""  # the workflow streams no text of its own (StepBody)
+
+    def __init__(self, scope: StepScope, workflow_class: Any) -> None:
+        self.scope, self.workflow_class = scope, workflow_class
+        self.name = workflow_class.__qualname__
+
+    def perform(self) -> Transition:
+        self.scope.check_interrupt()
+        calls = copy.deepcopy(self.scope.frame.checkpoint.data.get("calls") or {})  # type: ignore[attr-defined]
+        return self._decide(calls)
+
+    def _decide(self, calls: dict[str, dict[str, Any]]) -> Transition:
+        """Replay ``perform`` until it settles, parks or fails; the transition that commits which."""
+        while True:
+            host = ReplayHost(self.scope, calls, self.name)
+            try:
+                final = self._replay(host)
+            except ReplayAgain:
+                continue
+            except WaitingForChildren as waiting:
+                return self._park(calls, waiting.running)
+            except Exception as error:  # noqa: BLE001 - whatever perform raised is the run's failure
+                self.scope.check_interrupt()  # a cancel or deadline that stopped a child stops the run as such
+                return self.scope.ending("failed", host.divergence or error)
+            return self._complete(calls, final)
+
+    def _replay(self, host: ReplayHost) -> int:
+        """One execution of ``perform`` from the top; the position of its settled final call."""
+        invocation = self.scope.run.invocation
+        workflow = self.workflow_class(
+            invocation.message, history=invocation.history, context=invocation.context.to_dict(), host=host
+        )
+        composition = self.workflow_class.definition().spec.perform
+        returned = workflow.perform() if composition is None else composition(workflow)
+        final = workflow.final_invocation(returned)
+        host.final = final
+        final.consume(host.run_invocation(final))
+        unasked = sorted(set(host.calls) - host.asked, key=int)
+        if host.divergence is None and unasked:
+            recorded = host.calls[unasked[0]]
+            host.divergence = ReplayDivergenceError(
+                f"{self.name}.perform diverged on replay: it first invoked {recorded['name']} at call "
+                f"#{unasked[0]}, and now returns before making that call",
+                recorded=recorded["signature"],
+                asked=None,
+            )
+        if host.divergence is not None:
+            raise host.divergence
+        return int(final.request.index)
+
+    def _park(self, calls: dict[str, dict[str, Any]], running: list[str]) -> Transition:
+        """Commit the calls so far and wait for a running child; if every one has ended by the commit,
+        replay ``perform`` again instead (the commit's guard, ``child_run_ended``, re-runs this)."""
+        scope = self.scope
+
+        def park(state: FrameState) -> StepCommit:
+            runtime = scope.engine.runtime
+            waits_on = next((child for child in running if ended_child(runtime, child) is None), None)
+            if waits_on is None:
+                return self._decide(calls)(state)
+            checkpoint = state.checkpoint.copy()
+            assert isinstance(checkpoint, DrivenCheckpoint)  # a workflow frame's checkpoint
+            checkpoint.data = {**checkpoint.data, "calls": calls}
+            checkpoint.usage = _usage_of(calls).to_dict()
+            return scope.commit_for(
+                state, checkpoint, step_status="waiting", step_result={"waits_on": waits_on}, waits_on=waits_on
+            )
+
+        return park
+
+    def _complete(self, calls: dict[str, dict[str, Any]], final: int) -> Transition:
+        scope = self.scope
+
+        def complete(state: FrameState) -> StepCommit:
+            answer = calls[str(final)]
+            checkpoint = DrivenCheckpoint(
+                phase="done",
+                usage=_usage_of(calls).to_dict(),
+                state=state.checkpoint.state,
+                data={"calls": calls},
+                last_text=answer.get("text") or "",
+            )
+            return scope.completion(state, checkpoint, workflow_result(calls, final), [], [])
+
+        return complete
+
+
+def workflow_result(calls: Mapping[str, Mapping[str, Any]], final: int) -> RunResult:
+    """The run's RunResult: the final call's answer, every attempt's usage, and every call as a Step."""
+    answer = calls[str(final)]
+    structured = answer.get("structured")
+    steps = tuple(_step_of(int(index), calls[index]) for index in sorted(calls, key=int))
+    return RunResult(
+        message=Message("assistant", answer.get("text") or ""),
+        stop_reason="end_turn",
+        usage=_usage_of(calls),
+        messages=(),
+        state={},
+        structured_result=None if structured is None else StructuredResult(**structured),
+        steps=steps,
+        trajectory=Trajectory(steps),
+    )
+
+
+def _usage_of(calls: Mapping[str, Mapping[str, Any]]) -> Usage:
+    usage = Usage()
+    for record in calls.values():
+        for attempt in record["attempts"]:
+            usage = usage + Usage.from_dict(attempt.get("usage"))
+    return usage
+
+
+def _step_of(index: int, record: Mapping[str, Any]) -> Step:
+    signature = record["signature"]
+    attempts = tuple(
+        Attempt(
+            number=item["number"],
+            started_at=datetime.fromisoformat(item["started_at"]),
+            finished_at=datetime.fromisoformat(item["finished_at"]),
+            status=item["status"],
+            usage=Usage.from_dict(item.get("usage")),
+            error=item.get("error"),
+        )
+        for item in record["attempts"]
+    )
+    status = record.get("outcome") or "running"
+    if status == "failed" and attempts:
+        status = attempts[-1].status
+    structured = record.get("structured")
+    return Step(
+        id=f"{record['name']}-{index + 1}",
+        participant=record["name"],
+        assembly_id=signature["assembly_id"],
+        assembly_kind=signature["assembly_kind"],
+        status=status if status in ("completed", "failed", "partial", "cancelled", "timed_out") else "failed",
+        attempts=attempts,
+        output=(record.get("text") if structured is None else structured["value"]) if status == "completed" else None,
+    )
+
+
+__all__ = ["WorkflowStep", "workflow_result", "workflow_start"]

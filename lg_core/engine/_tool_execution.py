@@ -1,0 +1,57 @@
+"""Running one tool: the path every tool call takes, whether the model or a code-mode program made it.
+
+The tool-execution start event, the input's validation against the tool's
+schema (and its conversion for an ``Input`` model), the agent's ``before_tool``
+callbacks (which may refuse the call: permission checks and approvals live
+there or in the tool's own ``call``), the call itself, and ``after_tool``
+(which may replace the result). A direct call's step (lg_core.engine._tool_call)
+and the code-mode broker's dispatch (lg_core.engine._code_exec) both run it,
+so a tool behaves the same whichever way it was reached.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lg_core.callbacks import run_chain
+from lg_core.content import ToolUse
+from lg_core.tool import Tool, ToolOutcome, success_outcome
+
+
+def execute_tool(
+    scope: Any,
+    agent: Any,
+    tool: Tool,
+    use: ToolUse,
+    *,
+    operation_id: str,
+    parent_operation_id: str,
+    entering: Any = None,
+) -> ToolOutcome:
+    """Run ``use`` with ``tool`` on ``scope``'s step; failures the model may read become failed outcomes."""
+    scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
+    problems = [use.input_error] if use.input_error else tool.validate(use.input)
+    if problems:
+        return ToolOutcome.failure(f"Invalid input for tool {use.name!r}: " + "; ".join(problems[:5]), "validation")
+    prepared = tool.prepare(use.input)  # an Input model's own checks are validation too
+    if isinstance(prepared, ToolOutcome):
+        return prepared
+    payload = {"tool_use": use, "tool": tool, "operation_id": operation_id, "parent_operation_id": parent_operation_id}
+    decision = run_chain(agent, "before_tool", payload, context=scope.context)
+    if decision.cancelled:
+        return ToolOutcome.failure(
+            decision.reason or f"The call to {use.name!r} was not allowed.", "cancelled_by_callback"
+        )
+    outcome = tool.execute_prepared(prepared, scope.context, entering=entering)
+    decision = run_chain(agent, "after_tool", {**payload, "result": outcome}, context=scope.context)
+    if decision.replaced:
+        outcome = as_outcome(decision.value["result"])
+    return outcome
+
+
+def as_outcome(value: Any) -> ToolOutcome:
+    """An ``after_tool`` callback's replacement result as an outcome."""
+    return value if isinstance(value, ToolOutcome) else success_outcome(value)
+
+
+__all__ = ["as_outcome", "execute_tool"]

@@ -1,0 +1,107 @@
+"""A Graph for the distributed tests: every node's Agent records a side effect through a tool.
+
+Workers import it by the Graph's path when they first meet one of its runs. Each
+node's Agent calls ``effect`` once with its node's number (logged to $DIST_APP_LOG
+as ``effect <n> <idempotency key>`` by dist_app, which can also make a numbered call
+hang: $DIST_APP_HANG="effect:<n>", or wait, checking for a cancel, while the file
+"hold-effect-<n>" exists in $DIST_APP_READY_DIR), then answers with a fixed text, so an undisturbed
+run and a disturbed one give the same answer.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import dist_app
+
+from lg_core import Agent, Graph, Tool, edge
+from lg_core.providers import scripted
+
+NODES = {"triage": 1, "ledger": 2, "policy": 3, "respond": 4}
+ANSWERS = {
+    "triage": "transfer 481",
+    "ledger": "The ledger entry is awaiting settlement.",
+    "policy": "Pending transfers settle within two business days.",
+    "respond": "Transfer 481 settles within two business days.",
+}
+
+
+class EffectTool(Tool):
+    tool_name = "effect"
+    description = "Record the node's side effect."
+    input_schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
+
+    def call(self, input):
+        n = input["n"]
+        dist_app._log(self.tool_name, n, self.idempotency_key)
+        dist_app._maybe_hang(self.tool_name, n, self.idempotency_key)
+        folder = os.environ.get("DIST_APP_READY_DIR")
+        hold = Path(folder) / f"hold-effect-{n}" if folder else None
+        if hold is not None and hold.exists():  # held by the test until it removes the file, or a cancel
+            (Path(folder) / f"held-effect-{n}").write_text(str(os.getpid()))
+            while hold.exists():
+                self.context.check()
+                time.sleep(0.05)
+        return f"effect {n} recorded"
+
+
+def _node_model(name: str):
+    def reply(request):
+        if request.messages[-1].role == "tool":
+            return {"text": ANSWERS[name]}
+        return {"tool_calls": [{"name": "effect", "arguments": {"n": NODES[name]}}]}
+
+    return reply
+
+
+for _name in NODES:
+    scripted.register(f"graph-{_name}", _node_model(_name))
+
+
+class GraphTriageAgent(Agent):
+    model = "scripted:graph-triage"
+    tools = [EffectTool]
+
+
+class GraphLedgerAgent(Agent):
+    model = "scripted:graph-ledger"
+    tools = [EffectTool]
+
+
+class GraphPolicyAgent(Agent):
+    model = "scripted:graph-policy"
+    tools = [EffectTool]
+
+
+class GraphRespondAgent(Agent):
+    model = "scripted:graph-respond"
+    tools = [EffectTool]
+
+
+class TransferGraph(Graph):
+    """triage, then ledger and policy in parallel, joined at respond."""
+
+    nodes = {
+        "triage": GraphTriageAgent,
+        "ledger": GraphLedgerAgent,
+        "policy": GraphPolicyAgent,
+        "respond": GraphRespondAgent,
+    }
+    start = "triage"
+    edges = [edge("triage", "ledger"), edge("triage", "policy"), edge("ledger", "respond"), edge("policy", "respond")]
+    finish = "respond"
+
+
+class OuterTransferGraph(Graph):
+    """A Graph whose one node is a Graph: the nested run is a child run on the workers too."""
+
+    nodes = {"inner": TransferGraph}
+    start = "inner"
+    finish = "inner"

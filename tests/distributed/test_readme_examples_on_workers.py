@@ -1,0 +1,60 @@
+"""The README's assembly examples run on real Celery workers as they run locally: node, workflow and
+member steps on lg.orchestrate, child runs on the model queue."""
+
+from __future__ import annotations
+
+import pytest
+import readme_dist_app
+
+from lg_core import current_configuration
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+QUEUES = ("lg.orchestrate", "lg.model", "lg.tools")
+
+
+def test_the_routed_workflow_takes_the_billing_branch_on_workers(dist):
+    dist.start_workers(queues=QUEUES, pool="threads", concurrency=8)
+
+    run = readme_dist_app.routed.RoutedResponseWorkflow.ask("Was my refund issued?")
+
+    assert run.completed, run.error
+    assert run.response == "Refund 481 was issued on May 4."
+    assert [step.participant for step in run.result.trajectory] == ["triage", "billing_response"]
+
+
+def test_the_investigation_workflow_runs_its_findings_at_once_on_workers(dist):
+    dist.start_workers(queues=QUEUES, pool="threads", concurrency=8)
+
+    run = readme_dist_app.investigation.InvestigationWorkflow.ask("Why is transfer 481 pending?")
+
+    assert run.completed, run.error
+    assert run.response == "Transfer 481 settles within two business days."
+    trajectory = run.result.trajectory
+    assert trajectory.concurrent(trajectory.find("ledger_research"), trajectory.find("policy_research"))
+
+
+def test_the_investigation_graph_runs_its_branches_at_once_and_its_join_once_on_workers(dist):
+    dist.start_workers(queues=QUEUES, pool="threads", concurrency=8)
+
+    run = readme_dist_app.investigation.InvestigationGraph.ask("Why is transfer 481 pending?")
+
+    assert run.completed, run.error
+    assert run.response == "Transfer 481 settles within two business days."
+    trajectory = run.result.trajectory
+    assert trajectory.concurrent(trajectory.find("ledger"), trajectory.find("policy"))
+    steps = current_configuration().runtime().store.load_steps(run.id)
+    assert [step.kind for step in steps].count("graph_node") == 4  # the join ran once
+
+
+def test_the_resolution_graph_runs_the_workflow_and_the_swarm_as_nested_child_runs_on_workers(dist):
+    dist.start_workers(queues=QUEUES, pool="threads", concurrency=8)
+
+    execution = readme_dist_app.resolution.ResolutionGraph.start_execution("Why was I charged twice?")
+    run = execution.wait(timeout=90)
+
+    assert run.completed, run.error
+    assert run.response == "The second charge is a hold; it drops off in two days."
+    assert [(step.participant, step.assembly_kind) for step in run.result.trajectory] == [
+        ("investigate", "workflow"),
+        ("resolve", "swarm"),
+    ]

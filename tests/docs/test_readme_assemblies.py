@@ -1,0 +1,55 @@
+"""The README's assembly examples run as written: a Graph routes, a Workflow composes, a Swarm hands off."""
+
+from __future__ import annotations
+
+from lg_core.providers import scripted
+from tests.docs.readme import marked_blocks
+
+
+def test_the_readme_graph_example_routes_and_answers(config, capsys):
+    (block,) = marked_blocks("readme-graph")
+    namespace: dict = {"__name__": "readme_graph"}
+    try:
+        exec(compile(block.code, "README.md", "exec"), namespace)
+    finally:
+        for name in ("triage", "billing", "general", "respond"):
+            scripted.unregister(name)
+
+    run = namespace["run"]
+    assert run.outcome == "completed", run.error
+    assert run.response == "You were charged once; the other is a hold that will drop off."
+    assert capsys.readouterr().out.splitlines()[-1] == "['triage', 'billing', 'respond']"
+    assert run.result.trajectory.transitions() == [("triage-1", "billing-2"), ("billing-2", "respond-3")]
+
+
+def test_the_readme_workflow_example_feeds_the_research_into_the_final_call(config, capsys):
+    (block,) = marked_blocks("readme-workflow")
+    namespace: dict = {"__name__": "readme_workflow"}
+    try:
+        exec(compile(block.code, "README.md", "exec"), namespace)
+    finally:
+        for name in ("research", "support"):
+            scripted.unregister(name)
+
+    run = namespace["run"]
+    assert run.outcome == "completed", run.error
+    assert run.response == "Answer based on: Transfer 481 is a pending authorization."
+    assert capsys.readouterr().out.splitlines()[-1] == run.response
+    assert [step.participant for step in run.result.trajectory] == ["research", "customer_support"]
+
+
+def test_the_readme_swarm_example_hands_off_from_triage_to_billing(config, capsys):
+    (block,) = marked_blocks("readme-swarm")
+    namespace: dict = {"__name__": "readme_swarm"}
+    try:
+        exec(compile(block.code, "README.md", "exec"), namespace)
+    finally:
+        for name in ("triage", "billing"):
+            scripted.unregister(name)
+
+    run = namespace["run"]
+    assert run.outcome == "completed", run.error
+    assert run.response == "The second charge is a hold; it drops off in two days."
+    journey = [{"from": "triage", "to": "billing", "message": "Two charges on May 3."}]
+    assert run.result.journey["handoffs"] == journey
+    assert capsys.readouterr().out.splitlines()[-1] == str(journey)
