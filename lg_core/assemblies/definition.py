@@ -10,9 +10,9 @@ Both are memoised for the definitions a process keeps using: a named class's def
 encoded once (its code is checked to be importable then), and a stored form equal to the
 encoding of its implementation class's own definition reads back as that definition, with no
 decoding: decoding it would import the same classes and find the same callables. So a Graph
-run no longer pays, at its start and at its first node, for checking and validating its
-class's declarations again; a run that started with another definition (an earlier version
-of the class, a builder's) is decoded as before.
+run does not check and validate its class's declarations again at its start and at its first
+node; a run that started with another definition (an earlier version of the class, a
+builder's) is decoded in full.
 """
 
 from __future__ import annotations

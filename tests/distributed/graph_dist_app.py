@@ -5,7 +5,9 @@ node's Agent calls ``effect`` once with its node's number (logged to $DIST_APP_L
 as ``effect <n> <idempotency key>`` by dist_app, which can also make a numbered call
 hang: $DIST_APP_HANG="effect:<n>", or wait, checking for a cancel, while the file
 "hold-effect-<n>" exists in $DIST_APP_READY_DIR), then answers with a fixed text, so an undisturbed
-run and a disturbed one give the same answer.
+run and a disturbed one give the same answer. While the file "meet-effect-<n>" names a partner
+number, call n waits (up to 30 s) until the partner's call has started too: two branches that run at
+once meet there, so their overlap in time is certain, and branches chained one after the other do not.
 """
 
 from __future__ import annotations
@@ -44,12 +46,25 @@ class EffectTool(Tool):
         dist_app._maybe_hang(self.tool_name, n, self.idempotency_key)
         folder = os.environ.get("DIST_APP_READY_DIR")
         hold = Path(folder) / f"hold-effect-{n}" if folder else None
+        if folder:
+            _meet_partner(Path(folder), n)
         if hold is not None and hold.exists():  # held by the test until it removes the file, or a cancel
             (Path(folder) / f"held-effect-{n}").write_text(str(os.getpid()))
             while hold.exists():
                 self.context.check()
                 time.sleep(0.05)
         return f"effect {n} recorded"
+
+
+def _meet_partner(folder: Path, n: int) -> None:
+    meet = folder / f"meet-effect-{n}"
+    if not meet.exists():
+        return
+    (folder / f"met-effect-{n}").touch()
+    partner = folder / f"met-effect-{meet.read_text().strip()}"
+    deadline = time.monotonic() + 30
+    while not partner.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _node_model(name: str):

@@ -16,7 +16,10 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 def test_a_graph_runs_on_workers_with_its_branches_at_once_and_each_side_effect_once(dist):
     dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
 
-    run = graph_dist_app.TransferGraph.ask("Why is transfer 481 pending?")
+    (dist.ready_dir / "meet-effect-2").write_text("3")  # the ledger and policy calls wait for each other
+    (dist.ready_dir / "meet-effect-3").write_text("2")
+
+    run = graph_dist_app.TransferGraph.start_execution("Why is transfer 481 pending?").wait(timeout=90)
 
     assert run.completed, run.error
     assert run.result.text == graph_dist_app.ANSWERS["respond"]

@@ -1,5 +1,7 @@
 """The README's assembly examples run on real Celery workers as they run locally: node, workflow and
-member steps on lg.orchestrate, child runs on the model queue."""
+member steps on lg.orchestrate, child runs on the model queue. Each run is started with
+``start_execution`` (``ask`` would drive it in this process), so the workers, which import the
+README's classes and scripted models themselves, execute every step."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ QUEUES = ("lg.orchestrate", "lg.model", "lg.tools")
 def test_the_routed_workflow_takes_the_billing_branch_on_workers(dist):
     dist.start_workers(queues=QUEUES, pool="threads", concurrency=8)
 
-    run = readme_dist_app.routed.RoutedResponseWorkflow.ask("Was my refund issued?")
+    run = readme_dist_app.routed.RoutedResponseWorkflow.start_execution("Was my refund issued?").wait(timeout=90)
 
     assert run.completed, run.error
     assert run.response == "Refund 481 was issued on May 4."
@@ -25,7 +27,8 @@ def test_the_routed_workflow_takes_the_billing_branch_on_workers(dist):
 def test_the_investigation_workflow_runs_its_findings_at_once_on_workers(dist):
     dist.start_workers(queues=QUEUES, pool="threads", concurrency=8)
 
-    run = readme_dist_app.investigation.InvestigationWorkflow.ask("Why is transfer 481 pending?")
+    execution = readme_dist_app.investigation.InvestigationWorkflow.start_execution("Why is transfer 481 pending?")
+    run = execution.wait(timeout=90)
 
     assert run.completed, run.error
     assert run.response == "Transfer 481 settles within two business days."
@@ -36,7 +39,8 @@ def test_the_investigation_workflow_runs_its_findings_at_once_on_workers(dist):
 def test_the_investigation_graph_runs_its_branches_at_once_and_its_join_once_on_workers(dist):
     dist.start_workers(queues=QUEUES, pool="threads", concurrency=8)
 
-    run = readme_dist_app.investigation.InvestigationGraph.ask("Why is transfer 481 pending?")
+    execution = readme_dist_app.investigation.InvestigationGraph.start_execution("Why is transfer 481 pending?")
+    run = execution.wait(timeout=90)
 
     assert run.completed, run.error
     assert run.response == "Transfer 481 settles within two business days."

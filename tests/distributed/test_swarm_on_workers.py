@@ -13,8 +13,9 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 def test_a_swarm_hands_off_on_workers_and_answers_once_with_each_side_effect_once(dist):
     dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
 
-    events = []
-    run = swarm_dist_app.ChargeSwarm.ask("Why was I charged twice?", on_event=events.append)
+    execution = swarm_dist_app.ChargeSwarm.start_execution("Why was I charged twice?")
+    events = list(execution.events())
+    run = execution.wait(timeout=90)
 
     assert run.completed, run.error
     assert run.response == swarm_dist_app.ANSWER

@@ -19,7 +19,10 @@ def _effects(dist) -> list[int]:
 def test_a_workflow_runs_on_workers_with_its_parallel_calls_at_once_and_each_side_effect_once(dist):
     dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
 
-    run = workflow_dist_app.TransferWorkflow.ask("Why is transfer 481 pending?")
+    (dist.ready_dir / "meet-effect-2").write_text("3")  # the ledger and policy calls wait for each other
+    (dist.ready_dir / "meet-effect-3").write_text("2")
+
+    run = workflow_dist_app.TransferWorkflow.start_execution("Why is transfer 481 pending?").wait(timeout=90)
 
     assert run.completed, run.error
     assert run.result.text == workflow_dist_app.ANSWERS["respond"]
@@ -50,7 +53,7 @@ def test_a_graph_called_by_a_workflow_runs_as_its_child_with_one_orchestration_t
     dist.start_workers(queues=("lg.orchestrate",), pool="threads", concurrency=1)
     dist.start_workers(queues=("lg.model", "lg.tools"), pool="threads", concurrency=8)
 
-    run = workflow_dist_app.GraphInWorkflow.ask("Why is transfer 481 pending?")
+    run = workflow_dist_app.GraphInWorkflow.start_execution("Why is transfer 481 pending?").wait(timeout=90)
 
     assert run.completed, run.error
     assert run.result.text == workflow_dist_app.ANSWERS["respond"]
@@ -61,7 +64,7 @@ def test_a_graph_called_by_a_workflow_runs_as_its_child_with_one_orchestration_t
 def test_parallel_calls_bounded_to_one_run_one_after_another_on_workers(dist):
     dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
 
-    run = workflow_dist_app.OneAtATimeWorkflow.ask("Why is transfer 481 pending?")
+    run = workflow_dist_app.OneAtATimeWorkflow.start_execution("Why is transfer 481 pending?").wait(timeout=90)
 
     assert run.completed, run.error
     trajectory = run.result.trajectory
@@ -72,7 +75,7 @@ def test_parallel_calls_bounded_to_one_run_one_after_another_on_workers(dist):
 def test_a_perform_step_woken_more_times_than_max_step_attempts_completes(dist):
     dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
 
-    run = workflow_dist_app.LongWorkflow.ask("0")
+    run = workflow_dist_app.LongWorkflow.start_execution("0").wait(timeout=90)
 
     assert run.completed, run.error
     assert run.result.text == str(workflow_dist_app.LONG_CALLS)
