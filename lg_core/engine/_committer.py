@@ -219,6 +219,8 @@ class Committer:
                 # step's successors may run in any process, whose look-up reads the input anyway.
                 registry.step_inputs[(scope.run.id, step.key)] = step.input
             refs.append(StepRef.of(scope.run.id, step))
+        # Steps parked on what this commit recorded (a subagent wait woken by a child turn's end).
+        refs.extend(StepRef(run_id, key, kind, frame_id) for run_id, key, kind, frame_id in result.woken)
         return refs
 
     @staticmethod
@@ -277,9 +279,11 @@ class Committer:
 
 def _mark_ending(scope: StepScope, commit: StepCommit) -> None:
     """What else a run's ending does in its transaction: wake the parent's step parked on it (a child
-    run), and ask its own child runs to stop (a run whose frame its entrypoint drives, a Graph)."""
+    run), and ask its own child runs to stop (a run whose frame its entrypoint drives, a Graph, or an
+    Agent whose subagents' turns run as child runs)."""
     commit.wakes_parent = scope.run.parent_step is not None
-    commit.cancels_children = isinstance(scope.frame.checkpoint, DrivenCheckpoint)
+    checkpoint = scope.frame.checkpoint
+    commit.cancels_children = isinstance(checkpoint, DrivenCheckpoint) or checkpoint.subagents is not None
 
 
 def _close_code_mode_sessions(run_id: str) -> None:

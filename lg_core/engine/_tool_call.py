@@ -318,12 +318,20 @@ def _tool_name(step_input: dict[str, Any] | None) -> str:
     return name if isinstance(name, str) and _TOOL_NAME.fullmatch(name) else "?"
 
 
+def tool_call_body(scope: StepScope) -> Any:
+    """The body of one tool call: the agent class's own for a call it handles itself (a subagent
+    control tool, whose result is the manager's ledger in the frame's checkpoint), else ``ToolCall``."""
+    own = getattr(scope.agent_class, "tool_step_body", None)
+    body = None if own is None else own(scope)
+    return ToolCall(scope) if body is None else body
+
+
 TOOL_CALL = StepKind(
     name=TOOL,
     key_shape="<frame path>/turn-<N>/tool/<call id>",
     task_name="lg.tool_call",
     queue="lg.tools",
-    body=ToolCall,
+    body=tool_call_body,
     takes_input=True,
     has_running_siblings=_has_running_siblings,
     label=_tool_name,

@@ -56,6 +56,8 @@ class Identity:
     last_response: str | None = None
     last_error: str | None = None
     unseen: bool = False  # a turn ended since the parent last looked (wait or list)
+    # The child run of the last completed turn: its conversation is where the next turn continues.
+    history_run: str | None = None
 
     @property
     def working(self) -> bool:
@@ -76,6 +78,8 @@ class Ledger:
         self.identities: dict[str, Identity] = {}
         self.turns_queued_total = 0
         self.seq = 0  # orders creations and queued turns
+        # Parent steps parked until a turn ends or their deadline passes: step key -> (ids or None, deadline).
+        self.waiters: dict[str, tuple[list[str] | None, float]] = {}
 
     # -- what the parent's model asks for ---------------------------------------------
 
@@ -133,18 +137,23 @@ class Ledger:
             turn.status = "running"
         return started
 
-    def turn_ended(self, subagent_id: str, number: int, outcome: Outcome, text: str | None) -> None:
-        """Record how turn ``number`` ended: a completed turn's answer (cut to size), else its error."""
+    def turn_ended(
+        self, subagent_id: str, number: int, outcome: Outcome, text: str | None, run_id: str | None = None
+    ) -> bool:
+        """Record how turn ``number`` ended: a completed turn's answer (cut to size) and its child run
+        ``run_id`` (where the conversation continues), else its error. False when already recorded."""
         identity = self.identity(subagent_id)
         if not identity.turns or identity.turns[0].number != number:
-            return  # already recorded: a step's commit may be replayed after a lost race
+            return False  # already recorded: a step's commit may be replayed after a lost race
         identity.turns.pop(0)
         identity.last_outcome, identity.unseen = outcome, True
         if outcome == "completed":
             identity.completed_turns += 1
+            identity.history_run = run_id or identity.history_run
             identity.last_response, identity.last_error = self._bounded(text or ""), None
         else:
             identity.last_error = self._bounded(text or outcome)
+        return True
 
     # -- what the parent's model is shown ----------------------------------------------
 
@@ -197,6 +206,7 @@ class Ledger:
             "turns_queued_total": self.turns_queued_total,
             "seq": self.seq,
             "identities": [_identity_dict(i) for i in self.identities.values()],
+            "waiters": {key: [ids, deadline] for key, (ids, deadline) in self.waiters.items()},
         }
 
     @classmethod
@@ -207,6 +217,8 @@ class Ledger:
         for item in data.get("identities", ()):
             identity = _identity_from(item)
             ledger.identities[identity.subagent_id] = identity
+        for key, (ids, deadline) in (data.get("waiters") or {}).items():
+            ledger.waiters[key] = (None if ids is None else list(ids), float(deadline))
         return ledger
 
     def copy(self) -> Ledger:
@@ -263,6 +275,7 @@ def _identity_dict(identity: Identity) -> dict[str, Any]:
         "last_response": identity.last_response,
         "last_error": identity.last_error,
         "unseen": identity.unseen,
+        "history_run": identity.history_run,
     }
 
 
@@ -278,6 +291,7 @@ def _identity_from(data: dict[str, Any]) -> Identity:
         last_response=data.get("last_response"),
         last_error=data.get("last_error"),
         unseen=bool(data.get("unseen", False)),
+        history_run=data.get("history_run"),
     )
 
 

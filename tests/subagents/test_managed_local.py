@@ -1,0 +1,113 @@
+"""Managed subagents run locally: a parent delegates to two research children, follows one up, waits
+and answers from both; the manager's bounds reach the model as tool errors and the run goes on."""
+
+import json
+
+import pytest
+
+from lg_core import Agent
+from lg_core.errors import ConfigurationError
+from lg_core.providers import scripted
+from lg_core.subagents.declarations import subagent
+
+
+def _last_user_text(request):
+    for message in reversed(request.messages):
+        if message.role == "user":
+            return message.text
+    return ""
+
+
+def _research_turn(request):
+    """A child answers with its conversation so far: the user messages it has seen, in order."""
+    seen = [m.text for m in request.messages if m.role == "user"]
+    return {"text": "notes on " + " + ".join(seen)}
+
+
+def _tool_results(request):
+    results = []
+    for message in request.messages:
+        if message.role == "tool":
+            for block in message.content:
+                results.append("".join(getattr(part, "text", "") for part in block.content))
+    return results
+
+
+def _parent_turn(request):
+    """Spawn alpha and beta, send alpha a follow-up, wait until both answers are in, then answer."""
+    results = _tool_results(request)
+    model_calls = sum(1 for m in request.messages if m.role == "assistant")
+    if model_calls == 0:
+        return {
+            "tool_calls": [
+                {"id": "s1", "name": "spawn_subagent", "arguments": {"kind": "research", "task_name": "alpha", "task": "alpha?"}},
+                {"id": "s2", "name": "spawn_subagent", "arguments": {"kind": "research", "task_name": "beta", "task": "beta?"}},
+            ]
+        }
+    if model_calls == 1:
+        return {
+            "tool_calls": [
+                {"id": "m1", "name": "send_subagent_message", "arguments": {"subagent_id": "/root/alpha", "message": "more?"}}
+            ]
+        }
+    answers = {}
+    for text in results:
+        if text.startswith("{") and '"subagents"' in text:
+            for view in json.loads(text)["subagents"]:
+                if "response" in view and view["status"] != "working":
+                    answers[view["subagent_id"]] = view["response"]
+    if answers.get("/root/alpha") == "notes on alpha? + more?" and "/root/beta" in answers:
+        return {"text": f"alpha: {answers['/root/alpha']}; beta: {answers['/root/beta']}"}
+    return {"tool_calls": [{"id": f"w{model_calls}", "name": "wait_for_subagents", "arguments": {}}]}
+
+
+@pytest.fixture
+def scripts():
+    scripted.register("research-child", _research_turn)
+    scripted.register("support-parent", _parent_turn)
+    yield
+    scripted.unregister("research-child")
+    scripted.unregister("support-parent")
+
+
+class ResearchAgent(Agent):
+    model = "scripted:research-child"
+    description = "Investigates a bounded question"
+
+
+class SupportAgent(Agent):
+    model = "scripted:support-parent"
+    subagents = [subagent(ResearchAgent, kind="research")]
+    subagent_long_poll_duration = 5.0
+    limits = {"max_turns": 30}
+
+
+def test_a_parent_spawns_two_children_follows_one_up_waits_and_answers_from_both(scripts):
+    run = SupportAgent.ask("help me")
+    assert run.completed, run.error
+    assert run.response == "alpha: notes on alpha? + more?; beta: notes on beta?"
+
+
+def test_declaring_something_other_than_a_subagent_is_refused():
+    with pytest.raises(ConfigurationError, match="neither a subagent"):
+
+        class Bad(Agent):
+            model = "scripted"
+            subagents = [ResearchAgent]
+
+
+def test_a_kind_declared_twice_is_refused():
+    with pytest.raises(ConfigurationError, match="twice"):
+
+        class Twice(Agent):
+            model = "scripted"
+            subagents = [subagent(ResearchAgent, kind="research"), subagent(ResearchAgent, kind="research")]
+
+
+def test_a_bad_long_poll_duration_is_refused():
+    with pytest.raises(ConfigurationError, match="subagent_long_poll_duration"):
+
+        class Slow(Agent):
+            model = "scripted"
+            subagents = [subagent(ResearchAgent, kind="research")]
+            subagent_long_poll_duration = -1
