@@ -48,11 +48,9 @@ from lg_core.errors import ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, check_tools_accepted, result_strategy
 from lg_core.run import Run, prepared_by
-from lg_core.subagents._control_step import SubagentControlCall
-from lg_core.subagents._turn_step import SubagentTurnStep
-from lg_core.subagents.control_inputs import CONTROL_TOOL_NAMES
 from lg_core.subagents.control_tools import SubagentControlTools
 from lg_core.subagents.options import SubagentOptions, subagent_options
+from lg_core.subagents.steps import tool_step_body, turn_step_body
 from lg_core.tool_declarations import underscored_name
 from lg_core.tool_loops import ToolLoopPolicy, policy_from_declaration
 from lg_core.tool_registry import ToolRegistry
@@ -289,10 +287,7 @@ class Agent:
     @classmethod
     def tool_step_body(cls, scope: Any) -> Any:
         """The step body of a tool call this agent executes itself (a subagent control tool), else None."""
-        options = cls._subagent_options
-        if options is None or (scope.input or {}).get("name") not in CONTROL_TOOL_NAMES:
-            return None
-        return SubagentControlCall(scope, options)
+        return tool_step_body(cls._subagent_options, scope)
 
     @classmethod
     def subagent_turn_body(cls, scope: Any) -> Any:
@@ -300,7 +295,7 @@ class Agent:
         options = cls._subagent_options
         if options is None:
             raise ConfigurationError(f"{cls.__qualname__} declares no subagents, but a subagent turn of it is stored")
-        return SubagentTurnStep(scope, options)
+        return turn_step_body(options, scope)
 
     def render_system_prompt(self) -> str | None:
         """The system prompt for this step: the declared string, or what the method returns.

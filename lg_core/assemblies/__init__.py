@@ -19,7 +19,7 @@ code references, the Mermaid rendering, and running a Graph: ``_assembly_runs`` 
 assembly call's Run, refusing what is not supported yet), ``_graph_frame`` (a Graph run's
 checkpoint and what committing a node writes), ``_graph_node`` (a node step's body),
 ``_swarm_frame`` and ``_swarm_member`` (the same for a Swarm run and its member steps),
-``_child_runs`` (a step's child run, started once and parked on); and running a Workflow:
+``child_runs`` (a step's child run, started once and parked on); and running a Workflow:
 ``_workflow_step`` (its frame and its one perform step, replayed until it settles) and
 ``_workflow_calls`` (the replay host answering each ``invoke`` from the frame or a child run).
 ``swarm_members`` offers a Swarm member's run its handoff tool (every Agent's registry consults it).

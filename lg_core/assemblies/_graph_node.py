@@ -1,7 +1,7 @@
 """One Graph node execution: the body of a ``graph_node`` step.
 
 Execute (outside any transaction): run the node's assembly as a child run under an id
-derived from this step (lg_core.assemblies._child_runs), so an attempt executed again
+derived from this step (lg_core.assemblies.child_runs), so an attempt executed again
 finds the child instead of starting another. Commit: the node's record and the route
 it takes (lg_core.assemblies._graph_frame.NodeCommit), or, for a failure no
 ``error_edge`` recovers, the run's failure with the child's error. On a worker the
@@ -14,9 +14,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child, stream_step
 from lg_core.assemblies._graph_frame import NodeCommit
 from lg_core.assemblies._graph_rules import GraphSpec
+from lg_core.assemblies.child_runs import child_run_id, park_on_child, start_or_find_child, stream_step
 from lg_core.assemblies.declarations import ErrorEdge
 from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
@@ -56,7 +56,7 @@ class GraphNodeStep:
         return self._after(child, child_id)
 
     def _park(self, child_id: str) -> Transition:
-        """Commit the step as waiting for its child, unless the child has ended by then (_child_runs)."""
+        """Commit the step as waiting for its child, unless the child has ended by then (child_runs)."""
         scope = self.scope
         return park_on_child(
             scope,

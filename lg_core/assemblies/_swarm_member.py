@@ -1,7 +1,7 @@
 """One Swarm member execution: the body of a Swarm run's member step.
 
 Execute (outside any transaction): run the active member's Agent as a child run under an
-id derived from this step (lg_core.assemblies._child_runs), so an attempt executed again
+id derived from this step (lg_core.assemblies.child_runs), so an attempt executed again
 finds the child instead of starting another. The child's model is offered the handoff tool
 (lg_core.assemblies.swarm_members) listing the member's declared routes; an accepted
 handoff ends the child's run with the handoff as its ``ended_by`` value. Commit
@@ -18,9 +18,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child, stream_step
 from lg_core.assemblies._swarm_frame import MemberCommit
 from lg_core.assemblies._swarm_rules import SwarmSpec
+from lg_core.assemblies.child_runs import child_run_id, park_on_child, start_or_find_child, stream_step
 from lg_core.assemblies.declarations import Member
 from lg_core.assemblies.swarm_handoffs import HANDOFF_TOOL_NAME, SwarmProgress, journey_excerpt
 from lg_core.assemblies.swarm_members import MemberSeat, register_seat
@@ -78,7 +78,7 @@ class SwarmMemberStep:
         return self._after(child, child_id)
 
     def _park(self, child_id: str) -> Transition:
-        """Commit the step as waiting for its child, unless the child has ended by then (_child_runs)."""
+        """Commit the step as waiting for its child, unless the child has ended by then (child_runs)."""
         scope = self.scope
         return park_on_child(
             scope,

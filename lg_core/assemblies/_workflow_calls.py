@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from lg_core.assemblies._child_runs import child_run_id, start_or_find_child, stream_step
 from lg_core.assemblies._graph_frame import node_result
+from lg_core.assemblies.child_runs import child_run_id, start_or_find_child, stream_step
 from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
 from lg_core.assemblies.workflow_invocation import WorkflowInvocation, check_same_call

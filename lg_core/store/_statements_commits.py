@@ -141,7 +141,9 @@ def _wake_step() -> ClauseElement:
     Its timer is cleared and its attempts start again from zero, as a step woken by its child run's."""
     return (
         update(steps)
-        .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key"), steps.c.status == "waiting"))
+        .where(
+            and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key"), steps.c.status == "waiting")
+        )
         .values(
             status="scheduled",
             finished_at=null(),

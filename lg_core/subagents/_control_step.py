@@ -34,10 +34,7 @@ from lg_core.errors import InvocationError, ToolError
 from lg_core.store import NewStep, StepCommit
 from lg_core.subagents.control_inputs import (
     INTERJECT,
-    LIST,
     SEND,
-    SPAWN,
-    WAIT,
     ListInput,
     SendInput,
     SpawnInput,
@@ -151,7 +148,7 @@ class SubagentControlCall(ToolCall):
             return _Wait([identity.subagent_id], reply) if parsed.mode == "sync" else reply
         if isinstance(parsed, SendInput):
             turn = ledger.send(parsed.subagent_id, parsed.message)
-            reply = {"subagent_id": parsed.subagent_id, "status": "queued", "turn": turn.number}
+            reply: dict[str, Any] = {"subagent_id": parsed.subagent_id, "status": "queued", "turn": turn.number}
             return _Wait([parsed.subagent_id], reply) if parsed.mode == "sync" else reply
         if isinstance(parsed, WaitInput):
             ledger.progress(parsed.subagent_ids)  # an unknown id is refused now

@@ -6,7 +6,7 @@ is derived from the parent run and this step's key, continuing the conversation
 from the child run of the identity's last completed turn (its transcript is that
 run's committed messages). Locally the child runs nested on this step's thread; on
 a worker it runs on the workers while this step parks, and the child's ending
-wakes it (lg_core.assemblies._child_runs).
+wakes it (lg_core.assemblies.child_runs).
 
 Commit: the turn's outcome in the manager's ledger (a completed turn's answer and
 run, where the next turn continues; a failed or cancelled turn's error, leaving no
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from lg_core.agent_stream import AgentStreamStep
-from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child
+from lg_core.assemblies.child_runs import child_run_id, park_on_child, start_or_find_child
 from lg_core.engine.driven_frames import FrameState, StaleStep, StepScope, Transition
 from lg_core.errors import ConfigurationError
 from lg_core.run import Run
@@ -53,16 +53,16 @@ class SubagentTurnStep:
             options["history"] = history
         child = start_or_find_child(scope, agent_class, turn["message"], child_id, step, **options)
         if child is None:
-            return park_on_child(
-                scope, child_id, still_open=self._still_open, after=self._after, what="subagent turn"
-            )
+            return park_on_child(scope, child_id, still_open=self._still_open, after=self._after, what="subagent turn")
         return self._after(child, child_id)
 
     def _agent_class(self) -> Any:
         kind = self.input["kind"]
         definition = self.options.definitions(self.scope.run.invocation).get(kind)
         if definition is None:
-            raise ConfigurationError(f"subagent kind {kind!r} is no longer declared by {self.scope.agent_class.__qualname__}")
+            raise ConfigurationError(
+                f"subagent kind {kind!r} is no longer declared by {self.scope.agent_class.__qualname__}"
+            )
         arguments = [self.input["subagent_id"]]
         if definition.accepts_conversation_id:
             arguments.append(self.input["conversation_id"])
@@ -80,7 +80,8 @@ class SubagentTurnStep:
         if identity is None or identity.history_run is None:
             return []
         record = self.scope.engine.store.load_run(identity.history_run)
-        result = Run.from_record(record, self.scope.engine.runtime).result
+        runtime: Any = self.scope.engine.runtime
+        result = Run.from_record(record, runtime).result
         return [] if result is None else list(result.messages)
 
     def _still_open(self, state: FrameState) -> bool:

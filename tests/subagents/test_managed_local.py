@@ -40,14 +40,26 @@ def _parent_turn(request):
     if model_calls == 0:
         return {
             "tool_calls": [
-                {"id": "s1", "name": "spawn_subagent", "arguments": {"kind": "research", "task_name": "alpha", "task": "alpha?"}},
-                {"id": "s2", "name": "spawn_subagent", "arguments": {"kind": "research", "task_name": "beta", "task": "beta?"}},
+                {
+                    "id": "s1",
+                    "name": "spawn_subagent",
+                    "arguments": {"kind": "research", "task_name": "alpha", "task": "alpha?"},
+                },
+                {
+                    "id": "s2",
+                    "name": "spawn_subagent",
+                    "arguments": {"kind": "research", "task_name": "beta", "task": "beta?"},
+                },
             ]
         }
     if model_calls == 1:
         return {
             "tool_calls": [
-                {"id": "m1", "name": "send_subagent_message", "arguments": {"subagent_id": "/root/alpha", "message": "more?"}}
+                {
+                    "id": "m1",
+                    "name": "send_subagent_message",
+                    "arguments": {"subagent_id": "/root/alpha", "message": "more?"},
+                }
             ]
         }
     answers = {}
