@@ -1,0 +1,29 @@
+"""Managed subagents on real workers: each child turn is a step running a child run, and a parent's
+wait parks its step, holding no worker thread, until a child turn's commit wakes it."""
+
+import pytest
+import subagents_dist_app
+
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
+
+def test_a_parent_delegates_to_two_children_on_workers_and_answers_from_both(dist):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    run = subagents_dist_app.DistSupportAgent.start_execution("help me").wait(timeout=90)
+
+    assert run.completed, run.error
+    assert run.response == subagents_dist_app.FINAL
+    topics = sorted(topic for tool, topic, _key in dist.calls() if tool == "effect")
+    assert topics == [1, 2, 3]  # each committed child turn's side effect once: alpha, beta, the follow-up
+
+
+def test_parents_waiting_on_slow_children_complete_on_an_orchestrate_worker_with_fewer_threads(dist):
+    dist.start_workers(queues=("lg.orchestrate",), pool="threads", concurrency=1)
+    dist.start_workers(queues=("lg.model", "lg.tools"), pool="threads", concurrency=16, DIST_APP_CHILD_DELAY="1.0")
+
+    executions = [subagents_dist_app.DistSupportAgent.start_execution(f"help {i}") for i in range(3)]
+    runs = [execution.wait(timeout=120) for execution in executions]
+
+    assert all(run.completed for run in runs), [run.error for run in runs]
+    assert {run.response for run in runs} == {subagents_dist_app.FINAL}
