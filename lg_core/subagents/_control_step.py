@@ -28,13 +28,15 @@ import time
 import uuid
 from typing import Any
 
+from lg_core.assemblies.child_runs import child_run_id
 from lg_core.engine.driven_frames import FrameState, StaleStep, StepScope, Transition
 from lg_core.engine.tool_steps import SUBAGENT_TURN_KIND, ToolCall, subagent_turn_key
-from lg_core.errors import InvocationError, ToolError
+from lg_core.errors import Error, InvocationError, ToolError
 from lg_core.store import NewStep, StepCommit
 from lg_core.subagents.control_inputs import (
     INTERJECT,
     SEND,
+    InterjectInput,
     ListInput,
     SendInput,
     SpawnInput,
@@ -102,7 +104,9 @@ class SubagentControlCall(ToolCall):
         scope.check_interrupt()
         if scope.key not in ledger_of(scope.frame.checkpoint, self.options).waiters:  # not a woken wait
             scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
-        if scope.holder is None:
+        if use.name == INTERJECT:
+            self._interject()
+        elif scope.holder is None:
             self._wait_here()
         return self._transition()
 
@@ -144,23 +148,52 @@ class SubagentControlCall(ToolCall):
         if isinstance(parsed, SpawnInput):
             conversation_id = _conversation_id(self.scope.run.id, parsed.task_name)
             identity = ledger.spawn(parsed.kind, parsed.task_name, parsed.task, conversation_id)
-            reply = {"subagent_id": identity.subagent_id, "status": "working"}
-            return _Wait([identity.subagent_id], reply) if parsed.mode == "sync" else reply
+            spawned = {"subagent_id": identity.subagent_id, "status": "working"}
+            return _Wait([identity.subagent_id], spawned) if parsed.mode == "sync" else spawned
         if isinstance(parsed, SendInput):
             turn = ledger.send(parsed.subagent_id, parsed.message)
-            reply: dict[str, Any] = {"subagent_id": parsed.subagent_id, "status": "queued", "turn": turn.number}
-            return _Wait([parsed.subagent_id], reply) if parsed.mode == "sync" else reply
+            queued = {"subagent_id": parsed.subagent_id, "status": "queued", "turn": turn.number}
+            return _Wait([parsed.subagent_id], queued) if parsed.mode == "sync" else queued
         if isinstance(parsed, WaitInput):
             ledger.progress(parsed.subagent_ids)  # an unknown id is refused now
             return _Wait(parsed.subagent_ids)
         if isinstance(parsed, ListInput):
             page, cursor = ledger.listing(parsed.kind, parsed.limit, parsed.cursor)
             return {"subagents": [ledger.snapshot(i, mark_seen=False) for i in page], "next_cursor": cursor}
-        ledger.identity(parsed.subagent_id)  # type: ignore[attr-defined]
-        raise ToolError(
-            f"{INTERJECT}: interjecting a running subagent turn is not available in this run; queue a follow-up "
-            f"with {SEND} instead"
-        )
+        assert isinstance(parsed, InterjectInput)
+        ledger.identity(parsed.subagent_id)
+        if self.delivered is None:
+            raise ToolError(f"{INTERJECT}: {self.undelivered}")
+        return {"subagent_id": parsed.subagent_id, "status": "delivered", "interjection": self.delivered}
+
+    # -- interjecting ------------------------------------------------------------------------
+
+    delivered: int | None = None
+    undelivered = ""
+
+    def _interject(self) -> None:
+        """Deliver an interjection to the child run of the identity's running turn (outside any transaction).
+
+        Its id is derived from this step, so an attempt executed again delivers it once."""
+        scope, use = self.scope, self.tool_use
+        try:
+            parsed = parse_input(use.name, use.input, self.options.limits)
+        except InvocationError:
+            return
+        assert isinstance(parsed, InterjectInput)
+        ledger = ledger_of(scope.frame.checkpoint, self.options)
+        identity = ledger.identities.get(parsed.subagent_id)
+        running = None if identity is None else next((t for t in identity.turns if t.status == "running"), None)
+        if identity is None or running is None:
+            self.undelivered = f"{parsed.subagent_id} has no running turn; queue a follow-up with {SEND}"
+            return
+        turn_key = subagent_turn_key(scope.frame.path, running.queued_seq, identity.subagent_id.rpartition("/")[2])
+        child_id = child_run_id(scope.run.id, turn_key)
+        key = hashlib.sha256(f"{scope.run.id}\n{scope.key}".encode()).hexdigest()[:32]
+        try:
+            self.delivered = scope.engine.runtime.interject(child_id, parsed.message, interjection_id=key)
+        except Error as exc:
+            self.undelivered = f"{parsed.subagent_id}'s turn is not taking messages now ({exc}); try again or {SEND}"
 
     def _transition(self) -> Transition:
         scope = self.scope
