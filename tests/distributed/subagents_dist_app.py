@@ -4,7 +4,8 @@ The parent spawns ``alpha`` and ``beta``, sends ``alpha`` a follow-up, waits unt
 have answered, then answers from both; a child answers with the messages of its
 conversation so far, so the follow-up's answer shows it continued its first turn.
 Every child turn records a side effect through ``effect`` (logged by dist_app), so a
-test can tell that no committed turn ran again. ``$DIST_APP_CHILD_DELAY`` (seconds)
+test can tell that no committed turn ran again; $DIST_APP_HANG="effect:<n>" makes that
+turn's call hang (dist_app). ``$DIST_APP_CHILD_DELAY`` (seconds)
 makes each child's model wait before answering.
 """
 
@@ -35,7 +36,9 @@ class TurnEffectTool(Tool):
     }
 
     def call(self, input):
-        dist_app._log(self.tool_name, TOPICS[input["topic"]], self.idempotency_key)
+        n = TOPICS[input["topic"]]
+        dist_app._log(self.tool_name, n, self.idempotency_key)
+        dist_app._maybe_hang(self.tool_name, n, self.idempotency_key)
         return "recorded"
 
 
