@@ -191,7 +191,8 @@ class SubagentControlCall(ToolCall):
         child_id = child_run_id(scope.run.id, turn_key)
         key = hashlib.sha256(f"{scope.run.id}\n{scope.key}".encode()).hexdigest()[:32]
         try:
-            self.delivered = scope.engine.runtime.interject(child_id, parsed.message, interjection_id=key)
+            runtime: Any = scope.engine.runtime  # the Runtime (the engine sees it through a protocol)
+            self.delivered = runtime.interject(child_id, parsed.message, interjection_id=key)
         except Error as exc:
             self.undelivered = f"{parsed.subagent_id}'s turn is not taking messages now ({exc}); try again or {SEND}"
 

@@ -99,3 +99,29 @@ class DistSupportAgent(Agent):
     subagents = [subagent(DistResearchAgent, kind="research")]
     subagent_long_poll_duration = 30.0
     limits = {"max_turns": 40}
+
+
+def _impatient_turn(request):
+    """Spawn alpha, then wait until its answer is in; answer with the statuses the waits returned."""
+    calls = sum(1 for m in request.messages if m.role == "assistant")
+    if calls == 0:
+        return {"tool_calls": [{"id": "s1", "name": "spawn_subagent", "arguments": _spawn("alpha")}]}
+    statuses = []
+    for text in _tool_texts(request):
+        if text.startswith("{") and '"subagents"' in text:
+            statuses.append(json.loads(text)["status"])
+    if statuses and statuses[-1] == "ready":
+        return {"text": " ".join(statuses)}
+    return {"tool_calls": [{"id": f"w{calls}", "name": "wait_for_subagents", "arguments": {}}]}
+
+
+scripted.register("dist-impatient-parent", _impatient_turn)
+
+
+class DistImpatientAgent(Agent):
+    """Waits with a 1 s long poll on a child that takes longer: its first waits end still_working."""
+
+    model = "scripted:dist-impatient-parent"
+    subagents = [subagent(DistResearchAgent, kind="research")]
+    subagent_long_poll_duration = 1.0
+    limits = {"max_turns": 40}

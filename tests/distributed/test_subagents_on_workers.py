@@ -1,6 +1,8 @@
 """Managed subagents on real workers: each child turn is a step running a child run, and a parent's
 wait parks its step, holding no worker thread, until a child turn's commit wakes it."""
 
+import time
+
 import pytest
 import subagents_dist_app
 
@@ -27,3 +29,27 @@ def test_parents_waiting_on_slow_children_complete_on_an_orchestrate_worker_with
 
     assert all(run.completed for run in runs), [run.error for run in runs]
     assert {run.response for run in runs} == {subagents_dist_app.FINAL}
+
+
+def test_a_parked_wait_is_woken_by_the_scheduler_when_its_long_poll_passes(dist):
+    from lg_scheduler.scheduler import Scheduler
+
+    dist.start_workers(
+        queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8, DIST_APP_CHILD_DELAY="3.0"
+    )
+    scheduler = Scheduler(dist.config.runtime())
+    execution = subagents_dist_app.DistImpatientAgent.start_execution("help me")
+    store = dist.config.runtime().store
+    deadline = time.monotonic() + 60
+    woken = 0
+    while store.load_run(execution.run_id).status == "running":
+        assert time.monotonic() < deadline, "the run did not end"
+        woken += scheduler.run_once()["woken"]
+        time.sleep(0.2)
+
+    run = execution.wait(timeout=10)
+    assert run.completed, run.error
+    statuses = run.response.split()
+    assert statuses[-1] == "ready"
+    assert "still_working" in statuses  # a wait whose long poll passed answered, woken by its timer
+    assert woken >= 1
