@@ -205,6 +205,8 @@ class Committer:
         registry.publish_many(scope.run.id, outgoing)
         if commit.finish is not None:
             _close_code_mode_sessions(scope.run.id)
+            if scope.frame.checkpoint.subagents is not None:
+                self._stop_live_children(scope.run.id)
             if commit.finish.status != "completed":
                 self.withdraw_session(scope.run)  # once the run has surely ended: a completed turn stays
             registry.forget(scope.run.id)
@@ -222,6 +224,16 @@ class Committer:
         # Steps parked on what this commit recorded (a subagent wait woken by a child turn's end).
         refs.extend(StepRef(run_id, key, kind, frame_id) for run_id, key, kind, frame_id in result.woken)
         return refs
+
+    def _stop_live_children(self, run_id: str) -> None:
+        """Cancel the child runs of an ending run that execute in this process (a subagent's turn nested on
+        a local step's thread): the commit asked them to stop in the store, which a live run reads only at
+        its next commit, while a model call in flight ends at once on its token."""
+        engine = self.engine
+        for child in engine.store.list_child_runs(run_id):
+            live = None if child.finished else engine.live_run(child.id)
+            if live is not None:
+                live.cancellation_token.cancel("the parent run ended")
 
     @staticmethod
     def _ending_of(scope: StepScope, status: str) -> RunEnding:

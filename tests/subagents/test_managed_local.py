@@ -8,7 +8,9 @@ import pytest
 from lg_core import Agent
 from lg_core.errors import ConfigurationError
 from lg_core.providers import scripted
+from lg_core.runtime import current_runtime
 from lg_core.subagents.declarations import subagent
+from lg_core.usage import Usage
 
 
 def _last_user_text(request):
@@ -98,6 +100,10 @@ def test_a_parent_spawns_two_children_follows_one_up_waits_and_answers_from_both
     run = SupportAgent.ask("help me")
     assert run.completed, run.error
     assert run.response == "alpha: notes on alpha? + more?; beta: notes on beta?"
+    children = current_runtime().store.list_child_runs(run.id)
+    assert sorted(child.status for child in children) == ["completed"] * 3  # alpha's two turns, beta's one
+    child_output = sum(Usage.from_dict(child.usage).output_tokens for child in children)
+    assert run.usage.output_tokens > child_output > 0  # the children's usage is counted in the parent's
 
 
 def test_declaring_something_other_than_a_subagent_is_refused():

@@ -2,6 +2,7 @@
 goes on: the model reads the sentence and answers anyway."""
 
 import json
+import time
 
 import pytest
 
@@ -145,3 +146,27 @@ def test_a_wait_with_nothing_finished_in_its_long_poll_returns_still_working():
     waited = json.loads(json.loads(run.response)[1][1])
     assert waited["status"] == "still_working"
     assert waited["subagents"][0]["status"] == "working"
+
+
+def test_a_parent_that_answers_while_its_child_works_stops_the_child():
+    from lg_core.assemblies.child_runs import child_run_id
+    from lg_core.runtime import current_runtime
+
+    scripted.register("bounds-child", lambda request: {"text": "late", "delay": 5.0})
+    scripted.register("bounds-parent", _scripted_parent([_spawn("alpha")]))
+
+    class Hasty(Agent):
+        model = "scripted:bounds-parent"
+        subagents = [subagent(BoundResearchAgent, kind="research")]
+
+    started = time.monotonic()
+    run = Hasty.ask("go")
+    assert run.completed, run.error
+    assert time.monotonic() - started < 3  # the child's 5 s model call was cut short, not waited for
+    store = current_runtime().store
+    child_id = child_run_id(run.id, "root/subagent-2/alpha")
+    deadline = time.monotonic() + 10
+    while not store.load_run(child_id).finished:
+        assert time.monotonic() < deadline, "the child went on after its parent ended"
+        time.sleep(0.05)
+    assert store.load_run(child_id).status == "cancelled"
