@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lg_core.agent_stream import AgentStreamStep
+from lg_core.agent_stream import DELEGATION, AgentStreamStep
 from lg_core.assemblies.child_runs import child_run_id, park_on_child, start_or_find_child
 from lg_core.engine.driven_frames import FrameState, StaleStep, StepScope, Transition
 from lg_core.errors import ConfigurationError
@@ -43,7 +43,7 @@ class SubagentTurnStep:
         agent_class = self._agent_class()
         step = AgentStreamStep(
             assembly_id=str(scope.agent_class.agent_id),
-            assembly_kind="agent",
+            assembly_kind=DELEGATION,
             participant=str(turn["kind"]),
             step_id=str(turn["subagent_id"]),
         )

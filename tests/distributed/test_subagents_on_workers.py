@@ -12,9 +12,15 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 def test_a_parent_delegates_to_two_children_on_workers_and_answers_from_both(dist):
     dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
 
-    run = subagents_dist_app.DistSupportAgent.start_execution("help me").wait(timeout=90)
+    execution = subagents_dist_app.DistSupportAgent.start_execution("help me", include_agent_events=True)
+    events = list(execution.events())
+    run = execution.wait(timeout=90)
 
     assert run.completed, run.error
+    # The children's turns run on other workers: theirs publish the wrappers to the parent's stream.
+    sources = [event.data["source"] for event in events if event.type == "agent_stream"]
+    assert {source.agent_path for source in sources} == {"/root/alpha", "/root/beta"}
+    assert all(source.assembly_path == () for source in sources)
     assert run.response == subagents_dist_app.FINAL
     topics = sorted(topic for tool, topic, _key in dist.calls() if tool == "effect")
     assert topics == [1, 2, 3]  # each committed child turn's side effect once: alpha, beta, the follow-up

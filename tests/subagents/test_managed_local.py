@@ -129,3 +129,12 @@ def test_a_bad_long_poll_duration_is_refused():
             model = "scripted"
             subagents = [subagent(ResearchAgent, kind="research")]
             subagent_long_poll_duration = -1
+
+
+def test_the_childrens_events_reach_the_parents_stream_under_their_agent_paths(scripts):
+    run = SupportAgent.stream_ask("help me", include_agent_events=True)
+    sources = [event.data["source"] for event in run if event.type == "agent_stream"]
+    assert run.completed, run.error
+    delegated = {source.agent_path for source in sources if source.agent_id == "research"}
+    assert delegated == {"/root/alpha", "/root/beta"}
+    assert all(source.assembly_path == () for source in sources if source.agent_id == "research")
