@@ -120,6 +120,11 @@ class Agent:
         cls._declared_limits = _checked_limits(own.get("limits", {}), cls.__qualname__)
         cls.limits = _merge_limits(cls)
         cls._code_mode = code_mode_options(cls.code_mode, cls.__qualname__)
+        if "subagent" in own:
+            raise ConfigurationError(
+                f"{cls.__qualname__} declares subagent; an Agent lists its subagents as "
+                "subagents = [subagent(ResearchAgent, kind=...)]"
+            )
         cls._subagent_options = subagent_options(
             cls.subagents, cls.subagent_long_poll_duration, cls.subagent_limits, cls.__qualname__
         )

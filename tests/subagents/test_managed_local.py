@@ -10,6 +10,7 @@ from lg_core.errors import ConfigurationError
 from lg_core.providers import scripted
 from lg_core.runtime import current_runtime
 from lg_core.subagents.declarations import subagent
+from lg_core.subagents.definition import Definition
 from lg_core.usage import Usage
 
 
@@ -138,3 +139,30 @@ def test_the_childrens_events_reach_the_parents_stream_under_their_agent_paths(s
     delegated = {source.agent_path for source in sources if source.agent_id == "research"}
     assert delegated == {"/root/alpha", "/root/beta"}
     assert all(source.assembly_path == () for source in sources if source.agent_id == "research")
+
+
+def test_a_per_run_resolver_supplies_the_kinds_a_run_may_spawn(scripts):
+    asked = []
+
+    def research_for(invocation):
+        asked.append(invocation.message.text)
+        return [Definition("research", "Investigates a bounded question", lambda agent_path: ResearchAgent)]
+
+    class ResolvingSupportAgent(Agent):
+        model = "scripted:support-parent"
+        subagents = [research_for]
+        subagent_long_poll_duration = 5.0
+        limits = {"max_turns": 30}
+
+    run = ResolvingSupportAgent.ask("help me")
+    assert run.completed, run.error
+    assert run.response == "alpha: notes on alpha? + more?; beta: notes on beta?"
+    assert set(asked) == {"help me"}
+
+
+def test_two_resolvers_are_refused():
+    with pytest.raises(ConfigurationError, match="at most one"):
+
+        class TwoResolvers(Agent):
+            model = "scripted"
+            subagents = [lambda invocation: [], lambda invocation: []]
