@@ -66,7 +66,7 @@ def measure(rounds: int) -> dict[str, Any]:
             for round_number in range(rounds + 1):  # the first round warms the workers up and is dropped
                 started = time.perf_counter()
                 execution = BenchDelegatingAgent.start_execution("Go")
-                stop, samples = threading.Event(), []
+                stop, samples = threading.Event(), list[int]()
                 sampler = threading.Thread(
                     target=_held_while_children_run, args=(store, execution.run_id, stop, samples), daemon=True
                 )

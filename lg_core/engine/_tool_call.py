@@ -129,7 +129,9 @@ class ToolCall:
         self._emit_stop(outcome)
         diagnostics = self._diagnostics(outcome)
         brokered_calls, extra = self._brokered_calls(), self._step_result_extra()
-        counted = outcome.error_kind != "outcome_unknown"  # nothing came back to compare
+        # Nothing came back to compare (outcome unknown), or a result that says only "not yet" (a subagent
+        # wait's still_working, marked loop_neutral): neither is a repeated failure to make progress.
+        counted = outcome.error_kind != "outcome_unknown" and not extra.get("loop_neutral")
 
         def transition(state: FrameState) -> Any:
             checkpoint = state.checkpoint.copy()
@@ -242,7 +244,7 @@ class ToolCall:
             for step in self.scope.patiently(lambda: store.load_steps(run_id, prefix=prefix)):
                 if step.result and step.key != self.scope.key:
                     block = content_mod.from_dict(step.result["tool_result"])
-                    counted = step.result.get("error_kind") != "outcome_unknown"  # nothing came back to compare
+                    counted = step.result.get("error_kind") != "outcome_unknown" and not step.result.get("loop_neutral")
                     results[block.tool_use_id] = (step.input or {}, block, counted)
                     endings[block.tool_use_id] = step.result.get("ends_run")
         blocks = []

@@ -222,6 +222,7 @@ class SubagentControlCall(ToolCall):
             timed_out = self.timed_out or time.time() >= deadline - 0.05
             if ready or timed_out or scope.holder is None:
                 status = "ready" if ready else "still_working"
+                self.still_working = not ready
                 views = [ledger.snapshot(i, mark_seen=ready) for i in selected]
                 return self._commit(state, ledger, success_outcome({"status": status, "subagents": views}))
             ledger.waiters[scope.key] = (ids, deadline)
@@ -236,6 +237,11 @@ class SubagentControlCall(ToolCall):
             )
 
         return transition
+
+    still_working = False  # this call answers still_working: no tool-loop repeat (ToolCall's loop_neutral)
+
+    def _step_result_extra(self) -> dict[str, Any]:
+        return {"loop_neutral": True} if self.still_working else {}
 
     def _commit(self, state: FrameState, ledger: Ledger, outcome: ToolOutcome, *, changed: bool = True) -> StepCommit:
         """The call's ordinary commit (ToolCall's: the result, the turn's fan-in), with the ledger it changed."""

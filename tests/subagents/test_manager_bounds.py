@@ -170,3 +170,37 @@ def test_a_parent_that_answers_while_its_child_works_stops_the_child():
         assert time.monotonic() < deadline, "the child went on after its parent ended"
         time.sleep(0.05)
     assert store.load_run(child_id).status == "cancelled"
+
+
+def test_repeated_still_working_waits_are_not_a_tool_loop():
+    def until_ready(request):
+        results = _results(request)
+        if not results:
+            return {
+                "tool_calls": [
+                    {
+                        "id": "s",
+                        "name": "spawn_subagent",
+                        "arguments": {"kind": "research", "task_name": "alpha", "task": "look"},
+                    }
+                ]
+            }
+        if '"ready"' in results[-1][1]:
+            return {"text": json.dumps(results)}
+        return {"tool_calls": [{"id": f"w{len(results)}", "name": "wait_for_subagents", "arguments": {}}]}
+
+    scripted.register("bounds-child", lambda request: {"text": "late", "delay": 1.5})
+    scripted.register("bounds-parent", until_ready)
+
+    class Watchful(Agent):
+        model = "scripted:bounds-parent"
+        subagents = [subagent(BoundResearchAgent, kind="research")]
+        subagent_long_poll_duration = 0.2
+        detect_tool_loops = {"warning_at": 2, "terminate_at": 3}
+        limits = {"max_turns": 40}
+
+    run = Watchful.ask("go")
+    assert run.completed, run.error
+    texts = [text for _status, text in json.loads(run.response)]
+    assert sum('"still_working"' in text for text in texts) >= 3  # more identical answers than terminate_at
+    assert not any("this exact call to wait_for_subagents" in text for text in texts)
