@@ -9,7 +9,9 @@
 callable given the run's Invocation that returns further ``Definition`` objects
 for that run (the spec's ``subagents(...) { |...| }`` block). The limits and the
 long-poll duration are checked when the class is defined; the resolver's
-definitions when a run first needs them, a bad one failing that step.
+definitions when a run first needs them, a bad one failing that step. A
+declaration's ``model=`` and ``tools=`` overrides are refused here, not ignored:
+a child's turns run from its own class.
 """
 
 from __future__ import annotations
@@ -70,6 +72,14 @@ def subagent_options(
             raise ConfigurationError(
                 f"{owner}.subagents: {shown} is neither a subagent(...) declaration nor a resolver function; "
                 "wrap an Agent class as subagent(ResearchAgent, kind=...)"
+            )
+    for declaration in declarations:
+        overridden = "model" if declaration.model is not None else "tools" if declaration.tools is not None else None
+        if overridden is not None:
+            raise ConfigurationError(
+                f"{owner}.subagents: subagent {declaration.kind!r} overrides {overridden}=, which managed subagents do "
+                f"not support yet (a child's turns run from its class on any worker); declare {overridden} on "
+                f"{declaration.agent_class.__qualname__} itself"
             )
     if len(resolvers) > 1:
         raise ConfigurationError(f"{owner}.subagents has {len(resolvers)} resolvers; declare at most one")

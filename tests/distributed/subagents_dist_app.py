@@ -125,3 +125,21 @@ class DistImpatientAgent(Agent):
     subagents = [subagent(DistResearchAgent, kind="research")]
     subagent_long_poll_duration = 1.0
     limits = {"max_turns": 40}
+
+
+def _sync_turn(request):
+    """Spawn alpha synchronously; answer with what the spawn returned."""
+    if not any(m.role == "tool" for m in request.messages):
+        arguments = {**_spawn("alpha"), "mode": "sync"}
+        return {"tool_calls": [{"id": "s1", "name": "spawn_subagent", "arguments": arguments}]}
+    return {"text": next(_tool_texts(request))}
+
+
+scripted.register("dist-sync-parent", _sync_turn)
+
+
+class DistSyncAgent(Agent):
+    """Spawns one child in sync mode: on a worker the spawn's step parks until the child's turn ends."""
+
+    model = "scripted:dist-sync-parent"
+    subagents = [subagent(DistResearchAgent, kind="research")]

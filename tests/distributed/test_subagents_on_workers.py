@@ -1,6 +1,7 @@
 """Managed subagents on real workers: each child turn is a step running a child run, and a parent's
 wait parks its step, holding no worker thread, until a child turn's commit wakes it."""
 
+import json
 import time
 
 import pytest
@@ -59,3 +60,14 @@ def test_a_parked_wait_is_woken_by_the_scheduler_when_its_long_poll_passes(dist)
     assert statuses[-1] == "ready"
     assert "still_working" in statuses  # a wait whose long poll passed answered, woken by its timer
     assert woken >= 1
+
+
+def test_a_sync_spawn_on_workers_answers_with_the_childs_first_answer(dist):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    run = subagents_dist_app.DistSyncAgent.start_execution("help me").wait(timeout=90)
+
+    assert run.completed, run.error
+    answer = json.loads(run.response)
+    assert answer["status"] == "ready"
+    assert answer["subagents"][0]["response"] == "notes on alpha?"

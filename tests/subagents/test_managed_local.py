@@ -166,3 +166,12 @@ def test_two_resolvers_are_refused():
         class TwoResolvers(Agent):
             model = "scripted"
             subagents = [lambda invocation: [], lambda invocation: []]
+
+
+@pytest.mark.parametrize("override", [{"model": "scripted:other"}, {"tools": []}])
+def test_a_model_or_tools_override_is_refused_rather_than_ignored(override):
+    with pytest.raises(ConfigurationError, match="do not support yet"):
+
+        class Overriding(Agent):
+            model = "scripted"
+            subagents = [subagent(ResearchAgent, kind="research", **override)]
