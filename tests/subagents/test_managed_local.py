@@ -175,3 +175,70 @@ def test_a_model_or_tools_override_is_refused_rather_than_ignored(override):
         class Overriding(Agent):
             model = "scripted"
             subagents = [subagent(ResearchAgent, kind="research", **override)]
+
+
+def test_max_concurrent_runs_one_turn_at_a_time_when_it_is_one(scripts):
+    class OneAtATime(Agent):
+        model = "scripted:support-parent"
+        subagents = [subagent(ResearchAgent, kind="research")]
+        subagent_limits = {"max_concurrent": 1}
+        subagent_long_poll_duration = 5.0
+        limits = {"max_turns": 30}
+
+    scripted.register("research-child", lambda request: {**_research_turn(request), "delay": 0.2})
+    run = OneAtATime.ask("help me")
+    assert run.completed, run.error
+    spans = sorted((child.created_at, child.finished_at) for child in current_runtime().store.list_child_runs(run.id))
+    assert len(spans) == 3
+    assert all(finished <= next_start for (_, finished), (next_start, _) in zip(spans, spans[1:], strict=False))
+
+
+def test_an_interjection_reaches_the_running_turn_of_a_child():
+    from lg_core import Tool
+
+    class NoteTool(Tool):
+        tool_name = "note"
+        description = "Take a note."
+
+        def call(self, input):
+            return "noted"
+
+    def child(request):
+        if not any(m.role == "tool" for m in request.messages):
+            return {"tool_calls": [{"name": "note", "arguments": {}}], "delay": 0.5}
+        return {"text": "notes on " + " + ".join(m.text for m in request.messages if m.role == "user")}
+
+    def parent(request):
+        results = _tool_results(request)
+        if not results:
+            arguments = {"kind": "research", "task_name": "alpha", "task": "alpha?"}
+            return {"tool_calls": [{"id": "s", "name": "spawn_subagent", "arguments": arguments}]}
+        last = results[-1]
+        if '"ready"' in last:
+            return {"text": json.loads(last)["subagents"][0]["response"]}
+        if '"delivered"' in last:
+            return {"tool_calls": [{"id": f"w{len(results)}", "name": "wait_for_subagents", "arguments": {}}]}
+        # Spawned, or refused because the turn's child run has not started yet: interject (again).
+        arguments = {"subagent_id": "/root/alpha", "message": "hurry"}
+        return {"tool_calls": [{"id": f"i{len(results)}", "name": "interject_subagent", "arguments": arguments}]}
+
+    class Noting(Agent):
+        model = "scripted:interjected-child"
+        description = "Investigates, taking notes first"
+        tools = [NoteTool]
+
+    class Interjecting(Agent):
+        model = "scripted:interjecting-parent"
+        subagents = [subagent(Noting, kind="research")]
+        subagent_long_poll_duration = 5.0
+        limits = {"max_turns": 40}
+
+    scripted.register("interjected-child", child)
+    scripted.register("interjecting-parent", parent)
+    try:
+        run = Interjecting.ask("go")
+    finally:
+        scripted.unregister("interjected-child")
+        scripted.unregister("interjecting-parent")
+    assert run.completed, run.error
+    assert run.response == "notes on alpha? + hurry"
