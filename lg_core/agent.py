@@ -48,6 +48,9 @@ from lg_core.errors import ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, check_tools_accepted, result_strategy
 from lg_core.run import Run, prepared_by
+from lg_core.subagents.control_tools import SubagentControlTools
+from lg_core.subagents.options import SubagentOptions, subagent_options
+from lg_core.subagents.steps import tool_step_body, turn_step_body
 from lg_core.tool_declarations import underscored_name
 from lg_core.tool_loops import ToolLoopPolicy, policy_from_declaration
 from lg_core.tool_registry import ToolRegistry
@@ -94,10 +97,15 @@ class Agent:
     capture_diagnostics: ClassVar[bool] = True
     detect_tool_loops: ClassVar[Any] = None  # True, or {"warning_at", "terminate_at", "except"} (lg_core.tool_loops)
     code_mode: ClassVar[Any] = None  # True, or {"limits", "except", "sandbox", "engine"} (lg_core.code_mode.options)
+    # Managed subagents (lg_core.subagents): subagent(...) declarations and at most one per-run resolver.
+    subagents: ClassVar[Sequence[Any]] = ()
+    subagent_long_poll_duration: ClassVar[float | None] = None  # seconds wait_for_subagents watches (default 30)
+    subagent_limits: ClassVar[Mapping[str, Any] | None] = None  # the manager's bounds (ManagerLimits' fields)
 
     _tool_loop_policy: ClassVar[ToolLoopPolicy | None] = None
     _result_spec: ClassVar[ResultSchema | None] = None
     _code_mode: ClassVar[CodeModeOptions | None] = None
+    _subagent_options: ClassVar[SubagentOptions | None] = None
     _callback_chains: ClassVar[dict[str, tuple[str, ...]]] = {name: () for name in CALLBACK_NAMES}
     _declared_limits: ClassVar[Mapping[str, int]] = {}  # the limits this class itself set (checked)
 
@@ -112,6 +120,14 @@ class Agent:
         cls._declared_limits = _checked_limits(own.get("limits", {}), cls.__qualname__)
         cls.limits = _merge_limits(cls)
         cls._code_mode = code_mode_options(cls.code_mode, cls.__qualname__)
+        if "subagent" in own:
+            raise ConfigurationError(
+                f"{cls.__qualname__} declares subagent; an Agent lists its subagents as "
+                "subagents = [subagent(ResearchAgent, kind=...)]"
+            )
+        cls._subagent_options = subagent_options(
+            cls.subagents, cls.subagent_long_poll_duration, cls.subagent_limits, cls.__qualname__
+        )
         if "result_schema" in own:
             cls._result_spec = (
                 None if own["result_schema"] is None else ResultSchema.build(own["result_schema"], cls.__qualname__)
@@ -269,7 +285,22 @@ class Agent:
         """The tools available for this step, bound to ``binding``: the declared ones, and, for a Swarm
         member's run, the handoff tool of its declared routes."""
         declared = (*type(self).tools, SwarmHandoffTools)
+        if type(self)._subagent_options is not None:
+            declared = (*declared, SubagentControlTools)
         return ToolRegistry(declared, binding=binding, reserved=reserved_tool_names(type(self)))
+
+    @classmethod
+    def tool_step_body(cls, scope: Any) -> Any:
+        """The step body of a tool call this agent executes itself (a subagent control tool), else None."""
+        return tool_step_body(cls._subagent_options, scope)
+
+    @classmethod
+    def subagent_turn_body(cls, scope: Any) -> Any:
+        """The step body of one turn of a subagent of this agent (a ``subagent_turn`` step)."""
+        options = cls._subagent_options
+        if options is None:
+            raise ConfigurationError(f"{cls.__qualname__} declares no subagents, but a subagent turn of it is stored")
+        return turn_step_body(options, scope)
 
     def render_system_prompt(self) -> str | None:
         """The system prompt for this step: the declared string, or what the method returns.
@@ -380,8 +411,6 @@ def _checked_limits(own: Any, owner: str) -> dict[str, int]:
 # class attributes they would be accepted and silently ignored (an agent declaring a sandbox would run
 # its tools without one), so declaring one fails at class definition instead.
 _NOT_SUPPORTED_YET = {
-    "subagent": "subagents",
-    "subagents": "subagents",
     "agent_as_tool": "agents exposed as tools",
     "skills": "skills",
     "manage_context": "context management",

@@ -22,6 +22,11 @@ from lg_core.events import StreamEvent
 
 # A participant's run-level events (its ending, its replay bookkeeping) are not an Agent's
 # activity: the assembly reports its own ending, so wrapping them would announce ends twice.
+# The ``assembly_kind`` of the step that runs a managed subagent's turn: a delegation, not an assembly
+# step, so it names the wrapped Agent's ``agent_path`` (``/root/<task name>``, the step's id) instead
+# of joining the ``assembly_path``, which lists only Workflow, Swarm and Graph steps.
+DELEGATION = "subagent"
+
 RUN_LEVEL_EVENTS: frozenset[str] = frozenset(
     {"run_stop", "run_error", "run_partial", "run_cancel", "run_resumed", "run_retried", "run_forked"}
 )
@@ -102,11 +107,13 @@ class AgentStreamLink:
             return rewrapped(event, self.step)
         if self.agent_id is None or event.type in RUN_LEVEL_EVENTS:
             return None
+        delegated = self.step.assembly_kind == DELEGATION
         source = AgentStreamSource(
             agent_id=self.agent_id,
             operation_id=child_run_id,
+            agent_path=self.step.step_id if delegated else "/root",
             parent_operation_id=self.parent_run_id,
-            assembly_path=(self.step,),
+            assembly_path=() if delegated else (self.step,),
         )
         return wrapped(event, source, self.routed_input)
 
@@ -161,6 +168,7 @@ def chain_wrappers(run: Any, event: StreamEvent) -> list[tuple[str, StreamEvent]
     if not chain or run.agent_class is None or event.type == "agent_stream" or event.type in RUN_LEVEL_EVENTS:
         return []
     path: tuple[AgentStreamStep, ...] = ()
+    agent_path = ""
     published = []
     base = AgentStreamSource(
         agent_id=str(getattr(run.entrypoint_class, "agent_id", "")),
@@ -168,8 +176,13 @@ def chain_wrappers(run: Any, event: StreamEvent) -> list[tuple[str, StreamEvent]
         parent_operation_id=chain[0]["run_id"],
     )
     for ancestor in chain:
-        path = (AgentStreamStep(**ancestor["step"]), *path)
-        wrapper = wrapped(event, replace(base, assembly_path=path), run.invocation.message)
+        step = AgentStreamStep(**ancestor["step"])
+        if step.assembly_kind != DELEGATION:
+            path = (step, *path)
+        elif not agent_path:  # the innermost delegation names the Agent's place
+            agent_path = step.step_id
+        source = replace(base, assembly_path=path, agent_path=agent_path or "/root")
+        wrapper = wrapped(event, source, run.invocation.message)
         published.append((ancestor["run_id"], wrapper.with_stored(encoded_wrapper(wrapper))))
     return published
 
@@ -187,6 +200,7 @@ def describe(event: StreamEvent) -> str:
 
 
 __all__ = [
+    "DELEGATION",
     "RUN_LEVEL_EVENTS",
     "AgentStreamLink",
     "AgentStreamSource",

@@ -105,6 +105,18 @@ def relay_outbox(
     return len(relayed)
 
 
+def wake_timed_steps(store: RunStore, publisher: Publisher, *, limit: int = 500) -> int:
+    """Send the parked steps whose timer passed (a subagent wait's long poll); returns how many.
+
+    A wait parks holding no worker, and nothing ends when its long poll does, so the
+    step row carries ``wake_at`` and this pass, an indexed scan, puts the step back in
+    the outbox and sends it: executed again, the wait answers ``still_working``.
+    """
+    woken = store.wake_timed_steps(limit)
+    _send(publisher, woken, store)
+    return len(woken)
+
+
 def _report_relayed(item: RelayedStep) -> None:
     """One line per send, but a warning only when a step's back-off grew: at most one per level,
     however many scheduler passes it waits through."""

@@ -32,6 +32,7 @@ COUNT_NAMES = (
     "cancelled",
     "partial",
     "relayed",
+    "woken",
     "redispatched",
     "advanced",
     "orphaned",
@@ -108,6 +109,7 @@ class Scheduler:
         sweeps: list[tuple[tuple[str, ...], Callable[[], int | tuple[int, ...]]]] = [
             (("cancelled", "partial"), self._end_runs),
             (("relayed",), self._relay),
+            (("woken",), self._wake_timed),
             (("redispatched",), self._sweep_leases),
             (("advanced", "orphaned"), self._detect_stalled),
             (("sessions",), self._activate_sessions),
@@ -147,6 +149,9 @@ class Scheduler:
             grace=self._grace,
             local_liveness=self.local_liveness,
         )
+
+    def _wake_timed(self) -> int:
+        return recovery.wake_timed_steps(self.runtime.store, self.publisher, limit=self.batch)
 
     def _sweep_leases(self) -> int:
         now = self.runtime.store.clock()

@@ -19,7 +19,7 @@ code references, the Mermaid rendering, and running a Graph: ``_assembly_runs`` 
 assembly call's Run, refusing what is not supported yet), ``_graph_frame`` (a Graph run's
 checkpoint and what committing a node writes), ``_graph_node`` (a node step's body),
 ``_swarm_frame`` and ``_swarm_member`` (the same for a Swarm run and its member steps),
-``_child_runs`` (a step's child run, started once and parked on), ``_step_attempts`` (a node's,
+``child_runs`` (a step's child run, started once and parked on), ``_step_attempts`` (a node's,
 member's or Workflow call's attempts under its timeout and retries, each a child run); and running
 a Workflow:
 ``_workflow_step`` (its frame and its one perform step, replayed until it settles) and

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import park_on_child, stream_step
 from lg_core.assemblies._graph_frame import NodeCommit
 from lg_core.assemblies._graph_rules import GraphSpec
 from lg_core.assemblies._step_attempts import AttemptedChild, Settled
+from lg_core.assemblies.child_runs import park_on_child, stream_step
 from lg_core.assemblies.declarations import ErrorEdge
 from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
@@ -79,7 +79,7 @@ class GraphNodeStep:
 
     def _park(self, child_id: str) -> Transition:
         """Commit the step as waiting for its child; a child ended by then is read as the step's
-        next execution would read it (_child_runs.park_on_child)."""
+        next execution would read it (child_runs.park_on_child)."""
         scope = self.scope
         return park_on_child(
             scope,

@@ -1,7 +1,7 @@
 """The attempts of one child step under its StepPolicy: their deadlines, their records, when they settle.
 
 A Graph node, a Swarm member's turn and a Workflow call each run their participant as a child
-run (lg_core.assemblies._child_runs), and each may declare a policy (lg_core.assemblies._policy):
+run (lg_core.assemblies.child_runs), and each may declare a policy (lg_core.assemblies._policy):
 a timeout per attempt, and retries of the failures listed in ``retry_on``. Every attempt is a
 child run of its own, under an id derived from the step and the attempt's number, so a step
 executed again (woken by its child's ending, or after its worker died) finds the attempt's child
@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lg_core.agent_stream import AgentStreamStep
-from lg_core.assemblies._child_runs import child_run_id, start_or_find_child
+from lg_core.assemblies.child_runs import child_run_id, start_or_find_child
 from lg_core.assemblies.trajectory import Attempt, describe_error
 from lg_core.errors import AssemblyError, AssemblyStepTimeoutError, ConfigurationError, DeadlineExceededError
 from lg_core.usage import Usage

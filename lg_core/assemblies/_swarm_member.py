@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import park_on_child, stream_step
 from lg_core.assemblies._step_attempts import AttemptedChild, Settled
 from lg_core.assemblies._swarm_frame import MemberCommit
 from lg_core.assemblies._swarm_rules import SwarmSpec
+from lg_core.assemblies.child_runs import park_on_child, stream_step
 from lg_core.assemblies.declarations import Member
 from lg_core.assemblies.swarm_handoffs import HANDOFF_TOOL_NAME, SwarmProgress, journey_excerpt
 from lg_core.assemblies.swarm_members import MemberSeat, register_seat
@@ -90,7 +90,7 @@ class SwarmMemberStep:
 
     def _park(self, child_id: str) -> Transition:
         """Commit the step as waiting for its child; a child ended by then is read as the step's
-        next execution would read it (_child_runs.park_on_child)."""
+        next execution would read it (child_runs.park_on_child)."""
         scope = self.scope
         return park_on_child(
             scope,

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
-from lg_core.assemblies._child_runs import child_run_id, start_or_find_child, stream_step
 from lg_core.assemblies._graph_frame import node_result
 from lg_core.assemblies._step_attempts import attempt_deadline, ended_attempt, refuse_retry_delay, settles
+from lg_core.assemblies.child_runs import child_run_id, start_or_find_child, stream_step
 from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output
 from lg_core.assemblies.workflow_invocation import WorkflowInvocation, check_same_call

@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import ended_child
 from lg_core.assemblies._graph_frame import FRAME_PATH
 from lg_core.assemblies._workflow_calls import ReplayAgain, ReplayHost, WaitingForChildren
+from lg_core.assemblies.child_runs import ended_child
 from lg_core.assemblies.trajectory import Attempt, Step, Trajectory
 from lg_core.engine.driven_frames import DRIVEN_PHASE, DrivenCheckpoint, DrivenStart, StepScope, Transition
 from lg_core.engine.workflow_steps import WORKFLOW_KIND, perform_step_key

@@ -51,6 +51,9 @@ class AgentCheckpoint:
     history_epoch: int = 0
     # Tool-loop counts ({signature: [result digest, count]}, lg_core/tool_loops.py); replaced wholesale.
     tool_loops: dict[str, list[Any]] = field(default_factory=dict)
+    # The subagent manager's ledger (lg_core.subagents.ledger), for an agent that declares subagents;
+    # replaced wholesale by the commit of the step that changed it, never mutated in place.
+    subagents: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # Written by hand: dataclasses.asdict deep-copies recursively and was the
@@ -84,6 +87,8 @@ class AgentCheckpoint:
             data["tool_loops"] = self.tool_loops
         if self.repairing:  # only while a repair turn is due
             data["repairing"] = True
+        if self.subagents is not None:  # only agents that declare subagents write it
+            data["subagents"] = self.subagents
         return data
 
     @classmethod
@@ -103,6 +108,7 @@ class AgentCheckpoint:
             session=data.get("session"),
             history_epoch=data.get("history_epoch", 0),
             tool_loops=data.get("tool_loops") or {},
+            subagents=data.get("subagents"),
         )
 
     def copy(self) -> AgentCheckpoint:
@@ -122,6 +128,7 @@ class AgentCheckpoint:
             session=self.session,
             history_epoch=self.history_epoch,
             tool_loops=self.tool_loops,
+            subagents=self.subagents,
         )
 
 

@@ -205,6 +205,8 @@ class Committer:
         registry.publish_many(scope.run.id, outgoing)
         if commit.finish is not None:
             _close_code_mode_sessions(scope.run.id)
+            if scope.frame.checkpoint.subagents is not None:
+                self._stop_live_children(scope.run.id)
             if commit.finish.status != "completed":
                 self.withdraw_session(scope.run)  # once the run has surely ended: a completed turn stays
             registry.forget(scope.run.id)
@@ -219,7 +221,19 @@ class Committer:
                 # step's successors may run in any process, whose look-up reads the input anyway.
                 registry.step_inputs[(scope.run.id, step.key)] = step.input
             refs.append(StepRef.of(scope.run.id, step))
+        # Steps parked on what this commit recorded (a subagent wait woken by a child turn's end).
+        refs.extend(StepRef(run_id, key, kind, frame_id) for run_id, key, kind, frame_id in result.woken)
         return refs
+
+    def _stop_live_children(self, run_id: str) -> None:
+        """Cancel the child runs of an ending run that execute in this process (a subagent's turn nested on
+        a local step's thread): the commit asked them to stop in the store, which a live run reads only at
+        its next commit, while a model call in flight ends at once on its token."""
+        engine = self.engine
+        for child in engine.store.list_child_runs(run_id):
+            live = None if child.finished else engine.live_run(child.id)
+            if live is not None:
+                live.cancellation_token.cancel("the parent run ended")
 
     @staticmethod
     def _ending_of(scope: StepScope, status: str) -> RunEnding:
@@ -277,9 +291,11 @@ class Committer:
 
 def _mark_ending(scope: StepScope, commit: StepCommit) -> None:
     """What else a run's ending does in its transaction: wake the parent's step parked on it (a child
-    run), and ask its own child runs to stop (a run whose frame its entrypoint drives, a Graph)."""
+    run), and ask its own child runs to stop (a run whose frame its entrypoint drives, a Graph, or an
+    Agent whose subagents' turns run as child runs)."""
     commit.wakes_parent = scope.run.parent_step is not None
-    commit.cancels_children = isinstance(scope.frame.checkpoint, DrivenCheckpoint)
+    checkpoint = scope.frame.checkpoint
+    commit.cancels_children = isinstance(checkpoint, DrivenCheckpoint) or checkpoint.subagents is not None
 
 
 def _close_code_mode_sessions(run_id: str) -> None:

@@ -129,7 +129,9 @@ class ToolCall:
         self._emit_stop(outcome)
         diagnostics = self._diagnostics(outcome)
         brokered_calls, extra = self._brokered_calls(), self._step_result_extra()
-        counted = outcome.error_kind != "outcome_unknown"  # nothing came back to compare
+        # Nothing came back to compare (outcome unknown), or a result that says only "not yet" (a subagent
+        # wait's still_working, marked loop_neutral): neither is a repeated failure to make progress.
+        counted = outcome.error_kind != "outcome_unknown" and not extra.get("loop_neutral")
 
         def transition(state: FrameState) -> Any:
             checkpoint = state.checkpoint.copy()
@@ -242,7 +244,7 @@ class ToolCall:
             for step in self.scope.patiently(lambda: store.load_steps(run_id, prefix=prefix)):
                 if step.result and step.key != self.scope.key:
                     block = content_mod.from_dict(step.result["tool_result"])
-                    counted = step.result.get("error_kind") != "outcome_unknown"  # nothing came back to compare
+                    counted = step.result.get("error_kind") != "outcome_unknown" and not step.result.get("loop_neutral")
                     results[block.tool_use_id] = (step.input or {}, block, counted)
                     endings[block.tool_use_id] = step.result.get("ends_run")
         blocks = []
@@ -318,12 +320,20 @@ def _tool_name(step_input: dict[str, Any] | None) -> str:
     return name if isinstance(name, str) and _TOOL_NAME.fullmatch(name) else "?"
 
 
+def tool_call_body(scope: StepScope) -> Any:
+    """The body of one tool call: the agent class's own for a call it handles itself (a subagent
+    control tool, whose result is the manager's ledger in the frame's checkpoint), else ``ToolCall``."""
+    own = getattr(scope.agent_class, "tool_step_body", None)
+    body = None if own is None else own(scope)
+    return ToolCall(scope) if body is None else body
+
+
 TOOL_CALL = StepKind(
     name=TOOL,
     key_shape="<frame path>/turn-<N>/tool/<call id>",
     task_name="lg.tool_call",
     queue="lg.tools",
-    body=ToolCall,
+    body=tool_call_body,
     takes_input=True,
     has_running_siblings=_has_running_siblings,
     label=_tool_name,

@@ -27,12 +27,13 @@ from lg_core.engine._model_turn import MODEL_TURN
 from lg_core.engine._step_kind import StepKind
 from lg_core.engine._tool_call import TOOL_CALL
 from lg_core.engine.graph_nodes import GRAPH_NODE
+from lg_core.engine.subagent_turns import SUBAGENT_TURN
 from lg_core.engine.workflow_steps import WORKFLOW
 
-StepKindName = Literal["model", "tool", "graph_node", "code_exec", "workflow"]
+StepKindName = Literal["model", "tool", "graph_node", "code_exec", "workflow", "subagent_turn"]
 
 STEP_KINDS: Mapping[str, StepKind] = MappingProxyType(
-    {kind.name: kind for kind in (MODEL_TURN, TOOL_CALL, GRAPH_NODE, CODE_EXEC_KIND, WORKFLOW)}
+    {kind.name: kind for kind in (MODEL_TURN, TOOL_CALL, GRAPH_NODE, CODE_EXEC_KIND, WORKFLOW, SUBAGENT_TURN)}
 )
 
 # The orchestration task no kind owns: it publishes whatever a run needs now (recovery, a run's start).

@@ -167,6 +167,11 @@ class StepCommits(StorePart):
             if commit.finish is not None and commit.wakes_parent:
                 params = {"run_id": commit.run_id, "dispatch_delay": self.relay_grace, "now": now}
                 woken = tuple((row[0], row[1], row[2], row[3]) for row in tx.fetchall("wake_parent_step", params))
+            if commit.wake_at is not None and commit.step_key is not None:
+                tx.send("set_wake_at", {"run_id": commit.run_id, "key": commit.step_key, "wake_at": commit.wake_at})
+            for key in commit.wakes_steps:
+                params = {"run_id": commit.run_id, "key": key, "dispatch_delay": self.relay_grace, "now": now}
+                woken += tuple((row[0], row[1], row[2], row[3]) for row in tx.fetchall("wake_step", params))
             if commit.finish is not None and commit.cancels_children:
                 tx.send("cancel_children", {"run_id": commit.run_id, "now": now})
             if commit.session is not None:
@@ -347,6 +352,8 @@ def _plain(commit: StepCommit) -> bool:
         and not commit.consumed_interjections
         and commit.session is None
         and commit.waits_on is None
+        and commit.wake_at is None
+        and not commit.wakes_steps
     )
 
 

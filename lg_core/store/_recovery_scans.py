@@ -49,6 +49,14 @@ class RecoveryScans(StorePart):
         return relayed
 
     @retry_transient
+    def wake_timed_steps(self, limit: int = 500) -> list[StepRecord]:
+        """Parked steps whose ``wake_at`` passed (a subagent wait's long poll), put back in the outbox for
+        the caller to send now; the relay re-sends any whose message is lost."""
+        with self.db.transaction() as tx:
+            rows = tx.fetchall("wake_timed_steps", {"now": time.time(), "grace": self.relay_grace, "limit": limit})
+        return [step_record(row) for row in rows]
+
+    @retry_transient
     def clock(self) -> float:
         """Now, by the clock leases are written and judged by (epoch seconds): the PostgreSQL
         server's, or this host's for a SQLite store (lg_core.store._clock). The scheduler reads

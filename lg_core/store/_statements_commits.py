@@ -135,6 +135,36 @@ def _wake_parent_step() -> ClauseElement:
     )
 
 
+def _wake_step() -> ClauseElement:
+    """Put back in the outbox one parked step of this run (a subagent wait a child turn's ending answers).
+
+    Its timer is cleared and its attempts start again from zero, as a step woken by its child run's."""
+    return (
+        update(steps)
+        .where(
+            and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key"), steps.c.status == "waiting")
+        )
+        .values(
+            status="scheduled",
+            finished_at=null(),
+            relays=0,
+            attempts=0,
+            wake_at=null(),
+            dispatch_after=later("dispatch_delay"),
+        )
+        .returning(steps.c.run_id, steps.c.key, steps.c.kind, steps.c.frame_id)
+    )
+
+
+def _set_wake_at() -> ClauseElement:
+    """The time a parking step is woken if nothing wakes it sooner (the scheduler's ``wake_timed_steps``)."""
+    return (
+        update(steps)
+        .where(and_(steps.c.run_id == bindparam("run_id"), steps.c.key == bindparam("key")))
+        .values(wake_at=bindparam("wake_at"))
+    )
+
+
 def _cancel_children() -> ClauseElement:
     """Ask the running child runs of an ending run to stop (their steps see the flag)."""
     return (
@@ -226,6 +256,8 @@ COMMIT_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
     "close_open_steps": _close_open_steps,
     "child_run_ended": _child_run_ended,
     "wake_parent_step": _wake_parent_step,
+    "wake_step": _wake_step,
+    "set_wake_at": _set_wake_at,
     "cancel_children": _cancel_children,
 }
 

@@ -120,7 +120,26 @@ def _not_swept_recently() -> ColumnElement[bool]:
     return or_(steps.c.dispatch_after.is_(None), steps.c.dispatch_after < store_now())
 
 
+def _wake_timed_steps() -> ClauseElement:
+    """Parked steps whose timer passed (``wake_at``, a subagent wait's long poll), back in the outbox and
+    returned to be sent, in one UPDATE: a second scheduler re-checks the status on the locked rows."""
+    due = steps.alias("due")
+    picked = (
+        select(due.c.run_id, due.c.key)
+        .where(and_(due.c.wake_at.isnot(None), due.c.wake_at < store_now(), due.c.status == "waiting"))
+        .order_by(due.c.wake_at)
+        .limit(bindparam("limit"))
+    )
+    return (
+        update(steps)
+        .where(and_(steps.c.status == "waiting", tuple_(steps.c.run_id, steps.c.key).in_(picked)))
+        .values(status="scheduled", finished_at=None, relays=0, attempts=0, wake_at=None, dispatch_after=later("grace"))
+        .returning(*[steps.c[name] for name in STEP_COLUMNS])
+    )
+
+
 RECOVERY_STATEMENTS: dict[str, Callable[[], ClauseElement]] = {
+    "wake_timed_steps": _wake_timed_steps,
     # The time leases are judged by (lg_core.store._clock): a scheduler pass reads it once.
     "select_clock": lambda: select(store_now()),
     "relay_due_steps": _relay_due_steps,

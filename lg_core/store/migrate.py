@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 VERSION_TABLE = "lg_alembic_version"
-HEAD_REVISION = "0008"  # the newest revision in migrations/versions
+HEAD_REVISION = "0009"  # the newest revision in migrations/versions
 _ADVISORY_LOCK = 0x6C67_7374  # "lgst"
 
 

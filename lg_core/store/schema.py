@@ -120,6 +120,8 @@ steps = Table(
     # flushed, just before it runs): a later attempt that finds it reports "outcome
     # unknown" instead of calling the tool again (lg_core.engine._at_most_once).
     Column("body_entered_at", Float),
+    # When a parked step with no child run to wake it (a subagent wait) is woken by the scheduler.
+    Column("wake_at", Float),
     sqlite_with_rowid=False,
 )
 # Only open steps have dispatch_after (a finished step clears it), so this
@@ -129,6 +131,13 @@ Index(
     steps.c.dispatch_after,
     sqlite_where=steps.c.dispatch_after.isnot(None),
     postgresql_where=steps.c.dispatch_after.isnot(None),
+)
+# Only parked steps with a timer have wake_at: the scheduler's wake_timed_steps reads just those.
+Index(
+    "lg_steps_wake_at",
+    steps.c.wake_at,
+    sqlite_where=steps.c.wake_at.isnot(None),
+    postgresql_where=steps.c.wake_at.isnot(None),
 )
 
 messages = Table(

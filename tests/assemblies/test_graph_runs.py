@@ -396,7 +396,7 @@ def test_cancelling_a_graph_run_cancels_the_node_running_and_ends_the_run_cancel
 
 
 def _child_id(run_id: str, key: str) -> str:
-    from lg_core.assemblies._child_runs import child_run_id
+    from lg_core.assemblies.child_runs import child_run_id
 
     return child_run_id(run_id, key)
 

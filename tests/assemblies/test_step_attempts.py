@@ -12,8 +12,8 @@ import pytest
 
 import lg_core
 from lg_core import Agent, Graph, Message, Swarm, error_edge, member, node
-from lg_core.assemblies._child_runs import child_run_id
 from lg_core.assemblies._step_attempts import attempt_child_id
+from lg_core.assemblies.child_runs import child_run_id
 from lg_core.errors import AssemblyStepTimeoutError, ProviderError, RunNotFoundError
 from tests.assemblies import retrying_graph
 

@@ -14,7 +14,7 @@ import pytest
 
 import lg_core
 from lg_core import Agent, Graph, Message, Swarm, edge, member
-from lg_core.assemblies._child_runs import child_run_id
+from lg_core.assemblies.child_runs import child_run_id
 from lg_core.errors import ConfigurationError, InvocationError
 from tests.assemblies import resumable_swarm
 

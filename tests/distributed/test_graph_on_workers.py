@@ -8,8 +8,8 @@ import graph_dist_app
 import pytest
 
 from lg_core import current_configuration
-from lg_core.assemblies._child_runs import child_run_id
 from lg_core.assemblies._step_attempts import attempt_child_id
+from lg_core.assemblies.child_runs import child_run_id
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 

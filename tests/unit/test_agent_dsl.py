@@ -959,8 +959,6 @@ def test_system_prompt_of_the_wrong_type_fails_at_class_definition(config, bad):
 
 
 UNSUPPORTED = [
-    ("subagent", object, "subagents"),
-    ("subagents", [object], "subagents"),
     ("agent_as_tool", object, "agents exposed as tools"),
     ("skills", {"paths": ["skills"]}, "skills"),
     ("manage_context", {"compression_threshold": 0.75}, "context management"),
@@ -977,12 +975,18 @@ def test_a_spec_declaration_that_is_not_supported_yet_fails_at_class_definition(
 
 def test_an_unsupported_declaration_in_a_mixin_fails_too():
     class Delegating:
-        subagents = [object]
+        agent_as_tool = object
 
     with pytest.raises(
-        ConfigurationError, match=r"declares subagents \(in .*Delegating\), but subagents are not supported yet"
+        ConfigurationError,
+        match=r"declares agent_as_tool \(in .*Delegating\), but agents exposed as tools are not supported yet",
     ):
         type("SupportAgent", (Delegating, Agent), {})
+
+
+def test_a_singular_subagent_attribute_is_refused_naming_the_subagents_list():
+    with pytest.raises(ConfigurationError, match=r"subagents = \[subagent\("):
+        type("SupportAgent", (Agent,), {"subagent": object})
 
 
 @pytest.mark.parametrize(

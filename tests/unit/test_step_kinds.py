@@ -27,6 +27,7 @@ def test_the_kinds_keep_their_task_and_queue_names():
         "graph_node": ("lg.graph_node", "lg.orchestrate"),
         "code_exec": ("lg.code_exec", "lg.sandbox"),
         "workflow": ("lg.workflow", "lg.orchestrate"),
+        "subagent_turn": ("lg.subagent_turn", "lg.orchestrate"),
     }
 
 
