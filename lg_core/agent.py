@@ -48,6 +48,7 @@ from lg_core.errors import ConfigurationError
 from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, check_tools_accepted, result_strategy
 from lg_core.run import Run, prepared_by
+from lg_core.subagents.declarations import AssemblyToolDeclaration
 from lg_core.tool_declarations import underscored_name
 from lg_core.tool_loops import ToolLoopPolicy, policy_from_declaration
 from lg_core.tool_registry import ToolRegistry
@@ -340,10 +341,17 @@ def _merge_tools(cls: type[Agent]) -> tuple[Any, ...]:
         if issubclass(base, Agent):
             merged.extend(t for t in base.tools if t not in merged)  # already checked and merged
         else:
-            add_declarations(merged, vars(base)["tools"], base.__qualname__)
-    add_declarations(merged, vars(cls).get("tools", ()), cls.__qualname__)
+            add_declarations(merged, _as_tool_classes(base, vars(base)["tools"]), base.__qualname__)
+    add_declarations(merged, _as_tool_classes(cls, vars(cls).get("tools", ())), cls.__qualname__)
     check_unique_tool_names(merged, cls.__qualname__)
     return tuple(merged)
+
+
+def _as_tool_classes(owner: type, declared: Any) -> Any:
+    """``declared`` with each ``agent_as_tool``/``assembly_as_tool`` declaration as the Tool class it offers."""
+    if isinstance(declared, (str, bytes)) or not hasattr(declared, "__iter__"):
+        return declared
+    return [item.tool_class(owner) if isinstance(item, AssemblyToolDeclaration) else item for item in declared]
 
 
 def _merge_limits(cls: type[Agent]) -> dict[str, int]:
@@ -382,7 +390,6 @@ def _checked_limits(own: Any, owner: str) -> dict[str, int]:
 _NOT_SUPPORTED_YET = {
     "subagent": "subagents",
     "subagents": "subagents",
-    "agent_as_tool": "agents exposed as tools",
     "skills": "skills",
     "manage_context": "context management",
     "system_template": "prompt templates",

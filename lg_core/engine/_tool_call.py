@@ -85,9 +85,11 @@ class ToolCall:
                 outcome = self._execute(agent, registry, model)
             finally:
                 registry.close()
-        return self._record(outcome)
+        return self._record(outcome) if isinstance(outcome, ToolOutcome) else outcome
 
-    def _execute(self, agent: Any, registry: Any, model: Any) -> ToolOutcome:
+    def _execute(self, agent: Any, registry: Any, model: Any) -> ToolOutcome | Transition:
+        """The call's outcome, or, for a tool running a child run on the workers, the transition
+        parking this step until the child ends (lg_core.engine.tool_steps)."""
         scope, use = self.scope, self.tool_use
         policy = scope.agent_class._tool_loop_policy
         if policy is not None and policy.watches(use.name):
@@ -115,7 +117,14 @@ class ToolCall:
             if entering is None:
                 return ToolOutcome.failure(OUTCOME_UNKNOWN, "outcome_unknown")
         return execute_tool(
-            scope, agent, tool, use, operation_id=scope.key, parent_operation_id=scope.frame.id, entering=entering
+            scope,
+            agent,
+            tool,
+            use,
+            operation_id=scope.key,
+            parent_operation_id=scope.frame.id,
+            entering=entering,
+            record=self._record,
         )
 
     # -- record --------------------------------------------------------------------
