@@ -397,14 +397,20 @@ _NOT_SUPPORTED_YET = {
 }
 
 
+# Declarations that the spec writes as class-level calls and that belong in ``tools`` here: as plain class
+# attributes nothing would read them.
+_TOOL_DECLARATIONS = ("agent_as_tool", "agents_as_tools", "assembly_as_tool", "assemblies_as_tools")
+
+
 # The run-scoped objects an Agent instance holds (the spec's Agent#workspace and Agent#sandbox). They come
 # from the workspace and sandbox settings; a class attribute of that name would be hidden by the instance's.
 _RUN_SCOPED = ("sandbox", "workspace")
 
 
 def _refuse_unsupported_declarations(cls: type[Agent]) -> None:
-    """ConfigurationError for a declaration in :data:`_NOT_SUPPORTED_YET` or :data:`_RUN_SCOPED`, made
-    by ``cls`` or a plain mixin it inherits from (an Agent base was checked when it was defined)."""
+    """ConfigurationError for a declaration in :data:`_NOT_SUPPORTED_YET`, :data:`_TOOL_DECLARATIONS` or
+    :data:`_RUN_SCOPED`, made by ``cls`` or a plain mixin it inherits from (an Agent base was checked when
+    it was defined)."""
     for base in [cls, *(base for base in declaring_bases(cls) if not issubclass(base, Agent))]:
         scoped = sorted(set(vars(base)) & set(_RUN_SCOPED))
         if scoped:
@@ -413,6 +419,13 @@ def _refuse_unsupported_declarations(cls: type[Agent]) -> None:
                 f"{cls.__qualname__} declares {name} (in {base.__qualname__}), but an agent's {name} is its run's, "
                 f"built from the {name} setting (configure({name}=...) or lg.yaml) for every step; nothing would "
                 "act on a class attribute. Remove it and set the setting"
+            )
+        misplaced = sorted(set(vars(base)) & set(_TOOL_DECLARATIONS))
+        if misplaced:
+            name = misplaced[0]
+            raise ConfigurationError(
+                f"{cls.__qualname__} declares {name} (in {base.__qualname__}) as a class attribute, which nothing "
+                f"reads; list it among the tools instead: tools = [{name}(SomeAgent, name=...)]"
             )
         declared = sorted(set(vars(base)) & set(_NOT_SUPPORTED_YET))
         if declared:
