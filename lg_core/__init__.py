@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from lg_core.assemblies.graph import Graph, GraphBuilder
     from lg_core.assemblies.swarm import Swarm, SwarmBuilder
     from lg_core.assemblies.workflow import Workflow, WorkflowBuilder
-    from lg_core.subagents.declarations import agent_as_tool, agents_as_tools, assemblies_as_tools, assembly_as_tool
     from lg_core.callbacks import (
         after_initialize,
         after_invocation,
@@ -77,6 +76,7 @@ if TYPE_CHECKING:
         SqlSessionStore,
     )
     from lg_core.store import RunRecord
+    from lg_core.subagents.declarations import agent_as_tool, agents_as_tools, assemblies_as_tools, assembly_as_tool
     from lg_core.tool import Artifact, Binding, Tool, ToolOutcome
     from lg_core.tool_registry import ToolRegistry
     from lg_core.trusted_path import TrustedPath
