@@ -1,4 +1,5 @@
-"""The README's assembly examples run as written: a Graph routes, a Workflow composes, a Swarm hands off."""
+"""The README's assembly examples run as written: a Graph routes, a Workflow composes, a Swarm hands off,
+and an Agent calls an Agent and a Graph as tools."""
 
 from __future__ import annotations
 
@@ -53,3 +54,19 @@ def test_the_readme_swarm_example_hands_off_from_triage_to_billing(config, capsy
     journey = [{"from": "triage", "to": "billing", "message": "Two charges on May 3."}]
     assert run.result.journey["handoffs"] == journey
     assert capsys.readouterr().out.splitlines()[-1] == str(journey)
+
+
+def test_the_readme_assembly_tools_example_calls_an_agent_and_a_graph_as_tools(config, capsys):
+    (block,) = marked_blocks("readme-assembly-tools")
+    namespace: dict = {"__name__": "readme_assembly_tools"}
+    try:
+        exec(compile(block.code, "README.md", "exec"), namespace)
+    finally:
+        for name in ("sentiment", "transfer-lookup", "transfer-explain", "coordinator"):
+            scripted.unregister(name)
+
+    run = namespace["run"]
+    assert run.outcome == "completed", run.error
+    assert run.response == "Sorry for the wait: transfer 481 settles within two business days."
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["['negative', 'It settles within two business days.']", run.response]
