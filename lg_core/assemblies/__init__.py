@@ -23,4 +23,5 @@ checkpoint and what committing a node writes), ``_graph_node`` (a node step's bo
 ``_workflow_step`` (its frame and its one perform step, replayed until it settles) and
 ``_workflow_calls`` (the replay host answering each ``invoke`` from the frame or a child run).
 ``swarm_members`` offers a Swarm member's run its handoff tool (every Agent's registry consults it).
+``assembly_tools`` makes an Agent or assembly one tool of an Agent, each call a child run of the caller's run.
 """

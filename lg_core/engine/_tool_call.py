@@ -16,6 +16,9 @@ process commit in turn under their frame's lock (lg_core.engine._frame_locks);
 calls in other processes may still lose the frame's race, and their commit is
 marked ``contended`` so that losing costs PostgreSQL no connection. Exclusive tools of a
 turn run one after another: each one's commit schedules the next.
+A tool that runs on its step (an Agent or assembly as a tool, lg_core.engine.tool_steps)
+may answer with the transition parking the step while its child run runs on the workers;
+the child's ending wakes the step, which executes again and records the child's answer.
 """
 
 from __future__ import annotations
