@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from lg_core.assemblies._child_runs import child_run_id, ended_child, park_on_child, start_or_find_child
 from lg_core.assemblies.trajectory import describe_error
-from lg_core.errors import ToolError
+from lg_core.errors import ConfigurationError, ToolError
 from lg_core.messages import Message
 from lg_core.tool import Tool, ToolOutcome, success_outcome
 
@@ -170,13 +170,24 @@ def _overridden_agent(owner: type, agent_class: type, name: str, model: Any, too
     }
     if model is not None:
         namespace["model"] = model
-    if tools is not None:
-        namespace["tools"] = tools  # checked as any declaration, then replacing the inherited ones below
     delegate = type(agent_class.__name__, (agent_class,), namespace)
     if tools is not None:
-        delegate.tools = tuple(tools)  # type: ignore[attr-defined]
+        _check_unique_names(tools, name)
+        delegate.tools = tuple(tools)  # type: ignore[attr-defined]  # replacing, not adding to, the inherited ones
     setattr(owner, attribute, delegate)
     return delegate
+
+
+def _check_unique_names(tools: tuple[type, ...], name: str) -> None:
+    seen: dict[str, type] = {}
+    for tool in tools:
+        tool_name = tool.tool_name  # type: ignore[attr-defined]  # Tool classes (checked by the declaration)
+        earlier = seen.setdefault(tool_name, tool)
+        if earlier is not tool:
+            raise ConfigurationError(
+                f"tool {name!r}: the tools= override has two tools named {tool_name!r} "
+                f"({earlier.__qualname__} and {tool.__qualname__}); set tool_name on one of them"
+            )
 
 
 def _attribute(name: str, what: str) -> str:

@@ -211,6 +211,70 @@ def test_a_tools_override_replaces_the_delegates_own_tools(config, script):
     assert helper.tools == (Own,)
 
 
+def test_a_tools_override_may_reuse_a_name_of_the_delegates_own_tools_it_replaces(config, script):
+    class Own(Tool):
+        tool_name = "lookup"
+        description = "Its own lookup."
+
+        def call(self, input):
+            return "own"
+
+    class Given(Tool):
+        tool_name = "lookup"
+        description = "The given lookup."
+
+        def call(self, input):
+            return "given"
+
+    helper = agent("HelperAgent", script([{"tool_calls": [{"name": "lookup", "arguments": {}}]}, {"text": "ok"}]))
+    helper.tools = (Own,)
+
+    class SupportAgent(Agent):
+        model = script([call("helper", "x"), {"text": "done"}])
+        tools = [agent_as_tool(helper, name="helper", tools=[Given])]
+
+    run = SupportAgent.ask("Hi")
+
+    child = config.runtime().get_run(child_run_id(run.id, "root/turn-0/tool/c1"))
+    texts = [block.content[0].text for m in child.result.messages if m.role == "tool" for block in m.content]
+    assert texts == ["given"]
+
+
+def test_a_tools_override_with_two_tools_of_one_name_is_refused_naming_the_fix(script):
+    class First(Tool):
+        tool_name = "lookup"
+        description = "One."
+
+        def call(self, input):
+            return "1"
+
+    class Second(Tool):
+        tool_name = "lookup"
+        description = "Two."
+
+        def call(self, input):
+            return "2"
+
+    helper = agent("HelperAgent", script([{"text": "ok"}]))
+    with pytest.raises(ConfigurationError, match="override has two tools named 'lookup'.*set tool_name"):
+
+        class SupportAgent(Agent):
+            model = "scripted"
+            tools = [agent_as_tool(helper, name="helper", tools=[First, Second])]
+
+
+def test_an_override_for_a_composite_is_refused_naming_where_it_belongs(script):
+    class PipelineGraph(Graph):
+        description = "Drafts"
+        nodes = {"draft": agent("DraftAgent", script([{"text": "a draft"}]))}
+        start = "draft"
+        edges = []
+        finish = "draft"
+
+    with pytest.raises(ConfigurationError, match="a graph has no single model.*Declare it on the graph's members"):
+        assembly_as_tool(PipelineGraph, name="write", model="scripted")
+
+
 def test_agents_and_assemblies_as_tools_declare_one_tool_each(config, script):
     first = agent("FirstAgent", script([{"text": "1"}]), agent_id="first")
     second = agent("SecondAgent", script([{"text": "2"}]), agent_id="second")
