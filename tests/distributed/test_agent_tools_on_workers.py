@@ -3,6 +3,8 @@ on the workers and parks, holding no thread, until the child's ending wakes it t
 
 from __future__ import annotations
 
+import time
+
 import agent_tools_dist_app
 import graph_dist_app
 import pytest
@@ -80,3 +82,28 @@ def test_the_tool_childrens_events_reach_the_parents_execution_as_agent_stream_w
     assert {s.operation_id for s in sentiment} == {child_run_id(execution.run_id, "root/turn-0/tool/sentiment")}
     graph_paths = {tuple(step.participant for step in s.assembly_path) for s in sources if s.assembly_path}
     assert graph_paths == {("triage",), ("ledger",), ("policy",), ("respond",)}
+
+
+def test_cancelling_a_run_parked_in_a_tool_call_stops_the_child_and_ends_the_run_cancelled(dist):
+    """No thread holds the parked tool-call step: the cancel reaches the child, whose ending wakes
+    the step, which ends the coordinator's run cancelled (no scheduler needed)."""
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+    (dist.ready_dir / "hold-effect-11").touch()  # the sentiment child's tool call waits
+
+    execution = agent_tools_dist_app.CoordinatorAgent.start_execution("My transfer is stuck!")
+    deadline = time.monotonic() + 60
+    while not (dist.ready_dir / "held-effect-11").exists():
+        assert time.monotonic() < deadline, "the sentiment child's tool call never started"
+        time.sleep(0.05)
+    execution.cancel()
+    run = execution.wait(timeout=60)
+
+    assert run.cancelled
+    store = current_configuration().runtime().store
+    child_id = child_run_id(run.id, "root/turn-0/tool/sentiment")
+    # The other tool call's child may end first and its woken step end the run; the cancel has
+    # reached this child all the same, which stops at its tool's next check.
+    deadline = time.monotonic() + 30
+    while store.load_run(child_id).status == "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert store.load_run(child_id).status == "cancelled"

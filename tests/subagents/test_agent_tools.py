@@ -4,6 +4,7 @@ run (nested on the tool call's thread), whose answer, failure, usage and events 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -339,3 +340,30 @@ def test_the_parents_cancellation_reaches_the_child_and_stops_the_parent(config,
     assert run.cancelled
     child = config.runtime().store.load_run(child_run_id(run.id, "root/turn-0/tool/c1"))
     assert child.status == "cancelled"
+
+
+def test_the_parents_deadline_reaches_the_child_and_ends_the_parent_partial(config, script):
+    slow = agent("SlowAgent", script([{"text": "late", "delay": 5}]))
+
+    class SupportAgent(Agent):
+        model = script([call("slow", "x"), {"text": "done"}])
+        tools = [agent_as_tool(slow, name="slow")]
+
+    run = SupportAgent.ask("Hi", deadline_at=datetime.now(UTC) + timedelta(seconds=1))
+
+    assert run.outcome == "partial"
+    child = config.runtime().store.load_run(child_run_id(run.id, "root/turn-0/tool/c1"))
+    assert child.status == "partial"
+
+
+def test_called_outside_a_tool_call_step_the_tool_asks_the_delegate_in_process(config, script):
+    helper = agent("HelperAgent", script([{"text": "answered"}]))
+
+    class SupportAgent(Agent):
+        model = "scripted"
+        tools = [agent_as_tool(helper, name="helper")]
+
+    outcome = SupportAgent.tools[0]().execute({"message": "x"})
+
+    assert outcome.ok and outcome.text == "answered"
+    assert not SupportAgent.tools[0]().execute({"topic": "x"}).ok  # the one message input is required
