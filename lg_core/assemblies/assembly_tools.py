@@ -68,6 +68,8 @@ class AssemblyTool(Tool):
         message = prepared.value["message"]
         child = start_or_find_child(scope, self.assembly, message, child_id, None, **options)
         if child is None:
+            # A child found ended by the park's own transition is recorded there; a cancel or deadline
+            # that stopped it stops the parent at its next step.
             return park_on_child(
                 scope,
                 child_id,
@@ -75,6 +77,8 @@ class AssemblyTool(Tool):
                 after=lambda ended, _child_id: step.record(self._answer(step, ended)),
                 what="tool call",
             )
+        if not child.completed:
+            scope.check_interrupt()  # the parent's cancel or deadline stopped the child: the parent stops too
         return self._answer(step, child)
 
     def call(self, input: Any) -> Any:
@@ -90,11 +94,9 @@ class AssemblyTool(Tool):
     def _answer(self, step: ToolStep, child: Run) -> ToolOutcome:
         """The call's outcome from its ended child, the child's usage added to the step's once."""
         scope = step.scope
-        if not self._usage_counted:
+        if not self._usage_counted:  # a transition re-run after a lost race must not count it again
             self._usage_counted = True
             scope.built_context.record_usage(child.usage)
-        if not child.completed:
-            scope.check_interrupt()  # the parent's cancel or deadline stopped the child: the parent stops too
         return self._outcome_of(child)
 
     def _outcome_of(self, child: Run) -> ToolOutcome:

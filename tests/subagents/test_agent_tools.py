@@ -12,7 +12,18 @@ from lg_core import Agent, Graph, Tool, edge
 from lg_core.agent_stream import AgentStreamSource
 from lg_core.assemblies._child_runs import child_run_id
 from lg_core.errors import ConfigurationError
+from lg_core.run import import_entrypoint
 from lg_core.subagents.declarations import agent_as_tool, agents_as_tools, assemblies_as_tools, assembly_as_tool
+
+
+class ModuleHelperAgent(Agent):
+    model = "scripted"
+    description = "Helps"
+
+
+class ModuleSupportAgent(Agent):
+    model = "scripted"
+    tools = [agent_as_tool(ModuleHelperAgent, name="helper", model="scripted:other")]
 
 
 def agent(name: str, target: str, **attributes) -> type[Agent]:
@@ -367,3 +378,12 @@ def test_called_outside_a_tool_call_step_the_tool_asks_the_delegate_in_process(c
 
     assert outcome.ok and outcome.text == "answered"
     assert not SupportAgent.tools[0]().execute({"topic": "x"}).ok  # the one message input is required
+
+
+def test_an_overridden_delegate_is_importable_by_its_entrypoint_path_as_a_worker_imports_it():
+    delegate = ModuleSupportAgent.tools[0].assembly
+    path = f"{delegate.__module__}:{delegate.__qualname__}"
+
+    assert import_entrypoint(path) is delegate
+    assert issubclass(delegate, ModuleHelperAgent) and delegate.agent_id == ModuleHelperAgent.agent_id
+    assert delegate.model == "scripted:other"
