@@ -4,7 +4,9 @@ Workers import it by the coordinator's path when they first meet one of its runs
 The coordinator's first turn calls both tools at once: ``classify_sentiment`` (an
 Agent that records side effect 11 through graph_dist_app's ``effect`` tool, then
 answers) and ``investigate`` (graph_dist_app's TransferGraph, whose nodes record
-effects 1 to 4). Its second turn answers from what the tools returned.
+effects 1 to 4). Its second turn answers from what the tools returned. ``RecallingCoordinatorAgent``
+calls its ``note`` tool (``preserve_context``) twice in one turn: the calls run one
+after the other, and the second one's delegate sees the first one's conversation.
 """
 
 from __future__ import annotations
@@ -54,3 +56,33 @@ class CoordinatorAgent(Agent):
             graph_dist_app.TransferGraph, name="investigate", description="Investigates a pending transfer"
         ),
     ]
+
+
+def _note_model(request):
+    asked = [message.text for message in request.messages if message.role == "user"]
+    return {"text": " | ".join(asked)}
+
+
+def _recalling_model(request):
+    if any(message.role == "tool" for message in request.messages):
+        return {"text": "noted"}
+    return {
+        "tool_calls": [
+            {"id": "first", "name": "note", "arguments": {"message": "transfer 481"}},
+            {"id": "second", "name": "note", "arguments": {"message": "still pending"}},
+        ]
+    }
+
+
+scripted.register("tools-note", _note_model)
+scripted.register("tools-recalling", _recalling_model)
+
+
+class NoteAgent(Agent):
+    model = "scripted:tools-note"
+    description = "Notes what it is told, and repeats everything it was told so far"
+
+
+class RecallingCoordinatorAgent(Agent):
+    model = "scripted:tools-recalling"
+    tools = [agent_as_tool(NoteAgent, name="note", preserve_context=True)]

@@ -107,3 +107,12 @@ def test_cancelling_a_run_parked_in_a_tool_call_stops_the_child_and_ends_the_run
     while store.load_run(child_id).status == "running" and time.monotonic() < deadline:
         time.sleep(0.1)
     assert store.load_run(child_id).status == "cancelled"
+
+
+def test_preserve_context_calls_run_one_after_another_and_continue_one_conversation_on_workers(dist):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    run = agent_tools_dist_app.RecallingCoordinatorAgent.start_execution("Remember this").wait(timeout=90)
+
+    assert run.completed, run.error
+    assert _tool_results(run) == {"first": "transfer 481", "second": "transfer 481 | still pending"}
