@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from lg_core.assemblies._child_runs import child_run_id, ended_child, park_on_child, start_or_find_child
 from lg_core.assemblies.trajectory import describe_error
-from lg_core.errors import ConfigurationError, ToolError
+from lg_core.errors import ConfigurationError, RunNotFoundError, ToolError
 from lg_core.messages import Message
 from lg_core.tool import Tool, ToolOutcome, success_outcome
 
 if TYPE_CHECKING:
-    from lg_core.engine._step_scope import Transition
+    from lg_core.engine.driven_frames import StepScope, Transition
     from lg_core.engine.tool_steps import ToolStep
     from lg_core.run import Run
     from lg_core.store import RunRecord
@@ -80,6 +80,14 @@ class AssemblyTool(Tool):
         if not child.completed:
             scope.check_interrupt()  # the parent's cancel or deadline stopped the child: the parent stops too
         return self._answer(step, child)
+
+    def resumes_on_step(self, scope: StepScope) -> bool:
+        """Has an earlier execution of this step started its child (lg_core.engine.tool_steps)?"""
+        try:
+            scope.engine.store.load_run(child_run_id(scope.run.id, scope.key))
+        except RunNotFoundError:
+            return False
+        return True
 
     def call(self, input: Any) -> Any:
         """Outside a tool-call step: the assembly asked in this process, its answer returned."""

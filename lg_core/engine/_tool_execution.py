@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from lg_core.callbacks import run_chain
 from lg_core.content import ToolUse
-from lg_core.engine.tool_steps import ToolStep, runs_on_step
+from lg_core.engine.tool_steps import ToolStep, resumes_on_step, runs_on_step
 from lg_core.tool import Tool, ToolOutcome, success_outcome
 
 if TYPE_CHECKING:
@@ -69,8 +69,11 @@ def execute_tool(
     """Run ``use`` with ``tool`` on ``scope``'s step; failures the model may read become failed outcomes.
 
     With ``record`` (the step's commit of an outcome), a tool that runs on its step gets the
-    step, and may answer with the transition parking it (lg_core.engine.tool_steps)."""
-    scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
+    step, and may answer with the transition parking it (lg_core.engine.tool_steps); a step woken
+    after parking goes on with its call, neither announced nor admitted (``before_tool``) again."""
+    resumed = record is not None and resumes_on_step(tool, scope)
+    if not resumed:
+        scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
     problems = [use.input_error] if use.input_error else tool.validate(use.input)
     if problems:
         return ToolOutcome.failure(f"Invalid input for tool {use.name!r}: " + "; ".join(problems[:5]), "validation")
@@ -78,8 +81,8 @@ def execute_tool(
     if isinstance(prepared, ToolOutcome):
         return prepared
     payload = {"tool_use": use, "tool": tool, "operation_id": operation_id, "parent_operation_id": parent_operation_id}
-    decision = run_chain(agent, "before_tool", payload, context=scope.context)
-    if decision.cancelled:
+    decision = run_chain(agent, "before_tool", payload, context=scope.context) if not resumed else None
+    if decision is not None and decision.cancelled:
         return ToolOutcome.failure(
             decision.reason or f"The call to {use.name!r} was not allowed.", "cancelled_by_callback"
         )

@@ -7,6 +7,11 @@ parks (commits ``waiting``, holding no thread) until the child's ending wakes it
 Such a tool defines ``call_on_step(step, prepared)``; the tool-call step
 (lg_core.engine._tool_call) calls it instead of ``call`` with a :class:`ToolStep`,
 and it returns either the call's outcome or the transition that parks the step.
+
+A parked step is executed again when the child ends. ``resumes_on_step(scope)`` tells
+that execution apart from a first one (the child the step started exists): it goes on
+with the call an earlier execution announced (``tool_execution_start``) and the
+agent's ``before_tool`` callbacks admitted, so neither happens twice.
 """
 
 from __future__ import annotations
@@ -47,4 +52,10 @@ def runs_on_step(tool: Any) -> bool:
     return callable(getattr(tool, "call_on_step", None))
 
 
-__all__ = ["ToolStep", "runs_on_step"]
+def resumes_on_step(tool: Any, scope: StepScope) -> bool:
+    """Does this execution of ``scope`` go on with a call of ``tool`` an earlier one started?"""
+    resumes = getattr(tool, "resumes_on_step", None)
+    return runs_on_step(tool) and callable(resumes) and bool(resumes(scope))
+
+
+__all__ = ["ToolStep", "resumes_on_step", "runs_on_step"]

@@ -11,10 +11,11 @@ after the other, and the second one's delegate sees the first one's conversation
 
 from __future__ import annotations
 
+import dist_app
 import graph_dist_app
 from graph_dist_app import EffectTool
 
-from lg_core import Agent, agent_as_tool, assembly_as_tool
+from lg_core import Agent, after_tool, agent_as_tool, assembly_as_tool, before_tool
 from lg_core.providers import scripted
 
 SENTIMENT = "negative"
@@ -50,6 +51,16 @@ class ToolSentimentAgent(Agent):
 
 class CoordinatorAgent(Agent):
     model = "scripted:tools-coordinator"
+
+    @before_tool
+    def admit(self, payload, **kwargs):
+        """Logs each admission (``admit 0 <call id>``): a step woken after parking admits nothing again."""
+        dist_app._log("admit", 0, payload["tool_use"].id)
+
+    @after_tool
+    def answered(self, payload, **kwargs):
+        dist_app._log("answered", 0, payload["tool_use"].id)
+
     tools = [
         agent_as_tool(ToolSentimentAgent, name="classify_sentiment"),
         assembly_as_tool(

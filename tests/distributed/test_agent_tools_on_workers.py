@@ -34,6 +34,8 @@ def _assert_completed_once(dist, run) -> None:
         if tool == "effect":
             keys.setdefault(n, set()).add(key)
     assert {n: len(found) for n, found in keys.items()} == {1: 1, 2: 1, 3: 1, 4: 1, 11: 1}, dist.calls()
+    for callback in ("admit", "answered"):  # once per call, though each step ran again when woken
+        assert sorted(key for name, _n, key in dist.calls() if name == callback) == ["investigate", "sentiment"]
     store = current_configuration().runtime().store
     for key in TOOL_STEPS:
         child = store.load_run(child_run_id(run.id, key))
@@ -82,6 +84,9 @@ def test_the_tool_childrens_events_reach_the_parents_execution_as_agent_stream_w
     assert {s.operation_id for s in sentiment} == {child_run_id(execution.run_id, "root/turn-0/tool/sentiment")}
     graph_paths = {tuple(step.participant for step in s.assembly_path) for s in sources if s.assembly_path}
     assert graph_paths == {("triage",), ("ledger",), ("policy",), ("respond",)}
+    # A step woken after parking goes on with the call it started: announced once.
+    starts = [event.data["id"] for event in events if event.type == "tool_execution_start"]
+    assert sorted(starts) == ["investigate", "sentiment"]
 
 
 def test_cancelling_a_run_parked_in_a_tool_call_stops_the_child_and_ends_the_run_cancelled(dist):
