@@ -76,6 +76,7 @@ if TYPE_CHECKING:
         SqlSessionStore,
     )
     from lg_core.store import RunRecord
+    from lg_core.subagents.declarations import agent_as_tool, agents_as_tools, assemblies_as_tools, assembly_as_tool
     from lg_core.tool import Artifact, Binding, Tool, ToolOutcome
     from lg_core.tool_registry import ToolRegistry
     from lg_core.trusted_path import TrustedPath
@@ -95,6 +96,10 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(("Graph", "GraphBuilder"), "lg_core.assemblies.graph"),
     **dict.fromkeys(("Swarm", "SwarmBuilder"), "lg_core.assemblies.swarm"),
     **dict.fromkeys(("Workflow", "WorkflowBuilder"), "lg_core.assemblies.workflow"),
+    **dict.fromkeys(
+        ("agent_as_tool", "agents_as_tools", "assemblies_as_tools", "assembly_as_tool"),
+        "lg_core.subagents.declarations",
+    ),
     **dict.fromkeys(
         (
             "after_initialize",
@@ -288,6 +293,10 @@ __all__ = [
     "after_model",
     "after_model_error",
     "after_tool",
+    "agent_as_tool",
+    "agents_as_tools",
+    "assemblies_as_tools",
+    "assembly_as_tool",
     "before_invocation",
     "before_model",
     "before_tool",

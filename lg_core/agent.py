@@ -49,6 +49,7 @@ from lg_core.invocation import Invocation
 from lg_core.result_schema import ResultSchema, check_tools_accepted, result_strategy
 from lg_core.run import Run, prepared_by
 from lg_core.subagents.control_tools import SubagentControlTools
+from lg_core.subagents.declarations import AssemblyToolDeclaration
 from lg_core.subagents.options import SubagentOptions, subagent_options
 from lg_core.subagents.steps import tool_step_body, turn_step_body
 from lg_core.tool_declarations import underscored_name
@@ -371,10 +372,17 @@ def _merge_tools(cls: type[Agent]) -> tuple[Any, ...]:
         if issubclass(base, Agent):
             merged.extend(t for t in base.tools if t not in merged)  # already checked and merged
         else:
-            add_declarations(merged, vars(base)["tools"], base.__qualname__)
-    add_declarations(merged, vars(cls).get("tools", ()), cls.__qualname__)
+            add_declarations(merged, _as_tool_classes(base, vars(base)["tools"]), base.__qualname__)
+    add_declarations(merged, _as_tool_classes(cls, vars(cls).get("tools", ())), cls.__qualname__)
     check_unique_tool_names(merged, cls.__qualname__)
     return tuple(merged)
+
+
+def _as_tool_classes(owner: type, declared: Any) -> Any:
+    """``declared`` with each ``agent_as_tool``/``assembly_as_tool`` declaration as the Tool class it offers."""
+    if isinstance(declared, (str, bytes)) or not hasattr(declared, "__iter__"):
+        return declared
+    return [item.tool_class(owner) if isinstance(item, AssemblyToolDeclaration) else item for item in declared]
 
 
 def _merge_limits(cls: type[Agent]) -> dict[str, int]:
@@ -411,12 +419,16 @@ def _checked_limits(own: Any, owner: str) -> dict[str, int]:
 # class attributes they would be accepted and silently ignored (an agent declaring a sandbox would run
 # its tools without one), so declaring one fails at class definition instead.
 _NOT_SUPPORTED_YET = {
-    "agent_as_tool": "agents exposed as tools",
     "skills": "skills",
     "manage_context": "context management",
     "system_template": "prompt templates",
     "prompt_local": "prompt templates",
 }
+
+
+# Declarations that the spec writes as class-level calls and that belong in ``tools`` here: as plain class
+# attributes nothing would read them.
+_TOOL_DECLARATIONS = ("agent_as_tool", "agents_as_tools", "assembly_as_tool", "assemblies_as_tools")
 
 
 # The run-scoped objects an Agent instance holds (the spec's Agent#workspace and Agent#sandbox). They come
@@ -425,8 +437,9 @@ _RUN_SCOPED = ("sandbox", "workspace")
 
 
 def _refuse_unsupported_declarations(cls: type[Agent]) -> None:
-    """ConfigurationError for a declaration in :data:`_NOT_SUPPORTED_YET` or :data:`_RUN_SCOPED`, made
-    by ``cls`` or a plain mixin it inherits from (an Agent base was checked when it was defined)."""
+    """ConfigurationError for a declaration in :data:`_NOT_SUPPORTED_YET`, :data:`_TOOL_DECLARATIONS` or
+    :data:`_RUN_SCOPED`, made by ``cls`` or a plain mixin it inherits from (an Agent base was checked when
+    it was defined)."""
     for base in [cls, *(base for base in declaring_bases(cls) if not issubclass(base, Agent))]:
         scoped = sorted(set(vars(base)) & set(_RUN_SCOPED))
         if scoped:
@@ -435,6 +448,13 @@ def _refuse_unsupported_declarations(cls: type[Agent]) -> None:
                 f"{cls.__qualname__} declares {name} (in {base.__qualname__}), but an agent's {name} is its run's, "
                 f"built from the {name} setting (configure({name}=...) or lg.yaml) for every step; nothing would "
                 "act on a class attribute. Remove it and set the setting"
+            )
+        misplaced = sorted(set(vars(base)) & set(_TOOL_DECLARATIONS))
+        if misplaced:
+            name = misplaced[0]
+            raise ConfigurationError(
+                f"{cls.__qualname__} declares {name} (in {base.__qualname__}) as a class attribute, which nothing "
+                f"reads; list it among the tools instead: tools = [{name}(SomeAgent, name=...)]"
             )
         declared = sorted(set(vars(base)) & set(_NOT_SUPPORTED_YET))
         if declared:

@@ -94,26 +94,28 @@ class AgentStreamLink:
     """How a child's events reach its parent: the step enclosing the child and what it runs.
 
     ``agent_id`` is set when the child runs an Agent (its events are wrapped); for a child
-    that runs an assembly it is None, and only the wrappers that assembly made are passed on."""
+    that runs an assembly it is None, and only the wrappers that assembly made are passed on.
+    ``step`` is None for a child no composite step encloses (an Agent's tool call runs it):
+    its sources' ``assembly_path`` lists only the composite steps around it."""
 
     parent_run_id: str
-    step: AgentStreamStep
+    step: AgentStreamStep | None
     agent_id: str | None
     routed_input: Any = None
 
     def forwarded(self, child_run_id: str, event: StreamEvent) -> StreamEvent | None:
         """The parent's wrapper for the child's ``event``, or None when it is not an Agent's activity."""
         if event.type == "agent_stream":
-            return rewrapped(event, self.step)
+            return event if self.step is None else rewrapped(event, self.step)
         if self.agent_id is None or event.type in RUN_LEVEL_EVENTS:
             return None
-        delegated = self.step.assembly_kind == DELEGATION
+        delegated = self.step is not None and self.step.assembly_kind == DELEGATION
         source = AgentStreamSource(
             agent_id=self.agent_id,
             operation_id=child_run_id,
-            agent_path=self.step.step_id if delegated else "/root",
+            agent_path=self.step.step_id if delegated and self.step is not None else "/root",
             parent_operation_id=self.parent_run_id,
-            assembly_path=() if delegated else (self.step,),
+            assembly_path=() if self.step is None or delegated else (self.step,),
         )
         return wrapped(event, source, self.routed_input)
 
@@ -176,20 +178,23 @@ def chain_wrappers(run: Any, event: StreamEvent) -> list[tuple[str, StreamEvent]
         parent_operation_id=chain[0]["run_id"],
     )
     for ancestor in chain:
-        step = AgentStreamStep(**ancestor["step"])
-        if step.assembly_kind != DELEGATION:
-            path = (step, *path)
-        elif not agent_path:  # the innermost delegation names the Agent's place
-            agent_path = step.step_id
+        if ancestor["step"] is not None:  # None: an Agent's tool call, which no composite step names
+            step = AgentStreamStep(**ancestor["step"])
+            if step.assembly_kind != DELEGATION:
+                path = (step, *path)
+            elif not agent_path:  # the innermost delegation names the Agent's place
+                agent_path = step.step_id
         source = replace(base, assembly_path=path, agent_path=agent_path or "/root")
         wrapper = wrapped(event, source, run.invocation.message)
         published.append((ancestor["run_id"], wrapper.with_stored(encoded_wrapper(wrapper))))
     return published
 
 
-def chain_for(parent: Any, step: AgentStreamStep) -> list[dict[str, Any]]:
-    """The ``agent_stream_chain`` of a child ``parent`` starts on the workers at ``step``."""
-    return [{"run_id": parent.id, "step": asdict(step)}, *(parent.invocation.get("agent_stream_chain") or ())]
+def chain_for(parent: Any, step: AgentStreamStep | None) -> list[dict[str, Any]]:
+    """The ``agent_stream_chain`` of a child ``parent`` starts on the workers at ``step`` (None: an
+    Agent's tool call)."""
+    link = {"run_id": parent.id, "step": None if step is None else asdict(step)}
+    return [link, *(parent.invocation.get("agent_stream_chain") or ())]
 
 
 def describe(event: StreamEvent) -> str:

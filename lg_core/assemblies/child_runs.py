@@ -54,7 +54,7 @@ def start_or_find_child(
     assembly: Any,
     message: Any,
     run_id: str,
-    stream_step: AgentStreamStep,
+    stream_step: AgentStreamStep | None,
     *,
     seen: dict[str, RunRecord] | None = None,
     **options: Any,
@@ -63,8 +63,9 @@ def start_or_find_child(
     or None while it runs on workers: the step then parks until the child's ending wakes it.
 
     ``stream_step`` names the step in the ``agent_stream`` wrappers of the child's events
-    (lg_core.agent_stream); ``options`` are the child's own invocation fields (a Workflow call's
-    history, context, or a deadline sooner than the parent's for its timeout). A child found ended
+    (lg_core.agent_stream), None for an Agent's tool call, which no composite step encloses;
+    ``options`` are the child's own invocation fields (a Workflow call's history, context, or a
+    deadline sooner than the parent's for its timeout). A child found ended
     is read back from its stored record, which is put in ``seen`` (when given) so the caller need
     not read it again."""
     runtime: Any = scope.engine.runtime
@@ -101,7 +102,9 @@ def start_or_find_child(
 
 
 @contextmanager
-def _linked(scope: StepScope, run_id: str, entrypoint: Any, step: AgentStreamStep, message: Any) -> Iterator[None]:
+def _linked(
+    scope: StepScope, run_id: str, entrypoint: Any, step: AgentStreamStep | None, message: Any
+) -> Iterator[None]:
     """While a local child runs, its events reach the parent's stream as ``agent_stream`` wrappers
     (when the parent's caller wants them)."""
     if not scope.run.include_agent_events:

@@ -13,6 +13,9 @@ Public modules (imported by lg_core, lg_workers and lg_scheduler):
 * ``run_once``: ``Run.once``, a block performed at most once per key in a run.
 * ``run_endings``: how the step a thread just executed ended its run, for the task that reports it.
 * ``driven_frames``: what an entrypoint class that drives its own frame (a Graph) works with.
+* ``tool_steps``: what a tool that runs on its tool-call step (and may park it) is handed.
+* ``tool_call_bodies``: what an Agent's own body for some tool calls (a subagent control tool) builds on.
+* ``subagent_turns``: the subagent turn kind, whose body is the parent Agent's.
 * ``graph_nodes``: the graph node kind, whose body is the run's entrypoint class's.
 * ``workflow_steps``: a workflow's perform step, whose body is the run's entrypoint class's too.
 

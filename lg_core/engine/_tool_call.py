@@ -16,6 +16,9 @@ process commit in turn under their frame's lock (lg_core.engine._frame_locks);
 calls in other processes may still lose the frame's race, and their commit is
 marked ``contended`` so that losing costs PostgreSQL no connection. Exclusive tools of a
 turn run one after another: each one's commit schedules the next.
+A tool that runs on its step (an Agent or assembly as a tool, lg_core.engine.tool_steps)
+may answer with the transition parking the step while its child run runs on the workers;
+the child's ending wakes the step, which executes again and records the child's answer.
 """
 
 from __future__ import annotations
@@ -85,9 +88,11 @@ class ToolCall:
                 outcome = self._execute(agent, registry, model)
             finally:
                 registry.close()
-        return self._record(outcome)
+        return self._record(outcome) if isinstance(outcome, ToolOutcome) else outcome
 
-    def _execute(self, agent: Any, registry: Any, model: Any) -> ToolOutcome:
+    def _execute(self, agent: Any, registry: Any, model: Any) -> ToolOutcome | Transition:
+        """The call's outcome, or, for a tool running a child run on the workers, the transition
+        parking this step until the child ends (lg_core.engine.tool_steps)."""
         scope, use = self.scope, self.tool_use
         policy = scope.agent_class._tool_loop_policy
         if policy is not None and policy.watches(use.name):
@@ -115,7 +120,14 @@ class ToolCall:
             if entering is None:
                 return ToolOutcome.failure(OUTCOME_UNKNOWN, "outcome_unknown")
         return execute_tool(
-            scope, agent, tool, use, operation_id=scope.key, parent_operation_id=scope.frame.id, entering=entering
+            scope,
+            agent,
+            tool,
+            use,
+            operation_id=scope.key,
+            parent_operation_id=scope.frame.id,
+            entering=entering,
+            record=self._record,
         )
 
     # -- record --------------------------------------------------------------------

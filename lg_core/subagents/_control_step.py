@@ -30,7 +30,7 @@ from typing import Any
 
 from lg_core.assemblies.child_runs import child_run_id
 from lg_core.engine.driven_frames import FrameState, StaleStep, StepScope, Transition
-from lg_core.engine.tool_steps import SUBAGENT_TURN_KIND, ToolCall, subagent_turn_key
+from lg_core.engine.tool_call_bodies import SUBAGENT_TURN_KIND, ToolCall, subagent_turn_key
 from lg_core.errors import Error, InvocationError, ToolError
 from lg_core.store import NewStep, StepCommit
 from lg_core.subagents.control_inputs import (

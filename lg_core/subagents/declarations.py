@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lg_core.assemblies.assembly_tools import assembly_tool_class
 from lg_core.errors import ConfigurationError
 from lg_core.subagents.definition import Definition, check_description, check_kind
 from lg_core.subagents.limits import positive_seconds
@@ -66,6 +67,18 @@ class AssemblyToolDeclaration:
     @property
     def assembly_kind(self) -> str:
         return str(self.assembly_class.assembly_kind)  # type: ignore[attr-defined]
+
+    def tool_class(self, owner: type) -> type[Tool]:
+        """The Tool class ``owner`` (the declaring class) offers for this declaration."""
+        return assembly_tool_class(
+            owner,
+            self.assembly_class,
+            self.name,
+            self.description,
+            model=self.model,
+            tools=self.tools,
+            preserve_context=self.preserve_context,
+        )
 
 
 def subagent(

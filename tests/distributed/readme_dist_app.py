@@ -21,6 +21,7 @@ EXAMPLES = {
     "routed": ("readme-routed-workflow",),
     "investigation": ("readme-investigation-workflow", "readme-investigation-graph"),
     "resolution": ("readme-swarm", "readme-investigation-workflow", "readme-resolution-graph"),
+    "assembly_tools": ("readme-assembly-tools",),
 }
 _CALL = re.compile(r"^run = ", re.MULTILINE)
 
@@ -42,3 +43,4 @@ def _example_module(name: str, markers: tuple[str, ...]) -> types.ModuleType:
 routed = _example_module("routed", EXAMPLES["routed"])
 investigation = _example_module("investigation", EXAMPLES["investigation"])
 resolution = _example_module("resolution", EXAMPLES["resolution"])
+assembly_tools = _example_module("assembly_tools", EXAMPLES["assembly_tools"])

@@ -62,3 +62,17 @@ def test_the_resolution_graph_runs_the_workflow_and_the_swarm_as_nested_child_ru
         ("investigate", "workflow"),
         ("resolve", "swarm"),
     ]
+
+
+def test_the_coordinator_calls_its_agent_and_graph_tools_on_workers(dist):
+    dist.start_workers(queues=QUEUES, pool="threads", concurrency=8)
+
+    coordinator = readme_dist_app.assembly_tools.SupportCoordinatorAgent
+    run = coordinator.start_execution("Why is my transfer STILL pending?!", context={"account_id": "acct-7"}).wait(
+        timeout=90
+    )
+
+    assert run.completed, run.error
+    assert run.response == "Sorry for the wait: transfer 481 settles within two business days."
+    results = [block.content[0].text for m in run.result.messages if m.role == "tool" for block in m.content]
+    assert results == ["negative", "It settles within two business days."]

@@ -72,3 +72,19 @@ def test_the_readme_retry_example_retries_a_timed_out_node_and_passes_history_to
     assert len(namespace["ledger_calls"]) == 2
     attempts = run.result.trajectory.find("ledger").attempts
     assert "AssemblyStepTimeoutError" in attempts[0].error and attempts[1].error is None
+
+
+def test_the_readme_assembly_tools_example_calls_an_agent_and_a_graph_as_tools(config, capsys):
+    (block,) = marked_blocks("readme-assembly-tools")
+    namespace: dict = {"__name__": "readme_assembly_tools"}
+    try:
+        exec(compile(block.code, "README.md", "exec"), namespace)
+    finally:
+        for name in ("sentiment", "transfer-lookup", "transfer-explain", "coordinator"):
+            scripted.unregister(name)
+
+    run = namespace["run"]
+    assert run.outcome == "completed", run.error
+    assert run.response == "Sorry for the wait: transfer 481 settles within two business days."
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["['negative', 'It settles within two business days.']", run.response]

@@ -959,7 +959,6 @@ def test_system_prompt_of_the_wrong_type_fails_at_class_definition(config, bad):
 
 
 UNSUPPORTED = [
-    ("agent_as_tool", object, "agents exposed as tools"),
     ("skills", {"paths": ["skills"]}, "skills"),
     ("manage_context", {"compression_threshold": 0.75}, "context management"),
     ("system_template", "support/system", "prompt templates"),
@@ -971,6 +970,12 @@ UNSUPPORTED = [
 def test_a_spec_declaration_that_is_not_supported_yet_fails_at_class_definition(name, value, noun):
     with pytest.raises(ConfigurationError, match=f"SupportAgent declares {name} .*{noun} are not supported yet"):
         type("SupportAgent", (Agent,), {name: value})
+
+
+@pytest.mark.parametrize("name", ["agent_as_tool", "agents_as_tools", "assembly_as_tool", "assemblies_as_tools"])
+def test_a_tool_declaration_made_as_a_class_attribute_fails_naming_the_tools_list(name):
+    with pytest.raises(ConfigurationError, match=rf"declares {name} .*as a class attribute.*tools = \[{name}\("):
+        type("SupportAgent", (Agent,), {name: object})
 
 
 def test_an_unsupported_declaration_in_a_mixin_fails_too():
