@@ -2,7 +2,8 @@
 
 Execute (outside any transaction): run the node's assembly as a child run under an id
 derived from this step (lg_core.assemblies._child_runs), so an attempt executed again
-finds the child instead of starting another. Commit: the node's record and the route
+finds the child instead of starting another; the start node's first execution is given
+the history the run's session held, as its history. Commit: the node's record and the route
 it takes (lg_core.assemblies._graph_frame.NodeCommit), or, for a failure no
 ``error_edge`` recovers, the run's failure with the child's error. On a worker the
 child runs on other workers while this step parks (a ``waiting`` commit guarded by the
@@ -14,13 +15,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child, stream_step
+from lg_core.assemblies._child_runs import park_on_child, start_or_find_child, step_child_id, stream_step
 from lg_core.assemblies._graph_frame import NodeCommit
 from lg_core.assemblies._graph_rules import GraphSpec
 from lg_core.assemblies.declarations import ErrorEdge
 from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
-from lg_core.engine.driven_frames import StepScope, Transition
+from lg_core.engine.driven_frames import StepScope, Transition, session_history
 from lg_core.errors import AssemblyError
 
 if TYPE_CHECKING:
@@ -46,10 +47,15 @@ class GraphNodeStep:
     def perform(self) -> Transition:
         scope = self.scope
         scope.check_interrupt()
-        child_id = child_run_id(scope.run.id, scope.key)
+        child_id = step_child_id(scope, scope.key)
         step = stream_step(scope, self.node.name, f"{self.node.name}-{self.input['n']}", self.input.get("branch"))
         register_no_seat(child_id)
-        child = start_or_find_child(scope, self.node.assembly, self.input["input"], child_id, step, seen=self.seen)
+        # The start node's first execution continues the conversation the run's session held.
+        history = session_history(scope) if self.input["n"] == 1 else ()
+        options = {"history": list(history)} if history else {}
+        child = start_or_find_child(
+            scope, self.node.assembly, self.input["input"], child_id, step, seen=self.seen, **options
+        )
         if child is None:
             return self._park(child_id)
         scope.check_interrupt()  # a child stopped by its parent's cancel or deadline: the parent stops too

@@ -10,7 +10,9 @@ answer completes the Swarm run, and a member that failed fails the run. On a wor
 step parks while the child runs, exactly as a Graph node's does.
 
 The caller's history and application context reach the child only when the member opts
-in (``member(Agent, history=True, context=True)``).
+in (``member(Agent, history=True, context=True)``); the history is the run's (its
+session's, else the invocation's). The member running the Swarm's first turn is also
+given the history the run's session held, so a conversation continues across asks.
 """
 
 from __future__ import annotations
@@ -18,18 +20,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._child_runs import child_run_id, park_on_child, start_or_find_child, stream_step
+from lg_core.assemblies._child_runs import park_on_child, start_or_find_child, step_child_id, stream_step
 from lg_core.assemblies._swarm_frame import MemberCommit
 from lg_core.assemblies._swarm_rules import SwarmSpec
 from lg_core.assemblies.declarations import Member
 from lg_core.assemblies.swarm_handoffs import HANDOFF_TOOL_NAME, SwarmProgress, journey_excerpt
 from lg_core.assemblies.swarm_members import MemberSeat, register_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
-from lg_core.engine.driven_frames import StepScope, Transition
+from lg_core.engine.driven_frames import StepScope, Transition, run_history, session_history
 from lg_core.errors import AssemblyError, ToolError
 
 if TYPE_CHECKING:
     from lg_core.engine.driven_frames import FrameState
+    from lg_core.messages import Message
     from lg_core.run import Run
     from lg_core.store import StepCommit
 
@@ -39,17 +42,18 @@ class MemberFailed(AssemblyError):
 
 
 class MemberCall:
-    """Builds a member's child run as ``start_or_find_child`` asks an assembly to, passing the caller's
-    history and context only when the member opts in."""
+    """Builds a member's child run as ``start_or_find_child`` asks an assembly to, passing ``history``
+    (the caller's, for a member that opts in; the session's, for the Swarm's first turn) and the
+    caller's context only when the member opts in."""
 
-    def __init__(self, member: Member, parent: Any, seat: MemberSeat) -> None:
-        self.member, self.parent, self.seat = member, parent, seat
+    def __init__(self, member: Member, parent: Any, seat: MemberSeat, history: tuple[Message, ...]) -> None:
+        self.member, self.parent, self.seat, self.history = member, parent, seat, history
 
     def build_run(self, message: Any, /, **options: Any) -> Run:
         register_seat(options["run_id"], self.seat.spec, self.seat.progress)
         invocation = self.parent.invocation
-        if self.member.history:
-            options["history"] = list(invocation.history)
+        if self.history:
+            options["history"] = list(self.history)
         if self.member.context:
             options["context"] = invocation.context.to_dict()
         run: Run = self.member.agent.build_run(message, **options)
@@ -67,15 +71,21 @@ class SwarmMemberStep:
     def perform(self) -> Transition:
         scope = self.scope
         scope.check_interrupt()
-        child_id = child_run_id(scope.run.id, scope.key)
+        child_id = step_child_id(scope, scope.key)
         progress = SwarmProgress.from_dict(scope.frame.checkpoint.data["progress"])  # type: ignore[attr-defined]
-        call = MemberCall(self.member, scope.run, MemberSeat(self.spec, progress))
+        call = MemberCall(self.member, scope.run, MemberSeat(self.spec, progress), self._history())
         step = stream_step(scope, self.member.name, scope.key)
         child = start_or_find_child(scope, call, self.input["input"], child_id, step)
         if child is None:
             return self._park(child_id)
         scope.check_interrupt()  # a child stopped by its parent's cancel or deadline: the parent stops too
         return self._after(child, child_id)
+
+    def _history(self) -> tuple[Message, ...]:
+        """The run's history for a member that opts in; else, on the Swarm's first turn, its session's."""
+        if self.member.history:
+            return run_history(self.scope)
+        return session_history(self.scope) if self.input["n"] == 1 else ()
 
     def _park(self, child_id: str) -> Transition:
         """Commit the step as waiting for its child, unless the child has ended by then (_child_runs)."""

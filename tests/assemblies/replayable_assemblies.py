@@ -1,0 +1,75 @@
+"""A Graph, a Workflow and a Swarm whose participants' models fail their first calls on demand.
+
+Module level, so that ``lg_core.retry`` rebuilds each run and its child runs from their
+import paths. ``FLAKY[name]`` counts the calls of the model ``name`` and says how many of
+the first fail (``reset`` sets them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lg_core import Agent, Graph, Swarm, Workflow, edge
+from lg_core.providers import scripted
+
+
+class Flaky:
+    """A scripted model's answers: its first ``failures`` calls fail, every call is counted."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.failures, self.calls = name, 0, 0
+
+    def __call__(self, request: Any) -> dict[str, str]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            return {"error": f"{self.name} is down"}
+        return {"text": f"{self.name} done"}
+
+
+FLAKY = {name: Flaky(name) for name in ("first", "second", "third", "desk")}
+for _name, _model in FLAKY.items():
+    scripted.register(f"replayable-{_name}", _model)
+
+
+def reset(**failures: int) -> None:
+    """Every call count back to zero; ``failures`` says how many first calls of each model fail."""
+    for name, model in FLAKY.items():
+        model.calls, model.failures = 0, failures.get(name, 0)
+
+
+def calls() -> tuple[int, ...]:
+    return tuple(FLAKY[name].calls for name in ("first", "second", "third"))
+
+
+class FirstAgent(Agent):
+    model = "scripted:replayable-first"
+
+
+class SecondAgent(Agent):
+    model = "scripted:replayable-second"
+
+
+class ThirdAgent(Agent):
+    model = "scripted:replayable-third"
+
+
+class DeskAgent(Agent):
+    model = "scripted:replayable-desk"
+
+
+class ChainGraph(Graph):
+    nodes = {"first": FirstAgent, "second": SecondAgent, "third": ThirdAgent}
+    start = "first"
+    edges = [edge("first", "second"), edge("second", "third")]
+    finish = "third"
+
+
+class TwoCallWorkflow(Workflow):
+    def perform(self) -> Any:
+        draft = self.invoke(FirstAgent)
+        return self.invoke(SecondAgent, input=draft.output)
+
+
+class DeskSwarm(Swarm):
+    members = [DeskAgent]
+    start = DeskAgent
