@@ -49,6 +49,12 @@ first model step re-opens the conversation in that new session, so history the
 original loaded from its session is not carried over (the opening's checkpoint
 is not kept on a step row).
 
+An assembly's run (Graph, Swarm, Workflow) is retried the same way: its committed
+nodes, member executions and settled calls are kept, and the re-run step starts a
+fresh child run, since the retry begins a new history epoch, part of a child's id
+(lg_core.assemblies._child_runs). It cannot be forked: its steps hold no
+conversation, each participant's being a child run of its own, which can be forked.
+
 Each is recorded in the log of the run it acts on: ``run_retried`` (which step,
 the restored checkpoint, the previous outcome and error) and ``run_forked``
 (the parent run, the step, the model and settings changes). The original of a

@@ -123,3 +123,53 @@ def test_retrying_a_graph_run_in_another_actors_session_is_refused_by_the_sessio
 
     assert again.failed and type(again.error).__name__ == "SessionActorError"
     assert calls() == (0, 0, 0), "the other actor's run never reached a node"
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    """``lg`` with the replay commands, reading no configuration from the environment."""
+    from typer.testing import CliRunner
+
+    from lg_core.cli import app, runs_app
+    from lg_core.replay_cli import register
+
+    for name in ("LG_RUN_STORE", "LG_IMPORTS", "LG_BROKER_URL", "COLUMNS"):
+        monkeypatch.delenv(name, raising=False)
+    if not any(command.name == "retry" for command in runs_app.registered_commands):
+        register(app, runs_app)
+    return lambda *args: CliRunner().invoke(app, list(args))
+
+
+def failed_graph_run(store: str) -> str:
+    from lg_core import Configuration, with_configuration
+
+    configuration = Configuration(run_store=store)
+    with with_configuration(configuration):
+        run = ChainGraph.ask("Go", run_id="cli-graph")
+    configuration.close()
+    assert run.failed
+    return run.id
+
+
+def test_lg_runs_retry_completes_a_failed_graph_run(cli, tmp_path):
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    reset(second=1)
+    run_id = failed_graph_run(store)
+
+    result = cli("runs", "retry", run_id, "--store", store)
+
+    assert result.exit_code == 0, result.output
+    assert "retrying step root/node-2/second from the checkpoint of root/node-1/first" in result.stderr
+    assert f"completed run {run_id}" in result.stderr
+    assert calls() == (1, 2, 1)
+
+
+def test_lg_runs_fork_of_a_graph_run_is_a_usage_error_saying_what_to_do(cli, tmp_path):
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    reset(second=1)
+    run_id = failed_graph_run(store)
+
+    result = cli("runs", "fork", run_id, "--from-step", "root/node-2/second", "--store", store)
+
+    assert result.exit_code == 2, result.output
+    assert "graph run, which cannot be forked" in result.stderr and f"lg runs retry {run_id}" in result.stderr

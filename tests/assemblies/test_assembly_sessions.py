@@ -126,3 +126,36 @@ def test_an_assembly_still_refuses_a_model_override(config, recall_graph):
 
     with pytest.raises(InvocationError, match="does not accept model_override"):
         recall_graph().ask("Hi", model_override="scripted:any")
+
+
+def test_a_graph_asked_again_while_its_session_is_busy_waits_and_then_sees_the_first_turn(config, script):
+    import contextvars
+    import threading
+    import time
+
+    started = threading.Event()
+
+    def slow_recall(request):
+        if not started.is_set():
+            started.set()
+            time.sleep(0.5)  # the second ask arrives while this turn still runs
+        return recall(request)
+
+    class SlowGraph(Graph):
+        nodes = {"answer": agent("SlowRecall", script(slow_recall))}
+        start = "answer"
+        finish = "answer"
+
+    results = {}
+    context = contextvars.copy_context()  # the thread asks under this test's configuration
+    first = threading.Thread(
+        target=context.run, args=(lambda: results.setdefault("first", SlowGraph.ask("One.", session_id="conv-1")),)
+    )
+    first.start()
+    assert started.wait(10)
+    second = SlowGraph.ask("Two?", session_id="conv-1")
+    first.join(10)
+
+    assert results["first"].completed and second.completed, (results["first"].error, second.error)
+    assert second.response == "seen: One. | Two?"
+    assert [text for _role, text in stored(config, "conv-1")] == ["One.", "seen: One.", "Two?", "seen: One. | Two?"]
