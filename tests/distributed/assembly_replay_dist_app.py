@@ -4,7 +4,8 @@
 its side effect once through graph_dist_app's ``effect`` tool (1, 2, 3). The confirm node's model
 fails before its tool call while the file named by $ASSEMBLY_OUTAGE exists: an outage every worker
 process sees, which the test ends by deleting the file before it retries the run.
-``RecallGraph``'s one node answers with every user message it was given, so a test sees the
+``SettleWorkflow`` invokes the same Agents in the same order, and ``SettleSwarm``'s one member is
+the confirm Agent. ``RecallGraph``'s one node answers with every user message it was given, so a test sees the
 history its session handed it.
 """
 
@@ -14,7 +15,7 @@ import os
 
 from graph_dist_app import EffectTool
 
-from lg_core import Agent, Graph, edge
+from lg_core import Agent, Graph, Swarm, Workflow, edge
 from lg_core.providers import scripted
 
 EFFECTS = {"charge": 1, "confirm": 2, "notify": 3}
@@ -60,6 +61,18 @@ class SettleGraph(Graph):
     start = "charge"
     edges = [edge("charge", "confirm"), edge("confirm", "notify")]
     finish = "notify"
+
+
+class SettleWorkflow(Workflow):
+    def perform(self):
+        charged = self.invoke(ChargeAgent)  # settled (and committed, as the step parks) before confirm starts
+        confirmed = self.invoke(ConfirmAgent, input=charged.output)
+        return self.invoke(NotifyAgent, input=confirmed.output)
+
+
+class SettleSwarm(Swarm):
+    members = [ConfirmAgent]
+    start = ConfirmAgent
 
 
 class RecallAgent(Agent):

@@ -41,6 +41,31 @@ def test_a_graph_whose_node_failed_is_retried_on_workers_and_each_side_effect_ha
     assert retried.data["step"] == "root/node-2/confirm"
 
 
+@pytest.mark.parametrize("assembly", ["SettleWorkflow", "SettleSwarm"])
+def test_a_workflow_or_swarm_run_that_failed_is_retried_on_workers(dist, tmp_path, assembly):
+    outage = tmp_path / "outage"
+    outage.touch()
+    dist.start_workers(queues=QUEUES, pool="threads", concurrency=8, ASSEMBLY_OUTAGE=str(outage))
+    cls = getattr(app, assembly)
+
+    failed = cls.start_execution("Settle transfer 481.").wait(timeout=90)
+    assert failed.failed, failed.error
+    before = effects(dist)
+    outage.unlink()
+
+    run = lg_core.retry(failed.id).wait(timeout=90)
+
+    assert run.completed, run.error
+    if assembly == "SettleWorkflow":
+        assert before == Counter({1: 1})
+        assert run.response == "notify done"
+        assert effects(dist) == Counter({1: 1, 2: 1, 3: 1}), "the settled call did not run again"
+    else:
+        assert before == Counter()
+        assert run.response == "confirm done"
+        assert effects(dist) == Counter({2: 1})
+
+
 def test_a_graph_asked_twice_in_one_session_on_workers_sees_its_first_turn_as_history(dist):
     dist.start_workers(queues=QUEUES, pool="threads", concurrency=8)
 
