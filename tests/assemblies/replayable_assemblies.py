@@ -7,6 +7,7 @@ the first fail (``reset`` sets them).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from lg_core import Agent, Graph, Swarm, Workflow, edge
@@ -23,10 +24,12 @@ class Flaky:
         self.calls += 1
         if self.calls <= self.failures:
             return {"error": f"{self.name} is down"}
+        if self.name == "slow":
+            time.sleep(0.5)  # the other branch fails meanwhile; this answer comes after the run ended
         return {"text": f"{self.name} done"}
 
 
-FLAKY = {name: Flaky(name) for name in ("first", "second", "third", "desk")}
+FLAKY = {name: Flaky(name) for name in ("first", "second", "third", "desk", "slow")}
 for _name, _model in FLAKY.items():
     scripted.register(f"replayable-{_name}", _model)
 
@@ -55,6 +58,19 @@ class ThirdAgent(Agent):
 
 class DeskAgent(Agent):
     model = "scripted:replayable-desk"
+
+
+class SlowAgent(Agent):
+    model = "scripted:replayable-slow"
+
+
+class BranchGraph(Graph):
+    """first, then second (which fails) and slow (which answers late) in parallel, joined at third."""
+
+    nodes = {"first": FirstAgent, "second": SecondAgent, "slow": SlowAgent, "third": ThirdAgent}
+    start = "first"
+    edges = [edge("first", "second"), edge("first", "slow"), edge("second", "third"), edge("slow", "third")]
+    finish = "third"
 
 
 class ChainGraph(Graph):

@@ -9,7 +9,15 @@ import pytest
 import lg_core
 from lg_core.assemblies._child_runs import child_run_id
 from lg_core.errors import InvocationError, RunStateError
-from tests.assemblies.replayable_assemblies import ChainGraph, DeskSwarm, TwoCallWorkflow, calls, reset
+from tests.assemblies.replayable_assemblies import (
+    FLAKY,
+    BranchGraph,
+    ChainGraph,
+    DeskSwarm,
+    TwoCallWorkflow,
+    calls,
+    reset,
+)
 
 
 def node_children(config, run_id: str) -> dict[str, str]:
@@ -42,6 +50,22 @@ def test_a_retried_graph_run_reruns_only_its_failed_node_with_a_fresh_child(conf
     assert children["second"] == child_run_id(run.id, "root/node-2/second", 1), "the retry's child is fresh"
     assert store.load_run(child_run_id(run.id, "root/node-2/second")).status == "failed"
     assert store.load_run(children["second"]).status == "completed"
+
+
+def test_a_branch_whose_child_completed_after_the_run_failed_keeps_that_child_on_retry(config):
+    reset(second=1)
+    failed = BranchGraph.ask("Go")
+    assert failed.failed
+    store = config.runtime().store
+    slow_child = store.load_run(child_run_id(failed.id, "root/node-3/slow"))
+    assert slow_child.status == "completed", "the slow branch's child finished after its run failed"
+
+    run = lg_core.retry(failed.id)
+
+    assert run.completed, run.error
+    assert FLAKY["slow"].calls == 1, "the completed child was kept, not run again"
+    assert FLAKY["second"].calls == 2 and calls() == (1, 2, 1)
+    assert node_children(config, run.id)["slow"] == slow_child.id
 
 
 def test_a_graph_run_that_fails_again_can_be_retried_again(config):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from lg_core import Agent, Graph, Swarm, Workflow
+from lg_core import Agent, Graph, Swarm, Workflow, edge
 from lg_core.errors import SessionActorError
 
 
@@ -159,3 +159,46 @@ def test_a_graph_asked_again_while_its_session_is_busy_waits_and_then_sees_the_f
     assert results["first"].completed and second.completed, (results["first"].error, second.error)
     assert second.response == "seen: One. | Two?"
     assert [text for _role, text in stored(config, "conv-1")] == ["One.", "seen: One.", "Two?", "seen: One. | Two?"]
+
+
+def test_only_the_graphs_start_node_is_given_the_sessions_history(config, script):
+    class TwoNodeGraph(Graph):
+        nodes = {"first": agent("FirstRecall", script(recall)), "second": agent("SecondRecall", script(recall))}
+        start = "first"
+        edges = [edge("first", "second")]
+        finish = "second"
+
+    TwoNodeGraph.ask("Earlier turn.", session_id="conv-1")
+    run = TwoNodeGraph.ask("Now.", session_id="conv-1")
+
+    assert run.completed, run.error
+    first, second = run.result.trajectory
+    assert first.output.startswith("seen: Earlier turn. | ")
+    assert "Earlier turn." not in second.output.replace(first.output, ""), "a later node gets only its input"
+
+
+def test_a_swarm_member_that_opts_in_gets_the_runs_history_on_a_later_turn(config, script):
+    from lg_core import member
+
+    handing = agent(
+        "HandingDesk",
+        script(
+            lambda request: (
+                {"text": "done"}
+                if request.messages[-1].role == "tool"
+                else {"tool_calls": [{"name": "handoff", "arguments": {"to": "recalling_desk", "message": "over"}}]}
+            )
+        ),
+    )
+    recalling = agent("RecallingDesk", script(recall))
+
+    class HandoffSwarm(Swarm):
+        members = [handing, member(recalling, history=True)]
+        start = handing
+        handoffs = {handing: [recalling]}
+
+    HandoffSwarm.ask("Earlier turn.", session_id="conv-1")
+    run = HandoffSwarm.ask("Now.", session_id="conv-1")
+
+    assert run.completed, run.error
+    assert run.response.startswith("seen: Earlier turn. | ")
