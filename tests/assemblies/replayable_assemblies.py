@@ -19,10 +19,13 @@ class Flaky:
 
     def __init__(self, name: str) -> None:
         self.name, self.failures, self.calls = name, 0, 0
+        self.expected = False  # (slow) a parallel branch of the run asks this model
 
     def __call__(self, request: Any) -> dict[str, str]:
         self.calls += 1
         if self.calls <= self.failures:
+            if self.name == "second":  # fail only once the parallel slow branch is running
+                _wait_for(lambda: FLAKY["slow"].calls > 0 or not FLAKY["slow"].expected)
             return {"error": f"{self.name} is down"}
         if self.name == "slow":
             time.sleep(0.5)  # the other branch fails meanwhile; this answer comes after the run ended
@@ -34,10 +37,18 @@ for _name, _model in FLAKY.items():
     scripted.register(f"replayable-{_name}", _model)
 
 
-def reset(**failures: int) -> None:
-    """Every call count back to zero; ``failures`` says how many first calls of each model fail."""
+def reset(*, branch: bool = False, **failures: int) -> None:
+    """Every call count back to zero; ``failures`` says how many first calls of each model fail.
+    With ``branch`` (BranchGraph) the second node fails only once the slow branch runs."""
     for name, model in FLAKY.items():
         model.calls, model.failures = 0, failures.get(name, 0)
+    FLAKY["slow"].expected = branch
+
+
+def _wait_for(condition: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def calls() -> tuple[int, ...]:

@@ -53,7 +53,7 @@ def test_a_retried_graph_run_reruns_only_its_failed_node_with_a_fresh_child(conf
 
 
 def test_a_branch_whose_child_completed_after_the_run_failed_keeps_that_child_on_retry(config):
-    reset(second=1)
+    reset(branch=True, second=1)
     failed = BranchGraph.ask("Go")
     assert failed.failed
     store = config.runtime().store
