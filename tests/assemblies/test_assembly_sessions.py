@@ -202,3 +202,20 @@ def test_a_swarm_member_that_opts_in_gets_the_runs_history_on_a_later_turn(confi
 
     assert run.completed, run.error
     assert run.response.startswith("seen: Earlier turn. | ")
+
+
+def test_a_graphs_session_actor_is_derived_by_session_actor_as_an_agents_is(recall_graph):
+    from lg_core import Configuration, with_configuration
+
+    configuration = Configuration(session_actor=lambda invocation: invocation.context.get("tenant"))
+    with with_configuration(configuration):
+        graph = recall_graph()
+        graph.ask("Hello from Ada.", session_id="conv-1", actor_id="user-1", context={"tenant": "acme"})
+        second = graph.ask("Who spoke?", session_id="conv-1", actor_id="user-2", context={"tenant": "acme"})
+        other = graph.ask("Anything?", session_id="conv-1", actor_id="user-1", context={"tenant": "globex"})
+
+        assert second.completed and second.response == "seen: Hello from Ada. | Who spoke?"
+        assert configuration.runtime().store.load_run(second.id).actor_id == "acme"
+        assert other.failed and isinstance(other.error, SessionActorError)
+        assert len(stored(configuration, "conv-1", "acme")) == 4
+    configuration.close()
