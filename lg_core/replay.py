@@ -49,6 +49,12 @@ first model step re-opens the conversation in that new session, so history the
 original loaded from its session is not carried over (the opening's checkpoint
 is not kept on a step row).
 
+An assembly's run (Graph, Swarm, Workflow) is retried the same way: its committed
+nodes, member executions and settled calls are kept, and the re-run step starts a
+fresh child run, since the retry begins a new history epoch, part of a child's id
+(lg_core.assemblies.child_runs). It cannot be forked: its steps hold no
+conversation, each participant's being a child run of its own, which can be forked.
+
 Each is recorded in the log of the run it acts on: ``run_retried`` (which step,
 the restored checkpoint, the previous outcome and error) and ``run_forked``
 (the parent run, the step, the model and settings changes). The original of a
@@ -132,16 +138,16 @@ def retry(run_id: str, *, on_event: EventCallback | None = None, runtime: Runtim
     )  # before anything is written: a consumer failing later would cancel the run
     rt = _runtime(runtime)
     record = rt.store.load_run(run_id_to_look_up(run_id))
-    _refuse_assembly_run(record, "retried")
     _check_retryable(record)
     plan = plan_retry(record, rt.store.load_steps(record.id))
     if record.status == "partial" or (record.deadline_at is not None and record.deadline_at <= time.time()):
         raise RunStateError(_deadline_message(record, plan.reschedule[0].key))
     _check_session_unchanged(rt, record, plan)
     entrypoint: Any = import_entrypoint(record.entrypoint)  # fail before changing anything if it cannot run here
-    # Its model too: an unresolvable one would reopen the run only to fail it again at once.
-    invocation = Invocation.restore(record.invocation)
-    rt.resolver.resolve(entrypoint.model_selection(invocation), invocation=invocation)
+    if record.kind == "agent":
+        # Its model too: an unresolvable one would reopen the run only to fail it again at once.
+        invocation = Invocation.restore(record.invocation)
+        rt.resolver.resolve(entrypoint.model_selection(invocation), invocation=invocation)
     distributed = _distributed(rt)  # (and the backend is built) before anything changes
     marker = reopen(rt, record, plan, holder=None if distributed else current_holder())
     return _continue(rt, record.id, _refs(record.id, plan.reschedule), marker, on_event, distributed)
@@ -229,12 +235,15 @@ def _rewound(restored: dict[str, Any], current: dict[str, Any] | None) -> dict[s
     return {**restored, "history_epoch": epoch}
 
 
-def _refuse_assembly_run(record: RunRecord, what: str) -> None:
-    """Only an Agent's run replays: a Graph's nodes are child runs, which retry and fork do not rewind yet."""
+def _refuse_assembly_fork(record: RunRecord) -> None:
+    """Only an Agent's run forks: a fork re-runs a conversation from one of its model or tool steps, and an
+    assembly's run has none (its participants' conversations are their own child runs)."""
     if record.kind != "agent":
         raise InvocationError(
-            f"run {record.id} is a {record.kind} run, which cannot be {what} yet; start it again with ask(), "
-            "or retry or fork the failed node's own child run (`lg runs show` lists it)"
+            f"run {record.id} is a {record.kind} run, which cannot be forked: its steps run its participants as "
+            "child runs of their own and hold no conversation to fork. Retry it to re-run its failed step "
+            f"(lg runs retry {record.id}), fork the participant's child run from one of its steps "
+            f"(`lg runs show {record.id}` lists them), or ask the {record.kind} again"
         )
 
 
@@ -334,7 +343,7 @@ def fork(
     _check_deadline(deadline)
     rt = _runtime(runtime)
     record = rt.store.load_run(run_id_to_look_up(source_run_id))
-    _refuse_assembly_run(record, "forked")
+    _refuse_assembly_fork(record)
     if not isinstance(from_step, str) or not from_step:
         raise InvocationError(f"from_step must be a step key like 'root/turn-2/model', got {from_step!r}")
     steps = rt.store.load_steps(record.id)

@@ -1,9 +1,10 @@
 """Building the Run of an assembly call: the request checked, what is not supported yet refused.
 
 An assembly answers through the Agent's calling style (``ask``, ``stream_ask``,
-``start_execution`` and their async forms) on the same Run and engine. What a
+``start_execution`` and their async forms) on the same Run and engine, with a
+session (``session_id``, ``actor_id``) as an Agent's run has one. What a
 Graph or Swarm run cannot honour yet is refused here, before a Run exists, with an error
-naming it: silently dropping a session or a node's ``retry_delay`` would hand the caller
+naming it: silently dropping a model override or a node's ``retry_delay`` would hand the caller
 a different run than they asked for.
 """
 
@@ -20,10 +21,8 @@ from lg_core.run import Run, prepared_by
 
 _RUN_OPTIONS = ("runtime", "on_event", "cancellation_token")
 _RUNNABLE_KINDS = ("graph", "swarm", "workflow")
-# Invocation fields an assembly run does not carry yet, and why.
+# Invocation fields an assembly run does not carry, and why.
 _UNSUPPORTED_FIELDS = {
-    "session_id": "an assembly run has no session yet; keep the conversation in its Agents' own sessions",
-    "actor_id": "an assembly run has no session yet, so it has no session actor either",
     "model_override": "an assembly has no model of its own; declare models on its Agents",
 }
 

@@ -33,7 +33,14 @@ from lg_core.assemblies.definition import AssemblyDefinition
 from lg_core.assemblies.graph_routing import route_after
 from lg_core.assemblies.graph_state import GraphState
 from lg_core.assemblies.trajectory import Step, Trajectory
-from lg_core.engine.driven_frames import DRIVEN_PHASE, DrivenCheckpoint, DrivenStart, StaleStep, StepScope
+from lg_core.engine.driven_frames import (
+    DRIVEN_PHASE,
+    DrivenCheckpoint,
+    DrivenStart,
+    StaleStep,
+    StepScope,
+    next_checkpoint,
+)
 from lg_core.engine.graph_nodes import GRAPH_NODE_KIND, node_step_key
 from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
 from lg_core.errors import AssemblyLimitError
@@ -244,7 +251,6 @@ class NodeCommit:
         self.new_steps.append(NewStep(key, self.state.id, GRAPH_NODE_KIND, step_input))
 
     def _checkpoint(self, phase: str = DRIVEN_PHASE) -> DrivenCheckpoint:
-        checkpoint = self.state.checkpoint
         data = {
             "count": self.count,
             "active": self.active,
@@ -252,7 +258,7 @@ class NodeCommit:
             "groups": self.groups,
             "definition": self.definition,
         }
-        return DrivenCheckpoint(phase=phase, usage=self.usage.to_dict(), state=checkpoint.state, data=data)
+        return next_checkpoint(self.state.checkpoint, phase=phase, usage=self.usage.to_dict(), data=data)
 
     def _commit(self) -> StepCommit:
         scope = self.scope

@@ -4,7 +4,8 @@ Execute (outside any transaction): run the node's assembly as a child run, one p
 its policy allows (lg_core.assemblies._step_attempts): each attempt's child has an id derived
 from this step and the attempt's number, so a step executed again finds its attempts' children
 instead of starting others. The child receives the caller's history and application context
-only when the node opts in (``node(Agent, history=True, context=True)``). Commit: the node's
+only when the node opts in (``node(Agent, history=True, context=True)``); the start node's first
+execution is also given the history the run's session held. Commit: the node's
 record, every attempt in it, and the route it takes (lg_core.assemblies._graph_frame.NodeCommit),
 or, for a failure no ``error_edge`` recovers once its retries are spent, the run's failure with
 the child's error (a timed-out node's AssemblyStepTimeoutError as it is). On a worker each
@@ -24,7 +25,7 @@ from lg_core.assemblies.child_runs import park_on_child, stream_step
 from lg_core.assemblies.declarations import ErrorEdge
 from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
-from lg_core.engine.driven_frames import StepScope, Transition
+from lg_core.engine.driven_frames import StepScope, Transition, run_history, session_history
 from lg_core.errors import AssemblyError, AssemblyStepTimeoutError
 from lg_core.usage import Usage
 
@@ -60,11 +61,16 @@ class GraphNodeStep:
         return self._decide()
 
     def _opted_in(self) -> dict[str, Any]:
-        """The caller's history and application context, for a node that opts in to them."""
+        """The run's history (its session's, else the caller's) and application context, for a node that
+        opts in to them; the start node's first execution also continues the conversation the run's
+        session held."""
         invocation = self.scope.run.invocation
         options: dict[str, Any] = {}
-        if self.node.history:
-            options["history"] = list(invocation.history)
+        history = run_history(self.scope) if self.node.history else ()
+        if not history and self.input["n"] == 1:
+            history = session_history(self.scope)
+        if history:
+            options["history"] = list(history)
         if self.node.context:
             options["context"] = invocation.context.to_dict()
         return options

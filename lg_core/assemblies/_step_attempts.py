@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lg_core.agent_stream import AgentStreamStep
-from lg_core.assemblies.child_runs import child_run_id, start_or_find_child
+from lg_core.assemblies.child_runs import child_run_id, start_or_find_child, step_child_id
 from lg_core.assemblies.trajectory import Attempt, describe_error
 from lg_core.errors import AssemblyError, AssemblyStepTimeoutError, ConfigurationError, DeadlineExceededError
 from lg_core.usage import Usage
@@ -46,13 +46,17 @@ if TYPE_CHECKING:
     from lg_core.store import RunRecord
 
 
-def attempt_child_id(parent_run_id: str, step_key: str, number: int) -> str:
-    """The id of the child run attempt ``number`` of step ``step_key`` starts.
+def attempt_key(step_key: str, number: int) -> str:
+    """The key attempt ``number`` of step ``step_key`` derives its child run's id from: the step's own
+    key for the first attempt (the child id a step without retries has), ``<key>/attempt-<number>``
+    for each later one."""
+    return step_key if number == 1 else f"{step_key}/attempt-{number}"
 
-    The first attempt's child has the step's own child id (``child_run_id(run, key)``), the one
-    a step without retries has; each later attempt's is derived from ``<key>/attempt-<number>``.
-    """
-    return child_run_id(parent_run_id, step_key if number == 1 else f"{step_key}/attempt-{number}")
+
+def attempt_child_id(parent_run_id: str, step_key: str, number: int) -> str:
+    """The id of the child run attempt ``number`` of step ``step_key`` starts, before any retry of the
+    parent run (whose later history epochs derive fresh ids: ``child_runs.step_child_id``)."""
+    return child_run_id(parent_run_id, attempt_key(step_key, number))
 
 
 def attempt_deadline(policy: StepPolicy, parent_deadline: datetime | None) -> datetime | None:
@@ -153,7 +157,7 @@ class AttemptedChild:
         attempts: list[dict[str, Any]] = []
         number = 1
         while True:
-            child_id = attempt_child_id(scope.run.id, scope.key, number)
+            child_id = step_child_id(scope, attempt_key(scope.key, number))
             self.prepare(child_id)
             options = {**self.options, "deadline_at": attempt_deadline(self.policy, parent_deadline)}
             child = start_or_find_child(

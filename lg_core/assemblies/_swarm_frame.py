@@ -28,7 +28,14 @@ from lg_core.assemblies._swarm_rules import SwarmSpec
 from lg_core.assemblies.definition import AssemblyDefinition
 from lg_core.assemblies.swarm_handoffs import SwarmProgress, next_member_input
 from lg_core.assemblies.trajectory import Step, Trajectory
-from lg_core.engine.driven_frames import DRIVEN_PHASE, DrivenCheckpoint, DrivenStart, StaleStep, StepScope
+from lg_core.engine.driven_frames import (
+    DRIVEN_PHASE,
+    DrivenCheckpoint,
+    DrivenStart,
+    StaleStep,
+    StepScope,
+    next_checkpoint,
+)
 from lg_core.engine.graph_nodes import GRAPH_NODE_KIND, node_step_key
 from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
 from lg_core.messages import Message
@@ -127,8 +134,7 @@ class MemberCommit:
             "done": [*self.data["done"], record],
             "progress": self.progress.to_dict(),
         }
-        checkpoint = self.state.checkpoint
-        return DrivenCheckpoint(phase=phase, usage=usage.to_dict(), state=checkpoint.state, data=data)
+        return next_checkpoint(self.state.checkpoint, phase=phase, usage=usage.to_dict(), data=data)
 
 
 def swarm_result(done: Sequence[Mapping[str, Any]], final: Mapping[str, Any], journey: Mapping[str, Any]) -> RunResult:

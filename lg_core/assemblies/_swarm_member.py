@@ -12,7 +12,9 @@ run (a timed-out member with its AssemblyStepTimeoutError). On a worker the step
 each attempt's child runs, exactly as a Graph node's does.
 
 The caller's history and application context reach the child only when the member opts
-in (``member(Agent, history=True, context=True)``).
+in (``member(Agent, history=True, context=True)``); the history is the run's (its
+session's, else the invocation's). The member running the Swarm's first turn is also
+given the history the run's session held, so a conversation continues across asks.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ from lg_core.assemblies.declarations import Member
 from lg_core.assemblies.swarm_handoffs import HANDOFF_TOOL_NAME, SwarmProgress, journey_excerpt
 from lg_core.assemblies.swarm_members import MemberSeat, register_seat
 from lg_core.assemblies.trajectory import bounded_output, describe_error
-from lg_core.engine.driven_frames import StepScope, Transition
+from lg_core.engine.driven_frames import StepScope, Transition, run_history, session_history
 from lg_core.errors import AssemblyError, AssemblyStepTimeoutError, ToolError
 from lg_core.usage import Usage
 
 if TYPE_CHECKING:
     from lg_core.engine.driven_frames import FrameState
+    from lg_core.messages import Message
     from lg_core.run import Run
     from lg_core.store import StepCommit
 
@@ -42,17 +45,18 @@ class MemberFailed(AssemblyError):
 
 
 class MemberCall:
-    """Builds a member's child run as ``start_or_find_child`` asks an assembly to, passing the caller's
-    history and context only when the member opts in."""
+    """Builds a member's child run as ``start_or_find_child`` asks an assembly to, passing ``history``
+    (the caller's, for a member that opts in; the session's, for the Swarm's first turn) and the
+    caller's context only when the member opts in."""
 
-    def __init__(self, member: Member, parent: Any, seat: MemberSeat) -> None:
-        self.member, self.parent, self.seat = member, parent, seat
+    def __init__(self, member: Member, parent: Any, seat: MemberSeat, history: tuple[Message, ...]) -> None:
+        self.member, self.parent, self.seat, self.history = member, parent, seat, history
 
     def build_run(self, message: Any, /, **options: Any) -> Run:
         register_seat(options["run_id"], self.seat.spec, self.seat.progress)
         invocation = self.parent.invocation
-        if self.member.history:
-            options["history"] = list(invocation.history)
+        if self.history:
+            options["history"] = list(self.history)
         if self.member.context:
             options["context"] = invocation.context.to_dict()
         run: Run = self.member.agent.build_run(message, **options)
@@ -71,7 +75,7 @@ class SwarmMemberStep:
             scope,
             self.member.policy,
             f"swarm member {self.member.name}",
-            MemberCall(self.member, scope.run, MemberSeat(self.spec, progress)),
+            MemberCall(self.member, scope.run, MemberSeat(self.spec, progress), self._history()),
             self.input["input"],
             stream_step(scope, self.member.name, scope.key),
         )
@@ -87,6 +91,12 @@ class SwarmMemberStep:
         if isinstance(outcome, str):
             return self._park(outcome)
         return self._after(outcome)
+
+    def _history(self) -> tuple[Message, ...]:
+        """The run's history for a member that opts in; else, on the Swarm's first turn, its session's."""
+        if self.member.history:
+            return run_history(self.scope)
+        return session_history(self.scope) if self.input["n"] == 1 else ()
 
     def _park(self, child_id: str) -> Transition:
         """Commit the step as waiting for its child; a child ended by then is read as the step's

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from lg_core.assemblies._graph_frame import node_result
 from lg_core.assemblies._step_attempts import attempt_deadline, ended_attempt, refuse_retry_delay, settles
-from lg_core.assemblies.child_runs import child_run_id, start_or_find_child, stream_step
+from lg_core.assemblies.child_runs import start_or_find_child, step_child_id, stream_step
 from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output
 from lg_core.assemblies.workflow_invocation import WorkflowInvocation, check_same_call
 from lg_core.engine.codec import error_from_dict, error_to_dict
+from lg_core.engine.driven_frames import run_history
 from lg_core.errors import AssemblyError, ConfigurationError, ReplayDivergenceError, RunNotFoundError
 from lg_core.events import StreamEvent
 from lg_core.run import Run
@@ -110,7 +111,7 @@ class ReplayHost:
         self._check_supported(invocation)
         while record.get("outcome") is None:
             number = len(record["attempts"]) + 1
-            child_id = child_run_id(self.scope.run.id, f"{self.scope.key}/call-{request.index}/attempt-{number}")
+            child_id = step_child_id(self.scope, f"{self.scope.key}/call-{request.index}/attempt-{number}")
             if not may_start and not self._exists(child_id):
                 return QUEUED
             register_no_seat(child_id)
@@ -172,9 +173,10 @@ class ReplayHost:
         return self.scope.run.invocation.message if given is None else given
 
     def _options_of(self, invocation: WorkflowInvocation) -> dict[str, Any]:
-        """The child's history, context and deadline: the call's own, else the workflow's."""
+        """The child's history, context and deadline: the call's own, else the workflow's (its history is
+        the run's: its session's, else the invocation's)."""
         request, parent = invocation.request, self.scope.run.invocation
-        history = parent.history if request.history is None else request.history
+        history = run_history(self.scope) if request.history is None else request.history
         context = parent.context.to_dict() if request.context is None else request.context
         options: dict[str, Any] = {"history": list(history), "context": dict(context)}
         if self.local and invocation is self.final:

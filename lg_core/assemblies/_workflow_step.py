@@ -29,7 +29,15 @@ from lg_core.assemblies._graph_frame import FRAME_PATH
 from lg_core.assemblies._workflow_calls import ReplayAgain, ReplayHost, WaitingForChildren
 from lg_core.assemblies.child_runs import ended_child
 from lg_core.assemblies.trajectory import Attempt, Step, Trajectory
-from lg_core.engine.driven_frames import DRIVEN_PHASE, DrivenCheckpoint, DrivenStart, StepScope, Transition
+from lg_core.engine.driven_frames import (
+    DRIVEN_PHASE,
+    DrivenCheckpoint,
+    DrivenStart,
+    StepScope,
+    Transition,
+    next_checkpoint,
+    run_history,
+)
 from lg_core.engine.workflow_steps import WORKFLOW_KIND, perform_step_key
 from lg_core.errors import ReplayDivergenceError
 from lg_core.messages import Message
@@ -79,8 +87,8 @@ class WorkflowStep:
     def _replay(self, host: ReplayHost) -> int:
         """One execution of ``perform`` from the top; the position of its settled final call."""
         invocation = self.scope.run.invocation
-        workflow = self.workflow_class(
-            invocation.message, history=invocation.history, context=invocation.context.to_dict(), host=host
+        workflow = self.workflow_class(  # its history: its session's, else the invocation's
+            invocation.message, history=run_history(self.scope), context=invocation.context.to_dict(), host=host
         )
         composition = self.workflow_class.definition().spec.perform
         returned = workflow.perform() if composition is None else composition(workflow)
@@ -125,13 +133,10 @@ class WorkflowStep:
 
         def complete(state: FrameState) -> StepCommit:
             answer = calls[str(final)]
-            checkpoint = DrivenCheckpoint(
-                phase="done",
-                usage=_usage_of(calls).to_dict(),
-                state=state.checkpoint.state,
-                data={"calls": calls},
-                last_text=answer.get("text") or "",
+            checkpoint = next_checkpoint(
+                state.checkpoint, phase="done", usage=_usage_of(calls).to_dict(), data={"calls": calls}
             )
+            checkpoint.last_text = answer.get("text") or ""
             return scope.completion(state, checkpoint, workflow_result(calls, final), [], [])
 
         return complete

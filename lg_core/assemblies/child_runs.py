@@ -5,7 +5,8 @@ runs it as a run of its own, so the child is durable, resumable and visible in
 ``lg runs`` like any run. Its id is derived from the parent run's id and the step's
 key: a step executed again (its worker died, its lease expired) finds the child
 the first attempt started instead of starting a second one, and reads its result
-when it has ended.
+when it has ended. A retry of the parent (lg_core.replay) begins a new history
+epoch, in which a step whose child failed starts a fresh one (``step_child_id``).
 
 How the step waits depends on where it runs. A local step (``ask`` without a
 broker) drives the child on its own thread, nested on the runtime's dispatcher;
@@ -43,10 +44,34 @@ if TYPE_CHECKING:
     from lg_core.store import RunRecord, StepCommit
 
 
-def child_run_id(parent_run_id: str, step_key: str) -> str:
-    """The id of the child run the step ``step_key`` of ``parent_run_id`` starts: the same for every attempt."""
-    digest = hashlib.sha256(f"{parent_run_id}\n{step_key}".encode()).hexdigest()
-    return f"{digest[:32]}"
+def child_run_id(parent_run_id: str, step_key: str, epoch: int = 0) -> str:
+    """The id of the child run the step ``step_key`` of ``parent_run_id`` starts: the same for every attempt
+    of the step in one history ``epoch`` (a retry of the parent begins the next one)."""
+    seed = f"{parent_run_id}\n{step_key}" + (f"\n{epoch}" if epoch else "")
+    return hashlib.sha256(seed.encode()).hexdigest()[:32]
+
+
+def step_child_id(scope: StepScope, step_key: str) -> str:
+    """The child run the step ``step_key`` (``scope``'s, or a call within it) works with now.
+
+    Its id in the frame's history epoch. After a retry of the parent (a later epoch)
+    a child an earlier epoch started is kept when it completed or still runs, so a
+    node whose child finished but whose step never committed is not run twice; one
+    that failed or was cancelled is replaced by a fresh child, which is what the retry
+    asked for.
+    """
+    parent_id, epoch = scope.run.id, scope.frame.checkpoint.history_epoch
+    current = child_run_id(parent_id, step_key, epoch)
+    if epoch == 0:
+        return current
+    runtime: Any = scope.engine.runtime
+    if _stored(runtime, current) is not None:
+        return current
+    for earlier in range(epoch - 1, -1, -1):
+        record = _stored(runtime, child_run_id(parent_id, step_key, earlier))
+        if record is not None:
+            return record.id if record.status == "completed" or not record.finished else current
+    return current
 
 
 def start_or_find_child(
@@ -189,4 +214,4 @@ def park_on_child(
     return park
 
 
-__all__ = ["child_run_id", "ended_child", "park_on_child", "start_or_find_child", "stream_step"]
+__all__ = ["child_run_id", "ended_child", "park_on_child", "start_or_find_child", "step_child_id", "stream_step"]

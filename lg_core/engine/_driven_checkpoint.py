@@ -18,7 +18,13 @@ this module, with the step's scope such a class works with, is
 
 ``DrivenCheckpoint`` extends ``AgentCheckpoint`` so that the code shared by
 every frame (endings, the cache, the committer) reads the same attributes
-without a test of the frame's kind on the Agent's path.
+without a test of the frame's kind on the Agent's path. Three of them are the
+engine's and outlive every checkpoint the entrypoint class writes
+(:func:`next_checkpoint` carries them): ``session`` (the session's size when
+the run opened it, None until then; engine/_opening.py), ``message_count``
+(the frame's messages: the history the opening loaded and the caller's
+message) and ``history_epoch`` (bumped by each retry, which also gives the
+retried steps fresh child runs, lg_core.assemblies.child_runs).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any
 from lg_core.engine._checkpoint import FORMAT_VERSION, AgentCheckpoint
 from lg_core.store import NewStep
 
-DRIVEN_PHASE = "driven"  # never the Agent's "opening": a driven frame loads no session history
+DRIVEN_PHASE = "driven"  # never the Agent's "opening": a driven frame is opened by its first step (below)
 
 
 @dataclass(slots=True)
@@ -47,6 +53,9 @@ class DrivenCheckpoint(AgentCheckpoint):
             "state": self.state,
             "last_text": self.last_text,
             "data": self.data,
+            "session": self.session,
+            "message_count": self.message_count,
+            "history_epoch": self.history_epoch,
         }
 
     @classmethod
@@ -57,13 +66,39 @@ class DrivenCheckpoint(AgentCheckpoint):
             state=data.get("state") or {},
             last_text=data.get("last_text", ""),
             data=data.get("data") or {},
+            session=data.get("session"),
+            message_count=int(data.get("message_count", 0)),
+            history_epoch=int(data.get("history_epoch", 0)),
         )
 
     def copy(self) -> DrivenCheckpoint:
         """A copy whose ``data`` the caller replaces wholesale (never mutates in place)."""
         return DrivenCheckpoint(
-            phase=self.phase, usage=dict(self.usage), state=self.state, last_text=self.last_text, data=self.data
+            phase=self.phase,
+            usage=dict(self.usage),
+            state=self.state,
+            last_text=self.last_text,
+            data=self.data,
+            session=self.session,
+            message_count=self.message_count,
+            history_epoch=self.history_epoch,
         )
+
+
+def next_checkpoint(
+    previous: AgentCheckpoint, *, phase: str, usage: dict[str, int], data: dict[str, Any]
+) -> DrivenCheckpoint:
+    """The frame's next checkpoint: the entrypoint class's fields replaced, the engine's own carried
+    (working state, session, message count, history epoch), so no commit of the class drops them."""
+    return DrivenCheckpoint(
+        phase=phase,
+        usage=usage,
+        state=previous.state,
+        data=data,
+        session=previous.session,
+        message_count=previous.message_count,
+        history_epoch=previous.history_epoch,
+    )
 
 
 def checkpoint_of(frame_kind: str, stored: dict[str, Any]) -> AgentCheckpoint:
@@ -88,4 +123,5 @@ __all__ = [
     "DrivenCheckpoint",
     "DrivenStart",
     "checkpoint_of",
+    "next_checkpoint",
 ]

@@ -25,6 +25,14 @@ commit is replayed on the frame the winner wrote, as for any version
 conflict. A run whose opening fails or is cancelled by a callback ends right
 there, exactly as it would have at start.
 
+An assembly's run (a Graph, Swarm or Workflow: a frame its entrypoint class
+drives) is serialized on its session the same way and opened by its first step
+too (:meth:`Opener.open_driven`): the session's history and the caller's
+message become the frame's messages, whose history its entrypoint class hands to
+its first participants (lg_core.engine.driven_frames), and its completion
+appends the caller's message and the assembly's answer as the run's turn.
+There are no Agent callbacks to run; ``Hook.session_history`` applies.
+
 Recovery: a pending run waits for a commit of the run before it. If that run
 ended some other way (a scheduler ended it, an old process ended it without
 this code), ``RunStore.stalled_sessions()`` lists the session and
@@ -43,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from lg_core.callbacks import run_chain
 from lg_core.engine._caller_errors import caller_error_dict
 from lg_core.engine._checkpoint import AgentCheckpoint, checked_state
+from lg_core.engine._driven_checkpoint import DrivenCheckpoint
 from lg_core.engine._executing_runs import executing_runs
 from lg_core.engine._frames import FrameState
 from lg_core.engine._step_scope import run_error_to_dict
@@ -132,6 +141,36 @@ class Opener:
         scope.opening = scope.frame
         return None
 
+    def needs_driven_opening(self, checkpoint: AgentCheckpoint) -> bool:
+        """A driven frame whose run has a session it has not loaded yet (its first step is executing)."""
+        return self.engine.sessions.enabled and _driven_unopened(checkpoint) and checkpoint.phase != "done"
+
+    def open_driven(self, scope: StepScope) -> list[StepRef] | None:
+        """Open a driven frame in memory, as :meth:`open` opens an Agent's: None when the step can go on.
+
+        Its messages are the history its session gave (or the invocation's, for a new
+        session) and the caller's message; its working state is the session's state
+        with the invocation's context over it, which its completion stores back.
+        """
+        engine, run, frame = self.engine, scope.run, scope.frame
+        try:
+            opening = engine.sessions.open(run, engine.runtime.hooks)
+            state = checked_state(opening.state)
+        except StoreUnavailableError:
+            raise  # loading the session found the store out of reach: the attempt fails, not the run
+        except Exception as exc:  # noqa: BLE001 - e.g. another actor's session: the run's failure, as at start
+            return engine.committer.commit(scope, self._ending(scope, "failed", exc))
+        messages = (*opening.history, run.invocation.message)
+        checkpoint = frame.checkpoint.copy()
+        checkpoint.state = state
+        checkpoint.message_count = len(messages)
+        checkpoint.session = engine.sessions.checkpoint_info(opening, messages, run.invocation.message)
+        scope.frame = FrameState(
+            frame.id, frame.run_id, frame.path, frame.entrypoint, frame.version, checkpoint, messages
+        )
+        scope.opening = scope.frame
+        return None
+
     @staticmethod
     def with_opening(scope: StepScope, commit: StepCommit) -> StepCommit:
         """``commit`` with the messages of the frame opened by ``scope`` in front, if not written yet."""
@@ -145,7 +184,9 @@ class Opener:
         opened = scope.opening
         if opened is None:
             return fresh
-        if fresh.version == opened.version and fresh.checkpoint.phase == OPENING:
+        if fresh.version == opened.version and (
+            fresh.checkpoint.phase == OPENING or _driven_unopened(fresh.checkpoint)
+        ):
             return opened
         scope.opening = None  # another process opened it (or ended the run): its messages stand
         return fresh
@@ -391,6 +432,11 @@ class Opener:
         """
         started = self.engine.store.activate_next_pending(session_id, actor_id)
         return Activation(tuple(item.run_id for item in started), self.activated(started, here=True))
+
+
+def _driven_unopened(checkpoint: AgentCheckpoint) -> bool:
+    """A driven frame not opened yet: no session read, no messages (an opened one holds at least the caller's)."""
+    return isinstance(checkpoint, DrivenCheckpoint) and checkpoint.session is None and checkpoint.message_count == 0
 
 
 __all__ = ["OPENING", "Activation", "Opener", "WAIT_POLL_SECONDS"]

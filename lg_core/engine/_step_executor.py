@@ -126,8 +126,13 @@ class StepExecutor:
             body_entered=body_entered,
             follow=follow if claimed_by else None,
         )
+        opener = self.engine.opening
         if scope.frame.checkpoint.phase == OPENING:  # the run's first step after its turn came
-            ended = self.engine.opening.open(scope)
+            ended = opener.open(scope)
+            if ended is not None:
+                return ended
+        elif opener.needs_driven_opening(scope.frame.checkpoint):  # an assembly run's first step
+            ended = opener.open_driven(scope)
             if ended is not None:
                 return ended
         transition = self._perform(scope, kind.body(scope))

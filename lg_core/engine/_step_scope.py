@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from lg_core.callbacks import run_chain
 from lg_core.engine._caller_errors import caller_error_dict
 from lg_core.engine._checkpoint import AgentCheckpoint, apply_state_changes, checked_state
+from lg_core.engine._driven_checkpoint import DrivenCheckpoint
 from lg_core.engine._frames import FrameState
 from lg_core.engine.codec import encode_event_data, error_to_dict
 from lg_core.engine.run_endings import RunEnding
 from lg_core.errors import CancelledError, ConfigurationError, DeadlineExceededError, Error
 from lg_core.events import LIVE_ONLY_EVENTS, PUBLISHED_AT_ONCE, TERMINAL_EVENTS, StreamEvent
+from lg_core.messages import Message
 from lg_core.run_context import NO_USAGE, RunContext
 from lg_core.run_result import RunResult
 from lg_core.sandbox.run_resources import NO_RESOURCES, RunResources
@@ -344,6 +346,9 @@ class StepScope:
         terminal = self.pair("run_stop", outcome="completed", response=result.text, usage=result.usage, result=result)
         finish = RunFinish("completed", result.text, None, result.usage.to_dict(), result.to_dict())
         conversation = state.messages + tuple(message for _seq, message in messages)
+        if isinstance(checkpoint, DrivenCheckpoint) and checkpoint.session is not None:
+            # An assembly's frame holds the history and the caller's message; its turn ends with its answer.
+            conversation += (Message("assistant", result.text),)
         session = self.engine.sessions.completion_write(self.run, checkpoint.session, conversation, checkpoint.state)
         return self.commit_for(
             state,

@@ -265,14 +265,15 @@ class Engine(Generic[RunT]):
     def _start_driven(self, run: RunT, start: DrivenStart, distributed: bool) -> list[StepRef]:
         """Persist a run whose frame its entrypoint class drives (a Graph); returns its first step.
 
-        It has no session of its own (the assembly refuses ``session_id``), so it starts
-        running at once, never pending behind another run of a session.
+        Like an Agent's run it waits (``pending``) while another run of its session is
+        active, and its first step opens its session (engine/_opening.py).
         """
         invocation, frame_id = run.invocation, f"{run.id}/root"
         start_event = StreamEvent.build(
             "invocation_start", run_id=run.id, agent_id=start.entrypoint_id, input=invocation.message
         )
         events: list[tuple[str, dict[str, Any]]] = [(start_event.type, encode_event_data(start_event.data))]
+        run.session_actor_id = self.sessions.actor_for(invocation)
         row = {
             "id": run.id,
             "entrypoint": run.entrypoint_path,
@@ -280,7 +281,7 @@ class Engine(Generic[RunT]):
             "status": "running",
             "invocation": invocation.to_dict(),
             "session_id": invocation.session_id,
-            "actor_id": None,
+            "actor_id": run.session_actor_id,
             "holder": None if distributed else current_holder(),
             "deadline_at": None if invocation.deadline_at is None else invocation.deadline_at.timestamp(),
             "execution_state": stored_form(run.execution_state, distributed=distributed),
@@ -297,12 +298,15 @@ class Engine(Generic[RunT]):
             "checkpoint": checkpoint.to_dict(),
         }
         first = replace(start.first, frame_id=frame_id)
-        self.store.create_run(row, frame, [], events, [first], serialize=False)
+        status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled)
         self.attach(run)
         self.frames.put(FrameState(frame_id, run.id, "root", run.entrypoint_path, 0, checkpoint, ()))
-        self.note_interjections(run.id, 0)
+        if status != "pending":
+            self.note_interjections(run.id, 0)
         self.registry.step_inputs[(run.id, first.key)] = first.input
         self.publish(run.id, start_event.with_seq(1))
+        if status == "pending":
+            return self.opening.hold(run, distributed=distributed)
         return [StepRef.of(run.id, first)]
 
     def when_active(self, run: RunT, refs: list[StepRef]) -> list[StepRef]:

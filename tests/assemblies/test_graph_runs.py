@@ -23,6 +23,7 @@ from lg_core.errors import (
     AssemblyRoutingError,
     InvocationError,
     ProviderError,
+    RunStateError,
 )
 from lg_core.providers import scripted
 from tests.assemblies import resumable_graph, spec_examples
@@ -343,8 +344,8 @@ def test_the_guides_declared_join_feeds_the_join_through_its_fan_in_mapper(confi
 
 def test_what_a_graph_run_does_not_support_yet_is_refused(config, support):
     graph = support("billing")
-    with pytest.raises(InvocationError, match="session_id"):
-        graph.ask("Why?", session_id="chat-1")
+    with pytest.raises(InvocationError, match="model_override"):
+        graph.ask("Why?", model_override="scripted:other")
 
     class PlainWorkflow(Workflow):
         def perform(self):
@@ -354,7 +355,7 @@ def test_what_a_graph_run_does_not_support_yet_is_refused(config, support):
     assert run.failed and type(run.error).__name__ == "ProtocolError"
 
 
-def test_retry_and_fork_of_a_graph_run_are_refused(config, script):
+def test_a_fork_of_a_graph_run_is_refused_and_its_retry_needs_an_importable_class(config, script):
     flaky = agent("FlakyAgent", script([{"error": "provider down"}]))
 
     class FailingGraph(Graph):
@@ -365,9 +366,9 @@ def test_retry_and_fork_of_a_graph_run_are_refused(config, script):
     run = FailingGraph.ask("Go")
     assert run.failed
 
-    with pytest.raises(InvocationError, match="cannot be retried yet"):
-        lg_core.retry(run.id)
-    with pytest.raises(InvocationError, match="cannot be forked yet"):
+    with pytest.raises(RunStateError, match="cannot import the run's entrypoint"):
+        lg_core.retry(run.id)  # a class defined in a function: no process could rebuild the run
+    with pytest.raises(InvocationError, match="graph run, which cannot be forked"):
         lg_core.fork(run.id, from_step="root/node-1/only")
 
 

@@ -284,18 +284,16 @@ def test_a_member_with_a_retry_delay_is_refused_when_the_swarm_is_called(config,
         DelayedSwarm.ask("Hi")
 
 
-def test_a_failed_member_fails_the_swarm_and_retry_and_fork_are_refused(config, problem_solver):
+def test_a_failed_member_fails_the_swarm_and_a_fork_or_model_override_is_refused(config, problem_solver):
     swarm = problem_solver([handoff("billing", "charges")], [{"error": "provider down"}])
     run = swarm.ask("Why was I charged twice?")
 
     assert run.failed
     assert "swarm member billing" in str(run.error)
-    with pytest.raises(InvocationError, match="cannot be retried yet"):
-        lg_core.retry(run.id)
-    with pytest.raises(InvocationError, match="cannot be forked yet"):
+    with pytest.raises(InvocationError, match="swarm run, which cannot be forked"):
         lg_core.fork(run.id, from_step="root/node-1/triage")
-    with pytest.raises(InvocationError, match="session_id"):
-        swarm.ask("Why?", session_id="chat-1")
+    with pytest.raises(InvocationError, match="model_override"):
+        swarm.ask("Why?", model_override="scripted:other")
 
 
 def test_cancelling_a_swarm_run_cancels_the_active_member_and_ends_the_run_cancelled(config, problem_solver):

@@ -23,6 +23,7 @@ from lg_core.errors import (
     ProtocolError,
     ProviderError,
     ReplayDivergenceError,
+    RunStateError,
 )
 from lg_core.messages import Message
 from tests.assemblies import resumable_graph, resumable_workflow
@@ -63,7 +64,7 @@ def test_a_sequential_workflow_feeds_one_output_into_the_final_call(config, scri
     assert len(children) == 2 and all(child.status == "completed" for child in children)
 
 
-def test_retry_and_fork_of_a_workflow_run_are_refused(config, script):
+def test_a_fork_of_a_workflow_run_is_refused_and_its_retry_needs_an_importable_class(config, script):
     flaky = agent("FlakyAgent", script([{"error": "provider down"}]))
 
     class Failing(Workflow):
@@ -73,9 +74,9 @@ def test_retry_and_fork_of_a_workflow_run_are_refused(config, script):
     run = Failing.ask("Go")
     assert run.failed
 
-    with pytest.raises(InvocationError, match="cannot be retried yet"):
-        lg_core.retry(run.id)
-    with pytest.raises(InvocationError, match="cannot be forked yet"):
+    with pytest.raises(RunStateError, match="cannot import the run's entrypoint"):
+        lg_core.retry(run.id)  # a class defined in a function: no process could rebuild the run
+    with pytest.raises(InvocationError, match="workflow run, which cannot be forked"):
         lg_core.fork(run.id, from_step="root/perform")
 
 
@@ -207,15 +208,15 @@ def test_a_workflow_runs_as_a_graph_node_and_a_graph_inside_a_workflow(config, s
     assert run.result.trajectory.find("inner").assembly_kind == "workflow"
 
 
-def test_a_session_is_refused_before_a_workflow_run_exists(config, script):
+def test_a_model_override_is_refused_before_a_workflow_run_exists(config, script):
     support = echo(script, "SupportAgent", "")
 
     class Simple(Workflow):
         def perform(self):
             return self.invoke(support)
 
-    with pytest.raises(InvocationError, match="session_id"):
-        Simple.ask("Hi", session_id="chat-1")
+    with pytest.raises(InvocationError, match="model_override"):
+        Simple.ask("Hi", model_override="scripted:other")
 
 
 DECISION = {"agent": "first"}

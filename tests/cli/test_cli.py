@@ -539,12 +539,13 @@ def test_runs_events_agents_lists_a_graphs_events_with_its_participants_under_th
     assert any(line.startswith("CliBillingAgent") and "invocation_start" in line for line in lines)
 
 
-def test_ask_refuses_an_assembly_base_class_and_session_options_an_assembly_does_not_take(store: str) -> None:
+def test_ask_refuses_an_assembly_base_class_and_runs_an_assembly_in_a_session(store: str) -> None:
     assert_usage_error(lg("ask", "lg_core:Graph", "hi", "--store", store), "lg_core:Graph is the Graph base class")
-    refused = ask(store, "cli_app:RoutingGraph", "hi", "--session-id", "s-1")
-    assert refused.exit_code == 2, refused.output
-    assert "does not accept session_id" in refused.stderr
-    assert "Traceback" not in refused.output
+    result = ask(store, "cli_app:RoutingGraph", "hi", "--session-id", "s-1", "--run-id", "in-session")
+    assert result.exit_code == 0, result.output
+    assert "A duplicate charge: refunded." in result.stdout
+    shown = json.loads(lg("runs", "show", "in-session", "--store", store, "--json").stdout)
+    assert shown["session_id"] == "s-1"
 
 
 def test_runs_show_reports_the_error_of_a_failed_run(store: str) -> None:

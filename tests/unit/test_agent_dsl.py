@@ -979,14 +979,11 @@ def test_a_tool_declaration_made_as_a_class_attribute_fails_naming_the_tools_lis
 
 
 def test_an_unsupported_declaration_in_a_mixin_fails_too():
-    class Delegating:
-        agent_as_tool = object
+    class Skilled:
+        skills = object
 
-    with pytest.raises(
-        ConfigurationError,
-        match=r"declares agent_as_tool \(in .*Delegating\), but agents exposed as tools are not supported yet",
-    ):
-        type("SupportAgent", (Delegating, Agent), {})
+    with pytest.raises(ConfigurationError, match=r"declares skills \(in .*Skilled\), but skills are not supported yet"):
+        type("SupportAgent", (Skilled, Agent), {})
 
 
 def test_a_singular_subagent_attribute_is_refused_naming_the_subagents_list():
