@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import types
+
 from lg_core.providers import scripted
 from tests.docs.readme import marked_blocks
 
@@ -72,3 +75,24 @@ def test_the_readme_retry_example_retries_a_timed_out_node_and_passes_history_to
     assert len(namespace["ledger_calls"]) == 2
     attempts = run.result.trajectory.find("ledger").attempts
     assert "AssemblyStepTimeoutError" in attempts[0].error and attempts[1].error is None
+
+
+def test_the_readme_builder_example_runs_its_graph_and_stores_the_definition_it_ran(config, capsys):
+    (block,) = marked_blocks("readme-builder")
+    # A builder's run names its Agents by import path, as a reader's module at top level would.
+    module = types.ModuleType("readme_builder")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(block.code, "README.md", "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+        for name in ("order-triage", "order-respond"):
+            scripted.unregister(name)
+
+    run = module.run
+    assert run.outcome == "completed", run.error
+    assert run.response == "Your order shipped on May 2 and arrives Friday."
+    assert capsys.readouterr().out.splitlines()[-1] == run.response
+    assert [step.participant for step in run.result.trajectory] == ["triage", "respond"]
+    frame = config.runtime().store.load_frames(run.id)[0]
+    assert frame.checkpoint["data"]["definition"]["assembly_id"] == "order_flow"
