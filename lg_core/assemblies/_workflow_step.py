@@ -78,9 +78,11 @@ def run_composition(run_id: str, stored: Mapping[str, Any] | None, workflow_clas
 class WorkflowStep:
     partial_text = ""  # the workflow streams no text of its own (StepBody)
 
-    def __init__(self, scope: StepScope, workflow_class: Any, composition: Composition | None = None) -> None:
+    def __init__(
+        self, scope: StepScope, workflow_class: Any, composition: Composition | None = None, name: str | None = None
+    ) -> None:
         self.scope, self.workflow_class, self.composition = scope, workflow_class, composition
-        self.name = workflow_class.__qualname__
+        self.name = name or workflow_class.__qualname__  # how errors name the workflow
 
     def perform(self) -> Transition:
         self.scope.check_interrupt()

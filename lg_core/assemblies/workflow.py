@@ -74,8 +74,10 @@ class Workflow(Assembly):
     def step_body(cls, scope: Any) -> WorkflowStep:
         """The body of the run's perform step: ``perform`` replayed against the recorded calls, the composition
         the run started with (a builder's stored ``perform``, else this class's)."""
-        composition = run_composition(scope.run.id, scope.frame.checkpoint.data.get("definition"), cls)
-        return WorkflowStep(scope, cls, composition)
+        stored = scope.frame.checkpoint.data.get("definition")
+        composition = run_composition(scope.run.id, stored, cls)
+        name = cls.__qualname__ if composition is None else f"workflow {stored['assembly_id']}"  # a builder's perform
+        return WorkflowStep(scope, cls, composition, name)
 
     @classmethod
     def stored_result(cls, stored: Mapping[str, Any]) -> RunResult:
