@@ -119,6 +119,9 @@ class Run:
         # wakes that step if it parked waiting for it (lg_core.engine.engine, lg_core.store._commits).
         self.parent_step: tuple[str, str] | None = None
         self._session: Session | None = None
+        # A builder's AssemblyDefinition when the run executes one (lg_core.assemblies.builder), else None:
+        # the entrypoint is then its implementation class, and the definition is stored with the run's frame.
+        self.assembly_definition: Any = None
         # The ExecutionState of the code that built the run; current around each of its steps.
         self.execution_state: Mapping[str, Any] = ExecutionState.capture()
 

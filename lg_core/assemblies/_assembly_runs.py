@@ -27,18 +27,32 @@ _UNSUPPORTED_FIELDS = {
 }
 
 
-def build_assembly_run(cls: Any, message: Any, options: dict[str, Any]) -> Run:
-    """Validate the request and build a dormant Run of assembly ``cls`` (raises before a Run exists)."""
-    definition = cls.definition()  # ConfigurationError for an abstract base, naming what it lacks
+def build_assembly_run(cls: Any, message: Any, options: dict[str, Any], definition: Any = None) -> Run:
+    """Validate the request and build a dormant Run of assembly ``cls`` (raises before a Run exists).
+
+    ``definition`` is a builder's AssemblyDefinition (``cls`` its implementation class), which the
+    run carries as ``assembly_definition`` and stores with its frame; None runs the class's own."""
+    owner = cls.__qualname__ if definition is None else f"{definition.kind} {definition.assembly_id}"
+    if definition is None:
+        definition = cls.definition()  # ConfigurationError for an abstract base, naming what it lacks
+        carried = None
+    else:
+        try:
+            definition.to_dict()  # stored with the run: a lambda no worker or resumed run could find is refused now
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                f"{owner}: a run stores its definition so that workers and a resumed run read it back; {exc}"
+            ) from None
+        carried = definition
     if definition.kind not in _RUNNABLE_KINDS:
-        raise ConfigurationError(f"{cls.__qualname__}: a {definition.kind} cannot run")
+        raise ConfigurationError(f"{owner}: a {definition.kind} cannot run")
     if definition.kind == "graph":
-        _refuse_unsupported_nodes(cls, definition.spec)
+        _refuse_unsupported_nodes(owner, definition.spec)
     elif definition.kind == "swarm":
-        _refuse_unsupported_members(cls, definition.spec)
+        _refuse_unsupported_members(owner, definition.spec)
     for name, why in _UNSUPPORTED_FIELDS.items():
         if options.get(name) is not None:
-            raise InvocationError(f"{cls.__qualname__}.ask does not accept {name}: {why}")
+            raise InvocationError(f"{owner}.ask does not accept {name}: {why}")
     run_options = {name: options.pop(name) for name in _RUN_OPTIONS if name in options}
     runtime = runtime_for(run_options.get("runtime"))
     invocation = Invocation(**options) if message is None else Invocation.coerce(message, **options)
@@ -50,24 +64,25 @@ def build_assembly_run(cls: Any, message: Any, options: dict[str, Any]) -> Run:
         cancellation_token=run_options.get("cancellation_token"),
         on_event=run_options.get("on_event"),
     )
+    run.assembly_definition = carried
     return prepared_by(run, runtime.hooks)
 
 
-def _refuse_unsupported_nodes(cls: Any, spec: Any) -> None:
+def _refuse_unsupported_nodes(owner: str, spec: Any) -> None:
     """Node options a Graph run does not honour yet: a ``retry_delay`` above zero."""
     for item in spec.nodes:
-        refuse_retry_delay(item.policy, f"{cls.__qualname__}: node {item.name}")
+        refuse_retry_delay(item.policy, f"{owner}: node {item.name}")
 
 
-def _refuse_unsupported_members(cls: Any, spec: Any) -> None:
+def _refuse_unsupported_members(owner: str, spec: Any) -> None:
     """Member options a Swarm run does not honour: a ``retry_delay`` above zero (not yet), and a member's
     own tool named like the handoff tool it is offered."""
     for item in spec.members:
-        refuse_retry_delay(item.policy, f"{cls.__qualname__}: member {item.name}")
+        refuse_retry_delay(item.policy, f"{owner}: member {item.name}")
         own_names = {getattr(tool, "tool_name", None) for tool in getattr(item.agent, "tools", ())}
         if item.name in spec.handoffs and HANDOFF_TOOL_NAME in own_names:
             raise ConfigurationError(
-                f"{cls.__qualname__}: member {item.name} has a tool named {HANDOFF_TOOL_NAME!r}, the name of the "
+                f"{owner}: member {item.name} has a tool named {HANDOFF_TOOL_NAME!r}, the name of the "
                 "handoff tool the Swarm offers it; rename the member's tool"
             )
 

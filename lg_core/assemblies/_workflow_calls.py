@@ -161,10 +161,11 @@ class ReplayHost:
     def _check_supported(self, invocation: WorkflowInvocation) -> None:
         """ConfigurationError for what a Workflow run cannot honour yet, rather than ignoring it."""
         participant = invocation.request.participant
-        if not callable(getattr(participant, "build_run", None)):
+        if not isinstance(participant, type) or not callable(getattr(participant, "build_run", None)):
             raise ConfigurationError(
                 f"{self.workflow}: call {invocation.request.name} gives {participant!r}, which cannot run as a "
-                "child run yet (a builder's AssemblyDefinition has no class to import); invoke a class"
+                "child run yet (a Workflow call runs a class; a builder's AssemblyDefinition is a Graph node's only); "
+                "invoke a class"
             )
         refuse_retry_delay(invocation.request.policy, f"{self.workflow}: call {invocation.request.name}")
 

@@ -3,7 +3,9 @@
 A Workflow run is a run of kind ``workflow`` whose root frame the Workflow drives
 (lg_core.engine.driven_frames). Its checkpoint's ``data`` holds ``calls``: every call
 ``perform`` made, by position, with its signature, its attempts' child runs and its
-outcome once settled (lg_core.assemblies._workflow_calls).
+outcome once settled (lg_core.assemblies._workflow_calls); and ``definition``, the
+AssemblyDefinition the run started with (``to_dict``; None for a class whose definition
+names a lambda), whose ``perform`` a builder's run replays on any worker (``run_composition``).
 
 The run has one step, ``root/perform`` (kind ``workflow``). Each execution runs ``perform``
 from the top against the recorded calls, and ends in one of three commits:
@@ -21,13 +23,14 @@ from the top against the recorded calls, and ends in one of three commits:
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lg_core.assemblies._graph_frame import FRAME_PATH
 from lg_core.assemblies._workflow_calls import ReplayAgain, ReplayHost, WaitingForChildren
 from lg_core.assemblies.child_runs import ended_child
+from lg_core.assemblies.definition import AssemblyDefinition, WorkflowSpec
 from lg_core.assemblies.trajectory import Attempt, Step, Trajectory
 from lg_core.engine.driven_frames import (
     DRIVEN_PHASE,
@@ -38,6 +41,7 @@ from lg_core.engine.driven_frames import (
     next_checkpoint,
     run_history,
 )
+from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
 from lg_core.engine.workflow_steps import WORKFLOW_KIND, perform_step_key
 from lg_core.errors import ReplayDivergenceError
 from lg_core.messages import Message
@@ -49,20 +53,44 @@ from lg_core.usage import Usage
 if TYPE_CHECKING:
     from lg_core.engine.driven_frames import FrameState
 
+Composition = Callable[[Any], Any]  # a builder's ``perform``: a function of the workflow instance
 
-def workflow_start(assembly_id: str) -> DrivenStart:
+
+def workflow_start(assembly_id: str, stored_definition: Any) -> DrivenStart:
     """The first checkpoint and step of a Workflow run: no calls yet, the perform step scheduled."""
-    checkpoint = DrivenCheckpoint(phase=DRIVEN_PHASE, data={"calls": {}})
+    checkpoint = DrivenCheckpoint(phase=DRIVEN_PHASE, data={"calls": {}, "definition": stored_definition})
     first = NewStep(perform_step_key(FRAME_PATH), "", WORKFLOW_KIND, None)
     return DrivenStart("workflow", checkpoint, first, assembly_id)
+
+
+# The compositions of the runs whose perform step this process executes, read once per run (a
+# builder's is imported back from the stored definition): a run's definition never changes while it runs.
+_RUN_COMPOSITIONS: RecentDict[str, tuple[Composition | None]] = RecentDict(DEFAULT_RUN_CACHE_SIZE)
+
+
+def run_composition(run_id: str, stored: Mapping[str, Any] | None, workflow_class: Any) -> Composition | None:
+    """The ``perform`` function run ``run_id`` started with (a builder's), or None for the class's own method.
+
+    Read from the run's stored definition, so a builder given another ``perform`` after the run
+    started, or a worker that never saw the builder, runs the one the run started with."""
+    cached = _RUN_COMPOSITIONS.get(run_id, None)
+    if cached is not None:
+        return cached[0]
+    definition = workflow_class.definition() if stored is None else AssemblyDefinition.from_dict(stored)
+    spec = definition.spec
+    assert isinstance(spec, WorkflowSpec)  # a Workflow run stores a Workflow's definition
+    _RUN_COMPOSITIONS[run_id] = (spec.perform,)
+    return spec.perform
 
 
 class WorkflowStep:
     partial_text = ""  # the workflow streams no text of its own (StepBody)
 
-    def __init__(self, scope: StepScope, workflow_class: Any) -> None:
-        self.scope, self.workflow_class = scope, workflow_class
-        self.name = workflow_class.__qualname__
+    def __init__(
+        self, scope: StepScope, workflow_class: Any, composition: Composition | None = None, name: str | None = None
+    ) -> None:
+        self.scope, self.workflow_class, self.composition = scope, workflow_class, composition
+        self.name = name or workflow_class.__qualname__  # how errors name the workflow
 
     def perform(self) -> Transition:
         self.scope.check_interrupt()
@@ -90,7 +118,7 @@ class WorkflowStep:
         workflow = self.workflow_class(  # its history: its session's, else the invocation's
             invocation.message, history=run_history(self.scope), context=invocation.context.to_dict(), host=host
         )
-        composition = self.workflow_class.definition().spec.perform
+        composition = self.composition
         returned = workflow.perform() if composition is None else composition(workflow)
         final = workflow.final_invocation(returned)
         host.final = final

@@ -146,6 +146,24 @@ class Assembly:
         return await asyncio.to_thread(cls.start_execution, message, **options)
 
     @classmethod
+    def started_definition(cls, run: Any) -> tuple[AssemblyDefinition, Any]:
+        """The definition a new run of this class executes, and the form stored with the run.
+
+        A builder's run carries its own snapshot (``run.assembly_definition``), always storable (its
+        run is refused before it exists otherwise: ``build_assembly_run``); a class's own run executes
+        the class's definition, stored as None when it names a lambda the class declares, which the
+        class itself then stands for.
+        """
+        given = getattr(run, "assembly_definition", None)
+        definition: AssemblyDefinition = cls.definition() if given is None else given
+        try:
+            return definition, definition.to_dict()
+        except ConfigurationError:
+            if given is not None:
+                raise
+            return definition, None
+
+    @classmethod
     def _new_definition(cls, spec: Any) -> AssemblyDefinition:
         return AssemblyDefinition(cls.assembly_kind, cls.assembly_id, cls.description, cls, spec)
 

@@ -6,15 +6,25 @@ checked as it is made; :meth:`definition` copies the current ones into a fixed, 
 AssemblyDefinition, so each run gets its own snapshot and later edits affect later runs
 only. Callbacks stay live application code: a definition refers to them, it does not copy
 what they captured.
+
+A builder is called as its class is (``ask``, ``stream_ask``, ``start_execution``): each call
+runs a new snapshot, which the run stores with its frame by import references
+(``_definition_codec``), so workers and a resumed run execute the definition the run started
+with. A callback no other process could import (a lambda) is refused when the run is built,
+before it exists.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import TYPE_CHECKING, Any
 
 from lg_core.assemblies.assembly import Assembly, checked_id
 from lg_core.assemblies.definition import AssemblyDefinition, Spec
 from lg_core.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from lg_core.run import Run
 
 
 class AssemblyBuilder:
@@ -64,6 +74,34 @@ class AssemblyBuilder:
         if assembly_id is None:
             raise ConfigurationError(f"{type(self).__name__} has no id; pass id='...' or call assembly_id('...')")
         return AssemblyDefinition(self.kind, assembly_id, self.description(), self._base, self._spec(owner))
+
+    # -- calls (the class's calling style, each on a fresh snapshot) -------------------------
+
+    def build_run(self, message: Any = None, /, **options: Any) -> Run:
+        """A dormant Run of the current declarations (a fixed copy of them, stored with the run)."""
+        if self.runtime is not None:
+            options.setdefault("runtime", self.runtime)
+        return self.definition().build_run(message, **options)
+
+    def ask(self, message: Any = None, /, **options: Any) -> Run:
+        """Run the current declarations to completion and return the finished Run."""
+        return self.build_run(message, **options).call()
+
+    def stream_ask(self, message: Any = None, /, **options: Any) -> Run:
+        """A dormant Run of the current declarations: iterate it for StreamEvents."""
+        return self.build_run(message, **options)
+
+    def start_execution(self, message: Any = None, /, **options: Any) -> Any:
+        """Persist a run of the current declarations and start it in the background; returns an Execution.
+
+        With a broker the workers execute the definition stored with the run, never this builder:
+        edits made after the start change later runs only."""
+        run = self.build_run(message, **options)
+        return run.runtime.start_execution(run)
+
+    async def start_execution_async(self, message: Any = None, /, **options: Any) -> Any:
+        """``start_execution`` for async code: the store insert and the broker publish run on a worker thread."""
+        return await asyncio.to_thread(self.start_execution, message, **options)
 
     def validate(self) -> AssemblyBuilder:
         """This builder when its current declarations are complete and valid; else ConfigurationError."""

@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from lg_core.assemblies._assembly_runs import build_assembly_run
 from lg_core.assemblies._definition_codec import (
     FORMAT,
     class_path,
@@ -38,6 +39,9 @@ from lg_core.assemblies._swarm_rules import SwarmSpec, swarm_spec, validate_swar
 from lg_core.assemblies.declarations import Edge, ErrorEdge, Member, Node
 from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
 from lg_core.errors import ConfigurationError, RunStateError
+
+if TYPE_CHECKING:
+    from lg_core.run import Run
 
 # Definitions encoded in this process, by id, with the definition itself (so its id is not
 # reused while the entry lives) and its stored form as JSON text (each caller gets its own copy).
@@ -68,6 +72,11 @@ class AssemblyDefinition:
     def assembly_kind(self) -> str:
         """The kind, under the name participants are recognised by (a definition is a participant)."""
         return self.kind
+
+    def build_run(self, message: Any = None, /, **options: Any) -> Run:
+        """A dormant Run of this definition (its implementation class the entrypoint), as a participant's
+        child run or a builder's call is built; ConfigurationError when it cannot be stored with the run."""
+        return build_assembly_run(self.implementation, message, options, definition=self)
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form; ConfigurationError naming a class or callable no other process could import."""

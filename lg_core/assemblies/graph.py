@@ -105,23 +105,15 @@ class Graph(Assembly):
     @classmethod
     def driven_start(cls, run: Any) -> DrivenStart:
         """A new run's frame and first node step; the definition is stored with it when it can be."""
-        definition = cls.definition()
-        try:
-            stored: Any = definition.to_dict()
-        except ConfigurationError:  # a lambda condition or mapper: the class itself is the definition
-            stored = None
-        return graph_start(cls._graph_spec(), cls.assembly_id, run.invocation.message, stored)
+        definition, stored = cls.started_definition(run)
+        spec = definition.spec
+        assert isinstance(spec, GraphSpec)  # a Graph's definition holds a GraphSpec
+        return graph_start(spec, definition.assembly_id, run.invocation.message, stored)
 
     @classmethod
     def step_body(cls, scope: Any) -> GraphNodeStep:
         """The body of one of the run's node steps, under the definition the run started with."""
         return GraphNodeStep(scope, run_spec(scope.run.id, scope.frame.checkpoint.data.get("definition"), cls))
-
-    @classmethod
-    def _graph_spec(cls) -> GraphSpec:
-        spec = cls.definition().spec
-        assert isinstance(spec, GraphSpec)  # a Graph's definition holds a GraphSpec
-        return spec
 
     @classmethod
     def stored_result(cls, stored: Mapping[str, Any]) -> RunResult:

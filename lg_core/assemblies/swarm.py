@@ -88,14 +88,10 @@ class Swarm(Assembly):
     @classmethod
     def driven_start(cls, run: Any) -> DrivenStart:
         """A new run's frame and its start member's step; the definition is stored with it when it can be."""
-        definition = cls.definition()
-        try:
-            stored: Any = definition.to_dict()
-        except ConfigurationError:  # a member no other process could import: the class itself is the definition
-            stored = None
+        definition, stored = cls.started_definition(run)
         spec = definition.spec
         assert isinstance(spec, SwarmSpec)  # a Swarm's definition holds a SwarmSpec
-        return swarm_start(spec, cls.assembly_id, run.invocation.message, stored)
+        return swarm_start(spec, definition.assembly_id, run.invocation.message, stored)
 
     @classmethod
     def step_body(cls, scope: Any) -> SwarmMemberStep:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from lg_core.assemblies._participants import checked_participant
 from lg_core.assemblies._policy import checked_optional_limit, checked_policy
-from lg_core.assemblies._workflow_step import WorkflowStep, workflow_start
+from lg_core.assemblies._workflow_step import WorkflowStep, run_composition, workflow_start
 from lg_core.assemblies.assembly import GRAPH_DECLARATIONS, SWARM_DECLARATIONS, Assembly
 from lg_core.assemblies.builder import AssemblyBuilder
 from lg_core.assemblies.declarations import checked_name
@@ -66,14 +66,18 @@ class Workflow(Assembly):
 
     @classmethod
     def driven_start(cls, run: Any) -> DrivenStart:
-        """A new run's frame (no calls yet) and its perform step."""
-        cls.definition()
-        return workflow_start(cls.assembly_id)
+        """A new run's frame (no calls yet, the definition it executes) and its perform step."""
+        definition, stored = cls.started_definition(run)
+        return workflow_start(definition.assembly_id, stored)
 
     @classmethod
     def step_body(cls, scope: Any) -> WorkflowStep:
-        """The body of the run's perform step: ``perform`` replayed against the recorded calls."""
-        return WorkflowStep(scope, cls)
+        """The body of the run's perform step: ``perform`` replayed against the recorded calls, the composition
+        the run started with (a builder's stored ``perform``, else this class's)."""
+        stored = scope.frame.checkpoint.data.get("definition")
+        composition = run_composition(scope.run.id, stored, cls)
+        name = cls.__qualname__ if composition is None else f"workflow {stored['assembly_id']}"  # a builder's perform
+        return WorkflowStep(scope, cls, composition, name)
 
     @classmethod
     def stored_result(cls, stored: Mapping[str, Any]) -> RunResult:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import types
+
 from lg_core.providers import scripted
 from tests.docs.readme import marked_blocks
 
@@ -88,3 +91,24 @@ def test_the_readme_assembly_tools_example_calls_an_agent_and_a_graph_as_tools(c
     assert run.response == "Sorry for the wait: transfer 481 settles within two business days."
     printed = capsys.readouterr().out.splitlines()
     assert printed == ["['negative', 'It settles within two business days.']", run.response]
+
+
+def test_the_readme_builder_example_runs_its_graph_and_stores_the_definition_it_ran(config, capsys):
+    (block,) = marked_blocks("readme-builder")
+    # A builder's run names its Agents by import path, as a reader's module at top level would.
+    module = types.ModuleType("readme_builder")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(block.code, "README.md", "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+        for name in ("order-triage", "order-respond"):
+            scripted.unregister(name)
+
+    run = module.run
+    assert run.outcome == "completed", run.error
+    assert run.response == "Your order shipped on May 2 and arrives Friday."
+    assert capsys.readouterr().out.splitlines()[-1] == run.response
+    assert [step.participant for step in run.result.trajectory] == ["triage", "respond"]
+    frame = config.runtime().store.load_frames(run.id)[0]
+    assert frame.checkpoint["data"]["definition"]["assembly_id"] == "order_flow"
