@@ -84,9 +84,9 @@ class SubagentTurnStep:
         from the parent's session, its persisted transcript): where this turn continues."""
         ledger = ledger_of(self.scope.frame.checkpoint, self.options)
         identity = ledger.identities.get(self.input["subagent_id"])
-        if identity is None:
-            return []
-        if identity.history_run is None:  # none in this run: the transcript its session kept, if any
+        if identity is None or (identity.history_run is None and identity.completed_turns == 0):
+            return []  # a first turn
+        if identity.history_run is None:  # completed turns in an earlier run: the transcript its session kept
             persistence = self._persistence()
             return [] if persistence is None else persistence.transcript(identity.conversation_id)
         record = self.scope.engine.store.load_run(identity.history_run)
