@@ -33,6 +33,7 @@ from lg_core.store.session_transactions import (
     activate_after_txn,
     activate_next_txn,
     append_session_txn,
+    replace_session_txn,
     session_open_runs_submit,
 )
 from lg_core.store.transactions import Submitted, Transaction
@@ -176,6 +177,11 @@ class StepCommits(StorePart):
                 tx.send("cancel_children", {"run_id": commit.run_id, "now": now})
             if commit.session is not None:
                 self._append_session_txn(tx, commit.session, now)
+            for snapshot in commit.session_replaces:
+                messages = [m.to_dict() for m in snapshot.messages]
+                replace_session_txn(
+                    tx, snapshot.session_id, snapshot.actor_id, messages, snapshot.state, snapshot.metadata, now
+                )
             activated: tuple[ActivatedRun, ...] = ()
             if open_runs is not None and session is not None:
                 session_id, actor_id = session
@@ -351,6 +357,7 @@ def _plain(commit: StepCommit) -> bool:
         commit.finish is None
         and not commit.consumed_interjections
         and commit.session is None
+        and not commit.session_replaces
         and commit.waits_on is None
         and commit.wake_at is None
         and not commit.wakes_steps

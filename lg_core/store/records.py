@@ -255,6 +255,21 @@ class SessionWrite:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionReplace:
+    """A whole session snapshot a step's commit writes (a managed child's transcript or registry).
+
+    A replace, not an append, so a step executed again writes the same snapshot
+    again instead of adding a turn twice.
+    """
+
+    session_id: str
+    actor_id: str | None
+    messages: tuple[Any, ...]
+    state: dict[str, Any]
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class ActivatedRun:
     """A pending run that became running because the run before it on its session ended.
 
@@ -286,6 +301,8 @@ class StepCommit:
     finish: RunFinish | None = None
     consumed_interjections: list[int] = field(default_factory=list)
     session: SessionWrite | None = None  # a completed run's turn, when its session lives in this database
+    # Session snapshots replaced with this commit, when the session store lives in this database.
+    session_replaces: tuple[SessionReplace, ...] = ()
     # The run's (session_id, actor_id) as its row holds them, set on a commit that ends the run: the
     # store then reads the runs its end may start with its guards instead of reading the row first.
     run_session: tuple[str, str | None] | None = None
@@ -362,6 +379,7 @@ __all__ = [
     "RunRecord",
     "RelayedStep",
     "STEP_OPEN",
+    "SessionReplace",
     "SessionWrite",
     "StepCommit",
     "StepRecord",

@@ -8,6 +8,7 @@ Modules:
 * ``limits`` - the manager's bounds on one parent run's delegated work;
 * ``control_inputs`` - the inputs of the five tools a parent's model manages subagents with, checked;
 * ``ledger`` - every child identity of a parent run, its queued turns and answers, saved with the parent;
+* ``persistence`` - children kept in the parent's session: transcripts and the registry, framework-owned sessions;
 * ``options`` - an Agent class's subagent declarations, limits and long poll, checked; its kinds resolved per run;
 * ``control_tools`` - the five control tools as the parent's model is offered them;
 * ``steps`` - the step bodies the Agent hands the engine: a control-tool call, a child's turn;

@@ -45,6 +45,7 @@ from lg_core.subagents.control_inputs import (
 )
 from lg_core.subagents.ledger import Ledger
 from lg_core.subagents.options import SubagentOptions
+from lg_core.subagents.persistence import ChildPersistence
 from lg_core.tool import ToolOutcome, success_outcome
 
 LOCAL_POLL_SECONDS = 0.05
@@ -102,6 +103,8 @@ class SubagentControlCall(ToolCall):
         scope, use = self.scope, self.tool_use
         scope.build_context(scope.frame.checkpoint)
         scope.check_interrupt()
+        if scope.frame.checkpoint.subagents is None:  # the run's first control call: its session's children
+            self.restored = self._persisted_identities()
         if scope.key not in ledger_of(scope.frame.checkpoint, self.options).waiters:  # not a woken wait
             scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
         if use.name == INTERJECT:
@@ -137,6 +140,19 @@ class SubagentControlCall(ToolCall):
         self.timed_out = True
 
     timed_out = False
+    restored: list[dict[str, Any]] = []
+
+    def _persisted_identities(self) -> list[dict[str, Any]]:
+        """The registry entries of the parent session's persisted children whose kind still persists."""
+        persistence = ChildPersistence.of(self.scope)
+        if persistence is None:
+            return []
+        definitions = self.options.definitions(self.scope.run.invocation)
+        return [
+            entry
+            for entry in persistence.registry()
+            if (definition := definitions.get(str(entry.get("kind")))) is not None and definition.persist
+        ]
 
     # -- the ledger change -------------------------------------------------------------------
 
@@ -147,7 +163,7 @@ class SubagentControlCall(ToolCall):
         parsed = parse_input(use.name, use.input, options.limits, kinds)
         if isinstance(parsed, SpawnInput):
             conversation_id = _conversation_id(self.scope.run.id, parsed.task_name)
-            identity = ledger.spawn(parsed.kind, parsed.task_name, parsed.task, conversation_id)
+            identity = ledger.spawn(parsed.kind, parsed.task_name, parsed.task, conversation_id, time.time())
             spawned = {"subagent_id": identity.subagent_id, "status": "working"}
             return _Wait([identity.subagent_id], spawned) if parsed.mode == "sync" else spawned
         if isinstance(parsed, SendInput):
@@ -205,6 +221,8 @@ class SubagentControlCall(ToolCall):
         def transition(state: FrameState) -> StepCommit:
             del scope.durable[mark:]  # a transition re-run after a lost race emits its events once
             ledger = ledger_of(state.checkpoint, self.options)
+            if state.checkpoint.subagents is None:
+                ledger.restore(self.restored)
             waiter = ledger.waiters.pop(scope.key, None)
             if waiter is None:
                 try:

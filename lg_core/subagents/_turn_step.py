@@ -11,7 +11,10 @@ wakes it (lg_core.assemblies.child_runs).
 Commit: the turn's outcome in the manager's ledger (a completed turn's answer and
 run, where the next turn continues; a failed or cancelled turn's error, leaving no
 history), the child's usage added to the parent's, the next queued turns started,
-and the parent's parked waits put back in the outbox.
+and the parent's parked waits put back in the outbox. A completed turn of a kind
+that persists also replaces the child's transcript and the parent session's
+registry in the session store (lg_core.subagents.persistence), in this commit when
+the store shares the run store's database.
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ from lg_core.engine.driven_frames import FrameState, StaleStep, StepScope, Trans
 from lg_core.errors import ConfigurationError
 from lg_core.run import Run
 from lg_core.store import StepCommit
+from lg_core.store.records import SessionReplace
 from lg_core.subagents._control_step import ledger_of, turn_steps, with_ledger
+from lg_core.subagents.ledger import Ledger
 from lg_core.subagents.options import SubagentOptions
+from lg_core.subagents.persistence import ChildPersistence
 from lg_core.usage import Usage
 
 
@@ -74,11 +80,15 @@ class SubagentTurnStep:
         return agent_class
 
     def _history(self) -> list[Any]:
-        """The messages of the identity's last completed turn's child run: where this turn continues."""
+        """The messages of the identity's last completed turn's child run (or, for an identity restored
+        from the parent's session, its persisted transcript): where this turn continues."""
         ledger = ledger_of(self.scope.frame.checkpoint, self.options)
         identity = ledger.identities.get(self.input["subagent_id"])
-        if identity is None or identity.history_run is None:
-            return []
+        if identity is None or (identity.history_run is None and identity.completed_turns == 0):
+            return []  # a first turn
+        if identity.history_run is None:  # completed turns in an earlier run: the transcript its session kept
+            persistence = self._persistence()
+            return [] if persistence is None else persistence.transcript(identity.conversation_id)
         record = self.scope.engine.store.load_run(identity.history_run)
         runtime: Any = self.scope.engine.runtime
         result = Run.from_record(record, runtime).result
@@ -94,6 +104,8 @@ class SubagentTurnStep:
         outcome = "completed" if child.completed else ("cancelled" if child.cancelled else "failed")
         text = child.response if child.completed else (str(child.error) if child.error else outcome)
         usage = child.usage
+        persistence = self._persistence() if child.completed else None  # only completed turns become history
+        transcript = list(child.result.messages) if persistence is not None and child.result is not None else []
 
         def transition(state: FrameState) -> StepCommit:
             ledger = ledger_of(state.checkpoint, self.options)
@@ -103,7 +115,13 @@ class SubagentTurnStep:
             recorded = with_ledger(state, ledger)
             checkpoint = recorded.checkpoint
             checkpoint.usage = (Usage.from_dict(checkpoint.usage) + usage).to_dict()
-            return scope.commit_for(
+            snapshots: tuple[SessionReplace, ...] = ()
+            if persistence is not None:
+                snapshots = self._snapshots(persistence, ledger, transcript)
+                if not persistence.in_commit:  # a store elsewhere: written first, the same snapshots if re-run
+                    persistence.write_outside_commit(snapshots)
+                    snapshots = ()
+            commit = scope.commit_for(
                 recorded,
                 checkpoint,
                 step_result={"child_run_id": child_id, "outcome": outcome},
@@ -111,8 +129,32 @@ class SubagentTurnStep:
                 wakes_steps=tuple(ledger.waiters),
                 contended=True,
             )
+            commit.session_replaces = snapshots
+            return commit
 
         return transition
+
+    def _persistence(self) -> ChildPersistence | None:
+        """Where this child is kept across the parent session's runs; None when its kind is not persisted."""
+        definition = self.options.definitions(self.scope.run.invocation).get(self.input["kind"])
+        if definition is None or not definition.persist:
+            return None
+        return ChildPersistence.of(self.scope)
+
+    def _snapshots(
+        self, persistence: ChildPersistence, ledger: Ledger, transcript: list[Any]
+    ) -> tuple[SessionReplace, ...]:
+        """The completed turn's transcript, and the registry of every persisted identity the ledger holds."""
+        definitions = self.options.definitions(self.scope.run.invocation)
+        registry = [
+            ledger.registry_entry(identity)
+            for identity in ledger.identities.values()
+            if identity.completed_turns > 0
+            and (definition := definitions.get(identity.kind)) is not None
+            and definition.persist
+        ]
+        entry = ledger.registry_entry(ledger.identity(self.input["subagent_id"]))
+        return persistence.turn_snapshots(entry, transcript, registry)
 
 
 __all__ = ["SubagentTurnStep"]

@@ -58,6 +58,10 @@ class Identity:
     unseen: bool = False  # a turn ended since the parent last looked (wait or list)
     # The child run of the last completed turn: its conversation is where the next turn continues.
     history_run: str | None = None
+    created_at: float = 0.0  # orders persisted identities across a session's runs
+    # Restored from the parent session's registry and not yet sent a turn in this run: listed, its
+    # transcript not loaded, and not counted against max_identities.
+    dormant: bool = False
 
     @property
     def working(self) -> bool:
@@ -83,7 +87,7 @@ class Ledger:
 
     # -- what the parent's model asks for ---------------------------------------------
 
-    def spawn(self, kind: str, task_name: str, task: str, conversation_id: str) -> Identity:
+    def spawn(self, kind: str, task_name: str, task: str, conversation_id: str, created_at: float = 0.0) -> Identity:
         """A new identity ``<parent>/<task_name>`` with ``task`` as its first queued turn."""
         subagent_id = join(self.parent_path, task_name)
         if subagent_id in self.identities:
@@ -91,13 +95,13 @@ class Ledger:
                 f"a subagent named {task_name!r} already exists ({subagent_id}); send it a follow-up with "
                 "send_subagent_message or choose another task_name"
             )
-        if len(self.identities) >= self.limits.max_identities:
+        if sum(not i.dormant for i in self.identities.values()) >= self.limits.max_identities:
             raise ToolError(
                 f"this run already has {self.limits.max_identities} subagents, the most it may create; "
                 "send follow-ups to existing ones instead"
             )
         self._check_turn_budget()
-        identity = Identity(subagent_id, kind, conversation_id, self._next_seq())
+        identity = Identity(subagent_id, kind, conversation_id, self._next_seq(), created_at=created_at)
         self.identities[subagent_id] = identity
         self._queue(identity, task)
         return identity
@@ -111,7 +115,33 @@ class Ledger:
                 "wait for it with wait_for_subagents before sending more"
             )
         self._check_turn_budget()
+        if identity.dormant and sum(not i.dormant for i in self.identities.values()) >= self.limits.max_identities:
+            raise ToolError(
+                f"this run already works with {self.limits.max_identities} subagents, the most it may; "
+                "send follow-ups to those instead"
+            )
+        identity.dormant = False
         return self._queue(identity, message)
+
+    def restore(self, entries: list[dict[str, Any]]) -> None:
+        """Add the parent session's persisted identities (registry entries, newest first) as dormant ones.
+
+        Oldest first, so their creation numbers keep the newest-first listing; an
+        identity this run already holds is left as it is.
+        """
+        for entry in reversed(entries):
+            identity = _identity_from(entry)
+            if identity.subagent_id in self.identities:
+                continue
+            identity.created_seq, identity.turns, identity.dormant = self._next_seq(), [], True
+            identity.history_run, identity.unseen = None, False
+            self.identities[identity.subagent_id] = identity
+
+    def registry_entry(self, identity: Identity) -> dict[str, Any]:
+        """What the parent session's registry keeps of ``identity``: no queued work, no run ids."""
+        entry = _identity_dict(identity)
+        entry.update(turns=[], unseen=False, history_run=None, dormant=True)
+        return entry
 
     def identity(self, subagent_id: str) -> Identity:
         """The identity named ``subagent_id``; a ToolError listing the known ones otherwise."""
@@ -159,7 +189,10 @@ class Ledger:
 
     def progress(self, subagent_ids: list[str] | None) -> tuple[bool, list[Identity]]:
         """(whether a wait may return now, the identities it reports): progress was made or nothing works."""
-        selected = list(self.identities.values()) if subagent_ids is None else [self.identity(i) for i in subagent_ids]
+        if subagent_ids is None:  # every identity of this run: not the dormant ones restored from its session
+            selected = [i for i in self.identities.values() if not i.dormant]
+        else:
+            selected = [self.identity(i) for i in subagent_ids]
         ready = any(i.unseen for i in selected) or not any(i.working for i in selected)
         return ready, selected
 
@@ -276,6 +309,8 @@ def _identity_dict(identity: Identity) -> dict[str, Any]:
         "last_error": identity.last_error,
         "unseen": identity.unseen,
         "history_run": identity.history_run,
+        "created_at": identity.created_at,
+        "dormant": identity.dormant,
     }
 
 
@@ -292,6 +327,8 @@ def _identity_from(data: dict[str, Any]) -> Identity:
         last_error=data.get("last_error"),
         unseen=bool(data.get("unseen", False)),
         history_run=data.get("history_run"),
+        created_at=float(data.get("created_at", 0.0)),
+        dormant=bool(data.get("dormant", False)),
     )
 
 

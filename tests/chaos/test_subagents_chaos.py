@@ -63,3 +63,35 @@ def test_a_worker_killed_while_the_parent_waits_leaves_the_run_to_complete(dist,
     assert run.completed, run.error
     assert run.response == subagents_dist_app.FINAL
     assert _keys_per_turn(dist) == {1: 1, 2: 1, 3: 1}, dist.calls()
+
+
+def test_a_worker_killed_during_a_restored_childs_follow_up_keeps_its_transcript_once(dist, scheduler):
+    # The second run of the session follows up the child the first one kept; the worker running
+    # that turn's tool call is killed. The turn's commit writes the child's transcript: once.
+    from lg_core.subagents.persistence import conversation_session_id, registry_session_id
+
+    agent = subagents_dist_app.DistKeepingAgent
+    [first_worker] = dist.start_workers(queues=ALL_QUEUES, pool="threads", concurrency=8)
+    first = agent.start_execution("spawn", session_id="conv-chaos", actor_id="acme").wait(timeout=90)
+    assert first.completed, first.error
+    kill_whole(first_worker)
+
+    [worker] = dist.start_workers(
+        queues=ALL_QUEUES, pool="threads", concurrency=8, DIST_APP_HANG="effect:3", DIST_APP_HANG_ONCE="1"
+    )
+    execution = agent.start_execution("follow", session_id="conv-chaos", actor_id="acme")
+    wait_ready(dist, "effect-3", 1)
+    kill_whole(worker)
+    dist.start_workers(queues=ALL_QUEUES, pool="threads", concurrency=8)
+    wait_all([execution], timeout=120)
+
+    run = execution.wait(timeout=5)
+    assert run.completed, run.error
+    assert _keys_per_turn(dist) == {1: 1, 3: 1}, dist.calls()
+    sessions = dist.config.runtime().session_store
+    registry = sessions.load(registry_session_id("conv-chaos", "acme"), actor_id="acme")
+    (entry,) = registry.state["subagents"]
+    assert entry["completed_turns"] == 2
+    transcript = sessions.load(conversation_session_id(entry["conversation_id"]), actor_id="acme").messages
+    assert [m.text for m in transcript if m.role == "user"] == ["alpha?", "more?"]
+    assert transcript[-1].text == "notes on alpha? + more?"

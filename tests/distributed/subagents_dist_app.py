@@ -143,3 +143,37 @@ class DistSyncAgent(Agent):
 
     model = "scripted:dist-sync-parent"
     subagents = [subagent(DistResearchAgent, kind="research")]
+
+
+def _keeping_turn(request):
+    """``spawn``: spawn alpha in sync mode; ``follow``: list the session's children, then send alpha
+    "more?" in sync mode. Answers with this run's tool results as JSON (earlier runs' come before its input)."""
+    last_user = max(i for i, m in enumerate(request.messages) if m.role == "user")
+    command, messages = request.messages[last_user].text, request.messages[last_user + 1 :]
+    calls = [("spawn_subagent", {**_spawn("alpha"), "mode": "sync"})]
+    if command == "follow":
+        follow_up = {"subagent_id": "/root/alpha", "message": "more?", "mode": "sync"}
+        calls = [("list_subagents", {}), ("send_subagent_message", follow_up)]
+    made = sum(1 for m in messages if m.role == "assistant")
+    if made < len(calls):
+        name, arguments = calls[made]
+        return {"tool_calls": [{"id": f"k{made}", "name": name, "arguments": arguments}]}
+    results = [
+        "".join(getattr(part, "text", "") for part in block.content)
+        for message in messages
+        if message.role == "tool"
+        for block in message.content
+    ]
+    return {"text": json.dumps(results)}
+
+
+scripted.register("dist-keeping-parent", _keeping_turn)
+
+
+class DistKeepingAgent(Agent):
+    """Keeps its research children in its session: a later run of the session follows alpha up."""
+
+    model = "scripted:dist-keeping-parent"
+    subagents = [subagent(DistResearchAgent, kind="research")]
+    subagent_long_poll_duration = 30.0
+    limits = {"max_turns": 40}

@@ -71,3 +71,24 @@ def test_a_sync_spawn_on_workers_answers_with_the_childs_first_answer(dist):
     answer = json.loads(run.response)
     assert answer["status"] == "ready"
     assert answer["subagents"][0]["response"] == "notes on alpha?"
+
+
+def test_a_child_kept_in_the_session_is_listed_and_followed_up_by_a_later_run_on_workers(dist):
+    from lg_core.subagents.persistence import registry_session_id
+
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+    agent = subagents_dist_app.DistKeepingAgent
+
+    first = agent.start_execution("spawn", session_id="conv-kept", actor_id="acme").wait(timeout=90)
+    assert first.completed, first.error
+    assert json.loads(json.loads(first.response)[0])["subagents"][0]["response"] == "notes on alpha?"
+    registry = dist.config.runtime().session_store.load(registry_session_id("conv-kept", "acme"), actor_id="acme")
+    assert [entry["subagent_id"] for entry in registry.state["subagents"]] == ["/root/alpha"]
+
+    second = agent.start_execution("follow", session_id="conv-kept", actor_id="acme").wait(timeout=90)
+    assert second.completed, second.error
+    listed, followed = (json.loads(text) for text in json.loads(second.response))
+    assert [(view["subagent_id"], view["status"]) for view in listed["subagents"]] == [("/root/alpha", "completed")]
+    assert followed["subagents"][0]["response"] == "notes on alpha? + more?"
+    topics = sorted(topic for tool, topic, _key in dist.calls() if tool == "effect")
+    assert topics == [1, 3]  # alpha's first turn and its follow-up, each once

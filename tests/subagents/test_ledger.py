@@ -145,3 +145,37 @@ def test_the_ledger_round_trips_through_json_and_a_copy_is_independent():
     copied = restored.copy()
     copied.turn_ended("/root/a", 1, "completed", "done")
     assert restored.identity("/root/a").completed_turns == 0
+
+
+def _persisted(book, name, created_at):
+    identity = book.spawn("research", name, f"{name}?", f"c-{name}", created_at)
+    book.turns_to_start()
+    book.turn_ended(identity.subagent_id, 1, "completed", f"{name} says hi", "run-1")
+    return book.registry_entry(identity)
+
+
+def test_restored_identities_are_listed_newest_first_dormant_and_outside_the_identity_bound():
+    earlier = ledger()
+    entries = [_persisted(earlier, "new", 2.0), _persisted(earlier, "old", 1.0)]  # a registry: newest first
+    assert all(entry["history_run"] is None and entry["turns"] == [] for entry in entries)
+
+    book = ledger(max_identities=1)
+    book.restore(entries)
+    page, _ = book.listing(None, 10, None)
+    assert [(i.subagent_id, i.status, i.dormant) for i in page] == [
+        ("/root/new", "completed", True),
+        ("/root/old", "completed", True),
+    ]
+    assert book.progress(None) == (True, [])  # a wait for all watches this run's identities only
+    book.spawn("research", "fresh", "fresh?", "c-fresh")  # dormant identities do not count
+    with pytest.raises(ToolError, match="works with 1 subagents"):
+        book.send("/root/old", "more?")
+    assert book.identity("/root/old").dormant
+
+
+def test_a_follow_up_wakes_a_restored_identity_and_numbers_its_turn_after_the_persisted_ones():
+    earlier = ledger()
+    book = ledger()
+    book.restore([_persisted(earlier, "alpha", 1.0)])
+    turn = book.send("/root/alpha", "more?")
+    assert turn.number == 2 and not book.identity("/root/alpha").dormant
