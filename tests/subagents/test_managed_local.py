@@ -168,15 +168,6 @@ def test_two_resolvers_are_refused():
             subagents = [lambda invocation: [], lambda invocation: []]
 
 
-@pytest.mark.parametrize("override", [{"model": "scripted:other"}, {"tools": []}])
-def test_a_model_or_tools_override_is_refused_rather_than_ignored(override):
-    with pytest.raises(ConfigurationError, match="do not support yet"):
-
-        class Overriding(Agent):
-            model = "scripted"
-            subagents = [subagent(ResearchAgent, kind="research", **override)]
-
-
 def test_max_concurrent_runs_one_turn_at_a_time_when_it_is_one(scripts):
     class OneAtATime(Agent):
         model = "scripted:support-parent"
