@@ -33,6 +33,8 @@ from lg_core.engine.driven_frames import FrameState, StaleStep, StepScope, Trans
 from lg_core.engine.tool_call_bodies import SUBAGENT_TURN_KIND, ToolCall, subagent_turn_key
 from lg_core.errors import Error, InvocationError, ToolError
 from lg_core.store import NewStep, StepCommit
+from lg_core.subagents._run_agent_path import run_agent_path
+from lg_core.subagents.agent_path import ROOT
 from lg_core.subagents.control_inputs import (
     INTERJECT,
     SEND,
@@ -50,11 +52,12 @@ from lg_core.tool import ToolOutcome, success_outcome
 LOCAL_POLL_SECONDS = 0.05
 
 
-def ledger_of(checkpoint: Any, options: SubagentOptions) -> Ledger:
-    """A copy of the ledger in ``checkpoint`` (an empty one before the first spawn)."""
+def ledger_of(checkpoint: Any, options: SubagentOptions, agent_path: str = ROOT) -> Ledger:
+    """A copy of the ledger in ``checkpoint``; before the first spawn an empty one placing its
+    children below ``agent_path``, the path of the Agent whose run this is."""
     stored = checkpoint.subagents
     if stored is None:
-        return Ledger(options.limits)
+        return Ledger(options.limits, agent_path)
     return Ledger.from_dict(json.loads(json.dumps(stored)), options.limits)
 
 
@@ -97,11 +100,14 @@ class SubagentControlCall(ToolCall):
     def __init__(self, scope: StepScope, options: SubagentOptions) -> None:
         super().__init__(scope)
         self.options = options
+        self.agent_path = ROOT  # where this run's Agent sits; a first spawn places its children below it
 
     def perform(self) -> Transition:
         scope, use = self.scope, self.tool_use
         scope.build_context(scope.frame.checkpoint)
         scope.check_interrupt()
+        if scope.frame.checkpoint.subagents is None:  # the first spawn places the children (read outside a commit)
+            self.agent_path = run_agent_path(scope.engine.store, scope.run)
         if scope.key not in ledger_of(scope.frame.checkpoint, self.options).waiters:  # not a woken wait
             scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
         if use.name == INTERJECT:
@@ -204,7 +210,7 @@ class SubagentControlCall(ToolCall):
 
         def transition(state: FrameState) -> StepCommit:
             del scope.durable[mark:]  # a transition re-run after a lost race emits its events once
-            ledger = ledger_of(state.checkpoint, self.options)
+            ledger = ledger_of(state.checkpoint, self.options, self.agent_path)
             waiter = ledger.waiters.pop(scope.key, None)
             if waiter is None:
                 try:
