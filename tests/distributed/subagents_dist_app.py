@@ -143,3 +143,60 @@ class DistSyncAgent(Agent):
 
     model = "scripted:dist-sync-parent"
     subagents = [subagent(DistResearchAgent, kind="research")]
+
+
+class ProbeTool(Tool):
+    """The tools= override's one tool: a child of the overriding kind is offered it and nothing else."""
+
+    tool_name = "probe"
+    description = "Probe something."
+
+    def call(self, input):
+        return "probed"
+
+
+def _overriding_child_turn(request):
+    """The model= override's answer: the tools its request offers, so a test sees both overrides."""
+    return {"text": "override sees " + ",".join(sorted(spec.name for spec in request.tools))}
+
+
+scripted.register("dist-override-child", _overriding_child_turn)
+
+
+class DistOverridingAgent(Agent):
+    """Spawns alpha in sync mode from a kind whose declaration overrides the child's model and tools."""
+
+    model = "scripted:dist-sync-parent"
+    subagents = [
+        subagent(DistResearchAgent, kind="research", model="scripted:dist-override-child", tools=[ProbeTool])
+    ]
+
+
+def _middle_turn(request):
+    """A subagent delegating in turn: spawn x synchronously, answer with the spawn's result."""
+    if not any(m.role == "tool" for m in request.messages):
+        arguments = {"kind": "leaf", "task_name": "x", "task": "dig", "mode": "sync"}
+        return {"tool_calls": [{"id": "s1", "name": "spawn_subagent", "arguments": arguments}]}
+    return {"text": next(_tool_texts(request))}
+
+
+scripted.register("dist-middle", _middle_turn)
+scripted.register("dist-leaf", lambda request: {"text": "leaf notes"})
+
+
+class DistLeafAgent(Agent):
+    model = "scripted:dist-leaf"
+    description = "Digs"
+
+
+class DistMiddleAgent(Agent):
+    model = "scripted:dist-middle"
+    description = "Delegates digging"
+    subagents = [subagent(DistLeafAgent, kind="leaf")]
+
+
+class DistNestingAgent(Agent):
+    """Spawns alpha, itself a subagent that spawns x: x's path is /root/alpha/x."""
+
+    model = "scripted:dist-sync-parent"
+    subagents = [subagent(DistMiddleAgent, kind="research")]
