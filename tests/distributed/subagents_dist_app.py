@@ -167,9 +167,7 @@ class DistOverridingAgent(Agent):
     """Spawns alpha in sync mode from a kind whose declaration overrides the child's model and tools."""
 
     model = "scripted:dist-sync-parent"
-    subagents = [
-        subagent(DistResearchAgent, kind="research", model="scripted:dist-override-child", tools=[ProbeTool])
-    ]
+    subagents = [subagent(DistResearchAgent, kind="research", model="scripted:dist-override-child", tools=[ProbeTool])]
 
 
 def _middle_turn(request):
