@@ -80,6 +80,8 @@ class Ledger:
         self.seq = 0  # orders creations and queued turns
         # Parent steps parked until a turn ends or their deadline passes: step key -> (ids or None, deadline).
         self.waiters: dict[str, tuple[list[str] | None, float]] = {}
+        # A parked interject call's step key -> the child run it interjected and the interjection's number.
+        self.interjections: dict[str, tuple[str, int]] = {}
 
     # -- what the parent's model asks for ---------------------------------------------
 
@@ -150,9 +152,9 @@ class Ledger:
         if outcome == "completed":
             identity.completed_turns += 1
             identity.history_run = run_id or identity.history_run
-            identity.last_response, identity.last_error = self._bounded(text or ""), None
+            identity.last_response, identity.last_error = self.bounded(text or ""), None
         else:
-            identity.last_error = self._bounded(text or outcome)
+            identity.last_error = self.bounded(text or outcome)
         return True
 
     # -- what the parent's model is shown ----------------------------------------------
@@ -207,6 +209,7 @@ class Ledger:
             "seq": self.seq,
             "identities": [_identity_dict(i) for i in self.identities.values()],
             "waiters": {key: [ids, deadline] for key, (ids, deadline) in self.waiters.items()},
+            "interjections": {key: [run_id, number] for key, (run_id, number) in self.interjections.items()},
         }
 
     @classmethod
@@ -219,6 +222,8 @@ class Ledger:
             ledger.identities[identity.subagent_id] = identity
         for key, (ids, deadline) in (data.get("waiters") or {}).items():
             ledger.waiters[key] = (None if ids is None else list(ids), float(deadline))
+        for key, (run_id, number) in (data.get("interjections") or {}).items():
+            ledger.interjections[key] = (str(run_id), int(number))
         return ledger
 
     def copy(self) -> Ledger:
@@ -247,7 +252,8 @@ class Ledger:
         self.seq += 1
         return self.seq
 
-    def _bounded(self, text: str) -> str:
+    def bounded(self, text: str) -> str:
+        """``text`` cut to ``max_response_chars``, noting the cut: what the parent's model reads of an answer."""
         limit = self.limits.max_response_chars
         return text if len(text) <= limit else text[:limit] + TRUNCATION_NOTE.format(limit=limit)
 

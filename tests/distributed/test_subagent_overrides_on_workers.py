@@ -1,5 +1,6 @@
 """Subagent declarations on real workers: a model=/tools= override reaches the child's turn on another
-worker (which imports the overridden class by its path), and a subagent's own subagent sits below it."""
+worker (which imports the overridden class by its path), a subagent's own subagent sits below it, and an
+interjection parks its call until the child's model answers it."""
 
 import json
 
@@ -37,3 +38,18 @@ def test_a_subagents_own_subagent_on_workers_gets_a_path_below_its_own(dist):
         ("dist_leaf", "/root/alpha/x"),
     }
     assert all(source.assembly_path == () for source in sources)  # delegations are no assembly steps
+
+
+def test_an_interjection_on_workers_answers_with_the_childs_next_model_response(dist):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=8)
+
+    run = subagents_dist_app.DistInterjectingAgent.start_execution("help me").wait(timeout=90)
+
+    assert run.completed, run.error
+    answered = json.loads(run.response)
+    assert (answered["subagent_id"], answered["status"]) == ("/root/alpha", "answered")
+    # Read by the turn's first model response (which asked for the note) or by the one after the note.
+    assert (answered["response_disposition"], answered["response"]) in {
+        ("tool_calls", ""),
+        ("final", "notes on alpha? + hurry"),
+    }

@@ -184,7 +184,7 @@ def test_max_concurrent_runs_one_turn_at_a_time_when_it_is_one(scripts):
     assert all(finished <= next_start for (_, finished), (next_start, _) in zip(spans, spans[1:], strict=False))
 
 
-def test_an_interjection_reaches_the_running_turn_of_a_child():
+def test_an_interjection_reaches_the_running_turn_of_a_child_and_answers_with_its_next_model_response():
     from lg_core import Tool
 
     class NoteTool(Tool):
@@ -207,11 +207,16 @@ def test_an_interjection_reaches_the_running_turn_of_a_child():
         last = results[-1]
         if '"ready"' in last:
             return {"text": json.loads(last)["subagents"][0]["response"]}
-        if '"delivered"' in last:
+        if '"answered"' in last:
+            interjections.append(json.loads(last))
+            if interjections[-1]["response_disposition"] == "final":  # the child's turn ends with this response
+                return {"text": interjections[-1]["response"]}
             return {"tool_calls": [{"id": f"w{len(results)}", "name": "wait_for_subagents", "arguments": {}}]}
         # Spawned, or refused because the turn's child run has not started yet: interject (again).
         arguments = {"subagent_id": "/root/alpha", "message": "hurry"}
         return {"tool_calls": [{"id": f"i{len(results)}", "name": "interject_subagent", "arguments": arguments}]}
+
+    interjections = []
 
     class Noting(Agent):
         model = "scripted:interjected-child"
@@ -233,3 +238,10 @@ def test_an_interjection_reaches_the_running_turn_of_a_child():
         scripted.unregister("interjecting-parent")
     assert run.completed, run.error
     assert run.response == "notes on alpha? + hurry"
+    # Read by the turn's first model response (which asked for the note) or by the one after the note.
+    (answered,) = interjections
+    assert answered["subagent_id"] == "/root/alpha"
+    assert (answered["response_disposition"], answered["response"]) in {
+        ("tool_calls", ""),
+        ("final", "notes on alpha? + hurry"),
+    }
