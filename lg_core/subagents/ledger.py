@@ -200,6 +200,11 @@ class Ledger:
         more = len(chosen) > limit
         return page, (f"{CURSOR_PREFIX}{page[-1].created_seq}" if more else None)
 
+    def bounded(self, text: str) -> str:
+        """``text`` cut to ``max_response_chars``, noting the cut: what the parent's model reads of an answer."""
+        limit = self.limits.max_response_chars
+        return text if len(text) <= limit else text[:limit] + TRUNCATION_NOTE.format(limit=limit)
+
     # -- storage ----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -251,11 +256,6 @@ class Ledger:
     def _next_seq(self) -> int:
         self.seq += 1
         return self.seq
-
-    def bounded(self, text: str) -> str:
-        """``text`` cut to ``max_response_chars``, noting the cut: what the parent's model reads of an answer."""
-        limit = self.limits.max_response_chars
-        return text if len(text) <= limit else text[:limit] + TRUNCATION_NOTE.format(limit=limit)
 
 
 def _cursor_seq(cursor: str | None) -> int | None:

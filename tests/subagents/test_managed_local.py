@@ -245,3 +245,46 @@ def test_an_interjection_reaches_the_running_turn_of_a_child_and_answers_with_it
         ("tool_calls", ""),
         ("final", "notes on alpha? + hurry"),
     }
+
+
+def test_an_interjection_the_childs_model_has_not_answered_when_the_long_poll_passes_answers_still_working():
+    answers = []
+
+    def child(request):
+        return {"text": "late notes", "delay": 1.5}
+
+    def parent(request):
+        results = _tool_results(request)
+        if not results:
+            arguments = {"kind": "research", "task_name": "alpha", "task": "alpha?"}
+            return {"tool_calls": [{"id": "s", "name": "spawn_subagent", "arguments": arguments}]}
+        last = results[-1]
+        if '"interjection"' in last:
+            answers.append(json.loads(last))
+        if '"ready"' in last:
+            return {"text": json.loads(last)["subagents"][0]["response"]}
+        if '"interjection"' in last or '"subagents"' in last:  # answered, or a wait still working: wait (again)
+            return {"tool_calls": [{"id": f"w{len(results)}", "name": "wait_for_subagents", "arguments": {}}]}
+        arguments = {"subagent_id": "/root/alpha", "message": "hurry"}
+        return {"tool_calls": [{"id": f"i{len(results)}", "name": "interject_subagent", "arguments": arguments}]}
+
+    class Slow(Agent):
+        model = "scripted:slow-child"
+        description = "Investigates slowly"
+
+    class Interjecting(Agent):
+        model = "scripted:impatient-interjector"
+        subagents = [subagent(Slow, kind="research")]
+        subagent_long_poll_duration = 0.3
+        limits = {"max_turns": 60}
+
+    scripted.register("slow-child", child)
+    scripted.register("impatient-interjector", parent)
+    try:
+        run = Interjecting.ask("go")
+    finally:
+        scripted.unregister("slow-child")
+        scripted.unregister("impatient-interjector")
+    assert run.completed, run.error
+    assert [(a["subagent_id"], a["status"]) for a in answers] == [("/root/alpha", "still_working")]
+    assert run.response == "late notes"  # the interjection did not stop the child: its turn went on
