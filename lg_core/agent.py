@@ -127,7 +127,7 @@ class Agent:
                 "subagents = [subagent(ResearchAgent, kind=...)]"
             )
         cls._subagent_options = subagent_options(
-            cls.subagents, cls.subagent_long_poll_duration, cls.subagent_limits, cls.__qualname__
+            cls, cls.subagents, cls.subagent_long_poll_duration, cls.subagent_limits
         )
         if "result_schema" in own:
             cls._result_spec = (

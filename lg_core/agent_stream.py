@@ -89,6 +89,18 @@ def rewrapped(wrapper: StreamEvent, step: AgentStreamStep) -> StreamEvent:
     return StreamEvent.build("agent_stream", **data)
 
 
+def delegated_wrapper(wrapper: StreamEvent, step: AgentStreamStep) -> StreamEvent:
+    """A subagent's child's wrapper as the subagent's parent sees it: a delegation is no assembly
+    step, so the path is kept, and the innermost delegation names the Agent's place (an Agent no
+    delegation named yet, one a composite step inside the subagent ran, sits at the subagent's)."""
+    source: AgentStreamSource = wrapper.data["source"]
+    if source.agent_path != "/root":
+        return wrapper
+    data = dict(wrapper.data)
+    data["source"] = replace(source, agent_path=step.step_id)
+    return StreamEvent.build("agent_stream", **data)
+
+
 @dataclass(frozen=True, slots=True)
 class AgentStreamLink:
     """How a child's events reach its parent: the step enclosing the child and what it runs.
@@ -105,11 +117,13 @@ class AgentStreamLink:
 
     def forwarded(self, child_run_id: str, event: StreamEvent) -> StreamEvent | None:
         """The parent's wrapper for the child's ``event``, or None when it is not an Agent's activity."""
+        delegated = self.step is not None and self.step.assembly_kind == DELEGATION
         if event.type == "agent_stream":
-            return event if self.step is None else rewrapped(event, self.step)
+            if self.step is None:
+                return event
+            return delegated_wrapper(event, self.step) if delegated else rewrapped(event, self.step)
         if self.agent_id is None or event.type in RUN_LEVEL_EVENTS:
             return None
-        delegated = self.step is not None and self.step.assembly_kind == DELEGATION
         source = AgentStreamSource(
             agent_id=self.agent_id,
             operation_id=child_run_id,

@@ -25,5 +25,6 @@ a Workflow:
 ``_workflow_step`` (its frame and its one perform step, replayed until it settles) and
 ``_workflow_calls`` (the replay host answering each ``invoke`` from the frame or a child run).
 ``swarm_members`` offers a Swarm member's run its handoff tool (every Agent's registry consults it).
-``assembly_tools`` makes an Agent or assembly one tool of an Agent, each call a child run of the caller's run.
+``assembly_tools`` makes an Agent or assembly one tool of an Agent, each call a child run of the caller's run;
+``agent_overrides`` makes the subclass of a delegated Agent holding a declaration's ``model=``/``tools=`` overrides.
 """

@@ -27,9 +27,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from lg_core.assemblies.agent_overrides import agent_with_overrides, override_attribute
 from lg_core.assemblies.child_runs import child_run_id, ended_child, park_on_child, start_or_find_child
 from lg_core.assemblies.trajectory import describe_error
-from lg_core.errors import ConfigurationError, RunNotFoundError, ToolError
+from lg_core.errors import RunNotFoundError, ToolError
 from lg_core.messages import Message
 from lg_core.tool import Tool, ToolOutcome, success_outcome
 
@@ -152,15 +153,14 @@ def assembly_tool_class(
 ) -> type[AssemblyTool]:
     """The tool class ``owner`` (an Agent class or a mixin) declares with ``agent_as_tool``/``assembly_as_tool``.
 
-    ``model``/``tools`` override an Agent's own: the call then runs a subclass of it holding
-    them, kept as an attribute of ``owner`` so that a worker rebuilding the child run imports
-    it like any entrypoint (``module:Owner.attribute``). Overridden tools replace the
-    delegate's, which receives only what its class, or the override, declares.
+    ``model``/``tools`` override an Agent's own: the call then runs the subclass of it
+    lg_core.assemblies.agent_overrides makes, importable on any worker.
     """
-    delegate = assembly if model is None and tools is None else _overridden_agent(owner, assembly, name, model, tools)
+    attribute = override_attribute("agent", name)
+    delegate = agent_with_overrides(owner, assembly, attribute, f"tool {name!r}", model=model, tools=tools)
     namespace = {
         "__module__": owner.__module__,
-        "__qualname__": f"{owner.__qualname__}.{_attribute(name, 'tool')}",
+        "__qualname__": f"{owner.__qualname__}.{override_attribute('tool', name)}",
         "tool_name": name,
         "description": description,
         "assembly": delegate,
@@ -168,41 +168,6 @@ def assembly_tool_class(
         "exclusive": preserve_context,  # one conversation: its calls run one after another
     }
     return type(f"{assembly.__name__}Tool", (AssemblyTool,), namespace)
-
-
-def _overridden_agent(owner: type, agent_class: type, name: str, model: Any, tools: tuple[type, ...] | None) -> type:
-    attribute = _attribute(name, "agent")
-    namespace: dict[str, Any] = {
-        "__module__": owner.__module__,
-        "__qualname__": f"{owner.__qualname__}.{attribute}",
-        "agent_id": agent_class.agent_id,  # type: ignore[attr-defined]
-        "description": agent_class.description,  # type: ignore[attr-defined]
-    }
-    if model is not None:
-        namespace["model"] = model
-    delegate = type(agent_class.__name__, (agent_class,), namespace)
-    if tools is not None:
-        _check_unique_names(tools, name)
-        delegate.tools = tuple(tools)  # type: ignore[attr-defined]  # replacing, not adding to, the inherited ones
-    setattr(owner, attribute, delegate)
-    return delegate
-
-
-def _check_unique_names(tools: tuple[type, ...], name: str) -> None:
-    seen: dict[str, type] = {}
-    for tool in tools:
-        tool_name = tool.tool_name  # type: ignore[attr-defined]  # Tool classes (checked by the declaration)
-        earlier = seen.setdefault(tool_name, tool)
-        if earlier is not tool:
-            raise ConfigurationError(
-                f"tool {name!r}: the tools= override has two tools named {tool_name!r} "
-                f"({earlier.__qualname__} and {tool.__qualname__}); set tool_name on one of them"
-            )
-
-
-def _attribute(name: str, what: str) -> str:
-    """The attribute of the declaring class a tool's generated class is reachable by."""
-    return f"_lg_{what}_{name.replace('-', '_')}"
 
 
 __all__ = ["INPUT_SCHEMA", "AssemblyTool", "assembly_tool_class"]

@@ -103,8 +103,11 @@ def start_or_find_child(
     parent = scope.run
     if not parent.include_agent_events:
         options.setdefault("include_agent_events", False)  # nobody above wants the wrappers: none are made
-    elif distributed:
-        options["agent_stream_chain"] = chain_for(parent, stream_step)  # its worker publishes them upward
+    else:
+        # Someone above wants them: the child passes on its own children's too (a subagent's subagents).
+        options.setdefault("include_agent_events", True)
+        if distributed:
+            options["agent_stream_chain"] = chain_for(parent, stream_step)  # its worker publishes them upward
     if record is None:
         child = assembly.build_run(
             message,

@@ -13,5 +13,7 @@ Modules:
 * ``control_tools`` - the five control tools as the parent's model is offered them;
 * ``steps`` - the step bodies the Agent hands the engine: a control-tool call, a child's turn;
 * ``_control_step`` - a control-tool call: the ledger change committed with it, a wait that parks or blocks;
-* ``_turn_step`` - one child turn run as a child run, its outcome recorded in the ledger.
+* ``_turn_step`` - one child turn run as a child run, its outcome recorded in the ledger;
+* ``_interjection_reply`` - an interject call's answer: the child's next model response, waited for;
+* ``_run_agent_path`` - the agent path of a run's Agent (a subagent's turn sits at its path), where its children go.
 """

@@ -33,6 +33,10 @@ from lg_core.engine.driven_frames import FrameState, StaleStep, StepScope, Trans
 from lg_core.engine.tool_call_bodies import SUBAGENT_TURN_KIND, ToolCall, subagent_turn_key
 from lg_core.errors import Error, InvocationError, ToolError
 from lg_core.store import NewStep, StepCommit
+from lg_core.store.records import InterjectionAnswer
+from lg_core.subagents._interjection_reply import PARKED_RECHECK_SECONDS, block_for_reply, reply_view
+from lg_core.subagents._run_agent_path import run_agent_path
+from lg_core.subagents.agent_path import ROOT
 from lg_core.subagents.control_inputs import (
     INTERJECT,
     SEND,
@@ -51,11 +55,12 @@ from lg_core.tool import ToolOutcome, success_outcome
 LOCAL_POLL_SECONDS = 0.05
 
 
-def ledger_of(checkpoint: Any, options: SubagentOptions) -> Ledger:
-    """A copy of the ledger in ``checkpoint`` (an empty one before the first spawn)."""
+def ledger_of(checkpoint: Any, options: SubagentOptions, agent_path: str = ROOT) -> Ledger:
+    """A copy of the ledger in ``checkpoint``; before the first spawn an empty one placing its
+    children below ``agent_path``, the path of the Agent whose run this is."""
     stored = checkpoint.subagents
     if stored is None:
-        return Ledger(options.limits)
+        return Ledger(options.limits, agent_path)
     return Ledger.from_dict(json.loads(json.dumps(stored)), options.limits)
 
 
@@ -98,13 +103,15 @@ class SubagentControlCall(ToolCall):
     def __init__(self, scope: StepScope, options: SubagentOptions) -> None:
         super().__init__(scope)
         self.options = options
+        self.agent_path = ROOT  # where this run's Agent sits; a first spawn places its children below it
 
     def perform(self) -> Transition:
         scope, use = self.scope, self.tool_use
         scope.build_context(scope.frame.checkpoint)
         scope.check_interrupt()
-        if scope.frame.checkpoint.subagents is None:  # the run's first control call: its session's children
-            self.restored = self._persisted_identities()
+        if scope.frame.checkpoint.subagents is None:  # the run's first control call (read outside a commit)
+            self.restored = self._persisted_identities()  # its session's children
+            self.agent_path = run_agent_path(scope.engine.store, scope.run)  # where its children sit
         if scope.key not in ledger_of(scope.frame.checkpoint, self.options).waiters:  # not a woken wait
             scope.emit("tool_execution_start", id=use.id, name=use.name, input=dict(use.input))
         if use.name == INTERJECT:
@@ -178,26 +185,50 @@ class SubagentControlCall(ToolCall):
             return {"subagents": [ledger.snapshot(i, mark_seen=False) for i in page], "next_cursor": cursor}
         assert isinstance(parsed, InterjectInput)
         ledger.identity(parsed.subagent_id)
-        if self.delivered is None:
+        if self.delivered is None or self.reply is None:
             raise ToolError(f"{INTERJECT}: {self.undelivered}")
-        return {"subagent_id": parsed.subagent_id, "status": "delivered", "interjection": self.delivered}
+        return reply_view(parsed.subagent_id, self.delivered, self.reply, ledger)
 
     # -- interjecting ------------------------------------------------------------------------
 
-    delivered: int | None = None
+    delivered: int | None = None  # the interjection's number in the child run
+    interjected_run = ""  # the child run it was delivered to
+    reply: InterjectionAnswer | None = None  # where the child's response to it stands
+    reply_deadline = 0.0
     undelivered = ""
 
     def _interject(self) -> None:
-        """Deliver an interjection to the child run of the identity's running turn (outside any transaction).
+        """Deliver an interjection to the child run of the identity's running turn, then read (locally:
+        wait for) the child's response to it, outside any transaction.
 
-        Its id is derived from this step, so an attempt executed again delivers it once."""
+        Its id is derived from this step, so an attempt executed again delivers it once; a call
+        woken after parking finds what it delivered in the ledger (the turn may have ended since)."""
+        scope = self.scope
+        ledger = ledger_of(scope.frame.checkpoint, self.options)
+        parked = ledger.interjections.get(scope.key)
+        if parked is not None:
+            self.interjected_run, self.delivered = parked
+        else:
+            self._deliver(ledger)
+        if self.delivered is None:
+            return
+        waiter = ledger.waiters.get(scope.key)
+        self.reply_deadline = waiter[1] if waiter is not None else time.time() + self.options.long_poll_duration
+        store = scope.engine.store
+        if scope.holder is None:
+            self.reply = block_for_reply(
+                store, self.interjected_run, self.delivered, self.reply_deadline, scope.check_interrupt
+            )
+        else:
+            self.reply = store.interjection_answer(self.interjected_run, self.delivered)
+
+    def _deliver(self, ledger: Ledger) -> None:
         scope, use = self.scope, self.tool_use
         try:
             parsed = parse_input(use.name, use.input, self.options.limits)
         except InvocationError:
             return
         assert isinstance(parsed, InterjectInput)
-        ledger = ledger_of(scope.frame.checkpoint, self.options)
         identity = ledger.identities.get(parsed.subagent_id)
         running = None if identity is None else next((t for t in identity.turns if t.status == "running"), None)
         if identity is None or running is None:
@@ -209,6 +240,7 @@ class SubagentControlCall(ToolCall):
         try:
             runtime: Any = scope.engine.runtime  # the Runtime (the engine sees it through a protocol)
             self.delivered = runtime.interject(child_id, parsed.message, interjection_id=key)
+            self.interjected_run = child_id
         except Error as exc:
             self.undelivered = f"{parsed.subagent_id}'s turn is not taking messages now ({exc}); try again or {SEND}"
 
@@ -220,10 +252,13 @@ class SubagentControlCall(ToolCall):
 
         def transition(state: FrameState) -> StepCommit:
             del scope.durable[mark:]  # a transition re-run after a lost race emits its events once
-            ledger = ledger_of(state.checkpoint, self.options)
+            ledger = ledger_of(state.checkpoint, self.options, self.agent_path)
             if state.checkpoint.subagents is None:
                 ledger.restore(self.restored)
             waiter = ledger.waiters.pop(scope.key, None)
+            if self.tool_use.name == INTERJECT:
+                ledger.interjections.pop(scope.key, None)
+                return self._interjection_commit(state, ledger, parked=waiter is not None)
             if waiter is None:
                 try:
                     answer = self._operate(ledger)
@@ -255,6 +290,32 @@ class SubagentControlCall(ToolCall):
             )
 
         return transition
+
+    def _interjection_commit(self, state: FrameState, ledger: Ledger, *, parked: bool) -> StepCommit:
+        """The interject call's answer, or (on a worker, no response yet, the long poll not passed) its
+        step parked as a waiter, executed again by its turn's end or by the ``wake_at`` recheck."""
+        scope = self.scope
+        try:
+            view = self._operate(ledger)
+        except (InvocationError, ToolError) as exc:
+            return self._commit(state, ledger, ToolOutcome.failure(str(exc), "tool_error"), changed=parked)
+        assert isinstance(view, dict)
+        now = time.time()
+        pending = view["status"] == "still_working"
+        if not pending or scope.holder is None or self.timed_out or now >= self.reply_deadline - 0.05:
+            self.still_working = pending
+            return self._commit(state, ledger, success_outcome(view))
+        assert self.delivered is not None
+        ledger.waiters[scope.key] = ([view["subagent_id"]], self.reply_deadline)
+        ledger.interjections[scope.key] = (self.interjected_run, self.delivered)
+        waiting = with_ledger(state, ledger)
+        return scope.commit_for(
+            waiting,
+            waiting.checkpoint,
+            step_status="waiting",
+            wake_at=min(self.reply_deadline, now + PARKED_RECHECK_SECONDS),
+            contended=True,
+        )
 
     still_working = False  # this call answers still_working: no tool-loop repeat (ToolCall's loop_neutral)
 

@@ -24,7 +24,10 @@ _DESCRIPTIONS = {
     "for its answer. Kinds:\n{kinds}",
     SEND: "Queue a follow-up message for an existing subagent (first in, first out; it never interrupts "
     "the subagent's current turn).",
-    INTERJECT: "Deliver a message to a subagent's running turn at its next model response.",
+    INTERJECT: (
+        "Deliver a message to a subagent's running turn at its next model response, and get that response "
+        "(response_disposition says whether it also started tool calls; the subagent goes on either way)."
+    ),
     WAIT: "Wait for progress of the named subagents (all when omitted): returns their answers when a turn "
     "ends, or status 'still_working' after the long-poll duration; waiting never stops them.",
     LIST: "List this run's subagents, newest first, with their status and latest answer.",

@@ -9,7 +9,9 @@
 Each call returns a frozen declaration, checked when it is made: the class is of
 the right kind, names fit the model-visible alphabets, tool overrides are Tool
 classes, and an assembly that is not an Agent refuses the Agent-only ``model``
-and ``tools`` overrides. A declaration names classes only, never instances: a
+and ``tools`` overrides, as does a subagent declaring a ``factory`` (the factory
+chooses the class). An override is applied, when the declaring class is defined,
+by a subclass of the delegate (lg_core.assemblies.agent_overrides). A declaration names classes only, never instances: a
 delegated conversation's turns run on any worker, which rebuilds the delegated
 agent from its class.
 """
@@ -17,9 +19,10 @@ agent from its class.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from lg_core.assemblies.agent_overrides import agent_with_overrides, override_attribute
 from lg_core.assemblies.assembly_tools import assembly_tool_class
 from lg_core.errors import ConfigurationError
 from lg_core.subagents.definition import Definition, check_description, check_kind
@@ -41,6 +44,17 @@ class SubagentDeclaration:
     tools: tuple[type, ...] | None = None
     factory: Callable[..., Any] | None = None
     persist: bool = True
+
+    def for_owner(self, owner: type) -> SubagentDeclaration:
+        """This declaration as the Agent class ``owner`` offers it: a ``model=``/``tools=`` override is
+        applied by a subclass of the agent class importable on any worker (lg_core.assemblies.agent_overrides),
+        so every turn of a child, wherever it runs, runs with the override."""
+        if self.model is None and self.tools is None:
+            return self
+        attribute = override_attribute("subagent", self.kind)
+        label = f"subagent {self.kind!r}"
+        delegate = agent_with_overrides(owner, self.agent_class, attribute, label, model=self.model, tools=self.tools)
+        return replace(self, agent_class=delegate)
 
     def definition(self) -> Definition:
         """The manager's Definition: the declared factory, else one returning the agent class."""
@@ -99,6 +113,12 @@ def subagent(
         raise ConfigurationError(f"subagent {kind!r}: factory must be callable, got {type(factory).__name__}")
     if not isinstance(persist, bool):
         raise ConfigurationError(f"subagent {kind!r}: persist must be True or False")
+    if factory is not None and (model is not None or tools is not None):
+        overridden = "model" if model is not None else "tools"
+        raise ConfigurationError(
+            f"subagent {kind!r}: a factory returns the agent class each child runs, so {overridden}= has no class "
+            f"to override; declare {overridden} on the class the factory returns"
+        )
     declaration = SubagentDeclaration(
         agent_class, kind, description, model, _tool_overrides(tools, f"subagent {kind!r}"), factory, persist
     )

@@ -84,6 +84,8 @@ class Ledger:
         self.seq = 0  # orders creations and queued turns
         # Parent steps parked until a turn ends or their deadline passes: step key -> (ids or None, deadline).
         self.waiters: dict[str, tuple[list[str] | None, float]] = {}
+        # A parked interject call's step key -> the child run it interjected and the interjection's number.
+        self.interjections: dict[str, tuple[str, int]] = {}
 
     # -- what the parent's model asks for ---------------------------------------------
 
@@ -180,9 +182,9 @@ class Ledger:
         if outcome == "completed":
             identity.completed_turns += 1
             identity.history_run = run_id or identity.history_run
-            identity.last_response, identity.last_error = self._bounded(text or ""), None
+            identity.last_response, identity.last_error = self.bounded(text or ""), None
         else:
-            identity.last_error = self._bounded(text or outcome)
+            identity.last_error = self.bounded(text or outcome)
         return True
 
     # -- what the parent's model is shown ----------------------------------------------
@@ -231,6 +233,11 @@ class Ledger:
         more = len(chosen) > limit
         return page, (f"{CURSOR_PREFIX}{page[-1].created_seq}" if more else None)
 
+    def bounded(self, text: str) -> str:
+        """``text`` cut to ``max_response_chars``, noting the cut: what the parent's model reads of an answer."""
+        limit = self.limits.max_response_chars
+        return text if len(text) <= limit else text[:limit] + TRUNCATION_NOTE.format(limit=limit)
+
     # -- storage ----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -240,6 +247,7 @@ class Ledger:
             "seq": self.seq,
             "identities": [_identity_dict(i) for i in self.identities.values()],
             "waiters": {key: [ids, deadline] for key, (ids, deadline) in self.waiters.items()},
+            "interjections": {key: [run_id, number] for key, (run_id, number) in self.interjections.items()},
         }
 
     @classmethod
@@ -252,6 +260,8 @@ class Ledger:
             ledger.identities[identity.subagent_id] = identity
         for key, (ids, deadline) in (data.get("waiters") or {}).items():
             ledger.waiters[key] = (None if ids is None else list(ids), float(deadline))
+        for key, (run_id, number) in (data.get("interjections") or {}).items():
+            ledger.interjections[key] = (str(run_id), int(number))
         return ledger
 
     def copy(self) -> Ledger:
@@ -279,10 +289,6 @@ class Ledger:
     def _next_seq(self) -> int:
         self.seq += 1
         return self.seq
-
-    def _bounded(self, text: str) -> str:
-        limit = self.limits.max_response_chars
-        return text if len(text) <= limit else text[:limit] + TRUNCATION_NOTE.format(limit=limit)
 
 
 def _cursor_seq(cursor: str | None) -> int | None:

@@ -10,8 +10,10 @@ callable given the run's Invocation that returns further ``Definition`` objects
 for that run (the spec's ``subagents(...) { |...| }`` block). The limits and the
 long-poll duration are checked when the class is defined; the resolver's
 definitions when a run first needs them, a bad one failing that step. A
-declaration's ``model=`` and ``tools=`` overrides are refused here, not ignored:
-a child's turns run from its own class.
+declaration's ``model=`` and ``tools=`` overrides are applied here, by a subclass
+of its agent class kept on the declaring class (lg_core.assemblies.agent_overrides);
+a resolver's Definitions take none, as the spec's Definition has none: their
+factory returns the class to run.
 """
 
 from __future__ import annotations
@@ -53,9 +55,10 @@ class SubagentOptions:
 
 
 def subagent_options(
-    declared: Any, long_poll: Any, limits: Mapping[str, Any] | None, owner: str
+    owner_class: type, declared: Any, long_poll: Any, limits: Mapping[str, Any] | None
 ) -> SubagentOptions | None:
-    """The checked subagent declarations of the class ``owner``; None when it declares none."""
+    """The checked subagent declarations of the class ``owner_class``, overrides applied; None when it declares none."""
+    owner = owner_class.__qualname__
     if declared is None or (isinstance(declared, Sequence) and not isinstance(declared, str) and not declared):
         return None
     if isinstance(declared, (str, bytes)) or not isinstance(declared, Sequence):
@@ -73,14 +76,6 @@ def subagent_options(
                 f"{owner}.subagents: {shown} is neither a subagent(...) declaration nor a resolver function; "
                 "wrap an Agent class as subagent(ResearchAgent, kind=...)"
             )
-    for declaration in declarations:
-        overridden = "model" if declaration.model is not None else "tools" if declaration.tools is not None else None
-        if overridden is not None:
-            raise ConfigurationError(
-                f"{owner}.subagents: subagent {declaration.kind!r} overrides {overridden}=, which managed subagents do "
-                f"not support yet (a child's turns run from its class on any worker); declare {overridden} on "
-                f"{declaration.agent_class.__qualname__} itself"
-            )
     if len(resolvers) > 1:
         raise ConfigurationError(f"{owner}.subagents has {len(resolvers)} resolvers; declare at most one")
     kinds = [d.kind for d in declarations]
@@ -88,7 +83,7 @@ def subagent_options(
     if duplicate is not None:
         raise ConfigurationError(f"{owner}.subagents declares the kind {duplicate!r} twice")
     return SubagentOptions(
-        tuple(declarations),
+        tuple(declaration.for_owner(owner_class) for declaration in declarations),
         resolvers[0] if resolvers else None,
         ManagerLimits.from_mapping(limits or {}),
         check_long_poll_duration(DEFAULT_WAIT_TIMEOUT if long_poll is None else long_poll, owner),

@@ -177,3 +177,103 @@ class DistKeepingAgent(Agent):
     subagents = [subagent(DistResearchAgent, kind="research")]
     subagent_long_poll_duration = 30.0
     limits = {"max_turns": 40}
+
+
+class ProbeTool(Tool):
+    """The tools= override's one tool: a child of the overriding kind is offered it and nothing else."""
+
+    tool_name = "probe"
+    description = "Probe something."
+
+    def call(self, input):
+        return "probed"
+
+
+def _overriding_child_turn(request):
+    """The model= override's answer: the tools its request offers, so a test sees both overrides."""
+    return {"text": "override sees " + ",".join(sorted(spec.name for spec in request.tools))}
+
+
+scripted.register("dist-override-child", _overriding_child_turn)
+
+
+class DistOverridingAgent(Agent):
+    """Spawns alpha in sync mode from a kind whose declaration overrides the child's model and tools."""
+
+    model = "scripted:dist-sync-parent"
+    subagents = [subagent(DistResearchAgent, kind="research", model="scripted:dist-override-child", tools=[ProbeTool])]
+
+
+def _middle_turn(request):
+    """A subagent delegating in turn: spawn x synchronously, answer with the spawn's result."""
+    if not any(m.role == "tool" for m in request.messages):
+        arguments = {"kind": "leaf", "task_name": "x", "task": "dig", "mode": "sync"}
+        return {"tool_calls": [{"id": "s1", "name": "spawn_subagent", "arguments": arguments}]}
+    return {"text": next(_tool_texts(request))}
+
+
+scripted.register("dist-middle", _middle_turn)
+scripted.register("dist-leaf", lambda request: {"text": "leaf notes"})
+
+
+class DistLeafAgent(Agent):
+    model = "scripted:dist-leaf"
+    description = "Digs"
+
+
+class DistMiddleAgent(Agent):
+    model = "scripted:dist-middle"
+    description = "Delegates digging"
+    subagents = [subagent(DistLeafAgent, kind="leaf")]
+
+
+class DistNestingAgent(Agent):
+    """Spawns alpha, itself a subagent that spawns x: x's path is /root/alpha/x."""
+
+    model = "scripted:dist-sync-parent"
+    subagents = [subagent(DistMiddleAgent, kind="research")]
+
+
+class NoteTool(Tool):
+    tool_name = "note"
+    description = "Take a note."
+
+    def call(self, input):
+        return "noted"
+
+
+def _interjected_child_turn(request):
+    """Take a note first (a slow model call, so an interjection finds the turn running), then answer."""
+    if not any(m.role == "tool" for m in request.messages):
+        return {"tool_calls": [{"name": "note", "arguments": {}}], "delay": 1.5}
+    return {"text": "notes on " + " + ".join(m.text for m in request.messages if m.role == "user")}
+
+
+def _interjecting_turn(request):
+    """Spawn alpha, interject "hurry" until delivered, answer with what the interjection answered."""
+    results = list(_tool_texts(request))
+    if not results:
+        return {"tool_calls": [{"id": "s", "name": "spawn_subagent", "arguments": _spawn("alpha")}]}
+    if '"answered"' in results[-1] or '"still_working"' in results[-1]:
+        return {"text": results[-1]}
+    arguments = {"subagent_id": "/root/alpha", "message": "hurry"}  # spawned, or refused before the turn ran
+    return {"tool_calls": [{"id": f"i{len(results)}", "name": "interject_subagent", "arguments": arguments}]}
+
+
+scripted.register("dist-interjected-child", _interjected_child_turn)
+scripted.register("dist-interjecting-parent", _interjecting_turn)
+
+
+class DistNotingAgent(Agent):
+    model = "scripted:dist-interjected-child"
+    description = "Investigates, taking notes first"
+    tools = [NoteTool]
+
+
+class DistInterjectingAgent(Agent):
+    """Interjects into its child's running turn: on a worker the call parks until the child's model answers."""
+
+    model = "scripted:dist-interjecting-parent"
+    subagents = [subagent(DistNotingAgent, kind="research")]
+    subagent_long_poll_duration = 30.0
+    limits = {"max_turns": 60}

@@ -13,6 +13,11 @@ def ledger(**limits):
     return Ledger(ManagerLimits(**limits))
 
 
+def test_a_ledger_of_a_subagent_places_its_children_beneath_the_subagents_path():
+    book = Ledger(ManagerLimits(), "/root/alpha")
+    assert book.spawn("research", "x", "task", "c-x").subagent_id == "/root/alpha/x"
+
+
 def test_a_spawned_identity_lives_beneath_the_parent_with_its_task_queued():
     book = ledger()
     identity = book.spawn("research", "review_api", "Check the API", "conv-1")
@@ -140,8 +145,11 @@ def test_the_ledger_round_trips_through_json_and_a_copy_is_independent():
     book.spawn("research", "a", "task", "c-a")
     book.send("/root/a", "follow-up")
     book.turns_to_start()
+    book.waiters["root/turn-1/tool/w"] = (["/root/a"], 12.5)
+    book.interjections["root/turn-1/tool/i"] = ("child-run", 3)  # a parked interject call's delivery
     restored = Ledger.from_dict(json.loads(json.dumps(book.to_dict())), book.limits)
     assert restored.to_dict() == book.to_dict()
+    assert restored.interjections == {"root/turn-1/tool/i": ("child-run", 3)}
     copied = restored.copy()
     copied.turn_ended("/root/a", 1, "completed", "done")
     assert restored.identity("/root/a").completed_turns == 0

@@ -168,15 +168,6 @@ def test_two_resolvers_are_refused():
             subagents = [lambda invocation: [], lambda invocation: []]
 
 
-@pytest.mark.parametrize("override", [{"model": "scripted:other"}, {"tools": []}])
-def test_a_model_or_tools_override_is_refused_rather_than_ignored(override):
-    with pytest.raises(ConfigurationError, match="do not support yet"):
-
-        class Overriding(Agent):
-            model = "scripted"
-            subagents = [subagent(ResearchAgent, kind="research", **override)]
-
-
 def test_max_concurrent_runs_one_turn_at_a_time_when_it_is_one(scripts):
     class OneAtATime(Agent):
         model = "scripted:support-parent"
@@ -193,7 +184,7 @@ def test_max_concurrent_runs_one_turn_at_a_time_when_it_is_one(scripts):
     assert all(finished <= next_start for (_, finished), (next_start, _) in zip(spans, spans[1:], strict=False))
 
 
-def test_an_interjection_reaches_the_running_turn_of_a_child():
+def test_an_interjection_reaches_the_running_turn_of_a_child_and_answers_with_its_next_model_response():
     from lg_core import Tool
 
     class NoteTool(Tool):
@@ -216,11 +207,16 @@ def test_an_interjection_reaches_the_running_turn_of_a_child():
         last = results[-1]
         if '"ready"' in last:
             return {"text": json.loads(last)["subagents"][0]["response"]}
-        if '"delivered"' in last:
+        if '"answered"' in last:
+            interjections.append(json.loads(last))
+            if interjections[-1]["response_disposition"] == "final":  # the child's turn ends with this response
+                return {"text": interjections[-1]["response"]}
             return {"tool_calls": [{"id": f"w{len(results)}", "name": "wait_for_subagents", "arguments": {}}]}
         # Spawned, or refused because the turn's child run has not started yet: interject (again).
         arguments = {"subagent_id": "/root/alpha", "message": "hurry"}
         return {"tool_calls": [{"id": f"i{len(results)}", "name": "interject_subagent", "arguments": arguments}]}
+
+    interjections = []
 
     class Noting(Agent):
         model = "scripted:interjected-child"
@@ -242,3 +238,53 @@ def test_an_interjection_reaches_the_running_turn_of_a_child():
         scripted.unregister("interjecting-parent")
     assert run.completed, run.error
     assert run.response == "notes on alpha? + hurry"
+    # Read by the turn's first model response (which asked for the note) or by the one after the note.
+    (answered,) = interjections
+    assert answered["subagent_id"] == "/root/alpha"
+    assert (answered["response_disposition"], answered["response"]) in {
+        ("tool_calls", ""),
+        ("final", "notes on alpha? + hurry"),
+    }
+
+
+def test_an_interjection_the_childs_model_has_not_answered_when_the_long_poll_passes_answers_still_working():
+    answers = []
+
+    def child(request):
+        return {"text": "late notes", "delay": 1.5}
+
+    def parent(request):
+        results = _tool_results(request)
+        if not results:
+            arguments = {"kind": "research", "task_name": "alpha", "task": "alpha?"}
+            return {"tool_calls": [{"id": "s", "name": "spawn_subagent", "arguments": arguments}]}
+        last = results[-1]
+        if '"interjection"' in last:
+            answers.append(json.loads(last))
+        if '"ready"' in last:
+            return {"text": json.loads(last)["subagents"][0]["response"]}
+        if '"interjection"' in last or '"subagents"' in last:  # answered, or a wait still working: wait (again)
+            return {"tool_calls": [{"id": f"w{len(results)}", "name": "wait_for_subagents", "arguments": {}}]}
+        arguments = {"subagent_id": "/root/alpha", "message": "hurry"}
+        return {"tool_calls": [{"id": f"i{len(results)}", "name": "interject_subagent", "arguments": arguments}]}
+
+    class Slow(Agent):
+        model = "scripted:slow-child"
+        description = "Investigates slowly"
+
+    class Interjecting(Agent):
+        model = "scripted:impatient-interjector"
+        subagents = [subagent(Slow, kind="research")]
+        subagent_long_poll_duration = 0.3
+        limits = {"max_turns": 60}
+
+    scripted.register("slow-child", child)
+    scripted.register("impatient-interjector", parent)
+    try:
+        run = Interjecting.ask("go")
+    finally:
+        scripted.unregister("slow-child")
+        scripted.unregister("impatient-interjector")
+    assert run.completed, run.error
+    assert [(a["subagent_id"], a["status"]) for a in answers] == [("/root/alpha", "still_working")]
+    assert run.response == "late notes"  # the interjection did not stop the child: its turn went on
