@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import graph_dist_app
@@ -148,32 +147,17 @@ def test_a_node_that_times_out_is_retried_in_a_new_child_run_on_workers(dist):
     assert second.status == "completed"
 
 
-def test_a_node_retried_after_its_retry_delay_holds_no_worker_thread_while_it_waits(dist):
+def test_a_node_retried_after_its_retry_delay_holds_no_worker_thread_while_it_waits(dist, ticking_scheduler):
     """One thread serves every node step: while the delayed node waits out its retry_delay, another
     Graph runs to its end on that thread, and the scheduler's timer starts the retry afterwards."""
-    from lg_scheduler.scheduler import Scheduler
-
     dist.start_workers(queues=("lg.orchestrate",), pool="threads", concurrency=1)
     dist.start_workers(queues=("lg.model", "lg.tools"), pool="threads", concurrency=8)
     store = current_configuration().runtime().store
-    scheduler = Scheduler(dist.config.runtime())
-    stop, woken = threading.Event(), []
 
-    def tick() -> None:
-        while not stop.is_set():
-            woken.append(scheduler.run_once()["woken"])
-            stop.wait(0.2)
-
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    try:
-        delayed = graph_dist_app.DelayedRetryGraph.start_execution("Why is transfer 481 pending?")
-        _wait_until_parked_on_its_timer(store, delayed.run_id)
-        other = graph_dist_app.TransferGraph.start_execution("Why is transfer 481 pending?").wait(timeout=90)
-        run = delayed.wait(timeout=90)
-    finally:
-        stop.set()
-        ticker.join()
+    delayed = graph_dist_app.DelayedRetryGraph.start_execution("Why is transfer 481 pending?")
+    wait_until_parked_on_its_timer(store, delayed.run_id, "graph_node")
+    other = graph_dist_app.TransferGraph.start_execution("Why is transfer 481 pending?").wait(timeout=90)
+    run = delayed.wait(timeout=90)
 
     assert other.completed, other.error
     assert run.completed, run.error
@@ -183,20 +167,38 @@ def test_a_node_retried_after_its_retry_delay_holds_no_worker_thread_while_it_wa
     assert (second.started_at - first.finished_at).total_seconds() >= graph_dist_app.RETRY_DELAY
     # The other Graph ended during the delay, on the one orchestrate thread the parked node did not hold.
     assert store.load_run(other.id).finished_at < second.started_at.timestamp()
-    assert sum(woken) >= 1  # the retry was started by the scheduler's timer
+    assert sum(ticking_scheduler) >= 1  # the retry was started by the scheduler's timer
     assert sorted(n for tool, n, _key in dist.calls() if tool == "effect") == [1, 2, 3, 4, 6]
 
 
-def _wait_until_parked_on_its_timer(store, run_id: str) -> None:
-    """Until the node's first attempt has failed and its step waits, with no child, for its retry_delay."""
+def test_cancelling_a_run_whose_node_waits_out_its_retry_delay_ends_it_cancelled_with_no_retry(dist, ticking_scheduler):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=4)
+    store = current_configuration().runtime().store
+
+    execution = graph_dist_app.DelayedRetryGraph.start_execution("Why is transfer 481 pending?")
+    key = wait_until_parked_on_its_timer(store, execution.run_id, "graph_node")
+    execution.cancel()
+    run = execution.wait(timeout=90)
+
+    assert run.cancelled, run.outcome
+    time.sleep(graph_dist_app.RETRY_DELAY + 1)  # past the timer: a closed step is not woken to retry
+    with pytest.raises(RunNotFoundError):
+        store.load_run(attempt_child_id(run.id, key, 2))
+    assert [n for tool, n, _key in dist.calls() if tool == "effect"] == []
+
+
+def wait_until_parked_on_its_timer(store, run_id: str, kind: str) -> str:
+    """Until the step of ``kind``'s first attempt has failed and it waits, with no child, for its
+    retry_delay; returns the step's key."""
     deadline = time.monotonic() + 60
     while True:
-        assert time.monotonic() < deadline, "the node did not park on its retry_delay"
-        steps = [step for step in store.load_steps(run_id) if step.kind == "graph_node"]
+        assert time.monotonic() < deadline, "the step did not park on its retry_delay"
+        steps = [step for step in store.load_steps(run_id) if step.kind == kind]
         if steps and steps[0].status == "waiting":
-            first = _stored_status(store, attempt_child_id(run_id, steps[0].key, 1))
-            if first == "failed" and _stored_status(store, attempt_child_id(run_id, steps[0].key, 2)) is None:
-                return
+            key = steps[0].key
+            if _stored_status(store, attempt_child_id(run_id, key, 1)) == "failed":
+                if _stored_status(store, attempt_child_id(run_id, key, 2)) is None:
+                    return key
         time.sleep(0.1)
 
 
