@@ -106,11 +106,12 @@ def relay_outbox(
 
 
 def wake_timed_steps(store: RunStore, publisher: Publisher, *, limit: int = 500) -> int:
-    """Send the parked steps whose timer passed (a subagent wait's long poll); returns how many.
+    """Send the parked steps whose timer passed (a subagent wait's long poll, a retry_delay); returns how many.
 
     A wait parks holding no worker, and nothing ends when its long poll does, so the
     step row carries ``wake_at`` and this pass, an indexed scan, puts the step back in
-    the outbox and sends it: executed again, the wait answers ``still_working``.
+    the outbox and sends it: executed again, the wait answers ``still_working``, and an
+    assembly step waiting out its ``retry_delay`` starts its next attempt.
     """
     woken = store.wake_timed_steps(limit)
     _send(publisher, woken, store)

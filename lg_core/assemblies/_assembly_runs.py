@@ -4,8 +4,8 @@ An assembly answers through the Agent's calling style (``ask``, ``stream_ask``,
 ``start_execution`` and their async forms) on the same Run and engine, with a
 session (``session_id``, ``actor_id``) as an Agent's run has one. What a
 Graph or Swarm run cannot honour yet is refused here, before a Run exists, with an error
-naming it: silently dropping a model override or a node's ``retry_delay`` would hand the caller
-a different run than they asked for.
+naming it: silently dropping a model override would hand the caller a different run than they
+asked for.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from lg_core._agent_calls import runtime_for
-from lg_core.assemblies._step_attempts import refuse_retry_delay
 from lg_core.assemblies.swarm_handoffs import HANDOFF_TOOL_NAME
 from lg_core.errors import ConfigurationError, InvocationError
 from lg_core.invocation import Invocation
@@ -46,9 +45,7 @@ def build_assembly_run(cls: Any, message: Any, options: dict[str, Any], definiti
         carried = definition
     if definition.kind not in _RUNNABLE_KINDS:
         raise ConfigurationError(f"{owner}: a {definition.kind} cannot run")
-    if definition.kind == "graph":
-        _refuse_unsupported_nodes(owner, definition.spec)
-    elif definition.kind == "swarm":
+    if definition.kind == "swarm":
         _refuse_unsupported_members(owner, definition.spec)
     for name, why in _UNSUPPORTED_FIELDS.items():
         if options.get(name) is not None:
@@ -68,17 +65,9 @@ def build_assembly_run(cls: Any, message: Any, options: dict[str, Any], definiti
     return prepared_by(run, runtime.hooks)
 
 
-def _refuse_unsupported_nodes(owner: str, spec: Any) -> None:
-    """Node options a Graph run does not honour yet: a ``retry_delay`` above zero."""
-    for item in spec.nodes:
-        refuse_retry_delay(item.policy, f"{owner}: node {item.name}")
-
-
 def _refuse_unsupported_members(owner: str, spec: Any) -> None:
-    """Member options a Swarm run does not honour: a ``retry_delay`` above zero (not yet), and a member's
-    own tool named like the handoff tool it is offered."""
+    """Member options a Swarm run does not honour: a member's own tool named like the handoff tool it is offered."""
     for item in spec.members:
-        refuse_retry_delay(item.policy, f"{owner}: member {item.name}")
         own_names = {getattr(tool, "tool_name", None) for tool in getattr(item.agent, "tools", ())}
         if item.name in spec.handoffs and HANDOFF_TOOL_NAME in own_names:
             raise ConfigurationError(

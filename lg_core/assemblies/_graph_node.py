@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from lg_core.assemblies._graph_frame import NodeCommit
 from lg_core.assemblies._graph_rules import GraphSpec
-from lg_core.assemblies._step_attempts import AttemptedChild, Settled
+from lg_core.assemblies._step_attempts import AttemptedChild, Delayed, Settled, park_until
 from lg_core.assemblies.child_runs import park_on_child, stream_step
 from lg_core.assemblies.declarations import ErrorEdge
 from lg_core.assemblies.swarm_members import register_no_seat
@@ -79,9 +79,16 @@ class GraphNodeStep:
         """Attempt the node until it settles (the transition committing its outcome) or an attempt's
         child runs on the workers (the transition parking the step on it)."""
         outcome = self.attempts.settle()
+        if isinstance(outcome, Delayed):
+            return park_until(self.scope, outcome.until, still_open=self._still_open, what="graph node")
         if isinstance(outcome, str):
             return self._park(outcome)
         return self._after(outcome)
+
+    def _still_open(self, state: FrameState) -> bool:
+        """Whether the frame still expects this step's commit."""
+        scope = self.scope
+        return scope.key in state.checkpoint.data["active"]  # type: ignore[attr-defined]
 
     def _park(self, child_id: str) -> Transition:
         """Commit the step as waiting for its child; a child ended by then is read as the step's

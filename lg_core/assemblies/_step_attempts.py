@@ -15,14 +15,19 @@ instead of starting a duplicate. What the three share is here:
   and sanitized error, a child stopped by its own deadline recorded as ``timed_out`` with an
   AssemblyStepTimeoutError;
 * whether the step is settled after an attempt, or tries again;
-* the refusal of ``retry_delay`` above zero, which a run cannot honour yet: a delayed attempt needs a
-  timer its parked step could wait on.
+* ``retry_delay``: the next attempt starts no sooner than that many seconds after the failed one
+  ended (its child's stored finish time, so every execution of the step computes the same moment).
+  A local step waits on the run's cancellation token (a cancel or the run's deadline ends the wait
+  at once); a worker's step parks holding no thread, with ``wake_at`` at that moment, and the
+  scheduler's ``wake_timed_steps`` wakes it. A step executed before then (woken by anything else)
+  parks again until it; an attempt whose child already exists is never delayed again.
 
 :class:`AttemptedChild` runs a Graph node's or Swarm member's attempts one after another. It keeps
 no state between executions of its step: every execution reads the attempts' children from the
 first on, recording each ended one, until it meets one to start, one still running (the step then
 parks on it) or one that settles the step. (A Workflow call keeps its attempts in its call record
-instead, as its replay needs, lg_core.assemblies._workflow_calls.)
+instead, as its replay needs, lg_core.assemblies._workflow_calls.) A step whose next attempt must
+wait out ``retry_delay`` on a worker parks by :func:`park_until`.
 """
 
 from __future__ import annotations
@@ -36,14 +41,15 @@ from typing import TYPE_CHECKING, Any
 from lg_core.agent_stream import AgentStreamStep
 from lg_core.assemblies.child_runs import child_run_id, start_or_find_child, step_child_id
 from lg_core.assemblies.trajectory import Attempt, describe_error
-from lg_core.errors import AssemblyError, AssemblyStepTimeoutError, ConfigurationError, DeadlineExceededError
+from lg_core.engine.driven_frames import StaleStep
+from lg_core.errors import AssemblyError, AssemblyStepTimeoutError, DeadlineExceededError, RunNotFoundError
 from lg_core.usage import Usage
 
 if TYPE_CHECKING:
     from lg_core.assemblies._policy import StepPolicy
-    from lg_core.engine.driven_frames import StepScope
+    from lg_core.engine.driven_frames import FrameState, StepScope, Transition
     from lg_core.run import Run
-    from lg_core.store import RunRecord
+    from lg_core.store import RunRecord, StepCommit
 
 
 def attempt_key(step_key: str, number: int) -> str:
@@ -111,13 +117,65 @@ def settles(policy: StepPolicy, number: int, error: BaseException | None) -> boo
     return error is None or number > policy.retries or not isinstance(error, policy.retry_on)
 
 
-def refuse_retry_delay(policy: StepPolicy, owner: str) -> None:
-    """ConfigurationError for a ``retry_delay`` above zero, which no assembly run honours yet."""
-    if policy.retry_delay > 0:
-        raise ConfigurationError(
-            f"{owner} sets retry_delay={policy.retry_delay:g}, which an assembly run does not honour yet "
-            "(a delayed attempt needs a timer the run's step could park on); use retry_delay=0"
+def retry_not_before(policy: StepPolicy, previous: Mapping[str, Any]) -> float | None:
+    """When the attempt after ``previous`` (an ended attempt's record) may start: its end plus
+    ``retry_delay``, read from the child's stored finish time so that every execution of the step
+    agrees; None for a policy without a delay."""
+    if policy.retry_delay <= 0:
+        return None
+    return datetime.fromisoformat(previous["finished_at"]).timestamp() + policy.retry_delay
+
+
+def delay_over(scope: StepScope, not_before: float) -> bool:
+    """Whether the next attempt may start now, ``not_before`` being when its delay ends.
+
+    A local step (no holder) waits here on the run's cancellation token, checking the run's
+    cancel request and deadline as it goes, so either ends the wait at once (raised as the
+    run's CancelledError or DeadlineExceededError). A worker's step must hold no thread: while
+    time remains it returns False, and the step parks until ``not_before`` (:func:`park_until`).
+    """
+    while (remaining := not_before - time.time()) > 0:
+        if scope.holder is not None:
+            return False
+        scope.check_interrupt()
+        scope.run.cancellation_token.wait(min(remaining, _LOCAL_CHECK_SECONDS))
+    scope.check_interrupt()
+    return True
+
+
+_LOCAL_CHECK_SECONDS = 0.25  # how often a local delay re-reads the run's cancel request and deadline
+
+
+@dataclass(frozen=True, slots=True)
+class Delayed:
+    """A step whose next attempt waits out ``retry_delay`` on a worker: it parks until ``until`` (epoch s)."""
+
+    until: float
+
+
+def park_until(scope: StepScope, until: float, *, still_open: Callable[[FrameState], bool], what: str) -> Transition:
+    """The transition committing a step as waiting, with no child, until ``until``: the scheduler's
+    ``wake_timed_steps`` puts it back in the outbox then, and the run's cancel or deadline ends the run
+    (the scheduler's ``end_runs``: no live step would). ``still_open(state)`` says whether the frame
+    still expects this step's commit (else it is stale)."""
+
+    def park(state: FrameState) -> StepCommit:
+        if not still_open(state):
+            raise StaleStep(f"{what} {scope.key} is already committed")
+        return scope.commit_for(
+            state, state.checkpoint, step_status="waiting", step_result={"waits_until": until}, wake_at=until
         )
+
+    return park
+
+
+def child_exists(scope: StepScope, child_id: str) -> bool:
+    """Whether the child run ``child_id`` was started (by any execution of the step)."""
+    try:
+        scope.engine.store.load_run(child_id)
+    except RunNotFoundError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,14 +208,19 @@ class AttemptedChild:
     prepare: Callable[[str], None] = lambda _child_id: None
     seen: dict[str, RunRecord] = field(default_factory=dict)
 
-    def settle(self) -> Settled | str:
-        """The settled step, or the id of the current attempt's child still running on the workers."""
+    def settle(self) -> Settled | Delayed | str:
+        """The settled step, the id of the current attempt's child still running on the workers, or the
+        time a worker's step waits for before its next attempt may start (``retry_delay``)."""
         scope = self.scope
         parent_deadline = scope.run.invocation.deadline_at
         attempts: list[dict[str, Any]] = []
         number = 1
         while True:
             child_id = step_child_id(scope, attempt_key(scope.key, number))
+            not_before = retry_not_before(self.policy, attempts[-1]) if attempts else None
+            if not_before is not None and time.time() < not_before and not child_exists(scope, child_id):
+                if not delay_over(scope, not_before):
+                    return Delayed(not_before)
             self.prepare(child_id)
             options = {**self.options, "deadline_at": attempt_deadline(self.policy, parent_deadline)}
             child = start_or_find_child(
@@ -206,12 +269,16 @@ def _iso(timestamp: float) -> str:
 
 __all__ = [
     "AttemptedChild",
+    "Delayed",
     "EndedAttempt",
     "Settled",
     "attempt_child_id",
     "attempt_deadline",
     "attempts_of",
+    "child_exists",
+    "delay_over",
     "ended_attempt",
-    "refuse_retry_delay",
+    "park_until",
+    "retry_not_before",
     "settles",
 ]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lg_core.assemblies._step_attempts import AttemptedChild, Settled
+from lg_core.assemblies._step_attempts import AttemptedChild, Delayed, Settled, park_until
 from lg_core.assemblies._swarm_frame import MemberCommit
 from lg_core.assemblies._swarm_rules import SwarmSpec
 from lg_core.assemblies.child_runs import park_on_child, stream_step
@@ -88,6 +88,8 @@ class SwarmMemberStep:
         """Attempt the member until it settles (the transition committing its outcome) or an attempt's
         child runs on the workers (the transition parking the step on it)."""
         outcome = self.attempts.settle()
+        if isinstance(outcome, Delayed):
+            return park_until(self.scope, outcome.until, still_open=self._still_open, what="swarm member step")
         if isinstance(outcome, str):
             return self._park(outcome)
         return self._after(outcome)
@@ -97,6 +99,11 @@ class SwarmMemberStep:
         if self.member.history:
             return run_history(self.scope)
         return session_history(self.scope) if self.input["n"] == 1 else ()
+
+    def _still_open(self, state: FrameState) -> bool:
+        """Whether the frame still expects this step's commit."""
+        scope = self.scope
+        return bool(state.checkpoint.data.get("active") == scope.key)  # type: ignore[attr-defined]
 
     def _park(self, child_id: str) -> Transition:
         """Commit the step as waiting for its child; a child ended by then is read as the step's

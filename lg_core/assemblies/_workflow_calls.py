@@ -16,17 +16,26 @@ run (no broker) the child runs on this thread (``parallel`` on a pool of threads
 ``perform`` is run again from the top (:class:`ReplayAgain`), exactly as a worker's step
 is when woken. On a worker the child is started on the workers and ``perform`` stops with
 :class:`WaitingForChildren`: the step parks, holding no thread, until a child's ending wakes it.
+A call whose next attempt waits out its ``retry_delay`` waits on this thread in a local run, and on
+a worker makes the step park with a timer too (``WaitingForChildren.wake_at``, the soonest such time).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
 from lg_core.assemblies._graph_frame import node_result
-from lg_core.assemblies._step_attempts import attempt_deadline, ended_attempt, refuse_retry_delay, settles
+from lg_core.assemblies._step_attempts import (
+    attempt_deadline,
+    delay_over,
+    ended_attempt,
+    retry_not_before,
+    settles,
+)
 from lg_core.assemblies.child_runs import start_or_find_child, step_child_id, stream_step
 from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output
@@ -44,6 +53,7 @@ if TYPE_CHECKING:
 _FORWARDED = frozenset({"message_start", "text_delta"})
 SETTLED: Final = "settled"
 QUEUED: Final = "queued"
+DELAYED: Final = "delayed"
 
 
 class WaitingForChildren(BaseException):  # noqa: N818 - a control signal, not an error
@@ -51,9 +61,10 @@ class WaitingForChildren(BaseException):  # noqa: N818 - a control signal, not a
 
     A BaseException, so that a ``perform`` catching ``Exception`` around a call cannot swallow it."""
 
-    def __init__(self, running: Sequence[str]) -> None:
-        super().__init__(f"waiting for child runs {', '.join(running)}")
+    def __init__(self, running: Sequence[str], wake_at: float | None = None) -> None:
+        super().__init__(f"waiting for child runs {', '.join(running)}" + (f" or until {wake_at}" if wake_at else ""))
         self.running = list(running)
+        self.wake_at = wake_at  # when a call's retry_delay ends: the step's timer (None without one)
 
 
 class ReplayAgain(BaseException):  # noqa: N818 - a control signal, not an error
@@ -71,6 +82,7 @@ class ReplayHost:
         self.divergence: ReplayDivergenceError | None = None
         self.ran_child = False  # a local child ran to its end in this execution
         self.final: WorkflowInvocation | None = None  # the call perform returned, whose text streams to the caller
+        self.wake_at: float | None = None  # the soonest time a delayed call's next attempt may start (workers)
         self._lock = threading.Lock()
 
     # -- WorkflowHost ----------------------------------------------------------------------
@@ -78,6 +90,8 @@ class ReplayHost:
     def run_invocation(self, invocation: WorkflowInvocation) -> RunResult:
         """The call's RunResult once settled; its error when it failed; else wait or replay."""
         state = self.settle(invocation, may_start=True)
+        if state == DELAYED:
+            raise WaitingForChildren([], self.wake_at)
         if state != SETTLED:
             raise WaitingForChildren([state])
         if self.ran_child:
@@ -93,10 +107,10 @@ class ReplayHost:
             running: list[str] = []
             for invocation in invocations:
                 state = self.settle(invocation, may_start=max_concurrency is None or len(running) < max_concurrency)
-                if state not in (SETTLED, QUEUED):
+                if state not in (SETTLED, QUEUED, DELAYED):
                     running.append(state)
-            if running:
-                raise WaitingForChildren(running)
+            if running or self.wake_at is not None:
+                raise WaitingForChildren(running, self.wake_at)
         if self.ran_child:
             raise ReplayAgain
         return [self.result_of(invocation) for invocation in invocations]
@@ -104,8 +118,9 @@ class ReplayHost:
     # -- one call --------------------------------------------------------------------------
 
     def settle(self, invocation: WorkflowInvocation, *, may_start: bool) -> str:
-        """SETTLED when the call's outcome is recorded, QUEUED when it may not start yet, else the id
-        of its child run still running on the workers."""
+        """SETTLED when the call's outcome is recorded, QUEUED when it may not start yet, DELAYED when
+        its next attempt waits out its ``retry_delay`` on a worker (``wake_at`` then says until when),
+        else the id of its child run still running on the workers."""
         request = invocation.request
         record = self._record_for(invocation)
         self._check_supported(invocation)
@@ -114,6 +129,8 @@ class ReplayHost:
             child_id = step_child_id(self.scope, f"{self.scope.key}/call-{request.index}/attempt-{number}")
             if not may_start and not self._exists(child_id):
                 return QUEUED
+            if not self._delay_over(request.policy, record, child_id):
+                return DELAYED
             register_no_seat(child_id)
             step = stream_step(self.scope, request.name, f"{self.scope.key}/call-{request.index}")
             child = start_or_find_child(
@@ -167,7 +184,18 @@ class ReplayHost:
                 "child run yet (a Workflow call runs a class; a builder's AssemblyDefinition is a Graph node's only); "
                 "invoke a class"
             )
-        refuse_retry_delay(invocation.request.policy, f"{self.workflow}: call {invocation.request.name}")
+
+    def _delay_over(self, policy: Any, record: dict[str, Any], child_id: str) -> bool:
+        """Whether the call's next attempt may start now: no ``retry_delay`` to wait out (a local run
+        waits it out here), or its child was started already. False notes the time in ``wake_at``."""
+        not_before = retry_not_before(policy, record["attempts"][-1]) if record["attempts"] else None
+        if not_before is None or time.time() >= not_before or self._exists(child_id):
+            return True
+        if delay_over(self.scope, not_before):
+            return True
+        with self._lock:
+            self.wake_at = not_before if self.wake_at is None else min(self.wake_at, not_before)
+        return False
 
     def _input_of(self, invocation: WorkflowInvocation) -> Any:
         given = invocation.request.input
@@ -220,4 +248,4 @@ class ReplayHost:
             record["outcome"] = "failed"
 
 
-__all__ = ["QUEUED", "SETTLED", "ReplayAgain", "ReplayHost", "WaitingForChildren"]
+__all__ = ["DELAYED", "QUEUED", "SETTLED", "ReplayAgain", "ReplayHost", "WaitingForChildren"]

@@ -17,7 +17,8 @@ from the top against the recorded calls, and ends in one of three commits:
 * on a worker, the park: a call it needs runs on the workers; the commit records the calls
   so far and waits (no thread held) for one of the running children, guarded by that child
   still running. Every child run names this step, so each child's ending wakes it; woken,
-  it replays ``perform`` again, and parks again while a call it needs still runs.
+  it replays ``perform`` again, and parks again while a call it needs still runs. A call
+  waiting out its ``retry_delay`` parks the step with a timer (``wake_at``) as well, or alone.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ class WorkflowStep:
             except ReplayAgain:
                 continue
             except WaitingForChildren as waiting:
-                return self._park(calls, waiting.running)
+                return self._park(calls, waiting.running, waiting.wake_at)
             except Exception as error:  # noqa: BLE001 - whatever perform raised is the run's failure
                 self.scope.check_interrupt()  # a cancel or deadline that stopped a child stops the run as such
                 return self.scope.ending("failed", host.divergence or error)
@@ -136,22 +137,29 @@ class WorkflowStep:
             raise host.divergence
         return int(final.request.index)
 
-    def _park(self, calls: dict[str, dict[str, Any]], running: list[str]) -> Transition:
-        """Commit the calls so far and wait for a running child; if every one has ended by the commit,
-        replay ``perform`` again instead (the commit's guard, ``child_run_ended``, re-runs this)."""
+    def _park(self, calls: dict[str, dict[str, Any]], running: list[str], wake_at: float | None) -> Transition:
+        """Commit the calls so far and wait for a running child, and until ``wake_at`` when a call's
+        ``retry_delay`` is being waited out (the scheduler's ``wake_timed_steps`` wakes the step then);
+        if every running child has ended by the commit, replay ``perform`` again instead (the commit's
+        guard, ``child_run_ended``, re-runs this)."""
         scope = self.scope
 
         def park(state: FrameState) -> StepCommit:
             runtime = scope.engine.runtime
             waits_on = next((child for child in running if ended_child(runtime, child) is None), None)
-            if waits_on is None:
+            if waits_on is None and (running or wake_at is None):
                 return self._decide(calls)(state)
             checkpoint = state.checkpoint.copy()
             assert isinstance(checkpoint, DrivenCheckpoint)  # a workflow frame's checkpoint
             checkpoint.data = {**checkpoint.data, "calls": calls}
             checkpoint.usage = _usage_of(calls).to_dict()
             return scope.commit_for(
-                state, checkpoint, step_status="waiting", step_result={"waits_on": waits_on}, waits_on=waits_on
+                state,
+                checkpoint,
+                step_status="waiting",
+                step_result={"waits_on": waits_on, "waits_until": wake_at},
+                waits_on=waits_on,
+                wake_at=wake_at,
             )
 
         return park

@@ -50,8 +50,8 @@ class RecoveryScans(StorePart):
 
     @retry_transient
     def wake_timed_steps(self, limit: int = 500) -> list[StepRecord]:
-        """Parked steps whose ``wake_at`` passed (a subagent wait's long poll), put back in the outbox for
-        the caller to send now; the relay re-sends any whose message is lost."""
+        """Parked steps whose ``wake_at`` passed (a subagent wait's long poll, a retry_delay), put back in the
+        outbox for the caller to send now; the relay re-sends any whose message is lost."""
         with self.db.transaction() as tx:
             rows = tx.fetchall("wake_timed_steps", {"now": time.time(), "grace": self.relay_grace, "limit": limit})
         return [step_record(row) for row in rows]

@@ -121,7 +121,7 @@ def _not_swept_recently() -> ColumnElement[bool]:
 
 
 def _wake_timed_steps() -> ClauseElement:
-    """Parked steps whose timer passed (``wake_at``, a subagent wait's long poll), back in the outbox and
+    """Parked steps whose timer passed (``wake_at``: a subagent wait's long poll, a retry_delay), back in the outbox and
     returned to be sent, in one UPDATE: a second scheduler re-checks the status on the locked rows."""
     due = steps.alias("due")
     picked = (

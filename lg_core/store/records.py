@@ -320,7 +320,8 @@ class StepCommit:
     wakes_parent: bool = False
     # An ending run that may have child runs: ask those still running to stop.
     cancels_children: bool = False
-    # A step parking without a child run (a subagent wait): when the scheduler wakes it if nothing sooner does.
+    # A parking step's timer (a subagent wait's long poll, an assembly step's retry_delay): when the
+    # scheduler wakes it if nothing sooner does.
     wake_at: float | None = None
     # Steps of this run parked on what this commit records (a subagent turn's end): back in the outbox.
     wakes_steps: tuple[str, ...] = ()

@@ -8,6 +8,9 @@ attempt can fail or take too long and a second one answer.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 import lg_core
@@ -229,12 +232,55 @@ def test_a_swarm_member_over_its_timeout_fails_the_run_with_an_assembly_step_tim
     assert "swarm member triage" in str(run.error)
 
 
-def test_a_node_with_a_retry_delay_is_refused_when_the_graph_is_called(config, script):
-    lookup = agent("LookupAgent", script([{"text": "x"}]))
-    graph = one_node_graph(node(lookup, retries=1, retry_on=ProviderError, retry_delay=0.25))
+def test_a_nodes_retry_starts_no_sooner_than_its_retry_delay_after_the_failed_attempt_ended(config, script):
+    calls, reply = failing_first({"error": "provider down"}, {"text": "looked up"})
+    lookup = agent("LookupAgent", script(reply))
 
-    with pytest.raises(lg_core.ConfigurationError, match=r"node lookup sets retry_delay=0.25.*use retry_delay=0"):
-        graph.ask("Find transfer 481")
+    run = one_node_graph(node(lookup, retries=1, retry_on=ProviderError, retry_delay=0.4)).ask("Find transfer 481")
+
+    assert run.completed, run.error
+    first, second = run.result.trajectory.find("lookup").attempts
+    assert [first.status, second.status] == ["failed", "completed"]
+    assert (second.started_at - first.finished_at).total_seconds() >= 0.4
+    assert (second.started_at - first.started_at).total_seconds() >= 0.4
+    assert len(calls) == 2
+
+
+def test_a_members_retry_waits_out_its_retry_delay(config, script):
+    calls, reply = failing_first({"error": "provider down"}, {"text": "refund issued"})
+    triage = agent("TriageAgent", script(reply))
+
+    class PatientSwarm(Swarm):
+        members = [member(triage, retries=1, retry_on=ProviderError, retry_delay=0.3)]
+        start = triage
+
+    run = PatientSwarm.ask("Why was I charged twice?")
+
+    assert run.completed, run.error
+    first, second = run.result.trajectory.steps[0].attempts
+    assert (second.started_at - first.finished_at).total_seconds() >= 0.3
+    assert len(calls) == 2
+
+
+def test_cancelling_a_graph_run_during_a_retry_delay_ends_it_cancelled_without_waiting_the_delay_out(config, script):
+    token = lg_core.CancellationToken()
+    calls: list[int] = []
+
+    def reply(request):
+        calls.append(1)
+        threading.Timer(0.3, token.cancel).start()  # fires while the node waits out its 60 s delay
+        return {"error": "provider down"}
+
+    lookup = agent("LookupAgent", script(reply))
+    graph = one_node_graph(node(lookup, retries=1, retry_on=ProviderError, retry_delay=60))
+    began = time.monotonic()
+
+    run = graph.ask("Find transfer 481", cancellation_token=token)
+
+    assert run.cancelled, run.outcome
+    assert time.monotonic() - began < 30  # far less than the delay: the cancel ended the wait
+    assert len(calls) == 1  # the second attempt never started: the run's only child is the first attempt's
+    assert [child.status for child in config.runtime().store.list_runs() if child.id != run.id] == ["failed"]
 
 
 def _invoke_in_a_workflow(**policy):

@@ -273,17 +273,6 @@ def test_a_swarm_runs_as_a_graph_node(config, problem_solver, script):
     assert step.assembly_kind == "swarm" and step.output == "refund issued"
 
 
-def test_a_member_with_a_retry_delay_is_refused_when_the_swarm_is_called(config, script):
-    triage = agent("TriageAgent", script([{"text": "x"}]))
-
-    class DelayedSwarm(Swarm):
-        members = [member(triage, retries=1, retry_on=ValueError, retry_delay=0.5)]
-        start = triage
-
-    with pytest.raises(ConfigurationError, match=r"member triage sets retry_delay=0.5.*use retry_delay=0"):
-        DelayedSwarm.ask("Hi")
-
-
 def test_a_failed_member_fails_the_swarm_and_a_fork_or_model_override_is_refused(config, problem_solver):
     swarm = problem_solver([handoff("billing", "charges")], [{"error": "provider down"}])
     run = swarm.ask("Why was I charged twice?")

@@ -318,18 +318,26 @@ def test_a_perform_that_raises_fails_the_run_naming_the_error(config, script):
     assert "ValueError" in repr(run.error) or isinstance(run.error, ValueError)
 
 
-def test_retry_delay_above_zero_is_refused_with_a_configuration_error(config, script):
-    flaky = echo(script, "FlakyAgent", "")
+def test_a_calls_retry_starts_no_sooner_than_its_retry_delay_after_the_failed_attempt_ended(config, script):
+    calls: list[int] = []
+
+    def reply(request):
+        calls.append(1)
+        return {"error": "provider down"} if len(calls) == 1 else {"text": "settled"}
+
+    flaky = agent("FlakyAgent", script(reply))
 
     class Delayed(Workflow):
         def perform(self):
-            return self.invoke(flaky, retries=1, retry_on=ProviderError, retry_delay=1)
+            return self.invoke(flaky, retries=1, retry_on=ProviderError, retry_delay=0.4)
 
     run = Delayed.ask("x")
 
-    assert run.failed
-    assert isinstance(run.error, ConfigurationError)
-    assert "retry_delay" in str(run.error)
+    assert run.completed, run.error
+    assert run.response == "settled"
+    first, second = run.result.trajectory.steps[0].attempts
+    assert (second.started_at - first.finished_at).total_seconds() >= 0.4
+    assert len(calls) == 2
 
 
 def test_stream_ask_ask_async_and_start_execution_run_a_workflow_like_an_agent(config, script):

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -180,6 +181,27 @@ def dist(tmp_path, pg_url, redis_server, monkeypatch):
     with with_configuration(stack.config):
         yield stack
     stack.stop()
+
+
+@pytest.fixture
+def ticking_scheduler(dist):
+    """The scheduler's passes (its ``wake_timed_steps`` timer, ``end_runs``, the relay) every 0.2 s on a
+    thread of this process, as a deployment runs them; yields the list of how many steps each pass woke."""
+    from lg_scheduler.scheduler import Scheduler
+
+    scheduler = Scheduler(dist.config.runtime())
+    stop, woken = threading.Event(), []
+
+    def tick() -> None:
+        while not stop.is_set():
+            woken.append(scheduler.run_once()["woken"])
+            stop.wait(0.2)
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    yield woken
+    stop.set()
+    ticker.join()
 
 
 def pytest_collection_modifyitems(items):

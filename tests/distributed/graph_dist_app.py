@@ -13,7 +13,8 @@ RetryingLookupGraph's one node has a timeout and one retry on AssemblyStepTimeou
 first call of all (across every worker process: the file "slowed-lookup" in $DIST_APP_READY_DIR marks
 it) takes longer than the timeout, and every later call answers at once. RetryingEffectGraph's one
 node retries a ProviderError: its model's first call of all fails ("failed-effect-5" marks it), and
-the retry's child calls ``effect`` 5, then answers.
+the retry's child calls ``effect`` 5, then answers. DelayedRetryGraph's node fails the same way once
+("failed-effect-6"), and its retry, RETRY_DELAY seconds after, calls ``effect`` 6, then answers.
 """
 
 from __future__ import annotations
@@ -190,5 +191,35 @@ class RetryingEffectGraph(Graph):
     """One node whose first attempt fails with a ProviderError and whose retry records an effect."""
 
     nodes = {"lookup": node(FailsOnceAgent, retries=2, retry_on=ProviderError)}
+    start = "lookup"
+    finish = "lookup"
+
+
+DELAYED_EFFECT = 6
+DELAYED_ANSWER = "Transfer 481 was looked up after a pause."
+RETRY_DELAY = 8.0
+
+
+def _fails_once_then_waits(request):
+    """The first call of all fails with a ProviderError; later calls record effect 6, then answer."""
+    if _first_of_all(f"failed-effect-{DELAYED_EFFECT}"):
+        return {"error": "provider down"}
+    if request.messages[-1].role == "tool":
+        return {"text": DELAYED_ANSWER}
+    return {"tool_calls": [{"name": "effect", "arguments": {"n": DELAYED_EFFECT}}]}
+
+
+scripted.register("graph-fails-once-then-waits", _fails_once_then_waits)
+
+
+class FailsOnceThenWaitsAgent(Agent):
+    model = "scripted:graph-fails-once-then-waits"
+    tools = [EffectTool]
+
+
+class DelayedRetryGraph(Graph):
+    """One node whose first attempt fails with a ProviderError and whose retry starts RETRY_DELAY s later."""
+
+    nodes = {"lookup": node(FailsOnceThenWaitsAgent, retries=1, retry_on=ProviderError, retry_delay=RETRY_DELAY)}
     start = "lookup"
     finish = "lookup"

@@ -10,6 +10,7 @@ import pytest
 from lg_core import current_configuration
 from lg_core.assemblies._step_attempts import attempt_child_id
 from lg_core.assemblies.child_runs import child_run_id
+from lg_core.errors import RunNotFoundError
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 
@@ -144,3 +145,65 @@ def test_a_node_that_times_out_is_retried_in_a_new_child_run_on_workers(dist):
     second = store.load_run(attempt_child_id(run.id, node.key, 2))
     assert first.status == "partial"  # stopped at its attempt's deadline, not left running
     assert second.status == "completed"
+
+
+def test_a_node_retried_after_its_retry_delay_holds_no_worker_thread_while_it_waits(dist, ticking_scheduler):
+    """One thread serves every node step: while the delayed node waits out its retry_delay, another
+    Graph runs to its end on that thread, and the scheduler's timer starts the retry afterwards."""
+    dist.start_workers(queues=("lg.orchestrate",), pool="threads", concurrency=1)
+    dist.start_workers(queues=("lg.model", "lg.tools"), pool="threads", concurrency=8)
+    store = current_configuration().runtime().store
+
+    delayed = graph_dist_app.DelayedRetryGraph.start_execution("Why is transfer 481 pending?")
+    wait_until_parked_on_its_timer(store, delayed.run_id, "graph_node")
+    other = graph_dist_app.TransferGraph.start_execution("Why is transfer 481 pending?").wait(timeout=90)
+    run = delayed.wait(timeout=90)
+
+    assert other.completed, other.error
+    assert run.completed, run.error
+    assert run.result.text == graph_dist_app.DELAYED_ANSWER
+    first, second = run.result.trajectory.find("lookup").attempts
+    assert [first.status, second.status] == ["failed", "completed"]
+    assert (second.started_at - first.finished_at).total_seconds() >= graph_dist_app.RETRY_DELAY
+    # The other Graph ended during the delay, on the one orchestrate thread the parked node did not hold.
+    assert store.load_run(other.id).finished_at < second.started_at.timestamp()
+    assert sum(ticking_scheduler) >= 1  # the retry was started by the scheduler's timer
+    assert sorted(n for tool, n, _key in dist.calls() if tool == "effect") == [1, 2, 3, 4, 6]
+
+
+def test_cancelling_a_run_whose_node_waits_out_its_retry_delay_ends_it_cancelled_with_no_retry(dist, ticking_scheduler):
+    dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=4)
+    store = current_configuration().runtime().store
+
+    execution = graph_dist_app.DelayedRetryGraph.start_execution("Why is transfer 481 pending?")
+    key = wait_until_parked_on_its_timer(store, execution.run_id, "graph_node")
+    execution.cancel()
+    run = execution.wait(timeout=90)
+
+    assert run.cancelled, run.outcome
+    time.sleep(graph_dist_app.RETRY_DELAY + 1)  # past the timer: a closed step is not woken to retry
+    with pytest.raises(RunNotFoundError):
+        store.load_run(attempt_child_id(run.id, key, 2))
+    assert [n for tool, n, _key in dist.calls() if tool == "effect"] == []
+
+
+def wait_until_parked_on_its_timer(store, run_id: str, kind: str) -> str:
+    """Until the step of ``kind``'s first attempt has failed and it waits, with no child, for its
+    retry_delay; returns the step's key."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "the step did not park on its retry_delay"
+        steps = [step for step in store.load_steps(run_id) if step.kind == kind]
+        if steps and steps[0].status == "waiting":
+            key = steps[0].key
+            if _stored_status(store, attempt_child_id(run_id, key, 1)) == "failed":
+                if _stored_status(store, attempt_child_id(run_id, key, 2)) is None:
+                    return key
+        time.sleep(0.1)
+
+
+def _stored_status(store, run_id: str) -> str | None:
+    try:
+        return str(store.load_run(run_id).status)
+    except RunNotFoundError:
+        return None

@@ -118,3 +118,35 @@ def test_an_execution_of_a_workflow_in_a_graph_on_workers_streams_every_calls_wr
     respond = [event for event in wrappers if event.data["source"].assembly_path[-1].participant == "respond"]
     assert respond[0].data["event"].type == "invocation_start"
     assert [event.data["event"].type for event in respond].count("invocation_stop") == 1
+
+
+def test_a_call_retried_after_its_retry_delay_holds_no_worker_thread_while_it_waits(dist, ticking_scheduler):
+    """While the perform step waits out a call's retry_delay on the one orchestrate thread, another
+    Workflow runs to its end there; the scheduler's timer wakes the step to start the retry."""
+    dist.start_workers(queues=("lg.orchestrate",), pool="threads", concurrency=1)
+    dist.start_workers(queues=("lg.model", "lg.tools"), pool="threads", concurrency=8)
+    store = current_configuration().runtime().store
+
+    delayed = workflow_dist_app.DelayedRetryWorkflow.start_execution("Why is transfer 481 pending?")
+    deadline = time.monotonic() + 60
+    while not _parked_after_a_failed_attempt(store, delayed.run_id):
+        assert time.monotonic() < deadline, "the perform step did not park on its retry_delay"
+        time.sleep(0.1)
+    other = workflow_dist_app.TransferWorkflow.start_execution("Why is transfer 481 pending?").wait(timeout=90)
+    run = delayed.wait(timeout=90)
+
+    assert other.completed, other.error
+    assert run.completed, run.error
+    first, second = run.result.trajectory.steps[0].attempts
+    assert [first.status, second.status] == ["failed", "completed"]
+    assert (second.started_at - first.finished_at).total_seconds() >= workflow_dist_app.RETRY_DELAY
+    assert store.load_run(other.id).finished_at < second.started_at.timestamp()
+    assert sum(ticking_scheduler) >= 1
+    assert _effects(dist) == [1, 2, 3, 4, 6]
+
+
+def _parked_after_a_failed_attempt(store, run_id: str) -> bool:
+    """Whether the perform step waits with its call's first attempt failed and no second one started."""
+    steps = [step for step in store.load_steps(run_id) if step.kind == "workflow"]
+    children = [record for record in store.list_runs() if record.parent_run_id == run_id]
+    return bool(steps) and steps[0].status == "waiting" and [child.status for child in children] == ["failed"]

@@ -5,7 +5,8 @@ asks triage, then ledger and policy in parallel, then returns the respond call f
 findings; every child's Agent calls ``effect`` once with its number (graph_dist_app), and
 ``perform`` passes the ``perform:1`` hang point (dist_app) once triage has answered, so a test
 can kill the worker while ``perform`` itself runs. The answer is fixed, so an undisturbed run
-and a disturbed one give the same answer.
+and a disturbed one give the same answer. DelayedRetryWorkflow's one call fails once and is retried
+after graph_dist_app.RETRY_DELAY seconds.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import dist_app
 from graph_dist_app import (
     ANSWERS,
+    RETRY_DELAY,
+    FailsOnceThenWaitsAgent,
     GraphLedgerAgent,
     GraphPolicyAgent,
     GraphRespondAgent,
@@ -20,10 +23,19 @@ from graph_dist_app import (
     TransferGraph,
 )
 
-from lg_core import Agent, Graph, Workflow
+from lg_core import Agent, Graph, ProviderError, Workflow
 from lg_core.providers import scripted
 
-__all__ = ["ANSWERS", "GraphInWorkflow", "LongWorkflow", "OneAtATimeWorkflow", "TransferWorkflow", "WorkflowInGraph"]
+__all__ = [
+    "ANSWERS",
+    "RETRY_DELAY",
+    "DelayedRetryWorkflow",
+    "GraphInWorkflow",
+    "LongWorkflow",
+    "OneAtATimeWorkflow",
+    "TransferWorkflow",
+    "WorkflowInGraph",
+]
 LONG_CALLS = 12  # more than max_step_attempts (10): the perform step is woken once per call
 
 
@@ -84,3 +96,10 @@ class LongWorkflow(Workflow):
         for _ in range(LONG_CALLS - 1):
             count = self.invoke(CountingAgent, input=count, as_="count").output
         return self.invoke(CountingAgent, input=count, as_="count")
+
+
+class DelayedRetryWorkflow(Workflow):
+    """One call whose first attempt fails with a ProviderError and whose retry starts RETRY_DELAY s later."""
+
+    def perform(self):
+        return self.invoke(FailsOnceThenWaitsAgent, retries=1, retry_on=ProviderError, retry_delay=RETRY_DELAY)
