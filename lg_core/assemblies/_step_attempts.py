@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lg_core.agent_stream import AgentStreamStep
-from lg_core.assemblies.child_runs import child_run_id, start_or_find_child, step_child_id
+from lg_core.assemblies.child_runs import child_run_id, is_first_execution, start_or_find_child, step_child_id
 from lg_core.assemblies.trajectory import Attempt, describe_error
 from lg_core.errors import AssemblyError, AssemblyStepTimeoutError, ConfigurationError, DeadlineExceededError
 from lg_core.usage import Usage
@@ -155,13 +155,22 @@ class AttemptedChild:
         scope = self.scope
         parent_deadline = scope.run.invocation.deadline_at
         attempts: list[dict[str, Any]] = []
+        # A step's first execution has started none of its attempts' children: none is looked up.
+        first_execution = is_first_execution(scope)
         number = 1
         while True:
             child_id = step_child_id(scope, attempt_key(scope.key, number))
             self.prepare(child_id)
             options = {**self.options, "deadline_at": attempt_deadline(self.policy, parent_deadline)}
             child = start_or_find_child(
-                scope, self.participant, self.message, child_id, self.stream_step, seen=self.seen, **options
+                scope,
+                self.participant,
+                self.message,
+                child_id,
+                self.stream_step,
+                seen=self.seen,
+                first_execution=first_execution,
+                **options,
             )
             if child is None:
                 return child_id
