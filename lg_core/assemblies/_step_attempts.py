@@ -75,15 +75,30 @@ class EndedAttempt:
     error: BaseException | None
 
 
+def stored_span(child: Run, store: Any, seen: Mapping[str, RunRecord] | None = None) -> tuple[float, float]:
+    """When the ended run ``child`` was created and finished, as its run row says.
+
+    A child run created and ended by this process (a local step's nested child) carries the
+    times written for it, so no read is needed; any other (a child found ended, one resumed
+    here, one ended by another process) is read from ``seen`` or the store.
+    """
+    created, finished = child._created_at, child._finished_at  # noqa: SLF001 - the engine's record of its writes
+    if created is not None and finished is not None:
+        return created, finished
+    record = (seen or {}).get(child.id) or store.load_run(child.id)
+    return record.created_at, record.finished_at or record.updated_at
+
+
 def ended_attempt(
     what: str,
     policy: StepPolicy,
     number: int,
     child: Run,
-    stored: RunRecord,
+    span: tuple[float, float],
     parent_deadline: datetime | None,
 ) -> EndedAttempt:
-    """The record of attempt ``number`` whose child run ``child`` (stored as ``stored``) has ended.
+    """The record of attempt ``number`` whose child run ``child`` has ended; ``span`` is when the child was
+    created and finished (``stored_span``).
 
     ``what`` names the step in a timeout's message (``graph node lookup``). A child stopped by the
     deadline of its own timeout (sooner than the parent's deadline) timed out.
@@ -97,8 +112,8 @@ def ended_attempt(
         "number": number,
         "child_run_id": child.id,
         "status": status,
-        "started_at": _iso(stored.created_at),
-        "finished_at": _iso(stored.finished_at or stored.updated_at),
+        "started_at": _iso(span[0]),
+        "finished_at": _iso(span[1]),
         "usage": child.usage.to_dict(),
         "error": None if error is None else describe_error(error),
     }
@@ -175,8 +190,8 @@ class AttemptedChild:
             if child is None:
                 return child_id
             scope.check_interrupt()  # a child stopped by its parent's cancel or deadline: the parent stops too
-            stored = self.seen.get(child_id) or scope.engine.store.load_run(child_id)
-            ended = ended_attempt(self.what, self.policy, number, child, stored, parent_deadline)
+            span = stored_span(child, scope.engine.store, self.seen)
+            ended = ended_attempt(self.what, self.policy, number, child, span, parent_deadline)
             attempts.append(ended.record)
             if settles(self.policy, number, ended.error):
                 return Settled(child, child_id, attempts, ended.error)
@@ -223,4 +238,5 @@ __all__ = [
     "ended_attempt",
     "refuse_retry_delay",
     "settles",
+    "stored_span",
 ]

@@ -26,7 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
 from lg_core.assemblies._graph_frame import node_result
-from lg_core.assemblies._step_attempts import attempt_deadline, ended_attempt, refuse_retry_delay, settles
+from lg_core.assemblies._step_attempts import (
+    attempt_deadline,
+    ended_attempt,
+    refuse_retry_delay,
+    settles,
+    stored_span,
+)
 from lg_core.assemblies.child_runs import start_or_find_child, step_child_id, stream_step
 from lg_core.assemblies.swarm_members import register_no_seat
 from lg_core.assemblies.trajectory import bounded_output
@@ -202,9 +208,9 @@ class ReplayHost:
     ) -> None:
         """Record one ended attempt; settle the call unless its error is one to retry and attempts remain."""
         policy = invocation.request.policy
-        stored = self.scope.engine.store.load_run(child_id)
+        span = stored_span(child, self.scope.engine.store)
         what = f"workflow call {invocation.request.name}"
-        ended = ended_attempt(what, policy, number, child, stored, self.scope.run.invocation.deadline_at)
+        ended = ended_attempt(what, policy, number, child, span, self.scope.run.invocation.deadline_at)
         error = ended.error
         record["attempts"].append({**ended.record, "error_data": None if error is None else error_to_dict(error)})
         if error is None:
