@@ -114,8 +114,7 @@ class Run:
         # Set by the engine when a commit in this process ended the run: a local step
         # not started yet (a queued sibling tool call) is then never started.
         self._ended_here = False
-        # The run row's created_at and finished_at when this process wrote them (Engine.start, the
-        # ending's commit), else None: a parent step reads a local child's times here, not from the store.
+        # The run row's created_at and finished_at when this process wrote them (Engine.start, its ending).
         self._created_at: float | None = None
         self._finished_at: float | None = None
         self._stored_entrypoint: str | None = None

@@ -249,9 +249,8 @@ class Engine(Generic[RunT]):
             "version": 0,
             "checkpoint": checkpoint.to_dict(),
         }
-        created_at = time.time()
-        status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled, now=created_at)
-        run._created_at = created_at
+        run._created_at = now = time.time()  # the row's created_at, which a parent step reads here
+        status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled, now=now)
         # Attached once its row is ours: a repeated start under the same run id (refused, or
         # re-attached by Runtime.start_execution) must not replace the Run that executes it.
         self.attach(run)
@@ -301,9 +300,8 @@ class Engine(Generic[RunT]):
             "checkpoint": checkpoint.to_dict(),
         }
         first = replace(start.first, frame_id=frame_id)
-        created_at = time.time()
-        status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled, now=created_at)
-        run._created_at = created_at
+        run._created_at = now = time.time()  # the row's created_at, which a parent step reads here
+        status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled, now=now)
         self.attach(run)
         self.frames.put(FrameState(frame_id, run.id, "root", run.entrypoint_path, 0, checkpoint, ()))
         if status != "pending":
