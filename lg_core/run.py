@@ -114,6 +114,9 @@ class Run:
         # Set by the engine when a commit in this process ended the run: a local step
         # not started yet (a queued sibling tool call) is then never started.
         self._ended_here = False
+        # The run row's created_at and finished_at when this process wrote them (Engine.start, its ending).
+        self._created_at: float | None = None
+        self._finished_at: float | None = None
         self._stored_entrypoint: str | None = None
         # (parent run id, step key) when this run is a step's child run (a Graph node's): its ending
         # wakes that step if it parked waiting for it (lg_core.engine.engine, lg_core.store._commits).

@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lg_core.agent_stream import AgentStreamStep
-from lg_core.assemblies.child_runs import child_run_id, start_or_find_child, step_child_id
+from lg_core.assemblies.child_runs import child_run_id, is_first_execution, start_or_find_child, step_child_id
 from lg_core.assemblies.trajectory import Attempt, describe_error
 from lg_core.engine.driven_frames import StaleStep
 from lg_core.errors import AssemblyError, AssemblyStepTimeoutError, DeadlineExceededError, RunNotFoundError
@@ -81,15 +81,30 @@ class EndedAttempt:
     error: BaseException | None
 
 
+def stored_span(child: Run, store: Any, seen: Mapping[str, RunRecord] | None = None) -> tuple[float, float]:
+    """When the ended run ``child`` was created and finished, as its run row says.
+
+    A child run created and ended by this process (a local step's nested child) carries the
+    times written for it, so no read is needed; any other (a child found ended, one resumed
+    here, one ended by another process) is read from ``seen`` or the store.
+    """
+    created, finished = child._created_at, child._finished_at  # noqa: SLF001 - the engine's record of its writes
+    if created is not None and finished is not None:
+        return created, finished
+    record = (seen or {}).get(child.id) or store.load_run(child.id)
+    return record.created_at, record.finished_at or record.updated_at
+
+
 def ended_attempt(
     what: str,
     policy: StepPolicy,
     number: int,
     child: Run,
-    stored: RunRecord,
+    span: tuple[float, float],
     parent_deadline: datetime | None,
 ) -> EndedAttempt:
-    """The record of attempt ``number`` whose child run ``child`` (stored as ``stored``) has ended.
+    """The record of attempt ``number`` whose child run ``child`` has ended; ``span`` is when the child was
+    created and finished (``stored_span``).
 
     ``what`` names the step in a timeout's message (``graph node lookup``). A child stopped by the
     deadline of its own timeout (sooner than the parent's deadline) timed out.
@@ -103,8 +118,8 @@ def ended_attempt(
         "number": number,
         "child_run_id": child.id,
         "status": status,
-        "started_at": _iso(stored.created_at),
-        "finished_at": _iso(stored.finished_at or stored.updated_at),
+        "started_at": _iso(span[0]),
+        "finished_at": _iso(span[1]),
         "usage": child.usage.to_dict(),
         "error": None if error is None else describe_error(error),
     }
@@ -214,6 +229,8 @@ class AttemptedChild:
         scope = self.scope
         parent_deadline = scope.run.invocation.deadline_at
         attempts: list[dict[str, Any]] = []
+        # A step's first execution has started none of its attempts' children: none is looked up.
+        first_execution = is_first_execution(scope)
         number = 1
         while True:
             child_id = step_child_id(scope, attempt_key(scope.key, number))
@@ -224,13 +241,20 @@ class AttemptedChild:
             self.prepare(child_id)
             options = {**self.options, "deadline_at": attempt_deadline(self.policy, parent_deadline)}
             child = start_or_find_child(
-                scope, self.participant, self.message, child_id, self.stream_step, seen=self.seen, **options
+                scope,
+                self.participant,
+                self.message,
+                child_id,
+                self.stream_step,
+                seen=self.seen,
+                first_execution=first_execution,
+                **options,
             )
             if child is None:
                 return child_id
             scope.check_interrupt()  # a child stopped by its parent's cancel or deadline: the parent stops too
-            stored = self.seen.get(child_id) or scope.engine.store.load_run(child_id)
-            ended = ended_attempt(self.what, self.policy, number, child, stored, parent_deadline)
+            span = stored_span(child, scope.engine.store, self.seen)
+            ended = ended_attempt(self.what, self.policy, number, child, span, parent_deadline)
             attempts.append(ended.record)
             if settles(self.policy, number, ended.error):
                 return Settled(child, child_id, attempts, ended.error)
@@ -281,4 +305,5 @@ __all__ = [
     "park_until",
     "retry_not_before",
     "settles",
+    "stored_span",
 ]

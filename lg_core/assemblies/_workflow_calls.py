@@ -35,6 +35,7 @@ from lg_core.assemblies._step_attempts import (
     ended_attempt,
     retry_not_before,
     settles,
+    stored_span,
 )
 from lg_core.assemblies.child_runs import start_or_find_child, step_child_id, stream_step
 from lg_core.assemblies.swarm_members import register_no_seat
@@ -231,9 +232,9 @@ class ReplayHost:
     ) -> None:
         """Record one ended attempt; settle the call unless its error is one to retry and attempts remain."""
         policy = invocation.request.policy
-        stored = self.scope.engine.store.load_run(child_id)
+        span = stored_span(child, self.scope.engine.store)
         what = f"workflow call {invocation.request.name}"
-        ended = ended_attempt(what, policy, number, child, stored, self.scope.run.invocation.deadline_at)
+        ended = ended_attempt(what, policy, number, child, span, self.scope.run.invocation.deadline_at)
         error = ended.error
         record["attempts"].append({**ended.record, "error_data": None if error is None else error_to_dict(error)})
         if error is None:

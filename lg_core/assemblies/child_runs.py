@@ -74,6 +74,19 @@ def step_child_id(scope: StepScope, step_key: str) -> str:
     return current
 
 
+def is_first_execution(scope: StepScope) -> bool:
+    """Whether ``scope`` is provably its step's first execution, so none of the children it derives ids
+    for can exist yet and their look-up before a start is a wasted store round trip.
+
+    Only a local step's attempt proves it: the runtime's drive executes each step once, and a
+    step executed again (a crashed process's run resumed here) counts as attempt 2 or later
+    (Engine.resume_refs). A worker's attempt does not: a parked step woken by its child's ending
+    is claimed again from attempt 1, and must find that child. Nor does a later history epoch,
+    whose steps may keep a child an earlier epoch started (``step_child_id``).
+    """
+    return scope.holder is None and scope.attempt == 1 and scope.frame.checkpoint.history_epoch == 0
+
+
 def start_or_find_child(
     scope: StepScope,
     assembly: Any,
@@ -82,6 +95,7 @@ def start_or_find_child(
     stream_step: AgentStreamStep | None,
     *,
     seen: dict[str, RunRecord] | None = None,
+    first_execution: bool = False,
     **options: Any,
 ) -> Run | None:
     """The ended child run ``run_id`` of ``assembly`` asked ``message`` (started, resumed or read back),
@@ -92,9 +106,10 @@ def start_or_find_child(
     ``options`` are the child's own invocation fields (a Workflow call's history, context, or a
     deadline sooner than the parent's for its timeout). A child found ended
     is read back from its stored record, which is put in ``seen`` (when given) so the caller need
-    not read it again."""
+    not read it again. ``first_execution`` (``is_first_execution(scope)``) skips the look-up of
+    the child in the store: no earlier execution of the step can have started it."""
     runtime: Any = scope.engine.runtime
-    record = _stored(runtime, run_id)
+    record = None if first_execution else _stored(runtime, run_id)
     if record is not None and record.finished:
         if seen is not None:
             seen[run_id] = record
@@ -218,4 +233,12 @@ def park_on_child(
     return park
 
 
-__all__ = ["child_run_id", "ended_child", "park_on_child", "start_or_find_child", "step_child_id", "stream_step"]
+__all__ = [
+    "child_run_id",
+    "ended_child",
+    "is_first_execution",
+    "park_on_child",
+    "start_or_find_child",
+    "step_child_id",
+    "stream_step",
+]

@@ -114,9 +114,12 @@ class Committer:
                 commit.run_session = (scope.run.invocation.session_id, scope.run.session_actor_id)
                 _mark_ending(scope, commit)
             committed_at = time.monotonic()
-            result = self._store_commit(scope, engine.opening.with_opening(scope, commit))
+            now = time.time()
+            result = self._store_commit(scope, engine.opening.with_opening(scope, commit), now)
             if result.applied:
                 scope.opening = None
+                if commit.finish is not None:
+                    scope.run._finished_at = now  # what the run row's finished_at now holds
                 refs = self.applied(scope, state, commit, result)
                 if commit.claimed_successor is not None:
                     self.preclaims.put(self._preclaimed(commit, committed_at, result))
@@ -139,7 +142,7 @@ class Committer:
             state = engine.opening.still_ours(scope, fresh)
         raise RunStateError(f"step {scope.key!r} could not commit after {MAX_COMMIT_ATTEMPTS} version conflicts")
 
-    def _store_commit(self, scope: StepScope, commit: StepCommit) -> CommitResult:
+    def _store_commit(self, scope: StepScope, commit: StepCommit, now: float) -> CommitResult:
         """Send ``commit`` to the store, waiting out an outage for up to ``store_outage_patience`` seconds.
 
         The step's work is done and would be lost with the attempt (a model turn
@@ -150,7 +153,6 @@ class Committer:
         step's commit still applies only while its holder holds it; one that a
         sweep handed to another worker meanwhile is refused as before.
         """
-        now = time.time()
         store = self.engine.store
         return self.engine.patiently(
             lambda: store.commit(commit, now), f"the commit of step {scope.key} of run {scope.run.id}"

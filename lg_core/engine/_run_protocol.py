@@ -52,6 +52,8 @@ class EngineRun(Protocol):
     parent_step: tuple[str, str] | None  # the step whose child this run is, woken by its ending
     _model: Any  # the run's resolved model, resolved once (Engine.resolve_model)
     _ended_here: bool  # a commit in this process ended the run: its queued local steps never start
+    _created_at: float | None  # the run row's created_at, when this process created it
+    _finished_at: float | None  # the run row's finished_at, when a commit in this process ended it
 
     def close(self) -> None: ...
 

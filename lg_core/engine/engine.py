@@ -16,6 +16,7 @@ dispatchers, the workers and recovery call; the work is in three parts:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
@@ -248,7 +249,8 @@ class Engine(Generic[RunT]):
             "version": 0,
             "checkpoint": checkpoint.to_dict(),
         }
-        status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled)
+        run._created_at = now = time.time()  # the row's created_at, which a parent step reads here
+        status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled, now=now)
         # Attached once its row is ours: a repeated start under the same run id (refused, or
         # re-attached by Runtime.start_execution) must not replace the Run that executes it.
         self.attach(run)
@@ -298,7 +300,8 @@ class Engine(Generic[RunT]):
             "checkpoint": checkpoint.to_dict(),
         }
         first = replace(start.first, frame_id=frame_id)
-        status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled)
+        run._created_at = now = time.time()  # the row's created_at, which a parent step reads here
+        status = self.store.create_run(row, frame, [], events, [first], serialize=self.sessions.enabled, now=now)
         self.attach(run)
         self.frames.put(FrameState(frame_id, run.id, "root", run.entrypoint_path, 0, checkpoint, ()))
         if status != "pending":

@@ -48,6 +48,7 @@ class RunRows(StorePart):
         new_steps: Sequence[NewStep],
         *,
         serialize: bool = False,
+        now: float | None = None,
     ) -> str:
         """Persist a new run with its root frame, input messages, first events and first steps.
 
@@ -59,8 +60,10 @@ class RunRows(StorePart):
         A try whose answer was lost after its COMMIT applied (a dropped connection)
         is tried again and finds the run: one created at exactly this call's time
         is its own, so the call succeeds instead of reporting a run that exists.
+        ``now`` (default: the time now) is the run's ``created_at``, given by a caller that
+        keeps it.
         """
-        now = time.time()  # one value for every try: it marks the run row as this call's
+        now = time.time() if now is None else now  # one value for every try: it marks the run row as this call's
         try:
             return self._create_run_once(run, frame, messages, events, new_steps, serialize, now)
         except _RunExists:

@@ -75,6 +75,27 @@ def test_a_node_retries_a_listed_failure_in_a_new_child_run_and_records_every_at
     assert [store.load_run(first).status, store.load_run(second).status] == ["failed", "completed"]
 
 
+def test_a_nodes_first_execution_reads_no_child_record_and_records_the_stored_times(config, script, monkeypatch):
+    """A local node's first execution starts each attempt's child without looking it up (none can exist
+    yet) and takes its times from what this process wrote, which are the child run rows' own."""
+    calls, reply = failing_first({"error": "provider down"}, {"text": "looked up"})
+    lookup = agent("LookupAgent", script(reply))
+    store = config.runtime().store
+    read: list[str] = []
+    load_run = store.load_run
+    monkeypatch.setattr(store, "load_run", lambda run_id: read.append(run_id) or load_run(run_id))
+
+    run = one_node_graph(node(lookup, retries=2, retry_on=ProviderError)).ask("Find transfer 481")
+
+    assert run.completed, run.error
+    children = [attempt["child_run_id"] for attempt in node_record(config, run, "lookup")["attempts"]]
+    assert len(children) == 2 and not set(read) & set(children)
+    for attempt, child_id in zip(run.result.trajectory.find("lookup").attempts, children, strict=True):
+        stored = load_run(child_id)
+        assert attempt.started_at.timestamp() == pytest.approx(stored.created_at, abs=1e-6)
+        assert attempt.finished_at.timestamp() == pytest.approx(stored.finished_at, abs=1e-6)
+
+
 def test_a_node_gives_up_once_its_retries_are_spent(config, script):
     calls, reply = failing_first({"error": "provider down"})
     lookup = agent("LookupAgent", script(reply))
