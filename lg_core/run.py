@@ -111,19 +111,16 @@ class Run:
         self._deliver_lock = threading.Lock()
         self._delivery_error: BaseException | None = None
         self._model: Any = None
-        # Set by the engine when a commit in this process ended the run: a local step
-        # not started yet (a queued sibling tool call) is then never started.
+        # Set when a commit in this process ended the run: a local step not started yet is then never started.
         self._ended_here = False
         # The run row's created_at and finished_at when this process wrote them (Engine.start, its ending).
         self._created_at: float | None = None
         self._finished_at: float | None = None
         self._stored_entrypoint: str | None = None
-        # (parent run id, step key) when this run is a step's child run (a Graph node's): its ending
-        # wakes that step if it parked waiting for it (lg_core.engine.engine, lg_core.store._commits).
+        # (parent run id, step key) of the step whose child run this is: its ending wakes that step if parked.
         self.parent_step: tuple[str, str] | None = None
         self._session: Session | None = None
-        # A builder's AssemblyDefinition when the run executes one (lg_core.assemblies.builder), else None:
-        # the entrypoint is then its implementation class, and the definition is stored with the run's frame.
+        # The builder's AssemblyDefinition the run executes (entrypoint: its implementation class), else None.
         self.assembly_definition: Any = None
         # The ExecutionState of the code that built the run; current around each of its steps.
         self.execution_state: Mapping[str, Any] = ExecutionState.capture()

@@ -3,9 +3,10 @@
 A parent's model chooses how much to delegate, so every dimension of it is
 bounded: children working at once, identities created, turns in all, follow-ups
 queued per identity, the size of a message to a child and of a child's answer
-handed back, how long one progress check waits, and how long closing may take.
-A model that reaches a bound gets the manager's model-facing error and the run
-goes on; the bounds themselves are checked when declared.
+handed back. How long one progress check waits is the Agent's
+``subagent_long_poll_duration``. A model that reaches a bound gets the manager's
+model-facing error and the run goes on; the bounds themselves are checked when
+declared, and a limit nothing would enforce is refused.
 """
 
 from __future__ import annotations
@@ -24,9 +25,18 @@ DEFAULT_MAX_QUEUED_TURNS_PER_IDENTITY = 4
 DEFAULT_MAX_MESSAGE_CHARS = 16_000
 DEFAULT_MAX_RESPONSE_CHARS = 16_000
 DEFAULT_WAIT_TIMEOUT = 30.0
-DEFAULT_CLOSE_TIMEOUT = 10.0
 DEFAULT_LIST_LIMIT = 20
 MAX_LIST_LIMIT = 100
+
+
+# Limits of the spec's manager that a parent run here has no use for, and what to do instead.
+_NOT_ENFORCED = {
+    "wait_timeout": "how long one wait for progress lasts is the Agent's subagent_long_poll_duration; set that",
+    "close_timeout": (
+        "a parent's children are runs of their own, asked to stop through the store when the parent ends and "
+        "bounded by their own deadline; nothing waits for them to close, so remove it"
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,15 +49,11 @@ class ManagerLimits:
     max_queued_turns_per_identity: int = DEFAULT_MAX_QUEUED_TURNS_PER_IDENTITY
     max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
     max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS
-    wait_timeout: float = DEFAULT_WAIT_TIMEOUT
-    close_timeout: float = DEFAULT_CLOSE_TIMEOUT
 
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
-            if field.type == "float":
-                object.__setattr__(self, field.name, positive_seconds(value, f"subagent limit {field.name}"))
-            elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"subagent limit {field.name} must be a positive integer, got {value!r}")
 
     @classmethod
@@ -57,6 +63,9 @@ class ManagerLimits:
             return cls()
         if not isinstance(values, Mapping):
             raise ConfigurationError(f"subagent limits must be a mapping, got {type(values).__name__}")
+        refused = sorted(set(values) & set(_NOT_ENFORCED))
+        if refused:
+            raise ConfigurationError(f"subagent limit {refused[0]!r} is not accepted: {_NOT_ENFORCED[refused[0]]}")
         known = {field.name for field in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -74,7 +83,6 @@ def positive_seconds(value: object, what: str) -> float:
 
 
 __all__ = [
-    "DEFAULT_CLOSE_TIMEOUT",
     "DEFAULT_LIST_LIMIT",
     "DEFAULT_MAX_CONCURRENT",
     "DEFAULT_MAX_IDENTITIES",
