@@ -97,7 +97,7 @@ class GraphNodeStep:
         return park_on_child(
             scope,
             child_id,
-            still_open=lambda state: scope.key in state.checkpoint.data["active"],  # type: ignore[attr-defined]
+            still_open=self._still_open,
             after=lambda _child, _child_id: self._decide(),
             what="graph node",
             seen=self.attempts.seen,

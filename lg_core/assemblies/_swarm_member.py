@@ -112,7 +112,7 @@ class SwarmMemberStep:
         return park_on_child(
             scope,
             child_id,
-            still_open=lambda state: state.checkpoint.data.get("active") == scope.key,  # type: ignore[attr-defined]
+            still_open=self._still_open,
             after=lambda _child, _child_id: self._decide(),
             what="swarm member step",
             seen=self.attempts.seen,

@@ -41,10 +41,19 @@ if TYPE_CHECKING:
     from lg_core.store import RunRecord
     from lg_core.tool import PreparedInput
 
+# A request longer than this is refused as invalid input the model reads: the message becomes the
+# child run's stored input and its first prompt, so its size is bounded like a subagent's message.
+MAX_MESSAGE_CHARS = 16_000
 INPUT_SCHEMA: Mapping[str, Any] = MappingProxyType(
     {
         "type": "object",
-        "properties": {"message": {"type": "string", "description": "The request, written for the delegate."}},
+        "properties": {
+            "message": {
+                "type": "string",
+                "maxLength": MAX_MESSAGE_CHARS,
+                "description": "The request, written for the delegate.",
+            }
+        },
         "required": ["message"],
         "additionalProperties": False,
     }

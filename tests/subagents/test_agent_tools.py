@@ -10,6 +10,7 @@ import pytest
 
 from lg_core import Agent, Graph, Tool, edge
 from lg_core.agent_stream import AgentStreamSource
+from lg_core.assemblies.assembly_tools import MAX_MESSAGE_CHARS
 from lg_core.assemblies.child_runs import child_run_id
 from lg_core.errors import ConfigurationError
 from lg_core.run import import_entrypoint
@@ -387,3 +388,18 @@ def test_an_overridden_delegate_is_importable_by_its_entrypoint_path_as_a_worker
     assert import_entrypoint(path) is delegate
     assert issubclass(delegate, ModuleHelperAgent) and delegate.agent_id == ModuleHelperAgent.agent_id
     assert delegate.model == "scripted:other"
+
+
+def test_a_message_past_the_bound_is_invalid_input_the_model_reads_and_no_child_runs(config, script):
+    sentiment = agent("SentimentAgent", script([{"text": "negative"}]))
+
+    class SupportAgent(Agent):
+        model = script([call("classify", "x" * (MAX_MESSAGE_CHARS + 1)), {"text": "too long"}])
+        tools = [agent_as_tool(sentiment, name="classify")]
+
+    run = SupportAgent.ask("Hi")
+
+    assert run.completed and run.response == "too long"
+    (result,) = tool_results(run)
+    assert result.status == "error" and "Invalid input for tool 'classify'" in result.content[0].text
+    assert [record.id for record in config.runtime().store.list_runs()] == [run.id]
