@@ -79,12 +79,13 @@ from lg_core._fork_plans import COMMITTED_STATUSES, KEEP, fork_invocation, plan_
 from lg_core.engine.codec import encode_event_data
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.step_kinds import STEP_KINDS
+from lg_core.entrypoints import import_entrypoint
 from lg_core.errors import InvocationError, RunStateError
 from lg_core.events import StreamEvent, checked_consumer
 from lg_core.execution import Execution, follow_events
 from lg_core.invocation import Invocation
 from lg_core.lease_holders import current_holder
-from lg_core.run import Run, import_entrypoint
+from lg_core.run import Run
 from lg_core.run_ids import run_id_to_look_up
 from lg_core.run_selection import chosen_statuses, parse_age
 from lg_core.runtime import Runtime, current_runtime

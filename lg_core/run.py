@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-import os
 import queue
-import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -26,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from lg_core.agent_stream import standalone_wrapper
 from lg_core.cancellation import CancellationToken, token_or_new
 from lg_core.engine.codec import decode_event_data, error_from_dict
+from lg_core.entrypoints import STACK_DIR_VARIABLE, check_importable_elsewhere, import_entrypoint
 from lg_core.errors import (
     ERRORS_INCLUDING_CONTROL_FLOW,
     AgentInterjectionError,
@@ -44,7 +43,6 @@ from lg_core.events import (
 )
 from lg_core.execution_state import ExecutionState
 from lg_core.execution_state import restored as restored_execution_state
-from lg_core.import_path import import_attribute
 from lg_core.interjections import InterjectionResult, ReplyWait, reply_seconds
 from lg_core.invocation import Invocation
 from lg_core.messages import Message
@@ -58,9 +56,6 @@ if TYPE_CHECKING:
     from lg_core.agent import Agent
     from lg_core.runtime import Runtime
 
-# Set by ``lg stack up`` in its workers' environment: the stack directory, so errors can say how those workers
-# get application code.
-STACK_DIR_VARIABLE = "LG_STACK_DIR"
 
 _OUTCOMES = tuple(TERMINAL_EVENTS)
 _TERMINAL_TYPES = {v: k for k, v in TERMINAL_EVENTS.items()}
@@ -119,6 +114,9 @@ class Run:
         self._stored_entrypoint: str | None = None
         # (parent run id, step key) of the step whose child run this is: its ending wakes that step if parked.
         self.parent_step: tuple[str, str] | None = None
+        # Set when that step executes this run inline, on this thread, to its end: it never parks on
+        # it, so the ending wakes nothing (child_runs.start_or_find_child).
+        self.parent_waits_inline = False
         self._session: Session | None = None
         # The builder's AssemblyDefinition the run executes (entrypoint: its implementation class), else None.
         self.assembly_definition: Any = None
@@ -258,6 +256,12 @@ class Run:
                 )
             self._phase = "running"
 
+    @property
+    def observes_every_event(self) -> bool:
+        """Whether a consumer (``on_event``, a stream) reads this run's events as they happen
+        (lg_core.engine._event_bus): without one, only the terminal event matters here."""
+        return self._on_event is not None
+
     def deliver(self, event: StreamEvent) -> None:
         """Receive one event from the engine; parallel steps deliver from several
         threads, so the consumer is called serially under a lock (as the spec promises)."""
@@ -283,23 +287,10 @@ class Run:
         self.response = data.get("response")
         usage = data.get("usage")
         self.usage = usage if isinstance(usage, Usage) else Usage.from_dict(usage)
-        self.error = self._error_from(data.get("error"), read_back)
+        self.error = _reported_error(self.runtime, self.id, data.get("error"), read_back)
         result = data.get("result")
         if isinstance(result, RunResult):
             self.result = result
-
-    def _error_from(self, raw: Any, read_back: bool) -> BaseException | None:
-        """The error a terminal event reports: the exception itself when the event is live in this
-        process; for an event ``read_back`` from the store or a broker, whose ``error`` is only the
-        caller-safe form, the stored run's error, which keeps what the application may see."""
-        error: BaseException | None = error_from_dict(raw) if isinstance(raw, Mapping) else raw
-        if not read_back or error is None:
-            return error
-        try:
-            stored = self.runtime.store.load_run(self.id).error
-        except Exception:  # noqa: BLE001 - the event's own form is still an answer
-            return error
-        return error_from_dict(stored) if stored else error
 
     def cancel(self, reason: str | None = None) -> Run:
         """Request cooperative cancellation, here and for other processes via the store.
@@ -468,6 +459,20 @@ class Run:
         return self
 
 
+def _reported_error(runtime: Runtime, run_id: str, raw: Any, read_back: bool) -> BaseException | None:
+    """The error a terminal event reports: the exception itself when the event is live in this
+    process; for an event ``read_back`` from the store or a broker, whose ``error`` is only the
+    caller-safe form, the stored run's error, which keeps what the application may see."""
+    error: BaseException | None = error_from_dict(raw) if isinstance(raw, Mapping) else raw
+    if not read_back or error is None:
+        return error
+    try:
+        stored = runtime.store.load_run(run_id).error
+    except Exception:  # noqa: BLE001 - the event's own form is still an answer
+        return error
+    return error_from_dict(stored) if stored else error
+
+
 def prepared_by(run: Run, hooks: Sequence[Any]) -> Run:
     """``run`` after every hook's ``prepare_run`` (a new run's, and one rebuilt by a worker, resume or retry).
 
@@ -526,74 +531,4 @@ def _run_closers(closers: list[Callable[[], Any]]) -> list[BaseException]:
     return failures
 
 
-def import_entrypoint(path: str) -> type:
-    """Import ``module:QualName``; the class must live in an importable module."""
-    try:
-        target: Any = import_attribute(path)
-    except (ValueError, ImportError, AttributeError) as exc:
-        module = path.partition(":")[0]
-        raise RunStateError(
-            f"cannot import the run's entrypoint {path!r} ({exc}); agents whose runs are resumed "
-            "elsewhere must be defined at module level in an importable module (not __main__ or a function), "
-            f"and every process that continues the run must import it: {_worker_import_hint(module)}"
-            f"{_stale_code_hint(exc, module)}"
-        ) from None
-    if not isinstance(target, type):
-        raise RunStateError(f"entrypoint {path!r} is not a class")
-    return target
-
-
-def _worker_import_hint(module: str) -> str:
-    """How this process's workers get ``module``: ``lg stack``'s workers are started by ``up``, not by hand.
-
-    A stack worker imports application code from the directory ``lg stack up`` ran in (its working
-    directory) and PYTHONPATH; ``lg worker --import`` cannot reach it, so the hint says where to run ``up``.
-    """
-    stack_dir = os.environ.get(STACK_DIR_VARIABLE)
-    if not stack_dir:
-        return f"`lg worker --import {module}` (or LG_IMPORTS={module}) for workers"
-    return (
-        f"the workers of the stack in {stack_dir} import application code from the directory `lg stack up` "
-        f"ran in ({os.getcwd()}) or PYTHONPATH, where {module} is not found: run `lg stack down --dir "
-        f"{stack_dir}`, then `lg stack up --import {module}` from the directory that holds it (or with it on "
-        "PYTHONPATH)"
-    )
-
-
-def _stale_code_hint(error: BaseException, module: str) -> str:
-    """The likely cause when the module imports but lacks the class: this process runs older code.
-
-    A worker imports the application once, when it starts; a class added (or
-    renamed) since then is missing from its copy of the module, though the
-    process that started the run, with the current code, found it.
-    """
-    if not isinstance(error, AttributeError) or module not in sys.modules:
-        return ""
-    return (
-        f". If the class was added or renamed after this process imported {module}, restart it to load the "
-        "current code (`lg stack down` then `lg stack up`, or restart `lg worker`); the run goes on once it can"
-    )
-
-
-def check_importable_elsewhere(cls: type) -> None:
-    """Raise ConfigurationError when other processes cannot import ``cls`` by its path.
-
-    A run executed by workers is continued from its stored entrypoint path; a class
-    defined in a function or in the script run as ``__main__`` has a path that no
-    other process can import, so its run would stay 'running' forever, sent from
-    worker to worker. Refused before the run exists, with how to fix it.
-    """
-    if cls.__module__ == "__main__":
-        where = "in __main__ (the script being run)"
-    elif "<locals>" in cls.__qualname__:
-        where = "inside a function"
-    else:
-        return
-    raise ConfigurationError(
-        f"{cls.__qualname__} is defined {where}, so no worker can import it to run its steps; with a broker "
-        "configured, define it at module level in an importable module (e.g. myapp/agents.py) that workers "
-        "import (lg worker --import myapp.agents), or unset broker_url to run executions on threads here"
-    )
-
-
-__all__ = ["Run", "check_importable_elsewhere", "import_entrypoint", "prepared_by"]
+__all__ = ["STACK_DIR_VARIABLE", "Run", "check_importable_elsewhere", "import_entrypoint", "prepared_by"]

@@ -21,6 +21,7 @@ from lg_core.engine.background import ThreadBackend
 from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.engine import Engine
 from lg_core.engine.local import LocalDispatcher
+from lg_core.entrypoints import check_importable_elsewhere
 from lg_core.errors import (
     ERRORS_INCLUDING_CONTROL_FLOW,
     CancelledError,
@@ -37,7 +38,7 @@ from lg_core.lease_holders import current_holder, holder_is_dead
 from lg_core.messages import Message
 from lg_core.models.resolver import ModelResolver
 from lg_core.rate_limit import Limiter, LocalLimiter, RateLimit
-from lg_core.run import Run, check_importable_elsewhere, prepared_by
+from lg_core.run import Run, prepared_by
 from lg_core.run_ids import run_id_to_look_up
 from lg_core.sandbox import Sandbox
 from lg_core.sandbox.run_resources import RunResources, build_resources, build_sandbox

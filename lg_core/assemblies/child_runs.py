@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 from lg_core.agent_stream import AgentStreamLink, AgentStreamStep, chain_for
 from lg_core.engine.driven_frames import StaleStep
+from lg_core.entrypoints import import_entrypoint
 from lg_core.errors import RunNotFoundError
 from lg_core.invocation import Invocation
-from lg_core.run import Run, import_entrypoint
+from lg_core.run import Run
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -133,6 +134,7 @@ def start_or_find_child(
         )
         child.parent_step = (parent.id, scope.key)
         if not distributed:
+            child.parent_waits_inline = True
             with _linked(scope, run_id, child.entrypoint_class, stream_step, child.invocation.message):
                 return child.call()  # type: ignore[no-any-return]
         runtime.start_execution(child)

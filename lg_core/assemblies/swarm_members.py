@@ -30,8 +30,8 @@ from lg_core.assemblies.swarm_handoffs import (
     handoff_tool_schema,
 )
 from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
+from lg_core.entrypoints import import_entrypoint
 from lg_core.errors import RunNotFoundError
-from lg_core.run import import_entrypoint
 from lg_core.tool import Binding, EndsRun, Tool
 
 

@@ -293,9 +293,9 @@ class Committer:
 
 def _mark_ending(scope: StepScope, commit: StepCommit) -> None:
     """What else a run's ending does in its transaction: wake the parent's step parked on it (a child
-    run), and ask its own child runs to stop (a run whose frame its entrypoint drives, a Graph, or an
-    Agent whose subagents' turns run as child runs)."""
-    commit.wakes_parent = scope.run.parent_step is not None
+    run whose parent step is not executing it inline), and ask its own child runs to stop (a run whose
+    frame its entrypoint drives, a Graph, or an Agent whose subagents' turns run as child runs)."""
+    commit.wakes_parent = scope.run.parent_step is not None and not scope.run.parent_waits_inline
     checkpoint = scope.frame.checkpoint
     commit.cancels_children = isinstance(checkpoint, DrivenCheckpoint) or checkpoint.subagents is not None
 

@@ -36,6 +36,18 @@ class EventBus:
 
         return unsubscribe
 
+    def observed(self, run_id: str) -> bool:
+        """Whether a subscriber of ``run_id`` reads its events, not only its ending.
+
+        A Run handle subscribes to learn its outcome, and says through
+        ``observes_every_event`` whether a consumer of its stream is behind it; any other
+        subscriber (a log, a printer, a follower) counts as reading every event.
+        """
+        for listener in tuple(self._subscribers.get(run_id, ())):
+            if getattr(getattr(listener, "__self__", None), "observes_every_event", True):
+                return True
+        return False
+
     def publish(self, run_id: str, event: StreamEvent) -> None:
         listeners = self._subscribers.get(run_id)
         if not listeners:

@@ -50,6 +50,7 @@ class EngineRun(Protocol):
     session_actor_id: str | None
     execution_state: Mapping[str, Any]
     parent_step: tuple[str, str] | None  # the step whose child this run is, woken by its ending
+    parent_waits_inline: bool  # that step executes this run on its own thread and never parks on it
     _model: Any  # the run's resolved model, resolved once (Engine.resolve_model)
     _ended_here: bool  # a commit in this process ended the run: its queued local steps never start
     _created_at: float | None  # the run row's created_at, when this process created it

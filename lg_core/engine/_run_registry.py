@@ -177,7 +177,7 @@ class RunRegistry(Generic[RunT]):
         """Publish, before ``events`` themselves, their ``agent_stream`` wrappers for the assembly runs
         enclosing ``run_id``: through a local link, or on a worker along the child's chain, to the
         enclosing runs' streams (docs/architecture.md, "Agent streams")."""
-        self.agent_stream_links.forward(run_id, events, self._publish_wrapper)
+        self.agent_stream_links.forward(run_id, events, self._publish_wrapper, self.bus.observed)
         run = self._live.get(run_id) or self.recent.get(run_id)
         if run is None or run.invocation.get("agent_stream_chain") is None:
             return
@@ -190,7 +190,7 @@ class RunRegistry(Generic[RunT]):
     def _publish_wrapper(self, run_id: str, wrapper: StreamEvent) -> None:
         """A linked child's wrapper, for its parent's Runs in this process (and, linked in turn,
         the parent's parent): live-only, so it goes to no sink (docs/architecture.md, "Agent streams")."""
-        self.agent_stream_links.forward(run_id, [wrapper], self._publish_wrapper)
+        self.agent_stream_links.forward(run_id, [wrapper], self._publish_wrapper, self.bus.observed)
         self.bus.publish(run_id, wrapper)
 
     # -- cancel and interjection hints ----------------------------------------------------

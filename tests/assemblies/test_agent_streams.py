@@ -177,3 +177,42 @@ def test_the_event_consumer_of_start_execution_gets_the_wrappers_by_default(conf
     assert execution.wait(timeout=30).completed
     participants = {event.data["source"].assembly_path[-1].participant for event in wrappers(seen)}
     assert participants == {"draft", "polish"}
+
+
+def test_an_unobserved_graph_makes_no_wrappers_and_an_observed_one_does(config, pipeline, monkeypatch):
+    """Wrappers are live-only: a run asked without a consumer reads none, so none is built."""
+    import lg_core.agent_stream as agent_stream
+
+    built = []
+    original = agent_stream.wrapped
+
+    def counting(*args, **kwargs):
+        built.append(args[0].type)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(agent_stream, "wrapped", counting)
+    graph = pipeline()
+
+    assert graph.ask("Write").completed
+    assert built == []
+
+    seen = []
+    assert graph.ask("Write", on_event=seen.append).completed
+    assert built and len(wrappers(seen)) == len(built)
+
+
+def test_a_nested_graph_builds_wrappers_for_the_observed_run_enclosing_it(config, pipeline, script, monkeypatch):
+    """The inner Graph's own run has no consumer; its caller's link leads to the observed outer run."""
+    inner = pipeline()
+    intake = agent("IntakeAgent", script([{"text": "the request"}]))
+
+    class ObservedOuterGraph(Graph):
+        nodes = {"intake": intake, "work": inner}
+        start = "intake"
+        edges = [edge("intake", "work")]
+        finish = "work"
+
+    seen = []
+    assert ObservedOuterGraph.ask("Help", on_event=seen.append).completed
+    paths = {tuple(step.participant for step in event.data["source"].assembly_path) for event in wrappers(seen)}
+    assert paths == {("intake",), ("work", "draft"), ("work", "polish")}

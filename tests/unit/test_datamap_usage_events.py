@@ -270,6 +270,20 @@ def test_usage_to_dict_and_from_dict():
     assert Usage.from_dict({"input_tokens": 2, "unknown": 5}) == Usage(input_tokens=2)
 
 
+def test_a_usage_read_from_a_dict_or_added_behaves_as_a_constructed_one():
+    read = Usage.from_dict({"input_tokens": 2, "output_tokens": 1, "total_tokens": 3})
+    added = Usage(input_tokens=1) + Usage(input_tokens=1, output_tokens=1)
+    built = Usage(input_tokens=2, output_tokens=1)
+    for usage in (read, added):
+        assert usage == built and hash(usage) == hash(built)
+        assert usage.model_dump() == built.model_dump()
+        assert copy.deepcopy(usage) == built and pickle.loads(pickle.dumps(usage)) == built
+        assert usage.model_copy(update={"input_tokens": 5}).input_tokens == 5
+        with pytest.raises(Exception, match="frozen"):
+            usage.input_tokens = 5
+    assert Usage.from_dict({"input_tokens": -1, "output_tokens": "3"}) == Usage(output_tokens=3)  # normalized
+
+
 def test_usage_is_frozen():
     usage = Usage()
     with pytest.raises(Exception, match="frozen"):
