@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from lg_core.engine.driven_frames import FrameState
 
 FRAME_PATH = "root"
+_UNREAD_STATE = GraphState(input=None)  # what routing gets when no condition leaves the node to read a state
 
 
 def graph_start(spec: GraphSpec, assembly_id: str, message: Message, stored_definition: Any) -> DrivenStart:
@@ -151,9 +152,9 @@ class NodeCommit:
         self._add(record)
         node = record["node"]
         routes = self.spec.routes_from(node)
-        # Conditions read a copied, frozen state; without one the route needs none (copying costs).
+        # Conditions read a copied, frozen state; without one the route reads no state (copying costs).
         conditional = any(edge.when is not None for edge in routes)
-        state = self.graph_state(node, (node,)) if conditional else GraphState(input=self.message, current=node)
+        state = self.graph_state(node, (node,)) if conditional else _UNREAD_STATE
         route = route_after(self.spec, node, state)
         if route.finish:
             return self._finish(record)

@@ -149,8 +149,8 @@ class GraphNodeStep:
             value, _cut = bounded_output(result.structured_result.value)
             structured = {"schema_name": result.structured_result.schema_name, "value": value}
         text, _cut = bounded_output(result.text if result is not None else (child.response or ""))
-        usage = Usage()
-        for attempt in attempts:
+        usage = Usage.from_dict(attempts[0]["usage"])
+        for attempt in attempts[1:]:
             usage = usage + Usage.from_dict(attempt["usage"])
         return {
             "key": self.scope.key,

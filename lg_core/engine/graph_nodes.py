@@ -27,7 +27,13 @@ def driven_body(scope: StepScope) -> StepBody:
 
 
 def _siblings_may_commit(scope: StepScope) -> bool:
-    return True  # a parallel group's branches commit to one frame
+    """Whether other node steps of the frame may be committing now: a parallel group's branches.
+
+    Only a step scheduled alongside others has siblings; a step alone in the frame's ``active``
+    list when it read the frame stays alone, since only an active step's commit schedules more.
+    """
+    active = getattr(scope.frame.checkpoint, "data", {}).get("active", ())
+    return len(active) > 1
 
 
 def _node_name(step_input: dict[str, Any] | None) -> str:
