@@ -150,12 +150,33 @@ def encoded_wrapper(event: StreamEvent) -> dict[str, Any]:
     source: AgentStreamSource = event.data["source"]
     inner: StreamEvent = event.data["event"]
     encoded: dict[str, Any] = {
-        "source": asdict(source),
+        "source": _source_json(source),
         "event": {"type": inner.type, "data": _inner_json(inner), "seq": inner.seq},
     }
     if "input" in event.data:
         encoded["input"] = encode_value(event.data["input"])
     return encoded
+
+
+def _source_json(source: AgentStreamSource) -> dict[str, Any]:
+    """``dataclasses.asdict(source)``, written out: asdict deep-copies every field through a
+    generic walk, a cost paid for each event of every child run on the workers."""
+    return {
+        "agent_id": source.agent_id,
+        "operation_id": source.operation_id,
+        "agent_path": source.agent_path,
+        "parent_operation_id": source.parent_operation_id,
+        "assembly_path": tuple(
+            {
+                "assembly_id": step.assembly_id,
+                "assembly_kind": step.assembly_kind,
+                "participant": step.participant,
+                "step_id": step.step_id,
+                "branch_id": step.branch_id,
+            }
+            for step in source.assembly_path
+        ),
+    }
 
 
 def _inner_json(inner: StreamEvent) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from lg_core.errors import ConfigurationError
 from lg_core.rate_limit import RedisLimiter
 from lg_workers.app_factory import create_app
 from lg_workers.broker_check import check_broker
+from lg_workers.child_starts import keep_for_chain
 from lg_workers.queues import queue_for
 from lg_workers.streams import RedisEventSink, RedisLiveSource, connect
 from lg_workers.task_display import display_args
@@ -83,7 +84,8 @@ class CeleryBackend:
         check_shared_store(self.runtime.store)
         refs = self.runtime.begin(run, distributed=True)
         try:
-            self.publish(refs)
+            # A child run started by a step on this worker: its first step runs next on this thread.
+            self.publish(keep_for_chain(refs))
         except PUBLISH_ERRORS as exc:
             log.warning(
                 "run %s is stored but the broker is unreachable (%s); `lg scheduler` sends its first step "

@@ -25,6 +25,7 @@ from lg_core.engine.step_kinds import ADVANCE_TASK, STEP_KINDS, StepKind
 from lg_core.errors import RunNotFoundError
 from lg_core.urls import safe_url
 from lg_workers import faults
+from lg_workers.child_starts import kept, take_kept
 from lg_workers.continuation import Announcer, Chain, consumed_queues
 from lg_workers.task_outcomes import RunFailed, task_result
 from lg_workers.worker_runtime import worker_runtime
@@ -62,8 +63,15 @@ def run_step(run_id: str, step_key: str, redelivered: bool = True, task: Task | 
 
 def _run_chain(runtime: Any, run_id: str, step_key: str, redelivered: bool, task: Task | None) -> str:
     chain = Chain(consumed_queues(task) if task is not None else frozenset())
+    # Child runs the chain's steps start continue here too (lg_workers.child_starts).
+    with kept(chain.queues, runtime.backend.publish):
+        return _chain_steps(runtime, chain, run_id, step_key, redelivered, task)
+
+
+def _chain_steps(runtime: Any, chain: Chain, run_id: str, step_key: str, redelivered: bool, task: Task | None) -> str:
     # chain.pick: each commit also claims the successor that runs next here (lg_core.engine._preclaim)
     outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=redelivered, follow=chain.pick)
+    successors = successors + take_kept()
     first, first_ending = outcome, take_ending()
     announcer = Announcer(task)
     while True:
@@ -79,6 +87,7 @@ def _run_chain(runtime: Any, run_id: str, step_key: str, redelivered: bool, task
         announcer.start(following)
         try:
             outcome, successors = runtime.engine.execute_claimed(run_id, step_key, redelivered=False, follow=chain.pick)
+            successors = successors + take_kept()
         except BaseException as exc:
             announcer.failed(exc)
             raise

@@ -121,6 +121,15 @@ class TransferGraph(Graph):
     finish = "respond"
 
 
+class LinearTransferGraph(Graph):
+    """triage, then respond: one node after the other, no parallel branch."""
+
+    nodes = {"triage": GraphTriageAgent, "respond": GraphRespondAgent}
+    start = "triage"
+    edges = [edge("triage", "respond")]
+    finish = "respond"
+
+
 class OuterTransferGraph(Graph):
     """A Graph whose one node is a Graph: the nested run is a child run on the workers too."""
 

@@ -79,6 +79,24 @@ def test_a_run_on_one_worker_for_both_queues_runs_in_one_task_and_flower_sees_ev
     assert {e["root_id"] for e in received.values() if e.get("parent_id")} == {first[0]["uuid"]}
 
 
+def test_a_child_run_a_node_starts_continues_on_the_nodes_thread(dist):
+    """A Graph node's child run is started from the node's step: on a worker consuming the child's
+    queues, its first step runs next in the same chain instead of going through the broker, so the
+    whole linear Graph (nodes, children's model turns and tool calls) is one delivered task."""
+    import graph_dist_app
+
+    [worker] = dist.start_workers(queues=("lg.orchestrate", "lg.model", "lg.tools"), pool="threads", concurrency=2)
+    run = graph_dist_app.LinearTransferGraph.start_execution("Where is transfer 481?").wait(timeout=60)
+
+    assert run.completed, run.error
+    assert run.result.text == graph_dist_app.ANSWERS["respond"]
+    assert sorted(n for _tool, n, _key in dist.calls()) == [1, 4]  # each node's side effect, once
+    children = dist.config.runtime().store.list_child_runs(run.id)
+    assert len(children) == 2 and all(child.status == "completed" for child in children)
+    log = worker.log.read_text()
+    assert log.count(" received") == 1, log[-3000:]
+
+
 def test_a_worker_asked_to_stop_ends_its_chain_after_the_current_step_and_another_worker_goes_on(dist):
     """A warm shutdown waits for running tasks; a chain stops at its next step instead of running
     the whole run first, and publishes that step for the other workers."""
