@@ -122,7 +122,7 @@ def _agents_one_by_one() -> Any:
     return run
 
 
-REPEATS = 3  # each quantity is timed this many times per round, interleaved; the round keeps the fastest
+REPEATS = 5  # each quantity is timed this many times per round, interleaved; the round keeps the fastest
 
 
 def _round(repeats: int) -> dict[str, float]:

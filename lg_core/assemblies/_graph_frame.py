@@ -5,7 +5,11 @@ A Graph run is a run of kind ``graph`` whose root frame the Graph drives
 
 * ``definition``: the AssemblyDefinition the run started with (``to_dict``), which its node steps
   read back (``run_spec``), so a run resumed after its Graph changed keeps its own routes; None
-  when the definition names code no other process could import (a lambda);
+  when the definition names code no other process could import (a lambda). Only the first
+  checkpoint holds it, which the run's start step keeps for good; every later one says
+  ``"start"`` (DEFINITION_AT_START) instead, so a node's commit does not write the whole
+  definition again, twice (frame and step row), at every node;
+* ``assembly_id``: the definition's id, which names the Graph in ``agent_stream`` sources;
 * ``count``: node executions scheduled so far (``max_steps`` bounds it, and it numbers step keys);
 * ``active``: the keys of the node steps scheduled and not yet committed;
 * ``done``: every committed node execution, in commit order (status, bounded output, usage,
@@ -43,17 +47,18 @@ from lg_core.engine.driven_frames import (
 )
 from lg_core.engine.graph_nodes import GRAPH_NODE_KIND, node_step_key
 from lg_core.engine.recent_dict import DEFAULT_RUN_CACHE_SIZE, RecentDict
-from lg_core.errors import AssemblyLimitError
+from lg_core.errors import AssemblyLimitError, RunStateError
 from lg_core.messages import Message
 from lg_core.result_schema import StructuredResult
 from lg_core.run_result import RunResult
-from lg_core.store import NewStep, StepCommit
+from lg_core.store import START_STEP, NewStep, RunStore, StepCommit
 from lg_core.usage import Usage
 
 if TYPE_CHECKING:
     from lg_core.engine.driven_frames import FrameState
 
 FRAME_PATH = "root"
+DEFINITION_AT_START = "start"  # a checkpoint's ``definition`` when the run's first checkpoint holds it
 _UNREAD_STATE = GraphState(input=None)  # what routing gets when no condition leaves the node to read a state
 
 
@@ -61,7 +66,14 @@ def graph_start(spec: GraphSpec, assembly_id: str, message: Message, stored_defi
     """The first checkpoint and step of a Graph run: the start node, given the caller's input."""
     assert spec.start is not None  # a validated Graph has a start node
     key = node_step_key(FRAME_PATH, 1, spec.start)
-    data = {"count": 1, "active": [key], "done": [], "groups": {}, "definition": stored_definition}
+    data = {
+        "count": 1,
+        "active": [key],
+        "done": [],
+        "groups": {},
+        "definition": stored_definition,
+        "assembly_id": assembly_id,
+    }
     first = NewStep(key, "", GRAPH_NODE_KIND, _node_input(spec.start, 1, message.text, (), None))
     return DrivenStart("graph", DrivenCheckpoint(phase=DRIVEN_PHASE, data=data), first, assembly_id)
 
@@ -71,17 +83,33 @@ def graph_start(spec: GraphSpec, assembly_id: str, message: Message, stored_defi
 _RUN_SPECS: RecentDict[str, GraphSpec] = RecentDict(DEFAULT_RUN_CACHE_SIZE)
 
 
-def run_spec(run_id: str, stored: Mapping[str, Any] | None, graph: Any) -> GraphSpec:
-    """The spec run ``run_id`` started with: its stored definition, or, when none could be stored
-    (a lambda condition or mapper has no import path), the Graph class's own."""
+def run_spec(run_id: str, stored: Mapping[str, Any] | str | None, graph: Any, store: RunStore) -> GraphSpec:
+    """The spec run ``run_id`` started with: its stored definition (read from the run's start step when
+    ``stored`` says so), or, when none could be stored (a lambda condition or mapper has no import
+    path), the Graph class's own."""
     cached = _RUN_SPECS.get(run_id, None)
     if cached is not None:
         return cached
-    definition = graph.definition() if stored is None else AssemblyDefinition.from_dict(stored)
+    found = _first_definition(run_id, store) if stored == DEFINITION_AT_START else stored
+    definition = graph.definition() if not isinstance(found, Mapping) else AssemblyDefinition.from_dict(found)
     spec = definition.spec
     assert isinstance(spec, GraphSpec)  # a Graph run stores a Graph's definition
     _RUN_SPECS[run_id] = spec
     return spec
+
+
+def _first_definition(run_id: str, store: RunStore) -> Mapping[str, Any]:
+    """The definition in run ``run_id``'s first checkpoint, which its start step keeps."""
+    start = store.load_step(run_id, START_STEP)
+    definition = None if start is None else (start.checkpoint or {}).get("data", {}).get("definition")
+    if not isinstance(definition, Mapping):
+        raise RunStateError(f"graph run {run_id} has lost the definition it started with (its {START_STEP} step)")
+    return definition
+
+
+def _carried(definition: Any) -> Any:
+    """What a later checkpoint says of the definition: where it is, not the definition again."""
+    return DEFINITION_AT_START if isinstance(definition, Mapping) else definition
 
 
 def _node_input(node: str, number: int, text: str, predecessors: Sequence[str], branch: str | None) -> dict[str, Any]:
@@ -122,6 +150,7 @@ class NodeCommit:
             for join, group in data["groups"].items()
         }
         self.definition = data.get("definition")
+        self.assembly_id = data.get("assembly_id")
         self.new_steps: list[NewStep] = []
         self.usage = Usage.from_dict(state.checkpoint.usage)  # the run's so far; each committed node adds its own
 
@@ -257,7 +286,8 @@ class NodeCommit:
             "active": self.active,
             "done": self.done,
             "groups": self.groups,
-            "definition": self.definition,
+            "definition": _carried(self.definition),
+            "assembly_id": self.assembly_id,
         }
         return next_checkpoint(self.state.checkpoint, phase=phase, usage=self.usage.to_dict(), data=data)
 

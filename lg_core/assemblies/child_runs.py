@@ -175,9 +175,11 @@ def _record_entrypoint(runtime: Any, run_id: str) -> Any:
 def stream_step(scope: StepScope, participant: str, step_id: str, branch: Any = None) -> AgentStreamStep:
     """The step ``scope`` of its assembly run, as ``agent_stream`` sources name it."""
     assembly = scope.run.entrypoint_class
-    stored = getattr(scope.frame.checkpoint, "data", {}).get("definition") or {}  # a builder's run names its own id
+    data = getattr(scope.frame.checkpoint, "data", {})
+    stored = data.get("definition")  # a builder's run names its own id
+    named = data.get("assembly_id") or (stored.get("assembly_id") if isinstance(stored, dict) else None)
     return AgentStreamStep(
-        assembly_id=str(stored.get("assembly_id") or getattr(assembly, "assembly_id", assembly.__qualname__)),
+        assembly_id=str(named or getattr(assembly, "assembly_id", assembly.__qualname__)),
         assembly_kind=str(getattr(assembly, "assembly_kind", "assembly")),
         participant=participant,
         step_id=step_id,

@@ -113,7 +113,8 @@ class Graph(Assembly):
     @classmethod
     def step_body(cls, scope: Any) -> GraphNodeStep:
         """The body of one of the run's node steps, under the definition the run started with."""
-        return GraphNodeStep(scope, run_spec(scope.run.id, scope.frame.checkpoint.data.get("definition"), cls))
+        stored = scope.frame.checkpoint.data.get("definition")
+        return GraphNodeStep(scope, run_spec(scope.run.id, stored, cls, scope.engine.store))
 
     @classmethod
     def stored_result(cls, stored: Mapping[str, Any]) -> RunResult:

@@ -342,9 +342,12 @@ class StepScope:
         consumed: list[int],
     ) -> StepCommit:
         """The commit that ends the run as completed with ``result``."""
-        stop = self.pair("invocation_stop", result=result)
-        terminal = self.pair("run_stop", outcome="completed", response=result.text, usage=result.usage, result=result)
-        finish = RunFinish("completed", result.text, None, result.usage.to_dict(), result.to_dict())
+        stored = {"result": result.to_dict()}  # encoded once for both events and the run row
+        stop = self.pair("invocation_stop", stored, result=result)
+        terminal = self.pair(
+            "run_stop", stored, outcome="completed", response=result.text, usage=result.usage, result=result
+        )
+        finish = RunFinish("completed", result.text, None, result.usage.to_dict(), stored["result"])
         conversation = state.messages + tuple(message for _seq, message in messages)
         if isinstance(checkpoint, DrivenCheckpoint) and checkpoint.session is not None:
             # An assembly's frame holds the history and the caller's message; its turn ends with its answer.

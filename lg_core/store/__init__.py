@@ -49,6 +49,7 @@ sessions, batches, holder leases), their migrations, the SQL run against them, a
 import lg_core.store._alembic_log_filter  # noqa: F401  (before anything imports alembic)
 import lg_core.store._psycopg_log_filter  # noqa: F401  (psycopg's warning for each commit's lost race)
 from lg_core.store.records import (
+    START_STEP,
     ClaimedStep,
     CommitResult,
     EventRecord,
@@ -62,6 +63,7 @@ from lg_core.store.records import (
 from lg_core.store.repository import RunStore
 
 __all__ = [
+    "START_STEP",
     "ClaimedStep",
     "CommitResult",
     "EventRecord",

@@ -17,6 +17,7 @@ from lg_core.store._rows import (
 )
 from lg_core.store._store_part import StorePart
 from lg_core.store.records import (
+    START_STEP,
     EventRecord,
     FrameRecord,
     NewStep,
@@ -28,9 +29,6 @@ from lg_core.store.records import (
 from lg_core.store.session_transactions import session_open_runs_submit
 from lg_core.store.transient_errors import retry_transient
 from lg_core.urls import safe_url
-
-START_STEP = "root/start"  # the done step a new run's first steps are scheduled by
-
 
 # How deep request_cancel follows child runs (a Graph nested in a Graph ...): deeper ones end with their parent.
 _MAX_CHILD_DEPTH = 32

@@ -16,6 +16,9 @@ RUN_TERMINAL = ("completed", "failed", "partial", "cancelled")
 MAX_COUNT = 2**63 - 1
 STEP_OPEN = ("scheduled", "running")
 
+# The done step a new run's first steps are scheduled by; its row keeps the run's first checkpoint.
+START_STEP = "root/start"
+
 
 def ended_step_status(run_status: str) -> str:
     """The status of a step that ends with its run: ``cancelled`` when the run was cancelled
@@ -365,6 +368,7 @@ class CommitResult:
 
 
 __all__ = [
+    "START_STEP",
     "MAX_COUNT",
     "ActivatedRun",
     "BatchRecord",

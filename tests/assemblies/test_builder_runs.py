@@ -8,6 +8,7 @@ import pytest
 
 from lg_core import ConfigurationError, GraphBuilder, SwarmBuilder, WorkflowBuilder
 from lg_core.providers import scripted
+from lg_core.store import START_STEP
 from tests.assemblies import spec_examples as examples
 
 
@@ -53,8 +54,8 @@ def test_a_built_graph_answers_and_stores_the_definition_it_ran(config, guide_mo
 
     assert run.completed, run.error
     assert [step.participant for step in run.result.trajectory] == ["triage", "respond"]
-    frame = config.runtime().store.load_frames(run.id)[0]
-    assert frame.checkpoint["data"]["definition"] == graph.definition().to_dict()
+    start = config.runtime().store.load_step(run.id, START_STEP)
+    assert start.checkpoint["data"]["definition"] == graph.definition().to_dict()
 
 
 def test_a_built_graph_edited_after_its_run_was_built_runs_as_it_was(config, guide_models):

@@ -17,7 +17,7 @@ import pytest
 
 import lg_core
 from lg_core import Agent, Graph, Workflow, edge, error_edge
-from lg_core.assemblies._graph_frame import run_spec
+from lg_core.assemblies._graph_frame import _RUN_SPECS, DEFINITION_AT_START, run_spec
 from lg_core.errors import (
     AssemblyLimitError,
     AssemblyRoutingError,
@@ -26,6 +26,7 @@ from lg_core.errors import (
     RunStateError,
 )
 from lg_core.providers import scripted
+from lg_core.store import START_STEP
 from tests.assemblies import resumable_graph, spec_examples
 
 
@@ -421,17 +422,33 @@ def test_a_graph_run_stores_its_definition_and_its_nodes_route_by_it(config, gui
     run = spec_examples.InvestigationGraph.ask("Why is transfer 481 pending?")
 
     assert run.completed, run.error
-    frame = config.runtime().store.load_frame(f"{run.id}/root")
-    assert frame.checkpoint["data"]["definition"] == spec_examples.InvestigationGraph.definition().to_dict()
+    store = config.runtime().store
+    start = store.load_step(run.id, START_STEP)
+    assert start.checkpoint["data"]["definition"] == spec_examples.InvestigationGraph.definition().to_dict()
+    # Later checkpoints point at the first one instead of carrying the definition at every node.
+    assert store.load_frame(f"{run.id}/root").checkpoint["data"]["definition"] == DEFINITION_AT_START
 
 
-def test_a_node_step_reads_the_definition_its_run_started_with_not_the_class_as_it_is_now():
+def test_a_node_step_reads_the_definition_its_run_started_with_not_the_class_as_it_is_now(config):
     stored = spec_examples.InvestigationGraph.definition().to_dict()
+    store = config.runtime().store
 
-    spec = run_spec("run-started-earlier", stored, spec_examples.SupportFlowGraph)
+    spec = run_spec("run-started-earlier", stored, spec_examples.SupportFlowGraph, store)
 
     assert [item.name for item in spec.nodes] == ["triage", "ledger", "policy", "respond"]
-    assert run_spec("run-started-earlier", None, spec_examples.SupportFlowGraph) is spec  # read once per run
+    assert run_spec("run-started-earlier", None, spec_examples.SupportFlowGraph, store) is spec  # read once per run
+
+
+def test_a_node_step_after_the_first_reads_the_definition_from_the_runs_start_step(config, guide_models):
+    run = spec_examples.InvestigationGraph.ask("Why is transfer 481 pending?")
+    assert run.completed, run.error
+    _RUN_SPECS.pop(run.id, None)  # as in a worker process that meets the run for the first time
+
+    spec = run_spec(run.id, DEFINITION_AT_START, spec_examples.SupportFlowGraph, config.runtime().store)
+
+    assert [item.name for item in spec.nodes] == ["triage", "ledger", "policy", "respond"]
+    with pytest.raises(RunStateError, match="lost the definition"):
+        run_spec("no-such-run", DEFINITION_AT_START, spec_examples.SupportFlowGraph, config.runtime().store)
 
 
 def test_a_graph_run_stopped_mid_node_resumes_without_running_a_committed_node_again(file_config):

@@ -11,6 +11,7 @@ import pytest
 import swarm_dist_app
 
 from lg_core import ConfigurationError, GraphBuilder, current_configuration
+from lg_core.store import START_STEP
 
 pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 QUEUES = ("lg.orchestrate", "lg.model", "lg.tools")
@@ -35,7 +36,8 @@ def test_a_built_graph_runs_on_workers_as_it_was_when_started(dist):
     assert [step.participant for step in trajectory][0] == "triage"
     assert trajectory.concurrent(trajectory.find("ledger"), trajectory.find("policy"))
     assert _effects(dist) == [1, 2, 3, 4]
-    stored = current_configuration().runtime().store.load_frames(run.id)[0].checkpoint["data"]["definition"]
+    start = current_configuration().runtime().store.load_step(run.id, START_STEP)  # the first checkpoint's
+    stored = start.checkpoint["data"]["definition"]
     assert stored["assembly_id"] == "built_transfer"
     assert stored["graph"]["finish"] == "respond"
     assert stored["graph"]["edges"][1]["input"] == {"import": "builder_dist_app:findings"}

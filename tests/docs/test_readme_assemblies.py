@@ -6,6 +6,7 @@ import sys
 import types
 
 from lg_core.providers import scripted
+from lg_core.store import START_STEP
 from tests.docs.readme import marked_blocks
 
 
@@ -110,5 +111,5 @@ def test_the_readme_builder_example_runs_its_graph_and_stores_the_definition_it_
     assert run.response == "Your order shipped on May 2 and arrives Friday."
     assert capsys.readouterr().out.splitlines()[-1] == run.response
     assert [step.participant for step in run.result.trajectory] == ["triage", "respond"]
-    frame = config.runtime().store.load_frames(run.id)[0]
-    assert frame.checkpoint["data"]["definition"]["assembly_id"] == "order_flow"
+    start = config.runtime().store.load_step(run.id, START_STEP)  # its first checkpoint holds the definition
+    assert start.checkpoint["data"]["definition"]["assembly_id"] == "order_flow"
