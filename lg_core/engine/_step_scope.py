@@ -189,8 +189,14 @@ class StepScope:
 
     @staticmethod
     def pair(type: str, /, stored_overrides: dict[str, Any] | None = None, **data: Any) -> EventPair:
-        """A durable event made by a transition: (live form, stored form)."""
-        stored = encode_event_data({**data, **(stored_overrides or {})})
+        """A durable event made by a transition: (live form, stored form).
+
+        ``stored_overrides`` are values already in their stored (JSON) form, used as they are: a
+        run's encoded result is not walked again for each event that carries it.
+        """
+        overrides = stored_overrides or {}
+        stored = encode_event_data({key: value for key, value in data.items() if key not in overrides})
+        stored.update(overrides)
         return StreamEvent.build(type, **data).with_stored(stored), (type, stored)
 
     # -- interrupts ---------------------------------------------------------------
