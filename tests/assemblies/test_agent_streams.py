@@ -93,8 +93,8 @@ def test_a_workflows_final_call_streams_its_wrapper_before_the_forwarded_text(co
     assert (step.assembly_kind, step.participant) == ("workflow", "write")
 
 
-def test_a_graph_in_a_graph_gives_its_agents_a_two_step_assembly_path(config, pipeline, script):
-    inner = pipeline()
+def outer_graph(inner: type[Graph], script) -> type[Graph]:
+    """A Graph whose second node, ``work``, is the Graph ``inner``."""
     intake = agent("IntakeAgent", script([{"text": "the request"}]))
 
     class OuterGraph(Graph):
@@ -102,6 +102,13 @@ def test_a_graph_in_a_graph_gives_its_agents_a_two_step_assembly_path(config, pi
         start = "intake"
         edges = [edge("intake", "work")]
         finish = "work"
+
+    return OuterGraph
+
+
+def test_a_graph_in_a_graph_gives_its_agents_a_two_step_assembly_path(config, pipeline, script):
+    inner = pipeline()
+    OuterGraph = outer_graph(inner, script)  # noqa: N806 - a class
 
     stream = OuterGraph.stream_ask("Help")
     seen = wrappers(list(stream))
@@ -201,18 +208,9 @@ def test_an_unobserved_graph_makes_no_wrappers_and_an_observed_one_does(config, 
     assert built and len(wrappers(seen)) == len(built)
 
 
-def test_a_nested_graph_builds_wrappers_for_the_observed_run_enclosing_it(config, pipeline, script, monkeypatch):
+def test_a_nested_graph_builds_wrappers_for_the_observed_run_enclosing_it(config, pipeline, script):
     """The inner Graph's own run has no consumer; its caller's link leads to the observed outer run."""
-    inner = pipeline()
-    intake = agent("IntakeAgent", script([{"text": "the request"}]))
-
-    class ObservedOuterGraph(Graph):
-        nodes = {"intake": intake, "work": inner}
-        start = "intake"
-        edges = [edge("intake", "work")]
-        finish = "work"
-
     seen = []
-    assert ObservedOuterGraph.ask("Help", on_event=seen.append).completed
+    assert outer_graph(pipeline(), script).ask("Help", on_event=seen.append).completed
     paths = {tuple(step.participant for step in event.data["source"].assembly_path) for event in wrappers(seen)}
     assert paths == {("intake",), ("work", "draft"), ("work", "polish")}
