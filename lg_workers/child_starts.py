@@ -63,7 +63,8 @@ def kept(queues: frozenset[str], publish: Callable[[list[StepRef]], None]) -> It
     finally:
         left = take_kept()
         _KEPT.queues = None
-        publish(left)
+        if left:
+            publish(left)
 
 
 __all__ = ["keep_for_chain", "kept", "take_kept"]

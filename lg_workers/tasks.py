@@ -19,12 +19,14 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from lg_core.engine.dispatcher import StepRef
 from lg_core.engine.leases import StepNotClaimed
 from lg_core.engine.run_endings import take_ending
 from lg_core.engine.step_kinds import ADVANCE_TASK, STEP_KINDS, StepKind
 from lg_core.errors import RunNotFoundError
 from lg_core.urls import safe_url
 from lg_workers import faults
+from lg_workers.celery_backend import PUBLISH_ERRORS
 from lg_workers.child_starts import kept, take_kept
 from lg_workers.continuation import Announcer, Chain, consumed_queues
 from lg_workers.task_outcomes import RunFailed, task_result
@@ -64,8 +66,18 @@ def run_step(run_id: str, step_key: str, redelivered: bool = True, task: Task | 
 def _run_chain(runtime: Any, run_id: str, step_key: str, redelivered: bool, task: Task | None) -> str:
     chain = Chain(consumed_queues(task) if task is not None else frozenset())
     # Child runs the chain's steps start continue here too (lg_workers.child_starts).
-    with kept(chain.queues, runtime.backend.publish):
+    with kept(chain.queues, lambda refs: _publish_left(runtime, refs)):
         return _chain_steps(runtime, chain, run_id, step_key, redelivered, task)
+
+
+def _publish_left(runtime: Any, refs: list[StepRef]) -> None:
+    """Publish the child steps a chain kept and did not run. They are in the store's outbox since
+    their runs started, so a broker out of reach leaves them to the scheduler's relay, as a child
+    start would (CeleryBackend.start): the step that started them committed, and stays done."""
+    try:
+        runtime.backend.publish(refs)
+    except PUBLISH_ERRORS as exc:
+        log.warning("%d child step(s) wait for the scheduler's relay: the broker is unreachable (%s)", len(refs), exc)
 
 
 def _chain_steps(runtime: Any, chain: Chain, run_id: str, step_key: str, redelivered: bool, task: Task | None) -> str:

@@ -207,3 +207,26 @@ def test_draining_at_shutdown_does_not_wait_for_the_linger(monkeypatch):
     assert sender.drain(timeout=5)
     assert time.monotonic() - started < 5
     assert [event for _id, event, _fields in sent] == ["task-received", "task-succeeded"]
+
+
+def test_a_child_start_in_a_chain_keeps_the_steps_of_its_queues_and_publishes_the_rest():
+    from lg_workers.child_starts import keep_for_chain, kept, take_kept
+
+    published: list[list[StepRef]] = []
+    assert keep_for_chain([MODEL, TOOL_A]) == [MODEL, TOOL_A]  # no chain on this thread: all published
+    with kept(frozenset({"lg.model"}), published.append):
+        assert keep_for_chain([MODEL, TOOL_A]) == [TOOL_A]
+        assert take_kept() == [MODEL] and take_kept() == []
+        assert keep_for_chain([TOOL_B]) == [TOOL_B]
+    assert published == []  # everything kept was taken by the chain
+
+
+def test_a_kept_child_step_the_chain_did_not_take_is_published_when_the_chain_ends():
+    from lg_workers.child_starts import keep_for_chain, kept
+
+    published: list[list[StepRef]] = []
+    with pytest.raises(RuntimeError), kept(BOTH, published.append):
+        keep_for_chain([MODEL])
+        raise RuntimeError("the step that started the child failed")
+    assert published == [[MODEL]]
+    assert keep_for_chain([MODEL]) == [MODEL]  # the chain is over
