@@ -23,6 +23,8 @@ def _effects(dist) -> list[int]:
 
 def test_a_built_graph_runs_on_workers_as_it_was_when_started(dist):
     dist.start_workers(queues=QUEUES, pool="threads", concurrency=8)
+    (dist.ready_dir / "meet-effect-2").write_text("3")  # the ledger and policy calls wait for each other
+    (dist.ready_dir / "meet-effect-3").write_text("2")
     builder = builder_dist_app.transfer_graph()
 
     execution = builder.start_execution("Why is transfer 481 pending?")
