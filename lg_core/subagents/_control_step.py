@@ -34,7 +34,12 @@ from lg_core.engine.tool_call_bodies import SUBAGENT_TURN_KIND, ToolCall, subage
 from lg_core.errors import Error, InvocationError, ToolError
 from lg_core.store import NewStep, StepCommit
 from lg_core.store.records import InterjectionAnswer
-from lg_core.subagents._interjection_reply import PARKED_RECHECK_SECONDS, block_for_reply, reply_view
+from lg_core.subagents._interjection_reply import (
+    LOCAL_POLL_SECONDS,
+    PARKED_RECHECK_SECONDS,
+    block_for_reply,
+    reply_view,
+)
 from lg_core.subagents._run_agent_path import run_agent_path
 from lg_core.subagents.agent_path import ROOT
 from lg_core.subagents.control_inputs import (
@@ -51,8 +56,6 @@ from lg_core.subagents.ledger import Ledger
 from lg_core.subagents.options import SubagentOptions
 from lg_core.subagents.persistence import ChildPersistence
 from lg_core.tool import ToolOutcome, success_outcome
-
-LOCAL_POLL_SECONDS = 0.05
 
 
 def ledger_of(checkpoint: Any, options: SubagentOptions, agent_path: str = ROOT) -> Ledger:

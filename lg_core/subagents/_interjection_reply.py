@@ -23,7 +23,7 @@ from lg_core.store.records import InterjectionAnswer
 from lg_core.subagents.control_inputs import SEND
 from lg_core.subagents.ledger import Ledger
 
-LOCAL_POLL_SECONDS = 0.05
+LOCAL_POLL_SECONDS = 0.05  # how often a local wait or interject call reads the store for progress
 # A parked interject call on a worker is executed again this often (by the scheduler's wake_at
 # timer) to look for the response, which may come without the child's turn ending.
 PARKED_RECHECK_SECONDS = 2.0
@@ -60,4 +60,4 @@ def reply_view(subagent_id: str, number: int, answer: InterjectionAnswer, ledger
     }
 
 
-__all__ = ["PARKED_RECHECK_SECONDS", "block_for_reply", "reply_view"]
+__all__ = ["LOCAL_POLL_SECONDS", "PARKED_RECHECK_SECONDS", "block_for_reply", "reply_view"]

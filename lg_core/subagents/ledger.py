@@ -97,7 +97,7 @@ class Ledger:
                 f"a subagent named {task_name!r} already exists ({subagent_id}); send it a follow-up with "
                 "send_subagent_message or choose another task_name"
             )
-        if sum(not i.dormant for i in self.identities.values()) >= self.limits.max_identities:
+        if self._active_count() >= self.limits.max_identities:
             raise ToolError(
                 f"this run already has {self.limits.max_identities} subagents, the most it may create; "
                 "send follow-ups to existing ones instead"
@@ -117,13 +117,17 @@ class Ledger:
                 "wait for it with wait_for_subagents before sending more"
             )
         self._check_turn_budget()
-        if identity.dormant and sum(not i.dormant for i in self.identities.values()) >= self.limits.max_identities:
+        if identity.dormant and self._active_count() >= self.limits.max_identities:
             raise ToolError(
                 f"this run already works with {self.limits.max_identities} subagents, the most it may; "
                 "send follow-ups to those instead"
             )
         identity.dormant = False
         return self._queue(identity, message)
+
+    def _active_count(self) -> int:
+        """The identities this run works with: the dormant ones restored from its session do not count."""
+        return sum(not identity.dormant for identity in self.identities.values())
 
     def restore(self, entries: list[dict[str, Any]]) -> None:
         """Add the parent session's persisted identities (registry entries, newest first) as dormant ones.
