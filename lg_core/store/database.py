@@ -114,8 +114,8 @@ class Database:
         self._lock = threading.RLock() if self.in_memory else None
         # A SQLite file takes one writer at a time. This process's writers queue here, and each
         # starts the moment the previous one commits; waiting in SQLite's busy handler instead
-        # sleeps in steps of up to 100 ms, and parallel branches ending together waited 10-20 ms
-        # for a lock that was free after one. Other processes still wait in the busy handler.
+        # sleeps in steps of up to 100 ms, so parallel branches ending together would wait 10-20 ms
+        # for a lock that is free after one. Other processes still wait in the busy handler.
         self._file_writers = threading.RLock() if self.dialect_name == "sqlite" and not self.in_memory else None
         self._local = threading.local()
         self._opened: dict[int, Any] = {}  # id -> raw connection held by a live thread
